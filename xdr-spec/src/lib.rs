@@ -22,3 +22,4 @@ pub mod gen;
 pub mod parse;
 pub mod pipeline;
 pub mod rt;
+pub mod symbols;

@@ -1,1 +1,122 @@
-fn main() {}
+//! `xdr-spec`: the command-line face of the library.
+//!
+//! ```text
+//! xdr-spec extract SPEC [--repair]            XDR of a spec text on stdout; repairs on stderr
+//! xdr-spec check FILE.x [--errata FILE]       diagnostics as FILE:LINE:COL; non-zero exit on errors
+//! xdr-spec gen FILE.x [--errata FILE]         Rust on stdout
+//! xdr-spec spec SPEC [--errata FILE] [--repair]
+//!                                             the whole pipeline, spec text to Rust, as build.rs runs it
+//! ```
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use xdr_spec::{check, errata, extract, pipeline};
+
+const USAGE: &str = "usage:
+  xdr-spec extract SPEC [--repair]
+  xdr-spec check FILE.x [--errata FILE]
+  xdr-spec gen FILE.x [--errata FILE]
+  xdr-spec spec SPEC [--errata FILE] [--repair]";
+
+struct Args {
+    command: String,
+    file: String,
+    errata: Option<String>,
+    repair: bool,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut it = std::env::args().skip(1);
+    let command = it.next().ok_or("missing command")?;
+    let mut file = None;
+    let mut errata = None;
+    let mut repair = false;
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--repair" => repair = true,
+            "--errata" => errata = Some(it.next().ok_or("--errata needs a file")?),
+            "-h" | "--help" => return Err(String::new()),
+            s if s.starts_with("--") => return Err(format!("unknown option {s}")),
+            _ if file.is_none() => file = Some(a),
+            _ => return Err(format!("unexpected argument {a}")),
+        }
+    }
+    Ok(Args { command, file: file.ok_or("missing file")?, errata, repair })
+}
+
+fn read(path: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))
+}
+
+/// The XDR of a `.x` file with the errata file applied, if one was given.
+fn xdr_with_errata(args: &Args) -> Result<String, String> {
+    let xdr = read(&args.file)?;
+    let Some(path) = &args.errata else { return Ok(xdr) };
+    let e = errata::parse(&read(path)?).map_err(|e| format!("{path}: {e}"))?;
+    let (fixed, applied, _) = e.apply_with_offset(&xdr).map_err(|e| format!("{path}: {e}"))?;
+    for a in applied {
+        eprintln!("{path}: erratum {}: {}", a.id, a.summary);
+    }
+    Ok(fixed)
+}
+
+fn run(args: &Args) -> Result<ExitCode, String> {
+    match args.command.as_str() {
+        "extract" => {
+            let text = read(&args.file)?;
+            let out = extract::extract(&text, &extract::ExtractOptions { repair: args.repair })
+                .map_err(|e| format!("{}: {e}", args.file))?;
+            for r in &out.repairs {
+                eprintln!("{}", r.to_report_line(&args.file));
+            }
+            print!("{}", out.xdr);
+            Ok(ExitCode::SUCCESS)
+        }
+        "check" => {
+            let xdr = xdr_with_errata(args)?;
+            let spec = xdr_spec::parse::parse(&xdr).map_err(|e| format!("{}:{e}", args.file))?;
+            let diags = check::check(&spec);
+            for d in &diags {
+                eprintln!("{}", d.render(&args.file, &xdr));
+            }
+            Ok(if check::has_errors(&diags) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+        }
+        "gen" => {
+            let xdr = xdr_with_errata(args)?;
+            let (rust, notes) = pipeline::xdr_to_rust(&args.file, &xdr, Vec::new()).map_err(|e| e.to_string())?;
+            notes.iter().for_each(|n| eprintln!("{n}"));
+            print!("{rust}");
+            Ok(ExitCode::SUCCESS)
+        }
+        "spec" => {
+            let out =
+                pipeline::spec_to_rust(Path::new(&args.file), args.errata.as_deref().map(Path::new), args.repair)
+                    .map_err(|e| e.to_string())?;
+            out.xdr.report.iter().chain(&out.notes).for_each(|n| eprintln!("{n}"));
+            print!("{}", out.rust);
+            Ok(ExitCode::SUCCESS)
+        }
+        other => Err(format!("unknown command {other}")),
+    }
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("xdr-spec: {e}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("xdr-spec: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

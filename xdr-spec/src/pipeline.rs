@@ -1,1 +1,157 @@
-//! (being written)
+//! The whole pipeline in one call, for build scripts and tools: spec text ->
+//! extracted (and, where asked, repaired) XDR -> errata -> parse -> check ->
+//! Rust. Every repair and erratum applied is returned in the report, so
+//! nothing about the generated types is implicit.
+//!
+//! ```no_run
+//! // In a build.rs:
+//! use std::path::Path;
+//! let out = xdr_spec::pipeline::spec_to_rust(
+//!     Path::new("../specs/rfc5666bis-draft-rpcrdma-v1.txt"),
+//!     Some(Path::new("../specs/rfc5666bis-draft-rpcrdma-v1.errata")),
+//!     false,
+//! )
+//! .unwrap();
+//! std::fs::write(Path::new(&std::env::var("OUT_DIR").unwrap()).join("v1.rs"), out.rust).unwrap();
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use crate::{check, errata, extract, gen, parse};
+
+/// Why the pipeline stopped. Each variant's message names the file and, where
+/// there is one, the line.
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    /// A file could not be read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// No XDR could be extracted, or a repair could not be justified.
+    #[error("{path}: {source}")]
+    Extract {
+        /// The spec.
+        path: PathBuf,
+        /// The error.
+        source: extract::ExtractError,
+    },
+    /// The errata file is malformed or no longer matches the spec.
+    #[error("{path}: {source}")]
+    Errata {
+        /// The errata file.
+        path: PathBuf,
+        /// The error.
+        source: errata::ErrataError,
+    },
+    /// The XDR does not parse.
+    #[error("{name}:{source}")]
+    Parse {
+        /// Name of the XDR (the spec it came from).
+        name: String,
+        /// The error.
+        source: parse::ParseError,
+    },
+    /// The checker found errors; each line is one rendered diagnostic.
+    #[error("{}", .0.join("\n"))]
+    Check(Vec<String>),
+    /// The generator refused a construct.
+    #[error("{name}:{source}")]
+    Gen {
+        /// Name of the XDR.
+        name: String,
+        /// The error.
+        source: gen::GenError,
+    },
+}
+
+/// XDR recovered from a spec, with where each line came from and what was
+/// done to it.
+#[derive(Debug, Clone)]
+pub struct PipelineXdr {
+    /// The XDR text, errata applied.
+    pub xdr: String,
+    /// Per XDR line, its origin in the spec ("FILE section S, line N"), or the
+    /// erratum that added it.
+    pub line_origins: Vec<String>,
+    /// One line per repair and per erratum applied.
+    pub report: Vec<String>,
+}
+
+/// Generated Rust and the report of how it was obtained.
+#[derive(Debug, Clone)]
+pub struct PipelineRust {
+    /// The XDR the Rust was generated from.
+    pub xdr: PipelineXdr,
+    /// The generated Rust source.
+    pub rust: String,
+    /// Notes from the checker (lists recognised, and the like).
+    pub notes: Vec<String>,
+}
+
+fn read(path: &Path) -> Result<String, PipelineError> {
+    std::fs::read_to_string(path).map_err(|source| PipelineError::Io { path: path.to_path_buf(), source })
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
+}
+
+/// Extract the XDR of the spec at `spec_path` (repairing it if `repair`),
+/// then apply the errata file if one is given.
+pub fn spec_to_xdr(spec_path: &Path, errata_path: Option<&Path>, repair: bool) -> Result<PipelineXdr, PipelineError> {
+    let text = read(spec_path)?;
+    let name = file_name(spec_path);
+    let extracted = extract::extract(&text, &extract::ExtractOptions { repair })
+        .map_err(|source| PipelineError::Extract { path: spec_path.to_path_buf(), source })?;
+    let mut report: Vec<String> = extracted.repairs.iter().map(|r| r.to_report_line(&name)).collect();
+    let mut line_origins: Vec<String> = extracted
+        .origins
+        .iter()
+        .map(|o| match &o.section {
+            Some(s) => format!("{name} section {s}, line {}", o.spec_line),
+            None => format!("{name}, line {}", o.spec_line),
+        })
+        .collect();
+    let mut xdr = extracted.xdr;
+    if let Some(errata_path) = errata_path {
+        let errata_text = read(errata_path)?;
+        let err = |source| PipelineError::Errata { path: errata_path.to_path_buf(), source };
+        let errata = errata::parse(&errata_text).map_err(err)?;
+        let (fixed, applied, prepended) = errata.apply_with_offset(&xdr).map_err(err)?;
+        let errata_name = file_name(errata_path);
+        let mut origins = vec![format!("added by {errata_name}"); prepended];
+        origins.append(&mut line_origins);
+        line_origins = origins;
+        report.extend(applied.iter().map(|a| format!("{errata_name}: erratum {}: {}", a.id, a.summary)));
+        xdr = fixed;
+    }
+    Ok(PipelineXdr { xdr, line_origins, report })
+}
+
+/// Check XDR text and generate Rust from it. `name` is used in messages
+/// and documentation.
+pub fn xdr_to_rust(name: &str, xdr: &str, line_origins: Vec<String>) -> Result<(String, Vec<String>), PipelineError> {
+    let spec = parse::parse(xdr).map_err(|source| PipelineError::Parse { name: name.to_string(), source })?;
+    let diags = check::check(&spec);
+    if check::has_errors(&diags) {
+        return Err(PipelineError::Check(
+            diags.iter().filter(|d| d.severity == check::Severity::Error).map(|d| d.render(name, xdr)).collect(),
+        ));
+    }
+    let notes = diags.iter().map(|d| d.render(name, xdr)).collect();
+    let opts = gen::GenOptions { source_name: name.to_string(), line_origins };
+    let rust = gen::generate(&spec, xdr, &opts).map_err(|source| PipelineError::Gen { name: name.to_string(), source })?;
+    Ok((rust, notes))
+}
+
+/// The whole pipeline: spec text to Rust.
+pub fn spec_to_rust(spec_path: &Path, errata_path: Option<&Path>, repair: bool) -> Result<PipelineRust, PipelineError> {
+    let xdr = spec_to_xdr(spec_path, errata_path, repair)?;
+    let name = format!("{} (extracted XDR)", file_name(spec_path));
+    let (rust, notes) = xdr_to_rust(&name, &xdr.xdr, xdr.line_origins.clone())?;
+    Ok(PipelineRust { xdr, rust, notes })
+}

@@ -1,1 +1,1336 @@
-//! (being written)
+//! The semantic checker: everything about a parsed specification that the
+//! grammar cannot say.
+//!
+//! [`check`] reports, each at the name or token it concerns:
+//!
+//! - names that are used but never defined, with the closest defined name as a
+//!   suggestion;
+//! - names defined twice (definitions, enumerators, which share the global
+//!   namespace, program versions and procedures), duplicate struct fields,
+//!   union arms of the same name but different types, duplicate enum values;
+//! - union case labels that are not values of the discriminant's type,
+//!   duplicate case values, and discriminants that are not `int`,
+//!   `unsigned int`, `bool` or an enum;
+//! - types outside RFC 4506 that rpcgen tolerates (`unsigned short`, `u_int`,
+//!   ...), with what rpcgen takes them to mean;
+//! - recursive types: infinite-size ones, the optional-data list idiom (a
+//!   note: the generator turns it into a loop), and every other recursion,
+//!   which the generator does not support;
+//! - misuse the parser lets through: `string x[N]`, `void` struct fields,
+//!   array sizes that are negative or do not fit an `unsigned int`, enum and
+//!   constant values that do not fit 32 bits, `struct X` naming a union, a
+//!   constant used as a type, a type used as a constant, program, version
+//!   and procedure numbers undefined or used twice.
+//!
+//! Where a diagnostic concerns an earlier definition too (a duplicate), a
+//! [`Severity::Note`] at the earlier one follows it, so that the rendered
+//! output names both lines.
+//!
+//! Names are resolved exactly as the generator resolves them, through
+//! [`Symbols`]: a value the checker accepts is one the generator can compute.
+//!
+//! Nothing here recurses on the number of definitions: the type graph is
+//! searched with an explicit stack. Recursion over inline bodies is bounded by
+//! the parser's nesting limit.
+
+use std::cmp::Reverse;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fmt;
+
+use crate::ast::*;
+use crate::symbols::{is_list_struct, Symbol, Symbols};
+
+/// How serious a [`Diagnostic`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    /// Information: something the generator treats specially, or the earlier
+    /// location an error refers to.
+    Note,
+    /// Legal but probably not meant.
+    Warning,
+    /// The specification cannot be turned into code as written.
+    Error,
+}
+
+impl Severity {
+    /// The word used when rendering: `note`, `warning` or `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Note => "note",
+            Severity::Warning => "warning",
+            Severity::Error => "error",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One finding of the checker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// How serious it is.
+    pub severity: Severity,
+    /// The name or token it concerns.
+    pub span: Span,
+    /// What is wrong, in one line.
+    pub message: String,
+}
+
+impl Diagnostic {
+    /// `FILE:LINE:COL: SEVERITY: MESSAGE`, with a 1-based line and column
+    /// computed from `source`, the text the specification was parsed from.
+    ///
+    /// ```
+    /// use xdr_spec::ast::Span;
+    /// use xdr_spec::check::{Diagnostic, Severity};
+    /// let d = Diagnostic { severity: Severity::Error, span: Span { offset: 3 }, message: "bad".into() };
+    /// assert_eq!(d.render("a.x", "ab\ncd"), "a.x:2:1: error: bad");
+    /// ```
+    pub fn render(&self, file: &str, source: &str) -> String {
+        let (line, column) = line_col(source, self.span.offset);
+        format!("{file}:{line}:{column}: {}: {}", self.severity, self.message)
+    }
+}
+
+/// Check a parsed specification. The diagnostics come sorted by span (a note
+/// about an earlier definition therefore comes before the error at the later
+/// one); diagnostics at the same span keep the order they were found in.
+///
+/// ```
+/// let spec = xdr_spec::parse::parse("struct s { uint32 x; };").unwrap();
+/// let diags = xdr_spec::check::check(&spec);
+/// assert_eq!(diags[0].message, "undefined name `uint32`");
+/// assert!(xdr_spec::check::has_errors(&diags));
+/// ```
+pub fn check(spec: &Spec) -> Vec<Diagnostic> {
+    let mut c = Checker::new(spec);
+    c.namespace();
+    for def in &spec.definitions {
+        c.definition(def);
+    }
+    c.program_numbers();
+    c.recursion();
+    let mut diags = c.diags;
+    diags.sort_by_key(|d| d.span);
+    // A note about a first definition is made once per later duplicate.
+    let mut seen = HashSet::new();
+    diags.retain(|d| seen.insert((d.span, d.severity, d.message.clone())));
+    diags
+}
+
+/// Whether any diagnostic is an [`Severity::Error`].
+pub fn has_errors(diags: &[Diagnostic]) -> bool {
+    diags.iter().any(|d| d.severity == Severity::Error)
+}
+
+// ---- the checker -----------------------------------------------------------
+
+/// Constant chains longer than this are not followed (as in
+/// [`Symbols::value_of_name`]).
+const MAX_VALUE_CHAIN: usize = 64;
+
+/// Work allowed for "did you mean" suggestions in one check (see
+/// `Checker::suggest_budget`).
+const SUGGEST_BUDGET: usize = 20_000_000;
+
+/// Where a declaration appears.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Field,
+    Arm,
+    Typedef,
+}
+
+/// The type of a union's discriminant, as far as case labels care.
+#[derive(Debug, Clone, Copy)]
+enum Disc<'s> {
+    Int,
+    Unsigned,
+    Bool,
+    Enum {
+        name: Option<&'s str>,
+        body: &'s EnumBody,
+    },
+    /// Not checkable (already reported, or undefined).
+    Unknown,
+}
+
+/// How a constant name's chain of definitions ends.
+enum ChainEnd {
+    Value,
+    /// At an undefined name or a non-constant: reported where it is written.
+    Broken,
+    /// A cycle or a chain longer than [`MAX_VALUE_CHAIN`].
+    Unresolvable,
+}
+
+struct Checker<'s> {
+    spec: &'s Spec,
+    syms: Symbols<'s>,
+    diags: Vec<Diagnostic>,
+    /// Members of anonymous (inline) enums: they are not indexed by
+    /// [`Symbols`], so they cannot be used as values.
+    anon_members: HashMap<&'s str, Span>,
+    /// Defined type names, sorted, for suggestions.
+    type_names: Vec<&'s str>,
+    /// Defined constant and enumerator names, sorted, for suggestions.
+    value_names: Vec<&'s str>,
+    /// The top-level definition being checked, for messages about inline
+    /// bodies.
+    top: &'s str,
+    /// Suggestions already computed, by undefined name and kind of use.
+    suggestions: HashMap<(&'s str, bool), Option<&'s str>>,
+    /// Work left for suggestions (candidates scanned plus edit-distance
+    /// cells), so that a specification with very many undefined names still
+    /// checks in linear time; past it, no more suggestions are made.
+    suggest_budget: usize,
+}
+
+impl<'s> Checker<'s> {
+    fn new(spec: &'s Spec) -> Self {
+        let syms = Symbols::new(spec);
+        let mut type_names = Vec::new();
+        let mut value_names = Vec::new();
+        for def in &spec.definitions {
+            match &def.kind {
+                DefinitionKind::Const(_) => value_names.push(def.name.name.as_str()),
+                DefinitionKind::Program(_) => {}
+                DefinitionKind::Enum(body) => {
+                    type_names.push(def.name.name.as_str());
+                    value_names.extend(body.members.iter().map(|(id, _)| id.name.as_str()));
+                }
+                _ => type_names.push(def.name.name.as_str()),
+            }
+        }
+        type_names.extend(["bool", "double", "float", "hyper", "int", "quadruple"]);
+        type_names.sort_unstable();
+        type_names.dedup();
+        value_names.sort_unstable();
+        value_names.dedup();
+        Checker {
+            spec,
+            syms,
+            diags: Vec::new(),
+            anon_members: HashMap::new(),
+            type_names,
+            value_names,
+            top: "",
+            suggestions: HashMap::new(),
+            suggest_budget: SUGGEST_BUDGET,
+        }
+    }
+
+    fn push(&mut self, severity: Severity, span: Span, message: String) {
+        self.diags.push(Diagnostic { severity, span, message });
+    }
+
+    fn error(&mut self, span: Span, message: String) {
+        self.push(Severity::Error, span, message);
+    }
+
+    fn warning(&mut self, span: Span, message: String) {
+        self.push(Severity::Warning, span, message);
+    }
+
+    fn note(&mut self, span: Span, message: String) {
+        self.push(Severity::Note, span, message);
+    }
+
+    // ---- the global namespace ----------------------------------------------
+
+    /// Every name in the global namespace, in source order: definitions,
+    /// enumerators (also of anonymous enums), program versions and
+    /// procedures. A procedure may repeat in a later version of the same
+    /// program with the same number (rpcbind does this).
+    fn namespace(&mut self) {
+        let spec = self.spec;
+        let mut seen: HashMap<&'s str, (Span, String)> = HashMap::new();
+        for def in &spec.definitions {
+            let mut names: Vec<(&'s Ident, String)> = vec![(&def.name, definition_desc(def))];
+            match &def.kind {
+                DefinitionKind::Enum(body) => {
+                    for (id, _) in &body.members {
+                        names.push((id, format!("an enumerator of enum `{}`", def.name.name)));
+                    }
+                }
+                DefinitionKind::Program(p) => {
+                    let mut procs: HashMap<&str, (usize, Option<i64>)> = HashMap::new();
+                    for (vi, v) in p.versions.iter().enumerate() {
+                        names.push((&v.name, format!("a version of program `{}`", def.name.name)));
+                        for proc in &v.procedures {
+                            let number = self.syms.value(&proc.number);
+                            match procs.get(proc.name.name.as_str()) {
+                                Some(&(first_v, first_n)) if first_v != vi && first_n == number && number.is_some() => {
+                                    continue
+                                }
+                                Some(_) => {}
+                                None => {
+                                    procs.insert(&proc.name.name, (vi, number));
+                                }
+                            }
+                            names.push((&proc.name, format!("a procedure of program `{}`", def.name.name)));
+                        }
+                    }
+                }
+                _ => {}
+            }
+            let mut inline = Vec::new();
+            definition_types(def, &mut |ty| {
+                if let TypeSpec::InlineEnum(body) = ty {
+                    inline.push(body);
+                }
+            });
+            for body in inline {
+                for (id, _) in &body.members {
+                    names.push((id, "a member of an anonymous enum".to_string()));
+                    self.anon_members.entry(&id.name).or_insert(id.span);
+                }
+            }
+            for (id, desc) in names {
+                match seen.get(id.name.as_str()) {
+                    Some((first, first_desc)) => {
+                        let (first, msg) =
+                            (*first, format!("duplicate name `{}` (already defined as {first_desc})", id.name));
+                        self.error(id.span, msg);
+                        self.note(first, format!("`{}` is first defined here", id.name));
+                    }
+                    None => {
+                        seen.insert(&id.name, (id.span, desc));
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- definitions -------------------------------------------------------
+
+    fn definition(&mut self, def: &'s Definition) {
+        self.top = &def.name.name;
+        let name = &def.name.name;
+        match &def.kind {
+            DefinitionKind::Const(v) => self.const_def(def, v),
+            DefinitionKind::Typedef(d) => self.decl(d, Place::Typedef),
+            DefinitionKind::Enum(body) => self.enum_body(body, &format!("enum `{name}`")),
+            DefinitionKind::Struct(body) => self.struct_body(body, &format!("struct `{name}`")),
+            DefinitionKind::Union(body) => self.union_body(body, &format!("union `{name}`")),
+            DefinitionKind::Program(p) => self.program(def, p),
+        }
+    }
+
+    fn const_def(&mut self, def: &'s Definition, v: &'s Value) {
+        match self.value(v) {
+            Some(n) if !fits_32(n) => self.error(
+                v.span(),
+                format!(
+                    "constant `{}` = {} does not fit in 32 bits (an int or an unsigned int)",
+                    def.name.name,
+                    show_value(v, n)
+                ),
+            ),
+            Some(_) => {}
+            None => {
+                if let Value::Named(id) = v {
+                    if let ChainEnd::Unresolvable = self.chain_end(&id.name) {
+                        self.error(
+                            def.name.span,
+                            format!(
+                                "the value of constant `{}` cannot be resolved: constants refer to each other in a \
+                                 cycle, or in a chain longer than {MAX_VALUE_CHAIN}",
+                                def.name.name
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn enum_body(&mut self, body: &'s EnumBody, owner: &str) {
+        let mut seen: HashMap<i64, &'s Ident> = HashMap::new();
+        for (id, v) in &body.members {
+            let Some(n) = self.value(v) else {
+                if let Value::Named(target) = v {
+                    if let ChainEnd::Unresolvable = self.chain_end(&target.name) {
+                        self.error(
+                            id.span,
+                            format!(
+                                "the value of enumerator `{}` cannot be resolved: constants refer to each other in a \
+                                 cycle, or in a chain longer than {MAX_VALUE_CHAIN}",
+                                id.name
+                            ),
+                        );
+                    }
+                }
+                continue;
+            };
+            if i32::try_from(n).is_err() {
+                self.error(
+                    v.span(),
+                    format!(
+                        "the value {} of enumerator `{}` does not fit in a 32-bit signed int",
+                        show_value(v, n),
+                        id.name
+                    ),
+                );
+            }
+            match seen.get(&n) {
+                Some(first) => {
+                    let first = *first;
+                    self.error(
+                        id.span,
+                        format!("enumerator `{}` of {owner} has the same value {n} as `{}`", id.name, first.name),
+                    );
+                    self.note(first.span, format!("`{}` is defined here", first.name));
+                }
+                None => {
+                    seen.insert(n, id);
+                }
+            }
+        }
+    }
+
+    fn struct_body(&mut self, body: &'s StructBody, owner: &str) {
+        let mut seen: HashMap<&'s str, Span> = HashMap::new();
+        for field in &body.fields {
+            self.decl(field, Place::Field);
+            let Some(id) = field.name() else { continue };
+            match seen.get(id.name.as_str()) {
+                Some(&first) => {
+                    self.error(id.span, format!("duplicate field `{}` in {owner}", id.name));
+                    self.note(first, format!("`{}` is first declared here", id.name));
+                }
+                None => {
+                    seen.insert(&id.name, id.span);
+                }
+            }
+        }
+    }
+
+    fn union_body(&mut self, body: &'s UnionBody, owner: &str) {
+        let disc = self.discriminant(&body.discriminant, owner);
+        let members: HashSet<i64> = match disc {
+            Disc::Enum { body, .. } => body.members.iter().filter_map(|(_, v)| self.syms.value(v)).collect(),
+            _ => HashSet::new(),
+        };
+        let mut values: HashMap<i64, Span> = HashMap::new();
+        let mut arms: HashMap<&'s str, (Span, String)> = HashMap::new();
+        for arm in &body.arms {
+            for label in &arm.cases {
+                let Some(v) = self.value(label) else { continue };
+                if !self.case_label(label, v, disc, &members, owner) {
+                    continue;
+                }
+                match values.get(&v) {
+                    Some(&first) => {
+                        self.error(label.span(), format!("duplicate case value {} in {owner}", show_value(label, v)));
+                        self.note(first, format!("the first case with value {v} is here"));
+                    }
+                    None => {
+                        values.insert(v, label.span());
+                    }
+                }
+            }
+            self.decl(&arm.decl, Place::Arm);
+            self.arm_name(&arm.decl, &mut arms, owner);
+        }
+        if let Some(d) = &body.default {
+            self.decl(d, Place::Arm);
+            self.arm_name(d, &mut arms, owner);
+        }
+    }
+
+    /// Arms may share a name only when they share the type: they denote one
+    /// field that several cases carry.
+    fn arm_name(&mut self, d: &'s Declaration, arms: &mut HashMap<&'s str, (Span, String)>, owner: &str) {
+        let Some(id) = d.name() else { return };
+        let this = decl_str(d);
+        match arms.get(id.name.as_str()) {
+            Some((_, first)) if *first == this => self.note(
+                id.span,
+                format!(
+                    "{owner} has more than one arm named `{}`, all `{this}`; allowed, as the types are identical",
+                    id.name
+                ),
+            ),
+            Some((first_span, first)) => {
+                let (first_span, msg) = (
+                    *first_span,
+                    format!(
+                        "union arm `{}` of {owner} is declared again with a different type: `{this}`, not `{first}`",
+                        id.name
+                    ),
+                );
+                self.error(id.span, msg);
+                self.note(first_span, format!("`{}` is first declared here", id.name));
+            }
+            None => {
+                arms.insert(&id.name, (id.span, this));
+            }
+        }
+    }
+
+    fn discriminant(&mut self, d: &'s Declaration, owner: &str) -> Disc<'s> {
+        let Declaration::Named { name, ty, shape } = d else {
+            self.error(d.span(), format!("the discriminant of {owner} cannot be `void`"));
+            return Disc::Unknown;
+        };
+        self.type_spec(ty);
+        if *shape != Shape::Scalar {
+            self.error(
+                name.span,
+                format!("the discriminant `{}` of {owner} must be a single value, not an array or optional", name.name),
+            );
+            return Disc::Unknown;
+        }
+        let bad = |this: &mut Self| {
+            this.error(
+                name.span,
+                format!(
+                    "the discriminant `{}` of {owner} has type `{}`: it must be int, unsigned int, bool or an enum",
+                    name.name,
+                    type_str(ty)
+                ),
+            );
+            Disc::Unknown
+        };
+        let mut t = ty;
+        for _ in 0..=self.spec.definitions.len() {
+            match t {
+                TypeSpec::Int => return Disc::Int,
+                TypeSpec::UnsignedInt => return Disc::Unsigned,
+                TypeSpec::Bool => return Disc::Bool,
+                TypeSpec::InlineEnum(body) => return Disc::Enum { name: None, body },
+                TypeSpec::NonStandard { .. } => return Disc::Unknown,
+                TypeSpec::Named { name: target, .. } => match self.syms.type_def(&target.name) {
+                    Some(Definition { kind: DefinitionKind::Enum(body), name, .. }) => {
+                        return Disc::Enum { name: Some(&name.name), body }
+                    }
+                    Some(Definition {
+                        kind: DefinitionKind::Typedef(Declaration::Named { ty: inner, shape: Shape::Scalar, .. }),
+                        ..
+                    }) => t = inner,
+                    Some(_) => return bad(self),
+                    None => return Disc::Unknown,
+                },
+                _ => return bad(self),
+            }
+        }
+        // A cycle of typedefs: reported as an infinite-size type.
+        Disc::Unknown
+    }
+
+    /// Whether a case label is a legal value of the discriminant (reporting
+    /// it if not).
+    fn case_label(&mut self, label: &'s Value, v: i64, disc: Disc<'s>, members: &HashSet<i64>, owner: &str) -> bool {
+        let shown = show_value(label, v);
+        let problem = match disc {
+            Disc::Enum { name, .. } => {
+                let enum_desc = name.map_or("the discriminant's anonymous enum".to_string(), |n| format!("enum `{n}`"));
+                let parent = match label {
+                    Value::Named(id) => match self.syms.get(&id.name) {
+                        Some(Symbol::Enumerator { parent, .. }) => Some((&id.name, &parent.name.name)),
+                        _ => None,
+                    },
+                    Value::Literal { .. } => None,
+                };
+                match parent {
+                    Some((label, p)) if Some(p.as_str()) != name => Some(format!(
+                        "case label `{label}` is a member of enum `{p}`, not of {enum_desc}, the type of the \
+                         discriminant of {owner}"
+                    )),
+                    Some(_) => None,
+                    None if members.contains(&v) => None,
+                    None => Some(format!("case value {shown} is not a value of {enum_desc}")),
+                }
+            }
+            Disc::Bool if v != 0 && v != 1 => Some(format!("case value {shown} is not a bool (TRUE = 1 or FALSE = 0)")),
+            Disc::Int if i32::try_from(v).is_err() => {
+                Some(format!("case value {shown} does not fit the int discriminant of {owner}"))
+            }
+            Disc::Unsigned if u32::try_from(v).is_err() => {
+                Some(format!("case value {shown} does not fit the unsigned int discriminant of {owner}"))
+            }
+            _ => None,
+        };
+        match problem {
+            Some(msg) => {
+                self.error(label.span(), msg);
+                false
+            }
+            None => true,
+        }
+    }
+
+    fn program(&mut self, def: &'s Definition, p: &'s Program) {
+        let pname = &def.name.name;
+        if let Some(n) = self.value(&p.number) {
+            self.check_u32(&p.number, n, &format!("the number of program `{pname}`"));
+        }
+        let mut versions: HashMap<i64, &'s Ident> = HashMap::new();
+        for v in &p.versions {
+            if let Some(n) = self.value(&v.number) {
+                self.check_u32(&v.number, n, &format!("the number of version `{}`", v.name.name));
+                match versions.get(&n) {
+                    Some(first) => {
+                        let first = *first;
+                        self.error(
+                            v.number.span(),
+                            format!(
+                                "version number {} of program `{pname}` is already used by version `{}`",
+                                show_value(&v.number, n),
+                                first.name
+                            ),
+                        );
+                        self.note(first.span, format!("`{}` is defined here", first.name));
+                    }
+                    None => {
+                        versions.insert(n, &v.name);
+                    }
+                }
+            }
+            let mut procs: HashMap<i64, &'s Ident> = HashMap::new();
+            for proc in &v.procedures {
+                if let Some(t) = &proc.result {
+                    self.type_spec(t);
+                }
+                for a in &proc.args {
+                    self.type_spec(a);
+                }
+                let Some(n) = self.value(&proc.number) else { continue };
+                self.check_u32(&proc.number, n, &format!("the number of procedure `{}`", proc.name.name));
+                match procs.get(&n) {
+                    Some(first) => {
+                        let first = *first;
+                        self.error(
+                            proc.number.span(),
+                            format!(
+                                "procedure number {} of version `{}` is already used by procedure `{}`",
+                                show_value(&proc.number, n),
+                                v.name.name,
+                                first.name
+                            ),
+                        );
+                        self.note(first.span, format!("`{}` is defined here", first.name));
+                    }
+                    None => {
+                        procs.insert(n, &proc.name);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Two programs with the same number.
+    fn program_numbers(&mut self) {
+        let spec = self.spec;
+        let mut seen: HashMap<i64, &'s Ident> = HashMap::new();
+        for def in &spec.definitions {
+            let DefinitionKind::Program(p) = &def.kind else { continue };
+            let Some(n) = self.syms.value(&p.number) else { continue };
+            match seen.get(&n) {
+                Some(first) => {
+                    let first = *first;
+                    self.error(
+                        p.number.span(),
+                        format!(
+                            "program number {} of `{}` is already used by program `{}`",
+                            show_value(&p.number, n),
+                            def.name.name,
+                            first.name
+                        ),
+                    );
+                    self.note(first.span, format!("`{}` is defined here", first.name));
+                }
+                None => {
+                    seen.insert(n, &def.name);
+                }
+            }
+        }
+    }
+
+    fn check_u32(&mut self, v: &Value, n: i64, what: &str) {
+        if u32::try_from(n).is_err() {
+            self.error(v.span(), format!("{what}, {}, does not fit in an unsigned int", show_value(v, n)));
+        }
+    }
+
+    // ---- declarations and types --------------------------------------------
+
+    fn decl(&mut self, d: &'s Declaration, place: Place) {
+        let Declaration::Named { name, ty, shape } = d else {
+            if place == Place::Field {
+                self.error(d.span(), "`void` is not allowed as a struct field (only a union arm may be void)".into());
+            }
+            return;
+        };
+        self.type_spec(ty);
+        let n = &name.name;
+        match (ty, shape) {
+            (TypeSpec::String, Shape::FixedArray(_)) => self.error(
+                name.span,
+                format!(
+                    "`string {n}[...]` is not XDR: strings are variable-length; write `string {n}<N>` (or \
+                     `opaque {n}[N]` for fixed-length bytes)"
+                ),
+            ),
+            (TypeSpec::String, Shape::Scalar | Shape::Optional) => {
+                self.error(name.span, format!("`string {n}` needs a maximum length: write `string {n}<N>` or `<>`"))
+            }
+            (TypeSpec::Opaque, Shape::Scalar | Shape::Optional) => {
+                self.error(name.span, format!("`opaque {n}` needs a length: write `opaque {n}[N]` or `opaque {n}<N>`"))
+            }
+            _ => {}
+        }
+        match shape {
+            Shape::FixedArray(v) => {
+                if let Some(size) = self.value(v) {
+                    if self.bound(v, size, n) && size == 0 {
+                        self.warning(v.span(), format!("fixed-length array `{n}` has size 0"));
+                    }
+                }
+            }
+            Shape::VarArray(Some(v)) => {
+                if let Some(size) = self.value(v) {
+                    self.bound(v, size, n);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// An array size or maximum: whether it is a legal one.
+    fn bound(&mut self, v: &Value, size: i64, name: &str) -> bool {
+        if size < 0 {
+            self.error(v.span(), format!("the size of array `{name}`, {}, is negative", show_value(v, size)));
+            false
+        } else if u32::try_from(size).is_err() {
+            self.error(
+                v.span(),
+                format!("the size of array `{name}`, {}, does not fit in an unsigned int", show_value(v, size)),
+            );
+            false
+        } else {
+            true
+        }
+    }
+
+    fn type_spec(&mut self, ty: &'s TypeSpec) {
+        let top = self.top;
+        match ty {
+            TypeSpec::NonStandard { spelling, span } => self.non_standard(spelling, *span),
+            TypeSpec::Named { name, keyword } => self.type_ref(name, *keyword),
+            TypeSpec::InlineEnum(body) => self.enum_body(body, &format!("the anonymous enum in `{top}`")),
+            TypeSpec::InlineStruct(body) => self.struct_body(body, &format!("the anonymous struct in `{top}`")),
+            TypeSpec::InlineUnion(body) => self.union_body(body, &format!("the anonymous union in `{top}`")),
+            _ => {}
+        }
+    }
+
+    fn non_standard(&mut self, spelling: &str, span: Span) {
+        let meaning = rpcgen_meaning(spelling).unwrap_or("a C type");
+        self.error(span, format!("`{spelling}` is not an RFC 4506 type (rpcgen accepts it as {meaning})"));
+    }
+
+    /// A name used as a type.
+    fn type_ref(&mut self, id: &'s Ident, keyword: Option<TypeKeyword>) {
+        let name = &id.name;
+        match self.syms.get(name) {
+            None => {
+                if keyword.is_none() && rpcgen_meaning(name).is_some() {
+                    self.non_standard(name, id.span);
+                } else {
+                    self.undefined(id, true);
+                }
+            }
+            Some(Symbol::Enumerator { parent, .. }) => {
+                let msg = format!("`{name}` is an enumerator of enum `{}`, not a type", parent.name.name);
+                self.error(id.span, msg);
+            }
+            Some(Symbol::Definition(def)) => match (&def.kind, keyword) {
+                (DefinitionKind::Const(_) | DefinitionKind::Program(_), _) => {
+                    let msg = format!("`{name}` is {}, not a type", symbol_desc(name, def));
+                    self.error(id.span, msg);
+                }
+                (DefinitionKind::Struct(_), None | Some(TypeKeyword::Struct))
+                | (DefinitionKind::Union(_), None | Some(TypeKeyword::Union))
+                | (DefinitionKind::Enum(_), None | Some(TypeKeyword::Enum))
+                | (DefinitionKind::Typedef(_), None) => {}
+                (_, Some(kw)) => {
+                    let kw = keyword_str(kw);
+                    let article = if kw == "enum" { "an" } else { "a" };
+                    let msg = format!("`{kw} {name}` refers to {}, not {article} {kw}", symbol_desc(name, def));
+                    self.error(id.span, msg);
+                }
+            },
+        }
+    }
+
+    /// A value: checks the name it uses, and returns the integer if it
+    /// resolves.
+    fn value(&mut self, v: &'s Value) -> Option<i64> {
+        let id = match v {
+            Value::Literal { value, .. } => return Some(*value),
+            Value::Named(id) => id,
+        };
+        let name = &id.name;
+        match self.syms.get(name) {
+            None => {
+                if let Some(n) = self.syms.value_of_name(name) {
+                    return Some(n); // TRUE and FALSE
+                }
+                if self.anon_members.contains_key(name.as_str()) {
+                    self.error(
+                        id.span,
+                        format!(
+                            "`{name}` is a member of an anonymous enum, which cannot be used as a value: define the \
+                             enum at top level"
+                        ),
+                    );
+                } else {
+                    self.undefined(id, false);
+                }
+                None
+            }
+            Some(Symbol::Enumerator { .. }) => self.syms.value_of_name(name),
+            Some(Symbol::Definition(def)) => match &def.kind {
+                DefinitionKind::Const(_) => self.syms.value_of_name(name),
+                _ => {
+                    let msg = format!("`{name}` is {}, not a constant", symbol_desc(name, def));
+                    self.error(id.span, msg);
+                    None
+                }
+            },
+        }
+    }
+
+    fn chain_end(&self, name: &str) -> ChainEnd {
+        let mut name = name;
+        for _ in 0..MAX_VALUE_CHAIN {
+            let next = match self.syms.get(name) {
+                Some(Symbol::Enumerator { value, .. }) => value,
+                Some(Symbol::Definition(Definition { kind: DefinitionKind::Const(value), .. })) => value,
+                _ => return ChainEnd::Broken,
+            };
+            match next {
+                Value::Literal { .. } => return ChainEnd::Value,
+                Value::Named(id) => name = &id.name,
+            }
+        }
+        ChainEnd::Unresolvable
+    }
+
+    fn undefined(&mut self, id: &'s Ident, as_type: bool) {
+        let key = (id.name.as_str(), as_type);
+        let suggestion = match self.suggestions.get(&key) {
+            Some(s) => *s,
+            None => {
+                let candidates = if as_type { &self.type_names } else { &self.value_names };
+                let s = suggest(&id.name, candidates, &mut self.suggest_budget);
+                self.suggestions.insert(key, s);
+                s
+            }
+        };
+        let msg = match suggestion {
+            Some(s) => format!("undefined name `{}` (did you mean `{s}`?)", id.name),
+            None => format!("undefined name `{}`", id.name),
+        };
+        self.error(id.span, msg);
+    }
+
+    // ---- recursion ---------------------------------------------------------
+
+    /// Find every cycle of type references, iteratively.
+    fn recursion(&mut self) {
+        let spec = self.spec;
+        let defs = &spec.definitions;
+        let index: HashMap<*const Definition, usize> =
+            defs.iter().enumerate().map(|(i, d)| (d as *const Definition, i)).collect();
+        let mut all: Vec<Vec<usize>> = vec![Vec::new(); defs.len()];
+        let mut direct: Vec<Vec<usize>> = vec![Vec::new(); defs.len()];
+        let mut refs = Vec::new();
+        for (i, def) in defs.iter().enumerate() {
+            refs.clear();
+            match &def.kind {
+                DefinitionKind::Typedef(d) => decl_refs(d, Via::Direct, &mut refs),
+                DefinitionKind::Struct(b) => b.fields.iter().for_each(|f| decl_refs(f, Via::Direct, &mut refs)),
+                DefinitionKind::Union(b) => union_refs(b, Via::Direct, &mut refs),
+                _ => continue,
+            }
+            for &(name, via) in &refs {
+                let Some(target) = self.syms.type_def(name) else { continue };
+                let Some(&j) = index.get(&(target as *const Definition)) else { continue };
+                all[i].push(j);
+                if via == Via::Direct {
+                    direct[i].push(j);
+                }
+            }
+        }
+
+        let comps = sccs(&all);
+        let mut comp_of = vec![usize::MAX; defs.len()];
+        for (c, members) in comps.iter().enumerate() {
+            for &m in members {
+                comp_of[m] = c;
+            }
+        }
+        let mut reported = vec![false; comps.len()];
+
+        // Cycles of direct containment: infinite size.
+        let direct_comps = sccs(&direct);
+        let mut dcomp_of = vec![usize::MAX; defs.len()];
+        for (c, members) in direct_comps.iter().enumerate() {
+            for &m in members {
+                dcomp_of[m] = c;
+            }
+        }
+        let mut found = Vec::new();
+        for members in &direct_comps {
+            if !is_cycle(members, &direct) {
+                continue;
+            }
+            let root = *members.iter().min().expect("components are not empty");
+            let path = cycle_path(root, &direct, |n| dcomp_of[n] == dcomp_of[root]);
+            reported[comp_of[root]] = true;
+            found.push((root, path, true));
+        }
+        for (c, members) in comps.iter().enumerate() {
+            if reported[c] || !is_cycle(members, &all) {
+                continue;
+            }
+            let root = *members.iter().min().expect("components are not empty");
+            let self_refs = all[root].iter().filter(|&&t| t == root).count();
+            if members.len() == 1 && self_refs == 1 && is_list_struct(&defs[root]) {
+                let name = &defs[root].name;
+                self.note(
+                    name.span,
+                    format!("`{}` is an optional-data list; generated as a sequence decoded in a loop", name.name),
+                );
+                continue;
+            }
+            let path = cycle_path(root, &all, |n| comp_of[n] == c);
+            found.push((root, path, false));
+        }
+        found.sort_by_key(|(root, ..)| *root);
+        for (root, path, infinite) in found {
+            let name = &defs[root].name;
+            let path = path_str(&path, defs);
+            let msg = if infinite {
+                format!(
+                    "type `{}` contains itself ({path}) with no optional (`*`) or variable-length array on the way, \
+                     so its size is infinite",
+                    name.name
+                )
+            } else {
+                format!(
+                    "recursive type `{}` ({path}): the generator decodes without recursion and supports only the \
+                     optional-data list idiom",
+                    name.name
+                )
+            };
+            self.error(name.span, msg);
+        }
+    }
+}
+
+// ---- the type graph ----------------------------------------------------------
+
+/// How a reference is reached from the definition that makes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Via {
+    /// Contained: the referencing value always holds a referenced value.
+    Direct,
+    /// Through a union arm: held only for some discriminant values.
+    Union,
+    /// Through `*` or `<>`: possibly absent, so a cycle has finite values.
+    Indirect,
+}
+
+fn decl_refs<'a>(d: &'a Declaration, via: Via, out: &mut Vec<(&'a str, Via)>) {
+    let Declaration::Named { ty, shape, .. } = d else { return };
+    let via = match shape {
+        Shape::Optional | Shape::VarArray(_) => Via::Indirect,
+        Shape::Scalar | Shape::FixedArray(_) => via,
+    };
+    match ty {
+        TypeSpec::Named { name, .. } => out.push((&name.name, via)),
+        TypeSpec::InlineStruct(b) => b.fields.iter().for_each(|f| decl_refs(f, via, out)),
+        TypeSpec::InlineUnion(b) => union_refs(b, via, out),
+        _ => {}
+    }
+}
+
+fn union_refs<'a>(b: &'a UnionBody, via: Via, out: &mut Vec<(&'a str, Via)>) {
+    decl_refs(&b.discriminant, via, out);
+    let arm_via = via.max(Via::Union);
+    for arm in &b.arms {
+        decl_refs(&arm.decl, arm_via, out);
+    }
+    if let Some(d) = &b.default {
+        decl_refs(d, arm_via, out);
+    }
+}
+
+/// Strongly connected components (Tarjan), with an explicit stack.
+fn sccs(adj: &[Vec<usize>]) -> Vec<Vec<usize>> {
+    const UNSEEN: usize = usize::MAX;
+    let n = adj.len();
+    let mut index = vec![UNSEEN; n];
+    let mut low = vec![0; n];
+    let mut on_stack = vec![false; n];
+    let mut stack = Vec::new();
+    let mut out = Vec::new();
+    let mut next = 0;
+    let mut calls: Vec<(usize, usize)> = Vec::new();
+    for root in 0..n {
+        if index[root] != UNSEEN {
+            continue;
+        }
+        index[root] = next;
+        low[root] = next;
+        next += 1;
+        stack.push(root);
+        on_stack[root] = true;
+        calls.push((root, 0));
+        while let Some(top) = calls.last_mut() {
+            let (v, pos) = *top;
+            if let Some(&w) = adj[v].get(pos) {
+                top.1 += 1;
+                if index[w] == UNSEEN {
+                    index[w] = next;
+                    low[w] = next;
+                    next += 1;
+                    stack.push(w);
+                    on_stack[w] = true;
+                    calls.push((w, 0));
+                } else if on_stack[w] {
+                    low[v] = low[v].min(index[w]);
+                }
+                continue;
+            }
+            calls.pop();
+            if let Some(&(u, _)) = calls.last() {
+                low[u] = low[u].min(low[v]);
+            }
+            if low[v] == index[v] {
+                let mut comp = Vec::new();
+                while let Some(w) = stack.pop() {
+                    on_stack[w] = false;
+                    comp.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                out.push(comp);
+            }
+        }
+    }
+    out
+}
+
+/// Whether a component contains a cycle (more than one node, or a self-loop).
+fn is_cycle(members: &[usize], adj: &[Vec<usize>]) -> bool {
+    members.len() > 1 || adj[members[0]].contains(&members[0])
+}
+
+/// A shortest cycle through `root` inside its component (breadth-first),
+/// as the list of nodes from `root` back to `root`.
+fn cycle_path(root: usize, adj: &[Vec<usize>], inside: impl Fn(usize) -> bool) -> Vec<usize> {
+    let mut parent: HashMap<usize, usize> = HashMap::new();
+    let mut queue = VecDeque::from([root]);
+    while let Some(v) = queue.pop_front() {
+        for &w in &adj[v] {
+            if w == root {
+                let mut back = Vec::new();
+                let mut at = v;
+                while at != root {
+                    back.push(at);
+                    at = parent[&at];
+                }
+                let mut path = vec![root];
+                path.extend(back.iter().rev());
+                path.push(root);
+                return path;
+            }
+            if inside(w) && !parent.contains_key(&w) && w != root {
+                parent.insert(w, v);
+                queue.push_back(w);
+            }
+        }
+    }
+    vec![root, root]
+}
+
+/// `A -> B -> A`, shortened in the middle when long.
+fn path_str(path: &[usize], defs: &[Definition]) -> String {
+    let name = |i: usize| defs[i].name.name.as_str();
+    if path.len() <= 10 {
+        return path.iter().map(|&i| name(i)).collect::<Vec<_>>().join(" -> ");
+    }
+    let head: Vec<_> = path[..4].iter().map(|&i| name(i)).collect();
+    let tail: Vec<_> = path[path.len() - 3..].iter().map(|&i| name(i)).collect();
+    format!("{} -> ... ({} more) -> {}", head.join(" -> "), path.len() - 7, tail.join(" -> "))
+}
+
+// ---- helpers -----------------------------------------------------------------
+
+/// Visit every type specifier in a definition, inline bodies included.
+fn definition_types<'a>(def: &'a Definition, f: &mut impl FnMut(&'a TypeSpec)) {
+    match &def.kind {
+        DefinitionKind::Const(_) => {}
+        DefinitionKind::Typedef(d) => decl_types(d, f),
+        DefinitionKind::Enum(_) => {}
+        DefinitionKind::Struct(b) => b.fields.iter().for_each(|d| decl_types(d, f)),
+        DefinitionKind::Union(b) => union_types(b, f),
+        DefinitionKind::Program(p) => {
+            for v in &p.versions {
+                for proc in &v.procedures {
+                    proc.result.iter().chain(&proc.args).for_each(|t| type_types(t, f));
+                }
+            }
+        }
+    }
+}
+
+fn decl_types<'a>(d: &'a Declaration, f: &mut impl FnMut(&'a TypeSpec)) {
+    if let Declaration::Named { ty, .. } = d {
+        type_types(ty, f);
+    }
+}
+
+fn union_types<'a>(b: &'a UnionBody, f: &mut impl FnMut(&'a TypeSpec)) {
+    decl_types(&b.discriminant, f);
+    b.arms.iter().for_each(|a| decl_types(&a.decl, f));
+    if let Some(d) = &b.default {
+        decl_types(d, f);
+    }
+}
+
+fn type_types<'a>(ty: &'a TypeSpec, f: &mut impl FnMut(&'a TypeSpec)) {
+    f(ty);
+    match ty {
+        TypeSpec::InlineStruct(b) => b.fields.iter().for_each(|d| decl_types(d, f)),
+        TypeSpec::InlineUnion(b) => union_types(b, f),
+        _ => {}
+    }
+}
+
+/// What rpcgen makes of a type name or spelling outside RFC 4506.
+fn rpcgen_meaning(spelling: &str) -> Option<&'static str> {
+    Some(match spelling {
+        "unsigned short" | "u_short" => {
+            "`u_short`, a 4-byte unsigned int on the wire via xdr_u_short; write `unsigned int`"
+        }
+        "unsigned long" | "u_long" => {
+            "`u_long`, a 4-byte unsigned int on the wire via xdr_u_long; write `unsigned int`"
+        }
+        "unsigned char" | "u_char" => {
+            "`u_char`, a 4-byte unsigned int on the wire via xdr_u_char; write `unsigned int`"
+        }
+        "short" => "`short`, a 4-byte int on the wire via xdr_short; write `int`",
+        "long" => "`long`, a 4-byte int on the wire via xdr_long; write `int`",
+        "char" => "`char`, a 4-byte int on the wire via xdr_char; write `int`",
+        "unsigned" | "u_int" => "`unsigned int` via xdr_u_int; write `unsigned int`",
+        "u_hyper" => "`unsigned hyper` via xdr_u_hyper; write `unsigned hyper`",
+        "u_quad_t" => "`unsigned hyper` via xdr_u_quad_t; write `unsigned hyper`",
+        "quad_t" => "`hyper` via xdr_quad_t; write `hyper`",
+        _ => return None,
+    })
+}
+
+fn keyword_str(kw: TypeKeyword) -> &'static str {
+    match kw {
+        TypeKeyword::Struct => "struct",
+        TypeKeyword::Union => "union",
+        TypeKeyword::Enum => "enum",
+    }
+}
+
+/// "a struct", "a constant", ... for a top-level definition.
+fn definition_desc(def: &Definition) -> String {
+    match &def.kind {
+        DefinitionKind::Const(_) => "a constant",
+        DefinitionKind::Typedef(_) => "a typedef",
+        DefinitionKind::Enum(_) => "an enum",
+        DefinitionKind::Struct(_) => "a struct",
+        DefinitionKind::Union(_) => "a union",
+        DefinitionKind::Program(_) => "a program",
+    }
+    .to_string()
+}
+
+/// What `name`, which [`Symbols`] maps to `def`, is.
+fn symbol_desc(name: &str, def: &Definition) -> String {
+    if let DefinitionKind::Program(p) = &def.kind {
+        if def.name.name != name {
+            let what = if p.versions.iter().any(|v| v.name.name == name) { "a version" } else { "a procedure" };
+            return format!("{what} of program `{}`", def.name.name);
+        }
+    }
+    definition_desc(def)
+}
+
+fn fits_32(n: i64) -> bool {
+    (i64::from(i32::MIN)..=i64::from(u32::MAX)).contains(&n)
+}
+
+/// `5`, or `` `NAME` (= 5) `` for a named value.
+fn show_value(v: &Value, n: i64) -> String {
+    match v {
+        Value::Literal { .. } => n.to_string(),
+        Value::Named(id) => format!("`{}` (= {n})", id.name),
+    }
+}
+
+fn value_str(v: &Value) -> String {
+    match v {
+        Value::Literal { value, .. } => value.to_string(),
+        Value::Named(id) => id.name.clone(),
+    }
+}
+
+/// A type as it would be written, without spans (used to compare union arms).
+fn type_str(ty: &TypeSpec) -> String {
+    match ty {
+        TypeSpec::Int => "int".into(),
+        TypeSpec::UnsignedInt => "unsigned int".into(),
+        TypeSpec::Hyper => "hyper".into(),
+        TypeSpec::UnsignedHyper => "unsigned hyper".into(),
+        TypeSpec::Float => "float".into(),
+        TypeSpec::Double => "double".into(),
+        TypeSpec::Quadruple => "quadruple".into(),
+        TypeSpec::Bool => "bool".into(),
+        TypeSpec::Opaque => "opaque".into(),
+        TypeSpec::String => "string".into(),
+        TypeSpec::NonStandard { spelling, .. } => spelling.clone(),
+        TypeSpec::Named { name, keyword } => match keyword {
+            Some(kw) => format!("{} {}", keyword_str(*kw), name.name),
+            None => name.name.clone(),
+        },
+        TypeSpec::InlineEnum(b) => {
+            let members: Vec<_> = b.members.iter().map(|(id, v)| format!("{} = {}", id.name, value_str(v))).collect();
+            format!("enum {{ {} }}", members.join(", "))
+        }
+        TypeSpec::InlineStruct(b) => {
+            let fields: String = b.fields.iter().map(|d| format!("{}; ", decl_str(d))).collect();
+            format!("struct {{ {fields}}}")
+        }
+        TypeSpec::InlineUnion(b) => {
+            let mut s = format!("union switch ({}) {{ ", decl_str(&b.discriminant));
+            for arm in &b.arms {
+                for c in &arm.cases {
+                    s += &format!("case {}: ", value_str(c));
+                }
+                s += &format!("{}; ", decl_str(&arm.decl));
+            }
+            if let Some(d) = &b.default {
+                s += &format!("default: {}; ", decl_str(d));
+            }
+            s + "}"
+        }
+    }
+}
+
+/// A declaration as it would be written, without spans.
+fn decl_str(d: &Declaration) -> String {
+    let Declaration::Named { name, ty, shape } = d else { return "void".into() };
+    let (t, n) = (type_str(ty), &name.name);
+    match shape {
+        Shape::Scalar => format!("{t} {n}"),
+        Shape::FixedArray(v) => format!("{t} {n}[{}]", value_str(v)),
+        Shape::VarArray(None) => format!("{t} {n}<>"),
+        Shape::VarArray(Some(v)) => format!("{t} {n}<{}>", value_str(v)),
+        Shape::Optional => format!("{t} *{n}"),
+    }
+}
+
+// ---- suggestions -------------------------------------------------------------
+
+/// The defined name closest to `name` by edit distance, if close enough: at
+/// most a third of the name's length (at least 2, and less than the whole
+/// name). Ties go to the longer common prefix, then to the alphabetically
+/// first. Each candidate scanned and each edit-distance cell computed is taken
+/// from `budget`; when it runs out the answer is `None`.
+fn suggest<'a>(name: &str, candidates: &[&'a str], budget: &mut usize) -> Option<&'a str> {
+    let len = name.chars().count();
+    let limit = (len / 3).max(2).min(len.saturating_sub(1));
+    let mut best: Option<(usize, Reverse<usize>, &'a str)> = None;
+    for &c in candidates {
+        let clen = c.chars().count();
+        let cost = 1 + if clen.abs_diff(len) > limit { 0 } else { len * clen };
+        if *budget < cost {
+            *budget = 0;
+            return None;
+        }
+        *budget -= cost;
+        if clen.abs_diff(len) > limit {
+            continue;
+        }
+        let d = levenshtein(name, c);
+        if d == 0 || d > limit {
+            continue;
+        }
+        let prefix = name.chars().zip(c.chars()).take_while(|(a, b)| a == b).count();
+        let key = (d, Reverse(prefix), c);
+        if best.map_or(true, |b| key < b) {
+            best = Some(key);
+        }
+    }
+    best.map(|(.., c)| c)
+}
+
+/// The Levenshtein distance between two strings, by characters.
+fn levenshtein(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    let mut cur = vec![0; b.len() + 1];
+    for (i, ca) in a.chars().enumerate() {
+        cur[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let subst = prev[j] + usize::from(ca != cb);
+            cur[j + 1] = subst.min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        std::mem::swap(&mut prev, &mut cur);
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levenshtein_distances() {
+        assert_eq!(levenshtein("kitten", "sitting"), 3);
+        assert_eq!(levenshtein("", "abc"), 3);
+        assert_eq!(levenshtein("rpcrdma2_chunks", "rpcrdma2_chunk_lists"), 5);
+    }
+
+    #[test]
+    fn suggestions() {
+        let names = ["rpcrdma2_chunk_lists", "rpcrdma2_write_list", "rpcrdma2_write_chunk", "rpcrdma2_proc"];
+        let mut budget = usize::MAX;
+        assert_eq!(suggest("rpcrdma2_chunks", &names, &mut budget), Some("rpcrdma2_chunk_lists"));
+        assert_eq!(suggest("x", &["y"], &mut budget), None);
+        assert_eq!(suggest("uint32", &["uint64"], &mut budget), Some("uint64"));
+        assert_eq!(suggest("completely", &["different"], &mut budget), None);
+        // Equal distance: the longer common prefix wins.
+        assert_eq!(suggest("abcd_x", &["aacd_x", "abcd_y"], &mut budget), Some("abcd_y"));
+        let mut small = 3;
+        assert_eq!(suggest("uint32", &["uint64"], &mut small), None);
+        assert_eq!(small, 0);
+    }
+
+    #[test]
+    fn cycle_paths_and_components() {
+        // 0 -> 1 -> 2 -> 0, 2 -> 3, 3 -> 3
+        let adj = vec![vec![1], vec![2], vec![0, 3], vec![3]];
+        let comps = sccs(&adj);
+        assert_eq!(comps.len(), 2);
+        assert_eq!(cycle_path(0, &adj, |n| n < 3), vec![0, 1, 2, 0]);
+        assert_eq!(cycle_path(3, &adj, |n| n == 3), vec![3, 3]);
+    }
+}

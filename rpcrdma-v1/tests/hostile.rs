@@ -74,7 +74,10 @@ fn huge_write_chunk_count_is_refused_without_allocating() {
     let bytes = words(&[1, 1, 1, 0, 0, 1, 0xffff_ffff]);
     assert_eq!(bytes.len(), 28);
     let (r, calls, allocated) = counted(|| RdmaMsg::decode(&bytes).map(|(m, n)| (m.rdma_xid, n)));
-    assert_eq!(r, Err(Error::CountExceedsInput { what: "xdr_write_chunk.target", count: u32::MAX, remaining: 0, at: 24 }));
+    assert_eq!(
+        r,
+        Err(Error::CountExceedsInput { what: "xdr_write_chunk.target", count: u32::MAX, remaining: 0, at: 24 })
+    );
     assert_eq!((calls, allocated), (0, 0), "decoding hostile counts must not allocate");
 }
 
@@ -158,4 +161,3 @@ fn bad_booleans_and_procedures_are_errors() {
         assert!(matches!(RdmaMsg::decode(&b), Err(Error::BadDiscriminant { type_name: "rdma_body", .. })), "{proc}");
     }
 }
-

@@ -90,9 +90,8 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         "spec" => {
-            let out =
-                pipeline::spec_to_rust(Path::new(&args.file), args.errata.as_deref().map(Path::new), args.repair)
-                    .map_err(|e| e.to_string())?;
+            let out = pipeline::spec_to_rust(Path::new(&args.file), args.errata.as_deref().map(Path::new), args.repair)
+                .map_err(|e| e.to_string())?;
             out.xdr.report.iter().chain(&out.notes).for_each(|n| eprintln!("{n}"));
             print!("{}", out.rust);
             Ok(ExitCode::SUCCESS)

@@ -199,8 +199,24 @@ fn kw<'a>(word: &'static str) -> impl FnMut(&'a str) -> Res<'a, &'a str> {
 }
 
 const KEYWORDS: &[&str] = &[
-    "bool", "case", "const", "default", "double", "quadruple", "enum", "float", "hyper", "int", "opaque", "string",
-    "struct", "switch", "typedef", "union", "unsigned", "void",
+    "bool",
+    "case",
+    "const",
+    "default",
+    "double",
+    "quadruple",
+    "enum",
+    "float",
+    "hyper",
+    "int",
+    "opaque",
+    "string",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
 ];
 
 fn ident(input: &str) -> Res<'_, Ident> {

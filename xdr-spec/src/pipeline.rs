@@ -144,7 +144,8 @@ pub fn xdr_to_rust(name: &str, xdr: &str, line_origins: Vec<String>) -> Result<(
     }
     let notes = diags.iter().map(|d| d.render(name, xdr)).collect();
     let opts = gen::GenOptions { source_name: name.to_string(), line_origins };
-    let rust = gen::generate(&spec, xdr, &opts).map_err(|source| PipelineError::Gen { name: name.to_string(), source })?;
+    let rust =
+        gen::generate(&spec, xdr, &opts).map_err(|source| PipelineError::Gen { name: name.to_string(), source })?;
     Ok((rust, notes))
 }
 

@@ -174,10 +174,7 @@ fn unions_every_discriminant_kind() {
 
 #[test]
 fn lists_roundtrip_and_walk_in_a_loop() {
-    let segs = [
-        lists::Segment { handle: 1, length: 2, offset: 3 },
-        lists::Segment { handle: 4, length: 5, offset: 6 },
-    ];
+    let segs = [lists::Segment { handle: 1, length: 2, offset: 3 }, lists::Segment { handle: 4, length: 5, offset: 6 }];
     let tags = [1u32, 2];
     let names = [
         lists::NamelistEntry { name: "a", tags: Seq::from_slice(&tags) },

@@ -39,6 +39,9 @@ pub mod xdr {
     include!(concat!(env!("OUT_DIR"), "/generated.rs"));
 }
 
+pub mod header;
+pub mod verdict;
+
 /// The runtime the generated types use: [`rt::Xdr`], [`rt::Seq`], [`rt::List`],
 /// [`rt::Limits`] and [`rt::Error`].
 pub use xdr_spec::rt;

@@ -1,0 +1,443 @@
+//! A validated, zero-copy view of a received RPC-over-RDMA Version One
+//! transport header (RFC 8166 sections 3.4 and 4; draft sections 5.2-5.3).
+//!
+//! [`Header::parse`] decodes the header with the generated codec, then checks
+//! the chunk rules a receiver depends on before it uses a single segment:
+//! read positions are multiples of four and grouped into chunks in ascending,
+//! non-overlapping order; the number of segments and the size of each chunk
+//! are within the caller's [`HeaderLimits`]; RDMA_NOMSG carries the chunk
+//! that holds its payload; an RDMA_MSG carries an RPC message whose XID is
+//! the header's. Nothing is allocated: the view borrows the received bytes.
+//!
+//! ```
+//! use rpcrdma_v1::header::{Header, HeaderLimits};
+//! // RDMA_MSG, xid 7, no chunks, then an RPC call whose XID is also 7.
+//! let words = [7u32, 1, 32, 0, 0, 0, 0, 7, 0];
+//! let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+//! let h = Header::parse(&bytes, &HeaderLimits::default()).unwrap();
+//! assert_eq!((h.xid(), h.credit(), h.header_len()), (7, 32, 28));
+//! assert_eq!(h.payload(), &bytes[28..]);
+//! assert_eq!(h.read_chunks().count(), 0);
+//! ```
+
+use xdr_spec::rt::{Limits, List, SeqIter, Xdr};
+
+use crate::xdr::*;
+
+/// The only version this crate speaks (RFC 8166 section 4.2.2).
+pub const RPCRDMA_VERSION: u32 = 1;
+
+/// Offsets of the four fixed header words, which keep their positions in
+/// every version (RFC 8166 section 4.2).
+pub mod offsets {
+    /// `rdma_xid`.
+    pub const XID: usize = 0;
+    /// `rdma_vers`.
+    pub const VERS: usize = 4;
+    /// `rdma_credit`.
+    pub const CREDIT: usize = 8;
+    /// `rdma_proc`, the body union's discriminant.
+    pub const PROC: usize = 12;
+    /// The first byte after the fixed words.
+    pub const BODY: usize = 16;
+}
+
+/// What a receiver is willing to accept in one header, checked before any
+/// segment is used.
+///
+/// ```
+/// let l = rpcrdma_v1::header::HeaderLimits::default();
+/// assert_eq!(l.max_segments, 16);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderLimits {
+    /// Most RDMA segments in one header, all lists together. Linux uses 16
+    /// (`RPCRDMA_MAX_HDR_SEGS`), the default.
+    pub max_segments: u32,
+    /// The largest chunk, in bytes, the Upper Layer allows (its rsize or
+    /// wsize; RFC 8166 section 3.4.4: "The Responder can use such limits to
+    /// sanity check chunk sizes").
+    pub max_chunk_len: u64,
+}
+
+impl Default for HeaderLimits {
+    fn default() -> Self {
+        HeaderLimits { max_segments: 16, max_chunk_len: u64::from(u32::MAX) }
+    }
+}
+
+/// The procedures a receiver accepts as carrying an RPC message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageKind {
+    /// RDMA_MSG: the RPC message follows the header inline (it may be
+    /// reduced: RFC 8166 section 3.5.2).
+    Msg,
+    /// RDMA_NOMSG: the RPC message is in a chunk (RFC 8166 section 3.5.3).
+    NoMsg,
+}
+
+/// Why a received header is not acceptable. Each variant names the rule;
+/// [`crate::verdict`] turns them into the reply the spec requires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HeaderError {
+    /// Fewer than 8 bytes: not even the XID and version can be read.
+    #[error("{len} bytes: too short to hold the XID and version")]
+    TooShortForVersion {
+        /// Bytes received.
+        len: usize,
+    },
+    /// A version other than 1 (RFC 8166 section 4.5.1).
+    #[error("version {vers} is not supported")]
+    Version {
+        /// The `rdma_vers` received.
+        vers: u32,
+    },
+    /// The fixed header or the chunk lists are not valid XDR (RFC 8166
+    /// section 4.5.2).
+    #[error("malformed header: {0}")]
+    Xdr(xdr_spec::rt::Error),
+    /// A procedure number outside the enum (RFC 8166 section 4.5.2).
+    #[error("unknown procedure {0}")]
+    UnknownProc(u32),
+    /// RDMA_MSGP or RDMA_DONE, which senders MUST NOT send (draft 5.6).
+    #[error("procedure {0} (RDMA_MSGP or RDMA_DONE) is no longer supported")]
+    Obsolete(u32),
+    /// RDMA_ERROR is not a message to validate: see [`crate::verdict`].
+    #[error("RDMA_ERROR carries no RPC message")]
+    IsError,
+    /// More segments than [`HeaderLimits::max_segments`].
+    #[error("{count} segments in one header, more than the limit {limit}")]
+    TooManySegments {
+        /// Segments counted (up to where counting stopped).
+        count: u32,
+        /// The limit.
+        limit: u32,
+    },
+    /// A chunk longer than [`HeaderLimits::max_chunk_len`].
+    #[error("a chunk of {len} bytes exceeds the limit {limit}")]
+    ChunkTooLong {
+        /// The chunk's length (sum of its segments).
+        len: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A Read segment's Position is not a multiple of four (RFC 8166
+    /// section 3.4.5).
+    #[error("read position {0} is not a multiple of 4")]
+    MisalignedPosition(u32),
+    /// A Read chunk's position is not after the previous chunk's data: the
+    /// chunks overlap, or a chunk's segments are not together in the list
+    /// (RFC 8166 section 3.4.5: all segments of a chunk share one
+    /// position).
+    #[error("read chunk at position {position} overlaps or precedes the chunk at {previous} (length {previous_len})")]
+    OverlappingReadChunks {
+        /// The offending position.
+        position: u32,
+        /// The previous chunk's position.
+        previous: u32,
+        /// The previous chunk's length.
+        previous_len: u64,
+    },
+    /// RDMA_NOMSG with neither a Position-zero Read chunk nor a Reply chunk
+    /// to hold the RPC message (RFC 8166 section 4.5.2).
+    #[error("RDMA_NOMSG without a chunk holding the RPC message")]
+    NoMsgWithoutChunk,
+    /// RDMA_MSG with no RPC message (or less than its XID) after the header.
+    #[error("RDMA_MSG with no RPC message after the header")]
+    MissingPayload,
+    /// The RPC message's XID differs from `rdma_xid` (RFC 8166 section
+    /// 4.5.2).
+    #[error("rdma_xid {header:#x} differs from the RPC message's XID {rpc:#x}")]
+    XidMismatch {
+        /// The transport header's XID.
+        header: u32,
+        /// The RPC message's XID.
+        rpc: u32,
+    },
+    /// An RPC reply with Read chunks: responders MUST leave the Read list
+    /// empty in all replies (draft section 5.3.1).
+    #[error("a reply carries a read list")]
+    ReplyWithReadList,
+}
+
+/// A received, validated RDMA_MSG or RDMA_NOMSG header and the bytes after
+/// it. Borrowed from the receive buffer; `Copy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Header<'a> {
+    xid: u32,
+    credit: u32,
+    kind: MessageKind,
+    reads: List<'a, XdrReadChunk>,
+    writes: List<'a, XdrWriteChunk<'a>>,
+    reply: Option<XdrWriteChunk<'a>>,
+    header_len: usize,
+    payload: &'a [u8],
+}
+
+/// RPC `msg_type` REPLY (RFC 5531 section 9), the second word of an RPC
+/// message.
+const RPC_REPLY: u32 = 1;
+
+fn word(bytes: &[u8], at: usize) -> Option<u32> {
+    bytes.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+}
+
+impl<'a> Header<'a> {
+    /// Decode and validate the header at the start of `bytes` (a whole
+    /// received message).
+    pub fn parse(bytes: &'a [u8], limits: &HeaderLimits) -> Result<Header<'a>, HeaderError> {
+        let (Some(xid), Some(vers)) = (word(bytes, offsets::XID), word(bytes, offsets::VERS)) else {
+            return Err(HeaderError::TooShortForVersion { len: bytes.len() });
+        };
+        if vers != RPCRDMA_VERSION {
+            return Err(HeaderError::Version { vers });
+        }
+        match word(bytes, offsets::PROC) {
+            Some(RDMA_MSG_U32 | RDMA_NOMSG_U32) => {}
+            Some(p @ (RDMA_MSGP_U32 | RDMA_DONE_U32)) => return Err(HeaderError::Obsolete(p)),
+            Some(RDMA_ERROR_U32) => return Err(HeaderError::IsError),
+            Some(p) => return Err(HeaderError::UnknownProc(p)),
+            None => {
+                return Err(HeaderError::Xdr(xdr_spec::rt::Error::Truncated {
+                    at: bytes.len(),
+                    need: offsets::BODY - bytes.len(),
+                }))
+            }
+        }
+        // Segments are at least 16 bytes and list entries at least 20: with
+        // these limits a hostile count stops the decoder early.
+        let max = limits.max_segments;
+        let rt_limits = Limits { max_list_entries: max.saturating_add(1), max_array_len: max };
+        let (msg, header_len) = RdmaMsg::decode_with_limits(bytes, rt_limits).map_err(|e| match e {
+            xdr_spec::rt::Error::LimitExceeded { .. } => HeaderError::TooManySegments { count: max + 1, limit: max },
+            e => HeaderError::Xdr(e),
+        })?;
+        let (kind, reads, writes, reply) = match msg.rdma_body {
+            RdmaBody::RdmaMsg(h) => (MessageKind::Msg, h.rdma_reads, h.rdma_writes, h.rdma_reply),
+            RdmaBody::RdmaNomsg(h) => (MessageKind::NoMsg, h.rdma_reads, h.rdma_writes, h.rdma_reply),
+            _ => return Err(HeaderError::IsError),
+        };
+        let header = Header {
+            xid,
+            credit: msg.rdma_credit,
+            kind,
+            reads,
+            writes,
+            reply,
+            header_len,
+            payload: &bytes[header_len..],
+        };
+        header.check_segments(limits)?;
+        header.check_read_list(limits)?;
+        header.check_message()?;
+        Ok(header)
+    }
+
+    /// The segment limit, over all three lists together.
+    fn check_segments(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
+        let count = self.reads.len() as u64
+            + self.writes.iter().map(|w| w.target.len() as u64).sum::<u64>()
+            + self.reply.map_or(0, |r| r.target.len() as u64);
+        if count > u64::from(limits.max_segments) {
+            let count = u32::try_from(count).unwrap_or(u32::MAX);
+            return Err(HeaderError::TooManySegments { count, limit: limits.max_segments });
+        }
+        for len in self.writes.iter().map(|w| chunk_len(&w)).chain(self.reply.as_ref().map(chunk_len)) {
+            if len > limits.max_chunk_len {
+                return Err(HeaderError::ChunkTooLong { len, limit: limits.max_chunk_len });
+            }
+        }
+        Ok(())
+    }
+
+    /// RFC 8166 section 3.4.5: positions are multiples of four, the segments
+    /// of one chunk share a position and sit together, and chunks are in
+    /// ascending order without overlapping (the Position-zero chunk, which
+    /// holds the whole reduced message, excepted).
+    fn check_read_list(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
+        let mut previous: Option<(u32, u64)> = None;
+        for chunk in self.read_chunks() {
+            let position = chunk.position();
+            if position % 4 != 0 {
+                return Err(HeaderError::MisalignedPosition(position));
+            }
+            let len = chunk.len();
+            if len > limits.max_chunk_len {
+                return Err(HeaderError::ChunkTooLong { len, limit: limits.max_chunk_len });
+            }
+            if let Some((prev, prev_len)) = previous {
+                let prev_end = if prev == 0 { 0 } else { u64::from(prev) + prev_len };
+                if position <= prev || u64::from(position) < prev_end {
+                    return Err(HeaderError::OverlappingReadChunks {
+                        position,
+                        previous: prev,
+                        previous_len: prev_len,
+                    });
+                }
+            }
+            previous = Some((position, len));
+        }
+        Ok(())
+    }
+
+    /// RFC 8166 section 4.5.2's examples of XDR errors: an RDMA_NOMSG with
+    /// no chunk for its message, an XID that differs from the RPC
+    /// message's; and draft section 5.3.1: replies carry no Read list.
+    fn check_message(&self) -> Result<(), HeaderError> {
+        match self.kind {
+            MessageKind::NoMsg => {
+                if self.position_zero_chunk().is_none() && self.reply.is_none() {
+                    return Err(HeaderError::NoMsgWithoutChunk);
+                }
+            }
+            MessageKind::Msg => {
+                let Some(rpc_xid) = word(self.payload, 0) else { return Err(HeaderError::MissingPayload) };
+                if rpc_xid != self.xid {
+                    return Err(HeaderError::XidMismatch { header: self.xid, rpc: rpc_xid });
+                }
+                if word(self.payload, 4) == Some(RPC_REPLY) && !self.reads.is_empty() {
+                    return Err(HeaderError::ReplyWithReadList);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `rdma_xid`.
+    pub fn xid(&self) -> u32 {
+        self.xid
+    }
+
+    /// `rdma_credit`: a request for credits in a call, a grant in a reply
+    /// (RFC 8166 section 3.3.1).
+    pub fn credit(&self) -> u32 {
+        self.credit
+    }
+
+    /// RDMA_MSG or RDMA_NOMSG.
+    pub fn kind(&self) -> MessageKind {
+        self.kind
+    }
+
+    /// The length of the transport header: the RPC message (or nothing,
+    /// for RDMA_NOMSG) starts here.
+    pub fn header_len(&self) -> usize {
+        self.header_len
+    }
+
+    /// The bytes after the transport header: the (possibly reduced) RPC
+    /// message of an RDMA_MSG.
+    pub fn payload(&self) -> &'a [u8] {
+        self.payload
+    }
+
+    /// The Read list, grouped into Read chunks by position.
+    pub fn read_chunks(&self) -> ReadChunks<'a> {
+        ReadChunks { list: self.reads, iter: self.reads.iter(), pending: None, index: 0 }
+    }
+
+    /// The Position-zero Read chunk (the whole RPC call of a Long call,
+    /// RFC 8166 section 3.5.3), if present.
+    pub fn position_zero_chunk(&self) -> Option<ReadChunk<'a>> {
+        self.read_chunks().next().filter(|c| c.position() == 0)
+    }
+
+    /// The raw Read list, one entry per read segment.
+    pub fn read_list(&self) -> List<'a, XdrReadChunk> {
+        self.reads
+    }
+
+    /// The Write list: one entry per Write chunk.
+    pub fn write_list(&self) -> List<'a, XdrWriteChunk<'a>> {
+        self.writes
+    }
+
+    /// The Reply chunk, if provided.
+    pub fn reply_chunk(&self) -> Option<XdrWriteChunk<'a>> {
+        self.reply
+    }
+}
+
+const RDMA_MSG_U32: u32 = RDMA_MSG as u32;
+const RDMA_NOMSG_U32: u32 = RDMA_NOMSG as u32;
+const RDMA_MSGP_U32: u32 = RDMA_MSGP as u32;
+const RDMA_DONE_U32: u32 = RDMA_DONE as u32;
+const RDMA_ERROR_U32: u32 = RDMA_ERROR as u32;
+
+/// The length of a Write or Reply chunk: the sum of its segments (RFC 8166
+/// section 3.4.4), without overflow.
+pub fn chunk_len(chunk: &XdrWriteChunk<'_>) -> u64 {
+    chunk.target.iter().map(|s| u64::from(s.length)).sum()
+}
+
+/// One Read chunk: the consecutive read segments that share a position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadChunk<'a> {
+    list: List<'a, XdrReadChunk>,
+    first: usize,
+    count: usize,
+    position: u32,
+    len: u64,
+}
+
+impl<'a> ReadChunk<'a> {
+    /// Where the chunk's data goes in the unreduced RPC message.
+    pub fn position(&self) -> u32 {
+        self.position
+    }
+
+    /// The chunk's length: the sum of its segments' lengths.
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Whether the chunk has no data.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The number of segments.
+    pub fn segment_count(&self) -> usize {
+        self.count
+    }
+
+    /// The chunk's segments, in the order to concatenate them.
+    pub fn segments(&self) -> impl Iterator<Item = XdrRdmaSegment> + 'a {
+        self.list.iter().skip(self.first).take(self.count).map(|c| c.target)
+    }
+}
+
+/// Iterator over a header's Read chunks. Allocates nothing.
+pub struct ReadChunks<'a> {
+    list: List<'a, XdrReadChunk>,
+    iter: SeqIter<'a, XdrReadChunk>,
+    pending: Option<XdrReadChunk>,
+    index: usize,
+}
+
+impl<'a> Iterator for ReadChunks<'a> {
+    type Item = ReadChunk<'a>;
+
+    fn next(&mut self) -> Option<ReadChunk<'a>> {
+        let first = self.pending.take().or_else(|| self.iter.next())?;
+        let mut chunk = ReadChunk {
+            list: self.list,
+            first: self.index,
+            count: 1,
+            position: first.position,
+            len: u64::from(first.target.length),
+        };
+        self.index += 1;
+        for seg in self.iter.by_ref() {
+            self.index += 1;
+            if seg.position != chunk.position {
+                self.pending = Some(seg);
+                self.index -= 1;
+                break;
+            }
+            chunk.count += 1;
+            chunk.len += u64::from(seg.target.length);
+        }
+        Some(chunk)
+    }
+}

@@ -1,0 +1,177 @@
+//! The error rules of RFC 8166 section 4.5 (draft section 5.5) behind one
+//! function, so that every caller treats received bytes the same way:
+//! [`receive`] answers [`Verdict::Accept`] with a validated [`Header`],
+//! [`Verdict::Reply`] with the RDMA_ERROR to send back, [`Verdict::PeerError`]
+//! when the peer's RDMA_ERROR completes one of our XIDs, or
+//! [`Verdict::Discard`].
+//!
+//! | received | verdict |
+//! |---|---|
+//! | fewer than 8 bytes | discard: no version to answer |
+//! | a version other than 1 | ERR_VERS with our range, same XID, the request's version (4.5.1) |
+//! | version 1, XDR error (truncated, bad proc, bad list, NOMSG without chunk, XID mismatch) | ERR_CHUNK (4.5.2) |
+//! | RDMA_MSGP, RDMA_DONE | ERR_CHUNK (draft 5.6: receivers SHOULD) |
+//! | RDMA_ERROR we can decode | the XID's transaction completes with that error (4.5) |
+//! | RDMA_ERROR we cannot decode | discard silently (4.5: MUST) |
+//!
+//! ```
+//! use rpcrdma_v1::verdict::{receive, ReceivePolicy, Verdict};
+//! // A version 2 probe: answered with ERR_VERS, same XID, low = high = 1.
+//! let probe: Vec<u8> = [9u32, 2, 1, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+//! let Verdict::Reply { reply, .. } = receive(&probe, &ReceivePolicy::default()) else { panic!() };
+//! let words: Vec<u32> = reply.as_bytes().chunks(4).map(|w| u32::from_be_bytes(w.try_into().unwrap())).collect();
+//! assert_eq!(words, [9, 2, 32, 4, 1, 1, 1]);
+//! ```
+
+use xdr_spec::rt::Xdr;
+
+use crate::header::{offsets, Header, HeaderError, HeaderLimits, RPCRDMA_VERSION};
+use crate::xdr::{RdmaBody, RdmaMsg, RpcRdmaError, RpcRdmaErrvers, ERR_CHUNK, ERR_VERS, RDMA_ERROR};
+
+/// How a receiver judges what arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReceivePolicy {
+    /// Limits on segments and chunk sizes.
+    pub limits: HeaderLimits,
+    /// The versions this receiver supports, reported in ERR_VERS.
+    pub versions: (u32, u32),
+    /// The credit value to put in the RDMA_ERROR replies this receiver sends.
+    pub credit: u32,
+}
+
+impl Default for ReceivePolicy {
+    fn default() -> Self {
+        ReceivePolicy { limits: HeaderLimits::default(), versions: (RPCRDMA_VERSION, RPCRDMA_VERSION), credit: 32 }
+    }
+}
+
+/// An RDMA_ERROR reply, encoded without allocating: 20 bytes for ERR_CHUNK,
+/// 28 for ERR_VERS.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ErrorReply {
+    buf: [u8; 28],
+    len: u8,
+}
+
+impl core::fmt::Debug for ErrorReply {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("ErrorReply").field(&self.as_bytes()).finish()
+    }
+}
+
+impl ErrorReply {
+    /// RDMA_ERROR / ERR_VERS (RFC 8166 section 4.5.1): the failing message's
+    /// XID and version, and the range this receiver supports.
+    pub fn err_vers(xid: u32, vers: u32, credit: u32, low: u32, high: u32) -> Self {
+        let err = RpcRdmaError::ErrVers(RpcRdmaErrvers { rdma_vers_low: low, rdma_vers_high: high });
+        Self::encode(xid, vers, credit, err)
+    }
+
+    /// RDMA_ERROR / ERR_CHUNK (RFC 8166 section 4.5.2).
+    pub fn err_chunk(xid: u32, vers: u32, credit: u32) -> Self {
+        Self::encode(xid, vers, credit, RpcRdmaError::ErrChunk)
+    }
+
+    fn encode(xid: u32, vers: u32, credit: u32, err: RpcRdmaError) -> Self {
+        let msg = RdmaMsg { rdma_xid: xid, rdma_vers: vers, rdma_credit: credit, rdma_body: RdmaBody::RdmaError(err) };
+        let mut buf = [0u8; 28];
+        // At most 28 bytes, always fits.
+        let len = msg.encode(&mut buf).unwrap_or(0) as u8;
+        ErrorReply { buf, len }
+    }
+
+    /// The bytes to send.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..usize::from(self.len)]
+    }
+}
+
+/// The error a peer's RDMA_ERROR reported; it completes the XID's
+/// transaction (RFC 8166 section 4.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerError {
+    /// ERR_VERS: the peer supports versions `low..=high`. `vers` is the
+    /// header's version word: Linux echoes the request's version there,
+    /// libevpl sends 1 (DESIGN.md).
+    Vers {
+        /// The RDMA_ERROR's `rdma_vers` word.
+        vers: u32,
+        /// Lowest version supported.
+        low: u32,
+        /// Highest version supported.
+        high: u32,
+    },
+    /// ERR_CHUNK: the peer could not parse our header, or has no RPC-level
+    /// reply for this XID.
+    Chunk,
+}
+
+/// Why received bytes were dropped without an answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiscardReason {
+    /// Too short to read the XID and version.
+    TooShort(usize),
+    /// An RDMA_ERROR that cannot be decoded (RFC 8166 section 4.5: MUST
+    /// discard silently).
+    UndecodableError,
+}
+
+/// What to do with a received message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict<'a> {
+    /// A valid RDMA_MSG or RDMA_NOMSG: go on with it.
+    Accept(Header<'a>),
+    /// Send `reply` back; `reason` says which rule the message broke.
+    Reply {
+        /// The RDMA_ERROR to send.
+        reply: ErrorReply,
+        /// The rule broken.
+        reason: HeaderError,
+    },
+    /// The peer's RDMA_ERROR: complete transaction `xid` with `error`.
+    PeerError {
+        /// The XID whose transaction ends.
+        xid: u32,
+        /// What the peer reported.
+        error: PeerError,
+    },
+    /// Drop the message silently.
+    Discard(DiscardReason),
+}
+
+fn word(bytes: &[u8], at: usize) -> Option<u32> {
+    bytes.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+}
+
+/// Judge a received message by the rules of RFC 8166 section 4.5.
+pub fn receive<'a>(bytes: &'a [u8], policy: &ReceivePolicy) -> Verdict<'a> {
+    let (Some(xid), Some(vers)) = (word(bytes, offsets::XID), word(bytes, offsets::VERS)) else {
+        return Verdict::Discard(DiscardReason::TooShort(bytes.len()));
+    };
+    // An RDMA_ERROR is never answered with another: decode it or drop it.
+    if word(bytes, offsets::PROC) == Some(RDMA_ERROR as u32) {
+        return decode_error(xid, vers, bytes);
+    }
+    match Header::parse(bytes, &policy.limits) {
+        Ok(h) => Verdict::Accept(h),
+        Err(HeaderError::TooShortForVersion { len }) => Verdict::Discard(DiscardReason::TooShort(len)),
+        Err(reason @ HeaderError::Version { .. }) => {
+            let (low, high) = policy.versions;
+            Verdict::Reply { reply: ErrorReply::err_vers(xid, vers, policy.credit, low, high), reason }
+        }
+        Err(reason) => Verdict::Reply { reply: ErrorReply::err_chunk(xid, vers, policy.credit), reason },
+    }
+}
+
+/// A received RDMA_ERROR. ERR_VERS's layout is fixed for all versions (the
+/// XDR says so), so it is read whatever the header's version; ERR_CHUNK is
+/// version 1's.
+fn decode_error(xid: u32, vers: u32, bytes: &[u8]) -> Verdict<'_> {
+    let err = word(bytes, offsets::BODY);
+    let error = match (err, word(bytes, offsets::BODY + 4), word(bytes, offsets::BODY + 8)) {
+        (Some(e), Some(low), Some(high)) if e == ERR_VERS as u32 && low <= high => PeerError::Vers { vers, low, high },
+        (Some(e), _, _) if e == ERR_CHUNK as u32 && vers == RPCRDMA_VERSION => PeerError::Chunk,
+        _ => return Verdict::Discard(DiscardReason::UndecodableError),
+    };
+    Verdict::PeerError { xid, error }
+}

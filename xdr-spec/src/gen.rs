@@ -467,14 +467,13 @@ impl<'s> Gen<'s> {
                     } else {
                         "w.put_opaque_var($v)".into()
                     },
-                    validate: Some(format!(
-                        "xdr_spec::rt::check_max($v.len(), {}, {what})?;",
-                        max_v.unwrap_or(u32::MAX)
-                    )),
+                    validate: max_v.map(|m| format!("xdr_spec::rt::check_max($v.len(), {m}, {what})?;")),
                     min: "4".into(),
                     fixed: "None".into(),
                     plain: "false".into(),
-                    bounded: "true".into(),
+                    // Without a `<max>` the only bound is the 32-bit length,
+                    // which `Xdr::encode` checks for the whole message.
+                    bounded: if max_v.is_some() { "true".into() } else { "false".into() },
                 }
             }
             (Shape::FixedArray(_), TypeSpec::String) => {
@@ -511,7 +510,14 @@ impl<'s> Gen<'s> {
                     min: "4".into(),
                     fixed: "None".into(),
                     plain: "false".into(),
-                    bounded: "true".into(),
+                    // An unbounded array of elements that take room needs no
+                    // check of its own: `Xdr::encode` refuses a message over
+                    // 4 GiB, which any count over 2^32 would make.
+                    bounded: if max.is_some() {
+                        "true".into()
+                    } else {
+                        format!("<{elem} as xdr_spec::rt::Xdr>::BOUNDED || <{elem} as xdr_spec::rt::Xdr>::MIN_LEN == 0")
+                    },
                 }
             }
         };
@@ -651,7 +657,7 @@ impl<'s> Gen<'s> {
     const MIN_LEN: usize = {min};
     const FIXED_LEN: Option<usize> = {fixed};
     const PLAIN: bool = {plain};
-{validate}    #[inline]
+{validate}    #[inline(always)]
     fn decode_from(r: &mut xdr_spec::rt::Reader<'a>) -> xdr_spec::rt::Result<Self> {{
         {decode}
     }}

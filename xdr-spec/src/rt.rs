@@ -161,8 +161,10 @@ impl Default for Limits {
 /// A bounds-checked cursor over the bytes being decoded.
 #[derive(Debug, Clone)]
 pub struct Reader<'a> {
-    buf: &'a [u8],
-    pos: usize,
+    /// The length of the whole input, for positions.
+    len: usize,
+    /// What has not been consumed yet.
+    rest: &'a [u8],
     limits: Limits,
 }
 
@@ -175,24 +177,24 @@ pub const fn pad(n: usize) -> usize {
 impl<'a> Reader<'a> {
     /// A reader at the start of `buf` with default limits.
     pub fn new(buf: &'a [u8]) -> Self {
-        Reader { buf, pos: 0, limits: Limits::default() }
+        Reader { len: buf.len(), rest: buf, limits: Limits::default() }
     }
 
     /// A reader at the start of `buf` with the given limits.
     pub fn with_limits(buf: &'a [u8], limits: Limits) -> Self {
-        Reader { buf, pos: 0, limits }
+        Reader { len: buf.len(), rest: buf, limits }
     }
 
     /// Bytes consumed so far.
     #[inline]
     pub fn position(&self) -> usize {
-        self.pos
+        self.len - self.rest.len()
     }
 
     /// Bytes not yet consumed.
     #[inline]
     pub fn remaining(&self) -> usize {
-        self.buf.len() - self.pos
+        self.rest.len()
     }
 
     /// The limits in force.
@@ -200,54 +202,65 @@ impl<'a> Reader<'a> {
         self.limits
     }
 
+    /// The error for an item of `n` bytes that does not fit in what remains;
+    /// out of line, so the hot paths stay small.
+    #[cold]
+    #[inline(never)]
+    fn truncated(&self, n: usize) -> Error {
+        Error::Truncated { at: self.position(), need: n.saturating_sub(self.remaining()) }
+    }
+
     /// Take `n` bytes.
-    #[inline]
+    #[inline(always)]
     pub fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        match self.buf.get(self.pos..).and_then(|rest| rest.get(..n)) {
-            Some(bytes) => {
-                self.pos += n;
-                Ok(bytes)
-            }
-            None => Err(Error::Truncated { at: self.pos, need: n - self.remaining() }),
+        if n > self.rest.len() {
+            return Err(self.truncated(n));
         }
+        let (bytes, rest) = self.rest.split_at(n);
+        self.rest = rest;
+        Ok(bytes)
     }
 
     /// Take `N` bytes as an array reference.
-    #[inline]
+    #[inline(always)]
     pub fn take_array<const N: usize>(&mut self) -> Result<&'a [u8; N]> {
-        let at = self.pos;
-        let bytes = self.take(N)?;
-        bytes.try_into().map_err(|_| Error::Truncated { at, need: N })
+        match self.rest.split_first_chunk::<N>() {
+            Some((bytes, rest)) => {
+                self.rest = rest;
+                Ok(bytes)
+            }
+            None => Err(self.truncated(N)),
+        }
     }
 
     /// One unsigned 32-bit word.
-    #[inline]
+    #[inline(always)]
     pub fn u32(&mut self) -> Result<u32> {
         Ok(u32::from_be_bytes(*self.take_array::<4>()?))
     }
 
     /// One signed 32-bit word.
-    #[inline]
+    #[inline(always)]
     pub fn i32(&mut self) -> Result<i32> {
         Ok(i32::from_be_bytes(*self.take_array::<4>()?))
     }
 
     /// One unsigned 64-bit hyper.
-    #[inline]
+    #[inline(always)]
     pub fn u64(&mut self) -> Result<u64> {
         Ok(u64::from_be_bytes(*self.take_array::<8>()?))
     }
 
     /// One signed 64-bit hyper.
-    #[inline]
+    #[inline(always)]
     pub fn i64(&mut self) -> Result<i64> {
         Ok(i64::from_be_bytes(*self.take_array::<8>()?))
     }
 
     /// One boolean word: exactly 0 or 1.
-    #[inline]
+    #[inline(always)]
     pub fn bool(&mut self) -> Result<bool> {
-        let at = self.pos;
+        let at = self.position();
         match self.u32()? {
             0 => Ok(false),
             1 => Ok(true),
@@ -258,7 +271,7 @@ impl<'a> Reader<'a> {
     /// Fixed-length opaque data of `N` bytes and its padding.
     #[inline]
     pub fn opaque_fixed<const N: usize>(&mut self) -> Result<&'a [u8; N]> {
-        let at = self.pos;
+        let at = self.position();
         let bytes = self.padded(N)?;
         bytes.try_into().map_err(|_| Error::Truncated { at, need: N })
     }
@@ -269,7 +282,7 @@ impl<'a> Reader<'a> {
         let bytes = self.take(n + pad(n))?;
         let (data, padding) = bytes.split_at(n);
         if padding.iter().any(|&b| b != 0) {
-            return Err(Error::NonZeroPadding { at: self.pos - padding.len() });
+            return Err(Error::NonZeroPadding { at: self.position() - padding.len() });
         }
         Ok(data)
     }
@@ -278,7 +291,7 @@ impl<'a> Reader<'a> {
     /// bytes when the specification declares a bound.
     #[inline]
     pub fn opaque_var(&mut self, max: Option<u32>, what: &'static str) -> Result<&'a [u8]> {
-        let at = self.pos;
+        let at = self.position();
         let len = self.u32()?;
         if let Some(max) = max {
             if len > max {
@@ -287,29 +300,30 @@ impl<'a> Reader<'a> {
         }
         let len = len as usize;
         if len > self.remaining() {
-            return Err(Error::Truncated { at: self.pos, need: len - self.remaining() });
+            return Err(self.truncated(len));
         }
         self.padded(len)
     }
 
     /// A string (RFC 4506 section 4.11), which must be UTF-8 here.
     pub fn string(&mut self, max: Option<u32>, what: &'static str) -> Result<&'a str> {
-        let at = self.pos;
+        let at = self.position();
         let bytes = self.opaque_var(max, what)?;
         core::str::from_utf8(bytes).map_err(|_| Error::BadUtf8 { at })
     }
 
     /// A fixed-length array of `n` elements (RFC 4506 section 4.12).
     pub fn fixed_seq<T: Xdr<'a>>(&mut self, n: u32, what: &'static str) -> Result<Seq<'a, T>> {
-        let at = self.pos;
+        let at = self.position();
         self.seq_body(n, at, what)
     }
 
     /// A variable-length array (RFC 4506 section 4.13): a count, checked
     /// against `max`, the limits and the bytes remaining before anything is
     /// walked, then the elements.
+    #[inline(always)]
     pub fn var_seq<T: Xdr<'a>>(&mut self, max: Option<u32>, what: &'static str) -> Result<Seq<'a, T>> {
-        let at = self.pos;
+        let at = self.position();
         let count = self.u32()?;
         if let Some(max) = max {
             if count > max {
@@ -322,6 +336,7 @@ impl<'a> Reader<'a> {
         self.seq_body(count, at, what)
     }
 
+    #[inline(always)]
     fn seq_body<T: Xdr<'a>>(&mut self, count: u32, at: usize, what: &'static str) -> Result<Seq<'a, T>> {
         let remaining = self.remaining();
         // Every element takes at least MIN_LEN bytes, so a count that cannot
@@ -329,7 +344,7 @@ impl<'a> Reader<'a> {
         if (count as usize).saturating_mul(T::MIN_LEN) > remaining {
             return Err(Error::CountExceedsInput { what, count, remaining, at });
         }
-        let start = self.pos;
+        let start = self.rest;
         match T::FIXED_LEN {
             Some(len) if T::PLAIN => {
                 self.take(count as usize * len)?;
@@ -340,17 +355,18 @@ impl<'a> Reader<'a> {
                 }
             }
         }
-        Ok(Seq { repr: SeqRepr::Wire { bytes: &self.buf[start..self.pos], len: count }, _t: PhantomData })
+        Ok(Seq { repr: SeqRepr::Wire { bytes: &start[..start.len() - self.rest.len()], len: count }, _t: PhantomData })
     }
 
     /// An optional-data list (RFC 4506 section 4.19): `TRUE element` pairs
     /// ended by `FALSE`, walked in a loop, never by recursion.
+    #[inline(always)]
     pub fn list<T: Xdr<'a>>(&mut self, what: &'static str) -> Result<List<'a, T>> {
-        let start = self.pos;
+        let start = self.rest;
         let mut len: u32 = 0;
         while self.bool()? {
             if len >= self.limits.max_list_entries {
-                return Err(Error::LimitExceeded { what, limit: self.limits.max_list_entries, at: self.pos });
+                return Err(Error::LimitExceeded { what, limit: self.limits.max_list_entries, at: self.position() });
             }
             match T::FIXED_LEN {
                 Some(n) if T::PLAIN => {
@@ -362,7 +378,7 @@ impl<'a> Reader<'a> {
             }
             len += 1;
         }
-        Ok(List { repr: SeqRepr::Wire { bytes: &self.buf[start..self.pos], len }, _t: PhantomData })
+        Ok(List { repr: SeqRepr::Wire { bytes: &start[..start.len() - self.rest.len()], len }, _t: PhantomData })
     }
 }
 
@@ -371,20 +387,21 @@ impl<'a> Reader<'a> {
 /// the end and remembers that it had to.
 #[derive(Debug)]
 pub struct Writer<'b> {
-    buf: &'b mut [u8],
-    pos: usize,
+    /// The space not written yet.
+    rest: &'b mut [u8],
+    written: usize,
     overflow: bool,
 }
 
 impl<'b> Writer<'b> {
     /// A writer at the start of `buf`.
     pub fn new(buf: &'b mut [u8]) -> Self {
-        Writer { buf, pos: 0, overflow: false }
+        Writer { rest: buf, written: 0, overflow: false }
     }
 
     /// Bytes written so far.
     pub fn position(&self) -> usize {
-        self.pos
+        self.written
     }
 
     /// Whether a write was refused for lack of room.
@@ -393,39 +410,53 @@ impl<'b> Writer<'b> {
     }
 
     /// Append raw bytes.
-    #[inline]
+    #[inline(always)]
     pub fn put(&mut self, bytes: &[u8]) {
-        match self.buf.get_mut(self.pos..self.pos + bytes.len()) {
-            Some(dst) => {
-                dst.copy_from_slice(bytes);
-                self.pos += bytes.len();
+        if bytes.len() > self.rest.len() {
+            self.overflow = true;
+            return;
+        }
+        let (dst, rest) = core::mem::take(&mut self.rest).split_at_mut(bytes.len());
+        dst.copy_from_slice(bytes);
+        self.rest = rest;
+        self.written += bytes.len();
+    }
+
+    /// Append a fixed number of bytes.
+    #[inline(always)]
+    fn put_array<const N: usize>(&mut self, bytes: [u8; N]) {
+        match core::mem::take(&mut self.rest).split_first_chunk_mut::<N>() {
+            Some((dst, rest)) => {
+                *dst = bytes;
+                self.rest = rest;
+                self.written += N;
             }
             None => self.overflow = true,
         }
     }
 
     /// Append one 32-bit word.
-    #[inline]
+    #[inline(always)]
     pub fn put_u32(&mut self, v: u32) {
-        self.put(&v.to_be_bytes());
+        self.put_array(v.to_be_bytes());
     }
 
     /// Append one signed 32-bit word.
-    #[inline]
+    #[inline(always)]
     pub fn put_i32(&mut self, v: i32) {
-        self.put(&v.to_be_bytes());
+        self.put_array(v.to_be_bytes());
     }
 
     /// Append one 64-bit hyper.
-    #[inline]
+    #[inline(always)]
     pub fn put_u64(&mut self, v: u64) {
-        self.put(&v.to_be_bytes());
+        self.put_array(v.to_be_bytes());
     }
 
     /// Append one signed 64-bit hyper.
-    #[inline]
+    #[inline(always)]
     pub fn put_i64(&mut self, v: i64) {
-        self.put(&v.to_be_bytes());
+        self.put_array(v.to_be_bytes());
     }
 
     /// Append a boolean word.
@@ -515,6 +546,11 @@ pub trait Xdr<'a>: Sized + Copy {
         let need = self.encoded_len();
         if out.len() < need {
             return Err(Error::BufferTooSmall { need, have: out.len() });
+        }
+        // Counts and lengths are 32-bit on the wire: a message this large
+        // could hold one that does not fit.
+        if need > u32::MAX as usize {
+            return Err(Error::OverBound { what: "encoded message", len: need, max: u32::MAX as usize, at: 0 });
         }
         let mut w = Writer::new(&mut out[..need]);
         self.encode_to(&mut w);
@@ -636,7 +672,7 @@ impl<'a, T: Xdr<'a>> Xdr<'a> for Option<T> {
     fn validate(&self) -> Result<()> {
         self.as_ref().map_or(Ok(()), Xdr::validate)
     }
-    #[inline]
+    #[inline(always)]
     fn decode_from(r: &mut Reader<'a>) -> Result<Self> {
         if r.bool()? {
             Ok(Some(T::decode_from(r)?))

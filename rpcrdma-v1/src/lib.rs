@@ -39,6 +39,7 @@ pub mod xdr {
     include!(concat!(env!("OUT_DIR"), "/generated.rs"));
 }
 
+pub mod credits;
 pub mod header;
 pub mod verdict;
 

@@ -41,6 +41,10 @@ pub mod xdr {
 
 pub mod credits;
 pub mod header;
+pub mod marshal_call;
+pub mod marshal_reply;
+pub mod reassemble;
+pub mod ulb;
 pub mod verdict;
 
 /// The runtime the generated types use: [`rt::Xdr`], [`rt::Seq`], [`rt::List`],

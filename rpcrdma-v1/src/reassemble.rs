@@ -1,0 +1,465 @@
+//! Reassembly: rebuilding the unreduced XDR stream a receiver's ULP decodes
+//! from a received transport header, its inline payload and the chunk data
+//! moved by RDMA (RFC 8166 sections 3.4.5, 3.4.6.1 and 3.5).
+//!
+//! **Calls** (the Responder): [`read_list_fetches`] says what to pull with
+//! RDMA Read — per segment its handle, offset and length, and where to land
+//! it in one contiguous landing buffer (segments back to back, in Read list
+//! order; [`fetch_len`] bytes in all). Given that buffer,
+//! [`reassemble_call`] inserts each Read chunk's data into the reduced
+//! Payload stream at its Position and restores the XDR roundup padding the
+//! Requester left out (3.4.5.2). For a Long Call the Payload stream itself
+//! is the Position-Zero Read chunk (3.5.3).
+//!
+//! **Replies** (the Requester): nothing is fetched; the Responder wrote into
+//! the Requester's Write chunks and Reply chunk. [`reply_payload`] picks the
+//! reduced Payload stream (inline, or the returned part of the Reply
+//! chunk); [`decode_write_list`] gives each Write chunk's returned length;
+//! the ULB locates the reduced results in the reduced stream
+//! ([`UpperLayerBinding::reply_ddp_items`]); [`reassemble_reply`] inserts
+//! each chunk's data there and restores padding (3.4.6.1, 3.4.6.2).
+//! [`reassemble_reply_with_ulb`] does all four.
+//!
+//! Reassembly copies into a caller's `Vec<u8>` (cleared first, its memory
+//! reused); nothing else is allocated.
+//!
+//! ```
+//! use rpcrdma_v1::reassemble::{fetch_len, read_list_fetches, reassemble_call, Fetch};
+//! use rpcrdma_v1::rt::{List, Xdr};
+//! use rpcrdma_v1::xdr::*;
+//!
+//! // A call whose 5-byte argument at Position 12 travelled in a Read chunk:
+//! // 12 bytes inline before it, 4 after; the 3 padding bytes were left out.
+//! let reads = [XdrReadChunk { position: 12, target: XdrRdmaSegment { handle: 9, length: 5, offset: 0x5000 } }];
+//! let hdr = RdmaMsg { rdma_xid: 1, rdma_vers: 1, rdma_credit: 8, rdma_body: RdmaBody::RdmaMsg(RpcRdmaHeader {
+//!     rdma_reads: List::from_slice(&reads), rdma_writes: List::default(), rdma_reply: None }) };
+//! let inline = [0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5, 0xAA, 0xBB, 0xCC, 0xDD];
+//!
+//! assert_eq!(fetch_len(reads_of(&hdr)), 5);
+//! let fetches: Vec<Fetch> = read_list_fetches(reads_of(&hdr)).collect();
+//! assert_eq!(fetches[0], Fetch { chunk: 0, position: 12, handle: 9, length: 5, offset: 0x5000, landing: 0 });
+//! let landing = *b"hello"; // what RDMA Read brought back
+//!
+//! let mut stream = Vec::new();
+//! reassemble_call(&hdr, &inline, &landing, &mut stream).unwrap();
+//! assert_eq!(&stream[12..20], b"hello\0\0\0"); // padding restored
+//! assert_eq!(&stream[20..], [0xAA, 0xBB, 0xCC, 0xDD]);
+//! # fn reads_of<'a>(m: &RdmaMsg<'a>) -> List<'a, XdrReadChunk> {
+//! #     match m.rdma_body { RdmaBody::RdmaMsg(h) => h.rdma_reads, _ => unreachable!() } }
+//! ```
+
+use crate::rt::{List, SeqIter};
+use crate::ulb::{roundup_pad, DdpItem, UpperLayerBinding, XDR_UNIT};
+use crate::xdr::{RdmaBody, RdmaMsg, XdrReadChunk, XdrWriteChunk};
+
+/// Zero bytes for XDR roundup padding.
+const PADDING: [u8; 3] = [0; 3];
+
+/// Why a received message cannot be reassembled. Most mean the peer's
+/// chunks do not match its Payload stream: for a call, RFC 8166 section
+/// 4.5.2 suggests `RPC_GARBAGEARGS`; `ERR_CHUNK` fits errors in the
+/// transport header itself (a misaligned Position, an `RDMA_NOMSG` with no
+/// chunk to carry the Payload stream).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ReassemblyError {
+    /// The header is not an `RDMA_MSG` or `RDMA_NOMSG`: it carries no RPC
+    /// message.
+    #[error("the transport header carries no RPC message (not RDMA_MSG or RDMA_NOMSG)")]
+    NoRpcMessage,
+    /// An `RDMA_NOMSG` call without a Position-Zero Read chunk to carry its
+    /// Payload stream (RFC 8166 section 3.5.3).
+    #[error("RDMA_NOMSG call without a Position-Zero Read chunk")]
+    NoPositionZeroChunk,
+    /// An `RDMA_NOMSG` reply without a Reply chunk to carry its Payload
+    /// stream (RFC 8166 section 3.5.3).
+    #[error("RDMA_NOMSG reply without a Reply chunk")]
+    NoReplyChunk,
+    /// The landing buffer is shorter than the Read list's segments.
+    #[error("the landing buffer holds {have} bytes, the Read list {need}")]
+    LandingTooShort {
+        /// Sum of the Read list's segment lengths.
+        need: u64,
+        /// The landing buffer's length.
+        have: usize,
+    },
+    /// A Position that is not a multiple of four (RFC 8166 section 3.4.5:
+    /// it "MUST be a multiple of four").
+    #[error("Read chunk Position {position} is not a multiple of four")]
+    PositionMisaligned {
+        /// The Position.
+        position: u32,
+    },
+    /// A chunk whose position falls inside data already placed: Read chunks
+    /// must be listed in increasing Position order, the segments of one
+    /// chunk adjacent (and reduced results in stream order).
+    #[error("chunk at position {position} lies before the end ({placed}) of what is already placed")]
+    OutOfOrder {
+        /// The chunk's position.
+        position: u64,
+        /// Bytes of the stream already rebuilt.
+        placed: usize,
+    },
+    /// A chunk's position lies past the end of the Payload stream.
+    #[error("chunk at position {position} lies past the end of the Payload stream ({end})")]
+    PositionBeyondPayload {
+        /// The chunk's position.
+        position: u64,
+        /// Where the stream would end.
+        end: usize,
+    },
+    /// The Reply chunk's returned length exceeds the buffer given for it.
+    #[error("the Reply chunk returned {need} bytes, its buffer holds {have}")]
+    ReplyChunkBufferTooShort {
+        /// The returned length.
+        need: u64,
+        /// The buffer's length.
+        have: usize,
+    },
+    /// A Write chunk's returned length differs from the length of the result
+    /// it carries (RFC 8166 section 3.4.6.2: it "MUST be the same as the
+    /// encoded length of the result data item").
+    #[error("Write chunk {chunk} returned {returned} bytes for a result of {result} bytes")]
+    WriteChunkLengthMismatch {
+        /// Index of the chunk.
+        chunk: usize,
+        /// Its returned length.
+        returned: u64,
+        /// The result's length, from the Payload stream.
+        result: usize,
+    },
+    /// A Write chunk returned data but the reply holds no reduced result for
+    /// it.
+    #[error("Write chunk {chunk} returned {returned} bytes for no result in the reply")]
+    UnclaimedWriteChunk {
+        /// Index of the chunk.
+        chunk: usize,
+        /// Its returned length.
+        returned: u64,
+    },
+    /// No buffer was given for a Write chunk that carries a result, or it is
+    /// shorter than the chunk's returned length.
+    #[error("the buffer for Write chunk {chunk} holds {have} bytes, the chunk returned {need}")]
+    WriteBufferTooShort {
+        /// Index of the chunk.
+        chunk: usize,
+        /// The returned length.
+        need: u64,
+        /// The buffer's length (0 when none was given).
+        have: usize,
+    },
+}
+
+/// One RDMA Read for a Responder to post (RFC 8166 section 3.4.5): pull
+/// `length` bytes from the Requester's (`handle`, `offset`) into the landing
+/// buffer at `landing`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fetch {
+    /// Index of the Read chunk the segment belongs to (segments with the
+    /// same Position, adjacent in the list, form one chunk).
+    pub chunk: usize,
+    /// The chunk's Position in the unreduced Payload stream.
+    pub position: u32,
+    /// The remote handle (steering tag).
+    pub handle: u32,
+    /// Bytes to read.
+    pub length: u32,
+    /// The remote offset.
+    pub offset: u64,
+    /// Where the bytes go in the landing buffer.
+    pub landing: usize,
+}
+
+/// Iterator over the RDMA Reads a Read list asks for; see
+/// [`read_list_fetches`].
+pub struct Fetches<'a> {
+    segments: SeqIter<'a, XdrReadChunk>,
+    chunk: usize,
+    last_position: Option<u32>,
+    landing: usize,
+}
+
+impl Iterator for Fetches<'_> {
+    type Item = Fetch;
+
+    fn next(&mut self) -> Option<Fetch> {
+        let XdrReadChunk { position, target } = self.segments.next()?;
+        match self.last_position {
+            Some(p) if p == position => {}
+            Some(_) => self.chunk += 1,
+            None => {}
+        }
+        self.last_position = Some(position);
+        let fetch = Fetch {
+            chunk: self.chunk,
+            position,
+            handle: target.handle,
+            length: target.length,
+            offset: target.offset,
+            landing: self.landing,
+        };
+        self.landing += target.length as usize;
+        Some(fetch)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.segments.size_hint()
+    }
+}
+
+impl ExactSizeIterator for Fetches<'_> {}
+
+impl core::fmt::Debug for Fetches<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Fetches").field("left", &self.segments.len()).field("landing", &self.landing).finish()
+    }
+}
+
+/// What to fetch for a received call (RFC 8166 sections 3.4.5 and 3.4.5.1):
+/// one [`Fetch`] per segment of the Read list, in list order, landing back
+/// to back in one buffer of [`fetch_len`] bytes. Consecutive segments with
+/// the same Position form one Read chunk. No allocation.
+///
+/// Check [`fetch_len`] against the ULP's limits (RFC 8166 section 3.4.4:
+/// "The Responder can use such limits to sanity check chunk sizes before
+/// using them in RDMA operations") before allocating the landing buffer.
+pub fn read_list_fetches(reads: List<'_, XdrReadChunk>) -> Fetches<'_> {
+    Fetches { segments: reads.iter(), chunk: 0, last_position: None, landing: 0 }
+}
+
+/// Total bytes a Read list asks for: the landing buffer's size.
+pub fn fetch_len(reads: List<'_, XdrReadChunk>) -> u64 {
+    reads.iter().map(|r| u64::from(r.target.length)).sum()
+}
+
+/// Rebuild a received call's unreduced Payload stream into `out` (RFC 8166
+/// section 3.4.5: "The Responder reconstructs the transferred chunk data by
+/// concatenating the contents of each RDMA segment, in list order, into the
+/// received Payload stream at the Position value recorded in that RDMA
+/// segment").
+///
+/// `inline` is what followed the transport header in the Send (the reduced
+/// Payload stream of an `RDMA_MSG`; ignored for `RDMA_NOMSG`). `landing`
+/// holds the Read list's segments back to back, as [`read_list_fetches`]
+/// placed them. For `RDMA_NOMSG` the first Read chunk must have Position
+/// zero: its data is the Payload stream (3.5.3), into which any further Read
+/// chunks are inserted.
+///
+/// After each chunk's data, XDR roundup padding is restored (zeros up to a
+/// multiple of four; none when the Requester included it, 3.4.5.2), so
+/// what follows is where the ULP expects it. Read chunks must appear in
+/// increasing Position order, each chunk's segments adjacent.
+pub fn reassemble_call(
+    msg: &RdmaMsg<'_>,
+    inline: &[u8],
+    landing: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<(), ReassemblyError> {
+    let (reads, nomsg) = match msg.rdma_body {
+        RdmaBody::RdmaMsg(h) => (h.rdma_reads, false),
+        RdmaBody::RdmaNomsg(h) => (h.rdma_reads, true),
+        _ => return Err(ReassemblyError::NoRpcMessage),
+    };
+    let need = fetch_len(reads);
+    if (landing.len() as u64) < need {
+        return Err(ReassemblyError::LandingTooShort { need, have: landing.len() });
+    }
+    let mut chunks = ReadChunks { segments: reads.iter().peekable(), landing, at: 0 };
+    let reduced = if nomsg {
+        match chunks.next() {
+            Some((0, data)) => data,
+            _ => return Err(ReassemblyError::NoPositionZeroChunk),
+        }
+    } else {
+        inline
+    };
+    out.clear();
+    out.reserve(reduced.len() + need as usize + 3 * reads.len());
+    let mut taken = 0;
+    for (position, data) in chunks {
+        if position as usize % XDR_UNIT != 0 {
+            return Err(ReassemblyError::PositionMisaligned { position });
+        }
+        let position = position as usize;
+        if position < out.len() {
+            return Err(ReassemblyError::OutOfOrder { position: position as u64, placed: out.len() });
+        }
+        let gap = position - out.len();
+        if gap > reduced.len() - taken {
+            let end = out.len() + reduced.len() - taken;
+            return Err(ReassemblyError::PositionBeyondPayload { position: position as u64, end });
+        }
+        out.extend_from_slice(&reduced[taken..taken + gap]);
+        taken += gap;
+        out.extend_from_slice(data);
+        out.extend_from_slice(&PADDING[..roundup_pad(data.len())]);
+    }
+    out.extend_from_slice(&reduced[taken..]);
+    Ok(())
+}
+
+/// Read chunks with their data: segments grouped by equal adjacent
+/// Positions, each chunk's bytes a slice of the landing buffer.
+struct ReadChunks<'a, 'b> {
+    segments: core::iter::Peekable<SeqIter<'a, XdrReadChunk>>,
+    landing: &'b [u8],
+    at: usize,
+}
+
+impl<'b> Iterator for ReadChunks<'_, 'b> {
+    type Item = (u32, &'b [u8]);
+
+    fn next(&mut self) -> Option<(u32, &'b [u8])> {
+        let first = self.segments.next()?;
+        let start = self.at;
+        self.at += first.target.length as usize;
+        while let Some(next) = self.segments.next_if(|s| s.position == first.position) {
+            self.at += next.target.length as usize;
+        }
+        Some((first.position, &self.landing[start..self.at]))
+    }
+}
+
+/// The reduced Payload stream of a received reply (RFC 8166 section 3.5):
+/// for `RDMA_MSG`, `inline` (what followed the header in the Send); for
+/// `RDMA_NOMSG`, the first *returned length* bytes of `reply_chunk_buf`, the
+/// buffer the Requester registered as its Reply chunk (3.5.3, Long Reply).
+pub fn reply_payload<'b>(
+    msg: &RdmaMsg<'_>,
+    inline: &'b [u8],
+    reply_chunk_buf: &'b [u8],
+) -> Result<&'b [u8], ReassemblyError> {
+    match msg.rdma_body {
+        RdmaBody::RdmaMsg(_) => Ok(inline),
+        RdmaBody::RdmaNomsg(h) => {
+            let chunk = h.rdma_reply.ok_or(ReassemblyError::NoReplyChunk)?;
+            let need = chunk_len(&chunk);
+            match reply_chunk_buf.get(..need as usize) {
+                Some(payload) if need <= usize::MAX as u64 => Ok(payload),
+                _ => Err(ReassemblyError::ReplyChunkBufferTooShort { need, have: reply_chunk_buf.len() }),
+            }
+        }
+        _ => Err(ReassemblyError::NoRpcMessage),
+    }
+}
+
+/// The length of a Write chunk: the sum of its segments' lengths (RFC 8166
+/// section 3.4.4).
+fn chunk_len(chunk: &XdrWriteChunk<'_>) -> u64 {
+    chunk.target.iter().map(|s| u64::from(s.length)).sum()
+}
+
+/// The returned length of each Write chunk in a reply's Write list (RFC 8166
+/// section 3.4.6; draft 5.3.2: "The length of a Write chunk is therefore the
+/// sum of all returned lengths in all segments comprising the corresponding
+/// list entry"), appended to `out` in list order. An unused chunk returns
+/// zero.
+pub fn decode_write_list(writes: List<'_, XdrWriteChunk<'_>>, out: &mut Vec<u64>) {
+    out.extend(writes.iter().map(|c| chunk_len(&c)));
+}
+
+/// Rebuild a received reply's unreduced Payload stream into `out` (RFC 8166
+/// section 3.4.6.1: "the Requester reconstructs the transferred data by
+/// concatenating the contents of each segment, in array order, into the RPC
+/// Reply message's XDR stream at the known XDR position of the associated
+/// DDP-eligible result data item").
+///
+/// `reduced` is the reduced Payload stream ([`reply_payload`]); `writes` is
+/// the reply's Write list (lengths as returned); `results` are the reduced
+/// results located in `reduced` by the ULB
+/// ([`UpperLayerBinding::reply_ddp_items`] with `reduced` = the number of
+/// Write chunks), offsets into `reduced`; `write_bufs[i]` is the memory the
+/// Requester registered as Write chunk *i*, its segments back to back, of
+/// which the chunk's returned length is used (the Responder fills a chunk
+/// contiguously, in segment order).
+///
+/// Result *i* takes Write chunk *i*; its returned length must equal the
+/// result's length. Padding is restored after each result (3.4.6.2: the
+/// Responder never writes it). A chunk with no result must be unused
+/// (length zero).
+pub fn reassemble_reply(
+    reduced: &[u8],
+    writes: List<'_, XdrWriteChunk<'_>>,
+    results: &[DdpItem],
+    write_bufs: &[&[u8]],
+    out: &mut Vec<u8>,
+) -> Result<(), ReassemblyError> {
+    out.clear();
+    out.reserve(reduced.len() + results.iter().take(writes.len()).map(DdpItem::padded_len).sum::<usize>());
+    let mut taken = 0;
+    for (chunk, write) in writes.iter().enumerate() {
+        let returned = chunk_len(&write);
+        let Some(item) = results.get(chunk) else {
+            if returned != 0 {
+                return Err(ReassemblyError::UnclaimedWriteChunk { chunk, returned });
+            }
+            continue;
+        };
+        if returned != item.len as u64 {
+            return Err(ReassemblyError::WriteChunkLengthMismatch { chunk, returned, result: item.len });
+        }
+        let data =
+            write_bufs.get(chunk).and_then(|b| b.get(..item.len)).ok_or(ReassemblyError::WriteBufferTooShort {
+                chunk,
+                need: returned,
+                have: write_bufs.get(chunk).map_or(0, |b| b.len()),
+            })?;
+        if item.offset < taken {
+            return Err(ReassemblyError::OutOfOrder { position: item.offset as u64, placed: taken });
+        }
+        if item.offset > reduced.len() {
+            return Err(ReassemblyError::PositionBeyondPayload { position: item.offset as u64, end: reduced.len() });
+        }
+        out.extend_from_slice(&reduced[taken..item.offset]);
+        out.extend_from_slice(data);
+        out.extend_from_slice(&PADDING[..roundup_pad(data.len())]);
+        taken = item.offset;
+    }
+    out.extend_from_slice(&reduced[taken..]);
+    Ok(())
+}
+
+/// Reassemble a received reply with the help of its ULB: pick the reduced
+/// Payload stream ([`reply_payload`]), locate the results the Responder
+/// moved into Write chunks (`ulb.reply_ddp_items(reduced, write chunks,
+/// results)`; `results` is scratch, replaced) and rebuild the unreduced
+/// stream into `out` ([`reassemble_reply`]).
+///
+/// ```
+/// use rpcrdma_v1::reassemble::reassemble_reply_with_ulb;
+/// use rpcrdma_v1::rt::{List, Seq};
+/// use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// use rpcrdma_v1::xdr::*;
+///
+/// // The reply header returned one Write chunk with 5 bytes in it.
+/// let seg = [XdrRdmaSegment { handle: 1, length: 5, offset: 0x10000 }];
+/// let writes = [XdrWriteChunk { target: Seq::from_slice(&seg) }];
+/// let hdr = RdmaMsg { rdma_xid: 1, rdma_vers: 1, rdma_credit: 8, rdma_body: RdmaBody::RdmaMsg(RpcRdmaHeader {
+///     rdma_reads: List::default(), rdma_writes: List::from_slice(&writes), rdma_reply: None }) };
+/// // Inline: 4 bytes, then the result's length word (5).
+/// let inline = [0, 0, 0, 1, 0, 0, 0, 5];
+/// let write_buf = b"hello, and the rest of the 8 KiB buffer";
+///
+/// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(4), max_result: 8192, max_reply: 64 };
+/// let (mut results, mut stream) = (Vec::new(), Vec::new());
+/// reassemble_reply_with_ulb(&hdr, &inline, &[], &[&write_buf[..]], &ulb, &mut results, &mut stream).unwrap();
+/// assert_eq!(stream, [0, 0, 0, 1, 0, 0, 0, 5, b'h', b'e', b'l', b'l', b'o', 0, 0, 0]);
+/// ```
+pub fn reassemble_reply_with_ulb<U: UpperLayerBinding + ?Sized>(
+    msg: &RdmaMsg<'_>,
+    inline: &[u8],
+    reply_chunk_buf: &[u8],
+    write_bufs: &[&[u8]],
+    ulb: &U,
+    results: &mut Vec<DdpItem>,
+    out: &mut Vec<u8>,
+) -> Result<(), ReassemblyError> {
+    let reduced = reply_payload(msg, inline, reply_chunk_buf)?;
+    let writes = match msg.rdma_body {
+        RdmaBody::RdmaMsg(h) => h.rdma_writes,
+        RdmaBody::RdmaNomsg(h) => h.rdma_writes,
+        _ => return Err(ReassemblyError::NoRpcMessage),
+    };
+    results.clear();
+    ulb.reply_ddp_items(reduced, writes.len(), results);
+    reassemble_reply(reduced, writes, results, write_bufs, out)
+}

@@ -154,6 +154,11 @@ pub enum HeaderError {
         /// The RPC message's XID.
         rpc: u32,
     },
+    /// RDMA_MSG with a Position-zero Read chunk: the whole message would be
+    /// both inline and in the chunk (RFC 8166 section 3.5.3 puts Long calls
+    /// in RDMA_NOMSG).
+    #[error("RDMA_MSG carries a Position-zero Read chunk")]
+    PositionZeroInRdmaMsg,
     /// An RPC reply with Read chunks: responders MUST leave the Read list
     /// empty in all replies (draft section 5.3.1).
     #[error("a reply carries a read list")]
@@ -198,10 +203,9 @@ impl<'a> Header<'a> {
             Some(RDMA_ERROR_U32) => return Err(HeaderError::IsError),
             Some(p) => return Err(HeaderError::UnknownProc(p)),
             None => {
-                return Err(HeaderError::Xdr(xdr_spec::rt::Error::Truncated {
-                    at: bytes.len(),
-                    need: offsets::BODY - bytes.len(),
-                }))
+                // The incomplete item is the word the input ends in.
+                let at = bytes.len() & !3;
+                return Err(HeaderError::Xdr(xdr_spec::rt::Error::Truncated { at, need: at + 4 - bytes.len() }));
             }
         }
         // Segments are at least 16 bytes and list entries at least 20: with
@@ -209,7 +213,9 @@ impl<'a> Header<'a> {
         let max = limits.max_segments;
         let rt_limits = Limits { max_list_entries: max.saturating_add(1), max_array_len: max };
         let (msg, header_len) = RdmaMsg::decode_with_limits(bytes, rt_limits).map_err(|e| match e {
-            xdr_spec::rt::Error::LimitExceeded { .. } => HeaderError::TooManySegments { count: max + 1, limit: max },
+            xdr_spec::rt::Error::LimitExceeded { .. } => {
+                HeaderError::TooManySegments { count: max.saturating_add(1), limit: max }
+            }
             e => HeaderError::Xdr(e),
         })?;
         let (kind, reads, writes, reply) = match msg.rdma_body {
@@ -297,6 +303,12 @@ impl<'a> Header<'a> {
                 }
             }
             MessageKind::Msg => {
+                // A Position-zero Read chunk holds the whole call: that is a
+                // Long call, which RDMA_NOMSG carries (RFC 8166 section
+                // 3.5.3); with an inline message as well it is ambiguous.
+                if self.position_zero_chunk().is_some() {
+                    return Err(HeaderError::PositionZeroInRdmaMsg);
+                }
                 let Some(rpc_xid) = word(self.payload, 0) else { return Err(HeaderError::MissingPayload) };
                 if rpc_xid != self.xid {
                     return Err(HeaderError::XidMismatch { header: self.xid, rpc: rpc_xid });

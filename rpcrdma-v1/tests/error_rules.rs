@@ -247,3 +247,12 @@ fn error_replies_are_20_and_28_bytes() {
     // ORACLES.md's rpcgen reference: ERR_VERS(1,1), xid 0x01020304, credit 32.
     assert_eq!(words(ErrorReply::err_vers(0x0102_0304, 1, 32, 1, 1).as_bytes()), [0x0102_0304, 1, 32, 4, 1, 1, 1]);
 }
+
+#[test]
+fn rdma_msg_with_position_zero_read_chunk_gets_err_chunk_rfc8166_3_5_3() {
+    let mut w = vec![7, 1, 1, 0, 1, 0, 9, 64, 0, 0, 0, 0, 0];
+    w.extend(rpc_call(7));
+    let b = bytes(&w);
+    let v = receive(&b, &ReceivePolicy::default());
+    assert!(matches!(v, Verdict::Reply { reason: HeaderError::PositionZeroInRdmaMsg, .. }), "{v:?}");
+}

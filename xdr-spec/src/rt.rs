@@ -1071,6 +1071,25 @@ impl<'a, T: Xdr<'a>> Iterator for SeqIter<'a, T> {
         }
     }
 
+    /// Skips in constant time over fixed-length elements decoded from the
+    /// wire, so indexing into a long sequence is not quadratic.
+    fn nth(&mut self, n: usize) -> Option<T> {
+        if let (IterRepr::Wire(r), Some(len)) = (&mut self.repr, T::FIXED_LEN) {
+            if n >= self.left {
+                self.left = 0;
+                return None;
+            }
+            let stride = len + if self.linked { 4 } else { 0 };
+            r.take(n * stride).ok()?;
+            self.left -= n;
+            return self.next();
+        }
+        for _ in 0..n {
+            self.next()?;
+        }
+        self.next()
+    }
+
     fn size_hint(&self) -> (usize, Option<usize>) {
         (self.left, Some(self.left))
     }

@@ -11,20 +11,8 @@ const REPAIR: bool = true;
 
 fn main() {
     let specs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs");
-    let spec = specs.join(SPEC);
-    let errata = specs.join(ERRATA);
-    println!("cargo:rerun-if-changed={}", spec.display());
-    println!("cargo:rerun-if-changed={}", errata.display());
-    let out = match xdr_spec::pipeline::spec_to_rust(&spec, Some(&errata), REPAIR) {
-        Ok(out) => out,
-        Err(e) => {
-            eprintln!("{e}");
-            panic!("generating types from {SPEC} failed:\n{e}");
-        }
-    };
-    let dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    std::fs::write(dir.join("generated.rs"), &out.rust).expect("write generated.rs");
-    std::fs::write(dir.join("generated.x"), &out.xdr.xdr).expect("write generated.x");
-    let report: String = out.xdr.report.iter().chain(&out.notes).map(|l| format!("{l}\n")).collect();
-    std::fs::write(dir.join("report.txt"), report).expect("write report.txt");
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    if let Err(e) = xdr_spec::pipeline::build_script(&specs.join(SPEC), &specs.join(ERRATA), REPAIR, &out) {
+        panic!("generating types from {SPEC} failed:\n{e}");
+    }
 }

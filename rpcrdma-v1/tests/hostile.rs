@@ -2,54 +2,13 @@
 //! make it allocate beyond the input's size, recurse on a peer-chosen depth,
 //! or panic. A counting allocator measures the allocations.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use rpcrdma_v1::rt::{Error, Limits, List, Seq, Xdr};
 use rpcrdma_v1::xdr::*;
 
-struct Counting;
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
 
-static BYTES: AtomicUsize = AtomicUsize::new(0);
-static CALLS: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    /// Only the thread under measurement counts: the test harness allocates
-    /// on its own threads meanwhile.
-    static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.with(|c| c.get()) {
-            BYTES.fetch_add(layout.size(), Ordering::SeqCst);
-            CALLS.fetch_add(1, Ordering::SeqCst);
-        }
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
-
-/// Run `f` and return (its result, allocation calls, bytes allocated) on this
-/// thread. Tests in this file run one at a time (see `serial`).
-fn counted<R>(f: impl FnOnce() -> R) -> (R, usize, usize) {
-    let (c0, b0) = (CALLS.load(Ordering::SeqCst), BYTES.load(Ordering::SeqCst));
-    COUNTING.with(|c| c.set(true));
-    let r = f();
-    COUNTING.with(|c| c.set(false));
-    (r, CALLS.load(Ordering::SeqCst) - c0, BYTES.load(Ordering::SeqCst) - b0)
-}
-
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+use counting_alloc::{counted, serial};
 
 fn words(ws: &[u32]) -> Vec<u8> {
     ws.iter().flat_map(|w| w.to_be_bytes()).collect()
@@ -160,4 +119,11 @@ fn bad_booleans_and_procedures_are_errors() {
         let b = words(&[1, 1, 1, proc, 0, 0, 0]);
         assert!(matches!(RdmaMsg::decode(&b), Err(Error::BadDiscriminant { type_name: "rdma_body", .. })), "{proc}");
     }
+}
+
+#[test]
+fn the_counting_allocator_sees_allocations() {
+    let _g = serial();
+    let ((), calls, bytes) = counted(|| drop(std::hint::black_box(vec![0u8; 100])));
+    assert_eq!((calls, bytes), (1, 100), "the counter must be live, or the zero-allocation tests prove nothing");
 }

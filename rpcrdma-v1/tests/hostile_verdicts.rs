@@ -6,55 +6,14 @@
 //! with the reason asserted, and `receive()` allocates nothing for any of
 //! them: the counting allocator below checks every call.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
 use rpcrdma_v1::header::{chunk_len, Header, HeaderError, HeaderLimits, MessageKind};
 use rpcrdma_v1::rt::Error;
 use rpcrdma_v1::verdict::{receive, DiscardReason, PeerError, ReceivePolicy, Verdict};
 
-struct Counting;
+#[path = "support/counting_alloc.rs"]
+mod counting_alloc;
 
-static BYTES: AtomicUsize = AtomicUsize::new(0);
-static CALLS: AtomicUsize = AtomicUsize::new(0);
-
-thread_local! {
-    /// Only the thread under measurement counts: the test harness allocates
-    /// on its own threads meanwhile.
-    static COUNTING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if COUNTING.with(|c| c.get()) {
-            BYTES.fetch_add(layout.size(), Ordering::SeqCst);
-            CALLS.fetch_add(1, Ordering::SeqCst);
-        }
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
-
-/// Run `f` and return (its result, allocation calls, bytes allocated) on this
-/// thread. Tests in this file run one at a time (see `serial`).
-fn counted<R>(f: impl FnOnce() -> R) -> (R, usize, usize) {
-    let (c0, b0) = (CALLS.load(Ordering::SeqCst), BYTES.load(Ordering::SeqCst));
-    COUNTING.with(|c| c.set(true));
-    let r = f();
-    COUNTING.with(|c| c.set(false));
-    (r, CALLS.load(Ordering::SeqCst) - c0, BYTES.load(Ordering::SeqCst) - b0)
-}
-
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
+use counting_alloc::{counted, serial};
 
 /// `receive()`, asserting that judging the bytes (and, for an accepted
 /// header, walking every chunk and segment) allocates nothing.

@@ -198,7 +198,8 @@ fn kw<'a>(word: &'static str) -> impl FnMut(&'a str) -> Res<'a, &'a str> {
     })
 }
 
-const KEYWORDS: &[&str] = &[
+/// The reserved words of RFC 4506 section 6.4: never identifiers.
+pub const KEYWORDS: &[&str] = &[
     "bool",
     "case",
     "const",

@@ -156,3 +156,29 @@ pub fn spec_to_rust(spec_path: &Path, errata_path: Option<&Path>, repair: bool) 
     let (rust, notes) = xdr_to_rust(&name, &xdr.xdr, xdr.line_origins.clone())?;
     Ok(PipelineRust { xdr, rust, notes })
 }
+
+/// What a crate's `build.rs` does with a spec: tell cargo to rerun when the
+/// spec or its errata change, run [`spec_to_rust`], and write into
+/// `out_dir` the generated Rust (`generated.rs`), the XDR it came from
+/// (`generated.x`) and the report of repairs, errata and notes
+/// (`report.txt`), for the crate to `include!`.
+///
+/// ```no_run
+/// // build.rs
+/// let specs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs");
+/// let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
+/// xdr_spec::pipeline::build_script(&specs.join("v1.txt"), &specs.join("v1.errata"), false, &out).unwrap();
+/// ```
+pub fn build_script(spec: &Path, errata: &Path, repair: bool, out_dir: &Path) -> Result<(), PipelineError> {
+    println!("cargo:rerun-if-changed={}", spec.display());
+    println!("cargo:rerun-if-changed={}", errata.display());
+    let out = spec_to_rust(spec, Some(errata), repair)?;
+    let write = |name: &str, text: &str| {
+        let path = out_dir.join(name);
+        std::fs::write(&path, text).map_err(|source| PipelineError::Io { path, source })
+    };
+    write("generated.rs", &out.rust)?;
+    write("generated.x", &out.xdr.xdr)?;
+    let report: String = out.xdr.report.iter().chain(&out.notes).map(|l| format!("{l}\n")).collect();
+    write("report.txt", &report)
+}

@@ -763,13 +763,6 @@ pub struct Seq<'a, T> {
     _t: PhantomData<T>,
 }
 
-impl<T> Clone for Seq<'_, T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for Seq<'_, T> {}
-
 impl<'a, T: Xdr<'a>> Seq<'a, T> {
     /// A sequence to encode, borrowing the caller's elements.
     pub const fn from_slice(items: &'a [T]) -> Self {
@@ -861,40 +854,58 @@ impl<'a, T: Xdr<'a>> Seq<'a, T> {
     }
 }
 
-impl<'a, T: Xdr<'a>> Default for Seq<'a, T> {
-    fn default() -> Self {
-        Seq::from_slice(&[])
-    }
+/// The traits [`Seq`] and [`List`] share: both are `Copy` views whatever
+/// their element, compare and hash by their elements (a decoded view equals
+/// the caller's slice it was encoded from), print as lists, and iterate.
+macro_rules! sequence_traits {
+    ($ty:ident) => {
+        impl<T> Clone for $ty<'_, T> {
+            fn clone(&self) -> Self {
+                *self
+            }
+        }
+
+        impl<T> Copy for $ty<'_, T> {}
+
+        impl<'a, T: Xdr<'a>> Default for $ty<'a, T> {
+            fn default() -> Self {
+                $ty::from_slice(&[])
+            }
+        }
+
+        impl<'a, T: Xdr<'a> + PartialEq> PartialEq for $ty<'a, T> {
+            fn eq(&self, other: &Self) -> bool {
+                self.len() == other.len() && self.iter().eq(other.iter())
+            }
+        }
+
+        impl<'a, T: Xdr<'a> + Eq> Eq for $ty<'a, T> {}
+
+        impl<'a, T: Xdr<'a> + core::hash::Hash> core::hash::Hash for $ty<'a, T> {
+            fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+                state.write_usize(self.len());
+                self.iter().for_each(|v| v.hash(state));
+            }
+        }
+
+        impl<'a, T: Xdr<'a> + fmt::Debug> fmt::Debug for $ty<'a, T> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.debug_list().entries(self.iter()).finish()
+            }
+        }
+
+        impl<'a, T: Xdr<'a>> IntoIterator for $ty<'a, T> {
+            type Item = T;
+            type IntoIter = SeqIter<'a, T>;
+            fn into_iter(self) -> SeqIter<'a, T> {
+                self.iter()
+            }
+        }
+    };
 }
 
-impl<'a, T: Xdr<'a> + PartialEq> PartialEq for Seq<'a, T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len() && self.iter().eq(other.iter())
-    }
-}
-
-impl<'a, T: Xdr<'a> + Eq> Eq for Seq<'a, T> {}
-
-impl<'a, T: Xdr<'a> + core::hash::Hash> core::hash::Hash for Seq<'a, T> {
-    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
-        state.write_usize(self.len());
-        self.iter().for_each(|v| v.hash(state));
-    }
-}
-
-impl<'a, T: Xdr<'a> + fmt::Debug> fmt::Debug for Seq<'a, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
-    }
-}
-
-impl<'a, T: Xdr<'a>> IntoIterator for Seq<'a, T> {
-    type Item = T;
-    type IntoIter = SeqIter<'a, T>;
-    fn into_iter(self) -> SeqIter<'a, T> {
-        self.iter()
-    }
-}
+sequence_traits!(Seq);
+sequence_traits!(List);
 
 /// Encode a variable-length array (count word, then elements) into `out`.
 pub fn encode_var_seq<'a, T: Xdr<'a>>(seq: &Seq<'a, T>, out: &mut [u8]) -> Result<usize> {
@@ -915,13 +926,6 @@ pub struct List<'a, T> {
     repr: SeqRepr<'a, T>,
     _t: PhantomData<T>,
 }
-
-impl<T> Clone for List<'_, T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for List<'_, T> {}
 
 impl<'a, T: Xdr<'a>> List<'a, T> {
     /// A list to encode, borrowing the caller's entries.
@@ -958,41 +962,6 @@ impl<'a, T: Xdr<'a>> List<'a, T> {
             SeqRepr::Wire { bytes, .. } => Some(bytes),
             SeqRepr::Slice(_) => None,
         }
-    }
-}
-
-impl<'a, T: Xdr<'a>> Default for List<'a, T> {
-    fn default() -> Self {
-        List::from_slice(&[])
-    }
-}
-
-impl<'a, T: Xdr<'a> + PartialEq> PartialEq for List<'a, T> {
-    fn eq(&self, other: &Self) -> bool {
-        self.len() == other.len() && self.iter().eq(other.iter())
-    }
-}
-
-impl<'a, T: Xdr<'a> + Eq> Eq for List<'a, T> {}
-
-impl<'a, T: Xdr<'a> + core::hash::Hash> core::hash::Hash for List<'a, T> {
-    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
-        state.write_usize(self.len());
-        self.iter().for_each(|v| v.hash(state));
-    }
-}
-
-impl<'a, T: Xdr<'a> + fmt::Debug> fmt::Debug for List<'a, T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
-    }
-}
-
-impl<'a, T: Xdr<'a>> IntoIterator for List<'a, T> {
-    type Item = T;
-    type IntoIter = SeqIter<'a, T>;
-    fn into_iter(self) -> SeqIter<'a, T> {
-        self.iter()
     }
 }
 

@@ -85,30 +85,6 @@ impl Entry {
     }
 }
 
-/// Reserved words of RFC 4506 §6.4, and RFC 5531's `program`/`version`.
-const KEYWORDS: &[&str] = &[
-    "bool",
-    "case",
-    "const",
-    "default",
-    "double",
-    "quadruple",
-    "enum",
-    "float",
-    "hyper",
-    "int",
-    "opaque",
-    "string",
-    "struct",
-    "switch",
-    "typedef",
-    "union",
-    "unsigned",
-    "void",
-    "program",
-    "version",
-];
-
 /// Keywords that are (or start) a type specifier on their own.
 const TYPE_WORDS: &[&str] = &["bool", "double", "quadruple", "float", "hyper", "int", "opaque", "string", "unsigned"];
 
@@ -132,7 +108,10 @@ fn shape(e: &Entry) -> Shape {
     let toks = e.code_tokens();
     let word = |t: &Token| (t.kind == TokKind::Ident).then(|| text(&e.text, t));
     let words: Vec<Option<&str>> = toks.iter().map(word).collect();
-    let is_name = |w: Option<&str>| w.is_some_and(|w| !KEYWORDS.contains(&w));
+    // RFC 4506's reserved words, and RFC 5531's `program` and `version`.
+    let is_name = |w: Option<&str>| {
+        w.is_some_and(|w| !crate::parse::KEYWORDS.contains(&w) && !matches!(w, "program" | "version"))
+    };
     match words.as_slice() {
         [Some(w)] if is_name(Some(w)) || TYPE_WORDS.contains(w) => return Shape::TypeOnly,
         [Some("struct" | "union" | "enum"), n] if is_name(*n) => return Shape::TypeOnly,

@@ -422,9 +422,11 @@ impl<'b> Writer<'b> {
         self.written += bytes.len();
     }
 
-    /// Append a fixed number of bytes.
+    /// Append a fixed number of bytes with one bounds check: generated code
+    /// assembles a struct of fixed-size fields in a local array and writes
+    /// it with this.
     #[inline(always)]
-    fn put_array<const N: usize>(&mut self, bytes: [u8; N]) {
+    pub fn put_array<const N: usize>(&mut self, bytes: [u8; N]) {
         match core::mem::take(&mut self.rest).split_first_chunk_mut::<N>() {
             Some((dst, rest)) => {
                 *dst = bytes;

@@ -1,1 +1,324 @@
-//! Not yet implemented.
+//! The one verbs engine every RPC-over-RDMA version runs over.
+//!
+//! The API is shaped like the verbs (libibverbs + librdmacm), not like sockets: a
+//! [protection domain](ProtectionDomain) in which [memory is registered](MemoryRegion) with
+//! [`Access`] flags, yielding (address, length, rkey); a reliable-connected
+//! [queue pair](QueuePair) on which one posts Receives, Sends (optionally with Invalidate),
+//! RDMA Writes and Reads and Local Invalidates, and from which one reaps [`Completion`]s; and a
+//! connection manager ([`Backend::listen`], [`Backend::connect`], [`ConnectRequest::accept`])
+//! that carries private data both ways and reports disconnects ([`CmEvent`]).
+//!
+//! Credits are not the engine's business; receive buffers are: a Send that finds no Receive
+//! posted, or one too small, is a fatal connection error, exactly as on hardware with
+//! `rnr_retry_count` 0.
+//!
+//! [`Backend`] ties the pieces together so a test suite (tests/semantics.rs) is written once,
+//! generic over the backend, and every backend must pass it. Backends:
+//!
+//! * [`InProcess`] — the embedded default, no C dependency, hardware-faithful semantics.
+//! * TCP and rdma-core — not written yet; they will implement the same traits.
+//!
+//! Choosing a backend at run time is meant to work through an enum that implements
+//! [`Backend`] by delegation (its associated types being enums too); it is absent until a
+//! second backend exists.
+//!
+//! ```
+//! use std::time::Duration;
+//! use verbs::*;
+//!
+//! let b = InProcess;
+//! let t = Duration::from_secs(5);
+//! let listener = b.listen(&b.any_address()).unwrap();
+//! let addr = listener.local_addr();
+//! let client = std::thread::spawn(move || {
+//!     let pd = InProcess.alloc_pd().unwrap();
+//!     let (qp, accept_data) = InProcess.connect(&pd, &addr, b"hello", QpCaps::default(), t).unwrap();
+//!     assert_eq!(accept_data.len(), ACCEPT_PRIVATE_DATA_MAX);
+//!     let msg = pd.register(b"ping".to_vec(), Access::empty()).unwrap();
+//!     qp.post_send(1, &[Sge::whole(&msg)], None).unwrap();
+//!     assert!(qp.wait_cq(t).unwrap().is_ok());
+//!     qp // keep the connection up until joined
+//! });
+//! let req = listener.get_request(t).unwrap();
+//! assert_eq!(&req.private_data()[..5], b"hello");
+//! let pd = b.alloc_pd().unwrap();
+//! let buf = pd.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
+//! let qp = req.accept(&pd, b"welcome", QpCaps::default()).unwrap();
+//! qp.post_recv(7, Sge::whole(&buf)).unwrap();
+//! let c = qp.wait_cq(t).unwrap();
+//! assert_eq!((c.wr_id, c.opcode, c.byte_len), (7, Opcode::Recv, 4));
+//! buf.with(|b| assert_eq!(&b[..4], b"ping"));
+//! client.join().unwrap();
+//! ```
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod cm;
+mod completion;
+pub mod inproc;
+mod memory;
+
+use std::time::Duration;
+
+pub use cm::{pad_private_data, CmEvent, ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX};
+pub use completion::{Completion, Opcode, Status};
+pub use inproc::InProcess;
+pub use memory::{Access, RemoteBuf, Sge};
+
+/// The result of a verbs call.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Errors returned synchronously by a verbs call (the `errno` of libibverbs/librdmacm).
+/// Failures of the work itself arrive as [`Completion`]s with a [`Status`], never here.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Private data longer than the CM message allows (56 on connect, 196 on accept).
+    #[error("private data of {len} bytes exceeds the CM limit of {max}")]
+    PrivateDataTooLong {
+        /// Bytes offered.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The access flags are not a valid combination (`REMOTE_WRITE` without `LOCAL_WRITE`).
+    #[error("invalid access flags {0:?}")]
+    InvalidAccess(Access),
+    /// The region was already deregistered.
+    #[error("memory region is not registered")]
+    NotRegistered,
+    /// The queue is full: `max_recv_wr` Receives posted, or `max_send_wr` send-queue work
+    /// requests whose completions have not been reaped (`ENOMEM` from `ibv_post_*`).
+    #[error("work queue full")]
+    QueueFull,
+    /// More scatter/gather entries than `max_sge` (`EINVAL` from `ibv_post_send`).
+    #[error("{0} scatter/gather entries exceed max_sge")]
+    TooManySges(usize),
+    /// The work request's total length does not fit the 32-bit verbs byte count.
+    #[error("work request longer than 2^32-1 bytes")]
+    TooLong,
+    /// The address is malformed for this backend.
+    #[error("bad address {0:?}")]
+    BadAddress(String),
+    /// Something already listens on the address (`EADDRINUSE`).
+    #[error("address {0:?} in use")]
+    AddressInUse(String),
+    /// Nothing listens on the address (`RDMA_CM_EVENT_UNREACHABLE` / `ECONNREFUSED`).
+    #[error("nothing listens on {0:?}")]
+    ConnectionRefused(String),
+    /// The passive side rejected the connection, or went away before answering
+    /// (`RDMA_CM_EVENT_REJECTED`).
+    #[error("connection rejected")]
+    Rejected,
+    /// The active side gave up before the accept reached it.
+    #[error("connection aborted by the peer")]
+    ConnectionAborted,
+    /// No answer within the timeout.
+    #[error("timed out")]
+    Timeout,
+}
+
+/// Queue pair capacities (`struct ibv_qp_cap`), enforced at post time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QpCaps {
+    /// Send-queue work requests (Send, Write, Read, Local Invalidate) whose completions may be
+    /// outstanding, i.e. not yet reaped (`max_send_wr`). Every work request is signaled.
+    pub max_send_wr: u32,
+    /// Receives that may be posted and not yet consumed (`max_recv_wr`).
+    pub max_recv_wr: u32,
+    /// Scatter/gather entries per send-queue work request (`max_send_sge`).
+    pub max_sge: u32,
+}
+
+impl Default for QpCaps {
+    /// 128 send and 128 receive work requests, 16 scatter/gather entries.
+    fn default() -> Self {
+        QpCaps { max_send_wr: 128, max_recv_wr: 128, max_sge: 16 }
+    }
+}
+
+/// The state of a queue pair, reduced to what a connected user can observe
+/// (`IBV_QPS_RTS` or `IBV_QPS_ERR`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum QpState {
+    /// Connected; work requests execute.
+    Ready,
+    /// Disconnected or failed; every work request completes with
+    /// [`Status::WorkRequestFlushed`].
+    Error,
+}
+
+/// A verbs implementation. One value of it stands for the device/CM context (`ibv_context`,
+/// `rdma_event_channel`); its associated types are the handles that backend hands out.
+pub trait Backend: Send + Sync + 'static {
+    /// A protection domain.
+    type Pd: ProtectionDomain<Region = Self::Region>;
+    /// A registered memory region.
+    type Region: MemoryRegion;
+    /// A connected reliable-connected queue pair.
+    type Qp: QueuePair<Region = Self::Region>;
+    /// A listening CM endpoint.
+    type Listener: Listener<Request = Self::Request>;
+    /// An incoming connect request not yet accepted or rejected.
+    type Request: ConnectRequest<Pd = Self::Pd, Qp = Self::Qp>;
+
+    /// The wildcard address that makes [`listen`](Backend::listen) bind a fresh endpoint
+    /// reachable from this process (TCP's `127.0.0.1:0`); [`Listener::local_addr`] then says
+    /// what to connect to.
+    fn any_address(&self) -> String;
+
+    /// Allocates a protection domain (`ibv_alloc_pd`).
+    fn alloc_pd(&self) -> Result<Self::Pd>;
+
+    /// Binds and listens on `addr` (`rdma_bind_addr` + `rdma_listen`).
+    fn listen(&self, addr: &str) -> Result<Self::Listener>;
+
+    /// Connects to `addr`, sending `private_data` (at most [`CONNECT_PRIVATE_DATA_MAX`]
+    /// bytes) with the request, and creates the queue pair in `pd` (`rdma_resolve_addr`,
+    /// `rdma_create_qp`, `rdma_connect`, wait for `RDMA_CM_EVENT_ESTABLISHED`). Returns the
+    /// queue pair and the passive side's private data, zero-padded to
+    /// [`ACCEPT_PRIVATE_DATA_MAX`] bytes as rdma_cm delivers it.
+    fn connect(
+        &self,
+        pd: &Self::Pd,
+        addr: &str,
+        private_data: &[u8],
+        caps: QpCaps,
+        timeout: Duration,
+    ) -> Result<(Self::Qp, Vec<u8>)>;
+}
+
+/// A protection domain (`struct ibv_pd`): memory registered in it is usable only by queue
+/// pairs created in it, and its rkeys are looked up only by those queue pairs' peers.
+pub trait ProtectionDomain: Send + Sync {
+    /// The region type registration returns.
+    type Region: MemoryRegion;
+
+    /// Registers `buf` with `access` rights (`ibv_reg_mr`). The region owns the buffer until
+    /// [`MemoryRegion::deregister`] gives it back. Each registration gets a fresh,
+    /// unpredictable rkey and address, never one used before.
+    fn register(&self, buf: Vec<u8>, access: Access) -> Result<Self::Region>;
+}
+
+/// A registered memory region (`struct ibv_mr`). Handles are cheap clones of one region; a
+/// posted work request keeps its own clone, as hardware keeps the pinned pages.
+///
+/// The owner reads and writes the memory with [`with`](MemoryRegion::with) and
+/// [`with_mut`](MemoryRegion::with_mut) (the CPU's view, always allowed, even after
+/// invalidation); the verbs reach it only through its keys. Do not post work requests from
+/// inside those closures: the region is locked there.
+pub trait MemoryRegion: Clone + Send + Sync {
+    /// The region's virtual address as a peer names it in [`RemoteBuf::addr`] (`mr->addr`).
+    fn addr(&self) -> u64;
+    /// Length in bytes (`mr->length`).
+    fn len(&self) -> usize;
+    /// True for a zero-length region.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// The key a peer uses for RDMA Read/Write (`mr->rkey`).
+    fn rkey(&self) -> u32;
+    /// The key local work requests use (`mr->lkey`); informational here, since [`Sge`]
+    /// names the region itself.
+    fn lkey(&self) -> u32;
+    /// The access rights it was registered with.
+    fn access(&self) -> Access;
+    /// The peer-facing description of the byte at `offset`.
+    fn remote_at(&self, offset: usize) -> RemoteBuf {
+        RemoteBuf { addr: self.addr() + offset as u64, rkey: self.rkey() }
+    }
+    /// Runs `f` on the region's bytes (empty once deregistered).
+    fn with<T>(&self, f: impl FnOnce(&[u8]) -> T) -> T;
+    /// Runs `f` on the region's bytes, mutably (empty once deregistered).
+    fn with_mut<T>(&self, f: impl FnOnce(&mut [u8]) -> T) -> T;
+    /// Deregisters the region (`ibv_dereg_mr`) and returns its buffer. Both keys die at once;
+    /// other handles to it see an empty, dead region, and work requests still naming it fail
+    /// with [`Status::LocalProtectionError`]. Registering the buffer again yields new keys.
+    fn deregister(self) -> Result<Vec<u8>>;
+}
+
+/// A connected reliable-connected queue pair with its completion queue (one CQ serves both
+/// the send and the receive queue). Work requests execute in posting order; every one is
+/// signaled. Any error completion moves the queue pair, and its peer, to [`QpState::Error`]:
+/// outstanding and later work requests complete with [`Status::WorkRequestFlushed`] and
+/// both sides get [`CmEvent::Disconnected`].
+pub trait QueuePair: Send + Sync {
+    /// The region type scatter/gather entries name.
+    type Region: MemoryRegion;
+
+    /// Posts a Receive into `sge` (`ibv_post_recv`); an incoming Send consumes it. The region
+    /// needs [`Access::LOCAL_WRITE`], checked when a Send lands in it.
+    fn post_recv(&self, wr_id: u64, sge: Sge<'_, Self::Region>) -> Result<()>;
+
+    /// Posts a Send gathering `sges` (`ibv_post_send` with `IBV_WR_SEND`), or with
+    /// `invalidate = Some(rkey)` a Send with Invalidate that invalidates `rkey` in the
+    /// receiver's protection domain (`IBV_WR_SEND_WITH_INV`).
+    fn post_send(&self, wr_id: u64, sges: &[Sge<'_, Self::Region>], invalidate: Option<u32>) -> Result<()>;
+
+    /// Posts an RDMA Write of `sges` to `remote` (`IBV_WR_RDMA_WRITE`).
+    fn post_write(&self, wr_id: u64, sges: &[Sge<'_, Self::Region>], remote: RemoteBuf) -> Result<()>;
+
+    /// Posts an RDMA Read from `remote` into `sges`, as many bytes as they hold
+    /// (`IBV_WR_RDMA_READ`). The local regions need [`Access::LOCAL_WRITE`].
+    fn post_read(&self, wr_id: u64, sges: &[Sge<'_, Self::Region>], remote: RemoteBuf) -> Result<()>;
+
+    /// Posts a Local Invalidate of `rkey`, a key of this queue pair's protection domain
+    /// (`IBV_WR_LOCAL_INV`): from its completion on, the region's keys are dead for every
+    /// verbs access, local and remote, until the buffer is registered again.
+    fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()>;
+
+    /// Moves up to `out.len()` completions into `out`, oldest first, without blocking, and
+    /// returns how many (`ibv_poll_cq`).
+    fn poll_cq(&self, out: &mut [Completion]) -> usize;
+
+    /// Waits up to `timeout` for one completion (`ibv_req_notify_cq` + `ibv_get_cq_event`
+    /// + `ibv_poll_cq`).
+    fn wait_cq(&self, timeout: Duration) -> Option<Completion>;
+
+    /// Waits up to `timeout` (zero: just polls) for a connection-manager event on this
+    /// connection (`rdma_get_cm_event`).
+    fn cm_event(&self, timeout: Duration) -> Option<CmEvent>;
+
+    /// The queue pair's state.
+    fn state(&self) -> QpState;
+
+    /// Disconnects (`rdma_disconnect`): both sides go to [`QpState::Error`], their posted
+    /// Receives are flushed, and each gets [`CmEvent::Disconnected`]. Dropping the queue pair
+    /// does the same. Idempotent.
+    fn disconnect(&self);
+}
+
+/// A listening CM endpoint (`rdma_cm_id` after `rdma_listen`). Dropping it stops listening
+/// and rejects requests not yet taken.
+pub trait Listener: Send + Sync {
+    /// The request type it hands out.
+    type Request: ConnectRequest;
+
+    /// The address peers connect to (resolves a wildcard bind).
+    fn local_addr(&self) -> String;
+
+    /// Waits up to `timeout` for a connect request (`rdma_get_request`).
+    fn get_request(&self, timeout: Duration) -> Result<Self::Request>;
+}
+
+/// An incoming connect request (`RDMA_CM_EVENT_CONNECT_REQUEST`). Dropping it rejects it.
+pub trait ConnectRequest: Send {
+    /// The protection domain type.
+    type Pd: ProtectionDomain;
+    /// The queue pair type accepting creates.
+    type Qp: QueuePair;
+
+    /// The active side's private data, zero-padded to [`CONNECT_PRIVATE_DATA_MAX`] bytes as
+    /// rdma_cm delivers it (`event->param.conn.private_data`).
+    fn private_data(&self) -> &[u8];
+
+    /// Creates the queue pair in `pd` and accepts, sending `private_data` (at most
+    /// [`ACCEPT_PRIVATE_DATA_MAX`] bytes) back (`rdma_create_qp` + `rdma_accept`). On error
+    /// the request is rejected.
+    fn accept(self, pd: &Self::Pd, private_data: &[u8], caps: QpCaps) -> Result<Self::Qp>;
+
+    /// Rejects the request (`rdma_reject`); the active side's connect fails with
+    /// [`Error::Rejected`].
+    fn reject(self);
+}

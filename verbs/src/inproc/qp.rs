@@ -1,0 +1,356 @@
+//! The in-process reliable-connected queue pair.
+//!
+//! Every work request executes synchronously at post time, under the connection's lock,
+//! against the peer's memory and receive queue, and queues its completions. That makes the
+//! verbs ordering rules hold by construction: work requests of one queue pair run in posting
+//! order, so every RDMA Write posted before a Send has landed before the Send's Receive
+//! completion is even queued; the receiver reaps that completion through the same lock, which
+//! orders its later reads of the region after the writes.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::lock;
+use super::region::{check, transfer, Fault, InProcPd, InProcRegion, PdShared, RegionInner, Rule};
+use crate::{Access, CmEvent, Completion, Error, Opcode, QpCaps, QpState, QueuePair, RemoteBuf, Result, Sge, Status};
+
+/// One side of an in-process connection. Dropping it disconnects.
+pub struct InProcQp {
+    conn: Arc<Conn>,
+    me: usize,
+    /// A copy of this side's caps, so checks that need no shared state take no lock.
+    caps: QpCaps,
+}
+
+struct Conn {
+    st: Mutex<ConnState>,
+    /// Signals new completions and CM events to either side.
+    cv: Condvar,
+}
+
+struct ConnState {
+    connected: bool,
+    sides: [Side; 2],
+}
+
+struct Side {
+    pd: Arc<PdShared>,
+    caps: QpCaps,
+    rq: VecDeque<PostedRecv>,
+    cq: VecDeque<Completion>,
+    /// Send-queue completions queued and not yet reaped.
+    sq_outstanding: u32,
+    events: VecDeque<CmEvent>,
+}
+
+struct PostedRecv {
+    wr_id: u64,
+    region: Arc<RegionInner>,
+    offset: usize,
+    len: usize,
+}
+
+impl ConnState {
+    fn complete(&mut self, side: usize, c: Completion) {
+        let s = &mut self.sides[side];
+        if c.opcode.is_send_queue() {
+            s.sq_outstanding += 1;
+        }
+        s.cq.push_back(c);
+    }
+
+    /// Tears the connection down: both sides to Error, posted Receives flushed, one
+    /// Disconnected event each. Idempotent.
+    fn fail(&mut self) {
+        if !std::mem::replace(&mut self.connected, false) {
+            return;
+        }
+        for side in 0..2 {
+            while let Some(r) = self.sides[side].rq.pop_front() {
+                self.complete(side, Completion::new(r.wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
+            }
+            self.sides[side].events.push_back(CmEvent::Disconnected);
+        }
+    }
+
+    /// Queues an error completion for `me` and tears the connection down.
+    fn fatal(&mut self, me: usize, wr_id: u64, status: Status, opcode: Opcode) {
+        self.complete(me, Completion::new(wr_id, status, opcode, 0));
+        self.fail();
+    }
+}
+
+/// Total length of `sges`, which must fit the 32-bit verbs byte count.
+fn total_len(sges: &[Sge<'_, InProcRegion>], max_sge: u32) -> Result<u32> {
+    if sges.len() > max_sge as usize {
+        return Err(Error::TooManySges(sges.len()));
+    }
+    let total = sges.iter().try_fold(0usize, |acc, s| acc.checked_add(s.len)).ok_or(Error::TooLong)?;
+    u32::try_from(total).map_err(|_| Error::TooLong)
+}
+
+pub(crate) fn connect_pair(a: &InProcPd, a_caps: QpCaps, b: &InProcPd, b_caps: QpCaps) -> (InProcQp, InProcQp) {
+    let side = |pd: &InProcPd, caps| Side {
+        pd: pd.0.clone(),
+        caps,
+        rq: VecDeque::new(),
+        cq: VecDeque::new(),
+        sq_outstanding: 0,
+        events: VecDeque::new(),
+    };
+    let conn = Arc::new(Conn {
+        st: Mutex::new(ConnState { connected: true, sides: [side(a, a_caps), side(b, b_caps)] }),
+        cv: Condvar::new(),
+    });
+    (InProcQp { conn: conn.clone(), me: 0, caps: a_caps }, InProcQp { conn, me: 1, caps: b_caps })
+}
+
+impl InProcQp {
+    /// Locks the connection for a send-queue work request: refuses it if the send queue is
+    /// full, and flushes it (returning `None`) if the connection is down.
+    fn begin_send(&self, wr_id: u64, opcode: Opcode) -> Result<Option<MutexGuard<'_, ConnState>>> {
+        let mut st = lock(&self.conn.st);
+        let side = &st.sides[self.me];
+        if side.sq_outstanding >= side.caps.max_send_wr {
+            return Err(Error::QueueFull);
+        }
+        if !st.connected {
+            st.complete(self.me, Completion::new(wr_id, Status::WorkRequestFlushed, opcode, 0));
+            drop(st);
+            self.conn.cv.notify_all();
+            return Ok(None);
+        }
+        Ok(Some(st))
+    }
+
+    fn local_ok(&self, st: &ConnState, sges: &[Sge<'_, InProcRegion>], write: bool) -> bool {
+        let rule = Rule::Local { pd: st.sides[self.me].pd.id, write };
+        sges.iter().all(|s| check(&s.region.0, s.offset, s.len, rule))
+    }
+
+    /// The common path of RDMA Write and Read: resolve and bounds-check the remote range as a
+    /// whole (so nothing moves unless all of it is inside the region), then move each SGE.
+    fn rdma(&self, wr_id: u64, sges: &[Sge<'_, InProcRegion>], remote: RemoteBuf, opcode: Opcode) -> Result<()> {
+        let me = self.me;
+        let total = total_len(sges, self.caps.max_sge)?;
+        let Some(mut st) = self.begin_send(wr_id, opcode)? else { return Ok(()) };
+        let write = opcode == Opcode::RdmaWrite;
+        // Local faults are the requester's and are detected before anything reaches the wire.
+        if !self.local_ok(&st, sges, !write) {
+            st.fatal(me, wr_id, Status::LocalProtectionError, opcode);
+            return self.finish(st);
+        }
+        // Zero-length RDMA operations do not validate the rkey (IBA 9.4.3, 9.4.4).
+        if total > 0 {
+            let target = st.sides[1 - me].pd.lookup(remote.rkey);
+            let base = target.as_ref().and_then(|r| {
+                let off = usize::try_from(remote.addr.checked_sub(r.addr)?).ok()?;
+                (off.checked_add(total as usize)? <= r.len).then_some(off)
+            });
+            let (Some(target), Some(base)) = (target, base) else {
+                st.fatal(me, wr_id, Status::RemoteAccessError, opcode);
+                return self.finish(st);
+            };
+            let need = if write { Access::REMOTE_WRITE } else { Access::REMOTE_READ };
+            let local = Rule::Local { pd: st.sides[me].pd.id, write: !write };
+            let remote_rule = Rule::Remote { need };
+            let mut at = base;
+            for s in sges {
+                let r = if write {
+                    transfer(&s.region.0, s.offset, local, &target, at, remote_rule, s.len).map_err(|f| {
+                        if f == Fault::Src {
+                            Status::LocalProtectionError
+                        } else {
+                            Status::RemoteAccessError
+                        }
+                    })
+                } else {
+                    transfer(&target, at, remote_rule, &s.region.0, s.offset, local, s.len).map_err(|f| {
+                        if f == Fault::Dst {
+                            Status::LocalProtectionError
+                        } else {
+                            Status::RemoteAccessError
+                        }
+                    })
+                };
+                if let Err(status) = r {
+                    st.fatal(me, wr_id, status, opcode);
+                    return self.finish(st);
+                }
+                at += s.len;
+            }
+        }
+        st.complete(me, Completion::new(wr_id, Status::Success, opcode, total));
+        self.finish(st)
+    }
+
+    fn finish(&self, st: MutexGuard<'_, ConnState>) -> Result<()> {
+        drop(st);
+        self.conn.cv.notify_all();
+        Ok(())
+    }
+
+    /// Waits on the connection's condvar until `take` yields something or `timeout` passes.
+    fn wait_for<T>(&self, timeout: Duration, mut take: impl FnMut(&mut ConnState) -> Option<T>) -> Option<T> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut st = lock(&self.conn.st);
+        loop {
+            if let Some(v) = take(&mut st) {
+                return Some(v);
+            }
+            let left = match deadline {
+                Some(d) => d.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?,
+                None => Duration::from_secs(3600),
+            };
+            st = self.conn.cv.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
+
+fn pop_completion(st: &mut ConnState, me: usize) -> Option<Completion> {
+    let side = &mut st.sides[me];
+    let c = side.cq.pop_front()?;
+    if c.opcode.is_send_queue() {
+        side.sq_outstanding -= 1;
+    }
+    Some(c)
+}
+
+impl QueuePair for InProcQp {
+    type Region = InProcRegion;
+
+    fn post_recv(&self, wr_id: u64, sge: Sge<'_, InProcRegion>) -> Result<()> {
+        let mut st = lock(&self.conn.st);
+        let side = &mut st.sides[self.me];
+        if side.rq.len() >= side.caps.max_recv_wr as usize {
+            return Err(Error::QueueFull);
+        }
+        u32::try_from(sge.len).map_err(|_| Error::TooLong)?;
+        if st.connected {
+            // Validated when a Send lands in it, as hardware does.
+            let r = PostedRecv { wr_id, region: sge.region.0.clone(), offset: sge.offset, len: sge.len };
+            st.sides[self.me].rq.push_back(r);
+            return Ok(());
+        }
+        st.complete(self.me, Completion::new(wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
+        self.finish(st)
+    }
+
+    fn post_send(&self, wr_id: u64, sges: &[Sge<'_, InProcRegion>], invalidate: Option<u32>) -> Result<()> {
+        let (me, peer) = (self.me, 1 - self.me);
+        let total = total_len(sges, self.caps.max_sge)?;
+        let Some(mut st) = self.begin_send(wr_id, Opcode::Send)? else { return Ok(()) };
+        if !self.local_ok(&st, sges, false) {
+            st.fatal(me, wr_id, Status::LocalProtectionError, Opcode::Send);
+            return self.finish(st);
+        }
+        let Some(recv) = st.sides[peer].rq.pop_front() else {
+            // No Receive posted, and rnr_retry_count is 0: the sender gives up at once.
+            st.fatal(me, wr_id, Status::RnrRetryExceeded, Opcode::Send);
+            return self.finish(st);
+        };
+        let recv_fail = |st: &mut ConnState, recv_status, send_status| {
+            st.complete(peer, Completion::new(recv.wr_id, recv_status, Opcode::Recv, 0));
+            st.fatal(me, wr_id, send_status, Opcode::Send);
+        };
+        if total as usize > recv.len {
+            recv_fail(&mut st, Status::LocalLengthError, Status::RemoteInvalidRequest);
+            return self.finish(st);
+        }
+        let dst_rule = Rule::Local { pd: st.sides[peer].pd.id, write: true };
+        if total > 0 && !check(&recv.region, recv.offset, total as usize, dst_rule) {
+            recv_fail(&mut st, Status::LocalProtectionError, Status::RemoteOperationError);
+            return self.finish(st);
+        }
+        if let Some(rkey) = invalidate {
+            if !st.sides[peer].pd.invalidate(rkey) {
+                recv_fail(&mut st, Status::LocalProtectionError, Status::RemoteOperationError);
+                return self.finish(st);
+            }
+        }
+        let src_rule = Rule::Local { pd: st.sides[me].pd.id, write: false };
+        let mut at = recv.offset;
+        for s in sges {
+            if let Err(f) = transfer(&s.region.0, s.offset, src_rule, &recv.region, at, dst_rule, s.len) {
+                // Only reachable if a region was invalidated or deregistered concurrently.
+                let (r, w) = match f {
+                    Fault::Src => (Status::WorkRequestFlushed, Status::LocalProtectionError),
+                    Fault::Dst => (Status::LocalProtectionError, Status::RemoteOperationError),
+                };
+                recv_fail(&mut st, r, w);
+                return self.finish(st);
+            }
+            at += s.len;
+        }
+        let mut rc = Completion::new(recv.wr_id, Status::Success, Opcode::Recv, total);
+        rc.invalidated_rkey = invalidate;
+        st.complete(peer, rc);
+        st.complete(me, Completion::new(wr_id, Status::Success, Opcode::Send, total));
+        self.finish(st)
+    }
+
+    fn post_write(&self, wr_id: u64, sges: &[Sge<'_, InProcRegion>], remote: RemoteBuf) -> Result<()> {
+        self.rdma(wr_id, sges, remote, Opcode::RdmaWrite)
+    }
+
+    fn post_read(&self, wr_id: u64, sges: &[Sge<'_, InProcRegion>], remote: RemoteBuf) -> Result<()> {
+        self.rdma(wr_id, sges, remote, Opcode::RdmaRead)
+    }
+
+    fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()> {
+        let Some(mut st) = self.begin_send(wr_id, Opcode::LocalInvalidate)? else { return Ok(()) };
+        if st.sides[self.me].pd.invalidate(rkey) {
+            st.complete(self.me, Completion::new(wr_id, Status::Success, Opcode::LocalInvalidate, 0));
+        } else {
+            st.fatal(self.me, wr_id, Status::LocalProtectionError, Opcode::LocalInvalidate);
+        }
+        self.finish(st)
+    }
+
+    fn poll_cq(&self, out: &mut [Completion]) -> usize {
+        let mut st = lock(&self.conn.st);
+        let mut n = 0;
+        while n < out.len() {
+            let Some(c) = pop_completion(&mut st, self.me) else { break };
+            out[n] = c;
+            n += 1;
+        }
+        n
+    }
+
+    fn wait_cq(&self, timeout: Duration) -> Option<Completion> {
+        self.wait_for(timeout, |st| pop_completion(st, self.me))
+    }
+
+    fn cm_event(&self, timeout: Duration) -> Option<CmEvent> {
+        self.wait_for(timeout, |st| st.sides[self.me].events.pop_front())
+    }
+
+    fn state(&self) -> QpState {
+        if lock(&self.conn.st).connected {
+            QpState::Ready
+        } else {
+            QpState::Error
+        }
+    }
+
+    fn disconnect(&self) {
+        let mut st = lock(&self.conn.st);
+        st.fail();
+        drop(st);
+        self.conn.cv.notify_all();
+    }
+}
+
+impl Drop for InProcQp {
+    fn drop(&mut self) {
+        self.disconnect();
+    }
+}
+
+impl std::fmt::Debug for InProcQp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcQp").field("side", &self.me).field("state", &self.state()).finish()
+    }
+}

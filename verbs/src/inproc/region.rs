@@ -1,0 +1,214 @@
+//! Protection domains and memory regions, and the one routine that moves bytes between
+//! regions under their locks.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use super::{keys, lock};
+use crate::{Access, Error, MemoryRegion, ProtectionDomain, Result};
+
+/// An in-process protection domain. Cheap to clone; clones are the same domain.
+#[derive(Clone)]
+pub struct InProcPd(pub(crate) Arc<PdShared>);
+
+pub(crate) struct PdShared {
+    pub(crate) id: u64,
+    /// rkey -> region. Weak, so a region whose handles are all dropped dies (and its Drop
+    /// removes the entry); lookups upgrade under this lock and drop the guard before the Arc.
+    table: Mutex<HashMap<u32, Weak<RegionInner>>>,
+}
+
+impl PdShared {
+    pub(crate) fn lookup(&self, rkey: u32) -> Option<Arc<RegionInner>> {
+        let table = lock(&self.table);
+        table.get(&rkey).and_then(Weak::upgrade)
+    }
+
+    /// Invalidates the region whose rkey is `rkey` (Local Invalidate, or the receiver's half
+    /// of Send with Invalidate). Fails if no valid region of this domain has that key.
+    pub(crate) fn invalidate(&self, rkey: u32) -> bool {
+        let Some(region) = self.lookup(rkey) else { return false };
+        let mut data = lock(&region.data);
+        std::mem::replace(&mut data.valid, false)
+    }
+}
+
+impl InProcPd {
+    pub(crate) fn new() -> Self {
+        InProcPd(Arc::new(PdShared { id: keys::next_id(), table: Mutex::new(HashMap::new()) }))
+    }
+}
+
+impl ProtectionDomain for InProcPd {
+    type Region = InProcRegion;
+
+    fn register(&self, buf: Vec<u8>, access: Access) -> Result<InProcRegion> {
+        if access.contains(Access::REMOTE_WRITE) && !access.contains(Access::LOCAL_WRITE) {
+            return Err(Error::InvalidAccess(access));
+        }
+        let rkey = keys::next_key();
+        let inner = Arc::new(RegionInner {
+            id: keys::next_id(),
+            pd: self.0.clone(),
+            addr: keys::random_base(),
+            len: buf.len(),
+            rkey,
+            lkey: keys::next_key(),
+            access,
+            data: Mutex::new(RegionData { buf, valid: true, registered: true }),
+        });
+        lock(&self.0.table).insert(rkey, Arc::downgrade(&inner));
+        Ok(InProcRegion(inner))
+    }
+}
+
+/// An in-process registered memory region; clones are handles to the same region.
+#[derive(Clone)]
+pub struct InProcRegion(pub(crate) Arc<RegionInner>);
+
+impl std::fmt::Debug for InProcRegion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InProcRegion")
+            .field("addr", &format_args!("{:#x}", self.0.addr))
+            .field("len", &self.0.len)
+            .field("rkey", &format_args!("{:#010x}", self.0.rkey))
+            .field("access", &self.0.access)
+            .finish()
+    }
+}
+
+pub(crate) struct RegionInner {
+    /// Orders lock acquisition when two regions are locked together.
+    pub(crate) id: u64,
+    pub(crate) pd: Arc<PdShared>,
+    pub(crate) addr: u64,
+    pub(crate) len: usize,
+    pub(crate) rkey: u32,
+    lkey: u32,
+    pub(crate) access: Access,
+    pub(crate) data: Mutex<RegionData>,
+}
+
+pub(crate) struct RegionData {
+    pub(crate) buf: Vec<u8>,
+    /// Keys alive: false after Local Invalidate, remote invalidation or deregistration.
+    pub(crate) valid: bool,
+    registered: bool,
+}
+
+impl Drop for RegionInner {
+    fn drop(&mut self) {
+        lock(&self.pd.table).remove(&self.rkey);
+    }
+}
+
+impl MemoryRegion for InProcRegion {
+    fn addr(&self) -> u64 {
+        self.0.addr
+    }
+    fn len(&self) -> usize {
+        self.0.len
+    }
+    fn rkey(&self) -> u32 {
+        self.0.rkey
+    }
+    fn lkey(&self) -> u32 {
+        self.0.lkey
+    }
+    fn access(&self) -> Access {
+        self.0.access
+    }
+    fn with<T>(&self, f: impl FnOnce(&[u8]) -> T) -> T {
+        f(&lock(&self.0.data).buf)
+    }
+    fn with_mut<T>(&self, f: impl FnOnce(&mut [u8]) -> T) -> T {
+        f(&mut lock(&self.0.data).buf)
+    }
+    fn deregister(self) -> Result<Vec<u8>> {
+        let buf = {
+            let mut data = lock(&self.0.data);
+            if !data.registered {
+                return Err(Error::NotRegistered);
+            }
+            data.registered = false;
+            data.valid = false;
+            std::mem::take(&mut data.buf)
+        };
+        lock(&self.0.pd.table).remove(&self.0.rkey);
+        Ok(buf)
+    }
+}
+
+/// Which end of a transfer refused it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fault {
+    Src,
+    Dst,
+}
+
+/// What an end of a transfer must satisfy, checked under the region's lock so that a
+/// concurrent invalidation or deregistration is either wholly before or wholly after.
+#[derive(Clone, Copy)]
+pub(crate) enum Rule {
+    /// Local use by a queue pair of protection domain `pd`; `write` needs LOCAL_WRITE.
+    Local { pd: u64, write: bool },
+    /// Remote use through the rkey, needing `need` (REMOTE_READ or REMOTE_WRITE).
+    Remote { need: Access },
+}
+
+impl Rule {
+    fn allows(self, r: &RegionInner, d: &RegionData, off: usize, len: usize) -> bool {
+        let in_range = off.checked_add(len).is_some_and(|end| end <= d.buf.len());
+        let rights = match self {
+            Rule::Local { pd, write } => r.pd.id == pd && (!write || r.access.contains(Access::LOCAL_WRITE)),
+            Rule::Remote { need } => r.access.contains(need),
+        };
+        d.valid && in_range && rights
+    }
+}
+
+/// Checks `rule` for `len` bytes at `off` of `r` without moving anything.
+pub(crate) fn check(r: &RegionInner, off: usize, len: usize, rule: Rule) -> bool {
+    rule.allows(r, &lock(&r.data), off, len)
+}
+
+/// Copies `len` bytes from `src` at `src_off` to `dst` at `dst_off` if both ends pass their
+/// rules; otherwise touches nothing and says which end failed (the source is checked first).
+/// Two distinct regions are locked in id order, so concurrent transfers in opposite
+/// directions cannot deadlock; a region copied onto itself is locked once.
+pub(crate) fn transfer(
+    src: &RegionInner,
+    src_off: usize,
+    src_rule: Rule,
+    dst: &RegionInner,
+    dst_off: usize,
+    dst_rule: Rule,
+    len: usize,
+) -> Result<(), Fault> {
+    if src.id == dst.id {
+        let mut d = lock(&src.data);
+        if !src_rule.allows(src, &d, src_off, len) {
+            return Err(Fault::Src);
+        }
+        if !dst_rule.allows(dst, &d, dst_off, len) {
+            return Err(Fault::Dst);
+        }
+        d.buf.copy_within(src_off..src_off + len, dst_off);
+        return Ok(());
+    }
+    let (s, mut d) = if src.id < dst.id {
+        let s = lock(&src.data);
+        (s, lock(&dst.data))
+    } else {
+        let d = lock(&dst.data);
+        (lock(&src.data), d)
+    };
+    if !src_rule.allows(src, &s, src_off, len) {
+        return Err(Fault::Src);
+    }
+    if !dst_rule.allows(dst, &d, dst_off, len) {
+        return Err(Fault::Dst);
+    }
+    d.buf[dst_off..dst_off + len].copy_from_slice(&s.buf[src_off..src_off + len]);
+    Ok(())
+}

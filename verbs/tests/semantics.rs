@@ -1,0 +1,482 @@
+//! The verbs semantics every backend must have, written once, generic over [`Backend`], and
+//! instantiated per backend at the bottom (`instantiate!`). A TCP or rdma-core backend joins
+//! by adding one line there.
+
+use std::time::Duration;
+
+use proptest::test_runner::{Config, TestRunner};
+use verbs::*;
+
+/// Generous: a test that waits this long has already failed.
+const T: Duration = Duration::from_secs(10);
+/// How long to wait for something that must *not* happen.
+const BRIEF: Duration = Duration::from_millis(50);
+
+struct Pair<B: Backend> {
+    cpd: B::Pd,
+    spd: B::Pd,
+    client: B::Qp,
+    server: B::Qp,
+}
+
+/// Connects a client and a server (separate protection domains), returning the pair, the
+/// private data the server received, and the private data the client received.
+fn connect_with<B: Backend>(b: &B, cdata: &[u8], sdata: &[u8]) -> (Pair<B>, Vec<u8>, Vec<u8>) {
+    let listener = b.listen(&b.any_address()).unwrap();
+    let addr = listener.local_addr();
+    let cpd = b.alloc_pd().unwrap();
+    let spd = b.alloc_pd().unwrap();
+    let (client, server, got, accepted) = std::thread::scope(|s| {
+        let c = s.spawn(|| b.connect(&cpd, &addr, cdata, QpCaps::default(), T).unwrap());
+        let req = listener.get_request(T).unwrap();
+        let got = req.private_data().to_vec();
+        let server = req.accept(&spd, sdata, QpCaps::default()).unwrap();
+        let (client, accepted) = c.join().unwrap();
+        (client, server, got, accepted)
+    });
+    (Pair { cpd, spd, client, server }, got, accepted)
+}
+
+fn pair<B: Backend>(b: &B) -> Pair<B> {
+    connect_with(b, &[], &[]).0
+}
+
+/// Waits for the next completion on `qp` and checks its identity and status.
+fn expect<Q: QueuePair>(qp: &Q, wr_id: u64, opcode: Opcode, status: Status) -> Completion {
+    let c = qp.wait_cq(T).expect("a completion");
+    assert_eq!((c.wr_id, c.opcode, c.status), (wr_id, opcode, status), "{c:?}");
+    c
+}
+
+/// Both sides are in the Error state and each got exactly one Disconnected event.
+fn assert_torn_down<B: Backend>(p: &Pair<B>) {
+    for qp in [&p.client, &p.server] {
+        assert_eq!(qp.state(), QpState::Error);
+        assert_eq!(qp.cm_event(T), Some(CmEvent::Disconnected));
+        assert_eq!(qp.cm_event(BRIEF), None);
+    }
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+// ---- the rules ----
+
+fn send_recv_delivers_bytes_and_length<B: Backend>(b: &B) {
+    let p = pair(b);
+    let buf = p.spd.register(vec![0; 100], Access::LOCAL_WRITE).unwrap();
+    let hello = p.cpd.register(b"hello ".to_vec(), Access::empty()).unwrap();
+    let world = p.cpd.register(b"--world--".to_vec(), Access::empty()).unwrap();
+    p.server.post_recv(10, Sge::new(&buf, 4, 96)).unwrap();
+    p.client.post_send(20, &[Sge::whole(&hello), Sge::new(&world, 2, 5)], None).unwrap();
+    let c = expect(&p.client, 20, Opcode::Send, Status::Success);
+    assert_eq!(c.byte_len, 11);
+    let r = expect(&p.server, 10, Opcode::Recv, Status::Success);
+    assert_eq!((r.byte_len, r.invalidated_rkey), (11, None));
+    buf.with(|b| {
+        assert_eq!(&b[4..15], b"hello world");
+        assert!(b[..4].iter().chain(&b[15..]).all(|&x| x == 0));
+    });
+    // Both directions work, and the connection is still up.
+    let back = p.cpd.register(vec![0; 8], Access::LOCAL_WRITE).unwrap();
+    p.client.post_recv(11, Sge::whole(&back)).unwrap();
+    p.server.post_send(21, &[Sge::new(&buf, 4, 5)], None).unwrap();
+    assert_eq!(expect(&p.client, 11, Opcode::Recv, Status::Success).byte_len, 5);
+    back.with(|b| assert_eq!(&b[..5], b"hello"));
+    assert_eq!(p.client.state(), QpState::Ready);
+}
+
+fn send_larger_than_posted_receive_is_fatal<B: Backend>(b: &B) {
+    let p = pair(b);
+    let small = p.spd.register(vec![0; 8], Access::LOCAL_WRITE).unwrap();
+    let spare = p.spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    let msg = p.cpd.register(vec![1; 16], Access::empty()).unwrap();
+    p.server.post_recv(1, Sge::whole(&small)).unwrap();
+    p.server.post_recv(2, Sge::whole(&spare)).unwrap();
+    p.client.post_send(3, &[Sge::whole(&msg)], None).unwrap();
+    expect(&p.server, 1, Opcode::Recv, Status::LocalLengthError);
+    expect(&p.server, 2, Opcode::Recv, Status::WorkRequestFlushed);
+    expect(&p.client, 3, Opcode::Send, Status::RemoteInvalidRequest);
+    assert_torn_down(&p);
+    // Later work requests are flushed, not executed.
+    p.client.post_send(4, &[Sge::whole(&msg)], None).unwrap();
+    expect(&p.client, 4, Opcode::Send, Status::WorkRequestFlushed);
+}
+
+fn send_with_no_receive_posted_is_fatal_rnr<B: Backend>(b: &B) {
+    let p = pair(b);
+    let msg = p.cpd.register(vec![1; 16], Access::empty()).unwrap();
+    p.client.post_send(1, &[Sge::whole(&msg)], None).unwrap();
+    expect(&p.client, 1, Opcode::Send, Status::RnrRetryExceeded);
+    assert_torn_down(&p);
+    // A Receive posted too late is flushed; nothing arrives in it.
+    let buf = p.spd.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
+    p.server.post_recv(2, Sge::whole(&buf)).unwrap();
+    expect(&p.server, 2, Opcode::Recv, Status::WorkRequestFlushed);
+    buf.with(|b| assert!(b.iter().all(|&x| x == 0)));
+}
+
+fn rdma_write_within_region_lands<B: Backend>(b: &B) {
+    let p = pair(b);
+    let target = p.spd.register(vec![0; 4096], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    let src = p.cpd.register(pattern(300, 7), Access::empty()).unwrap();
+    p.client.post_write(1, &[Sge::new(&src, 0, 100), Sge::new(&src, 200, 100)], target.remote_at(1000)).unwrap();
+    assert_eq!(expect(&p.client, 1, Opcode::RdmaWrite, Status::Success).byte_len, 200);
+    let want = pattern(300, 7);
+    target.with(|t| {
+        assert_eq!(&t[1000..1100], &want[..100]);
+        assert_eq!(&t[1100..1200], &want[200..]);
+        assert!(t[..1000].iter().chain(&t[1200..]).all(|&x| x == 0));
+    });
+    // The responder sees no completion for an RDMA Write.
+    assert_eq!(p.server.wait_cq(BRIEF), None);
+    // The very last byte of the region is writable.
+    p.client.post_write(2, &[Sge::new(&src, 0, 1)], target.remote_at(4095)).unwrap();
+    expect(&p.client, 2, Opcode::RdmaWrite, Status::Success);
+    assert_eq!(p.client.state(), QpState::Ready);
+}
+
+fn rdma_read_within_region_returns_data<B: Backend>(b: &B) {
+    let p = pair(b);
+    let source = p.spd.register(pattern(4096, 3), Access::REMOTE_READ).unwrap();
+    let dst = p.cpd.register(vec![0; 512], Access::LOCAL_WRITE).unwrap();
+    p.client.post_read(1, &[Sge::new(&dst, 10, 256)], source.remote_at(3840)).unwrap();
+    assert_eq!(expect(&p.client, 1, Opcode::RdmaRead, Status::Success).byte_len, 256);
+    let want = pattern(4096, 3);
+    dst.with(|d| {
+        assert_eq!(&d[10..266], &want[3840..]);
+        assert!(d[..10].iter().chain(&d[266..]).all(|&x| x == 0));
+    });
+    assert_eq!(p.server.wait_cq(BRIEF), None);
+}
+
+fn rdma_write_outside_region_is_remote_access_error_and_canary_untouched<B: Backend>(b: &B) {
+    const LEN: usize = 4096;
+    // Each case (remote address relative to the target's, length) crosses or misses the
+    // region; each runs on a fresh connection, since each tears one down.
+    let cases: [(i64, usize); 5] =
+        [(-1, 1), (-16, 32), (LEN as i64 - 16, 32), (LEN as i64, 1), (LEN as i64 + 4096, 64)];
+    for (delta, len) in cases {
+        let p = pair(b);
+        let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+        // Canaries: regions registered just before and after the target in the same domain.
+        let before = p.spd.register(vec![0xcc; LEN], rw).unwrap();
+        let target = p.spd.register(vec![0; LEN], rw).unwrap();
+        let after = p.spd.register(vec![0xcc; LEN], rw).unwrap();
+        let src = p.cpd.register(vec![0xee; 64], Access::empty()).unwrap();
+        let addr = target.addr().wrapping_add_signed(delta);
+        p.client.post_write(1, &[Sge::new(&src, 0, len)], RemoteBuf { addr, rkey: target.rkey() }).unwrap();
+        expect(&p.client, 1, Opcode::RdmaWrite, Status::RemoteAccessError);
+        assert_torn_down(&p);
+        target.with(|t| assert!(t.iter().all(|&x| x == 0), "target touched for {delta} {len}"));
+        for canary in [&before, &after] {
+            canary.with(|c| assert!(c.iter().all(|&x| x == 0xcc), "canary touched for {delta} {len}"));
+        }
+    }
+    // A gather whose first entry fits and whose second crosses the end: nothing may land,
+    // not even the part that fits.
+    let p = pair(b);
+    let target = p.spd.register(vec![0; LEN], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    let src = p.cpd.register(vec![0xee; 64], Access::empty()).unwrap();
+    let sges = [Sge::new(&src, 0, 32), Sge::new(&src, 32, 32)];
+    p.client.post_write(1, &sges, target.remote_at(LEN - 48)).unwrap();
+    expect(&p.client, 1, Opcode::RdmaWrite, Status::RemoteAccessError);
+    assert_torn_down(&p);
+    target.with(|t| assert!(t.iter().all(|&x| x == 0), "partial gather landed"));
+    // The same for a read: the local buffer stays as it was.
+    let p = pair(b);
+    let source = p.spd.register(vec![9; LEN], Access::REMOTE_READ).unwrap();
+    let dst = p.cpd.register(vec![0xcc; 64], Access::LOCAL_WRITE).unwrap();
+    p.client.post_read(1, &[Sge::whole(&dst)], source.remote_at(LEN - 32)).unwrap();
+    expect(&p.client, 1, Opcode::RdmaRead, Status::RemoteAccessError);
+    assert_torn_down(&p);
+    dst.with(|d| assert!(d.iter().all(|&x| x == 0xcc)));
+}
+
+fn rdma_write_without_remote_write_access_is_refused<B: Backend>(b: &B) {
+    let p = pair(b);
+    let target = p.spd.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap();
+    let src = p.cpd.register(vec![1; 64], Access::empty()).unwrap();
+    p.client.post_write(1, &[Sge::whole(&src)], target.remote_at(0)).unwrap();
+    expect(&p.client, 1, Opcode::RdmaWrite, Status::RemoteAccessError);
+    assert_torn_down(&p);
+    target.with(|t| assert!(t.iter().all(|&x| x == 0)));
+}
+
+fn rdma_read_without_remote_read_access_is_refused<B: Backend>(b: &B) {
+    let p = pair(b);
+    let source = p.spd.register(vec![5; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    let dst = p.cpd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    p.client.post_read(1, &[Sge::whole(&dst)], source.remote_at(0)).unwrap();
+    expect(&p.client, 1, Opcode::RdmaRead, Status::RemoteAccessError);
+    assert_torn_down(&p);
+    dst.with(|d| assert!(d.iter().all(|&x| x == 0)));
+}
+
+fn invalidated_rkey_is_refused<B: Backend>(b: &B) {
+    let p = pair(b);
+    let target = p.spd.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    let src = p.cpd.register(vec![1; 64], Access::empty()).unwrap();
+    p.client.post_write(1, &[Sge::whole(&src)], target.remote_at(0)).unwrap();
+    expect(&p.client, 1, Opcode::RdmaWrite, Status::Success);
+    target.with_mut(|t| t.fill(0));
+    p.server.post_local_invalidate(2, target.rkey()).unwrap();
+    expect(&p.server, 2, Opcode::LocalInvalidate, Status::Success);
+    p.client.post_write(3, &[Sge::whole(&src)], target.remote_at(0)).unwrap();
+    expect(&p.client, 3, Opcode::RdmaWrite, Status::RemoteAccessError);
+    assert_torn_down(&p);
+    target.with(|t| assert!(t.iter().all(|&x| x == 0)));
+}
+
+fn send_with_invalidate_reports_rkey_and_invalidates<B: Backend>(b: &B) {
+    let p = pair(b);
+    let chunk = p.spd.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    let buf = p.spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    let src = p.cpd.register(vec![1; 64], Access::empty()).unwrap();
+    p.server.post_recv(1, Sge::whole(&buf)).unwrap();
+    p.client.post_write(2, &[Sge::whole(&src)], chunk.remote_at(0)).unwrap();
+    p.client.post_send(3, &[Sge::new(&src, 0, 8)], Some(chunk.rkey())).unwrap();
+    expect(&p.client, 2, Opcode::RdmaWrite, Status::Success);
+    expect(&p.client, 3, Opcode::Send, Status::Success);
+    let r = expect(&p.server, 1, Opcode::Recv, Status::Success);
+    assert_eq!((r.byte_len, r.invalidated_rkey), (8, Some(chunk.rkey())));
+    chunk.with(|c| assert!(c.iter().all(|&x| x == 1)));
+    // The key is dead now.
+    p.client.post_write(4, &[Sge::whole(&src)], chunk.remote_at(0)).unwrap();
+    expect(&p.client, 4, Opcode::RdmaWrite, Status::RemoteAccessError);
+    assert_torn_down(&p);
+}
+
+fn writes_posted_before_send_are_visible_at_its_receive_completion<B: Backend>(b: &B) {
+    const WRITES: usize = 32;
+    const CHUNK: usize = 8192;
+    let p = pair(b);
+    let target = p.spd.register(vec![0; WRITES * CHUNK], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    let buf = p.spd.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
+    let srcs: Vec<_> = (0..WRITES).map(|i| p.cpd.register(pattern(CHUNK, i as u8), Access::empty()).unwrap()).collect();
+    let msg = p.cpd.register(b"done".to_vec(), Access::empty()).unwrap();
+    for round in 0..20u64 {
+        p.server.post_recv(round, Sge::whole(&buf)).unwrap();
+        target.with_mut(|t| t.fill(0));
+        std::thread::scope(|s| {
+            // The receiver checks the data the moment it reaps the Receive completion,
+            // concurrently with the sender, which never waits for its Writes.
+            let checker = s.spawn(|| {
+                expect(&p.server, round, Opcode::Recv, Status::Success);
+                target.with(|t| {
+                    for (i, chunk) in t.chunks(CHUNK).enumerate() {
+                        assert!(chunk == pattern(CHUNK, i as u8), "write {i} not visible in round {round}");
+                    }
+                });
+            });
+            for (i, src) in srcs.iter().enumerate() {
+                p.client.post_write(i as u64, &[Sge::whole(src)], target.remote_at(i * CHUNK)).unwrap();
+            }
+            p.client.post_send(1000, &[Sge::whole(&msg)], None).unwrap();
+            checker.join().unwrap();
+        });
+        for i in 0..WRITES as u64 {
+            expect(&p.client, i, Opcode::RdmaWrite, Status::Success);
+        }
+        expect(&p.client, 1000, Opcode::Send, Status::Success);
+    }
+}
+
+fn rkeys_are_unpredictable_and_change_on_reregistration<B: Backend>(b: &B) {
+    let p = pair(b);
+    let regions: Vec<_> =
+        (0..256).map(|_| p.spd.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap()).collect();
+    let rkeys: Vec<u32> = regions.iter().map(|r| r.rkey()).collect();
+    let mut unique = rkeys.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(unique.len(), rkeys.len(), "rkeys repeat");
+    // Not a counter: consecutive keys differ by a varying amount, rarely by one.
+    let steps: Vec<u32> = rkeys.windows(2).map(|w| w[1].wrapping_sub(w[0])).collect();
+    assert!(steps.iter().filter(|&&d| d == steps[0]).count() < 8, "rkeys step regularly: {steps:?}");
+    assert!(steps.iter().filter(|&&d| d == 1).count() < 8);
+    // Spread over the key space, not clustered near zero.
+    assert!(rkeys.iter().filter(|&&k| k > 0xffff).count() > 200);
+    // Addresses are not small integers either.
+    assert!(regions.iter().all(|r| r.addr() > 0xffff_ffff));
+
+    // Re-registration yields a fresh key; the old one is dead.
+    let old = regions[0].clone();
+    let old_rkey = old.rkey();
+    drop(regions);
+    let buf = old.deregister().unwrap();
+    let again = p.spd.register(buf, Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    assert_ne!(again.rkey(), old_rkey);
+    assert!(!rkeys.contains(&again.rkey()));
+    let src = p.cpd.register(vec![1; 64], Access::empty()).unwrap();
+    p.client.post_write(1, &[Sge::whole(&src)], again.remote_at(0)).unwrap();
+    expect(&p.client, 1, Opcode::RdmaWrite, Status::Success);
+    p.client.post_write(2, &[Sge::whole(&src)], RemoteBuf { addr: again.addr(), rkey: old_rkey }).unwrap();
+    expect(&p.client, 2, Opcode::RdmaWrite, Status::RemoteAccessError);
+    assert_torn_down(&p);
+}
+
+fn private_data_is_padded_to_56_on_connect_and_196_on_accept<B: Backend>(b: &B) {
+    let (_p, at_server, at_client) = connect_with(b, b"req", b"rep!");
+    assert_eq!(at_server.len(), CONNECT_PRIVATE_DATA_MAX);
+    assert_eq!(at_server.len(), 56);
+    assert_eq!(&at_server[..3], b"req");
+    assert!(at_server[3..].iter().all(|&x| x == 0));
+    assert_eq!(at_client.len(), ACCEPT_PRIVATE_DATA_MAX);
+    assert_eq!(at_client.len(), 196);
+    assert_eq!(&at_client[..4], b"rep!");
+    assert!(at_client[4..].iter().all(|&x| x == 0));
+    // The limits themselves pass whole; empty private data arrives as all zeros.
+    let (full_c, full_a) = (pattern(56, 1), pattern(196, 2));
+    let (_p, at_server, at_client) = connect_with(b, &full_c, &full_a);
+    assert_eq!((at_server, at_client), (full_c, full_a));
+    let (_p, at_server, at_client) = connect_with(b, &[], &[]);
+    assert_eq!((at_server, at_client), (vec![0; 56], vec![0; 196]));
+}
+
+fn oversized_private_data_is_refused<B: Backend>(b: &B) {
+    let listener = b.listen(&b.any_address()).unwrap();
+    let addr = listener.local_addr();
+    let pd = b.alloc_pd().unwrap();
+    let too_long = Error::PrivateDataTooLong { len: 57, max: 56 };
+    assert_eq!(b.connect(&pd, &addr, &[0; 57], QpCaps::default(), T).err(), Some(too_long));
+    // Nothing reached the listener.
+    assert!(matches!(listener.get_request(BRIEF), Err(Error::Timeout)));
+    // An oversized accept fails, and the connect is rejected.
+    std::thread::scope(|s| {
+        let c = s.spawn(|| b.connect(&pd, &addr, &[], QpCaps::default(), T));
+        let req = listener.get_request(T).unwrap();
+        let err = req.accept(&pd, &[0; 197], QpCaps::default()).err();
+        assert_eq!(err, Some(Error::PrivateDataTooLong { len: 197, max: 196 }));
+        assert_eq!(c.join().unwrap().err(), Some(Error::Rejected));
+    });
+}
+
+fn disconnect_is_reported_to_the_peer_and_flushes_posted_receives<B: Backend>(b: &B) {
+    let p = pair(b);
+    let buf = p.spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    let cbuf = p.cpd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    for wr_id in 1..=3 {
+        p.server.post_recv(wr_id, Sge::new(&buf, 0, 16)).unwrap();
+    }
+    p.client.post_recv(9, Sge::whole(&cbuf)).unwrap();
+    assert_eq!(p.server.cm_event(BRIEF), None);
+    p.client.disconnect();
+    for wr_id in 1..=3 {
+        assert_eq!(expect(&p.server, wr_id, Opcode::Recv, Status::WorkRequestFlushed).byte_len, 0);
+    }
+    expect(&p.client, 9, Opcode::Recv, Status::WorkRequestFlushed);
+    assert_torn_down(&p);
+    p.server.post_send(4, &[Sge::whole(&buf)], None).unwrap();
+    expect(&p.server, 4, Opcode::Send, Status::WorkRequestFlushed);
+    // Disconnecting again changes nothing.
+    p.client.disconnect();
+    assert_eq!(p.client.cm_event(BRIEF), None);
+
+    // Dropping a queue pair disconnects too.
+    let p = pair(b);
+    let Pair { client, server, .. } = p;
+    drop(client);
+    assert_eq!(server.cm_event(T), Some(CmEvent::Disconnected));
+    assert_eq!(server.state(), QpState::Error);
+}
+
+// ---- engine details beyond the list ----
+
+fn receive_queue_depth_is_enforced<B: Backend>(b: &B) {
+    let p = pair(b);
+    let buf = p.spd.register(vec![0; 8], Access::LOCAL_WRITE).unwrap();
+    for i in 0..QpCaps::default().max_recv_wr {
+        p.server.post_recv(i.into(), Sge::whole(&buf)).unwrap();
+    }
+    assert_eq!(p.server.post_recv(999, Sge::whole(&buf)), Err(Error::QueueFull));
+    assert_eq!(p.server.state(), QpState::Ready);
+}
+
+fn rejected_and_unknown_connects_fail<B: Backend>(b: &B) {
+    let listener = b.listen(&b.any_address()).unwrap();
+    let addr = listener.local_addr();
+    let pd = b.alloc_pd().unwrap();
+    std::thread::scope(|s| {
+        let c = s.spawn(|| b.connect(&pd, &addr, &[], QpCaps::default(), T));
+        listener.get_request(T).unwrap().reject();
+        assert_eq!(c.join().unwrap().err(), Some(Error::Rejected));
+    });
+    assert!(matches!(b.listen(&addr), Err(Error::AddressInUse(_))));
+    drop(listener);
+    assert!(matches!(b.connect(&pd, &addr, &[], QpCaps::default(), T), Err(Error::ConnectionRefused(_))));
+}
+
+fn remote_write_needs_local_write_at_registration<B: Backend>(b: &B) {
+    let pd = b.alloc_pd().unwrap();
+    assert!(matches!(pd.register(vec![0; 8], Access::REMOTE_WRITE), Err(Error::InvalidAccess(_))));
+}
+
+/// Property: a Write of random (offset, length) against a 256-byte region lands exactly when
+/// it lies inside, and touches nothing outside it in any case.
+fn rdma_write_lands_exactly_when_in_bounds<B: Backend>(b: &B) {
+    let mut runner = TestRunner::new(Config { cases: 64, ..Config::default() });
+    runner
+        .run(&(-300i64..600, 0usize..300), |(delta, len)| {
+            let p = pair(b);
+            let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
+            let target = p.spd.register(vec![0; 256], rw).unwrap();
+            let canary = p.spd.register(vec![0xcc; 256], rw).unwrap();
+            let src = p.cpd.register(vec![0xee; 300], Access::empty()).unwrap();
+            let addr = target.addr().wrapping_add_signed(delta);
+            p.client.post_write(1, &[Sge::new(&src, 0, len)], RemoteBuf { addr, rkey: target.rkey() }).unwrap();
+            let inside = len == 0 || (delta >= 0 && delta as usize + len <= 256);
+            let c = p.client.wait_cq(T).unwrap();
+            let want = if inside { Status::Success } else { Status::RemoteAccessError };
+            proptest::prop_assert_eq!(c.status, want);
+            target.with(|t| {
+                for (i, &x) in t.iter().enumerate() {
+                    let written = inside && (i as i64) >= delta && (i as i64) < delta + len as i64;
+                    assert_eq!(x, if written { 0xee } else { 0 }, "byte {i}");
+                }
+            });
+            canary.with(|c| assert!(c.iter().all(|&x| x == 0xcc)));
+            Ok(())
+        })
+        .unwrap();
+}
+
+/// Instantiates every rule above as a `#[test]` for one backend.
+macro_rules! instantiate {
+    ($module:ident, $backend:expr) => {
+        mod $module {
+            instantiate!(@tests $backend;
+                send_recv_delivers_bytes_and_length,
+                send_larger_than_posted_receive_is_fatal,
+                send_with_no_receive_posted_is_fatal_rnr,
+                rdma_write_within_region_lands,
+                rdma_read_within_region_returns_data,
+                rdma_write_outside_region_is_remote_access_error_and_canary_untouched,
+                rdma_write_without_remote_write_access_is_refused,
+                rdma_read_without_remote_read_access_is_refused,
+                invalidated_rkey_is_refused,
+                send_with_invalidate_reports_rkey_and_invalidates,
+                writes_posted_before_send_are_visible_at_its_receive_completion,
+                rkeys_are_unpredictable_and_change_on_reregistration,
+                private_data_is_padded_to_56_on_connect_and_196_on_accept,
+                oversized_private_data_is_refused,
+                disconnect_is_reported_to_the_peer_and_flushes_posted_receives,
+                receive_queue_depth_is_enforced,
+                rejected_and_unknown_connects_fail,
+                remote_write_needs_local_write_at_registration,
+                rdma_write_lands_exactly_when_in_bounds,
+            );
+        }
+    };
+    (@tests $backend:expr; $($rule:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $rule() {
+                super::$rule(&$backend)
+            }
+        )*
+    };
+}
+
+instantiate!(inproc, verbs::InProcess);

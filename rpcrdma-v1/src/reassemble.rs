@@ -23,6 +23,18 @@
 //! Reassembly copies into a caller's `Vec<u8>` (cleared first, its memory
 //! reused); nothing else is allocated.
 //!
+//! **DDP-eligibility** (RFC 8166 section 6.1.1; draft 7.1.1): reassembly
+//! puts chunk data wherever the header says, so after [`reassemble_call`]
+//! the Responder runs [`check_call_ddp_eligibility`]: every Read chunk but
+//! the Position-Zero one must convey exactly one DDP-eligible item the ULB
+//! finds in the reassembled call. On a [`DdpViolation`] the Responder "MUST
+//! NOT process the Call message"; it answers with an RPC reply of
+//! `GARBAGE_ARGS` ([`encode_garbage_args_reply`]) in an `RDMA_MSG` (draft
+//! 5.5.2, RFC 4.5.2). On the reply side, [`reassemble_reply`] refuses a
+//! reply whose Responder left a result unreduced although a Write chunk was
+//! provided ([`ReassemblyError::UnreducedDdpResult`]; see
+//! [`ReassemblyError::is_ddp_violation`]).
+//!
 //! ```
 //! use rpcrdma_v1::reassemble::{fetch_len, read_list_fetches, reassemble_call, Fetch};
 //! use rpcrdma_v1::rt::{List, Xdr};
@@ -48,7 +60,7 @@
 //! #     match m.rdma_body { RdmaBody::RdmaMsg(h) => h.rdma_reads, _ => unreachable!() } }
 //! ```
 
-use crate::rt::{List, SeqIter};
+use crate::rt::{Error as XdrError, List, SeqIter};
 use crate::ulb::{roundup_pad, DdpItem, UpperLayerBinding, XDR_UNIT};
 use crate::xdr::{RdmaBody, RdmaMsg, XdrReadChunk, XdrWriteChunk};
 
@@ -127,8 +139,27 @@ pub enum ReassemblyError {
         /// The result's length, from the Payload stream.
         result: usize,
     },
+    /// A DDP-eligibility violation by the Responder (RFC 8166 section 6.1.1;
+    /// draft 7.1.1: "a responder forms a Reply message without reducing a
+    /// DDP-eligible data item when there is a Write list provided by the
+    /// requester"): Write chunk `chunk` returned nothing, yet the ULB finds a
+    /// non-empty DDP-eligible result for it in the reply. The result's data
+    /// was left in the Payload stream, where the Requester, assuming it was
+    /// reduced (7.1.1), cannot parse what follows it.
+    #[error(
+        "DDP-eligibility violation (RFC 8166 section 6.1.1): result {chunk} ({result} bytes) was not reduced, \
+         though Write chunk {chunk} was provided for it (it returned 0 bytes)"
+    )]
+    UnreducedDdpResult {
+        /// Index of the Write chunk (and of the result).
+        chunk: usize,
+        /// The result's length, as the length word left in the Payload
+        /// stream declares it.
+        result: usize,
+    },
     /// A Write chunk returned data but the reply holds no reduced result for
-    /// it.
+    /// it: the chunk carries a data item that is not a DDP-eligible result
+    /// (draft 5.5.2: "a non-DDP-eligible data item in a ... Write chunk").
     #[error("Write chunk {chunk} returned {returned} bytes for no result in the reply")]
     UnclaimedWriteChunk {
         /// Index of the chunk.
@@ -147,6 +178,36 @@ pub enum ReassemblyError {
         /// The buffer's length (0 when none was given).
         have: usize,
     },
+}
+
+impl ReassemblyError {
+    /// Whether this error, from reassembling a received *reply*, means the
+    /// Responder broke DDP-eligibility (RFC 8166 section 6.1.1; draft 7.1.1
+    /// and 5.5.2): a DDP-eligible result left unreduced although a Write
+    /// chunk was provided for it ([`ReassemblyError::UnreducedDdpResult`]),
+    /// a Write chunk whose data is not exactly its result
+    /// ([`ReassemblyError::WriteChunkLengthMismatch`]), or a Write chunk that
+    /// carries data for no DDP-eligible result
+    /// ([`ReassemblyError::UnclaimedWriteChunk`]).
+    ///
+    /// A Requester has nothing to send back for a reply: it does not hand
+    /// the reply to its ULP and completes the RPC with this error, as it
+    /// would for a reply it cannot decode (7.1.1: "an XDR error would
+    /// result").
+    ///
+    /// ```
+    /// use rpcrdma_v1::reassemble::ReassemblyError;
+    /// assert!(ReassemblyError::UnreducedDdpResult { chunk: 0, result: 4096 }.is_ddp_violation());
+    /// assert!(!ReassemblyError::NoReplyChunk.is_ddp_violation());
+    /// ```
+    pub fn is_ddp_violation(&self) -> bool {
+        matches!(
+            self,
+            ReassemblyError::UnreducedDdpResult { .. }
+                | ReassemblyError::WriteChunkLengthMismatch { .. }
+                | ReassemblyError::UnclaimedWriteChunk { .. }
+        )
+    }
 }
 
 /// One RDMA Read for a Responder to post (RFC 8166 section 3.4.5): pull
@@ -319,6 +380,201 @@ impl<'b> Iterator for ReadChunks<'_, 'b> {
     }
 }
 
+/// A DDP-eligibility violation in a received call (RFC 8166 section 6.1.1;
+/// draft 7.1.1: "a requester forms a Call message with a non-DDP-eligible
+/// data item in a Read chunk"): a Read chunk, other than the Position-Zero
+/// Read chunk, that does not convey exactly one DDP-eligible data item of
+/// the call. Found by [`check_call_ddp_eligibility`].
+///
+/// The Responder "MUST NOT process the Call message" (7.1.1). The transport
+/// header itself was valid, so this is not an `ERR_CHUNK`: the Responder
+/// reports it as draft 5.5.2 (RFC 4.5.2) describes for a call whose chunks
+/// do not match its Payload stream ("A responder MAY also report the
+/// presence of a non-DDP-eligible data item in a Read or Write chunk using
+/// RPC_GARBAGEARGS"): an RPC reply with `accept_stat` `GARBAGE_ARGS`
+/// ([`encode_garbage_args_reply`]), sent in an `RDMA_MSG`
+/// (`marshal_reply::marshal_reply` with no DDP-eligible results; the
+/// Requester's Write list and Reply chunk are returned unused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum DdpViolation {
+    /// No DDP-eligible item of the call begins at the chunk's Position: the
+    /// chunk conveys a data item that is not DDP-eligible (or part of one).
+    #[error(
+        "DDP-eligibility violation (RFC 8166 section 6.1.1): Read chunk {chunk} at Position {position} \
+         ({len} bytes) conveys no DDP-eligible data item"
+    )]
+    NotEligible {
+        /// Index of the Read chunk in the Read list (segments with the same
+        /// Position, adjacent, form one chunk; the Position-Zero chunk of an
+        /// `RDMA_NOMSG` counts as chunk 0).
+        chunk: usize,
+        /// The chunk's Position.
+        position: u32,
+        /// The chunk's length: the sum of its segments' lengths.
+        len: u64,
+    },
+    /// A DDP-eligible item begins at the chunk's Position, but the chunk is
+    /// neither the item's length nor that length with its roundup padding
+    /// (RFC 8166 section 3.4.5.2): it conveys part of the item, or the item
+    /// and more (a chunk holds exactly one XDR data item, 3.4.4.4).
+    #[error(
+        "DDP-eligibility violation (RFC 8166 section 6.1.1): Read chunk {chunk} at Position {position} \
+         holds {len} bytes, the DDP-eligible item there {} ({} with padding)",
+        item.len,
+        item.padded_len()
+    )]
+    LengthMismatch {
+        /// Index of the Read chunk, as for [`DdpViolation::NotEligible`].
+        chunk: usize,
+        /// The chunk's Position.
+        position: u32,
+        /// The chunk's length.
+        len: u64,
+        /// The DDP-eligible item the ULB finds at that Position.
+        item: DdpItem,
+    },
+}
+
+/// Check a received call's Read chunks against the DDP-eligible items of
+/// the call (RFC 8166 section 6.1.1; draft 7.1.1), after
+/// [`reassemble_call`] succeeded: `call` is the reassembled, unreduced call
+/// and `msg` the transport header it was reassembled from.
+///
+/// Every Read chunk other than the Position-Zero Read chunk of an
+/// `RDMA_NOMSG` (which is the Payload stream itself, 3.5.3, and may hold
+/// anything) must convey exactly one DDP-eligible item the ULB finds in
+/// `call` (`ulb.call_ddp_items`): its Position is the item's offset
+/// (3.4.5), its length the item's length, or that length with the roundup
+/// padding when the Requester included it (3.4.5.2). Each item takes at most
+/// one chunk; items without a chunk (left inline) are fine. Anything else is
+/// a [`DdpViolation`]: the Responder must not process the call and answers
+/// `GARBAGE_ARGS` (see [`DdpViolation`]). A header that carries no RPC
+/// message has no Read chunks and passes.
+///
+/// `items` is scratch, replaced with the ULB's items (they are not computed
+/// when there is no Read chunk to check). Nothing is allocated beyond what
+/// the ULB appends to `items`.
+///
+/// ```
+/// use rpcrdma_v1::reassemble::{check_call_ddp_eligibility, reassemble_call, DdpViolation};
+/// use rpcrdma_v1::rt::List;
+/// use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// use rpcrdma_v1::xdr::*;
+///
+/// // The ULB's only DDP-eligible item is the opaque<> whose length word is at 8.
+/// let ulb = OpaqueAtUlb { call_opaque: Some(8), reply_opaque: None, max_result: 0, max_reply: 64 };
+/// fn hdr(reads: &[XdrReadChunk]) -> RdmaMsg<'_> {
+///     let h = RpcRdmaHeader { rdma_reads: List::from_slice(reads), rdma_writes: List::default(), rdma_reply: None };
+///     RdmaMsg { rdma_xid: 1, rdma_vers: 1, rdma_credit: 8, rdma_body: RdmaBody::RdmaMsg(h) }
+/// }
+/// let seg = |position, length| XdrReadChunk { position, target: XdrRdmaSegment { handle: 9, length, offset: 0 } };
+/// let (mut items, mut call) = (Vec::new(), Vec::new());
+///
+/// // The 5-byte opaque at 12 in a Read chunk: DDP-eligible.
+/// let ok = [seg(12, 5)];
+/// reassemble_call(&hdr(&ok), &[0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5], b"hello", &mut call).unwrap();
+/// assert_eq!(check_call_ddp_eligibility(&hdr(&ok), &call, &ulb, &mut items), Ok(()));
+///
+/// // The word at 4 in a Read chunk: not DDP-eligible, the call is not processed.
+/// let bad = [seg(4, 4)];
+/// reassemble_call(&hdr(&bad), &[0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0], b"\0\0\0\x07", &mut call).unwrap();
+/// assert_eq!(
+///     check_call_ddp_eligibility(&hdr(&bad), &call, &ulb, &mut items),
+///     Err(DdpViolation::NotEligible { chunk: 0, position: 4, len: 4 })
+/// );
+/// ```
+pub fn check_call_ddp_eligibility<U: UpperLayerBinding + ?Sized>(
+    msg: &RdmaMsg<'_>,
+    call: &[u8],
+    ulb: &U,
+    items: &mut Vec<DdpItem>,
+) -> Result<(), DdpViolation> {
+    items.clear();
+    let (reads, nomsg) = match msg.rdma_body {
+        RdmaBody::RdmaMsg(h) => (h.rdma_reads, false),
+        RdmaBody::RdmaNomsg(h) => (h.rdma_reads, true),
+        _ => return Ok(()),
+    };
+    let mut segments = reads.iter().peekable();
+    let Some(&XdrReadChunk { position: first_position, .. }) = segments.peek() else { return Ok(()) };
+    if !(nomsg && first_position == 0 && reads.iter().all(|r| r.position == 0)) {
+        ulb.call_ddp_items(call, items);
+    }
+    // Chunks come in increasing Position order (reassembly refused any
+    // other), items in stream order: walk both once.
+    let mut candidates = items.iter().peekable();
+    let mut chunk = 0;
+    while let Some(first) = segments.next() {
+        let position = first.position;
+        let mut len = u64::from(first.target.length);
+        while let Some(next) = segments.next_if(|s| s.position == position) {
+            len += u64::from(next.target.length);
+        }
+        let index = chunk;
+        chunk += 1;
+        if nomsg && index == 0 && position == 0 {
+            continue; // the Position-Zero Read chunk: the Payload stream (3.5.3)
+        }
+        while candidates.next_if(|i| (i.offset as u64) < u64::from(position)).is_some() {}
+        match candidates.next_if(|i| i.offset as u64 == u64::from(position)) {
+            Some(&item) if len == item.len as u64 || len == item.padded_len() as u64 => {}
+            Some(&item) => return Err(DdpViolation::LengthMismatch { chunk: index, position, len, item }),
+            None => return Err(DdpViolation::NotEligible { chunk: index, position, len }),
+        }
+    }
+    Ok(())
+}
+
+/// The length of the RPC reply [`encode_garbage_args_reply`] forms: six XDR
+/// words.
+pub const GARBAGE_ARGS_REPLY_LEN: usize = 24;
+
+/// RPC `msg_type` REPLY (RFC 5531 section 9).
+const RPC_REPLY: u32 = 1;
+/// RPC `reply_stat` MSG_ACCEPTED (RFC 5531 section 9).
+const RPC_MSG_ACCEPTED: u32 = 0;
+/// RPC `auth_flavor` AUTH_NONE (RFC 5531 section 8.2).
+const RPC_AUTH_NONE: u32 = 0;
+/// RPC `accept_stat` GARBAGE_ARGS (RFC 5531 section 9).
+const RPC_GARBAGE_ARGS: u32 = 4;
+
+/// Write into `out` the RPC reply that accepts call `xid` with `accept_stat`
+/// `GARBAGE_ARGS` (RFC 5531 section 9): `xid`, `REPLY` (1), `MSG_ACCEPTED`
+/// (0), an `AUTH_NONE` verifier (flavor 0, body length 0) and
+/// `GARBAGE_ARGS` (4), [`GARBAGE_ARGS_REPLY_LEN`] bytes; return that length.
+/// Nothing is allocated.
+///
+/// This is how a Responder reports a call it will not process because its
+/// chunks do not match its Payload stream: a [`DdpViolation`] (RFC 8166
+/// section 6.1.1: "MUST be reported as described in Section 4.5.2"), or a
+/// [`ReassemblyError`] for a call whose header was valid (4.5.2: "the
+/// responder SHOULD return a RPC_GARBAGEARGS reply, using an RDMA_MSG
+/// procedure"). Send it as the reply to the call, in an `RDMA_MSG`
+/// (`marshal_reply::marshal_reply` with no DDP-eligible results). `xid` is
+/// the call's XID, which is also its header's `rdma_xid` (4.2.1).
+///
+/// The verifier is `AUTH_NONE`, the verifier for calls with `AUTH_NONE` or
+/// `AUTH_SYS` credentials; a server using RPCSEC_GSS forms its own reply
+/// (that is the RPC layer's).
+///
+/// ```
+/// use rpcrdma_v1::reassemble::{encode_garbage_args_reply, GARBAGE_ARGS_REPLY_LEN};
+/// let mut buf = [0u8; GARBAGE_ARGS_REPLY_LEN];
+/// assert_eq!(encode_garbage_args_reply(0x0102_0304, &mut buf), Ok(24));
+/// assert_eq!(buf, [1, 2, 3, 4, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4]);
+/// assert!(encode_garbage_args_reply(1, &mut [0u8; 23]).is_err());
+/// ```
+pub fn encode_garbage_args_reply(xid: u32, out: &mut [u8]) -> Result<usize, XdrError> {
+    let have = out.len();
+    let out =
+        out.get_mut(..GARBAGE_ARGS_REPLY_LEN).ok_or(XdrError::BufferTooSmall { need: GARBAGE_ARGS_REPLY_LEN, have })?;
+    let words = [xid, RPC_REPLY, RPC_MSG_ACCEPTED, RPC_AUTH_NONE, 0, RPC_GARBAGE_ARGS];
+    for (dst, word) in out.chunks_exact_mut(XDR_UNIT).zip(words) {
+        dst.copy_from_slice(&word.to_be_bytes());
+    }
+    Ok(GARBAGE_ARGS_REPLY_LEN)
+}
+
 /// The reduced Payload stream of a received reply (RFC 8166 section 3.5):
 /// for `RDMA_MSG`, `inline` (what followed the header in the Send); for
 /// `RDMA_NOMSG`, the first *returned length* bytes of `reply_chunk_buf`, the
@@ -375,7 +631,9 @@ pub fn decode_write_list(writes: List<'_, XdrWriteChunk<'_>>, out: &mut Vec<u64>
 /// Result *i* takes Write chunk *i*; its returned length must equal the
 /// result's length. Padding is restored after each result (3.4.6.2: the
 /// Responder never writes it). A chunk with no result must be unused
-/// (length zero).
+/// (length zero). A chunk that returned nothing for a non-empty result
+/// means the Responder did not reduce it, a DDP-eligibility violation
+/// (6.1.1): [`ReassemblyError::UnreducedDdpResult`].
 pub fn reassemble_reply(
     reduced: &[u8],
     writes: List<'_, XdrWriteChunk<'_>>,
@@ -394,6 +652,9 @@ pub fn reassemble_reply(
             }
             continue;
         };
+        if returned == 0 && item.len != 0 {
+            return Err(ReassemblyError::UnreducedDdpResult { chunk, result: item.len });
+        }
         if returned != item.len as u64 {
             return Err(ReassemblyError::WriteChunkLengthMismatch { chunk, returned, result: item.len });
         }

@@ -61,8 +61,11 @@ pub const fn roundup(len: usize) -> usize {
 ///
 /// `offset` is where the item's *data* begins: for a counted array such as
 /// `opaque<>` that is just after its length word, which stays in the Payload
-/// stream (RFC 8166 section 3.4.4.1); it is a multiple of four. `len` is the
-/// data's length without XDR roundup padding; the padding (see
+/// stream (RFC 8166 section 3.4.4.1); for optional-data (`T *name`) it is
+/// just after the "is present" word, which stays too (3.4.4.2), and after
+/// the length word as well when `T` is a counted array; absent optional-data
+/// (the word is FALSE) is no item at all. It is a multiple of four. `len` is
+/// the data's length without XDR roundup padding; the padding (see
 /// [`roundup_pad`]) follows the data in an unreduced stream and is removed
 /// with it when the item is reduced (section 3.4.4.4).
 ///
@@ -249,6 +252,10 @@ pub trait UpperLayerBinding {
     /// The DDP-eligible argument items of an unreduced RPC Call message
     /// `call`, in stream order (RFC 8166 section 6.1). Append them to `out`;
     /// offsets are into `call`.
+    ///
+    /// A Requester reduces these items into Read chunks; a Responder checks
+    /// a received call's Read chunks against them
+    /// ([`crate::reassemble::check_call_ddp_eligibility`], section 6.1.1).
     fn call_ddp_items(&self, call: &[u8], out: &mut Vec<DdpItem>);
 
     /// For the call `call`, the largest length (roundup padding excluded) of

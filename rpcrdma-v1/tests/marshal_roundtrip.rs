@@ -103,12 +103,23 @@ enum Kind {
     Fixed(usize),
     /// A DDP-eligible `opaque<>`.
     Opaque,
+    /// DDP-eligible optional-data of `n` fixed bytes, `opaque[n] *` (RFC
+    /// 8166 section 3.4.4.2): the "is present" word, then (if TRUE) the
+    /// data and its padding.
+    OptFixed(usize),
+    /// DDP-eligible optional-data `opaque<> *`: the "is present" word, then
+    /// (if TRUE) a length word, the data and its padding.
+    OptOpaque,
 }
 
 #[derive(Debug, Clone)]
 enum Field {
     Fixed(Vec<u8>),
     Opaque(Vec<u8>),
+    /// `opaque[n] *`: absent, or present with these `n` bytes.
+    OptFixed(Option<Vec<u8>>),
+    /// `opaque<> *`: absent, or present with these bytes.
+    OptOpaque(Option<Vec<u8>>),
 }
 
 /// A ULB that parses messages laid out as `call` / `reply` say.
@@ -121,18 +132,36 @@ struct LayoutUlb {
 }
 
 fn parse(layout: &[Kind], stream: &[u8], reduced: usize, out: &mut Vec<DdpItem>) {
+    let word = |pos: usize| stream.get(pos..pos + 4).map(|w| u32::from_be_bytes(w.try_into().unwrap()) as usize);
     let mut pos = 0;
     let mut found = 0;
+    // An item of `len` bytes at `at`: in the stream unless already reduced.
+    let mut item = |at: usize, len: usize, out: &mut Vec<DdpItem>| {
+        out.push(DdpItem::new(at, len));
+        found += 1;
+        at + if found <= reduced { 0 } else { roundup(len) }
+    };
     for k in layout {
         match *k {
             Kind::Fixed(n) => pos += n,
             Kind::Opaque => {
-                let Some(w) = stream.get(pos..pos + 4) else { return };
-                let len = u32::from_be_bytes(w.try_into().unwrap()) as usize;
-                out.push(DdpItem::new(pos + 4, len));
-                pos += 4 + if found < reduced { 0 } else { roundup(len) };
-                found += 1;
+                let Some(len) = word(pos) else { return };
+                pos = item(pos + 4, len, out);
             }
+            // The "is present" word stays in the stream either way (3.4.4.2).
+            Kind::OptFixed(n) => match word(pos) {
+                None => return,
+                Some(0) => pos += 4,
+                Some(_) => pos = item(pos + 4, n, out),
+            },
+            Kind::OptOpaque => match word(pos) {
+                None => return,
+                Some(0) => pos += 4,
+                Some(_) => {
+                    let Some(len) = word(pos + 4) else { return };
+                    pos = item(pos + 8, len, out);
+                }
+            },
         }
     }
 }
@@ -169,6 +198,21 @@ fn build(xid: u32, fields: &[Field]) -> (Vec<u8>, Vec<Kind>) {
                 m.resize(roundup(m.len()), 0);
                 layout.push(Kind::Opaque);
             }
+            Field::OptFixed(d) => {
+                m.extend_from_slice(&u32::from(d.is_some()).to_be_bytes());
+                m.extend_from_slice(d.as_deref().unwrap_or_default());
+                m.resize(roundup(m.len()), 0);
+                layout.push(Kind::OptFixed(d.as_ref().map_or(0, Vec::len)));
+            }
+            Field::OptOpaque(d) => {
+                m.extend_from_slice(&u32::from(d.is_some()).to_be_bytes());
+                if let Some(d) = d {
+                    m.extend_from_slice(&(d.len() as u32).to_be_bytes());
+                    m.extend_from_slice(d);
+                    m.resize(roundup(m.len()), 0);
+                }
+                layout.push(Kind::OptOpaque);
+            }
         }
     }
     (m, layout)
@@ -182,6 +226,14 @@ fn field() -> impl Strategy<Value = Field> {
         prop_oneof![0usize..16, 0usize..3000]
             .prop_flat_map(|n| proptest::collection::vec(any::<u8>(), n))
             .prop_map(Field::Opaque),
+        proptest::option::of(
+            prop_oneof![0usize..16, 0usize..3000].prop_flat_map(|n| proptest::collection::vec(any::<u8>(), n))
+        )
+        .prop_map(Field::OptFixed),
+        proptest::option::of(
+            prop_oneof![0usize..16, 0usize..3000].prop_flat_map(|n| proptest::collection::vec(any::<u8>(), n))
+        )
+        .prop_map(Field::OptOpaque),
     ]
 }
 
@@ -448,7 +500,11 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
     }
     let reply_header_without = 16 + 4 + sent.marshaled.writes().encoded_list_len() + 4;
     prop_assert_eq!(reply_chunk.is_some(), reply_header_without + roundup(ulb.max_reply) > c.reply_threshold);
-    prop_assert_eq!(receive_call(&mut sent), call);
+    let back = receive_call(&mut sent);
+    prop_assert_eq!(&back, &call);
+    // Every Read chunk our Requester forms passes the Responder's
+    // DDP-eligibility check (RFC 8166 section 6.1.1).
+    prop_assert_eq!(check_call_ddp_eligibility(&msg, &back, &ulb, &mut Vec::new()), Ok(()));
 
     // Reply path: the provisioned chunks always suffice.
     let (send, marshaled) = send_reply(&mut sent, &reply, &ulb, c.reply_threshold)
@@ -539,6 +595,148 @@ fn chunk_position_counts_in_unreduced_stream_rfc8166_3_4_5() {
     assert_eq!(positions, [16, 16 + 1004 + 4 + 4]);
     assert!(positions.iter().all(|p| p % 4 == 0));
     assert_eq!(receive_call(&mut sent), call);
+}
+
+/// The bytes of `m` in `ranges`, concatenated.
+fn gather(m: &[u8], ranges: &[std::ops::Range<usize>]) -> Vec<u8> {
+    ranges.iter().flat_map(|r| m[r.clone()].iter().copied()).collect()
+}
+
+fn be(word: u32) -> [u8; 4] {
+    word.to_be_bytes()
+}
+
+#[test]
+fn optional_data_present_word_stays_inline_data_moves_to_chunk_rfc8166_3_4_4_2() {
+    // Three DDP-eligible optional-data arguments: an `opaque<> *` and an
+    // `opaque[1200] *`, both present, and an absent `opaque<> *`.
+    let (call, layout) = build(
+        0x0de7a,
+        &[
+            Field::Fixed(vec![1; 8]),                 // 4..12
+            Field::OptOpaque(Some(vec![0x5A; 1501])), // present 12..16, length 16..20, data 20..1521 + 3 padding
+            Field::Fixed(vec![2; 4]),                 // 1524..1528
+            Field::OptFixed(Some(vec![0x6B; 1201])),  // present 1528..1532, data 1532..2733 + 3 padding
+            Field::Fixed(vec![3; 4]),                 // 2736..2740
+            Field::OptOpaque(None),                   // FALSE 2740..2744, nothing else
+            Field::Fixed(vec![4; 4]),                 // 2744..2748
+        ],
+    );
+    assert_eq!(call.len(), 2748);
+    let ulb = LayoutUlb { call: layout, reply: vec![], maxima: vec![], max_reply: 64 };
+    let mut items = Vec::new();
+    ulb.call_ddp_items(&call, &mut items);
+    assert_eq!(items, [DdpItem::new(20, 1501), DdpItem::new(1532, 1201)], "the absent one is no item");
+
+    let mut sent = send_call(&call, &ulb, InlineThresholds::default(), 1 << 30).unwrap();
+    assert_eq!(sent.marshaled.form(), CallForm::Chunked);
+    // Only the data moves: each Read chunk is exactly one item's data, at
+    // the Position just past its "is present" word (and length word).
+    let chunks: Vec<(u32, u32)> = sent.marshaled.reads().iter().map(|r| (r.position, r.target.length)).collect();
+    assert_eq!(chunks, [(20, 1501), (1532, 1201)]);
+    assert_eq!(
+        sent.registered_purposes(),
+        [ChunkPurpose::Read { offset: 20, len: 1501 }, ChunkPurpose::Read { offset: 1532, len: 1201 }]
+    );
+    // The "is present" words (TRUE, TRUE, FALSE) and the length word stay
+    // in the reduced Payload stream; the data and its padding do not.
+    assert_eq!(sent.marshaled.inline(), [0..20, 1524..1532, 2736..2748]);
+    let (msg, hlen) = RdmaMsg::decode(&sent.send).unwrap();
+    assert!(!is_nomsg(&msg));
+    let inline = &sent.send[hlen..];
+    assert_eq!(inline, gather(&call, &[0..20, 1524..1532, 2736..2748]));
+    assert_eq!(inline.len(), 40);
+    assert_eq!(&inline[12..16], be(1), "opaque<> *: is present, inline");
+    assert_eq!(&inline[16..20], be(1501), "opaque<> *: its length word, inline");
+    assert_eq!(&inline[20..24], [2; 4]);
+    assert_eq!(&inline[24..28], be(1), "opaque[1201] *: is present, inline");
+    assert_eq!(&inline[28..32], [3; 4]);
+    assert_eq!(&inline[32..36], be(0), "absent opaque<> *: is present (FALSE), inline");
+    assert_eq!(&inline[36..40], [4; 4]);
+    assert!(!inline.contains(&0x5A) && !inline.contains(&0x6B), "no data inline");
+    // Marshal -> transfer -> reassemble gives the call back.
+    assert_eq!(receive_call(&mut sent), call);
+}
+
+#[test]
+fn optional_data_result_present_word_stays_inline_data_moves_to_write_chunk_rfc8166_3_4_4_2() {
+    // A reply with an `opaque<> *` result and an `opaque[n] *` result, both
+    // present; the Requester provided a Write chunk for each.
+    let call = write_call(40, 0, 0).0;
+    let reply_layout = vec![Kind::Fixed(4), Kind::Fixed(8), Kind::OptOpaque, Kind::Fixed(4), Kind::OptFixed(700)];
+    let ulb = LayoutUlb { call: vec![], reply: reply_layout, maxima: vec![3000, 700], max_reply: 512 };
+    let mut sent = send_call(&call, &ulb, InlineThresholds::default(), 1 << 30).unwrap();
+    let (reply, layout) = build(
+        xid_of(&call),
+        &[
+            Field::Fixed(vec![1; 8]),                 // 4..12
+            Field::OptOpaque(Some(vec![0x5A; 2999])), // present 12..16, length 16..20, data 20..3019 + 1 padding
+            Field::Fixed(vec![2; 4]),                 // 3020..3024
+            Field::OptFixed(Some(vec![0x6B; 700])),   // present 3024..3028, data 3028..3728
+        ],
+    );
+    assert_eq!(layout, ulb.reply);
+    assert_eq!(reply.len(), 3728);
+    let (send, marshaled) = send_reply(&mut sent, &reply, &ulb, 1024).unwrap();
+    assert_eq!(marshaled.form(), ReplyForm::Inline);
+    // Only the data goes into the Write chunks ...
+    let written: Vec<std::ops::Range<usize>> = marshaled.writes().iter().map(|w| w.src.clone()).collect();
+    assert_eq!(written, [20..3019, 3028..3728]);
+    let (rmsg, rhlen) = RdmaMsg::decode(&send).unwrap();
+    let totals: Vec<u64> = lists(&rmsg).1.iter().map(chunk_total).collect();
+    assert_eq!(totals, [2999, 700]);
+    // ... the "is present" words and the length word stay inline.
+    assert_eq!(marshaled.inline(), [0..20, 3020..3028]);
+    let inline = &send[rhlen..];
+    assert_eq!(inline, gather(&reply, &[0..20, 3020..3028]));
+    assert_eq!((&inline[12..16], &inline[16..20], &inline[24..28]), (&be(1)[..], &be(2999)[..], &be(1)[..]));
+    assert_eq!(receive_reply(&sent, &send, &ulb), reply);
+}
+
+#[test]
+fn absent_optional_data_moves_nothing_rfc8166_3_4_4_2() {
+    // A large call whose only DDP-eligible field, optional-data, is absent:
+    // nothing is reduced, no Read chunk conveys it (the call goes Long, as
+    // any call too large with nothing to reduce does).
+    let (call, layout) = build(7, &[Field::Fixed(vec![1; 2000]), Field::OptOpaque(None), Field::Fixed(vec![2; 8])]);
+    let ulb = LayoutUlb { call: layout, reply: vec![], maxima: vec![], max_reply: 64 };
+    let mut items = Vec::new();
+    ulb.call_ddp_items(&call, &mut items);
+    assert!(items.is_empty());
+    let mut sent = send_call(&call, &ulb, InlineThresholds::default(), 1 << 30).unwrap();
+    assert_eq!(sent.marshaled.form(), CallForm::Long);
+    assert!(sent.marshaled.reads().iter().all(|r| r.position == 0), "only the Position-Zero chunk");
+    assert_eq!(receive_call(&mut sent), call);
+    // A small one goes whole, the FALSE word inline.
+    let (call, layout) = build(8, &[Field::Fixed(vec![1; 8]), Field::OptFixed(None), Field::Fixed(vec![2; 8])]);
+    let ulb = LayoutUlb { call: layout, reply: vec![], maxima: vec![], max_reply: 64 };
+    let mut sent = send_call(&call, &ulb, InlineThresholds::default(), 1 << 30).unwrap();
+    assert_eq!(sent.marshaled.form(), CallForm::Short);
+    assert!(sent.marshaled.reads().is_empty());
+    assert_eq!(&sent.send[sent.marshaled.header_len()..][12..16], be(0));
+    assert_eq!(receive_call(&mut sent), call);
+
+    // A reply whose optional result is absent: the Write chunk provided for
+    // it returns nothing, the FALSE word stays inline.
+    let call = write_call(40, 0, 0).0;
+    let ulb = LayoutUlb {
+        call: vec![],
+        reply: vec![Kind::Fixed(4), Kind::Fixed(8), Kind::OptOpaque, Kind::Fixed(4)],
+        maxima: vec![3000],
+        max_reply: 512,
+    };
+    let mut sent = send_call(&call, &ulb, InlineThresholds::default(), 1000).unwrap();
+    let (reply, _) =
+        build(xid_of(&call), &[Field::Fixed(vec![1; 8]), Field::OptOpaque(None), Field::Fixed(vec![2; 4])]);
+    let (send, marshaled) = send_reply(&mut sent, &reply, &ulb, 1024).unwrap();
+    assert!(marshaled.writes().is_empty());
+    assert_eq!(marshaled.reduced_results(), 0);
+    let (rmsg, rhlen) = RdmaMsg::decode(&send).unwrap();
+    let chunks: Vec<Vec<u32>> = lists(&rmsg).1.iter().map(seg_lengths).collect();
+    assert_eq!(chunks, [vec![0, 0, 0]]);
+    assert_eq!(&send[rhlen..], reply);
+    assert_eq!(&send[rhlen + 12..rhlen + 16], be(0));
+    assert_eq!(receive_reply(&sent, &send, &ulb), reply);
 }
 
 #[test]

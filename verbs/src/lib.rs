@@ -51,13 +51,18 @@
 //! client.join().unwrap();
 //! ```
 
-#![forbid(unsafe_code)]
+#![cfg_attr(not(feature = "rdma"), forbid(unsafe_code))]
+#![cfg_attr(feature = "rdma", deny(unsafe_code))]
 #![warn(missing_docs)]
 
 mod cm;
 mod completion;
 pub mod inproc;
 mod memory;
+#[cfg(feature = "rdma")]
+#[allow(unsafe_code)]
+pub mod rdma;
+pub mod tcp;
 
 use std::time::Duration;
 
@@ -65,6 +70,9 @@ pub use cm::{pad_private_data, CmEvent, ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE
 pub use completion::{Completion, Opcode, Status};
 pub use inproc::InProcess;
 pub use memory::{Access, RemoteBuf, Sge};
+#[cfg(feature = "rdma")]
+pub use rdma::Rdma;
+pub use tcp::Tcp;
 
 /// The result of a verbs call.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -480,3 +480,6 @@ macro_rules! instantiate {
 }
 
 instantiate!(inproc, verbs::InProcess);
+instantiate!(tcp, verbs::Tcp);
+#[cfg(feature = "rdma")]
+instantiate!(rdma, match verbs::Rdma::from_test_env() { Some(b) => b, None => return });

@@ -1,0 +1,356 @@
+//! Connection management on librdmacm: listen / get_request / accept / reject on the passive
+//! side, resolve_addr / resolve_route / connect on the active side.
+
+use std::time::{Duration, Instant};
+
+use rdma_sys::rdma_cm_event_type::*;
+use rdma_sys::*;
+
+use super::ffi::{self, errno, os_error, Event, Ptr};
+use super::qp::RdmaQp;
+use super::RdmaPd;
+use crate::{ConnectRequest, Error, Listener, QpCaps, Result, ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX};
+
+/// Resolution timeout handed to `rdma_resolve_addr` / `rdma_resolve_route`.
+const RESOLVE_MS: i32 = 2000;
+/// How long `accept` waits for the active side's RTU (`RDMA_CM_EVENT_ESTABLISHED`).
+const ACCEPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// IB CM reject reason "invalid service ID": nothing listens on the port.
+const REJ_INVALID_SERVICE_ID: i32 = 8;
+/// Transport retries (timeouts without ACK) before `IBV_WC_RETRY_EXC_ERR`.
+const RETRY_COUNT: u8 = 3;
+/// RDMA Read depth offered on connect.
+const RD_ATOMIC: u8 = 4;
+
+/// An rdma_cm id on its own event channel, with the CQ and QP created on it. Dropping it
+/// destroys, in order, the QP, the CQ, the id and the channel.
+pub(super) struct Conn {
+    pub(super) channel: Ptr<rdma_event_channel>,
+    pub(super) id: Ptr<rdma_cm_id>,
+    pub(super) cq: Ptr<ibv_cq>,
+    has_qp: bool,
+}
+
+impl Conn {
+    /// A fresh event channel and an RC (`RDMA_PS_TCP`) id on it.
+    fn new() -> Result<Conn> {
+        let channel = new_channel()?;
+        let mut id = std::ptr::null_mut();
+        // SAFETY: `channel` is live; rdma_create_id writes the new id through `id`.
+        if unsafe { rdma_create_id(channel.0, &mut id, std::ptr::null_mut(), rdma_port_space::RDMA_PS_TCP) } != 0 {
+            let e = errno();
+            // SAFETY: the channel has no ids; destroyed once.
+            unsafe { rdma_destroy_event_channel(channel.0) };
+            return Err(os_error("rdma_create_id", e));
+        }
+        Ok(Conn { channel, id: Ptr(id), cq: Ptr::null(), has_qp: false })
+    }
+
+    /// An id handed out by a CONNECT_REQUEST, moved onto a channel of its own.
+    fn adopt(id: Ptr<rdma_cm_id>) -> Result<Conn> {
+        let channel = match new_channel() {
+            Ok(c) => c,
+            Err(e) => {
+                // SAFETY: we own the request's id; reject and destroy it once.
+                unsafe {
+                    rdma_reject(id.0, std::ptr::null(), 0);
+                    rdma_destroy_id(id.0);
+                }
+                return Err(e);
+            }
+        };
+        let conn = Conn { channel, id, cq: Ptr::null(), has_qp: false };
+        // SAFETY: both live; the request event has been acked, so migration does not block.
+        if unsafe { rdma_migrate_id(id.0, channel.0) } != 0 {
+            // Still on the listener's channel: destroying it is fine, the channel is not ours
+            // to destroy but `Conn::drop` destroys `channel`, our fresh empty one.
+            let e = errno();
+            // SAFETY: as above.
+            unsafe { rdma_reject(id.0, std::ptr::null(), 0) };
+            drop(conn);
+            return Err(os_error("rdma_migrate_id", e));
+        }
+        Ok(conn)
+    }
+
+    /// Creates the CQ (on the id's device) and the RC queue pair in `pd`
+    /// (`ibv_create_cq`, `rdma_create_qp`), every work request signaled.
+    fn create_qp(&mut self, pd: &RdmaPd, caps: QpCaps) -> Result<()> {
+        // SAFETY: `id` is live and resolved (or from a request), so `verbs` is its device.
+        let verbs = unsafe { (*self.id.0).verbs };
+        let cqe = caps.max_send_wr.saturating_add(caps.max_recv_wr).max(1).min(i32::MAX as u32) as i32;
+        // SAFETY: `verbs` is a live context; no channel, no context pointer.
+        let cq = unsafe { ibv_create_cq(verbs, cqe, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
+        if cq.is_null() {
+            return Err(os_error("ibv_create_cq", errno()));
+        }
+        self.cq = Ptr(cq);
+        // SAFETY: ibv_qp_init_attr is plain data for which all-zero is a valid value.
+        let mut attr: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        attr.send_cq = cq;
+        attr.recv_cq = cq;
+        attr.qp_type = ibv_qp_type::IBV_QPT_RC;
+        attr.sq_sig_all = 1;
+        attr.cap.max_send_wr = caps.max_send_wr.max(1);
+        attr.cap.max_recv_wr = caps.max_recv_wr.max(1);
+        attr.cap.max_send_sge = caps.max_sge.max(1);
+        attr.cap.max_recv_sge = 1;
+        // SAFETY: id, pd and cq are live; attr is initialised.
+        if unsafe { rdma_create_qp(self.id.0, pd.0.pd.0, &mut attr) } != 0 {
+            return Err(os_error("rdma_create_qp", errno()));
+        }
+        self.has_qp = true;
+        Ok(())
+    }
+
+    /// The QP created by `create_qp`.
+    pub(super) fn qp(&self) -> Ptr<ibv_qp> {
+        // SAFETY: `id` is live; `qp` was set by rdma_create_qp.
+        Ptr(unsafe { (*self.id.0).qp })
+    }
+
+    fn next_event(&self, deadline: Instant) -> Result<Option<Event>> {
+        ffi::next_event(self.channel, deadline)
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // SAFETY: each object is destroyed once, dependents first; all events retrieved from
+        // the channel were acked at once, so rdma_destroy_id does not block on them.
+        unsafe {
+            if self.has_qp {
+                rdma_destroy_qp(self.id.0);
+            }
+            if !self.cq.is_null() {
+                ibv_destroy_cq(self.cq.0);
+            }
+            if !self.id.is_null() {
+                rdma_destroy_id(self.id.0);
+            }
+            rdma_destroy_event_channel(self.channel.0);
+        }
+    }
+}
+
+fn new_channel() -> Result<Ptr<rdma_event_channel>> {
+    // SAFETY: no arguments; returns null on failure.
+    let ch = unsafe { rdma_create_event_channel() };
+    if ch.is_null() {
+        return Err(os_error("rdma_create_event_channel", errno()));
+    }
+    Ok(Ptr(ch))
+}
+
+/// Connection parameters: `private_data` (borrowed for the call), `rnr_retry_count` 0.
+fn conn_param(private_data: &[u8], responder_resources: u8, initiator_depth: u8) -> rdma_conn_param {
+    // SAFETY: rdma_conn_param is plain data for which all-zero is valid.
+    let mut p: rdma_conn_param = unsafe { std::mem::zeroed() };
+    p.private_data = if private_data.is_empty() { std::ptr::null() } else { private_data.as_ptr().cast() };
+    p.private_data_len = private_data.len() as u8;
+    p.responder_resources = responder_resources;
+    p.initiator_depth = initiator_depth;
+    p.retry_count = RETRY_COUNT;
+    p.rnr_retry_count = 0;
+    p
+}
+
+/// Binds and listens (`rdma_bind_addr`, `rdma_listen`).
+pub(super) fn listen(addr: &str) -> Result<RdmaListener> {
+    let sa = ffi::parse_addr(addr)?;
+    let conn = Conn::new()?;
+    let mut sin = ffi::sockaddr_in(sa);
+    // SAFETY: `id` is live; `sin` is a valid sockaddr_in for the call's duration.
+    if unsafe { rdma_bind_addr(conn.id.0, (&mut sin as *mut libc::sockaddr_in).cast()) } != 0 {
+        let e = errno();
+        return Err(match e {
+            libc::EADDRINUSE => Error::AddressInUse(addr.to_string()),
+            libc::EADDRNOTAVAIL | libc::EINVAL | libc::ENODEV => Error::BadAddress(addr.to_string()),
+            e => os_error("rdma_bind_addr", e),
+        });
+    }
+    // SAFETY: `id` is live and bound.
+    if unsafe { rdma_listen(conn.id.0, 128) } != 0 {
+        let e = errno();
+        return Err(if e == libc::EADDRINUSE {
+            Error::AddressInUse(addr.to_string())
+        } else {
+            os_error("rdma_listen", e)
+        });
+    }
+    let local = ffi::local_addr(conn.id).map(|a| a.to_string()).unwrap_or_else(|| addr.to_string());
+    Ok(RdmaListener { conn, local })
+}
+
+/// A listening rdma_cm id on its own event channel. Dropping it destroys the id, which stops
+/// listening.
+pub struct RdmaListener {
+    conn: Conn,
+    local: String,
+}
+
+impl Listener for RdmaListener {
+    type Request = RdmaRequest;
+
+    fn local_addr(&self) -> String {
+        self.local.clone()
+    }
+
+    fn get_request(&self, timeout: Duration) -> Result<RdmaRequest> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let Some(ev) = self.conn.next_event(deadline)? else { return Err(Error::Timeout) };
+            if ev.kind != RDMA_CM_EVENT_CONNECT_REQUEST {
+                continue;
+            }
+            let conn = Conn::adopt(ev.id)?;
+            return Ok(RdmaRequest {
+                conn: Some(conn),
+                private_data: ev.private_data,
+                initiator_depth: ev.initiator_depth,
+                responder_resources: ev.responder_resources,
+            });
+        }
+    }
+}
+
+/// A connect request taken from a listener; its id lives on its own channel. Dropping it
+/// rejects it.
+pub struct RdmaRequest {
+    conn: Option<Conn>,
+    private_data: Vec<u8>,
+    initiator_depth: u8,
+    responder_resources: u8,
+}
+
+impl RdmaRequest {
+    fn reject_conn(conn: Conn) {
+        // SAFETY: the id is live and not yet accepted or rejected.
+        unsafe { rdma_reject(conn.id.0, std::ptr::null(), 0) };
+        drop(conn);
+    }
+}
+
+impl Drop for RdmaRequest {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            Self::reject_conn(conn);
+        }
+    }
+}
+
+impl ConnectRequest for RdmaRequest {
+    type Pd = RdmaPd;
+    type Qp = RdmaQp;
+
+    fn private_data(&self) -> &[u8] {
+        &self.private_data
+    }
+
+    fn accept(mut self, pd: &RdmaPd, private_data: &[u8], caps: QpCaps) -> Result<RdmaQp> {
+        let mut conn = self.conn.take().expect("a request is accepted or rejected once");
+        if private_data.len() > ACCEPT_PRIVATE_DATA_MAX {
+            Self::reject_conn(conn);
+            return Err(Error::PrivateDataTooLong { len: private_data.len(), max: ACCEPT_PRIVATE_DATA_MAX });
+        }
+        if let Err(e) = conn.create_qp(pd, caps) {
+            Self::reject_conn(conn);
+            return Err(e);
+        }
+        // Answer the peer's Read depth with ours, and the other way round.
+        let mut param = conn_param(private_data, self.initiator_depth, self.responder_resources);
+        // SAFETY: the id is live with its QP; `param` and the private data outlive the call.
+        if unsafe { rdma_accept(conn.id.0, &mut param) } != 0 {
+            let e = errno();
+            Self::reject_conn(conn);
+            return Err(os_error("rdma_accept", e));
+        }
+        let deadline = Instant::now() + ACCEPT_TIMEOUT;
+        loop {
+            match conn.next_event(deadline)? {
+                None => return Err(Error::Timeout),
+                Some(ev) if ev.kind == RDMA_CM_EVENT_ESTABLISHED => {
+                    return Ok(RdmaQp::new(conn, pd.0.clone(), caps));
+                }
+                Some(ev) if is_failure(ev.kind) => return Err(Error::ConnectionAborted),
+                Some(_) => {}
+            }
+        }
+    }
+
+    fn reject(mut self) {
+        if let Some(conn) = self.conn.take() {
+            Self::reject_conn(conn);
+        }
+    }
+}
+
+fn is_failure(kind: rdma_cm_event_type::Type) -> bool {
+    matches!(
+        kind,
+        RDMA_CM_EVENT_REJECTED
+            | RDMA_CM_EVENT_CONNECT_ERROR
+            | RDMA_CM_EVENT_UNREACHABLE
+            | RDMA_CM_EVENT_DISCONNECTED
+            | RDMA_CM_EVENT_ADDR_ERROR
+            | RDMA_CM_EVENT_ROUTE_ERROR
+            | RDMA_CM_EVENT_DEVICE_REMOVAL
+    )
+}
+
+/// The active side: resolve, create the QP, connect, wait for ESTABLISHED.
+pub(super) fn connect(
+    pd: &RdmaPd,
+    addr: &str,
+    private_data: &[u8],
+    caps: QpCaps,
+    timeout: Duration,
+) -> Result<(RdmaQp, Vec<u8>)> {
+    if private_data.len() > CONNECT_PRIVATE_DATA_MAX {
+        return Err(Error::PrivateDataTooLong { len: private_data.len(), max: CONNECT_PRIVATE_DATA_MAX });
+    }
+    let sa = ffi::parse_addr(addr)?;
+    let deadline = Instant::now() + timeout;
+    let refused = || Error::ConnectionRefused(addr.to_string());
+    let mut conn = Conn::new()?;
+    let mut sin = ffi::sockaddr_in(sa);
+    // SAFETY: `id` is live; `sin` is valid for the call.
+    if unsafe {
+        rdma_resolve_addr(conn.id.0, std::ptr::null_mut(), (&mut sin as *mut libc::sockaddr_in).cast(), RESOLVE_MS)
+    } != 0
+    {
+        return Err(os_error("rdma_resolve_addr", errno()));
+    }
+    let want = |conn: &Conn, kind| -> Result<()> {
+        match conn.next_event(deadline)? {
+            None => Err(Error::Timeout),
+            Some(ev) if ev.kind == kind => Ok(()),
+            Some(_) => Err(refused()),
+        }
+    };
+    want(&conn, RDMA_CM_EVENT_ADDR_RESOLVED)?;
+    // SAFETY: `id` is live with its address resolved.
+    if unsafe { rdma_resolve_route(conn.id.0, RESOLVE_MS) } != 0 {
+        return Err(os_error("rdma_resolve_route", errno()));
+    }
+    want(&conn, RDMA_CM_EVENT_ROUTE_RESOLVED)?;
+    conn.create_qp(pd, caps)?;
+    let mut param = conn_param(private_data, RD_ATOMIC, RD_ATOMIC);
+    // SAFETY: the id is live with its QP; `param` and the private data outlive the call.
+    if unsafe { rdma_connect(conn.id.0, &mut param) } != 0 {
+        return Err(os_error("rdma_connect", errno()));
+    }
+    loop {
+        match conn.next_event(deadline)? {
+            None => return Err(Error::Timeout),
+            Some(ev) if ev.kind == RDMA_CM_EVENT_ESTABLISHED => {
+                return Ok((RdmaQp::new(conn, pd.0.clone(), caps), ev.private_data));
+            }
+            Some(ev) if ev.kind == RDMA_CM_EVENT_REJECTED => {
+                return Err(if ev.status == REJ_INVALID_SERVICE_ID { refused() } else { Error::Rejected });
+            }
+            Some(ev) if is_failure(ev.kind) => return Err(refused()),
+            Some(_) => {}
+        }
+    }
+}

@@ -1,0 +1,422 @@
+//! The connected RC queue pair: posting, polling, CM events, disconnect.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use rdma_sys::rdma_cm_event_type::*;
+use rdma_sys::*;
+
+use super::cm::Conn;
+use super::ffi::{self, os_error};
+use super::{PdInner, RdmaRegion};
+use crate::{
+    CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf, Result, Sge, Status,
+};
+
+/// How long `wait_cq` sleeps between polls.
+const POLL_INTERVAL: Duration = Duration::from_micros(50);
+
+/// How often the CM thread looks at its stop flag.
+const CM_TICK: Duration = Duration::from_millis(20);
+
+/// A connected RC queue pair with its CQ and its connection's event channel.
+///
+/// A thread per queue pair reads the connection's CM events as they come, so a peer's
+/// disconnect is answered (`rdma_disconnect`, which sends the DREP and moves the QP to Error,
+/// flushing it) even when the owner is not looking; it stashes [`CmEvent::Disconnected`] for
+/// [`QueuePair::cm_event`].
+pub struct RdmaQp {
+    s: Arc<Shared>,
+    cm_thread: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Shared {
+    conn: Conn,
+    pd: Arc<PdInner>,
+    caps: QpCaps,
+    inner: Mutex<Inner>,
+    /// Signalled when a CM event is stashed.
+    cm_cv: Condvar,
+    stop: AtomicBool,
+}
+
+struct Inner {
+    /// The device-level wr_id of the next work request; the device sees these, never the
+    /// caller's, so a completion finds its `Pending` entry.
+    next_seq: u64,
+    pending: HashMap<u64, Pending>,
+    /// Completions the backend produced itself (Local Invalidate; work requests posted in the
+    /// Error state), returned after the device's.
+    synthetic: VecDeque<Completion>,
+    send_outstanding: u32,
+    recv_outstanding: u32,
+    error: bool,
+    disconnect_sent: bool,
+    cm_events: VecDeque<CmEvent>,
+}
+
+/// A work request handed to the device: the caller's wr_id, what it was, its length, and the
+/// regions it names, kept alive (pinned) until its completion is reaped.
+struct Pending {
+    wr_id: u64,
+    opcode: Opcode,
+    len: u32,
+    _regions: Vec<RdmaRegion>,
+}
+
+// SAFETY: `Conn` holds rdma-core handles (thread-safe, see `ffi::Ptr`); all mutable state is
+// behind the mutexes.
+unsafe impl Sync for Shared {}
+// SAFETY: as above.
+unsafe impl Send for Shared {}
+
+impl RdmaQp {
+    pub(super) fn new(conn: Conn, pd: Arc<PdInner>, caps: QpCaps) -> Self {
+        let s = Arc::new(Shared {
+            conn,
+            pd,
+            caps,
+            inner: Mutex::new(Inner {
+                next_seq: 1,
+                pending: HashMap::new(),
+                synthetic: VecDeque::new(),
+                send_outstanding: 0,
+                recv_outstanding: 0,
+                error: false,
+                disconnect_sent: false,
+                cm_events: VecDeque::new(),
+            }),
+            cm_cv: Condvar::new(),
+            stop: AtomicBool::new(false),
+        });
+        let t = s.clone();
+        let cm_thread = std::thread::Builder::new()
+            .name("verbs-rdma-cm".into())
+            .spawn(move || t.cm_loop())
+            .expect("spawning the CM event thread");
+        RdmaQp { s, cm_thread: Some(cm_thread) }
+    }
+}
+
+impl Shared {
+    /// `rdma_disconnect` once (it also moves the QP to the Error state, flushing it).
+    fn disconnect_locked(&self, inner: &mut Inner) {
+        inner.error = true;
+        if !inner.disconnect_sent {
+            inner.disconnect_sent = true;
+            // SAFETY: the id is live; a failure (already disconnected by the peer) is harmless.
+            let rc = unsafe { rdma_disconnect(self.conn.id.0) };
+            debug(format_args!("rdma_disconnect -> {rc} (errno {})", ffi::errno()));
+        }
+    }
+
+    /// The scatter/gather list for `sges`, checked against the caps.
+    fn sg_list(&self, sges: &[Sge<'_, RdmaRegion>]) -> Result<(Vec<ibv_sge>, u32)> {
+        if sges.len() > self.caps.max_sge as usize {
+            return Err(Error::TooManySges(sges.len()));
+        }
+        let total: usize = sges.iter().map(|s| s.len).sum();
+        let total = u32::try_from(total).map_err(|_| Error::TooLong)?;
+        let list = sges
+            .iter()
+            .map(|s| ibv_sge {
+                addr: s.region.addr().wrapping_add(s.offset as u64),
+                length: s.len as u32,
+                lkey: s.region.lkey(),
+            })
+            .collect();
+        Ok((list, total))
+    }
+
+    /// Posts one send-queue work request built by `fill` (which sets opcode and its fields).
+    fn post_sq(
+        &self,
+        wr_id: u64,
+        opcode: Opcode,
+        sges: &[Sge<'_, RdmaRegion>],
+        fill: impl FnOnce(&mut ibv_send_wr),
+    ) -> Result<()> {
+        let (mut list, len) = self.sg_list(sges)?;
+        let mut inner = self.inner.lock().unwrap();
+        if inner.send_outstanding >= self.caps.max_send_wr {
+            return Err(Error::QueueFull);
+        }
+        if inner.error {
+            inner.synthetic.push_back(Completion::new(wr_id, Status::WorkRequestFlushed, opcode, 0));
+            return Ok(());
+        }
+        let seq = inner.next_seq;
+        // SAFETY: ibv_send_wr is plain data for which all-zero is valid.
+        let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
+        wr.wr_id = seq;
+        wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
+        wr.num_sge = list.len() as i32;
+        wr.send_flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
+        fill(&mut wr);
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: the QP is live; `wr` and its sg list are valid for the call (the device
+        // copies them); the memory they name stays registered while `Pending` holds the
+        // regions.
+        let rc = unsafe { ibv_post_send(self.conn.qp().0, &mut wr, &mut bad) };
+        if rc != 0 {
+            return Err(if rc == libc::ENOMEM { Error::QueueFull } else { os_error("ibv_post_send", rc) });
+        }
+        inner.next_seq += 1;
+        inner.send_outstanding += 1;
+        let regions = sges.iter().map(|s| s.region.clone()).collect();
+        inner.pending.insert(seq, Pending { wr_id, opcode, len, _regions: regions });
+        Ok(())
+    }
+
+    /// Turns a device completion into the crate's, updating the bookkeeping.
+    fn complete(&self, inner: &mut Inner, wc: &ibv_wc) -> Completion {
+        let p = inner.pending.remove(&wc.wr_id);
+        let (wr_id, opcode, len) = match &p {
+            Some(p) => (p.wr_id, p.opcode, p.len),
+            None => (wc.wr_id, wc_opcode(wc.opcode), wc.byte_len),
+        };
+        if opcode.is_send_queue() {
+            inner.send_outstanding = inner.send_outstanding.saturating_sub(1);
+        } else {
+            inner.recv_outstanding = inner.recv_outstanding.saturating_sub(1);
+        }
+        let status = wc_status(wc.status);
+        if status != Status::Success {
+            debug(format_args!("wc wr_id {wr_id} {opcode:?}: ibv_wc_status {} -> {status:?}", wc.status));
+        }
+        let mut c = Completion::new(wr_id, status, opcode, 0);
+        match status {
+            Status::Success => {
+                c.byte_len = if opcode == Opcode::Recv { wc.byte_len } else { len };
+                if opcode == Opcode::Recv {
+                    // SAFETY: reading a u32 out of a union of two u32s.
+                    let rkey = unsafe { wc.imm_data_invalidated_rkey_union.invalidated_rkey };
+                    let flags = wc.wc_flags;
+                    let with_inv = flags & ibv_wc_flags::IBV_WC_WITH_INV.0 != 0;
+                    let with_imm = flags & ibv_wc_flags::IBV_WC_WITH_IMM.0 != 0;
+                    // rxe sets the rkey but not IBV_WC_WITH_INV: detect it from the rkey.
+                    if with_inv || (!with_imm && rkey != 0) {
+                        c.invalidated_rkey = Some(rkey);
+                    }
+                }
+            }
+            Status::WorkRequestFlushed => inner.error = true,
+            _ => self.disconnect_locked(inner),
+        }
+        c
+    }
+
+    /// The CM thread: reads this connection's events until the queue pair is dropped.
+    fn cm_loop(&self) {
+        while !self.stop.load(Ordering::Relaxed) {
+            match ffi::next_event(self.conn.channel, Instant::now() + CM_TICK) {
+                Ok(Some(ev)) if ev.kind == RDMA_CM_EVENT_DISCONNECTED || ev.kind == RDMA_CM_EVENT_DEVICE_REMOVAL => {
+                    debug(format_args!("cm event {} (disconnected)", ev.kind));
+                    let mut inner = self.inner.lock().unwrap();
+                    // Answers the peer's DREQ with a DREP (a no-op if we sent the DREQ).
+                    self.disconnect_locked(&mut inner);
+                    inner.cm_events.push_back(CmEvent::Disconnected);
+                    self.cm_cv.notify_all();
+                }
+                Ok(Some(ev)) => debug(format_args!("cm event {} status {}", ev.kind, ev.status)),
+                Ok(None) => {}
+                Err(e) => {
+                    debug(format_args!("cm event error {e}"));
+                    std::thread::sleep(CM_TICK);
+                }
+            }
+        }
+    }
+}
+
+/// Diagnostics on stderr when `RDMA_VERBS_DEBUG` is set.
+fn debug(args: std::fmt::Arguments<'_>) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os("RDMA_VERBS_DEBUG").is_some()) {
+        eprintln!("verbs::rdma: {args}");
+    }
+}
+
+fn wc_status(s: ibv_wc_status::Type) -> Status {
+    use ibv_wc_status::*;
+    match s {
+        IBV_WC_SUCCESS => Status::Success,
+        IBV_WC_LOC_LEN_ERR => Status::LocalLengthError,
+        IBV_WC_LOC_PROT_ERR | IBV_WC_LOC_ACCESS_ERR | IBV_WC_LOC_QP_OP_ERR | IBV_WC_MW_BIND_ERR => {
+            Status::LocalProtectionError
+        }
+        IBV_WC_REM_ACCESS_ERR => Status::RemoteAccessError,
+        IBV_WC_REM_INV_REQ_ERR | IBV_WC_REM_INV_RD_REQ_ERR => Status::RemoteInvalidRequest,
+        IBV_WC_RNR_RETRY_EXC_ERR => Status::RnrRetryExceeded,
+        IBV_WC_WR_FLUSH_ERR => Status::WorkRequestFlushed,
+        // REM_OP_ERR, and everything with no closer match in the crate's `Status` (transport
+        // retries exceeded, bad response, fatal, ...): the far side failed the operation.
+        _ => Status::RemoteOperationError,
+    }
+}
+
+fn wc_opcode(o: ibv_wc_opcode::Type) -> Opcode {
+    use ibv_wc_opcode::*;
+    match o {
+        IBV_WC_RDMA_WRITE => Opcode::RdmaWrite,
+        IBV_WC_RDMA_READ => Opcode::RdmaRead,
+        IBV_WC_LOCAL_INV => Opcode::LocalInvalidate,
+        o if o & IBV_WC_RECV != 0 => Opcode::Recv,
+        _ => Opcode::Send,
+    }
+}
+
+impl QueuePair for RdmaQp {
+    type Region = RdmaRegion;
+
+    fn post_recv(&self, wr_id: u64, sge: Sge<'_, RdmaRegion>) -> Result<()> {
+        let (mut list, _) = self.s.sg_list(&[sge])?;
+        let mut inner = self.s.inner.lock().unwrap();
+        if inner.recv_outstanding >= self.s.caps.max_recv_wr {
+            return Err(Error::QueueFull);
+        }
+        if inner.error {
+            inner.synthetic.push_back(Completion::new(wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
+            return Ok(());
+        }
+        let seq = inner.next_seq;
+        let mut wr = ibv_recv_wr { wr_id: seq, next: std::ptr::null_mut(), sg_list: list.as_mut_ptr(), num_sge: 1 };
+        let mut bad = std::ptr::null_mut();
+        // SAFETY: the QP is live; `wr` and its one sge are valid for the call; the region is
+        // kept alive by `Pending` until the completion is reaped.
+        let rc = unsafe { ibv_post_recv(self.s.conn.qp().0, &mut wr, &mut bad) };
+        if rc != 0 {
+            return Err(if rc == libc::ENOMEM { Error::QueueFull } else { os_error("ibv_post_recv", rc) });
+        }
+        inner.next_seq += 1;
+        inner.recv_outstanding += 1;
+        inner.pending.insert(seq, Pending { wr_id, opcode: Opcode::Recv, len: 0, _regions: vec![sge.region.clone()] });
+        Ok(())
+    }
+
+    fn post_send(&self, wr_id: u64, sges: &[Sge<'_, RdmaRegion>], invalidate: Option<u32>) -> Result<()> {
+        self.s.post_sq(wr_id, Opcode::Send, sges, |wr| match invalidate {
+            None => wr.opcode = ibv_wr_opcode::IBV_WR_SEND,
+            Some(rkey) => {
+                wr.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_INV;
+                wr.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
+            }
+        })
+    }
+
+    fn post_write(&self, wr_id: u64, sges: &[Sge<'_, RdmaRegion>], remote: RemoteBuf) -> Result<()> {
+        self.s.post_sq(wr_id, Opcode::RdmaWrite, sges, |wr| {
+            wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+            wr.wr.rdma = rdma_t { remote_addr: remote.addr, rkey: remote.rkey };
+        })
+    }
+
+    fn post_read(&self, wr_id: u64, sges: &[Sge<'_, RdmaRegion>], remote: RemoteBuf) -> Result<()> {
+        self.s.post_sq(wr_id, Opcode::RdmaRead, sges, |wr| {
+            wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_READ;
+            wr.wr.rdma = rdma_t { remote_addr: remote.addr, rkey: remote.rkey };
+        })
+    }
+
+    /// Deregisters the region with `rkey` in this queue pair's protection domain (plain MRs
+    /// cannot take `IBV_WR_LOCAL_INV`; see the module documentation) and queues its
+    /// completion: success, or [`Status::LocalProtectionError`] (which tears the connection
+    /// down) when no live region here has that rkey.
+    fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()> {
+        let mut inner = self.s.inner.lock().unwrap();
+        if inner.send_outstanding >= self.s.caps.max_send_wr {
+            return Err(Error::QueueFull);
+        }
+        let status = if inner.error {
+            Status::WorkRequestFlushed
+        } else if self.s.pd.invalidate(rkey) {
+            Status::Success
+        } else {
+            self.s.disconnect_locked(&mut inner);
+            Status::LocalProtectionError
+        };
+        inner.synthetic.push_back(Completion::new(wr_id, status, Opcode::LocalInvalidate, 0));
+        Ok(())
+    }
+
+    fn poll_cq(&self, out: &mut [Completion]) -> usize {
+        let mut inner = self.s.inner.lock().unwrap();
+        let mut n = 0;
+        // SAFETY: ibv_wc is plain data for which all-zero is valid.
+        let mut wcs: [ibv_wc; 16] = unsafe { std::mem::zeroed() };
+        while n < out.len() {
+            let want = (out.len() - n).min(wcs.len()) as i32;
+            // SAFETY: the CQ is live; `wcs` has room for `want` entries.
+            let got = unsafe { ibv_poll_cq(self.s.conn.cq.0, want, wcs.as_mut_ptr()) };
+            if got <= 0 {
+                break;
+            }
+            for wc in &wcs[..got as usize] {
+                out[n] = self.s.complete(&mut inner, wc);
+                n += 1;
+            }
+        }
+        while n < out.len() {
+            let Some(c) = inner.synthetic.pop_front() else { break };
+            out[n] = c;
+            n += 1;
+        }
+        n
+    }
+
+    fn wait_cq(&self, timeout: Duration) -> Option<Completion> {
+        let deadline = Instant::now() + timeout;
+        let mut c = [Completion::default()];
+        loop {
+            if self.poll_cq(&mut c) == 1 {
+                return Some(c[0]);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(POLL_INTERVAL);
+        }
+    }
+
+    fn cm_event(&self, timeout: Duration) -> Option<CmEvent> {
+        let deadline = Instant::now() + timeout;
+        let mut inner = self.s.inner.lock().unwrap();
+        loop {
+            if let Some(e) = inner.cm_events.pop_front() {
+                return Some(e);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return None;
+            }
+            inner = self.s.cm_cv.wait_timeout(inner, left).unwrap().0;
+        }
+    }
+
+    fn state(&self) -> QpState {
+        if self.s.inner.lock().unwrap().error {
+            QpState::Error
+        } else {
+            QpState::Ready
+        }
+    }
+
+    fn disconnect(&self) {
+        let mut inner = self.s.inner.lock().unwrap();
+        self.s.disconnect_locked(&mut inner);
+    }
+}
+
+impl Drop for RdmaQp {
+    fn drop(&mut self) {
+        self.disconnect();
+        self.s.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.cm_thread.take() {
+            let _ = t.join();
+        }
+        // The last `Arc<Shared>` goes now: `conn` destroys QP, CQ, id and channel, then
+        // `inner.pending` releases the regions, when the device no longer touches them.
+    }
+}

@@ -1,0 +1,253 @@
+//! The TCP backend: the in-process semantics between two processes or two hosts, over one TCP
+//! connection per queue pair.
+//!
+//! Memory registration is local, exactly as in the [in-process backend](crate::inproc): a TCP
+//! protection domain *is* an [`InProcPd`] and its regions are [`InProcRegion`]s (same
+//! unpredictable, never-reissued keys and random page-aligned addresses). What differs is how a
+//! work request reaches the peer: as a frame on the queue pair's TCP stream, applied by the
+//! peer's reader thread against the peer's own registrations. The **target enforces** every
+//! remote rule (rkey known in its protection domain and not invalidated, range inside the
+//! region, Remote Read / Remote Write granted); the initiator only checks its own local
+//! scatter/gather entries.
+//!
+//! # Wire protocol
+//!
+//! Connection management (one TCP connection per queue pair): the active side sends
+//! `"VRBT" 1` and its private data padded to 56 bytes; the passive side answers `'A'` and its
+//! private data padded to 196 bytes, or `'R'` (reject; a closed stream reads as a reject too);
+//! the active side confirms with `'U'` (ready to use, as in the InfiniBand CM), so `accept`
+//! fails with [`ConnectionAborted`](crate::Error::ConnectionAborted) when the connector has
+//! given up. Oversized private data is refused before anything is sent.
+//!
+//! Then frames, integers little-endian:
+//!
+//! | frame | fields |
+//! |---|---|
+//! | `SEND` | len u32, bytes |
+//! | `SEND_INV` | rkey u32, len u32, bytes |
+//! | `WRITE` | addr u64, rkey u32, len u32, bytes |
+//! | `READ_REQ` | addr u64, rkey u32, len u32 |
+//! | `ACK` | — (answers a `SEND`/`SEND_INV`/`WRITE`) |
+//! | `READ_RESP` | len u32, bytes (answers a `READ_REQ`) |
+//! | `NAK` | status u8 (answers any request; fatal) |
+//!
+//! Disconnection is the TCP FIN (`shutdown(Write)`); a peer process that dies is seen the same
+//! way, as end of stream or a reset.
+//!
+//! # How the rules hold
+//!
+//! * **Ordering.** Frames are queued in posting order and written in that order (by the
+//!   posting thread itself when the stream is free, else by the queue pair's writer thread),
+//!   and the peer's one reader thread applies them in stream order, so a Write posted before a
+//!   Send has landed before the Send's Receive completion is queued. Responses come back in the same order, so
+//!   the initiator matches each `ACK`/`READ_RESP`/`NAK` to the oldest outstanding work request.
+//! * **Sender completions are generated on the responder's answer** (the `ACK`, as RC hardware
+//!   generates them on the transport ACK), never when the frame is written: that is what lets
+//!   a Send that finds no Receive fail the *sender* with
+//!   [`RnrRetryExceeded`](crate::Status::RnrRetryExceeded), and an out-of-bounds Write fail
+//!   with [`RemoteAccessError`](crate::Status::RemoteAccessError).
+//! * **Fatal errors.** A responder that refuses a request (no Receive posted, Send larger than
+//!   the Receive, bad rkey / range / access, unusable Receive, bad invalidate) queues the
+//!   matching Receive completion where the in-process backend does, sends `NAK` with the
+//!   sender's status, moves to Error (flushing its Receives, one `Disconnected` event) and
+//!   closes its half of the stream; the initiator completes the refused work request with that
+//!   status and flushes the rest. Checks happen under the target region's lock before a byte is
+//!   copied, so a refused Write or Read touches nothing.
+//! * **Local errors** (a scatter/gather entry outside its region, of another protection domain,
+//!   invalidated, or lacking Local Write where written) complete with
+//!   [`LocalProtectionError`](crate::Status::LocalProtectionError) in posting order, after the
+//!   work requests posted before them, and tear the connection down.
+//! * **Copies and locks.** A Send or Write gathers its bytes when posted (so, unlike hardware,
+//!   the source may be reused as soon as the post returns); the target's reader lands them
+//!   straight from the socket into the target region, under that region's lock. Only the reader
+//!   ever holds a region lock across socket I/O, and what it waits for is the rest of a frame
+//!   the peer is writing with no region lock held; the reader itself never writes to the socket
+//!   (its answers are queued for the writer thread). So crossing bulk transfers cannot deadlock
+//!   (a test checks this). Reading a source region at transmission time instead would save the
+//!   post-time copy, but a writer holding a region lock while blocked on the socket closes
+//!   exactly that cycle.
+//! * **Queue depths** are enforced at post time: `max_recv_wr` posted Receives, `max_send_wr`
+//!   send-queue work requests posted and not yet reaped.
+//!
+//! Addresses are socket addresses, `HOST:PORT`; [`Tcp::any_address`](crate::Backend::any_address)
+//! is `127.0.0.1:0` and [`Listener::local_addr`](crate::Listener::local_addr) gives the bound port.
+//!
+//! Not modelled, besides what the in-process backend leaves out: a peer that stays connected but
+//! stops reading stalls its partner's frames (TCP flow control), where hardware would time
+//! out, and a post that writes its own frame (when no other thread is writing) waits in the
+//! socket write meanwhile; payloads are landed while the target region is locked, so its owner's
+//! [`with`](crate::MemoryRegion::with) waits for a frame that is arriving; no authentication or
+//! encryption: anyone who can reach the port and guess an rkey can use it, so listen on
+//! trusted networks only.
+
+mod cm;
+mod qp;
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+pub use cm::{TcpCmListener, TcpRequest};
+pub use qp::TcpQp;
+
+use crate::inproc::{InProcPd, InProcRegion};
+use crate::{Backend, QpCaps, Result};
+
+/// A TCP protection domain: registration is local, so it is the in-process one.
+pub type TcpPd = InProcPd;
+
+/// A region registered in a [`TcpPd`].
+pub type TcpRegion = InProcRegion;
+
+/// The TCP backend. A unit value: all state is per protection domain, connection and listener.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Tcp;
+
+impl Backend for Tcp {
+    type Pd = TcpPd;
+    type Region = TcpRegion;
+    type Qp = TcpQp;
+    type Listener = TcpCmListener;
+    type Request = TcpRequest;
+
+    /// `127.0.0.1:0`: an ephemeral loopback port.
+    fn any_address(&self) -> String {
+        "127.0.0.1:0".to_string()
+    }
+
+    fn alloc_pd(&self) -> Result<TcpPd> {
+        Ok(InProcPd::new())
+    }
+
+    fn listen(&self, addr: &str) -> Result<TcpCmListener> {
+        cm::listen(addr)
+    }
+
+    fn connect(
+        &self,
+        pd: &TcpPd,
+        addr: &str,
+        private_data: &[u8],
+        caps: QpCaps,
+        timeout: Duration,
+    ) -> Result<(TcpQp, Vec<u8>)> {
+        cm::connect(pd, addr, private_data, caps, timeout)
+    }
+}
+
+/// Locks a mutex, ignoring poisoning (see the in-process backend's reasoning).
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{
+        Access, ConnectRequest, Error, Listener, MemoryRegion, Opcode, ProtectionDomain, QpState, QueuePair, Sge,
+        Status,
+    };
+
+    const T: Duration = Duration::from_secs(10);
+
+    fn pair() -> (TcpPd, TcpQp, TcpQp) {
+        let l = Tcp.listen(&Tcp.any_address()).unwrap();
+        let addr = l.local_addr();
+        let pd = Tcp.alloc_pd().unwrap();
+        let pd2 = pd.clone();
+        let t = std::thread::spawn(move || Tcp.connect(&pd2, &addr, &[], QpCaps::default(), T).unwrap().0);
+        let server = l.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+        (pd, t.join().unwrap(), server)
+    }
+
+    #[test]
+    fn local_error_completes_after_earlier_work_and_flushes_later_work() {
+        let (pd, client, server) = pair();
+        let target = pd.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+        let src = pd.register(vec![1; 64], Access::empty()).unwrap();
+        client.post_write(1, &[Sge::whole(&src)], target.remote_at(0)).unwrap();
+        // Outside its own region: a local protection error, reported in posting order.
+        client.post_send(2, &[Sge::new(&src, 60, 8)], None).unwrap();
+        client.post_write(3, &[Sge::whole(&src)], target.remote_at(0)).unwrap();
+        let got: Vec<_> = (0..3).map(|_| client.wait_cq(T).unwrap()).map(|c| (c.wr_id, c.status)).collect();
+        assert_eq!(got, [(1, Status::Success), (2, Status::LocalProtectionError), (3, Status::WorkRequestFlushed)]);
+        assert_eq!(server.cm_event(T), Some(crate::CmEvent::Disconnected));
+        assert_eq!((client.state(), server.state()), (QpState::Error, QpState::Error));
+    }
+
+    #[test]
+    fn read_into_a_region_without_local_write_is_a_local_error() {
+        let (pd, client, _server) = pair();
+        let source = pd.register(vec![5; 64], Access::REMOTE_READ).unwrap();
+        let dst = pd.register(vec![0; 64], Access::empty()).unwrap();
+        client.post_read(1, &[Sge::whole(&dst)], source.remote_at(0)).unwrap();
+        let c = client.wait_cq(T).unwrap();
+        assert_eq!((c.wr_id, c.opcode, c.status), (1, Opcode::RdmaRead, Status::LocalProtectionError));
+        dst.with(|d| assert!(d.iter().all(|&x| x == 0)));
+    }
+
+    #[test]
+    fn send_queue_depth_counts_unreaped_work() {
+        let l = Tcp.listen(&Tcp.any_address()).unwrap();
+        let addr = l.local_addr();
+        let pd = Tcp.alloc_pd().unwrap();
+        let caps = QpCaps { max_send_wr: 2, ..QpCaps::default() };
+        let pd2 = pd.clone();
+        let t = std::thread::spawn(move || Tcp.connect(&pd2, &addr, &[], caps, T).unwrap().0);
+        let _server = l.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+        let client = t.join().unwrap();
+        let target = pd.register(vec![0; 8], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+        let src = pd.register(vec![1; 8], Access::empty()).unwrap();
+        for i in 0..2 {
+            client.post_write(i, &[Sge::whole(&src)], target.remote_at(0)).unwrap();
+        }
+        assert_eq!(client.post_write(9, &[Sge::whole(&src)], target.remote_at(0)), Err(Error::QueueFull));
+        assert!(client.wait_cq(T).unwrap().is_ok());
+        client.post_write(2, &[Sge::whole(&src)], target.remote_at(0)).unwrap();
+    }
+
+    #[test]
+    fn addresses_and_timeouts() {
+        let pd = Tcp.alloc_pd().unwrap();
+        assert!(matches!(Tcp.listen("not an address"), Err(Error::BadAddress(_))));
+        assert!(matches!(Tcp.connect(&pd, "nowhere", &[], QpCaps::default(), T), Err(Error::BadAddress(_))));
+        // A listener that never takes the request: the connect times out.
+        let l = Tcp.listen(&Tcp.any_address()).unwrap();
+        let addr = l.local_addr();
+        assert!(addr.starts_with("127.0.0.1:") && !addr.ends_with(":0"));
+        let short = Duration::from_millis(200);
+        assert_eq!(Tcp.connect(&pd, &addr, &[], QpCaps::default(), short).err(), Some(Error::Timeout));
+        // Its request is still queued; accepting it finds the connector gone.
+        let req = l.get_request(T).unwrap();
+        assert_eq!(req.accept(&pd, &[], QpCaps::default()).err(), Some(Error::ConnectionAborted));
+    }
+
+    #[test]
+    fn crossing_bulk_writes_and_reads_do_not_deadlock() {
+        // Each side writes from the region the other side writes into, and reads it back,
+        // far beyond the socket buffers: the writer must let go of a source region's lock
+        // while its peer is not reading.
+        const LEN: usize = 4 << 20;
+        const N: u64 = 8;
+        let (pd, a, b) = pair();
+        let rw = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+        let ra = pd.register(vec![1; LEN], rw).unwrap();
+        let rb = pd.register(vec![2; LEN], rw).unwrap();
+        std::thread::scope(|s| {
+            for (qp, local, remote) in [(&a, &ra, &rb), (&b, &rb, &ra)] {
+                s.spawn(move || {
+                    for i in 0..N {
+                        qp.post_write(2 * i, &[Sge::whole(local)], remote.remote_at(0)).unwrap();
+                        qp.post_read(2 * i + 1, &[Sge::whole(local)], remote.remote_at(0)).unwrap();
+                    }
+                    for i in 0..2 * N {
+                        let c = qp.wait_cq(T).expect("a completion");
+                        assert_eq!((c.wr_id, c.status, c.byte_len), (i, Status::Success, LEN as u32));
+                    }
+                });
+            }
+        });
+        assert_eq!((a.state(), b.state()), (QpState::Ready, QpState::Ready));
+    }
+}

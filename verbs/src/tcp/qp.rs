@@ -1,0 +1,713 @@
+//! The TCP queue pair: frames sent in posting order (by the poster or a writer thread), and a reader thread
+//! that applies the peer's frames in stream order against this side's registrations and turns
+//! the peer's answers into completions.
+
+use std::collections::VecDeque;
+use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::{lock, TcpPd, TcpRegion};
+use crate::{
+    Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf, Result, Sge,
+    Status,
+};
+
+const SEND: u8 = 1;
+const SEND_INV: u8 = 2;
+const WRITE: u8 = 3;
+const READ_REQ: u8 = 4;
+const ACK: u8 = 5;
+const READ_RESP: u8 = 6;
+const NAK: u8 = 7;
+
+fn status_code(s: Status) -> u8 {
+    match s {
+        Status::RemoteAccessError => 1,
+        Status::RemoteInvalidRequest => 2,
+        Status::RnrRetryExceeded => 4,
+        _ => 3, // RemoteOperationError
+    }
+}
+
+fn code_status(c: u8) -> Status {
+    match c {
+        1 => Status::RemoteAccessError,
+        2 => Status::RemoteInvalidRequest,
+        4 => Status::RnrRetryExceeded,
+        _ => Status::RemoteOperationError,
+    }
+}
+
+enum Out {
+    Frame(Vec<u8>),
+    /// Flush what is queued, then send FIN.
+    Shutdown,
+}
+
+/// The frames waiting to go out, in order, and the stream they go to. Whoever holds `stream`
+/// writes queued frames until none are left: the posting thread itself when the stream is
+/// free (no thread hop on the hot path), else the writer thread, woken by `send`. The reader
+/// thread only queues (`send`): it never blocks on a socket write, so two peers' readers can
+/// never wait on each other.
+struct Outbox {
+    q: Mutex<OutQ>,
+    cv: Condvar,
+    stream: Mutex<BufWriter<TcpStream>>,
+}
+
+struct OutQ {
+    frames: VecDeque<Out>,
+    /// FIN sent, or the stream broke: nothing more goes out.
+    closed: bool,
+}
+
+impl Outbox {
+    fn push(&self, m: Out) {
+        lock(&self.q).frames.push_back(m);
+    }
+
+    /// Queues `m` and wakes the writer thread to send it.
+    fn send(&self, m: Out) {
+        self.push(m);
+        self.cv.notify_one();
+    }
+
+    /// Sends what is queued from this thread if no other is sending, else leaves it to the
+    /// writer thread. False if the stream broke.
+    fn flush_here(&self) -> bool {
+        let ok = match self.stream.try_lock() {
+            Ok(mut w) => self.drain(&mut w),
+            Err(std::sync::TryLockError::Poisoned(e)) => self.drain(&mut e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => true,
+        };
+        // Frames queued while the stream was held (by us, or by whoever refused us) must not wait.
+        if !lock(&self.q).frames.is_empty() {
+            self.cv.notify_one();
+        }
+        ok
+    }
+
+    /// Writes queued frames until none are left. False if the stream broke.
+    fn drain(&self, w: &mut BufWriter<TcpStream>) -> bool {
+        loop {
+            let m = {
+                let mut q = lock(&self.q);
+                if q.closed {
+                    q.frames.clear();
+                    return true;
+                }
+                q.frames.pop_front()
+            };
+            let r = match m {
+                None => return w.flush().is_ok() || self.broken(w),
+                Some(Out::Frame(f)) => w.write_all(&f),
+                Some(Out::Shutdown) => {
+                    lock(&self.q).closed = true;
+                    let _ = w.flush();
+                    let _ = w.get_ref().shutdown(Shutdown::Write);
+                    self.cv.notify_all();
+                    return true;
+                }
+            };
+            if r.is_err() {
+                return self.broken(w);
+            }
+        }
+    }
+
+    fn broken(&self, w: &mut BufWriter<TcpStream>) -> bool {
+        lock(&self.q).closed = true;
+        let _ = w.get_ref().shutdown(Shutdown::Both);
+        self.cv.notify_all();
+        false
+    }
+}
+
+/// One side of a TCP connection. Dropping it disconnects.
+pub struct TcpQp {
+    sh: Arc<Shared>,
+    caps: QpCaps,
+}
+
+struct Shared {
+    st: Mutex<State>,
+    /// Signals new completions and CM events.
+    cv: Condvar,
+    pd: TcpPd,
+}
+
+struct State {
+    connected: bool,
+    caps: QpCaps,
+    rq: VecDeque<PostedRecv>,
+    cq: VecDeque<Completion>,
+    /// Send-queue work requests posted and not yet reaped.
+    sq_outstanding: u32,
+    /// Send-queue work requests posted and not yet completed, oldest first.
+    pending: VecDeque<Pending>,
+    /// A local error is queued in `pending`: later work requests are flushed behind it.
+    sq_error: bool,
+    events: VecDeque<CmEvent>,
+    out: Arc<Outbox>,
+}
+
+struct PostedRecv {
+    wr_id: u64,
+    region: TcpRegion,
+    offset: usize,
+    len: usize,
+}
+
+enum Pending {
+    /// On the wire, waiting for the peer's answer. `read_into` is a Read's scatter list.
+    Wire { wr_id: u64, opcode: Opcode, len: u32, read_into: Vec<(TcpRegion, usize, usize)> },
+    /// Decided locally; completes with `status` once everything before it has.
+    Local { wr_id: u64, opcode: Opcode, status: Status },
+}
+
+impl State {
+    /// Tears the connection down: Error state, posted Receives and outstanding work requests
+    /// flushed, one Disconnected event, FIN to the peer. Idempotent.
+    fn fail(&mut self) {
+        if !std::mem::replace(&mut self.connected, false) {
+            return;
+        }
+        while let Some(r) = self.rq.pop_front() {
+            self.cq.push_back(Completion::new(r.wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
+        }
+        while let Some(p) = self.pending.pop_front() {
+            let c = match p {
+                Pending::Wire { wr_id, opcode, .. } => Completion::new(wr_id, Status::WorkRequestFlushed, opcode, 0),
+                Pending::Local { wr_id, opcode, status } => Completion::new(wr_id, status, opcode, 0),
+            };
+            self.cq.push_back(c);
+        }
+        self.events.push_back(CmEvent::Disconnected);
+        self.out.send(Out::Shutdown);
+    }
+
+    /// Refuses the peer's request: `NAK` with the status its work request gets, then tear down.
+    fn nak(&mut self, status: Status) {
+        if self.connected {
+            self.out.send(Out::Frame(vec![NAK, status_code(status)]));
+        }
+        self.fail();
+    }
+
+    fn answer(&mut self, frame: Vec<u8>) {
+        if self.connected {
+            self.out.send(Out::Frame(frame));
+        }
+    }
+
+    /// Completes the locally decided work requests now at the head of the send queue.
+    fn drain_local(&mut self) {
+        while let Some(Pending::Local { .. }) = self.pending.front() {
+            let Some(Pending::Local { wr_id, opcode, status }) = self.pending.pop_front() else { unreachable!() };
+            self.cq.push_back(Completion::new(wr_id, status, opcode, 0));
+            if status != Status::Success {
+                self.fail();
+                return;
+            }
+        }
+    }
+
+    /// Queues a locally decided work request behind the outstanding ones.
+    fn local(&mut self, wr_id: u64, opcode: Opcode, status: Status) {
+        if status != Status::Success {
+            self.sq_error = true;
+        }
+        self.pending.push_back(Pending::Local { wr_id, opcode, status });
+        self.drain_local();
+    }
+}
+
+/// Total length of `sges`, which must fit the 32-bit verbs byte count.
+fn total_len(sges: &[Sge<'_, TcpRegion>], max_sge: u32) -> Result<u32> {
+    if sges.len() > max_sge as usize {
+        return Err(Error::TooManySges(sges.len()));
+    }
+    let total = sges.iter().try_fold(0usize, |acc, s| acc.checked_add(s.len)).ok_or(Error::TooLong)?;
+    u32::try_from(total).map_err(|_| Error::TooLong)
+}
+
+fn in_range(off: usize, len: usize, buf_len: usize) -> bool {
+    off.checked_add(len).is_some_and(|end| end <= buf_len)
+}
+
+/// Local use of `r` by a queue pair of protection domain `pd`; `write` needs Local Write.
+fn local_rights(r: &TcpRegion, pd: u64, write: bool) -> bool {
+    r.0.pd.id == pd && (!write || r.access().contains(Access::LOCAL_WRITE))
+}
+
+/// Checks a local scatter/gather entry without moving anything.
+fn local_ok(r: &TcpRegion, pd: u64, off: usize, len: usize, write: bool) -> bool {
+    let d = lock(&r.0.data);
+    d.valid && in_range(off, len, d.buf.len()) && local_rights(r, pd, write)
+}
+
+fn put_u32(f: &mut Vec<u8>, x: u32) {
+    f.extend_from_slice(&x.to_le_bytes());
+}
+
+fn read_u8(r: &mut impl Read) -> io::Result<u8> {
+    let mut b = [0u8; 1];
+    r.read_exact(&mut b)?;
+    Ok(b[0])
+}
+
+fn read_u32(r: &mut impl Read) -> io::Result<u32> {
+    let mut b = [0u8; 4];
+    r.read_exact(&mut b)?;
+    Ok(u32::from_le_bytes(b))
+}
+
+fn read_u64(r: &mut impl Read) -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    r.read_exact(&mut b)?;
+    Ok(u64::from_le_bytes(b))
+}
+
+impl TcpQp {
+    /// Starts the queue pair on an established, handshaken stream.
+    pub(super) fn start(stream: TcpStream, pd: &TcpPd, caps: QpCaps) -> Result<TcpQp> {
+        let clone = |s: &TcpStream| s.try_clone().map_err(|_| Error::ConnectionAborted);
+        stream.set_read_timeout(None).map_err(|_| Error::ConnectionAborted)?;
+        let _ = stream.set_nodelay(true);
+        let rd = clone(&stream)?;
+        let out = Arc::new(Outbox {
+            q: Mutex::new(OutQ { frames: VecDeque::new(), closed: false }),
+            cv: Condvar::new(),
+            stream: Mutex::new(BufWriter::with_capacity(64 << 10, stream)),
+        });
+        let sh = Arc::new(Shared {
+            st: Mutex::new(State {
+                connected: true,
+                caps,
+                rq: VecDeque::new(),
+                cq: VecDeque::new(),
+                sq_outstanding: 0,
+                pending: VecDeque::new(),
+                sq_error: false,
+                events: VecDeque::new(),
+                out: out.clone(),
+            }),
+            cv: Condvar::new(),
+            pd: pd.clone(),
+        });
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new().name(name.into()).spawn(f).map_err(|_| Error::ConnectionAborted)
+        };
+        let w = sh.clone();
+        spawn("verbs-tcp-tx", Box::new(move || writer(w, out)))?;
+        let r = sh.clone();
+        if let Err(e) = spawn("verbs-tcp-rx", Box::new(move || reader(r, rd))) {
+            lock(&sh.st).fail();
+            return Err(e);
+        }
+        Ok(TcpQp { sh, caps })
+    }
+
+    fn notify(&self, st: MutexGuard<'_, State>) -> Result<()> {
+        drop(st);
+        self.sh.cv.notify_all();
+        Ok(())
+    }
+
+    /// Locks the state for a send-queue work request: refuses it if the send queue is full,
+    /// and completes it as flushed (returning `None`) if the queue pair is in Error or a local
+    /// error is queued ahead of it.
+    fn begin(&self, wr_id: u64, opcode: Opcode) -> Result<Option<MutexGuard<'_, State>>> {
+        let mut st = lock(&self.sh.st);
+        if st.sq_outstanding >= st.caps.max_send_wr {
+            return Err(Error::QueueFull);
+        }
+        st.sq_outstanding += 1;
+        if !st.connected {
+            st.cq.push_back(Completion::new(wr_id, Status::WorkRequestFlushed, opcode, 0));
+            self.notify(st)?;
+            return Ok(None);
+        }
+        if st.sq_error {
+            st.pending.push_back(Pending::Local { wr_id, opcode, status: Status::WorkRequestFlushed });
+            return Ok(None);
+        }
+        Ok(Some(st))
+    }
+
+    /// Gathers `sges` into `frame`; false (nothing usable) on a local protection fault.
+    fn gather(&self, sges: &[Sge<'_, TcpRegion>], frame: &mut Vec<u8>) -> bool {
+        let pd = self.sh.pd.0.id;
+        for s in sges {
+            let d = lock(&s.region.0.data);
+            if !(d.valid && in_range(s.offset, s.len, d.buf.len()) && local_rights(s.region, pd, false)) {
+                return false;
+            }
+            frame.extend_from_slice(&d.buf[s.offset..s.offset + s.len]);
+        }
+        true
+    }
+
+    /// Posts a frame-carrying work request, or its local failure.
+    fn post(
+        &self,
+        wr_id: u64,
+        opcode: Opcode,
+        len: u32,
+        frame: Option<Vec<u8>>,
+        read_into: Vec<(TcpRegion, usize, usize)>,
+    ) -> Result<()> {
+        let Some(mut st) = self.begin(wr_id, opcode)? else { return Ok(()) };
+        let Some(frame) = frame else {
+            st.local(wr_id, opcode, Status::LocalProtectionError);
+            return self.notify(st);
+        };
+        st.pending.push_back(Pending::Wire { wr_id, opcode, len, read_into });
+        st.out.push(Out::Frame(frame));
+        let out = st.out.clone();
+        self.notify(st)?;
+        if !out.flush_here() {
+            lock(&self.sh.st).fail();
+            self.sh.cv.notify_all();
+        }
+        Ok(())
+    }
+
+    fn rdma(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf, opcode: Opcode) -> Result<()> {
+        let total = total_len(sges, self.caps.max_sge)?;
+        let write = opcode == Opcode::RdmaWrite;
+        let mut frame = Vec::with_capacity(17 + if write { total as usize } else { 0 });
+        frame.push(if write { WRITE } else { READ_REQ });
+        frame.extend_from_slice(&remote.addr.to_le_bytes());
+        put_u32(&mut frame, remote.rkey);
+        put_u32(&mut frame, total);
+        let mut read_into = Vec::new();
+        let ok = if write {
+            self.gather(sges, &mut frame)
+        } else {
+            let pd = self.sh.pd.0.id;
+            read_into = sges.iter().map(|s| (s.region.clone(), s.offset, s.len)).collect();
+            sges.iter().all(|s| local_ok(s.region, pd, s.offset, s.len, true))
+        };
+        self.post(wr_id, opcode, total, ok.then_some(frame), read_into)
+    }
+
+    fn wait_for<T>(&self, timeout: Duration, mut take: impl FnMut(&mut State) -> Option<T>) -> Option<T> {
+        let deadline = Instant::now().checked_add(timeout);
+        let mut st = lock(&self.sh.st);
+        loop {
+            if let Some(v) = take(&mut st) {
+                return Some(v);
+            }
+            let left = match deadline {
+                Some(d) => d.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?,
+                None => Duration::from_secs(3600),
+            };
+            st = self.sh.cv.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+    }
+}
+
+fn pop_completion(st: &mut State) -> Option<Completion> {
+    let c = st.cq.pop_front()?;
+    if c.opcode.is_send_queue() {
+        st.sq_outstanding -= 1;
+    }
+    Some(c)
+}
+
+impl QueuePair for TcpQp {
+    type Region = TcpRegion;
+
+    fn post_recv(&self, wr_id: u64, sge: Sge<'_, TcpRegion>) -> Result<()> {
+        let mut st = lock(&self.sh.st);
+        if st.rq.len() >= st.caps.max_recv_wr as usize {
+            return Err(Error::QueueFull);
+        }
+        u32::try_from(sge.len).map_err(|_| Error::TooLong)?;
+        if st.connected {
+            // Validated when a Send lands in it, as hardware does.
+            st.rq.push_back(PostedRecv { wr_id, region: sge.region.clone(), offset: sge.offset, len: sge.len });
+            return Ok(());
+        }
+        st.cq.push_back(Completion::new(wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
+        self.notify(st)
+    }
+
+    fn post_send(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], invalidate: Option<u32>) -> Result<()> {
+        let total = total_len(sges, self.caps.max_sge)?;
+        let mut frame = Vec::with_capacity(9 + total as usize);
+        match invalidate {
+            Some(rkey) => {
+                frame.push(SEND_INV);
+                put_u32(&mut frame, rkey);
+            }
+            None => frame.push(SEND),
+        }
+        put_u32(&mut frame, total);
+        let ok = self.gather(sges, &mut frame);
+        self.post(wr_id, Opcode::Send, total, ok.then_some(frame), Vec::new())
+    }
+
+    fn post_write(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf) -> Result<()> {
+        self.rdma(wr_id, sges, remote, Opcode::RdmaWrite)
+    }
+
+    fn post_read(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf) -> Result<()> {
+        self.rdma(wr_id, sges, remote, Opcode::RdmaRead)
+    }
+
+    fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()> {
+        let Some(mut st) = self.begin(wr_id, Opcode::LocalInvalidate)? else { return Ok(()) };
+        let status = if self.sh.pd.0.invalidate(rkey) { Status::Success } else { Status::LocalProtectionError };
+        st.local(wr_id, Opcode::LocalInvalidate, status);
+        self.notify(st)
+    }
+
+    fn poll_cq(&self, out: &mut [Completion]) -> usize {
+        let mut st = lock(&self.sh.st);
+        let mut n = 0;
+        while n < out.len() {
+            let Some(c) = pop_completion(&mut st) else { break };
+            out[n] = c;
+            n += 1;
+        }
+        n
+    }
+
+    fn wait_cq(&self, timeout: Duration) -> Option<Completion> {
+        self.wait_for(timeout, pop_completion)
+    }
+
+    fn cm_event(&self, timeout: Duration) -> Option<CmEvent> {
+        self.wait_for(timeout, |st| st.events.pop_front())
+    }
+
+    fn state(&self) -> QpState {
+        if lock(&self.sh.st).connected {
+            QpState::Ready
+        } else {
+            QpState::Error
+        }
+    }
+
+    fn disconnect(&self) {
+        let mut st = lock(&self.sh.st);
+        st.fail();
+        drop(st);
+        self.sh.cv.notify_all();
+    }
+}
+
+impl Drop for TcpQp {
+    fn drop(&mut self) {
+        self.disconnect();
+    }
+}
+
+impl std::fmt::Debug for TcpQp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TcpQp").field("state", &self.state()).finish()
+    }
+}
+
+/// Sends frames the posting threads left queued (responses, and posts made while the stream
+/// was busy) until the FIN is out or the stream breaks.
+fn writer(sh: Arc<Shared>, out: Arc<Outbox>) {
+    loop {
+        {
+            let mut q = lock(&out.q);
+            while q.frames.is_empty() && !q.closed {
+                q = out.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+            }
+            if q.closed {
+                return;
+            }
+        }
+        if !out.drain(&mut lock(&out.stream)) {
+            lock(&sh.st).fail();
+            sh.cv.notify_all();
+            return;
+        }
+    }
+}
+
+/// Applies the peer's frames until the stream ends or the connection fails, then drains the
+/// stream to its end so the peer's writer never blocks on us.
+fn reader(sh: Arc<Shared>, stream: TcpStream) {
+    let mut r = BufReader::with_capacity(256 << 10, stream);
+    let _ = apply_frames(&sh, &mut r);
+    lock(&sh.st).fail();
+    sh.cv.notify_all();
+    let _ = io::copy(&mut r, &mut io::sink());
+}
+
+/// Why frame processing stopped: the stream ended or broke, or the connection failed.
+struct Stop;
+
+impl From<io::Error> for Stop {
+    fn from(_: io::Error) -> Self {
+        Stop
+    }
+}
+
+/// Runs `f` on the state and wakes waiters; `f` returning false stops frame processing.
+fn with_state(sh: &Shared, f: impl FnOnce(&mut State) -> bool) -> Result<(), Stop> {
+    let go = f(&mut lock(&sh.st));
+    sh.cv.notify_all();
+    if go {
+        Ok(())
+    } else {
+        Err(Stop)
+    }
+}
+
+fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
+    let pd = sh.pd.0.id;
+    loop {
+        if !lock(&sh.st).connected {
+            return Err(Stop);
+        }
+        match read_u8(r)? {
+            tag @ (SEND | SEND_INV) => {
+                let invalidate = if tag == SEND_INV { Some(read_u32(r)?) } else { None };
+                let len = read_u32(r)? as usize;
+                recv_send(sh, r, pd, invalidate, len)?;
+            }
+            tag @ (WRITE | READ_REQ) => {
+                let addr = read_u64(r)?;
+                let rkey = read_u32(r)?;
+                let len = read_u32(r)? as usize;
+                let need = if tag == WRITE { Access::REMOTE_WRITE } else { Access::REMOTE_READ };
+                // Zero-length RDMA operations do not validate the rkey (IBA 9.4.3, 9.4.4).
+                let target = if len == 0 { None } else { sh.pd.0.lookup(rkey) };
+                let mut resp = if tag == WRITE { vec![ACK] } else { vec![READ_RESP] };
+                if len > 0 {
+                    let Some(t) = target else {
+                        return with_state(sh, |st| (st.nak(Status::RemoteAccessError), false).1);
+                    };
+                    let off = addr.checked_sub(t.addr).and_then(|o| usize::try_from(o).ok());
+                    let mut d = lock(&t.data);
+                    let ok = off.filter(|&o| d.valid && t.access.contains(need) && in_range(o, len, d.buf.len()));
+                    let Some(off) = ok else {
+                        drop(d);
+                        return with_state(sh, |st| (st.nak(Status::RemoteAccessError), false).1);
+                    };
+                    if tag == WRITE {
+                        r.read_exact(&mut d.buf[off..off + len])?;
+                    } else {
+                        resp.reserve(4 + len);
+                        put_u32(&mut resp, len as u32);
+                        resp.extend_from_slice(&d.buf[off..off + len]);
+                    }
+                } else if tag == READ_REQ {
+                    put_u32(&mut resp, 0);
+                }
+                lock(&sh.st).answer(resp);
+            }
+            ACK => with_state(sh, |st| match st.pending.pop_front() {
+                Some(Pending::Wire { wr_id, opcode, len, .. }) if opcode != Opcode::RdmaRead => {
+                    st.cq.push_back(Completion::new(wr_id, Status::Success, opcode, len));
+                    st.drain_local();
+                    true
+                }
+                _ => false, // protocol violation
+            })?,
+            READ_RESP => {
+                let len = read_u32(r)?;
+                let front = match lock(&sh.st).pending.front() {
+                    Some(Pending::Wire { opcode: Opcode::RdmaRead, len: want, read_into, .. }) if *want == len => {
+                        read_into.clone()
+                    }
+                    _ => return Err(Stop),
+                };
+                let mut landed = true;
+                for (region, off, l) in &front {
+                    let mut d = lock(&region.0.data);
+                    if !(d.valid && in_range(*off, *l, d.buf.len()) && local_rights(region, pd, true)) {
+                        landed = false;
+                        break;
+                    }
+                    r.read_exact(&mut d.buf[*off..*off + *l])?;
+                }
+                with_state(sh, |st| {
+                    if !st.connected {
+                        return false;
+                    }
+                    let Some(Pending::Wire { wr_id, len, .. }) = st.pending.pop_front() else { return false };
+                    if landed {
+                        st.cq.push_back(Completion::new(wr_id, Status::Success, Opcode::RdmaRead, len));
+                        st.drain_local();
+                    } else {
+                        st.cq.push_back(Completion::new(wr_id, Status::LocalProtectionError, Opcode::RdmaRead, 0));
+                        st.fail();
+                    }
+                    landed
+                })?;
+            }
+            NAK => {
+                let status = code_status(read_u8(r)?);
+                return with_state(sh, |st| {
+                    if let Some(Pending::Wire { wr_id, opcode, .. }) = st.pending.pop_front() {
+                        st.cq.push_back(Completion::new(wr_id, status, opcode, 0));
+                    }
+                    st.fail();
+                    false
+                });
+            }
+            _ => return Err(Stop),
+        }
+    }
+}
+
+/// Lands an incoming Send in the oldest posted Receive, or refuses it.
+fn recv_send(sh: &Shared, r: &mut impl Read, pd: u64, invalidate: Option<u32>, len: usize) -> Result<(), Stop> {
+    let front = lock(&sh.st).rq.front().map(|p| (p.region.clone(), p.offset, p.len));
+    // Queues the Receive's error completion and refuses the Send with `nak`.
+    let refuse = |recv: Status, nak: Status| {
+        with_state(sh, |st| {
+            if let Some(p) = st.rq.pop_front() {
+                st.cq.push_back(Completion::new(p.wr_id, recv, Opcode::Recv, 0));
+            }
+            st.nak(nak);
+            false
+        })
+    };
+    let Some((region, off, cap)) = front else {
+        // No Receive posted, and rnr_retry_count is 0: the sender gives up at once.
+        return with_state(sh, |st| (st.nak(Status::RnrRetryExceeded), false).1);
+    };
+    if len > cap {
+        return refuse(Status::LocalLengthError, Status::RemoteInvalidRequest);
+    }
+    if len > 0 && !local_ok(&region, pd, off, len, true) {
+        return refuse(Status::LocalProtectionError, Status::RemoteOperationError);
+    }
+    if let Some(rkey) = invalidate {
+        if !sh.pd.0.invalidate(rkey) {
+            return refuse(Status::LocalProtectionError, Status::RemoteOperationError);
+        }
+    }
+    if len > 0 {
+        let mut d = lock(&region.0.data);
+        // Checked again under the lock that covers the copy: an invalidation may have raced.
+        if !(d.valid && in_range(off, len, d.buf.len()) && local_rights(&region, pd, true)) {
+            drop(d);
+            return refuse(Status::LocalProtectionError, Status::RemoteOperationError);
+        }
+        r.read_exact(&mut d.buf[off..off + len])?;
+    }
+    with_state(sh, |st| {
+        if !st.connected {
+            return false;
+        }
+        let Some(p) = st.rq.pop_front() else { return false };
+        let mut c = Completion::new(p.wr_id, Status::Success, Opcode::Recv, len as u32);
+        c.invalidated_rkey = invalidate;
+        st.cq.push_back(c);
+        st.answer(vec![ACK]);
+        true
+    })
+}

@@ -17,6 +17,8 @@ pub enum Opcode {
     RdmaRead,
     /// A Local Invalidate (`IBV_WC_LOCAL_INV`).
     LocalInvalidate,
+    /// A memory window bind (`IBV_WC_BIND_MW`).
+    BindWindow,
 }
 
 impl Opcode {

@@ -16,11 +16,13 @@
 //! generic over the backend, and every backend must pass it. Backends:
 //!
 //! * [`InProcess`] — the embedded default, no C dependency, hardware-faithful semantics.
-//! * TCP and rdma-core — not written yet; they will implement the same traits.
+//! * [`Tcp`] — the same semantics between processes or hosts, one TCP connection per queue
+//!   pair, the target enforcing its registrations.
+//! * `Rdma` (cargo feature `rdma`) — rdma-core (libibverbs + librdmacm) through `rdma-sys`,
+//!   for real devices and Soft-RoCE; `guest/test-rdma` runs the semantics suite on rdma_rxe.
 //!
-//! Choosing a backend at run time is meant to work through an enum that implements
-//! [`Backend`] by delegation (its associated types being enums too); it is absent until a
-//! second backend exists.
+//! Code that picks a backend at run time is generic over [`Backend`] and instantiated once per
+//! backend, as tests/semantics.rs does.
 //!
 //! ```
 //! use std::time::Duration;
@@ -64,6 +66,7 @@ mod memory;
 pub mod rdma;
 pub mod tcp;
 
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 pub use cm::{pad_private_data, CmEvent, ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX};
@@ -103,6 +106,16 @@ pub enum Error {
     /// More scatter/gather entries than `max_sge` (`EINVAL` from `ibv_post_send`).
     #[error("{0} scatter/gather entries exceed max_sge")]
     TooManySges(usize),
+    /// A memory window would reach past its region's end.
+    #[error("{len} bytes at offset {offset} do not fit a region of {region_len} bytes")]
+    OutOfBounds {
+        /// The window's offset in the region.
+        offset: usize,
+        /// The window's length.
+        len: usize,
+        /// The region's length.
+        region_len: usize,
+    },
     /// The work request's total length does not fit the 32-bit verbs byte count.
     #[error("work request longer than 2^32-1 bytes")]
     TooLong,
@@ -271,10 +284,59 @@ pub trait QueuePair: Send + Sync {
     /// (`IBV_WR_RDMA_READ`). The local regions need [`Access::LOCAL_WRITE`].
     fn post_read(&self, wr_id: u64, sges: &[Sge<'_, Self::Region>], remote: RemoteBuf) -> Result<()>;
 
-    /// Posts a Local Invalidate of `rkey`, a key of this queue pair's protection domain
-    /// (`IBV_WR_LOCAL_INV`): from its completion on, the region's keys are dead for every
-    /// verbs access, local and remote, until the buffer is registered again.
+    /// Posts a Local Invalidate of `rkey` (`IBV_WR_LOCAL_INV`): a memory window this queue
+    /// pair bound, which dies; or a region of this queue pair's protection domain, whose keys
+    /// are dead from the completion on for every verbs access, local and remote, until the
+    /// buffer is registered again.
     fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()>;
+
+    /// Binds a memory window over `len` bytes at `offset` of `region`, granting this
+    /// connection's peer `access` ([`Access::REMOTE_READ`] and/or [`Access::REMOTE_WRITE`]),
+    /// and returns the name the peer uses for its first byte (a type-2 window,
+    /// `ibv_alloc_mw` + `IBV_WR_BIND_MW`).
+    ///
+    /// The window's rkey is fresh, accepted only for RDMA from this queue pair's peer, and
+    /// limited to the window's range and rights. It dies when this queue pair posts a
+    /// [Local Invalidate](QueuePair::post_local_invalidate) of it or the peer sends a
+    /// [Send with Invalidate](QueuePair::post_send) naming it: this is the only kind of key a
+    /// Send with Invalidate may name (a region's rkey cannot be invalidated remotely, as
+    /// with `ibv_reg_mr` on hardware), which is what RPC-over-RDMA's remote invalidation
+    /// (RFC 8797 section 4.1) needs. The bind is a send-queue work request completing with
+    /// [`Opcode::BindWindow`]; work requests posted after it see the window.
+    ///
+    /// Refused at once with [`Error::InvalidAccess`] when `access` is empty, holds a local
+    /// right, or grants Remote Write on a region without Local Write, and with
+    /// [`Error::OutOfBounds`] when the range does not fit the region. A region of another
+    /// protection domain fails the bind with [`Status::LocalProtectionError`].
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let b = InProcess;
+    /// # let listener = b.listen(&b.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let client = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap().0
+    /// # });
+    /// # let pd = b.alloc_pd().unwrap();
+    /// # let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+    /// # let _client = client.join().unwrap();
+    /// let reply_buf = pd.register(vec![0; 4096], Access::LOCAL_WRITE).unwrap();
+    /// let window = qp.post_bind_window(1, &reply_buf, 0, 1024, Access::REMOTE_WRITE).unwrap();
+    /// assert_eq!(window.addr, reply_buf.addr());
+    /// assert_ne!(window.rkey, reply_buf.rkey());
+    /// assert_eq!(qp.wait_cq(t).unwrap().opcode, Opcode::BindWindow);
+    /// ```
+    fn post_bind_window(
+        &self,
+        wr_id: u64,
+        region: &Self::Region,
+        offset: usize,
+        len: usize,
+        access: Access,
+    ) -> Result<RemoteBuf>;
 
     /// Moves up to `out.len()` completions into `out`, oldest first, without blocking, and
     /// returns how many (`ibv_poll_cq`).
@@ -295,6 +357,27 @@ pub trait QueuePair: Send + Sync {
     /// Receives are flushed, and each gets [`CmEvent::Disconnected`]. Dropping the queue pair
     /// does the same. Idempotent.
     fn disconnect(&self);
+}
+
+/// Locks a mutex, ignoring poisoning: every critical section of the backends leaves its data
+/// consistent before anything that can panic, so a panic elsewhere (a failed test assertion
+/// inside `with_mut`, say) must not turn every later call, destructors included, into a panic.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The checks every backend makes before binding a memory window (see
+/// [`QueuePair::post_bind_window`]).
+pub(crate) fn check_window<R: MemoryRegion>(region: &R, offset: usize, len: usize, access: Access) -> Result<()> {
+    let remote = Access::REMOTE_READ | Access::REMOTE_WRITE;
+    let write_without_local = access.contains(Access::REMOTE_WRITE) && !region.access().contains(Access::LOCAL_WRITE);
+    if access.is_empty() || !remote.contains(access) || write_without_local {
+        return Err(Error::InvalidAccess(access));
+    }
+    if !matches!(offset.checked_add(len), Some(end) if end <= region.len()) {
+        return Err(Error::OutOfBounds { offset, len, region_len: region.len() });
+    }
+    Ok(())
 }
 
 /// A listening CM endpoint (`rdma_cm_id` after `rdma_listen`). Dropping it stops listening

@@ -16,8 +16,11 @@
 //!   no byte anywhere has moved;
 //! * work requests on a queue pair execute in posting order, so Writes posted before a Send are
 //!   visible when its Receive completes;
-//! * Send with Invalidate kills the named rkey at the receiver and reports it in the Receive
-//!   completion;
+//! * [memory windows](crate::QueuePair::post_bind_window) open part of a region to one
+//!   connection's peer, with their own rights; Send with Invalidate kills such a window at the
+//!   receiver and reports its rkey in the Receive completion, and naming anything else (a
+//!   region's rkey included, as hardware refuses for `ibv_reg_mr` keys) fails the Receive and
+//!   tears the connection down;
 //! * keys are unpredictable and never reissued, addresses are random page-aligned bases;
 //! * private data is limited to 56 bytes on connect and 196 on accept and delivered zero-padded
 //!   to that size.
@@ -26,7 +29,7 @@
 //! fresh unique name.
 //!
 //! Not modelled: completion-queue overflow (the queue grows), unsignaled work requests,
-//! inline data, immediate data, atomics, memory windows and fast registration (re-register
+//! inline data, immediate data, atomics, fast registration (re-register or bind a window
 //! instead), shared receive queues.
 
 mod cm;
@@ -34,10 +37,11 @@ mod keys;
 mod qp;
 mod region;
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+pub(crate) use crate::lock;
 pub use cm::{InProcListener, InProcRequest};
+pub(crate) use keys::{next_id, next_key};
 pub use qp::InProcQp;
 pub use region::{InProcPd, InProcRegion};
 
@@ -78,11 +82,4 @@ impl Backend for InProcess {
     ) -> Result<(InProcQp, Vec<u8>)> {
         cm::connect(pd, addr, private_data, caps, timeout)
     }
-}
-
-/// Locks a mutex, ignoring poisoning: every critical section here leaves its data consistent
-/// before anything that can panic, so a panic elsewhere (a failed test assertion inside
-/// `with_mut`, say) must not turn every later call into a panic too.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }

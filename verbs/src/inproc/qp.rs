@@ -13,7 +13,10 @@ use std::time::{Duration, Instant};
 
 use super::lock;
 use super::region::{check, transfer, Fault, InProcPd, InProcRegion, PdShared, RegionInner, Rule};
-use crate::{Access, CmEvent, Completion, Error, Opcode, QpCaps, QpState, QueuePair, RemoteBuf, Result, Sge, Status};
+use crate::{
+    check_window, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf,
+    Result, Sge, Status,
+};
 
 /// One side of an in-process connection. Dropping it disconnects.
 pub struct InProcQp {
@@ -35,6 +38,8 @@ struct ConnState {
 }
 
 struct Side {
+    /// Names this queue pair to the windows it binds.
+    qp: u64,
     pd: Arc<PdShared>,
     caps: QpCaps,
     rq: VecDeque<PostedRecv>,
@@ -92,6 +97,7 @@ fn total_len(sges: &[Sge<'_, InProcRegion>], max_sge: u32) -> Result<u32> {
 
 pub(crate) fn connect_pair(a: &InProcPd, a_caps: QpCaps, b: &InProcPd, b_caps: QpCaps) -> (InProcQp, InProcQp) {
     let side = |pd: &InProcPd, caps| Side {
+        qp: super::keys::next_id(),
         pd: pd.0.clone(),
         caps,
         rq: VecDeque::new(),
@@ -143,18 +149,14 @@ impl InProcQp {
         }
         // Zero-length RDMA operations do not validate the rkey (IBA 9.4.3, 9.4.4).
         if total > 0 {
-            let target = st.sides[1 - me].pd.lookup(remote.rkey);
-            let base = target.as_ref().and_then(|r| {
-                let off = usize::try_from(remote.addr.checked_sub(r.addr)?).ok()?;
-                (off.checked_add(total as usize)? <= r.len).then_some(off)
-            });
-            let (Some(target), Some(base)) = (target, base) else {
+            let need = if write { Access::REMOTE_WRITE } else { Access::REMOTE_READ };
+            let peer = &st.sides[1 - me];
+            let Some((target, base)) = peer.pd.resolve(remote.rkey, remote.addr, total as usize, need, peer.qp) else {
                 st.fatal(me, wr_id, Status::RemoteAccessError, opcode);
                 return self.finish(st);
             };
-            let need = if write { Access::REMOTE_WRITE } else { Access::REMOTE_READ };
             let local = Rule::Local { pd: st.sides[me].pd.id, write: !write };
-            let remote_rule = Rule::Remote { need };
+            let remote_rule = Rule::Remote;
             let mut at = base;
             for s in sges {
                 let r = if write {
@@ -264,7 +266,8 @@ impl QueuePair for InProcQp {
             return self.finish(st);
         }
         if let Some(rkey) = invalidate {
-            if !st.sides[peer].pd.invalidate(rkey) {
+            let side = &st.sides[peer];
+            if !side.pd.invalidate_remote(rkey, side.qp) {
                 recv_fail(&mut st, Status::LocalProtectionError, Status::RemoteOperationError);
                 return self.finish(st);
             }
@@ -300,12 +303,40 @@ impl QueuePair for InProcQp {
 
     fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()> {
         let Some(mut st) = self.begin_send(wr_id, Opcode::LocalInvalidate)? else { return Ok(()) };
-        if st.sides[self.me].pd.invalidate(rkey) {
+        let side = &st.sides[self.me];
+        if side.pd.invalidate_local(rkey, side.qp) {
             st.complete(self.me, Completion::new(wr_id, Status::Success, Opcode::LocalInvalidate, 0));
         } else {
             st.fatal(self.me, wr_id, Status::LocalProtectionError, Opcode::LocalInvalidate);
         }
         self.finish(st)
+    }
+
+    fn post_bind_window(
+        &self,
+        wr_id: u64,
+        region: &InProcRegion,
+        offset: usize,
+        len: usize,
+        access: Access,
+    ) -> Result<RemoteBuf> {
+        check_window(region, offset, len, access)?;
+        // What a bind that fails or is flushed returns: a fresh key that names nothing.
+        let remote = RemoteBuf { addr: region.addr() + offset as u64, rkey: super::keys::next_key() };
+        let Some(mut st) = self.begin_send(wr_id, Opcode::BindWindow)? else { return Ok(remote) };
+        let side = &st.sides[self.me];
+        match side.pd.bind_window(region, offset, len, access, side.qp) {
+            Some(window) => {
+                st.complete(self.me, Completion::new(wr_id, Status::Success, Opcode::BindWindow, 0));
+                self.finish(st)?;
+                Ok(window)
+            }
+            None => {
+                st.fatal(self.me, wr_id, Status::LocalProtectionError, Opcode::BindWindow);
+                self.finish(st)?;
+                Ok(remote)
+            }
+        }
     }
 
     fn poll_cq(&self, out: &mut [Completion]) -> usize {
@@ -346,6 +377,11 @@ impl QueuePair for InProcQp {
 impl Drop for InProcQp {
     fn drop(&mut self) {
         self.disconnect();
+        let (pd, qp) = {
+            let st = lock(&self.conn.st);
+            (st.sides[self.me].pd.clone(), st.sides[self.me].qp)
+        };
+        pd.unbind_all(qp);
     }
 }
 

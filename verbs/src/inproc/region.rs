@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
 use super::{keys, lock};
-use crate::{Access, Error, MemoryRegion, ProtectionDomain, Result};
+use crate::{Access, Error, MemoryRegion, ProtectionDomain, RemoteBuf, Result};
 
 /// An in-process protection domain. Cheap to clone; clones are the same domain.
 #[derive(Clone)]
@@ -13,23 +13,126 @@ pub struct InProcPd(pub(crate) Arc<PdShared>);
 
 pub(crate) struct PdShared {
     pub(crate) id: u64,
-    /// rkey -> region. Weak, so a region whose handles are all dropped dies (and its Drop
-    /// removes the entry); lookups upgrade under this lock and drop the guard before the Arc.
-    table: Mutex<HashMap<u32, Weak<RegionInner>>>,
+    /// rkey -> what it names. Region entries are weak, so a region whose handles are all
+    /// dropped dies (and its Drop removes the entry); lookups upgrade under this lock and drop
+    /// the guard before the Arc. Window entries hold their region: a window keeps it alive.
+    table: Mutex<HashMap<u32, Key>>,
+}
+
+/// What an rkey of a protection domain names.
+enum Key {
+    Region(Weak<RegionInner>),
+    Window(Window),
+}
+
+/// A memory window: `len` bytes at `offset` of `region`, open to `access` from the peer of
+/// queue pair `qp` only (a type-2 window's binding).
+struct Window {
+    region: Arc<RegionInner>,
+    offset: usize,
+    len: usize,
+    access: Access,
+    qp: u64,
 }
 
 impl PdShared {
-    pub(crate) fn lookup(&self, rkey: u32) -> Option<Arc<RegionInner>> {
+    /// Resolves a peer's RDMA access of `len` bytes at `addr` through `rkey`, arriving on
+    /// queue pair `qp` and needing `need`: the region and the offset in it. The region's own
+    /// liveness and bounds are checked again under its lock, by the transfer.
+    pub(crate) fn resolve(
+        &self,
+        rkey: u32,
+        addr: u64,
+        len: usize,
+        need: Access,
+        qp: u64,
+    ) -> Option<(Arc<RegionInner>, usize)> {
         let table = lock(&self.table);
-        table.get(&rkey).and_then(Weak::upgrade)
+        let (region, lo, hi, access) = match table.get(&rkey)? {
+            Key::Region(w) => {
+                let r = w.upgrade()?;
+                let (lo, hi, access) = (r.addr, r.addr.checked_add(r.len as u64)?, r.access);
+                (r, lo, hi, access)
+            }
+            Key::Window(w) if w.qp == qp => {
+                let lo = w.region.addr + w.offset as u64;
+                (w.region.clone(), lo, lo + w.len as u64, w.access)
+            }
+            Key::Window(_) => return None,
+        };
+        drop(table);
+        let end = addr.checked_add(len as u64)?;
+        (access.contains(need) && addr >= lo && end <= hi).then(|| (region.clone(), (addr - region.addr) as usize))
     }
 
-    /// Invalidates the region whose rkey is `rkey` (Local Invalidate, or the receiver's half
-    /// of Send with Invalidate). Fails if no valid region of this domain has that key.
-    pub(crate) fn invalidate(&self, rkey: u32) -> bool {
-        let Some(region) = self.lookup(rkey) else { return false };
-        let mut data = lock(&region.data);
-        std::mem::replace(&mut data.valid, false)
+    /// Local Invalidate posted on queue pair `qp`: kills a window `qp` bound, or the keys of a
+    /// region of this domain. False if `rkey` names neither.
+    pub(crate) fn invalidate_local(&self, rkey: u32, qp: u64) -> bool {
+        let mut table = lock(&self.table);
+        match table.get(&rkey) {
+            Some(Key::Window(w)) if w.qp == qp => {
+                let gone = table.remove(&rkey);
+                drop(table);
+                drop(gone);
+                true
+            }
+            Some(Key::Region(w)) => {
+                let Some(region) = w.upgrade() else { return false };
+                drop(table);
+                let mut data = lock(&region.data);
+                std::mem::replace(&mut data.valid, false)
+            }
+            _ => false,
+        }
+    }
+
+    /// The receiver's half of a Send with Invalidate arriving on queue pair `qp`: only a window
+    /// that `qp` bound may be invalidated remotely.
+    pub(crate) fn invalidate_remote(&self, rkey: u32, qp: u64) -> bool {
+        let mut table = lock(&self.table);
+        if !matches!(table.get(&rkey), Some(Key::Window(w)) if w.qp == qp) {
+            return false;
+        }
+        let gone = table.remove(&rkey);
+        drop(table);
+        drop(gone);
+        true
+    }
+
+    /// Binds a window for queue pair `qp` (arguments already checked by `check_window`);
+    /// `None` if the region is not of this domain or is dead.
+    pub(crate) fn bind_window(
+        &self,
+        region: &InProcRegion,
+        offset: usize,
+        len: usize,
+        access: Access,
+        qp: u64,
+    ) -> Option<RemoteBuf> {
+        let r = &region.0;
+        if r.pd.id != self.id || !lock(&r.data).valid {
+            return None;
+        }
+        let rkey = keys::next_key();
+        let w = Window { region: r.clone(), offset, len, access, qp };
+        lock(&self.table).insert(rkey, Key::Window(w));
+        Some(RemoteBuf { addr: r.addr + offset as u64, rkey })
+    }
+
+    /// Forgets the windows queue pair `qp` bound (it is gone; nobody can reach them).
+    pub(crate) fn unbind_all(&self, qp: u64) {
+        let mut table = lock(&self.table);
+        let mut gone = Vec::new();
+        table.retain(|_, k| match k {
+            Key::Window(w) if w.qp == qp => {
+                gone.push(w.region.clone());
+                false
+            }
+            _ => true,
+        });
+        drop(table);
+        // The windows' regions may be dropped here, outside the table lock their Drop takes.
+        drop(gone);
     }
 }
 
@@ -57,7 +160,7 @@ impl ProtectionDomain for InProcPd {
             access,
             data: Mutex::new(RegionData { buf, valid: true, registered: true }),
         });
-        lock(&self.0.table).insert(rkey, Arc::downgrade(&inner));
+        lock(&self.0.table).insert(rkey, Key::Region(Arc::downgrade(&inner)));
         Ok(InProcRegion(inner))
     }
 }
@@ -152,8 +255,9 @@ pub(crate) enum Fault {
 pub(crate) enum Rule {
     /// Local use by a queue pair of protection domain `pd`; `write` needs LOCAL_WRITE.
     Local { pd: u64, write: bool },
-    /// Remote use through the rkey, needing `need` (REMOTE_READ or REMOTE_WRITE).
-    Remote { need: Access },
+    /// Remote use through a key that [`PdShared::resolve`] accepted (rights and window
+    /// checked there): the region must still be alive and the range inside it.
+    Remote,
 }
 
 impl Rule {
@@ -161,7 +265,7 @@ impl Rule {
         let in_range = off.checked_add(len).is_some_and(|end| end <= d.buf.len());
         let rights = match self {
             Rule::Local { pd, write } => r.pd.id == pd && (!write || r.access.contains(Access::LOCAL_WRITE)),
-            Rule::Remote { need } => r.access.contains(need),
+            Rule::Remote => true,
         };
         d.valid && in_range && rights
     }

@@ -21,15 +21,18 @@
 //!   peer too sees [`CmEvent::Disconnected`](crate::CmEvent::Disconnected) and goes to [`QpState::Error`](crate::QpState::Error), as the crate
 //!   promises. Work requests posted once this side knows it is in the Error state are not
 //!   handed to the device; they complete with [`Status::WorkRequestFlushed`](crate::Status::WorkRequestFlushed) from the backend.
-//! * Regions are plain `ibv_reg_mr` registrations. A plain MR cannot be invalidated with
-//!   `IBV_WR_LOCAL_INV` (rxe fails the work request and the queue pair), so
-//!   [`QueuePair::post_local_invalidate`](crate::QueuePair::post_local_invalidate) is implemented as deregistration (`ibv_dereg_mr`)
-//!   of the region with that rkey in the queue pair's protection domain, keeping the buffer
-//!   for the CPU; its completion is produced by the backend when the deregistration is done.
-//!   Send with Invalidate is posted as the real `IBV_WR_SEND_WITH_INV`; on rxe, invalidating a
-//!   plain MR's rkey remotely fails (the sender gets a remote error and the connection is torn
-//!   down). Remote invalidation would need type-2 memory windows bound per region, which this
-//!   backend does not do yet.
+//! * Regions are plain `ibv_reg_mr` registrations (with `IBV_ACCESS_MW_BIND` added, so any
+//!   region can carry windows). A plain MR cannot be invalidated with `IBV_WR_LOCAL_INV` (rxe
+//!   fails the work request and the queue pair), so
+//!   [`QueuePair::post_local_invalidate`](crate::QueuePair::post_local_invalidate) of a region's rkey is implemented as
+//!   deregistration (`ibv_dereg_mr`) of the region with that rkey in the queue pair's protection
+//!   domain, keeping the buffer for the CPU; its completion is produced by the backend when the
+//!   deregistration is done.
+//! * [Memory windows](crate::QueuePair::post_bind_window) are real type-2 windows: `ibv_alloc_mw`,
+//!   then `IBV_WR_BIND_MW` with the key `ibv_inc_rkey` gives. Local Invalidate of a window is
+//!   the real `IBV_WR_LOCAL_INV`, and Send with Invalidate the real `IBV_WR_SEND_WITH_INV`; a
+//!   window is freed (`ibv_dealloc_mw`) when its invalidation is seen (the Local Invalidate's
+//!   completion, or a Receive reporting its rkey) or when the queue pair is dropped.
 //! * Work completion statuses map one to one where the crate has the status; otherwise
 //!   `IBV_WC_LOC_QP_OP_ERR`, `IBV_WC_LOC_ACCESS_ERR` and `IBV_WC_MW_BIND_ERR` become
 //!   [`Status::LocalProtectionError`](crate::Status::LocalProtectionError), `IBV_WC_REM_INV_RD_REQ_ERR` becomes
@@ -39,10 +42,13 @@
 //!   the guest: a Send larger than the Receive fails that Receive with `IBV_WC_LOC_QP_OP_ERR`
 //!   (so [`Status::LocalProtectionError`](crate::Status::LocalProtectionError), not [`Status::LocalLengthError`](crate::Status::LocalLengthError)) and the Send with
 //!   `IBV_WC_REM_OP_ERR` ([`Status::RemoteOperationError`](crate::Status::RemoteOperationError), not
-//!   [`Status::RemoteInvalidRequest`](crate::Status::RemoteInvalidRequest)); a Send with Invalidate naming a plain MR's rkey fails the
-//!   receiver's Receive with `IBV_WC_REM_INV_REQ_ERR` while the Send succeeds. For a Receive
-//!   consumed by a Send with Invalidate, rxe sets `invalidated_rkey` but not `IBV_WC_WITH_INV`;
-//!   the rkey is reported when either says so (no Send with Immediate is ever posted here).
+//!   [`Status::RemoteInvalidRequest`](crate::Status::RemoteInvalidRequest)); a Send with Invalidate naming a region's rkey fails the
+//!   receiver's Receive with `IBV_WC_REM_INV_REQ_ERR` (after writing the payload into it) while
+//!   the Send succeeds; an access through a window is checked against the range of the MR
+//!   under it, not the window's own (so on rxe a window protects at region granularity). For a
+//!   Receive consumed by a Send with Invalidate, rxe sets `invalidated_rkey` but not
+//!   `IBV_WC_WITH_INV`; the rkey is reported when either says so (no Send with Immediate is
+//!   ever posted here).
 //! * Setting `RDMA_VERBS_DEBUG` prints error completions (with the raw `ibv_wc_status`), CM
 //!   events and disconnects on stderr.
 //! * Received private data is delivered exactly as librdmacm hands it over (padded by the CM
@@ -66,7 +72,7 @@ pub use cm::{RdmaListener, RdmaRequest};
 use ffi::{errno, os_error, Ptr};
 pub use qp::RdmaQp;
 
-use crate::{Access, Backend, Error, MemoryRegion, ProtectionDomain, QpCaps, Result};
+use crate::{lock, Access, Backend, Error, MemoryRegion, ProtectionDomain, QpCaps, Result};
 
 /// The rdma-core backend: a local IPv4 address on an RDMA device (`rdma_bind_addr` binds it
 /// for [`listen`](Backend::listen) on [`any_address`](Backend::any_address)).
@@ -185,7 +191,7 @@ impl PdInner {
     /// Invalidates the region registered here with `rkey` by deregistering it; false if no
     /// live region has that rkey.
     fn invalidate(&self, rkey: u32) -> bool {
-        let region = self.regions.lock().unwrap().remove(&rkey).and_then(|w| w.upgrade());
+        let region = lock(&self.regions).remove(&rkey).and_then(|w| w.upgrade());
         region.is_some_and(|r| r.dereg())
     }
 }
@@ -200,7 +206,10 @@ impl ProtectionDomain for RdmaPd {
         // SAFETY: the buffer's heap allocation is owned by the region from here on and never
         // resized or moved until ibv_dereg_mr has run (in `dereg` or `Drop`), so the pinned
         // range stays valid for as long as the MR exists.
-        let mr = unsafe { ibv_reg_mr(self.0.pd.0, buf.as_mut_ptr().cast(), buf.len(), access.bits() as i32) };
+        // MW_BIND on every registration: any region may carry memory windows (type 2), the
+        // only keys a peer's Send with Invalidate can kill.
+        let flags = access.bits() | ibv_access_flags::IBV_ACCESS_MW_BIND.0;
+        let mr = unsafe { ibv_reg_mr(self.0.pd.0, buf.as_mut_ptr().cast(), buf.len(), flags as i32) };
         if mr.is_null() {
             let e = errno();
             return Err(if e == libc::EINVAL { Error::InvalidAccess(access) } else { os_error("ibv_reg_mr", e) });
@@ -216,7 +225,7 @@ impl ProtectionDomain for RdmaPd {
             rkey,
             state: Mutex::new(RegionState { buf, mr: Ptr(mr), deregistered: false }),
         });
-        self.0.regions.lock().unwrap().insert(rkey, Arc::downgrade(&inner));
+        lock(&self.0.regions).insert(rkey, Arc::downgrade(&inner));
         Ok(RdmaRegion(inner))
     }
 }
@@ -245,9 +254,15 @@ struct RegionState {
 }
 
 impl RegionInner {
+    /// The live `ibv_mr`, for binding a window over it; `None` once deregistered.
+    fn mr(&self) -> Option<Ptr<ibv_mr>> {
+        let mr = lock(&self.state).mr;
+        (!mr.is_null()).then_some(mr)
+    }
+
     /// `ibv_dereg_mr`, keeping the buffer; false if already done.
     fn dereg(&self) -> bool {
-        let mut st = self.state.lock().unwrap();
+        let mut st = lock(&self.state);
         if st.mr.is_null() {
             return false;
         }
@@ -266,7 +281,7 @@ impl Drop for RegionInner {
             // keep clones until completion), so the MR is deregistered before its buffer drops.
             unsafe { ibv_dereg_mr(mr.0) };
         }
-        let mut regions = self.pd.regions.lock().unwrap();
+        let mut regions = lock(&self.pd.regions);
         if regions.get(&self.rkey).is_some_and(|w| w.strong_count() == 0) {
             regions.remove(&self.rkey);
         }
@@ -290,15 +305,15 @@ impl MemoryRegion for RdmaRegion {
         self.0.access
     }
     fn with<T>(&self, f: impl FnOnce(&[u8]) -> T) -> T {
-        f(&self.0.state.lock().unwrap().buf)
+        f(&lock(&self.0.state).buf)
     }
     fn with_mut<T>(&self, f: impl FnOnce(&mut [u8]) -> T) -> T {
-        f(&mut self.0.state.lock().unwrap().buf)
+        f(&mut lock(&self.0.state).buf)
     }
     fn deregister(self) -> Result<Vec<u8>> {
         self.0.dereg();
-        self.0.pd.regions.lock().unwrap().remove(&self.0.rkey);
-        let mut st = self.0.state.lock().unwrap();
+        lock(&self.0.pd.regions).remove(&self.0.rkey);
+        let mut st = lock(&self.0.state);
         if st.deregistered {
             return Err(Error::NotRegistered);
         }

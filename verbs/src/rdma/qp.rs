@@ -2,17 +2,18 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rdma_sys::rdma_cm_event_type::*;
 use rdma_sys::*;
 
 use super::cm::Conn;
-use super::ffi::{self, os_error};
+use super::ffi::{self, os_error, Ptr};
 use super::{PdInner, RdmaRegion};
 use crate::{
-    CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf, Result, Sge, Status,
+    check_window, lock, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair,
+    RemoteBuf, Result, Sge, Status,
 };
 
 /// How long `wait_cq` sleeps between polls.
@@ -55,6 +56,9 @@ struct Inner {
     error: bool,
     disconnect_sent: bool,
     cm_events: VecDeque<CmEvent>,
+    /// Memory windows this queue pair bound, by rkey, each with the region it covers (an MR
+    /// cannot be deregistered under a bound window). Freed once invalidated, or on drop.
+    windows: HashMap<u32, (Ptr<ibv_mw>, RdmaRegion)>,
 }
 
 /// A work request handed to the device: the caller's wr_id, what it was, its length, and the
@@ -63,6 +67,8 @@ struct Pending {
     wr_id: u64,
     opcode: Opcode,
     len: u32,
+    /// For a Local Invalidate of a window: its rkey, freed when the invalidation completes.
+    window: Option<u32>,
     _regions: Vec<RdmaRegion>,
 }
 
@@ -87,6 +93,7 @@ impl RdmaQp {
                 error: false,
                 disconnect_sent: false,
                 cm_events: VecDeque::new(),
+                windows: HashMap::new(),
             }),
             cm_cv: Condvar::new(),
             stop: AtomicBool::new(false),
@@ -138,8 +145,22 @@ impl Shared {
         sges: &[Sge<'_, RdmaRegion>],
         fill: impl FnOnce(&mut ibv_send_wr),
     ) -> Result<()> {
+        let inner = lock(&self.inner);
+        self.post_sq_locked(inner, wr_id, opcode, sges, None, fill)
+    }
+
+    /// [`post_sq`](Self::post_sq) with the state already locked; `window` is the rkey of the
+    /// window a Local Invalidate kills.
+    fn post_sq_locked(
+        &self,
+        mut inner: std::sync::MutexGuard<'_, Inner>,
+        wr_id: u64,
+        opcode: Opcode,
+        sges: &[Sge<'_, RdmaRegion>],
+        window: Option<u32>,
+        fill: impl FnOnce(&mut ibv_send_wr),
+    ) -> Result<()> {
         let (mut list, len) = self.sg_list(sges)?;
-        let mut inner = self.inner.lock().unwrap();
         if inner.send_outstanding >= self.caps.max_send_wr {
             return Err(Error::QueueFull);
         }
@@ -166,16 +187,24 @@ impl Shared {
         inner.next_seq += 1;
         inner.send_outstanding += 1;
         let regions = sges.iter().map(|s| s.region.clone()).collect();
-        inner.pending.insert(seq, Pending { wr_id, opcode, len, _regions: regions });
+        inner.pending.insert(seq, Pending { wr_id, opcode, len, window, _regions: regions });
         Ok(())
+    }
+
+    /// Frees the window with `rkey` if this queue pair bound it (it has been invalidated).
+    fn free_window(inner: &mut Inner, rkey: u32) {
+        if let Some((mw, _region)) = inner.windows.remove(&rkey) {
+            // SAFETY: the window was allocated by this queue pair and is freed once, here.
+            unsafe { ibv_dealloc_mw(mw.0) };
+        }
     }
 
     /// Turns a device completion into the crate's, updating the bookkeeping.
     fn complete(&self, inner: &mut Inner, wc: &ibv_wc) -> Completion {
         let p = inner.pending.remove(&wc.wr_id);
-        let (wr_id, opcode, len) = match &p {
-            Some(p) => (p.wr_id, p.opcode, p.len),
-            None => (wc.wr_id, wc_opcode(wc.opcode), wc.byte_len),
+        let (wr_id, opcode, len, window) = match &p {
+            Some(p) => (p.wr_id, p.opcode, p.len, p.window),
+            None => (wc.wr_id, wc_opcode(wc.opcode), wc.byte_len, None),
         };
         if opcode.is_send_queue() {
             inner.send_outstanding = inner.send_outstanding.saturating_sub(1);
@@ -199,7 +228,11 @@ impl Shared {
                     // rxe sets the rkey but not IBV_WC_WITH_INV: detect it from the rkey.
                     if with_inv || (!with_imm && rkey != 0) {
                         c.invalidated_rkey = Some(rkey);
+                        Self::free_window(inner, rkey);
                     }
+                }
+                if let Some(rkey) = window {
+                    Self::free_window(inner, rkey);
                 }
             }
             Status::WorkRequestFlushed => inner.error = true,
@@ -214,7 +247,7 @@ impl Shared {
             match ffi::next_event(self.conn.channel, Instant::now() + CM_TICK) {
                 Ok(Some(ev)) if ev.kind == RDMA_CM_EVENT_DISCONNECTED || ev.kind == RDMA_CM_EVENT_DEVICE_REMOVAL => {
                     debug(format_args!("cm event {} (disconnected)", ev.kind));
-                    let mut inner = self.inner.lock().unwrap();
+                    let mut inner = lock(&self.inner);
                     // Answers the peer's DREQ with a DREP (a no-op if we sent the DREQ).
                     self.disconnect_locked(&mut inner);
                     inner.cm_events.push_back(CmEvent::Disconnected);
@@ -263,6 +296,7 @@ fn wc_opcode(o: ibv_wc_opcode::Type) -> Opcode {
         IBV_WC_RDMA_WRITE => Opcode::RdmaWrite,
         IBV_WC_RDMA_READ => Opcode::RdmaRead,
         IBV_WC_LOCAL_INV => Opcode::LocalInvalidate,
+        IBV_WC_BIND_MW => Opcode::BindWindow,
         o if o & IBV_WC_RECV != 0 => Opcode::Recv,
         _ => Opcode::Send,
     }
@@ -273,7 +307,7 @@ impl QueuePair for RdmaQp {
 
     fn post_recv(&self, wr_id: u64, sge: Sge<'_, RdmaRegion>) -> Result<()> {
         let (mut list, _) = self.s.sg_list(&[sge])?;
-        let mut inner = self.s.inner.lock().unwrap();
+        let mut inner = lock(&self.s.inner);
         if inner.recv_outstanding >= self.s.caps.max_recv_wr {
             return Err(Error::QueueFull);
         }
@@ -292,7 +326,8 @@ impl QueuePair for RdmaQp {
         }
         inner.next_seq += 1;
         inner.recv_outstanding += 1;
-        inner.pending.insert(seq, Pending { wr_id, opcode: Opcode::Recv, len: 0, _regions: vec![sge.region.clone()] });
+        let regions = vec![sge.region.clone()];
+        inner.pending.insert(seq, Pending { wr_id, opcode: Opcode::Recv, len: 0, window: None, _regions: regions });
         Ok(())
     }
 
@@ -320,12 +355,19 @@ impl QueuePair for RdmaQp {
         })
     }
 
-    /// Deregisters the region with `rkey` in this queue pair's protection domain (plain MRs
-    /// cannot take `IBV_WR_LOCAL_INV`; see the module documentation) and queues its
-    /// completion: success, or [`Status::LocalProtectionError`] (which tears the connection
-    /// down) when no live region here has that rkey.
+    /// A window this queue pair bound gets a real `IBV_WR_LOCAL_INV`. Otherwise deregisters
+    /// the region with `rkey` in this queue pair's protection domain (plain MRs cannot take
+    /// `IBV_WR_LOCAL_INV`; see the module documentation) and queues its completion: success,
+    /// or [`Status::LocalProtectionError`] (which tears the connection down) when no live
+    /// region here has that rkey.
     fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()> {
-        let mut inner = self.s.inner.lock().unwrap();
+        let mut inner = lock(&self.s.inner);
+        if inner.windows.contains_key(&rkey) {
+            return self.s.post_sq_locked(inner, wr_id, Opcode::LocalInvalidate, &[], Some(rkey), |wr| {
+                wr.opcode = ibv_wr_opcode::IBV_WR_LOCAL_INV;
+                wr.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
+            });
+        }
         if inner.send_outstanding >= self.s.caps.max_send_wr {
             return Err(Error::QueueFull);
         }
@@ -341,8 +383,46 @@ impl QueuePair for RdmaQp {
         Ok(())
     }
 
+    /// `ibv_alloc_mw` (type 2) and `IBV_WR_BIND_MW` with the next key of that window
+    /// (`ibv_inc_rkey`), which is the rkey returned.
+    fn post_bind_window(
+        &self,
+        wr_id: u64,
+        region: &RdmaRegion,
+        offset: usize,
+        len: usize,
+        access: Access,
+    ) -> Result<RemoteBuf> {
+        check_window(region, offset, len, access)?;
+        let addr = region.addr() + offset as u64;
+        // SAFETY: the PD is live (the queue pair holds it).
+        let mw = unsafe { ibv_alloc_mw(self.s.pd.pd.0, ibv_mw_type::IBV_MW_TYPE_2) }.unwrap_or(std::ptr::null_mut());
+        if mw.is_null() {
+            return Err(os_error("ibv_alloc_mw", ffi::errno()));
+        }
+        // SAFETY: `mw` was just allocated; its initial key is readable.
+        let rkey = unsafe { ibv_inc_rkey((*mw).rkey) };
+        // A deregistered region: the bind fails on the device with a null MR, as it should.
+        let mr = region.0.mr().unwrap_or(Ptr::null());
+        let mut inner = lock(&self.s.inner);
+        inner.windows.insert(rkey, (Ptr(mw), region.clone()));
+        let posted = self.s.post_sq_locked(inner, wr_id, Opcode::BindWindow, &[], None, |wr| {
+            wr.opcode = ibv_wr_opcode::IBV_WR_BIND_MW;
+            wr.bind_mw_tso_union.bind_mw = bind_mw_t {
+                mw,
+                rkey,
+                bind_info: ibv_mw_bind_info { mr: mr.0, addr, length: len as u64, mw_access_flags: access.bits() },
+            };
+        });
+        if let Err(e) = posted {
+            Shared::free_window(&mut lock(&self.s.inner), rkey);
+            return Err(e);
+        }
+        Ok(RemoteBuf { addr, rkey })
+    }
+
     fn poll_cq(&self, out: &mut [Completion]) -> usize {
-        let mut inner = self.s.inner.lock().unwrap();
+        let mut inner = lock(&self.s.inner);
         let mut n = 0;
         // SAFETY: ibv_wc is plain data for which all-zero is valid.
         let mut wcs: [ibv_wc; 16] = unsafe { std::mem::zeroed() };
@@ -382,7 +462,7 @@ impl QueuePair for RdmaQp {
 
     fn cm_event(&self, timeout: Duration) -> Option<CmEvent> {
         let deadline = Instant::now() + timeout;
-        let mut inner = self.s.inner.lock().unwrap();
+        let mut inner = lock(&self.s.inner);
         loop {
             if let Some(e) = inner.cm_events.pop_front() {
                 return Some(e);
@@ -391,12 +471,12 @@ impl QueuePair for RdmaQp {
             if left.is_zero() {
                 return None;
             }
-            inner = self.s.cm_cv.wait_timeout(inner, left).unwrap().0;
+            inner = self.s.cm_cv.wait_timeout(inner, left).unwrap_or_else(PoisonError::into_inner).0;
         }
     }
 
     fn state(&self) -> QpState {
-        if self.s.inner.lock().unwrap().error {
+        if lock(&self.s.inner).error {
             QpState::Error
         } else {
             QpState::Ready
@@ -404,7 +484,7 @@ impl QueuePair for RdmaQp {
     }
 
     fn disconnect(&self) {
-        let mut inner = self.s.inner.lock().unwrap();
+        let mut inner = lock(&self.s.inner);
         self.s.disconnect_locked(&mut inner);
     }
 }
@@ -415,6 +495,10 @@ impl Drop for RdmaQp {
         self.s.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.cm_thread.take() {
             let _ = t.join();
+        }
+        let mut inner = lock(&self.s.inner);
+        for rkey in inner.windows.keys().copied().collect::<Vec<_>>() {
+            Shared::free_window(&mut inner, rkey);
         }
         // The last `Arc<Shared>` goes now: `conn` destroys QP, CQ, id and channel, then
         // `inner.pending` releases the regions, when the device no longer touches them.

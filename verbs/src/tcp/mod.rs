@@ -83,11 +83,12 @@
 mod cm;
 mod qp;
 
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 pub use cm::{TcpCmListener, TcpRequest};
 pub use qp::TcpQp;
+
+use crate::lock;
 
 use crate::inproc::{InProcPd, InProcRegion};
 use crate::{Backend, QpCaps, Result};
@@ -132,11 +133,6 @@ impl Backend for Tcp {
     ) -> Result<(TcpQp, Vec<u8>)> {
         cm::connect(pd, addr, private_data, caps, timeout)
     }
-}
-
-/// Locks a mutex, ignoring poisoning (see the in-process backend's reasoning).
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

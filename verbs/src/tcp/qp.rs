@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use super::{lock, TcpPd, TcpRegion};
 use crate::{
-    Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf, Result, Sge,
-    Status,
+    check_window, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf,
+    Result, Sge, Status,
 };
 
 const SEND: u8 = 1;
@@ -136,6 +136,8 @@ struct Shared {
     /// Signals new completions and CM events.
     cv: Condvar,
     pd: TcpPd,
+    /// Names this queue pair to the windows it binds.
+    qp: u64,
 }
 
 struct State {
@@ -296,6 +298,7 @@ impl TcpQp {
             }),
             cv: Condvar::new(),
             pd: pd.clone(),
+            qp: crate::inproc::next_id(),
         });
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
             std::thread::Builder::new().name(name.into()).spawn(f).map_err(|_| Error::ConnectionAborted)
@@ -461,9 +464,31 @@ impl QueuePair for TcpQp {
 
     fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()> {
         let Some(mut st) = self.begin(wr_id, Opcode::LocalInvalidate)? else { return Ok(()) };
-        let status = if self.sh.pd.0.invalidate(rkey) { Status::Success } else { Status::LocalProtectionError };
+        let ok = self.sh.pd.0.invalidate_local(rkey, self.sh.qp);
+        let status = if ok { Status::Success } else { Status::LocalProtectionError };
         st.local(wr_id, Opcode::LocalInvalidate, status);
         self.notify(st)
+    }
+
+    /// Binding is local (the target enforces every remote rule), so it is decided at once and
+    /// completes in posting order behind the work requests before it.
+    fn post_bind_window(
+        &self,
+        wr_id: u64,
+        region: &TcpRegion,
+        offset: usize,
+        len: usize,
+        access: Access,
+    ) -> Result<RemoteBuf> {
+        check_window(region, offset, len, access)?;
+        // What a bind that fails or is flushed returns: a fresh key that names nothing.
+        let remote = RemoteBuf { addr: region.addr() + offset as u64, rkey: crate::inproc::next_key() };
+        let Some(mut st) = self.begin(wr_id, Opcode::BindWindow)? else { return Ok(remote) };
+        let window = self.sh.pd.0.bind_window(region, offset, len, access, self.sh.qp);
+        let status = if window.is_some() { Status::Success } else { Status::LocalProtectionError };
+        st.local(wr_id, Opcode::BindWindow, status);
+        self.notify(st)?;
+        Ok(window.unwrap_or(remote))
     }
 
     fn poll_cq(&self, out: &mut [Completion]) -> usize {
@@ -504,6 +529,7 @@ impl QueuePair for TcpQp {
 impl Drop for TcpQp {
     fn drop(&mut self) {
         self.disconnect();
+        self.sh.pd.0.unbind_all(self.sh.qp);
     }
 }
 
@@ -582,15 +608,14 @@ fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
                 let len = read_u32(r)? as usize;
                 let need = if tag == WRITE { Access::REMOTE_WRITE } else { Access::REMOTE_READ };
                 // Zero-length RDMA operations do not validate the rkey (IBA 9.4.3, 9.4.4).
-                let target = if len == 0 { None } else { sh.pd.0.lookup(rkey) };
+                let target = if len == 0 { None } else { sh.pd.0.resolve(rkey, addr, len, need, sh.qp) };
                 let mut resp = if tag == WRITE { vec![ACK] } else { vec![READ_RESP] };
                 if len > 0 {
-                    let Some(t) = target else {
+                    let Some((t, off)) = target else {
                         return with_state(sh, |st| (st.nak(Status::RemoteAccessError), false).1);
                     };
-                    let off = addr.checked_sub(t.addr).and_then(|o| usize::try_from(o).ok());
                     let mut d = lock(&t.data);
-                    let ok = off.filter(|&o| d.valid && t.access.contains(need) && in_range(o, len, d.buf.len()));
+                    let ok = (d.valid && in_range(off, len, d.buf.len())).then_some(off);
                     let Some(off) = ok else {
                         drop(d);
                         return with_state(sh, |st| (st.nak(Status::RemoteAccessError), false).1);
@@ -686,7 +711,7 @@ fn recv_send(sh: &Shared, r: &mut impl Read, pd: u64, invalidate: Option<u32>, l
         return refuse(Status::LocalProtectionError, Status::RemoteOperationError);
     }
     if let Some(rkey) = invalidate {
-        if !sh.pd.0.invalidate(rkey) {
+        if !sh.pd.0.invalidate_remote(rkey, sh.qp) {
             return refuse(Status::LocalProtectionError, Status::RemoteOperationError);
         }
     }

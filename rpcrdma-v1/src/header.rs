@@ -20,12 +20,24 @@
 //! assert_eq!(h.read_chunks().count(), 0);
 //! ```
 
-use xdr_spec::rt::{Limits, List, SeqIter, Xdr};
+use xdr_spec::rt::{Limits, List, Reader, SeqIter, Xdr};
 
 use crate::xdr::*;
 
 /// The only version this crate speaks (RFC 8166 section 4.2.2).
 pub const RPCRDMA_VERSION: u32 = 1;
+
+/// The `rdma_vers` a marshaled message is sent with: Version One unless its
+/// owner chose another version whose chunk lists have the same shape
+/// (Version Two's do: draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WireVersion(pub(crate) u32);
+
+impl Default for WireVersion {
+    fn default() -> Self {
+        WireVersion(RPCRDMA_VERSION)
+    }
+}
 
 /// Offsets of the four fixed header words, which keep their positions in
 /// every version (RFC 8166 section 4.2).
@@ -170,6 +182,7 @@ pub enum HeaderError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header<'a> {
     xid: u32,
+    vers: u32,
     credit: u32,
     kind: MessageKind,
     reads: List<'a, XdrReadChunk>,
@@ -187,49 +200,86 @@ fn word(bytes: &[u8], at: usize) -> Option<u32> {
     bytes.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
 }
 
+/// A fixed word is missing: the incomplete item is the word the input ends
+/// in.
+fn truncated_at_word(len: usize) -> HeaderError {
+    let at = len & !3;
+    HeaderError::Xdr(xdr_spec::rt::Error::Truncated { at, need: at + 4 - len })
+}
+
 impl<'a> Header<'a> {
     /// Decode and validate the header at the start of `bytes` (a whole
     /// received message).
     pub fn parse(bytes: &'a [u8], limits: &HeaderLimits) -> Result<Header<'a>, HeaderError> {
-        let (Some(xid), Some(vers)) = (word(bytes, offsets::XID), word(bytes, offsets::VERS)) else {
+        let (Some(_), Some(vers)) = (word(bytes, offsets::XID), word(bytes, offsets::VERS)) else {
             return Err(HeaderError::TooShortForVersion { len: bytes.len() });
         };
         if vers != RPCRDMA_VERSION {
             return Err(HeaderError::Version { vers });
         }
-        match word(bytes, offsets::PROC) {
-            Some(RDMA_MSG_U32 | RDMA_NOMSG_U32) => {}
+        let kind = match word(bytes, offsets::PROC) {
+            Some(RDMA_MSG_U32) => MessageKind::Msg,
+            Some(RDMA_NOMSG_U32) => MessageKind::NoMsg,
             Some(p @ (RDMA_MSGP_U32 | RDMA_DONE_U32)) => return Err(HeaderError::Obsolete(p)),
             Some(RDMA_ERROR_U32) => return Err(HeaderError::IsError),
             Some(p) => return Err(HeaderError::UnknownProc(p)),
-            None => {
-                // The incomplete item is the word the input ends in.
-                let at = bytes.len() & !3;
-                return Err(HeaderError::Xdr(xdr_spec::rt::Error::Truncated { at, need: at + 4 - bytes.len() }));
-            }
-        }
+            None => return Err(truncated_at_word(bytes.len())),
+        };
+        Header::parse_chunk_lists(bytes, kind, limits)
+    }
+
+    /// The version-independent part of [`Header::parse`], the seam Version
+    /// Two uses: decode the three chunk lists that follow the four fixed
+    /// words and check every chunk rule, for a message whose version and
+    /// procedure the caller has already judged to be `kind`.
+    ///
+    /// Version Two's `rpcrdma2_chunk_lists` has Version One's wire shape
+    /// word for word (draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2:
+    /// `rpcrdma2_segment`, `rpcrdma2_read_segment`, `rpcrdma2_write_chunk`
+    /// and the three lists are RFC 8166 section 4.2's structures renamed),
+    /// and its error handling "works the same way" (section 4.2), so one
+    /// implementation of RFC 8166 sections 3.4 and 4.5.2 serves both.
+    ///
+    /// ```
+    /// use rpcrdma_v1::header::{Header, HeaderLimits, MessageKind};
+    /// // A version 2 RDMA_MSG: same fixed words, same empty chunk lists.
+    /// let words = [7u32, 2, 32, 0, 0, 0, 0, 7, 0];
+    /// let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+    /// let h = Header::parse_chunk_lists(&bytes, MessageKind::Msg, &HeaderLimits::default()).unwrap();
+    /// assert_eq!((h.xid(), h.version(), h.header_len()), (7, 2, 28));
+    /// ```
+    pub fn parse_chunk_lists(
+        bytes: &'a [u8],
+        kind: MessageKind,
+        limits: &HeaderLimits,
+    ) -> Result<Header<'a>, HeaderError> {
+        let (Some(xid), Some(vers), Some(credit)) =
+            (word(bytes, offsets::XID), word(bytes, offsets::VERS), word(bytes, offsets::CREDIT))
+        else {
+            return Err(truncated_at_word(bytes.len()));
+        };
         // Segments are at least 16 bytes and list entries at least 20: with
         // these limits a hostile count stops the decoder early.
         let max = limits.max_segments;
         let rt_limits = Limits { max_list_entries: max.saturating_add(1), max_array_len: max };
-        let (msg, header_len) = RdmaMsg::decode_with_limits(bytes, rt_limits).map_err(|e| match e {
+        // One reader over the whole message, so error offsets count from its
+        // first byte.
+        let mut r = Reader::with_limits(bytes, rt_limits);
+        let lists = r.take(offsets::BODY).and_then(|_| RpcRdmaHeader::decode_from(&mut r)).map_err(|e| match e {
             xdr_spec::rt::Error::LimitExceeded { .. } => {
                 HeaderError::TooManySegments { count: max.saturating_add(1), limit: max }
             }
             e => HeaderError::Xdr(e),
         })?;
-        let (kind, reads, writes, reply) = match msg.rdma_body {
-            RdmaBody::RdmaMsg(h) => (MessageKind::Msg, h.rdma_reads, h.rdma_writes, h.rdma_reply),
-            RdmaBody::RdmaNomsg(h) => (MessageKind::NoMsg, h.rdma_reads, h.rdma_writes, h.rdma_reply),
-            _ => return Err(HeaderError::IsError),
-        };
+        let header_len = r.position();
         let header = Header {
             xid,
-            credit: msg.rdma_credit,
+            vers,
+            credit,
             kind,
-            reads,
-            writes,
-            reply,
+            reads: lists.rdma_reads,
+            writes: lists.rdma_writes,
+            reply: lists.rdma_reply,
             header_len,
             payload: &bytes[header_len..],
         };
@@ -326,6 +376,12 @@ impl<'a> Header<'a> {
         self.xid
     }
 
+    /// `rdma_vers`: 1 from [`Header::parse`]; whatever the caller of
+    /// [`Header::parse_chunk_lists`] accepted.
+    pub fn version(&self) -> u32 {
+        self.vers
+    }
+
     /// `rdma_credit`: a request for credits in a call, a grant in a reply
     /// (RFC 8166 section 3.3.1).
     pub fn credit(&self) -> u32 {
@@ -373,6 +429,30 @@ impl<'a> Header<'a> {
     /// The Reply chunk, if provided.
     pub fn reply_chunk(&self) -> Option<XdrWriteChunk<'a>> {
         self.reply
+    }
+
+    /// The header in Version One's generated types, for the functions that
+    /// take one ([`crate::reassemble::reassemble_call`],
+    /// [`crate::marshal_reply::ProvidedChunks::from_call`]). `rdma_vers` is
+    /// [`Header::version`]: a Version Two header's chunk lists have the same
+    /// shape, so they reassemble the same way.
+    ///
+    /// ```
+    /// use rpcrdma_v1::header::{Header, HeaderLimits};
+    /// use rpcrdma_v1::xdr::RdmaBody;
+    /// let words = [7u32, 1, 32, 0, 0, 0, 0, 7, 0];
+    /// let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+    /// let msg = Header::parse(&bytes, &HeaderLimits::default()).unwrap().to_msg();
+    /// assert_eq!((msg.rdma_xid, msg.rdma_credit), (7, 32));
+    /// assert!(matches!(msg.rdma_body, RdmaBody::RdmaMsg(_)));
+    /// ```
+    pub fn to_msg(&self) -> RdmaMsg<'a> {
+        let (rdma_reads, rdma_writes, rdma_reply) = (self.reads, self.writes, self.reply);
+        let rdma_body = match self.kind {
+            MessageKind::Msg => RdmaBody::RdmaMsg(RpcRdmaHeader { rdma_reads, rdma_writes, rdma_reply }),
+            MessageKind::NoMsg => RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply }),
+        };
+        RdmaMsg { rdma_xid: self.xid, rdma_vers: self.vers, rdma_credit: self.credit, rdma_body }
     }
 }
 

@@ -40,6 +40,7 @@ pub mod xdr {
 }
 
 pub mod credits;
+pub mod direction;
 pub mod header;
 pub mod marshal_call;
 pub mod marshal_reply;

@@ -83,13 +83,10 @@
 use core::fmt;
 use core::ops::Range;
 
+use crate::header::WireVersion;
 use crate::rt::{List, Seq, Xdr};
 use crate::ulb::{check_items, reduce_payload, reduced_len, roundup, DdpItem, ItemError, UpperLayerBinding};
 use crate::xdr::{RdmaBody, RdmaMsg, RpcRdmaHeader, RpcRdmaHeaderNomsg, XdrRdmaSegment, XdrReadChunk, XdrWriteChunk};
-
-/// The protocol version this module writes in `rdma_vers` (RFC 8166 section
-/// 4.2.2).
-const VERSION: u32 = 1;
 
 /// Transport header bytes before the chunk lists: `rdma_xid`, `rdma_vers`,
 /// `rdma_credit` and the `rdma_proc` discriminant (RFC 8166 section 4.2).
@@ -490,6 +487,7 @@ pub(crate) fn reply_chunk_len(segments: Option<usize>) -> usize {
 /// reuse its memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MarshaledCall {
+    vers: WireVersion,
     form: CallForm,
     xid: u32,
     header_len: usize,
@@ -503,9 +501,28 @@ pub struct MarshaledCall {
 }
 
 impl MarshaledCall {
-    /// An empty one.
+    /// An empty one, for Version One.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty one whose headers carry `rdma_vers` = `vers`: Version Two
+    /// marshals its calls this way, its chunk lists being Version One's
+    /// (draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2). Kept by
+    /// [`MarshaledCall::clear`].
+    ///
+    /// ```
+    /// # use rpcrdma_v1::marshal_call::MarshaledCall;
+    /// assert_eq!(MarshaledCall::with_version(2).version(), 2);
+    /// assert_eq!(MarshaledCall::new().version(), 1);
+    /// ```
+    pub fn with_version(vers: u32) -> Self {
+        MarshaledCall { vers: WireVersion(vers), ..Self::default() }
+    }
+
+    /// The `rdma_vers` its headers carry.
+    pub fn version(&self) -> u32 {
+        self.vers.0
     }
 
     /// Forget the last call, keeping the memory.
@@ -759,7 +776,7 @@ pub fn encode_position_zero_read_chunk<R: Registrar>(
 }
 
 /// Encode the call's transport header into `buf` (RFC 8166 section 4.1.2):
-/// `rdma_xid` = the call's XID, `rdma_vers` = 1, `rdma_credit` =
+/// `rdma_xid` = the call's XID, `rdma_vers` = its version (1 unless made `with_version`), `rdma_credit` =
 /// `credits`, `RDMA_MSG` for Short and Chunked calls, `RDMA_NOMSG` for Long
 /// ones, then the Read list, Write list and Reply chunk in `call`. Returns
 /// the header's length.
@@ -774,7 +791,7 @@ pub fn encode_call_header(call: &MarshaledCall, credits: u32, buf: &mut [u8]) ->
             }
             CallForm::Long => RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply }),
         };
-        let msg = RdmaMsg { rdma_xid: call.xid, rdma_vers: VERSION, rdma_credit: credits, rdma_body };
+        let msg = RdmaMsg { rdma_xid: call.xid, rdma_vers: call.vers.0, rdma_credit: credits, rdma_body };
         debug_assert_eq!(msg.encoded_len(), call.header_len_now());
         msg.encode(buf)
     })

@@ -64,14 +64,11 @@
 
 use core::ops::Range;
 
+use crate::header::WireVersion;
 use crate::marshal_call::{reply_chunk_len, WriteChunks, FIXED_HEADER_LEN};
 use crate::rt::{List, Seq, Xdr};
 use crate::ulb::{check_items, reduce_payload, DdpItem, ItemError};
 use crate::xdr::{RdmaBody, RdmaMsg, RpcRdmaErrcode, RpcRdmaHeader, RpcRdmaHeaderNomsg, XdrRdmaSegment, XdrWriteChunk};
-
-/// The protocol version this module writes in `rdma_vers` (RFC 8166 section
-/// 4.2.2).
-const VERSION: u32 = 1;
 
 /// The chunks a Requester provided for the reply in its call's transport
 /// header: its Write list and Reply chunk (RFC 8166 section 4.3; draft
@@ -240,6 +237,7 @@ impl ReplyError {
 /// reuse its memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MarshaledReply {
+    vers: WireVersion,
     form: ReplyForm,
     xid: u32,
     header_len: usize,
@@ -252,9 +250,28 @@ pub struct MarshaledReply {
 }
 
 impl MarshaledReply {
-    /// An empty one.
+    /// An empty one, for Version One.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty one whose headers carry `rdma_vers` = `vers`: Version Two
+    /// marshals its replys this way, its chunk lists being Version One's
+    /// (draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2). Kept by
+    /// [`MarshaledReply::clear`].
+    ///
+    /// ```
+    /// # use rpcrdma_v1::marshal_reply::MarshaledReply;
+    /// assert_eq!(MarshaledReply::with_version(2).version(), 2);
+    /// assert_eq!(MarshaledReply::new().version(), 1);
+    /// ```
+    pub fn with_version(vers: u32) -> Self {
+        MarshaledReply { vers: WireVersion(vers), ..Self::default() }
+    }
+
+    /// The `rdma_vers` its headers carry.
+    pub fn version(&self) -> u32 {
+        self.vers.0
     }
 
     /// Forget the last reply, keeping the memory.
@@ -436,7 +453,7 @@ pub fn encode_reply_chunk(
 }
 
 /// Encode the reply's transport header into `buf` (RFC 8166 section 4.1.2):
-/// `rdma_xid` = the reply's XID, `rdma_vers` = 1, `rdma_credit` =
+/// `rdma_xid` = the reply's XID, `rdma_vers` = its version (1 unless made `with_version`), `rdma_credit` =
 /// `credits`, `RDMA_MSG` for an inline reply or `RDMA_NOMSG` for a Long
 /// Reply, an empty Read list (draft 5.3.1), and the copied Write list and
 /// Reply chunk. Returns the header's length.
@@ -449,7 +466,7 @@ pub fn encode_reply_header(reply: &MarshaledReply, credits: u32, buf: &mut [u8])
             ReplyForm::Inline => RdmaBody::RdmaMsg(RpcRdmaHeader { rdma_reads, rdma_writes, rdma_reply }),
             ReplyForm::ReplyChunk => RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply }),
         };
-        let msg = RdmaMsg { rdma_xid: reply.xid, rdma_vers: VERSION, rdma_credit: credits, rdma_body };
+        let msg = RdmaMsg { rdma_xid: reply.xid, rdma_vers: reply.vers.0, rdma_credit: credits, rdma_body };
         debug_assert_eq!(msg.encoded_len(), reply.header_len_now());
         msg.encode(buf)
     })

@@ -200,6 +200,19 @@ fn word(bytes: &[u8], at: usize) -> Option<u32> {
     bytes.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
 }
 
+/// The `rdma_proc` word of a received message, in every version at
+/// [`offsets::PROC`]; when the input ends before it, the XDR error for the
+/// incomplete word the input ends in.
+///
+/// ```
+/// use rpcrdma_v1::header::{proc_word, HeaderError};
+/// assert_eq!(proc_word(&[0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 4]), Ok(4));
+/// assert!(matches!(proc_word(&[0; 13]), Err(HeaderError::Xdr(_))));
+/// ```
+pub fn proc_word(bytes: &[u8]) -> Result<u32, HeaderError> {
+    word(bytes, offsets::PROC).ok_or_else(|| truncated_at_word(bytes.len()))
+}
+
 /// A fixed word is missing: the incomplete item is the word the input ends
 /// in.
 fn truncated_at_word(len: usize) -> HeaderError {
@@ -217,13 +230,12 @@ impl<'a> Header<'a> {
         if vers != RPCRDMA_VERSION {
             return Err(HeaderError::Version { vers });
         }
-        let kind = match word(bytes, offsets::PROC) {
-            Some(RDMA_MSG_U32) => MessageKind::Msg,
-            Some(RDMA_NOMSG_U32) => MessageKind::NoMsg,
-            Some(p @ (RDMA_MSGP_U32 | RDMA_DONE_U32)) => return Err(HeaderError::Obsolete(p)),
-            Some(RDMA_ERROR_U32) => return Err(HeaderError::IsError),
-            Some(p) => return Err(HeaderError::UnknownProc(p)),
-            None => return Err(truncated_at_word(bytes.len())),
+        let kind = match proc_word(bytes)? {
+            RDMA_MSG_U32 => MessageKind::Msg,
+            RDMA_NOMSG_U32 => MessageKind::NoMsg,
+            p @ (RDMA_MSGP_U32 | RDMA_DONE_U32) => return Err(HeaderError::Obsolete(p)),
+            RDMA_ERROR_U32 => return Err(HeaderError::IsError),
+            p => return Err(HeaderError::UnknownProc(p)),
         };
         Header::parse_chunk_lists(bytes, kind, limits)
     }

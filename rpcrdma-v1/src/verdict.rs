@@ -49,7 +49,7 @@ impl Default for ReceivePolicy {
 /// 28 for ERR_VERS.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct ErrorReply {
-    buf: [u8; 28],
+    buf: [u8; ErrorReply::MAX_LEN],
     len: u8,
 }
 
@@ -60,6 +60,26 @@ impl core::fmt::Debug for ErrorReply {
 }
 
 impl ErrorReply {
+    /// The longest RDMA_ERROR: four fixed words, the error code and a
+    /// version range (ERR_VERS).
+    pub const MAX_LEN: usize = 28;
+
+    /// An RDMA_ERROR some other encoder produced (Version Two's, whose
+    /// error codes extend these), or `None` if longer than
+    /// [`ErrorReply::MAX_LEN`].
+    ///
+    /// ```
+    /// use rpcrdma_v1::verdict::ErrorReply;
+    /// let bytes = [0, 0, 0, 9, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 3];
+    /// assert_eq!(ErrorReply::from_bytes(&bytes).unwrap().as_bytes(), bytes);
+    /// assert!(ErrorReply::from_bytes(&[0; 29]).is_none());
+    /// ```
+    pub fn from_bytes(bytes: &[u8]) -> Option<Self> {
+        let mut buf = [0u8; Self::MAX_LEN];
+        buf.get_mut(..bytes.len())?.copy_from_slice(bytes);
+        Some(ErrorReply { buf, len: bytes.len() as u8 })
+    }
+
     /// RDMA_ERROR / ERR_VERS (RFC 8166 section 4.5.1): the failing message's
     /// XID and version, and the range this receiver supports.
     pub fn err_vers(xid: u32, vers: u32, credit: u32, low: u32, high: u32) -> Self {
@@ -74,7 +94,7 @@ impl ErrorReply {
 
     fn encode(xid: u32, vers: u32, credit: u32, err: RpcRdmaError) -> Self {
         let msg = RdmaMsg { rdma_xid: xid, rdma_vers: vers, rdma_credit: credit, rdma_body: RdmaBody::RdmaError(err) };
-        let mut buf = [0u8; 28];
+        let mut buf = [0u8; Self::MAX_LEN];
         // At most 28 bytes, always fits.
         let len = msg.encode(&mut buf).unwrap_or(0) as u8;
         ErrorReply { buf, len }

@@ -390,6 +390,12 @@ impl<'a> Header<'a> {
 
     /// `rdma_vers`: 1 from [`Header::parse`]; whatever the caller of
     /// [`Header::parse_chunk_lists`] accepted.
+    ///
+    /// ```
+    /// use rpcrdma_v1::header::{Header, HeaderLimits};
+    /// let bytes: Vec<u8> = [7u32, 1, 32, 0, 0, 0, 0, 7, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+    /// assert_eq!(Header::parse(&bytes, &HeaderLimits::default()).unwrap().version(), 1);
+    /// ```
     pub fn version(&self) -> u32 {
         self.vers
     }

@@ -521,6 +521,10 @@ impl MarshaledCall {
     }
 
     /// The `rdma_vers` its headers carry.
+    ///
+    /// ```
+    /// assert_eq!(rpcrdma_v1::marshal_call::MarshaledCall::default().version(), 1);
+    /// ```
     pub fn version(&self) -> u32 {
         self.vers.0
     }

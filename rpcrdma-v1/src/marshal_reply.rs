@@ -270,6 +270,10 @@ impl MarshaledReply {
     }
 
     /// The `rdma_vers` its headers carry.
+    ///
+    /// ```
+    /// assert_eq!(rpcrdma_v1::marshal_reply::MarshaledReply::default().version(), 1);
+    /// ```
     pub fn version(&self) -> u32 {
         self.vers.0
     }

@@ -146,6 +146,15 @@ fn word(bytes: &[u8], at: usize) -> Option<u32> {
 
 /// Judge a received message by Version Two's rules; an RDMA_OPTIONAL with a
 /// registered opttype runs its handler. Allocates nothing.
+///
+/// ```
+/// use rpcrdma_v2::options::Registry;
+/// use rpcrdma_v2::verdict::{default_policy, receive, Verdict};
+/// // RDMA_MSG, version 2, no chunks, then an RPC call with the same XID.
+/// let bytes: Vec<u8> = [7u32, 2, 1, 0, 0, 0, 0, 7, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+/// let Verdict::Accept(h) = receive(&bytes, &default_policy(), &mut Registry::new()) else { panic!() };
+/// assert_eq!((h.xid(), h.version(), h.payload()), (7, 2, &bytes[28..]));
+/// ```
 pub fn receive<'a>(bytes: &'a [u8], policy: &ReceivePolicy, registry: &mut Registry) -> Verdict<'a> {
     let (Some(xid), Some(vers)) = (word(bytes, offsets::XID), word(bytes, offsets::VERS)) else {
         return Verdict::Discard(DiscardReason::TooShort(bytes.len()));
@@ -215,6 +224,13 @@ fn optional<'a>(bytes: &'a [u8], xid: u32, policy: &ReceivePolicy, registry: &mu
 
 /// An RDMA_ERROR in Version Two's XDR, with the request's XID and version
 /// (draft section 5.3: replies carry the version of the call).
+///
+/// ```
+/// use rpcrdma_v2::verdict::err_reply;
+/// use rpcrdma_v2::xdr::Rpcrdma2Error;
+/// let r = err_reply(9, 2, 1, Rpcrdma2Error::RdmaErrBadHeader);
+/// assert_eq!(r.as_bytes(), [0, 0, 0, 9, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 2]);
+/// ```
 pub fn err_reply(xid: u32, vers: u32, credit: u32, err: Rpcrdma2Error) -> ErrorReply {
     let hdr = Rpcrdma2XprtHdr {
         rdma_xid: xid,

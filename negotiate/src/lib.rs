@@ -1,1 +1,13 @@
-//! Not yet implemented.
+//! The connection lifecycle of RPC-over-RDMA, Version One (RFC 8166, with RFC 8797 private
+//! data) and Version Two (draft-cel-nfsv4-rpcrdma-version-two-00), as sans-I/O state machines:
+//! private data exchanged at connect sets the inline thresholds ([`thresholds`]); a requester
+//! probes for Version Two and falls back to Version One on the same connection
+//! ([`requester`]), remembering responders that lack it ([`memory`]); a responder answers each
+//! call in the version the call used ([`responder`]). Bytes and clock readings go in, events
+//! and bytes come out; a driver over a `verbs` backend does the I/O.
+
+pub mod memory;
+pub mod reply;
+pub mod requester;
+pub mod responder;
+pub mod thresholds;

@@ -1,0 +1,146 @@
+//! What a received message means to a requester: the version's own receive rules (RFC 8166
+//! section 4.5, and the v2 draft section 4.2 through `rpcrdma-v2`), then the requester's:
+//! a reply must answer a call in flight, in the version that call used (draft 5.3: a responder
+//! "MUST send Replies with the same RPC-over-RDMA protocol version that the requester uses";
+//! Linux drops one that does not, and so do we), while an RDMA_ERROR is read whatever its
+//! version word says (RDMA_ERR_VERS keeps one layout for every version).
+
+use rpcrdma_v1::direction::{classify as classify_direction, Direction, Role};
+use rpcrdma_v1::header::{Header, HeaderError, HeaderLimits};
+use rpcrdma_v1::verdict::{self as v1, ReceivePolicy};
+use rpcrdma_v2::options::Registry;
+use rpcrdma_v2::verdict as v2;
+
+/// An RDMA_ERROR a responder sent: Version One's (RDMA_ERR_VERS, ERR_CHUNK, which Version Two
+/// calls RDMA_ERR_BAD_HEADER) or Version Two's RDMA_ERR_INVAL_OPTION.
+pub type PeerError = v2::PeerError;
+
+/// What [`Requester::on_receive`](crate::requester::Requester::on_receive) made of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Incoming<'a> {
+    /// The reply to call `xid`, in the call's version: reassemble it from `header`.
+    Reply {
+        /// The call's XID.
+        xid: u32,
+        /// The reply's validated header view.
+        header: Header<'a>,
+    },
+    /// A backward-direction call from the responder (RFC 8167; required in Version Two by
+    /// the draft's section 4.2): for the client's callback service.
+    BackwardCall(Header<'a>),
+    /// An RDMA_ERROR or a malformed reply: its effect came out as events.
+    Consumed,
+    /// Nothing to do with it.
+    Dropped(DropReason),
+}
+
+/// Why a requester dropped a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DropReason {
+    /// Too short, or an RDMA_ERROR that cannot be decoded (RFC 8166 section 4.5: discard).
+    Undecodable,
+    /// A version this requester does not speak, in a message that is not an RDMA_ERROR.
+    UnknownVersion(u32),
+    /// No call with this XID is in flight (a late or duplicate reply).
+    UnknownXid(u32),
+    /// A reply in another version than its call's (draft 5.3).
+    WrongVersion {
+        /// The reply's version.
+        got: u32,
+        /// The call's version.
+        sent: u32,
+    },
+}
+
+/// A message judged by its own version's rules.
+enum Judged<'a> {
+    Accept(Header<'a>),
+    PeerError { xid: u32, error: PeerError },
+    Malformed { xid: u32, reason: HeaderError },
+    Discard(DropReason),
+}
+
+fn word(bytes: &[u8], at: usize) -> Option<u32> {
+    bytes.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+}
+
+fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Judged<'a> {
+    let (Some(xid), Some(vers)) = (word(bytes, 0), word(bytes, 4)) else {
+        return Judged::Discard(DropReason::Undecodable);
+    };
+    let policy = |v| ReceivePolicy { limits: *limits, versions: (v, v), ..ReceivePolicy::default() };
+    let is_error = word(bytes, 12) == Some(rpcrdma_v1::xdr::RDMA_ERROR as u32);
+    let from_v1 = |verdict| match verdict {
+        v1::Verdict::Accept(h) => Judged::Accept(h),
+        v1::Verdict::Reply { reason, .. } => Judged::Malformed { xid, reason },
+        v1::Verdict::PeerError { xid, error } => Judged::PeerError { xid, error: PeerError::Common(error) },
+        v1::Verdict::Discard(_) => Judged::Discard(DropReason::Undecodable),
+    };
+    match vers {
+        2 => match v2::receive(bytes, &policy(2), &mut Registry::new()) {
+            v2::Verdict::Accept(h) => Judged::Accept(h),
+            v2::Verdict::PeerError { xid, error } => Judged::PeerError { xid, error },
+            v2::Verdict::Reply { reason: v2::Reason::Header(reason), .. } => Judged::Malformed { xid, reason },
+            // An RDMA_OPTIONAL or a payload after RDMA_NOMSG: not a reply to anything we sent.
+            v2::Verdict::Reply { .. } | v2::Verdict::Handled { .. } => Judged::Discard(DropReason::Undecodable),
+            v2::Verdict::Version1(v) => from_v1(v),
+            v2::Verdict::Discard(_) => Judged::Discard(DropReason::Undecodable),
+        },
+        // Version One's rules, and any RDMA_ERROR: its ERR_VERS layout is every version's.
+        _ if vers == 1 || is_error => from_v1(v1::receive(bytes, &policy(1))),
+        v => Judged::Discard(DropReason::UnknownVersion(v)),
+    }
+}
+
+/// The part of a message that concerns a call in flight.
+pub(crate) struct Head<'a> {
+    pub(crate) xid: u32,
+    pub(crate) credit: u32,
+    pub(crate) outcome: Outcome<'a>,
+}
+
+pub(crate) enum Outcome<'a> {
+    Reply(Header<'a>),
+    Vers { low: u32, high: u32 },
+    Error(PeerError),
+    Malformed(HeaderError),
+}
+
+pub(crate) enum Classified<'a> {
+    /// Nothing for a call in flight.
+    Done(Incoming<'a>),
+    Head(Head<'a>),
+}
+
+/// Judges `bytes` and matches them to a call in flight, whose version `flight_version` gives.
+pub(crate) fn classify<'a>(
+    bytes: &'a [u8],
+    limits: &HeaderLimits,
+    flight_version: impl Fn(u32) -> Option<u32>,
+) -> Classified<'a> {
+    let credit = word(bytes, 8).unwrap_or(0);
+    let (xid, outcome) = match judge(bytes, limits) {
+        Judged::Discard(why) => return Classified::Done(Incoming::Dropped(why)),
+        Judged::Accept(h) if classify_direction(&h, Role::Client) == Some(Direction::BackwardCall) => {
+            return Classified::Done(Incoming::BackwardCall(h));
+        }
+        Judged::Accept(h) => {
+            let Some(sent) = flight_version(h.xid()) else {
+                return Classified::Done(Incoming::Dropped(DropReason::UnknownXid(h.xid())));
+            };
+            if h.version() != sent {
+                return Classified::Done(Incoming::Dropped(DropReason::WrongVersion { got: h.version(), sent }));
+            }
+            (h.xid(), Outcome::Reply(h))
+        }
+        Judged::PeerError { xid, error: PeerError::Common(v1::PeerError::Vers { low, high, .. }) } => {
+            (xid, Outcome::Vers { low, high })
+        }
+        Judged::PeerError { xid, error } => (xid, Outcome::Error(error)),
+        Judged::Malformed { xid, reason } => (xid, Outcome::Malformed(reason)),
+    };
+    if flight_version(xid).is_none() {
+        return Classified::Done(Incoming::Dropped(DropReason::UnknownXid(xid)));
+    }
+    Classified::Head(Head { xid, credit, outcome })
+}

@@ -1,0 +1,506 @@
+//! The requester's connection lifecycle as a sans-I/O state machine: which version each call
+//! goes out in, with which thresholds and credits, what a reply or an RDMA_ERROR means, and
+//! what happens on a timeout or a lost connection. Bytes and clock readings go in; [`Event`]s
+//! come out ([`Requester::poll_event`]); the driver does the I/O and the marshaling.
+//!
+//! Version negotiation (draft-cel-nfsv4-rpcrdma-version-two-00 section 5): on each new
+//! connection the first call goes out with `rdma_vers` 2, no larger than 1024 bytes, alone (one
+//! credit until a non-error reply, section 5 and RFC 8166 section 3.3.3).
+//!
+//! - A non-error reply settles Version Two (5.1) with its thresholds.
+//! - RDMA_ERR_VERS (whose `rdma_vers` may be 2, as Linux echoes, or 1, as libevpl sends)
+//!   settles the highest version both support (5.2), switches the thresholds without touching
+//!   the connection, and sends the refused call again in that version.
+//! - A probe that times out, or a connection lost right after RDMA_ERR_VERS, makes the
+//!   requester remember that this responder lacks Version Two ([`PeerMemory`]), so the next
+//!   connection does not probe again (5.2).
+//!
+//! Every call ends in exactly one [`Event::Reply`] (returned by [`Requester::on_receive`]) or
+//! one [`Event::Failed`].
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use cm_private_data::PrivateData;
+use rpcrdma_v1::credits::{Credit, RequesterCredits};
+use rpcrdma_v1::header::HeaderLimits;
+use rpcrdma_v1::marshal_call::InlineThresholds;
+
+use crate::memory::{NoV2Reason, PeerMemory};
+use crate::reply::{self, Incoming, PeerError};
+use crate::thresholds::Advertised;
+
+/// How a requester behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// The versions it speaks, inclusive: `(1, 2)` probes for Version Two and falls back,
+    /// `(1, 1)` is a Version One requester.
+    pub versions: (u32, u32),
+    /// The `rdma_credit` it asks for.
+    pub credits: u32,
+    /// How long a transmitted call may wait for its reply.
+    pub timeout: Duration,
+    /// Transmissions of one call before it fails (each reconnect or lost probe costs one).
+    pub max_attempts: u32,
+    /// Limits applied to received replies.
+    pub limits: HeaderLimits,
+}
+
+impl Default for Config {
+    /// Versions 1 to 2, 32 credits, 5 s, 3 attempts, Linux's header limits.
+    fn default() -> Self {
+        Config {
+            versions: (1, 2),
+            credits: 32,
+            timeout: Duration::from_secs(5),
+            max_attempts: 3,
+            limits: HeaderLimits::default(),
+        }
+    }
+}
+
+/// Send call `xid` now: marshal it in `version`, asking for `credits`, within `thresholds`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Transmit {
+    /// The call's XID.
+    pub xid: u32,
+    /// The `rdma_vers` to put in its header.
+    pub version: u32,
+    /// The `rdma_credit` to put in its header.
+    pub credits: u32,
+    /// The connection's inline thresholds for this call (a probe's call threshold is 1024).
+    pub thresholds: InlineThresholds,
+    /// Whether this is the Version Two probe.
+    pub probe: bool,
+    /// 1 for the first transmission, then one more per retransmission.
+    pub attempt: u32,
+}
+
+/// Why a call failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CallFailure {
+    /// The responder answered with RDMA_ERROR.
+    #[error("the responder answered RDMA_ERROR: {0:?}")]
+    Peer(PeerError),
+    /// The responder supports only versions we do not.
+    #[error("the responder supports versions {low} to {high}, none of ours")]
+    NoCommonVersion {
+        /// Its lowest version.
+        low: u32,
+        /// Its highest version.
+        high: u32,
+    },
+    /// The reply broke the protocol's rules.
+    #[error("malformed reply: {0}")]
+    MalformedReply(rpcrdma_v1::header::HeaderError),
+    /// No reply after the last attempt's timeout.
+    #[error("no reply after {attempts} attempts")]
+    TimedOut {
+        /// Transmissions made.
+        attempts: u32,
+    },
+    /// The connection was lost (or could not be made) too many times.
+    #[error("connection lost; gave up after {attempts} attempts")]
+    ConnectionLost {
+        /// Attempts made.
+        attempts: u32,
+    },
+}
+
+/// What the driver must do or learn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Establish a connection to the responder, sending this requester's private data.
+    Connect,
+    /// Close the connection: a call timed out, so its memory must be fenced and the call
+    /// retransmitted on a new connection (RFC 8166 section 4.5.4 / draft 5.5.4).
+    Disconnect,
+    /// Marshal and send a call.
+    Transmit(Transmit),
+    /// A call failed; release its resources.
+    Failed {
+        /// The call's XID.
+        xid: u32,
+        /// Why.
+        error: CallFailure,
+    },
+    /// The connection's version is settled (informational).
+    Settled {
+        /// The version.
+        version: u32,
+        /// Its thresholds.
+        thresholds: InlineThresholds,
+    },
+}
+
+enum Version {
+    /// The next call is the probe; then `Some(xid)` until its answer.
+    Probing(Option<u32>),
+    Settled(u32),
+}
+
+struct Conn {
+    advertised: Advertised,
+    version: Version,
+    credits: RequesterCredits,
+    /// RDMA_ERR_VERS arrived and no reply has since: losing the connection now means the
+    /// responder lacks Version Two (draft 5.2).
+    after_err_vers: bool,
+}
+
+struct Call {
+    attempts: u32,
+    flight: Option<Flight>,
+}
+
+struct Flight {
+    credit: Credit,
+    version: u32,
+    deadline: Instant,
+    probe: bool,
+}
+
+/// The requester side of one responder address, across its connections.
+///
+/// ```
+/// use std::time::Instant;
+/// use negotiate::requester::{Config, Event, Requester};
+/// let now = Instant::now();
+/// let mut r = Requester::new(Config::default(), "10.0.2.15:20049");
+/// assert_eq!(r.poll_event(), Some(Event::Connect));
+/// r.on_connected(None, &[], now);
+/// r.call(7, now).unwrap();
+/// let Some(Event::Transmit(t)) = r.poll_event() else { panic!() };
+/// assert_eq!((t.xid, t.version, t.probe, t.thresholds.call), (7, 2, true, 1024));
+/// ```
+pub struct Requester {
+    cfg: Config,
+    addr: String,
+    memory: PeerMemory,
+    conn: Option<Conn>,
+    connecting: bool,
+    calls: BTreeMap<u32, Call>,
+    queue: VecDeque<u32>,
+    events: VecDeque<Event>,
+}
+
+/// [`Requester::call`] with an XID that is already in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("XID {0:#010x} is already in use by a call in progress")]
+pub struct DuplicateXid(pub u32);
+
+impl Requester {
+    /// A requester for the responder at `addr`; its first event is [`Event::Connect`].
+    pub fn new(cfg: Config, addr: &str) -> Self {
+        Self::with_memory(cfg, addr, PeerMemory::default())
+    }
+
+    /// A requester that starts from what an earlier one learned about responders.
+    pub fn with_memory(cfg: Config, addr: &str, memory: PeerMemory) -> Self {
+        Requester {
+            cfg,
+            addr: addr.to_string(),
+            memory,
+            conn: None,
+            connecting: true,
+            calls: BTreeMap::new(),
+            queue: VecDeque::new(),
+            events: VecDeque::from([Event::Connect]),
+        }
+    }
+
+    /// What this requester has learned about responders.
+    pub fn memory(&self) -> &PeerMemory {
+        &self.memory
+    }
+
+    /// The connection's version, once settled.
+    pub fn version(&self) -> Option<u32> {
+        match self.conn.as_ref()?.version {
+            Version::Settled(v) => Some(v),
+            Version::Probing(_) => None,
+        }
+    }
+
+    /// The connection's thresholds for the version calls go out in now.
+    pub fn thresholds(&self) -> Option<InlineThresholds> {
+        let c = self.conn.as_ref()?;
+        Some(match c.version {
+            Version::Settled(v) => c.advertised.for_version(v),
+            Version::Probing(_) => c.advertised.for_probe(),
+        })
+    }
+
+    /// The credit window: calls that may be in flight at once now.
+    pub fn window(&self) -> u32 {
+        self.conn.as_ref().map_or(0, |c| c.credits.window())
+    }
+
+    /// Grants of zero the responder sent (a fault: RFC 8166 section 3.3.1).
+    pub fn peer_faults(&self) -> u64 {
+        self.conn.as_ref().map_or(0, |c| c.credits.peer_faults())
+    }
+
+    /// Calls accepted and not yet completed.
+    pub fn pending(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// The next thing for the driver to do.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Requester::on_timeout`] must be called next.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.calls.values().filter_map(|c| c.flight.as_ref().map(|f| f.deadline)).min()
+    }
+
+    /// A connection is up. `ours` is the private data this requester sent (if any), `accepted`
+    /// what the responder's accept carried (searched for RFC 8797 data at any offset).
+    pub fn on_connected(&mut self, ours: Option<PrivateData>, accepted: &[u8], now: Instant) {
+        self.connecting = false;
+        let advertised = Advertised { requester: ours, responder: PrivateData::find(accepted) };
+        let (low, high) = self.cfg.versions;
+        let highest = self.memory.highest_for(&self.addr, high);
+        let version = if highest >= 2 { Version::Probing(None) } else { Version::Settled(highest) };
+        self.conn =
+            Some(Conn { advertised, version, credits: RequesterCredits::new(self.cfg.credits), after_err_vers: false });
+        if highest < low {
+            // What we learned earlier: the responder's versions end below ours.
+            self.fail_all(CallFailure::NoCommonVersion { low: 1, high: highest });
+            return;
+        }
+        if let Version::Settled(v) = self.conn.as_ref().unwrap().version {
+            self.events.push_back(Event::Settled { version: v, thresholds: advertised.for_version(v) });
+        }
+        self.pump(now);
+    }
+
+    /// The connection could not be made: every waiting call spends an attempt.
+    pub fn on_connect_failed(&mut self, _now: Instant) {
+        self.connecting = false;
+        let xids: Vec<u32> = self.queue.iter().copied().collect();
+        for xid in xids {
+            self.spend_attempt(xid);
+        }
+        self.want_connection();
+    }
+
+    /// Starts call `xid`; it goes out when the connection and a credit allow.
+    pub fn call(&mut self, xid: u32, now: Instant) -> Result<(), DuplicateXid> {
+        if self.calls.contains_key(&xid) {
+            return Err(DuplicateXid(xid));
+        }
+        self.calls.insert(xid, Call { attempts: 0, flight: None });
+        self.queue.push_back(xid);
+        self.want_connection();
+        self.pump(now);
+        Ok(())
+    }
+
+    /// A received message. [`Incoming::Reply`] completes its call: reassemble the reply from the
+    /// header view it carries. Failures and retransmissions come out as events.
+    pub fn on_receive<'a>(&mut self, bytes: &'a [u8], now: Instant) -> Incoming<'a> {
+        let head = match reply::classify(bytes, &self.cfg.limits, |xid| self.flight_version(xid)) {
+            reply::Classified::Done(incoming) => return incoming,
+            reply::Classified::Head(h) => h,
+        };
+        let xid = head.xid;
+        let probe = self.calls[&xid].flight.as_ref().is_some_and(|f| f.probe);
+        match head.outcome {
+            reply::Outcome::Reply(header) => {
+                self.settle_on_reply(probe, head.credit);
+                self.finish(xid);
+                self.pump(now);
+                Incoming::Reply { xid, header }
+            }
+            reply::Outcome::Vers { low, high } => {
+                self.on_err_vers(xid, low, high, now);
+                Incoming::Consumed
+            }
+            reply::Outcome::Error(e) => {
+                self.conn.as_mut().unwrap().credits.on_error_reply();
+                self.complete_failed(xid, CallFailure::Peer(e));
+                self.pump(now);
+                Incoming::Consumed
+            }
+            reply::Outcome::Malformed(e) => {
+                self.complete_failed(xid, CallFailure::MalformedReply(e));
+                self.pump(now);
+                Incoming::Consumed
+            }
+        }
+    }
+
+    /// The clock moved: a lost probe falls back to Version One on the same connection (draft
+    /// 5.2); any other late call closes the connection and is retransmitted on the next.
+    pub fn on_timeout(&mut self, now: Instant) {
+        let late: Vec<(u32, bool)> = self
+            .calls
+            .iter()
+            .filter_map(|(&x, c)| c.flight.as_ref().filter(|f| f.deadline <= now).map(|f| (x, f.probe)))
+            .collect();
+        let mut disconnect = false;
+        for (xid, probe) in late {
+            if probe {
+                self.memory.remember_no_v2(&self.addr, NoV2Reason::ProbeLost);
+                if self.cfg.versions.0 <= 1 {
+                    self.settle(1);
+                } else {
+                    // Version Two only: nothing to fall back to; probe again.
+                    self.conn.as_mut().unwrap().version = Version::Probing(None);
+                }
+                self.requeue_front(xid, CallFailure::TimedOut { attempts: 0 });
+            } else {
+                disconnect = true;
+            }
+        }
+        if disconnect {
+            self.events.push_back(Event::Disconnect);
+        }
+        self.pump(now);
+    }
+
+    /// The connection is gone: calls in flight are retransmitted on the next one (each spends
+    /// an attempt), and the credit window starts again at one (RFC 8166 section 3.3.3).
+    pub fn on_disconnected(&mut self, _now: Instant) {
+        let Some(conn) = self.conn.take() else { return };
+        if conn.after_err_vers {
+            self.memory.remember_no_v2(&self.addr, NoV2Reason::LostAfterErrVers);
+        }
+        let in_flight: Vec<u32> =
+            self.calls.iter().filter(|(_, c)| c.flight.is_some()).map(|(&x, _)| x).rev().collect();
+        for xid in in_flight {
+            // The credit belonged to the old connection; dropping it is what `on_reconnect`
+            // would make of it (stale).
+            self.calls.get_mut(&xid).unwrap().flight = None;
+            self.requeue_front(xid, CallFailure::ConnectionLost { attempts: 0 });
+        }
+        self.want_connection();
+    }
+
+    fn flight_version(&self, xid: u32) -> Option<u32> {
+        self.calls.get(&xid)?.flight.as_ref().map(|f| f.version)
+    }
+
+    fn want_connection(&mut self) {
+        if self.conn.is_none() && !self.connecting && !self.calls.is_empty() {
+            self.connecting = true;
+            self.events.push_back(Event::Connect);
+        }
+    }
+
+    /// Sends what the connection, the version state and the credits allow.
+    fn pump(&mut self, now: Instant) {
+        while let (Some(conn), Some(&xid)) = (self.conn.as_mut(), self.queue.front()) {
+            let (version, probe) = match conn.version {
+                Version::Probing(Some(_)) => return, // one message until the probe's answer
+                Version::Probing(None) => (2, true),
+                Version::Settled(v) => (v, false),
+            };
+            let Ok(credit) = conn.credits.try_acquire() else { return };
+            self.queue.pop_front();
+            if probe {
+                conn.version = Version::Probing(Some(xid));
+            }
+            let thresholds = if probe { conn.advertised.for_probe() } else { conn.advertised.for_version(version) };
+            let credits = conn.credits.requested();
+            let call = self.calls.get_mut(&xid).unwrap();
+            call.attempts += 1;
+            call.flight = Some(Flight { credit, version, deadline: now + self.cfg.timeout, probe });
+            let attempt = call.attempts;
+            self.events.push_back(Event::Transmit(Transmit { xid, version, credits, thresholds, probe, attempt }));
+        }
+    }
+
+    fn settle(&mut self, version: u32) {
+        let conn = self.conn.as_mut().unwrap();
+        conn.version = Version::Settled(version);
+        let thresholds = conn.advertised.for_version(version);
+        self.events.push_back(Event::Settled { version, thresholds });
+    }
+
+    fn settle_on_reply(&mut self, probe: bool, granted: u32) {
+        let conn = self.conn.as_mut().unwrap();
+        conn.credits.on_reply(granted);
+        conn.after_err_vers = false;
+        if probe {
+            self.settle(2);
+        }
+    }
+
+    /// RDMA_ERR_VERS: settle the highest common version and send the call again (draft 5.2).
+    fn on_err_vers(&mut self, xid: u32, low: u32, high: u32, now: Instant) {
+        let (ours_low, ours_high) = self.cfg.versions;
+        let common = high.min(ours_high);
+        let conn = self.conn.as_mut().unwrap();
+        conn.credits.on_error_reply();
+        if common < low.max(ours_low) {
+            self.complete_failed(xid, CallFailure::NoCommonVersion { low, high });
+            return;
+        }
+        conn.after_err_vers = true;
+        self.memory.remember_no_v2(&self.addr, NoV2Reason::ErrVers { high });
+        if let Some(f) = self.calls.get_mut(&xid).unwrap().flight.take() {
+            self.conn.as_mut().unwrap().credits.on_complete(f.credit);
+        }
+        self.settle(common);
+        self.requeue_front(xid, CallFailure::NoCommonVersion { low, high });
+        self.pump(now);
+    }
+
+    /// Puts `xid` back at the head of the queue, or fails it with `why` (its attempt count
+    /// filled in) if it has no attempts left.
+    fn requeue_front(&mut self, xid: u32, why: CallFailure) {
+        let call = self.calls.get_mut(&xid).unwrap();
+        if let Some(f) = call.flight.take() {
+            if let Some(c) = self.conn.as_mut() {
+                c.credits.on_complete(f.credit);
+            }
+        }
+        if call.attempts >= self.cfg.max_attempts {
+            let attempts = call.attempts;
+            let error = match why {
+                CallFailure::TimedOut { .. } => CallFailure::TimedOut { attempts },
+                CallFailure::ConnectionLost { .. } => CallFailure::ConnectionLost { attempts },
+                other => other,
+            };
+            self.complete_failed(xid, error);
+        } else {
+            self.queue.push_front(xid);
+        }
+    }
+
+    /// A queued call whose connection attempt failed.
+    fn spend_attempt(&mut self, xid: u32) {
+        let call = self.calls.get_mut(&xid).unwrap();
+        call.attempts += 1;
+        if call.attempts >= self.cfg.max_attempts {
+            let attempts = call.attempts;
+            self.queue.retain(|&x| x != xid);
+            self.complete_failed(xid, CallFailure::ConnectionLost { attempts });
+        }
+    }
+
+    fn finish(&mut self, xid: u32) {
+        if let Some(call) = self.calls.remove(&xid) {
+            if let (Some(f), Some(c)) = (call.flight, self.conn.as_mut()) {
+                c.credits.on_complete(f.credit);
+            }
+        }
+    }
+
+    fn complete_failed(&mut self, xid: u32, error: CallFailure) {
+        self.finish(xid);
+        self.queue.retain(|&x| x != xid);
+        self.events.push_back(Event::Failed { xid, error });
+    }
+
+    fn fail_all(&mut self, error: CallFailure) {
+        let xids: Vec<u32> = self.calls.keys().copied().collect();
+        for xid in xids {
+            self.complete_failed(xid, error);
+        }
+    }
+}

@@ -1,0 +1,191 @@
+//! The responder's side of a connection as a sans-I/O state machine: it supports a configured
+//! range of versions, judges each received message by the rules of the version it carries
+//! (`rpcrdma-v1`'s and `rpcrdma-v2`'s `verdict::receive`), answers a version outside the range
+//! with RDMA_ERR_VERS and the range (RFC 8166 section 4.5.1), and answers every call in the
+//! version that call used (v2 draft section 5.3). Credits are granted per reply and checked
+//! per call (RFC 8166 section 3.3.1).
+
+use std::collections::HashMap;
+
+use cm_private_data::PrivateData;
+use rpcrdma_v1::credits::ResponderCredits;
+use rpcrdma_v1::direction::{classify, Direction, Role};
+use rpcrdma_v1::header::{Header, HeaderLimits};
+use rpcrdma_v1::marshal_call::InlineThresholds;
+use rpcrdma_v1::verdict::{self as v1, ErrorReply, ReceivePolicy};
+use rpcrdma_v2::options::Registry;
+use rpcrdma_v2::verdict as v2;
+
+use crate::reply::PeerError;
+use crate::thresholds::Advertised;
+
+/// How a responder behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    /// The versions it accepts, inclusive: `(1, 2)` or `(1, 1)`.
+    pub versions: (u32, u32),
+    /// The most credits it grants (it posts a Receive for each).
+    pub credits: u32,
+    /// Limits applied to received headers.
+    pub limits: HeaderLimits,
+}
+
+impl Default for Config {
+    /// Versions 1 to 2, 32 credits, Linux's header limits.
+    fn default() -> Self {
+        Config { versions: (1, 2), credits: 32, limits: HeaderLimits::default() }
+    }
+}
+
+/// What a received message asks of the responder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Received<'a> {
+    /// A call to serve: fetch its chunks, run it, then reply with [`Responder::reply_params`].
+    Call(Header<'a>),
+    /// Send these bytes back (an RDMA_ERROR); nothing else happens.
+    SendError(ErrorReply),
+    /// An RDMA_OPTIONAL its registered handler took.
+    Handled {
+        /// `rdma_xid`.
+        xid: u32,
+        /// `rdma_opttype`.
+        opttype: u32,
+    },
+    /// The requester's RDMA_ERROR (about a backward-direction call this side sent).
+    PeerError {
+        /// The XID it names.
+        xid: u32,
+        /// What it reported.
+        error: PeerError,
+    },
+    /// A reply to a backward-direction call this side sent.
+    BackwardReply(Header<'a>),
+    /// Dropped silently (too short, or an RDMA_ERROR that cannot be decoded).
+    Dropped,
+}
+
+/// How to reply to one call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplyParams {
+    /// The call's version, which the reply must carry (draft 5.3).
+    pub version: u32,
+    /// The `rdma_credit` to grant.
+    pub credits: u32,
+    /// The thresholds of that version on this connection.
+    pub thresholds: InlineThresholds,
+    /// Whether the reply may use Send with Invalidate (RFC 8797 section 4.1).
+    pub remote_invalidation: bool,
+}
+
+/// The responder side of one connection.
+///
+/// ```
+/// use negotiate::responder::{Config, Received, Responder};
+/// let mut r = Responder::new(Config { versions: (1, 1), ..Config::default() });
+/// r.on_connected(&[], None);
+/// // A Version Two probe to a Version One responder: RDMA_ERR_VERS, range 1..=1.
+/// let probe: Vec<u8> = [5u32, 2, 1, 1, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+/// let Received::SendError(e) = r.on_receive(&probe) else { panic!() };
+/// assert_eq!(&e.as_bytes()[16..], &[0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]);
+/// ```
+pub struct Responder {
+    cfg: Config,
+    advertised: Advertised,
+    credits: ResponderCredits,
+    registry: Registry,
+    /// Calls received and not yet replied to: XID -> (version, credits requested).
+    in_flight: HashMap<u32, (u32, u32)>,
+    overruns: u64,
+}
+
+impl Responder {
+    /// A responder with no RDMA_OPTIONAL handlers.
+    pub fn new(cfg: Config) -> Self {
+        Self::with_registry(cfg, Registry::new())
+    }
+
+    /// A responder whose RDMA_OPTIONAL messages go to `registry`'s handlers (Version Two).
+    pub fn with_registry(cfg: Config, registry: Registry) -> Self {
+        Responder {
+            cfg,
+            advertised: Advertised::default(),
+            credits: ResponderCredits::new(cfg.credits),
+            registry,
+            in_flight: HashMap::new(),
+            overruns: 0,
+        }
+    }
+
+    /// A connection is up: `received` is the requester's connect private data (searched at
+    /// any offset), `ours` what this side sent in its accept.
+    pub fn on_connected(&mut self, received: &[u8], ours: Option<PrivateData>) {
+        self.advertised = Advertised { requester: PrivateData::find(received), responder: ours };
+        self.credits.on_reconnect();
+        self.in_flight.clear();
+    }
+
+    /// What each side advertised at connect.
+    pub fn advertised(&self) -> Advertised {
+        self.advertised
+    }
+
+    /// Calls that arrived beyond the credits granted (RFC 8166 section 3.3.1 forbids them).
+    pub fn overruns(&self) -> u64 {
+        self.overruns
+    }
+
+    /// Calls received and not yet replied to.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Judges a received message.
+    pub fn on_receive<'a>(&mut self, bytes: &'a [u8]) -> Received<'a> {
+        let policy = ReceivePolicy { limits: self.cfg.limits, versions: self.cfg.versions, credit: self.cfg.credits };
+        let header = match self.judge(bytes, &policy) {
+            Ok(h) => h,
+            Err(r) => return r,
+        };
+        if classify(&header, Role::Server) == Some(Direction::BackwardReply) {
+            return Received::BackwardReply(header);
+        }
+        let in_flight = self.in_flight.len() as u32 + 1;
+        if self.credits.on_call(in_flight).is_err() {
+            self.overruns += 1;
+        }
+        self.in_flight.insert(header.xid(), (header.version(), header.credit()));
+        Received::Call(header)
+    }
+
+    fn judge<'a>(&mut self, bytes: &'a [u8], policy: &ReceivePolicy) -> Result<Header<'a>, Received<'a>> {
+        let from_v1 = |v| match v {
+            v1::Verdict::Accept(h) => Ok(h),
+            v1::Verdict::Reply { reply, .. } => Err(Received::SendError(reply)),
+            v1::Verdict::PeerError { xid, error } => Err(Received::PeerError { xid, error: PeerError::Common(error) }),
+            v1::Verdict::Discard(_) => Err(Received::Dropped),
+        };
+        if self.cfg.versions.1 < 2 {
+            return from_v1(v1::receive(bytes, policy));
+        }
+        match v2::receive(bytes, policy, &mut self.registry) {
+            v2::Verdict::Accept(h) => Ok(h),
+            v2::Verdict::Handled { xid, opttype } => Err(Received::Handled { xid, opttype }),
+            v2::Verdict::Reply { reply, .. } => Err(Received::SendError(reply)),
+            v2::Verdict::PeerError { xid, error } => Err(Received::PeerError { xid, error }),
+            v2::Verdict::Version1(v) => from_v1(v),
+            v2::Verdict::Discard(_) => Err(Received::Dropped),
+        }
+    }
+
+    /// How to reply to call `xid` (its version, the credit grant, the thresholds), and the
+    /// call leaves the in-flight set. `None` for an XID with no call in flight.
+    pub fn reply_params(&mut self, xid: u32) -> Option<ReplyParams> {
+        let (version, requested) = self.in_flight.remove(&xid)?;
+        Some(ReplyParams {
+            version,
+            credits: self.credits.grant(requested),
+            thresholds: self.advertised.for_version(version),
+            remote_invalidation: self.advertised.remote_invalidation(),
+        })
+    }
+}

@@ -1,0 +1,85 @@
+//! The inline thresholds of a connection: RFC 8797 private data when a peer sent it, the
+//! protocol version's default when it did not (RFC 8166 section 3.3.3: 1024 bytes; the v2
+//! draft section 2.3: 4096 bytes), and the 1024-byte cap on a version probe (draft section 5).
+
+use cm_private_data::PrivateData;
+use rpcrdma_v1::marshal_call::InlineThresholds;
+
+/// Version One's default inline threshold (RFC 8166 section 3.3.3).
+pub const V1_DEFAULT: u32 = 1024;
+
+/// Version Two's default inline threshold (draft-cel-nfsv4-rpcrdma-version-two-00 section 2.3).
+pub const V2_DEFAULT: u32 = rpcrdma_v2::DEFAULT_INLINE_THRESHOLD as u32;
+
+/// What a receiver of `version` supports when its peer learns nothing else about it.
+///
+/// ```
+/// assert_eq!(negotiate::thresholds::default_for(1), 1024);
+/// assert_eq!(negotiate::thresholds::default_for(2), 4096);
+/// ```
+pub fn default_for(version: u32) -> u32 {
+    if version >= 2 {
+        V2_DEFAULT
+    } else {
+        V1_DEFAULT
+    }
+}
+
+/// What each side of a connection said at connect time: `None` for a side that sent no valid
+/// RFC 8797 private data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Advertised {
+    /// The requester's (the active side's) private data.
+    pub requester: Option<PrivateData>,
+    /// The responder's (the passive side's) private data.
+    pub responder: Option<PrivateData>,
+}
+
+impl Advertised {
+    /// Both inline thresholds for calls and replies of `version` (RFC 8797 section 4.2: the call
+    /// threshold is min(requester Send, responder Receive), the reply threshold min(responder
+    /// Send, requester Receive)). A size a side did not advertise is the version's default: RFC
+    /// 8797 section 5.1 says to behave as if an absent side sent 1024 for Version One, and the
+    /// v2 draft section 2.3 says to assume 4096 in the absence of any mechanism.
+    ///
+    /// ```
+    /// use cm_private_data::{Flags, PrivateData};
+    /// use negotiate::thresholds::Advertised;
+    /// let linux_client = PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096);
+    /// let a = Advertised { requester: Some(linux_client), responder: None };
+    /// assert_eq!(a.for_version(1).call, 1024); // the responder said nothing: 1024
+    /// assert_eq!(a.for_version(2).call, 4096);
+    /// let both = Advertised { requester: Some(linux_client), responder: Some(linux_client) };
+    /// assert_eq!((both.for_version(1).call, both.for_version(1).reply), (4096, 4096));
+    /// ```
+    pub fn for_version(&self, version: u32) -> InlineThresholds {
+        let d = default_for(version);
+        let (rq_send, rq_recv) = self.requester.map_or((d, d), |p| (p.send_size(), p.receive_size()));
+        let (rs_send, rs_recv) = self.responder.map_or((d, d), |p| (p.send_size(), p.receive_size()));
+        InlineThresholds { call: rq_send.min(rs_recv) as usize, reply: rs_send.min(rq_recv) as usize }
+    }
+
+    /// The thresholds of a version probe: the call threshold capped at Version One's default,
+    /// because "the responder might support only RPC-over-RDMA Version One, this initial
+    /// message can be no larger than the Version One default inline threshold of 1024 bytes"
+    /// (draft section 5); the reply threshold is what a Version Two responder will assume.
+    ///
+    /// ```
+    /// use negotiate::thresholds::Advertised;
+    /// let t = Advertised::default().for_probe();
+    /// assert_eq!((t.call, t.reply), (1024, 4096));
+    /// ```
+    pub fn for_probe(&self) -> InlineThresholds {
+        let t = self.for_version(2);
+        InlineThresholds { call: t.call.min(V1_DEFAULT as usize), reply: t.reply }
+    }
+
+    /// Whether replies may use Send with Invalidate: both sides set the R flag (RFC 8797
+    /// section 4.1); a side that sent nothing did not.
+    pub fn remote_invalidation(&self) -> bool {
+        match (self.requester, self.responder) {
+            (Some(rq), Some(rs)) => cm_private_data::negotiate(&rq, &rs).remote_invalidation,
+            _ => false,
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! The requester's and responder's state machines against each other, bytes only (no verbs):
+//! version probe and fallback (v2 draft section 5), thresholds from private data (RFC 8797
+//! section 4.2), credits (RFC 8166 section 3.3), timeouts and reconnects. Each test names the
+//! rule it checks.
+
+use std::time::{Duration, Instant};
+
+use cm_private_data::{Flags, PrivateData};
+use negotiate::memory::{NoV2Reason, PeerMemory};
+use negotiate::reply::{DropReason, Incoming};
+use negotiate::requester::{self, CallFailure, Event, Requester, Transmit};
+use negotiate::responder::{self, Received, Responder};
+use negotiate::thresholds::Advertised;
+
+const ADDR: &str = "inproc:server";
+
+fn words(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_be_bytes()).collect()
+}
+
+/// An RDMA_MSG with no chunks carrying a small RPC message of `msg_type` (0 call, 1 reply).
+fn msg(xid: u32, vers: u32, credit: u32, msg_type: u32) -> Vec<u8> {
+    words(&[xid, vers, credit, 0, 0, 0, 0, xid, msg_type, 0, 0])
+}
+
+fn requester(versions: (u32, u32)) -> Requester {
+    let cfg = requester::Config { versions, timeout: Duration::from_secs(1), ..Default::default() };
+    Requester::new(cfg, ADDR)
+}
+
+fn responder(versions: (u32, u32)) -> Responder {
+    let mut r = Responder::new(responder::Config { versions, ..Default::default() });
+    r.on_connected(&[], None);
+    r
+}
+
+/// All events the requester has queued.
+fn drain(r: &mut Requester) -> Vec<Event> {
+    std::iter::from_fn(|| r.poll_event()).collect()
+}
+
+fn transmits(events: &[Event]) -> Vec<Transmit> {
+    events.iter().filter_map(|e| if let Event::Transmit(t) = e { Some(*t) } else { None }).collect()
+}
+
+/// Serves one transmitted call on `resp`: the bytes the responder sends back.
+fn serve(resp: &mut Responder, t: &Transmit) -> Vec<u8> {
+    let call = msg(t.xid, t.version, t.credits, 0);
+    match resp.on_receive(&call) {
+        Received::Call(h) => {
+            let p = resp.reply_params(h.xid()).unwrap();
+            msg(h.xid(), p.version, p.credits, 1)
+        }
+        Received::SendError(e) => e.as_bytes().to_vec(),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+/// Connects `req`, starts call `xid`, returns the first transmission.
+fn start(req: &mut Requester, ours: Option<PrivateData>, accepted: &[u8], xid: u32, now: Instant) -> Transmit {
+    assert_eq!(drain(req), vec![Event::Connect]);
+    req.on_connected(ours, accepted, now);
+    req.call(xid, now).unwrap();
+    let ev = drain(req);
+    transmits(&ev)[0]
+}
+
+#[test]
+fn draft_5_first_message_is_version_2_alone_and_within_1024_bytes() {
+    let now = Instant::now();
+    let mut req = requester((1, 2));
+    let big = PrivateData::new(Flags::empty(), 8192, 8192);
+    let mut accepted = [0u8; 196];
+    accepted[..8].copy_from_slice(&big.encode());
+    let t = start(&mut req, Some(big), &accepted, 1, now);
+    assert_eq!((t.version, t.probe, t.thresholds.call), (2, true, 1024));
+    // One message at a time until a non-error reply (draft 5, RFC 8166 3.3.3).
+    req.call(2, now).unwrap();
+    req.call(3, now).unwrap();
+    assert!(transmits(&drain(&mut req)).is_empty());
+}
+
+#[test]
+fn draft_5_1_a_v2_reply_settles_version_2_with_its_4096_defaults() {
+    let now = Instant::now();
+    let (mut req, mut resp) = (requester((1, 2)), responder((1, 2)));
+    let t = start(&mut req, None, &[], 1, now);
+    req.call(2, now).unwrap();
+    let reply = serve(&mut resp, &t);
+    assert!(matches!(req.on_receive(&reply, now), Incoming::Reply { xid: 1, .. }));
+    let ev = drain(&mut req);
+    assert!(ev.contains(&Event::Settled {
+        version: 2,
+        thresholds: rpcrdma_v1::marshal_call::InlineThresholds { call: 4096, reply: 4096 }
+    }));
+    let next = transmits(&ev);
+    assert_eq!((next[0].xid, next[0].version, next[0].probe, next[0].thresholds.call), (2, 2, false, 4096));
+    assert_eq!(req.version(), Some(2));
+    assert_eq!(req.window(), 32);
+}
+
+#[test]
+fn draft_5_2_err_vers_falls_back_on_the_same_connection_and_resends_the_call() {
+    let now = Instant::now();
+    let (mut req, mut resp) = (requester((1, 2)), responder((1, 1)));
+    let t = start(&mut req, None, &[], 7, now);
+    let err = serve(&mut resp, &t);
+    assert_eq!(req.on_receive(&err, now), Incoming::Consumed);
+    let ev = drain(&mut req);
+    // No disconnect, no reconnect: the thresholds switch to Version One's and the call goes
+    // out again, same XID, in Version One.
+    assert!(!ev.iter().any(|e| matches!(e, Event::Connect | Event::Disconnect)), "{ev:?}");
+    let again = transmits(&ev);
+    assert_eq!((again[0].xid, again[0].version, again[0].thresholds.call, again[0].attempt), (7, 1, 1024, 2));
+    let reply = serve(&mut resp, &again[0]);
+    assert!(matches!(req.on_receive(&reply, now), Incoming::Reply { xid: 7, .. }));
+    assert_eq!(req.version(), Some(1));
+    assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ErrVers { high: 1 }));
+}
+
+#[test]
+fn draft_5_2_err_vers_is_accepted_whatever_its_version_word_says() {
+    // Linux echoes the request's version (2); libevpl sends 1 (DESIGN.md).
+    for vers_word in [2, 1] {
+        let now = Instant::now();
+        let mut req = requester((1, 2));
+        let t = start(&mut req, None, &[], 9, now);
+        let err = words(&[t.xid, vers_word, 1, 4, 1, 1, 1]);
+        assert_eq!(req.on_receive(&err, now), Incoming::Consumed);
+        let again = transmits(&drain(&mut req));
+        assert_eq!((again[0].xid, again[0].version), (9, 1), "vers word {vers_word}");
+    }
+}
+
+#[test]
+fn draft_5_2_thresholds_follow_private_data_after_fallback() {
+    let now = Instant::now();
+    let ours = PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096);
+    let theirs = PrivateData::new(Flags::empty(), 4096, 4096);
+    let mut accepted = vec![0u8; 196];
+    accepted[20..28].copy_from_slice(&theirs.encode()); // at an odd offset, as another layer might put it
+    let mut req = requester((1, 2));
+    let t = start(&mut req, Some(ours), &accepted, 3, now);
+    assert_eq!(t.thresholds.call, 1024); // the probe is capped whatever the private data says
+    req.on_receive(&words(&[3, 2, 1, 4, 1, 1, 1]), now);
+    let again = transmits(&drain(&mut req));
+    assert_eq!((again[0].thresholds.call, again[0].thresholds.reply), (4096, 4096));
+}
+
+#[test]
+fn draft_5_2_a_lost_probe_falls_back_and_the_responder_is_remembered() {
+    let now = Instant::now();
+    let mut req = requester((1, 2));
+    let t = start(&mut req, None, &[], 4, now);
+    assert!(t.probe);
+    let later = now + Duration::from_secs(2);
+    assert!(req.poll_timeout().unwrap() <= later);
+    req.on_timeout(later);
+    let again = transmits(&drain(&mut req));
+    assert_eq!((again[0].xid, again[0].version, again[0].probe), (4, 1, false));
+    assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ProbeLost));
+}
+
+#[test]
+fn draft_5_2_connection_lost_after_err_vers_means_no_second_probe() {
+    let now = Instant::now();
+    let mut req = requester((1, 2));
+    let t = start(&mut req, None, &[], 5, now);
+    req.on_receive(&words(&[t.xid, 2, 1, 4, 1, 1, 1]), now);
+    drain(&mut req);
+    // Lost before the fallback call's reply: remembered, and the next connection starts in v1.
+    req.on_disconnected(now);
+    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::LostAfterErrVers));
+    req.on_connected(None, &[], now);
+    let ev = drain(&mut req);
+    let again = transmits(&ev);
+    assert_eq!((again[0].xid, again[0].version, again[0].probe), (5, 1, false));
+    // A requester made later from the same memory does not probe either.
+    let mut next = Requester::with_memory(requester::Config::default(), ADDR, req.memory().clone());
+    let t = start(&mut next, None, &[], 6, now);
+    assert_eq!((t.version, t.probe), (1, false));
+}
+
+#[test]
+fn draft_5_3_a_v1_requester_talks_v1_to_a_v2_responder() {
+    let now = Instant::now();
+    let (mut req, mut resp) = (requester((1, 1)), responder((1, 2)));
+    let t = start(&mut req, None, &[], 8, now);
+    assert_eq!((t.version, t.probe, t.thresholds.call), (1, false, 1024));
+    let reply = serve(&mut resp, &t);
+    assert_eq!(u32::from_be_bytes(reply[4..8].try_into().unwrap()), 1, "the reply carries the call's version");
+    assert!(matches!(req.on_receive(&reply, now), Incoming::Reply { xid: 8, .. }));
+}
+
+#[test]
+fn draft_5_3_a_reply_in_another_version_than_its_call_is_dropped() {
+    let now = Instant::now();
+    let mut req = requester((1, 2));
+    let t = start(&mut req, None, &[], 10, now);
+    let wrong = msg(t.xid, 1, 8, 1);
+    assert_eq!(req.on_receive(&wrong, now), Incoming::Dropped(DropReason::WrongVersion { got: 1, sent: 2 }));
+    assert_eq!(req.pending(), 1);
+}
+
+#[test]
+fn rfc8166_4_5_a_reply_to_no_call_in_flight_is_dropped() {
+    let now = Instant::now();
+    let mut req = requester((1, 1));
+    start(&mut req, None, &[], 11, now);
+    assert_eq!(req.on_receive(&msg(99, 1, 8, 1), now), Incoming::Dropped(DropReason::UnknownXid(99)));
+    assert_eq!(req.on_receive(&[1, 2, 3], now), Incoming::Dropped(DropReason::Undecodable));
+}
+
+#[test]
+fn rfc8166_4_5_an_rdma_error_completes_its_call() {
+    let now = Instant::now();
+    let mut req = requester((1, 1));
+    let t = start(&mut req, None, &[], 12, now);
+    assert_eq!(req.on_receive(&words(&[t.xid, 1, 1, 4, 2]), now), Incoming::Consumed);
+    let ev = drain(&mut req);
+    assert!(matches!(ev[..], [Event::Failed { xid: 12, error: CallFailure::Peer(_) }]), "{ev:?}");
+    assert_eq!(req.pending(), 0);
+}
+
+#[test]
+fn rfc8166_3_3_1_a_grant_of_zero_is_taken_as_one_and_counted() {
+    let now = Instant::now();
+    let mut req = requester((1, 1));
+    let t = start(&mut req, None, &[], 13, now);
+    assert!(matches!(req.on_receive(&msg(t.xid, 1, 0, 1), now), Incoming::Reply { .. }));
+    assert_eq!((req.window(), req.peer_faults()), (1, 1));
+}
+
+#[test]
+fn rfc8166_3_3_3_a_timeout_reconnects_retransmits_and_restarts_at_one_credit() {
+    let now = Instant::now();
+    let (mut req, mut resp) = (requester((1, 1)), responder((1, 1)));
+    let t = start(&mut req, None, &[], 20, now);
+    let r = serve(&mut resp, &t);
+    req.on_receive(&r, now);
+    for xid in 21..24 {
+        req.call(xid, now).unwrap();
+    }
+    assert_eq!(transmits(&drain(&mut req)).len(), 3);
+    let later = now + Duration::from_secs(2);
+    req.on_timeout(later);
+    assert_eq!(drain(&mut req), vec![Event::Disconnect]);
+    req.on_disconnected(later);
+    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    req.on_connected(None, &[], later);
+    let again = transmits(&drain(&mut req));
+    // One credit on the new connection: only the oldest call goes out, as its second attempt.
+    assert_eq!(again.iter().map(|t| (t.xid, t.attempt)).collect::<Vec<_>>(), vec![(21, 2)]);
+    assert_eq!(req.window(), 1);
+}
+
+#[test]
+fn every_call_ends_once_after_its_last_attempt() {
+    let now = Instant::now();
+    let mut req = requester((1, 1));
+    start(&mut req, None, &[], 30, now);
+    let mut t = now;
+    let mut failures = Vec::new();
+    for _ in 0..5 {
+        t += Duration::from_secs(2);
+        req.on_timeout(t);
+        req.on_disconnected(t);
+        for e in drain(&mut req) {
+            if let Event::Failed { xid, error } = e {
+                failures.push((xid, error));
+            }
+        }
+        req.on_connected(None, &[], t);
+        drain(&mut req);
+    }
+    assert_eq!(failures, vec![(30, CallFailure::ConnectionLost { attempts: 3 })]);
+    assert_eq!(req.pending(), 0);
+}
+
+#[test]
+fn rfc8797_4_2_thresholds_for_each_private_data_case() {
+    let linux = PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096);
+    let small = PrivateData::new(Flags::REMOTE_INVALIDATE, 2048, 1024);
+    let t = |rq, rs, v| {
+        let a = Advertised { requester: rq, responder: rs };
+        let t = a.for_version(v);
+        (t.call, t.reply, a.remote_invalidation())
+    };
+    // Both sides: min(sender's Send, receiver's Receive) each way; R only when both set it.
+    assert_eq!(t(Some(linux), Some(small), 1), (1024, 2048, true));
+    // None: the version's defaults (RFC 8166 3.3.3; v2 draft 2.3).
+    assert_eq!(t(None, None, 1), (1024, 1024, false));
+    assert_eq!(t(None, None, 2), (4096, 4096, false));
+    // One side only: the other side is the version's default (RFC 8797 5.1).
+    assert_eq!(t(Some(linux), None, 1), (1024, 1024, false));
+    assert_eq!(t(None, Some(linux), 2), (4096, 4096, false));
+    // Garbage is no private data (found nowhere).
+    assert_eq!(PrivateData::find(&[0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8]), None);
+}
+
+#[test]
+fn rfc8166_4_5_1_a_responder_answers_an_unsupported_version_with_its_range() {
+    let mut resp = responder((1, 2));
+    let Received::SendError(e) = resp.on_receive(&msg(40, 3, 1, 0)) else { panic!() };
+    assert_eq!(e.as_bytes(), words(&[40, 3, 32, 4, 1, 1, 2]));
+}
+
+#[test]
+fn draft_5_3_the_responder_replies_in_each_call_s_version() {
+    let mut resp = responder((1, 2));
+    for (xid, vers) in [(50, 1), (51, 2), (52, 1)] {
+        let call = msg(xid, vers, 4, 0);
+        let Received::Call(h) = resp.on_receive(&call) else { panic!() };
+        assert_eq!(h.version(), vers);
+    }
+    assert_eq!(resp.reply_params(51).unwrap().version, 2);
+    assert_eq!(resp.reply_params(50).unwrap().thresholds.call, 1024);
+    assert_eq!(resp.reply_params(52).unwrap().version, 1);
+    assert_eq!(resp.reply_params(52), None);
+}
+
+#[test]
+fn rfc8166_3_3_1_the_responder_counts_calls_beyond_its_grant() {
+    let mut resp = responder((1, 1));
+    assert!(matches!(resp.on_receive(&msg(60, 1, 4, 0)), Received::Call(_)));
+    // Nothing granted yet: a second call in flight is one too many (3.3.3).
+    assert!(matches!(resp.on_receive(&msg(61, 1, 4, 0)), Received::Call(_)));
+    assert_eq!(resp.overruns(), 1);
+    let p = resp.reply_params(60).unwrap();
+    assert_eq!(p.credits, 4);
+}
+
+#[test]
+fn draft_3_1_an_unknown_optional_type_gets_inval_option() {
+    let mut resp = responder((1, 2));
+    // RDMA_OPTIONAL (proc 5), opttype 77, empty optinfo.
+    let Received::SendError(e) = resp.on_receive(&words(&[70, 2, 1, 5, 77, 0])) else { panic!() };
+    assert_eq!(e.as_bytes(), words(&[70, 2, 32, 4, 3]));
+}
+
+#[test]
+fn draft_3_1_a_registered_optional_type_reaches_its_handler() {
+    use rpcrdma_v2::options::{OptionOutcome, Registry};
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut reg = Registry::new();
+    let s = seen.clone();
+    reg.register(77, move |m: &rpcrdma_v2::options::OptionalMessage<'_>| {
+        s.lock().unwrap().push(m.optinfo.to_vec());
+        OptionOutcome::Done
+    })
+    .unwrap();
+    let mut resp = Responder::with_registry(responder::Config::default(), reg);
+    resp.on_connected(&[], None);
+    let optional = words(&[71, 2, 1, 5, 77, 4, 0xabcdef01]);
+    let r = resp.on_receive(&optional);
+    assert_eq!(r, Received::Handled { xid: 71, opttype: 77 });
+    assert_eq!(seen.lock().unwrap()[0], vec![0xab, 0xcd, 0xef, 0x01]);
+}
+
+#[test]
+fn rfc8167_backward_direction_is_told_apart_in_both_versions() {
+    let now = Instant::now();
+    for vers in [1, 2] {
+        let mut req = requester((1, vers));
+        start(&mut req, None, &[], 80, now);
+        // The responder's own call (msg_type CALL) on the client: a backward-direction call.
+        assert!(matches!(req.on_receive(&msg(0x8000_0001, vers, 1, 0), now), Incoming::BackwardCall(_)));
+        // And on the server, the client's reply to it.
+        let mut resp = responder((1, 2));
+        assert!(matches!(resp.on_receive(&msg(0x8000_0001, vers, 1, 1)), Received::BackwardReply(_)));
+    }
+}
+
+#[test]
+fn remembered_memory_is_per_address() {
+    let mut m = PeerMemory::default();
+    m.remember_no_v2("a:1", NoV2Reason::ProbeLost);
+    let mut req = Requester::with_memory(requester::Config::default(), "b:1", m);
+    let t = start(&mut req, None, &[], 1, Instant::now());
+    assert!(t.probe);
+}

@@ -4,8 +4,9 @@
 //! probes for Version Two and falls back to Version One on the same connection
 //! ([`requester`]), remembering responders that lack it ([`memory`]); a responder answers each
 //! call in the version the call used ([`responder`]). Bytes and clock readings go in, events
-//! and bytes come out; a driver over a `verbs` backend does the I/O.
+//! and bytes come out; [`datapath`] moves one message exchange over a `verbs` queue pair.
 
+pub mod datapath;
 pub mod memory;
 pub mod reply;
 pub mod requester;

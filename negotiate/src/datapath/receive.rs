@@ -1,0 +1,96 @@
+//! The pre-posted Receives every credit needs.
+
+use std::sync::{Mutex, PoisonError};
+
+use verbs::{Backend, MemoryRegion, QueuePair, Sge};
+
+use super::{Connection, DataPathError, RECV_WR_BIT};
+
+/// One received message: its bytes, copied out of the receive buffer (which is posted again at
+/// once), and the rkey a Send with Invalidate killed on the way in (RFC 8797 section 4.1), for
+/// [`ChunkMemory::release`](super::ChunkMemory::release).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Received {
+    /// The whole message: transport header, then whatever followed it.
+    pub bytes: Vec<u8>,
+    /// The rkey the peer's Send with Invalidate invalidated here, if it sent one.
+    pub invalidated_rkey: Option<u32>,
+}
+
+/// Registered receive buffers of the local receive inline threshold's size, each kept posted
+/// while it is free: "a receiver MUST post at least as many Receive buffers as credits it
+/// grants" (RFC 8166 section 3.3.1), and a Send that finds none posted is a fatal connection
+/// error. One pool per connection (its Receives own the connection's receive `wr_id`s).
+///
+/// ```
+/// # use std::time::Duration;
+/// # use negotiate::datapath::*;
+/// # use verbs::*;
+/// # let t = Duration::from_secs(5);
+/// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+/// # let addr = listener.local_addr();
+/// # let peer = std::thread::spawn(move || {
+/// #     let pd = InProcess.alloc_pd().unwrap();
+/// #     listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap()
+/// # });
+/// # let pd = InProcess.alloc_pd().unwrap();
+/// # let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+/// # let conn = Connection::<InProcess>::new(pd, qp, t);
+/// let pool = ReceivePool::new(&conn, 2, 1024).unwrap();
+/// pool.grow(&conn, 2).unwrap(); // four credits' worth
+/// assert_eq!((pool.len(), pool.buffer_size()), (4, 1024));
+/// # drop(peer.join());
+/// ```
+pub struct ReceivePool<B: Backend> {
+    buffers: Mutex<Vec<B::Region>>,
+    size: usize,
+}
+
+impl<B: Backend> ReceivePool<B> {
+    /// Registers `count` buffers of `size` bytes (the local receive inline threshold) and posts
+    /// a Receive into each.
+    pub fn new(conn: &Connection<B>, count: usize, size: usize) -> Result<Self, DataPathError> {
+        let pool = ReceivePool { buffers: Mutex::new(Vec::with_capacity(count)), size };
+        pool.grow(conn, count)?;
+        Ok(pool)
+    }
+
+    /// Adds and posts `more` buffers, for when the credits granted go up.
+    pub fn grow(&self, conn: &Connection<B>, more: usize) -> Result<(), DataPathError> {
+        let mut buffers = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
+        for _ in 0..more {
+            let region = conn.register_zeroed(self.size)?;
+            let slot = buffers.len() as u64;
+            conn.qp().post_recv(RECV_WR_BIT | slot, Sge::whole(&region))?;
+            buffers.push(region);
+        }
+        Ok(())
+    }
+
+    /// The number of buffers.
+    pub fn len(&self) -> usize {
+        self.buffers.lock().unwrap_or_else(PoisonError::into_inner).len()
+    }
+
+    /// Whether the pool has no buffer.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Each buffer's size: the largest message it receives.
+    pub fn buffer_size(&self) -> usize {
+        self.size
+    }
+
+    /// Waits for the next message, copies it out and posts the buffer again.
+    pub fn receive(&self, conn: &Connection<B>) -> Result<Received, DataPathError> {
+        let c = conn.wait_for(0, |c| c.wr_id & RECV_WR_BIT != 0)?;
+        let region = {
+            let buffers = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
+            buffers[(c.wr_id & !RECV_WR_BIT) as usize].clone()
+        };
+        let bytes = region.with(|b| b[..c.byte_len as usize].to_vec());
+        conn.qp().post_recv(c.wr_id, Sge::whole(&region))?;
+        Ok(Received { bytes, invalidated_rkey: c.invalidated_rkey })
+    }
+}

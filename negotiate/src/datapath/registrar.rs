@@ -1,0 +1,236 @@
+//! The Requester's chunk memory: registered per call, exposed through memory windows.
+
+use rpcrdma_v1::marshal_call::{ChunkPurpose, Registrar};
+use rpcrdma_v1::xdr::XdrRdmaSegment;
+use verbs::{Access, Backend, ProtectionDomain, QueuePair};
+
+use super::{take_bytes, Connection, DataPathError};
+
+/// The memory one call exposes to the Responder: a copy of the call message behind its Read
+/// chunks (RFC 8166 section 3.4.5.1: it must stay unchanged until the reply arrives), receive
+/// buffers behind its Write chunks and Reply chunk, and the live windows over them. Built by
+/// [`WindowRegistrar`]; given back by [`ChunkMemory::release`].
+///
+/// Dropping it without [`release`](ChunkMemory::release) leaves its windows open to the peer
+/// until the connection goes away.
+#[must_use = "the windows stay open to the peer until released"]
+pub struct ChunkMemory<B: Backend> {
+    call_copy: Option<B::Region>,
+    /// The rkeys of the windows open to the peer (the advertised segments' handles).
+    windows: Vec<u32>,
+    /// Write chunk *i*'s buffer at index *i*; `None` for a chunk of zero bytes.
+    writes: Vec<Option<B::Region>>,
+    reply: Option<B::Region>,
+}
+
+/// What the Responder wrote into a call's chunks, handed back after release: Write chunk *i*'s
+/// buffer at index *i* (empty for a chunk with no buffer), and the Reply chunk's (empty when
+/// none was provided). Only the returned lengths of the reply's header count.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Landed {
+    /// The Write chunks' buffers, in Write list order.
+    pub writes: Vec<Vec<u8>>,
+    /// The Reply chunk's buffer.
+    pub reply: Vec<u8>,
+}
+
+impl<B: Backend> ChunkMemory<B> {
+    /// Nothing registered yet.
+    fn new() -> Self {
+        ChunkMemory { call_copy: None, windows: Vec::new(), writes: Vec::new(), reply: None }
+    }
+
+    /// The rkeys of the windows still open to the peer: the handles of every segment the call
+    /// advertised.
+    ///
+    /// ```
+    /// # use negotiate::datapath::*;
+    /// # use rpcrdma_v1::marshal_call::{marshal_call, CallRequest, InlineThresholds, MarshaledCall};
+    /// # use std::time::Duration;
+    /// # use verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let peer = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap()
+    /// # });
+    /// # let pd = InProcess.alloc_pd().unwrap();
+    /// # let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+    /// # let conn = Connection::<InProcess>::new(pd, qp, t);
+    /// // A 2 KiB call with a 512-byte result: a Long call and one Write chunk.
+    /// let call = vec![0u8; 2048];
+    /// let req = CallRequest { credits: 8, thresholds: InlineThresholds::default(), ddp_args: &[],
+    ///                         ddp_result_maxima: &[512], max_reply: 64 };
+    /// let mut reg = WindowRegistrar::new(&conn, &call);
+    /// let (mut header, mut out) = ([0u8; 1024], MarshaledCall::new());
+    /// marshal_call(&call, &req, &mut reg, &mut header, &mut out).unwrap();
+    /// let memory = reg.finish().unwrap();
+    /// assert_eq!(memory.rkeys().count(), 2);
+    /// assert_eq!(out.writes().chunk(0)[0].handle, memory.rkeys().next().unwrap());
+    /// let landed = memory.release(&conn, None).unwrap();
+    /// assert_eq!(landed.writes[0].len(), 512);
+    /// # drop(peer.join());
+    /// ```
+    pub fn rkeys(&self) -> impl Iterator<Item = u32> + '_ {
+        self.windows.iter().copied()
+    }
+
+    /// Closes every window the peer did not already invalidate (`invalidated`, from the reply's
+    /// Receive completion: RFC 8797 section 4.1 remote invalidation) with a Local Invalidate,
+    /// waits for them, and deregisters the memory, handing back what the Responder wrote.
+    ///
+    /// Invalidation comes before the bytes are handed back (RFC 8166 section 8.1.3, draft
+    /// 9.1.3: "Invalidation ... should be complete before ... the RPC consumer is allowed to
+    /// ... use or alter the contents of a memory region"). When a window cannot be invalidated
+    /// the connection is closed instead (RFC 8166 section 4.4.1, draft 5.4.1: the requester
+    /// "MUST close the connection to fence that memory from the responder").
+    ///
+    /// An `invalidated` rkey that is none of this call's is [`DataPathError::ForeignInvalidation`],
+    /// reported after the release.
+    pub fn release(self, conn: &Connection<B>, invalidated: Option<u32>) -> Result<Landed, DataPathError> {
+        let mut foreign = invalidated;
+        let mut ids = Vec::with_capacity(self.windows.len());
+        let mut posted = Ok(());
+        for &rkey in &self.windows {
+            if Some(rkey) == invalidated {
+                foreign = None;
+                continue;
+            }
+            let id = conn.wr_id();
+            match conn.qp().post_local_invalidate(id, rkey) {
+                Ok(()) => ids.push(id),
+                Err(e) => {
+                    posted = Err(e.into());
+                    break;
+                }
+            }
+        }
+        if let Err(e) = posted.and(conn.wait_all(&ids)) {
+            conn.qp().disconnect();
+            return Err(e);
+        }
+        let landed = Landed {
+            writes: self.writes.into_iter().map(|r| r.map(take_bytes).unwrap_or_default()).collect(),
+            reply: self.reply.map(take_bytes).unwrap_or_default(),
+        };
+        match foreign {
+            Some(rkey) => Err(DataPathError::ForeignInvalidation(rkey)),
+            None => Ok(landed),
+        }
+    }
+}
+
+/// The [`Registrar`] of the Requester: registers each chunk's memory for one call and exposes it
+/// through a memory window bound on the connection's queue pair (a type-2 window: fresh rkey,
+/// limited to the chunk's bytes and to RDMA Read for Read chunks, RDMA Write for Write and
+/// Reply chunks). Windows, unlike a region's own rkey, can be killed by the Responder's Send
+/// with Invalidate (RFC 8797 section 4.1), which saves the Requester a Local Invalidate.
+///
+/// Read and Position-Zero Read chunks share one registered copy of the call message; each Write
+/// chunk and the Reply chunk gets a zeroed buffer of its length. A registration is one segment.
+///
+/// Binds are posted from [`Registrar::register`] and reaped by [`WindowRegistrar::finish`],
+/// which must run before the call's Send is posted. See [`ChunkMemory::rkeys`] for an example.
+pub struct WindowRegistrar<'c, B: Backend> {
+    conn: &'c Connection<B>,
+    call: &'c [u8],
+    memory: ChunkMemory<B>,
+    /// Binds and Local Invalidates posted and not yet reaped.
+    posted: Vec<u64>,
+    /// A failure inside [`Registrar::release`], which cannot return one.
+    failed: Option<DataPathError>,
+}
+
+impl<'c, B: Backend> WindowRegistrar<'c, B> {
+    /// A registrar for the call message `call` (the bytes given to `marshal_call`) on `conn`.
+    pub fn new(conn: &'c Connection<B>, call: &'c [u8]) -> Self {
+        WindowRegistrar { conn, call, memory: ChunkMemory::new(), posted: Vec::new(), failed: None }
+    }
+
+    /// Reaps the binds and invalidations posted (whatever marshaling concluded) and hands over
+    /// the call's memory. On failure the connection is closed: a window may be open that
+    /// nothing will invalidate (RFC 8166 section 4.4.1).
+    pub fn finish(mut self) -> Result<ChunkMemory<B>, DataPathError> {
+        let reaped = self.conn.wait_all(&self.posted);
+        match self.failed.take().map_or(reaped, Err) {
+            Ok(()) => Ok(self.memory),
+            Err(e) => {
+                self.conn.qp().disconnect();
+                Err(e)
+            }
+        }
+    }
+
+    /// The registered copy of the call message, made on first use.
+    fn call_copy(&mut self) -> verbs::Result<B::Region> {
+        if let Some(r) = &self.memory.call_copy {
+            return Ok(r.clone());
+        }
+        // No rights of its own: the windows grant the peer Remote Read (an RDMA Read source
+        // needs no Local Write).
+        let region = self.conn.pd().register(self.call.to_vec(), Access::empty())?;
+        self.memory.call_copy = Some(region.clone());
+        Ok(region)
+    }
+
+    fn register_window(&mut self, purpose: ChunkPurpose) -> verbs::Result<XdrRdmaSegment> {
+        let len = purpose.len();
+        let (region, offset, access) = match purpose.call_range() {
+            Some(range) => (self.call_copy()?, range.start, Access::REMOTE_READ),
+            None => {
+                let region = self.conn.register_zeroed(len)?;
+                let slot = match purpose {
+                    ChunkPurpose::Write { index, .. } => {
+                        if self.memory.writes.len() <= index {
+                            self.memory.writes.resize_with(index + 1, || None);
+                        }
+                        &mut self.memory.writes[index]
+                    }
+                    _ => &mut self.memory.reply,
+                };
+                *slot = Some(region.clone());
+                (region, 0, Access::REMOTE_WRITE)
+            }
+        };
+        let id = self.conn.wr_id();
+        let remote = self.conn.qp().post_bind_window(id, &region, offset, len, access)?;
+        self.posted.push(id);
+        self.memory.windows.push(remote.rkey);
+        Ok(XdrRdmaSegment { handle: remote.rkey, length: len as u32, offset: remote.addr })
+    }
+}
+
+impl<B: Backend> Registrar for WindowRegistrar<'_, B> {
+    type Error = verbs::Error;
+
+    fn register(&mut self, purpose: ChunkPurpose, out: &mut Vec<XdrRdmaSegment>) -> Result<(), verbs::Error> {
+        out.push(self.register_window(purpose)?);
+        Ok(())
+    }
+
+    /// Closes the windows of a registration the call will not advertise (the Chunked form did
+    /// not fit, or marshaling failed) and drops its buffer.
+    fn release(&mut self, purpose: ChunkPurpose, segments: &[XdrRdmaSegment]) {
+        for seg in segments {
+            let Some(i) = self.memory.windows.iter().position(|&rkey| rkey == seg.handle) else { continue };
+            let rkey = self.memory.windows.swap_remove(i);
+            let id = self.conn.wr_id();
+            match self.conn.qp().post_local_invalidate(id, rkey) {
+                Ok(()) => self.posted.push(id),
+                Err(e) => {
+                    self.failed.get_or_insert(e.into());
+                }
+            }
+        }
+        match purpose {
+            ChunkPurpose::Write { index, .. } => {
+                if let Some(slot) = self.memory.writes.get_mut(index) {
+                    *slot = None;
+                }
+            }
+            ChunkPurpose::Reply { .. } => self.memory.reply = None,
+            ChunkPurpose::Read { .. } | ChunkPurpose::PositionZero { .. } => {}
+        }
+    }
+}

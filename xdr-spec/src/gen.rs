@@ -505,7 +505,7 @@ impl<'s> Gen<'s> {
                     ty: format!("xdr_spec::rt::Seq<'a, {elem}>"),
                     decode: format!("r.var_seq::<{elem}>({max_s}, {what})?"),
                     len: "4 + $v.elements_len()".into(),
-                    encode: "w.put_u32($v.len() as u32);\n        $v.encode_elements(w)".into(),
+                    encode: "$v.encode_counted(w)".into(),
                     validate: Some(format!("$v.validate_bounds({max_s}, None, {what})?;")),
                     min: "4".into(),
                     fixed: "None".into(),
@@ -604,12 +604,7 @@ impl<'s> Gen<'s> {
             .map(|(f, _, c)| sub(&c.len, &format!("self.{f}")))
             .collect::<Vec<_>>()
             .join("\n            + ");
-        let encode = match packed_encode(&codecs) {
-            Some(packed) => packed,
-            None => {
-                codecs.iter().map(|(f, _, c)| format!("        {};\n", sub(&c.encode, &format!("self.{f}")))).collect()
-            }
-        };
+        let encode = struct_encode(&codecs, &fixed);
         let validate: String = codecs
             .iter()
             .filter(|(_, _, c)| c.bounded != "false")
@@ -665,7 +660,7 @@ impl<'s> Gen<'s> {
     fn decode_from(r: &mut xdr_spec::rt::Reader<'a>) -> xdr_spec::rt::Result<Self> {{
         {decode}
     }}
-    #[inline]
+    #[inline(always)]
     fn encoded_len(&self) -> usize {{
         {len_body}
     }}
@@ -932,11 +927,10 @@ impl<'s> Gen<'s> {
             let pat_len = pat.replace("{ discriminant }", "{ .. }").replace("discriminant, value: v", "value: v, ..");
             match &a.codec {
                 Some(c) => {
-                    let _ = writeln!(
-                        enc,
-                        "            {pat} => {{\n                {disc};\n                {};\n            }}",
-                        sub(&c.encode, "v").replace("\n        ", "\n                ")
-                    );
+                    // The discriminant and a fixed-length arm are one run.
+                    let run_len = format!("xdr_spec::rt::fixed_add(Some(4), {})", c.fixed);
+                    let run = fixed_run(&run_len, [disc, sub(&c.encode, "v")].into_iter());
+                    let _ = writeln!(enc, "            {pat} => {},", run.replace('\n', "\n            "));
                     let _ = writeln!(len, "            {pat_len} => {},", sub(&c.len, "v"));
                     if let (Some(vd), true) = (&c.validate, c.bounded != "false") {
                         let _ = writeln!(
@@ -1124,7 +1118,7 @@ fn fixed_terms<'t>(terms: impl Iterator<Item = &'t str>) -> String {
         if t == "None" {
             return "None".into();
         }
-        match t.strip_prefix("Some(").and_then(|r| r.strip_suffix(')')).and_then(|n| n.parse::<usize>().ok()) {
+        match literal_fixed(t) {
             Some(n) => total += n,
             None => exprs.push(t),
         }
@@ -1152,27 +1146,38 @@ fn bool_terms<'t>(terms: impl Iterator<Item = &'t str>, all: bool) -> String {
     }
 }
 
-/// For a struct whose fields are all fixed-size primitives, an `encode_to`
-/// body that assembles the struct in a local array (constant offsets, no
-/// checks) and writes it with one checked `put_array`: a segment is one
-/// bounds check instead of three.
-fn packed_encode(codecs: &[(String, String, Codec)]) -> Option<String> {
-    let mut offset = 0usize;
-    let mut body = String::new();
-    for (field, _, c) in codecs {
-        let (bytes, len) = match c.ty.as_str() {
-            "u32" | "i32" | "u64" | "i64" => {
-                (format!("self.{field}.to_be_bytes()"), if c.ty.ends_with("32") { 4 } else { 8 })
-            }
-            "f32" | "f64" => (format!("self.{field}.to_bits().to_be_bytes()"), if c.ty == "f32" { 4 } else { 8 }),
-            "bool" => (format!("u32::from(self.{field}).to_be_bytes()"), 4),
-            _ => return None,
-        };
-        let _ = writeln!(body, "        b[{offset}..{}].copy_from_slice(&{bytes});", offset + len);
-        offset += len;
+/// A struct's `encode_to` body: each run of two or more fields of literal
+/// fixed length is one [`Writer::fixed`](crate::rt::Writer::fixed) run, and
+/// so is the whole struct when it has a fixed length: one bounds check per
+/// run instead of one per field.
+fn struct_encode(codecs: &[(String, String, Codec)], fixed: &str) -> String {
+    let field = |(f, _, c): &(String, String, Codec)| sub(&c.encode, &format!("self.{f}"));
+    let mut statements = Vec::new();
+    let mut rest = codecs;
+    while let Some(first) = rest.first() {
+        let run = rest.iter().take_while(|(_, _, c)| literal_fixed(&c.fixed).is_some()).count();
+        if run < 2 {
+            statements.push(field(first));
+            rest = &rest[1..];
+            continue;
+        }
+        let len: usize = rest[..run].iter().filter_map(|(_, _, c)| literal_fixed(&c.fixed)).sum();
+        statements.push(fixed_run(&format!("Some({len})"), rest[..run].iter().map(field)));
+        rest = &rest[run..];
     }
-    if codecs.len() < 2 {
-        return None;
+    if fixed != "None" && statements.len() > 1 {
+        statements = vec![fixed_run("Self::FIXED_LEN", statements.into_iter())];
     }
-    Some(format!("        let mut b = [0u8; {offset}];\n{body}        w.put_array(b);\n"))
+    statements.iter().map(|st| format!("        {};\n", st.replace('\n', "\n        "))).collect()
+}
+
+/// `n` for a fixed length written as the literal `Some(n)`.
+fn literal_fixed(fixed: &str) -> Option<usize> {
+    fixed.strip_prefix("Some(")?.strip_suffix(')')?.parse().ok()
+}
+
+/// `w.fixed(len, |w| { ...writes... })`, unindented.
+fn fixed_run(len: &str, writes: impl Iterator<Item = String>) -> String {
+    let body: String = writes.map(|e| format!("    {};\n", e.replace('\n', "\n    "))).collect();
+    format!("w.fixed({len}, |w| {{\n{body}}})")
 }

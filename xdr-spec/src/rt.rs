@@ -385,23 +385,32 @@ impl<'a> Reader<'a> {
 /// A cursor writing into a caller's buffer. Encoders check the buffer against
 /// [`Xdr::encoded_len`] before writing; the writer still refuses to write past
 /// the end and remembers that it had to.
+///
+/// Every write is bounds-checked, because `encoded_len` is a safe method any
+/// implementation can get wrong. What keeps that cheap is [`Writer::fixed`]:
+/// a run of writes whose total length is a constant is checked once, and the
+/// writes inside check against a length the compiler knows, so it drops them.
 #[derive(Debug)]
 pub struct Writer<'b> {
     /// The space not written yet.
     rest: &'b mut [u8],
-    written: usize,
+    /// The length the writer started with: the position is derived from it
+    /// rather than counted on every write.
+    cap: usize,
     overflow: bool,
 }
 
 impl<'b> Writer<'b> {
     /// A writer at the start of `buf`.
+    #[inline(always)]
     pub fn new(buf: &'b mut [u8]) -> Self {
-        Writer { rest: buf, written: 0, overflow: false }
+        Writer { cap: buf.len(), rest: buf, overflow: false }
     }
 
     /// Bytes written so far.
+    #[inline]
     pub fn position(&self) -> usize {
-        self.written
+        self.cap - self.rest.len()
     }
 
     /// Whether a write was refused for lack of room.
@@ -409,31 +418,73 @@ impl<'b> Writer<'b> {
         self.overflow
     }
 
+    /// Take the next `n` bytes, or record an overflow and take nothing, so
+    /// the position still says what was written.
+    #[inline(always)]
+    fn claim(&mut self, n: usize) -> Option<&'b mut [u8]> {
+        if n > self.rest.len() {
+            self.overflow = true;
+            return None;
+        }
+        let (dst, rest) = core::mem::take(&mut self.rest).split_at_mut(n);
+        self.rest = rest;
+        Some(dst)
+    }
+
     /// Append raw bytes.
     #[inline(always)]
     pub fn put(&mut self, bytes: &[u8]) {
-        if bytes.len() > self.rest.len() {
-            self.overflow = true;
-            return;
+        if let Some(dst) = self.claim(bytes.len()) {
+            dst.copy_from_slice(bytes);
         }
-        let (dst, rest) = core::mem::take(&mut self.rest).split_at_mut(bytes.len());
-        dst.copy_from_slice(bytes);
-        self.rest = rest;
-        self.written += bytes.len();
     }
 
-    /// Append a fixed number of bytes with one bounds check: generated code
-    /// assembles a struct of fixed-size fields in a local array and writes
-    /// it with this.
+    /// Append a fixed number of bytes.
     #[inline(always)]
     pub fn put_array<const N: usize>(&mut self, bytes: [u8; N]) {
-        match core::mem::take(&mut self.rest).split_first_chunk_mut::<N>() {
-            Some((dst, rest)) => {
-                *dst = bytes;
-                self.rest = rest;
-                self.written += N;
-            }
-            None => self.overflow = true,
+        self.put(&bytes);
+    }
+
+    /// Run `f` on a writer over the next `len` bytes when `len` is known
+    /// (`Some`: a fixed-length type or run of fields), so the run costs one
+    /// bounds check however many writes it makes; otherwise run `f` here.
+    /// A run that writes more or less than `len` is reported as an overflow:
+    /// it means an `encoded_len` or `FIXED_LEN` that does not match `f`.
+    #[inline(always)]
+    pub fn fixed(&mut self, len: Option<usize>, f: impl FnOnce(&mut Writer<'b>)) {
+        let Some(n) = len else { return f(self) };
+        if let Some(dst) = self.claim(n) {
+            let mut run = Writer::new(dst);
+            f(&mut run);
+            self.overflow |= run.overflow | !run.rest.is_empty();
+        }
+    }
+
+    /// Write `head`, then each of `items` preceded by `lead`, then `tail`,
+    /// where every item encodes to `n` bytes: one bounds check for the whole
+    /// array or list, and none per item, since each is written into a slot
+    /// of constant length.
+    #[inline(always)]
+    fn put_fixed_items<'a, T: Xdr<'a>>(&mut self, head: &[u8], items: &[T], n: usize, lead: &[u8], tail: &[u8]) {
+        let stride = n + lead.len();
+        // Saturating: an impossible length fails the check instead of
+        // wrapping into one that passes.
+        let total = items.len().saturating_mul(stride).saturating_add(head.len() + tail.len());
+        let Some(dst) = self.claim(total) else { return };
+        let (h, dst) = dst.split_at_mut(head.len());
+        h.copy_from_slice(head);
+        let (body, t) = dst.split_at_mut(dst.len() - tail.len());
+        t.copy_from_slice(tail);
+        if stride == 0 {
+            // Items of no bytes: nothing to write, and no slots to cut.
+            return;
+        }
+        for (slot, v) in body.chunks_exact_mut(stride).zip(items) {
+            let (l, e) = slot.split_at_mut(lead.len());
+            l.copy_from_slice(lead);
+            let mut item = Writer::new(e);
+            v.encode_to(&mut item);
+            self.overflow |= item.overflow | !item.rest.is_empty();
         }
     }
 
@@ -462,7 +513,7 @@ impl<'b> Writer<'b> {
     }
 
     /// Append a boolean word.
-    #[inline]
+    #[inline(always)]
     pub fn put_bool(&mut self, v: bool) {
         self.put_u32(v as u32);
     }
@@ -541,6 +592,7 @@ pub trait Xdr<'a>: Sized + Copy {
 
     /// Encode into the start of `out`, returning the bytes written. Fails,
     /// writing nothing, when `out` is shorter than [`Xdr::encoded_len`].
+    #[inline]
     fn encode(&self, out: &mut [u8]) -> Result<usize> {
         if Self::BOUNDED {
             self.validate()?;
@@ -605,7 +657,7 @@ impl<'a> Xdr<'a> for bool {
     fn decode_from(r: &mut Reader<'a>) -> Result<Self> {
         r.bool()
     }
-    #[inline]
+    #[inline(always)]
     fn encoded_len(&self) -> usize {
         4
     }
@@ -682,15 +734,18 @@ impl<'a, T: Xdr<'a>> Xdr<'a> for Option<T> {
             Ok(None)
         }
     }
-    #[inline]
+    #[inline(always)]
     fn encoded_len(&self) -> usize {
         4 + self.as_ref().map_or(0, Xdr::encoded_len)
     }
     #[inline]
     fn encode_to(&self, w: &mut Writer<'_>) {
-        w.put_bool(self.is_some());
-        if let Some(v) = self {
-            v.encode_to(w);
+        match self {
+            None => w.put_bool(false),
+            Some(v) => w.fixed(fixed_add(Some(4), T::FIXED_LEN), |w| {
+                w.put_bool(true);
+                v.encode_to(w);
+            }),
         }
     }
 }
@@ -815,6 +870,7 @@ impl<'a, T: Xdr<'a>> Seq<'a, T> {
     }
 
     /// Encoded length of the elements (no count word).
+    #[inline(always)]
     pub fn elements_len(&self) -> usize {
         match (self.repr, T::FIXED_LEN) {
             (SeqRepr::Wire { bytes, .. }, _) => bytes.len(),
@@ -848,10 +904,29 @@ impl<'a, T: Xdr<'a>> Seq<'a, T> {
     }
 
     /// Write the elements (no count word).
+    #[inline]
     pub fn encode_elements(&self, w: &mut Writer<'_>) {
-        match self.repr {
-            SeqRepr::Wire { bytes, .. } => w.put(bytes),
-            SeqRepr::Slice(s) => s.iter().for_each(|v| v.encode_to(w)),
+        self.encode_with_head(&[], w);
+    }
+
+    /// Write the count word, then the elements: a variable-length array.
+    #[inline]
+    pub fn encode_counted(&self, w: &mut Writer<'_>) {
+        self.encode_with_head(&(self.len() as u32).to_be_bytes(), w);
+    }
+
+    #[inline(always)]
+    fn encode_with_head(&self, head: &[u8], w: &mut Writer<'_>) {
+        match (self.repr, T::FIXED_LEN) {
+            (SeqRepr::Wire { bytes, .. }, _) => {
+                w.put(head);
+                w.put(bytes);
+            }
+            (SeqRepr::Slice(s), Some(n)) => w.put_fixed_items(head, s, n, &[], &[]),
+            (SeqRepr::Slice(s), None) => {
+                w.put(head);
+                s.iter().for_each(|v| v.encode_to(w));
+            }
         }
     }
 }
@@ -916,8 +991,7 @@ pub fn encode_var_seq<'a, T: Xdr<'a>>(seq: &Seq<'a, T>, out: &mut [u8]) -> Resul
         return Err(Error::BufferTooSmall { need, have: out.len() });
     }
     let mut w = Writer::new(out);
-    w.put_u32(seq.len() as u32);
-    seq.encode_elements(&mut w);
+    seq.encode_counted(&mut w);
     Ok(w.position())
 }
 
@@ -984,7 +1058,7 @@ impl<'a, T: Xdr<'a>> Xdr<'a> for List<'a, T> {
     fn decode_from(r: &mut Reader<'a>) -> Result<Self> {
         r.list("optional-data list")
     }
-    #[inline]
+    #[inline(always)]
     fn encoded_len(&self) -> usize {
         match (self.repr, T::FIXED_LEN) {
             (SeqRepr::Wire { bytes, .. }, _) => bytes.len(),
@@ -994,14 +1068,17 @@ impl<'a, T: Xdr<'a>> Xdr<'a> for List<'a, T> {
     }
     #[inline]
     fn encode_to(&self, w: &mut Writer<'_>) {
-        match self.repr {
-            SeqRepr::Wire { bytes, .. } => w.put(bytes),
-            SeqRepr::Slice(s) => {
+        const TRUE: [u8; 4] = 1u32.to_be_bytes();
+        const FALSE: [u8; 4] = 0u32.to_be_bytes();
+        match (self.repr, T::FIXED_LEN) {
+            (SeqRepr::Wire { bytes, .. }, _) => w.put(bytes),
+            (SeqRepr::Slice(s), Some(n)) => w.put_fixed_items(&[], s, n, &TRUE, &FALSE),
+            (SeqRepr::Slice(s), None) => {
                 for v in s {
-                    w.put_bool(true);
+                    w.put(&TRUE);
                     v.encode_to(w);
                 }
-                w.put_bool(false);
+                w.put(&FALSE);
             }
         }
     }

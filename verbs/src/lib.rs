@@ -407,7 +407,53 @@ pub trait ConnectRequest: Send {
     /// Creates the queue pair in `pd` and accepts, sending `private_data` (at most
     /// [`ACCEPT_PRIVATE_DATA_MAX`] bytes) back (`rdma_create_qp` + `rdma_accept`). On error
     /// the request is rejected.
-    fn accept(self, pd: &Self::Pd, private_data: &[u8], caps: QpCaps) -> Result<Self::Qp>;
+    ///
+    /// The peer may Send as soon as the connection is established, and a Send that finds no
+    /// Receive is fatal: a side that expects to be sent to first posts its Receives with
+    /// [`accept_with`](ConnectRequest::accept_with) instead.
+    fn accept(self, pd: &Self::Pd, private_data: &[u8], caps: QpCaps) -> Result<Self::Qp>
+    where
+        Self: Sized,
+    {
+        self.accept_with(pd, private_data, caps, |_| Ok(()))
+    }
+
+    /// [`accept`](ConnectRequest::accept), calling `before` on the new queue pair before the
+    /// connection is established (between `rdma_create_qp` and `rdma_accept`), so the Receives
+    /// it posts are in place for the peer's first Send, as an RPC-over-RDMA responder needs
+    /// (RFC 8166 section 3.3.1: a Receive for every credit). Post Receives (or bind windows)
+    /// there; Sends wait until this returns. An error from `before` is returned and the peer
+    /// is turned away: rejected (in-process, rdma-core), or on TCP, whose handshake is done by
+    /// then, disconnected at once.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// let client = std::thread::spawn(move || {
+    ///     let pd = InProcess.alloc_pd().unwrap();
+    ///     let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+    ///     let msg = pd.register(b"first".to_vec(), Access::empty()).unwrap();
+    ///     qp.post_send(1, &[Sge::whole(&msg)], None).unwrap(); // at once: no RNR
+    ///     assert!(qp.wait_cq(t).unwrap().is_ok());
+    ///     qp
+    /// });
+    /// let pd = InProcess.alloc_pd().unwrap();
+    /// let buf = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    /// let req = listener.get_request(t).unwrap();
+    /// let qp = req.accept_with(&pd, &[], QpCaps::default(), |qp| qp.post_recv(7, Sge::whole(&buf))).unwrap();
+    /// assert_eq!(qp.wait_cq(t).unwrap().byte_len, 5);
+    /// # let _client = client.join().unwrap();
+    /// ```
+    fn accept_with(
+        self,
+        pd: &Self::Pd,
+        private_data: &[u8],
+        caps: QpCaps,
+        before: impl FnOnce(&Self::Qp) -> Result<()>,
+    ) -> Result<Self::Qp>;
 
     /// Rejects the request (`rdma_reject`); the active side's connect fails with
     /// [`Error::Rejected`].

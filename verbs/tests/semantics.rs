@@ -522,6 +522,29 @@ fn disconnect_is_reported_to_the_peer_and_flushes_posted_receives<B: Backend>(b:
     assert_eq!(server.state(), QpState::Error);
 }
 
+/// The peer may Send the moment the connection is established (an RPC-over-RDMA requester
+/// does): Receives posted by `accept_with` are already there for it.
+fn receives_posted_at_accept_catch_the_peers_first_send<B: Backend>(b: &B) {
+    let listener = b.listen(&b.any_address()).unwrap();
+    let addr = listener.local_addr();
+    let (cpd, spd) = (b.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+    let buf = spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    let _keep = std::thread::scope(|s| {
+        let c = s.spawn(|| {
+            let (qp, _) = b.connect(&cpd, &addr, &[], QpCaps::default(), T).unwrap();
+            let msg = cpd.register(b"first".to_vec(), Access::empty()).unwrap();
+            qp.post_send(1, &[Sge::whole(&msg)], None).unwrap();
+            expect(&qp, 1, Opcode::Send, Status::Success);
+            qp
+        });
+        let req = listener.get_request(T).unwrap();
+        let server = req.accept_with(&spd, &[], QpCaps::default(), |qp| qp.post_recv(7, Sge::whole(&buf))).unwrap();
+        assert_eq!(expect(&server, 7, Opcode::Recv, Status::Success).byte_len, 5);
+        (c.join().unwrap(), server)
+    });
+    buf.with(|b| assert_eq!(&b[..5], b"first"));
+}
+
 // ---- engine details beyond the list ----
 
 fn receive_queue_depth_is_enforced<B: Backend>(b: &B) {
@@ -603,6 +626,7 @@ macro_rules! instantiate {
                 local_invalidate_kills_a_window,
                 window_answers_only_its_queue_pairs_peer,
                 bind_window_checks_its_arguments,
+                receives_posted_at_accept_catch_the_peers_first_send,
                 writes_posted_before_send_are_visible_at_its_receive_completion,
                 rkeys_are_unpredictable_and_change_on_reregistration,
                 private_data_is_padded_to_56_on_connect_and_196_on_accept,

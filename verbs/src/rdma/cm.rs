@@ -247,7 +247,13 @@ impl ConnectRequest for RdmaRequest {
         &self.private_data
     }
 
-    fn accept(mut self, pd: &RdmaPd, private_data: &[u8], caps: QpCaps) -> Result<RdmaQp> {
+    fn accept_with(
+        mut self,
+        pd: &RdmaPd,
+        private_data: &[u8],
+        caps: QpCaps,
+        before: impl FnOnce(&RdmaQp) -> Result<()>,
+    ) -> Result<RdmaQp> {
         let mut conn = self.conn.take().expect("a request is accepted or rejected once");
         if private_data.len() > ACCEPT_PRIVATE_DATA_MAX {
             Self::reject_conn(conn);
@@ -257,20 +263,32 @@ impl ConnectRequest for RdmaRequest {
             Self::reject_conn(conn);
             return Err(e);
         }
+        // The queue pair exists (in INIT; rdma_accept moves it on): Receives posted now are in
+        // place for the peer's first Send. On any error below, dropping `qp` tears it down.
+        let mut qp = RdmaQp::unstarted(conn, pd.0.clone(), caps);
+        let reject = |qp: &RdmaQp| {
+            // SAFETY: the id is live and not yet accepted.
+            unsafe { rdma_reject(qp.conn().id.0, std::ptr::null(), 0) };
+        };
+        if let Err(e) = before(&qp) {
+            reject(&qp);
+            return Err(e);
+        }
         // Answer the peer's Read depth with ours, and the other way round.
         let mut param = conn_param(private_data, self.initiator_depth, self.responder_resources);
         // SAFETY: the id is live with its QP; `param` and the private data outlive the call.
-        if unsafe { rdma_accept(conn.id.0, &mut param) } != 0 {
+        if unsafe { rdma_accept(qp.conn().id.0, &mut param) } != 0 {
             let e = errno();
-            Self::reject_conn(conn);
+            reject(&qp);
             return Err(os_error("rdma_accept", e));
         }
         let deadline = Instant::now() + ACCEPT_TIMEOUT;
         loop {
-            match conn.next_event(deadline)? {
+            match qp.conn().next_event(deadline)? {
                 None => return Err(Error::Timeout),
                 Some(ev) if ev.kind == RDMA_CM_EVENT_ESTABLISHED => {
-                    return Ok(RdmaQp::new(conn, pd.0.clone(), caps));
+                    qp.start_cm_thread();
+                    return Ok(qp);
                 }
                 Some(ev) if is_failure(ev.kind) => return Err(Error::ConnectionAborted),
                 Some(_) => {}

@@ -79,7 +79,16 @@ unsafe impl Sync for Shared {}
 unsafe impl Send for Shared {}
 
 impl RdmaQp {
+    /// A queue pair on an established connection, its CM thread running.
     pub(super) fn new(conn: Conn, pd: Arc<PdInner>, caps: QpCaps) -> Self {
+        let mut qp = Self::unstarted(conn, pd, caps);
+        qp.start_cm_thread();
+        qp
+    }
+
+    /// A queue pair whose connection is not established yet: work can be posted (Receives,
+    /// before `rdma_accept`), and nobody reads its CM events until [`Self::start_cm_thread`].
+    pub(super) fn unstarted(conn: Conn, pd: Arc<PdInner>, caps: QpCaps) -> Self {
         let s = Arc::new(Shared {
             conn,
             pd,
@@ -98,12 +107,22 @@ impl RdmaQp {
             cm_cv: Condvar::new(),
             stop: AtomicBool::new(false),
         });
-        let t = s.clone();
+        RdmaQp { s, cm_thread: None }
+    }
+
+    /// Starts the thread that reads this connection's CM events from now on.
+    pub(super) fn start_cm_thread(&mut self) {
+        let t = self.s.clone();
         let cm_thread = std::thread::Builder::new()
             .name("verbs-rdma-cm".into())
             .spawn(move || t.cm_loop())
             .expect("spawning the CM event thread");
-        RdmaQp { s, cm_thread: Some(cm_thread) }
+        self.cm_thread = Some(cm_thread);
+    }
+
+    /// The connection's cm_id and event channel.
+    pub(super) fn conn(&self) -> &Conn {
+        &self.s.conn
     }
 }
 

@@ -93,7 +93,7 @@ pub(super) fn connect(
     let mut accepted = vec![0u8; ACCEPT_PRIVATE_DATA_MAX];
     s.read_exact(&mut accepted).map_err(read_err)?;
     s.write_all(&[READY]).map_err(|_| Error::ConnectionAborted)?;
-    Ok((TcpQp::start(s, pd, caps)?, accepted))
+    Ok((TcpQp::start(s, pd, caps, |_| Ok(()))?, accepted))
 }
 
 /// Reads the request frame of a fresh connection; `None` if it is not one of ours.
@@ -146,7 +146,13 @@ impl ConnectRequest for TcpRequest {
         &self.private_data
     }
 
-    fn accept(mut self, pd: &TcpPd, private_data: &[u8], caps: QpCaps) -> Result<TcpQp> {
+    fn accept_with(
+        mut self,
+        pd: &TcpPd,
+        private_data: &[u8],
+        caps: QpCaps,
+        before: impl FnOnce(&TcpQp) -> Result<()>,
+    ) -> Result<TcpQp> {
         // On error the stream closes here, which the active side reads as a rejection.
         let private_data = pad_private_data(private_data, ACCEPT_PRIVATE_DATA_MAX)?;
         let mut rep = Vec::with_capacity(1 + ACCEPT_PRIVATE_DATA_MAX);
@@ -155,7 +161,7 @@ impl ConnectRequest for TcpRequest {
         self.stream.write_all(&rep).map_err(|_| Error::ConnectionAborted)?;
         let mut ready = [0u8];
         match self.stream.read_exact(&mut ready) {
-            Ok(()) if ready[0] == READY => TcpQp::start(self.stream, pd, caps),
+            Ok(()) if ready[0] == READY => TcpQp::start(self.stream, pd, caps, before),
             _ => Err(Error::ConnectionAborted),
         }
     }

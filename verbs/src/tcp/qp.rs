@@ -274,7 +274,14 @@ fn read_u64(r: &mut impl Read) -> io::Result<u64> {
 
 impl TcpQp {
     /// Starts the queue pair on an established, handshaken stream.
-    pub(super) fn start(stream: TcpStream, pd: &TcpPd, caps: QpCaps) -> Result<TcpQp> {
+    /// Starts the queue pair on an established, handshaken stream. `before` runs before the
+    /// reader thread applies the peer's first frame, so the Receives it posts are in place.
+    pub(super) fn start(
+        stream: TcpStream,
+        pd: &TcpPd,
+        caps: QpCaps,
+        before: impl FnOnce(&TcpQp) -> Result<()>,
+    ) -> Result<TcpQp> {
         let clone = |s: &TcpStream| s.try_clone().map_err(|_| Error::ConnectionAborted);
         stream.set_read_timeout(None).map_err(|_| Error::ConnectionAborted)?;
         let _ = stream.set_nodelay(true);
@@ -305,12 +312,15 @@ impl TcpQp {
         };
         let w = sh.clone();
         spawn("verbs-tcp-tx", Box::new(move || writer(w, out)))?;
-        let r = sh.clone();
+        let qp = TcpQp { sh, caps };
+        // Dropping `qp` on an error disconnects, which the peer sees as end of stream.
+        before(&qp)?;
+        let r = qp.sh.clone();
         if let Err(e) = spawn("verbs-tcp-rx", Box::new(move || reader(r, rd))) {
-            lock(&sh.st).fail();
+            lock(&qp.sh.st).fail();
             return Err(e);
         }
-        Ok(TcpQp { sh, caps })
+        Ok(qp)
     }
 
     fn notify(&self, st: MutexGuard<'_, State>) -> Result<()> {

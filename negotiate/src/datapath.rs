@@ -242,7 +242,17 @@ impl<B: Backend> Connection<B> {
     /// The one wait: the first completion, set aside or newly reaped, that `mine` claims;
     /// everything else reaped meanwhile is set aside for its owner.
     fn wait_for(&self, wr_id: u64, mine: impl Fn(&Completion) -> bool) -> Result<Completion, DataPathError> {
-        let deadline = Instant::now() + self.timeout;
+        self.wait_for_within(wr_id, self.timeout, mine)
+    }
+
+    /// [`Connection::wait_for`] giving up after `timeout`.
+    fn wait_for_within(
+        &self,
+        wr_id: u64,
+        timeout: Duration,
+        mine: impl Fn(&Completion) -> bool,
+    ) -> Result<Completion, DataPathError> {
+        let deadline = Instant::now() + timeout;
         loop {
             let mut set_aside = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(i) = set_aside.iter().position(&mine) {
@@ -250,7 +260,7 @@ impl<B: Backend> Connection<B> {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(DataPathError::Timeout { wr_id, timeout: self.timeout });
+                return Err(DataPathError::Timeout { wr_id, timeout });
             }
             if let Some(c) = self.qp.wait_cq(left.min(POLL_SLICE)) {
                 if mine(&c) {

@@ -4,11 +4,15 @@
 //! probes for Version Two and falls back to Version One on the same connection
 //! ([`requester`]), remembering responders that lack it ([`memory`]); a responder answers each
 //! call in the version the call used ([`responder`]). Bytes and clock readings go in, events
-//! and bytes come out; [`datapath`] moves one message exchange over a `verbs` queue pair.
+//! and bytes come out; [`datapath`] moves one message exchange over a `verbs` queue pair; and
+//! [`client::Client`] and [`server::Server`] put them together behind an API that hides the
+//! version: `call(message, binding) -> reply`, and a handler from call to reply.
 
+pub mod client;
 pub mod datapath;
 pub mod memory;
 pub mod reply;
 pub mod requester;
 pub mod responder;
+pub mod server;
 pub mod thresholds;

@@ -92,6 +92,15 @@ fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Judged<'a> {
     }
 }
 
+/// The header view of a reply that [`classify`] already matched to its call: the driver
+/// re-derives it from the same bytes in the calling thread, which owns the call's chunks.
+pub(crate) fn reply_header<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Option<Header<'a>> {
+    match judge(bytes, limits) {
+        Judged::Accept(h) => Some(h),
+        _ => None,
+    }
+}
+
 /// The part of a message that concerns a call in flight.
 pub(crate) struct Head<'a> {
     pub(crate) xid: u32,

@@ -15,8 +15,8 @@
 //!   requester remember that this responder lacks Version Two ([`PeerMemory`]), so the next
 //!   connection does not probe again (5.2).
 //!
-//! Every call ends in exactly one [`Event::Reply`] (returned by [`Requester::on_receive`]) or
-//! one [`Event::Failed`].
+//! Every call ends in exactly one [`Incoming::Reply`] (returned by [`Requester::on_receive`]),
+//! one [`Event::Failed`], or a [`Requester::cancel`] by the driver.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
@@ -297,6 +297,19 @@ impl Requester {
         self.want_connection();
         self.pump(now);
         Ok(())
+    }
+
+    /// Ends call `xid` without an event, for a failure the driver met itself (the call could
+    /// not be marshaled or sent, RFC 8166 section 4.5.4: "the associated RPC transaction fails
+    /// immediately"); its credit returns. False if no such call is in progress.
+    pub fn cancel(&mut self, xid: u32, now: Instant) -> bool {
+        if !self.calls.contains_key(&xid) {
+            return false;
+        }
+        self.finish(xid);
+        self.queue.retain(|&x| x != xid);
+        self.pump(now);
+        true
     }
 
     /// A received message. [`Incoming::Reply`] completes its call: reassemble the reply from the

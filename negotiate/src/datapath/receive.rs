@@ -1,8 +1,9 @@
 //! The pre-posted Receives every credit needs.
 
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
-use verbs::{Backend, MemoryRegion, QueuePair, Sge};
+use verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair, Sge};
 
 use super::{Connection, DataPathError, RECV_WR_BIT};
 
@@ -50,18 +51,29 @@ impl<B: Backend> ReceivePool<B> {
     /// Registers `count` buffers of `size` bytes (the local receive inline threshold) and posts
     /// a Receive into each.
     pub fn new(conn: &Connection<B>, count: usize, size: usize) -> Result<Self, DataPathError> {
+        Self::post(conn.pd(), conn.qp(), count, size).map_err(Into::into)
+    }
+
+    /// [`ReceivePool::new`] on a queue pair that no [`Connection`] wraps yet: a responder posts
+    /// its Receives from `ConnectRequest::accept_with`, before the requester's first call can
+    /// arrive.
+    pub fn post(pd: &B::Pd, qp: &B::Qp, count: usize, size: usize) -> verbs::Result<Self> {
         let pool = ReceivePool { buffers: Mutex::new(Vec::with_capacity(count)), size };
-        pool.grow(conn, count)?;
+        pool.grow_on(pd, qp, count)?;
         Ok(pool)
     }
 
     /// Adds and posts `more` buffers, for when the credits granted go up.
     pub fn grow(&self, conn: &Connection<B>, more: usize) -> Result<(), DataPathError> {
+        self.grow_on(conn.pd(), conn.qp(), more).map_err(Into::into)
+    }
+
+    fn grow_on(&self, pd: &B::Pd, qp: &B::Qp, more: usize) -> verbs::Result<()> {
         let mut buffers = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
         for _ in 0..more {
-            let region = conn.register_zeroed(self.size)?;
+            let region = pd.register(vec![0; self.size], Access::LOCAL_WRITE)?;
             let slot = buffers.len() as u64;
-            conn.qp().post_recv(RECV_WR_BIT | slot, Sge::whole(&region))?;
+            qp.post_recv(RECV_WR_BIT | slot, Sge::whole(&region))?;
             buffers.push(region);
         }
         Ok(())
@@ -82,9 +94,16 @@ impl<B: Backend> ReceivePool<B> {
         self.size
     }
 
-    /// Waits for the next message, copies it out and posts the buffer again.
+    /// Waits (up to the connection's timeout) for the next message, copies it out and posts
+    /// the buffer again.
     pub fn receive(&self, conn: &Connection<B>) -> Result<Received, DataPathError> {
-        let c = conn.wait_for(0, |c| c.wr_id & RECV_WR_BIT != 0)?;
+        self.receive_within(conn, conn.timeout())
+    }
+
+    /// [`ReceivePool::receive`], waiting at most `timeout` ([`DataPathError::Timeout`] then):
+    /// for a dispatcher that also watches the clock and the connection.
+    pub fn receive_within(&self, conn: &Connection<B>, timeout: Duration) -> Result<Received, DataPathError> {
+        let c = conn.wait_for_within(0, timeout, |c| c.wr_id & RECV_WR_BIT != 0)?;
         let region = {
             let buffers = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
             buffers[(c.wr_id & !RECV_WR_BIT) as usize].clone()

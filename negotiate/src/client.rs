@@ -1,0 +1,379 @@
+//! The requester's version-hiding API: [`Client::call`] takes an RPC call message and the
+//! Upper-Layer Binding that says which of its items are DDP-eligible and how large the reply
+//! may be, and returns the RPC reply message. Connection, private data, the Version Two probe
+//! and fallback, thresholds, chunk choices, credits, timeouts and retransmission all happen
+//! inside, driven by the sans-I/O [`Requester`] over any `verbs` backend.
+//!
+//! Threads: every caller marshals, sends and reassembles its own call (it owns the message and
+//! the binding); one dispatcher thread per client makes connections, reaps received messages,
+//! feeds them to the state machine and hands each caller what concerns its XID.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use cm_private_data::PrivateData;
+use rpcrdma_v1::marshal_call::InlineThresholds;
+use rpcrdma_v1::ulb::UpperLayerBinding;
+use verbs::{Backend, QpCaps, QpState, QueuePair};
+
+use crate::datapath::{send_call, CallParams, Connection, DataPathError, PendingCall, ReceivePool};
+use crate::reply::{reply_header, Incoming};
+use crate::requester::{self, CallFailure, DuplicateXid, Event, Requester, Transmit};
+use crate::thresholds;
+
+/// How a [`Client`] connects and behaves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// Versions, credits, timeouts, limits.
+    pub requester: requester::Config,
+    /// The RFC 8797 private data to send at connect, or `None` to send none.
+    pub private_data: Option<PrivateData>,
+    /// Queue pair capacities.
+    pub caps: QpCaps,
+    /// How long one connection attempt may take.
+    pub connect_timeout: Duration,
+}
+
+impl Default for ClientConfig {
+    /// Versions 1 to 2 and private data advertising 4096-byte Sends and Receives with the R flag
+    /// clear.
+    fn default() -> Self {
+        ClientConfig {
+            requester: requester::Config::default(),
+            private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), 4096, 4096)),
+            caps: QpCaps::default(),
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The protocol gave up on it (RDMA_ERROR, no common version, timeouts, lost connections).
+    #[error(transparent)]
+    Call(#[from] CallFailure),
+    /// Its XID is in use by another call in progress on this client.
+    #[error(transparent)]
+    DuplicateXid(#[from] DuplicateXid),
+    /// The message is not an RPC message (shorter than its XID).
+    #[error("an RPC message of {0} bytes has no XID")]
+    NoXid(usize),
+    /// Moving its bytes failed: marshaling, registration, reassembly.
+    #[error(transparent)]
+    DataPath(#[from] DataPathError),
+    /// The client is shutting down.
+    #[error("the client is closed")]
+    Closed,
+}
+
+/// A connection's verbs resources.
+struct Link<B: Backend> {
+    conn: Connection<B>,
+    pool: ReceivePool<B>,
+}
+
+/// What the dispatcher has for a caller.
+enum Slot<B: Backend> {
+    Waiting,
+    Transmit(Transmit, Arc<Link<B>>),
+    Reply(Vec<u8>, Option<u32>),
+    Failed(CallFailure),
+}
+
+struct State<B: Backend> {
+    req: Requester,
+    link: Option<Arc<Link<B>>>,
+    slots: HashMap<u32, Slot<B>>,
+    settled: Option<(u32, InlineThresholds)>,
+    /// Connects and disconnects for the dispatcher.
+    actions: Vec<Event>,
+    closing: bool,
+}
+
+struct Shared<B: Backend> {
+    backend: B,
+    addr: String,
+    cfg: ClientConfig,
+    st: Mutex<State<B>>,
+    cv: Condvar,
+}
+
+/// A requester bound to one responder address.
+///
+/// ```
+/// use std::sync::Arc;
+/// use negotiate::client::{Client, ClientConfig};
+/// use negotiate::server::{Server, ServerConfig};
+/// use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// use verbs::InProcess;
+///
+/// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+/// // A service that answers every call with an RPC reply of the same XID.
+/// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), |call: &[u8]| {
+///     let mut reply = call[..4].to_vec();
+///     reply.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0]);
+///     reply
+/// })
+/// .unwrap();
+/// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+/// let reply = client.call(&[0, 0, 0, 42, 0, 0, 0, 0], &ulb).unwrap();
+/// assert_eq!(reply, [0, 0, 0, 42, 0, 0, 0, 1, 0, 0, 0, 0]);
+/// assert_eq!(client.version(), Some(2)); // both sides speak Version Two
+/// ```
+pub struct Client<B: Backend> {
+    shared: Arc<Shared<B>>,
+    dispatcher: Option<JoinHandle<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// How long the dispatcher waits for a message before it looks at the clock again.
+const TICK: Duration = Duration::from_millis(5);
+
+impl<B: Backend + Clone> Client<B> {
+    /// A client for the responder at `addr`; it connects when the first call needs it.
+    pub fn new(backend: B, addr: &str, cfg: ClientConfig) -> Self {
+        let shared = Arc::new(Shared {
+            backend,
+            addr: addr.to_string(),
+            cfg,
+            st: Mutex::new(State {
+                req: Requester::new(cfg.requester, addr),
+                link: None,
+                slots: HashMap::new(),
+                settled: None,
+                actions: Vec::new(),
+                closing: false,
+            }),
+            cv: Condvar::new(),
+        });
+        let s = shared.clone();
+        let dispatcher =
+            std::thread::Builder::new().name("negotiate-client".into()).spawn(move || s.dispatch()).expect("spawn");
+        Client { shared, dispatcher: Some(dispatcher) }
+    }
+}
+
+impl<B: Backend> Client<B> {
+    /// Calls: sends the RPC call `message` (whose first four bytes are its XID) and returns
+    /// the RPC reply message. `ulb` declares the DDP-eligible arguments and results and the
+    /// largest reply (RFC 8166 section 6).
+    pub fn call<U: UpperLayerBinding + ?Sized>(&self, message: &[u8], ulb: &U) -> Result<Vec<u8>, ClientError> {
+        let xid =
+            message.first_chunk::<4>().map(|x| u32::from_be_bytes(*x)).ok_or(ClientError::NoXid(message.len()))?;
+        let sh = &self.shared;
+        {
+            let mut st = lock(&sh.st);
+            if st.closing {
+                return Err(ClientError::Closed);
+            }
+            st.req.call(xid, Instant::now())?;
+            st.slots.insert(xid, Slot::Waiting);
+            sh.route(&mut st);
+        }
+        sh.cv.notify_all();
+        let mut pending: Option<(PendingCall<B>, Arc<Link<B>>)> = None;
+        let result = loop {
+            let slot = {
+                let mut st = lock(&sh.st);
+                loop {
+                    match st.slots.get_mut(&xid).map(|s| std::mem::replace(s, Slot::Waiting)) {
+                        Some(Slot::Waiting) => st = sh.cv.wait(st).unwrap_or_else(PoisonError::into_inner),
+                        Some(other) => break other,
+                        None => unreachable!("a slot is removed only by its caller"),
+                    }
+                }
+            };
+            match slot {
+                Slot::Waiting => unreachable!(),
+                Slot::Transmit(t, link) => {
+                    if let Some((old, old_link)) = pending.take() {
+                        // A retransmission: the old attempt's windows must not stay open.
+                        let _ = old.abandon(&old_link.conn, None);
+                    }
+                    let params = CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds };
+                    match send_call(&link.conn, message, ulb, &params) {
+                        Ok(p) => pending = Some((p, link)),
+                        // A broken connection comes back as a retransmission; anything else
+                        // ends the call here (RFC 8166 section 4.5.4).
+                        Err(e) if link.conn.qp().state() == QpState::Error => drop(e),
+                        Err(e) => {
+                            lock(&sh.st).req.cancel(xid, Instant::now());
+                            break Err(e.into());
+                        }
+                    }
+                }
+                Slot::Reply(bytes, invalidated) => {
+                    let (p, link) = pending.take().expect("a reply answers a transmitted call");
+                    let header = reply_header(&bytes, &sh.cfg.requester.limits).expect("judged by the dispatcher");
+                    let mut out = Vec::new();
+                    break p
+                        .complete(&link.conn, &header, invalidated, ulb, &mut out)
+                        .map(|()| out)
+                        .map_err(Into::into);
+                }
+                Slot::Failed(e) => {
+                    if let Some((p, link)) = pending.take() {
+                        let _ = p.abandon(&link.conn, None);
+                    }
+                    break Err(e.into());
+                }
+            }
+        };
+        {
+            let mut st = lock(&sh.st);
+            st.slots.remove(&xid);
+            sh.route(&mut st);
+        }
+        sh.cv.notify_all();
+        result
+    }
+
+    /// The version the current connection settled on, if it has.
+    pub fn version(&self) -> Option<u32> {
+        lock(&self.shared.st).settled.map(|(v, _)| v)
+    }
+
+    /// The current connection's inline thresholds, once its version is settled.
+    pub fn thresholds(&self) -> Option<InlineThresholds> {
+        lock(&self.shared.st).settled.map(|(_, t)| t)
+    }
+
+    /// The credit window of the current connection.
+    pub fn window(&self) -> u32 {
+        lock(&self.shared.st).req.window()
+    }
+
+    /// What the client learned about responders (which lack Version Two).
+    pub fn memory(&self) -> crate::memory::PeerMemory {
+        lock(&self.shared.st).req.memory().clone()
+    }
+}
+
+impl<B: Backend> Drop for Client<B> {
+    fn drop(&mut self) {
+        lock(&self.shared.st).closing = true;
+        self.shared.cv.notify_all();
+        if let Some(d) = self.dispatcher.take() {
+            let _ = d.join();
+        }
+    }
+}
+
+impl<B: Backend> Shared<B> {
+    /// Hands the state machine's events to whoever acts on them: callers get their
+    /// transmissions and failures; the dispatcher gets connects and disconnects.
+    fn route(&self, st: &mut State<B>) {
+        while let Some(e) = st.req.poll_event() {
+            match e {
+                Event::Transmit(t) => {
+                    let link = st.link.clone().expect("transmissions come only with a connection");
+                    st.slots.insert(t.xid, Slot::Transmit(t, link));
+                }
+                Event::Failed { xid, error } => {
+                    st.slots.insert(xid, Slot::Failed(error));
+                }
+                Event::Settled { version, thresholds } => st.settled = Some((version, thresholds)),
+                Event::Connect | Event::Disconnect => st.actions.push(e),
+            }
+        }
+    }
+
+    /// The dispatcher: connects, receives, times out, until the client is dropped.
+    fn dispatch(&self) {
+        let mut backoff = Duration::ZERO;
+        let mut actions = Vec::new();
+        loop {
+            let link = {
+                let mut st = lock(&self.st);
+                self.route(&mut st);
+                actions.append(&mut st.actions);
+                if st.closing {
+                    let failed: Vec<u32> = st.slots.keys().copied().collect();
+                    for xid in failed {
+                        st.slots.insert(xid, Slot::Failed(CallFailure::ConnectionLost { attempts: 0 }));
+                    }
+                    self.cv.notify_all();
+                    return;
+                }
+                st.link.clone()
+            };
+            self.cv.notify_all();
+            for action in actions.drain(..) {
+                match action {
+                    Event::Connect => {
+                        std::thread::sleep(backoff);
+                        backoff = if self.connect() { Duration::ZERO } else { (backoff * 2).max(TICK).min(TICK * 40) };
+                    }
+                    Event::Disconnect => {
+                        if let Some(l) = &link {
+                            l.conn.qp().disconnect();
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            let Some(link) = link else {
+                let st = lock(&self.st);
+                if st.link.is_none() && !st.closing && st.actions.is_empty() && st.req.poll_timeout().is_none() {
+                    drop(self.cv.wait_timeout(st, TICK * 20));
+                }
+                continue;
+            };
+            let got = link.pool.receive_within(&link.conn, TICK);
+            let now = Instant::now();
+            let mut st = lock(&self.st);
+            match got {
+                Ok(m) => {
+                    if let Incoming::Reply { xid, .. } = st.req.on_receive(&m.bytes, now) {
+                        st.slots.insert(xid, Slot::Reply(m.bytes, m.invalidated_rkey));
+                    }
+                }
+                Err(DataPathError::Timeout { .. }) => {}
+                Err(_) => {}
+            }
+            if link.conn.qp().state() == QpState::Error {
+                st.link = None;
+                st.settled = None;
+                st.req.on_disconnected(now);
+            } else if st.req.poll_timeout().is_some_and(|t| t <= now) {
+                st.req.on_timeout(now);
+            }
+        }
+    }
+
+    /// One connection attempt; false if it failed.
+    fn connect(&self) -> bool {
+        let cfg = &self.cfg;
+        let pdata = cfg.private_data.map(|p| p.encode().to_vec()).unwrap_or_default();
+        let attempt = (|| -> Result<(Link<B>, Vec<u8>), DataPathError> {
+            let pd = self.backend.alloc_pd()?;
+            let (qp, accepted) = self.backend.connect(&pd, &self.addr, &pdata, cfg.caps, cfg.connect_timeout)?;
+            let conn = Connection::new(pd, qp, cfg.requester.timeout);
+            // Our Receives hold what a responder may send us: our advertised receive size, or
+            // what the highest version we speak lets it assume (v2 draft section 2.3).
+            let advertised = cfg.private_data.map_or(0, |p| p.receive_size());
+            let size = advertised.max(thresholds::default_for(cfg.requester.versions.1)) as usize;
+            let pool = ReceivePool::new(&conn, cfg.requester.credits as usize, size)?;
+            Ok((Link { conn, pool }, accepted))
+        })();
+        let now = Instant::now();
+        let mut st = lock(&self.st);
+        match attempt {
+            Ok((link, accepted)) => {
+                st.link = Some(Arc::new(link));
+                st.req.on_connected(cfg.private_data, &accepted, now);
+                true
+            }
+            Err(_) => {
+                st.req.on_connect_failed(now);
+                false
+            }
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! The responder's version-hiding API: [`Server::start`] listens, accepts each connection with
+//! its private data and Receives already posted, and serves every call with a handler that
+//! sees only RPC messages. The [`Responder`] state machine judges each message by its version's
+//! rules and says how to reply; the data path fetches Read chunks and fills Write and Reply
+//! chunks.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use cm_private_data::PrivateData;
+use rpcrdma_v1::header::Header;
+use rpcrdma_v1::reassemble::encode_garbage_args_reply;
+use rpcrdma_v1::ulb::UpperLayerBinding;
+use rpcrdma_v1::verdict::ErrorReply;
+use verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
+
+use crate::datapath::{fetch_call, send_error, send_reply, Connection, DataPathError, ReceivePool, ReplyParams};
+use crate::responder::{self, Received, Responder};
+use crate::thresholds;
+
+/// How a [`Server`] accepts and serves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// Versions, credits, header limits.
+    pub responder: responder::Config,
+    /// The RFC 8797 private data to send in each accept, or `None`.
+    pub private_data: Option<PrivateData>,
+    /// Queue pair capacities.
+    pub caps: QpCaps,
+    /// How long one RDMA Read, Write or Send may take.
+    pub timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    /// Versions 1 to 2, 32 credits, private data advertising 4096-byte Sends and Receives with
+    /// the R flag clear.
+    fn default() -> Self {
+        ServerConfig {
+            responder: responder::Config::default(),
+            private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), 4096, 4096)),
+            caps: QpCaps::default(),
+            timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What a server counted, summed over its connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ServerStats {
+    /// Calls served, by version (index 1 and 2).
+    pub calls: [u64; 3],
+    /// RDMA_ERROR replies sent.
+    pub errors_sent: u64,
+    /// Calls that arrived beyond the credits granted.
+    pub credit_overruns: u64,
+}
+
+/// A running responder. Dropping it stops accepting and closes every connection.
+pub struct Server {
+    addr: String,
+    stop: Arc<AtomicBool>,
+    stats: Arc<std::sync::Mutex<ServerStats>>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+const TICK: Duration = Duration::from_millis(10);
+
+impl Server {
+    /// Listens on `addr` and serves each call with `handler`, which gets the whole RPC call
+    /// message and returns the whole RPC reply message; `ulb` says which items of both are
+    /// DDP-eligible (RFC 8166 section 6).
+    pub fn start<B, U, H>(backend: B, addr: &str, cfg: ServerConfig, ulb: Arc<U>, handler: H) -> verbs::Result<Server>
+    where
+        B: Backend + Clone,
+        U: UpperLayerBinding + Send + Sync + ?Sized + 'static,
+        H: Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static,
+    {
+        let listener = backend.listen(addr)?;
+        let local = listener.local_addr();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stats = Arc::new(std::sync::Mutex::new(ServerStats::default()));
+        let handler = Arc::new(handler);
+        let (s, st) = (stop.clone(), stats.clone());
+        let acceptor = std::thread::Builder::new()
+            .name("negotiate-server".into())
+            .spawn(move || {
+                let mut conns = Vec::new();
+                while !s.load(Ordering::Relaxed) {
+                    let Ok(req) = listener.get_request(TICK * 5) else { continue };
+                    let (b, u, h, s2, st2) = (backend.clone(), ulb.clone(), handler.clone(), s.clone(), st.clone());
+                    let spawned = std::thread::Builder::new()
+                        .name("negotiate-conn".into())
+                        .spawn(move || serve_connection(&b, req, &cfg, &*u, &*h, &s2, &st2));
+                    conns.extend(spawned.ok());
+                }
+                for c in conns {
+                    let _ = c.join();
+                }
+            })
+            .map_err(|_| verbs::Error::ConnectionAborted)?;
+        Ok(Server { addr: local, stop, stats, acceptor: Some(acceptor) })
+    }
+
+    /// The address clients connect to.
+    pub fn local_addr(&self) -> String {
+        self.addr.clone()
+    }
+
+    /// What the server has counted so far.
+    pub fn stats(&self) -> ServerStats {
+        *self.stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+    }
+}
+
+/// What one received message came to.
+enum Served {
+    Call(u32),
+    Error,
+    Nothing,
+}
+
+/// Serves one connection until it goes down or the server stops.
+fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
+    backend: &B,
+    req: B::Request,
+    cfg: &ServerConfig,
+    ulb: &U,
+    handler: &dyn Fn(&[u8]) -> Vec<u8>,
+    stop: &AtomicBool,
+    stats: &std::sync::Mutex<ServerStats>,
+) {
+    let mut responder = Responder::new(cfg.responder);
+    responder.on_connected(req.private_data(), cfg.private_data);
+    // Receives of the largest size a requester may send us: what we advertise, or what the
+    // highest version we accept lets it assume (v2 draft section 2.3); one per credit (RFC
+    // 8166 section 3.3.1), posted before the connection is established.
+    let advertised = cfg.private_data.map_or(0, |p| p.receive_size());
+    let size = advertised.max(thresholds::default_for(cfg.responder.versions.1)) as usize;
+    let Ok(pd) = backend.alloc_pd() else { return };
+    let pdata = cfg.private_data.map(|p| p.encode().to_vec()).unwrap_or_default();
+    let mut pool = None;
+    let accepted = req.accept_with(&pd, &pdata, cfg.caps, |qp| {
+        pool = Some(ReceivePool::<B>::post(&pd, qp, cfg.responder.credits as usize, size)?);
+        Ok(())
+    });
+    let (Ok(qp), Some(pool)) = (accepted, pool) else { return };
+    let conn = Connection::<B>::new(pd, qp, cfg.timeout);
+    let mut call = Vec::new();
+    while !stop.load(Ordering::Relaxed) && conn.qp().state() == QpState::Ready {
+        let m = match pool.receive_within(&conn, TICK) {
+            Ok(m) => m,
+            Err(DataPathError::Timeout { .. }) => continue,
+            Err(_) => break,
+        };
+        let served = match responder.on_receive(&m.bytes) {
+            Received::Call(header) => {
+                call.clear();
+                let xid = header.xid();
+                let outcome = fetch_call(&conn, &header, ulb, &mut call).and_then(|()| {
+                    let reply = handler(&call);
+                    let p = responder.reply_params(xid).expect("the call is in flight");
+                    let params = ReplyParams {
+                        version: p.version,
+                        credits: p.credits,
+                        reply_inline_threshold: p.thresholds.reply,
+                        remote_invalidation: p.remote_invalidation,
+                    };
+                    send_reply(&conn, &header, &reply, ulb, &params).map(|_| p.version)
+                });
+                match outcome {
+                    Ok(v) => Ok(Served::Call(v)),
+                    Err(e) => answer_failure(&conn, &mut responder, &header, ulb, e).map(|err| {
+                        if err {
+                            Served::Error
+                        } else {
+                            Served::Nothing
+                        }
+                    }),
+                }
+            }
+            Received::SendError(e) => send_error(&conn, e.as_bytes()).map(|()| Served::Error).map_err(drop),
+            _ => Ok(Served::Nothing),
+        };
+        let mut s = stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        s.credit_overruns = s.credit_overruns.max(responder.overruns());
+        match served {
+            Ok(Served::Call(v)) => s.calls[v.min(2) as usize] += 1,
+            Ok(Served::Error) => s.errors_sent += 1,
+            Ok(Served::Nothing) => {}
+            Err(()) => break,
+        }
+    }
+    conn.qp().disconnect();
+}
+
+/// A call that could not be served: answer what the spec says (RFC 8166 section 4.5: ERR_CHUNK
+/// when the requester's chunks cannot hold the reply; an RPC GARBAGE_ARGS reply for a
+/// DDP-eligibility violation, section 4.5.2 / 6.1.1), or close the connection when nothing can
+/// be sent (section 4.5.4). `Ok(true)` when an RDMA_ERROR went out.
+fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
+    conn: &Connection<B>,
+    responder: &mut Responder,
+    call: &Header<'_>,
+    ulb: &U,
+    e: DataPathError,
+) -> Result<bool, ()> {
+    let Some(p) = responder.reply_params(call.xid()) else { return Err(()) };
+    match e {
+        DataPathError::Reply(r) if r.errcode().is_some() => {
+            let err = ErrorReply::err_chunk(call.xid(), p.version, p.credits);
+            send_error(conn, err.as_bytes()).map(|()| true).map_err(drop)
+        }
+        DataPathError::DdpViolation(_) => {
+            let mut reply = [0u8; 24];
+            let n = encode_garbage_args_reply(call.xid(), &mut reply).map_err(drop)?;
+            let params = ReplyParams {
+                version: p.version,
+                credits: p.credits,
+                reply_inline_threshold: p.thresholds.reply,
+                remote_invalidation: false,
+            };
+            send_reply(conn, call, &reply[..n], ulb, &params).map(|_| false).map_err(drop)
+        }
+        _ => Err(()),
+    }
+}

@@ -49,6 +49,8 @@ impl Default for ServerConfig {
 /// What a server counted, summed over its connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ServerStats {
+    /// Connections accepted.
+    pub connections: u64,
     /// Calls served, by version (index 1 and 2).
     pub calls: [u64; 3],
     /// RDMA_ERROR replies sent.
@@ -155,6 +157,7 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
         Ok(())
     });
     let (Ok(qp), Some(pool)) = (accepted, pool) else { return };
+    stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner).connections += 1;
     let conn = Connection::<B>::new(pd, qp, cfg.timeout);
     let mut call = Vec::new();
     while !stop.load(Ordering::Relaxed) && conn.qp().state() == QpState::Ready {

@@ -18,6 +18,7 @@ use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use verbs::{Backend, QpCaps, QpState, QueuePair};
 
+use crate::backchannel::{self, Handler};
 use crate::datapath::{send_call, CallParams, Connection, DataPathError, PendingCall, ReceivePool};
 use crate::reply::{reply_header, Incoming};
 use crate::requester::{self, CallFailure, DuplicateXid, Event, Requester, Transmit};
@@ -97,6 +98,7 @@ struct Shared<B: Backend> {
     backend: B,
     addr: String,
     cfg: ClientConfig,
+    backchannel: Option<Handler>,
     st: Mutex<State<B>>,
     cv: Condvar,
 }
@@ -138,10 +140,37 @@ const TICK: Duration = Duration::from_millis(5);
 impl<B: Backend + Clone> Client<B> {
     /// A client for the responder at `addr`; it connects when the first call needs it.
     pub fn new(backend: B, addr: &str, cfg: ClientConfig) -> Self {
+        Self::start(backend, addr, cfg, None)
+    }
+
+    /// A client whose connections also serve backward-direction calls from the server with
+    /// `handler` (RFC 8167; see [`backchannel`](crate::backchannel)).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use verbs::InProcess;
+    ///
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
+    /// let client = Client::with_backchannel(InProcess, &server.local_addr(), ClientConfig::default(), Arc::new(echo));
+    /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // the forward direction first
+    /// let back = &server.backchannels()[0];
+    /// assert_eq!(back.call(&[0, 0, 0, 9, 0, 0, 0, 0, 7, 7, 7, 7]).unwrap(), [0, 0, 0, 9, 0, 0, 0, 1, 7, 7, 7, 7]);
+    /// ```
+    pub fn with_backchannel(backend: B, addr: &str, cfg: ClientConfig, handler: Handler) -> Self {
+        Self::start(backend, addr, cfg, Some(handler))
+    }
+
+    fn start(backend: B, addr: &str, cfg: ClientConfig, backchannel: Option<Handler>) -> Self {
         let shared = Arc::new(Shared {
             backend,
             addr: addr.to_string(),
             cfg,
+            backchannel,
             st: Mutex::new(State {
                 req: Requester::new(cfg.requester, addr),
                 link: None,
@@ -329,11 +358,21 @@ impl<B: Backend> Shared<B> {
             let now = Instant::now();
             let mut st = lock(&self.st);
             match got {
-                Ok(m) => {
-                    if let Incoming::Reply { xid, .. } = st.req.on_receive(&m.bytes, now) {
+                Ok(m) => match st.req.on_receive(&m.bytes, now) {
+                    Incoming::Reply { xid, .. } => {
                         st.slots.insert(xid, Slot::Reply(m.bytes, m.invalidated_rkey));
                     }
-                }
+                    Incoming::BackwardCall(call) => {
+                        let forward = st.req.thresholds().unwrap_or_default();
+                        drop(st);
+                        if let Some(handler) = &self.backchannel {
+                            // A failure here is the connection's: seen below as its state.
+                            let _ = backchannel::answer(&link.conn, &call, handler, forward);
+                        }
+                        st = lock(&self.st);
+                    }
+                    Incoming::Consumed | Incoming::Dropped(_) => {}
+                },
                 Err(DataPathError::Timeout { .. }) => {}
                 Err(_) => {}
             }
@@ -359,7 +398,7 @@ impl<B: Backend> Shared<B> {
             // what the highest version we speak lets it assume (v2 draft section 2.3).
             let advertised = cfg.private_data.map_or(0, |p| p.receive_size());
             let size = advertised.max(thresholds::default_for(cfg.requester.versions.1)) as usize;
-            let pool = ReceivePool::new(&conn, cfg.requester.credits as usize, size)?;
+            let pool = ReceivePool::new(&conn, cfg.requester.credits as usize + backchannel::SLOTS, size)?;
             Ok((Link { conn, pool }, accepted))
         })();
         let now = Instant::now();

@@ -8,6 +8,7 @@
 //! [`client::Client`] and [`server::Server`] put them together behind an API that hides the
 //! version: `call(message, binding) -> reply`, and a handler from call to reply.
 
+pub mod backchannel;
 pub mod client;
 pub mod datapath;
 pub mod memory;

@@ -16,6 +16,7 @@ use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::verdict::ErrorReply;
 use verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
 
+use crate::backchannel::{self, Backchannel, ServerSide};
 use crate::datapath::{fetch_call, send_error, send_reply, Connection, DataPathError, ReceivePool, ReplyParams};
 use crate::responder::{self, Received, Responder};
 use crate::thresholds;
@@ -64,6 +65,7 @@ pub struct Server {
     addr: String,
     stop: Arc<AtomicBool>,
     stats: Arc<std::sync::Mutex<ServerStats>>,
+    backchannels: Arc<std::sync::Mutex<Vec<Backchannel>>>,
     acceptor: Option<JoinHandle<()>>,
 }
 
@@ -84,17 +86,19 @@ impl Server {
         let stop = Arc::new(AtomicBool::new(false));
         let stats = Arc::new(std::sync::Mutex::new(ServerStats::default()));
         let handler = Arc::new(handler);
-        let (s, st) = (stop.clone(), stats.clone());
+        let backchannels = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (s, st, bc) = (stop.clone(), stats.clone(), backchannels.clone());
         let acceptor = std::thread::Builder::new()
             .name("negotiate-server".into())
             .spawn(move || {
                 let mut conns = Vec::new();
                 while !s.load(Ordering::Relaxed) {
                     let Ok(req) = listener.get_request(TICK * 5) else { continue };
-                    let (b, u, h, s2, st2) = (backend.clone(), ulb.clone(), handler.clone(), s.clone(), st.clone());
+                    let (b, u, h) = (backend.clone(), ulb.clone(), handler.clone());
+                    let (s2, st2, bc2) = (s.clone(), st.clone(), bc.clone());
                     let spawned = std::thread::Builder::new()
                         .name("negotiate-conn".into())
-                        .spawn(move || serve_connection(&b, req, &cfg, &*u, &*h, &s2, &st2));
+                        .spawn(move || serve_connection(&b, req, &cfg, &*u, &*h, &s2, &st2, &bc2));
                     conns.extend(spawned.ok());
                 }
                 for c in conns {
@@ -102,12 +106,20 @@ impl Server {
                 }
             })
             .map_err(|_| verbs::Error::ConnectionAborted)?;
-        Ok(Server { addr: local, stop, stats, acceptor: Some(acceptor) })
+        Ok(Server { addr: local, stop, stats, backchannels, acceptor: Some(acceptor) })
     }
 
     /// The address clients connect to.
     pub fn local_addr(&self) -> String {
         self.addr.clone()
+    }
+
+    /// Handles for calling the clients of the open connections in the backward direction
+    /// (RFC 8167), oldest connection first.
+    pub fn backchannels(&self) -> Vec<Backchannel> {
+        let mut all = self.backchannels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.retain(Backchannel::is_open);
+        all.clone()
     }
 
     /// What the server has counted so far.
@@ -133,6 +145,7 @@ enum Served {
 }
 
 /// Serves one connection until it goes down or the server stops.
+#[allow(clippy::too_many_arguments)]
 fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     backend: &B,
     req: B::Request,
@@ -141,6 +154,7 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     handler: &dyn Fn(&[u8]) -> Vec<u8>,
     stop: &AtomicBool,
     stats: &std::sync::Mutex<ServerStats>,
+    backchannels: &std::sync::Mutex<Vec<Backchannel>>,
 ) {
     let mut responder = Responder::new(cfg.responder);
     responder.on_connected(req.private_data(), cfg.private_data);
@@ -153,12 +167,15 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     let pdata = cfg.private_data.map(|p| p.encode().to_vec()).unwrap_or_default();
     let mut pool = None;
     let accepted = req.accept_with(&pd, &pdata, cfg.caps, |qp| {
-        pool = Some(ReceivePool::<B>::post(&pd, qp, cfg.responder.credits as usize, size)?);
+        let count = cfg.responder.credits as usize + backchannel::SLOTS;
+        pool = Some(ReceivePool::<B>::post(&pd, qp, count, size)?);
         Ok(())
     });
     let (Ok(qp), Some(pool)) = (accepted, pool) else { return };
     stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner).connections += 1;
-    let conn = Connection::<B>::new(pd, qp, cfg.timeout);
+    let conn = Arc::new(Connection::<B>::new(pd, qp, cfg.timeout));
+    let back = ServerSide::new(conn.clone(), cfg.responder.limits);
+    backchannels.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(back.handle());
     let mut call = Vec::new();
     while !stop.load(Ordering::Relaxed) && conn.qp().state() == QpState::Ready {
         let m = match pool.receive_within(&conn, TICK) {
@@ -170,6 +187,7 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
             Received::Call(header) => {
                 call.clear();
                 let xid = header.xid();
+                back.on_forward_call(header.version(), responder.advertised().for_version(header.version()));
                 let outcome = fetch_call(&conn, &header, ulb, &mut call).and_then(|()| {
                     let reply = handler(&call);
                     let p = responder.reply_params(xid).expect("the call is in flight");
@@ -193,6 +211,10 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
                 }
             }
             Received::SendError(e) => send_error(&conn, e.as_bytes()).map(|()| Served::Error).map_err(drop),
+            Received::BackwardReply(_) => {
+                back.on_reply(m.bytes);
+                Ok(Served::Nothing)
+            }
             _ => Ok(Served::Nothing),
         };
         let mut s = stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -204,6 +226,7 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
             Err(()) => break,
         }
     }
+    back.close();
     conn.qp().disconnect();
 }
 

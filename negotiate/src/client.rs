@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cm_private_data::PrivateData;
-use rpcrdma_v1::marshal_call::InlineThresholds;
+use rpcrdma_v1::marshal_call::{CallForm, InlineThresholds};
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use verbs::{Backend, QpCaps, QpState, QueuePair};
 
@@ -70,6 +70,28 @@ pub enum ClientError {
     Closed,
 }
 
+/// Calls sent, by the form marshaling chose (RFC 8166 section 3.5); retransmissions count
+/// again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClientStats {
+    /// Short: RDMA_MSG, all inline.
+    pub short: u64,
+    /// Chunked: RDMA_MSG with DDP-eligible arguments in Read chunks.
+    pub chunked: u64,
+    /// Long: RDMA_NOMSG, the whole call in a position-zero Read chunk.
+    pub long: u64,
+}
+
+impl ClientStats {
+    fn count(&mut self, form: CallForm) {
+        match form {
+            CallForm::Short => self.short += 1,
+            CallForm::Chunked => self.chunked += 1,
+            CallForm::Long => self.long += 1,
+        }
+    }
+}
+
 /// A connection's verbs resources.
 struct Link<B: Backend> {
     conn: Connection<B>,
@@ -89,6 +111,7 @@ struct State<B: Backend> {
     link: Option<Arc<Link<B>>>,
     slots: HashMap<u32, Slot<B>>,
     settled: Option<(u32, InlineThresholds)>,
+    stats: ClientStats,
     /// Connects and disconnects for the dispatcher.
     actions: Vec<Event>,
     closing: bool,
@@ -176,6 +199,7 @@ impl<B: Backend + Clone> Client<B> {
                 link: None,
                 slots: HashMap::new(),
                 settled: None,
+                stats: ClientStats::default(),
                 actions: Vec::new(),
                 closing: false,
             }),
@@ -227,7 +251,10 @@ impl<B: Backend> Client<B> {
                     }
                     let params = CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds };
                     match send_call(&link.conn, message, ulb, &params) {
-                        Ok(p) => pending = Some((p, link)),
+                        Ok(p) => {
+                            lock(&sh.st).stats.count(p.form());
+                            pending = Some((p, link));
+                        }
                         // A broken connection comes back as a retransmission; anything else
                         // ends the call here (RFC 8166 section 4.5.4).
                         Err(e) if link.conn.qp().state() == QpState::Error => drop(e),
@@ -271,6 +298,11 @@ impl<B: Backend> Client<B> {
     /// The current connection's inline thresholds, once its version is settled.
     pub fn thresholds(&self) -> Option<InlineThresholds> {
         lock(&self.shared.st).settled.map(|(_, t)| t)
+    }
+
+    /// What this client has sent so far.
+    pub fn stats(&self) -> ClientStats {
+        lock(&self.shared.st).stats
     }
 
     /// The credit window of the current connection.

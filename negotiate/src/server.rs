@@ -11,13 +11,16 @@ use std::time::Duration;
 
 use cm_private_data::PrivateData;
 use rpcrdma_v1::header::Header;
+use rpcrdma_v1::marshal_reply::ReplyForm;
 use rpcrdma_v1::reassemble::encode_garbage_args_reply;
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::verdict::ErrorReply;
 use verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
 
 use crate::backchannel::{self, Backchannel, ServerSide};
-use crate::datapath::{fetch_call, send_error, send_reply, Connection, DataPathError, ReceivePool, ReplyParams};
+use crate::datapath::{
+    fetch_call, send_error, send_reply, Connection, DataPathError, ReceivePool, ReplyParams, ReplySent,
+};
 use crate::responder::{self, Received, Responder};
 use crate::thresholds;
 
@@ -54,6 +57,12 @@ pub struct ServerStats {
     pub connections: u64,
     /// Calls served, by version (index 1 and 2).
     pub calls: [u64; 3],
+    /// Replies sent inline (RDMA_MSG).
+    pub inline_replies: u64,
+    /// Replies sent through the requester's Reply chunk (RDMA_NOMSG).
+    pub reply_chunk_replies: u64,
+    /// DDP-eligible results written into the requester's Write chunks.
+    pub write_chunk_results: u64,
     /// RDMA_ERROR replies sent.
     pub errors_sent: u64,
     /// Calls that arrived beyond the credits granted.
@@ -139,7 +148,7 @@ impl Drop for Server {
 
 /// What one received message came to.
 enum Served {
-    Call(u32),
+    Call(u32, ReplySent),
     Error,
     Nothing,
 }
@@ -197,10 +206,10 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
                         reply_inline_threshold: p.thresholds.reply,
                         remote_invalidation: p.remote_invalidation,
                     };
-                    send_reply(&conn, &header, &reply, ulb, &params).map(|_| p.version)
+                    send_reply(&conn, &header, &reply, ulb, &params).map(|sent| (p.version, sent))
                 });
                 match outcome {
-                    Ok(v) => Ok(Served::Call(v)),
+                    Ok((v, sent)) => Ok(Served::Call(v, sent)),
                     Err(e) => answer_failure(&conn, &mut responder, &header, ulb, e).map(|err| {
                         if err {
                             Served::Error
@@ -220,7 +229,14 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
         let mut s = stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         s.credit_overruns = s.credit_overruns.max(responder.overruns());
         match served {
-            Ok(Served::Call(v)) => s.calls[v.min(2) as usize] += 1,
+            Ok(Served::Call(v, sent)) => {
+                s.calls[v.min(2) as usize] += 1;
+                match sent.form {
+                    ReplyForm::Inline => s.inline_replies += 1,
+                    ReplyForm::ReplyChunk => s.reply_chunk_replies += 1,
+                }
+                s.write_chunk_results += sent.reduced_results as u64;
+            }
             Ok(Served::Error) => s.errors_sent += 1,
             Ok(Served::Nothing) => {}
             Err(()) => break,

@@ -6,9 +6,11 @@
 //! - [`oracle`]: the rpcgen + libtirpc C oracle (build it, drive it over pipes,
 //!   and the canonical text it speaks).
 //! - [`V1_XDR`]: the v1 XDR both are generated from, as extracted at build time.
+//! - [`matrix`]: the cross-version interop matrix, the main job (`cargo run -p interop-tests`).
 //! - [`v1_model`]: an owned model of a v1 header (`Vec`s where our generated
 //!   types borrow), for building random headers and comparing codecs.
 
+pub mod matrix;
 pub mod peer_xdrgen;
 
 use peer_xdrgen::{

@@ -31,6 +31,9 @@ pub struct ClientConfig {
     pub requester: requester::Config,
     /// The RFC 8797 private data to send at connect, or `None` to send none.
     pub private_data: Option<PrivateData>,
+    /// Eight bytes to send at connect *instead of* `private_data`: another layer's private data
+    /// or garbage, to see a responder treat it as absent (RFC 8797 section 5.1).
+    pub foreign_private_data: Option<[u8; 8]>,
     /// Queue pair capacities.
     pub caps: QpCaps,
     /// How long one connection attempt may take.
@@ -44,6 +47,7 @@ impl Default for ClientConfig {
         ClientConfig {
             requester: requester::Config::default(),
             private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), 4096, 4096)),
+            foreign_private_data: None,
             caps: QpCaps::default(),
             connect_timeout: Duration::from_secs(5),
         }
@@ -421,14 +425,19 @@ impl<B: Backend> Shared<B> {
     /// One connection attempt; false if it failed.
     fn connect(&self) -> bool {
         let cfg = &self.cfg;
-        let pdata = cfg.private_data.map(|p| p.encode().to_vec()).unwrap_or_default();
+        // What we advertise: nothing valid when foreign bytes go out instead.
+        let ours = cfg.private_data.filter(|_| cfg.foreign_private_data.is_none());
+        let pdata = match cfg.foreign_private_data {
+            Some(bytes) => bytes.to_vec(),
+            None => ours.map(|p| p.encode().to_vec()).unwrap_or_default(),
+        };
         let attempt = (|| -> Result<(Link<B>, Vec<u8>), DataPathError> {
             let pd = self.backend.alloc_pd()?;
             let (qp, accepted) = self.backend.connect(&pd, &self.addr, &pdata, cfg.caps, cfg.connect_timeout)?;
             let conn = Connection::new(pd, qp, cfg.requester.timeout);
             // Our Receives hold what a responder may send us: our advertised receive size, or
             // what the highest version we speak lets it assume (v2 draft section 2.3).
-            let advertised = cfg.private_data.map_or(0, |p| p.receive_size());
+            let advertised = ours.map_or(0, |p| p.receive_size());
             let size = advertised.max(thresholds::default_for(cfg.requester.versions.1)) as usize;
             let pool = ReceivePool::new(&conn, cfg.requester.credits as usize + backchannel::SLOTS, size)?;
             Ok((Link { conn, pool }, accepted))
@@ -438,7 +447,7 @@ impl<B: Backend> Shared<B> {
         match attempt {
             Ok((link, accepted)) => {
                 st.link = Some(Arc::new(link));
-                st.req.on_connected(cfg.private_data, &accepted, now);
+                st.req.on_connected(ours, &accepted, now);
                 true
             }
             Err(_) => {

@@ -31,6 +31,9 @@ pub struct ServerConfig {
     pub responder: responder::Config,
     /// The RFC 8797 private data to send in each accept, or `None`.
     pub private_data: Option<PrivateData>,
+    /// Eight bytes to send in each accept *instead of* `private_data` (another layer's, or
+    /// garbage), to see a requester treat it as absent (RFC 8797 section 5.1).
+    pub foreign_private_data: Option<[u8; 8]>,
     /// Queue pair capacities.
     pub caps: QpCaps,
     /// How long one RDMA Read, Write or Send may take.
@@ -44,6 +47,7 @@ impl Default for ServerConfig {
         ServerConfig {
             responder: responder::Config::default(),
             private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), 4096, 4096)),
+            foreign_private_data: None,
             caps: QpCaps::default(),
             timeout: Duration::from_secs(5),
         }
@@ -165,15 +169,20 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     stats: &std::sync::Mutex<ServerStats>,
     backchannels: &std::sync::Mutex<Vec<Backchannel>>,
 ) {
+    // What we advertise: nothing valid when foreign bytes go out instead.
+    let ours = cfg.private_data.filter(|_| cfg.foreign_private_data.is_none());
     let mut responder = Responder::new(cfg.responder);
-    responder.on_connected(req.private_data(), cfg.private_data);
+    responder.on_connected(req.private_data(), ours);
     // Receives of the largest size a requester may send us: what we advertise, or what the
     // highest version we accept lets it assume (v2 draft section 2.3); one per credit (RFC
     // 8166 section 3.3.1), posted before the connection is established.
-    let advertised = cfg.private_data.map_or(0, |p| p.receive_size());
+    let advertised = ours.map_or(0, |p| p.receive_size());
     let size = advertised.max(thresholds::default_for(cfg.responder.versions.1)) as usize;
     let Ok(pd) = backend.alloc_pd() else { return };
-    let pdata = cfg.private_data.map(|p| p.encode().to_vec()).unwrap_or_default();
+    let pdata = match cfg.foreign_private_data {
+        Some(bytes) => bytes.to_vec(),
+        None => ours.map(|p| p.encode().to_vec()).unwrap_or_default(),
+    };
     let mut pool = None;
     let accepted = req.accept_with(&pd, &pdata, cfg.caps, |qp| {
         let count = cfg.responder.credits as usize + backchannel::SLOTS;

@@ -1,0 +1,399 @@
+//! The cross-version interop matrix, the workspace's main job: every combination of
+//! requester {Version One only, Version Two capable} x responder {the same two} x RFC 8797
+//! private data {none, both, requester only, garbage} x message form {short, chunked read,
+//! chunked write, long call, long reply, backward-direction call}, each cell a fresh `Server`
+//! and `Client` pair from `negotiate` over one verbs backend. A cell checks the reply bytes,
+//! the negotiated version, both inline thresholds and that the intended form was really used.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cm_private_data::{Flags, PrivateData};
+use negotiate::client::{Client, ClientConfig};
+use negotiate::requester;
+use negotiate::responder;
+use negotiate::server::{Server, ServerConfig};
+use negotiate::thresholds::Advertised;
+use rpcrdma_v1::marshal_call::InlineThresholds;
+use rpcrdma_v1::ulb::OpaqueAtUlb;
+use verbs::Backend;
+
+/// Which versions a side speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Speaks {
+    /// Version One only.
+    V1Only,
+    /// Versions One and Two.
+    V2Capable,
+}
+
+impl Speaks {
+    fn versions(self) -> (u32, u32) {
+        match self {
+            Speaks::V1Only => (1, 1),
+            Speaks::V2Capable => (1, 2),
+        }
+    }
+
+    /// The column label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Speaks::V1Only => "v1-only",
+            Speaks::V2Capable => "v2-capable",
+        }
+    }
+}
+
+/// Who sends RFC 8797 private data at connect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pdata {
+    /// Neither side.
+    None,
+    /// Both: the requester 8192/8192 with the R flag, the responder 4096/2048 with it.
+    Both,
+    /// The requester only (4096/4096).
+    RequesterOnly,
+    /// Both sides send eight bytes that are not RFC 8797 private data.
+    Garbage,
+}
+
+impl Pdata {
+    fn advertised(self) -> (Option<PrivateData>, Option<PrivateData>) {
+        let r = Flags::REMOTE_INVALIDATE;
+        match self {
+            Pdata::None | Pdata::Garbage => (None, None),
+            Pdata::Both => (Some(PrivateData::new(r, 8192, 8192)), Some(PrivateData::new(r, 4096, 2048))),
+            Pdata::RequesterOnly => (Some(PrivateData::new(Flags::empty(), 4096, 4096)), None),
+        }
+    }
+
+    /// The column label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Pdata::None => "none",
+            Pdata::Both => "both",
+            Pdata::RequesterOnly => "requester only",
+            Pdata::Garbage => "garbage",
+        }
+    }
+}
+
+/// What a cell's call looks like on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Form {
+    /// A small call and reply, inline (RDMA_MSG).
+    Short,
+    /// A large DDP-eligible argument reduced into a Read chunk.
+    ChunkedRead,
+    /// A large DDP-eligible result written into a Write chunk.
+    ChunkedWrite,
+    /// A large call with nothing DDP-eligible: RDMA_NOMSG, position-zero Read chunk.
+    LongCall,
+    /// A large reply with nothing DDP-eligible: through the Reply chunk.
+    LongReply,
+    /// The responder calls the requester on the same connection (RFC 8167).
+    Backward,
+}
+
+impl Form {
+    /// Every form, in table order.
+    pub const ALL: [Form; 6] =
+        [Form::Short, Form::ChunkedRead, Form::ChunkedWrite, Form::LongCall, Form::LongReply, Form::Backward];
+
+    /// The column label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Form::Short => "short",
+            Form::ChunkedRead => "chunked read",
+            Form::ChunkedWrite => "chunked write",
+            Form::LongCall => "long call",
+            Form::LongReply => "long reply",
+            Form::Backward => "backward call",
+        }
+    }
+
+    fn code(self) -> u32 {
+        Form::ALL.iter().position(|&f| f == self).unwrap() as u32
+    }
+}
+
+/// One cell of the matrix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cell {
+    /// The requester.
+    pub requester: Speaks,
+    /// The responder.
+    pub responder: Speaks,
+    /// Private data.
+    pub pdata: Pdata,
+    /// Message form.
+    pub form: Form,
+}
+
+/// Every cell, in table order.
+pub fn all_cells() -> Vec<Cell> {
+    let sides = [Speaks::V1Only, Speaks::V2Capable];
+    let pdata = [Pdata::None, Pdata::Both, Pdata::RequesterOnly, Pdata::Garbage];
+    let mut cells = Vec::new();
+    for requester in sides {
+        for responder in sides {
+            for pdata in pdata {
+                for form in Form::ALL {
+                    cells.push(Cell { requester, responder, pdata, form });
+                }
+            }
+        }
+    }
+    cells
+}
+
+/// What a cell came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The cell.
+    pub cell: Cell,
+    /// The version the connection settled on.
+    pub version: Option<u32>,
+    /// Its inline thresholds.
+    pub thresholds: Option<InlineThresholds>,
+    /// The requester's credit window after the exchange.
+    pub credits: u32,
+    /// `Ok` or why the cell failed.
+    pub verdict: Result<(), String>,
+    /// Wall time of the cell: connect, negotiate, exchange.
+    pub elapsed: Duration,
+}
+
+/// Private data that is not RFC 8797's: a wrong format identifier (0xf6ab0e19) with plausible
+/// fields after it.
+const GARBAGE: [u8; 8] = [0xf6, 0xab, 0x0e, 0x19, 1, 1, 3, 3];
+
+/// The large payload's size: beyond every inline threshold a cell can negotiate (8192 at most).
+const BIG: usize = 16 * 1024;
+/// A small payload's size.
+const SMALL: usize = 16;
+/// Where the DDP-eligible `opaque<>`'s length word sits in calls and replies: after the XID,
+/// the message type and the form code.
+const OPAQUE_AT: usize = 12;
+
+/// The responder's binding: both calls and replies may carry a DDP-eligible opaque.
+const SERVER_ULB: OpaqueAtUlb = OpaqueAtUlb {
+    call_opaque: Some(OPAQUE_AT),
+    reply_opaque: Some(OPAQUE_AT),
+    max_result: 4 * BIG,
+    max_reply: 4 * BIG,
+};
+
+/// The requester's binding for a form: what it lets marshaling reduce, and how large a reply
+/// it provisions for.
+fn client_ulb(form: Form) -> OpaqueAtUlb {
+    let small_reply = 64 + SMALL;
+    match form {
+        Form::Short | Form::Backward | Form::ChunkedRead => {
+            OpaqueAtUlb { call_opaque: Some(OPAQUE_AT), reply_opaque: None, max_result: 0, max_reply: small_reply }
+        }
+        Form::ChunkedWrite => {
+            OpaqueAtUlb { call_opaque: None, reply_opaque: Some(OPAQUE_AT), max_result: BIG, max_reply: small_reply }
+        }
+        Form::LongCall => OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: small_reply },
+        Form::LongReply => OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 2 * BIG },
+    }
+}
+
+/// An RPC message: XID, message type (0 call, 1 reply), the form code, then an `opaque<>` of
+/// `len` pattern bytes.
+fn message(xid: u32, msg_type: u32, form: Form, len: usize) -> Vec<u8> {
+    let mut m = Vec::with_capacity(16 + len + 3);
+    for w in [xid, msg_type, form.code(), len as u32] {
+        m.extend_from_slice(&w.to_be_bytes());
+    }
+    m.extend((0..len).map(|i| (i as u8).wrapping_mul(7) ^ (xid as u8)));
+    m.resize(m.len() + rpcrdma_v1::ulb::roundup_pad(len), 0);
+    m
+}
+
+/// The call a cell sends.
+fn call_for(form: Form, xid: u32) -> Vec<u8> {
+    let len = if matches!(form, Form::ChunkedRead | Form::LongCall) { BIG } else { SMALL };
+    message(xid, 0, form, len)
+}
+
+/// The service: its reply to a call, from the call's XID and form code.
+pub fn serve(call: &[u8]) -> Vec<u8> {
+    let word = |at: usize| call.get(at..at + 4).map_or(0, |w| u32::from_be_bytes(w.try_into().unwrap()));
+    let form = Form::ALL.get(word(8) as usize).copied().unwrap_or(Form::Short);
+    let len = if matches!(form, Form::ChunkedWrite | Form::LongReply) { BIG } else { SMALL };
+    message(word(0), 1, form, len)
+}
+
+/// Runs one cell on `backend`, listening on `any_addr`.
+pub fn run_cell<B: Backend + Clone>(backend: &B, cell: Cell) -> Outcome {
+    let start = Instant::now();
+    let (client_pd, server_pd) = cell.pdata.advertised();
+    let foreign = (cell.pdata == Pdata::Garbage).then_some(GARBAGE);
+    let scfg = ServerConfig {
+        responder: responder::Config { versions: cell.responder.versions(), ..Default::default() },
+        private_data: server_pd,
+        foreign_private_data: foreign,
+        ..Default::default()
+    };
+    let ccfg = ClientConfig {
+        requester: requester::Config {
+            versions: cell.requester.versions(),
+            timeout: Duration::from_secs(5),
+            ..Default::default()
+        },
+        private_data: client_pd,
+        foreign_private_data: foreign,
+        ..Default::default()
+    };
+    let mut out =
+        Outcome { cell, version: None, thresholds: None, credits: 0, verdict: Ok(()), elapsed: Duration::ZERO };
+    let server = match Server::start(backend.clone(), &backend.any_address(), scfg, Arc::new(SERVER_ULB), serve) {
+        Ok(s) => s,
+        Err(e) => {
+            out.verdict = Err(format!("server: {e}"));
+            return out;
+        }
+    };
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let back = Arc::new(move |call: &[u8]| {
+        s2.lock().unwrap().push(call.to_vec());
+        serve(call)
+    });
+    let client = Client::with_backchannel(backend.clone(), &server.local_addr(), ccfg, back);
+    out.verdict = exchange(&client, &server, cell, &seen);
+    out.version = client.version();
+    out.thresholds = client.thresholds();
+    out.credits = client.window();
+    if out.verdict.is_ok() {
+        out.verdict = check_negotiation(&out, client_pd, server_pd);
+    }
+    // Timed before teardown: stopping a server waits out its acceptor's tick.
+    out.elapsed = start.elapsed();
+    drop(client);
+    drop(server);
+    out
+}
+
+/// The call (and for [`Form::Backward`], the backward call) and the checks on its bytes and
+/// form.
+fn exchange<B: Backend>(
+    client: &Client<B>,
+    server: &Server,
+    cell: Cell,
+    seen: &std::sync::Mutex<Vec<Vec<u8>>>,
+) -> Result<(), String> {
+    let xid = 0x1000 + cell.form.code();
+    let call = call_for(cell.form, xid);
+    let reply = client.call(&call, &client_ulb(cell.form)).map_err(|e| format!("call: {e}"))?;
+    if reply != serve(&call) {
+        return Err(format!("reply of {} bytes differs from the {} sent", reply.len(), serve(&call).len()));
+    }
+    // The server counts a reply once its Send completes, which may be after the reply reached
+    // us: wait for the count.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut s = server.stats();
+    while s.calls.iter().sum::<u64>() == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+        s = server.stats();
+    }
+    let c = client.stats();
+    let form_seen = match cell.form {
+        Form::Short | Form::Backward => c.short > 0 && c.chunked + c.long == 0 && s.reply_chunk_replies == 0,
+        Form::ChunkedRead => c.chunked > 0 && c.short + c.long == 0,
+        Form::ChunkedWrite => s.write_chunk_results == 1,
+        Form::LongCall => c.long > 0 && c.short + c.chunked == 0,
+        Form::LongReply => s.reply_chunk_replies == 1,
+    };
+    if !form_seen {
+        return Err(format!("the {} form was not used: client {c:?}, server {s:?}", cell.form.label()));
+    }
+    if cell.form == Form::Backward {
+        let back = server.backchannels().into_iter().next().ok_or("no connection to call back on")?;
+        let bcall = message(0x8000_0000 | xid, 0, Form::Short, SMALL);
+        let breply = back.call(&bcall).map_err(|e| format!("backward call: {e}"))?;
+        if breply != serve(&bcall) || seen.lock().unwrap().as_slice() != [bcall] {
+            return Err("the backward call or its reply differs".into());
+        }
+    }
+    Ok(())
+}
+
+/// The version both sides should settle on, and the thresholds RFC 8797 section 4.2 (or the
+/// version's defaults) give.
+fn check_negotiation(
+    out: &Outcome,
+    client_pd: Option<PrivateData>,
+    server_pd: Option<PrivateData>,
+) -> Result<(), String> {
+    let want = if out.cell.requester == Speaks::V2Capable && out.cell.responder == Speaks::V2Capable { 2 } else { 1 };
+    if out.version != Some(want) {
+        return Err(format!("negotiated {:?}, expected version {want}", out.version));
+    }
+    let t = Advertised { requester: client_pd, responder: server_pd }.for_version(want);
+    if out.thresholds != Some(t) {
+        return Err(format!("thresholds {:?}, expected {t:?}", out.thresholds));
+    }
+    if out.credits != 32 {
+        return Err(format!("credit window {}, expected 32", out.credits));
+    }
+    Ok(())
+}
+
+/// The table, one line per cell.
+pub fn table(outcomes: &[Outcome]) -> String {
+    let mut s = format!(
+        "{:<11} {:<11} {:<15} {:<14} {:>4} {:>11} {:>7} {:>9}  {}\n",
+        "requester", "responder", "private data", "form", "vers", "thresholds", "credits", "time", "verdict"
+    );
+    for o in outcomes {
+        let t = o.thresholds.map_or("-".into(), |t| format!("{}/{}", t.call, t.reply));
+        let v = o.version.map_or("-".into(), |v| v.to_string());
+        let verdict = match &o.verdict {
+            Ok(()) => "ok".to_string(),
+            Err(e) => format!("FAILED: {e}"),
+        };
+        s += &format!(
+            "{:<11} {:<11} {:<15} {:<14} {:>4} {:>11} {:>7} {:>7.1}ms  {}\n",
+            o.cell.requester.label(),
+            o.cell.responder.label(),
+            o.cell.pdata.label(),
+            o.cell.form.label(),
+            v,
+            t,
+            o.credits,
+            o.elapsed.as_secs_f64() * 1e3,
+            verdict
+        );
+    }
+    s
+}
+
+/// The outcomes as a JSON array (hand-written: every string is ours, escaped all the same).
+pub fn json(outcomes: &[Outcome]) -> String {
+    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
+    let cells: Vec<String> = outcomes
+        .iter()
+        .map(|o| {
+            let t = o.thresholds.map_or("null".into(), |t| format!("{{\"call\":{},\"reply\":{}}}", t.call, t.reply));
+            let v = o.version.map_or("null".into(), |v| v.to_string());
+            let verdict = match &o.verdict {
+                Ok(()) => "\"ok\"".to_string(),
+                Err(e) => format!("\"{}\"", esc(e)),
+            };
+            format!(
+                "{{\"requester\":\"{}\",\"responder\":\"{}\",\"private_data\":\"{}\",\"form\":\"{}\",\"version\":{v},\"thresholds\":{t},\"credits\":{},\"verdict\":{verdict},\"ok\":{},\"time_ms\":{:.3}}}",
+                o.cell.requester.label(),
+                o.cell.responder.label(),
+                o.cell.pdata.label(),
+                o.cell.form.label(),
+                o.credits,
+                o.verdict.is_ok(),
+                o.elapsed.as_secs_f64() * 1e3
+            )
+        })
+        .collect();
+    format!("[\n  {}\n]\n", cells.join(",\n  "))
+}

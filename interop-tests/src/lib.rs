@@ -12,6 +12,7 @@
 
 pub mod matrix;
 pub mod peer_xdrgen;
+pub mod remote;
 
 use peer_xdrgen::{
     rdma_body, rdma_msg, rpc_rdma_error, rpc_rdma_errvers, rpc_rdma_header, xdr_rdma_segment, xdr_read_chunk,

@@ -6,27 +6,34 @@
 //!
 //! Runs every cell of [`interop_tests::matrix`] (requester x responder x private data x
 //! message form) on one verbs backend and prints the table (or JSON with `--json`); exits
-//! non-zero if any cell failed, saying why. `tcp` runs each pair over TCP loopback in this
-//! process; `rdma` (built with `--features rdma`) uses the rdma-core backend on the address in
-//! `RDMA_TEST_ADDR`, inside the Soft-RoCE guest.
+//! non-zero if any cell failed, saying why. `tcp` runs each pair as two processes over TCP
+//! loopback (the responder is this binary's `serve-cell`, see [`interop_tests::remote`]);
+//! `tcp-local` runs both ends in this process; `rdma` (built with `--features rdma`) uses the
+//! rdma-core backend on the address in `RDMA_TEST_ADDR`, inside the Soft-RoCE guest.
 
 use std::io::Write;
 use std::process::ExitCode;
 
-use interop_tests::matrix::{all_cells, json, run_cell, table, Outcome};
+use interop_tests::matrix::{all_cells, json, run_cell, table, Cell, Outcome};
+use interop_tests::remote::{run_cell_two_processes, serve_cell_main};
 use verbs::Backend;
 
 fn usage() -> ExitCode {
-    eprintln!("usage: interop-tests [--json] [--backend inproc|tcp|rdma]");
+    eprintln!("usage: interop-tests [--json] [--backend inproc|tcp|tcp-local|rdma]");
     ExitCode::from(2)
 }
 
-/// Runs every cell, with a progress line on stderr.
+/// Runs every cell on `backend`, with a progress line on stderr.
 fn run_all<B: Backend + Clone>(backend: &B) -> Vec<Outcome> {
+    run_each(|cell| run_cell(backend, cell))
+}
+
+/// Runs every cell with `run`, with a progress line on stderr.
+fn run_each(run: impl Fn(Cell) -> Outcome) -> Vec<Outcome> {
     let cells = all_cells();
     let mut out = Vec::with_capacity(cells.len());
     for (i, cell) in cells.into_iter().enumerate() {
-        let o = run_cell(backend, cell);
+        let o = run(cell);
         let mark = if o.verdict.is_ok() { "ok" } else { "FAILED" };
         eprint!(
             "\r[{:>3}/{}] {:<11} -> {:<11} {:<15} {:<14} {:<6}",
@@ -46,9 +53,13 @@ fn run_all<B: Backend + Clone>(backend: &B) -> Vec<Outcome> {
 }
 
 fn main() -> ExitCode {
+    let all: Vec<String> = std::env::args().skip(1).collect();
+    if all.first().map(String::as_str) == Some("serve-cell") {
+        return ExitCode::from(serve_cell_main(&all[1..]) as u8);
+    }
     let mut as_json = false;
     let mut backend = "inproc".to_string();
-    let mut args = std::env::args().skip(1);
+    let mut args = all.into_iter();
     while let Some(a) = args.next() {
         match a.as_str() {
             "--json" => as_json = true,
@@ -65,7 +76,14 @@ fn main() -> ExitCode {
     }
     let outcomes = match backend.as_str() {
         "inproc" => run_all(&verbs::InProcess),
-        "tcp" => run_all(&verbs::Tcp),
+        "tcp" => match std::env::current_exe() {
+            Ok(exe) => run_each(|cell| run_cell_two_processes(&exe, cell)),
+            Err(e) => {
+                eprintln!("interop-tests: cannot find its own executable: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        "tcp-local" => run_all(&verbs::Tcp),
         #[cfg(feature = "rdma")]
         "rdma" => match verbs::Rdma::from_test_env() {
             Some(b) => run_all(&b),

@@ -12,7 +12,7 @@ use cm_private_data::{Flags, PrivateData};
 use negotiate::client::{Client, ClientConfig};
 use negotiate::requester;
 use negotiate::responder;
-use negotiate::server::{Server, ServerConfig};
+use negotiate::server::{Server, ServerConfig, ServerStats};
 use negotiate::thresholds::Advertised;
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::OpaqueAtUlb;
@@ -28,6 +28,9 @@ pub enum Speaks {
 }
 
 impl Speaks {
+    /// Every kind, in table order.
+    pub const ALL: [Speaks; 2] = [Speaks::V1Only, Speaks::V2Capable];
+
     fn versions(self) -> (u32, u32) {
         match self {
             Speaks::V1Only => (1, 1),
@@ -66,6 +69,9 @@ impl Pdata {
             Pdata::RequesterOnly => (Some(PrivateData::new(Flags::empty(), 4096, 4096)), None),
         }
     }
+
+    /// Every case, in table order.
+    pub const ALL: [Pdata; 4] = [Pdata::None, Pdata::Both, Pdata::RequesterOnly, Pdata::Garbage];
 
     /// The column label.
     pub fn label(self) -> &'static str {
@@ -132,12 +138,10 @@ pub struct Cell {
 
 /// Every cell, in table order.
 pub fn all_cells() -> Vec<Cell> {
-    let sides = [Speaks::V1Only, Speaks::V2Capable];
-    let pdata = [Pdata::None, Pdata::Both, Pdata::RequesterOnly, Pdata::Garbage];
     let mut cells = Vec::new();
-    for requester in sides {
-        for responder in sides {
-            for pdata in pdata {
+    for requester in Speaks::ALL {
+        for responder in Speaks::ALL {
+            for pdata in Pdata::ALL {
                 for form in Form::ALL {
                     cells.push(Cell { requester, responder, pdata, form });
                 }
@@ -226,17 +230,70 @@ pub fn serve(call: &[u8]) -> Vec<u8> {
     message(word(0), 1, form, len)
 }
 
-/// Runs one cell on `backend`, listening on `any_addr`.
+/// The responder's configuration for a cell.
+pub fn server_config(responder: Speaks, pdata: Pdata) -> ServerConfig {
+    let (_, server_pd) = pdata.advertised();
+    ServerConfig {
+        responder: responder::Config { versions: responder.versions(), ..Default::default() },
+        private_data: server_pd,
+        foreign_private_data: (pdata == Pdata::Garbage).then_some(GARBAGE),
+        ..Default::default()
+    }
+}
+
+/// Starts a cell's responder.
+pub fn start_server<B: Backend + Clone>(backend: &B, responder: Speaks, pdata: Pdata) -> verbs::Result<Server> {
+    Server::start(backend.clone(), &backend.any_address(), server_config(responder, pdata), Arc::new(SERVER_ULB), serve)
+}
+
+/// The responder end of a cell, wherever it runs: in this process, or in a child process
+/// ([`crate::remote`]).
+pub trait ResponderEnd {
+    /// Where the requester connects.
+    fn addr(&self) -> String;
+    /// What the responder counted.
+    fn stats(&self) -> Result<ServerStats, String>;
+    /// Calls the requester back (RFC 8167) on the one connection, returning the reply.
+    fn call_back(&self, call: &[u8]) -> Result<Vec<u8>, String>;
+}
+
+impl ResponderEnd for Server {
+    fn addr(&self) -> String {
+        self.local_addr()
+    }
+    fn stats(&self) -> Result<ServerStats, String> {
+        Ok(Server::stats(self))
+    }
+    fn call_back(&self, call: &[u8]) -> Result<Vec<u8>, String> {
+        let back = self.backchannels().into_iter().next().ok_or("no connection to call back on")?;
+        back.call(call).map_err(|e| format!("backward call: {e}"))
+    }
+}
+
+/// Runs one cell on `backend`, the responder in this process.
 pub fn run_cell<B: Backend + Clone>(backend: &B, cell: Cell) -> Outcome {
     let start = Instant::now();
+    match start_server(backend, cell.responder, cell.pdata) {
+        Ok(server) => run_cell_against(backend, cell, &server, start),
+        Err(e) => Outcome {
+            cell,
+            version: None,
+            thresholds: None,
+            credits: 0,
+            verdict: Err(format!("server: {e}")),
+            elapsed: start.elapsed(),
+        },
+    }
+}
+
+/// Runs one cell's requester on `backend` against `server`.
+pub fn run_cell_against<B: Backend + Clone>(
+    backend: &B,
+    cell: Cell,
+    server: &dyn ResponderEnd,
+    start: Instant,
+) -> Outcome {
     let (client_pd, server_pd) = cell.pdata.advertised();
-    let foreign = (cell.pdata == Pdata::Garbage).then_some(GARBAGE);
-    let scfg = ServerConfig {
-        responder: responder::Config { versions: cell.responder.versions(), ..Default::default() },
-        private_data: server_pd,
-        foreign_private_data: foreign,
-        ..Default::default()
-    };
     let ccfg = ClientConfig {
         requester: requester::Config {
             versions: cell.requester.versions(),
@@ -244,26 +301,19 @@ pub fn run_cell<B: Backend + Clone>(backend: &B, cell: Cell) -> Outcome {
             ..Default::default()
         },
         private_data: client_pd,
-        foreign_private_data: foreign,
+        foreign_private_data: (cell.pdata == Pdata::Garbage).then_some(GARBAGE),
         ..Default::default()
     };
     let mut out =
         Outcome { cell, version: None, thresholds: None, credits: 0, verdict: Ok(()), elapsed: Duration::ZERO };
-    let server = match Server::start(backend.clone(), &backend.any_address(), scfg, Arc::new(SERVER_ULB), serve) {
-        Ok(s) => s,
-        Err(e) => {
-            out.verdict = Err(format!("server: {e}"));
-            return out;
-        }
-    };
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let s2 = seen.clone();
     let back = Arc::new(move |call: &[u8]| {
         s2.lock().unwrap().push(call.to_vec());
         serve(call)
     });
-    let client = Client::with_backchannel(backend.clone(), &server.local_addr(), ccfg, back);
-    out.verdict = exchange(&client, &server, cell, &seen);
+    let client = Client::with_backchannel(backend.clone(), &server.addr(), ccfg, back);
+    out.verdict = exchange(&client, server, cell, &seen);
     out.version = client.version();
     out.thresholds = client.thresholds();
     out.credits = client.window();
@@ -272,8 +322,6 @@ pub fn run_cell<B: Backend + Clone>(backend: &B, cell: Cell) -> Outcome {
     }
     // Timed before teardown: stopping a server waits out its acceptor's tick.
     out.elapsed = start.elapsed();
-    drop(client);
-    drop(server);
     out
 }
 
@@ -281,7 +329,7 @@ pub fn run_cell<B: Backend + Clone>(backend: &B, cell: Cell) -> Outcome {
 /// form.
 fn exchange<B: Backend>(
     client: &Client<B>,
-    server: &Server,
+    server: &dyn ResponderEnd,
     cell: Cell,
     seen: &std::sync::Mutex<Vec<Vec<u8>>>,
 ) -> Result<(), String> {
@@ -294,10 +342,10 @@ fn exchange<B: Backend>(
     // The server counts a reply once its Send completes, which may be after the reply reached
     // us: wait for the count.
     let deadline = Instant::now() + Duration::from_secs(5);
-    let mut s = server.stats();
+    let mut s = server.stats()?;
     while s.calls.iter().sum::<u64>() == 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
-        s = server.stats();
+        s = server.stats()?;
     }
     let c = client.stats();
     let form_seen = match cell.form {
@@ -311,9 +359,8 @@ fn exchange<B: Backend>(
         return Err(format!("the {} form was not used: client {c:?}, server {s:?}", cell.form.label()));
     }
     if cell.form == Form::Backward {
-        let back = server.backchannels().into_iter().next().ok_or("no connection to call back on")?;
         let bcall = message(0x8000_0000 | xid, 0, Form::Short, SMALL);
-        let breply = back.call(&bcall).map_err(|e| format!("backward call: {e}"))?;
+        let breply = server.call_back(&bcall)?;
         if breply != serve(&bcall) || seen.lock().unwrap().as_slice() != [bcall] {
             return Err("the backward call or its reply differs".into());
         }

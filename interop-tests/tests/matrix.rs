@@ -22,3 +22,12 @@ fn every_cell_passes_in_process() {
 fn every_cell_passes_over_tcp() {
     all_pass(&verbs::Tcp);
 }
+
+#[test]
+fn every_cell_passes_across_two_processes() {
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_interop-tests"));
+    let outcomes: Vec<_> =
+        all_cells().into_iter().map(|c| interop_tests::remote::run_cell_two_processes(exe, c)).collect();
+    let failed: Vec<_> = outcomes.iter().filter(|o| o.verdict.is_err()).cloned().collect();
+    assert!(failed.is_empty(), "{} cells failed:\n{}", failed.len(), table(&failed));
+}

@@ -76,7 +76,7 @@ mod registrar;
 mod reply;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rpcrdma_v1::marshal_call::CallError;
@@ -179,16 +179,25 @@ pub struct Connection<B: Backend> {
     qp: B::Qp,
     timeout: Duration,
     next_wr_id: AtomicU64,
-    /// Completions reaped while waiting for another one. The lock is also held while polling,
-    /// so one waiter polls at a time and every other finds what it set aside.
-    set_aside: Mutex<Vec<Completion>>,
+    /// Completions reaped while waiting for another one, and whether a waiter is polling
+    /// now: one polls at a time (outside the lock), the others wait on `reaped` for what it
+    /// sets aside.
+    set_aside: Mutex<Reaped>,
+    reaped: Condvar,
 }
 
 impl<B: Backend> Connection<B> {
     /// Wraps a connected queue pair and the protection domain it was created in; every wait
     /// gives up after `timeout`.
     pub fn new(pd: B::Pd, qp: B::Qp, timeout: Duration) -> Self {
-        Connection { pd, qp, timeout, next_wr_id: AtomicU64::new(1), set_aside: Mutex::new(Vec::new()) }
+        Connection {
+            pd,
+            qp,
+            timeout,
+            next_wr_id: AtomicU64::new(1),
+            set_aside: Mutex::new(Reaped::default()),
+            reaped: Condvar::new(),
+        }
     }
 
     /// The protection domain.
@@ -253,20 +262,33 @@ impl<B: Backend> Connection<B> {
         mine: impl Fn(&Completion) -> bool,
     ) -> Result<Completion, DataPathError> {
         let deadline = Instant::now() + timeout;
+        let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            let mut set_aside = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(i) = set_aside.iter().position(&mine) {
-                return checked(set_aside.swap_remove(i));
+            if let Some(i) = st.completions.iter().position(&mine) {
+                return checked(st.completions.swap_remove(i));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(DataPathError::Timeout { wr_id, timeout });
             }
-            if let Some(c) = self.qp.wait_cq(left.min(POLL_SLICE)) {
+            if st.polling {
+                // Another waiter polls; it wakes us when it sets something aside.
+                st = self.reaped.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
+                continue;
+            }
+            // Poll without the lock, so waiters for completions already set aside (a Send's,
+            // while a dispatcher waits for Receives) are not held up behind a blocking poll.
+            st.polling = true;
+            drop(st);
+            let reaped = self.qp.wait_cq(left.min(POLL_SLICE));
+            st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
+            st.polling = false;
+            self.reaped.notify_all();
+            if let Some(c) = reaped {
                 if mine(&c) {
                     return checked(c);
                 }
-                set_aside.push(c);
+                st.completions.push(c);
             }
         }
     }
@@ -285,6 +307,13 @@ impl<B: Backend> Connection<B> {
     fn register_zeroed(&self, len: usize) -> verbs::Result<B::Region> {
         self.pd.register(vec![0; len], Access::LOCAL_WRITE)
     }
+}
+
+/// What [`Connection`]'s waiters share.
+#[derive(Default)]
+struct Reaped {
+    completions: Vec<Completion>,
+    polling: bool,
 }
 
 /// A completion as a result: success, or the error it reports.

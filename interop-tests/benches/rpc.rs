@@ -1,0 +1,143 @@
+//! The whole stack on the in-process backend, side by side with raw verbs in one run:
+//!
+//! * a small RPC (64-byte call, 64-byte reply) through `negotiate`'s Client and Server (probe
+//!   settled, Version Two), against a raw 64-byte Send/Receive round trip between two threads
+//!   on the same backend: what marshaling, negotiation state, credits and the dispatcher cost;
+//! * a call with a 1 MiB DDP-eligible argument (a Read chunk the server fetches with RDMA
+//!   Read, then reassembles), against a raw 1 MiB RDMA Read on the same backend.
+//!
+//! The ratios (ours / raw) are the figures of merit; docs/benchmarks.md reports them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use negotiate::client::{Client, ClientConfig};
+use negotiate::server::{Server, ServerConfig};
+use rpcrdma_v1::ulb::OpaqueAtUlb;
+use verbs::{
+    Access, Backend, ConnectRequest, InProcess, Listener, MemoryRegion, ProtectionDomain, QpCaps, QueuePair, Sge,
+};
+
+const T: Duration = Duration::from_secs(5);
+const MIB: usize = 1 << 20;
+
+/// The reply: the call's XID, REPLY, and a 56-byte body (64 bytes in all).
+fn reply_to(call: &[u8]) -> Vec<u8> {
+    let mut r = call[..4].to_vec();
+    r.extend_from_slice(&1u32.to_be_bytes());
+    r.resize(64, 0);
+    r
+}
+
+fn small_rpc_vs_raw_round_trip(c: &mut Criterion) {
+    let mut g = c.benchmark_group("round_trip_64B");
+    g.throughput(Throughput::Elements(1));
+
+    // Raw: a Send and the answering Send between two threads, Receives reposted each time.
+    let b = InProcess;
+    let listener = b.listen(&b.any_address()).unwrap();
+    let addr = listener.local_addr();
+    let echo = std::thread::spawn(move || {
+        let pd = InProcess.alloc_pd().unwrap();
+        let buf = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+        let msg = pd.register(vec![1; 64], Access::empty()).unwrap();
+        let req = listener.get_request(T).unwrap();
+        let qp = req.accept_with(&pd, &[], QpCaps::default(), |qp| qp.post_recv(0, Sge::whole(&buf))).unwrap();
+        let mut n = 0u64;
+        // Each Receive's completion is followed by our Send's; an error ends the loop.
+        while let Some(c) = qp.wait_cq(T) {
+            if !c.is_ok() {
+                break;
+            }
+            if c.opcode == verbs::Opcode::Recv {
+                qp.post_recv(n, Sge::whole(&buf)).unwrap();
+                qp.post_send(n, &[Sge::whole(&msg)], None).unwrap();
+                n += 1;
+            }
+        }
+    });
+    let pd = b.alloc_pd().unwrap();
+    let (qp, _) = b.connect(&pd, &addr, &[], QpCaps::default(), T).unwrap();
+    let buf = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    let msg = pd.register(vec![2; 64], Access::empty()).unwrap();
+    g.bench_function("raw_send_recv", |bench| {
+        bench.iter(|| {
+            qp.post_recv(1, Sge::whole(&buf)).unwrap();
+            qp.post_send(2, &[Sge::whole(&msg)], None).unwrap();
+            let mut got_reply = false;
+            while !got_reply {
+                let c = qp.wait_cq(T).unwrap();
+                assert!(c.is_ok());
+                got_reply = c.opcode == verbs::Opcode::Recv;
+            }
+        })
+    });
+    qp.disconnect();
+    drop(qp);
+    echo.join().unwrap();
+
+    // Ours: Client::call to a Server.
+    let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 256 };
+    let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), reply_to).unwrap();
+    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let mut xid = 0u32;
+    let mut call = vec![0u8; 64];
+    g.bench_function("rpc_call", |bench| {
+        bench.iter(|| {
+            xid = xid.wrapping_add(1);
+            call[..4].copy_from_slice(&xid.to_be_bytes());
+            let reply = client.call(&call, &ulb).unwrap();
+            assert_eq!(reply.len(), 64);
+        })
+    });
+    assert_eq!(client.version(), Some(2));
+    g.finish();
+}
+
+fn read_chunk_1mib_vs_raw_read(c: &mut Criterion) {
+    let mut g = c.benchmark_group("read_1MiB");
+    g.throughput(Throughput::Bytes(MIB as u64));
+    g.sample_size(20);
+
+    // Raw: one 1 MiB RDMA Read of a registered region.
+    let b = InProcess;
+    let listener = b.listen(&b.any_address()).unwrap();
+    let addr = listener.local_addr();
+    let server = std::thread::spawn(move || {
+        let pd = InProcess.alloc_pd().unwrap();
+        let qp = listener.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+        (pd, qp)
+    });
+    let pd = b.alloc_pd().unwrap();
+    let (qp, _) = b.connect(&pd, &addr, &[], QpCaps::default(), T).unwrap();
+    let (spd, _sqp) = server.join().unwrap();
+    let source = spd.register(vec![3; MIB], Access::REMOTE_READ).unwrap();
+    let sink = pd.register(vec![0; MIB], Access::LOCAL_WRITE).unwrap();
+    g.bench_function("raw_rdma_read", |bench| {
+        bench.iter(|| {
+            qp.post_read(1, &[Sge::whole(&sink)], source.remote_at(0)).unwrap();
+            assert!(qp.wait_cq(T).unwrap().is_ok());
+        })
+    });
+
+    // Ours: a call whose 1 MiB opaque (at offset 8) is DDP-eligible: Chunked, one Read chunk.
+    let ulb = OpaqueAtUlb { call_opaque: Some(8), reply_opaque: None, max_result: 0, max_reply: 256 };
+    let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), reply_to).unwrap();
+    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let mut call = vec![0u8; 12 + MIB];
+    call[8..12].copy_from_slice(&(MIB as u32).to_be_bytes());
+    let mut xid = 0u32;
+    g.bench_function("rpc_read_chunk_call", |bench| {
+        bench.iter(|| {
+            xid = xid.wrapping_add(1);
+            call[..4].copy_from_slice(&xid.to_be_bytes());
+            assert_eq!(client.call(&call, &ulb).unwrap().len(), 64);
+        })
+    });
+    assert!(client.stats().chunked > 0, "the call was not sent Chunked");
+    g.finish();
+}
+
+criterion_group!(benches, small_rpc_vs_raw_round_trip, read_chunk_1mib_vs_raw_read);
+criterion_main!(benches);

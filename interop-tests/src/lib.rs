@@ -7,10 +7,16 @@
 //!   and the canonical text it speaks).
 //! - [`V1_XDR`]: the v1 XDR both are generated from, as extracted at build time.
 //! - [`matrix`]: the cross-version interop matrix, the main job (`cargo run -p interop-tests`).
+//! - [`decode`]: any v1 or v2 transport header as JSON with a receiver's verdict
+//!   (`interop-tests decode HEX`).
+//! - [`pcap`]: messages as RoCEv2 frames in a pcap, and recording the matrix's traffic
+//!   (`interop-tests pcap FILE`), for Wireshark and the tshark oracle.
 //! - [`v1_model`]: an owned model of a v1 header (`Vec`s where our generated
 //!   types borrow), for building random headers and comparing codecs.
 
+pub mod decode;
 pub mod matrix;
+pub mod pcap;
 pub mod peer_xdrgen;
 pub mod remote;
 

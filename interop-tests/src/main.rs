@@ -1,7 +1,9 @@
 //! `interop-tests`: the cross-version interop matrix, the workspace's main job.
 //!
 //! ```text
-//! interop-tests [--json] [--backend inproc|tcp|rdma]
+//! interop-tests [--json] [--backend inproc|tcp|tcp-local|rdma]
+//! interop-tests decode HEX...
+//! interop-tests pcap FILE [--backend inproc|tcp]
 //! ```
 //!
 //! Runs every cell of [`interop_tests::matrix`] (requester x responder x private data x
@@ -10,6 +12,12 @@
 //! loopback (the responder is this binary's `serve-cell`, see [`interop_tests::remote`]);
 //! `tcp-local` runs both ends in this process; `rdma` (built with `--features rdma`) uses the
 //! rdma-core backend on the address in `RDMA_TEST_ADDR`, inside the Soft-RoCE guest.
+//!
+//! `decode` prints any Version One or Version Two transport header (hex, optionally followed
+//! by the RPC message) as JSON with the verdict of a versions 1..=2 receiver
+//! ([`interop_tests::decode`]). `pcap` runs the matrix in this process and writes every
+//! RPC-over-RDMA message sent as a RoCEv2 frame into a pcap that Wireshark dissects
+//! ([`interop_tests::pcap`]).
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -20,7 +28,74 @@ use verbs::Backend;
 
 fn usage() -> ExitCode {
     eprintln!("usage: interop-tests [--json] [--backend inproc|tcp|tcp-local|rdma]");
+    eprintln!("       interop-tests decode HEX...");
+    eprintln!("       interop-tests pcap FILE [--backend inproc|tcp]");
     ExitCode::from(2)
+}
+
+/// `decode HEX...`: the arguments joined are one message in hex; prints its JSON report
+/// ([`interop_tests::decode`]). Exit status 2 for input that is not hex.
+fn decode_main(args: &[String]) -> ExitCode {
+    if args.is_empty() {
+        return usage();
+    }
+    match interop_tests::decode::parse_hex(&args.join(" ")) {
+        Ok(bytes) => {
+            println!("{}", interop_tests::decode::decode(&bytes).pretty());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("interop-tests decode: not hex: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `pcap FILE [--backend inproc|tcp]`: runs the matrix with every Send recorded and writes them
+/// as RoCEv2 frames to FILE ([`interop_tests::pcap`]). Both ends must run in this process for
+/// the tap to see them, so `tcp` here is the one-process TCP backend (`tcp-local`).
+fn pcap_main(args: &[String]) -> ExitCode {
+    let (file, backend) = match args {
+        [file] => (file, "inproc"),
+        [file, flag, b] | [flag, b, file] if flag == "--backend" => (file, b.as_str()),
+        _ => return usage(),
+    };
+    let recorder = interop_tests::pcap::Recorder::start();
+    let run = |run_cell: &dyn Fn(Cell) -> Outcome| {
+        run_each(|cell| {
+            let o = run_cell(cell);
+            recorder.close_group();
+            o
+        })
+    };
+    let outcomes = match backend {
+        "inproc" => run(&|cell| run_cell(&verbs::InProcess, cell)),
+        "tcp" | "tcp-local" => run(&|cell| run_cell(&verbs::Tcp, cell)),
+        other => {
+            eprintln!("interop-tests pcap: backend {other:?}: only inproc and tcp run both ends in this process");
+            return usage();
+        }
+    };
+    let sent = recorder.finish();
+    let written = std::fs::File::create(file)
+        .map(std::io::BufWriter::new)
+        .and_then(|f| interop_tests::pcap::write_capture(f, &sent))
+        .and_then(|p| p.into_inner().flush());
+    if let Err(e) = written {
+        eprintln!("interop-tests pcap: writing {file}: {e}");
+        return ExitCode::from(2);
+    }
+    let failed = outcomes.iter().filter(|o| o.verdict.is_err()).count();
+    eprintln!(
+        "interop matrix on {backend}: {} passed, {failed} failed; {} messages written to {file}",
+        outcomes.len() - failed,
+        sent.len()
+    );
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
 
 /// Runs every cell on `backend`, with a progress line on stderr.
@@ -54,8 +129,11 @@ fn run_each(run: impl Fn(Cell) -> Outcome) -> Vec<Outcome> {
 
 fn main() -> ExitCode {
     let all: Vec<String> = std::env::args().skip(1).collect();
-    if all.first().map(String::as_str) == Some("serve-cell") {
-        return ExitCode::from(serve_cell_main(&all[1..]) as u8);
+    match all.first().map(String::as_str) {
+        Some("serve-cell") => return ExitCode::from(serve_cell_main(&all[1..]) as u8),
+        Some("decode") => return decode_main(&all[1..]),
+        Some("pcap") => return pcap_main(&all[1..]),
+        _ => {}
     }
     let mut as_json = false;
     let mut backend = "inproc".to_string();

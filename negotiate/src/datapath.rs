@@ -23,6 +23,7 @@
 //! * Responder: [`fetch_call`] (RDMA Read of the Read chunks, reassembly), then [`send_reply`]
 //!   (RDMA Writes into the Requester's chunks, then the Send, with Invalidate when allowed) or
 //!   [`send_error`].
+//! * [`capture`]: an optional process-global tap that sees the bytes of every Send posted.
 //!
 //! The helpers block (post, then wait up to the connection's timeout). A later dispatcher that
 //! polls one completion queue for many calls replaces [`Connection::wait`] and nothing else.
@@ -71,6 +72,7 @@
 //! ```
 
 mod call;
+pub mod capture;
 mod receive;
 mod registrar;
 mod reply;
@@ -184,6 +186,8 @@ pub struct Connection<B: Backend> {
     /// sets aside.
     set_aside: Mutex<Reaped>,
     reaped: Condvar,
+    /// This side's number for [`capture`], drawn on its first Send under a sink.
+    capture: capture::Endpoint,
 }
 
 impl<B: Backend> Connection<B> {
@@ -197,6 +201,7 @@ impl<B: Backend> Connection<B> {
             next_wr_id: AtomicU64::new(1),
             set_aside: Mutex::new(Reaped::default()),
             reaped: Condvar::new(),
+            capture: Default::default(),
         }
     }
 
@@ -295,7 +300,9 @@ impl<B: Backend> Connection<B> {
 
     /// Registers `bytes` and posts them as one Send (with Invalidate of `invalidate`); returns
     /// the work request's id. The posted Send keeps the registration alive until it completes.
+    /// Every message this crate sends passes here, so this is where [`capture`] taps them.
     fn post_send_bytes(&self, bytes: Vec<u8>, invalidate: Option<u32>) -> Result<u64, DataPathError> {
+        capture::sent(&self.capture, &bytes);
         let region = self.pd.register(bytes, Access::empty())?;
         let id = self.wr_id();
         self.qp.post_send(id, &[Sge::whole(&region)], invalidate)?;

@@ -1,0 +1,64 @@
+//! RPC bandwidth through a Write chunk on the rdma-core backend: calls whose 64 KiB result is
+//! DDP-eligible, so the server RDMA-Writes it into the client's Write chunk (RFC 8166 section
+//! 3.4.6) and sends a small reply. `guest/bench-rdma` runs it beside perftest's `ib_write_bw`
+//! on the Soft-RoCE guest and prints the ratio.
+//!
+//! ```sh
+//! RDMA_TEST_ADDR=10.0.2.15 rpc_write_bw [RESULT_BYTES [CALLS [CALLERS]]]   # defaults 65536 400 8
+//! ```
+//!
+//! `CALLERS` threads share one `Client` (as an NFS client's tasks share a transport), each
+//! with its own XIDs; the clock runs from the first call to the last reply. Prints
+//! `#bytes #calls MiB/s` after a `#bytes` header, like perftest, counting result bytes only.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use negotiate::client::{Client, ClientConfig};
+use negotiate::server::{Server, ServerConfig};
+use rpcrdma_v1::ulb::OpaqueAtUlb;
+use verbs::{Backend, Rdma};
+
+fn arg(n: usize, default: usize) -> usize {
+    std::env::args().nth(n).map_or(default, |a| a.parse().unwrap_or_else(|_| panic!("argument {n}: {a:?}")))
+}
+
+fn main() {
+    let Some(backend) = Rdma::from_test_env() else { std::process::exit(2) };
+    let (size, calls, callers) = (arg(1, 65536), arg(2, 400), arg(3, 8).max(1));
+    // Replies: XID, REPLY, then an opaque<> of `size` bytes whose length word is at offset 8.
+    let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: size, max_reply: 256 };
+    let handler = move |call: &[u8]| {
+        let mut r = call[..4].to_vec();
+        r.extend_from_slice(&1u32.to_be_bytes());
+        r.extend_from_slice(&(size as u32).to_be_bytes());
+        r.resize(12 + size, 0x5a);
+        r.resize(12 + rpcrdma_v1::ulb::roundup(size), 0);
+        r
+    };
+    let server =
+        Server::start(backend.clone(), &backend.any_address(), ServerConfig::default(), Arc::new(ulb), handler)
+            .expect("server");
+    let client = Client::new(backend, &server.local_addr(), ClientConfig::default());
+    // Settle the version first: the probe goes out alone.
+    client.call(&[0, 0, 0, 0, 0, 0, 0, 0], &ulb).expect("first call");
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for t in 0..callers {
+            let (client, ulb) = (&client, &ulb);
+            s.spawn(move || {
+                for i in (t..calls).step_by(callers) {
+                    let xid = (i as u32 + 1).to_be_bytes();
+                    let reply = client.call(&[xid[0], xid[1], xid[2], xid[3], 0, 0, 0, 0], ulb).expect("call");
+                    assert_eq!(reply.len(), 12 + rpcrdma_v1::ulb::roundup(size));
+                }
+            });
+        }
+    });
+    let secs = start.elapsed().as_secs_f64();
+    let written = server.stats().write_chunk_results;
+    assert!(written >= calls as u64, "results did not go through Write chunks ({written})");
+    let mib_s = (size * calls) as f64 / secs / (1 << 20) as f64;
+    println!(" #bytes     #calls    BW average[MiB/sec]");
+    println!(" {size}      {calls}           {mib_s:.2}");
+}

@@ -337,8 +337,13 @@ impl<B: Backend> Shared<B> {
         while let Some(e) = st.req.poll_event() {
             match e {
                 Event::Transmit(t) => {
-                    let link = st.link.clone().expect("transmissions come only with a connection");
-                    st.slots.insert(t.xid, Slot::Transmit(t, link));
+                    // No link: the transmission was decided on a connection the dispatcher has
+                    // since found down (a message received in the same turn, e.g. an
+                    // RDMA_ERR_VERS, queued it); `on_disconnected` already put the call back
+                    // in the queue for the next connection, or failed it.
+                    if let Some(link) = st.link.clone() {
+                        st.slots.insert(t.xid, Slot::Transmit(t, link));
+                    }
                 }
                 Event::Failed { xid, error } => {
                     st.slots.insert(xid, Slot::Failed(error));
@@ -390,7 +395,13 @@ impl<B: Backend> Shared<B> {
                 }
                 continue;
             };
+            // Read before receiving: once the queue pair is down, the messages that arrived
+            // before it went down are already complete and come out first, so the link is
+            // given up only when none is left: a reply or an RDMA_ERR_VERS (draft 5.2: lost
+            // right after it means no Version Two) received just before a disconnect counts.
+            let was_down = link.conn.qp().state() == QpState::Error;
             let got = link.pool.receive_within(&link.conn, TICK);
+            let drained = matches!(got, Err(DataPathError::Timeout { .. }));
             let now = Instant::now();
             let mut st = lock(&self.st);
             match got {
@@ -412,11 +423,11 @@ impl<B: Backend> Shared<B> {
                 Err(DataPathError::Timeout { .. }) => {}
                 Err(_) => {}
             }
-            if link.conn.qp().state() == QpState::Error {
+            if was_down && drained {
                 st.link = None;
                 st.settled = None;
                 st.req.on_disconnected(now);
-            } else if st.req.poll_timeout().is_some_and(|t| t <= now) {
+            } else if !was_down && st.req.poll_timeout().is_some_and(|t| t <= now) {
                 st.req.on_timeout(now);
             }
         }

@@ -83,8 +83,12 @@ impl<B: Backend> ChunkMemory<B> {
     /// Invalidation comes before the bytes are handed back (RFC 8166 section 8.1.3, draft
     /// 9.1.3: "Invalidation ... should be complete before ... the RPC consumer is allowed to
     /// ... use or alter the contents of a memory region"). When a window cannot be invalidated
-    /// the connection is closed instead (RFC 8166 section 4.4.1, draft 5.4.1: the requester
-    /// "MUST close the connection to fence that memory from the responder").
+    /// (a Local Invalidate refused, flushed because the connection is already down, or not
+    /// completed in time) the connection is closed instead, and that fences the memory (RFC 8166
+    /// section 4.5.4, draft 5.5.4: the requester "MUST close the connection to fence that memory
+    /// from the responder before the associated RPC transaction is complete"), so the bytes are
+    /// handed back all the same: a reply that arrived whole is not lost because the connection
+    /// went down between its arrival and its release.
     ///
     /// An `invalidated` rkey that is none of this call's is [`DataPathError::ForeignInvalidation`],
     /// reported after the release.
@@ -106,9 +110,9 @@ impl<B: Backend> ChunkMemory<B> {
                 }
             }
         }
-        if let Err(e) = posted.and(conn.wait_all(&ids)) {
+        if posted.and(conn.wait_all(&ids)).is_err() {
+            // Fenced: a queue pair in the Error state executes no RDMA from the peer.
             conn.qp().disconnect();
-            return Err(e);
         }
         let landed = Landed {
             writes: self.writes.into_iter().map(|r| r.map(take_bytes).unwrap_or_default()).collect(),

@@ -1,0 +1,762 @@
+//! Faults (issue 6, item 4): a `negotiate::client::Client` against responders that lose a
+//! probe, lose a reply, drop the connection mid-call or right after RDMA_ERR_VERS, restart
+//! with other private data; and a real `negotiate::server::Server` fed hostile headers between
+//! valid calls.
+//!
+//! The accounting is the same in every test: each call ends exactly once, with its own reply
+//! or a clear error, within a bounded time; and the service runs each call once, except where
+//! a reply was lost after the service ran (a dropped reply, a connection lost after the call
+//! was served): RPC-over-RDMA has no duplicate detection of its own, the requester recovers by
+//! retransmitting (RFC 8166 section 4.5.4: a responder that cannot send a reply "MUST close
+//! the connection to signal to the requester that a reply was lost"), and ONC RPC promises no
+//! more than at-least-once execution then (RFC 5531, "Transports and Semantics": suppressing
+//! the second execution is a server's duplicate request cache, above this layer). The tests
+//! that allow a second execution say so and check it happened exactly where it may.
+//!
+//! Misbehaving responders are built here from public pieces (a verbs backend,
+//! `negotiate::datapath` and `negotiate::responder::Responder`); no fault hook is added to
+//! `Server`.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use cm_private_data::{Flags, PrivateData};
+use negotiate::client::{Client, ClientConfig, ClientError};
+use negotiate::datapath::{
+    fetch_call, send_call, send_error, send_reply, CallParams, Connection, ReceivePool, ReplyParams,
+};
+use negotiate::memory::NoV2Reason;
+use negotiate::requester::{self, CallFailure};
+use negotiate::responder::{self, Received, Responder};
+use negotiate::server::{Server, ServerConfig, ServerStats};
+use negotiate::thresholds::Advertised;
+use rpcrdma_v1::header::Header;
+use rpcrdma_v1::marshal_call::InlineThresholds;
+use rpcrdma_v1::ulb::{roundup_pad, OpaqueAtUlb};
+use rpcrdma_v2::options::Registry;
+use rpcrdma_v2::verdict::{self as v2, Verdict};
+use verbs::{Access, Backend, ConnectRequest, Listener, ProtectionDomain, QpCaps, QpState, QueuePair, Sge};
+
+/// Where the call's `opaque<>` length word sits: after XID, message type and one spare word.
+const OPAQUE_AT: usize = 12;
+/// Calls may reduce their opaque into a Read chunk; replies (echoes, as large as their call)
+/// come inline or, when large, through the Reply chunk.
+const ULB: OpaqueAtUlb =
+    OpaqueAtUlb { call_opaque: Some(OPAQUE_AT), reply_opaque: None, max_result: 0, max_reply: 32 * 1024 };
+/// Nothing DDP-eligible: a call is Short or Long, which makes the call threshold visible.
+const PLAIN: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 32 * 1024 };
+/// A call that fits any threshold (even the 1024-byte probe's) and one that needs a Read
+/// chunk and a Reply chunk at every threshold here.
+const SMALL: usize = 32;
+const BIG: usize = 8000;
+/// How long any one call may take, all its retransmissions included, before the test fails
+/// instead of hanging.
+const CALL_LIMIT: Duration = Duration::from_secs(20);
+/// How long the tests wait for a condition they can see coming (a connection counted, ...).
+const WAIT_LIMIT: Duration = Duration::from_secs(10);
+const TICK: Duration = Duration::from_millis(10);
+
+/// An RPC call: XID, message type 0, a spare word, then an `opaque<>` of `len` bytes.
+fn call(xid: u32, len: usize) -> Vec<u8> {
+    let mut m: Vec<u8> = [xid, 0, 0, len as u32].iter().flat_map(|w| w.to_be_bytes()).collect();
+    m.extend((0..len).map(|i| (i as u8) ^ (xid as u8).wrapping_mul(3)));
+    m.resize(m.len() + roundup_pad(len), 0);
+    m
+}
+
+/// The service: the call echoed back as a reply (message type 1).
+fn echo(call: &[u8]) -> Vec<u8> {
+    let mut r = call.to_vec();
+    r[4..8].copy_from_slice(&1u32.to_be_bytes());
+    r
+}
+
+fn word(bytes: &[u8], at: usize) -> u32 {
+    bytes.get(at..at + 4).map_or(u32::MAX, |w| u32::from_be_bytes(w.try_into().unwrap()))
+}
+
+fn words(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_be_bytes()).collect()
+}
+
+/// Short timeouts so faults resolve quickly: 200 ms per transmission, four transmissions.
+fn client_config() -> ClientConfig {
+    ClientConfig {
+        requester: requester::Config { timeout: Duration::from_millis(200), max_attempts: 4, ..Default::default() },
+        ..Default::default()
+    }
+}
+
+/// `client.call` on another thread, so that a call that never ends fails the test after
+/// [`CALL_LIMIT`] instead of hanging it.
+fn call_within<B: Backend>(
+    client: &Arc<Client<B>>,
+    message: Vec<u8>,
+    ulb: OpaqueAtUlb,
+) -> Result<Vec<u8>, ClientError> {
+    let (tx, rx) = mpsc::channel();
+    let c = client.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(c.call(&message, &ulb));
+    });
+    rx.recv_timeout(CALL_LIMIT).unwrap_or_else(|_| panic!("a call did not end within {CALL_LIMIT:?}"))
+}
+
+/// Calls `xid` with an opaque of `len` bytes and checks it came back with exactly its reply.
+fn call_ok<B: Backend>(client: &Arc<Client<B>>, xid: u32, len: usize) {
+    let message = call(xid, len);
+    let reply = call_within(client, message.clone(), ULB).unwrap_or_else(|e| panic!("call {xid:#x}: {e}"));
+    assert!(reply == echo(&message), "call {xid:#x}: a reply of {} bytes that is not its own", reply.len());
+}
+
+/// The server's counts once `done` holds: it counts a call after its reply's Send completed,
+/// which may be after the reply reached us. Fails the test after [`WAIT_LIMIT`].
+fn stats_once(server: &Server, what: &str, done: impl Fn(&ServerStats) -> bool) -> ServerStats {
+    let deadline = Instant::now() + WAIT_LIMIT;
+    loop {
+        let s = server.stats();
+        if done(&s) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "waited {WAIT_LIMIT:?} for the server to count {what}: {s:?}");
+        std::thread::yield_now();
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// A misbehaving responder, from public pieces.
+// ------------------------------------------------------------------------------------------
+
+/// One message as the raw responder received it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Arrival {
+    /// Which connection (0 for the first accepted).
+    conn: u32,
+    /// Its place among the messages of that connection (0 first).
+    nth: u32,
+    xid: u32,
+    vers: u32,
+}
+
+/// What the raw responder does with a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Act {
+    /// Judge it by the rules and answer: serve a call, send an RDMA_ERROR.
+    Serve,
+    /// Never look at it: no answer, no execution.
+    Ignore,
+    /// Fetch the call's Read chunks, then close the connection without running it.
+    DisconnectAfterFetch,
+    /// Run the call and forget the reply.
+    ExecuteWithoutReply,
+    /// Answer by the rules, then close the connection at once.
+    AnswerThenDisconnect,
+}
+
+#[derive(Debug, Default)]
+struct RawLog {
+    connections: u32,
+    arrivals: Vec<Arrival>,
+    /// (connection, XID) of every execution of the service.
+    executed: Vec<(u32, u32)>,
+}
+
+impl RawLog {
+    fn executions(&self, xid: u32) -> Vec<u32> {
+        self.executed.iter().filter(|e| e.1 == xid).map(|e| e.0).collect()
+    }
+}
+
+/// The log, written by the responder's thread before it acts on what it logs: whatever a call
+/// returned to the client is already there.
+struct RawShared {
+    log: Mutex<RawLog>,
+}
+
+impl RawShared {
+    fn update(&self, f: impl FnOnce(&mut RawLog)) {
+        f(&mut self.log.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+}
+
+/// A responder serving one connection at a time with [`Responder`]'s rules, doing to each
+/// message what its policy says.
+struct RawResponder {
+    addr: String,
+    stop: Arc<AtomicBool>,
+    shared: Arc<RawShared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl RawResponder {
+    fn start<B: Backend + Clone>(
+        backend: B,
+        versions: (u32, u32),
+        mut policy: impl FnMut(&Arrival) -> Act + Send + 'static,
+    ) -> Self {
+        let listener = backend.listen(&backend.any_address()).expect("listen");
+        let addr = listener.local_addr();
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(RawShared { log: Mutex::new(RawLog::default()) });
+        let (s, sh) = (stop.clone(), shared.clone());
+        let thread = std::thread::spawn(move || {
+            let mut n = 0;
+            while !s.load(Ordering::Relaxed) {
+                let Ok(req) = listener.get_request(TICK * 5) else { continue };
+                serve_raw(&backend, req, n, versions, &mut policy, &sh, &s);
+                n += 1;
+            }
+        });
+        RawResponder { addr, stop, shared, thread: Some(thread) }
+    }
+
+    fn log(&self) -> MutexGuard<'_, RawLog> {
+        self.shared.log.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Drop for RawResponder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The private data every raw responder accepts with: 4096-byte Sends and Receives.
+fn raw_private_data() -> PrivateData {
+    PrivateData::new(Flags::empty(), 4096, 4096)
+}
+
+/// Serves one connection until it goes down, the policy closes it, or the test ends.
+fn serve_raw<B: Backend>(
+    backend: &B,
+    req: B::Request,
+    conn_no: u32,
+    versions: (u32, u32),
+    policy: &mut dyn FnMut(&Arrival) -> Act,
+    shared: &RawShared,
+    stop: &AtomicBool,
+) {
+    let ours = raw_private_data();
+    let credits = responder::Config::default().credits;
+    let mut responder = Responder::new(responder::Config { versions, ..Default::default() });
+    responder.on_connected(req.private_data(), Some(ours));
+    let pd = backend.alloc_pd().expect("pd");
+    let mut pool = None;
+    // A Receive for every credit (and the backward slot) before the first Send can arrive
+    // (RFC 8166 section 3.3.1).
+    let accepted = req.accept_with(&pd, &ours.encode(), QpCaps::default(), |qp| {
+        pool = Some(ReceivePool::<B>::post(&pd, qp, credits as usize + 1, 4096)?);
+        Ok(())
+    });
+    let (Ok(qp), Some(pool)) = (accepted, pool) else { return };
+    let conn = Connection::<B>::new(pd, qp, Duration::from_secs(5));
+    shared.update(|l| l.connections += 1);
+    let mut nth = 0;
+    let mut message = Vec::new();
+    while !stop.load(Ordering::Relaxed) && conn.qp().state() == QpState::Ready {
+        let Ok(m) = pool.receive_within(&conn, TICK) else { continue };
+        let arrival = Arrival { conn: conn_no, nth, xid: word(&m.bytes, 0), vers: word(&m.bytes, 4) };
+        nth += 1;
+        shared.update(|l| l.arrivals.push(arrival));
+        let act = policy(&arrival);
+        if act == Act::Ignore {
+            continue;
+        }
+        let answered = match responder.on_receive(&m.bytes) {
+            Received::Call(h) => {
+                message.clear();
+                if fetch_call(&conn, &h, &ULB, &mut message).is_err() {
+                    break;
+                }
+                if act == Act::DisconnectAfterFetch {
+                    break;
+                }
+                shared.update(|l| l.executed.push((conn_no, h.xid())));
+                let reply = echo(&message);
+                let p = responder.reply_params(h.xid()).expect("in flight");
+                if act == Act::ExecuteWithoutReply {
+                    continue;
+                }
+                let params = ReplyParams {
+                    version: p.version,
+                    credits: p.credits,
+                    reply_inline_threshold: p.thresholds.reply,
+                    remote_invalidation: p.remote_invalidation,
+                };
+                send_reply(&conn, &h, &reply, &ULB, &params).map(drop)
+            }
+            Received::SendError(e) => send_error(&conn, e.as_bytes()),
+            _ => Ok(()),
+        };
+        if answered.is_err() || act == Act::AnswerThenDisconnect {
+            break;
+        }
+    }
+    conn.qp().disconnect();
+}
+
+// ------------------------------------------------------------------------------------------
+// Requester faults.
+// ------------------------------------------------------------------------------------------
+
+/// Draft section 5.2: a Version Two probe that gets no answer makes the requester fall back to
+/// Version One on the same connection after its timeout, resend the call, and remember the
+/// responder. The ignored probe was never executed, so the call runs exactly once.
+fn lost_probe<B: Backend + Clone>(backend: B) {
+    let raw = RawResponder::start(backend.clone(), (1, 2), |a| {
+        if a.conn == 0 && a.nth == 0 && a.vers == 2 {
+            Act::Ignore
+        } else {
+            Act::Serve
+        }
+    });
+    let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
+    call_ok(&client, 0x100, BIG);
+    call_ok(&client, 0x101, SMALL);
+    assert_eq!(client.version(), Some(1), "fell back to Version One");
+    assert_eq!(client.memory().no_v2(&raw.addr), Some(NoV2Reason::ProbeLost));
+    let log = raw.log();
+    let seen: Vec<(u32, u32, u32)> = log.arrivals.iter().map(|a| (a.conn, a.xid, a.vers)).collect();
+    // The probe, its retransmission in Version One on the same connection, then Version One.
+    assert_eq!(seen, [(0, 0x100, 2), (0, 0x100, 1), (0, 0x101, 1)]);
+    assert_eq!(log.executed, [(0, 0x100), (0, 0x101)], "each call ran once");
+    assert_eq!(log.connections, 1);
+}
+
+#[test]
+fn draft_5_2_a_lost_probe_falls_back_to_version_1_after_the_timeout_in_process() {
+    lost_probe(verbs::InProcess);
+}
+
+#[test]
+fn draft_5_2_a_lost_probe_falls_back_to_version_1_after_the_timeout_over_tcp() {
+    lost_probe(verbs::Tcp);
+}
+
+/// RFC 8166 section 4.5.4 (and 3.3.3): a call whose reply never comes times out; the requester
+/// closes the connection (fencing the call's memory), reconnects, and retransmits it; the
+/// retransmission is answered. The responder ran the call on the first connection and forgot
+/// the reply, so the service legitimately runs it a second time on the second connection: the
+/// module documentation says why nothing below RPC suppresses that.
+fn lost_reply<B: Backend + Clone>(backend: B) {
+    let raw = RawResponder::start(backend.clone(), (1, 2), |a| {
+        if a.conn == 0 && a.xid == 0x201 {
+            Act::ExecuteWithoutReply
+        } else {
+            Act::Serve
+        }
+    });
+    let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
+    // The first call settles Version Two, so the lost reply is not mistaken for a lost probe.
+    call_ok(&client, 0x200, SMALL);
+    assert_eq!(client.version(), Some(2));
+    let started = Instant::now();
+    call_ok(&client, 0x201, BIG);
+    assert!(started.elapsed() >= Duration::from_millis(200), "answered only after the timeout");
+    call_ok(&client, 0x202, SMALL);
+    let log = raw.log();
+    assert_eq!(log.connections, 2, "the timeout closed the first connection");
+    assert_eq!(log.executions(0x200), [0]);
+    assert_eq!(log.executions(0x201), [0, 1], "run once per connection: its first reply was lost");
+    assert_eq!(log.executions(0x202), [1]);
+    // The retransmission was the probe of the new connection: nothing says the responder
+    // lacks Version Two.
+    assert_eq!(client.memory().no_v2(&raw.addr), None);
+    assert_eq!(client.version(), Some(2));
+}
+
+#[test]
+fn rfc8166_4_5_4_a_lost_reply_times_out_reconnects_and_retransmits_in_process() {
+    lost_reply(verbs::InProcess);
+}
+
+#[test]
+fn rfc8166_4_5_4_a_lost_reply_times_out_reconnects_and_retransmits_over_tcp() {
+    lost_reply(verbs::Tcp);
+}
+
+/// RFC 8166 section 3.3.3 / 4.5.4: the responder fetches a call's Read chunks and closes the
+/// connection before running it; the requester retransmits the call on a new connection, where
+/// it runs, once.
+fn disconnect_mid_call<B: Backend + Clone>(backend: B) {
+    let raw = RawResponder::start(backend.clone(), (1, 2), |a| {
+        if a.conn == 0 && a.xid == 0x301 {
+            Act::DisconnectAfterFetch
+        } else {
+            Act::Serve
+        }
+    });
+    let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
+    call_ok(&client, 0x300, SMALL);
+    call_ok(&client, 0x301, BIG);
+    call_ok(&client, 0x302, BIG);
+    let log = raw.log();
+    assert_eq!(log.connections, 2);
+    let arrivals: Vec<(u32, u32)> = log.arrivals.iter().filter(|a| a.xid == 0x301).map(|a| (a.conn, a.vers)).collect();
+    // Sent on the first connection, then as the probe of the second.
+    assert_eq!(arrivals, [(0, 2), (1, 2)]);
+    assert_eq!(log.executions(0x301), [1], "never run on the connection that was lost");
+    assert_eq!(log.executed.len(), 3, "three calls, three executions");
+}
+
+#[test]
+fn rfc8166_4_5_4_a_disconnect_mid_call_retransmits_on_a_new_connection_in_process() {
+    disconnect_mid_call(verbs::InProcess);
+}
+
+#[test]
+fn rfc8166_4_5_4_a_disconnect_mid_call_retransmits_on_a_new_connection_over_tcp() {
+    disconnect_mid_call(verbs::Tcp);
+}
+
+/// The same with eight callers in flight when the connection drops: every call still ends
+/// with its own reply. A call the responder had already run and answered on the lost
+/// connection may run again: its reply can be lost with the connection (still unreaped on the
+/// requester when it saw the connection down), and the retransmission then re-executes it, as
+/// the module documentation allows. Such a second execution is allowed only for calls run on
+/// the lost connection; every other call runs exactly once.
+#[test]
+fn rfc8166_3_3_3_a_disconnect_with_calls_in_flight_retransmits_them_all() {
+    let raw = RawResponder::start(verbs::InProcess, (1, 2), |a| {
+        if a.conn == 0 && a.nth == 6 {
+            Act::DisconnectAfterFetch
+        } else {
+            Act::Serve
+        }
+    });
+    let client = Arc::new(Client::new(verbs::InProcess, &raw.addr, client_config()));
+    call_ok(&client, 0x3ff, SMALL); // settles Version Two and opens the credit window
+    let callers: Vec<_> = (0..8u32)
+        .map(|t| {
+            let c = client.clone();
+            std::thread::spawn(move || {
+                for i in 0..3 {
+                    let len = if (t + i) % 2 == 0 { BIG } else { SMALL };
+                    call_ok(&c, 0x400 + t * 16 + i, len);
+                }
+            })
+        })
+        .collect();
+    for c in callers {
+        c.join().expect("every call ended with its own reply");
+    }
+    let log = raw.log();
+    assert!(log.connections >= 2, "the connection was lost and made again");
+    for t in 0..8u32 {
+        for i in 0..3 {
+            let xid = 0x400 + t * 16 + i;
+            let runs = log.executions(xid);
+            match runs.as_slice() {
+                [_] => {}
+                [0, later] if *later > 0 => {}
+                other => panic!("call {xid:#x} ran on connections {other:?}"),
+            }
+        }
+    }
+}
+
+/// RFC 8166 section 4.5.4: a connection lost on every attempt ends the call with a clear error
+/// after the configured attempts, never silently and never twice; the call never ran. The
+/// client then serves the next call.
+fn connection_lost_every_time<B: Backend + Clone>(backend: B) {
+    let raw = RawResponder::start(backend.clone(), (1, 2), |a| {
+        if a.xid == 0x501 {
+            Act::DisconnectAfterFetch
+        } else {
+            Act::Serve
+        }
+    });
+    let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
+    call_ok(&client, 0x500, SMALL);
+    match call_within(&client, call(0x501, BIG), ULB) {
+        Err(ClientError::Call(CallFailure::ConnectionLost { attempts: 4 })) => {}
+        other => panic!("expected the connection lost after 4 attempts, got {other:?}"),
+    }
+    call_ok(&client, 0x502, SMALL);
+    let log = raw.log();
+    assert_eq!(log.arrivals.iter().filter(|a| a.xid == 0x501).count(), 4, "four transmissions");
+    assert!(log.executions(0x501).is_empty(), "the failed call never ran");
+    assert_eq!(log.executed.len(), 2);
+    assert_eq!(log.connections, 5);
+}
+
+#[test]
+fn rfc8166_4_5_4_a_connection_lost_on_every_attempt_fails_the_call_once_in_process() {
+    connection_lost_every_time(verbs::InProcess);
+}
+
+#[test]
+fn rfc8166_4_5_4_a_connection_lost_on_every_attempt_fails_the_call_once_over_tcp() {
+    connection_lost_every_time(verbs::Tcp);
+}
+
+/// Draft section 5.2: a Version One responder answers the probe with RDMA_ERR_VERS and the
+/// connection is lost right after; the requester takes the responder to lack Version Two, so
+/// the next connection does not probe (its first message is Version One), "to avoid a
+/// possible version negotiation loop".
+fn lost_after_err_vers<B: Backend + Clone>(backend: B) {
+    let raw = RawResponder::start(backend.clone(), (1, 1), |a| {
+        if a.conn == 0 && a.nth == 0 {
+            Act::AnswerThenDisconnect
+        } else {
+            Act::Serve
+        }
+    });
+    let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
+    call_ok(&client, 0x600, SMALL);
+    call_ok(&client, 0x601, BIG);
+    assert_eq!(client.version(), Some(1));
+    assert_eq!(client.memory().no_v2(&raw.addr), Some(NoV2Reason::LostAfterErrVers));
+    let log = raw.log();
+    assert_eq!(log.connections, 2);
+    let first_on = |conn: u32| log.arrivals.iter().find(|a| a.conn == conn).map(|a| (a.xid, a.vers));
+    assert_eq!(first_on(0), Some((0x600, 2)), "the probe");
+    assert_eq!(first_on(1), Some((0x600, 1)), "no second probe: Version One at once");
+    assert!(log.arrivals.iter().filter(|a| a.conn == 1).all(|a| a.vers == 1));
+    assert_eq!(log.executed, [(1, 0x600), (1, 0x601)], "each call ran once");
+}
+
+#[test]
+fn draft_5_2_a_connection_lost_after_err_vers_means_no_probe_on_the_next_in_process() {
+    lost_after_err_vers(verbs::InProcess);
+}
+
+#[test]
+fn draft_5_2_a_connection_lost_after_err_vers_means_no_probe_on_the_next_over_tcp() {
+    lost_after_err_vers(verbs::Tcp);
+}
+
+/// RFC 8797 section 4.2 (and draft section 5.2: thresholds may change with a new connection):
+/// the responder restarts on the same address with other private data, then again as a
+/// Version One responder with none; after each reconnect the client uses the new thresholds,
+/// seen both in `thresholds()` and in the form a 3000-byte call takes.
+fn restart<B: Backend + Clone>(backend: B) {
+    let executed = Arc::new(Mutex::new(Vec::new()));
+    let start_server = |addr: &str, generation: u32, versions: (u32, u32), pdata: Option<PrivateData>| {
+        let e = executed.clone();
+        let cfg = ServerConfig {
+            responder: responder::Config { versions, ..Default::default() },
+            private_data: pdata,
+            ..Default::default()
+        };
+        let service = move |c: &[u8]| {
+            e.lock().unwrap().push((generation, word(c, 0)));
+            echo(c)
+        };
+        Server::start(backend.clone(), addr, cfg, Arc::new(PLAIN), service).expect("server starts")
+    };
+    let ccfg = client_config();
+    let ours = ccfg.private_data;
+    let first = Some(PrivateData::new(Flags::empty(), 4096, 4096));
+    let server = start_server(&backend.any_address(), 0, (1, 2), first);
+    let addr = server.local_addr();
+    let client = Arc::new(Client::new(backend.clone(), &addr, ccfg));
+    let medium = 3000 - 16;
+    let plain_ok = |xid: u32, len: usize| {
+        let m = call(xid, len);
+        let reply = call_within(&client, m.clone(), PLAIN).unwrap_or_else(|e| panic!("call {xid:#x}: {e}"));
+        assert!(reply == echo(&m), "call {xid:#x}: not its own reply");
+    };
+    // Generation 0: 4096 both ways; the 3000-byte call is Short.
+    plain_ok(0x700, SMALL); // the probe (1024-byte limit)
+    let before = client.stats();
+    plain_ok(0x701, medium);
+    assert_eq!(client.stats().short - before.short, 1, "3000 bytes fit 4096");
+    let t0 = Advertised { requester: ours, responder: first }.for_version(2);
+    assert_eq!((client.version(), client.thresholds()), (Some(2), Some(t0)));
+    assert_eq!(server.stats().connections, 1);
+
+    // Generation 1: the responder receives only 2048 bytes; the 3000-byte call goes Long.
+    drop(server);
+    let second = Some(PrivateData::new(Flags::REMOTE_INVALIDATE, 8192, 2048));
+    let server = start_server(&addr, 1, (1, 2), second);
+    plain_ok(0x710, SMALL);
+    let before = client.stats();
+    plain_ok(0x711, medium);
+    assert_eq!(client.stats().long - before.long, 1, "3000 bytes exceed 2048");
+    let t1 = Advertised { requester: ours, responder: second }.for_version(2);
+    assert_ne!(t0, t1);
+    assert_eq!((client.version(), client.thresholds()), (Some(2), Some(t1)));
+    assert_eq!(server.stats().connections, 1);
+
+    // Generation 2: Version One only, no private data: RDMA_ERR_VERS, fallback, 1024 bytes.
+    drop(server);
+    let server = start_server(&addr, 2, (1, 1), None);
+    plain_ok(0x720, SMALL);
+    plain_ok(0x721, medium);
+    let t2 = Advertised { requester: ours, responder: None }.for_version(1);
+    assert_eq!((client.version(), client.thresholds()), (Some(1), Some(t2)));
+    let s = stats_once(&server, "two calls", |s| s.calls[1] == 2);
+    assert_eq!((s.connections, s.calls, s.errors_sent), (1, [0, 2, 0], 1), "one ERR_VERS, two calls in Version One");
+    drop(server);
+
+    let mut runs = executed.lock().unwrap().clone();
+    runs.sort();
+    let want = [(0, 0x700), (0, 0x701), (1, 0x710), (1, 0x711), (2, 0x720), (2, 0x721)];
+    assert_eq!(runs, want, "each call ran once, on the server that was up");
+}
+
+#[test]
+fn rfc8797_4_2_a_restarted_responder_s_new_private_data_sets_new_thresholds_in_process() {
+    restart(verbs::InProcess);
+}
+
+#[test]
+fn rfc8797_4_2_a_restarted_responder_s_new_private_data_sets_new_thresholds_over_tcp() {
+    restart(verbs::Tcp);
+}
+
+// ------------------------------------------------------------------------------------------
+// Hostile headers against a real Server.
+// ------------------------------------------------------------------------------------------
+
+/// A raw requester's connection to a server.
+struct RawRequester<B: Backend> {
+    conn: Connection<B>,
+    pool: ReceivePool<B>,
+}
+
+impl<B: Backend> RawRequester<B> {
+    fn connect(backend: &B, addr: &str) -> Self {
+        let t = Duration::from_secs(5);
+        let pd = backend.alloc_pd().expect("pd");
+        let (qp, _) = backend.connect(&pd, addr, &[], QpCaps::default(), t).expect("connect");
+        let conn = Connection::<B>::new(pd, qp, t);
+        let pool = ReceivePool::new(&conn, 4, 4096).expect("receives");
+        RawRequester { conn, pool }
+    }
+
+    /// Sends `bytes` as one RDMA Send, whatever they are.
+    fn send_raw(&self, bytes: &[u8]) {
+        let region = self.conn.pd().register(bytes.to_vec(), Access::empty()).expect("register");
+        let id = self.conn.wr_id();
+        self.conn.qp().post_send(id, &[Sge::whole(&region)], None).expect("post");
+        self.conn.wait(id).expect("sent");
+    }
+
+    /// The next message from the server.
+    fn receive(&self) -> Vec<u8> {
+        self.pool.receive(&self.conn).expect("a message from the server").bytes
+    }
+
+    /// A valid call in `vers`; the next message must be its reply, with its bytes.
+    fn valid_call(&self, xid: u32, vers: u32) {
+        let message = call(xid, SMALL);
+        let params =
+            CallParams { version: vers, credits: 32, thresholds: InlineThresholds { call: 1024, reply: 1024 } };
+        let pending = send_call(&self.conn, &message, &ULB, &params).expect("send call");
+        let got = self.pool.receive(&self.conn).expect("the reply");
+        let policy = v2::ReceivePolicy { versions: (1, 2), ..v2::default_policy() };
+        let header: Header<'_> = match v2::receive(&got.bytes, &policy, &mut Registry::new()) {
+            Verdict::Accept(h) | Verdict::Version1(rpcrdma_v1::verdict::Verdict::Accept(h)) => h,
+            other => panic!("call {xid:#x}: expected its reply, got {other:?} ({:?})", &got.bytes),
+        };
+        assert_eq!((header.xid(), header.version()), (xid, vers), "the reply answers the call just sent");
+        let mut out = Vec::new();
+        pending.complete(&self.conn, &header, got.invalidated_rkey, &ULB, &mut out).expect("complete");
+        assert!(out == echo(&message), "call {xid:#x}: not its own reply");
+    }
+}
+
+/// RFC 8166 section 4.5 and draft section 4.2 / 3.1, as `rpcrdma_v1::verdict` and
+/// `rpcrdma_v2::verdict` tabulate them: hostile headers interleaved with valid calls on one
+/// connection to a `Server` are each answered with the RDMA_ERROR the rules prescribe (same
+/// XID, the request's version, the server's credit value 32) or dropped without an answer
+/// (fewer than 8 bytes; an RDMA_ERROR, never answered with another); none reaches the service;
+/// the connection keeps serving the valid calls in both versions; `errors_sent` counts exactly
+/// the answers.
+fn hostile_headers<B: Backend + Clone>(backend: B) {
+    let executed = Arc::new(Mutex::new(Vec::new()));
+    let e = executed.clone();
+    let service = move |c: &[u8]| {
+        e.lock().unwrap().push(word(c, 0));
+        echo(c)
+    };
+    let server =
+        Server::start(backend.clone(), &backend.any_address(), ServerConfig::default(), Arc::new(ULB), service)
+            .expect("server starts");
+    let raw = RawRequester::connect(&backend, &server.local_addr());
+    // The procedures, as the specifications' XDR numbers them.
+    use rpcrdma_v1::xdr::{RDMA_DONE, RDMA_ERROR, RDMA_MSG, RDMA_MSGP, RDMA_NOMSG};
+    let [msg, nomsg, msgp, done, error] = [RDMA_MSG, RDMA_NOMSG, RDMA_MSGP, RDMA_DONE, RDMA_ERROR].map(|p| p as u32);
+    let optional = rpcrdma_v2::xdr::RDMA_OPTIONAL as u32;
+    // (what, bytes, the RDMA_ERROR expected back as words, or None: dropped)
+    let x = |n: u32| 0x0bad_0000 + n;
+    let err_vers = |xid: u32, vers: u32| Some(vec![xid, vers, 32, error, 1, 1, 2]);
+    let err_chunk = |xid: u32, vers: u32| Some(vec![xid, vers, 32, error, 2]);
+    #[allow(clippy::type_complexity)]
+    let hostile: Vec<(&str, Vec<u8>, Option<Vec<u32>>)> = vec![
+        ("3 bytes: no XID and version to answer", vec![1, 2, 3], None),
+        ("7 zero bytes", vec![0; 7], None),
+        (
+            "garbage words",
+            words(&[x(1), 0xdead_beef, 0x1234_5678, 0xffff_ffff, 0x0bad_f00d]),
+            err_vers(x(1), 0xdead_beef),
+        ),
+        ("version 3 RDMA_MSG", words(&[x(2), 3, 32, msg, 0, 0, 0, x(2), 0]), err_vers(x(2), 3)),
+        ("version 0 RDMA_MSG", words(&[x(3), 0, 32, msg, 0, 0, 0, x(3), 0]), err_vers(x(3), 0)),
+        ("v1 header cut inside its Read list", words(&[x(4), 1, 32, msg, 1, 0]), err_chunk(x(4), 1)),
+        ("v2 header cut inside its Read list", words(&[x(5), 2, 32, msg, 1, 0]), err_chunk(x(5), 2)),
+        ("v1 header of 12 bytes, no procedure", words(&[x(6), 1, 32]), err_chunk(x(6), 1)),
+        ("v1 RDMA_MSGP", words(&[x(7), 1, 32, msgp, 0, 0, 0, 0, 0]), err_chunk(x(7), 1)),
+        ("v1 RDMA_DONE", words(&[x(8), 1, 32, done]), err_chunk(x(8), 1)),
+        ("v2 RDMA_MSGP", words(&[x(9), 2, 32, msgp, 0, 0, 0, 0, 0]), err_chunk(x(9), 2)),
+        ("v2 RDMA_DONE", words(&[x(10), 2, 32, done]), err_chunk(x(10), 2)),
+        ("v1 unknown procedure 9", words(&[x(11), 1, 32, 9, 0, 0, 0]), err_chunk(x(11), 1)),
+        ("v1 RDMA_NOMSG without chunks", words(&[x(12), 1, 32, nomsg, 0, 0, 0]), err_chunk(x(12), 1)),
+        (
+            "v1 RDMA_MSG whose RPC XID differs",
+            words(&[x(13), 1, 32, msg, 0, 0, 0, x(99), 0, 0, 0]),
+            err_chunk(x(13), 1),
+        ),
+        (
+            "v2 RDMA_OPTIONAL of an unknown type",
+            words(&[x(14), 2, 32, optional, 7, 0]),
+            Some(vec![x(14), 2, 32, error, 3]),
+        ),
+        ("undecodable RDMA_ERROR", words(&[x(15), 1, 32, error, 99]), None),
+        ("the requester's own ERR_CHUNK about no call", words(&[x(16), 1, 32, error, 2]), None),
+        ("a reply to no backward call", words(&[x(17), 1, 32, msg, 0, 0, 0, x(17), 1, 0, 0]), None),
+    ];
+    let mut valid = Vec::new();
+    let mut answered = 0;
+    raw.valid_call(0x100, 1);
+    valid.push(0x100);
+    for (i, (what, bytes, expected)) in hostile.iter().enumerate() {
+        raw.send_raw(bytes);
+        if let Some(want) = expected {
+            let got = raw.receive();
+            assert_eq!(got, words(want), "{what}: the answer");
+            answered += 1;
+        }
+        // The connection still serves, and a dropped message left no answer behind: the next
+        // message is this call's reply.
+        let xid = 0x101 + i as u32;
+        raw.valid_call(xid, 1 + (i as u32 % 2));
+        valid.push(xid);
+    }
+    assert_eq!(raw.conn.qp().state(), QpState::Ready, "the connection survived");
+    let want_calls = valid.len() as u64;
+    let s = stats_once(&server, "every call and error", |s| {
+        s.errors_sent >= answered && s.calls.iter().sum::<u64>() >= want_calls
+    });
+    assert_eq!(s.errors_sent, answered, "one RDMA_ERROR per answered hostile header");
+    assert_eq!(s.calls.iter().sum::<u64>(), want_calls, "every valid call served");
+    assert_eq!((s.connections, s.credit_overruns), (1, 0));
+    assert_eq!(*executed.lock().unwrap(), valid, "only the valid calls reached the service, once each, in order");
+}
+
+#[test]
+fn rfc8166_4_5_hostile_headers_are_answered_or_dropped_and_the_connection_keeps_serving_in_process() {
+    hostile_headers(verbs::InProcess);
+}
+
+#[test]
+fn rfc8166_4_5_hostile_headers_are_answered_or_dropped_and_the_connection_keeps_serving_over_tcp() {
+    hostile_headers(verbs::Tcp);
+}

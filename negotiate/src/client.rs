@@ -113,7 +113,10 @@ enum Slot<B: Backend> {
 struct State<B: Backend> {
     req: Requester,
     link: Option<Arc<Link<B>>>,
-    slots: HashMap<u32, Slot<B>>,
+    /// Each call in progress: what the dispatcher has for it, and the condvar its caller
+    /// alone waits on (one per caller: waking all 64 callers of a busy client for every
+    /// reply is what a shared one would cost).
+    slots: HashMap<u32, (Slot<B>, Arc<Condvar>)>,
     settled: Option<(u32, InlineThresholds)>,
     stats: ClientStats,
     /// Connects and disconnects for the dispatcher.
@@ -155,6 +158,14 @@ struct Shared<B: Backend> {
 pub struct Client<B: Backend> {
     shared: Arc<Shared<B>>,
     dispatcher: Option<JoinHandle<()>>,
+}
+
+/// Hands `slot` to the caller of `xid` and wakes it (only it).
+fn put<B: Backend>(st: &mut State<B>, xid: u32, slot: Slot<B>) {
+    if let Some((s, cv)) = st.slots.get_mut(&xid) {
+        *s = slot;
+        cv.notify_one();
+    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -224,13 +235,14 @@ impl<B: Backend> Client<B> {
         let xid =
             message.first_chunk::<4>().map(|x| u32::from_be_bytes(*x)).ok_or(ClientError::NoXid(message.len()))?;
         let sh = &self.shared;
+        let mine = Arc::new(Condvar::new());
         {
             let mut st = lock(&sh.st);
             if st.closing {
                 return Err(ClientError::Closed);
             }
             st.req.call(xid, Instant::now())?;
-            st.slots.insert(xid, Slot::Waiting);
+            st.slots.insert(xid, (Slot::Waiting, mine.clone()));
             sh.route(&mut st);
         }
         sh.cv.notify_all();
@@ -239,8 +251,8 @@ impl<B: Backend> Client<B> {
             let slot = {
                 let mut st = lock(&sh.st);
                 loop {
-                    match st.slots.get_mut(&xid).map(|s| std::mem::replace(s, Slot::Waiting)) {
-                        Some(Slot::Waiting) => st = sh.cv.wait(st).unwrap_or_else(PoisonError::into_inner),
+                    match st.slots.get_mut(&xid).map(|s| std::mem::replace(&mut s.0, Slot::Waiting)) {
+                        Some(Slot::Waiting) => st = mine.wait(st).unwrap_or_else(PoisonError::into_inner),
                         Some(other) => break other,
                         None => unreachable!("a slot is removed only by its caller"),
                     }
@@ -342,12 +354,10 @@ impl<B: Backend> Shared<B> {
                     // RDMA_ERR_VERS, queued it); `on_disconnected` already put the call back
                     // in the queue for the next connection, or failed it.
                     if let Some(link) = st.link.clone() {
-                        st.slots.insert(t.xid, Slot::Transmit(t, link));
+                        put(st, t.xid, Slot::Transmit(t, link));
                     }
                 }
-                Event::Failed { xid, error } => {
-                    st.slots.insert(xid, Slot::Failed(error));
-                }
+                Event::Failed { xid, error } => put(st, xid, Slot::Failed(error)),
                 Event::Settled { version, thresholds } => st.settled = Some((version, thresholds)),
                 Event::Connect | Event::Disconnect => st.actions.push(e),
             }
@@ -366,7 +376,7 @@ impl<B: Backend> Shared<B> {
                 if st.closing {
                     let failed: Vec<u32> = st.slots.keys().copied().collect();
                     for xid in failed {
-                        st.slots.insert(xid, Slot::Failed(CallFailure::ConnectionLost { attempts: 0 }));
+                        put(&mut st, xid, Slot::Failed(CallFailure::ConnectionLost { attempts: 0 }));
                     }
                     self.cv.notify_all();
                     return;
@@ -406,9 +416,7 @@ impl<B: Backend> Shared<B> {
             let mut st = lock(&self.st);
             match got {
                 Ok(m) => match st.req.on_receive(&m.bytes, now) {
-                    Incoming::Reply { xid, .. } => {
-                        st.slots.insert(xid, Slot::Reply(m.bytes, m.invalidated_rkey));
-                    }
+                    Incoming::Reply { xid, .. } => put(&mut st, xid, Slot::Reply(m.bytes, m.invalidated_rkey)),
                     Incoming::BackwardCall(call) => {
                         let forward = st.req.thresholds().unwrap_or_default();
                         drop(st);

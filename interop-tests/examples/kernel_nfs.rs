@@ -1,0 +1,517 @@
+//! Our requester against the Linux kernel's own RPC-over-RDMA server (nfsd + svcrdma), inside
+//! the Soft-RoCE guest: `guest/test-kernel` starts the kernel NFS server there
+//! (`guest/kernel-nfsd.sh`: an export of a tmpfs folder holding the file `hello`, RDMA port
+//! 20049) and runs this program against it.
+//!
+//! ```sh
+//! RDMA_TEST_ADDR=10.0.2.15 kernel_nfs [PORT]     # PORT defaults to 20049
+//! ```
+//!
+//! Each check prints one `ok:` or `FAIL:` line with what the kernel answered; the exit status
+//! is 1 when any check failed. The checks:
+//!
+//! - (a) negotiation: the first call goes out as the Version Two probe; the kernel answers
+//!   RDMA_ERR_VERS and the client sends the call again in Version One on the same connection
+//!   (one CM connect; the probe and the resend leave from the same endpoint);
+//! - (b) NFSv3 and NFSv4 NULL calls (RFC 5531 by hand, AUTH_NONE) as Short calls;
+//! - (c) thresholds, credits and both sides' RFC 8797 private data;
+//! - (d) a Long call (RDMA_NOMSG, the call in a position-zero Read chunk): an NFSv4 SETCLIENTID
+//!   whose 1000-byte client id exceeds the 1024-byte call threshold a second client sets by
+//!   advertising a 1024-byte Send size;
+//! - (e) a call that provides a Reply chunk (the ULB's largest reply exceeds the reply
+//!   threshold): NFSv4 NULL;
+//! - (f) an NFSv3 NULL that provides a Write chunk the reply cannot use, and an NFSv4
+//!   COMPOUND {PUTROOTFH, LOOKUP "hello", READ} whose READ data the kernel RDMA-Writes into the
+//!   Write chunk;
+//! - (g) the same chunked calls from a client whose private data sets the R flag (remote
+//!   invalidation: the kernel then answers with Send With Invalidate of our chunks' rkeys;
+//!   our chunks are memory windows).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cm_private_data::{Flags, PrivateData};
+use negotiate::client::{Client, ClientConfig};
+use negotiate::datapath::capture;
+use negotiate::memory::NoV2Reason;
+use rpcrdma_v1::marshal_call::InlineThresholds;
+use rpcrdma_v1::ulb::OpaqueAtUlb;
+use verbs::{Backend, QpCaps, Rdma};
+
+/// Per CM connect: the private data sent, and the private data the passive side accepted with.
+type Connects = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// The rdma-core backend, recording each connect: the private data sent and the private data
+/// the passive side accepted with.
+#[derive(Clone)]
+struct Recorded {
+    inner: Rdma,
+    connects: Arc<Mutex<Connects>>,
+}
+
+impl Backend for Recorded {
+    type Pd = <Rdma as Backend>::Pd;
+    type Region = <Rdma as Backend>::Region;
+    type Qp = <Rdma as Backend>::Qp;
+    type Listener = <Rdma as Backend>::Listener;
+    type Request = <Rdma as Backend>::Request;
+
+    fn any_address(&self) -> String {
+        self.inner.any_address()
+    }
+
+    fn alloc_pd(&self) -> verbs::Result<Self::Pd> {
+        self.inner.alloc_pd()
+    }
+
+    fn listen(&self, addr: &str) -> verbs::Result<Self::Listener> {
+        self.inner.listen(addr)
+    }
+
+    fn connect(
+        &self,
+        pd: &Self::Pd,
+        addr: &str,
+        private_data: &[u8],
+        caps: QpCaps,
+        timeout: Duration,
+    ) -> verbs::Result<(Self::Qp, Vec<u8>)> {
+        let r = self.inner.connect(pd, addr, private_data, caps, timeout)?;
+        self.connects.lock().unwrap().push((private_data.to_vec(), r.1.clone()));
+        Ok(r)
+    }
+}
+
+impl Recorded {
+    fn connects(&self) -> Connects {
+        self.connects.lock().unwrap().clone()
+    }
+}
+
+// ONC RPC (RFC 5531) and NFS constants.
+const CALL: u32 = 0;
+const REPLY: u32 = 1;
+const MSG_ACCEPTED: u32 = 0;
+const SUCCESS: u32 = 0;
+const AUTH_NONE: u32 = 0;
+const AUTH_SYS: u32 = 1;
+const NFS_PROGRAM: u32 = 100003;
+const NFSPROC4_COMPOUND: u32 = 1;
+const OP_LOOKUP: u32 = 15;
+const OP_PUTROOTFH: u32 = 24;
+const OP_READ: u32 = 25;
+const OP_SETCLIENTID: u32 = 35;
+
+/// XDR encoding into a byte vector.
+#[derive(Default)]
+struct Xdr(Vec<u8>);
+
+impl Xdr {
+    fn u32(mut self, v: u32) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn u64(mut self, v: u64) -> Self {
+        self.0.extend_from_slice(&v.to_be_bytes());
+        self
+    }
+    fn fixed(mut self, b: &[u8]) -> Self {
+        self.0.extend_from_slice(b);
+        self.0.resize(self.0.len().next_multiple_of(4), 0);
+        self
+    }
+    fn opaque(self, b: &[u8]) -> Self {
+        self.u32(b.len() as u32).fixed(b)
+    }
+}
+
+/// An RPC call header (RFC 5531 section 9): xid, CALL, rpcvers 2, program, version,
+/// procedure, the credential, an AUTH_NONE verifier.
+fn rpc_call(xid: u32, prog: u32, vers: u32, proc_: u32, auth_sys: bool) -> Xdr {
+    let x = Xdr::default().u32(xid).u32(CALL).u32(2).u32(prog).u32(vers).u32(proc_);
+    let x = if auth_sys {
+        // authsys_parms: stamp, machinename, uid 0, gid 0, no gids.
+        let body = Xdr::default().u32(0x5eed).opaque(b"rpcrdma-rs").u32(0).u32(0).u32(0);
+        x.u32(AUTH_SYS).opaque(&body.0)
+    } else {
+        x.u32(AUTH_NONE).u32(0)
+    };
+    x.u32(AUTH_NONE).u32(0)
+}
+
+/// Reads an accepted, successful RPC reply to `xid` and returns the offset of its results, or
+/// says what it is instead.
+fn accepted_success(reply: &[u8], xid: u32) -> Result<usize, String> {
+    let w = |i: usize| reply.get(i * 4..i * 4 + 4).map(|b| u32::from_be_bytes(b.try_into().unwrap()));
+    let (Some(rx), Some(mtype), Some(stat)) = (w(0), w(1), w(2)) else {
+        return Err(format!("reply of {} bytes is too short", reply.len()));
+    };
+    if rx != xid {
+        return Err(format!("reply XID {rx:#x}, call XID {xid:#x}"));
+    }
+    if mtype != REPLY {
+        return Err(format!("msg_type {mtype}, not REPLY"));
+    }
+    if stat != MSG_ACCEPTED {
+        return Err(format!("reply_stat {stat} (MSG_DENIED), words {:?}", (3..6).map(w).collect::<Vec<_>>()));
+    }
+    let verf_len = w(4).ok_or("no verifier")? as usize;
+    let at = 20 + verf_len.next_multiple_of(4);
+    let accept = reply.get(at..at + 4).map(|b| u32::from_be_bytes(b.try_into().unwrap())).ok_or("no accept_stat")?;
+    if accept != SUCCESS {
+        return Err(format!("accept_stat {accept}, not SUCCESS"));
+    }
+    Ok(at + 4)
+}
+
+fn word(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..at + 4).map(|w| u32::from_be_bytes(w.try_into().unwrap()))
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// The checks' verdicts.
+#[derive(Default)]
+struct Report {
+    failed: Vec<String>,
+}
+
+impl Report {
+    fn check(&mut self, name: &str, ok: bool, what: impl std::fmt::Display) {
+        if ok {
+            println!("ok:   {name}: {what}");
+        } else {
+            println!("FAIL: {name}: {what}");
+            self.failed.push(name.to_string());
+        }
+    }
+
+    /// A call expected to come back MSG_ACCEPTED/SUCCESS with its own XID.
+    fn call_ok(
+        &mut self,
+        name: &str,
+        client: &Client<Recorded>,
+        call: &[u8],
+        ulb: &OpaqueAtUlb,
+    ) -> Option<(Vec<u8>, usize)> {
+        let xid = u32::from_be_bytes(call[..4].try_into().unwrap());
+        match client.call(call, ulb) {
+            Ok(reply) => match accepted_success(&reply, xid) {
+                Ok(at) => {
+                    self.check(
+                        name,
+                        true,
+                        format!(
+                            "{} call bytes -> MSG_ACCEPTED/SUCCESS, XID {xid:#010x}, {} reply bytes",
+                            call.len(),
+                            reply.len()
+                        ),
+                    );
+                    Some((reply, at))
+                }
+                Err(e) => {
+                    self.check(name, false, format!("reply {}: {e}", hex(&reply[..reply.len().min(64)])));
+                    None
+                }
+            },
+            Err(e) => {
+                self.check(name, false, format!("call failed: {e}"));
+                None
+            }
+        }
+    }
+}
+
+/// Which version each captured Send carried (header word 1), with its endpoint and form.
+#[derive(Debug, Clone)]
+struct Sent {
+    endpoint: u64,
+    xid: u32,
+    vers: u32,
+    credits: u32,
+    proc_: u32,
+}
+
+fn main() {
+    let Some(rdma) = Rdma::from_test_env() else { std::process::exit(2) };
+    let host = std::env::var("RDMA_TEST_ADDR").unwrap();
+    let host = host.split(':').next().unwrap().to_string();
+    let port = std::env::args().nth(1).unwrap_or_else(|| "20049".into());
+    let addr = format!("{host}:{port}");
+    let mut r = Report::default();
+
+    let sent = Arc::new(Mutex::new(Vec::<Sent>::new()));
+    let s = sent.clone();
+    capture::set(Some(Arc::new(move |m: &capture::CapturedMessage<'_>| {
+        let w = |i: usize| word(m.bytes, i * 4).unwrap_or(u32::MAX);
+        s.lock().unwrap().push(Sent { endpoint: m.endpoint, xid: w(0), vers: w(1), credits: w(2), proc_: w(3) });
+    })));
+
+    // ---- The main client: versions 1..=2, 100 credits asked (more than the kernel's 64),
+    // RFC 8797 private data 4096/4096 with the R flag clear.
+    let backend = Recorded { inner: rdma.clone(), connects: Arc::default() };
+    let mut cfg = ClientConfig::default();
+    cfg.requester.credits = 100;
+    cfg.caps = QpCaps { max_recv_wr: 128, ..QpCaps::default() };
+    let ours = cfg.private_data.unwrap();
+    println!(
+        "client: {addr}, versions {:?}, credits asked {}, private data {}",
+        cfg.requester.versions,
+        cfg.requester.credits,
+        hex(&ours.encode())
+    );
+    let client = Client::new(backend.clone(), &addr, cfg);
+    let small = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1024 };
+
+    // (a) + (b): the first call is the probe.
+    let v3_null = rpc_call(0x4b4e_0001, NFS_PROGRAM, 3, 0, false).0;
+    let probe = r.call_ok("(b) NFSv3 NULL (the first call: the Version Two probe)", &client, &v3_null, &small);
+    let sends = sent.lock().unwrap().clone();
+    let of_probe: Vec<&Sent> = sends.iter().filter(|s| s.xid == 0x4b4e_0001).collect();
+    r.check(
+        "(a) probe then resend",
+        of_probe.len() == 2 && of_probe[0].vers == 2 && of_probe[1].vers == 1,
+        format!(
+            "the NULL left {} times, rdma_vers {:?}",
+            of_probe.len(),
+            of_probe.iter().map(|s| s.vers).collect::<Vec<_>>()
+        ),
+    );
+    r.check(
+        "(a) same connection",
+        of_probe.len() == 2 && of_probe[0].endpoint == of_probe[1].endpoint && backend.connects().len() == 1,
+        format!(
+            "endpoints {:?}, CM connects {}",
+            of_probe.iter().map(|s| s.endpoint).collect::<Vec<_>>(),
+            backend.connects().len()
+        ),
+    );
+    r.check("(a) version", client.version() == Some(1), format!("client.version() = {:?}", client.version()));
+    let memory = client.memory().no_v2(&addr);
+    r.check(
+        "(a) memory",
+        matches!(memory, Some(NoV2Reason::ErrVers { high: 1 })),
+        format!("the kernel answered RDMA_ERR_VERS: remembered {memory:?}"),
+    );
+    let _ = probe;
+
+    let v4_null = rpc_call(0x4b4e_0002, NFS_PROGRAM, 4, 0, false).0;
+    r.call_ok("(b) NFSv4 NULL", &client, &v4_null, &small);
+    let stats = client.stats();
+    r.check(
+        "(b) Short",
+        stats.short == 3 && stats.long == 0 && stats.chunked == 0,
+        format!("{stats:?} (the probe counts)"),
+    );
+
+    // (c) thresholds, credits, private data.
+    let connects = backend.connects();
+    let (sent_pd, accepted) = connects.first().cloned().unwrap_or_default();
+    let peer = PrivateData::decode(&accepted);
+    println!(
+        "       private data sent {} ({:?}); accepted with {} bytes, first 8: {} ({:?})",
+        hex(&sent_pd),
+        PrivateData::decode(&sent_pd),
+        accepted.len(),
+        hex(&accepted[..accepted.len().min(8)]),
+        peer
+    );
+    r.check(
+        "(c) our private data",
+        sent_pd == ours.encode() && !ours.flags().contains(Flags::REMOTE_INVALIDATE),
+        format!("{} (R flag off)", hex(&sent_pd)),
+    );
+    r.check(
+        "(c) the kernel's private data",
+        peer.is_some_and(|p| p.flags().is_empty() && p.send_size() == 4096 && p.receive_size() == 4096),
+        format!("{peer:?}"),
+    );
+    let t = client.thresholds();
+    r.check(
+        "(c) thresholds",
+        t == Some(InlineThresholds { call: 4096, reply: 4096 }),
+        format!("{t:?}: min(our Send 4096, its Receive 4096), min(its Send 4096, our Receive 4096)"),
+    );
+    let window = client.window();
+    r.check("(c) credits", window == 64, format!("window {window} = min(asked 100, granted 64)"));
+    let sends = sent.lock().unwrap().clone();
+    r.check(
+        "(c) credits asked",
+        sends.iter().all(|s| s.credits == 100),
+        format!(
+            "rdma_credit in our headers: {:?}",
+            sends.iter().map(|s| s.credits).collect::<std::collections::BTreeSet<_>>()
+        ),
+    );
+
+    // (e) a Reply chunk: the ULB says the reply may reach 8192 bytes, beyond the 4096 reply
+    // threshold, so the call provides a Reply chunk; the kernel may answer RDMA_NOMSG into it.
+    let big_reply = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 8192 };
+    let v4_null_rc = rpc_call(0x4b4e_0003, NFS_PROGRAM, 4, 0, false).0;
+    r.call_ok("(e) NFSv4 NULL with a Reply chunk", &client, &v4_null_rc, &big_reply);
+
+    // (f) an unused Write chunk: the NULL reply has no result where the ULB would look.
+    let write = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(24), max_result: 4096, max_reply: 1024 };
+    let v3_null_wc = rpc_call(0x4b4e_0004, NFS_PROGRAM, 3, 0, false).0;
+    r.call_ok("(f) NFSv3 NULL with an unused Write chunk", &client, &v3_null_wc, &write);
+
+    // (f) a used Write chunk: READ of /srv/nfs/hello; its data<> length word sits at a fixed
+    // offset of the reply (24-byte RPC header; status, empty tag, 3 results; PUTROOTFH and
+    // LOOKUP results are op + status; READ's is op, status, eof).
+    let read_ulb =
+        OpaqueAtUlb { call_opaque: None, reply_opaque: Some(24 + 12 + 8 + 8 + 12), max_result: 4096, max_reply: 1024 };
+    let read = |xid: u32| {
+        rpc_call(xid, NFS_PROGRAM, 4, NFSPROC4_COMPOUND, true)
+            .opaque(b"")
+            .u32(0)
+            .u32(3)
+            .u32(OP_PUTROOTFH)
+            .u32(OP_LOOKUP)
+            .opaque(b"hello")
+            .u32(OP_READ)
+            .u32(0)
+            .fixed(&[0; 12])
+            .u64(0)
+            .u32(4096)
+            .0
+    };
+    let expect = b"hello from the kernel NFS server over RPC-over-RDMA\n";
+    // NFS4ERR_GRACE: the server's NFSv4 grace period is not over (kernel-nfsd.sh ends it
+    // early); a client waits and sends the call again with a new XID.
+    let read_call = |r: &mut Report, name: &str, client: &Client<Recorded>, xid: u32| {
+        for attempt in 0..20u32 {
+            let got = r.call_ok(name, client, &read(xid + (attempt << 8)), &read_ulb);
+            match &got {
+                Some((reply, at)) if word(reply, *at) == Some(10013) => {
+                    println!("       NFS4ERR_GRACE: the grace period is not over; again in 1 s");
+                    std::thread::sleep(Duration::from_secs(1));
+                }
+                _ => return got,
+            }
+        }
+        None
+    };
+    let check_read = |r: &mut Report, name: &str, got: Option<(Vec<u8>, usize)>| {
+        let Some((reply, at)) = got else { return };
+        let status = word(&reply, at);
+        let data_len = word(&reply, 64).unwrap_or(0) as usize;
+        let data = reply.get(68..68 + data_len).unwrap_or_default();
+        r.check(
+            name,
+            status == Some(0) && data == expect,
+            format!("NFS4 status {status:?}, READ data {:?}", String::from_utf8_lossy(data)),
+        );
+    };
+    let before = client.stats();
+    let got = read_call(&mut r, "(f) NFSv4 COMPOUND PUTROOTFH+LOOKUP+READ with a Write chunk", &client, 0x4b4e_0005);
+    check_read(&mut r, "(f) READ data through the Write chunk", got);
+    let after = client.stats();
+    println!("       forms so far: {after:?} (before the READ: {before:?})");
+
+    // (d) a Long call: a second client advertising a 1024-byte Send size, so its call threshold
+    // is 1024, sends SETCLIENTID with a 1000-byte client id; it cannot go inline.
+    let long_backend = Recorded { inner: rdma.clone(), connects: Arc::default() };
+    let mut long_cfg = ClientConfig::default();
+    long_cfg.requester.versions = (1, 1);
+    long_cfg.private_data = Some(PrivateData::new(Flags::empty(), 1024, 4096));
+    let long_client = Client::new(long_backend.clone(), &addr, long_cfg);
+    r.call_ok(
+        "(d) warm-up NFSv4 NULL (Version One only)",
+        &long_client,
+        &rpc_call(0x4b4e_0010, NFS_PROGRAM, 4, 0, false).0,
+        &small,
+    );
+    println!("       thresholds of the 1024-byte-Send client: {:?}", long_client.thresholds());
+    let id: Vec<u8> = (0..1000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    let setclientid = rpc_call(0x4b4e_0011, NFS_PROGRAM, 4, NFSPROC4_COMPOUND, true)
+        .opaque(b"")
+        .u32(0)
+        .u32(1)
+        .u32(OP_SETCLIENTID)
+        .fixed(&0x0102_0304_0506_0708u64.to_be_bytes())
+        .opaque(&id)
+        .u32(0x4000_0000)
+        .opaque(b"tcp")
+        .opaque(b"10.0.2.15.3.232")
+        .u32(1)
+        .0;
+    let before = long_client.stats();
+    if let Some((reply, at)) = r.call_ok("(d) NFSv4 SETCLIENTID, 1000-byte id", &long_client, &setclientid, &small) {
+        let after = long_client.stats();
+        let status = word(&reply, at);
+        let op_status = word(&reply, at + 16);
+        r.check(
+            "(d) went Long and was answered",
+            after.long == before.long + 1 && status == Some(0) && op_status == Some(0),
+            format!(
+                "{} call bytes as {} Long call(s); COMPOUND status {status:?}, SETCLIENTID status {op_status:?}, clientid {}",
+                setclientid.len(),
+                after.long - before.long,
+                reply.get(at + 20..at + 28).map(hex).unwrap_or_default()
+            ),
+        );
+    }
+    drop(long_client);
+
+    // (g) remote invalidation: the R flag set, then the chunked calls again.
+    let ri_backend = Recorded { inner: rdma, connects: Arc::default() };
+    let mut ri_cfg = ClientConfig::default();
+    ri_cfg.requester.versions = (1, 1);
+    ri_cfg.private_data = Some(PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096));
+    let ri = Client::new(ri_backend.clone(), &addr, ri_cfg);
+    r.call_ok("(g) R flag: NFSv3 NULL", &ri, &rpc_call(0x4b4e_0020, NFS_PROGRAM, 3, 0, false).0, &small);
+    r.call_ok(
+        "(g) R flag: NFSv4 NULL with a Reply chunk",
+        &ri,
+        &rpc_call(0x4b4e_0021, NFS_PROGRAM, 4, 0, false).0,
+        &big_reply,
+    );
+    r.call_ok(
+        "(g) R flag: NFSv3 NULL with an unused Write chunk",
+        &ri,
+        &rpc_call(0x4b4e_0022, NFS_PROGRAM, 3, 0, false).0,
+        &write,
+    );
+    let got = read_call(&mut r, "(g) R flag: READ with a Write chunk", &ri, 0x4b4e_0023);
+    check_read(&mut r, "(g) R flag: READ data", got);
+    r.call_ok(
+        "(g) R flag: NFSv3 NULL after the chunked calls",
+        &ri,
+        &rpc_call(0x4b4e_0024, NFS_PROGRAM, 3, 0, false).0,
+        &small,
+    );
+    r.check(
+        "(g) R flag: one connection",
+        ri_backend.connects().len() == 1,
+        format!("CM connects {}", ri_backend.connects().len()),
+    );
+    drop(ri);
+
+    // The main client is still on its first connection.
+    r.call_ok("(b) NFSv3 NULL at the end", &client, &rpc_call(0x4b4e_0030, NFS_PROGRAM, 3, 0, false).0, &small);
+    r.check(
+        "one connection in all",
+        backend.connects().len() == 1,
+        format!("main client CM connects {}", backend.connects().len()),
+    );
+    drop(client);
+    capture::set(None);
+
+    let sends = sent.lock().unwrap().clone();
+    println!(
+        "sends: {}",
+        sends
+            .iter()
+            .map(|s| format!("{}:{:#x}/v{}/p{}", s.endpoint, s.xid, s.vers, s.proc_))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    if r.failed.is_empty() {
+        println!("kernel_nfs: all checks passed");
+    } else {
+        println!("kernel_nfs: {} check(s) failed: {}", r.failed.len(), r.failed.join("; "));
+        std::process::exit(1);
+    }
+}

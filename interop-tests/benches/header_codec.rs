@@ -15,36 +15,12 @@
 //! Run: `cargo bench -p interop-tests --bench header_codec`.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
-use interop_tests::{peer_chunked_msg, peer_decode, peer_plain_msg, BENCH_CREDIT, BENCH_XID};
-use rpcrdma_v1::rt::{List, Seq, Xdr};
+use interop_tests::{peer_chunked_msg, peer_decode, peer_plain_msg};
+use rpcrdma_v1::rt::Xdr;
 use rpcrdma_v1::xdr::*;
 
-const SEG: fn(u32, u64) -> XdrRdmaSegment = |handle, offset| XdrRdmaSegment { handle, length: 4096, offset };
-
-fn plain() -> RdmaMsg<'static> {
-    RdmaMsg {
-        rdma_xid: BENCH_XID,
-        rdma_vers: 1,
-        rdma_credit: BENCH_CREDIT,
-        rdma_body: RdmaBody::RdmaMsg(RpcRdmaHeader {
-            rdma_reads: List::default(),
-            rdma_writes: List::default(),
-            rdma_reply: None,
-        }),
-    }
-}
-
-/// Sum every field of a decoded header, so that nothing is left unread.
-fn visit(m: &RdmaMsg<'_>) -> u64 {
-    let mut sum = u64::from(m.rdma_xid) + u64::from(m.rdma_vers) + u64::from(m.rdma_credit);
-    let seg = |s: XdrRdmaSegment| u64::from(s.handle) + u64::from(s.length) + s.offset;
-    if let RdmaBody::RdmaMsg(h) = m.rdma_body {
-        sum += h.rdma_reads.iter().map(|c| u64::from(c.position) + seg(c.target)).sum::<u64>();
-        sum += h.rdma_writes.iter().flat_map(|w| w.target.iter()).map(seg).sum::<u64>();
-        sum += h.rdma_reply.map_or(0, |r| r.target.iter().map(seg).sum::<u64>());
-    }
-    sum
-}
+mod common;
+use common::{chunked, plain, visit};
 
 fn peer_visit(m: &interop_tests::peer_xdrgen::rdma_msg) -> u64 {
     use interop_tests::peer_xdrgen::*;
@@ -67,21 +43,7 @@ fn peer_visit(m: &interop_tests::peer_xdrgen::rdma_msg) -> u64 {
 }
 
 fn bench(c: &mut Criterion) {
-    let reads = [XdrReadChunk { position: 96, target: SEG(0x11, 0x1000) }];
-    let w1 = [SEG(0x21, 0x2000), SEG(0x22, 0x3000)];
-    let writes = [XdrWriteChunk { target: Seq::from_slice(&w1) }];
-    let reply = [SEG(0x31, 0x4000)];
-    let chunked = RdmaMsg {
-        rdma_xid: BENCH_XID,
-        rdma_vers: 1,
-        rdma_credit: BENCH_CREDIT,
-        rdma_body: RdmaBody::RdmaMsg(RpcRdmaHeader {
-            rdma_reads: List::from_slice(&reads),
-            rdma_writes: List::from_slice(&writes),
-            rdma_reply: Some(XdrWriteChunk { target: Seq::from_slice(&reply) }),
-        }),
-    };
-    let cases = [("plain", plain(), peer_plain_msg()), ("chunked", chunked, peer_chunked_msg())];
+    let cases = [("plain", plain(), peer_plain_msg()), ("chunked", chunked(), peer_chunked_msg())];
     for (name, ours, peer) in &cases {
         let bytes = ours.to_vec();
         assert_eq!(bytes, interop_tests::peer_encode(peer), "both sides encode the same bytes");

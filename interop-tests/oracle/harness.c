@@ -19,6 +19,16 @@
  *   P <hex>        like D, and also says how many bytes the header took
  *                  -> "OK <consumed> <canonical>" | "ERR <reason>"
  *
+ *   B <slot> <canonical>
+ *                  benchmark set-up: parse into bench slot <slot> (0..3),
+ *                  encode it once with xdr_rdma_msg, keep the message and its
+ *                  bytes in the slot -> "OK <hex>" | "ERR <reason>"
+ *   T <slot> E|D <iters>
+ *                  benchmark: time <iters> encodes of the slot's message (E)
+ *                  or decodes of its bytes (D) with clock_gettime
+ *                  (CLOCK_MONOTONIC) -> "OK <total ns> <ns per operation>"
+ *                  | "ERR <reason>" (see "Benchmark mode" below)
+ *
  * <hex> is the bytes as hex digits, two per byte, no separators (upper or
  * lower case accepted on input; lower case on output).  <reason> is free
  * text on one line.  A decoded message is freed with xdr_free.
@@ -65,6 +75,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "rpcrdma_v1.h"
 
@@ -483,6 +494,153 @@ static void do_decode(const char *hex, int with_len)
 	free(buf);
 }
 
+/* ------------------------------------------------------------------ */
+/* Benchmark mode                                                      */
+/* ------------------------------------------------------------------ */
+
+/*
+ * What a user of rpcgen + libtirpc does per header, timed in a loop
+ * (interop-tests/benches/codec_vs_rpcgen.rs drives it; the loop runs in this
+ * process, only the total comes back over the pipe):
+ *
+ *   encode: xdrmem_create over a 512-byte buffer reused across iterations
+ *           (XDR_ENCODE), xdr_rdma_msg on the message parsed at set-up,
+ *           xdr_getpos for the length, xdr_destroy.
+ *   decode: xdrmem_create over the slot's bytes (XDR_DECODE), xdr_rdma_msg
+ *           into one rdma_msg preallocated and zeroed before the loop,
+ *           xdr_destroy, then xdr_free: libtirpc allocates every list entry
+ *           (xdr_pointer) and every segment array (xdr_array) it decodes, and
+ *           a real user must free them.  xdr_free also sets each freed
+ *           pointer back to NULL, so the struct is ready for the next decode
+ *           (checked after the loop).
+ *
+ * Every iteration checks xdr_rdma_msg's result and adds the length or the
+ * xid to a volatile sink.  After the loop the last encoding is compared
+ * with the slot's bytes.
+ */
+#define BENCH_SLOTS 4
+static struct bench_slot {
+	int loaded;
+	rdma_msg msg;  /* parsed from canonical text: what "T E" encodes */
+	char wire[512]; /* its encoding: what "T D" decodes */
+	u_int wire_len;
+} slots[BENCH_SLOTS];
+static volatile unsigned long long bench_sink;
+
+/* Parses "<slot> " from the start of *p. */
+static struct bench_slot *bench_slot(const char **p)
+{
+	int i = **p - '0';
+	if (i < 0 || i >= BENCH_SLOTS || (*p)[1] != ' ')
+		return NULL;
+	*p += 2;
+	return &slots[i];
+}
+
+static void do_bench_load(const char *arg)
+{
+	struct bench_slot *s = bench_slot(&arg);
+	XDR x;
+	u_int i;
+	if (s == NULL) {
+		printf("ERR B wants a slot 0..%d and a message\n", BENCH_SLOTS - 1);
+		return;
+	}
+	if (s->loaded)
+		xdr_free((xdrproc_t)xdr_rdma_msg, (char *)&s->msg);
+	memset(s, 0, sizeof(*s));
+	perr = "syntax error";
+	perr_lit = 0;
+	perr_pos = arg;
+	if (!parse_msg(arg, &s->msg)) {
+		printf("ERR parse: %s%s%s at offset %ld\n", perr_lit ? "expected '" : "", perr,
+		       perr_lit ? "'" : "", (long)(perr_pos - arg));
+		xdr_free((xdrproc_t)xdr_rdma_msg, (char *)&s->msg);
+		return;
+	}
+	s->loaded = 1;
+	xdrmem_create(&x, s->wire, sizeof(s->wire), XDR_ENCODE);
+	if (!xdr_rdma_msg(&x, &s->msg)) {
+		printf("ERR xdr_rdma_msg encode failed (or longer than %zu bytes)\n", sizeof(s->wire));
+		xdr_destroy(&x);
+		return;
+	}
+	s->wire_len = xdr_getpos(&x);
+	xdr_destroy(&x);
+	fputs("OK ", stdout);
+	for (i = 0; i < s->wire_len; i++)
+		printf("%02x", (unsigned char)s->wire[i]);
+	putchar('\n');
+}
+
+static int bench_encode(struct bench_slot *s, unsigned long long iters)
+{
+	static char out[512];
+	unsigned long long i;
+	u_int n = 0;
+	for (i = 0; i < iters; i++) {
+		XDR x;
+		xdrmem_create(&x, out, sizeof(out), XDR_ENCODE);
+		if (!xdr_rdma_msg(&x, &s->msg))
+			return 0;
+		n = xdr_getpos(&x);
+		bench_sink += n;
+		xdr_destroy(&x);
+	}
+	return iters == 0 || (n == s->wire_len && memcmp(out, s->wire, n) == 0);
+}
+
+static int bench_decode(struct bench_slot *s, unsigned long long iters)
+{
+	static rdma_msg m;
+	unsigned long long i;
+	memset(&m, 0, sizeof(m));
+	for (i = 0; i < iters; i++) {
+		XDR x;
+		xdrmem_create(&x, s->wire, s->wire_len, XDR_DECODE);
+		if (!xdr_rdma_msg(&x, &m)) {
+			xdr_free((xdrproc_t)xdr_rdma_msg, (char *)&m);
+			return 0;
+		}
+		bench_sink += m.rdma_xid;
+		xdr_destroy(&x);
+		xdr_free((xdrproc_t)xdr_rdma_msg, (char *)&m);
+	}
+	if (m.rdma_body.proc == RDMA_MSG) {
+		const rpc_rdma_header *h = &m.rdma_body.rdma_body_u.rdma_msg;
+		return h->rdma_reads == NULL && h->rdma_writes == NULL && h->rdma_reply == NULL;
+	}
+	return 1;
+}
+
+static void do_bench_time(const char *arg)
+{
+	struct bench_slot *s = bench_slot(&arg);
+	struct timespec t0, t1;
+	unsigned long long iters, ns;
+	char op = arg[0];
+	int ok;
+	if (s == NULL || !s->loaded || (op != 'E' && op != 'D') || arg[1] != ' ') {
+		printf("ERR T wants a loaded slot, E or D, and a count\n");
+		return;
+	}
+	arg += 2;
+	if (!num(&arg, ~0ULL, &iters) || *arg != '\0') {
+		printf("ERR T: bad iteration count\n");
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	ok = op == 'E' ? bench_encode(s, iters) : bench_decode(s, iters);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (!ok) {
+		printf("ERR xdr_rdma_msg %s failed in the timed loop\n", op == 'E' ? "encode" : "decode");
+		return;
+	}
+	ns = (unsigned long long)(t1.tv_sec - t0.tv_sec) * 1000000000ULL + (unsigned long long)t1.tv_nsec -
+	     (unsigned long long)t0.tv_nsec;
+	printf("OK %llu %.2f\n", ns, iters ? (double)ns / (double)iters : 0.0);
+}
+
 static void *serve(void *arg)
 {
 	char *line = NULL;
@@ -498,8 +656,12 @@ static void *serve(void *arg)
 			do_decode(line[1] ? line + 2 : line + 1, 0);
 		else if (len >= 1 && line[0] == 'P' && (line[1] == ' ' || line[1] == '\0'))
 			do_decode(line[1] ? line + 2 : line + 1, 1);
+		else if (len >= 2 && line[0] == 'B' && line[1] == ' ')
+			do_bench_load(line + 2);
+		else if (len >= 2 && line[0] == 'T' && line[1] == ' ')
+			do_bench_time(line + 2);
 		else
-			printf("ERR unknown request (want E, D or P)\n");
+			printf("ERR unknown request (want E, D, P, B or T)\n");
 		fflush(stdout);
 	}
 	free(line);

@@ -355,6 +355,26 @@ pub mod oracle {
             let n = n.parse().map_err(|e| format!("bad length in P reply {reply:?}: {e}"))?;
             Ok((n, text.to_string()))
         }
+
+        /// Benchmark set-up (`B`): parses `canonical` into bench slot `slot`
+        /// (0..=3) and encodes it once with `xdr_rdma_msg`; returns those
+        /// bytes, which the slot's timed decodes read and its timed encodes
+        /// must reproduce.
+        pub fn bench_load(&mut self, slot: u8, canonical: &str) -> Result<Vec<u8>, String> {
+            let hex = self.request('B', &format!("{slot} {canonical}"))?.to_string();
+            crate::unhex(&hex)
+        }
+
+        /// Benchmark (`T`): `iters` encodes (`op` = `'E'`) or decodes (`'D'`)
+        /// of slot `slot`, timed inside the harness with
+        /// `clock_gettime(CLOCK_MONOTONIC)`; returns the total nanoseconds.
+        /// What one iteration does is described in `oracle/harness.c`
+        /// ("Benchmark mode").
+        pub fn bench_time(&mut self, slot: u8, op: char, iters: u64) -> Result<u64, String> {
+            let reply = self.request('T', &format!("{slot} {op} {iters}"))?;
+            let total = reply.split(' ').next().unwrap_or_default();
+            total.parse().map_err(|e| format!("bad T reply {reply:?}: {e}"))
+        }
     }
 
     impl Drop for Harness {

@@ -61,7 +61,8 @@ fn bench(c: &mut Criterion) {
             b.iter(|| peer_decode(black_box(&bytes)).map(|(m, _)| peer_visit(&m)).ok())
         });
         let mut out = [0u8; 256];
-        g.bench_function("encode/xdr-spec", |b| b.iter(|| black_box(ours).encode(&mut out).ok()));
+        g.bench_function("encode/xdr-spec", |b| b.iter(|| black_box(ours).encode_into(&mut out).ok()));
+        g.bench_function("encode_checked/xdr-spec", |b| b.iter(|| black_box(ours).encode(&mut out).ok()));
         let mut vec_out: Vec<u8> = Vec::with_capacity(256);
         g.bench_function("encode/xdrgen+xdr-codec", |b| {
             b.iter(|| {

@@ -797,7 +797,8 @@ pub fn encode_call_header(call: &MarshaledCall, credits: u32, buf: &mut [u8]) ->
         };
         let msg = RdmaMsg { rdma_xid: call.xid, rdma_vers: call.vers.0, rdma_credit: credits, rdma_body };
         debug_assert_eq!(msg.encoded_len(), call.header_len_now());
-        msg.encode(buf)
+        // One pass: the caller's buffer is scratch until this succeeds.
+        msg.encode_into(buf)
     })
 }
 

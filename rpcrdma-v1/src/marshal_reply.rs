@@ -472,7 +472,8 @@ pub fn encode_reply_header(reply: &MarshaledReply, credits: u32, buf: &mut [u8])
         };
         let msg = RdmaMsg { rdma_xid: reply.xid, rdma_vers: reply.vers.0, rdma_credit: credits, rdma_body };
         debug_assert_eq!(msg.encoded_len(), reply.header_len_now());
-        msg.encode(buf)
+        // One pass: the caller's buffer is scratch until this succeeds.
+        msg.encode_into(buf)
     })
 }
 

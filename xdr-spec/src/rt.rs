@@ -612,6 +612,40 @@ pub trait Xdr<'a>: Sized + Copy {
         Ok(w.position())
     }
 
+    /// Encode into the start of `out` in one pass, returning the bytes
+    /// written: each write is checked as it goes and the first that does not
+    /// fit fails the call, so nothing is written past `out`, but on an error
+    /// `out` holds part of the encoding. No [`Xdr::encoded_len`] walk comes
+    /// first, which is what makes it cheaper than [`Xdr::encode`]: use it
+    /// where the bytes are discarded on error, such as a transport header
+    /// encoded into a Send buffer of the inline threshold's size.
+    ///
+    /// ```
+    /// use xdr_spec::rt::{Error, Xdr};
+    /// let mut out = [0u8; 8];
+    /// assert_eq!(7u32.encode_into(&mut out), Ok(4));
+    /// assert_eq!(&out[..4], &[0, 0, 0, 7]);
+    /// assert!(matches!(7u64.encode_into(&mut out[..4]), Err(Error::BufferTooSmall { need: 8, have: 4 })));
+    /// ```
+    #[inline]
+    fn encode_into(&self, out: &mut [u8]) -> Result<usize> {
+        if Self::BOUNDED {
+            self.validate()?;
+        }
+        let have = out.len();
+        // Counts and lengths are 32-bit on the wire: a buffer this large
+        // could hold a message that does not fit them (rare: the full check).
+        if have > u32::MAX as usize {
+            return self.encode(out);
+        }
+        let mut w = Writer::new(out);
+        self.encode_to(&mut w);
+        if w.overflowed() {
+            return Err(cold_too_small(self.encoded_len(), have));
+        }
+        Ok(w.position())
+    }
+
     /// Encode into a new vector (allocates; for tests and tools, not hot
     /// paths).
     fn to_vec(&self) -> Vec<u8> {
@@ -620,6 +654,13 @@ pub trait Xdr<'a>: Sized + Copy {
         v.truncate(n);
         v
     }
+}
+
+/// [`Error::BufferTooSmall`], out of the hot path of [`Xdr::encode_into`].
+#[cold]
+#[inline(never)]
+fn cold_too_small(need: usize, have: usize) -> Error {
+    Error::BufferTooSmall { need, have }
 }
 
 macro_rules! primitive {

@@ -79,3 +79,22 @@ fn counted_arrays_write_their_count_once() {
     assert!(!w.overflowed());
     assert_eq!(buf, [0, 0, 0, 2, 0, 0, 0, 7, 0, 0, 0, 8]);
 }
+
+/// `encode_into` is one pass: on a short buffer it fails without writing past it, and the
+/// bytes it wrote are whatever fitted; on a buffer that fits it writes what `encode` writes.
+#[test]
+fn encode_into_fails_inside_a_short_buffer_and_matches_encode_otherwise() {
+    let items = [7u32, 8, 9];
+    let list = List::from_slice(&items);
+    let want = list.to_vec();
+    assert_eq!(want.len(), 3 * 8 + 4);
+    for short in 0..want.len() {
+        let mut buf = [0xAAu8; 64];
+        let err = list.encode_into(&mut buf[..short]).unwrap_err();
+        assert_eq!(err, Error::BufferTooSmall { need: want.len(), have: short });
+        assert!(buf[short..].iter().all(|&b| b == 0xAA), "wrote past {short} bytes");
+    }
+    let mut buf = [0u8; 64];
+    assert_eq!(list.encode_into(&mut buf), Ok(want.len()));
+    assert_eq!(&buf[..want.len()], &want[..]);
+}

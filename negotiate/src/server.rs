@@ -22,7 +22,7 @@ use crate::datapath::{
     fetch_call, send_error, send_reply, Connection, DataPathError, ReceivePool, ReplyParams, ReplySent,
 };
 use crate::responder::{self, Received, Responder};
-use crate::thresholds;
+use crate::thresholds::{self, Advertised};
 
 /// How a [`Server`] accepts and serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,11 +73,23 @@ pub struct ServerStats {
     pub credit_overruns: u64,
 }
 
+/// One accepted connection's requester, as it presented itself (see [`Server::peers`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    /// The private data its connect request carried, as received (the CM may have padded it).
+    pub private_data: Vec<u8>,
+    /// What each side advertised at connect (RFC 8797), as the responder decoded it.
+    pub advertised: Advertised,
+    /// The `rdma_credit` of its latest call (the credits it asks for); 0 before its first.
+    pub credits_requested: u32,
+}
+
 /// A running responder. Dropping it stops accepting and closes every connection.
 pub struct Server {
     addr: String,
     stop: Arc<AtomicBool>,
     stats: Arc<std::sync::Mutex<ServerStats>>,
+    peers: Arc<std::sync::Mutex<Vec<Peer>>>,
     backchannels: Arc<std::sync::Mutex<Vec<Backchannel>>>,
     acceptor: Option<JoinHandle<()>>,
 }
@@ -100,7 +112,8 @@ impl Server {
         let stats = Arc::new(std::sync::Mutex::new(ServerStats::default()));
         let handler = Arc::new(handler);
         let backchannels = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (s, st, bc) = (stop.clone(), stats.clone(), backchannels.clone());
+        let peers = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (s, st, bc, pe) = (stop.clone(), stats.clone(), backchannels.clone(), peers.clone());
         let acceptor = std::thread::Builder::new()
             .name("negotiate-server".into())
             .spawn(move || {
@@ -108,10 +121,10 @@ impl Server {
                 while !s.load(Ordering::Relaxed) {
                     let Ok(req) = listener.get_request(TICK * 5) else { continue };
                     let (b, u, h) = (backend.clone(), ulb.clone(), handler.clone());
-                    let (s2, st2, bc2) = (s.clone(), st.clone(), bc.clone());
+                    let (s2, st2, bc2, pe2) = (s.clone(), st.clone(), bc.clone(), pe.clone());
                     let spawned = std::thread::Builder::new()
                         .name("negotiate-conn".into())
-                        .spawn(move || serve_connection(&b, req, &cfg, &*u, &*h, &s2, &st2, &bc2));
+                        .spawn(move || serve_connection(&b, req, &cfg, &*u, &*h, &s2, &st2, &bc2, &pe2));
                     conns.extend(spawned.ok());
                 }
                 for c in conns {
@@ -119,7 +132,7 @@ impl Server {
                 }
             })
             .map_err(|_| verbs::Error::ConnectionAborted)?;
-        Ok(Server { addr: local, stop, stats, backchannels, acceptor: Some(acceptor) })
+        Ok(Server { addr: local, stop, stats, peers, backchannels, acceptor: Some(acceptor) })
     }
 
     /// The address clients connect to.
@@ -138,6 +151,13 @@ impl Server {
     /// What the server has counted so far.
     pub fn stats(&self) -> ServerStats {
         *self.stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Every connection accepted so far, oldest first (closed ones too): the requester's
+    /// private data as received and as decoded, and the credits it last asked for. For
+    /// diagnostics and interop tests against other requesters.
+    pub fn peers(&self) -> Vec<Peer> {
+        self.peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 }
 
@@ -168,11 +188,13 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     stop: &AtomicBool,
     stats: &std::sync::Mutex<ServerStats>,
     backchannels: &std::sync::Mutex<Vec<Backchannel>>,
+    peers: &std::sync::Mutex<Vec<Peer>>,
 ) {
     // What we advertise: nothing valid when foreign bytes go out instead.
     let ours = cfg.private_data.filter(|_| cfg.foreign_private_data.is_none());
     let mut responder = Responder::new(cfg.responder);
     responder.on_connected(req.private_data(), ours);
+    let received = req.private_data().to_vec();
     // Receives of the largest size a requester may send us: what we advertise, or what the
     // highest version we accept lets it assume (v2 draft section 2.3); one per credit (RFC
     // 8166 section 3.3.1), posted before the connection is established.
@@ -191,6 +213,11 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     });
     let (Ok(qp), Some(pool)) = (accepted, pool) else { return };
     stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner).connections += 1;
+    let peer = {
+        let mut all = peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        all.push(Peer { private_data: received, advertised: responder.advertised(), credits_requested: 0 });
+        all.len() - 1
+    };
     let conn = Arc::new(Connection::<B>::new(pd, qp, cfg.timeout));
     let back = ServerSide::new(conn.clone(), cfg.responder.limits);
     backchannels.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(back.handle());
@@ -205,6 +232,8 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
             Received::Call(header) => {
                 call.clear();
                 let xid = header.xid();
+                peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[peer].credits_requested =
+                    header.credit();
                 back.on_forward_call(header.version(), responder.advertised().for_version(header.version()));
                 let outcome = fetch_call(&conn, &header, ulb, &mut call).and_then(|()| {
                     let reply = handler(&call);

@@ -9,6 +9,7 @@
 # rpcbind -w (nfsd cannot register without it), the nfsd filesystem, one export of a tmpfs
 # folder (/srv/nfs, fsid=0 so that it is also NFSv4's pseudo-root, insecure because an
 # rdma_cm source port is not a reserved one) holding a file "hello" whose content CMD may read,
+# and "data64k" (64 KiB of "k", for guest/bench-kernel),
 # rpc.mountd, rpc.nfsd with a 10 s NFSv4 grace period, then `rdma 20049` in
 # /proc/fs/nfsd/portlist, and waits (bounded) until the kernel lists the RDMA listener.
 # If the server cannot be started it says why, shows the kernel's last words, and exits 3.
@@ -40,6 +41,8 @@ run rpcbind -w
 mountpoint -q /proc/fs/nfsd || run mount -t nfsd nfsd /proc/fs/nfsd
 mountpoint -q /srv/nfs || run mount -t tmpfs -o size=16m tmpfs /srv/nfs
 printf 'hello from the kernel NFS server over RPC-over-RDMA\n' >/srv/nfs/hello || fail "cannot write /srv/nfs/hello"
+# 64 KiB of 'k' for guest/bench-kernel's Write-chunk READs.
+head -c 65536 /dev/zero | tr '\0' k >/srv/nfs/data64k || fail "cannot write /srv/nfs/data64k"
 echo "/srv/nfs *(rw,fsid=0,insecure,no_subtree_check,no_root_squash,sync)" >/etc/exports ||
     fail "cannot write /etc/exports"
 run exportfs -ra

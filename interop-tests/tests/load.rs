@@ -175,8 +175,13 @@ fn load<B: Backend + Clone>(backend: B, label: &str, callers: usize, calls: usiz
         l.done.fetch_add(1, Ordering::SeqCst);
         reply
     };
+    // The server's operations get the client's long timeout too: its default (5 s) gives up
+    // on a Send or RDMA completion and closes the connection, and a TCP completion waits for
+    // the peer's reader thread, which a machine starved of CPU (64 callers on 2 cores beside
+    // other work) can hold up for seconds; one CI run lost its connection that way, we think.
     let scfg = ServerConfig {
         responder: responder::Config { credits: SERVER_CREDITS, ..Default::default() },
+        timeout: Duration::from_secs(60),
         ..Default::default()
     };
     let server = Server::start(backend.clone(), &backend.any_address(), scfg, Arc::new(SERVER_ULB), handler)

@@ -25,55 +25,11 @@ use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use verbs::{Backend, Rdma};
 
-const NFS_PROGRAM: u32 = 100003;
+#[path = "common/onc_rpc.rs"]
+mod onc_rpc;
+use onc_rpc::{accepted_success, rpc_call, word, NFS_PROGRAM};
+
 const READ_SIZE: usize = 65536;
-
-#[derive(Default)]
-struct Xdr(Vec<u8>);
-
-impl Xdr {
-    fn u32(mut self, v: u32) -> Self {
-        self.0.extend_from_slice(&v.to_be_bytes());
-        self
-    }
-    fn u64(mut self, v: u64) -> Self {
-        self.0.extend_from_slice(&v.to_be_bytes());
-        self
-    }
-    fn fixed(mut self, b: &[u8]) -> Self {
-        self.0.extend_from_slice(b);
-        self.0.resize(self.0.len().next_multiple_of(4), 0);
-        self
-    }
-    fn opaque(self, b: &[u8]) -> Self {
-        self.u32(b.len() as u32).fixed(b)
-    }
-}
-
-/// RPC call header (RFC 5531): AUTH_SYS (uid 0) or AUTH_NONE credential, AUTH_NONE verifier.
-fn rpc_call(xid: u32, vers: u32, proc_: u32, auth_sys: bool) -> Xdr {
-    let x = Xdr::default().u32(xid).u32(0).u32(2).u32(NFS_PROGRAM).u32(vers).u32(proc_);
-    let x = if auth_sys {
-        let body = Xdr::default().u32(0x5eed).opaque(b"rpcrdma-rs").u32(0).u32(0).u32(0);
-        x.u32(1).opaque(&body.0)
-    } else {
-        x.u32(0).u32(0)
-    };
-    x.u32(0).u32(0)
-}
-
-fn word(b: &[u8], at: usize) -> Option<u32> {
-    b.get(at..at + 4).map(|w| u32::from_be_bytes(w.try_into().unwrap()))
-}
-
-/// An accepted, successful reply to `xid` with an AUTH_NONE verifier: results at offset 24.
-fn success(reply: &[u8], xid: u32) -> bool {
-    word(reply, 0) == Some(xid)
-        && word(reply, 4) == Some(1)
-        && word(reply, 8) == Some(0)
-        && word(reply, 16) == Some(0)
-        && word(reply, 20) == Some(0)
-}
 
 fn arg(n: usize, default: usize) -> usize {
     std::env::args().nth(n).map_or(default, |a| a.parse().unwrap_or_else(|_| panic!("argument {n}: {a:?}")))
@@ -84,8 +40,8 @@ fn nulls<B: Backend + Clone>(client: &Client<B>, n: usize, ulb: &OpaqueAtUlb, ba
     let start = Instant::now();
     for i in 0..n {
         let xid = base + i as u32;
-        let reply = client.call(&rpc_call(xid, 3, 0, false).0, ulb).expect("NULL call");
-        assert!(success(&reply, xid), "NULL reply {:02x?}", &reply[..reply.len().min(32)]);
+        let reply = client.call(&rpc_call(xid, NFS_PROGRAM, 3, 0, false).0, ulb).expect("NULL call");
+        assert!(accepted_success(&reply, xid).is_ok(), "NULL reply {:02x?}", &reply[..reply.len().min(32)]);
     }
     n as f64 / start.elapsed().as_secs_f64()
 }
@@ -139,7 +95,7 @@ fn main() {
     // READ of /srv/nfs/data64k: the data<> length word at 24 + 12 + 8 + 8 + 12 = 64.
     let read_ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(64), max_result: READ_SIZE, max_reply: 1024 };
     let read = |xid: u32| {
-        rpc_call(xid, 4, 1, true)
+        rpc_call(xid, NFS_PROGRAM, 4, 1, true)
             .opaque(b"")
             .u32(0)
             .u32(3)
@@ -156,7 +112,10 @@ fn main() {
     let read_once = |xid: u32| -> Result<(), String> {
         let reply = kernel.call(&read(xid), &read_ulb).map_err(|e| e.to_string())?;
         let (status, len) = (word(&reply, 24), word(&reply, 64));
-        if !success(&reply, xid) || status != Some(0) || len != Some(READ_SIZE as u32) || reply.len() != 68 + READ_SIZE
+        if accepted_success(&reply, xid).is_err()
+            || status != Some(0)
+            || len != Some(READ_SIZE as u32)
+            || reply.len() != 68 + READ_SIZE
         {
             return Err(format!("NFS4 status {status:?}, data length {len:?}, reply {} bytes", reply.len()));
         }
@@ -181,13 +140,19 @@ fn main() {
     }
     let read_kernel = (READ_SIZE * reads) as f64 / start.elapsed().as_secs_f64() / (1 << 20) as f64;
 
-    ours_read.call(&rpc_call(0x6f20_0000, 3, 0, false).0, &ours_ulb).expect("first call to our read server");
+    ours_read
+        .call(&rpc_call(0x6f20_0000, NFS_PROGRAM, 3, 0, false).0, &ours_ulb)
+        .expect("first call to our read server");
     let written = read_server.stats().write_chunk_results;
     let start = Instant::now();
     for i in 0..reads {
         let xid = 0x6f30_0000 + i as u32;
-        let reply = ours_read.call(&rpc_call(xid, 3, 0, false).0, &ours_ulb).expect("read call");
-        assert!(success(&reply, xid) && reply.len() == 28 + READ_SIZE, "our read reply of {} bytes", reply.len());
+        let reply = ours_read.call(&rpc_call(xid, NFS_PROGRAM, 3, 0, false).0, &ours_ulb).expect("read call");
+        assert!(
+            accepted_success(&reply, xid).is_ok() && reply.len() == 28 + READ_SIZE,
+            "our read reply of {} bytes",
+            reply.len()
+        );
     }
     let read_ours = (READ_SIZE * reads) as f64 / start.elapsed().as_secs_f64() / (1 << 20) as f64;
     // The server counts a Write-chunk result after its reply is sent: wait for the last.

@@ -88,85 +88,16 @@ impl Recorded {
     }
 }
 
-// ONC RPC (RFC 5531) and NFS constants.
-const CALL: u32 = 0;
-const REPLY: u32 = 1;
-const MSG_ACCEPTED: u32 = 0;
-const SUCCESS: u32 = 0;
-const AUTH_NONE: u32 = 0;
-const AUTH_SYS: u32 = 1;
-const NFS_PROGRAM: u32 = 100003;
+#[path = "common/onc_rpc.rs"]
+mod onc_rpc;
+use onc_rpc::{accepted_success, rpc_call, word, NFS_PROGRAM};
+
+// NFS constants.
 const NFSPROC4_COMPOUND: u32 = 1;
 const OP_LOOKUP: u32 = 15;
 const OP_PUTROOTFH: u32 = 24;
 const OP_READ: u32 = 25;
 const OP_SETCLIENTID: u32 = 35;
-
-/// XDR encoding into a byte vector.
-#[derive(Default)]
-struct Xdr(Vec<u8>);
-
-impl Xdr {
-    fn u32(mut self, v: u32) -> Self {
-        self.0.extend_from_slice(&v.to_be_bytes());
-        self
-    }
-    fn u64(mut self, v: u64) -> Self {
-        self.0.extend_from_slice(&v.to_be_bytes());
-        self
-    }
-    fn fixed(mut self, b: &[u8]) -> Self {
-        self.0.extend_from_slice(b);
-        self.0.resize(self.0.len().next_multiple_of(4), 0);
-        self
-    }
-    fn opaque(self, b: &[u8]) -> Self {
-        self.u32(b.len() as u32).fixed(b)
-    }
-}
-
-/// An RPC call header (RFC 5531 section 9): xid, CALL, rpcvers 2, program, version,
-/// procedure, the credential, an AUTH_NONE verifier.
-fn rpc_call(xid: u32, prog: u32, vers: u32, proc_: u32, auth_sys: bool) -> Xdr {
-    let x = Xdr::default().u32(xid).u32(CALL).u32(2).u32(prog).u32(vers).u32(proc_);
-    let x = if auth_sys {
-        // authsys_parms: stamp, machinename, uid 0, gid 0, no gids.
-        let body = Xdr::default().u32(0x5eed).opaque(b"rpcrdma-rs").u32(0).u32(0).u32(0);
-        x.u32(AUTH_SYS).opaque(&body.0)
-    } else {
-        x.u32(AUTH_NONE).u32(0)
-    };
-    x.u32(AUTH_NONE).u32(0)
-}
-
-/// Reads an accepted, successful RPC reply to `xid` and returns the offset of its results, or
-/// says what it is instead.
-fn accepted_success(reply: &[u8], xid: u32) -> Result<usize, String> {
-    let w = |i: usize| reply.get(i * 4..i * 4 + 4).map(|b| u32::from_be_bytes(b.try_into().unwrap()));
-    let (Some(rx), Some(mtype), Some(stat)) = (w(0), w(1), w(2)) else {
-        return Err(format!("reply of {} bytes is too short", reply.len()));
-    };
-    if rx != xid {
-        return Err(format!("reply XID {rx:#x}, call XID {xid:#x}"));
-    }
-    if mtype != REPLY {
-        return Err(format!("msg_type {mtype}, not REPLY"));
-    }
-    if stat != MSG_ACCEPTED {
-        return Err(format!("reply_stat {stat} (MSG_DENIED), words {:?}", (3..6).map(w).collect::<Vec<_>>()));
-    }
-    let verf_len = w(4).ok_or("no verifier")? as usize;
-    let at = 20 + verf_len.next_multiple_of(4);
-    let accept = reply.get(at..at + 4).map(|b| u32::from_be_bytes(b.try_into().unwrap())).ok_or("no accept_stat")?;
-    if accept != SUCCESS {
-        return Err(format!("accept_stat {accept}, not SUCCESS"));
-    }
-    Ok(at + 4)
-}
-
-fn word(b: &[u8], at: usize) -> Option<u32> {
-    b.get(at..at + 4).map(|w| u32::from_be_bytes(w.try_into().unwrap()))
-}
 
 fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()

@@ -33,6 +33,11 @@ use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use verbs::Rdma;
 
+#[path = "common/onc_rpc.rs"]
+mod onc_rpc;
+use interop_tests::hex;
+use onc_rpc::{word, words};
+
 // ONC RPC (RFC 5531) constants.
 const CALL: u32 = 0;
 const REPLY: u32 = 1;
@@ -60,26 +65,18 @@ struct Seen {
     answer: u32,
 }
 
-fn word(b: &[u8], i: usize) -> Option<u32> {
-    b.get(i * 4..i * 4 + 4).map(|w| u32::from_be_bytes(w.try_into().unwrap()))
-}
-
-fn words(ws: &[u32]) -> Vec<u8> {
-    ws.iter().flat_map(|w| w.to_be_bytes()).collect()
-}
-
 /// The reply to one RPC call message, and what was seen (`None` when it is not a call).
 fn answer(call: &[u8], t0: Instant) -> (Vec<u8>, Option<Seen>) {
-    let (Some(xid), Some(CALL)) = (word(call, 0), word(call, 1)) else {
+    let (Some(xid), Some(CALL)) = (word(call, 0), word(call, 4)) else {
         // Not a call: a GARBAGE_ARGS reply is the least wrong thing to send.
         let xid = word(call, 0).unwrap_or(0);
         return (words(&[xid, REPLY, MSG_ACCEPTED, AUTH_NONE, 0, GARBAGE_ARGS]), None);
     };
     let (rpcvers, prog, vers, proc_) = (
-        word(call, 2).unwrap_or(0),
-        word(call, 3).unwrap_or(0),
-        word(call, 4).unwrap_or(0),
-        word(call, 5).unwrap_or(0),
+        word(call, 8).unwrap_or(0),
+        word(call, 12).unwrap_or(0),
+        word(call, 16).unwrap_or(0),
+        word(call, 20).unwrap_or(0),
     );
     let (reply, answer) = if rpcvers != 2 {
         // rejected_reply: RPC_MISMATCH with the supported range (RFC 5531 section 9).
@@ -390,8 +387,4 @@ fn main() {
         println!("kernel_client: {} check(s) FAILED", r.failed);
         std::process::exit(1);
     }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
 }

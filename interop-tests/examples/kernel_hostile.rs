@@ -26,6 +26,9 @@ use std::time::{Duration, Instant};
 
 use cm_private_data::{Flags, PrivateData};
 use rpcrdma_v1::verdict::{receive, ReceivePolicy, Verdict};
+#[path = "common/onc_rpc.rs"]
+mod onc_rpc;
+use onc_rpc::{rpc_call, word, words, NFS_PROGRAM};
 use verbs::{Access, Backend, CmEvent, MemoryRegion, Opcode, ProtectionDomain, QpCaps, QpState, QueuePair, Rdma, Sge};
 
 type Qp = <Rdma as Backend>::Qp;
@@ -113,14 +116,6 @@ const KNOWN: &[(&str, Outcome, Outcome, &str)] = &[
     ),
 ];
 
-fn words(ws: &[u32]) -> Vec<u8> {
-    ws.iter().flat_map(|w| w.to_be_bytes()).collect()
-}
-
-fn word(b: &[u8], at: usize) -> Option<u32> {
-    b.get(at..at + 4).map(|w| u32::from_be_bytes(w.try_into().unwrap()))
-}
-
 fn hex_words(b: &[u8]) -> String {
     b.chunks(4).map(|c| c.iter().map(|x| format!("{x:02x}")).collect::<String>()).collect::<Vec<_>>().join(" ")
 }
@@ -128,7 +123,7 @@ fn hex_words(b: &[u8]) -> String {
 /// An NFSv3 NULL call (RFC 5531: xid, CALL, rpcvers 2, program 100003, version 3, proc 0,
 /// AUTH_NONE credential and verifier).
 fn null_call(xid: u32) -> Vec<u8> {
-    words(&[xid, 0, 2, 100003, 3, 0, 0, 0, 0, 0])
+    rpc_call(xid, NFS_PROGRAM, 3, 0, false).0
 }
 
 /// An RDMA_MSG, Version One, no chunks, carrying `rpc`.

@@ -90,6 +90,7 @@ impl Recorded {
 
 #[path = "common/onc_rpc.rs"]
 mod onc_rpc;
+use interop_tests::hex;
 use onc_rpc::{accepted_success, rpc_call, word, NFS_PROGRAM};
 
 // NFS constants.
@@ -98,10 +99,6 @@ const OP_LOOKUP: u32 = 15;
 const OP_PUTROOTFH: u32 = 24;
 const OP_READ: u32 = 25;
 const OP_SETCLIENTID: u32 = 35;
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
 
 /// The checks' verdicts.
 #[derive(Default)]

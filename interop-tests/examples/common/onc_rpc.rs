@@ -49,6 +49,11 @@ pub fn rpc_call(xid: u32, prog: u32, vers: u32, proc_: u32, auth_sys: bool) -> X
     x.u32(AUTH_NONE).u32(0)
 }
 
+/// Big-endian XDR words as bytes.
+pub fn words(ws: &[u32]) -> Vec<u8> {
+    ws.iter().flat_map(|w| w.to_be_bytes()).collect()
+}
+
 /// The big-endian word at byte `at`.
 pub fn word(b: &[u8], at: usize) -> Option<u32> {
     b.get(at..at + 4).map(|w| u32::from_be_bytes(w.try_into().unwrap()))

@@ -504,7 +504,7 @@ impl<'s> Gen<'s> {
                 Codec {
                     ty: format!("xdr_spec::rt::Seq<'a, {elem}>"),
                     decode: format!("r.var_seq::<{elem}>({max_s}, {what})?"),
-                    len: "4 + $v.elements_len()".into(),
+                    len: "$v.elements_len().saturating_add(4)".into(),
                     encode: "$v.encode_counted(w)".into(),
                     validate: Some(format!("$v.validate_bounds({max_s}, None, {what})?;")),
                     min: "4".into(),
@@ -602,8 +602,12 @@ impl<'s> Gen<'s> {
         let len = codecs
             .iter()
             .map(|(f, _, c)| sub(&c.len, &format!("self.{f}")))
+            .enumerate()
+            // The first term receives the method calls: a sum there needs parentheses.
+            .map(|(i, t)| if i == 0 && t.contains(" + ") { format!("({t})") } else { t })
             .collect::<Vec<_>>()
-            .join("\n            + ");
+            .join("\n            .saturating_add(");
+        let len = format!("{len}{}", ")".repeat(codecs.len().saturating_sub(1)));
         let encode = struct_encode(&codecs, &fixed);
         let validate: String = codecs
             .iter()
@@ -664,7 +668,7 @@ impl<'s> Gen<'s> {
     fn encoded_len(&self) -> usize {{
         {len_body}
     }}
-    #[inline]
+    #[inline(always)]
     fn encode_to(&self, w: &mut xdr_spec::rt::Writer<'_>) {{
 {encode}    }}
 }}
@@ -914,7 +918,7 @@ impl<'s> Gen<'s> {
         };
         // Every generated type is `Copy`: arms bind their values by copy.
         let mut enc = "        match *self {\n".to_string();
-        let mut len = "4 + match *self {\n".to_string();
+        let mut len = "4usize.saturating_add(match *self {\n".to_string();
         let mut validate = String::new();
         for a in &arms {
             let first = a.values.first().map(|v| lit(*v)).unwrap_or_default();
@@ -947,7 +951,7 @@ impl<'s> Gen<'s> {
             }
         }
         enc.push_str("        }\n");
-        len.push_str("        }");
+        len.push_str("        })");
         // A held discriminant must select the arm it is stored in.
         let all_labels: Vec<String> = arms.iter().flat_map(|a| a.values.iter().map(|v| lit(*v))).collect();
         for a in arms.iter().filter(|a| a.holds_disc) {
@@ -1176,8 +1180,10 @@ fn literal_fixed(fixed: &str) -> Option<usize> {
     fixed.strip_prefix("Some(")?.strip_suffix(')')?.parse().ok()
 }
 
-/// `w.fixed(len, |w| { ...writes... })`, unindented.
+/// A run of writes of length `len` (`Writer::fixed` spelled out, without a
+/// closure, so inlining does not depend on how the compiler weighs one),
+/// unindented.
 fn fixed_run(len: &str, writes: impl Iterator<Item = String>) -> String {
-    let body: String = writes.map(|e| format!("    {};\n", e.replace('\n', "\n    "))).collect();
-    format!("w.fixed({len}, |w| {{\n{body}}})")
+    let body: String = writes.map(|e| format!("        {};\n", e.replace('\n', "\n        "))).collect();
+    format!("{{\n    let mut run = w.begin_run({len});\n    {{\n        let w = &mut run;\n{body}    }}\n    w.end_run({len}, run);\n}}")
 }

@@ -452,11 +452,49 @@ impl<'b> Writer<'b> {
     /// it means an `encoded_len` or `FIXED_LEN` that does not match `f`.
     #[inline(always)]
     pub fn fixed(&mut self, len: Option<usize>, f: impl FnOnce(&mut Writer<'b>)) {
-        let Some(n) = len else { return f(self) };
-        if let Some(dst) = self.claim(n) {
-            let mut run = Writer::new(dst);
-            f(&mut run);
-            self.overflow |= run.overflow | !run.rest.is_empty();
+        let mut run = self.begin_run(len);
+        f(&mut run);
+        self.end_run(len, run);
+    }
+
+    /// [`Writer::fixed`] without a closure, for generated code: the writer
+    /// for a run of `len` bytes (`Some`: claimed now, with one bounds check;
+    /// `None`: the rest of this writer's buffer, to be handed back). Give it
+    /// back with [`Writer::end_run`] and the same `len`.
+    ///
+    /// ```
+    /// use xdr_spec::rt::Writer;
+    /// let mut buf = [0u8; 8];
+    /// let mut w = Writer::new(&mut buf);
+    /// let mut run = w.begin_run(Some(8));
+    /// run.put_u32(1);
+    /// run.put_u32(2);
+    /// w.end_run(Some(8), run);
+    /// assert_eq!((w.position(), w.overflowed()), (8, false));
+    /// ```
+    #[inline(always)]
+    pub fn begin_run(&mut self, len: Option<usize>) -> Writer<'b> {
+        match len {
+            Some(n) => match self.claim(n) {
+                Some(dst) => Writer::new(dst),
+                // Already recorded as an overflow: the run writes nothing.
+                None => Writer::new(&mut []),
+            },
+            None => Writer::new(core::mem::take(&mut self.rest)),
+        }
+    }
+
+    /// Take back the writer [`Writer::begin_run`] gave for `len`. A fixed run
+    /// that wrote less or more than `len` is an overflow: it means an
+    /// `encoded_len` or `FIXED_LEN` that does not match the writes.
+    #[inline(always)]
+    pub fn end_run(&mut self, len: Option<usize>, run: Writer<'b>) {
+        match len {
+            Some(_) => self.overflow |= run.overflow | !run.rest.is_empty(),
+            None => {
+                self.rest = run.rest;
+                self.overflow |= run.overflow;
+            }
         }
     }
 
@@ -570,7 +608,9 @@ pub trait Xdr<'a>: Sized + Copy {
     /// Decode one value at the reader's position.
     fn decode_from(r: &mut Reader<'a>) -> Result<Self>;
 
-    /// The exact number of bytes [`Xdr::encode`] writes.
+    /// The exact number of bytes [`Xdr::encode`] writes. A length too large
+    /// for `usize` saturates at `usize::MAX` (and fails [`Xdr::encode`])
+    /// rather than wrapping to a small one.
     fn encoded_len(&self) -> usize;
 
     /// Write the encoding; the caller has checked there is room.
@@ -608,8 +648,16 @@ pub trait Xdr<'a>: Sized + Copy {
         }
         let mut w = Writer::new(&mut out[..need]);
         self.encode_to(&mut w);
-        debug_assert!(!w.overflowed() && w.position() == need);
-        Ok(w.position())
+        if w.overflowed() || w.position() != need {
+            // Only a hand-written `Xdr` implementation gets here: generated
+            // code's `encoded_len` and `encode_to` come from one declaration.
+            return Err(Error::WrongLength {
+                what: "encoding (encode_to disagrees with encoded_len)",
+                len: w.position(),
+                expected: need,
+            });
+        }
+        Ok(need)
     }
 
     /// Encode into the start of `out` in one pass, returning the bytes
@@ -777,7 +825,7 @@ impl<'a, T: Xdr<'a>> Xdr<'a> for Option<T> {
     }
     #[inline(always)]
     fn encoded_len(&self) -> usize {
-        4 + self.as_ref().map_or(0, Xdr::encoded_len)
+        self.as_ref().map_or(0, Xdr::encoded_len).saturating_add(4)
     }
     #[inline]
     fn encode_to(&self, w: &mut Writer<'_>) {
@@ -915,8 +963,8 @@ impl<'a, T: Xdr<'a>> Seq<'a, T> {
     pub fn elements_len(&self) -> usize {
         match (self.repr, T::FIXED_LEN) {
             (SeqRepr::Wire { bytes, .. }, _) => bytes.len(),
-            (SeqRepr::Slice(s), Some(n)) => s.len() * n,
-            (SeqRepr::Slice(s), None) => s.iter().map(Xdr::encoded_len).sum(),
+            (SeqRepr::Slice(s), Some(n)) => s.len().saturating_mul(n),
+            (SeqRepr::Slice(s), None) => s.iter().fold(0, |sum, v| sum.saturating_add(v.encoded_len())),
         }
     }
 
@@ -1027,7 +1075,7 @@ sequence_traits!(List);
 
 /// Encode a variable-length array (count word, then elements) into `out`.
 pub fn encode_var_seq<'a, T: Xdr<'a>>(seq: &Seq<'a, T>, out: &mut [u8]) -> Result<usize> {
-    let need = 4 + seq.elements_len();
+    let need = seq.elements_len().saturating_add(4);
     if out.len() < need {
         return Err(Error::BufferTooSmall { need, have: out.len() });
     }
@@ -1103,8 +1151,10 @@ impl<'a, T: Xdr<'a>> Xdr<'a> for List<'a, T> {
     fn encoded_len(&self) -> usize {
         match (self.repr, T::FIXED_LEN) {
             (SeqRepr::Wire { bytes, .. }, _) => bytes.len(),
-            (SeqRepr::Slice(s), Some(n)) => s.len() * (n + 4) + 4,
-            (SeqRepr::Slice(s), None) => s.iter().map(|v| v.encoded_len() + 4).sum::<usize>() + 4,
+            (SeqRepr::Slice(s), Some(n)) => s.len().saturating_mul(n + 4).saturating_add(4),
+            (SeqRepr::Slice(s), None) => {
+                s.iter().fold(4, |sum, v| sum.saturating_add(v.encoded_len()).saturating_add(4))
+            }
         }
     }
     #[inline]

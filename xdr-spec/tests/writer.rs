@@ -5,28 +5,34 @@
 
 use xdr_spec::rt::{Error, List, Reader, Result, Seq, Writer, Xdr};
 
-/// Claims 4 bytes, writes 8.
+/// Claims 4 bytes and writes `N`: a liar unless `N` is 4. Zero-sized, so a slice of it can
+/// be as long as `usize` allows without taking any memory.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Liar;
+struct Writes<const N: usize>;
 
-impl<'a> Xdr<'a> for Liar {
+/// Claims 4 bytes, writes 8.
+type Liar = Writes<8>;
+/// An honest one-word type.
+type Word = Writes<4>;
+
+impl<'a, const N: usize> Xdr<'a> for Writes<N> {
     const MIN_LEN: usize = 4;
     const FIXED_LEN: Option<usize> = Some(4);
     const PLAIN: bool = false;
     fn decode_from(r: &mut Reader<'a>) -> Result<Self> {
-        r.u32().map(|_| Liar)
+        r.u32().map(|_| Writes)
     }
     fn encoded_len(&self) -> usize {
         4
     }
     fn encode_to(&self, w: &mut Writer<'_>) {
-        w.put_u64(u64::MAX);
+        w.put(&[0xFF; N]);
     }
 }
 
 #[test]
 fn a_type_writing_more_than_it_claims_stays_inside_its_slot() {
-    let items = [Liar, Liar];
+    let items: [Liar; 2] = [Writes, Writes];
     let mut buf = [0xAAu8; 32];
     // Room for the list as claimed: two TRUE words, two 4-byte slots, FALSE.
     let mut w = Writer::new(&mut buf[..20]);
@@ -40,7 +46,7 @@ fn a_type_writing_more_than_it_claims_stays_inside_its_slot() {
 
     let mut buf = [0xAAu8; 16];
     let mut w = Writer::new(&mut buf[..8]);
-    w.fixed(Some(4), |w| Liar.encode_to(w));
+    w.fixed(Some(4), |w| Liar {}.encode_to(w));
     assert!(w.overflowed());
     assert!(buf[8..].iter().all(|&b| b == 0xAA));
 }
@@ -97,4 +103,32 @@ fn encode_into_fails_inside_a_short_buffer_and_matches_encode_otherwise() {
     let mut buf = [0u8; 64];
     assert_eq!(list.encode_into(&mut buf), Ok(want.len()));
     assert_eq!(&buf[..want.len()], &want[..]);
+}
+
+/// `encode` checks the buffer against `encoded_len` once; a type whose `encode_to` disagrees
+/// with it is an error, never a success with fewer bytes than claimed.
+#[test]
+fn encode_reports_a_type_whose_length_disagrees_with_its_bytes() {
+    let items: [Liar; 1] = [Writes];
+    let list = List::from_slice(&items);
+    let mut buf = [0xAAu8; 64];
+    let need = list.encoded_len();
+    assert_eq!(need, 12);
+    assert!(matches!(list.encode(&mut buf), Err(Error::WrongLength { expected: 12, .. })));
+    assert!(buf[need..].iter().all(|&b| b == 0xAA), "wrote past the length it checked");
+}
+
+/// Lengths saturate: a sequence whose encoding would not fit in `usize` reports `usize::MAX`
+/// (which `encode` then refuses) instead of wrapping to a small length a buffer could pass.
+#[test]
+fn encoded_lengths_saturate_instead_of_wrapping() {
+    const N: usize = usize::MAX / 4 + 2;
+    let words: [Word; N] = [Writes; N];
+    let list = List::from_slice(&words[..]);
+    assert_eq!(list.encoded_len(), usize::MAX);
+    assert_eq!(Seq::from_slice(&words[..]).elements_len(), usize::MAX);
+    assert_eq!(Some(list).encoded_len(), usize::MAX);
+    let mut buf = [0xAAu8; 64];
+    assert!(list.encode(&mut buf).is_err());
+    assert!(buf.iter().all(|&b| b == 0xAA));
 }

@@ -105,6 +105,7 @@ enum ItemKind<'s> {
 
 /// How one declared value is typed, decoded, measured and encoded. The
 /// expressions use `$v` for the value and `r`/`w` for the reader/writer.
+#[derive(Clone)]
 struct Codec {
     ty: String,
     decode: String,
@@ -624,6 +625,7 @@ impl<'s> Gen<'s> {
             &len,
             &encode,
             &validate,
+            led_encode(&codecs),
         );
         Ok(())
     }
@@ -640,8 +642,17 @@ impl<'s> Gen<'s> {
         len: &str,
         encode: &str,
         validate: &str,
+        encode_led: Option<String>,
     ) {
         let ty = self.with_lt(rust);
+        // A value whose encoding starts with a counted array takes the word
+        // before it (a list's or an optional's TRUE) into the array's one
+        // bounds check.
+        let led = encode_led.map_or(String::new(), |body| {
+            format!(
+                "    #[inline(always)]\n    fn encode_led(&self, lead: u32, w: &mut xdr_spec::rt::Writer<'_>) {{\n{body}    }}\n"
+            )
+        });
         let validate = if validate.trim().is_empty() {
             String::new()
         } else {
@@ -671,7 +682,7 @@ impl<'s> Gen<'s> {
     #[inline(always)]
     fn encode_to(&self, w: &mut xdr_spec::rt::Writer<'_>) {{
 {encode}    }}
-}}
+{led}}}
 
 "
         );
@@ -751,6 +762,7 @@ impl<'s> Gen<'s> {
             "4",
             "        w.put_i32(*self as i32);\n",
             "",
+            None,
         );
         Ok(())
     }
@@ -1004,6 +1016,7 @@ impl<'s> Gen<'s> {
             &len,
             &enc,
             &validate,
+            None,
         );
         Ok(())
     }
@@ -1027,6 +1040,7 @@ impl<'s> Gen<'s> {
         let Some(c) = self.codec(d, &xdr)? else { return Ok(()) };
         let _ = write!(self.out, "{}pub struct {rust}{lt}(pub {});\n\n", self.derives(&rust, true), c.ty);
         let validate = c.validate.as_ref().map(|v| format!("        {}\n", sub(v, "self.0"))).unwrap_or_default();
+        let led = led_encode(std::slice::from_ref(&("0".to_string(), String::new(), c.clone())));
         self.emit_xdr_impl(
             &rust,
             &c.min,
@@ -1037,6 +1051,7 @@ impl<'s> Gen<'s> {
             &sub(&c.len, "self.0"),
             &format!("        {};\n", sub(&c.encode, "self.0")),
             &validate,
+            led,
         );
         Ok(())
     }
@@ -1173,6 +1188,15 @@ fn struct_encode(codecs: &[(String, String, Codec)], fixed: &str) -> String {
         statements = vec![fixed_run("Self::FIXED_LEN", statements.into_iter())];
     }
     statements.iter().map(|st| format!("        {};\n", st.replace('\n', "\n        "))).collect()
+}
+
+/// The body of `encode_led` for a struct (or newtype, field `0`) whose first
+/// field is a counted array: the lead word and the count share one claim.
+fn led_encode(codecs: &[(String, String, Codec)]) -> Option<String> {
+    let ((f, _, c), rest) = codecs.split_first()?;
+    let head = c.encode.strip_suffix(".encode_counted(w)")?;
+    let first = format!("        {}.encode_counted_led(lead, w);\n", sub(head, &format!("self.{f}")));
+    Some(first + &struct_encode(rest, "None"))
 }
 
 /// `n` for a fixed length written as the literal `Some(n)`.

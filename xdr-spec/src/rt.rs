@@ -616,6 +616,16 @@ pub trait Xdr<'a>: Sized + Copy {
     /// Write the encoding; the caller has checked there is room.
     fn encode_to(&self, w: &mut Writer<'_>);
 
+    /// Write the word `lead` (the TRUE before an optional-data value or a
+    /// list entry), then the encoding. Generated types whose encoding starts
+    /// with a counted array override it to write the lead, the count and the
+    /// elements under one bounds check.
+    #[inline(always)]
+    fn encode_led(&self, lead: u32, w: &mut Writer<'_>) {
+        w.put_u32(lead);
+        self.encode_to(w);
+    }
+
     /// Decode a value from the start of `buf` with default limits, returning
     /// it and the bytes it took (what follows, such as an RPC message after a
     /// transport header, is the caller's).
@@ -831,6 +841,7 @@ impl<'a, T: Xdr<'a>> Xdr<'a> for Option<T> {
     fn encode_to(&self, w: &mut Writer<'_>) {
         match self {
             None => w.put_bool(false),
+            Some(v) if T::FIXED_LEN.is_none() => v.encode_led(1, w),
             Some(v) => w.fixed(fixed_add(Some(4), T::FIXED_LEN), |w| {
                 w.put_bool(true);
                 v.encode_to(w);
@@ -1004,6 +1015,16 @@ impl<'a, T: Xdr<'a>> Seq<'a, T> {
         self.encode_with_head(&(self.len() as u32).to_be_bytes(), w);
     }
 
+    /// Write the word `lead`, then the array as [`Seq::encode_counted`]
+    /// does, the two words and the elements with one bounds check.
+    #[inline(always)]
+    pub fn encode_counted_led(&self, lead: u32, w: &mut Writer<'_>) {
+        let mut head = [0u8; 8];
+        head[..4].copy_from_slice(&lead.to_be_bytes());
+        head[4..].copy_from_slice(&(self.len() as u32).to_be_bytes());
+        self.encode_with_head(&head, w);
+    }
+
     #[inline(always)]
     fn encode_with_head(&self, head: &[u8], w: &mut Writer<'_>) {
         match (self.repr, T::FIXED_LEN) {
@@ -1166,8 +1187,7 @@ impl<'a, T: Xdr<'a>> Xdr<'a> for List<'a, T> {
             (SeqRepr::Slice(s), Some(n)) => w.put_fixed_items(&[], s, n, &TRUE, &FALSE),
             (SeqRepr::Slice(s), None) => {
                 for v in s {
-                    w.put(&TRUE);
-                    v.encode_to(w);
+                    v.encode_led(1, w);
                 }
                 w.put(&FALSE);
             }

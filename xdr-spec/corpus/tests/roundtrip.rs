@@ -30,6 +30,8 @@ roundtrip_props! {
     lists_seglist: lists::Seglist<'_>,
     lists_namelist: lists::Namelist<'_>,
     lists_holder: lists::Holder<'_>,
+    lists_taglist: lists::Taglist<'_>,
+    lists_tagged: lists::Tagged<'_>,
     program_args: program::Args<'_>,
     program_result: program::Result,
 }
@@ -180,11 +182,17 @@ fn lists_roundtrip_and_walk_in_a_loop() {
         lists::NamelistEntry { name: "a", tags: Seq::from_slice(&tags) },
         lists::NamelistEntry { name: "bc", tags: Seq::default() },
     ];
+    let tagged = [
+        lists::TaglistEntry { tags: Seq::from_slice(&tags), note: "x" },
+        lists::TaglistEntry { tags: Seq::default(), note: "" },
+    ];
     let h = lists::Holder {
         segs: List::from_slice(&segs),
         names: List::from_slice(&names),
         maybe: Some(segs[1]),
         again: List::default(),
+        tagged_entries: List::from_slice(&tagged),
+        maybe_tagged: Some(lists::Tagged { segs: Seq::from_slice(&segs[..1]), flags: 9 }),
     };
     let buf = roundtrip!(lists::Holder<'_>, h);
     let (back, _) = lists::Holder::decode(&buf).unwrap();
@@ -194,6 +202,19 @@ fn lists_roundtrip_and_walk_in_a_loop() {
     assert_eq!(&buf[..4], &[0, 0, 0, 1]);
     assert_eq!(&buf[20..24], &[0, 0, 0, 1]);
     assert_eq!(&buf[40..44], &[0, 0, 0, 0]);
+    assert_eq!(back.tagged_entries, h.tagged_entries);
+    assert_eq!(back.maybe_tagged, h.maybe_tagged);
+    // An entry that starts with a counted array, written with its TRUE word
+    // under one check (`encode_led`): TRUE, count, tags, note, ...
+    // After segs (44 bytes), names (24 + 16 + 4), maybe (4 + 16) and again (4).
+    let tagged_at = 44 + 44 + 20 + 4;
+    assert_eq!(
+        &buf[tagged_at..tagged_at + 24],
+        &[0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 1, b'x', 0, 0, 0]
+    );
+    // ... and the optional `tagged` at the end: TRUE, count 1, one segment, flags.
+    assert_eq!(&buf[buf.len() - 28..buf.len() - 16], &[0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]);
+    assert_eq!(&buf[buf.len() - 4..], &[0, 0, 0, 9]);
 
     // 100,000 entries: decoded without recursion, then refused by a limit.
     let mut long = Vec::new();

@@ -750,7 +750,7 @@ impl<'s> Gen<'s> {
         }
         self.out.push('\n');
         let decode = format!(
-            "let at = r.position();\n        let v = r.i32()?;\n        Self::from_value(v).ok_or(xdr_spec::rt::Error::BadEnum {{ type_name: \"{xdr}\", value: v, at }})"
+            "let v = r.i32()?;\n        Self::from_value(v).ok_or_else(|| xdr_spec::rt::Error::BadEnum {{ type_name: \"{xdr}\", value: v, at: r.position() - 4 }})"
         );
         self.emit_xdr_impl(
             &rust,
@@ -867,7 +867,7 @@ impl<'s> Gen<'s> {
         self.out.push_str("}\n\n");
 
         // Decoding: read the raw word, dispatch on its value.
-        let mut dec = format!("let at = r.position();\n        let d = {read};\n        Ok(match d {{\n");
+        let mut dec = format!("let d = {read};\n        Ok(match d {{\n");
         let disc_expr = match (&enum_ty, dbase) {
             (Some(t), _) => format!(
                 "{t}::from_value(d).ok_or(xdr_spec::rt::Error::BadEnum {{ type_name: \"{xdr}\", value: d, at }})?"
@@ -903,15 +903,15 @@ impl<'s> Gen<'s> {
             );
         }
         dec.push_str("        })");
-        if !dec.contains(" at }") {
-            dec = dec.replacen("let at = r.position();\n        ", "", 1);
-        }
         if matches!(dbase, TypeSpec::Bool) {
             dec = dec.replace(
                 "let d = r.u32()?;",
                 "let d = r.u32()?;\n        if d > 1 {\n            return Err(xdr_spec::rt::Error::BadBool { value: d, at });\n        }",
             );
         }
+        // Errors name the discriminant's offset, worked out on the error path
+        // only: nothing has been read after the word when they are built.
+        let dec = dec.replace(" at })", " at: r.position() - 4 })");
 
         // Encoding: write the discriminant (a held one, or the arm's first
         // label), then the arm.

@@ -174,6 +174,13 @@ pub const fn pad(n: usize) -> usize {
     (4 - (n & 3)) & 3
 }
 
+/// [`Error::Truncated`], out of line so the hot paths stay small.
+#[cold]
+#[inline(never)]
+fn truncated(at: usize, n: usize, remaining: usize) -> Error {
+    Error::Truncated { at, need: n.saturating_sub(remaining) }
+}
+
 impl<'a> Reader<'a> {
     /// A reader at the start of `buf` with default limits.
     pub fn new(buf: &'a [u8]) -> Self {
@@ -202,12 +209,13 @@ impl<'a> Reader<'a> {
         self.limits
     }
 
-    /// The error for an item of `n` bytes that does not fit in what remains;
-    /// out of line, so the hot paths stay small.
-    #[cold]
-    #[inline(never)]
+    /// The error for an item of `n` bytes that does not fit in what remains.
+    /// It passes the reader's state by value to the out-of-line constructor:
+    /// a reference to the reader would make its cursor live in memory, stored
+    /// on every read, rather than in registers.
+    #[inline(always)]
     fn truncated(&self, n: usize) -> Error {
-        Error::Truncated { at: self.position(), need: n.saturating_sub(self.remaining()) }
+        truncated(self.position(), n, self.remaining())
     }
 
     /// Take `n` bytes.
@@ -260,11 +268,12 @@ impl<'a> Reader<'a> {
     /// One boolean word: exactly 0 or 1.
     #[inline(always)]
     pub fn bool(&mut self) -> Result<bool> {
-        let at = self.position();
         match self.u32()? {
             0 => Ok(false),
             1 => Ok(true),
-            value => Err(Error::BadBool { value, at }),
+            // The word's offset, worked out only on this path so that the
+            // loop over a list does not carry it.
+            value => Err(Error::BadBool { value, at: self.position() - 4 }),
         }
     }
 
@@ -323,8 +332,8 @@ impl<'a> Reader<'a> {
     /// walked, then the elements.
     #[inline(always)]
     pub fn var_seq<T: Xdr<'a>>(&mut self, max: Option<u32>, what: &'static str) -> Result<Seq<'a, T>> {
-        let at = self.position();
         let count = self.u32()?;
+        let at = self.position() - 4;
         if let Some(max) = max {
             if count > max {
                 return Err(Error::OverBound { what, len: count as usize, max: max as usize, at });

@@ -158,11 +158,12 @@ fn unions_every_discriminant_kind() {
     roundtrip!(unions::ByUnsigned, unions::ByUnsigned::Default { discriminant: 0xffff_fff0 });
     roundtrip!(unions::ByBool, unions::ByBool::True(unions::Shape::Circle(1)));
     roundtrip!(unions::ByBool, unions::ByBool::False);
-    assert!(matches!(unions::ByBool::decode(&[0, 0, 0, 2]), Err(Error::BadBool { value: 2, .. })));
+    assert!(matches!(unions::ByBool::decode(&[0, 0, 0, 2]), Err(Error::BadBool { value: 2, at: 0 })));
     assert!(matches!(
         unions::Shape::decode(&[0, 0, 0, 9]),
-        Err(Error::BadDiscriminant { type_name: "shape", value: 9, .. })
+        Err(Error::BadDiscriminant { type_name: "shape", value: 9, at: 0 })
     ));
+    assert!(matches!(scalars::Painted::decode(&[0, 0, 0, 99]), Err(Error::BadEnum { value: 99, at: 0, .. })));
     let shapes = [unions::Shape::Circle(2), unions::Shape::Nothing];
     let ints = [unions::ByInt::Case0, unions::ByInt::Case7("x")];
     let c = unions::Container {

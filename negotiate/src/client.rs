@@ -8,7 +8,7 @@
 //! the binding); one dispatcher thread per client makes connections, reaps received messages,
 //! feeds them to the state machine and hands each caller what concerns its XID.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -19,7 +19,7 @@ use rpcrdma_v1::ulb::UpperLayerBinding;
 use verbs::{Backend, QpCaps, QpState, QueuePair};
 
 use crate::backchannel::{self, Handler};
-use crate::datapath::{send_call, CallParams, Connection, DataPathError, PendingCall, ReceivePool};
+use crate::datapath::{send_call, CallParams, Connection, DataPathError, Ended, PendingCall, ReceivePool};
 use crate::reply::{reply_header, Incoming};
 use crate::requester::{self, CallFailure, DuplicateXid, Event, Requester, Transmit};
 use crate::thresholds;
@@ -122,7 +122,12 @@ struct State<B: Backend> {
     /// Connects and disconnects for the dispatcher.
     actions: Vec<Event>,
     closing: bool,
+    /// How the latest connections ended, oldest first ([`Client::ended`]).
+    ended: VecDeque<Ended>,
 }
+
+/// How many ended connections [`Client::ended`] remembers.
+pub const ENDED_KEPT: usize = 64;
 
 struct Shared<B: Backend> {
     backend: B,
@@ -217,6 +222,7 @@ impl<B: Backend + Clone> Client<B> {
                 stats: ClientStats::default(),
                 actions: Vec::new(),
                 closing: false,
+                ended: VecDeque::new(),
             }),
             cv: Condvar::new(),
         });
@@ -321,6 +327,15 @@ impl<B: Backend> Client<B> {
         lock(&self.shared.st).stats
     }
 
+    /// How this client's connections ended, oldest first (the latest [`ENDED_KEPT`]): each one
+    /// it gave up ([`Ended::Closed`], e.g. a call with no reply within the requester's timeout)
+    /// or lost ([`Ended::Lost`]: the responder or the transport closed it). Each is followed
+    /// by a reconnect when calls are waiting, and calls in flight on it were retransmitted.
+    /// Empty while the first connection lasts.
+    pub fn ended(&self) -> Vec<Ended> {
+        lock(&self.shared.st).ended.iter().cloned().collect()
+    }
+
     /// The credit window of the current connection.
     pub fn window(&self) -> u32 {
         lock(&self.shared.st).req.window()
@@ -392,7 +407,8 @@ impl<B: Backend> Shared<B> {
                     }
                     Event::Disconnect => {
                         if let Some(l) = &link {
-                            l.conn.qp().disconnect();
+                            let t = self.cfg.requester.timeout;
+                            l.conn.close(format_args!("a call had no reply within the requester's timeout ({t:?})"));
                         }
                     }
                     _ => {}
@@ -432,6 +448,10 @@ impl<B: Backend> Shared<B> {
                 Err(_) => {}
             }
             if was_down && drained {
+                if st.ended.len() == ENDED_KEPT {
+                    st.ended.pop_front();
+                }
+                st.ended.push_back(link.conn.ended().unwrap_or(Ended::Lost { first_error: None }));
                 st.link = None;
                 st.settled = None;
                 st.req.on_disconnected(now);

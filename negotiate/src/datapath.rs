@@ -77,6 +77,7 @@ mod receive;
 mod registrar;
 mod reply;
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -84,7 +85,7 @@ use std::time::{Duration, Instant};
 use rpcrdma_v1::marshal_call::CallError;
 use rpcrdma_v1::marshal_reply::ReplyError;
 use rpcrdma_v1::reassemble::{DdpViolation, ReassemblyError};
-use verbs::{Access, Backend, Completion, MemoryRegion, ProtectionDomain, QueuePair, Sge};
+use verbs::{Access, Backend, Completion, MemoryRegion, ProtectionDomain, QpState, QueuePair, Sge};
 
 pub use call::{send_call, CallParams, PendingCall};
 pub use receive::{ReceivePool, Received};
@@ -151,7 +152,9 @@ const POLL_SLICE: Duration = Duration::from_millis(10);
 /// Every wait for a completion goes through [`Connection::wait`] (or [`Connection::wait_all`],
 /// [`ReceivePool::receive`]), which reaps the queue and sets aside completions of other work
 /// requests until their owner asks: calls in flight at once never steal each other's
-/// completions.
+/// completions. What is set aside is handed out in the order it was reaped, as a completion
+/// queue hands it out: a waiter for any Receive ([`ReceivePool::receive`]) gets the oldest, so a
+/// message is never overtaken by later ones for as long as they keep arriving.
 ///
 /// ```
 /// # use std::time::Duration;
@@ -269,8 +272,10 @@ impl<B: Backend> Connection<B> {
         let deadline = Instant::now() + timeout;
         let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
-            if let Some(i) = st.completions.iter().position(&mine) {
-                return checked(st.completions.swap_remove(i));
+            // The oldest one it claims: set-aside completions leave in the order they were
+            // reaped, as from the completion queue itself.
+            if let Some(c) = st.completions.iter().position(&mine).and_then(|i| st.completions.remove(i)) {
+                return checked(c);
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
@@ -290,12 +295,64 @@ impl<B: Backend> Connection<B> {
             st.polling = false;
             self.reaped.notify_all();
             if let Some(c) = reaped {
+                if !c.is_ok() && st.first_error.is_none() {
+                    st.first_error = Some(c);
+                }
                 if mine(&c) {
                     return checked(c);
                 }
-                st.completions.push(c);
+                st.completions.push_back(c);
             }
         }
+    }
+
+    /// Closes the connection (its queue pair goes to the Error state, flushing what is
+    /// outstanding), remembering `why` for [`Connection::ended`] if it was still up: a
+    /// connection this side gives up on says so afterwards instead of looking lost.
+    pub fn close(&self, why: impl std::fmt::Display) {
+        if self.qp.state() == QpState::Ready {
+            let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
+            st.closed.get_or_insert_with(|| why.to_string());
+        }
+        self.qp.disconnect();
+    }
+
+    /// How the connection ended; `None` while its queue pair is up. [`Ended::Closed`] when this
+    /// side closed it with [`Connection::close`] first, [`Ended::Lost`] otherwise.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use negotiate::datapath::{Connection, Ended};
+    /// # use verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let peer = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+    /// #     Connection::<InProcess>::new(pd, qp, t)
+    /// # });
+    /// let pd = InProcess.alloc_pd().unwrap();
+    /// let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+    /// let conn = Connection::<InProcess>::new(pd, qp, t);
+    /// let other = peer.join().unwrap();
+    /// assert_eq!(conn.ended(), None);
+    /// conn.close("done with it");
+    /// assert_eq!(conn.ended(), Some(Ended::Closed("done with it".into())));
+    /// while other.qp().state() == QpState::Ready {
+    ///     std::thread::yield_now();
+    /// }
+    /// assert_eq!(other.ended(), Some(Ended::Lost { first_error: None }));
+    /// ```
+    pub fn ended(&self) -> Option<Ended> {
+        if self.qp.state() == QpState::Ready {
+            return None;
+        }
+        let st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(match &st.closed {
+            Some(why) => Ended::Closed(why.clone()),
+            None => Ended::Lost { first_error: st.first_error },
+        })
     }
 
     /// Registers `bytes` and posts them as one Send (with Invalidate of `invalidate`); returns
@@ -319,8 +376,61 @@ impl<B: Backend> Connection<B> {
 /// What [`Connection`]'s waiters share.
 #[derive(Default)]
 struct Reaped {
-    completions: Vec<Completion>,
+    /// Reaped and not yet claimed, oldest first. Claimed oldest first too: taking the first
+    /// match and filling its place with the newest (`swap_remove`) once let a server's newest
+    /// Receive completion overtake older ones again and again, so that under steady load some
+    /// calls were never served until the requester's timeout closed the connection.
+    completions: VecDeque<Completion>,
     polling: bool,
+    /// The first error completion reaped, for [`Connection::ended`].
+    first_error: Option<Completion>,
+    /// Why this side closed the connection ([`Connection::close`]), if it did.
+    closed: Option<String>,
+}
+
+/// How a connection ended, as far as this side can tell ([`Connection::ended`]): the record
+/// that says, after the fact, which side dropped a connection and why.
+///
+/// ```
+/// use negotiate::datapath::Ended;
+/// use verbs::{Completion, Status};
+/// let lost = Ended::Lost { first_error: Some(Completion { status: Status::RnrRetryExceeded, ..Completion::default() }) };
+/// assert!(!lost.closed_here());
+/// assert!(Ended::Closed("the server stopped".into()).closed_here());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    /// This side closed it ([`Connection::close`]) while it was up, for this reason.
+    Closed(String),
+    /// It went down under this side: the peer disconnected, or the transport failed a work
+    /// request. `first_error` is the first error completion this side reaped on it: a
+    /// [`WorkRequestFlushed`](verbs::Status::WorkRequestFlushed) one says only that the queue
+    /// pair was already down; any other status says what failed first (e.g.
+    /// [`RnrRetryExceeded`](verbs::Status::RnrRetryExceeded): the peer had no Receive posted
+    /// for a Send of ours). `None` when no error completion was reaped here.
+    Lost {
+        /// The first error completion reaped on the connection, if any.
+        first_error: Option<Completion>,
+    },
+}
+
+impl Ended {
+    /// Whether this side closed the connection (as opposed to losing it).
+    pub fn closed_here(&self) -> bool {
+        matches!(self, Ended::Closed(_))
+    }
+}
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ended::Closed(why) => write!(f, "closed by this side: {why}"),
+            Ended::Lost { first_error: None } => write!(f, "lost (the peer or the transport closed it)"),
+            Ended::Lost { first_error: Some(c) } => {
+                write!(f, "lost; first error completion: work request {} ({:?}) {:?}", c.wr_id, c.opcode, c.status)
+            }
+        }
+    }
 }
 
 /// A completion as a result: success, or the error it reports.

@@ -19,7 +19,7 @@ use verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
 
 use crate::backchannel::{self, Backchannel, ServerSide};
 use crate::datapath::{
-    fetch_call, send_error, send_reply, Connection, DataPathError, ReceivePool, ReplyParams, ReplySent,
+    fetch_call, send_error, send_reply, Connection, DataPathError, Ended, ReceivePool, ReplyParams, ReplySent,
 };
 use crate::responder::{self, Received, Responder};
 use crate::thresholds::{self, Advertised};
@@ -36,13 +36,27 @@ pub struct ServerConfig {
     pub foreign_private_data: Option<[u8; 8]>,
     /// Queue pair capacities.
     pub caps: QpCaps,
-    /// How long one RDMA Read, Write or Send may take.
+    /// How long the server waits for the completion of one of its own work requests (the RDMA
+    /// Reads of a call's chunks, the Writes and the Send of its reply) before it gives the
+    /// connection up and closes it ([`Peer::ended`] then says so, and why). It bounds nothing
+    /// else: an idle connection, or a handler slower than this, keeps its connection.
+    ///
+    /// A completion that never comes is a peer that stays connected but no longer takes part.
+    /// RC hardware fails such a work request itself once its retries are spent and moves the
+    /// queue pair to Error (the Linux kernel's svcrdma relies on that alone, with no timer of
+    /// its own); the TCP backend waits on the peer's reader and would wait for ever, holding
+    /// the connection's thread, so the server keeps this bound. The default, 5 s, is far above
+    /// what a live peer takes even on a starved machine: 640,000 calls of 64 callers over TCP
+    /// on two cores beside four busy-looping processes (about 1,300 calls/s) saw at most 64 ms
+    /// for one wait, and never the timeout. A longer one would only notice a dead TCP peer
+    /// later; a shorter one risks closing a live connection, whose calls in flight the client
+    /// then sends again (and, with no duplicate reply cache, may have executed twice).
     pub timeout: Duration,
 }
 
 impl Default for ServerConfig {
     /// Versions 1 to 2, 32 credits, private data advertising 4096-byte Sends and Receives with
-    /// the R flag clear.
+    /// the R flag clear, a 5 s completion timeout (see [`ServerConfig::timeout`] for why).
     fn default() -> Self {
         ServerConfig {
             responder: responder::Config::default(),
@@ -82,6 +96,10 @@ pub struct Peer {
     pub advertised: Advertised,
     /// The `rdma_credit` of its latest call (the credits it asks for); 0 before its first.
     pub credits_requested: u32,
+    /// How the connection ended, once it has: [`Ended::Closed`] with the reason when this
+    /// server closed it (a call it could neither serve nor answer, or the server stopping),
+    /// [`Ended::Lost`] when the requester or the transport did. `None` while it is served.
+    pub ended: Option<Ended>,
 }
 
 /// A running responder. Dropping it stops accepting and closes every connection.
@@ -215,18 +233,31 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner).connections += 1;
     let peer = {
         let mut all = peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        all.push(Peer { private_data: received, advertised: responder.advertised(), credits_requested: 0 });
+        all.push(Peer {
+            private_data: received,
+            advertised: responder.advertised(),
+            credits_requested: 0,
+            ended: None,
+        });
         all.len() - 1
     };
     let conn = Arc::new(Connection::<B>::new(pd, qp, cfg.timeout));
     let back = ServerSide::new(conn.clone(), cfg.responder.limits);
     backchannels.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(back.handle());
     let mut call = Vec::new();
-    while !stop.load(Ordering::Relaxed) && conn.qp().state() == QpState::Ready {
+    // Why this server gives the connection up (recorded only if it is still up then: one that
+    // went down under us is lost, not closed).
+    let why = loop {
+        if stop.load(Ordering::Relaxed) {
+            break "the server stopped".to_string();
+        }
+        if conn.qp().state() != QpState::Ready {
+            break "the queue pair went down".to_string();
+        }
         let m = match pool.receive_within(&conn, TICK) {
             Ok(m) => m,
             Err(DataPathError::Timeout { .. }) => continue,
-            Err(_) => break,
+            Err(e) => break format!("receiving: {e}"),
         };
         let served = match responder.on_receive(&m.bytes) {
             Received::Call(header) => {
@@ -248,16 +279,14 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
                 });
                 match outcome {
                     Ok((v, sent)) => Ok(Served::Call(v, sent)),
-                    Err(e) => answer_failure(&conn, &mut responder, &header, ulb, e).map(|err| {
-                        if err {
-                            Served::Error
-                        } else {
-                            Served::Nothing
-                        }
-                    }),
+                    Err(e) => answer_failure(&conn, &mut responder, &header, ulb, e)
+                        .map(|err| if err { Served::Error } else { Served::Nothing })
+                        .map_err(|e| format!("serving call {xid:#x}: {e}")),
                 }
             }
-            Received::SendError(e) => send_error(&conn, e.as_bytes()).map(|()| Served::Error).map_err(drop),
+            Received::SendError(e) => send_error(&conn, e.as_bytes())
+                .map(|()| Served::Error)
+                .map_err(|e| format!("sending an RDMA_ERROR: {e}")),
             Received::BackwardReply(_) => {
                 back.on_reply(m.bytes);
                 Ok(Served::Nothing)
@@ -277,41 +306,43 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
             }
             Ok(Served::Error) => s.errors_sent += 1,
             Ok(Served::Nothing) => {}
-            Err(()) => break,
+            Err(why) => break why,
         }
-    }
+    };
     back.close();
-    conn.qp().disconnect();
+    conn.close(why);
+    peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[peer].ended = conn.ended();
 }
 
 /// A call that could not be served: answer what the spec says (RFC 8166 section 4.5: ERR_CHUNK
 /// when the requester's chunks cannot hold the reply; an RPC GARBAGE_ARGS reply for a
 /// DDP-eligibility violation, section 4.5.2 / 6.1.1), or close the connection when nothing can
-/// be sent (section 4.5.4). `Ok(true)` when an RDMA_ERROR went out.
+/// be sent (section 4.5.4). `Ok(true)` when an RDMA_ERROR went out; `Err` with what ended
+/// the call when nothing could be sent.
 fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
     conn: &Connection<B>,
     responder: &mut Responder,
     call: &Header<'_>,
     ulb: &U,
     e: DataPathError,
-) -> Result<bool, ()> {
-    let Some(p) = responder.reply_params(call.xid()) else { return Err(()) };
+) -> Result<bool, DataPathError> {
+    let Some(p) = responder.reply_params(call.xid()) else { return Err(e) };
     match e {
         DataPathError::Reply(r) if r.errcode().is_some() => {
             let err = ErrorReply::err_chunk(call.xid(), p.version, p.credits);
-            send_error(conn, err.as_bytes()).map(|()| true).map_err(drop)
+            send_error(conn, err.as_bytes()).map(|()| true)
         }
-        DataPathError::DdpViolation(_) => {
+        DataPathError::DdpViolation(v) => {
             let mut reply = [0u8; 24];
-            let n = encode_garbage_args_reply(call.xid(), &mut reply).map_err(drop)?;
+            let n = encode_garbage_args_reply(call.xid(), &mut reply).map_err(|_| DataPathError::DdpViolation(v))?;
             let params = ReplyParams {
                 version: p.version,
                 credits: p.credits,
                 reply_inline_threshold: p.thresholds.reply,
                 remote_invalidation: false,
             };
-            send_reply(conn, call, &reply[..n], ulb, &params).map(|_| false).map_err(drop)
+            send_reply(conn, call, &reply[..n], ulb, &params).map(|_| false)
         }
-        _ => Err(()),
+        e => Err(e),
     }
 }

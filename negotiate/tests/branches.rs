@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use cm_private_data::{Flags, PrivateData, FORMAT_IDENTIFIER};
 use negotiate::client::{Client, ClientConfig, ClientError, ClientStats};
-use negotiate::datapath::{fetch_call, send_error, send_reply, Connection, DataPathError, ReceivePool, ReplyParams};
+use negotiate::datapath::{
+    fetch_call, send_error, send_reply, Connection, DataPathError, Ended, ReceivePool, ReplyParams,
+};
 use negotiate::memory::NoV2Reason;
 use negotiate::requester::{self, CallFailure};
 use negotiate::responder::{self, Received, Responder};
@@ -655,6 +657,9 @@ fn rfc8797_4_2_reconnect_takes_the_new_servers_private_data() {
     assert_eq!(b_service.served(0x71).len(), before + 1);
     assert_settled(&client, 2, 2048, 2048);
     assert_eq!(b.stats().connections, 1);
+    // A closed it (stopping); to the client the connection was lost, and B's is open.
+    assert!(matches!(client.ended()[..], [Ended::Lost { .. }]), "{:?}", client.ended());
+    assert_eq!(b.peers()[0].ended, None);
 }
 
 // ---- 8. RDMA_OPTIONAL ----
@@ -788,4 +793,68 @@ fn rfc8166_3_3_1_many_concurrent_callers_stay_within_credits() {
         }
     }
     assert_counts(&server, 1, [0, 0, 400], 0);
+}
+
+// ---- 12. which side dropped a connection, and why ----
+
+/// RFC 8166 4.5.4: a call with no reply within the requester's timeout closes the connection
+/// and goes again on a new one. The client records that it closed the connection itself, and
+/// why (`Client::ended`), so a reconnect seen later says which side dropped.
+#[test]
+fn rfc8166_4_5_4_a_requester_timeout_closes_the_connection_and_the_client_says_why() {
+    let _deadline = deadline();
+    let peer = RawPeer::start(Vec::new(), |conn, _| if conn == 0 { Act::Ignore } else { Act::Serve });
+    let mut cfg = client_cfg((1, 1), None);
+    cfg.requester.timeout = Duration::from_millis(300);
+    let client = raw_client(&peer, cfg);
+    assert!(client.ended().is_empty());
+    call_ok(&client, 0x90, Shape::Small, Shape::Small, &PLAIN);
+    let seen: Vec<usize> = peer.seen().iter().map(|s| s.conn).collect();
+    assert_eq!(seen, [0, 1], "ignored on the first connection, served on the second");
+    let [Ended::Closed(why)] = &client.ended()[..] else { panic!("{:?}", client.ended()) };
+    assert!(why.contains("requester's timeout (300ms)"), "{why}");
+    drop(client);
+    peer.finish();
+}
+
+/// The server's record of each connection (`Server::peers`) says how it ended: one its
+/// requester closed is lost to the server, not closed by it.
+#[test]
+fn a_connection_the_requester_closed_is_recorded_lost_by_the_server() {
+    let _deadline = deadline();
+    let (client, server, _service) = one_call(default_client((1, 2)), ServerConfig::default());
+    assert_eq!(server.peers()[0].ended, None, "open while served");
+    drop(client);
+    while server.peers()[0].ended.is_none() {
+        std::thread::sleep(TICK);
+    }
+    let ended = server.peers()[0].ended.clone();
+    assert!(matches!(ended, Some(Ended::Lost { .. })), "{ended:?}");
+}
+
+/// The server's timeout (`ServerConfig::timeout`) bounds each wait for a completion of its own
+/// work requests, nothing else: a requester idle for longer, or a call whose handler takes
+/// longer, keeps its connection.
+#[test]
+fn the_server_timeout_bounds_completions_only_not_idle_time_or_handlers() {
+    let _deadline = deadline();
+    let short = Duration::from_millis(50);
+    let service = Service::default();
+    let served = service.handler();
+    let slow = move |call: &[u8]| {
+        if word(call, 0) == 0xa1 {
+            std::thread::sleep(4 * short);
+        }
+        served(call)
+    };
+    let cfg = ServerConfig { timeout: short, ..ServerConfig::default() };
+    let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(PLAIN), slow).unwrap();
+    let client = Client::new(InProcess, &server.local_addr(), default_client((1, 2)));
+    call_ok(&client, 0xa0, Shape::Small, Shape::Small, &PLAIN);
+    std::thread::sleep(4 * short);
+    call_ok(&client, 0xa1, Shape::Small, Shape::Small, &PLAIN);
+    call_ok(&client, 0xa2, Shape::Small, Shape::Small, &PLAIN);
+    assert_eq!(server.stats().connections, 1);
+    assert_eq!(server.peers()[0].ended, None);
+    assert!(client.ended().is_empty(), "{:?}", client.ended());
 }

@@ -110,9 +110,9 @@ impl<B: Backend> ChunkMemory<B> {
                 }
             }
         }
-        if posted.and(conn.wait_all(&ids)).is_err() {
+        if let Err(e) = posted.and(conn.wait_all(&ids)) {
             // Fenced: a queue pair in the Error state executes no RDMA from the peer.
-            conn.qp().disconnect();
+            conn.close(format_args!("a call's memory could not be invalidated: {e}"));
         }
         let landed = Landed {
             writes: self.writes.into_iter().map(|r| r.map(take_bytes).unwrap_or_default()).collect(),
@@ -160,7 +160,7 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
         match self.failed.take().map_or(reaped, Err) {
             Ok(()) => Ok(self.memory),
             Err(e) => {
-                self.conn.qp().disconnect();
+                self.conn.close(format_args!("binding or unbinding a call's memory windows failed: {e}"));
                 Err(e)
             }
         }

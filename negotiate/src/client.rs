@@ -187,7 +187,7 @@ impl<B: Backend + Clone> Client<B> {
     }
 
     /// A client whose connections also serve backward-direction calls from the server with
-    /// `handler` (RFC 8167; see [`backchannel`](crate::backchannel)).
+    /// `handler` (RFC 8167; see [`backchannel`]).
     ///
     /// ```
     /// use std::sync::Arc;

@@ -600,15 +600,12 @@ impl<'s> Gen<'s> {
         let bounded = bool_terms(codecs.iter().map(|(_, _, c)| c.bounded.as_str()), false);
         let decode: String =
             codecs.iter().map(|(f, _, c)| format!("            {f}: {},\n", c.decode)).collect::<String>();
-        let len = codecs
-            .iter()
-            .map(|(f, _, c)| sub(&c.len, &format!("self.{f}")))
-            .enumerate()
-            // The first term receives the method calls: a sum there needs parentheses.
-            .map(|(i, t)| if i == 0 && t.contains(" + ") { format!("({t})") } else { t })
-            .collect::<Vec<_>>()
-            .join("\n            .saturating_add(");
-        let len = format!("{len}{}", ")".repeat(codecs.len().saturating_sub(1)));
+        // `a.saturating_add(b).saturating_add(c)`: a length that would not fit
+        // saturates rather than wraps. Only the first term receives a method
+        // call, so only there does a sum need parentheses.
+        let mut terms = codecs.iter().map(|(f, _, c)| sub(&c.len, &format!("self.{f}")));
+        let first = terms.next().map(|t| if t.contains(" + ") { format!("({t})") } else { t }).unwrap_or_default();
+        let len = terms.fold(first, |acc, t| format!("{acc}\n            .saturating_add({t})"));
         let encode = struct_encode(&codecs, &fixed);
         let validate: String = codecs
             .iter()

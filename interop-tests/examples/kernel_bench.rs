@@ -48,8 +48,7 @@ fn nulls<B: Backend + Clone>(client: &Client<B>, n: usize, ulb: &OpaqueAtUlb, ba
 
 fn main() {
     let Some(rdma) = Rdma::from_test_env() else { std::process::exit(2) };
-    let host = std::env::var("RDMA_TEST_ADDR").unwrap();
-    let host = host.split(':').next().unwrap().to_string();
+    let host = rdma.host();
     let (null_calls, reads, port) = (arg(1, 2000), arg(2, 200), arg(3, 20049));
     let kernel_addr = format!("{host}:{port}");
     let small = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1024 };

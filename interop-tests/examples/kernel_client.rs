@@ -36,20 +36,10 @@ use verbs::Rdma;
 #[path = "common/onc_rpc.rs"]
 mod onc_rpc;
 use interop_tests::hex;
-use onc_rpc::{word, words};
-
-// ONC RPC (RFC 5531) constants.
-const CALL: u32 = 0;
-const REPLY: u32 = 1;
-const MSG_ACCEPTED: u32 = 0;
-const MSG_DENIED: u32 = 1;
-const SUCCESS: u32 = 0;
-const PROG_UNAVAIL: u32 = 1;
-const PROC_UNAVAIL: u32 = 3;
-const GARBAGE_ARGS: u32 = 4;
-const RPC_MISMATCH: u32 = 0;
-const AUTH_NONE: u32 = 0;
-const NFS_PROGRAM: u32 = 100003;
+use onc_rpc::{
+    word, words, AUTH_NONE, CALL, GARBAGE_ARGS, MSG_ACCEPTED, MSG_DENIED, NFS_PROGRAM, PROC_UNAVAIL, PROG_UNAVAIL,
+    REPLY, RPC_MISMATCH, SUCCESS,
+};
 
 const TRACE: &str = "/sys/kernel/tracing";
 
@@ -150,8 +140,7 @@ fn enable_trace() -> bool {
 
 fn main() {
     let Some(rdma) = Rdma::from_test_env() else { std::process::exit(2) };
-    let host = std::env::var("RDMA_TEST_ADDR").unwrap();
-    let host = host.split(':').next().unwrap().to_string();
+    let host = rdma.host();
     let port = std::env::args().nth(1).unwrap_or_else(|| "20050".into());
     let mut r = Report { failed: 0 };
 

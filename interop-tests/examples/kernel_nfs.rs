@@ -164,8 +164,7 @@ struct Sent {
 
 fn main() {
     let Some(rdma) = Rdma::from_test_env() else { std::process::exit(2) };
-    let host = std::env::var("RDMA_TEST_ADDR").unwrap();
-    let host = host.split(':').next().unwrap().to_string();
+    let host = rdma.host();
     let port = std::env::args().nth(1).unwrap_or_else(|| "20049".into());
     let addr = format!("{host}:{port}");
     let mut r = Report::default();

@@ -7,7 +7,12 @@
 pub const CALL: u32 = 0;
 pub const REPLY: u32 = 1;
 pub const MSG_ACCEPTED: u32 = 0;
+pub const MSG_DENIED: u32 = 1;
 pub const SUCCESS: u32 = 0;
+pub const PROG_UNAVAIL: u32 = 1;
+pub const PROC_UNAVAIL: u32 = 3;
+pub const GARBAGE_ARGS: u32 = 4;
+pub const RPC_MISMATCH: u32 = 0;
 pub const AUTH_NONE: u32 = 0;
 pub const AUTH_SYS: u32 = 1;
 pub const NFS_PROGRAM: u32 = 100003;

@@ -88,6 +88,19 @@ impl Rdma {
         Rdma { host }
     }
 
+    /// The device address this backend was made with (for [`Rdma::from_test_env`], the
+    /// address in `RDMA_TEST_ADDR`, without its port).
+    ///
+    /// ```
+    /// # use std::net::Ipv4Addr;
+    /// # use verbs::Rdma;
+    /// let host = Ipv4Addr::new(10, 0, 2, 15);
+    /// assert_eq!(Rdma::new(host).host(), host);
+    /// ```
+    pub fn host(&self) -> Ipv4Addr {
+        self.host
+    }
+
     /// The backend for tests: the address in the environment variable `RDMA_TEST_ADDR`
     /// (`"a.b.c.d"` or `"a.b.c.d:port"`, the port ignored). When it is unset, prints a SKIP line
     /// and returns `None`; when it is malformed, panics.

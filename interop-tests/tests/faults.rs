@@ -328,16 +328,6 @@ fn lost_probe<B: Backend + Clone>(backend: B) {
     assert_eq!(log.connections, 1);
 }
 
-#[test]
-fn draft_5_2_a_lost_probe_falls_back_to_version_1_after_the_timeout_in_process() {
-    lost_probe(verbs::InProcess);
-}
-
-#[test]
-fn draft_5_2_a_lost_probe_falls_back_to_version_1_after_the_timeout_over_tcp() {
-    lost_probe(verbs::Tcp);
-}
-
 /// RFC 8166 section 4.5.4 (and 3.3.3): a call whose reply never comes times out; the requester
 /// closes the connection (fencing the call's memory), reconnects, and retransmits it; the
 /// retransmission is answered. The responder ran the call on the first connection and forgot
@@ -370,16 +360,6 @@ fn lost_reply<B: Backend + Clone>(backend: B) {
     assert_eq!(client.version(), Some(2));
 }
 
-#[test]
-fn rfc8166_4_5_4_a_lost_reply_times_out_reconnects_and_retransmits_in_process() {
-    lost_reply(verbs::InProcess);
-}
-
-#[test]
-fn rfc8166_4_5_4_a_lost_reply_times_out_reconnects_and_retransmits_over_tcp() {
-    lost_reply(verbs::Tcp);
-}
-
 /// RFC 8166 section 3.3.3 / 4.5.4: the responder fetches a call's Read chunks and closes the
 /// connection before running it; the requester retransmits the call on a new connection, where
 /// it runs, once.
@@ -402,16 +382,6 @@ fn disconnect_mid_call<B: Backend + Clone>(backend: B) {
     assert_eq!(arrivals, [(0, 2), (1, 2)]);
     assert_eq!(log.executions(0x301), [1], "never run on the connection that was lost");
     assert_eq!(log.executed.len(), 3, "three calls, three executions");
-}
-
-#[test]
-fn rfc8166_4_5_4_a_disconnect_mid_call_retransmits_on_a_new_connection_in_process() {
-    disconnect_mid_call(verbs::InProcess);
-}
-
-#[test]
-fn rfc8166_4_5_4_a_disconnect_mid_call_retransmits_on_a_new_connection_over_tcp() {
-    disconnect_mid_call(verbs::Tcp);
 }
 
 /// The same with eight callers in flight when the connection drops: every call still ends
@@ -485,16 +455,6 @@ fn connection_lost_every_time<B: Backend + Clone>(backend: B) {
     assert_eq!(log.connections, 5);
 }
 
-#[test]
-fn rfc8166_4_5_4_a_connection_lost_on_every_attempt_fails_the_call_once_in_process() {
-    connection_lost_every_time(verbs::InProcess);
-}
-
-#[test]
-fn rfc8166_4_5_4_a_connection_lost_on_every_attempt_fails_the_call_once_over_tcp() {
-    connection_lost_every_time(verbs::Tcp);
-}
-
 /// Draft section 5.2: a Version One responder answers the probe with RDMA_ERR_VERS and the
 /// connection is lost right after; the requester takes the responder to lack Version Two, so
 /// the next connection does not probe (its first message is Version One), "to avoid a
@@ -519,16 +479,6 @@ fn lost_after_err_vers<B: Backend + Clone>(backend: B) {
     assert_eq!(first_on(1), Some((0x600, 1)), "no second probe: Version One at once");
     assert!(log.arrivals.iter().filter(|a| a.conn == 1).all(|a| a.vers == 1));
     assert_eq!(log.executed, [(1, 0x600), (1, 0x601)], "each call ran once");
-}
-
-#[test]
-fn draft_5_2_a_connection_lost_after_err_vers_means_no_probe_on_the_next_in_process() {
-    lost_after_err_vers(verbs::InProcess);
-}
-
-#[test]
-fn draft_5_2_a_connection_lost_after_err_vers_means_no_probe_on_the_next_over_tcp() {
-    lost_after_err_vers(verbs::Tcp);
 }
 
 /// RFC 8797 section 4.2 (and draft section 5.2: thresholds may change with a new connection):
@@ -599,16 +549,6 @@ fn restart<B: Backend + Clone>(backend: B) {
     runs.sort();
     let want = [(0, 0x700), (0, 0x701), (1, 0x710), (1, 0x711), (2, 0x720), (2, 0x721)];
     assert_eq!(runs, want, "each call ran once, on the server that was up");
-}
-
-#[test]
-fn rfc8797_4_2_a_restarted_responder_s_new_private_data_sets_new_thresholds_in_process() {
-    restart(verbs::InProcess);
-}
-
-#[test]
-fn rfc8797_4_2_a_restarted_responder_s_new_private_data_sets_new_thresholds_over_tcp() {
-    restart(verbs::Tcp);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -751,12 +691,35 @@ fn hostile_headers<B: Backend + Clone>(backend: B) {
     assert_eq!(*executed.lock().unwrap(), valid, "only the valid calls reached the service, once each, in order");
 }
 
-#[test]
-fn rfc8166_4_5_hostile_headers_are_answered_or_dropped_and_the_connection_keeps_serving_in_process() {
-    hostile_headers(verbs::InProcess);
+/// Each scenario above as a test on the in-process backend (`in_process::NAME`) and on the TCP
+/// backend (`over_tcp::NAME`), named for the rule it checks.
+macro_rules! on_both_backends {
+    ($($test:ident => $scenario:ident),* $(,)?) => {
+        mod in_process {
+            $(
+                #[test]
+                fn $test() {
+                    super::$scenario(verbs::InProcess);
+                }
+            )*
+        }
+        mod over_tcp {
+            $(
+                #[test]
+                fn $test() {
+                    super::$scenario(verbs::Tcp);
+                }
+            )*
+        }
+    };
 }
 
-#[test]
-fn rfc8166_4_5_hostile_headers_are_answered_or_dropped_and_the_connection_keeps_serving_over_tcp() {
-    hostile_headers(verbs::Tcp);
+on_both_backends! {
+    draft_5_2_a_lost_probe_falls_back_to_version_1_after_the_timeout => lost_probe,
+    rfc8166_4_5_4_a_lost_reply_times_out_reconnects_and_retransmits => lost_reply,
+    rfc8166_4_5_4_a_disconnect_mid_call_retransmits_on_a_new_connection => disconnect_mid_call,
+    rfc8166_4_5_4_a_connection_lost_on_every_attempt_fails_the_call_once => connection_lost_every_time,
+    draft_5_2_a_connection_lost_after_err_vers_means_no_probe_on_the_next => lost_after_err_vers,
+    rfc8797_4_2_a_restarted_responder_s_new_private_data_sets_new_thresholds => restart,
+    rfc8166_4_5_hostile_headers_are_answered_or_dropped_and_the_connection_keeps_serving => hostile_headers,
 }

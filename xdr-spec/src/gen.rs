@@ -105,7 +105,6 @@ enum ItemKind<'s> {
 
 /// How one declared value is typed, decoded, measured and encoded. The
 /// expressions use `$v` for the value and `r`/`w` for the reader/writer.
-#[derive(Clone)]
 struct Codec {
     ty: String,
     decode: String,
@@ -622,7 +621,7 @@ impl<'s> Gen<'s> {
             &len,
             &encode,
             &validate,
-            led_encode(&codecs),
+            codecs.split_first().and_then(|((f, _, c), rest)| led_encode(&format!("self.{f}"), c, rest)),
         );
         Ok(())
     }
@@ -865,9 +864,12 @@ impl<'s> Gen<'s> {
 
         // Decoding: read the raw word, dispatch on its value.
         let mut dec = format!("let d = {read};\n        Ok(match d {{\n");
+        // Errors name the discriminant's offset, worked out on the error path
+        // only: nothing has been read after the word when they are built.
+        let at = "at: r.position() - 4";
         let disc_expr = match (&enum_ty, dbase) {
             (Some(t), _) => format!(
-                "{t}::from_value(d).ok_or(xdr_spec::rt::Error::BadEnum {{ type_name: \"{xdr}\", value: d, at }})?"
+                "{t}::from_value(d).ok_or_else(|| xdr_spec::rt::Error::BadEnum {{ type_name: \"{xdr}\", value: d, {at} }})?"
             ),
             (None, TypeSpec::Bool) => "d != 0".to_string(),
             _ => "d".to_string(),
@@ -896,19 +898,16 @@ impl<'s> Gen<'s> {
                 if matches!(dbase, TypeSpec::UnsignedInt | TypeSpec::Bool) { "d as i64" } else { "i64::from(d)" };
             let _ = writeln!(
                 dec,
-                "            _ => return Err(xdr_spec::rt::Error::BadDiscriminant {{ type_name: \"{xdr}\", value: {widen}, at }}),"
+                "            _ => return Err(xdr_spec::rt::Error::BadDiscriminant {{ type_name: \"{xdr}\", value: {widen}, {at} }}),"
             );
         }
         dec.push_str("        })");
         if matches!(dbase, TypeSpec::Bool) {
             dec = dec.replace(
                 "let d = r.u32()?;",
-                "let d = r.u32()?;\n        if d > 1 {\n            return Err(xdr_spec::rt::Error::BadBool { value: d, at });\n        }",
+                &format!("let d = r.u32()?;\n        if d > 1 {{\n            return Err(xdr_spec::rt::Error::BadBool {{ value: d, {at} }});\n        }}"),
             );
         }
-        // Errors name the discriminant's offset, worked out on the error path
-        // only: nothing has been read after the word when they are built.
-        let dec = dec.replace(" at })", " at: r.position() - 4 })");
 
         // Encoding: write the discriminant (a held one, or the arm's first
         // label), then the arm.
@@ -1037,7 +1036,7 @@ impl<'s> Gen<'s> {
         let Some(c) = self.codec(d, &xdr)? else { return Ok(()) };
         let _ = write!(self.out, "{}pub struct {rust}{lt}(pub {});\n\n", self.derives(&rust, true), c.ty);
         let validate = c.validate.as_ref().map(|v| format!("        {}\n", sub(v, "self.0"))).unwrap_or_default();
-        let led = led_encode(std::slice::from_ref(&("0".to_string(), String::new(), c.clone())));
+        let led = led_encode("self.0", &c, &[]);
         self.emit_xdr_impl(
             &rust,
             &c.min,
@@ -1187,13 +1186,12 @@ fn struct_encode(codecs: &[(String, String, Codec)], fixed: &str) -> String {
     statements.iter().map(|st| format!("        {};\n", st.replace('\n', "\n        "))).collect()
 }
 
-/// The body of `encode_led` for a struct (or newtype, field `0`) whose first
-/// field is a counted array: the lead word and the count share one claim.
-fn led_encode(codecs: &[(String, String, Codec)]) -> Option<String> {
-    let ((f, _, c), rest) = codecs.split_first()?;
-    let head = c.encode.strip_suffix(".encode_counted(w)")?;
-    let first = format!("        {}.encode_counted_led(lead, w);\n", sub(head, &format!("self.{f}")));
-    Some(first + &struct_encode(rest, "None"))
+/// The body of `encode_led` for a struct (or newtype) whose first field,
+/// `first` at `place`, is a counted array: the lead word and the count share
+/// one claim, and the `rest` of the fields follow as in `encode_to`.
+fn led_encode(place: &str, first: &Codec, rest: &[(String, String, Codec)]) -> Option<String> {
+    let head = first.encode.strip_suffix(".encode_counted(w)")?;
+    Some(format!("        {}.encode_counted_led(lead, w);\n{}", sub(head, place), struct_encode(rest, "None")))
 }
 
 /// `n` for a fixed length written as the literal `Some(n)`.

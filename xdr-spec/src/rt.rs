@@ -626,13 +626,16 @@ pub trait Xdr<'a>: Sized + Copy {
     fn encode_to(&self, w: &mut Writer<'_>);
 
     /// Write the word `lead` (the TRUE before an optional-data value or a
-    /// list entry), then the encoding. Generated types whose encoding starts
-    /// with a counted array override it to write the lead, the count and the
-    /// elements under one bounds check.
+    /// list entry), then the encoding: one run with the value's own when its
+    /// length is fixed. Generated types whose encoding starts with a counted
+    /// array override it to write the lead, the count and the elements under
+    /// one bounds check.
     #[inline(always)]
     fn encode_led(&self, lead: u32, w: &mut Writer<'_>) {
-        w.put_u32(lead);
-        self.encode_to(w);
+        w.fixed(fixed_add(Some(4), Self::FIXED_LEN), |w| {
+            w.put_u32(lead);
+            self.encode_to(w);
+        });
     }
 
     /// Decode a value from the start of `buf` with default limits, returning
@@ -850,11 +853,7 @@ impl<'a, T: Xdr<'a>> Xdr<'a> for Option<T> {
     fn encode_to(&self, w: &mut Writer<'_>) {
         match self {
             None => w.put_bool(false),
-            Some(v) if T::FIXED_LEN.is_none() => v.encode_led(1, w),
-            Some(v) => w.fixed(fixed_add(Some(4), T::FIXED_LEN), |w| {
-                w.put_bool(true);
-                v.encode_to(w);
-            }),
+            Some(v) => v.encode_led(1, w),
         }
     }
 }

@@ -19,18 +19,18 @@ fn word(b: &[u8], at: usize) -> Option<u32> {
 const POLICIES: [ReceivePolicy; 3] = [
     // Linux's 16 segments, chunks up to 4 GiB - 1.
     ReceivePolicy {
-        limits: HeaderLimits { max_segments: 16, max_chunk_len: u32::MAX as u64 },
+        limits: HeaderLimits { max_segments: 16, max_chunk_len: u32::MAX as u64, max_message_len: u64::MAX },
         versions: (1, 1),
         credit: 32,
     },
     // No limits at all: the decoder walks whatever the input holds.
     ReceivePolicy {
-        limits: HeaderLimits { max_segments: u32::MAX, max_chunk_len: u64::MAX },
+        limits: HeaderLimits::unlimited(),
         versions: (1, 2),
         credit: 0,
     },
     // Tight: two segments, 4 KiB chunks.
-    ReceivePolicy { limits: HeaderLimits { max_segments: 2, max_chunk_len: 4096 }, versions: (1, 1), credit: 1 },
+    ReceivePolicy { limits: HeaderLimits { max_segments: 2, max_chunk_len: 4096, max_message_len: 8192 }, versions: (1, 1), credit: 1 },
 ];
 
 fn check_accept(data: &[u8], h: &Header<'_>, policy: &ReceivePolicy) {

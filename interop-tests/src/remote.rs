@@ -84,6 +84,9 @@ impl ResponderEnd for RemoteServer {
             write_chunk_results: writes,
             errors_sent: errors,
             credit_overruns: overruns,
+            // The matrix's child reports the counters the cells check; refusals are the
+            // hostile-peer suite's, which reads them in-process.
+            refused: Default::default(),
         })
     }
 

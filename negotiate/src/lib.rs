@@ -11,6 +11,7 @@
 pub mod backchannel;
 pub mod client;
 pub mod datapath;
+pub mod limits;
 pub mod memory;
 pub mod reply;
 pub mod requester;

@@ -96,6 +96,7 @@ pub struct Responder {
     /// Calls received and not yet replied to: XID -> (version, credits requested).
     in_flight: HashMap<u32, (u32, u32)>,
     overruns: u64,
+    over_limits: u64,
 }
 
 impl Responder {
@@ -113,6 +114,7 @@ impl Responder {
             registry,
             in_flight: HashMap::new(),
             overruns: 0,
+            over_limits: 0,
         }
     }
 
@@ -132,6 +134,12 @@ impl Responder {
     /// Calls that arrived beyond the credits granted (RFC 8166 section 3.3.1 forbids them).
     pub fn overruns(&self) -> u64 {
         self.overruns
+    }
+
+    /// Messages answered with ERR_CHUNK because they broke a header limit of
+    /// [`Config::limits`] (see `HeaderError::is_over_limit`).
+    pub fn over_limits(&self) -> u64 {
+        self.over_limits
     }
 
     /// Calls received and not yet replied to.
@@ -158,9 +166,13 @@ impl Responder {
     }
 
     fn judge<'a>(&mut self, bytes: &'a [u8], policy: &ReceivePolicy) -> Result<Header<'a>, Received<'a>> {
-        let from_v1 = |v| match v {
+        let over_limits = &mut self.over_limits;
+        let mut from_v1 = |v| match v {
             v1::Verdict::Accept(h) => Ok(h),
-            v1::Verdict::Reply { reply, .. } => Err(Received::SendError(reply)),
+            v1::Verdict::Reply { reply, reason } => {
+                *over_limits += u64::from(reason.is_over_limit());
+                Err(Received::SendError(reply))
+            }
             v1::Verdict::PeerError { xid, error } => Err(Received::PeerError { xid, error: PeerError::Common(error) }),
             v1::Verdict::Discard(_) => Err(Received::Dropped),
         };
@@ -170,7 +182,10 @@ impl Responder {
         match v2::receive(bytes, policy, &mut self.registry) {
             v2::Verdict::Accept(h) => Ok(h),
             v2::Verdict::Handled { xid, opttype } => Err(Received::Handled { xid, opttype }),
-            v2::Verdict::Reply { reply, .. } => Err(Received::SendError(reply)),
+            v2::Verdict::Reply { reply, reason } => {
+                self.over_limits += u64::from(matches!(reason, v2::Reason::Header(e) if e.is_over_limit()));
+                Err(Received::SendError(reply))
+            }
             v2::Verdict::PeerError { xid, error } => Err(Received::PeerError { xid, error }),
             v2::Verdict::Version1(v) => from_v1(v),
             v2::Verdict::Discard(_) => Err(Received::Dropped),

@@ -5,9 +5,9 @@
 //! chunks.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cm_private_data::PrivateData;
 use rpcrdma_v1::header::Header;
@@ -21,6 +21,7 @@ use crate::backchannel::{self, Backchannel, ServerSide};
 use crate::datapath::{
     fetch_call, send_error, send_reply, Connection, DataPathError, Ended, ReceivePool, ReplyParams, ReplySent,
 };
+use crate::limits::{Refusals, ServerLimits};
 use crate::responder::{self, Received, Responder};
 use crate::thresholds::{self, Advertised};
 
@@ -52,6 +53,9 @@ pub struct ServerConfig {
     /// later; a shorter one risks closing a live connection, whose calls in flight the client
     /// then sends again (and, with no duplicate reply cache, may have executed twice).
     pub timeout: Duration,
+    /// Connection counts, handshake, idle and memory bounds ([`crate::limits`] lists every
+    /// bound and where it is set).
+    pub limits: ServerLimits,
 }
 
 impl Default for ServerConfig {
@@ -64,6 +68,7 @@ impl Default for ServerConfig {
             foreign_private_data: None,
             caps: QpCaps::default(),
             timeout: Duration::from_secs(5),
+            limits: ServerLimits::default(),
         }
     }
 }
@@ -85,6 +90,8 @@ pub struct ServerStats {
     pub errors_sent: u64,
     /// Calls that arrived beyond the credits granted.
     pub credit_overruns: u64,
+    /// What the server refused to keep serving or to take on, by bound.
+    pub refused: Refusals,
 }
 
 /// One accepted connection's requester, as it presented itself (see [`Server::peers`]).
@@ -102,14 +109,50 @@ pub struct Peer {
     pub ended: Option<Ended>,
 }
 
-/// A running responder. Dropping it stops accepting and closes every connection.
+/// A running responder. Dropping it stops accepting, closes every connection and waits for
+/// each connection's thread: it returns once the handlers running then have returned (every
+/// other wait is cut by the close), with no thread of the server left.
 pub struct Server {
     addr: String,
     stop: Arc<AtomicBool>,
-    stats: Arc<std::sync::Mutex<ServerStats>>,
-    peers: Arc<std::sync::Mutex<Vec<Peer>>>,
-    backchannels: Arc<std::sync::Mutex<Vec<Backchannel>>>,
+    shared: Arc<Shared>,
     acceptor: Option<JoinHandle<()>>,
+}
+
+/// What the acceptor, the connections and the [`Server`] handle share.
+#[derive(Default)]
+struct Shared {
+    stats: Mutex<ServerStats>,
+    /// Open connections' records and the most recent closed ones.
+    peers: Mutex<Vec<Arc<Mutex<Peer>>>>,
+    backchannels: Mutex<Vec<Backchannel>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    /// Forgets closed connections: their backchannels, and their records beyond the `kept`
+    /// most recent, so that a peer connecting and closing a thousand times leaves nothing.
+    fn prune(&self, kept: usize) {
+        lock(&self.backchannels).retain(Backchannel::is_open);
+        let mut peers = lock(&self.peers);
+        let closed = peers.iter().filter(|p| lock(p).ended.is_some()).count();
+        let mut forget = closed.saturating_sub(kept);
+        peers.retain(|p| {
+            let drop = forget > 0 && lock(p).ended.is_some();
+            forget -= usize::from(drop);
+            !drop
+        });
+    }
+}
+
+/// One connection's thread and, once it is up, its connection (to close it when the server
+/// stops).
+struct Live<B: Backend> {
+    thread: JoinHandle<()>,
+    conn: Arc<OnceLock<Arc<Connection<B>>>>,
 }
 
 const TICK: Duration = Duration::from_millis(10);
@@ -124,33 +167,49 @@ impl Server {
         U: UpperLayerBinding + Send + Sync + ?Sized + 'static,
         H: Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static,
     {
-        let listener = backend.listen(addr)?;
+        let listener = backend.listen_with(addr, &cfg.limits.listen_options())?;
         let local = listener.local_addr();
         let stop = Arc::new(AtomicBool::new(false));
-        let stats = Arc::new(std::sync::Mutex::new(ServerStats::default()));
+        let shared = Arc::new(Shared::default());
         let handler = Arc::new(handler);
-        let backchannels = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let peers = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let (s, st, bc, pe) = (stop.clone(), stats.clone(), backchannels.clone(), peers.clone());
+        let (s, sh) = (stop.clone(), shared.clone());
         let acceptor = std::thread::Builder::new()
             .name("negotiate-server".into())
             .spawn(move || {
-                let mut conns = Vec::new();
+                let mut live: Vec<Live<B>> = Vec::new();
                 while !s.load(Ordering::Relaxed) {
-                    let Ok(req) = listener.get_request(TICK * 5) else { continue };
-                    let (b, u, h) = (backend.clone(), ulb.clone(), handler.clone());
-                    let (s2, st2, bc2, pe2) = (s.clone(), st.clone(), bc.clone(), pe.clone());
+                    let req = listener.get_request(TICK * 5);
+                    // A finished connection's thread is gone; dropping its handle releases it.
+                    live.retain(|c| !c.thread.is_finished());
+                    sh.prune(cfg.limits.closed_peers_kept);
+                    lock(&sh.stats).refused.handshakes = listener.turned_away();
+                    let Ok(req) = req else { continue };
+                    if live.len() >= cfg.limits.max_connections {
+                        req.reject();
+                        lock(&sh.stats).refused.connections += 1;
+                        continue;
+                    }
+                    let (b, u, h, s2, sh2) = (backend.clone(), ulb.clone(), handler.clone(), s.clone(), sh.clone());
+                    let conn = Arc::new(OnceLock::new());
+                    let slot = conn.clone();
                     let spawned = std::thread::Builder::new()
                         .name("negotiate-conn".into())
-                        .spawn(move || serve_connection(&b, req, &cfg, &*u, &*h, &s2, &st2, &bc2, &pe2));
-                    conns.extend(spawned.ok());
+                        .spawn(move || serve_connection(&b, req, &cfg, &*u, &*h, &s2, &sh2, &slot));
+                    // A thread that could not be spawned dropped its request: rejected.
+                    live.extend(spawned.ok().map(|thread| Live { thread, conn }));
                 }
-                for c in conns {
-                    let _ = c.join();
+                // Closing cuts every wait but a handler's; then no thread is left behind.
+                for c in &live {
+                    if let Some(conn) = c.conn.get() {
+                        conn.close("the server stopped");
+                    }
+                }
+                for c in live {
+                    let _ = c.thread.join();
                 }
             })
             .map_err(|_| verbs::Error::ConnectionAborted)?;
-        Ok(Server { addr: local, stop, stats, peers, backchannels, acceptor: Some(acceptor) })
+        Ok(Server { addr: local, stop, shared, acceptor: Some(acceptor) })
     }
 
     /// The address clients connect to.
@@ -161,21 +220,22 @@ impl Server {
     /// Handles for calling the clients of the open connections in the backward direction
     /// (RFC 8167), oldest connection first.
     pub fn backchannels(&self) -> Vec<Backchannel> {
-        let mut all = self.backchannels.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut all = lock(&self.shared.backchannels);
         all.retain(Backchannel::is_open);
         all.clone()
     }
 
     /// What the server has counted so far.
     pub fn stats(&self) -> ServerStats {
-        *self.stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        *lock(&self.shared.stats)
     }
 
-    /// Every connection accepted so far, oldest first (closed ones too): the requester's
-    /// private data as received and as decoded, and the credits it last asked for. For
-    /// diagnostics and interop tests against other requesters.
+    /// The connections accepted, oldest first: every open one and the most recent closed ones
+    /// (up to [`ServerLimits::closed_peers_kept`]): the requester's private data as received
+    /// and as decoded, the credits it last asked for, and how it ended. For diagnostics and
+    /// interop tests against other requesters.
     pub fn peers(&self) -> Vec<Peer> {
-        self.peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        lock(&self.shared.peers).iter().map(|p| lock(p).clone()).collect()
     }
 }
 
@@ -204,9 +264,8 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     ulb: &U,
     handler: &dyn Fn(&[u8]) -> Vec<u8>,
     stop: &AtomicBool,
-    stats: &std::sync::Mutex<ServerStats>,
-    backchannels: &std::sync::Mutex<Vec<Backchannel>>,
-    peers: &std::sync::Mutex<Vec<Peer>>,
+    shared: &Shared,
+    slot: &OnceLock<Arc<Connection<B>>>,
 ) {
     // What we advertise: nothing valid when foreign bytes go out instead.
     let ours = cfg.private_data.filter(|_| cfg.foreign_private_data.is_none());
@@ -230,21 +289,22 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
         Ok(())
     });
     let (Ok(qp), Some(pool)) = (accepted, pool) else { return };
-    stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner).connections += 1;
-    let peer = {
-        let mut all = peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        all.push(Peer {
-            private_data: received,
-            advertised: responder.advertised(),
-            credits_requested: 0,
-            ended: None,
-        });
-        all.len() - 1
-    };
+    lock(&shared.stats).connections += 1;
+    let peer = Arc::new(Mutex::new(Peer {
+        private_data: received,
+        advertised: responder.advertised(),
+        credits_requested: 0,
+        ended: None,
+    }));
+    lock(&shared.peers).push(peer.clone());
     let conn = Arc::new(Connection::<B>::new(pd, qp, cfg.timeout));
+    // The server closes it when it stops; it cannot be set twice (one connection per thread).
+    let _ = slot.set(conn.clone());
     let back = ServerSide::new(conn.clone(), cfg.responder.limits);
-    backchannels.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(back.handle());
+    lock(&shared.backchannels).push(back.handle());
     let mut call = Vec::new();
+    let mut last_heard = Instant::now();
+    let mut counted_over_limits = 0;
     // Why this server gives the connection up (recorded only if it is still up then: one that
     // went down under us is lost, not closed).
     let why = loop {
@@ -256,15 +316,22 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
         }
         let m = match pool.receive_within(&conn, TICK) {
             Ok(m) => m,
-            Err(DataPathError::Timeout { .. }) => continue,
+            Err(DataPathError::Timeout { .. }) => {
+                // Nothing is in progress here while we wait for a message: idle.
+                if last_heard.elapsed() >= cfg.limits.idle_timeout {
+                    lock(&shared.stats).refused.idle += 1;
+                    break format!("idle for {:?}", cfg.limits.idle_timeout);
+                }
+                continue;
+            }
             Err(e) => break format!("receiving: {e}"),
         };
+        last_heard = Instant::now();
         let served = match responder.on_receive(&m.bytes) {
             Received::Call(header) => {
                 call.clear();
                 let xid = header.xid();
-                peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[peer].credits_requested =
-                    header.credit();
+                lock(&peer).credits_requested = header.credit();
                 back.on_forward_call(header.version(), responder.advertised().for_version(header.version()));
                 let outcome = fetch_call(&conn, &header, ulb, &mut call).and_then(|()| {
                     let reply = handler(&call);
@@ -293,8 +360,11 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
             }
             _ => Ok(Served::Nothing),
         };
-        let mut s = stats.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut s = lock(&shared.stats);
         s.credit_overruns = s.credit_overruns.max(responder.overruns());
+        // Summed over connections: this one's count went up by at most one.
+        s.refused.over_limits += responder.over_limits() - counted_over_limits;
+        counted_over_limits = responder.over_limits();
         match served {
             Ok(Served::Call(v, sent)) => {
                 s.calls[v.min(2) as usize] += 1;
@@ -311,7 +381,7 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     };
     back.close();
     conn.close(why);
-    peers.lock().unwrap_or_else(std::sync::PoisonError::into_inner)[peer].ended = conn.ended();
+    lock(&peer).ended = conn.ended();
 }
 
 /// A call that could not be served: answer what the spec says (RFC 8166 section 4.5: ERR_CHUNK

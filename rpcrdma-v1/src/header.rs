@@ -55,11 +55,12 @@ pub mod offsets {
 }
 
 /// What a receiver is willing to accept in one header, checked before any
-/// segment is used.
+/// segment is used: the peer alone never sizes what a receiver allocates
+/// or moves for one message beyond these.
 ///
 /// ```
 /// let l = rpcrdma_v1::header::HeaderLimits::default();
-/// assert_eq!(l.max_segments, 16);
+/// assert_eq!((l.max_segments, l.max_chunk_len, l.max_message_len), (16, 2 << 20, 4 << 20));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HeaderLimits {
@@ -70,11 +71,32 @@ pub struct HeaderLimits {
     /// wsize; RFC 8166 section 3.4.4: "The Responder can use such limits to
     /// sanity check chunk sizes").
     pub max_chunk_len: u64,
+    /// The most bytes all chunks of one header may describe together (Read
+    /// chunks, Write chunks and the Reply chunk): with 16 segments of up to
+    /// 4 GiB each, `max_chunk_len` alone would let one 100-byte header ask a
+    /// responder to fetch 12 GiB.
+    pub max_message_len: u64,
 }
 
 impl Default for HeaderLimits {
+    /// 16 segments (Linux's `RPCRDMA_MAX_HDR_SEGS`); chunks up to 2 MiB, twice
+    /// the largest NFS payload Linux moves over RDMA (`RPCSVC_MAXPAYLOAD_RDMA`,
+    /// 1 MiB), and 4 MiB for all chunks of one message together.
     fn default() -> Self {
-        HeaderLimits { max_segments: 16, max_chunk_len: u64::from(u32::MAX) }
+        HeaderLimits { max_segments: 16, max_chunk_len: 2 << 20, max_message_len: 4 << 20 }
+    }
+}
+
+impl HeaderLimits {
+    /// No limits at all: for tools that decode whatever they are shown
+    /// (a dissector, a fuzz target's reference), never for a receiver.
+    ///
+    /// ```
+    /// let l = rpcrdma_v1::header::HeaderLimits::unlimited();
+    /// assert_eq!(l.max_message_len, u64::MAX);
+    /// ```
+    pub const fn unlimited() -> Self {
+        HeaderLimits { max_segments: u32::MAX, max_chunk_len: u64::MAX, max_message_len: u64::MAX }
     }
 }
 
@@ -133,6 +155,15 @@ pub enum HeaderError {
         /// The limit.
         limit: u64,
     },
+    /// The chunks of one header describe more bytes together than
+    /// [`HeaderLimits::max_message_len`].
+    #[error("the chunks of one header describe {len} bytes, more than the limit {limit}")]
+    MessageTooLong {
+        /// All chunks' lengths added up.
+        len: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// A Read segment's Position is not a multiple of four (RFC 8166
     /// section 3.4.5).
     #[error("read position {0} is not a multiple of 4")]
@@ -175,6 +206,24 @@ pub enum HeaderError {
     /// empty in all replies (draft section 5.3.1).
     #[error("a reply carries a read list")]
     ReplyWithReadList,
+}
+
+impl HeaderError {
+    /// Whether the header broke one of the receiver's [`HeaderLimits`] (too
+    /// many segments, a chunk or the whole message too long) rather than a
+    /// rule of the protocol: a refusal a receiver counts as a bound enforced.
+    ///
+    /// ```
+    /// use rpcrdma_v1::header::HeaderError;
+    /// assert!(HeaderError::MessageTooLong { len: 5, limit: 4 }.is_over_limit());
+    /// assert!(!HeaderError::UnknownProc(9).is_over_limit());
+    /// ```
+    pub fn is_over_limit(&self) -> bool {
+        matches!(
+            self,
+            HeaderError::TooManySegments { .. } | HeaderError::ChunkTooLong { .. } | HeaderError::MessageTooLong { .. }
+        )
+    }
 }
 
 /// A received, validated RDMA_MSG or RDMA_NOMSG header and the bytes after
@@ -297,6 +346,7 @@ impl<'a> Header<'a> {
         };
         header.check_segments(limits)?;
         header.check_read_list(limits)?;
+        header.check_message_len(limits)?;
         header.check_message()?;
         Ok(header)
     }
@@ -317,6 +367,19 @@ impl<'a> Header<'a> {
             if len > limits.max_chunk_len {
                 return Err(HeaderError::ChunkTooLong { len, limit: limits.max_chunk_len });
             }
+        }
+        Ok(())
+    }
+
+    /// All chunks together within [`HeaderLimits::max_message_len`] (each
+    /// chunk, and the segment count, already checked: the sum cannot
+    /// overflow).
+    fn check_message_len(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
+        let reads = self.reads.iter().map(|r| u64::from(r.target.length));
+        let writes = self.writes.iter().map(|w| chunk_len(&w));
+        let len = reads.chain(writes).chain(self.reply.as_ref().map(chunk_len)).fold(0u64, u64::saturating_add);
+        if len > limits.max_message_len {
+            return Err(HeaderError::MessageTooLong { len, limit: limits.max_message_len });
         }
         Ok(())
     }

@@ -60,6 +60,13 @@ fn default() -> ReceivePolicy {
     ReceivePolicy::default()
 }
 
+/// Chunks up to 2^32 - 1 bytes (the largest a 32-bit position can address) and no limit on a
+/// whole message: the arithmetic of huge lengths, which the default limits refuse earlier.
+fn wide() -> ReceivePolicy {
+    let limits = HeaderLimits { max_chunk_len: u64::from(u32::MAX), max_message_len: u64::MAX, ..Default::default() };
+    ReceivePolicy { limits, ..Default::default() }
+}
+
 /// A policy with the segment limit lifted.
 fn unlimited_segments() -> ReceivePolicy {
     ReceivePolicy { limits: HeaderLimits { max_segments: u32::MAX, ..Default::default() }, ..Default::default() }
@@ -535,7 +542,7 @@ fn overlapping_descending_or_scattered_read_chunks_get_err_chunk_rfc8166_3_4_5()
         (&[(0xffff_fff0, u32::MAX), (0xffff_fffc, 4)], overlap(0xffff_fffc, 0xffff_fff0, u64::from(u32::MAX))),
     ];
     for (segs, reason) in cases {
-        assert_eq!(err_chunk(judge(&msg(&reads(segs)), &default()), 7), reason, "{segs:?}");
+        assert_eq!(err_chunk(judge(&msg(&reads(segs)), &wide()), 7), reason, "{segs:?}");
     }
 }
 
@@ -638,21 +645,21 @@ fn chunk_lengths_that_overflow_u32_when_summed_get_err_chunk_chunk_too_long_rfc8
     let _g = serial();
     // Lengths are summed in 64 bits, so two segments of 0xffffffff make a
     // chunk of 0x1_ffff_fffe bytes, not 0xfffffffe: over the default limit
-    // (u32::MAX, the largest message a 32-bit position can address).
+    // (here u32::MAX, the largest message a 32-bit position can address).
     let too_long = HeaderError::ChunkTooLong { len: TWICE_MAX, limit: u64::from(u32::MAX) };
     let m = u32::MAX;
     // A write chunk.
     let b = msg(&[0, 1, 2, 1, m, 0, 0, 2, m, 0, 0, 0, 0]);
-    assert_eq!(err_chunk(judge(&b, &default()), 7), too_long);
+    assert_eq!(err_chunk(judge(&b, &wide()), 7), too_long);
     // A reply chunk.
     let b = msg(&[0, 0, 1, 2, 1, m, 0, 0, 2, m, 0, 0]);
-    assert_eq!(err_chunk(judge(&b, &default()), 7), too_long);
+    assert_eq!(err_chunk(judge(&b, &wide()), 7), too_long);
     // A read chunk: two segments at the same position.
     let b = msg(&reads(&[(8, m), (8, m)]));
-    assert_eq!(err_chunk(judge(&b, &default()), 7), too_long);
+    assert_eq!(err_chunk(judge(&b, &wide()), 7), too_long);
     // One segment of 0xffffffff is exactly the limit.
     let b = msg(&[0, 1, 1, 1, m, 0, 0, 0, 0]);
-    assert_eq!(chunk_len(&accept(judge(&b, &default())).write_list().iter().next().unwrap()), u64::from(m));
+    assert_eq!(chunk_len(&accept(judge(&b, &wide())).write_list().iter().next().unwrap()), u64::from(m));
 }
 
 #[test]
@@ -662,7 +669,7 @@ fn the_chunk_limit_applies_per_chunk_so_lengths_summed_across_chunks_are_accepte
     // Two write chunks of 0xffffffff each and a reply chunk of the same:
     // 3 * (2^32 - 1) bytes in all, every chunk within the limit.
     let b = msg(&[0, 1, 1, 1, m, 0, 0, 1, 1, 2, m, 0, 0, 0, 1, 1, 3, m, 0, 0]);
-    let h = accept(judge(&b, &default()));
+    let h = accept(judge(&b, &wide()));
     let total: u64 = h.write_list().iter().map(|w| chunk_len(&w)).sum::<u64>() + chunk_len(&h.reply_chunk().unwrap());
     assert_eq!(total, 3 * u64::from(m));
 }
@@ -671,8 +678,10 @@ fn the_chunk_limit_applies_per_chunk_so_lengths_summed_across_chunks_are_accepte
 fn sixteen_maximal_segments_sum_without_wrapping_when_the_chunk_limit_is_lifted() {
     let _g = serial();
     let m = u32::MAX;
-    let policy =
-        ReceivePolicy { limits: HeaderLimits { max_chunk_len: u64::MAX, ..Default::default() }, ..Default::default() };
+    let policy = ReceivePolicy {
+        limits: HeaderLimits { max_chunk_len: u64::MAX, max_message_len: u64::MAX, ..Default::default() },
+        ..Default::default()
+    };
     let sixteen = 16 * u64::from(m);
     // A write chunk of 16 segments.
     let mut w = vec![0, 1, 16];
@@ -696,4 +705,24 @@ fn sixteen_maximal_segments_sum_without_wrapping_when_the_chunk_limit_is_lifted(
         err_chunk(judge(&b, &policy), 7),
         HeaderError::OverlappingReadChunks { position: 0xffff_fffc, previous: 8, previous_len: 15 * u64::from(m) }
     );
+}
+
+#[test]
+fn chunks_that_together_exceed_the_message_limit_get_err_chunk_before_anything_is_fetched() {
+    let _g = serial();
+    // The attack: a 100-byte header with three Read chunks of 4 GiB - 1 each asked a server
+    // to fetch (and allocate) 12 GiB. The default limits refuse each chunk, and a receiver that
+    // lifts the chunk limit still has the message limit.
+    let m = u32::MAX;
+    let b = msg(&reads(&[(8, m), (0x8000_0000, m - 0x8000_0000 + 8)]));
+    assert_eq!(err_chunk(judge(&b, &default()), 7), HeaderError::ChunkTooLong { len: u64::from(m), limit: 2 << 20 });
+    let limits = HeaderLimits { max_chunk_len: u64::MAX, max_message_len: 1 << 20, ..Default::default() };
+    let policy = ReceivePolicy { limits, ..Default::default() };
+    // Read, Write and Reply chunks all count: 512 KiB + 256 KiB + 256 KiB is exactly the limit,
+    // one byte more is refused.
+    let (half, quarter) = (512 << 10, 256 << 10);
+    let at_limit = msg(&[1, 8, 1, half, 0, 0, 0, 1, 1, 2, quarter, 0, 0, 0, 1, 1, 3, quarter, 0, 0]);
+    assert!(matches!(judge(&at_limit, &policy), Verdict::Accept(_)));
+    let over = msg(&[1, 8, 1, half, 0, 0, 0, 1, 1, 2, quarter, 0, 0, 0, 1, 1, 3, quarter + 1, 0, 0]);
+    assert_eq!(err_chunk(judge(&over, &policy), 7), HeaderError::MessageTooLong { len: 1 << 20 | 1, limit: 1 << 20 });
 }

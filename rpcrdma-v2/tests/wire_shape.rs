@@ -31,7 +31,7 @@ proptest! {
         };
         let hdr = Rpcrdma2XprtHdr { rdma_xid: 1, rdma_vers: 2, rdma_credit: 1, rdma_body: Rpcrdma2Body::RdmaNomsg(lists) };
         let bytes = hdr.to_vec();
-        let limits = HeaderLimits { max_segments: u32::MAX, max_chunk_len: u64::MAX };
+        let limits = HeaderLimits::unlimited();
         // The chunk rules may refuse the lists (positions, NOMSG without a
         // chunk); what matters is that the decoder reads exactly them.
         let (v1, n) = rpcrdma_v1::xdr::RdmaMsg::decode(&bytes).unwrap();

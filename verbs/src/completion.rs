@@ -59,6 +59,10 @@ pub enum Status {
     /// A Send arrived with no Receive posted, and (as with `rnr_retry_count` 0) the sender
     /// does not retry (`IBV_WC_RNR_RETRY_EXC_ERR`).
     RnrRetryExceeded,
+    /// The peer did not acknowledge the work request within the queue pair's
+    /// [`retry_timeout`](crate::QpCaps::retry_timeout): it stays connected but no longer takes
+    /// part (`IBV_WC_RETRY_EXC_ERR`).
+    RetryExceeded,
     /// The work request never ran because the queue pair was in the Error state
     /// (`IBV_WC_WR_FLUSH_ERR`).
     WorkRequestFlushed,

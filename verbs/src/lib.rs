@@ -150,12 +150,53 @@ pub struct QpCaps {
     pub max_recv_wr: u32,
     /// Scatter/gather entries per send-queue work request (`max_send_sge`).
     pub max_sge: u32,
+    /// How long a send-queue work request on the wire may stay unacknowledged by the peer
+    /// before it fails with [`Status::RetryExceeded`] and the queue pair goes to Error: a peer
+    /// that stays connected but stops taking part (stops reading, on TCP) costs at most this.
+    /// On hardware it is the queue pair's local ACK timeout times its `retry_cnt`
+    /// (`IBV_WC_RETRY_EXC_ERR`), set by the CM; the TCP backend enforces it with a socket
+    /// write timeout and the age of its oldest unanswered frame. The in-process backend lands
+    /// every work request when it is posted, so nothing there waits for an acknowledgment.
+    pub retry_timeout: Duration,
 }
 
 impl Default for QpCaps {
-    /// 128 send and 128 receive work requests, 16 scatter/gather entries.
+    /// 128 send and 128 receive work requests, 16 scatter/gather entries, a 10 s retry
+    /// timeout (far above what a live peer takes, even on a starved machine; a hardware queue
+    /// pair gives up sooner, after about half a second with rdma_cm's defaults).
     fn default() -> Self {
-        QpCaps { max_send_wr: 128, max_recv_wr: 128, max_sge: 16 }
+        QpCaps { max_send_wr: 128, max_recv_wr: 128, max_sge: 16, retry_timeout: Duration::from_secs(10) }
+    }
+}
+
+/// How a listener takes connections ([`Backend::listen_with`]): the bounds that keep a peer
+/// that connects and then says nothing, or connects a thousand times, from stalling or
+/// exhausting the listener.
+///
+/// ```
+/// use std::time::Duration;
+/// use verbs::ListenOptions;
+/// let opts = ListenOptions { max_pending: 8, ..ListenOptions::default() };
+/// assert_eq!(opts.handshake_timeout, Duration::from_secs(5));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ListenOptions {
+    /// Connect requests held at once before [`Listener::get_request`] hands them out: those
+    /// whose handshake is still arriving and those complete but not yet taken (the backlog of
+    /// `rdma_listen`). Beyond it a new connection is turned away at once and counted in
+    /// [`Listener::turned_away`].
+    pub max_pending: usize,
+    /// How long a connection may take to deliver its whole connect request, and to confirm an
+    /// accept, before it is dropped (and counted in [`Listener::turned_away`]). A handshake in
+    /// progress never holds up another: the TCP listener reads every pending one without
+    /// blocking.
+    pub handshake_timeout: Duration,
+}
+
+impl Default for ListenOptions {
+    /// 64 pending requests, a 5 s handshake.
+    fn default() -> Self {
+        ListenOptions { max_pending: 64, handshake_timeout: Duration::from_secs(5) }
     }
 }
 
@@ -192,8 +233,14 @@ pub trait Backend: Send + Sync + 'static {
     /// Allocates a protection domain (`ibv_alloc_pd`).
     fn alloc_pd(&self) -> Result<Self::Pd>;
 
-    /// Binds and listens on `addr` (`rdma_bind_addr` + `rdma_listen`).
-    fn listen(&self, addr: &str) -> Result<Self::Listener>;
+    /// Binds and listens on `addr` (`rdma_bind_addr` + `rdma_listen`) with the default
+    /// [`ListenOptions`].
+    fn listen(&self, addr: &str) -> Result<Self::Listener> {
+        self.listen_with(addr, &ListenOptions::default())
+    }
+
+    /// Binds and listens on `addr` within the bounds of `opts`.
+    fn listen_with(&self, addr: &str, opts: &ListenOptions) -> Result<Self::Listener>;
 
     /// Connects to `addr`, sending `private_data` (at most [`CONNECT_PRIVATE_DATA_MAX`]
     /// bytes) with the request, and creates the queue pair in `pd` (`rdma_resolve_addr`,
@@ -391,6 +438,11 @@ pub trait Listener: Send + Sync {
 
     /// Waits up to `timeout` for a connect request (`rdma_get_request`).
     fn get_request(&self, timeout: Duration) -> Result<Self::Request>;
+
+    /// Connections turned away so far before they became requests: over
+    /// [`ListenOptions::max_pending`], past [`ListenOptions::handshake_timeout`], or not
+    /// speaking this backend's handshake.
+    fn turned_away(&self) -> u64;
 }
 
 /// An incoming connect request (`RDMA_CM_EVENT_CONNECT_REQUEST`). Dropping it rejects it.

@@ -2,6 +2,7 @@
 //! requests queued on the listener, and the accept travelling back on a channel.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -10,7 +11,7 @@ use super::qp::{connect_pair, InProcQp};
 use super::region::InProcPd;
 use super::{keys, lock};
 use crate::{
-    pad_private_data, ConnectRequest, Error, Listener, QpCaps, Result, ACCEPT_PRIVATE_DATA_MAX,
+    pad_private_data, ConnectRequest, Error, ListenOptions, Listener, QpCaps, Result, ACCEPT_PRIVATE_DATA_MAX,
     CONNECT_PRIVATE_DATA_MAX,
 };
 
@@ -28,6 +29,10 @@ type Reply = Result<(InProcQp, Vec<u8>)>;
 struct ListenerShared {
     pending: Mutex<VecDeque<InProcRequest>>,
     cv: Condvar,
+    /// [`ListenOptions::max_pending`].
+    max_pending: usize,
+    /// Connects refused because `max_pending` requests were waiting.
+    turned_away: AtomicU64,
 }
 
 /// A listening in-process endpoint; dropping it frees the name and rejects pending requests.
@@ -44,14 +49,19 @@ pub struct InProcRequest {
     reply: SyncSender<Reply>,
 }
 
-pub(super) fn listen(addr: &str) -> Result<InProcListener> {
+pub(super) fn listen(addr: &str, opts: &ListenOptions) -> Result<InProcListener> {
     let name = addr.strip_prefix(PREFIX).filter(|n| !n.is_empty()).ok_or_else(|| Error::BadAddress(addr.into()))?;
     let addr = if name == "*" { format!("{PREFIX}anon-{:016x}", keys::random_u64()) } else { addr.to_string() };
     let mut reg = lock(registry());
     if reg.get(&addr).is_some_and(|w| w.strong_count() > 0) {
         return Err(Error::AddressInUse(addr));
     }
-    let shared = Arc::new(ListenerShared { pending: Mutex::new(VecDeque::new()), cv: Condvar::new() });
+    let shared = Arc::new(ListenerShared {
+        pending: Mutex::new(VecDeque::new()),
+        cv: Condvar::new(),
+        max_pending: opts.max_pending,
+        turned_away: AtomicU64::new(0),
+    });
     reg.insert(addr.clone(), Arc::downgrade(&shared));
     Ok(InProcListener { addr, shared })
 }
@@ -71,7 +81,15 @@ pub(super) fn connect(
     let listener = listener.ok_or_else(|| Error::ConnectionRefused(addr.into()))?;
     let (tx, rx): (_, Receiver<Reply>) = sync_channel(1);
     let req = InProcRequest { private_data, peer_pd: pd.clone(), peer_caps: caps, reply: tx };
-    lock(&listener.pending).push_back(req);
+    {
+        let mut pending = lock(&listener.pending);
+        if pending.len() >= listener.max_pending {
+            // The backlog is full: refused at once, as rdma_cm refuses past rdma_listen's.
+            listener.turned_away.fetch_add(1, Ordering::Relaxed);
+            return Err(Error::Rejected);
+        }
+        pending.push_back(req);
+    }
     listener.cv.notify_all();
     drop(listener);
     // If we time out, `rx` drops: a later accept sees its send fail and drops our side of the
@@ -103,6 +121,10 @@ impl Listener for InProcListener {
             };
             pending = self.shared.cv.wait_timeout(pending, left).unwrap_or_else(|e| e.into_inner()).0;
         }
+    }
+
+    fn turned_away(&self) -> u64 {
+        self.shared.turned_away.load(Ordering::Relaxed)
     }
 }
 

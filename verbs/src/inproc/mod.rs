@@ -45,7 +45,7 @@ pub(crate) use keys::{next_id, next_key};
 pub use qp::InProcQp;
 pub use region::{InProcPd, InProcRegion};
 
-use crate::{Backend, QpCaps, Result};
+use crate::{Backend, ListenOptions, QpCaps, Result};
 
 /// The in-process backend. A unit value: all state is per protection domain, connection and
 /// listener, plus one process-global registry of listening names.
@@ -68,8 +68,8 @@ impl Backend for InProcess {
         Ok(InProcPd::new())
     }
 
-    fn listen(&self, addr: &str) -> Result<InProcListener> {
-        cm::listen(addr)
+    fn listen_with(&self, addr: &str, opts: &ListenOptions) -> Result<InProcListener> {
+        cm::listen(addr, opts)
     }
 
     fn connect(

@@ -9,7 +9,9 @@ use rdma_sys::*;
 use super::ffi::{self, errno, os_error, Event, Ptr};
 use super::qp::RdmaQp;
 use super::RdmaPd;
-use crate::{ConnectRequest, Error, Listener, QpCaps, Result, ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX};
+use crate::{
+    ConnectRequest, Error, ListenOptions, Listener, QpCaps, Result, ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX,
+};
 
 /// Resolution timeout handed to `rdma_resolve_addr` / `rdma_resolve_route`.
 const RESOLVE_MS: i32 = 2000;
@@ -156,7 +158,7 @@ fn conn_param(private_data: &[u8], responder_resources: u8, initiator_depth: u8)
 }
 
 /// Binds and listens (`rdma_bind_addr`, `rdma_listen`).
-pub(super) fn listen(addr: &str) -> Result<RdmaListener> {
+pub(super) fn listen(addr: &str, opts: &ListenOptions) -> Result<RdmaListener> {
     let sa = ffi::parse_addr(addr)?;
     let conn = Conn::new()?;
     let mut sin = ffi::sockaddr_in(sa);
@@ -170,7 +172,10 @@ pub(super) fn listen(addr: &str) -> Result<RdmaListener> {
         });
     }
     // SAFETY: `id` is live and bound.
-    if unsafe { rdma_listen(conn.id.0, 128) } != 0 {
+    // The kernel's CM holds the handshakes in progress and answers them itself; the backlog
+    // bounds how many complete requests wait for get_request (the rest are refused there).
+    let backlog = i32::try_from(opts.max_pending).unwrap_or(i32::MAX);
+    if unsafe { rdma_listen(conn.id.0, backlog) } != 0 {
         let e = errno();
         return Err(if e == libc::EADDRINUSE {
             Error::AddressInUse(addr.to_string())
@@ -211,6 +216,12 @@ impl Listener for RdmaListener {
                 responder_resources: ev.responder_resources,
             });
         }
+    }
+
+    /// Always 0: the kernel's CM turns away connections beyond the backlog and times out
+    /// handshakes itself, without telling user space.
+    fn turned_away(&self) -> u64 {
+        0
     }
 }
 

@@ -36,8 +36,7 @@
 //! * Work completion statuses map one to one where the crate has the status; otherwise
 //!   `IBV_WC_LOC_QP_OP_ERR`, `IBV_WC_LOC_ACCESS_ERR` and `IBV_WC_MW_BIND_ERR` become
 //!   [`Status::LocalProtectionError`](crate::Status::LocalProtectionError), `IBV_WC_REM_INV_RD_REQ_ERR` becomes
-//!   [`Status::RemoteInvalidRequest`](crate::Status::RemoteInvalidRequest), and everything else (`IBV_WC_REM_OP_ERR`, transport
-//!   retries exceeded, fatal errors, ...) [`Status::RemoteOperationError`](crate::Status::RemoteOperationError).
+//!   [`Status::RemoteInvalidRequest`](crate::Status::RemoteInvalidRequest), `IBV_WC_RETRY_EXC_ERR` [`Status::RetryExceeded`](crate::Status::RetryExceeded), and everything else (`IBV_WC_REM_OP_ERR`, fatal errors, ...) [`Status::RemoteOperationError`](crate::Status::RemoteOperationError).
 //! * Known differences on Soft-RoCE (rdma_rxe, Linux 6.1), seen running tests/semantics.rs in
 //!   the guest: a Send larger than the Receive fails that Receive with `IBV_WC_LOC_QP_OP_ERR`
 //!   (so [`Status::LocalProtectionError`](crate::Status::LocalProtectionError), not [`Status::LocalLengthError`](crate::Status::LocalLengthError)) and the Send with
@@ -72,7 +71,7 @@ pub use cm::{RdmaListener, RdmaRequest};
 use ffi::{errno, os_error, Ptr};
 pub use qp::RdmaQp;
 
-use crate::{lock, Access, Backend, Error, MemoryRegion, ProtectionDomain, QpCaps, Result};
+use crate::{lock, Access, Backend, Error, ListenOptions, MemoryRegion, ProtectionDomain, QpCaps, Result};
 
 /// The rdma-core backend: a local IPv4 address on an RDMA device (`rdma_bind_addr` binds it
 /// for [`listen`](Backend::listen) on [`any_address`](Backend::any_address)).
@@ -166,8 +165,8 @@ impl Backend for Rdma {
         Ok(RdmaPd(Arc::new(PdInner { pd: Ptr(pd), regions: Mutex::new(HashMap::new()) })))
     }
 
-    fn listen(&self, addr: &str) -> Result<RdmaListener> {
-        cm::listen(addr)
+    fn listen_with(&self, addr: &str, opts: &ListenOptions) -> Result<RdmaListener> {
+        cm::listen(addr, opts)
     }
 
     fn connect(

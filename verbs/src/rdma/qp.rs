@@ -302,6 +302,7 @@ fn wc_status(s: ibv_wc_status::Type) -> Status {
         IBV_WC_REM_ACCESS_ERR => Status::RemoteAccessError,
         IBV_WC_REM_INV_REQ_ERR | IBV_WC_REM_INV_RD_REQ_ERR => Status::RemoteInvalidRequest,
         IBV_WC_RNR_RETRY_EXC_ERR => Status::RnrRetryExceeded,
+        IBV_WC_RETRY_EXC_ERR => Status::RetryExceeded,
         IBV_WC_WR_FLUSH_ERR => Status::WorkRequestFlushed,
         // REM_OP_ERR, and everything with no closer match in the crate's `Status` (transport
         // retries exceeded, bad response, fatal, ...): the far side failed the operation.

@@ -1,15 +1,23 @@
 //! The TCP connection manager: a non-blocking listening socket polled by `get_request`, and
 //! the three-message handshake (request, accept or reject, ready-to-use) that carries private
 //! data both ways.
+//!
+//! The listener reads every handshake in progress without blocking, each against its own
+//! deadline ([`ListenOptions::handshake_timeout`]), and holds at most
+//! [`ListenOptions::max_pending`] of them: a connection that says nothing, or drips its request
+//! a byte at a time, holds up no other, and a thousand of them cost at most `max_pending`
+//! sockets.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use super::qp::TcpQp;
 use super::TcpPd;
 use crate::{
-    pad_private_data, ConnectRequest, Error, Listener, QpCaps, Result, ACCEPT_PRIVATE_DATA_MAX,
+    lock, pad_private_data, ConnectRequest, Error, ListenOptions, Listener, QpCaps, Result, ACCEPT_PRIVATE_DATA_MAX,
     CONNECT_PRIVATE_DATA_MAX,
 };
 
@@ -18,10 +26,9 @@ const VERSION: u8 = 1;
 const ACCEPT: u8 = b'A';
 const REJECT: u8 = b'R';
 const READY: u8 = b'U';
-/// How long a passive side waits for the request frame of a fresh TCP connection, and for the
-/// ready-to-use after accepting; the active side sends both at once.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often `get_request` polls the listening socket.
+/// The request frame: magic, version, private data.
+const REQUEST_LEN: usize = 5 + CONNECT_PRIVATE_DATA_MAX;
+/// How often `get_request` polls the listening socket and the handshakes in progress.
 const POLL: Duration = Duration::from_millis(1);
 
 /// A listening TCP endpoint; dropping it closes the socket, which resets connections not yet
@@ -29,6 +36,48 @@ const POLL: Duration = Duration::from_millis(1);
 pub struct TcpCmListener {
     listener: TcpListener,
     addr: String,
+    opts: ListenOptions,
+    /// Connections whose request frame is still arriving, or complete and not yet taken.
+    pending: Mutex<Vec<Handshake>>,
+    turned_away: AtomicU64,
+}
+
+/// A fresh connection and what it has sent of its request so far.
+struct Handshake {
+    stream: TcpStream,
+    got: [u8; REQUEST_LEN],
+    filled: usize,
+    deadline: Instant,
+}
+
+/// What reading a handshake without blocking came to.
+enum Progress {
+    Complete,
+    Waiting,
+    /// Closed, broken, late, or not our protocol.
+    Dropped,
+}
+
+impl Handshake {
+    fn poll(&mut self, now: Instant) -> Progress {
+        while self.filled < REQUEST_LEN {
+            match self.stream.read(&mut self.got[self.filled..]) {
+                Ok(0) => return Progress::Dropped,
+                Ok(n) => self.filled += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    return if now >= self.deadline { Progress::Dropped } else { Progress::Waiting };
+                }
+                Err(_) => return Progress::Dropped,
+            }
+            // A stranger is turned away on its first bytes, not at its deadline.
+            let head = self.filled.min(5);
+            if self.got[..head.min(4)] != MAGIC[..head.min(4)] || (head == 5 && self.got[4] != VERSION) {
+                return Progress::Dropped;
+            }
+        }
+        Progress::Complete
+    }
 }
 
 /// A connect request taken from a [`TcpCmListener`]; dropping it rejects it.
@@ -48,7 +97,7 @@ fn left(deadline: Option<Instant>) -> Option<Duration> {
     }
 }
 
-pub(super) fn listen(addr: &str) -> Result<TcpCmListener> {
+pub(super) fn listen(addr: &str, opts: &ListenOptions) -> Result<TcpCmListener> {
     let sa = resolve(addr)?;
     let listener = TcpListener::bind(sa).map_err(|e| match e.kind() {
         ErrorKind::AddrInUse => Error::AddressInUse(addr.into()),
@@ -56,7 +105,13 @@ pub(super) fn listen(addr: &str) -> Result<TcpCmListener> {
     })?;
     let bound = listener.local_addr().map_err(|_| Error::BadAddress(addr.into()))?;
     listener.set_nonblocking(true).map_err(|_| Error::BadAddress(addr.into()))?;
-    Ok(TcpCmListener { listener, addr: bound.to_string() })
+    Ok(TcpCmListener {
+        listener,
+        addr: bound.to_string(),
+        opts: *opts,
+        pending: Mutex::new(Vec::new()),
+        turned_away: AtomicU64::new(0),
+    })
 }
 
 pub(super) fn connect(
@@ -96,19 +151,53 @@ pub(super) fn connect(
     Ok((TcpQp::start(s, pd, caps, |_| Ok(()))?, accepted))
 }
 
-/// Reads the request frame of a fresh connection; `None` if it is not one of ours.
-fn read_request(mut stream: TcpStream) -> Option<TcpRequest> {
-    stream.set_nonblocking(false).ok()?;
-    stream.set_read_timeout(Some(HANDSHAKE_TIMEOUT)).ok()?;
-    let mut head = [0u8; 5];
-    stream.read_exact(&mut head).ok()?;
-    if &head[..4] != MAGIC || head[4] != VERSION {
-        return None;
+impl TcpCmListener {
+    /// Takes every connection waiting on the listening socket into the handshakes in progress,
+    /// turning away those beyond `max_pending`.
+    fn take_new(&self, pending: &mut Vec<Handshake>, now: Instant) {
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if pending.len() >= self.opts.max_pending || stream.set_nonblocking(true).is_err() {
+                        self.turned_away.fetch_add(1, Ordering::Relaxed);
+                        continue; // dropped: the connector sees a reset, i.e. a rejection
+                    }
+                    let deadline = now + self.opts.handshake_timeout;
+                    pending.push(Handshake { stream, got: [0; REQUEST_LEN], filled: 0, deadline });
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // WouldBlock, or a connection reset before we took it.
+                Err(_) => return,
+            }
+        }
     }
-    let mut private_data = vec![0u8; CONNECT_PRIVATE_DATA_MAX];
-    stream.read_exact(&mut private_data).ok()?;
-    let _ = stream.set_nodelay(true);
-    Some(TcpRequest { stream, private_data })
+
+    /// Advances every handshake in progress; returns the first complete one as a request.
+    fn next_complete(&self, pending: &mut Vec<Handshake>, now: Instant) -> Option<TcpRequest> {
+        let mut i = 0;
+        while i < pending.len() {
+            match pending[i].poll(now) {
+                Progress::Waiting => i += 1,
+                Progress::Dropped => {
+                    pending.swap_remove(i);
+                    self.turned_away.fetch_add(1, Ordering::Relaxed);
+                }
+                Progress::Complete => {
+                    let h = pending.swap_remove(i);
+                    if h.stream.set_nonblocking(false).is_err() {
+                        self.turned_away.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    let _ = h.stream.set_nodelay(true);
+                    // The accept's write and its wait for the ready-to-use.
+                    let _ = h.stream.set_read_timeout(Some(self.opts.handshake_timeout));
+                    let _ = h.stream.set_write_timeout(Some(self.opts.handshake_timeout));
+                    return Some(TcpRequest { stream: h.stream, private_data: h.got[5..].to_vec() });
+                }
+            }
+        }
+        None
+    }
 }
 
 impl Listener for TcpCmListener {
@@ -121,20 +210,21 @@ impl Listener for TcpCmListener {
     fn get_request(&self, timeout: Duration) -> Result<TcpRequest> {
         let deadline = Instant::now().checked_add(timeout);
         loop {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    if let Some(req) = read_request(stream) {
-                        return Ok(req);
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                Err(_) => {
-                    // WouldBlock, or a connection reset before we took it: wait and poll again.
-                    let l = left(deadline).ok_or(Error::Timeout)?;
-                    std::thread::sleep(l.min(POLL));
+            {
+                let now = Instant::now();
+                let mut pending = lock(&self.pending);
+                self.take_new(&mut pending, now);
+                if let Some(req) = self.next_complete(&mut pending, now) {
+                    return Ok(req);
                 }
             }
+            let l = left(deadline).ok_or(Error::Timeout)?;
+            std::thread::sleep(l.min(POLL));
         }
+    }
+
+    fn turned_away(&self) -> u64 {
+        self.turned_away.load(Ordering::Relaxed)
     }
 }
 
@@ -159,6 +249,7 @@ impl ConnectRequest for TcpRequest {
         rep.push(ACCEPT);
         rep.extend_from_slice(&private_data);
         self.stream.write_all(&rep).map_err(|_| Error::ConnectionAborted)?;
+        // Both bounded by the handshake timeout, set on the stream when the request was taken.
         let mut ready = [0u8];
         match self.stream.read_exact(&mut ready) {
             Ok(()) if ready[0] == READY => TcpQp::start(self.stream, pd, caps, before),

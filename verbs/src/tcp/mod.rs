@@ -19,17 +19,8 @@
 //! fails with [`ConnectionAborted`](crate::Error::ConnectionAborted) when the connector has
 //! given up. Oversized private data is refused before anything is sent.
 //!
-//! Then frames, integers little-endian:
-//!
-//! | frame | fields |
-//! |---|---|
-//! | `SEND` | len u32, bytes |
-//! | `SEND_INV` | rkey u32, len u32, bytes |
-//! | `WRITE` | addr u64, rkey u32, len u32, bytes |
-//! | `READ_REQ` | addr u64, rkey u32, len u32 |
-//! | `ACK` | — (answers a `SEND`/`SEND_INV`/`WRITE`) |
-//! | `READ_RESP` | len u32, bytes (answers a `READ_REQ`) |
-//! | `NAK` | status u8 (answers any request; fatal) |
+//! Then frames: a head per work request or answer, and its payload ([`frame`] has the
+//! table and the codec).
 //!
 //! Disconnection is the TCP FIN (`shutdown(Write)`); a peer process that dies is seen the same
 //! way, as end of stream or a reset.
@@ -68,19 +59,26 @@
 //!   exactly that cycle.
 //! * **Queue depths** are enforced at post time: `max_recv_wr` posted Receives, `max_send_wr`
 //!   send-queue work requests posted and not yet reaped.
+//! * **A peer that stays connected but stops taking part** is what hardware's transport
+//!   retries catch: a frame write that moves nothing for [`QpCaps::retry_timeout`], or a work
+//!   request on the wire unanswered that long, fails with
+//!   [`RetryExceeded`](crate::Status::RetryExceeded) and the socket is cut. The answers queued
+//!   for a peer that sends requests but never reads are bounded (ACKs coalesce; at most 4096
+//!   answers and 64 MiB of Read responses, then a NAK), and after a disconnect the threads
+//!   linger at most the retry timeout for the peer's end of stream.
 //!
 //! Addresses are socket addresses, `HOST:PORT`; [`Tcp::any_address`](crate::Backend::any_address)
 //! is `127.0.0.1:0` and [`Listener::local_addr`](crate::Listener::local_addr) gives the bound port.
 //!
-//! Not modelled, besides what the in-process backend leaves out: a peer that stays connected but
-//! stops reading stalls its partner's frames (TCP flow control), where hardware would time
-//! out, and a post that writes its own frame (when no other thread is writing) waits in the
-//! socket write meanwhile; payloads are landed while the target region is locked, so its owner's
+//! Not modelled, besides what the in-process backend leaves out: a post that writes its own
+//! frame (when no other thread is writing) waits in the socket write, for at most the retry
+//! timeout; payloads are landed while the target region is locked, so its owner's
 //! [`with`](crate::MemoryRegion::with) waits for a frame that is arriving; no authentication or
 //! encryption: anyone who can reach the port and guess an rkey can use it, so listen on
 //! trusted networks only.
 
 mod cm;
+pub mod frame;
 mod qp;
 
 use std::time::Duration;
@@ -91,7 +89,7 @@ pub use qp::TcpQp;
 use crate::lock;
 
 use crate::inproc::{InProcPd, InProcRegion};
-use crate::{Backend, QpCaps, Result};
+use crate::{Backend, ListenOptions, QpCaps, Result};
 
 /// A TCP protection domain: registration is local, so it is the in-process one.
 pub type TcpPd = InProcPd;
@@ -119,8 +117,8 @@ impl Backend for Tcp {
         Ok(InProcPd::new())
     }
 
-    fn listen(&self, addr: &str) -> Result<TcpCmListener> {
-        cm::listen(addr)
+    fn listen_with(&self, addr: &str, opts: &ListenOptions) -> Result<TcpCmListener> {
+        cm::listen(addr, opts)
     }
 
     fn connect(

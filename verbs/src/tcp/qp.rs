@@ -8,40 +8,28 @@ use std::net::{Shutdown, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use super::frame::{self, Head, NakCode};
 use super::{lock, TcpPd, TcpRegion};
 use crate::{
     check_window, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf,
     Result, Sge, Status,
 };
 
-const SEND: u8 = 1;
-const SEND_INV: u8 = 2;
-const WRITE: u8 = 3;
-const READ_REQ: u8 = 4;
-const ACK: u8 = 5;
-const READ_RESP: u8 = 6;
-const NAK: u8 = 7;
-
-fn status_code(s: Status) -> u8 {
-    match s {
-        Status::RemoteAccessError => 1,
-        Status::RemoteInvalidRequest => 2,
-        Status::RnrRetryExceeded => 4,
-        _ => 3, // RemoteOperationError
-    }
-}
-
-fn code_status(c: u8) -> Status {
-    match c {
-        1 => Status::RemoteAccessError,
-        2 => Status::RemoteInvalidRequest,
-        4 => Status::RnrRetryExceeded,
-        _ => Status::RemoteOperationError,
-    }
-}
+/// Answers (ACK runs, Read responses) queued for the peer at most, and the Read-response bytes
+/// among them: the peer's outstanding requests, which a peer within its own send queue never
+/// exceeds (hardware bounds incoming Reads the same way, by `max_dest_rd_atomic`). A peer that
+/// floods requests and never reads our answers is refused (NAK, Remote Invalid Request) at the
+/// bound instead of growing this side's memory.
+const MAX_QUEUED_ANSWERS: usize = 4096;
+const MAX_QUEUED_ANSWER_BYTES: usize = 64 << 20;
 
 enum Out {
-    Frame(Vec<u8>),
+    /// A frame of a work request of ours, in posting order.
+    Request(Vec<u8>),
+    /// ACKs in a row, coalesced: a flood of zero-length Writes costs a counter, not a queue.
+    Acks(u32),
+    /// A Read response or a NAK.
+    Answer(Vec<u8>),
     /// Flush what is queued, then send FIN.
     Shutdown,
 }
@@ -49,23 +37,46 @@ enum Out {
 /// The frames waiting to go out, in order, and the stream they go to. Whoever holds `stream`
 /// writes queued frames until none are left: the posting thread itself when the stream is
 /// free (no thread hop on the hot path), else the writer thread, woken by `send`. The reader
-/// thread only queues (`send`): it never blocks on a socket write, so two peers' readers can
-/// never wait on each other.
+/// thread only queues (`send`, `answer`): it never blocks on a socket write, so two peers'
+/// readers can never wait on each other.
 struct Outbox {
     q: Mutex<OutQ>,
     cv: Condvar,
     stream: Mutex<BufWriter<TcpStream>>,
+    /// The same socket, to cut it (`shutdown(Both)`) while a writer is blocked on it.
+    sock: TcpStream,
 }
 
 struct OutQ {
     frames: VecDeque<Out>,
     /// FIN sent, or the stream broke: nothing more goes out.
     closed: bool,
+    /// Answers queued (an ACK run counts once), and the bytes of those that are frames.
+    answers: usize,
+    answer_bytes: usize,
+}
+
+/// Why writing stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Broke {
+    /// The peer took nothing for the whole write timeout (the queue pair's retry timeout).
+    Stalled,
+    /// The stream failed (reset, or cut by this side).
+    Reset,
 }
 
 impl Outbox {
     fn push(&self, m: Out) {
-        lock(&self.q).frames.push_back(m);
+        let mut q = lock(&self.q);
+        match &m {
+            Out::Acks(_) => q.answers += 1,
+            Out::Answer(f) => {
+                q.answers += 1;
+                q.answer_bytes += f.len();
+            }
+            _ => {}
+        }
+        q.frames.push_back(m);
     }
 
     /// Queues `m` and wakes the writer thread to send it.
@@ -74,55 +85,111 @@ impl Outbox {
         self.cv.notify_one();
     }
 
+    /// Queues an answer ([`Out::Acks`] of one, or [`Out::Answer`]) within the bounds; false
+    /// when the peer has more requests outstanding than this side holds answers for.
+    fn answer(&self, m: Out) -> bool {
+        let mut q = lock(&self.q);
+        if q.closed {
+            return true;
+        }
+        if let (Out::Acks(1), Some(Out::Acks(n))) = (&m, q.frames.back_mut()) {
+            if *n < u32::MAX {
+                *n += 1;
+                return true;
+            }
+        }
+        let bytes = match &m {
+            Out::Answer(f) => f.len(),
+            _ => 0,
+        };
+        if q.answers >= MAX_QUEUED_ANSWERS || q.answer_bytes + bytes > MAX_QUEUED_ANSWER_BYTES {
+            return false;
+        }
+        drop(q);
+        self.send(m);
+        true
+    }
+
     /// Sends what is queued from this thread if no other is sending, else leaves it to the
-    /// writer thread. False if the stream broke.
-    fn flush_here(&self) -> bool {
-        let ok = match self.stream.try_lock() {
+    /// writer thread.
+    fn flush_here(&self) -> Result<(), Broke> {
+        let r = match self.stream.try_lock() {
             Ok(mut w) => self.drain(&mut w),
             Err(std::sync::TryLockError::Poisoned(e)) => self.drain(&mut e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => true,
+            Err(std::sync::TryLockError::WouldBlock) => Ok(()),
         };
         // Frames queued while the stream was held (by us, or by whoever refused us) must not wait.
         if !lock(&self.q).frames.is_empty() {
             self.cv.notify_one();
         }
-        ok
+        r
     }
 
-    /// Writes queued frames until none are left. False if the stream broke.
-    fn drain(&self, w: &mut BufWriter<TcpStream>) -> bool {
+    /// Writes queued frames until none are left.
+    fn drain(&self, w: &mut BufWriter<TcpStream>) -> Result<(), Broke> {
         loop {
             let m = {
                 let mut q = lock(&self.q);
                 if q.closed {
                     q.frames.clear();
-                    return true;
+                    return Ok(());
                 }
-                q.frames.pop_front()
+                let m = q.frames.pop_front();
+                match &m {
+                    Some(Out::Acks(_)) => q.answers -= 1,
+                    Some(Out::Answer(f)) => {
+                        q.answers -= 1;
+                        q.answer_bytes -= f.len();
+                    }
+                    _ => {}
+                }
+                m
             };
             let r = match m {
-                None => return w.flush().is_ok() || self.broken(w),
-                Some(Out::Frame(f)) => w.write_all(&f),
+                None => return w.flush().map_err(|e| self.broken(&e)),
+                Some(Out::Request(f) | Out::Answer(f)) => w.write_all(&f),
+                Some(Out::Acks(n)) => write_acks(w, n),
                 Some(Out::Shutdown) => {
                     lock(&self.q).closed = true;
                     let _ = w.flush();
                     let _ = w.get_ref().shutdown(Shutdown::Write);
                     self.cv.notify_all();
-                    return true;
+                    return Ok(());
                 }
             };
-            if r.is_err() {
-                return self.broken(w);
+            if let Err(e) = r {
+                return Err(self.broken(&e));
             }
         }
     }
 
-    fn broken(&self, w: &mut BufWriter<TcpStream>) -> bool {
+    fn broken(&self, e: &io::Error) -> Broke {
         lock(&self.q).closed = true;
-        let _ = w.get_ref().shutdown(Shutdown::Both);
+        let _ = self.sock.shutdown(Shutdown::Both);
         self.cv.notify_all();
-        false
+        match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Broke::Stalled,
+            _ => Broke::Reset,
+        }
     }
+
+    /// Cuts the socket: a writer blocked on it, and the reader, return at once.
+    fn cut(&self) {
+        lock(&self.q).closed = true;
+        let _ = self.sock.shutdown(Shutdown::Both);
+        self.cv.notify_all();
+    }
+}
+
+fn write_acks(w: &mut impl Write, n: u32) -> io::Result<()> {
+    const RUN: [u8; 64] = [frame::ACK_BYTE; 64];
+    let mut left = n as usize;
+    while left > 0 {
+        let k = left.min(RUN.len());
+        w.write_all(&RUN[..k])?;
+        left -= k;
+    }
+    Ok(())
 }
 
 /// One side of a TCP connection. Dropping it disconnects.
@@ -153,6 +220,9 @@ struct State {
     sq_error: bool,
     events: VecDeque<CmEvent>,
     out: Arc<Outbox>,
+    /// The reader thread has not finished yet (the writer lingers for it before cutting the
+    /// socket).
+    reader_running: bool,
 }
 
 struct PostedRecv {
@@ -163,8 +233,9 @@ struct PostedRecv {
 }
 
 enum Pending {
-    /// On the wire, waiting for the peer's answer. `read_into` is a Read's scatter list.
-    Wire { wr_id: u64, opcode: Opcode, len: u32, read_into: Vec<(TcpRegion, usize, usize)> },
+    /// On the wire since `since`, waiting for the peer's answer. `read_into` is a Read's
+    /// scatter list.
+    Wire { wr_id: u64, opcode: Opcode, len: u32, read_into: Vec<(TcpRegion, usize, usize)>, since: Instant },
     /// Decided locally; completes with `status` once everything before it has.
     Local { wr_id: u64, opcode: Opcode, status: Status },
 }
@@ -193,15 +264,44 @@ impl State {
     /// Refuses the peer's request: `NAK` with the status its work request gets, then tear down.
     fn nak(&mut self, status: Status) {
         if self.connected {
-            self.out.send(Out::Frame(vec![NAK, status_code(status)]));
+            let mut f = Vec::with_capacity(2);
+            Head::Nak(NakCode::for_status(status)).encode(&mut f);
+            self.out.send(Out::Answer(f));
         }
         self.fail();
     }
 
-    fn answer(&mut self, frame: Vec<u8>) {
-        if self.connected {
-            self.out.send(Out::Frame(frame));
+    /// Queues an answer to the peer's request; over the answer bounds the request is refused
+    /// instead (false: stop applying the peer's frames).
+    fn answer(&mut self, m: Out) -> bool {
+        if !self.connected || self.out.answer(m) {
+            return true;
         }
+        self.nak(Status::RemoteInvalidRequest);
+        false
+    }
+
+    /// The peer stopped acknowledging (see [`QpCaps::retry_timeout`]): the oldest work request
+    /// on the wire fails with [`Status::RetryExceeded`], the rest are flushed, and the socket
+    /// is cut, so that a thread blocked writing to the peer returns at once.
+    fn stall(&mut self) {
+        if let Some(Pending::Wire { wr_id, opcode, .. }) = self.pending.front() {
+            let c = Completion::new(*wr_id, Status::RetryExceeded, *opcode, 0);
+            self.pending.pop_front();
+            self.cq.push_back(c);
+        }
+        self.fail();
+        self.out.cut();
+    }
+
+    /// [`State::stall`] if the oldest work request on the wire has waited longer than `limit`
+    /// for its answer; true if so.
+    fn expire(&mut self, limit: Duration) -> bool {
+        let stale = matches!(self.pending.front(), Some(Pending::Wire { since, .. }) if since.elapsed() > limit);
+        if stale {
+            self.stall();
+        }
+        stale
     }
 
     /// Completes the locally decided work requests now at the head of the send queue.
@@ -250,30 +350,7 @@ fn local_ok(r: &TcpRegion, pd: u64, off: usize, len: usize, write: bool) -> bool
     d.valid && in_range(off, len, d.buf.len()) && local_rights(r, pd, write)
 }
 
-fn put_u32(f: &mut Vec<u8>, x: u32) {
-    f.extend_from_slice(&x.to_le_bytes());
-}
-
-fn read_u8(r: &mut impl Read) -> io::Result<u8> {
-    let mut b = [0u8; 1];
-    r.read_exact(&mut b)?;
-    Ok(b[0])
-}
-
-fn read_u32(r: &mut impl Read) -> io::Result<u32> {
-    let mut b = [0u8; 4];
-    r.read_exact(&mut b)?;
-    Ok(u32::from_le_bytes(b))
-}
-
-fn read_u64(r: &mut impl Read) -> io::Result<u64> {
-    let mut b = [0u8; 8];
-    r.read_exact(&mut b)?;
-    Ok(u64::from_le_bytes(b))
-}
-
 impl TcpQp {
-    /// Starts the queue pair on an established, handshaken stream.
     /// Starts the queue pair on an established, handshaken stream. `before` runs before the
     /// reader thread applies the peer's first frame, so the Receives it posts are in place.
     pub(super) fn start(
@@ -284,11 +361,16 @@ impl TcpQp {
     ) -> Result<TcpQp> {
         let clone = |s: &TcpStream| s.try_clone().map_err(|_| Error::ConnectionAborted);
         stream.set_read_timeout(None).map_err(|_| Error::ConnectionAborted)?;
+        // A write that moves nothing for this long is a peer that stopped reading.
+        stream
+            .set_write_timeout(Some(caps.retry_timeout.max(Duration::from_millis(1))))
+            .map_err(|_| Error::ConnectionAborted)?;
         let _ = stream.set_nodelay(true);
         let rd = clone(&stream)?;
         let out = Arc::new(Outbox {
-            q: Mutex::new(OutQ { frames: VecDeque::new(), closed: false }),
+            q: Mutex::new(OutQ { frames: VecDeque::new(), closed: false, answers: 0, answer_bytes: 0 }),
             cv: Condvar::new(),
+            sock: clone(&stream)?,
             stream: Mutex::new(BufWriter::with_capacity(64 << 10, stream)),
         });
         let sh = Arc::new(Shared {
@@ -302,6 +384,7 @@ impl TcpQp {
                 sq_error: false,
                 events: VecDeque::new(),
                 out: out.clone(),
+                reader_running: true,
             }),
             cv: Condvar::new(),
             pd: pd.clone(),
@@ -311,13 +394,19 @@ impl TcpQp {
             std::thread::Builder::new().name(name.into()).spawn(f).map_err(|_| Error::ConnectionAborted)
         };
         let w = sh.clone();
-        spawn("verbs-tcp-tx", Box::new(move || writer(w, out)))?;
+        let retry = caps.retry_timeout;
+        spawn("verbs-tcp-tx", Box::new(move || writer(w, out, retry)))?;
         let qp = TcpQp { sh, caps };
         // Dropping `qp` on an error disconnects, which the peer sees as end of stream.
-        before(&qp)?;
+        if let Err(e) = before(&qp) {
+            lock(&qp.sh.st).reader_running = false;
+            return Err(e);
+        }
         let r = qp.sh.clone();
         if let Err(e) = spawn("verbs-tcp-rx", Box::new(move || reader(r, rd))) {
-            lock(&qp.sh.st).fail();
+            let mut st = lock(&qp.sh.st);
+            st.reader_running = false;
+            st.fail();
             return Err(e);
         }
         Ok(qp)
@@ -377,13 +466,12 @@ impl TcpQp {
             st.local(wr_id, opcode, Status::LocalProtectionError);
             return self.notify(st);
         };
-        st.pending.push_back(Pending::Wire { wr_id, opcode, len, read_into });
-        st.out.push(Out::Frame(frame));
+        st.pending.push_back(Pending::Wire { wr_id, opcode, len, read_into, since: Instant::now() });
+        st.out.push(Out::Request(frame));
         let out = st.out.clone();
         self.notify(st)?;
-        if !out.flush_here() {
-            lock(&self.sh.st).fail();
-            self.sh.cv.notify_all();
+        if let Err(broke) = out.flush_here() {
+            self.sh.broke(broke);
         }
         Ok(())
     }
@@ -391,11 +479,10 @@ impl TcpQp {
     fn rdma(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf, opcode: Opcode) -> Result<()> {
         let total = total_len(sges, self.caps.max_sge)?;
         let write = opcode == Opcode::RdmaWrite;
-        let mut frame = Vec::with_capacity(17 + if write { total as usize } else { 0 });
-        frame.push(if write { WRITE } else { READ_REQ });
-        frame.extend_from_slice(&remote.addr.to_le_bytes());
-        put_u32(&mut frame, remote.rkey);
-        put_u32(&mut frame, total);
+        let mut frame = Vec::with_capacity(frame::MAX_HEAD_LEN + if write { total as usize } else { 0 });
+        let (addr, rkey, len) = (remote.addr, remote.rkey, total);
+        let head = if write { Head::Write { addr, rkey, len } } else { Head::ReadReq { addr, rkey, len } };
+        head.encode(&mut frame);
         let mut read_into = Vec::new();
         let ok = if write {
             self.gather(sges, &mut frame)
@@ -451,15 +538,12 @@ impl QueuePair for TcpQp {
 
     fn post_send(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], invalidate: Option<u32>) -> Result<()> {
         let total = total_len(sges, self.caps.max_sge)?;
-        let mut frame = Vec::with_capacity(9 + total as usize);
-        match invalidate {
-            Some(rkey) => {
-                frame.push(SEND_INV);
-                put_u32(&mut frame, rkey);
-            }
-            None => frame.push(SEND),
-        }
-        put_u32(&mut frame, total);
+        let mut frame = Vec::with_capacity(frame::MAX_HEAD_LEN + total as usize);
+        let head = match invalidate {
+            Some(rkey) => Head::SendInv { rkey, len: total },
+            None => Head::Send { len: total },
+        };
+        head.encode(&mut frame);
         let ok = self.gather(sges, &mut frame);
         self.post(wr_id, Opcode::Send, total, ok.then_some(frame), Vec::new())
     }
@@ -528,11 +612,17 @@ impl QueuePair for TcpQp {
         }
     }
 
+    /// Queues the FIN behind what is already queued; if a thread is blocked writing to the
+    /// peer (which then is not reading), cuts the socket instead, so nothing waits on it.
     fn disconnect(&self) {
         let mut st = lock(&self.sh.st);
         st.fail();
+        let out = st.out.clone();
         drop(st);
         self.sh.cv.notify_all();
+        if matches!(out.stream.try_lock(), Err(std::sync::TryLockError::WouldBlock)) {
+            out.cut();
+        }
     }
 }
 
@@ -549,35 +639,75 @@ impl std::fmt::Debug for TcpQp {
     }
 }
 
+impl Shared {
+    /// The stream broke under a writer: a stall fails the oldest work request on the wire with
+    /// [`Status::RetryExceeded`]; anything else just tears the connection down.
+    fn broke(&self, how: Broke) {
+        let mut st = lock(&self.st);
+        match how {
+            Broke::Stalled => st.stall(),
+            Broke::Reset => st.fail(),
+        }
+        drop(st);
+        self.cv.notify_all();
+    }
+}
+
 /// Sends frames the posting threads left queued (responses, and posts made while the stream
-/// was busy) until the FIN is out or the stream breaks.
-fn writer(sh: Arc<Shared>, out: Arc<Outbox>) {
+/// was busy) until the FIN is out or the stream breaks, and watches the oldest work request on
+/// the wire against the retry timeout. Then lingers up to the retry timeout for the reader to
+/// see the peer's end of stream, and cuts the socket: a peer that never closes its half keeps
+/// no thread of ours.
+fn writer(sh: Arc<Shared>, out: Arc<Outbox>, retry: Duration) {
+    let tick = (retry / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
     loop {
         {
             let mut q = lock(&out.q);
             while q.frames.is_empty() && !q.closed {
-                q = out.cv.wait(q).unwrap_or_else(|e| e.into_inner());
+                let (g, waited) = out.cv.wait_timeout(q, tick).unwrap_or_else(|e| e.into_inner());
+                q = g;
+                if waited.timed_out() {
+                    drop(q);
+                    if lock(&sh.st).expire(retry) {
+                        sh.cv.notify_all();
+                    }
+                    q = lock(&out.q);
+                }
             }
             if q.closed {
-                return;
+                break;
             }
         }
-        if !out.drain(&mut lock(&out.stream)) {
-            lock(&sh.st).fail();
+        let drained = out.drain(&mut lock(&out.stream));
+        if let Err(how) = drained {
+            sh.broke(how);
+            break;
+        }
+        if lock(&sh.st).expire(retry) {
             sh.cv.notify_all();
-            return;
+            break;
         }
     }
+    let deadline = Instant::now() + retry;
+    let mut st = lock(&sh.st);
+    while st.reader_running {
+        let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else { break };
+        st = sh.cv.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
+    }
+    drop(st);
+    out.cut();
 }
 
 /// Applies the peer's frames until the stream ends or the connection fails, then drains the
-/// stream to its end so the peer's writer never blocks on us.
+/// stream to its end (or until the writer cuts it) so the peer's writer never blocks on us.
 fn reader(sh: Arc<Shared>, stream: TcpStream) {
     let mut r = BufReader::with_capacity(256 << 10, stream);
     let _ = apply_frames(&sh, &mut r);
     lock(&sh.st).fail();
     sh.cv.notify_all();
     let _ = io::copy(&mut r, &mut io::sink());
+    lock(&sh.st).reader_running = false;
+    sh.cv.notify_all();
 }
 
 /// Why frame processing stopped: the stream ended or broke, or the connection failed.
@@ -606,20 +736,16 @@ fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
         if !lock(&sh.st).connected {
             return Err(Stop);
         }
-        match read_u8(r)? {
-            tag @ (SEND | SEND_INV) => {
-                let invalidate = if tag == SEND_INV { Some(read_u32(r)?) } else { None };
-                let len = read_u32(r)? as usize;
-                recv_send(sh, r, pd, invalidate, len)?;
-            }
-            tag @ (WRITE | READ_REQ) => {
-                let addr = read_u64(r)?;
-                let rkey = read_u32(r)?;
-                let len = read_u32(r)? as usize;
-                let need = if tag == WRITE { Access::REMOTE_WRITE } else { Access::REMOTE_READ };
+        match Head::read(r)? {
+            Head::Send { len } => recv_send(sh, r, pd, None, len as usize)?,
+            Head::SendInv { rkey, len } => recv_send(sh, r, pd, Some(rkey), len as usize)?,
+            head @ (Head::Write { addr, rkey, len } | Head::ReadReq { addr, rkey, len }) => {
+                let write = matches!(head, Head::Write { .. });
+                let len = len as usize;
+                let need = if write { Access::REMOTE_WRITE } else { Access::REMOTE_READ };
                 // Zero-length RDMA operations do not validate the rkey (IBA 9.4.3, 9.4.4).
                 let target = if len == 0 { None } else { sh.pd.0.resolve(rkey, addr, len, need, sh.qp) };
-                let mut resp = if tag == WRITE { vec![ACK] } else { vec![READ_RESP] };
+                let mut resp = Vec::new();
                 if len > 0 {
                     let Some((t, off)) = target else {
                         return with_state(sh, |st| (st.nak(Status::RemoteAccessError), false).1);
@@ -630,19 +756,20 @@ fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
                         drop(d);
                         return with_state(sh, |st| (st.nak(Status::RemoteAccessError), false).1);
                     };
-                    if tag == WRITE {
+                    if write {
                         r.read_exact(&mut d.buf[off..off + len])?;
                     } else {
-                        resp.reserve(4 + len);
-                        put_u32(&mut resp, len as u32);
+                        resp.reserve_exact(frame::MAX_HEAD_LEN + len);
+                        Head::ReadResp { len: len as u32 }.encode(&mut resp);
                         resp.extend_from_slice(&d.buf[off..off + len]);
                     }
-                } else if tag == READ_REQ {
-                    put_u32(&mut resp, 0);
+                } else if !write {
+                    Head::ReadResp { len: 0 }.encode(&mut resp);
                 }
-                lock(&sh.st).answer(resp);
+                let answer = if write { Out::Acks(1) } else { Out::Answer(resp) };
+                with_state(sh, |st| st.answer(answer))?;
             }
-            ACK => with_state(sh, |st| match st.pending.pop_front() {
+            Head::Ack => with_state(sh, |st| match st.pending.pop_front() {
                 Some(Pending::Wire { wr_id, opcode, len, .. }) if opcode != Opcode::RdmaRead => {
                     st.cq.push_back(Completion::new(wr_id, Status::Success, opcode, len));
                     st.drain_local();
@@ -650,8 +777,7 @@ fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
                 }
                 _ => false, // protocol violation
             })?,
-            READ_RESP => {
-                let len = read_u32(r)?;
+            Head::ReadResp { len } => {
                 let front = match lock(&sh.st).pending.front() {
                     Some(Pending::Wire { opcode: Opcode::RdmaRead, len: want, read_into, .. }) if *want == len => {
                         read_into.clone()
@@ -682,17 +808,15 @@ fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
                     landed
                 })?;
             }
-            NAK => {
-                let status = code_status(read_u8(r)?);
+            Head::Nak(code) => {
                 return with_state(sh, |st| {
                     if let Some(Pending::Wire { wr_id, opcode, .. }) = st.pending.pop_front() {
-                        st.cq.push_back(Completion::new(wr_id, status, opcode, 0));
+                        st.cq.push_back(Completion::new(wr_id, code.status(), opcode, 0));
                     }
                     st.fail();
                     false
                 });
             }
-            _ => return Err(Stop),
         }
     }
 }
@@ -742,7 +866,6 @@ fn recv_send(sh: &Shared, r: &mut impl Read, pd: u64, invalidate: Option<u32>, l
         let mut c = Completion::new(p.wr_id, Status::Success, Opcode::Recv, len as u32);
         c.invalidated_rkey = invalidate;
         st.cq.push_back(c);
-        st.answer(vec![ACK]);
-        true
+        st.answer(Out::Acks(1))
     })
 }

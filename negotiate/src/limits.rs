@@ -1,0 +1,92 @@
+//! Every resource bound a [`Server`](crate::server::Server) keeps against its peers, in one
+//! place: what a peer alone can make this side hold (connections, threads, sockets, memory,
+//! time) has a configured limit with a safe default, and each refusal is counted in
+//! [`ServerStats::refused`](crate::server::ServerStats::refused).
+//!
+//! | bound | where | default | what a peer meets at the bound |
+//! |---|---|---|---|
+//! | connections served at once | [`ServerLimits::max_connections`] | 256 | its connect is rejected (the CM's reject) |
+//! | connections in handshake | [`ServerLimits::max_handshakes`] | 64 | turned away at once ([`verbs::ListenOptions::max_pending`]) |
+//! | handshake time | [`ServerLimits::handshake_timeout`] | 5 s | its socket is dropped; other handshakes never wait on it |
+//! | idle time | [`ServerLimits::idle_timeout`] | 360 s | the connection is closed (as Linux's nfsd ages idle transports) |
+//! | a peer that stops reading | [`verbs::QpCaps::retry_timeout`] (`ServerConfig::caps`) | 10 s | the work request fails with `RetryExceeded`, the connection closes |
+//! | one work request's completion | `ServerConfig::timeout` | 5 s | the connection closes |
+//! | segments in one header | [`HeaderLimits::max_segments`] (`responder.limits`) | 16 | RDMA_ERROR ERR_CHUNK (RFC 8166 section 4.5.2) |
+//! | one chunk | [`HeaderLimits::max_chunk_len`] | 2 MiB | ERR_CHUNK (RFC 8166 section 3.4.4: "sanity check chunk sizes") |
+//! | all chunks of one message | [`HeaderLimits::max_message_len`] | 4 MiB | ERR_CHUNK, before anything is fetched or allocated |
+//! | Receives per connection | `responder.credits` | 32 (+ backward slots) | a Send beyond them is a credit overrun, counted |
+//! | closed connections remembered | [`ServerLimits::closed_peers_kept`] | 64 | the oldest record is forgotten |
+//! | TCP answers queued for a peer that never reads | the TCP backend | 4096 answers, 64 MiB | NAK, the connection closes |
+//!
+//! [`HeaderLimits::max_segments`]: rpcrdma_v1::header::HeaderLimits::max_segments
+//! [`HeaderLimits::max_chunk_len`]: rpcrdma_v1::header::HeaderLimits::max_chunk_len
+//! [`HeaderLimits::max_message_len`]: rpcrdma_v1::header::HeaderLimits::max_message_len
+//!
+//! docs/hostile.md lists the attacks tried against these bounds and what each costs at its
+//! bound.
+
+use std::time::Duration;
+
+/// The connection-level bounds of a [`Server`](crate::server::Server) (see the [module
+/// documentation](self) for all of them, message limits included).
+///
+/// ```
+/// use std::time::Duration;
+/// use negotiate::limits::ServerLimits;
+/// let strict = ServerLimits { max_connections: 16, idle_timeout: Duration::from_secs(30), ..ServerLimits::default() };
+/// assert_eq!(strict.max_handshakes, 64);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ServerLimits {
+    /// Connections served at once; a connect beyond them is rejected and counted. Each costs a
+    /// serving thread (and on TCP two more and a socket), its Receives and its chunk memory.
+    pub max_connections: usize,
+    /// Connect requests whose handshake is in progress or not yet taken
+    /// ([`verbs::ListenOptions::max_pending`]).
+    pub max_handshakes: usize,
+    /// How long a connection may take to send its whole connect request and confirm the
+    /// accept ([`verbs::ListenOptions::handshake_timeout`]).
+    pub handshake_timeout: Duration,
+    /// A connection that sends nothing for this long, with no call in progress, is closed.
+    pub idle_timeout: Duration,
+    /// Closed connections [`Server::peers`](crate::server::Server::peers) still reports, most
+    /// recent first kept; open ones are always reported.
+    pub closed_peers_kept: usize,
+}
+
+impl Default for ServerLimits {
+    /// 256 connections, 64 handshakes of at most 5 s, 360 s idle (Linux's nfsd closes idle
+    /// transports after 6 minutes), 64 closed connections remembered.
+    fn default() -> Self {
+        ServerLimits {
+            max_connections: 256,
+            max_handshakes: 64,
+            handshake_timeout: Duration::from_secs(5),
+            idle_timeout: Duration::from_secs(360),
+            closed_peers_kept: 64,
+        }
+    }
+}
+
+impl ServerLimits {
+    /// The listener's share of these bounds.
+    pub fn listen_options(&self) -> verbs::ListenOptions {
+        verbs::ListenOptions { max_pending: self.max_handshakes, handshake_timeout: self.handshake_timeout }
+    }
+}
+
+/// What a [`Server`](crate::server::Server) refused, by bound (see [`ServerLimits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub struct Refusals {
+    /// Connects rejected because [`ServerLimits::max_connections`] were being served.
+    pub connections: u64,
+    /// Connections the listener turned away before they became requests: over
+    /// [`ServerLimits::max_handshakes`], past the handshake timeout, or not speaking the
+    /// backend's handshake.
+    pub handshakes: u64,
+    /// Connections closed after [`ServerLimits::idle_timeout`] without a message.
+    pub idle: u64,
+    /// Calls refused with ERR_CHUNK for breaking a header limit: too many segments, a chunk or
+    /// a whole message too long.
+    pub over_limits: u64,
+}

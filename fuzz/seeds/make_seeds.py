@@ -46,3 +46,31 @@ for target in ("header_decode", "verdict", "reassembly"):
     for name, data in SEEDS.items():
         with open(os.path.join("seeds", target, name), "wb") as f:
             f.write(data)
+
+
+# The TCP backend's frames after the handshake (verbs::tcp::frame; integers little-endian):
+# valid ones, the floods and lies a hostile peer sends, and bytes of another protocol.
+def le(*ws):
+    return b"".join(struct.pack("<I", w) for w in ws)
+
+
+def rdma(tag, addr, rkey, length):
+    return bytes([tag]) + struct.pack("<Q", addr) + le(rkey, length)
+
+
+TCP_FRAMES = {
+    "send_small": bytes([1]) + le(8) + b"12345678",
+    "send_too_big": bytes([1]) + le(64) + bytes(64),
+    "write_zero_len_flood": rdma(3, 0, 0, 0) * 64,
+    "read_req_zero": rdma(4, 0, 0, 0),
+    "ack_unsolicited": bytes([5]),
+    "read_resp_unsolicited": bytes([6]) + le(4) + b"abcd",
+    "nak": bytes([7, 1]),
+    "bad_tag": b"GET / HTTP/1.1\r\n\r\n",
+    "send_inv_bogus": bytes([2]) + le(0xDEADBEEF, 4) + b"wxyz",
+}
+
+os.makedirs(os.path.join("seeds", "tcp_frames"), exist_ok=True)
+for name, data in TCP_FRAMES.items():
+    with open(os.path.join("seeds", "tcp_frames", name), "wb") as f:
+        f.write(data)

@@ -116,6 +116,8 @@ pub struct Server {
     addr: String,
     stop: Arc<AtomicBool>,
     shared: Arc<Shared>,
+    /// The listener's count of connections turned away ([`Refusals::handshakes`]).
+    turned_away: Box<dyn Fn() -> u64 + Send + Sync>,
     acceptor: Option<JoinHandle<()>>,
 }
 
@@ -167,8 +169,10 @@ impl Server {
         U: UpperLayerBinding + Send + Sync + ?Sized + 'static,
         H: Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static,
     {
-        let listener = backend.listen_with(addr, &cfg.limits.listen_options())?;
+        let listener = Arc::new(backend.listen_with(addr, &cfg.limits.listen_options())?);
         let local = listener.local_addr();
+        let l = listener.clone();
+        let turned_away = Box::new(move || l.turned_away());
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared::default());
         let handler = Arc::new(handler);
@@ -182,7 +186,6 @@ impl Server {
                     // A finished connection's thread is gone; dropping its handle releases it.
                     live.retain(|c| !c.thread.is_finished());
                     sh.prune(cfg.limits.closed_peers_kept);
-                    lock(&sh.stats).refused.handshakes = listener.turned_away();
                     let Ok(req) = req else { continue };
                     if live.len() >= cfg.limits.max_connections {
                         req.reject();
@@ -209,7 +212,7 @@ impl Server {
                 }
             })
             .map_err(|_| verbs::Error::ConnectionAborted)?;
-        Ok(Server { addr: local, stop, shared, acceptor: Some(acceptor) })
+        Ok(Server { addr: local, stop, shared, turned_away, acceptor: Some(acceptor) })
     }
 
     /// The address clients connect to.
@@ -227,7 +230,9 @@ impl Server {
 
     /// What the server has counted so far.
     pub fn stats(&self) -> ServerStats {
-        *lock(&self.shared.stats)
+        let mut s = *lock(&self.shared.stats);
+        s.refused.handshakes = (self.turned_away)();
+        s
     }
 
     /// The connections accepted, oldest first: every open one and the most recent closed ones

@@ -1,0 +1,492 @@
+//! A `negotiate::server::Server` attacked as a hostile peer would (issue 12), from loopback
+//! only, each attack bounded in count and time: a peer that connects a thousand times, says
+//! nothing in its handshake or drips it, opens more handshakes than allowed, asks for
+//! gigabytes with a 100-byte header, floods requests and never reads, stops reading its
+//! replies, goes idle, or holds connections open past the cap. Each test asserts the bound the
+//! attack meets (`negotiate::limits` lists them), that other clients are served meanwhile, and
+//! that the server lets go of what the attacker made it hold.
+//!
+//! The tests measure process-wide counts (threads, file descriptors, resident memory), so they
+//! run one at a time ([`serial`]).
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use common::*;
+use negotiate::client::{Client, ClientConfig};
+use negotiate::datapath::Ended;
+use negotiate::limits::ServerLimits;
+use negotiate::server::{Server, ServerConfig};
+use verbs::tcp::frame::Head;
+use verbs::{Backend, QpCaps, QpState, QueuePair, Status};
+
+fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Entries of a `/proc/self` directory: open file descriptors, or threads.
+fn proc_count(dir: &str) -> usize {
+    std::fs::read_dir(format!("/proc/self/{dir}")).map_or(0, |d| d.count())
+}
+
+/// The threads of this process that belong to the library (the server's, its connections',
+/// the TCP backend's): the test harness's own come and go with the tests it starts.
+fn threads() -> Vec<String> {
+    let tasks = std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten();
+    let names = tasks.filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok());
+    names.map(|n| n.trim().to_string()).filter(|n| n.starts_with("negotiate") || n.starts_with("verbs")).collect()
+}
+
+fn fds() -> usize {
+    proc_count("fd")
+}
+
+/// Resident memory of this process, in bytes.
+fn rss() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    statm.split_whitespace().nth(1).and_then(|p| p.parse::<usize>().ok()).unwrap_or(0) * 4096
+}
+
+/// Waits up to `limit` for `cond`; fails the test with `what` (and the last value seen) if it
+/// never holds.
+fn eventually<T: std::fmt::Debug>(
+    what: &str,
+    limit: Duration,
+    mut probe: impl FnMut() -> T,
+    cond: impl Fn(&T) -> bool,
+) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        let v = probe();
+        if cond(&v) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "waited {limit:?} for {what}; last seen {v:?}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A server echoing calls, with `limits` and a short retry timeout, so that attacks resolve
+/// within a test's time.
+fn server<B: Backend + Clone>(backend: &B, limits: ServerLimits) -> Server {
+    let cfg = ServerConfig {
+        limits,
+        caps: QpCaps { retry_timeout: Duration::from_millis(500), ..QpCaps::default() },
+        ..ServerConfig::default()
+    };
+    Server::start(backend.clone(), &backend.any_address(), cfg, Arc::new(ULB), echo).expect("server starts")
+}
+
+fn client<B: Backend + Clone>(backend: &B, server: &Server) -> Arc<Client<B>> {
+    let cfg = ClientConfig { connect_timeout: Duration::from_secs(2), ..ClientConfig::default() };
+    Arc::new(Client::new(backend.clone(), &server.local_addr(), cfg))
+}
+
+/// The TCP backend's connect request (magic, version, 56 bytes of private data), for a raw
+/// peer that then behaves as it likes.
+const TCP_REQUEST: [u8; 61] = {
+    let mut r = [0u8; 61];
+    (r[0], r[1], r[2], r[3], r[4]) = (b'V', b'R', b'B', b'T', 1);
+    r
+};
+
+/// A raw TCP peer through the whole handshake: what is left is the frame stream.
+fn raw_tcp_connection(addr: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(WAIT_LIMIT)).unwrap();
+    s.write_all(&TCP_REQUEST).unwrap();
+    let mut accept = [0u8; 197];
+    s.read_exact(&mut accept).expect("the accept");
+    assert_eq!(accept[0], b'A', "accepted");
+    s.write_all(b"U").unwrap();
+    s
+}
+
+/// Whether the server has closed a raw socket: a read returns end of stream or an error
+/// (reset) rather than timing out.
+fn closed_by_server(s: &mut TcpStream) -> bool {
+    s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+    let mut b = [0u8; 4096];
+    loop {
+        match s.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) => return !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Attacks that do not depend on the transport: both backends.
+// ------------------------------------------------------------------------------------------
+
+/// A peer that connects and closes 1,000 times: every connection's thread, socket, Receives,
+/// backchannel and record are let go once it closes (before, each stayed until the server was
+/// dropped: ~1,000 exhausted `ulimit -n`, ~32,700 aborted the process).
+fn a_thousand_connections_are_released_as_they_close<B: Backend + Clone>(backend: B) {
+    let _g = serial();
+    let s = server(&backend, ServerLimits::default());
+    let c = client(&backend, &s);
+    call_ok(&c, 1, SMALL);
+    let (threads0, fds0) = (threads().len(), fds());
+    for i in 0..1000 {
+        let pd = backend.alloc_pd().expect("pd");
+        let (qp, _) = backend.connect(&pd, &s.local_addr(), &[], QpCaps::default(), WAIT_LIMIT).expect("connect");
+        if i % 100 == 0 {
+            // Now and then a connection sends something first.
+            qp.disconnect();
+        }
+    }
+    eventually("the closed connections' records to be pruned", WAIT_LIMIT, || s.peers().len(), |n| *n <= 64 + 1);
+    eventually("every closed connection's thread to end", WAIT_LIMIT, threads, |n| n.len() <= threads0);
+    eventually("every closed connection's socket to close", WAIT_LIMIT, fds, |n| *n <= fds0);
+    assert_eq!(s.backchannels().len(), 1, "only the open client's backchannel is left");
+    assert_eq!(s.stats().connections, 1001);
+    call_ok(&c, 2, SMALL);
+}
+
+/// A 100-byte header whose Read chunk of three segments adds up to 12 GiB: refused with ERR_CHUNK (RFC 8166
+/// section 4.5.2) before anything is fetched or allocated, counted, and the connection keeps
+/// serving. Lifting the per-chunk limit still leaves the whole-message limit.
+fn a_header_asking_for_gigabytes_gets_err_chunk<B: Backend + Clone>(backend: B) {
+    let _g = serial();
+    for chunk_limit in [None, Some(u64::MAX)] {
+        let mut cfg = ServerConfig::default();
+        if let Some(l) = chunk_limit {
+            cfg.responder.limits.max_chunk_len = l;
+        }
+        let executed = Arc::new(Mutex::new(0));
+        let e = executed.clone();
+        let service = move |c: &[u8]| {
+            *e.lock().unwrap() += 1;
+            echo(c)
+        };
+        let s = Server::start(backend.clone(), &backend.any_address(), cfg, Arc::new(ULB), service).expect("server");
+        let raw = RawRequester::connect(&backend, &s.local_addr());
+        let xid = 0xbad;
+        let big = 0xffff_fffc;
+        let mut header = vec![xid, 1, 32, 0];
+        // One Read chunk of three segments (they share its position, RFC 8166 section 3.4.5).
+        for handle in 0x100..0x103 {
+            header.extend([1, 8, handle, big, 0, 0x1000]);
+        }
+        header.extend([0, 0, 0]);
+        let mut bytes = words(&header);
+        bytes.extend(call(xid, SMALL));
+        assert!(bytes.len() < 160, "a small header: {} bytes", bytes.len());
+        let rss0 = rss();
+        raw.send_raw(&bytes);
+        assert_eq!(raw.receive(), words(&[xid, 1, 32, 4, 2]), "ERR_CHUNK for that XID");
+        raw.valid_call(0x100, 1);
+        assert_eq!(raw.conn.qp().state(), QpState::Ready, "the connection keeps serving");
+        let st = stats_once(&s, "the refusal", |st| st.refused.over_limits == 1 && st.calls[1] == 1);
+        assert_eq!(st.errors_sent, 1);
+        assert_eq!(*executed.lock().unwrap(), 1, "only the valid call reached the service");
+        assert!(rss() < rss0 + (64 << 20), "no allocation the header sized: {} -> {} bytes", rss0, rss());
+    }
+}
+
+/// Connections beyond `max_connections` are rejected at connect and counted; a slot frees when
+/// a connection closes.
+fn connections_beyond_the_cap_are_rejected<B: Backend + Clone>(backend: B) {
+    let _g = serial();
+    let s = server(&backend, ServerLimits { max_connections: 3, ..ServerLimits::default() });
+    let connect = || {
+        let pd = backend.alloc_pd().expect("pd");
+        backend.connect(&pd, &s.local_addr(), &[], QpCaps::default(), WAIT_LIMIT).map(|(qp, _)| (pd, qp))
+    };
+    let mut held: Vec<_> = (0..3).map(|_| connect().expect("within the cap")).collect();
+    assert_eq!(connect().err(), Some(verbs::Error::Rejected), "the fourth connection");
+    assert_eq!(s.stats().refused.connections, 1);
+    held.pop();
+    eventually("a freed slot to take a new connection", WAIT_LIMIT, || connect().is_ok(), |ok| *ok);
+}
+
+/// A connection that says nothing for `idle_timeout` is closed and counted; its client
+/// reconnects for its next call.
+fn idle_connections_are_closed<B: Backend + Clone>(backend: B) {
+    let _g = serial();
+    let idle = Duration::from_millis(300);
+    let s = server(&backend, ServerLimits { idle_timeout: idle, ..ServerLimits::default() });
+    let c = client(&backend, &s);
+    call_ok(&c, 1, SMALL);
+    let peers = eventually("the idle connection to be closed", WAIT_LIMIT, || s.peers(), |p| p[0].ended.is_some());
+    assert_eq!(peers[0].ended, Some(Ended::Closed(format!("idle for {idle:?}"))));
+    assert_eq!(s.stats().refused.idle, 1);
+    call_ok(&c, 2, SMALL);
+    assert_eq!(s.stats().connections, 2, "the client reconnected");
+}
+
+macro_rules! on_both_backends {
+    ($($test:ident),* $(,)?) => {
+        mod in_process {
+            $( #[test] fn $test() { super::$test(verbs::InProcess); } )*
+        }
+        mod over_tcp {
+            $( #[test] fn $test() { super::$test(verbs::Tcp); } )*
+        }
+    };
+}
+
+on_both_backends! {
+    a_thousand_connections_are_released_as_they_close,
+    a_header_asking_for_gigabytes_gets_err_chunk,
+    connections_beyond_the_cap_are_rejected,
+    idle_connections_are_closed,
+}
+
+// ------------------------------------------------------------------------------------------
+// Attacks on the TCP backend's handshake and flow control.
+// ------------------------------------------------------------------------------------------
+
+/// Sockets that connect and send nothing, or drip their request a byte at a time, hold up no
+/// other client (before: each blocked the acceptor for 10 s per read) and are dropped at the
+/// handshake deadline, counted.
+#[test]
+fn tcp_silent_or_dripping_handshakes_hold_up_no_other_client() {
+    let _g = serial();
+    let limits = ServerLimits { handshake_timeout: Duration::from_millis(500), ..ServerLimits::default() };
+    let s = server(&verbs::Tcp, limits);
+    let mut silent: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(s.local_addr()).unwrap()).collect();
+    let addr = s.local_addr();
+    let (stop_tx, stop_rx) = mpsc::channel::<()>();
+    let dripper = std::thread::spawn(move || {
+        let mut d = TcpStream::connect(addr).unwrap();
+        for b in TCP_REQUEST {
+            if d.write_all(&[b]).is_err() || stop_rx.recv_timeout(Duration::from_millis(100)).is_ok() {
+                return;
+            }
+        }
+    });
+    // Served at once, though nine handshakes are stuck ahead of it.
+    let c = client(&verbs::Tcp, &s);
+    call_ok(&c, 1, SMALL);
+    for sock in &mut silent {
+        eventually("a silent handshake to be dropped", WAIT_LIMIT, || closed_by_server(sock), |c| *c);
+    }
+    let st =
+        eventually("the dropped handshakes to be counted", WAIT_LIMIT, || s.stats(), |st| st.refused.handshakes >= 9);
+    assert_eq!(st.connections, 1, "only the client's connection was accepted");
+    drop(stop_tx);
+    dripper.join().unwrap();
+}
+
+/// More handshakes at once than `max_handshakes`: the rest are turned away at once, counted;
+/// when the stuck ones go, a client connects.
+#[test]
+fn tcp_handshakes_beyond_the_cap_are_turned_away_at_once() {
+    let _g = serial();
+    let limits =
+        ServerLimits { max_handshakes: 4, handshake_timeout: Duration::from_secs(60), ..ServerLimits::default() };
+    let s = server(&verbs::Tcp, limits);
+    let mut socks: Vec<TcpStream> = (0..20).map(|_| TcpStream::connect(s.local_addr()).unwrap()).collect();
+    let turned_away = eventually(
+        "16 handshakes over the cap to be turned away",
+        WAIT_LIMIT,
+        || socks.iter_mut().map(closed_by_server).filter(|c| *c).count(),
+        |n| *n >= 16,
+    );
+    assert_eq!(turned_away, 16, "the four within the cap are still waiting");
+    assert_eq!(s.stats().refused.handshakes, 16);
+    drop(socks);
+    let c = client(&verbs::Tcp, &s);
+    call_ok(&c, 1, SMALL);
+}
+
+/// A peer that floods zero-length RDMA Writes and never reads the ACKs: the ACKs coalesce, the
+/// server's memory stays flat (before: ~2.5x the bytes sent), and once its socket write moves
+/// nothing for the retry timeout the connection is cut. Another client is served meanwhile.
+#[test]
+fn tcp_a_peer_that_floods_and_never_reads_is_cut() {
+    let _g = serial();
+    let s = server(&verbs::Tcp, ServerLimits::default());
+    let c = client(&verbs::Tcp, &s);
+    call_ok(&c, 1, SMALL);
+    let mut flood = raw_tcp_connection(&s.local_addr());
+    flood.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut batch = Vec::new();
+    while batch.len() < 64 << 10 {
+        Head::Write { addr: 0, rkey: 0, len: 0 }.encode(&mut batch);
+    }
+    let rss0 = rss();
+    let (mut sent, mut peak) = (0usize, rss0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let cut = loop {
+        if Instant::now() > deadline {
+            break false;
+        }
+        if flood.write_all(&batch).is_err() {
+            break true;
+        }
+        sent += batch.len();
+        if sent % (16 << 20) < batch.len() {
+            peak = peak.max(rss());
+            call_ok(&c, (sent >> 16) as u32, SMALL); // other clients are served throughout
+        }
+    };
+    peak = peak.max(rss());
+    eprintln!("flood: {} MiB of zero-length Writes sent; RSS {} -> peak {} MiB", sent >> 20, rss0 >> 20, peak >> 20);
+    assert!(cut, "the server never cut a peer that does not read ({} MiB sent in 60 s)", sent >> 20);
+    assert!(peak < rss0 + (64 << 20), "server memory grew with the flood: {rss0} -> {peak} bytes");
+    call_ok(&c, 2, SMALL);
+}
+
+/// A peer that sends a call and never reads the reply: the reply's Send is not acknowledged
+/// within the retry timeout, fails with RetryExceeded, and the connection closes (before, the
+/// connection's thread could wait in `send()` for ever and `Server::drop` with it).
+#[test]
+fn tcp_a_peer_that_stops_reading_replies_is_cut_within_the_retry_timeout() {
+    let _g = serial();
+    let s = server(&verbs::Tcp, ServerLimits::default());
+    let mut raw = raw_tcp_connection(&s.local_addr());
+    let xid = 0x51;
+    let mut message = words(&[xid, 1, 32, 0, 0, 0, 0]);
+    message.extend(call(xid, SMALL));
+    let mut frame = Vec::new();
+    Head::Send { len: message.len() as u32 }.encode(&mut frame);
+    frame.extend(&message);
+    raw.write_all(&frame).unwrap();
+    // Never read: the server's Send stays unacknowledged.
+    let peers =
+        eventually("the connection to end", WAIT_LIMIT, || s.peers(), |p| p.first().is_some_and(|p| p.ended.is_some()));
+    let ended = peers[0].ended.clone().unwrap();
+    let retry_exceeded = match &ended {
+        Ended::Lost { first_error: Some(c) } => c.status == Status::RetryExceeded,
+        Ended::Closed(why) => why.contains("RetryExceeded"),
+        _ => false,
+    };
+    assert!(retry_exceeded, "ended by the retry timeout: {ended}");
+    assert!(
+        closed_by_server(&mut raw) || {
+            std::thread::sleep(Duration::from_secs(1));
+            closed_by_server(&mut raw)
+        }
+    );
+}
+
+/// `Server::drop` under attack (a silent handshake, a half-open connection that never reads
+/// and never closes, an idle client): returns once the connections are closed, and no thread
+/// of the server or its connections is left.
+#[test]
+fn tcp_server_drop_returns_with_no_thread_left_behind() {
+    let _g = serial();
+    let limits = ServerLimits { handshake_timeout: Duration::from_millis(500), ..ServerLimits::default() };
+    let s = server(&verbs::Tcp, limits);
+    let _silent = TcpStream::connect(s.local_addr()).unwrap();
+    let half_open = raw_tcp_connection(&s.local_addr());
+    let c = client(&verbs::Tcp, &s);
+    call_ok(&c, 1, SMALL);
+    drop(c);
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        drop(s);
+        let _ = tx.send(());
+    });
+    rx.recv_timeout(WAIT_LIMIT).expect("Server::drop returned");
+    eventually("every thread of the server and its connections to end", WAIT_LIMIT, threads, Vec::is_empty);
+    drop(half_open);
+}
+
+// ------------------------------------------------------------------------------------------
+// The cost at each bound, for docs/hostile.md (run by hand; prints, asserts only the bounds):
+// cargo test --release -p interop-tests --test hostile_peer -- --ignored --nocapture costs
+// ------------------------------------------------------------------------------------------
+
+fn vm_size() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    statm.split_whitespace().next().and_then(|p| p.parse::<usize>().ok()).unwrap_or(0) * 4096
+}
+
+/// What the process holds: library threads, descriptors, resident and mapped memory.
+fn held() -> (usize, usize, usize, usize) {
+    (threads().len(), fds(), rss(), vm_size())
+}
+
+fn report(what: &str, n: usize, before: (usize, usize, usize, usize), after: (usize, usize, usize, usize)) {
+    let per = |a: usize, b: usize| (a as f64 - b as f64) / n.max(1) as f64;
+    eprintln!(
+        "| {what} | {n} | {:+} ({:.1} each) | {:+} ({:.1} each) | {:+.1} MiB ({:.0} KiB each) | {:+.1} MiB mapped |",
+        after.0 as i64 - before.0 as i64,
+        per(after.0, before.0),
+        after.1 as i64 - before.1 as i64,
+        per(after.1, before.1),
+        (after.2 as f64 - before.2 as f64) / 1048576.0,
+        per(after.2, before.2) / 1024.0,
+        (after.3 as f64 - before.3 as f64) / 1048576.0,
+    );
+}
+
+#[test]
+#[ignore = "prints the cost of each bound for docs/hostile.md"]
+fn costs_at_the_bounds() {
+    let _g = serial();
+    eprintln!("| attack | count | library threads | fds | RSS | address space |");
+    eprintln!("|---|---|---|---|---|---|");
+    let limits = ServerLimits::default();
+    // Handshaken TCP connections held open up to the cap, by a peer that spends one socket on
+    // each (no threads): what the server holds for them.
+    let s = server(&verbs::Tcp, limits);
+    let before = held();
+    let conns: Vec<TcpStream> = (0..limits.max_connections).map(|_| raw_tcp_connection(&s.local_addr())).collect();
+    eventually(
+        "every connection served",
+        WAIT_LIMIT,
+        || s.stats().connections,
+        |n| *n == limits.max_connections as u64,
+    );
+    report("TCP: connections held open, at max_connections", conns.len(), before, held());
+    let mut over = TcpStream::connect(s.local_addr()).unwrap();
+    over.write_all(&TCP_REQUEST).unwrap();
+    eventually("the connection over the cap to be rejected", WAIT_LIMIT, || closed_by_server(&mut over), |c| *c);
+    drop(conns);
+    drop(s);
+    // Silent handshakes up to the cap.
+    let s = server(&verbs::Tcp, limits);
+    let before = held();
+    let silent: Vec<TcpStream> =
+        (0..limits.max_handshakes).map(|_| TcpStream::connect(s.local_addr()).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(200));
+    report("TCP: silent handshakes, at max_handshakes", silent.len(), before, held());
+    drop(silent);
+    drop(s);
+    // In-process connections up to the cap (the peer's queue pairs live in this process too).
+    let s = server(&verbs::InProcess, limits);
+    let before = held();
+    let held_qps: Vec<_> = (0..limits.max_connections)
+        .map(|_| {
+            let pd = verbs::InProcess.alloc_pd().unwrap();
+            let (qp, _) = verbs::InProcess.connect(&pd, &s.local_addr(), &[], QpCaps::default(), WAIT_LIMIT).unwrap();
+            (pd, qp)
+        })
+        .collect();
+    eventually(
+        "every connection served",
+        WAIT_LIMIT,
+        || s.stats().connections,
+        |n| *n == limits.max_connections as u64,
+    );
+    report("in-process: connections held open, at max_connections", held_qps.len(), before, held());
+    drop(held_qps);
+    drop(s);
+    // A thousand connect-and-close cycles: what is left afterwards.
+    for backend in ["TCP", "in-process"] {
+        let before = held();
+        let s = if backend == "TCP" { server(&verbs::Tcp, limits) } else { server(&verbs::InProcess, limits) };
+        for _ in 0..1000 {
+            if backend == "TCP" {
+                drop(raw_tcp_connection(&s.local_addr()));
+            } else {
+                let pd = verbs::InProcess.alloc_pd().unwrap();
+                drop(verbs::InProcess.connect(&pd, &s.local_addr(), &[], QpCaps::default(), WAIT_LIMIT).unwrap());
+            }
+        }
+        eventually("the closed connections' threads to end", WAIT_LIMIT, threads, |t| t.len() <= before.0 + 1);
+        report(&format!("{backend}: left after 1,000 connect-and-close cycles"), 1000, before, held());
+        drop(s);
+    }
+}

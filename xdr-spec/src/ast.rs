@@ -255,15 +255,53 @@ pub struct Procedure {
     pub number: Value,
 }
 
-/// Convert a byte offset in `source` to a 1-based `(line, column)`.
+/// Convert a byte offset in `source` to a 1-based `(line, column)`; the
+/// column counts bytes. Scans `source` up to `offset`: to convert many
+/// offsets into one text, build a [`LineIndex`] once instead.
 ///
 /// ```
 /// assert_eq!(xdr_spec::ast::line_col("ab\ncd", 4), (2, 2));
 /// ```
 pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
-    let offset = offset.min(source.len());
-    let before = &source.as_bytes()[..offset];
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let col = offset - before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1) + 1;
-    (line, col)
+    LineIndex::new(source).line_col(offset)
+}
+
+/// Where each line of a text starts, so that an offset becomes a
+/// `(line, column)` by binary search rather than by scanning the text from
+/// its start: the generator turns an offset into a line for every item it
+/// documents, and a scan each time made it quadratic in the number of
+/// definitions.
+///
+/// ```
+/// let index = xdr_spec::ast::LineIndex::new("ab\ncd\n");
+/// assert_eq!(index.line_col(0), (1, 1));
+/// assert_eq!(index.line_col(4), (2, 2));
+/// assert_eq!(index.line_col(99), (3, 1)); // past the end: the end
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineIndex {
+    /// Offset of the first byte of each line; `starts[0]` is 0.
+    starts: Vec<usize>,
+    /// Length of the text, where offsets past the end are clamped.
+    len: usize,
+}
+
+impl LineIndex {
+    /// Index the line starts of `source` (one pass).
+    pub fn new(source: &str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(source.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i + 1))
+            .collect();
+        LineIndex { starts, len: source.len() }
+    }
+
+    /// The 1-based `(line, column)` of byte `offset` (clamped to the end of
+    /// the text), as [`line_col`] computes it.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.len);
+        // The number of lines starting at or before `offset`: at least one,
+        // as the first starts at 0.
+        let line = self.starts.partition_point(|&s| s <= offset);
+        (line, offset - self.starts[line - 1] + 1)
+    }
 }

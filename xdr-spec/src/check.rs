@@ -91,7 +91,21 @@ impl Diagnostic {
     /// assert_eq!(d.render("a.x", "ab\ncd"), "a.x:2:1: error: bad");
     /// ```
     pub fn render(&self, file: &str, source: &str) -> String {
-        let (line, column) = line_col(source, self.span.offset);
+        self.render_indexed(file, &LineIndex::new(source))
+    }
+
+    /// As [`Diagnostic::render`], with the source's lines indexed once by the
+    /// caller: rendering every diagnostic of a long specification through
+    /// `render` would scan the source once per diagnostic.
+    ///
+    /// ```
+    /// use xdr_spec::ast::{LineIndex, Span};
+    /// use xdr_spec::check::{Diagnostic, Severity};
+    /// let d = Diagnostic { severity: Severity::Note, span: Span { offset: 4 }, message: "here".into() };
+    /// assert_eq!(d.render_indexed("a.x", &LineIndex::new("ab\ncd")), "a.x:2:2: note: here");
+    /// ```
+    pub fn render_indexed(&self, file: &str, lines: &LineIndex) -> String {
+        let (line, column) = lines.line_col(self.span.offset);
         format!("{file}:{line}:{column}: {}: {}", self.severity, self.message)
     }
 }

@@ -61,7 +61,7 @@ pub struct GenError {
 pub fn generate(spec: &Spec, source: &str, opts: &GenOptions) -> Result<String, GenError> {
     let mut g = Gen {
         syms: Symbols::new(spec),
-        source,
+        lines: LineIndex::new(source),
         opts,
         out: String::new(),
         inline_names: HashMap::new(),
@@ -119,7 +119,9 @@ struct Codec {
 
 struct Gen<'s> {
     syms: Symbols<'s>,
-    source: &'s str,
+    /// Line starts of the XDR source, for diagnostics and the origin of each
+    /// item (indexed once: see [`LineIndex`]).
+    lines: LineIndex,
     opts: &'s GenOptions,
     out: String,
     /// Names given to inline bodies, by their address in the AST.
@@ -194,12 +196,12 @@ fn sub(template: &str, v: &str) -> String {
 
 impl<'s> Gen<'s> {
     fn err(&self, span: Span, message: impl Into<String>) -> GenError {
-        let (line, column) = line_col(self.source, span.offset);
+        let (line, column) = self.lines.line_col(span.offset);
         GenError { line, column, message: message.into() }
     }
 
     fn origin(&self, span: Span) -> String {
-        let (line, _) = line_col(self.source, span.offset);
+        let (line, _) = self.lines.line_col(span.offset);
         match self.opts.line_origins.get(line - 1) {
             Some(o) if !o.is_empty() => o.clone(),
             _ if self.opts.source_name.is_empty() => format!("line {line}"),

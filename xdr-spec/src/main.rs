@@ -77,8 +77,9 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             let xdr = xdr_with_errata(args)?;
             let spec = xdr_spec::parse::parse(&xdr).map_err(|e| format!("{}:{e}", args.file))?;
             let diags = check::check(&spec);
+            let lines = xdr_spec::ast::LineIndex::new(&xdr);
             for d in &diags {
-                eprintln!("{}", d.render(&args.file, &xdr));
+                eprintln!("{}", d.render_indexed(&args.file, &lines));
             }
             Ok(if check::has_errors(&diags) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
         }

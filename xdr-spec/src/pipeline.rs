@@ -17,6 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::ast::LineIndex;
 use crate::{check, errata, extract, gen, parse};
 
 /// Why the pipeline stopped. Each variant's message names the file and, where
@@ -137,12 +138,17 @@ pub fn spec_to_xdr(spec_path: &Path, errata_path: Option<&Path>, repair: bool) -
 pub fn xdr_to_rust(name: &str, xdr: &str, line_origins: Vec<String>) -> Result<(String, Vec<String>), PipelineError> {
     let spec = parse::parse(xdr).map_err(|source| PipelineError::Parse { name: name.to_string(), source })?;
     let diags = check::check(&spec);
+    let lines = LineIndex::new(xdr);
     if check::has_errors(&diags) {
         return Err(PipelineError::Check(
-            diags.iter().filter(|d| d.severity == check::Severity::Error).map(|d| d.render(name, xdr)).collect(),
+            diags
+                .iter()
+                .filter(|d| d.severity == check::Severity::Error)
+                .map(|d| d.render_indexed(name, &lines))
+                .collect(),
         ));
     }
-    let notes = diags.iter().map(|d| d.render(name, xdr)).collect();
+    let notes = diags.iter().map(|d| d.render_indexed(name, &lines)).collect();
     let opts = gen::GenOptions { source_name: name.to_string(), line_origins };
     let rust =
         gen::generate(&spec, xdr, &opts).map_err(|source| PipelineError::Gen { name: name.to_string(), source })?;

@@ -1,0 +1,43 @@
+//! Hostile spec text: inputs built to break the pipeline rather than to
+//! describe a protocol. One test (or more) per rule; each names it.
+
+use xdr_spec::ast::{line_col, LineIndex};
+
+/// The obvious definition, to compare the index with: count the newlines
+/// before `offset`, and the bytes since the last of them.
+fn naive_line_col(source: &str, offset: usize) -> (usize, usize) {
+    let before = &source.as_bytes()[..offset.min(source.len())];
+    let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
+    let col = 1 + before.len() - before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1);
+    (line, col)
+}
+
+// ---- rule: gen is linear in the number of definitions --------------------------
+
+#[test]
+fn line_index_agrees_with_a_scan_at_every_offset() {
+    // Empty lines, a leading and a trailing newline, CRLF, a multi-byte
+    // character (columns count bytes), no final newline.
+    let texts =
+        ["", "\n", "a", "ab\ncd", "\n\nx\n", "a\r\nb\r\n\r\nc", "é\nü x\n", "const A = 1;\n\nstruct s { int x; };"];
+    for text in texts {
+        let index = LineIndex::new(text);
+        for offset in 0..=text.len() + 2 {
+            let want = naive_line_col(text, offset);
+            assert_eq!(index.line_col(offset), want, "{text:?} at {offset}");
+            assert_eq!(line_col(text, offset), want, "{text:?} at {offset}");
+        }
+    }
+}
+
+#[test]
+fn line_index_on_many_lines() {
+    // Lines of every length from 0 to 199: the binary search must land on the
+    // right one wherever it starts.
+    let text: String = (0..200).map(|n| format!("{}\n", "x".repeat(n))).collect();
+    let index = LineIndex::new(&text);
+    for offset in (0..=text.len()).step_by(7) {
+        assert_eq!(index.line_col(offset), naive_line_col(&text, offset), "at {offset}");
+    }
+    assert_eq!(index.line_col(text.len()), (201, 1));
+}

@@ -41,3 +41,31 @@ fn line_index_on_many_lines() {
     }
     assert_eq!(index.line_col(text.len()), (201, 1));
 }
+
+// ---- rule: a constant too large for 64 bits says what range is accepted --------
+
+#[test]
+fn constant_past_64_bits_names_the_accepted_range() {
+    for (src, col) in [
+        ("const BIG = 9223372036854775808;", 13),
+        ("const BIG = 0x8000000000000000;", 13),
+        ("const BIG = 01000000000000000000000;", 13),
+        ("typedef int a[\n  -99999999999999999999];", 4),
+    ] {
+        let e = xdr_spec::parse::parse(src).expect_err(src);
+        assert_eq!((e.line, e.column), (src.lines().count(), col), "{src}: {e}");
+        assert!(
+            e.message
+                .starts_with("expected an integer constant from -2147483648 to 4294967295 (XDR constants are 32-bit"),
+            "{src}: {e}"
+        );
+    }
+    // The largest that parses is still refused by the checker, which says why.
+    let spec = xdr_spec::parse::parse("const BIG = 9223372036854775807;").unwrap();
+    let diags = xdr_spec::check::check(&spec);
+    assert_eq!(
+        diags[0].message,
+        "constant `BIG` = 9223372036854775807 does not fit in 32 bits (an int or an unsigned int)"
+    );
+}
+

@@ -305,3 +305,35 @@ impl LineIndex {
         (line, offset - self.starts[line - 1] + 1)
     }
 }
+
+/// Source bytes that are not UTF-8: where the first invalid byte is, so that
+/// the message points into the file like every other diagnostic.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{line}:{column}: invalid UTF-8 (byte 0x{byte:02x}): a specification must be UTF-8 text")]
+pub struct InvalidUtf8 {
+    /// 1-based line of the first invalid byte.
+    pub line: usize,
+    /// 1-based column (in bytes) of the first invalid byte.
+    pub column: usize,
+    /// Byte offset of the first invalid byte.
+    pub offset: usize,
+    /// The first invalid byte.
+    pub byte: u8,
+}
+
+/// The bytes of a specification as text, or where they stop being UTF-8.
+///
+/// ```
+/// let e = xdr_spec::ast::source_text(b"const A = 1;\nconst \xff").unwrap_err();
+/// assert_eq!((e.line, e.column, e.byte), (2, 7, 0xff));
+/// assert_eq!(xdr_spec::ast::source_text(b"ok"), Ok("ok"));
+/// ```
+pub fn source_text(bytes: &[u8]) -> Result<&str, InvalidUtf8> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let offset = e.valid_up_to();
+        // The prefix up to the error is valid by definition.
+        let valid = std::str::from_utf8(&bytes[..offset]).unwrap_or_default();
+        let (line, column) = line_col(valid, offset);
+        InvalidUtf8 { line, column, offset, byte: bytes[offset] }
+    })
+}

@@ -46,7 +46,9 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn read(path: &str) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))
+    let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+    // Invalid UTF-8 is reported at its line and column, as a diagnostic is.
+    xdr_spec::ast::source_text(&bytes).map(str::to_string).map_err(|e| format!("{path}:{e}"))
 }
 
 /// The XDR of a `.x` file with the errata file applied, if one was given.

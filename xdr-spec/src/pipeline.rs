@@ -17,7 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::ast::LineIndex;
+use crate::ast::{source_text, InvalidUtf8, LineIndex};
 use crate::{check, errata, extract, gen, parse};
 
 /// Why the pipeline stopped. Each variant's message names the file and, where
@@ -31,6 +31,15 @@ pub enum PipelineError {
         path: PathBuf,
         /// The error.
         source: std::io::Error,
+    },
+    /// A file is not UTF-8 text; the message names the line and column of
+    /// the first invalid byte.
+    #[error("{path}:{source}")]
+    Utf8 {
+        /// The file.
+        path: PathBuf,
+        /// Where the first invalid byte is.
+        source: InvalidUtf8,
     },
     /// No XDR could be extracted, or a repair could not be justified.
     #[error("{path}: {source}")]
@@ -94,7 +103,8 @@ pub struct PipelineRust {
 }
 
 fn read(path: &Path) -> Result<String, PipelineError> {
-    std::fs::read_to_string(path).map_err(|source| PipelineError::Io { path: path.to_path_buf(), source })
+    let bytes = std::fs::read(path).map_err(|source| PipelineError::Io { path: path.to_path_buf(), source })?;
+    source_text(&bytes).map(str::to_owned).map_err(|source| PipelineError::Utf8 { path: path.to_path_buf(), source })
 }
 
 fn file_name(path: &Path) -> String {

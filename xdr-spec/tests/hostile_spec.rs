@@ -69,3 +69,26 @@ fn constant_past_64_bits_names_the_accepted_range() {
     );
 }
 
+// ---- rule: invalid UTF-8 is reported at the line and column of its first byte --
+
+#[test]
+fn invalid_utf8_names_line_and_column() {
+    let e = xdr_spec::ast::source_text(b"const A = 1;\n\nstruct s { int \xc3\x28; };").unwrap_err();
+    assert_eq!((e.line, e.column, e.offset, e.byte), (3, 16, 29, 0xc3));
+    assert_eq!(e.to_string(), "3:16: invalid UTF-8 (byte 0xc3): a specification must be UTF-8 text");
+    // Through the pipeline, as build scripts read a spec.
+    let dir = std::env::temp_dir().join(format!("xdr-spec-utf8-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("bad.txt");
+    std::fs::write(&path, b"/// const A = 1;\n///  \xff\n").unwrap();
+    let err = xdr_spec::pipeline::spec_to_xdr(&path, None, false).unwrap_err();
+    assert!(
+        err.to_string().ends_with("bad.txt:2:6: invalid UTF-8 (byte 0xff): a specification must be UTF-8 text"),
+        "{err}"
+    );
+    // And through the CLI.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_xdr-spec")).arg("check").arg(&path).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bad.txt:2:6: invalid UTF-8 (byte 0xff)"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

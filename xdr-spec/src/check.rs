@@ -36,6 +36,7 @@
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
+use std::fmt::Write as _;
 
 use crate::ast::*;
 use crate::symbols::{is_list_struct, Symbol, Symbols};
@@ -239,7 +240,7 @@ impl<'s> Checker<'s> {
     }
 
     fn push(&mut self, severity: Severity, span: Span, message: String) {
-        self.diags.push(Diagnostic { severity, span, message });
+        self.diags.push(Diagnostic { severity, span, message: shorten_names(message) });
     }
 
     fn error(&mut self, span: Span, message: String) {
@@ -1261,6 +1262,41 @@ fn decl_str(d: &Declaration) -> String {
     }
 }
 
+// ---- bounded messages ----------------------------------------------------------
+
+/// Names longer than this many bytes are cut short in messages.
+pub(crate) const MAX_SHOWN_NAME: usize = 64;
+
+/// `message` with every run of identifier characters longer than
+/// [`MAX_SHOWN_NAME`] bytes cut to its first [`MAX_SHOWN_NAME`] and
+/// `... (N bytes)`: a hostile specification's megabyte-long name would
+/// otherwise be echoed whole, once per diagnostic that names it. Applied to
+/// every message as it is made, so no message can forget it.
+pub(crate) fn shorten_names(message: String) -> String {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    if message.len() <= MAX_SHOWN_NAME {
+        return message;
+    }
+    let mut out = String::new();
+    let mut rest = message.as_str();
+    while let Some(start) = rest.find(is_name) {
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        let end = rest.find(|c: char| !is_name(c)).unwrap_or(rest.len());
+        // Identifier characters are ASCII: any byte index is a boundary.
+        let word = &rest[..end];
+        if word.len() > MAX_SHOWN_NAME {
+            out.push_str(&word[..MAX_SHOWN_NAME]);
+            let _ = write!(out, "... ({} bytes)", word.len());
+        } else {
+            out.push_str(word);
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 // ---- suggestions -------------------------------------------------------------
 
 /// The defined name closest to `name` by edit distance, if close enough: at
@@ -1315,6 +1351,17 @@ fn levenshtein(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_names_are_cut_in_messages() {
+        let long = "a".repeat(70);
+        assert_eq!(
+            shorten_names(format!("undefined name `{long}` (did you mean `{long}_`?)")),
+            format!("undefined name `{0}... (70 bytes)` (did you mean `{0}... (71 bytes)`?)", &long[..64])
+        );
+        let short = format!("`{}` and `{}` are fine", "b".repeat(64), "c".repeat(10));
+        assert_eq!(shorten_names(short.clone()), short);
+    }
 
     #[test]
     fn levenshtein_distances() {

@@ -22,6 +22,7 @@ use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use crate::ast::*;
+use crate::check::shorten_names;
 use crate::symbols::{is_list_struct, list_link, Symbols};
 
 /// What the generator needs to know beyond the specification.
@@ -197,7 +198,7 @@ fn sub(template: &str, v: &str) -> String {
 impl<'s> Gen<'s> {
     fn err(&self, span: Span, message: impl Into<String>) -> GenError {
         let (line, column) = self.lines.line_col(span.offset);
-        GenError { line, column, message: message.into() }
+        GenError { line, column, message: shorten_names(message.into()) }
     }
 
     fn origin(&self, span: Span) -> String {

@@ -92,3 +92,28 @@ fn invalid_utf8_names_line_and_column() {
     assert!(stderr.contains("bad.txt:2:6: invalid UTF-8 (byte 0xff)"), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+// ---- rule: a long identifier is cut short in every message ---------------------
+
+#[test]
+fn megabyte_identifier_is_not_echoed_whole() {
+    let name = format!("x{}", "y".repeat(1 << 20));
+    let src = format!("struct s {{\n  {name} a;\n}};\nconst {name} = 1;\nconst {name} = 2;\n");
+    let spec = xdr_spec::parse::parse(&src).unwrap();
+    let diags = xdr_spec::check::check(&spec);
+    let shown = format!("{}... ({} bytes)", &name[..64], name.len());
+    let rendered: Vec<String> = diags.iter().map(|d| d.render("t.x", &src)).collect();
+    assert_eq!(
+        rendered,
+        [
+            format!("t.x:2:3: error: `{shown}` is a constant, not a type"),
+            format!("t.x:4:7: note: `{shown}` is first defined here"),
+            format!("t.x:5:7: error: duplicate name `{shown}` (already defined as a constant)"),
+        ]
+    );
+    // The generator's refusals are cut the same way.
+    let src = format!("typedef int t[{name}];");
+    let spec = xdr_spec::parse::parse(&src).unwrap();
+    let e = xdr_spec::gen::generate(&spec, &src, &Default::default()).unwrap_err();
+    assert_eq!(e.to_string(), format!("1:15: `{shown}` is not a constant"));
+}

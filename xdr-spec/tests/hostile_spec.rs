@@ -117,3 +117,17 @@ fn megabyte_identifier_is_not_echoed_whole() {
     let e = xdr_spec::gen::generate(&spec, &src, &Default::default()).unwrap_err();
     assert_eq!(e.to_string(), format!("1:15: `{shown}` is not a constant"));
 }
+
+// ---- rule: a procedure repeated in a later version is one constant -------------
+
+#[test]
+fn procedure_repeated_in_a_later_version_is_generated_once() {
+    // rpcbind repeats procedures across versions; the checker allows it (same
+    // name, same number), and two `pub const X` would not compile (E0428).
+    let src = "program P { version V1 { void X(void) = 1; } = 1; version V2 { void X(void) = 1; int Y(int) = 2; } = 2; } = 9;";
+    let spec = xdr_spec::parse::parse(src).unwrap();
+    assert!(!xdr_spec::check::has_errors(&xdr_spec::check::check(&spec)));
+    let rust = xdr_spec::gen::generate(&spec, src, &Default::default()).unwrap();
+    assert_eq!(rust.matches("pub const X: u32 = 1;").count(), 1, "{rust}");
+    assert_eq!(rust.matches("pub const Y: u32 = 2;").count(), 1, "{rust}");
+}

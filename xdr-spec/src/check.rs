@@ -826,6 +826,20 @@ impl<'s> Checker<'s> {
         };
         self.type_spec(ty);
         let n = &name.name;
+        if let TypeSpec::Named { name: target, .. } = ty {
+            // The generator turns a list struct into a sequence, which only a
+            // pointer to it denotes; any other use it refuses.
+            if *shape != Shape::Optional && self.syms.type_def(&target.name).is_some_and(is_list_struct) {
+                self.error(
+                    target.span,
+                    format!(
+                        "`{t}` is an optional-data list; the generator supports it only through a pointer (`{t} \
+                         *{n}`), which is how RFC 4506 section 4.19 uses it",
+                        t = target.name
+                    ),
+                );
+            }
+        }
         match (ty, shape) {
             (TypeSpec::String, Shape::FixedArray(_)) => self.error(
                 name.span,

@@ -268,6 +268,23 @@ fn rule5_optional_data_list_is_a_note() {
 }
 
 #[test]
+fn rule5_optional_data_list_only_through_a_pointer() {
+    // The generator refused these after the checker had accepted them.
+    expect(
+        "struct l { int v; l *next; };\ntypedef l arr<1>;\ntypedef l alias;\nstruct s { l *ok; l direct; };",
+        &[
+            "1:8: note: `l` is an optional-data list; generated as a sequence decoded in a loop",
+            "2:9: error: `l` is an optional-data list; the generator supports it only through a pointer (`l *arr`), \
+             which is how RFC 4506 section 4.19 uses it",
+            "3:9: error: `l` is an optional-data list; the generator supports it only through a pointer (`l *alias`), \
+             which is how RFC 4506 section 4.19 uses it",
+            "4:19: error: `l` is an optional-data list; the generator supports it only through a pointer (`l \
+             *direct`), which is how RFC 4506 section 4.19 uses it",
+        ],
+    );
+}
+
+#[test]
 fn rule5_direct_cycle_has_infinite_size() {
     expect(
         "struct a { int n; b x; };\nstruct b { a y[2]; };",

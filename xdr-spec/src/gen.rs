@@ -273,6 +273,11 @@ impl<'s> Gen<'s> {
                 } else if lt && self.lifetime.insert(name.clone()) {
                     changed = true;
                 }
+                // A list's entry struct holds the floats of its fields as
+                // much as the list does (and so cannot derive `Eq` either).
+                if fl && matches!(self.items[i].kind, ItemKind::List(_)) && self.float.insert(format!("{name}Entry")) {
+                    changed = true;
+                }
                 if fl && self.float.insert(name) {
                     changed = true;
                 }

@@ -131,3 +131,17 @@ fn procedure_repeated_in_a_later_version_is_generated_once() {
     assert_eq!(rust.matches("pub const X: u32 = 1;").count(), 1, "{rust}");
     assert_eq!(rust.matches("pub const Y: u32 = 2;").count(), 1, "{rust}");
 }
+
+// ---- rule: a list entry holding a float derives no Eq ---------------------------
+
+#[test]
+fn list_entry_with_a_float_does_not_derive_eq() {
+    // `f64` is not `Eq`: the entry struct derived it anyway, and did not
+    // compile (E0277), as the property test in generated_compiles.rs found.
+    let src = "struct l { int a; double b; l *next; };";
+    let spec = xdr_spec::parse::parse(src).unwrap();
+    let rust = xdr_spec::gen::generate(&spec, src, &Default::default()).unwrap();
+    let entry = rust.find("pub struct LEntry").expect("an entry struct");
+    let derive = &rust[rust[..entry].rfind("#[derive").unwrap()..entry];
+    assert_eq!(derive.trim(), "#[derive(Debug, Clone, Copy, PartialEq)]", "{rust}");
+}

@@ -255,15 +255,85 @@ pub struct Procedure {
     pub number: Value,
 }
 
-/// Convert a byte offset in `source` to a 1-based `(line, column)`.
+/// Convert a byte offset in `source` to a 1-based `(line, column)`; the
+/// column counts bytes. Scans `source` up to `offset`: to convert many
+/// offsets into one text, build a [`LineIndex`] once instead.
 ///
 /// ```
 /// assert_eq!(xdr_spec::ast::line_col("ab\ncd", 4), (2, 2));
 /// ```
 pub fn line_col(source: &str, offset: usize) -> (usize, usize) {
-    let offset = offset.min(source.len());
-    let before = &source.as_bytes()[..offset];
-    let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-    let col = offset - before.iter().rposition(|&b| b == b'\n').map_or(0, |p| p + 1) + 1;
-    (line, col)
+    LineIndex::new(source).line_col(offset)
+}
+
+/// Where each line of a text starts, so that an offset becomes a
+/// `(line, column)` by binary search rather than by scanning the text from
+/// its start: the generator turns an offset into a line for every item it
+/// documents, and a scan each time made it quadratic in the number of
+/// definitions.
+///
+/// ```
+/// let index = xdr_spec::ast::LineIndex::new("ab\ncd\n");
+/// assert_eq!(index.line_col(0), (1, 1));
+/// assert_eq!(index.line_col(4), (2, 2));
+/// assert_eq!(index.line_col(99), (3, 1)); // past the end: the end
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineIndex {
+    /// Offset of the first byte of each line; `starts[0]` is 0.
+    starts: Vec<usize>,
+    /// Length of the text, where offsets past the end are clamped.
+    len: usize,
+}
+
+impl LineIndex {
+    /// Index the line starts of `source` (one pass).
+    pub fn new(source: &str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(source.bytes().enumerate().filter(|&(_, b)| b == b'\n').map(|(i, _)| i + 1))
+            .collect();
+        LineIndex { starts, len: source.len() }
+    }
+
+    /// The 1-based `(line, column)` of byte `offset` (clamped to the end of
+    /// the text), as [`line_col`] computes it.
+    pub fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.len);
+        // The number of lines starting at or before `offset`: at least one,
+        // as the first starts at 0.
+        let line = self.starts.partition_point(|&s| s <= offset);
+        (line, offset - self.starts[line - 1] + 1)
+    }
+}
+
+/// Source bytes that are not UTF-8: where the first invalid byte is, so that
+/// the message points into the file like every other diagnostic.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{line}:{column}: invalid UTF-8 (byte 0x{byte:02x}): a specification must be UTF-8 text")]
+pub struct InvalidUtf8 {
+    /// 1-based line of the first invalid byte.
+    pub line: usize,
+    /// 1-based column (in bytes) of the first invalid byte.
+    pub column: usize,
+    /// Byte offset of the first invalid byte.
+    pub offset: usize,
+    /// The first invalid byte.
+    pub byte: u8,
+}
+
+/// The bytes of a specification as text, or where they stop being UTF-8.
+///
+/// ```
+/// let e = xdr_spec::ast::source_text(b"const A = 1;\nconst \xff").unwrap_err();
+/// assert_eq!((e.line, e.column, e.byte), (2, 7, 0xff));
+/// assert_eq!(xdr_spec::ast::source_text(b"ok"), Ok("ok"));
+/// ```
+pub fn source_text(bytes: &[u8]) -> Result<&str, InvalidUtf8> {
+    std::str::from_utf8(bytes).map_err(|e| {
+        let offset = e.valid_up_to();
+        // The prefix up to the error is valid by definition.
+        let valid = std::str::from_utf8(&bytes[..offset]).unwrap_or_default();
+        let (line, column) = line_col(valid, offset);
+        InvalidUtf8 { line, column, offset, byte: bytes[offset] }
+    })
 }

@@ -21,6 +21,16 @@
 //!   constant values that do not fit 32 bits, `struct X` naming a union, a
 //!   constant used as a type, a type used as a constant, program, version
 //!   and procedure numbers undefined or used twice.
+//! - names that are distinct in XDR but not in the generated Rust: two types,
+//!   or two constants (enumerators, tuple-struct constructors), of one name
+//!   after case conversion (`foo_bar` and `FooBar`, `const foo` and
+//!   enumerator `FOO`), the generator's derived names included (inline bodies
+//!   named after parent and field, the `...Entry` struct of a list), struct
+//!   fields, union arms and enumerators of one type that convert to one name,
+//!   a field named `_`, and names that would hide the prelude items the
+//!   generated code uses (`Option`, `Some`, `Ok`, ...); a warning where a
+//!   name hides another prelude item (`Result`, `Vec`, ...) or is renamed
+//!   (`self` -> `self_`, `Self` -> `Self_`).
 //!
 //! Where a diagnostic concerns an earlier definition too (a duplicate), a
 //! [`Severity::Note`] at the earlier one follows it, so that the rendered
@@ -36,8 +46,10 @@
 use std::cmp::Reverse;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
+use std::fmt::Write as _;
 
 use crate::ast::*;
+use crate::gen::{self, Namespace};
 use crate::symbols::{is_list_struct, Symbol, Symbols};
 
 /// How serious a [`Diagnostic`] is.
@@ -91,7 +103,21 @@ impl Diagnostic {
     /// assert_eq!(d.render("a.x", "ab\ncd"), "a.x:2:1: error: bad");
     /// ```
     pub fn render(&self, file: &str, source: &str) -> String {
-        let (line, column) = line_col(source, self.span.offset);
+        self.render_indexed(file, &LineIndex::new(source))
+    }
+
+    /// As [`Diagnostic::render`], with the source's lines indexed once by the
+    /// caller: rendering every diagnostic of a long specification through
+    /// `render` would scan the source once per diagnostic.
+    ///
+    /// ```
+    /// use xdr_spec::ast::{LineIndex, Span};
+    /// use xdr_spec::check::{Diagnostic, Severity};
+    /// let d = Diagnostic { severity: Severity::Note, span: Span { offset: 4 }, message: "here".into() };
+    /// assert_eq!(d.render_indexed("a.x", &LineIndex::new("ab\ncd")), "a.x:2:2: note: here");
+    /// ```
+    pub fn render_indexed(&self, file: &str, lines: &LineIndex) -> String {
+        let (line, column) = lines.line_col(self.span.offset);
         format!("{file}:{line}:{column}: {}: {}", self.severity, self.message)
     }
 }
@@ -109,6 +135,7 @@ impl Diagnostic {
 pub fn check(spec: &Spec) -> Vec<Diagnostic> {
     let mut c = Checker::new(spec);
     c.namespace();
+    c.rust_names();
     for def in &spec.definitions {
         c.definition(def);
     }
@@ -225,7 +252,7 @@ impl<'s> Checker<'s> {
     }
 
     fn push(&mut self, severity: Severity, span: Span, message: String) {
-        self.diags.push(Diagnostic { severity, span, message });
+        self.diags.push(Diagnostic { severity, span, message: shorten_names(message) });
     }
 
     fn error(&mut self, span: Span, message: String) {
@@ -306,6 +333,126 @@ impl<'s> Checker<'s> {
         }
     }
 
+    // ---- the generated Rust's names ------------------------------------------
+
+    /// Names that are distinct in XDR but not in the generated Rust module:
+    /// two that become the same type, or the same constant (or tuple-struct
+    /// constructor), after case conversion and the generator's own naming
+    /// (inline bodies after parent and field, `...Entry` structs of lists);
+    /// and names that would hide the prelude items the generated code uses
+    /// unqualified. Each would be a rustc error (E0428, E0107, ...) in code
+    /// the checker let through. The names come from the generator itself
+    /// ([`gen::module_names`]), so the two cannot disagree.
+    fn rust_names(&mut self) {
+        let mut names = gen::module_names(self.spec);
+        // The earlier name is the one noted, the later one the error.
+        names.sort_by_key(|n| n.span);
+        let mut seen: HashMap<(Namespace, &str), &gen::ModuleName> = HashMap::new();
+        // A newtype is a type and a constructor of one name: say so once.
+        let mut shadowing: HashSet<(Span, &str)> = HashSet::new();
+        for n in &names {
+            let rust = n.rust.as_str();
+            let first_time = shadowing.insert((n.span, rust));
+            if first_time && gen::USED_PRELUDE_NAMES.contains(&rust) {
+                self.error(
+                    n.span,
+                    format!(
+                        "{} becomes `{rust}` in the generated Rust, which would hide Rust's own `{rust}` that the \
+                         generated code uses; rename it",
+                        n.what
+                    ),
+                );
+            } else if first_time && gen::OTHER_PRELUDE_NAMES.contains(&rust) {
+                self.warning(
+                    n.span,
+                    format!(
+                        "{} becomes `{rust}` in the generated Rust, which hides the Rust prelude's `{rust}` there",
+                        n.what
+                    ),
+                );
+            }
+            if first_time && rust == "Self_" {
+                self.warning(n.span, format!("{} is generated as `Self_`: `Self` cannot name a Rust type", n.what));
+            }
+            match seen.get(&(n.ns, rust)) {
+                // The same XDR name defined twice: reported as a duplicate.
+                Some(first) if first.global && n.global && first.xdr == n.xdr => {}
+                Some(first) => {
+                    let space = match n.ns {
+                        Namespace::Type => "type",
+                        Namespace::Value => "value (constant or constructor)",
+                    };
+                    let (first_span, first_what) = (first.span, first.what.clone());
+                    self.error(
+                        n.span,
+                        format!(
+                            "{} and {first_what} both become `{rust}` in the generated Rust, where they share the \
+                             {space} namespace of one module; rename one of them",
+                            n.what
+                        ),
+                    );
+                    self.note(first_span, format!("{first_what} is defined here"));
+                }
+                None => {
+                    seen.insert((n.ns, rust), n);
+                }
+            }
+        }
+    }
+
+    /// Names within one Rust type (struct fields, enum variants, union arms)
+    /// that are distinct in XDR but the same after `convert`, the case
+    /// conversion the generator applies: rustc would refuse the duplicate
+    /// field (E0124) or variant (E0428).
+    fn rust_members(&mut self, ids: &[&'s Ident], convert: fn(&str) -> String, what: &str, owner: &str) {
+        let mut seen: HashMap<String, &'s Ident> = HashMap::new();
+        for &id in ids {
+            let rust = convert(&id.name);
+            match seen.get(&rust) {
+                // The same XDR name twice is reported by the rule on
+                // duplicates (or allowed, for union arms of one type).
+                Some(first) if first.name == id.name => {}
+                Some(first) => {
+                    let first = *first;
+                    self.error(
+                        id.span,
+                        format!(
+                            "{what}s `{}` and `{}` of {owner} both become `{rust}` in the generated Rust; rename one \
+                             of them",
+                            first.name, id.name
+                        ),
+                    );
+                    self.note(first.span, format!("`{}` is declared here", first.name));
+                }
+                None => {
+                    seen.insert(rust, id);
+                }
+            }
+        }
+    }
+
+    /// A struct field's name that is not a Rust identifier
+    /// after conversion: `_` is an error, `self`, `super` and `crate` become
+    /// `self_`, ... (a warning: they cannot be raw identifiers).
+    fn rust_field_name(&mut self, id: &Ident, what: &str, owner: &str) {
+        let base = gen::snake_case(&id.name);
+        if base == "_" {
+            self.error(
+                id.span,
+                format!("{what} `_` of {owner} cannot be generated: `_` is not a Rust identifier; rename it"),
+            );
+        } else if gen::UNRAWABLE.contains(&base.as_str()) {
+            self.warning(
+                id.span,
+                format!(
+                    "{what} `{}` of {owner} is generated as `{base}_`: `{base}` cannot be a Rust identifier, not even \
+                     a raw one",
+                    id.name
+                ),
+            );
+        }
+    }
+
     // ---- definitions -------------------------------------------------------
 
     fn definition(&mut self, def: &'s Definition) {
@@ -350,6 +497,8 @@ impl<'s> Checker<'s> {
     }
 
     fn enum_body(&mut self, body: &'s EnumBody, owner: &str) {
+        let ids: Vec<&'s Ident> = body.members.iter().map(|(id, _)| id).collect();
+        self.rust_members(&ids, gen::camel, "enumerator", owner);
         let mut seen: HashMap<i64, &'s Ident> = HashMap::new();
         for (id, v) in &body.members {
             let Some(n) = self.value(v) else {
@@ -395,9 +544,12 @@ impl<'s> Checker<'s> {
 
     fn struct_body(&mut self, body: &'s StructBody, owner: &str) {
         let mut seen: HashMap<&'s str, Span> = HashMap::new();
+        let ids: Vec<&'s Ident> = body.fields.iter().filter_map(Declaration::name).collect();
+        self.rust_members(&ids, gen::snake, "field", owner);
         for field in &body.fields {
             self.decl(field, Place::Field);
             let Some(id) = field.name() else { continue };
+            self.rust_field_name(id, "field", owner);
             match seen.get(id.name.as_str()) {
                 Some(&first) => {
                     self.error(id.span, format!("duplicate field `{}` in {owner}", id.name));
@@ -416,6 +568,11 @@ impl<'s> Checker<'s> {
             Disc::Enum { body, .. } => body.members.iter().filter_map(|(_, v)| self.syms.value(v)).collect(),
             _ => HashSet::new(),
         };
+        let arm_ids: Vec<&'s Ident> = union_decls(body).into_iter().filter_map(Declaration::name).collect();
+        // Arms are not fields in the generated enum, but Rust code names an
+        // arm by its converted name (the variant of a multi-label arm, the
+        // type of an inline body): two spellings of one name are one name.
+        self.rust_members(&arm_ids, gen::snake, "arm", owner);
         let mut values: HashMap<i64, Span> = HashMap::new();
         let mut arms: HashMap<&'s str, (Span, String)> = HashMap::new();
         for arm in &body.arms {
@@ -669,6 +826,20 @@ impl<'s> Checker<'s> {
         };
         self.type_spec(ty);
         let n = &name.name;
+        if let TypeSpec::Named { name: target, .. } = ty {
+            // The generator turns a list struct into a sequence, which only a
+            // pointer to it denotes; any other use it refuses.
+            if *shape != Shape::Optional && self.syms.type_def(&target.name).is_some_and(is_list_struct) {
+                self.error(
+                    target.span,
+                    format!(
+                        "`{t}` is an optional-data list; the generator supports it only through a pointer (`{t} \
+                         *{n}`), which is how RFC 4506 section 4.19 uses it",
+                        t = target.name
+                    ),
+                );
+            }
+        }
         match (ty, shape) {
             (TypeSpec::String, Shape::FixedArray(_)) => self.error(
                 name.span,
@@ -1077,6 +1248,11 @@ fn path_str(path: &[usize], defs: &[Definition]) -> String {
 
 // ---- helpers -----------------------------------------------------------------
 
+/// The arms' declarations of a union, the default last.
+fn union_decls(u: &UnionBody) -> Vec<&Declaration> {
+    u.arms.iter().map(|a| &a.decl).chain(u.default.as_deref()).collect()
+}
+
 /// Visit every type specifier in a definition, inline bodies included.
 fn definition_types<'a>(def: &'a Definition, f: &mut impl FnMut(&'a TypeSpec)) {
     match &def.kind {
@@ -1247,6 +1423,41 @@ fn decl_str(d: &Declaration) -> String {
     }
 }
 
+// ---- bounded messages ----------------------------------------------------------
+
+/// Names longer than this many bytes are cut short in messages.
+pub(crate) const MAX_SHOWN_NAME: usize = 64;
+
+/// `message` with every run of identifier characters longer than
+/// [`MAX_SHOWN_NAME`] bytes cut to its first [`MAX_SHOWN_NAME`] and
+/// `... (N bytes)`: a hostile specification's megabyte-long name would
+/// otherwise be echoed whole, once per diagnostic that names it. Applied to
+/// every message as it is made, so no message can forget it.
+pub(crate) fn shorten_names(message: String) -> String {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    if message.len() <= MAX_SHOWN_NAME {
+        return message;
+    }
+    let mut out = String::new();
+    let mut rest = message.as_str();
+    while let Some(start) = rest.find(is_name) {
+        out.push_str(&rest[..start]);
+        rest = &rest[start..];
+        let end = rest.find(|c: char| !is_name(c)).unwrap_or(rest.len());
+        // Identifier characters are ASCII: any byte index is a boundary.
+        let word = &rest[..end];
+        if word.len() > MAX_SHOWN_NAME {
+            out.push_str(&word[..MAX_SHOWN_NAME]);
+            let _ = write!(out, "... ({} bytes)", word.len());
+        } else {
+            out.push_str(word);
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 // ---- suggestions -------------------------------------------------------------
 
 /// The defined name closest to `name` by edit distance, if close enough: at
@@ -1301,6 +1512,17 @@ fn levenshtein(a: &str, b: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn long_names_are_cut_in_messages() {
+        let long = "a".repeat(70);
+        assert_eq!(
+            shorten_names(format!("undefined name `{long}` (did you mean `{long}_`?)")),
+            format!("undefined name `{0}... (70 bytes)` (did you mean `{0}... (71 bytes)`?)", &long[..64])
+        );
+        let short = format!("`{}` and `{}` are fine", "b".repeat(64), "c".repeat(10));
+        assert_eq!(shorten_names(short.clone()), short);
+    }
 
     #[test]
     fn levenshtein_distances() {

@@ -46,7 +46,9 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn read(path: &str) -> Result<String, String> {
-    std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))
+    let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
+    // Invalid UTF-8 is reported at its line and column, as a diagnostic is.
+    xdr_spec::ast::source_text(&bytes).map(str::to_string).map_err(|e| format!("{path}:{e}"))
 }
 
 /// The XDR of a `.x` file with the errata file applied, if one was given.
@@ -77,8 +79,9 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             let xdr = xdr_with_errata(args)?;
             let spec = xdr_spec::parse::parse(&xdr).map_err(|e| format!("{}:{e}", args.file))?;
             let diags = check::check(&spec);
+            let lines = xdr_spec::ast::LineIndex::new(&xdr);
             for d in &diags {
-                eprintln!("{}", d.render(&args.file, &xdr));
+                eprintln!("{}", d.render_indexed(&args.file, &lines));
             }
             Ok(if check::has_errors(&diags) { ExitCode::FAILURE } else { ExitCode::SUCCESS })
         }

@@ -15,7 +15,7 @@ use std::cell::Cell;
 use nom::branch::alt;
 use nom::bytes::complete::{tag, take_until, take_while, take_while1};
 use nom::character::complete::{char, digit1, hex_digit1, oct_digit1};
-use nom::combinator::{cut, map, map_res, opt, recognize, value};
+use nom::combinator::{cut, map, opt, recognize, value};
 use nom::error::{context, VerboseError, VerboseErrorKind};
 use nom::multi::separated_list1;
 use nom::sequence::{delimited, pair, preceded, terminated};
@@ -232,17 +232,28 @@ fn ident(input: &str) -> Res<'_, Ident> {
     Ok((rest, Ident { name: w.to_string(), span: sp }))
 }
 
+/// What a literal too large for the syntax tree's `i64` is told, instead of
+/// the parser's "expected an identifier" (the digits parse as no integer,
+/// so the value parser falls back to a name). The range named is the one the
+/// checker accepts for every use of a constant.
+const OUT_OF_RANGE: &str =
+    "an integer constant from -2147483648 to 4294967295 (XDR constants are 32-bit; this one does not fit even 64 bits)";
+
 fn constant(input: &str) -> Res<'_, i64> {
     let (input, _) = ws(input)?;
     let (input, neg) = opt(char('-'))(input)?;
-    let (rest, v) = context(
+    let (rest, (radix, digits)) = context(
         "an integer constant",
         alt((
-            map_res(preceded(alt((tag("0x"), tag("0X"))), hex_digit1), |h| i64::from_str_radix(h, 16)),
-            map_res(preceded(char('0'), oct_digit1), |o| i64::from_str_radix(o, 8)),
-            map_res(digit1, str::parse::<i64>),
+            map(preceded(alt((tag("0x"), tag("0X"))), hex_digit1), |h| (16, h)),
+            map(preceded(char('0'), oct_digit1), |o| (8, o)),
+            map(digit1, |d| (10, d)),
         )),
     )(input)?;
+    let Ok(v) = i64::from_str_radix(digits, radix) else {
+        // Digits of the radix always parse unless they overflow.
+        return Err(nom::Err::Failure(VerboseError { errors: vec![(input, VerboseErrorKind::Context(OUT_OF_RANGE))] }));
+    };
     if let Some(c) = rest.chars().next() {
         if c.is_ascii_alphanumeric() || c == '_' {
             return Err(nom::Err::Failure(VerboseError {

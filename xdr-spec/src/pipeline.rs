@@ -17,6 +17,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::ast::{source_text, InvalidUtf8, LineIndex};
 use crate::{check, errata, extract, gen, parse};
 
 /// Why the pipeline stopped. Each variant's message names the file and, where
@@ -30,6 +31,15 @@ pub enum PipelineError {
         path: PathBuf,
         /// The error.
         source: std::io::Error,
+    },
+    /// A file is not UTF-8 text; the message names the line and column of
+    /// the first invalid byte.
+    #[error("{path}:{source}")]
+    Utf8 {
+        /// The file.
+        path: PathBuf,
+        /// Where the first invalid byte is.
+        source: InvalidUtf8,
     },
     /// No XDR could be extracted, or a repair could not be justified.
     #[error("{path}: {source}")]
@@ -93,7 +103,8 @@ pub struct PipelineRust {
 }
 
 fn read(path: &Path) -> Result<String, PipelineError> {
-    std::fs::read_to_string(path).map_err(|source| PipelineError::Io { path: path.to_path_buf(), source })
+    let bytes = std::fs::read(path).map_err(|source| PipelineError::Io { path: path.to_path_buf(), source })?;
+    source_text(&bytes).map(str::to_owned).map_err(|source| PipelineError::Utf8 { path: path.to_path_buf(), source })
 }
 
 fn file_name(path: &Path) -> String {
@@ -137,12 +148,17 @@ pub fn spec_to_xdr(spec_path: &Path, errata_path: Option<&Path>, repair: bool) -
 pub fn xdr_to_rust(name: &str, xdr: &str, line_origins: Vec<String>) -> Result<(String, Vec<String>), PipelineError> {
     let spec = parse::parse(xdr).map_err(|source| PipelineError::Parse { name: name.to_string(), source })?;
     let diags = check::check(&spec);
+    let lines = LineIndex::new(xdr);
     if check::has_errors(&diags) {
         return Err(PipelineError::Check(
-            diags.iter().filter(|d| d.severity == check::Severity::Error).map(|d| d.render(name, xdr)).collect(),
+            diags
+                .iter()
+                .filter(|d| d.severity == check::Severity::Error)
+                .map(|d| d.render_indexed(name, &lines))
+                .collect(),
         ));
     }
-    let notes = diags.iter().map(|d| d.render(name, xdr)).collect();
+    let notes = diags.iter().map(|d| d.render_indexed(name, &lines)).collect();
     let opts = gen::GenOptions { source_name: name.to_string(), line_origins };
     let rust =
         gen::generate(&spec, xdr, &opts).map_err(|source| PipelineError::Gen { name: name.to_string(), source })?;

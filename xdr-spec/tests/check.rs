@@ -268,6 +268,23 @@ fn rule5_optional_data_list_is_a_note() {
 }
 
 #[test]
+fn rule5_optional_data_list_only_through_a_pointer() {
+    // The generator refused these after the checker had accepted them.
+    expect(
+        "struct l { int v; l *next; };\ntypedef l arr<1>;\ntypedef l alias;\nstruct s { l *ok; l direct; };",
+        &[
+            "1:8: note: `l` is an optional-data list; generated as a sequence decoded in a loop",
+            "2:9: error: `l` is an optional-data list; the generator supports it only through a pointer (`l *arr`), \
+             which is how RFC 4506 section 4.19 uses it",
+            "3:9: error: `l` is an optional-data list; the generator supports it only through a pointer (`l *alias`), \
+             which is how RFC 4506 section 4.19 uses it",
+            "4:19: error: `l` is an optional-data list; the generator supports it only through a pointer (`l \
+             *direct`), which is how RFC 4506 section 4.19 uses it",
+        ],
+    );
+}
+
+#[test]
 fn rule5_direct_cycle_has_infinite_size() {
     expect(
         "struct a { int n; b x; };\nstruct b { a y[2]; };",
@@ -417,6 +434,172 @@ fn rule6_program_numbers() {
             "6:47: error: undefined name `NOPE`",
             "6:57: error: the number of program `R`, 4294967296, does not fit in an unsigned int",
         ],
+    );
+}
+
+// ---- rule 7: names distinct in XDR but not in the generated Rust ----------------
+//
+// Each of these specifications checked clean before the rule, and its
+// generated Rust did not compile (E0428, E0124, E0107).
+
+#[test]
+fn rule7_types_that_convert_to_one_rust_name() {
+    expect(
+        "struct foo_bar { int a; };\nstruct FooBar { int a; };\ntypedef int fooBar;",
+        &[
+            "1:8: note: struct `foo_bar` is defined here",
+            "2:8: error: struct `FooBar` and struct `foo_bar` both become `FooBar` in the generated Rust, where they \
+             share the type namespace of one module; rename one of them",
+            "3:13: error: typedef `fooBar` and struct `foo_bar` both become `FooBar` in the generated Rust, where \
+             they share the type namespace of one module; rename one of them",
+        ],
+    );
+}
+
+#[test]
+fn rule7_constants_and_enumerators_share_one_rust_namespace() {
+    expect(
+        "const foo = 1;\nenum E { FOO = 2 };",
+        &[
+            "1:7: note: constant `foo` is defined here",
+            "2:10: error: enumerator `FOO` of enum `E` and constant `foo` both become `FOO` in the generated Rust, \
+             where they share the value (constant or constructor) namespace of one module; rename one of them",
+        ],
+    );
+    // A typedef with a bound is a tuple struct, whose constructor is a value.
+    expect(
+        "typedef int a_b<3>;\nconst AB = 1;",
+        &[
+            "1:13: note: the constructor of typedef `a_b` is defined here",
+            "2:7: error: constant `AB` and the constructor of typedef `a_b` both become `AB` in the generated Rust, \
+             where they share the value (constant or constructor) namespace of one module; rename one of them",
+        ],
+    );
+    // A plain typedef is an alias, which is no value: no collision.
+    expect("typedef int a_b;\nconst AB = 1;", &[]);
+}
+
+#[test]
+fn rule7_generated_helper_names_collide_too() {
+    // The entry struct of a list whose entry has more than one field.
+    expect(
+        "struct node { int a; int b; node *next; };\nstruct node_entry { int c; };",
+        &[
+            "1:8: note: the entry struct of list struct `node` is defined here",
+            "1:8: note: `node` is an optional-data list; generated as a sequence decoded in a loop",
+            "2:8: error: struct `node_entry` and the entry struct of list struct `node` both become `NodeEntry` in \
+             the generated Rust, where they share the type namespace of one module; rename one of them",
+        ],
+    );
+    // A list of one field has no entry struct.
+    expect(
+        "struct node { int a; node *next; };\nstruct node_entry { int c; };",
+        &["1:8: note: `node` is an optional-data list; generated as a sequence decoded in a loop"],
+    );
+    // An inline body is named after its parent and field.
+    expect(
+        "struct a { struct { int x; } b; };\nstruct a_b { int y; };",
+        &[
+            "1:30: note: the anonymous struct of field `b` is defined here",
+            "2:8: error: struct `a_b` and the anonymous struct of field `b` both become `AB` in the generated Rust, \
+             where they share the type namespace of one module; rename one of them",
+        ],
+    );
+    // Two arms of one name and one inline type: legal XDR, one Rust name.
+    expect(
+        "union u switch (int d) { case 1: struct { int x; } v; case 2: struct { int x; } v; };",
+        &[
+            "1:52: note: the anonymous struct of field `v` is defined here",
+            "1:81: error: the anonymous struct of field `v` and the anonymous struct of field `v` both become `UV` \
+             in the generated Rust, where they share the type namespace of one module; rename one of them",
+            "1:81: note: union `u` has more than one arm named `v`, all `struct { int x; } v`; allowed, as the \
+             types are identical",
+        ],
+    );
+}
+
+#[test]
+fn rule7_self_and_prelude_names() {
+    expect(
+        "struct Option { int x; };\nenum Some { A = 1 };\nconst None = 2;\nunion ok switch (int d) { default: void; };",
+        &[
+            "1:8: error: struct `Option` becomes `Option` in the generated Rust, which would hide Rust's own `Option` \
+             that the generated code uses; rename it",
+            "2:6: error: enum `Some` becomes `Some` in the generated Rust, which would hide Rust's own `Some` that \
+             the generated code uses; rename it",
+            "4:7: error: union `ok` becomes `Ok` in the generated Rust, which would hide Rust's own `Ok` that the \
+             generated code uses; rename it",
+        ],
+    );
+    // `Self` is renamed `Self_`, which then collides with `self_`.
+    expect(
+        "struct Self { int x; };\nstruct self_ { int x; };",
+        &[
+            "1:8: warning: struct `Self` is generated as `Self_`: `Self` cannot name a Rust type",
+            "1:8: note: struct `Self` is defined here",
+            "2:8: warning: struct `self_` is generated as `Self_`: `Self` cannot name a Rust type",
+            "2:8: error: struct `self_` and struct `Self` both become `Self_` in the generated Rust, where they \
+             share the type namespace of one module; rename one of them",
+        ],
+    );
+    // Other prelude names compile, hiding the prelude's item: a warning.
+    expect(
+        "struct result { int x; };\ntypedef int vec<>;",
+        &[
+            "1:8: warning: struct `result` becomes `Result` in the generated Rust, which hides the Rust prelude's \
+             `Result` there",
+            "2:13: warning: typedef `vec` becomes `Vec` in the generated Rust, which hides the Rust prelude's `Vec` \
+             there",
+        ],
+    );
+}
+
+#[test]
+fn rule7_members_of_one_type_that_convert_to_one_name() {
+    expect(
+        "struct s { int fooBar; int foo_bar; };",
+        &[
+            "1:16: note: `fooBar` is declared here",
+            "1:28: error: fields `fooBar` and `foo_bar` of struct `s` both become `foo_bar` in the generated Rust; \
+             rename one of them",
+        ],
+    );
+    expect(
+        "enum e { Foo_bar = 1, foo_Bar = 2 };",
+        &[
+            "1:10: note: enumerator `Foo_bar` of enum `e` is defined here",
+            "1:10: note: `Foo_bar` is declared here",
+            "1:23: error: enumerator `foo_Bar` of enum `e` and enumerator `Foo_bar` of enum `e` both become \
+             `FOO_BAR` in the generated Rust, where they share the value (constant or constructor) namespace of one \
+             module; rename one of them",
+            "1:23: error: enumerators `Foo_bar` and `foo_Bar` of enum `e` both become `FooBar` in the generated \
+             Rust; rename one of them",
+        ],
+    );
+    expect(
+        "union u switch (int d) { case 1: int fooBar; case 2: int foo_bar; };",
+        &[
+            "1:38: note: `fooBar` is declared here",
+            "1:58: error: arms `fooBar` and `foo_bar` of union `u` both become `foo_bar` in the generated Rust; \
+             rename one of them",
+        ],
+    );
+    expect(
+        "struct t { int self; int _; int type; };",
+        &[
+            "1:16: warning: field `self` of struct `t` is generated as `self_`: `self` cannot be a Rust identifier, \
+             not even a raw one",
+            "1:26: error: field `_` of struct `t` cannot be generated: `_` is not a Rust identifier; rename it",
+        ],
+    );
+}
+
+#[test]
+fn rule7_a_name_defined_twice_is_reported_once() {
+    // The rule on duplicates reports it; the generated names add nothing.
+    expect(
+        "struct a { int x; };\nunion a switch (int d) { default: void; };",
+        &["1:8: note: `a` is first defined here", "2:7: error: duplicate name `a` (already defined as a struct)"],
     );
 }
 

@@ -86,7 +86,7 @@ impl ResponderEnd for RemoteServer {
             credit_overruns: overruns,
             // The matrix's child reports the counters the cells check; refusals are the
             // hostile-peer suite's, which reads them in-process.
-            refused: Default::default(),
+            ..Default::default()
         })
     }
 

@@ -21,6 +21,7 @@ use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use verbs::Backend;
 
 use crate::datapath::{send_call, send_reply, CallParams, Connection, DataPathError, ReplyParams};
+use crate::reply::PeerError;
 
 /// An RPC service for calls in the backward direction: the whole call message in, the whole
 /// reply message out.
@@ -70,6 +71,10 @@ pub enum BackchannelError {
     /// No reply in time.
     #[error("no reply within {0:?}")]
     Timeout(Duration),
+    /// The client answered the call with an RDMA_ERROR (RFC 8166 section 4.5: it "completes
+    /// the RPC transaction associated with XID"): the call ends at once, with no reply.
+    #[error("the client answered with RDMA_ERROR: {0:?}")]
+    Peer(PeerError),
     /// Moving the bytes failed.
     #[error(transparent)]
     DataPath(#[from] DataPathError),
@@ -97,8 +102,11 @@ pub(crate) fn answer<B: Backend>(
 /// What the serving thread hands the backward caller.
 enum Slot {
     Idle,
-    Waiting,
+    /// A call with this XID is outstanding.
+    Waiting(u32),
     Reply(Vec<u8>),
+    /// The client's RDMA_ERROR for the outstanding call.
+    Error(PeerError),
     Closed,
 }
 
@@ -158,10 +166,22 @@ impl<B: Backend> ServerSide<B> {
     /// A backward reply arrived.
     pub(crate) fn on_reply(&self, bytes: Vec<u8>) {
         let mut st = self.lock();
-        if matches!(st.0, Slot::Waiting) {
+        if matches!(st.0, Slot::Waiting(_)) {
             st.0 = Slot::Reply(bytes);
             self.cv.notify_all();
         }
+    }
+
+    /// The client's RDMA_ERROR naming `xid` arrived: if it is the outstanding backward call's,
+    /// that call ends with it (true); otherwise it names nothing of ours (false).
+    pub(crate) fn on_peer_error(&self, xid: u32, error: PeerError) -> bool {
+        let mut st = self.lock();
+        if !matches!(st.0, Slot::Waiting(w) if w == xid) {
+            return false;
+        }
+        st.0 = Slot::Error(error);
+        self.cv.notify_all();
+        true
     }
 
     /// The connection is gone.
@@ -177,16 +197,18 @@ impl<B: Backend> ServerSide<B> {
 
 impl<B: Backend> Caller for ServerSide<B> {
     fn call(&self, message: &[u8]) -> Result<Vec<u8>, BackchannelError> {
-        let (version, t) = {
+        let (version, t, xid) = {
             let mut st = self.lock();
             match st.0 {
                 Slot::Closed => return Err(BackchannelError::Closed),
-                Slot::Waiting | Slot::Reply(_) => return Err(BackchannelError::Busy),
+                Slot::Waiting(_) | Slot::Reply(_) | Slot::Error(_) => return Err(BackchannelError::Busy),
                 Slot::Idle => {}
             }
             let Some((version, t)) = st.1 else { return Err(BackchannelError::NoVersionYet) };
-            st.0 = Slot::Waiting;
-            (version, t)
+            // An RPC message starts with its XID; a shorter one fails in send_call below.
+            let xid = message.get(..4).map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+            st.0 = Slot::Waiting(xid);
+            (version, t, xid)
         };
         // Server to client: the client's Receives bound the call, ours the reply.
         let backward = InlineThresholds { call: t.reply, reply: t.call };
@@ -203,10 +225,17 @@ impl<B: Backend> Caller for ServerSide<B> {
                 let st = self.lock();
                 let (mut st, _) = self
                     .cv
-                    .wait_timeout_while(st, timeout, |s| matches!(s.0, Slot::Waiting))
+                    .wait_timeout_while(st, timeout, |s| matches!(s.0, Slot::Waiting(_)))
                     .unwrap_or_else(PoisonError::into_inner);
-                match std::mem::replace(&mut st.0, Slot::Waiting) {
+                // Still ours (Busy to other callers) until this call is complete.
+                match std::mem::replace(&mut st.0, Slot::Waiting(xid)) {
                     Slot::Reply(b) => b,
+                    Slot::Error(e) => {
+                        // An error reply never invalidates (RFC 8797 section 4.1's rule is for
+                        // replies): release the call's chunks ourselves.
+                        let _ = pending.abandon(&self.conn, None);
+                        return Err(BackchannelError::Peer(e));
+                    }
                     Slot::Closed => {
                         st.0 = Slot::Closed;
                         let _ = pending.abandon(&self.conn, None);

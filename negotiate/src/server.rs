@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use cm_private_data::PrivateData;
 use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_reply::ReplyForm;
-use rpcrdma_v1::reassemble::encode_garbage_args_reply;
+use rpcrdma_v1::reassemble::{encode_garbage_args_reply, encode_system_err_reply, GARBAGE_ARGS_REPLY_LEN};
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::verdict::ErrorReply;
 use verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
@@ -92,6 +92,12 @@ pub struct ServerStats {
     pub credit_overruns: u64,
     /// What the server refused to keep serving or to take on, by bound.
     pub refused: Refusals,
+    /// Calls answered with an RPC GARBAGE_ARGS reply: their chunks did not fit their Payload
+    /// stream, or broke DDP-eligibility (RFC 8166 sections 4.5.2 and 6.1.1).
+    pub garbage_args_replies: u64,
+    /// Calls whose handler panicked, answered with an RPC SYSTEM_ERR reply; the connection and
+    /// the server go on.
+    pub handler_panics: u64,
 }
 
 /// One accepted connection's requester, as it presented itself (see [`Server::peers`]).
@@ -255,8 +261,14 @@ impl Drop for Server {
 
 /// What one received message came to.
 enum Served {
+    /// A call served with its handler's reply, in this version.
     Call(u32, ReplySent),
+    /// An RDMA_ERROR sent.
     Error,
+    /// A call answered with an RPC GARBAGE_ARGS reply.
+    GarbageArgs,
+    /// A call whose handler panicked, answered with an RPC SYSTEM_ERR reply.
+    Panicked,
     Nothing,
 }
 
@@ -338,29 +350,40 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
                 let xid = header.xid();
                 lock(&peer).credits_requested = header.credit();
                 back.on_forward_call(header.version(), responder.advertised().for_version(header.version()));
-                let outcome = fetch_call(&conn, &header, ulb, &mut call).and_then(|()| {
-                    let reply = handler(&call);
-                    let p = responder.reply_params(xid).expect("the call is in flight");
-                    let params = ReplyParams {
-                        version: p.version,
-                        credits: p.credits,
-                        reply_inline_threshold: p.thresholds.reply,
-                        remote_invalidation: p.remote_invalidation,
-                    };
-                    send_reply(&conn, &header, &reply, ulb, &params).map(|sent| (p.version, sent))
-                });
-                match outcome {
-                    Ok((v, sent)) => Ok(Served::Call(v, sent)),
-                    Err(e) => answer_failure(&conn, &mut responder, &header, ulb, e)
-                        .map(|err| if err { Served::Error } else { Served::Nothing })
-                        .map_err(|e| format!("serving call {xid:#x}: {e}")),
-                }
+                // Taken once, before anything can fail: whatever happens to the call, its answer
+                // (reply, RPC error reply or RDMA_ERROR) carries its version and credit grant.
+                let p = responder.reply_params(xid).expect("the call is in flight");
+                let params = ReplyParams {
+                    version: p.version,
+                    credits: p.credits,
+                    reply_inline_threshold: p.thresholds.reply,
+                    remote_invalidation: p.remote_invalidation,
+                };
+                let outcome =
+                    fetch_call(&conn, &header, ulb, &mut call).and_then(|()| {
+                        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&call))) {
+                            Ok(reply) => {
+                                send_reply(&conn, &header, &reply, ulb, &params).map(|s| Served::Call(p.version, s))
+                            }
+                            Err(_) => send_rpc_error(&conn, &header, ulb, &params, encode_system_err_reply)
+                                .map(|()| Served::Panicked),
+                        }
+                    });
+                outcome
+                    .or_else(|e| answer_failure(&conn, &header, ulb, &params, e))
+                    .map_err(|e| format!("serving call {xid:#x}: {e}"))
             }
             Received::SendError(e) => send_error(&conn, e.as_bytes())
                 .map(|()| Served::Error)
                 .map_err(|e| format!("sending an RDMA_ERROR: {e}")),
             Received::BackwardReply(_) => {
                 back.on_reply(m.bytes);
+                Ok(Served::Nothing)
+            }
+            // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166
+            // section 4.5); one that names no call of ours is dropped.
+            Received::PeerError { xid, error } => {
+                back.on_peer_error(xid, error);
                 Ok(Served::Nothing)
             }
             _ => Ok(Served::Nothing),
@@ -380,6 +403,8 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
                 s.write_chunk_results += sent.reduced_results as u64;
             }
             Ok(Served::Error) => s.errors_sent += 1,
+            Ok(Served::GarbageArgs) => s.garbage_args_replies += 1,
+            Ok(Served::Panicked) => s.handler_panics += 1,
             Ok(Served::Nothing) => {}
             Err(why) => break why,
         }
@@ -389,35 +414,46 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     lock(&peer).ended = conn.ended();
 }
 
-/// A call that could not be served: answer what the spec says (RFC 8166 section 4.5: ERR_CHUNK
-/// when the requester's chunks cannot hold the reply; an RPC GARBAGE_ARGS reply for a
-/// DDP-eligibility violation, section 4.5.2 / 6.1.1), or close the connection when nothing can
-/// be sent (section 4.5.4). `Ok(true)` when an RDMA_ERROR went out; `Err` with what ended
-/// the call when nothing could be sent.
+/// A call that could not be served: answer what the spec says, and keep the connection
+/// (RFC 8166 section 4.5): `ERR_CHUNK` when the requester's chunks cannot hold the reply
+/// (4.5.3's "no RPC-level reply is possible for that XID") or the transport header carries no
+/// usable RPC message (4.5.2, MUST); an RPC `GARBAGE_ARGS` reply when the chunks do not fit
+/// the Payload stream or break DDP-eligibility (4.5.2, SHOULD; 6.1.1). Only when nothing can
+/// be sent is the error returned, and the connection closed (4.5.4: "MUST close the
+/// connection to signal to the requester that a reply was lost").
 fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
     conn: &Connection<B>,
-    responder: &mut Responder,
     call: &Header<'_>,
     ulb: &U,
+    params: &ReplyParams,
     e: DataPathError,
-) -> Result<bool, DataPathError> {
-    let Some(p) = responder.reply_params(call.xid()) else { return Err(e) };
+) -> Result<Served, DataPathError> {
+    let err_chunk = || {
+        let err = ErrorReply::err_chunk(call.xid(), params.version, params.credits);
+        send_error(conn, err.as_bytes()).map(|()| Served::Error)
+    };
     match e {
-        DataPathError::Reply(r) if r.errcode().is_some() => {
-            let err = ErrorReply::err_chunk(call.xid(), p.version, p.credits);
-            send_error(conn, err.as_bytes()).map(|()| true)
-        }
-        DataPathError::DdpViolation(v) => {
-            let mut reply = [0u8; 24];
-            let n = encode_garbage_args_reply(call.xid(), &mut reply).map_err(|_| DataPathError::DdpViolation(v))?;
-            let params = ReplyParams {
-                version: p.version,
-                credits: p.credits,
-                reply_inline_threshold: p.thresholds.reply,
-                remote_invalidation: false,
-            };
-            send_reply(conn, call, &reply[..n], ulb, &params).map(|_| false)
+        DataPathError::Reply(r) if r.errcode().is_some() => err_chunk(),
+        DataPathError::Reassembly(r) if r.is_header_error() => err_chunk(),
+        DataPathError::Reassembly(_) | DataPathError::DdpViolation(_) => {
+            send_rpc_error(conn, call, ulb, params, encode_garbage_args_reply).map(|()| Served::GarbageArgs)
         }
         e => Err(e),
     }
+}
+
+/// Sends the accepted RPC reply `encode` writes (GARBAGE_ARGS, SYSTEM_ERR) as the reply to
+/// `call`, inline and without invalidation (error replies never invalidate, as the Linux
+/// server).
+fn send_rpc_error<B: Backend, U: UpperLayerBinding + ?Sized>(
+    conn: &Connection<B>,
+    call: &Header<'_>,
+    ulb: &U,
+    params: &ReplyParams,
+    encode: fn(u32, &mut [u8]) -> Result<usize, rpcrdma_v1::rt::Error>,
+) -> Result<(), DataPathError> {
+    let mut reply = [0u8; GARBAGE_ARGS_REPLY_LEN];
+    let n = encode(call.xid(), &mut reply).expect("the buffer holds the reply");
+    let params = ReplyParams { remote_invalidation: false, ..*params };
+    send_reply(conn, call, &reply[..n], ulb, &params).map(drop)
 }

@@ -67,6 +67,32 @@ use crate::xdr::{RdmaBody, RdmaMsg, XdrReadChunk, XdrWriteChunk};
 /// Zero bytes for XDR roundup padding.
 const PADDING: [u8; 3] = [0; 3];
 
+impl ReassemblyError {
+    /// Whether the error lies in the transport header itself rather than in
+    /// how its chunks fit the Payload stream: no RPC message at all (an
+    /// `RDMA_NOMSG` with no chunk to carry it), or a misaligned Position. A
+    /// responder answers these with `ERR_CHUNK` (RFC 8166 section 4.5.2:
+    /// "an RDMA_NOMSG message that has no chunk lists" is its example) and
+    /// the others, where chunk sizes or offsets do not match the Payload
+    /// stream, with an RPC `GARBAGE_ARGS` reply (the section's second
+    /// paragraph, SHOULD).
+    ///
+    /// ```
+    /// use rpcrdma_v1::reassemble::ReassemblyError;
+    /// assert!(ReassemblyError::NoPositionZeroChunk.is_header_error());
+    /// assert!(!ReassemblyError::PositionBeyondPayload { position: 64, end: 40 }.is_header_error());
+    /// ```
+    pub fn is_header_error(&self) -> bool {
+        matches!(
+            self,
+            ReassemblyError::NoRpcMessage
+                | ReassemblyError::NoPositionZeroChunk
+                | ReassemblyError::NoReplyChunk
+                | ReassemblyError::PositionMisaligned { .. }
+        )
+    }
+}
+
 /// Why a received message cannot be reassembled. Most mean the peer's
 /// chunks do not match its Payload stream: for a call, RFC 8166 section
 /// 4.5.2 suggests `RPC_GARBAGEARGS`; `ERR_CHUNK` fits errors in the
@@ -537,6 +563,8 @@ const RPC_MSG_ACCEPTED: u32 = 0;
 const RPC_AUTH_NONE: u32 = 0;
 /// RPC `accept_stat` GARBAGE_ARGS (RFC 5531 section 9).
 const RPC_GARBAGE_ARGS: u32 = 4;
+/// RPC `accept_stat` SYSTEM_ERR (RFC 5531 section 9).
+const RPC_SYSTEM_ERR: u32 = 5;
 
 /// Write into `out` the RPC reply that accepts call `xid` with `accept_stat`
 /// `GARBAGE_ARGS` (RFC 5531 section 9): `xid`, `REPLY` (1), `MSG_ACCEPTED`
@@ -565,10 +593,33 @@ const RPC_GARBAGE_ARGS: u32 = 4;
 /// assert!(encode_garbage_args_reply(1, &mut [0u8; 23]).is_err());
 /// ```
 pub fn encode_garbage_args_reply(xid: u32, out: &mut [u8]) -> Result<usize, XdrError> {
+    encode_accepted_error(xid, RPC_GARBAGE_ARGS, out)
+}
+
+/// Write into `out` the RPC reply that accepts call `xid` with `accept_stat`
+/// `SYSTEM_ERR` (RFC 5531 section 9: "errors like memory allocation
+/// failure"), laid out as [`encode_garbage_args_reply`]'s, also
+/// [`GARBAGE_ARGS_REPLY_LEN`] bytes: how a responder answers a call whose
+/// service failed without a reply of its own (a handler that panicked),
+/// instead of losing the reply and, with it, the connection.
+///
+/// ```
+/// use rpcrdma_v1::reassemble::{encode_system_err_reply, GARBAGE_ARGS_REPLY_LEN};
+/// let mut buf = [0u8; GARBAGE_ARGS_REPLY_LEN];
+/// assert_eq!(encode_system_err_reply(7, &mut buf), Ok(24));
+/// assert_eq!(buf[20..], [0, 0, 0, 5]);
+/// ```
+pub fn encode_system_err_reply(xid: u32, out: &mut [u8]) -> Result<usize, XdrError> {
+    encode_accepted_error(xid, RPC_SYSTEM_ERR, out)
+}
+
+/// An accepted RPC reply with an AUTH_NONE verifier and `accept_stat` `stat`,
+/// which carries nothing more for the error statuses used here.
+fn encode_accepted_error(xid: u32, stat: u32, out: &mut [u8]) -> Result<usize, XdrError> {
     let have = out.len();
     let out =
         out.get_mut(..GARBAGE_ARGS_REPLY_LEN).ok_or(XdrError::BufferTooSmall { need: GARBAGE_ARGS_REPLY_LEN, have })?;
-    let words = [xid, RPC_REPLY, RPC_MSG_ACCEPTED, RPC_AUTH_NONE, 0, RPC_GARBAGE_ARGS];
+    let words = [xid, RPC_REPLY, RPC_MSG_ACCEPTED, RPC_AUTH_NONE, 0, stat];
     for (dst, word) in out.chunks_exact_mut(XDR_UNIT).zip(words) {
         dst.copy_from_slice(&word.to_be_bytes());
     }

@@ -1,0 +1,181 @@
+//! A `negotiate::server::Server` facing calls it cannot serve as asked (issue 13, findings 3 to
+//! 6): each is answered the way RFC 8166 section 4.5 says, the handler runs at most once, and
+//! the connection keeps serving. Before these fixes each of them closed the connection (the
+//! client then retransmitted, and the handler ran again) or left a caller waiting out its
+//! timeout. On the in-process and TCP backends.
+
+mod common;
+
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+use common::*;
+use negotiate::backchannel::BackchannelError;
+use negotiate::client::{Client, ClientConfig, ClientError};
+use negotiate::requester::CallFailure;
+use negotiate::server::{Server, ServerConfig};
+use rpcrdma_v1::ulb::OpaqueAtUlb;
+use rpcrdma_v2::verdict::PeerError;
+use verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QpState, QueuePair};
+
+/// A server whose service echoes calls, counts every execution by XID, panics on XID
+/// [`PANIC_XID`] and answers XID [`HUGE_XID`] with a 20,000-byte reply.
+struct Counted {
+    server: Server,
+    executed: Arc<Mutex<Vec<u32>>>,
+}
+
+const PANIC_XID: u32 = 0xdead;
+const HUGE_XID: u32 = 0xb16;
+
+fn counted<B: Backend + Clone>(backend: &B, cfg: ServerConfig) -> Counted {
+    let executed = Arc::new(Mutex::new(Vec::new()));
+    let e = executed.clone();
+    let service = move |c: &[u8]| {
+        let xid = word(c, 0);
+        e.lock().unwrap().push(xid);
+        match xid {
+            PANIC_XID => panic!("the service failed on call {xid:#x} (this panic is the test's)"),
+            HUGE_XID => {
+                let mut r = echo(c);
+                r.resize(20_000, 0x5a);
+                r
+            }
+            _ => echo(c),
+        }
+    };
+    let server = Server::start(backend.clone(), &backend.any_address(), cfg, Arc::new(ULB), service).expect("server");
+    Counted { server, executed }
+}
+
+impl Counted {
+    fn executions(&self, xid: u32) -> usize {
+        self.executed.lock().unwrap().iter().filter(|&&x| x == xid).count()
+    }
+}
+
+/// RFC 8166 section 4.5.3: a reply that does not fit the requester's Reply chunk (or inline, with
+/// none) means "no RPC-level reply is possible for that XID": RDMA_ERROR ERR_CHUNK, the
+/// connection stays up, the handler ran once, and the client's call fails with that error, not
+/// with a lost connection. Before: the reply parameters were already consumed, so the server
+/// closed the connection; the client retransmitted, the handler ran three times, and the call
+/// ended `ConnectionLost`.
+fn rfc8166_4_5_3_a_reply_larger_than_the_requesters_chunks_gets_err_chunk_and_runs_once<B: Backend + Clone>(
+    backend: B,
+) {
+    let s = counted(&backend, ServerConfig::default());
+    let client = Arc::new(Client::new(backend.clone(), &s.server.local_addr(), ClientConfig::default()));
+    call_ok(&client, 1, SMALL);
+    // The binding says replies are at most 4096 bytes: the client provides no room for 20,000.
+    let ulb = OpaqueAtUlb { max_reply: 4096, ..ULB };
+    let got = call_within(&client, call(HUGE_XID, SMALL), ulb);
+    assert!(
+        matches!(got, Err(ClientError::Call(CallFailure::Peer(PeerError::BAD_HEADER)))),
+        "the call ends with the server's ERR_CHUNK: {got:?}"
+    );
+    assert_eq!(s.executions(HUGE_XID), 1, "the handler ran once");
+    call_ok(&client, 2, SMALL);
+    let st = stats_once(&s.server, "the error and both calls", |st| {
+        st.errors_sent == 1 && st.calls.iter().sum::<u64>() == 2
+    });
+    assert_eq!(st.connections, 1, "the connection stayed up");
+}
+
+/// RFC 8166 section 4.5.2: a header that is valid XDR but carries no usable RPC call (an
+/// RDMA_NOMSG with only a Reply chunk: no Position-zero Read chunk holds the call) is an
+/// error in the transport header: ERR_CHUNK (MUST), and the connection keeps serving. Before:
+/// the server closed the connection.
+fn rfc8166_4_5_2_rdma_nomsg_with_only_a_reply_chunk_gets_err_chunk<B: Backend + Clone>(backend: B) {
+    let s = counted(&backend, ServerConfig::default());
+    let raw = RawRequester::connect(&backend, &s.server.local_addr());
+    raw.valid_call(0x100, 1);
+    let xid = 0x4e0;
+    raw.send_raw(&words(&[xid, 1, 32, 1, 0, 0, 1, 1, 0x77, 4096, 0, 0x1000]));
+    assert_eq!(raw.receive(), words(&[xid, 1, 32, 4, 2]), "ERR_CHUNK for that XID");
+    raw.valid_call(0x101, 1);
+    assert_eq!(raw.conn.qp().state(), QpState::Ready);
+    let st = stats_once(&s.server, "the error", |st| st.errors_sent == 1 && st.calls[1] == 2);
+    assert_eq!(st.connections, 1);
+}
+
+/// RFC 8166 section 4.5.2, second paragraph: a valid header whose Read chunk's position lies
+/// past the end of the call's Payload stream ("mismatches between chunk sizes or offsets and
+/// the contents of the Payload stream") gets an RPC GARBAGE_ARGS reply in an RDMA_MSG
+/// (SHOULD); the service never sees the call, and the connection keeps serving. Before: the
+/// server closed the connection.
+fn rfc8166_4_5_2_a_read_chunk_past_the_payload_gets_garbage_args<B: Backend + Clone>(backend: B) {
+    let s = counted(&backend, ServerConfig::default());
+    let raw = RawRequester::connect(&backend, &s.server.local_addr());
+    raw.valid_call(0x100, 1);
+    // A real, readable chunk, so that the RDMA Read succeeds and only its position is wrong.
+    let chunk = raw.conn.pd().register(vec![7; 8], Access::REMOTE_READ).expect("register");
+    let xid = 0x4e1;
+    let rpc = call(xid, 0); // 16 bytes
+    let (addr, rkey) = (chunk.addr(), chunk.rkey());
+    let mut bytes = words(&[xid, 1, 32, 0, 1, 400, rkey, 8, (addr >> 32) as u32, addr as u32, 0, 0, 0]);
+    bytes.extend(&rpc);
+    raw.send_raw(&bytes);
+    let mut want = words(&[xid, 1, 32, 0, 0, 0, 0]);
+    want.extend(words(&[xid, 1, 0, 0, 0, 4]));
+    assert_eq!(raw.receive(), want, "an RDMA_MSG carrying RPC GARBAGE_ARGS for that XID");
+    raw.valid_call(0x101, 1);
+    let st = stats_once(&s.server, "the GARBAGE_ARGS reply", |st| st.garbage_args_replies == 1 && st.calls[1] == 2);
+    assert_eq!((st.connections, st.errors_sent), (1, 0));
+    assert_eq!(s.executions(xid), 0, "the service never saw the call");
+}
+
+/// A handler that panics: the panic is caught, the call gets an RPC SYSTEM_ERR reply (RFC 5531
+/// section 9, accept_stat 5), counted, and the connection and the server serve on. Before: the
+/// connection's thread died, and the client waited out its timeout for a lost connection.
+fn a_panicking_handler_gets_system_err_and_the_connection_serves_on<B: Backend + Clone>(backend: B) {
+    let s = counted(&backend, ServerConfig::default());
+    let client = Arc::new(Client::new(backend.clone(), &s.server.local_addr(), ClientConfig::default()));
+    call_ok(&client, 1, SMALL);
+    let reply = call_within(&client, call(PANIC_XID, SMALL), ULB).expect("a reply, not a lost connection");
+    assert_eq!(reply, words(&[PANIC_XID, 1, 0, 0, 0, 5]), "MSG_ACCEPTED, SYSTEM_ERR");
+    call_ok(&client, 2, SMALL);
+    let st = stats_once(&s.server, "the panic", |st| st.handler_panics == 1 && st.calls.iter().sum::<u64>() == 2);
+    assert_eq!(st.connections, 1);
+    assert_eq!(s.executions(PANIC_XID), 1);
+}
+
+/// RFC 8166 section 4.5: an RDMA_ERROR "completes the RPC transaction associated with XID":
+/// the client's RDMA_ERROR for a backward-direction call ends that call at once with the
+/// peer's error. Before: the server ignored it and the backward call waited out its timeout.
+fn rfc8166_4_5_the_clients_rdma_error_ends_a_backward_call_at_once<B: Backend + Clone>(backend: B) {
+    // A long timeout, so that an ignored error shows as a wait far past the bound below.
+    let cfg = ServerConfig { timeout: Duration::from_secs(30), ..ServerConfig::default() };
+    let s = counted(&backend, cfg);
+    let raw = RawRequester::connect(&backend, &s.server.local_addr());
+    raw.valid_call(0x100, 1);
+    let back = s.server.backchannels().pop().expect("the connection's backchannel");
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(back.call(&words(&[0xcb, 0, 2, 400_000, 1, 0])));
+    });
+    let backward_call = raw.receive();
+    assert_eq!(word(&backward_call, 0), 0xcb, "the backward call arrived");
+    raw.send_raw(&words(&[0xcb, 1, 1, 4, 2]));
+    let got = rx.recv_timeout(Duration::from_secs(10)).expect("the backward call ended well before its 30 s timeout");
+    assert!(matches!(got, Err(BackchannelError::Peer(PeerError::BAD_HEADER))), "{got:?}");
+    raw.valid_call(0x101, 1);
+}
+
+macro_rules! on_both_backends {
+    ($($test:ident),* $(,)?) => {
+        mod in_process {
+            $( #[test] fn $test() { super::$test(verbs::InProcess); } )*
+        }
+        mod over_tcp {
+            $( #[test] fn $test() { super::$test(verbs::Tcp); } )*
+        }
+    };
+}
+
+on_both_backends! {
+    rfc8166_4_5_3_a_reply_larger_than_the_requesters_chunks_gets_err_chunk_and_runs_once,
+    rfc8166_4_5_2_rdma_nomsg_with_only_a_reply_chunk_gets_err_chunk,
+    rfc8166_4_5_2_a_read_chunk_past_the_payload_gets_garbage_args,
+    a_panicking_handler_gets_system_err_and_the_connection_serves_on,
+    rfc8166_4_5_the_clients_rdma_error_ends_a_backward_call_at_once,
+}

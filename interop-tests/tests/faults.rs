@@ -222,9 +222,11 @@ fn serve_raw<B: Backend>(
 // Requester faults.
 // ------------------------------------------------------------------------------------------
 
-/// Draft section 5.2: a Version Two probe that gets no answer makes the requester fall back to
-/// Version One on the same connection after its timeout, resend the call, and remember the
-/// responder. The ignored probe was never executed, so the call runs exactly once.
+/// Draft section 5.2: a Version Two probe that gets no answer makes the requester close the
+/// connection after its timeout (RFC 8166 sections 3.3.3 and 4.5.4: never a second call on the
+/// connection where the responder may still be running the first), remember the responder, and
+/// resend the call in Version One on a new connection. The ignored probe was never executed,
+/// so the call runs exactly once.
 fn lost_probe<B: Backend + Clone>(backend: B) {
     let raw = RawResponder::start(backend.clone(), (1, 2), |a| {
         if a.conn == 0 && a.nth == 0 && a.vers == 2 {
@@ -240,10 +242,10 @@ fn lost_probe<B: Backend + Clone>(backend: B) {
     assert_eq!(client.memory().no_v2(&raw.addr), Some(NoV2Reason::ProbeLost));
     let log = raw.log();
     let seen: Vec<(u32, u32, u32)> = log.arrivals.iter().map(|a| (a.conn, a.xid, a.vers)).collect();
-    // The probe, its retransmission in Version One on the same connection, then Version One.
-    assert_eq!(seen, [(0, 0x100, 2), (0, 0x100, 1), (0, 0x101, 1)]);
-    assert_eq!(log.executed, [(0, 0x100), (0, 0x101)], "each call ran once");
-    assert_eq!(log.connections, 1);
+    // The probe, its retransmission in Version One on a new connection, then Version One.
+    assert_eq!(seen, [(0, 0x100, 2), (1, 0x100, 1), (1, 0x101, 1)]);
+    assert_eq!(log.executed, [(1, 0x100), (1, 0x101)], "each call ran once");
+    assert_eq!(log.connections, 2);
 }
 
 /// RFC 8166 section 4.5.4 (and 3.3.3): a call whose reply never comes times out; the requester

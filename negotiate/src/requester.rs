@@ -11,9 +11,19 @@
 //! - RDMA_ERR_VERS (whose `rdma_vers` may be 2, as Linux echoes, or 1, as libevpl sends)
 //!   settles the highest version both support (5.2), switches the thresholds without touching
 //!   the connection, and sends the refused call again in that version.
-//! - A probe that times out, or a connection lost right after RDMA_ERR_VERS, makes the
-//!   requester remember that this responder lacks Version Two ([`PeerMemory`]), so the next
-//!   connection does not probe again (5.2).
+//! - Any other RDMA_ERROR answering the probe (ERR_CHUNK, which Version Two calls
+//!   RDMA_ERR_BAD_HEADER, or RDMA_ERR_INVAL_OPTION) fails that call alone and settles Version
+//!   Two: a responder answers ERR_CHUNK only to an `rdma_vers` it recognizes (RFC 8166 section
+//!   5.5.2). A malformed answer fails that call alone and tells nothing: the next call probes.
+//! - A probe that gets no answer in time is treated like any call that times out: the
+//!   connection is closed first and the call goes out again only on the next one (RFC 8166
+//!   sections 3.3.3 and 4.5.4: on the same connection the responder may still be running it,
+//!   and would see a second call beyond its single credit). If the connection goes down with
+//!   the probe still unanswered, or right after RDMA_ERR_VERS, the requester remembers that
+//!   this responder lacks Version Two ([`PeerMemory`]), so the next connection starts in
+//!   Version One (5.2: "if the initial negotiation message is lost or dropped"). A Version Two
+//!   reply that arrives late but before the connection is down completes the call and keeps
+//!   the responder Version Two capable.
 //!
 //! Every call ends in exactly one [`Incoming::Reply`] (returned by [`Requester::on_receive`]),
 //! one [`Event::Failed`], or a [`Requester::cancel`] by the driver.
@@ -93,10 +103,11 @@ pub enum CallFailure {
     /// The reply broke the protocol's rules.
     #[error("malformed reply: {0}")]
     MalformedReply(rpcrdma_v1::header::HeaderError),
-    /// No reply after the last attempt's timeout.
-    #[error("no reply after {attempts} attempts")]
+    /// No reply within the timeout on the last attempt (each timed-out attempt closed its
+    /// connection, RFC 8166 section 4.5.4).
+    #[error("no reply within the timeout; gave up after {attempts} attempts")]
     TimedOut {
-        /// Transmissions made.
+        /// Attempts made.
         attempts: u32,
     },
     /// The connection was lost (or could not be made) too many times.
@@ -146,6 +157,9 @@ struct Conn {
     /// RDMA_ERR_VERS arrived and no reply has since: losing the connection now means the
     /// responder lacks Version Two (draft 5.2).
     after_err_vers: bool,
+    /// A call timed out and [`Event::Disconnect`] went out: nothing more is sent on this
+    /// connection (RFC 8166 section 4.5.4: its calls are retransmitted on the next one).
+    closing: bool,
 }
 
 struct Call {
@@ -158,6 +172,9 @@ struct Flight {
     version: u32,
     deadline: Instant,
     probe: bool,
+    /// Its deadline passed: it waits for the disconnect (or a late reply) and goes out again
+    /// on the next connection.
+    timed_out: bool,
 }
 
 /// The requester side of one responder address, across its connections.
@@ -251,9 +268,13 @@ impl Requester {
         self.events.pop_front()
     }
 
-    /// When [`Requester::on_timeout`] must be called next.
+    /// When [`Requester::on_timeout`] must be called next. `None` while the connection is being
+    /// closed: what is awaited then is [`Requester::on_disconnected`].
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.calls.values().filter_map(|c| c.flight.as_ref().map(|f| f.deadline)).min()
+        if self.conn.as_ref().is_some_and(|c| c.closing) {
+            return None;
+        }
+        self.calls.values().filter_map(|c| c.flight.as_ref().filter(|f| !f.timed_out).map(|f| f.deadline)).min()
     }
 
     /// A connection is up. `ours` is the private data this requester sent (if any), `accepted`
@@ -264,8 +285,8 @@ impl Requester {
         let (low, high) = self.cfg.versions;
         let highest = self.memory.highest_for(&self.addr, high);
         let version = if highest >= 2 { Version::Probing(None) } else { Version::Settled(highest) };
-        self.conn =
-            Some(Conn { advertised, version, credits: RequesterCredits::new(self.cfg.credits), after_err_vers: false });
+        let credits = RequesterCredits::new(self.cfg.credits);
+        self.conn = Some(Conn { advertised, version, credits, after_err_vers: false, closing: false });
         if highest < low {
             // What we learned earlier: the responder's versions end below ours.
             self.fail_all(CallFailure::NoCommonVersion { low: 1, high: highest });
@@ -335,10 +356,18 @@ impl Requester {
             reply::Outcome::Error(e) => {
                 self.conn.as_mut().unwrap().credits.on_error_reply();
                 self.complete_failed(xid, CallFailure::Peer(e));
+                if probe {
+                    // RFC 8166 section 5.5.2: ERR_CHUNK answers a header whose `rdma_vers` the
+                    // responder recognized; RDMA_ERR_INVAL_OPTION exists only in Version Two.
+                    // The window stays at one: an error carries no grant (draft section 5).
+                    self.settle(2);
+                }
                 self.pump(now);
                 Incoming::Consumed
             }
             reply::Outcome::Malformed(e) => {
+                // Nothing learned about the responder's versions: `finish` freed the probe's
+                // place, and the next call probes again.
                 self.complete_failed(xid, CallFailure::MalformedReply(e));
                 self.pump(now);
                 Incoming::Consumed
@@ -346,51 +375,63 @@ impl Requester {
         }
     }
 
-    /// The clock moved: a lost probe falls back to Version One on the same connection (draft
-    /// 5.2); any other late call closes the connection and is retransmitted on the next.
+    /// The clock moved: a call past its deadline, the probe included, closes the connection
+    /// ([`Event::Disconnect`], once) and goes out again only on the next connection (RFC 8166
+    /// sections 3.3.3 and 4.5.4): on this one the responder may still be running it. Until the
+    /// connection is down nothing more is sent on it, and a late reply still completes its call.
     pub fn on_timeout(&mut self, now: Instant) {
-        let late: Vec<(u32, bool)> = self
-            .calls
-            .iter()
-            .filter_map(|(&x, c)| c.flight.as_ref().filter(|f| f.deadline <= now).map(|f| (x, f.probe)))
-            .collect();
-        let mut disconnect = false;
-        for (xid, probe) in late {
-            if probe {
-                self.memory.remember_no_v2(&self.addr, NoV2Reason::ProbeLost);
-                if self.cfg.versions.0 <= 1 {
-                    self.settle(1);
-                } else {
-                    // Version Two only: nothing to fall back to; probe again.
-                    self.conn.as_mut().unwrap().version = Version::Probing(None);
-                }
-                self.requeue_front(xid, CallFailure::TimedOut { attempts: 0 });
-            } else {
-                disconnect = true;
+        let Some(conn) = self.conn.as_mut() else { return };
+        if conn.closing {
+            return;
+        }
+        let mut late = false;
+        for f in self.calls.values_mut().filter_map(|c| c.flight.as_mut()) {
+            if !f.timed_out && f.deadline <= now {
+                f.timed_out = true;
+                late = true;
             }
         }
-        if disconnect {
+        if late {
+            conn.closing = true;
             self.events.push_back(Event::Disconnect);
         }
-        self.pump(now);
     }
 
     /// The connection is gone: calls in flight are retransmitted on the next one (each spends
-    /// an attempt), and the credit window starts again at one (RFC 8166 section 3.3.3).
+    /// an attempt), and the credit window starts again at one (RFC 8166 section 3.3.3). A probe
+    /// still unanswered when its deadline passed, or RDMA_ERR_VERS with no reply since, makes
+    /// the responder remembered as lacking Version Two (draft section 5.2).
     pub fn on_disconnected(&mut self, _now: Instant) {
         let Some(conn) = self.conn.take() else { return };
         if conn.after_err_vers {
             self.memory.remember_no_v2(&self.addr, NoV2Reason::LostAfterErrVers);
         }
-        let in_flight: Vec<u32> =
-            self.calls.iter().filter(|(_, c)| c.flight.is_some()).map(|(&x, _)| x).rev().collect();
-        for xid in in_flight {
+        let probe_lost = match conn.version {
+            Version::Probing(Some(xid)) => self.flight(xid).is_some_and(|f| f.timed_out),
+            _ => false,
+        };
+        // A Version Two only requester has nothing to fall back to: it probes again.
+        if probe_lost && self.cfg.versions.0 <= 1 {
+            self.memory.remember_no_v2(&self.addr, NoV2Reason::ProbeLost);
+        }
+        let in_flight: Vec<(u32, bool)> =
+            self.calls.iter().filter_map(|(&x, c)| c.flight.as_ref().map(|f| (x, f.timed_out))).rev().collect();
+        for (xid, timed_out) in in_flight {
             // The credit belonged to the old connection; dropping it is what `on_reconnect`
             // would make of it (stale).
             self.calls.get_mut(&xid).unwrap().flight = None;
-            self.requeue_front(xid, CallFailure::ConnectionLost { attempts: 0 });
+            let why = if timed_out {
+                CallFailure::TimedOut { attempts: 0 }
+            } else {
+                CallFailure::ConnectionLost { attempts: 0 }
+            };
+            self.requeue_front(xid, why);
         }
         self.want_connection();
+    }
+
+    fn flight(&self, xid: u32) -> Option<&Flight> {
+        self.calls.get(&xid)?.flight.as_ref()
     }
 
     fn flight_version(&self, xid: u32) -> Option<u32> {
@@ -407,6 +448,9 @@ impl Requester {
     /// Sends what the connection, the version state and the credits allow.
     fn pump(&mut self, now: Instant) {
         while let (Some(conn), Some(&xid)) = (self.conn.as_mut(), self.queue.front()) {
+            if conn.closing {
+                return; // RFC 8166 section 4.5.4: its calls go out again on the next connection
+            }
             let (version, probe) = match conn.version {
                 Version::Probing(Some(_)) => return, // one message until the probe's answer
                 Version::Probing(None) => (2, true),
@@ -421,7 +465,7 @@ impl Requester {
             let credits = conn.credits.requested();
             let call = self.calls.get_mut(&xid).unwrap();
             call.attempts += 1;
-            call.flight = Some(Flight { credit, version, deadline: now + self.cfg.timeout, probe });
+            call.flight = Some(Flight { credit, version, deadline: now + self.cfg.timeout, probe, timed_out: false });
             let attempt = call.attempts;
             self.events.push_back(Event::Transmit(Transmit { xid, version, credits, thresholds, probe, attempt }));
         }
@@ -498,8 +542,16 @@ impl Requester {
 
     fn finish(&mut self, xid: u32) {
         if let Some(call) = self.calls.remove(&xid) {
-            if let (Some(f), Some(c)) = (call.flight, self.conn.as_mut()) {
-                c.credits.on_complete(f.credit);
+            if let Some(c) = self.conn.as_mut() {
+                if let Some(f) = call.flight {
+                    c.credits.on_complete(f.credit);
+                }
+                // A probe that ended without settling the version (cancelled, failed) frees its
+                // place: the next call is the probe (draft section 5: one message at a time
+                // until an answer, not forever).
+                if matches!(c.version, Version::Probing(Some(x)) if x == xid) {
+                    c.version = Version::Probing(None);
+                }
             }
         }
     }

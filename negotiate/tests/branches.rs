@@ -469,8 +469,10 @@ fn draft_5_3_v1_requester_to_v2_responder_uses_v1_without_probe() {
 
 /// Draft 5.2: "A requester can assume the same situation (no responder support for
 /// RPC-over-RDMA Version Two) if the initial negotiation message is lost or dropped." A
-/// responder that drops Version Two messages: after its timeout the requester sends the call
-/// again in Version One on the same connection, and remembers the responder as ProbeLost.
+/// responder that drops Version Two messages: after its timeout the requester closes the
+/// connection (RFC 8166 3.3.3 / 4.5.4: never a second call on the connection where the
+/// responder may still be running the first), remembers the responder as ProbeLost, and
+/// sends the call again in Version One on the next connection.
 #[test]
 fn draft_5_2_lost_probe_falls_back_to_v1_after_timeout() {
     let _deadline = deadline();
@@ -481,8 +483,8 @@ fn draft_5_2_lost_probe_falls_back_to_v1_after_timeout() {
     call_ok(&client, 0x40, Shape::Small, Shape::Small, &PLAIN);
     assert_settled(&client, 1, 1024, 1024);
     assert_eq!(client.memory().no_v2(&peer.addr), Some(NoV2Reason::ProbeLost));
-    let same = |vers| Seen { conn: 0, xid: 0x40, vers };
-    assert_eq!(peer.seen(), [same(2), same(1)], "the probe, then Version One on the same connection");
+    let seen = |conn, vers| Seen { conn, xid: 0x40, vers };
+    assert_eq!(peer.seen(), [seen(0, 2), seen(1, 1)], "the probe, then Version One on a new connection");
     drop(client);
     peer.finish();
 }

@@ -147,6 +147,8 @@ fn draft_5_2_thresholds_follow_private_data_after_fallback() {
     assert_eq!((again[0].thresholds.call, again[0].thresholds.reply), (4096, 4096));
 }
 
+/// Draft 5.2, with RFC 8166 3.3.3 / 4.5.4: the lost probe's call goes out again in Version One
+/// on the next connection, never on the one where the responder may still be running it.
 #[test]
 fn draft_5_2_a_lost_probe_falls_back_and_the_responder_is_remembered() {
     let now = Instant::now();
@@ -156,6 +158,10 @@ fn draft_5_2_a_lost_probe_falls_back_and_the_responder_is_remembered() {
     let later = now + Duration::from_secs(2);
     assert!(req.poll_timeout().unwrap() <= later);
     req.on_timeout(later);
+    assert_eq!(drain(&mut req), vec![Event::Disconnect]);
+    req.on_disconnected(later);
+    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    req.on_connected(None, &[], later);
     let again = transmits(&drain(&mut req));
     assert_eq!((again[0].xid, again[0].version, again[0].probe), (4, 1, false));
     assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ProbeLost));
@@ -274,7 +280,8 @@ fn every_call_ends_once_after_its_last_attempt() {
         req.on_connected(None, &[], t);
         drain(&mut req);
     }
-    assert_eq!(failures, vec![(30, CallFailure::ConnectionLost { attempts: 3 })]);
+    // Each attempt timed out (and closed its connection): the failure says so.
+    assert_eq!(failures, vec![(30, CallFailure::TimedOut { attempts: 3 })]);
     assert_eq!(req.pending(), 0);
 }
 

@@ -1,0 +1,387 @@
+//! `negotiate::client::Client` against responders that answer the probe slowly or with an
+//! error, on the in-process and TCP backends: a timed-out call goes out again only on a new
+//! connection (RFC 8166 sections 3.3.3 and 4.5.4, draft section 5.2), and any answer to the
+//! probe ends just that call (draft section 5).
+//!
+//! Each test is bounded: every call runs under [`call_within`], and a [`deadline`] ends the
+//! process if a test (a client's or a responder's drop included) does not finish in time.
+//! Misbehaving responders are built here from public pieces (a verbs backend,
+//! `negotiate::datapath` and `negotiate::responder::Responder`), as in faults.rs.
+
+use std::io::Write as _;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use cm_private_data::{Flags, PrivateData};
+use negotiate::client::{Client, ClientConfig, ClientError};
+use negotiate::datapath::{fetch_call, send_error, send_reply, Connection, ReceivePool, ReplyParams};
+use negotiate::memory::NoV2Reason;
+use negotiate::reply::PeerError;
+use negotiate::requester::{self, CallFailure};
+use negotiate::responder::{self, Received, Responder};
+use rpcrdma_v1::ulb::{roundup_pad, OpaqueAtUlb};
+use verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
+
+/// The requester's timeout in these tests: 200 ms per transmission, three transmissions.
+const TIMEOUT: Duration = Duration::from_millis(200);
+/// How long one call may take, all its attempts included, before the test fails.
+const CALL_LIMIT: Duration = Duration::from_secs(10);
+/// How long one test may take before the process is ended.
+const TEST_LIMIT: Duration = Duration::from_secs(60);
+const TICK: Duration = Duration::from_millis(10);
+/// Nothing DDP-eligible: every call and reply here is small and inline.
+const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+
+fn client_config() -> ClientConfig {
+    ClientConfig {
+        requester: requester::Config { timeout: TIMEOUT, max_attempts: 3, ..Default::default() },
+        connect_timeout: TIMEOUT,
+        ..Default::default()
+    }
+}
+
+fn word(bytes: &[u8], at: usize) -> u32 {
+    bytes.get(at..at + 4).map_or(u32::MAX, |w| u32::from_be_bytes(w.try_into().unwrap()))
+}
+
+fn words(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_be_bytes()).collect()
+}
+
+/// An RPC call: XID, message type 0, a spare word, then an `opaque<>` of 32 bytes.
+fn call(xid: u32) -> Vec<u8> {
+    let len = 32;
+    let mut m = words(&[xid, 0, 0, len as u32]);
+    m.extend((0..len).map(|i| (i as u8) ^ (xid as u8)));
+    m.resize(m.len() + roundup_pad(len), 0);
+    m
+}
+
+/// The service: the call echoed back as a reply (message type 1).
+fn echo(call: &[u8]) -> Vec<u8> {
+    let mut r = call.to_vec();
+    r[4..8].copy_from_slice(&1u32.to_be_bytes());
+    r
+}
+
+/// Ends the process if the test it guards has not finished within [`TEST_LIMIT`]: a hang
+/// fails the run instead of stalling it.
+struct Deadline {
+    _armed: Sender<()>,
+}
+
+#[track_caller]
+fn deadline() -> Deadline {
+    let at = std::panic::Location::caller();
+    let (armed, rx) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(RecvTimeoutError::Timeout) = rx.recv_timeout(TEST_LIMIT) {
+            let _ = writeln!(std::io::stderr(), "{at}: the test did not finish within {TEST_LIMIT:?}");
+            std::process::exit(101);
+        }
+    });
+    Deadline { _armed: armed }
+}
+
+/// `client.call` on another thread: a call that does not end within [`CALL_LIMIT`] fails the
+/// test instead of hanging it.
+fn call_within<B: Backend + 'static>(client: &Arc<Client<B>>, xid: u32) -> Result<Vec<u8>, ClientError> {
+    let (tx, rx) = mpsc::channel();
+    let c = client.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(c.call(&call(xid), &ULB));
+    });
+    rx.recv_timeout(CALL_LIMIT).unwrap_or_else(|_| panic!("call {xid:#x} did not end within {CALL_LIMIT:?}"))
+}
+
+/// Calls `xid` and checks it came back with exactly its own reply.
+fn call_ok<B: Backend + 'static>(client: &Arc<Client<B>>, xid: u32) {
+    let reply = call_within(client, xid).unwrap_or_else(|e| panic!("call {xid:#x}: {e}"));
+    assert!(reply == echo(&call(xid)), "call {xid:#x}: a reply that is not its own");
+}
+
+// ------------------------------------------------------------------------------------------
+// A misbehaving responder, from public pieces.
+// ------------------------------------------------------------------------------------------
+
+/// One message as the raw responder received it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Arrival {
+    /// Which connection (0 for the first accepted).
+    conn: u32,
+    /// Its place among the messages of that connection (0 first).
+    nth: u32,
+    xid: u32,
+    vers: u32,
+}
+
+/// What the raw responder does with a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Act {
+    /// Judge it by the rules and answer: serve a call, send an RDMA_ERROR.
+    Serve,
+    /// Wait this long (receiving nothing meanwhile), then serve it as [`Act::Serve`] does if
+    /// the connection is still up.
+    Slow(Duration),
+    /// Send these bytes back instead.
+    Answer(Vec<u8>),
+}
+
+#[derive(Debug, Default)]
+struct RawLog {
+    connections: u32,
+    arrivals: Vec<Arrival>,
+    /// (connection, XID) of every execution of the service.
+    executed: Vec<(u32, u32)>,
+    /// Per connection, the calls the responder state machine counted beyond its grant (RFC
+    /// 8166 section 3.3.1).
+    overruns: Vec<u64>,
+    /// The connections whose serving thread is done.
+    ended: Vec<u32>,
+}
+
+type Policy = dyn Fn(&Arrival) -> Act + Send + Sync;
+
+/// A responder serving each connection on a thread of its own with [`Responder`]'s rules,
+/// doing to each message what its policy says.
+struct RawResponder {
+    addr: String,
+    stop: Arc<AtomicBool>,
+    log: Arc<Mutex<RawLog>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl RawResponder {
+    fn start<B: Backend + Clone + Send + 'static>(
+        backend: B,
+        versions: (u32, u32),
+        policy: impl Fn(&Arrival) -> Act + Send + Sync + 'static,
+    ) -> Self {
+        let listener = backend.listen(&backend.any_address()).expect("listen");
+        let addr = listener.local_addr();
+        let stop = Arc::new(AtomicBool::new(false));
+        let log: Arc<Mutex<RawLog>> = Arc::default();
+        let policy: Arc<Policy> = Arc::new(policy);
+        let (s, l) = (stop.clone(), log.clone());
+        let thread = std::thread::spawn(move || {
+            let mut served = Vec::new();
+            let mut n = 0;
+            while !s.load(Ordering::Relaxed) {
+                let Ok(req) = listener.get_request(TICK * 5) else { continue };
+                let (b, p, l, s) = (backend.clone(), policy.clone(), l.clone(), s.clone());
+                served.push(std::thread::spawn(move || {
+                    serve_raw(&b, req, n, versions, &*p, &l, &s);
+                    lock(&l).ended.push(n);
+                }));
+                n += 1;
+            }
+            for t in served {
+                let _ = t.join();
+            }
+        });
+        RawResponder { addr, stop, log, thread: Some(thread) }
+    }
+
+    fn log(&self) -> MutexGuard<'_, RawLog> {
+        lock(&self.log)
+    }
+
+    /// Waits up to [`CALL_LIMIT`] for `done` to hold of the log; whether it does.
+    fn wait_for(&self, done: impl Fn(&RawLog) -> bool) -> bool {
+        let until = std::time::Instant::now() + CALL_LIMIT;
+        while !done(&self.log()) {
+            if std::time::Instant::now() > until {
+                return false;
+            }
+            std::thread::sleep(TICK);
+        }
+        true
+    }
+}
+
+impl Drop for RawResponder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Serves one connection until it goes down, the policy closes it, or the test ends.
+fn serve_raw<B: Backend>(
+    backend: &B,
+    req: B::Request,
+    conn_no: u32,
+    versions: (u32, u32),
+    policy: &Policy,
+    log: &Mutex<RawLog>,
+    stop: &AtomicBool,
+) {
+    let ours = PrivateData::new(Flags::empty(), 4096, 4096);
+    let credits = responder::Config::default().credits;
+    let mut responder = Responder::new(responder::Config { versions, ..Default::default() });
+    responder.on_connected(req.private_data(), Some(ours));
+    let pd = backend.alloc_pd().expect("pd");
+    let mut pool = None;
+    // A Receive for every credit before the first Send can arrive (RFC 8166 section 3.3.1).
+    let accepted = req.accept_with(&pd, &ours.encode(), QpCaps::default(), |qp| {
+        pool = Some(ReceivePool::<B>::post(&pd, qp, credits as usize + 1, 4096)?);
+        Ok(())
+    });
+    let (Ok(qp), Some(pool)) = (accepted, pool) else { return };
+    let conn = Connection::<B>::new(pd, qp, Duration::from_secs(5));
+    {
+        let mut l = lock(log);
+        l.connections += 1;
+        let at = conn_no as usize;
+        if l.overruns.len() <= at {
+            l.overruns.resize(at + 1, 0);
+        }
+    }
+    let mut nth = 0;
+    let mut message = Vec::new();
+    while !stop.load(Ordering::Relaxed) && conn.qp().state() == QpState::Ready {
+        let Ok(m) = pool.receive_within(&conn, TICK) else { continue };
+        let arrival = Arrival { conn: conn_no, nth, xid: word(&m.bytes, 0), vers: word(&m.bytes, 4) };
+        nth += 1;
+        lock(log).arrivals.push(arrival);
+        let act = policy(&arrival);
+        let answered = match act {
+            Act::Answer(bytes) => send_error(&conn, &bytes),
+            Act::Serve | Act::Slow(_) => {
+                if let Act::Slow(d) = act {
+                    std::thread::sleep(d);
+                }
+                let received = responder.on_receive(&m.bytes);
+                lock(log).overruns[conn_no as usize] = responder.overruns();
+                match received {
+                    Received::Call(h) => {
+                        message.clear();
+                        if fetch_call(&conn, &h, &ULB, &mut message).is_err() {
+                            break;
+                        }
+                        lock(log).executed.push((conn_no, h.xid()));
+                        let p = responder.reply_params(h.xid()).expect("in flight");
+                        let params = ReplyParams {
+                            version: p.version,
+                            credits: p.credits,
+                            reply_inline_threshold: p.thresholds.reply,
+                            remote_invalidation: p.remote_invalidation,
+                        };
+                        send_reply(&conn, &h, &echo(&message), &ULB, &params).map(drop)
+                    }
+                    Received::SendError(e) => send_error(&conn, e.as_bytes()),
+                    _ => Ok(()),
+                }
+            }
+        };
+        if answered.is_err() {
+            break;
+        }
+    }
+    conn.qp().disconnect();
+}
+
+// ------------------------------------------------------------------------------------------
+// Finding 1: a slow first call.
+// ------------------------------------------------------------------------------------------
+
+/// RFC 8166 section 3.3.3 ("a Requester MUST NOT assume more than one credit is available and
+/// MUST receive a valid reply ... prior to sending its next request") and 4.5.4, with draft
+/// section 5.2: a Version Two responder answers the probe only after the requester's timeout.
+/// The requester closes the connection first and sends the call again, in Version One, only
+/// on a new connection: the responder never sees a second call on the connection where it is
+/// still running the first (no credit overrun), and the call ends once, with its own reply.
+/// The slow responder's reply came after the disconnect, so it ran the call on both
+/// connections, the at-least-once execution a lost reply leaves (faults.rs explains why).
+fn slow_probe<B: Backend + Clone + Send + 'static>(backend: B) {
+    let raw = RawResponder::start(backend.clone(), (1, 2), |a| {
+        if a.conn == 0 && a.nth == 0 {
+            Act::Slow(TIMEOUT * 3 / 2)
+        } else {
+            Act::Serve
+        }
+    });
+    let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
+    call_ok(&client, 0x100);
+    call_ok(&client, 0x101);
+    // The slow reply on connection 0 went out after the client closed it (or failed): wait for
+    // that connection's end, so that the log below is complete.
+    let ended = raw.wait_for(|l| l.ended.contains(&0));
+    let log = raw.log();
+    let first: Vec<(u32, u32)> = log.arrivals.iter().filter(|a| a.xid == 0x100).map(|a| (a.conn, a.vers)).collect();
+    assert_eq!(first, [(0, 2), (1, 1)], "the probe, then Version One on a new connection only");
+    assert!(log.overruns.iter().all(|&o| o == 0), "a call beyond the responder's grant: {:?}", log.overruns);
+    assert_eq!(log.connections, 2);
+    assert!(ended, "the requester never closed the connection of its timed-out probe");
+    assert_eq!(client.memory().no_v2(&raw.addr), Some(NoV2Reason::ProbeLost), "no answer before the disconnect");
+    assert_eq!(client.version(), Some(1));
+}
+
+// ------------------------------------------------------------------------------------------
+// Finding 2: the probe answered by an RDMA_ERROR other than RDMA_ERR_VERS.
+// ------------------------------------------------------------------------------------------
+
+/// RFC 8166 section 5.5.2 (ERR_CHUNK answers a header whose version the responder recognized)
+/// and draft section 5: a responder that answers the probe with RDMA_ERR_BAD_HEADER (ERR_CHUNK)
+/// fails that call alone, with the responder's error; the calls after it are sent and served
+/// in Version Two on the same connection, each within its deadline.
+fn err_chunk_probe<B: Backend + Clone + Send + 'static>(backend: B) {
+    let raw = RawResponder::start(backend.clone(), (1, 2), |a| {
+        if a.conn == 0 && a.nth == 0 {
+            Act::Answer(words(&[a.xid, 2, 32, 4, 2]))
+        } else {
+            Act::Serve
+        }
+    });
+    let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
+    match call_within(&client, 0x200) {
+        Err(ClientError::Call(CallFailure::Peer(e))) => assert_eq!(e, PeerError::BAD_HEADER),
+        other => panic!("expected the responder's RDMA_ERR_BAD_HEADER, got {other:?}"),
+    }
+    call_ok(&client, 0x201);
+    call_ok(&client, 0x202);
+    assert_eq!(client.version(), Some(2));
+    let log = raw.log();
+    assert_eq!(log.connections, 1);
+    assert_eq!(log.executed, [(0, 0x201), (0, 0x202)]);
+    assert!(log.arrivals.iter().all(|a| a.vers == 2), "{:?}", log.arrivals);
+}
+
+/// Each scenario above as a test on the in-process backend (`in_process::NAME`) and on the TCP
+/// backend (`over_tcp::NAME`), named for the rule it checks.
+macro_rules! on_both_backends {
+    ($($test:ident => $scenario:ident),* $(,)?) => {
+        mod in_process {
+            $(
+                #[test]
+                fn $test() {
+                    let _deadline = super::deadline();
+                    super::$scenario(verbs::InProcess);
+                }
+            )*
+        }
+        mod over_tcp {
+            $(
+                #[test]
+                fn $test() {
+                    let _deadline = super::deadline();
+                    super::$scenario(verbs::Tcp);
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends! {
+    rfc8166_3_3_3_a_slow_probe_is_retransmitted_only_on_a_new_connection => slow_probe,
+    rfc8166_5_5_2_err_chunk_answering_the_probe_fails_only_that_call => err_chunk_probe,
+}

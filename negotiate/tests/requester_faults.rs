@@ -1,0 +1,287 @@
+//! The requester's state machine against responders that answer late, wrongly or not at all,
+//! bytes and virtual clock readings only (no verbs, no threads, no sleeps): a timed-out call,
+//! the Version Two probe included, goes out again only on a new connection (RFC 8166 sections
+//! 3.3.3 and 4.5.4, draft section 5.2); a late reply that arrives before the disconnect still
+//! completes its call; any answer to the probe ends just that call, and later calls proceed;
+//! every call ends within its attempts' deadlines. Each test names the rule it checks.
+
+use std::time::{Duration, Instant};
+
+use negotiate::memory::NoV2Reason;
+use negotiate::reply::{DropReason, Incoming, PeerError};
+use negotiate::requester::{self, CallFailure, Event, Requester, Transmit};
+
+const ADDR: &str = "inproc:faults";
+const TIMEOUT: Duration = Duration::from_secs(1);
+
+fn words(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_be_bytes()).collect()
+}
+
+/// A chunkless RDMA_MSG reply in `vers` granting `credit`, carrying a small RPC reply.
+fn reply(xid: u32, vers: u32, credit: u32) -> Vec<u8> {
+    words(&[xid, vers, credit, 0, 0, 0, 0, xid, 1, 0, 0])
+}
+
+fn requester(versions: (u32, u32)) -> Requester {
+    let cfg = requester::Config { versions, timeout: TIMEOUT, ..Default::default() };
+    Requester::new(cfg, ADDR)
+}
+
+fn drain(r: &mut Requester) -> Vec<Event> {
+    std::iter::from_fn(|| r.poll_event()).collect()
+}
+
+fn transmits(events: &[Event]) -> Vec<Transmit> {
+    events.iter().filter_map(|e| if let Event::Transmit(t) = e { Some(*t) } else { None }).collect()
+}
+
+/// Connects `req` and starts call `xid`: its first transmission.
+fn start(req: &mut Requester, xid: u32, now: Instant) -> Transmit {
+    assert_eq!(drain(req), vec![Event::Connect]);
+    req.on_connected(None, &[], now);
+    req.call(xid, now).unwrap();
+    transmits(&drain(req))[0]
+}
+
+// ---- finding 1: a timed-out probe ----
+
+/// RFC 8166 section 3.3.3 (one credit until the first reply) and 4.5.4 (a call without a
+/// reply is retransmitted after the connection is closed, which fences its memory): a probe
+/// that times out is not sent again on the same connection, where the responder may still be
+/// running it (it would see a second call beyond its grant and run it twice). The requester
+/// asks for a disconnect, sends nothing more on that connection, and retransmits on the next
+/// one, in Version One: draft section 5.2 lets it take a lost probe to mean no Version Two.
+#[test]
+fn rfc8166_3_3_3_a_timed_out_probe_is_retransmitted_only_after_reconnect() {
+    let now = Instant::now();
+    let mut req = requester((1, 2));
+    let t = start(&mut req, 1, now);
+    assert!(t.probe);
+    req.call(2, now).unwrap();
+    let later = now + 2 * TIMEOUT;
+    req.on_timeout(later);
+    assert_eq!(drain(&mut req), vec![Event::Disconnect], "disconnect first, nothing sent on this connection");
+    req.call(3, later).unwrap();
+    req.on_timeout(later + TIMEOUT);
+    assert_eq!(drain(&mut req), vec![], "one disconnect, and still nothing sent on a connection being closed");
+    req.on_disconnected(later);
+    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ProbeLost));
+    req.on_connected(None, &[], later);
+    let again = transmits(&drain(&mut req));
+    // One credit on the new connection: the probe's call alone, in Version One, attempt 2.
+    let got: Vec<_> = again.iter().map(|t| (t.xid, t.version, t.probe, t.attempt)).collect();
+    assert_eq!(got, vec![(1, 1, false, 2)]);
+}
+
+/// Draft section 5.2 and RFC 8166 section 4.5: a Version Two reply to the probe that arrives
+/// after its timeout but before the connection is down is that call's reply: it completes the
+/// call once (it is not dropped as a reply in the wrong version), settles Version Two, and the
+/// responder is not remembered as lacking Version Two; the call is not retransmitted, and the
+/// next connection probes again.
+#[test]
+fn draft_5_2_a_late_v2_reply_before_the_disconnect_completes_the_call_once_and_keeps_version_2() {
+    let now = Instant::now();
+    let mut req = requester((1, 2));
+    start(&mut req, 1, now);
+    let later = now + 2 * TIMEOUT;
+    req.on_timeout(later);
+    assert_eq!(drain(&mut req), vec![Event::Disconnect]);
+    assert!(matches!(req.on_receive(&reply(1, 2, 32), later), Incoming::Reply { xid: 1, .. }));
+    assert_eq!(req.pending(), 0);
+    assert_eq!(req.version(), Some(2));
+    let ev = drain(&mut req);
+    assert!(transmits(&ev).is_empty(), "{ev:?}");
+    req.on_disconnected(later);
+    assert_eq!(drain(&mut req), vec![], "no call waits: no reconnect");
+    assert_eq!(req.memory().no_v2(ADDR), None, "answered in Version Two: not demoted");
+    req.call(2, later).unwrap();
+    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    req.on_connected(None, &[], later);
+    let t = transmits(&drain(&mut req))[0];
+    assert_eq!((t.xid, t.version, t.probe, t.attempt), (2, 2, true, 1));
+}
+
+/// RFC 8166 section 4.5.4: once a call timed out and the connection is to be closed, no other
+/// call goes out on it (each would only be retransmitted), the disconnect is asked for once,
+/// and the calls go out on the next connection within its single credit (section 3.3.3).
+#[test]
+fn rfc8166_4_5_4_no_call_goes_out_on_a_connection_being_closed() {
+    let now = Instant::now();
+    let mut req = requester((1, 1));
+    start(&mut req, 1, now);
+    assert!(matches!(req.on_receive(&reply(1, 1, 32), now), Incoming::Reply { xid: 1, .. }));
+    req.call(2, now).unwrap();
+    assert_eq!(transmits(&drain(&mut req)).len(), 1);
+    let later = now + 2 * TIMEOUT;
+    req.on_timeout(later);
+    assert_eq!(drain(&mut req), vec![Event::Disconnect]);
+    assert_eq!(req.poll_timeout(), None, "nothing left to time out: the disconnect is what is awaited");
+    req.call(3, later).unwrap();
+    req.on_timeout(later);
+    assert_eq!(drain(&mut req), vec![], "no transmission, no second disconnect");
+    req.on_disconnected(later);
+    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    req.on_connected(None, &[], later);
+    let again: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| (t.xid, t.attempt)).collect();
+    assert_eq!(again, vec![(2, 2)]);
+}
+
+// ---- finding 2: the probe answered by something other than a reply or RDMA_ERR_VERS ----
+
+/// RFC 8166 section 5.5.2 (the v1 draft's text): "If the rdma_vers field contains a recognized
+/// value, but an XDR parsing error occurs, the responder MUST reply with ... ERR_CHUNK". An
+/// ERR_CHUNK (Version Two's RDMA_ERR_BAD_HEADER) or RDMA_ERR_INVAL_OPTION answering the probe
+/// fails that call alone and shows that the responder recognized Version Two: the version
+/// settles, and the next call goes out at once, still within one credit (an error carries no
+/// grant, draft section 5).
+#[test]
+fn rfc8166_5_5_2_an_rdma_error_answering_the_probe_fails_only_that_call_and_settles_version_2() {
+    use rpcrdma_v1::verdict::PeerError::Chunk;
+    let cases = [
+        ("ERR_CHUNK in Version Two (RDMA_ERR_BAD_HEADER)", words(&[1, 2, 1, 4, 2]), PeerError::Common(Chunk)),
+        ("ERR_CHUNK with a Version One word", words(&[1, 1, 1, 4, 2]), PeerError::Common(Chunk)),
+        ("RDMA_ERR_INVAL_OPTION", words(&[1, 2, 1, 4, 3]), PeerError::InvalOption),
+    ];
+    for (what, answer, error) in cases {
+        let now = Instant::now();
+        let mut req = requester((1, 2));
+        start(&mut req, 1, now);
+        req.call(2, now).unwrap();
+        req.call(3, now).unwrap();
+        assert_eq!(req.on_receive(&answer, now), Incoming::Consumed, "{what}");
+        let ev = drain(&mut req);
+        assert!(ev.contains(&Event::Failed { xid: 1, error: CallFailure::Peer(error) }), "{what}: {ev:?}");
+        let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version, t.probe)).collect();
+        assert_eq!(next, vec![(2, 2, false)], "{what}: the next call goes out, alone");
+        assert_eq!(req.version(), Some(2), "{what}");
+        assert!(matches!(req.on_receive(&reply(2, 2, 32), now), Incoming::Reply { xid: 2, .. }), "{what}");
+        let next: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| t.xid).collect();
+        assert_eq!(next, vec![3], "{what}: and the one after its reply");
+        assert_eq!(req.memory().no_v2(ADDR), None, "{what}");
+    }
+}
+
+/// RFC 8166 section 4.5 (a reply that breaks the header rules) and draft section 5: a
+/// malformed answer to the probe fails that call with the reason; it tells nothing about the
+/// responder's versions, so the next call is the probe again, on the same connection.
+#[test]
+fn rfc8166_4_5_a_malformed_answer_to_the_probe_fails_only_that_call_and_the_next_call_probes() {
+    let now = Instant::now();
+    let mut req = requester((1, 2));
+    start(&mut req, 1, now);
+    req.call(2, now).unwrap();
+    // RDMA_MSG whose Read list is cut short.
+    assert_eq!(req.on_receive(&words(&[1, 2, 1, 0, 1, 0]), now), Incoming::Consumed);
+    let ev = drain(&mut req);
+    assert!(matches!(ev[0], Event::Failed { xid: 1, error: CallFailure::MalformedReply(_) }), "{ev:?}");
+    let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version, t.probe)).collect();
+    assert_eq!(next, vec![(2, 2, true)]);
+    assert!(!ev.contains(&Event::Disconnect));
+}
+
+/// RFC 8166 section 4.5.4 ("the associated RPC transaction fails immediately"): a probe the
+/// driver cancels (it could not be sent) leaves no probe outstanding, so the next call is
+/// sent, as the probe.
+#[test]
+fn rfc8166_4_5_4_a_cancelled_probe_lets_the_next_call_probe() {
+    let now = Instant::now();
+    let mut req = requester((1, 2));
+    start(&mut req, 1, now);
+    req.call(2, now).unwrap();
+    assert!(req.cancel(1, now));
+    let next: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| (t.xid, t.version, t.probe)).collect();
+    assert_eq!(next, vec![(2, 2, true)]);
+}
+
+/// What a test responder sends back for one transmission.
+type Answer = fn(&Transmit) -> Option<Vec<u8>>;
+
+/// Serves every call with a reply in its own version, granting 32.
+fn serve(t: &Transmit) -> Option<Vec<u8>> {
+    Some(reply(t.xid, t.version, 32))
+}
+
+/// Runs `req` against a responder that answers the first transmission (the probe) with
+/// `first` and serves the rest, reconnecting whenever asked, with the clock jumping to each
+/// deadline when nothing else happens: how each call ended, and when. Stops after `limit` of
+/// virtual time: a call that has not ended by then never would.
+fn drive(req: &mut Requester, xids: &[u32], first: Answer, limit: Duration) -> Vec<(u32, Result<(), CallFailure>)> {
+    let t0 = Instant::now();
+    let mut now = t0;
+    let mut ended = Vec::new();
+    let mut answered = 0;
+    for &xid in xids {
+        req.call(xid, now).unwrap();
+    }
+    while req.pending() > 0 && now <= t0 + limit {
+        let Some(e) = req.poll_event() else {
+            match req.poll_timeout() {
+                Some(at) => {
+                    now = now.max(at);
+                    req.on_timeout(now);
+                    continue;
+                }
+                None => break, // nothing will ever happen again
+            }
+        };
+        match e {
+            Event::Connect => req.on_connected(None, &[], now),
+            Event::Disconnect => req.on_disconnected(now),
+            Event::Transmit(t) => {
+                let answer = if answered == 0 { first(&t) } else { serve(&t) };
+                answered += 1;
+                if let Some(bytes) = answer {
+                    if let Incoming::Reply { xid, .. } = req.on_receive(&bytes, now) {
+                        ended.push((xid, Ok(())));
+                    }
+                }
+            }
+            Event::Failed { xid, error } => ended.push((xid, Err(error))),
+            Event::Settled { .. } => {}
+        }
+    }
+    assert_eq!(req.pending(), 0, "calls never ended; ended: {ended:?}");
+    ended
+}
+
+/// Draft section 5 and RFC 8166 section 4.5: whatever answers the probe (an RDMA_ERROR of any
+/// kind, a malformed or undecodable message, a reply in the wrong version, or nothing), each
+/// call ends exactly once within its attempts' deadlines (3 attempts of 1 s), and every call
+/// after the probe is served.
+#[test]
+fn draft_5_every_call_ends_within_its_deadline_whatever_answers_the_probe() {
+    let answers: [(&str, Answer); 7] = [
+        ("ERR_CHUNK v2", |t| Some(words(&[t.xid, 2, 1, 4, 2]))),
+        ("ERR_CHUNK v1 word", |t| Some(words(&[t.xid, 1, 1, 4, 2]))),
+        ("INVAL_OPTION", |t| Some(words(&[t.xid, 2, 1, 4, 3]))),
+        ("malformed", |t| Some(words(&[t.xid, 2, 1, 0, 1, 0]))),
+        ("undecodable RDMA_ERROR", |t| Some(words(&[t.xid, 2, 1, 4, 99]))),
+        ("a reply in Version One", |t| Some(reply(t.xid, 1, 32))),
+        ("nothing", |_| None),
+    ];
+    for (what, first) in answers {
+        let mut req = requester((1, 2));
+        let ended = drive(&mut req, &[1, 2, 3], first, 3 * TIMEOUT);
+        let mut xids: Vec<u32> = ended.iter().map(|e| e.0).collect();
+        xids.sort();
+        assert_eq!(xids, vec![1, 2, 3], "{what}: each call ends once: {ended:?}");
+        for (xid, outcome) in &ended {
+            assert!(*xid == 1 || outcome.is_ok(), "{what}: call {xid} after the probe failed: {outcome:?}");
+        }
+    }
+}
+
+/// A reply in another version than its call's is dropped (draft section 5.3) and leaves the
+/// probe in flight, to end at its deadline like a lost one.
+#[test]
+fn draft_5_3_a_v1_reply_to_the_probe_is_dropped_and_the_probe_still_times_out() {
+    let now = Instant::now();
+    let mut req = requester((1, 2));
+    start(&mut req, 1, now);
+    assert_eq!(req.on_receive(&reply(1, 1, 32), now), Incoming::Dropped(DropReason::WrongVersion { got: 1, sent: 2 }));
+    assert_eq!(req.poll_timeout(), Some(now + TIMEOUT));
+    req.on_timeout(now + TIMEOUT);
+    assert_eq!(drain(&mut req), vec![Event::Disconnect]);
+}

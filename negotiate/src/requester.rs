@@ -494,7 +494,10 @@ impl Requester {
         let conn = self.conn.as_mut().unwrap();
         conn.credits.on_error_reply();
         if common < low.max(ours_low) {
+            // That call ends; the next goes out (as the probe again, if this was it): an
+            // answer ends only the call it answers, never the ones behind it.
             self.complete_failed(xid, CallFailure::NoCommonVersion { low, high });
+            self.pump(now);
             return;
         }
         conn.after_err_vers = true;

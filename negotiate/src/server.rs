@@ -414,13 +414,45 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     lock(&peer).ended = conn.ended();
 }
 
-/// A call that could not be served: answer what the spec says, and keep the connection
-/// (RFC 8166 section 4.5): `ERR_CHUNK` when the requester's chunks cannot hold the reply
-/// (4.5.3's "no RPC-level reply is possible for that XID") or the transport header carries no
-/// usable RPC message (4.5.2, MUST); an RPC `GARBAGE_ARGS` reply when the chunks do not fit
-/// the Payload stream or break DDP-eligibility (4.5.2, SHOULD; 6.1.1). Only when nothing can
-/// be sent is the error returned, and the connection closed (4.5.4: "MUST close the
-/// connection to signal to the requester that a reply was lost").
+/// How a responder answers a call it could not serve, and keeps the connection (RFC 8166
+/// section 4.5); see [`FailureAnswer::for_error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureAnswer {
+    /// RDMA_ERROR `ERR_CHUNK` for the call's XID.
+    ErrChunk,
+    /// An RPC reply accepting the call with `GARBAGE_ARGS`, in an RDMA_MSG.
+    GarbageArgs,
+}
+
+impl FailureAnswer {
+    /// The answer to a call whose serving failed with `e`, or `None` when nothing can be sent
+    /// and the connection must close (4.5.4: "MUST close the connection to signal to the
+    /// requester that a reply was lost"): `ERR_CHUNK` when the requester's chunks cannot hold
+    /// the reply (4.5.3's "no RPC-level reply is possible for that XID") or the transport
+    /// header carries no usable RPC message (4.5.2, MUST); `GARBAGE_ARGS` when the chunks do
+    /// not fit the Payload stream or break DDP-eligibility (4.5.2, SHOULD; 6.1.1). The one
+    /// place this rule lives: the [`Server`] and the simulator both ask it.
+    ///
+    /// ```
+    /// use negotiate::datapath::DataPathError;
+    /// use negotiate::server::FailureAnswer;
+    /// use rpcrdma_v1::reassemble::ReassemblyError;
+    /// let e = DataPathError::Reassembly(ReassemblyError::NoPositionZeroChunk);
+    /// assert_eq!(FailureAnswer::for_error(&e), Some(FailureAnswer::ErrChunk));
+    /// assert_eq!(FailureAnswer::for_error(&DataPathError::Verbs(verbs::Error::Timeout)), None);
+    /// ```
+    pub fn for_error(e: &DataPathError) -> Option<FailureAnswer> {
+        match e {
+            DataPathError::Reply(r) if r.errcode().is_some() => Some(FailureAnswer::ErrChunk),
+            DataPathError::Reassembly(r) if r.is_header_error() => Some(FailureAnswer::ErrChunk),
+            DataPathError::Reassembly(_) | DataPathError::DdpViolation(_) => Some(FailureAnswer::GarbageArgs),
+            _ => None,
+        }
+    }
+}
+
+/// A call that could not be served: the answer [`FailureAnswer::for_error`] gives, or the
+/// error back when nothing can be sent (the caller closes the connection).
 fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
     conn: &Connection<B>,
     call: &Header<'_>,
@@ -428,17 +460,15 @@ fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
     params: &ReplyParams,
     e: DataPathError,
 ) -> Result<Served, DataPathError> {
-    let err_chunk = || {
-        let err = ErrorReply::err_chunk(call.xid(), params.version, params.credits);
-        send_error(conn, err.as_bytes()).map(|()| Served::Error)
-    };
-    match e {
-        DataPathError::Reply(r) if r.errcode().is_some() => err_chunk(),
-        DataPathError::Reassembly(r) if r.is_header_error() => err_chunk(),
-        DataPathError::Reassembly(_) | DataPathError::DdpViolation(_) => {
+    match FailureAnswer::for_error(&e) {
+        Some(FailureAnswer::ErrChunk) => {
+            let err = ErrorReply::err_chunk(call.xid(), params.version, params.credits);
+            send_error(conn, err.as_bytes()).map(|()| Served::Error)
+        }
+        Some(FailureAnswer::GarbageArgs) => {
             send_rpc_error(conn, call, ulb, params, encode_garbage_args_reply).map(|()| Served::GarbageArgs)
         }
-        e => Err(e),
+        None => Err(e),
     }
 }
 

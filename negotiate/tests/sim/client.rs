@@ -1,0 +1,361 @@
+//! The requester's side: the real `Requester` state machine, driven as `Client`'s dispatcher
+//! and callers drive it (negotiate/src/client.rs), with calls marshaled by `rpcrdma-v1` into
+//! simulated registered memory.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use cm_private_data::{Flags, PrivateData};
+use negotiate::reply::Incoming;
+use negotiate::requester::{self, Event, Requester};
+use rpcrdma_v1::marshal_call::{marshal_call, CallDescription, ChunkPurpose, MarshaledCall, Registrar};
+use rpcrdma_v1::reassemble::reassemble_reply_with_ulb;
+use rpcrdma_v1::ulb::{roundup_pad, OpaqueAtUlb};
+use rpcrdma_v1::xdr::XdrRdmaSegment;
+
+use super::{Faults, Mem, Rng, Sim, MAX_ATTEMPTS, TIMEOUT};
+
+/// Calls carry an `opaque<>` after XID, message type and a spare word; it may go in a Read
+/// chunk; replies (echoes) up to 32 KiB, through the Reply chunk when large.
+pub const ULB: OpaqueAtUlb =
+    OpaqueAtUlb { call_opaque: Some(12), reply_opaque: None, max_result: 0, max_reply: 32 << 10 };
+
+/// A call whose service answers with more than [`ULB`]'s `max_reply`: the responder must
+/// answer ERR_CHUNK (RFC 8166 section 4.5.3), every time it runs.
+pub fn oversized(xid: u32) -> bool {
+    xid % 17 == 5
+}
+
+/// An RPC call: XID, CALL, a spare word, an opaque of `len` bytes.
+pub fn call_message(xid: u32, len: usize) -> Vec<u8> {
+    let mut m = super::words(&[xid, 0, 0, len as u32]);
+    m.extend((0..len).map(|i| (i as u8) ^ (xid as u8)));
+    m.resize(m.len() + roundup_pad(len), 0);
+    m
+}
+
+/// The service's answer: the call echoed as a reply.
+pub fn echo(call: &[u8]) -> Vec<u8> {
+    let mut r = call.to_vec();
+    r[4..8].copy_from_slice(&1u32.to_be_bytes());
+    r
+}
+
+struct Planned {
+    xid: u32,
+    start: Duration,
+    message: Vec<u8>,
+}
+
+struct Record {
+    message: Vec<u8>,
+    started: Duration,
+    ended: Option<Result<Vec<u8>, String>>,
+}
+
+/// One transmission's registrations.
+struct Attempt {
+    handles: Vec<u32>,
+    writes: Vec<u32>,
+    reply: Option<u32>,
+}
+
+pub struct SimClient {
+    req: Requester,
+    ours: Option<PrivateData>,
+    planned: Vec<Planned>,
+    records: BTreeMap<u32, Record>,
+    attempts: HashMap<u32, Attempt>,
+    link: Option<u32>,
+    connect_at: Option<Duration>,
+    backoff: Duration,
+    connects: u32,
+    wrong: Option<String>,
+    bound: Duration,
+}
+
+/// The registrar of one transmission: every chunk a region of its own, bound on `link`.
+struct SimRegistrar<'a> {
+    mem: &'a mut Mem,
+    link: u32,
+    message: &'a [u8],
+    attempt: Attempt,
+}
+
+impl Registrar for SimRegistrar<'_> {
+    type Error = std::convert::Infallible;
+
+    fn register(&mut self, purpose: ChunkPurpose, out: &mut Vec<XdrRdmaSegment>) -> Result<(), Self::Error> {
+        let (bytes, writable) = match purpose {
+            ChunkPurpose::Read { offset, len } => (self.message[offset..offset + len].to_vec(), false),
+            ChunkPurpose::PositionZero { len } => (self.message[..len].to_vec(), false),
+            ChunkPurpose::Write { len, .. } | ChunkPurpose::Reply { len } => (vec![0; len], true),
+        };
+        let length = bytes.len() as u32;
+        let (handle, offset) = self.mem.register(self.link, bytes, writable);
+        self.attempt.handles.push(handle);
+        match purpose {
+            ChunkPurpose::Write { .. } => self.attempt.writes.push(handle),
+            ChunkPurpose::Reply { .. } => self.attempt.reply = Some(handle),
+            _ => {}
+        }
+        out.push(XdrRdmaSegment { handle, length, offset });
+        Ok(())
+    }
+
+    fn release(&mut self, _purpose: ChunkPurpose, segments: &[XdrRdmaSegment]) {
+        for s in segments {
+            self.mem.release(s.handle);
+            self.attempt.handles.retain(|&h| h != s.handle);
+            self.attempt.writes.retain(|&h| h != s.handle);
+            if self.attempt.reply == Some(s.handle) {
+                self.attempt.reply = None;
+            }
+        }
+    }
+}
+
+impl SimClient {
+    pub fn new(rng: &mut Rng, calls: u32, faults: Faults) -> SimClient {
+        let cfg = requester::Config { timeout: TIMEOUT, max_attempts: MAX_ATTEMPTS, ..requester::Config::default() };
+        let sizes = [0, 16, 200, 900, 3000, 5000, 12000];
+        let planned = (0..calls)
+            .map(|i| {
+                let xid = 0x1000 + i;
+                let len = sizes[rng.below(sizes.len() as u64) as usize];
+                Planned { xid, start: rng.millis(300), message: call_message(xid, len) }
+            })
+            .collect();
+        // Each call's own bound, times the calls that may be ahead of it in the queue: every
+        // transmission waits at most the timeout, plus its messages' delays and a reconnect
+        // with backoff; a call that never ends breaks any bound.
+        let per_attempt = TIMEOUT + Duration::from_millis(2 * faults.max_delay_ms + 450);
+        let bound = per_attempt * MAX_ATTEMPTS * calls + Duration::from_secs(1);
+        let ours = faults.private_data.0.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
+        SimClient {
+            req: Requester::new(cfg, "sim:responder"),
+            ours,
+            planned,
+            records: BTreeMap::new(),
+            attempts: HashMap::new(),
+            link: None,
+            connect_at: None,
+            backoff: Duration::ZERO,
+            connects: 0,
+            wrong: None,
+            bound,
+        }
+    }
+
+    pub fn calls(&self) -> u32 {
+        self.planned.len() as u32 + self.records.len() as u32
+    }
+
+    pub fn all_ended(&self) -> bool {
+        self.planned.is_empty() && self.records.values().all(|r| r.ended.is_some())
+    }
+
+    pub fn open(&self) -> Vec<u32> {
+        self.records.iter().filter(|(_, r)| r.ended.is_none()).map(|(x, _)| *x).collect()
+    }
+
+    pub fn outcomes(&self) -> (u32, u32) {
+        let ok = self.records.values().filter(|r| matches!(r.ended, Some(Ok(_)))).count() as u32;
+        (ok, self.records.len() as u32 - ok)
+    }
+
+    pub fn next_timer(&self) -> Option<Instant> {
+        self.req.poll_timeout()
+    }
+
+    pub fn next_connect(&self) -> Option<Duration> {
+        self.connect_at
+    }
+
+    pub fn next_call(&self) -> Option<Duration> {
+        self.planned.iter().map(|p| p.start).min()
+    }
+
+    /// The API calls whose time has come.
+    pub fn start_due_calls(&mut self, now: Duration, base: Instant) {
+        let (due, later): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.planned).into_iter().partition(|p| p.start <= now);
+        self.planned = later;
+        for p in due {
+            self.req.call(p.xid, base + now).expect("unique XIDs");
+            self.records.insert(p.xid, Record { message: p.message, started: now, ended: None });
+        }
+    }
+
+    /// Acts on the state machine's events, as `Client::route` and its dispatcher do.
+    pub fn route(&mut self, sim: &mut Sim) {
+        while let Some(e) = self.req.poll_event() {
+            sim.log(|| format!("requester: {e:?}"));
+            match e {
+                Event::Connect => {
+                    if self.connect_at.is_none() && self.link.is_none() {
+                        self.connect_at = Some(sim.now + self.backoff + sim.rng.millis(5));
+                    }
+                }
+                // A call timed out: close the connection (RFC 8166 section 4.5.4), which
+                // fences its memory; the state machine requeues what was in flight on it.
+                Event::Disconnect => {
+                    if let Some(id) = sim.link_down() {
+                        sim.with_server(|s, _| s.on_disconnected(id));
+                        self.on_disconnected(sim, id);
+                    }
+                }
+                Event::Transmit(t) => self.transmit(sim, t),
+                Event::Failed { xid, error } => {
+                    self.release(&mut sim.mem, xid);
+                    self.end(xid, Err(format!("{error}")));
+                }
+                Event::Settled { .. } => {}
+            }
+        }
+    }
+
+    pub fn connect_if_due(&mut self, sim: &mut Sim) {
+        if !self.connect_at.is_some_and(|t| t <= sim.now) {
+            return;
+        }
+        self.connect_at = None;
+        let now = sim.instant();
+        if sim.rng.chance(sim.faults.refuse_connect) {
+            self.backoff = (self.backoff * 2).clamp(Duration::from_millis(10), Duration::from_millis(400));
+            self.req.on_connect_failed(now);
+            return;
+        }
+        self.backoff = Duration::ZERO;
+        self.connects += 1;
+        let id = sim.next_link;
+        sim.next_link += 1;
+        sim.link = Some(super::Link { id, up: true, to_server: Default::default(), to_client: Default::default() });
+        let sent = self.ours.map(|p| p.encode().to_vec()).unwrap_or_default();
+        let accepted = sim.with_server(|s, _| s.on_connected(id, &sent));
+        self.link = Some(id);
+        self.req.on_connected(self.ours, &accepted, now);
+    }
+
+    fn transmit(&mut self, sim: &mut Sim, t: requester::Transmit) {
+        let Some(link) = self.link else { return };
+        // A retransmission: the earlier attempt's chunks must not stay open.
+        self.release(&mut sim.mem, t.xid);
+        let message = self.records[&t.xid].message.clone();
+        let mut desc = CallDescription::default();
+        desc.describe(&ULB, &message);
+        let request = desc.request(t.credits, t.thresholds);
+        let mut out = MarshaledCall::with_version(t.version);
+        let mut send = vec![0; t.thresholds.call];
+        let attempt = Attempt { handles: Vec::new(), writes: Vec::new(), reply: None };
+        let mut reg = SimRegistrar { mem: &mut sim.mem, link, message: &message, attempt };
+        let marshaled = marshal_call(&message, &request, &mut reg, &mut send, &mut out);
+        let attempt = reg.attempt;
+        self.attempts.insert(t.xid, attempt);
+        if let Err(e) = marshaled {
+            self.release(&mut sim.mem, t.xid);
+            self.req.cancel(t.xid, sim.instant());
+            self.end(t.xid, Err(format!("marshaling: {e}")));
+            return;
+        }
+        send.truncate(out.header_len());
+        for r in out.inline() {
+            send.extend_from_slice(&message[r.clone()]);
+        }
+        sim.send(true, send);
+    }
+
+    pub fn on_message(&mut self, sim: &mut Sim, link: u32, bytes: &[u8]) {
+        if self.link != Some(link) {
+            return;
+        }
+        let now = sim.instant();
+        let incoming = self.req.on_receive(bytes, now);
+        sim.log(|| format!("client receives {} bytes: {incoming:?}", bytes.len()));
+        if let Incoming::Reply { xid, header } = incoming {
+            let Some(attempt) = self.attempts.remove(&xid) else {
+                self.wrong = Some(format!("a reply matched call {xid:#x}, which has no transmission"));
+                return;
+            };
+            let writes: Vec<Vec<u8>> = attempt.writes.iter().map(|&h| sim.mem.release(h)).collect();
+            let reply = attempt.reply.map(|h| sim.mem.release(h)).unwrap_or_default();
+            for h in attempt.handles {
+                sim.mem.release(h);
+            }
+            let write_bufs: Vec<&[u8]> = writes.iter().map(Vec::as_slice).collect();
+            let mut out = Vec::new();
+            let got = reassemble_reply_with_ulb(
+                &header.to_msg(),
+                header.payload(),
+                &reply,
+                &write_bufs,
+                &ULB,
+                &mut Vec::new(),
+                &mut out,
+            );
+            self.end(xid, got.map(|()| out).map_err(|e| format!("reassembly: {e}")));
+        }
+    }
+
+    pub fn on_timer(&mut self, sim: &mut Sim) {
+        let now = sim.instant();
+        if self.link.is_some() && self.req.poll_timeout().is_some_and(|t| t <= now) {
+            sim.log(|| "requester: timer".into());
+            self.req.on_timeout(now);
+        }
+    }
+
+    /// The link went down: what was transmitted on it is fenced (its registrations died with
+    /// it) and the state machine requeues or fails its calls.
+    pub fn on_disconnected(&mut self, sim: &mut Sim, link: u32) {
+        if self.link != Some(link) {
+            return;
+        }
+        self.link = None;
+        let xids: Vec<u32> = self.attempts.keys().copied().collect();
+        for xid in xids {
+            self.release(&mut sim.mem, xid);
+        }
+        self.req.on_disconnected(sim.instant());
+    }
+
+    fn release(&mut self, mem: &mut Mem, xid: u32) {
+        if let Some(a) = self.attempts.remove(&xid) {
+            for h in a.handles {
+                mem.release(h);
+            }
+        }
+    }
+
+    fn end(&mut self, xid: u32, outcome: Result<Vec<u8>, String>) {
+        let Some(r) = self.records.get_mut(&xid) else {
+            self.wrong = Some(format!("call {xid:#x} ended before it was made"));
+            return;
+        };
+        if let Some(first) = &r.ended {
+            self.wrong = Some(format!("call {xid:#x} ended twice: {first:?}, then {outcome:?}"));
+            return;
+        }
+        if let Ok(reply) = &outcome {
+            // Its echo, or the SYSTEM_ERR of a service that failed on it; never an echo that
+            // did not fit its Reply chunk (the responder must refuse those, RFC 8166 4.5.3).
+            let echoed = *reply == echo(&r.message);
+            let own = echoed || *reply == super::words(&[xid, 1, 0, 0, 0, 5]);
+            if !own || (echoed && oversized(xid)) {
+                self.wrong = Some(format!("call {xid:#x} got a reply of {} bytes that is not its own", reply.len()));
+            }
+        }
+        r.ended = Some(outcome);
+    }
+
+    /// A call past its deadline.
+    pub fn overdue(&self, now: Duration) -> Option<String> {
+        self.records.iter().find(|(_, r)| r.ended.is_none() && now > r.started + self.bound).map(|(xid, r)| {
+            format!("call {xid:#x}, made at {:?}, has not ended by {:?} (bound {:?})", r.started, now, self.bound)
+        })
+    }
+
+    pub fn wrong_reply(&self) -> Option<String> {
+        self.wrong.clone()
+    }
+}

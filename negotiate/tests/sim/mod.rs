@@ -1,0 +1,400 @@
+//! A deterministic simulator of a requester and a responder (issue 13), in the spirit of
+//! FoundationDB's simulation testing and TigerBeetle's VOPR: one seed drives everything, one
+//! virtual clock, no threads and no sleeps. It runs the crate's real decision makers — the
+//! `Requester` and `Responder` state machines, `rpcrdma-v1`'s marshaling and reassembly, and
+//! the server's rule for failed calls (`FailureAnswer`) — over a simulated reliable connection
+//! and simulated registered memory, and injects faults: message delays, disconnects at any
+//! step, refused connects, slow, panicking and oversized handlers, and a responder that
+//! answers with every RDMA_ERROR kind, malformed bytes or RDMA_OPTIONAL.
+//!
+//! After every step it checks the invariants ([`Violation`]): every call ends once, within its
+//! deadline; no call is executed twice on one connection; the requester never sends beyond
+//! its credits; every successful reply is its own call's; and no registration is left once
+//! the calls have ended. A failing seed prints itself; `SIM_SEED=n` replays exactly that run.
+//!
+//! What it does not drive yet: the threads of `Client` and `Server` themselves (their glue is
+//! mirrored here step by step; moving it into a connection core the simulator drives directly
+//! is the rest of issue 13).
+
+mod client;
+mod server;
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use client::SimClient;
+use server::SimServer;
+
+/// SplitMix64: small, fast, and the same sequence on every machine.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number below `n` (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// True with probability `per_mille` / 1000.
+    pub fn chance(&mut self, per_mille: u32) -> bool {
+        self.below(1000) < u64::from(per_mille)
+    }
+
+    pub fn millis(&mut self, max: u64) -> Duration {
+        Duration::from_millis(self.below(max + 1))
+    }
+}
+
+/// What one run injects; drawn from the seed.
+#[derive(Debug, Clone, Copy)]
+pub struct Faults {
+    /// Per step, the chance (per mille) that the connection breaks.
+    pub disconnect: u32,
+    /// The chance that a connect attempt is refused.
+    pub refuse_connect: u32,
+    /// The largest one-way delay of a message.
+    pub max_delay_ms: u64,
+    /// The chance that the responder answers a call with a hostile message instead.
+    pub hostile: u32,
+    /// The responder speaks Version One only.
+    pub v1_only_responder: bool,
+    /// Which sides send RFC 8797 private data: (requester, responder).
+    pub private_data: (bool, bool),
+}
+
+impl Faults {
+    pub fn draw(rng: &mut Rng) -> Faults {
+        Faults {
+            disconnect: [0, 0, 2, 10][rng.below(4) as usize],
+            refuse_connect: [0, 0, 100][rng.below(3) as usize],
+            max_delay_ms: [1, 5, 40][rng.below(3) as usize],
+            hostile: [0, 0, 50, 300][rng.below(4) as usize],
+            v1_only_responder: rng.chance(300),
+            private_data: (rng.chance(700), rng.chance(700)),
+        }
+    }
+}
+
+/// A broken invariant, with what the simulator knew when it broke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    pub seed: u64,
+    pub at: Duration,
+    pub what: String,
+}
+
+/// How a run went, when no invariant broke.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    pub calls: u32,
+    pub succeeded: u32,
+    pub failed: u32,
+    pub connections: u32,
+    pub executions: u32,
+    pub steps: u32,
+    pub virtual_time: Duration,
+}
+
+/// Simulated registered memory, both sides' (the simulated peers share one address space):
+/// a region per handle, reachable by RDMA only from the connection it was bound on, and only
+/// while it is valid.
+#[derive(Default)]
+pub struct Mem {
+    regions: HashMap<u32, Region>,
+    next_handle: u32,
+}
+
+pub struct Region {
+    pub bytes: Vec<u8>,
+    pub base: u64,
+    pub link: u32,
+    pub writable: bool,
+}
+
+impl Mem {
+    pub fn register(&mut self, link: u32, bytes: Vec<u8>, writable: bool) -> (u32, u64) {
+        self.next_handle = self.next_handle.wrapping_add(0x101);
+        let handle = self.next_handle;
+        let base = u64::from(handle) << 20;
+        self.regions.insert(handle, Region { bytes, base, link, writable });
+        (handle, base)
+    }
+
+    /// Invalidates and deregisters `handle`, giving its bytes back.
+    pub fn release(&mut self, handle: u32) -> Vec<u8> {
+        self.regions.remove(&handle).map(|r| r.bytes).unwrap_or_default()
+    }
+
+    /// An RDMA Read by the peer of `link`: `None` is a remote access error.
+    pub fn read(&self, link: u32, handle: u32, offset: u64, len: usize) -> Option<&[u8]> {
+        let r = self.regions.get(&handle).filter(|r| r.link == link)?;
+        let at = usize::try_from(offset.checked_sub(r.base)?).ok()?;
+        r.bytes.get(at..at.checked_add(len)?)
+    }
+
+    /// An RDMA Write by the peer of `link`: false is a remote access error.
+    pub fn write(&mut self, link: u32, handle: u32, offset: u64, data: &[u8]) -> bool {
+        let Some(r) = self.regions.get_mut(&handle).filter(|r| r.link == link && r.writable) else { return false };
+        let Some(at) = offset.checked_sub(r.base).and_then(|a| usize::try_from(a).ok()) else { return false };
+        match r.bytes.get_mut(at..at.saturating_add(data.len())) {
+            Some(dst) if dst.len() == data.len() => {
+                dst.copy_from_slice(data);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn live(&self) -> usize {
+        self.regions.len()
+    }
+}
+
+/// One reliable connection: messages in each direction, in order, each with the virtual time
+/// it arrives. A closed link delivers nothing more.
+pub struct Link {
+    pub id: u32,
+    pub up: bool,
+    pub to_server: VecDeque<(Duration, Vec<u8>)>,
+    pub to_client: VecDeque<(Duration, Vec<u8>)>,
+}
+
+/// The whole simulated world.
+pub struct Sim {
+    pub seed: u64,
+    pub rng: Rng,
+    pub faults: Faults,
+    pub base: Instant,
+    pub now: Duration,
+    pub mem: Mem,
+    pub link: Option<Link>,
+    pub next_link: u32,
+    /// The two sides; each is taken out while it acts (`with_client`, `with_server`), so that
+    /// it can act on the rest of the world.
+    client: Option<SimClient>,
+    server: Option<SimServer>,
+    pub steps: u32,
+    /// `SIM_TRACE` set: every step is printed.
+    trace: bool,
+}
+
+/// The requester's per-attempt timeout and attempts, in virtual time.
+pub const TIMEOUT: Duration = Duration::from_millis(200);
+pub const MAX_ATTEMPTS: u32 = 4;
+const MAX_STEPS: u32 = 200_000;
+
+impl Sim {
+    pub fn new(seed: u64) -> Sim {
+        let mut rng = Rng::new(seed);
+        let faults = Faults::draw(&mut rng);
+        let calls = 1 + rng.below(24) as u32;
+        let client = SimClient::new(&mut rng, calls, faults);
+        let server = SimServer::new(faults);
+        Sim {
+            seed,
+            rng,
+            faults,
+            base: Instant::now(),
+            now: Duration::ZERO,
+            mem: Mem::default(),
+            link: None,
+            next_link: 1,
+            client: Some(client),
+            server: Some(server),
+            steps: 0,
+            trace: std::env::var_os("SIM_TRACE").is_some(),
+        }
+    }
+
+    pub fn with_client<T>(&mut self, f: impl FnOnce(&mut SimClient, &mut Sim) -> T) -> T {
+        let mut c = self.client.take().expect("the client acts once at a time");
+        let r = f(&mut c, self);
+        self.client = Some(c);
+        r
+    }
+
+    pub fn with_server<T>(&mut self, f: impl FnOnce(&mut SimServer, &mut Sim) -> T) -> T {
+        let mut s = self.server.take().expect("the server acts once at a time");
+        let r = f(&mut s, self);
+        self.server = Some(s);
+        r
+    }
+
+    fn client(&self) -> &SimClient {
+        self.client.as_ref().expect("the client is in place between steps")
+    }
+
+    fn server(&self) -> &SimServer {
+        self.server.as_ref().expect("the server is in place between steps")
+    }
+
+    /// Prints `what` when tracing (`SIM_TRACE`).
+    pub fn log(&self, what: impl FnOnce() -> String) {
+        if self.trace {
+            eprintln!("[{:>9.3?}] {}", self.now, what());
+        }
+    }
+
+    pub fn instant(&self) -> Instant {
+        self.base + self.now
+    }
+
+    pub fn violation(&self, what: impl Into<String>) -> Violation {
+        Violation { seed: self.seed, at: self.now, what: what.into() }
+    }
+
+    /// A message on the current link, arriving after a random delay but never before the one
+    /// sent ahead of it (RC delivers in order).
+    pub fn send(&mut self, to_server: bool, bytes: Vec<u8>) {
+        self.send_after(to_server, bytes, Duration::ZERO);
+    }
+
+    /// [`Sim::send`], leaving only after `wait` (a slow service's reply).
+    pub fn send_after(&mut self, to_server: bool, bytes: Vec<u8>, wait: Duration) {
+        let delay = self.rng.millis(self.faults.max_delay_ms);
+        let now = self.now + wait;
+        let n = bytes.len();
+        let head: Vec<u32> = bytes.chunks(4).take(5).map(|w| w.iter().fold(0, |a, &b| a << 8 | u32::from(b))).collect();
+        self.log(|| format!("{} sends {n} bytes {head:x?}", if to_server { "client" } else { "server" }));
+        let Some(link) = self.link.as_mut().filter(|l| l.up) else { return };
+        let q = if to_server { &mut link.to_server } else { &mut link.to_client };
+        let at = q.back().map_or(now + delay, |(last, _)| (*last).max(now + delay));
+        q.push_back((at, bytes));
+    }
+
+    /// The link goes down (a fault, or either side closing it): nothing more is delivered on
+    /// it. Returns its id; the caller tells both sides, each of which fences what it bound on
+    /// it.
+    pub fn link_down(&mut self) -> Option<u32> {
+        self.link.take().filter(|l| l.up).map(|l| l.id)
+    }
+
+    /// A fault: the link breaks under both sides.
+    fn break_link(&mut self) {
+        let Some(id) = self.link_down() else { return };
+        self.log(|| format!("fault: connection {id} breaks"));
+        self.with_server(|s, _| s.on_disconnected(id));
+        self.with_client(|c, sim| c.on_disconnected(sim, id));
+    }
+
+    /// Runs to the end: every call ended and nothing left to do, or a broken invariant.
+    pub fn run(mut self) -> Result<Report, Violation> {
+        loop {
+            self.steps += 1;
+            if self.steps > MAX_STEPS {
+                return Err(self.violation(format!("no end after {MAX_STEPS} steps")));
+            }
+            self.with_client(|c, sim| c.route(sim));
+            self.check()?;
+            if self.client().all_ended() && !self.link.as_ref().is_some_and(|l| !l.to_client.is_empty()) {
+                return self.finish();
+            }
+            let Some(next) = self.next_time() else {
+                return Err(
+                    self.violation(format!("calls {:?} are open and nothing is scheduled", self.client().open()))
+                );
+            };
+            self.now = self.now.max(next);
+            if self.link.as_ref().is_some_and(|l| l.up) && self.rng.chance(self.faults.disconnect) {
+                self.break_link();
+                continue;
+            }
+            self.step();
+        }
+    }
+
+    fn next_time(&self) -> Option<Duration> {
+        let link = self.link.as_ref().filter(|l| l.up);
+        let to_server = link.and_then(|l| l.to_server.front().map(|(t, _)| (*t).max(self.server().busy_until(l.id))));
+        let to_client = link.and_then(|l| l.to_client.front()).map(|(t, _)| *t);
+        let c = self.client();
+        let timer = c.next_timer().filter(|_| link.is_some()).map(|t| t.saturating_duration_since(self.base));
+        [to_server, to_client, timer, c.next_connect(), c.next_call()].into_iter().flatten().min()
+    }
+
+    /// Everything due now, in a fixed order.
+    fn step(&mut self) {
+        let now = self.now;
+        let base = self.base;
+        self.with_client(|c, sim| {
+            c.start_due_calls(now, base);
+            c.connect_if_due(sim);
+        });
+        let due_server = self.link.as_ref().filter(|l| l.up).is_some_and(|l| {
+            l.to_server.front().is_some_and(|(t, _)| *t <= now) && self.server().busy_until(l.id) <= now
+        });
+        if due_server {
+            let (link_id, bytes) = {
+                let l = self.link.as_mut().unwrap();
+                (l.id, l.to_server.pop_front().unwrap().1)
+            };
+            self.with_server(|s, sim| s.on_message(sim, link_id, &bytes));
+        }
+        let due_client =
+            self.link.as_ref().filter(|l| l.up).and_then(|l| l.to_client.front()).is_some_and(|(t, _)| *t <= now);
+        if due_client {
+            let (link_id, bytes) = {
+                let l = self.link.as_mut().unwrap();
+                (l.id, l.to_client.pop_front().unwrap().1)
+            };
+            self.with_client(|c, sim| c.on_message(sim, link_id, &bytes));
+        }
+        self.with_client(|c, sim| c.on_timer(sim));
+    }
+
+    /// The invariants that hold after every step.
+    fn check(&self) -> Result<(), Violation> {
+        if let Some(what) = self.client().overdue(self.now) {
+            return Err(self.violation(what));
+        }
+        if let Some(what) = self.server().twice_on_one_connection() {
+            return Err(self.violation(what));
+        }
+        if let Some(what) = self.server().credit_overrun() {
+            return Err(self.violation(what));
+        }
+        if let Some(what) = self.client().wrong_reply() {
+            return Err(self.violation(what));
+        }
+        Ok(())
+    }
+
+    /// The invariants of the end.
+    fn finish(self) -> Result<Report, Violation> {
+        if self.mem.live() > 0 {
+            let what = format!("{} registrations left after every call ended", self.mem.live());
+            return Err(self.violation(what));
+        }
+        let (succeeded, failed) = self.client().outcomes();
+        Ok(Report {
+            calls: self.client().calls(),
+            succeeded,
+            failed,
+            connections: self.next_link - 1,
+            executions: self.server().executions(),
+            steps: self.steps,
+            virtual_time: self.now,
+        })
+    }
+}
+
+/// Runs seed `seed`.
+pub fn run(seed: u64) -> Result<Report, Violation> {
+    Sim::new(seed).run()
+}
+
+/// The words of a simulated message, big-endian.
+pub fn words(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_be_bytes()).collect()
+}

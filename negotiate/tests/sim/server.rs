@@ -1,0 +1,242 @@
+//! The responder's side: the real `Responder` state machine per connection, served as
+//! `Server`'s connection loop serves it (negotiate/src/server.rs): the call's Read chunks
+//! fetched from simulated memory, reassembled, run by a service that may be slow, panic or
+//! answer too much, and answered with a reply marshaled by `rpcrdma-v1`, or with what
+//! `FailureAnswer` says when it cannot be served. With the hostile fault on, the responder
+//! sometimes answers a call with something else altogether.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use cm_private_data::{Flags, PrivateData};
+use negotiate::datapath::DataPathError;
+use negotiate::responder::{self, Received, Responder};
+use negotiate::server::FailureAnswer;
+use rpcrdma_v1::header::Header;
+use rpcrdma_v1::marshal_reply::{marshal_reply, MarshaledReply, ProvidedChunks, ReplyRequest};
+use rpcrdma_v1::reassemble::{
+    check_call_ddp_eligibility, encode_garbage_args_reply, encode_system_err_reply, fetch_len, read_list_fetches,
+    reassemble_call, GARBAGE_ARGS_REPLY_LEN,
+};
+use rpcrdma_v1::ulb::UpperLayerBinding;
+use rpcrdma_v1::verdict::ErrorReply;
+use verbs::{Completion, Status};
+
+use super::client::{echo, oversized, ULB};
+use super::{words, Faults, Sim, TIMEOUT};
+
+pub struct SimServer {
+    faults: Faults,
+    conns: HashMap<u32, Responder>,
+    /// Executions of each call on each connection.
+    executions: HashMap<(u32, u32), u32>,
+    twice: Option<String>,
+    overrun: Option<String>,
+    /// Per connection, the service is running a call until then; that connection's later
+    /// messages wait (one serving thread per connection, as `Server` has).
+    busy: HashMap<u32, Duration>,
+}
+
+/// The reply a call got, and how long its service took.
+struct Served {
+    send: Vec<u8>,
+    took: Duration,
+}
+
+impl SimServer {
+    pub fn new(faults: Faults) -> SimServer {
+        SimServer {
+            faults,
+            conns: HashMap::new(),
+            executions: HashMap::new(),
+            twice: None,
+            overrun: None,
+            busy: HashMap::new(),
+        }
+    }
+
+    /// Accepts link `id`; returns the private data of the accept.
+    pub fn on_connected(&mut self, id: u32, received: &[u8]) -> Vec<u8> {
+        let versions = if self.faults.v1_only_responder { (1, 1) } else { (1, 2) };
+        let mut r = Responder::new(responder::Config { versions, ..responder::Config::default() });
+        let ours = self.faults.private_data.1.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
+        r.on_connected(received, ours);
+        self.conns.insert(id, r);
+        ours.map(|p| p.encode().to_vec()).unwrap_or_default()
+    }
+
+    pub fn on_disconnected(&mut self, id: u32) {
+        self.conns.remove(&id);
+        self.busy.remove(&id);
+    }
+
+    /// When connection `link`'s serving thread is free to take its next message.
+    pub fn busy_until(&self, link: u32) -> Duration {
+        self.busy.get(&link).copied().unwrap_or_default()
+    }
+
+    pub fn executions(&self) -> u32 {
+        self.executions.values().sum()
+    }
+
+    pub fn twice_on_one_connection(&self) -> Option<String> {
+        self.twice.clone()
+    }
+
+    pub fn credit_overrun(&self) -> Option<String> {
+        self.overrun.clone()
+    }
+
+    pub fn on_message(&mut self, sim: &mut Sim, link: u32, bytes: &[u8]) {
+        let Some(r) = self.conns.get_mut(&link) else { return };
+        match r.on_receive(bytes) {
+            Received::Call(header) => {
+                let xid = header.xid();
+                if r.overruns() > 0 {
+                    self.overrun =
+                        Some(format!("call {xid:#x} arrived beyond the credits granted on connection {link}"));
+                }
+                let p = r.reply_params(xid).expect("the call is in flight");
+                if sim.rng.chance(self.faults.hostile) {
+                    let lie = hostile(sim, xid, p.version, p.credits);
+                    sim.log(|| format!("server: call {xid:#x} on {link} answered with a lie"));
+                    sim.send(false, lie);
+                    return;
+                }
+                let runs = self.executions.entry((link, xid)).or_default();
+                *runs += 1;
+                if *runs > 1 {
+                    self.twice = Some(format!("call {xid:#x} executed {runs} times on connection {link}"));
+                }
+                let served = serve(sim, link, &header, &p);
+                sim.log(|| {
+                    format!(
+                        "server: call {xid:#x} v{} on {link}: {:?}",
+                        p.version,
+                        served.as_ref().map(|s| (s.send.len(), s.took)).map_err(|e| e.to_string())
+                    )
+                });
+                match served {
+                    Ok(served) => {
+                        self.busy.insert(link, sim.now + served.took);
+                        sim.send_after(false, served.send, served.took);
+                    }
+                    Err(e) => match FailureAnswer::for_error(&e) {
+                        Some(FailureAnswer::ErrChunk) => {
+                            sim.send(false, ErrorReply::err_chunk(xid, p.version, p.credits).as_bytes().to_vec())
+                        }
+                        Some(FailureAnswer::GarbageArgs) => {
+                            let mut reply = [0u8; GARBAGE_ARGS_REPLY_LEN];
+                            let n = encode_garbage_args_reply(xid, &mut reply).expect("sized");
+                            match marshal(sim, link, &header, &p, &reply[..n]) {
+                                Ok(send) => sim.send(false, send),
+                                Err(_) => self.close(sim, link),
+                            }
+                        }
+                        // Nothing can be sent: close (RFC 8166 section 4.5.4).
+                        None => self.close(sim, link),
+                    },
+                }
+            }
+            Received::SendError(e) => sim.send(false, e.as_bytes().to_vec()),
+            _ => {}
+        }
+    }
+
+    fn close(&mut self, sim: &mut Sim, link: u32) {
+        if sim.link.as_ref().is_some_and(|l| l.id == link) {
+            if let Some(id) = sim.link_down() {
+                self.on_disconnected(id);
+                sim.with_client(|c, sim| c.on_disconnected(sim, id));
+            }
+        }
+    }
+}
+
+/// Fetches, reassembles and runs one call, and marshals its reply.
+fn serve(sim: &mut Sim, link: u32, header: &Header<'_>, p: &responder::ReplyParams) -> Result<Served, DataPathError> {
+    let msg = header.to_msg();
+    let mut landing = vec![0u8; fetch_len(header.read_list()) as usize];
+    for f in read_list_fetches(header.read_list()).filter(|f| f.length > 0) {
+        let Some(data) = sim.mem.read(link, f.handle, f.offset, f.length as usize) else {
+            return Err(remote_access_error());
+        };
+        landing[f.landing..f.landing + f.length as usize].copy_from_slice(data);
+    }
+    let mut call = Vec::new();
+    reassemble_call(&msg, header.payload(), &landing, &mut call)?;
+    check_call_ddp_eligibility(&msg, &call, &ULB, &mut Vec::new())?;
+    let xid = header.xid();
+    // The service: slow now and then (past the requester's timeout), failing now and then
+    // (a caught panic: SYSTEM_ERR), and too large for the requester for some calls.
+    let took = if sim.rng.chance(50) { TIMEOUT * 3 / 2 } else { sim.rng.millis(2) };
+    let reply = if sim.rng.chance(20) {
+        let mut r = vec![0u8; GARBAGE_ARGS_REPLY_LEN];
+        encode_system_err_reply(xid, &mut r).expect("sized");
+        r
+    } else if oversized(xid) {
+        let mut r = echo(&call);
+        r.resize(ULB.max_reply + 4096, 0);
+        r
+    } else {
+        echo(&call)
+    };
+    Ok(Served { send: marshal(sim, link, header, p, &reply)?, took })
+}
+
+/// Places `reply` in the call's chunks (simulated RDMA Writes) and returns the Send.
+fn marshal(
+    sim: &mut Sim,
+    link: u32,
+    header: &Header<'_>,
+    p: &responder::ReplyParams,
+    reply: &[u8],
+) -> Result<Vec<u8>, DataPathError> {
+    let mut results = Vec::new();
+    ULB.reply_ddp_items(reply, 0, &mut results);
+    let provided = ProvidedChunks { writes: header.write_list(), reply: header.reply_chunk() };
+    let req = ReplyRequest { credits: p.credits, reply_inline_threshold: p.thresholds.reply, ddp_results: &results };
+    let mut out = MarshaledReply::with_version(p.version);
+    let mut send = vec![0; p.thresholds.reply];
+    marshal_reply(reply, provided, &req, &mut send, &mut out)?;
+    for w in out.writes() {
+        if !sim.mem.write(link, w.handle, w.offset, &reply[w.src.clone()]) {
+            return Err(remote_access_error());
+        }
+    }
+    send.truncate(out.header_len());
+    for r in out.inline() {
+        send.extend_from_slice(&reply[r.clone()]);
+    }
+    Ok(send)
+}
+
+fn remote_access_error() -> DataPathError {
+    DataPathError::Completion(Completion { status: Status::RemoteAccessError, ..Completion::default() })
+}
+
+/// What a lying responder sends instead of a call's reply: every RDMA_ERROR kind, an
+/// undecodable one, RDMA_OPTIONAL, a reply in another version, or garbage.
+fn hostile(sim: &mut Sim, xid: u32, vers: u32, credits: u32) -> Vec<u8> {
+    let error = 4; // RDMA_ERROR
+    match sim.rng.below(10) {
+        0 => words(&[xid, vers, credits, error, 2]), // ERR_CHUNK / RDMA2_ERR_BAD_HEADER
+        1 => words(&[xid, vers, credits, error, 1, 1, 1]), // ERR_VERS 1..1
+        2 => words(&[xid, vers, credits, error, 1, 3, 5]), // ERR_VERS with no common version
+        3 => words(&[xid, 2, credits, error, 3]),    // RDMA2_ERR_INVAL_OPTION
+        4 => words(&[xid, vers, credits, error, 77]), // undecodable: dropped
+        5 => words(&[xid, 2, credits, 5, 0x99, 0]),  // RDMA_OPTIONAL
+        // A version nobody speaks, and a reply whose RPC XID is another call's: neither may
+        // complete the call (a lie the requester cannot tell from a real reply, a well-formed
+        // reply of its own XID, is out of any requester's reach and not injected).
+        6 => words(&[xid, 7, credits, 0, 0, 0, 0, xid, 1, 0, 0, 0, 0]),
+        7 => words(&[xid, vers, credits, 0, 0, 0, 0, xid ^ 0x8000, 1, 0, 0, 0, 0]),
+        8 => words(&[0xffff_0000 ^ xid, vers, credits, 0, 0, 0, 0, 0xffff_0000 ^ xid, 1]), // no such call
+        _ => {
+            let len = sim.rng.below(40) as usize;
+            let mut b = words(&[xid]);
+            b.extend((0..len).map(|_| sim.rng.next() as u8));
+            b
+        }
+    }
+}

@@ -176,9 +176,7 @@ impl Responder {
             v1::Verdict::PeerError { xid, error } => Err(Received::PeerError { xid, error: PeerError::Common(error) }),
             v1::Verdict::Discard(_) => Err(Received::Dropped),
         };
-        if self.cfg.versions.1 < 2 {
-            return from_v1(v1::receive(bytes, policy));
-        }
+        // One dispatch for every configuration: `v2::receive` applies the policy's versions.
         match v2::receive(bytes, policy, &mut self.registry) {
             v2::Verdict::Accept(h) => Ok(h),
             v2::Verdict::Handled { xid, opttype } => Err(Received::Handled { xid, opttype }),

@@ -249,6 +249,53 @@ fn word(bytes: &[u8], at: usize) -> Option<u32> {
     bytes.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
 }
 
+/// The fixed words of a received message, which every version keeps at the
+/// same offsets ([`offsets`]; RFC 8166 section 4.2, draft section 4.1), read
+/// once: what a receiver looks at before it knows which version's rules
+/// apply. The one place the offsets are read; the verdicts of both versions
+/// and the negotiation start here.
+///
+/// ```
+/// use rpcrdma_v1::header::Fixed;
+/// let bytes: Vec<u8> = [9u32, 2, 32, 4].iter().flat_map(|w| w.to_be_bytes()).collect();
+/// let f = Fixed::read(&bytes).unwrap();
+/// assert_eq!((f.xid, f.vers, f.credit, f.proc), (9, 2, Some(32), Some(4)));
+/// assert!(f.is_error());
+/// assert_eq!(Fixed::read(&bytes[..7]), None);
+/// assert_eq!(Fixed::read(&bytes[..8]).unwrap().credit, None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fixed {
+    /// `rdma_xid`.
+    pub xid: u32,
+    /// `rdma_vers`.
+    pub vers: u32,
+    /// `rdma_credit`, if the message is that long.
+    pub credit: Option<u32>,
+    /// `rdma_proc`, if the message is that long.
+    pub proc: Option<u32>,
+}
+
+impl Fixed {
+    /// The fixed words of `bytes`; `None` when not even the XID and the
+    /// version can be read (such a message can only be dropped: RFC 8166
+    /// section 4.5 answers need both).
+    pub fn read(bytes: &[u8]) -> Option<Fixed> {
+        Some(Fixed {
+            xid: word(bytes, offsets::XID)?,
+            vers: word(bytes, offsets::VERS)?,
+            credit: word(bytes, offsets::CREDIT),
+            proc: word(bytes, offsets::PROC),
+        })
+    }
+
+    /// Whether the message is an RDMA_ERROR, whose layout of ERR_VERS every
+    /// version shares: never answered with another (RFC 8166 section 4.5).
+    pub fn is_error(&self) -> bool {
+        self.proc == Some(RDMA_ERROR_U32)
+    }
+}
+
 /// The `rdma_proc` word of a received message, in every version at
 /// [`offsets::PROC`]; when the input ends before it, the XDR error for the
 /// incomplete word the input ends in.

@@ -25,8 +25,8 @@
 
 use xdr_spec::rt::Xdr;
 
-use crate::header::{offsets, Header, HeaderError, HeaderLimits, RPCRDMA_VERSION};
-use crate::xdr::{RdmaBody, RdmaMsg, RpcRdmaError, RpcRdmaErrvers, ERR_CHUNK, ERR_VERS, RDMA_ERROR};
+use crate::header::{Fixed, Header, HeaderError, HeaderLimits, RPCRDMA_VERSION};
+use crate::xdr::{RdmaBody, RdmaMsg, RpcRdmaError, RpcRdmaErrvers};
 
 /// How a receiver judges what arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,17 +159,14 @@ pub enum Verdict<'a> {
     Discard(DiscardReason),
 }
 
-fn word(bytes: &[u8], at: usize) -> Option<u32> {
-    bytes.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
-}
-
 /// Judge a received message by the rules of RFC 8166 section 4.5.
 pub fn receive<'a>(bytes: &'a [u8], policy: &ReceivePolicy) -> Verdict<'a> {
-    let (Some(xid), Some(vers)) = (word(bytes, offsets::XID), word(bytes, offsets::VERS)) else {
+    let Some(fixed) = Fixed::read(bytes) else {
         return Verdict::Discard(DiscardReason::TooShort(bytes.len()));
     };
+    let (xid, vers) = (fixed.xid, fixed.vers);
     // An RDMA_ERROR is never answered with another: decode it or drop it.
-    if word(bytes, offsets::PROC) == Some(RDMA_ERROR as u32) {
+    if fixed.is_error() {
         return decode_error(xid, vers, bytes);
     }
     match Header::parse(bytes, &policy.limits) {
@@ -187,10 +184,11 @@ pub fn receive<'a>(bytes: &'a [u8], policy: &ReceivePolicy) -> Verdict<'a> {
 /// XDR says so), so it is read whatever the header's version; ERR_CHUNK is
 /// version 1's.
 fn decode_error(xid: u32, vers: u32, bytes: &[u8]) -> Verdict<'_> {
-    let err = word(bytes, offsets::BODY);
-    let error = match (err, word(bytes, offsets::BODY + 4), word(bytes, offsets::BODY + 8)) {
-        (Some(e), Some(low), Some(high)) if e == ERR_VERS as u32 && low <= high => PeerError::Vers { vers, low, high },
-        (Some(e), _, _) if e == ERR_CHUNK as u32 && vers == RPCRDMA_VERSION => PeerError::Chunk,
+    let error = match RdmaMsg::decode(bytes).map(|(m, _)| m.rdma_body) {
+        Ok(RdmaBody::RdmaError(RpcRdmaError::ErrVers(r))) if r.rdma_vers_low <= r.rdma_vers_high => {
+            PeerError::Vers { vers, low: r.rdma_vers_low, high: r.rdma_vers_high }
+        }
+        Ok(RdmaBody::RdmaError(RpcRdmaError::ErrChunk)) if vers == RPCRDMA_VERSION => PeerError::Chunk,
         _ => return Verdict::Discard(DiscardReason::UndecodableError),
     };
     Verdict::PeerError { xid, error }

@@ -28,7 +28,7 @@
 //! assert_eq!(reply.as_bytes(), [0, 0, 0, 9, 0, 0, 0, 2, 0, 0, 0, 32, 0, 0, 0, 4, 0, 0, 0, 3]);
 //! ```
 
-use rpcrdma_v1::header::{offsets, proc_word, Header, HeaderError, MessageKind};
+use rpcrdma_v1::header::{proc_word, Fixed, Header, HeaderError, MessageKind};
 use rpcrdma_v1::rt::Xdr;
 use rpcrdma_v1::verdict::PeerError as V1PeerError;
 pub use rpcrdma_v1::verdict::{DiscardReason, ErrorReply};
@@ -140,10 +140,6 @@ pub enum Verdict<'a> {
     Discard(DiscardReason),
 }
 
-fn word(bytes: &[u8], at: usize) -> Option<u32> {
-    bytes.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
-}
-
 /// Judge a received message by Version Two's rules; an RDMA_OPTIONAL with a
 /// registered opttype runs its handler. Allocates nothing.
 ///
@@ -156,17 +152,21 @@ fn word(bytes: &[u8], at: usize) -> Option<u32> {
 /// assert_eq!((h.xid(), h.version(), h.payload()), (7, 2, &bytes[28..]));
 /// ```
 pub fn receive<'a>(bytes: &'a [u8], policy: &ReceivePolicy, registry: &mut Registry) -> Verdict<'a> {
-    let (Some(xid), Some(vers)) = (word(bytes, offsets::XID), word(bytes, offsets::VERS)) else {
+    let Some(fixed) = Fixed::read(bytes) else {
         return Verdict::Discard(DiscardReason::TooShort(bytes.len()));
     };
+    let (xid, vers) = (fixed.xid, fixed.vers);
     // An RDMA_ERROR is never answered with another: decode it or drop it.
-    if word(bytes, offsets::PROC) == Some(Rpcrdma2Proc::RdmaError as u32) {
+    if fixed.is_error() {
         return decode_error(bytes, xid, vers);
     }
     let bad_header =
         |reason: Reason| Verdict::Reply { reply: err_reply(xid, vers, policy.credit, ERR_BAD_HEADER), reason };
+    // The one dispatch on the version: Version Two's rules, Version One's, or RDMA_ERR_VERS
+    // with the range the policy accepts (a receiver limited to Version One answers a Version
+    // Two message so too, RFC 8166 section 4.5.1).
     let (low, high) = policy.versions;
-    if vers != RPCRDMA2_VERSION {
+    if vers != RPCRDMA2_VERSION || !(low..=high).contains(&vers) {
         if vers == rpcrdma_v1::header::RPCRDMA_VERSION && (low..=high).contains(&vers) {
             return Verdict::Version1(rpcrdma_v1::verdict::receive(bytes, policy));
         }
@@ -205,7 +205,7 @@ const ERR_BAD_HEADER: Rpcrdma2Error = Rpcrdma2Error::RdmaErrBadHeader;
 /// Section 3.1: an opttype not recognized or not supported is answered
 /// with RDMA_ERR_INVAL_OPTION and the same XID.
 fn optional<'a>(bytes: &'a [u8], xid: u32, policy: &ReceivePolicy, registry: &mut Registry) -> Verdict<'a> {
-    let credit = word(bytes, offsets::CREDIT).unwrap_or(0);
+    let credit = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(0);
     let msg = match OptionalMessage::decode(bytes, xid, credit) {
         Ok(m) => m,
         Err(e) => {

@@ -1,7 +1,8 @@
 //! `negotiate::client::Client` against responders that answer the probe slowly or with an
 //! error, on the in-process and TCP backends: a timed-out call goes out again only on a new
 //! connection (RFC 8166 sections 3.3.3 and 4.5.4, draft section 5.2), and any answer to the
-//! probe ends just that call (draft section 5).
+//! probe ends just that call (draft section 5). And against addresses and responders that
+//! fail each in its own way: every failure says which, with its cause ([`ClientError`]).
 //!
 //! Each test is bounded: every call runs under [`call_within`], and a [`deadline`] ends the
 //! process if a test (a client's or a responder's drop included) does not finish in time.
@@ -123,6 +124,10 @@ struct Arrival {
 enum Act {
     /// Judge it by the rules and answer: serve a call, send an RDMA_ERROR.
     Serve,
+    /// Never look at it.
+    Ignore,
+    /// Close the connection without answering.
+    Close,
     /// Wait this long (receiving nothing meanwhile), then serve it as [`Act::Serve`] does if
     /// the connection is still up.
     Slow(Duration),
@@ -255,6 +260,8 @@ fn serve_raw<B: Backend>(
         lock(log).arrivals.push(arrival);
         let act = policy(&arrival);
         let answered = match act {
+            Act::Ignore => continue,
+            Act::Close => break,
             Act::Answer(bytes) => send_error(&conn, &bytes),
             Act::Serve | Act::Slow(_) => {
                 if let Act::Slow(d) = act {
@@ -356,6 +363,129 @@ fn err_chunk_probe<B: Backend + Clone + Send + 'static>(backend: B) {
     assert!(log.arrivals.iter().all(|a| a.vers == 2), "{:?}", log.arrivals);
 }
 
+// ------------------------------------------------------------------------------------------
+// Finding 7: each failure says what it was.
+// ------------------------------------------------------------------------------------------
+
+/// An address of `backend` where nothing listens: one that listened a moment ago.
+fn nobody_listens<B: Backend>(backend: &B) -> String {
+    let listener = backend.listen(&backend.any_address()).expect("listen");
+    listener.local_addr()
+}
+
+/// The text of `e` and of every error under it.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        text += &format!(": {c}");
+        cause = c.source();
+    }
+    text
+}
+
+/// RFC 8166 section 4.5.4 (the requester gives up after its attempts) with the verbs
+/// connect errors: a port nothing listens on is refused, on each of the call's three attempts;
+/// [`Client::connect`] says so after its one attempt; the cause stays attached.
+fn refused<B: Backend + Clone + Send + 'static>(backend: B) {
+    let addr = nobody_listens(&backend);
+    match Client::connect(backend.clone(), &addr, client_config()) {
+        Err(ClientError::Refused { addr: a, attempts: 1, source: verbs::Error::ConnectionRefused(_) }) => {
+            assert_eq!(a, addr);
+        }
+        other => panic!("expected refused, got {:?}", other.err()),
+    }
+    let client = Arc::new(Client::new(backend, &addr, client_config()));
+    let e = call_within(&client, 0x700).expect_err("nothing listens");
+    let text = chain(&e);
+    assert!(matches!(e, ClientError::Refused { attempts: 3, .. }), "{text}");
+    assert!(text.contains("refused") && text.contains(&addr), "{text}");
+}
+
+/// An address the backend cannot parse fails as a bad address, at once from
+/// [`Client::connect`] and from a call, with the verbs error as its cause.
+fn bad_address<B: Backend + Clone + Send + 'static>(backend: B) {
+    let addr = "no-such-address";
+    match Client::connect(backend.clone(), addr, client_config()) {
+        Err(ClientError::BadAddress { source: verbs::Error::BadAddress(_), .. }) => {}
+        other => panic!("expected a bad address, got {:?}", other.err()),
+    }
+    let client = Arc::new(Client::new(backend, addr, client_config()));
+    let e = call_within(&client, 0x710).expect_err("no such address");
+    assert!(matches!(e, ClientError::BadAddress { .. }), "{}", chain(&e));
+    assert!(std::error::Error::source(&e).is_some(), "the verbs error is kept");
+}
+
+/// A listener that never accepts: each connection attempt ends at the client's connect
+/// timeout, reported as such (not as a lost connection), with the timeout it waited.
+fn never_accepted<B: Backend + Clone + Send + 'static>(backend: B) {
+    let listener = backend.listen(&backend.any_address()).expect("listen");
+    let addr = listener.local_addr();
+    let started = std::time::Instant::now();
+    match Client::connect(backend.clone(), &addr, client_config()) {
+        Err(ClientError::ConnectTimeout { timeout, attempts: 1, source: verbs::Error::Timeout, .. }) => {
+            assert_eq!(timeout, TIMEOUT);
+        }
+        other => panic!("expected a connect timeout, got {:?}", other.err()),
+    }
+    assert!(started.elapsed() >= TIMEOUT, "waited the connect timeout");
+    let client = Arc::new(Client::new(backend, &addr, client_config()));
+    let e = call_within(&client, 0x720).expect_err("never accepted");
+    assert!(matches!(e, ClientError::ConnectTimeout { attempts: 3, .. }), "{}", chain(&e));
+    assert!(e.to_string().contains("not accepted within 200ms"), "{e}");
+    drop(listener);
+}
+
+/// RFC 8166 section 4.5.4: a responder that accepts and never replies: each attempt times
+/// out and closes its connection; the call fails as a reply timeout after three attempts, on
+/// three connections.
+fn never_replies<B: Backend + Clone + Send + 'static>(backend: B) {
+    let raw = RawResponder::start(backend.clone(), (1, 2), |_| Act::Ignore);
+    let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
+    let e = call_within(&client, 0x730).expect_err("never replied");
+    match e {
+        ClientError::ReplyTimeout { timeout, attempts: 3 } => assert_eq!(timeout, TIMEOUT),
+        other => panic!("expected a reply timeout, got {}", chain(&other)),
+    }
+    assert!(raw.wait_for(|l| l.connections == 3), "one connection per attempt: {:?}", raw.log());
+    assert_eq!(raw.log().arrivals.iter().filter(|a| a.xid == 0x730).count(), 3);
+    let ended = client.ended();
+    assert!(ended.len() == 3 && ended.iter().all(|e| e.closed_here()), "closed by the client each time: {ended:?}");
+}
+
+/// RFC 8166 section 4.5.4: a responder that closes the connection on each call: the call
+/// fails as a lost connection after three attempts, carrying how the last connection ended
+/// (lost under the client, not closed by it).
+fn closed_by_the_server<B: Backend + Clone + Send + 'static>(backend: B) {
+    let raw = RawResponder::start(backend.clone(), (1, 2), |_| Act::Close);
+    let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
+    let e = call_within(&client, 0x740).expect_err("closed every time");
+    let text = chain(&e);
+    let ClientError::ConnectionLost { attempts: 3, ended } = &e else {
+        panic!("expected a lost connection, got {text}")
+    };
+    assert!(!ended.closed_here(), "{ended:?}");
+    assert!(text.starts_with("connection lost") && text.ends_with(&ended.to_string()), "{text}");
+    assert_eq!(raw.log().arrivals.iter().filter(|a| a.xid == 0x740).count(), 3);
+}
+
+/// RFC 8166 section 4.5 ("Receipt of this procedure completes the RPC transaction"): a
+/// responder that answers every call with ERR_CHUNK: each call fails at once with the
+/// responder's error, on its first attempt, and the connection stays.
+fn peer_error<B: Backend + Clone + Send + 'static>(backend: B) {
+    let raw = RawResponder::start(backend.clone(), (1, 2), |a| Act::Answer(words(&[a.xid, a.vers, 32, 4, 2])));
+    let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
+    for xid in [0x750, 0x751] {
+        match call_within(&client, xid) {
+            Err(ClientError::Call(CallFailure::Peer(e))) => assert_eq!(e, PeerError::BAD_HEADER),
+            other => panic!("call {xid:#x}: expected the responder's ERR_CHUNK, got {other:?}"),
+        }
+    }
+    let log = raw.log();
+    assert_eq!(log.arrivals.len(), 2, "one transmission each");
+    assert_eq!(log.connections, 1);
+}
+
 /// Each scenario above as a test on the in-process backend (`in_process::NAME`) and on the TCP
 /// backend (`over_tcp::NAME`), named for the rule it checks.
 macro_rules! on_both_backends {
@@ -384,4 +514,10 @@ macro_rules! on_both_backends {
 on_both_backends! {
     rfc8166_3_3_3_a_slow_probe_is_retransmitted_only_on_a_new_connection => slow_probe,
     rfc8166_5_5_2_err_chunk_answering_the_probe_fails_only_that_call => err_chunk_probe,
+    rfc8166_4_5_4_a_refused_connection_fails_as_refused => refused,
+    rfc8166_4_5_4_an_unparsable_address_fails_as_a_bad_address => bad_address,
+    rfc8166_4_5_4_a_listener_that_never_accepts_fails_as_a_connect_timeout => never_accepted,
+    rfc8166_4_5_4_a_responder_that_never_replies_fails_as_a_reply_timeout => never_replies,
+    rfc8166_4_5_4_a_connection_the_server_closes_fails_as_lost_with_its_reason => closed_by_the_server,
+    rfc8166_4_5_an_rdma_error_fails_the_call_with_the_peer_s_error => peer_error,
 }

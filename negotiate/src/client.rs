@@ -54,12 +54,80 @@ impl Default for ClientConfig {
     }
 }
 
-/// Why a call failed.
+/// Why a call failed, or (from [`Client::connect`]) why the first connection could not be
+/// made. A call that ran out of attempts says what happened to its last attempt, with the
+/// cause: the verbs error of the connection attempt, or how the connection ended.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ClientError {
-    /// The protocol gave up on it (RDMA_ERROR, no common version, timeouts, lost connections).
+    /// Nothing listens at the address (`ECONNREFUSED`, `RDMA_CM_EVENT_UNREACHABLE`).
+    #[error("connecting to {addr}: refused, nothing listens there (gave up after {attempts} attempts)")]
+    Refused {
+        /// The responder's address.
+        addr: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The verbs error ([`verbs::Error::ConnectionRefused`]).
+        #[source]
+        source: verbs::Error,
+    },
+    /// The address is malformed for the backend or names no host: no attempt can succeed.
+    #[error("connecting to {addr}: bad address")]
+    BadAddress {
+        /// The responder's address.
+        addr: String,
+        /// The verbs error ([`verbs::Error::BadAddress`]).
+        #[source]
+        source: verbs::Error,
+    },
+    /// The responder did not accept within [`ClientConfig::connect_timeout`] (a listener that
+    /// never accepts, a hung or stopped server).
+    #[error("connecting to {addr}: not accepted within {timeout:?} (gave up after {attempts} attempts)")]
+    ConnectTimeout {
+        /// The responder's address.
+        addr: String,
+        /// The connect timeout.
+        timeout: Duration,
+        /// Attempts made.
+        attempts: u32,
+        /// The verbs error ([`verbs::Error::Timeout`]).
+        #[source]
+        source: verbs::Error,
+    },
+    /// Connecting failed otherwise: rejected, aborted, or out of local resources.
+    #[error("connecting to {addr} failed (gave up after {attempts} attempts)")]
+    ConnectFailed {
+        /// The responder's address.
+        addr: String,
+        /// Attempts made.
+        attempts: u32,
+        /// What failed (shared: one connection attempt can fail several calls).
+        #[source]
+        source: Arc<DataPathError>,
+    },
+    /// No reply within the requester's timeout on the last attempt; each attempt that timed
+    /// out closed its connection (RFC 8166 section 4.5.4).
+    #[error("no reply within {timeout:?} (gave up after {attempts} attempts)")]
+    ReplyTimeout {
+        /// The requester's timeout ([`requester::Config::timeout`]).
+        timeout: Duration,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The connection went down under the last attempt before its reply: the responder closed
+    /// it (a server that stopped, or whose handler failed), or the transport failed.
+    #[error("connection lost (gave up after {attempts} attempts): {ended}")]
+    ConnectionLost {
+        /// Attempts made.
+        attempts: u32,
+        /// How that connection ended ([`Ended::Lost`] with the first error completion reaped
+        /// on it, if any).
+        ended: Ended,
+    },
+    /// The protocol's verdict on the call: the responder's RDMA_ERROR
+    /// ([`CallFailure::Peer`]), no common version, a malformed reply.
     #[error(transparent)]
-    Call(#[from] CallFailure),
+    Call(CallFailure),
     /// Its XID is in use by another call in progress on this client.
     #[error(transparent)]
     DuplicateXid(#[from] DuplicateXid),
@@ -107,7 +175,7 @@ enum Slot<B: Backend> {
     Waiting,
     Transmit(Transmit, Arc<Link<B>>),
     Reply(Vec<u8>, Option<u32>),
-    Failed(CallFailure),
+    Failed(ClientError),
 }
 
 struct State<B: Backend> {
@@ -124,6 +192,9 @@ struct State<B: Backend> {
     closing: bool,
     /// How the latest connections ended, oldest first ([`Client::ended`]).
     ended: VecDeque<Ended>,
+    /// Why the latest connection attempt failed, if it did: the cause a call that fails for
+    /// want of a connection reports.
+    connect_error: Option<Arc<DataPathError>>,
 }
 
 /// How many ended connections [`Client::ended`] remembers.
@@ -181,9 +252,29 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 const TICK: Duration = Duration::from_millis(5);
 
 impl<B: Backend + Clone> Client<B> {
-    /// A client for the responder at `addr`; it connects when the first call needs it.
+    /// A client for the responder at `addr`. It starts connecting in the background and
+    /// returns at once; a connection that cannot be made shows in the calls that need it
+    /// ([`ClientError::Refused`], ...). See [`Client::connect`] to fail early instead.
     pub fn new(backend: B, addr: &str, cfg: ClientConfig) -> Self {
-        Self::start(backend, addr, cfg, None)
+        Self::start(backend, addr, cfg, None, false).expect("a lazy start makes no connection")
+    }
+
+    /// A client for the responder at `addr` whose first connection is made before this
+    /// returns, or whose error this returns (after one attempt): refused, bad address, connect
+    /// timeout, or another connect failure. Later connections are made as [`Client::new`]'s
+    /// are.
+    ///
+    /// ```
+    /// use negotiate::client::{Client, ClientConfig, ClientError};
+    /// use verbs::InProcess;
+    ///
+    /// match Client::connect(InProcess, "inproc:nobody-listens-here", ClientConfig::default()) {
+    ///     Err(ClientError::Refused { attempts: 1, .. }) => {}
+    ///     other => panic!("{:?}", other.err()),
+    /// }
+    /// ```
+    pub fn connect(backend: B, addr: &str, cfg: ClientConfig) -> Result<Self, ClientError> {
+        Self::start(backend, addr, cfg, None, true)
     }
 
     /// A client whose connections also serve backward-direction calls from the server with
@@ -205,10 +296,17 @@ impl<B: Backend + Clone> Client<B> {
     /// assert_eq!(back.call(&[0, 0, 0, 9, 0, 0, 0, 0, 7, 7, 7, 7]).unwrap(), [0, 0, 0, 9, 0, 0, 0, 1, 7, 7, 7, 7]);
     /// ```
     pub fn with_backchannel(backend: B, addr: &str, cfg: ClientConfig, handler: Handler) -> Self {
-        Self::start(backend, addr, cfg, Some(handler))
+        Self::start(backend, addr, cfg, Some(handler), false).expect("a lazy start makes no connection")
     }
 
-    fn start(backend: B, addr: &str, cfg: ClientConfig, backchannel: Option<Handler>) -> Self {
+    /// Starts the dispatcher; with `eager`, only once the first connection is made here.
+    fn start(
+        backend: B,
+        addr: &str,
+        cfg: ClientConfig,
+        backchannel: Option<Handler>,
+        eager: bool,
+    ) -> Result<Self, ClientError> {
         let shared = Arc::new(Shared {
             backend,
             addr: addr.to_string(),
@@ -223,13 +321,23 @@ impl<B: Backend + Clone> Client<B> {
                 actions: Vec::new(),
                 closing: false,
                 ended: VecDeque::new(),
+                connect_error: None,
             }),
             cv: Condvar::new(),
         });
+        if eager {
+            // The requester's first event asks for the connection: made here, not by the
+            // dispatcher.
+            let first = lock(&shared.st).req.poll_event();
+            debug_assert_eq!(first, Some(Event::Connect));
+            if let Err(e) = shared.connect() {
+                return Err(shared.connect_failure(&e, 1));
+            }
+        }
         let s = shared.clone();
         let dispatcher =
             std::thread::Builder::new().name("negotiate-client".into()).spawn(move || s.dispatch()).expect("spawn");
-        Client { shared, dispatcher: Some(dispatcher) }
+        Ok(Client { shared, dispatcher: Some(dispatcher) })
     }
 }
 
@@ -299,7 +407,7 @@ impl<B: Backend> Client<B> {
                     if let Some((p, link)) = pending.take() {
                         let _ = p.abandon(&link.conn, None);
                     }
-                    break Err(e.into());
+                    break Err(e);
                 }
             }
         };
@@ -372,7 +480,10 @@ impl<B: Backend> Shared<B> {
                         put(st, t.xid, Slot::Transmit(t, link));
                     }
                 }
-                Event::Failed { xid, error } => put(st, xid, Slot::Failed(error)),
+                Event::Failed { xid, error } => {
+                    let error = self.failure(st, error);
+                    put(st, xid, Slot::Failed(error));
+                }
                 Event::Settled { version, thresholds } => st.settled = Some((version, thresholds)),
                 Event::Connect | Event::Disconnect => st.actions.push(e),
             }
@@ -391,7 +502,7 @@ impl<B: Backend> Shared<B> {
                 if st.closing {
                     let failed: Vec<u32> = st.slots.keys().copied().collect();
                     for xid in failed {
-                        put(&mut st, xid, Slot::Failed(CallFailure::ConnectionLost { attempts: 0 }));
+                        put(&mut st, xid, Slot::Failed(ClientError::Closed));
                     }
                     self.cv.notify_all();
                     return;
@@ -403,7 +514,8 @@ impl<B: Backend> Shared<B> {
                 match action {
                     Event::Connect => {
                         std::thread::sleep(backoff);
-                        backoff = if self.connect() { Duration::ZERO } else { (backoff * 2).max(TICK).min(TICK * 40) };
+                        let made = self.connect().is_ok();
+                        backoff = if made { Duration::ZERO } else { (backoff * 2).max(TICK).min(TICK * 40) };
                     }
                     Event::Disconnect => {
                         if let Some(l) = &link {
@@ -461,8 +573,50 @@ impl<B: Backend> Shared<B> {
         }
     }
 
-    /// One connection attempt; false if it failed.
-    fn connect(&self) -> bool {
+    /// What a call that failed with `failure` reports: for a failure of its last attempt, the
+    /// cause: the latest connect error, how the latest connection ended.
+    fn failure(&self, st: &State<B>, failure: CallFailure) -> ClientError {
+        match failure {
+            CallFailure::TimedOut { attempts } => {
+                ClientError::ReplyTimeout { timeout: self.cfg.requester.timeout, attempts }
+            }
+            CallFailure::ConnectionLost { attempts } => ClientError::ConnectionLost {
+                attempts,
+                ended: st.ended.back().cloned().unwrap_or(Ended::Lost { first_error: None }),
+            },
+            CallFailure::ConnectFailed { attempts } => match &st.connect_error {
+                Some(e) => self.connect_failure(e, attempts),
+                // Not reached: the dispatcher records every failed attempt before the
+                // requester hears of it.
+                None => ClientError::Call(failure),
+            },
+            other => ClientError::Call(other),
+        }
+    }
+
+    /// The error for a call (or [`Client::connect`]) whose last connection attempt failed with
+    /// `e`, after `attempts`.
+    fn connect_failure(&self, e: &Arc<DataPathError>, attempts: u32) -> ClientError {
+        let addr = self.addr.clone();
+        match &**e {
+            DataPathError::Verbs(source @ verbs::Error::ConnectionRefused(_)) => {
+                ClientError::Refused { addr, attempts, source: source.clone() }
+            }
+            DataPathError::Verbs(source @ verbs::Error::BadAddress(_)) => {
+                ClientError::BadAddress { addr, source: source.clone() }
+            }
+            DataPathError::Verbs(source @ verbs::Error::Timeout) => ClientError::ConnectTimeout {
+                addr,
+                timeout: self.cfg.connect_timeout,
+                attempts,
+                source: source.clone(),
+            },
+            _ => ClientError::ConnectFailed { addr, attempts, source: e.clone() },
+        }
+    }
+
+    /// One connection attempt; its error is also kept for the calls it fails.
+    fn connect(&self) -> Result<(), Arc<DataPathError>> {
         let cfg = &self.cfg;
         // What we advertise: nothing valid when foreign bytes go out instead.
         let ours = cfg.private_data.filter(|_| cfg.foreign_private_data.is_none());
@@ -486,12 +640,15 @@ impl<B: Backend> Shared<B> {
         match attempt {
             Ok((link, accepted)) => {
                 st.link = Some(Arc::new(link));
+                st.connect_error = None;
                 st.req.on_connected(ours, &accepted, now);
-                true
+                Ok(())
             }
-            Err(_) => {
+            Err(e) => {
+                let e = Arc::new(e);
+                st.connect_error = Some(e.clone());
                 st.req.on_connect_failed(now);
-                false
+                Err(e)
             }
         }
     }

@@ -50,7 +50,8 @@ pub struct Config {
     pub credits: u32,
     /// How long a transmitted call may wait for its reply.
     pub timeout: Duration,
-    /// Transmissions of one call before it fails (each reconnect or lost probe costs one).
+    /// Attempts of one call before it fails: each transmission costs one, and so does each
+    /// connection attempt that fails while the call waits for a connection.
     pub max_attempts: u32,
     /// Limits applied to received replies.
     pub limits: HeaderLimits,
@@ -86,8 +87,10 @@ pub struct Transmit {
     pub attempt: u32,
 }
 
-/// Why a call failed.
+/// Why a call failed. For the three that end a call after its attempts (`TimedOut`,
+/// `ConnectFailed`, `ConnectionLost`), the variant is what happened to the last attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CallFailure {
     /// The responder answered with RDMA_ERROR.
     #[error("the responder answered RDMA_ERROR: {0:?}")]
@@ -110,7 +113,16 @@ pub enum CallFailure {
         /// Attempts made.
         attempts: u32,
     },
-    /// The connection was lost (or could not be made) too many times.
+    /// The last attempt could not be made: the connection for it failed
+    /// ([`Requester::on_connect_failed`]).
+    #[error("could not connect; gave up after {attempts} attempts")]
+    ConnectFailed {
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The connection went down under the last attempt before its reply (the peer or the
+    /// transport closed it: [`Requester::on_disconnected`] with the call in flight and its
+    /// deadline not passed).
     #[error("connection lost; gave up after {attempts} attempts")]
     ConnectionLost {
         /// Attempts made.
@@ -539,7 +551,7 @@ impl Requester {
         if call.attempts >= self.cfg.max_attempts {
             let attempts = call.attempts;
             self.queue.retain(|&x| x != xid);
-            self.complete_failed(xid, CallFailure::ConnectionLost { attempts });
+            self.complete_failed(xid, CallFailure::ConnectFailed { attempts });
         }
     }
 

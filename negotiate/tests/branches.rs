@@ -22,7 +22,7 @@ use negotiate::datapath::{
     fetch_call, send_error, send_reply, Connection, DataPathError, Ended, ReceivePool, ReplyParams,
 };
 use negotiate::memory::NoV2Reason;
-use negotiate::requester::{self, CallFailure};
+use negotiate::requester;
 use negotiate::responder::{self, Received, Responder};
 use negotiate::server::{Server, ServerConfig, ServerStats};
 use rpcrdma_v1::marshal_call::InlineThresholds;
@@ -648,7 +648,7 @@ fn rfc8797_4_2_reconnect_takes_the_new_servers_private_data() {
             assert_eq!(reply, reply_for(&across));
             assert_eq!(b_service.served(0x71).len(), 1, "served once");
         }
-        Err(ClientError::Call(CallFailure::ConnectionLost { .. })) => {
+        Err(ClientError::ConnectionLost { .. }) => {
             assert!(b_service.served(0x71).is_empty(), "failed, yet served");
         }
         Err(e) => panic!("the call across the drop: {e}"),

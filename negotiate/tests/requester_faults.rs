@@ -285,3 +285,65 @@ fn draft_5_3_a_v1_reply_to_the_probe_is_dropped_and_the_probe_still_times_out() 
     req.on_timeout(now + TIMEOUT);
     assert_eq!(drain(&mut req), vec![Event::Disconnect]);
 }
+
+// ---- finding 7: a failure says what happened to the last attempt ----
+
+/// What happens to one attempt of a call in [`cause_after`].
+#[derive(Debug, Clone, Copy)]
+enum Attempt {
+    /// The connection for it cannot be made.
+    ConnectFails,
+    /// Sent; no reply by its deadline (the requester closes the connection).
+    TimesOut,
+    /// Sent; the connection goes down under it.
+    Lost,
+}
+
+/// Runs call 1 of a Version One requester through `attempts` (three, its maximum): how it
+/// failed.
+fn cause_after(attempts: [Attempt; 3]) -> CallFailure {
+    let mut now = Instant::now();
+    let mut req = requester((1, 1));
+    req.call(1, now).unwrap();
+    for a in attempts {
+        assert_eq!(drain(&mut req), vec![Event::Connect], "{attempts:?}: {a:?}");
+        if let Attempt::ConnectFails = a {
+            req.on_connect_failed(now);
+            continue;
+        }
+        req.on_connected(None, &[], now);
+        assert_eq!(transmits(&drain(&mut req)).len(), 1, "{attempts:?}: {a:?}");
+        if let Attempt::TimesOut = a {
+            now += 2 * TIMEOUT;
+            req.on_timeout(now);
+            assert_eq!(drain(&mut req), vec![Event::Disconnect], "{attempts:?}: {a:?}");
+        }
+        req.on_disconnected(now);
+    }
+    let ev = drain(&mut req);
+    assert_eq!(req.pending(), 0, "{attempts:?}: {ev:?}");
+    match ev[..] {
+        [Event::Failed { xid: 1, error }] => error,
+        _ => panic!("{attempts:?}: {ev:?}"),
+    }
+}
+
+/// RFC 8166 section 4.5.4 (a call without a reply is retransmitted after a reconnect, until
+/// the requester gives up): a call that ran out of attempts fails with what happened to its
+/// last one (no connection, no reply in time, the connection lost under it), not one word for
+/// all three.
+#[test]
+fn rfc8166_4_5_4_a_call_out_of_attempts_fails_with_its_last_attempt_s_cause() {
+    use Attempt::*;
+    let cases = [
+        ([ConnectFails, ConnectFails, ConnectFails], CallFailure::ConnectFailed { attempts: 3 }),
+        ([TimesOut, TimesOut, TimesOut], CallFailure::TimedOut { attempts: 3 }),
+        ([Lost, Lost, Lost], CallFailure::ConnectionLost { attempts: 3 }),
+        ([TimesOut, ConnectFails, ConnectFails], CallFailure::ConnectFailed { attempts: 3 }),
+        ([ConnectFails, Lost, TimesOut], CallFailure::TimedOut { attempts: 3 }),
+        ([TimesOut, TimesOut, Lost], CallFailure::ConnectionLost { attempts: 3 }),
+    ];
+    for (attempts, want) in cases {
+        assert_eq!(cause_after(attempts), want, "{attempts:?}");
+    }
+}

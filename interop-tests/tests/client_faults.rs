@@ -9,6 +9,8 @@
 //! Misbehaving responders are built here from public pieces (a verbs backend,
 //! `negotiate::datapath` and `negotiate::responder::Responder`), as in faults.rs.
 
+mod common;
+
 use std::io::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -17,14 +19,15 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use cm_private_data::{Flags, PrivateData};
+use common::{accept_raw, echo, word, words};
 use negotiate::client::{Client, ClientConfig, ClientError};
-use negotiate::datapath::{fetch_call, send_error, send_reply, Connection, ReceivePool, ReplyParams};
+use negotiate::datapath::{fetch_call, send_error, send_reply, ReplyParams};
 use negotiate::memory::NoV2Reason;
 use negotiate::reply::PeerError;
 use negotiate::requester::{self, CallFailure};
-use negotiate::responder::{self, Received, Responder};
-use rpcrdma_v1::ulb::{roundup_pad, OpaqueAtUlb};
-use verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
+use negotiate::responder::Received;
+use rpcrdma_v1::ulb::OpaqueAtUlb;
+use verbs::{Backend, Listener, QpState, QueuePair};
 
 /// The requester's timeout in these tests: 200 ms per transmission, three transmissions.
 const TIMEOUT: Duration = Duration::from_millis(200);
@@ -44,28 +47,9 @@ fn client_config() -> ClientConfig {
     }
 }
 
-fn word(bytes: &[u8], at: usize) -> u32 {
-    bytes.get(at..at + 4).map_or(u32::MAX, |w| u32::from_be_bytes(w.try_into().unwrap()))
-}
-
-fn words(w: &[u32]) -> Vec<u8> {
-    w.iter().flat_map(|x| x.to_be_bytes()).collect()
-}
-
-/// An RPC call: XID, message type 0, a spare word, then an `opaque<>` of 32 bytes.
+/// The calls here: the shared call shape (common::call) with a 32-byte opaque.
 fn call(xid: u32) -> Vec<u8> {
-    let len = 32;
-    let mut m = words(&[xid, 0, 0, len as u32]);
-    m.extend((0..len).map(|i| (i as u8) ^ (xid as u8)));
-    m.resize(m.len() + roundup_pad(len), 0);
-    m
-}
-
-/// The service: the call echoed back as a reply (message type 1).
-fn echo(call: &[u8]) -> Vec<u8> {
-    let mut r = call.to_vec();
-    r[4..8].copy_from_slice(&1u32.to_be_bytes());
-    r
+    common::call(xid, common::SMALL)
 }
 
 /// Ends the process if the test it guards has not finished within [`TEST_LIMIT`]: a hang
@@ -230,19 +214,11 @@ fn serve_raw<B: Backend>(
     log: &Mutex<RawLog>,
     stop: &AtomicBool,
 ) {
-    let ours = PrivateData::new(Flags::empty(), 4096, 4096);
-    let credits = responder::Config::default().credits;
-    let mut responder = Responder::new(responder::Config { versions, ..Default::default() });
-    responder.on_connected(req.private_data(), Some(ours));
-    let pd = backend.alloc_pd().expect("pd");
-    let mut pool = None;
-    // A Receive for every credit before the first Send can arrive (RFC 8166 section 3.3.1).
-    let accepted = req.accept_with(&pd, &ours.encode(), QpCaps::default(), |qp| {
-        pool = Some(ReceivePool::<B>::post(&pd, qp, credits as usize + 1, 4096)?);
-        Ok(())
-    });
-    let (Ok(qp), Some(pool)) = (accepted, pool) else { return };
-    let conn = Connection::<B>::new(pd, qp, Duration::from_secs(5));
+    let Some((mut responder, conn, pool)) =
+        accept_raw(backend, req, versions, PrivateData::new(Flags::empty(), 4096, 4096))
+    else {
+        return;
+    };
     {
         let mut l = lock(log);
         l.connections += 1;

@@ -27,13 +27,13 @@ mod common;
 use cm_private_data::{Flags, PrivateData};
 use common::*;
 use negotiate::client::{Client, ClientConfig, ClientError};
-use negotiate::datapath::{fetch_call, send_error, send_reply, Connection, ReceivePool, ReplyParams};
+use negotiate::datapath::{fetch_call, send_error, send_reply, ReplyParams};
 use negotiate::memory::NoV2Reason;
 use negotiate::requester;
-use negotiate::responder::{self, Received, Responder};
+use negotiate::responder::{self, Received};
 use negotiate::server::{Server, ServerConfig};
 use negotiate::thresholds::Advertised;
-use verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
+use verbs::{Backend, Listener, QpState, QueuePair};
 
 /// Short timeouts so faults resolve quickly: 200 ms per transmission, four transmissions.
 fn client_config() -> ClientConfig {
@@ -159,20 +159,7 @@ fn serve_raw<B: Backend>(
     shared: &RawShared,
     stop: &AtomicBool,
 ) {
-    let ours = raw_private_data();
-    let credits = responder::Config::default().credits;
-    let mut responder = Responder::new(responder::Config { versions, ..Default::default() });
-    responder.on_connected(req.private_data(), Some(ours));
-    let pd = backend.alloc_pd().expect("pd");
-    let mut pool = None;
-    // A Receive for every credit (and the backward slot) before the first Send can arrive
-    // (RFC 8166 section 3.3.1).
-    let accepted = req.accept_with(&pd, &ours.encode(), QpCaps::default(), |qp| {
-        pool = Some(ReceivePool::<B>::post(&pd, qp, credits as usize + 1, 4096)?);
-        Ok(())
-    });
-    let (Ok(qp), Some(pool)) = (accepted, pool) else { return };
-    let conn = Connection::<B>::new(pd, qp, Duration::from_secs(5));
+    let Some((mut responder, conn, pool)) = accept_raw(backend, req, versions, raw_private_data()) else { return };
     shared.update(|l| l.connections += 1);
     let mut nth = 0;
     let mut message = Vec::new();

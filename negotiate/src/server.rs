@@ -194,8 +194,9 @@ impl Server {
                     sh.prune(cfg.limits.closed_peers_kept);
                     let Ok(req) = req else { continue };
                     if live.len() >= cfg.limits.max_connections {
-                        req.reject();
+                        // Counted first: the connector may look at the stats once refused.
                         lock(&sh.stats).refused.connections += 1;
+                        req.reject();
                         continue;
                     }
                     let (b, u, h, s2, sh2) = (backend.clone(), ulb.clone(), handler.clone(), s.clone(), sh.clone());

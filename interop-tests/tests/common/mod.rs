@@ -5,15 +5,17 @@
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
+use cm_private_data::PrivateData;
 use negotiate::client::{Client, ClientError};
 use negotiate::datapath::{send_call, CallParams, Connection, ReceivePool};
+use negotiate::responder::{self, Responder};
 use negotiate::server::{Server, ServerStats};
 use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::{roundup_pad, OpaqueAtUlb};
 use rpcrdma_v2::options::Registry;
 use rpcrdma_v2::verdict::{self as v2, Verdict};
-use verbs::{Access, Backend, ProtectionDomain, QpCaps, QueuePair, Sge};
+use verbs::{Access, Backend, ConnectRequest, ProtectionDomain, QpCaps, QueuePair, Sge};
 
 /// Where the call's `opaque<>` length word sits: after XID, message type and one spare word.
 pub const OPAQUE_AT: usize = 12;
@@ -140,4 +142,27 @@ impl<B: Backend> RawRequester<B> {
         pending.complete(&self.conn, &header, got.invalidated_rkey, &ULB, &mut out).expect("complete");
         assert!(out == echo(&message), "call {xid:#x}: not its own reply");
     }
+}
+
+/// A raw responder's side of a connect request: accepts it with `ours` as private data, a
+/// Receive for every credit and the backward slot posted before the first Send can arrive
+/// (RFC 8166 section 3.3.1), and a `Responder` for `versions` that has seen both sides'
+/// private data. `None` when the requester went away before the accept completed.
+pub fn accept_raw<B: Backend>(
+    backend: &B,
+    req: B::Request,
+    versions: (u32, u32),
+    ours: PrivateData,
+) -> Option<(Responder, Connection<B>, ReceivePool<B>)> {
+    let credits = responder::Config::default().credits;
+    let mut responder = Responder::new(responder::Config { versions, ..Default::default() });
+    responder.on_connected(req.private_data(), Some(ours));
+    let pd = backend.alloc_pd().expect("pd");
+    let mut pool = None;
+    let accepted = req.accept_with(&pd, &ours.encode(), QpCaps::default(), |qp| {
+        pool = Some(ReceivePool::<B>::post(&pd, qp, credits as usize + 1, 4096)?);
+        Ok(())
+    });
+    let (Ok(qp), Some(pool)) = (accepted, pool) else { return None };
+    Some((responder, Connection::<B>::new(pd, qp, Duration::from_secs(5)), pool))
 }

@@ -6,7 +6,7 @@
 //! version word says (RDMA_ERR_VERS keeps one layout for every version).
 
 use rpcrdma_v1::direction::{classify as classify_direction, Direction, Role};
-use rpcrdma_v1::header::{Header, HeaderError, HeaderLimits};
+use rpcrdma_v1::header::{Fixed, Header, HeaderError, HeaderLimits};
 use rpcrdma_v1::verdict::{self as v1, ReceivePolicy};
 use rpcrdma_v2::options::Registry;
 use rpcrdma_v2::verdict as v2;
@@ -60,35 +60,28 @@ enum Judged<'a> {
     Discard(DropReason),
 }
 
-fn word(bytes: &[u8], at: usize) -> Option<u32> {
-    bytes.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
-}
-
 fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Judged<'a> {
-    let (Some(xid), Some(vers)) = (word(bytes, 0), word(bytes, 4)) else {
-        return Judged::Discard(DropReason::Undecodable);
-    };
-    let policy = |v| ReceivePolicy { limits: *limits, versions: (v, v), ..ReceivePolicy::default() };
-    let is_error = word(bytes, 12) == Some(rpcrdma_v1::xdr::RDMA_ERROR as u32);
+    let Some(fixed) = Fixed::read(bytes) else { return Judged::Discard(DropReason::Undecodable) };
+    // The one dispatch on the version (`rpcrdma_v2::verdict::receive`), with every version
+    // this crate speaks; what it would answer a requester never answers, it reads.
+    let policy = ReceivePolicy { limits: *limits, versions: (1, 2), ..ReceivePolicy::default() };
     let from_v1 = |verdict| match verdict {
         v1::Verdict::Accept(h) => Judged::Accept(h),
-        v1::Verdict::Reply { reason, .. } => Judged::Malformed { xid, reason },
+        v1::Verdict::Reply { reason, .. } => Judged::Malformed { xid: fixed.xid, reason },
         v1::Verdict::PeerError { xid, error } => Judged::PeerError { xid, error: PeerError::Common(error) },
         v1::Verdict::Discard(_) => Judged::Discard(DropReason::Undecodable),
     };
-    match vers {
-        2 => match v2::receive(bytes, &policy(2), &mut Registry::new()) {
-            v2::Verdict::Accept(h) => Judged::Accept(h),
-            v2::Verdict::PeerError { xid, error } => Judged::PeerError { xid, error },
-            v2::Verdict::Reply { reason: v2::Reason::Header(reason), .. } => Judged::Malformed { xid, reason },
-            // An RDMA_OPTIONAL or a payload after RDMA_NOMSG: not a reply to anything we sent.
-            v2::Verdict::Reply { .. } | v2::Verdict::Handled { .. } => Judged::Discard(DropReason::Undecodable),
-            v2::Verdict::Version1(v) => from_v1(v),
-            v2::Verdict::Discard(_) => Judged::Discard(DropReason::Undecodable),
-        },
-        // Version One's rules, and any RDMA_ERROR: its ERR_VERS layout is every version's.
-        _ if vers == 1 || is_error => from_v1(v1::receive(bytes, &policy(1))),
-        v => Judged::Discard(DropReason::UnknownVersion(v)),
+    match v2::receive(bytes, &policy, &mut Registry::new()) {
+        v2::Verdict::Accept(h) => Judged::Accept(h),
+        v2::Verdict::PeerError { xid, error } => Judged::PeerError { xid, error },
+        v2::Verdict::Reply { reason: v2::Reason::Header(HeaderError::Version { vers }), .. } => {
+            Judged::Discard(DropReason::UnknownVersion(vers))
+        }
+        v2::Verdict::Reply { reason: v2::Reason::Header(reason), .. } => Judged::Malformed { xid: fixed.xid, reason },
+        // An RDMA_OPTIONAL or a payload after RDMA_NOMSG: not a reply to anything we sent.
+        v2::Verdict::Reply { .. } | v2::Verdict::Handled { .. } => Judged::Discard(DropReason::Undecodable),
+        v2::Verdict::Version1(v) => from_v1(v),
+        v2::Verdict::Discard(_) => Judged::Discard(DropReason::Undecodable),
     }
 }
 
@@ -127,7 +120,7 @@ pub(crate) fn classify<'a>(
     limits: &HeaderLimits,
     flight_version: impl Fn(u32) -> Option<u32>,
 ) -> Classified<'a> {
-    let credit = word(bytes, 8).unwrap_or(0);
+    let credit = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(0);
     let (xid, outcome) = match judge(bytes, limits) {
         Judged::Discard(why) => return Classified::Done(Incoming::Dropped(why)),
         Judged::Accept(h) if classify_direction(&h, Role::Client) == Some(Direction::BackwardCall) => {

@@ -256,7 +256,7 @@ fn serve_raw<B: Backend>(
                         let params = ReplyParams {
                             version: p.version,
                             credits: p.credits,
-                            reply_inline_threshold: p.thresholds.reply,
+                            reply_inline_threshold: p.reply_inline_threshold,
                             remote_invalidation: p.remote_invalidation,
                         };
                         send_reply(&conn, &h, &echo(&message), &ULB, &params).map(drop)

@@ -618,20 +618,13 @@ impl<B: Backend> Shared<B> {
     /// One connection attempt; its error is also kept for the calls it fails.
     fn connect(&self) -> Result<(), Arc<DataPathError>> {
         let cfg = &self.cfg;
-        // What we advertise: nothing valid when foreign bytes go out instead.
-        let ours = cfg.private_data.filter(|_| cfg.foreign_private_data.is_none());
-        let pdata = match cfg.foreign_private_data {
-            Some(bytes) => bytes.to_vec(),
-            None => ours.map(|p| p.encode().to_vec()).unwrap_or_default(),
-        };
+        let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
         let attempt = (|| -> Result<(Link<B>, Vec<u8>), DataPathError> {
             let pd = self.backend.alloc_pd()?;
             let (qp, accepted) = self.backend.connect(&pd, &self.addr, &pdata, cfg.caps, cfg.connect_timeout)?;
             let conn = Connection::new(pd, qp, cfg.requester.timeout);
-            // Our Receives hold what a responder may send us: our advertised receive size, or
-            // what the highest version we speak lets it assume (v2 draft section 2.3).
-            let advertised = ours.map_or(0, |p| p.receive_size());
-            let size = advertised.max(thresholds::default_for(cfg.requester.versions.1)) as usize;
+            // Our Receives hold what a responder may send us.
+            let size = thresholds::receive_size(ours, cfg.requester.versions.1);
             let pool = ReceivePool::new(&conn, cfg.requester.credits as usize + backchannel::SLOTS, size)?;
             Ok((Link { conn, pool }, accepted))
         })();

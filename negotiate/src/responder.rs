@@ -11,7 +11,6 @@ use cm_private_data::PrivateData;
 use rpcrdma_v1::credits::ResponderCredits;
 use rpcrdma_v1::direction::{classify, Direction, Role};
 use rpcrdma_v1::header::{Header, HeaderLimits};
-use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::verdict::{self as v1, ErrorReply, ReceivePolicy};
 use rpcrdma_v2::options::Registry;
 use rpcrdma_v2::verdict as v2;
@@ -64,18 +63,9 @@ pub enum Received<'a> {
     Dropped,
 }
 
-/// How to reply to one call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ReplyParams {
-    /// The call's version, which the reply must carry (draft 5.3).
-    pub version: u32,
-    /// The `rdma_credit` to grant.
-    pub credits: u32,
-    /// The thresholds of that version on this connection.
-    pub thresholds: InlineThresholds,
-    /// Whether the reply may use Send with Invalidate (RFC 8797 section 4.1).
-    pub remote_invalidation: bool,
-}
+/// How to reply to one call: the one parameter set of a reply, which the data path's
+/// [`send_reply`](crate::datapath::send_reply) takes as it is.
+pub use crate::datapath::ReplyParams;
 
 /// The responder side of one connection.
 ///
@@ -197,7 +187,7 @@ impl Responder {
         Some(ReplyParams {
             version,
             credits: self.credits.grant(requested),
-            thresholds: self.advertised.for_version(version),
+            reply_inline_threshold: self.advertised.for_version(version).reply,
             remote_invalidation: self.advertised.remote_invalidation(),
         })
     }

@@ -285,21 +285,14 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     shared: &Shared,
     slot: &OnceLock<Arc<Connection<B>>>,
 ) {
-    // What we advertise: nothing valid when foreign bytes go out instead.
-    let ours = cfg.private_data.filter(|_| cfg.foreign_private_data.is_none());
+    let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
     let mut responder = Responder::new(cfg.responder);
     responder.on_connected(req.private_data(), ours);
     let received = req.private_data().to_vec();
-    // Receives of the largest size a requester may send us: what we advertise, or what the
-    // highest version we accept lets it assume (v2 draft section 2.3); one per credit (RFC
-    // 8166 section 3.3.1), posted before the connection is established.
-    let advertised = ours.map_or(0, |p| p.receive_size());
-    let size = advertised.max(thresholds::default_for(cfg.responder.versions.1)) as usize;
+    // Receives of the largest size a requester may send us, one per credit (RFC 8166 section
+    // 3.3.1), posted before the connection is established.
+    let size = thresholds::receive_size(ours, cfg.responder.versions.1);
     let Ok(pd) = backend.alloc_pd() else { return };
-    let pdata = match cfg.foreign_private_data {
-        Some(bytes) => bytes.to_vec(),
-        None => ours.map(|p| p.encode().to_vec()).unwrap_or_default(),
-    };
     let mut pool = None;
     let accepted = req.accept_with(&pd, &pdata, cfg.caps, |qp| {
         let count = cfg.responder.credits as usize + backchannel::SLOTS;
@@ -353,19 +346,12 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
                 back.on_forward_call(header.version(), responder.advertised().for_version(header.version()));
                 // Taken once, before anything can fail: whatever happens to the call, its answer
                 // (reply, RPC error reply or RDMA_ERROR) carries its version and credit grant.
-                let p = responder.reply_params(xid).expect("the call is in flight");
-                let params = ReplyParams {
-                    version: p.version,
-                    credits: p.credits,
-                    reply_inline_threshold: p.thresholds.reply,
-                    remote_invalidation: p.remote_invalidation,
-                };
+                let params = responder.reply_params(xid).expect("the call is in flight");
                 let outcome =
                     fetch_call(&conn, &header, ulb, &mut call).and_then(|()| {
                         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&call))) {
-                            Ok(reply) => {
-                                send_reply(&conn, &header, &reply, ulb, &params).map(|s| Served::Call(p.version, s))
-                            }
+                            Ok(reply) => send_reply(&conn, &header, &reply, ulb, &params)
+                                .map(|s| Served::Call(params.version, s)),
                             Err(_) => send_rpc_error(&conn, &header, ulb, &params, encode_system_err_reply)
                                 .map(|()| Served::Panicked),
                         }

@@ -25,6 +25,40 @@ pub fn default_for(version: u32) -> u32 {
     }
 }
 
+/// What one side says at connect: the RFC 8797 private data it advertises (`None` when it
+/// sends none, or sends `foreign` bytes instead: another layer's, or garbage, which count as
+/// none, section 5.1), and the bytes that go in the CM message. Client and Server both ask
+/// it, so what a side advertises and what it sends never disagree.
+///
+/// ```
+/// use cm_private_data::{Flags, PrivateData};
+/// use negotiate::thresholds::what_to_send;
+/// let pd = PrivateData::new(Flags::empty(), 4096, 4096);
+/// assert_eq!(what_to_send(Some(pd), None), (Some(pd), pd.encode().to_vec()));
+/// assert_eq!(what_to_send(Some(pd), Some([7; 8])), (None, vec![7; 8]));
+/// assert_eq!(what_to_send(None, None), (None, vec![]));
+/// ```
+pub fn what_to_send(private_data: Option<PrivateData>, foreign: Option<[u8; 8]>) -> (Option<PrivateData>, Vec<u8>) {
+    match foreign {
+        Some(bytes) => (None, bytes.to_vec()),
+        None => (private_data, private_data.map(|p| p.encode().to_vec()).unwrap_or_default()),
+    }
+}
+
+/// How large this side's Receives must be: the receive size it advertised, or, without one,
+/// what the highest version it speaks lets a peer assume (v2 draft section 2.3, RFC 8166
+/// section 3.3.3).
+///
+/// ```
+/// use cm_private_data::{Flags, PrivateData};
+/// use negotiate::thresholds::receive_size;
+/// assert_eq!(receive_size(None, 2), 4096);
+/// assert_eq!(receive_size(Some(PrivateData::new(Flags::empty(), 1024, 8192)), 1), 8192);
+/// ```
+pub fn receive_size(advertised: Option<PrivateData>, highest_version: u32) -> usize {
+    advertised.map_or(0, |p| p.receive_size()).max(default_for(highest_version)) as usize
+}
+
 /// What each side of a connection said at connect time: `None` for a side that sent no valid
 /// RFC 8797 private data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -397,7 +397,7 @@ fn raw_serve(
         let params = ReplyParams {
             version: p.version,
             credits: grant.unwrap_or(p.credits),
-            reply_inline_threshold: p.thresholds.reply,
+            reply_inline_threshold: p.reply_inline_threshold,
             remote_invalidation: p.remote_invalidation,
         };
         send_reply(&conn, &header, &reply_for(&call), &PLAIN, &params).unwrap();

@@ -322,7 +322,7 @@ fn draft_5_3_the_responder_replies_in_each_call_s_version() {
         assert_eq!(h.version(), vers);
     }
     assert_eq!(resp.reply_params(51).unwrap().version, 2);
-    assert_eq!(resp.reply_params(50).unwrap().thresholds.call, 1024);
+    assert_eq!(resp.reply_params(50).unwrap().reply_inline_threshold, 1024);
     assert_eq!(resp.reply_params(52).unwrap().version, 1);
     assert_eq!(resp.reply_params(52), None);
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use cm_private_data::{Flags, PrivateData};
 use negotiate::datapath::DataPathError;
-use negotiate::responder::{self, Received, Responder};
+use negotiate::responder::{self, Received, ReplyParams, Responder};
 use negotiate::server::FailureAnswer;
 use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_reply::{marshal_reply, MarshaledReply, ProvidedChunks, ReplyRequest};
@@ -154,7 +154,7 @@ impl SimServer {
 }
 
 /// Fetches, reassembles and runs one call, and marshals its reply.
-fn serve(sim: &mut Sim, link: u32, header: &Header<'_>, p: &responder::ReplyParams) -> Result<Served, DataPathError> {
+fn serve(sim: &mut Sim, link: u32, header: &Header<'_>, p: &ReplyParams) -> Result<Served, DataPathError> {
     let msg = header.to_msg();
     let mut landing = vec![0u8; fetch_len(header.read_list()) as usize];
     for f in read_list_fetches(header.read_list()).filter(|f| f.length > 0) {
@@ -189,15 +189,16 @@ fn marshal(
     sim: &mut Sim,
     link: u32,
     header: &Header<'_>,
-    p: &responder::ReplyParams,
+    p: &ReplyParams,
     reply: &[u8],
 ) -> Result<Vec<u8>, DataPathError> {
     let mut results = Vec::new();
     ULB.reply_ddp_items(reply, 0, &mut results);
     let provided = ProvidedChunks { writes: header.write_list(), reply: header.reply_chunk() };
-    let req = ReplyRequest { credits: p.credits, reply_inline_threshold: p.thresholds.reply, ddp_results: &results };
+    let req =
+        ReplyRequest { credits: p.credits, reply_inline_threshold: p.reply_inline_threshold, ddp_results: &results };
     let mut out = MarshaledReply::with_version(p.version);
-    let mut send = vec![0; p.thresholds.reply];
+    let mut send = vec![0; p.reply_inline_threshold];
     marshal_reply(reply, provided, &req, &mut send, &mut out)?;
     for w in out.writes() {
         if !sim.mem.write(link, w.handle, w.offset, &reply[w.src.clone()]) {

@@ -64,8 +64,8 @@ impl Backend for Recorded {
         self.inner.alloc_pd()
     }
 
-    fn listen(&self, addr: &str) -> verbs::Result<Self::Listener> {
-        self.inner.listen(addr)
+    fn listen_with(&self, addr: &str, opts: &verbs::ListenOptions) -> verbs::Result<Self::Listener> {
+        self.inner.listen_with(addr, opts)
     }
 
     fn connect(

@@ -16,5 +16,6 @@ pub mod memory;
 pub mod reply;
 pub mod requester;
 pub mod responder;
+pub mod serve;
 pub mod server;
 pub mod thresholds;

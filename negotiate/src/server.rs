@@ -22,7 +22,8 @@ use crate::datapath::{
     fetch_call, send_error, send_reply, Connection, DataPathError, Ended, ReceivePool, ReplyParams, ReplySent,
 };
 use crate::limits::{Refusals, ServerLimits};
-use crate::responder::{self, Received, Responder};
+use crate::responder;
+use crate::serve::{Serve, Step};
 use crate::thresholds::{self, Advertised};
 
 /// How a [`Server`] accepts and serves.
@@ -286,8 +287,7 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     slot: &OnceLock<Arc<Connection<B>>>,
 ) {
     let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
-    let mut responder = Responder::new(cfg.responder);
-    responder.on_connected(req.private_data(), ours);
+    let mut serve = Serve::new(cfg.responder, cfg.limits.idle_timeout, req.private_data(), ours, Instant::now());
     let received = req.private_data().to_vec();
     // Receives of the largest size a requester may send us, one per credit (RFC 8166 section
     // 3.3.1), posted before the connection is established.
@@ -303,7 +303,7 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     lock(&shared.stats).connections += 1;
     let peer = Arc::new(Mutex::new(Peer {
         private_data: received,
-        advertised: responder.advertised(),
+        advertised: serve.responder().advertised(),
         credits_requested: 0,
         ended: None,
     }));
@@ -314,8 +314,6 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     let back = ServerSide::new(conn.clone(), cfg.responder.limits);
     lock(&shared.backchannels).push(back.handle());
     let mut call = Vec::new();
-    let mut last_heard = Instant::now();
-    let mut counted_over_limits = 0;
     // Why this server gives the connection up (recorded only if it is still up then: one that
     // went down under us is lost, not closed).
     let why = loop {
@@ -329,7 +327,7 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
             Ok(m) => m,
             Err(DataPathError::Timeout { .. }) => {
                 // Nothing is in progress here while we wait for a message: idle.
-                if last_heard.elapsed() >= cfg.limits.idle_timeout {
+                if serve.is_idle(Instant::now()) {
                     lock(&shared.stats).refused.idle += 1;
                     break format!("idle for {:?}", cfg.limits.idle_timeout);
                 }
@@ -337,16 +335,12 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
             }
             Err(e) => break format!("receiving: {e}"),
         };
-        last_heard = Instant::now();
-        let served = match responder.on_receive(&m.bytes) {
-            Received::Call(header) => {
+        let served = match serve.on_message(&m.bytes, Instant::now()) {
+            Step::Call { header, params } => {
                 call.clear();
                 let xid = header.xid();
                 lock(&peer).credits_requested = header.credit();
-                back.on_forward_call(header.version(), responder.advertised().for_version(header.version()));
-                // Taken once, before anything can fail: whatever happens to the call, its answer
-                // (reply, RPC error reply or RDMA_ERROR) carries its version and credit grant.
-                let params = responder.reply_params(xid).expect("the call is in flight");
+                back.on_forward_call(header.version(), serve.responder().advertised().for_version(header.version()));
                 let outcome =
                     fetch_call(&conn, &header, ulb, &mut call).and_then(|()| {
                         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&call))) {
@@ -357,29 +351,30 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
                         }
                     });
                 outcome
-                    .or_else(|e| answer_failure(&conn, &header, ulb, &params, e))
+                    .or_else(|e| match serve.on_failure(&e) {
+                        Some(answer) => answer_failure(&conn, &header, ulb, &params, answer),
+                        None => Err(e),
+                    })
                     .map_err(|e| format!("serving call {xid:#x}: {e}"))
             }
-            Received::SendError(e) => send_error(&conn, e.as_bytes())
+            Step::SendError(e) => send_error(&conn, e.as_bytes())
                 .map(|()| Served::Error)
                 .map_err(|e| format!("sending an RDMA_ERROR: {e}")),
-            Received::BackwardReply(_) => {
+            Step::BackwardReply(_) => {
                 back.on_reply(m.bytes);
                 Ok(Served::Nothing)
             }
             // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166
             // section 4.5); one that names no call of ours is dropped.
-            Received::PeerError { xid, error } => {
+            Step::PeerError { xid, error } => {
                 back.on_peer_error(xid, error);
                 Ok(Served::Nothing)
             }
-            _ => Ok(Served::Nothing),
+            Step::Nothing => Ok(Served::Nothing),
         };
         let mut s = lock(&shared.stats);
-        s.credit_overruns = s.credit_overruns.max(responder.overruns());
-        // Summed over connections: this one's count went up by at most one.
-        s.refused.over_limits += responder.over_limits() - counted_over_limits;
-        counted_over_limits = responder.over_limits();
+        s.credit_overruns = s.credit_overruns.max(serve.responder().overruns());
+        s.refused.over_limits += serve.new_over_limits();
         match served {
             Ok(Served::Call(v, sent)) => {
                 s.calls[v.min(2) as usize] += 1;
@@ -438,24 +433,23 @@ impl FailureAnswer {
     }
 }
 
-/// A call that could not be served: the answer [`FailureAnswer::for_error`] gives, or the
-/// error back when nothing can be sent (the caller closes the connection).
+/// Sends `answer` ([`Serve::on_failure`]) for a call that could not be served; the
+/// connection stays up.
 fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
     conn: &Connection<B>,
     call: &Header<'_>,
     ulb: &U,
     params: &ReplyParams,
-    e: DataPathError,
+    answer: FailureAnswer,
 ) -> Result<Served, DataPathError> {
-    match FailureAnswer::for_error(&e) {
-        Some(FailureAnswer::ErrChunk) => {
+    match answer {
+        FailureAnswer::ErrChunk => {
             let err = ErrorReply::err_chunk(call.xid(), params.version, params.credits);
             send_error(conn, err.as_bytes()).map(|()| Served::Error)
         }
-        Some(FailureAnswer::GarbageArgs) => {
+        FailureAnswer::GarbageArgs => {
             send_rpc_error(conn, call, ulb, params, encode_garbage_args_reply).map(|()| Served::GarbageArgs)
         }
-        None => Err(e),
     }
 }
 

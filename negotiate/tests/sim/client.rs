@@ -232,7 +232,7 @@ impl SimClient {
         sim.next_link += 1;
         sim.link = Some(super::Link { id, up: true, to_server: Default::default(), to_client: Default::default() });
         let sent = self.ours.map(|p| p.encode().to_vec()).unwrap_or_default();
-        let accepted = sim.with_server(|s, _| s.on_connected(id, &sent));
+        let accepted = sim.with_server(|s, _| s.on_connected(id, &sent, now));
         self.link = Some(id);
         self.req.on_connected(self.ours, &accepted, now);
     }

@@ -71,6 +71,8 @@ pub struct Faults {
     pub v1_only_responder: bool,
     /// Which sides send RFC 8797 private data: (requester, responder).
     pub private_data: (bool, bool),
+    /// How long the responder lets a connection stay silent before closing it.
+    pub idle_timeout: Duration,
 }
 
 impl Faults {
@@ -82,6 +84,7 @@ impl Faults {
             hostile: [0, 0, 50, 300][rng.below(4) as usize],
             v1_only_responder: rng.chance(300),
             private_data: (rng.chance(700), rng.chance(700)),
+            idle_timeout: Duration::from_millis([60_000, 60_000, 250][rng.below(3) as usize]),
         }
     }
 }
@@ -320,7 +323,12 @@ impl Sim {
         let to_client = link.and_then(|l| l.to_client.front()).map(|(t, _)| *t);
         let c = self.client();
         let timer = c.next_timer().filter(|_| link.is_some()).map(|t| t.saturating_duration_since(self.base));
-        [to_server, to_client, timer, c.next_connect(), c.next_call()].into_iter().flatten().min()
+        // Idle is judged once the connection's serving thread is free again.
+        let idle = link.and_then(|l| {
+            let deadline = self.server().idle_deadline(l.id)?.saturating_duration_since(self.base);
+            Some(deadline.max(self.server().busy_until(l.id)))
+        });
+        [to_server, to_client, timer, idle, c.next_connect(), c.next_call()].into_iter().flatten().min()
     }
 
     /// Everything due now, in a fixed order.
@@ -351,6 +359,9 @@ impl Sim {
             self.with_client(|c, sim| c.on_message(sim, link_id, &bytes));
         }
         self.with_client(|c, sim| c.on_timer(sim));
+        if let Some(id) = self.link.as_ref().filter(|l| l.up).map(|l| l.id) {
+            self.with_server(|s, sim| s.close_if_idle(sim, id));
+        }
     }
 
     /// The invariants that hold after every step.

@@ -6,11 +6,12 @@
 //! sometimes answers a call with something else altogether.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cm_private_data::{Flags, PrivateData};
 use negotiate::datapath::DataPathError;
-use negotiate::responder::{self, Received, ReplyParams, Responder};
+use negotiate::responder::{self, ReplyParams};
+use negotiate::serve::{Serve, Step};
 use negotiate::server::FailureAnswer;
 use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_reply::{marshal_reply, MarshaledReply, ProvidedChunks, ReplyRequest};
@@ -27,7 +28,7 @@ use super::{words, Faults, Sim, TIMEOUT};
 
 pub struct SimServer {
     faults: Faults,
-    conns: HashMap<u32, Responder>,
+    conns: HashMap<u32, Serve>,
     /// Executions of each call on each connection.
     executions: HashMap<(u32, u32), u32>,
     twice: Option<String>,
@@ -55,14 +56,28 @@ impl SimServer {
         }
     }
 
-    /// Accepts link `id`; returns the private data of the accept.
-    pub fn on_connected(&mut self, id: u32, received: &[u8]) -> Vec<u8> {
+    /// Accepts link `id` at `now`; returns the private data of the accept.
+    pub fn on_connected(&mut self, id: u32, received: &[u8], now: Instant) -> Vec<u8> {
         let versions = if self.faults.v1_only_responder { (1, 1) } else { (1, 2) };
-        let mut r = Responder::new(responder::Config { versions, ..responder::Config::default() });
+        let cfg = responder::Config { versions, ..responder::Config::default() };
         let ours = self.faults.private_data.1.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
-        r.on_connected(received, ours);
-        self.conns.insert(id, r);
+        self.conns.insert(id, Serve::new(cfg, self.faults.idle_timeout, received, ours, now));
         ours.map(|p| p.encode().to_vec()).unwrap_or_default()
+    }
+
+    /// When connection `link` turns idle if nothing arrives before.
+    pub fn idle_deadline(&self, link: u32) -> Option<Instant> {
+        self.conns.get(&link).map(Serve::idle_deadline)
+    }
+
+    /// Closes connection `link` if it has been idle for the idle timeout (as `Server` does),
+    /// unless its serving thread is still running a call.
+    pub fn close_if_idle(&mut self, sim: &mut Sim, link: u32) {
+        let busy = self.busy_until(link) > sim.now;
+        if !busy && self.conns.get(&link).is_some_and(|c| c.is_idle(sim.instant())) {
+            sim.log(|| format!("server: connection {link} idle, closed"));
+            self.close(sim, link);
+        }
     }
 
     pub fn on_disconnected(&mut self, id: u32) {
@@ -88,15 +103,15 @@ impl SimServer {
     }
 
     pub fn on_message(&mut self, sim: &mut Sim, link: u32, bytes: &[u8]) {
-        let Some(r) = self.conns.get_mut(&link) else { return };
-        match r.on_receive(bytes) {
-            Received::Call(header) => {
+        let now = sim.instant();
+        let Some(conn) = self.conns.get_mut(&link) else { return };
+        match conn.on_message(bytes, now) {
+            Step::Call { header, params: p } => {
                 let xid = header.xid();
-                if r.overruns() > 0 {
+                if conn.responder().overruns() > 0 {
                     self.overrun =
                         Some(format!("call {xid:#x} arrived beyond the credits granted on connection {link}"));
                 }
-                let p = r.reply_params(xid).expect("the call is in flight");
                 if sim.rng.chance(self.faults.hostile) {
                     let lie = hostile(sim, xid, p.version, p.credits);
                     sim.log(|| format!("server: call {xid:#x} on {link} answered with a lie"));
@@ -121,7 +136,7 @@ impl SimServer {
                         self.busy.insert(link, sim.now + served.took);
                         sim.send_after(false, served.send, served.took);
                     }
-                    Err(e) => match FailureAnswer::for_error(&e) {
+                    Err(e) => match self.conns.get(&link).and_then(|c| c.on_failure(&e)) {
                         Some(FailureAnswer::ErrChunk) => {
                             sim.send(false, ErrorReply::err_chunk(xid, p.version, p.credits).as_bytes().to_vec())
                         }
@@ -138,7 +153,7 @@ impl SimServer {
                     },
                 }
             }
-            Received::SendError(e) => sim.send(false, e.as_bytes().to_vec()),
+            Step::SendError(e) => sim.send(false, e.as_bytes().to_vec()),
             _ => {}
         }
     }

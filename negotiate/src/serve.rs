@@ -1,0 +1,127 @@
+//! One connection of a responder, decided without I/O: what each received message asks of the
+//! serving side, with the parameters its answer must carry, what to answer a call that could
+//! not be served, and when the connection has been idle too long. [`Server`](crate::server)
+//! drives it with a queue pair, a thread and the wall clock; the deterministic simulator
+//! (negotiate/tests/sim) drives the same value with simulated memory and a virtual clock, so
+//! both make exactly these decisions.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use negotiate::responder;
+//! use negotiate::serve::{Serve, Step};
+//! let now = Instant::now();
+//! let mut conn = Serve::new(responder::Config::default(), Duration::from_secs(60), &[], None, now);
+//! // A Version One call: RDMA_MSG, no chunks, then the RPC call with the same XID.
+//! let call: Vec<u8> = [7u32, 1, 32, 0, 0, 0, 0, 7, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+//! let Step::Call { header, params } = conn.on_message(&call, now) else { panic!() };
+//! assert_eq!((header.xid(), params.version, params.reply_inline_threshold), (7, 1, 1024));
+//! assert!(!conn.is_idle(now + Duration::from_secs(59)));
+//! assert!(conn.is_idle(now + Duration::from_secs(60)));
+//! ```
+
+use std::time::{Duration, Instant};
+
+use cm_private_data::PrivateData;
+use rpcrdma_v1::header::Header;
+use rpcrdma_v1::verdict::ErrorReply;
+
+use crate::datapath::DataPathError;
+use crate::reply::PeerError;
+use crate::responder::{self, Received, ReplyParams, Responder};
+use crate::server::FailureAnswer;
+
+/// What a received message asks of the serving side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step<'a> {
+    /// Serve this call: fetch its chunks, run the service, and reply with `params` (taken now,
+    /// before anything can fail, so that whatever answers the call carries its version and
+    /// credit grant); if serving fails, answer what [`Serve::on_failure`] says.
+    Call {
+        /// The call's validated header.
+        header: Header<'a>,
+        /// How to reply.
+        params: ReplyParams,
+    },
+    /// Send this RDMA_ERROR back (RFC 8166 section 4.5); nothing else happens.
+    SendError(ErrorReply),
+    /// A reply to this side's backward-direction call.
+    BackwardReply(Header<'a>),
+    /// The requester's RDMA_ERROR naming `xid`: it ends the backward call with that XID, if
+    /// one is outstanding (RFC 8166 section 4.5).
+    PeerError {
+        /// The XID it names.
+        xid: u32,
+        /// What it reported.
+        error: PeerError,
+    },
+    /// Nothing to do (an RDMA_OPTIONAL its handler took, or a message dropped by the rules).
+    Nothing,
+}
+
+/// One accepted connection's serving decisions (see the [module documentation](self)).
+pub struct Serve {
+    responder: Responder,
+    idle_timeout: Duration,
+    last_heard: Instant,
+    over_limits_reported: u64,
+}
+
+impl Serve {
+    /// A connection accepted at `now`: `received` is the requester's private data as the CM
+    /// delivered it, `ours` what this side advertised in its accept; `idle_timeout` is how long
+    /// it may stay silent.
+    pub fn new(
+        cfg: responder::Config,
+        idle_timeout: Duration,
+        received: &[u8],
+        ours: Option<PrivateData>,
+        now: Instant,
+    ) -> Self {
+        let mut responder = Responder::new(cfg);
+        responder.on_connected(received, ours);
+        Serve { responder, idle_timeout, last_heard: now, over_limits_reported: 0 }
+    }
+
+    /// The responder state machine (versions, credits, what each side advertised).
+    pub fn responder(&self) -> &Responder {
+        &self.responder
+    }
+
+    /// Judges a message received at `now`.
+    pub fn on_message<'a>(&mut self, bytes: &'a [u8], now: Instant) -> Step<'a> {
+        self.last_heard = now;
+        match self.responder.on_receive(bytes) {
+            Received::Call(header) => {
+                let params = self.responder.reply_params(header.xid()).expect("a call just received is in flight");
+                Step::Call { header, params }
+            }
+            Received::SendError(e) => Step::SendError(e),
+            Received::BackwardReply(h) => Step::BackwardReply(h),
+            Received::PeerError { xid, error } => Step::PeerError { xid, error },
+            Received::Handled { .. } | Received::Dropped => Step::Nothing,
+        }
+    }
+
+    /// What to answer a call whose serving failed with `e` ([`FailureAnswer::for_error`]);
+    /// `None`: nothing can be sent, close the connection (RFC 8166 section 4.5.4).
+    pub fn on_failure(&self, e: &DataPathError) -> Option<FailureAnswer> {
+        FailureAnswer::for_error(e)
+    }
+
+    /// Whether the connection has been silent for the idle timeout at `now` (the serving side
+    /// then closes it).
+    pub fn is_idle(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.last_heard) >= self.idle_timeout
+    }
+
+    /// When the connection becomes idle if nothing arrives before.
+    pub fn idle_deadline(&self) -> Instant {
+        self.last_heard + self.idle_timeout
+    }
+
+    /// Header-limit refusals since the last time this was asked, for a sum over connections.
+    pub fn new_over_limits(&mut self) -> u64 {
+        let all = self.responder.over_limits();
+        std::mem::replace(&mut self.over_limits_reported, all).abs_diff(all)
+    }
+}

@@ -372,6 +372,9 @@ impl Sim {
         if let Some(what) = self.server().twice_on_one_connection() {
             return Err(self.violation(what));
         }
+        if let Some(what) = self.server().closed_over_an_answerable_call() {
+            return Err(self.violation(what));
+        }
         if let Some(what) = self.server().credit_overrun() {
             return Err(self.violation(what));
         }

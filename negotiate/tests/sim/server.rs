@@ -32,6 +32,8 @@ pub struct SimServer {
     /// Executions of each call on each connection.
     executions: HashMap<(u32, u32), u32>,
     twice: Option<String>,
+    /// A connection closed over a call the server could have answered.
+    closed_instead: Option<String>,
     overrun: Option<String>,
     /// Per connection, the service is running a call until then; that connection's later
     /// messages wait (one serving thread per connection, as `Server` has).
@@ -51,6 +53,7 @@ impl SimServer {
             conns: HashMap::new(),
             executions: HashMap::new(),
             twice: None,
+            closed_instead: None,
             overrun: None,
             busy: HashMap::new(),
         }
@@ -92,6 +95,13 @@ impl SimServer {
 
     pub fn executions(&self) -> u32 {
         self.executions.values().sum()
+    }
+
+    /// RFC 8166 section 4.5: a call the responder cannot serve is answered (ERR_CHUNK, an
+    /// RPC error reply) and the connection kept; only a failure of the transport itself, after
+    /// which nothing can be sent, may close it (4.5.4).
+    pub fn closed_over_an_answerable_call(&self) -> Option<String> {
+        self.closed_instead.clone()
     }
 
     pub fn twice_on_one_connection(&self) -> Option<String> {
@@ -149,7 +159,14 @@ impl SimServer {
                             }
                         }
                         // Nothing can be sent: close (RFC 8166 section 4.5.4).
-                        None => self.close(sim, link),
+                        None => {
+                            if !matches!(e, DataPathError::Completion(_)) {
+                                self.closed_instead = Some(format!(
+                                    "connection {link} closed over call {xid:#x}, which it could answer: {e}"
+                                ));
+                            }
+                            self.close(sim, link)
+                        }
                     },
                 }
             }

@@ -58,6 +58,16 @@ pub enum Step<'a> {
     Nothing,
 }
 
+/// What the service made of a call ([`Serve::run_service`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Service {
+    /// The RPC reply it returned.
+    Replied(Vec<u8>),
+    /// It panicked: answer the call with an RPC SYSTEM_ERR reply
+    /// (`rpcrdma_v1::reassemble::encode_system_err_reply`; RFC 5531 section 9), and serve on.
+    Panicked,
+}
+
 /// One accepted connection's serving decisions (see the [module documentation](self)).
 pub struct Serve {
     responder: Responder,
@@ -99,6 +109,26 @@ impl Serve {
             Received::BackwardReply(h) => Step::BackwardReply(h),
             Received::PeerError { xid, error } => Step::PeerError { xid, error },
             Received::Handled { .. } | Received::Dropped => Step::Nothing,
+        }
+    }
+
+    /// Runs the service on a call. A panic inside it is caught: it is the service's failure,
+    /// not the connection's, and other calls keep being served.
+    ///
+    /// ```
+    /// # use std::time::{Duration, Instant};
+    /// # use negotiate::{responder, serve::{Serve, Service}};
+    /// # let mut conn = Serve::new(responder::Config::default(), Duration::from_secs(60), &[], None, Instant::now());
+    /// assert_eq!(conn.run_service(|| vec![1, 2]), Service::Replied(vec![1, 2]));
+    /// # let hook = std::panic::take_hook();
+    /// # std::panic::set_hook(Box::new(|_| {}));
+    /// assert_eq!(conn.run_service(|| panic!("out of memory")), Service::Panicked);
+    /// # std::panic::set_hook(hook);
+    /// ```
+    pub fn run_service(&mut self, service: impl FnOnce() -> Vec<u8>) -> Service {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(service)) {
+            Ok(reply) => Service::Replied(reply),
+            Err(_) => Service::Panicked,
         }
     }
 

@@ -23,7 +23,7 @@ use crate::datapath::{
 };
 use crate::limits::{Refusals, ServerLimits};
 use crate::responder;
-use crate::serve::{Serve, Step};
+use crate::serve::{Serve, Service, Step};
 use crate::thresholds::{self, Advertised};
 
 /// How a [`Server`] accepts and serves.
@@ -341,15 +341,15 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
                 let xid = header.xid();
                 lock(&peer).credits_requested = header.credit();
                 back.on_forward_call(header.version(), serve.responder().advertised().for_version(header.version()));
-                let outcome =
-                    fetch_call(&conn, &header, ulb, &mut call).and_then(|()| {
-                        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&call))) {
-                            Ok(reply) => send_reply(&conn, &header, &reply, ulb, &params)
-                                .map(|s| Served::Call(params.version, s)),
-                            Err(_) => send_rpc_error(&conn, &header, ulb, &params, encode_system_err_reply)
-                                .map(|()| Served::Panicked),
+                let outcome = fetch_call(&conn, &header, ulb, &mut call).and_then(|()| {
+                    match serve.run_service(|| handler(&call)) {
+                        Service::Replied(reply) => {
+                            send_reply(&conn, &header, &reply, ulb, &params).map(|s| Served::Call(params.version, s))
                         }
-                    });
+                        Service::Panicked => send_rpc_error(&conn, &header, ulb, &params, encode_system_err_reply)
+                            .map(|()| Served::Panicked),
+                    }
+                });
                 outcome
                     .or_else(|e| match serve.on_failure(&e) {
                         Some(answer) => answer_failure(&conn, &header, ulb, &params, answer),

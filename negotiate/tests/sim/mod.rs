@@ -199,6 +199,7 @@ const MAX_STEPS: u32 = 200_000;
 
 impl Sim {
     pub fn new(seed: u64) -> Sim {
+        server::quiet_simulated_panics();
         let mut rng = Rng::new(seed);
         let faults = Faults::draw(&mut rng);
         let calls = 1 + rng.below(24) as u32;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use cm_private_data::{Flags, PrivateData};
 use negotiate::datapath::DataPathError;
 use negotiate::responder::{self, ReplyParams};
-use negotiate::serve::{Serve, Step};
+use negotiate::serve::{Serve, Service, Step};
 use negotiate::server::FailureAnswer;
 use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_reply::{marshal_reply, MarshaledReply, ProvidedChunks, ReplyRequest};
@@ -133,7 +133,7 @@ impl SimServer {
                 if *runs > 1 {
                     self.twice = Some(format!("call {xid:#x} executed {runs} times on connection {link}"));
                 }
-                let served = serve(sim, link, &header, &p);
+                let served = serve(sim, conn, link, &header, &p);
                 sim.log(|| {
                     format!(
                         "server: call {xid:#x} v{} on {link}: {:?}",
@@ -186,7 +186,13 @@ impl SimServer {
 }
 
 /// Fetches, reassembles and runs one call, and marshals its reply.
-fn serve(sim: &mut Sim, link: u32, header: &Header<'_>, p: &ReplyParams) -> Result<Served, DataPathError> {
+fn serve(
+    sim: &mut Sim,
+    conn: &mut Serve,
+    link: u32,
+    header: &Header<'_>,
+    p: &ReplyParams,
+) -> Result<Served, DataPathError> {
     let msg = header.to_msg();
     let mut landing = vec![0u8; fetch_len(header.read_list()) as usize];
     for f in read_list_fetches(header.read_list()).filter(|f| f.length > 0) {
@@ -199,19 +205,28 @@ fn serve(sim: &mut Sim, link: u32, header: &Header<'_>, p: &ReplyParams) -> Resu
     reassemble_call(&msg, header.payload(), &landing, &mut call)?;
     check_call_ddp_eligibility(&msg, &call, &ULB, &mut Vec::new())?;
     let xid = header.xid();
-    // The service: slow now and then (past the requester's timeout), failing now and then
-    // (a caught panic: SYSTEM_ERR), and too large for the requester for some calls.
+    // The service, run as `Server` runs it (`Serve::run_service`): slow now and then (past
+    // the requester's timeout), panicking now and then, and too large for the requester for
+    // some calls.
     let took = if sim.rng.chance(50) { TIMEOUT * 3 / 2 } else { sim.rng.millis(2) };
-    let reply = if sim.rng.chance(20) {
-        let mut r = vec![0u8; GARBAGE_ARGS_REPLY_LEN];
-        encode_system_err_reply(xid, &mut r).expect("sized");
-        r
-    } else if oversized(xid) {
+    let panics = sim.rng.chance(20);
+    let service = || {
+        if panics {
+            std::panic::panic_any(SimulatedPanic);
+        }
         let mut r = echo(&call);
-        r.resize(ULB.max_reply + 4096, 0);
+        if oversized(xid) {
+            r.resize(ULB.max_reply + 4096, 0);
+        }
         r
-    } else {
-        echo(&call)
+    };
+    let reply = match conn.run_service(service) {
+        Service::Replied(r) => r,
+        Service::Panicked => {
+            let mut r = vec![0u8; GARBAGE_ARGS_REPLY_LEN];
+            encode_system_err_reply(xid, &mut r).expect("sized");
+            r
+        }
     };
     Ok(Served { send: marshal(sim, link, header, p, &reply)?, took })
 }
@@ -242,6 +257,22 @@ fn marshal(
         send.extend_from_slice(&reply[r.clone()]);
     }
     Ok(send)
+}
+
+/// The payload of the simulated service's panics, which the quiet hook leaves unprinted.
+pub struct SimulatedPanic;
+
+/// Installs, once, a panic hook that prints every panic but the simulated service's.
+pub fn quiet_simulated_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !info.payload().is::<SimulatedPanic>() {
+                default(info);
+            }
+        }));
+    });
 }
 
 fn remote_access_error() -> DataPathError {

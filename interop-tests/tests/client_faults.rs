@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use cm_private_data::{Flags, PrivateData};
-use common::{accept_raw, echo, word, words};
+use common::{accept_raw, echo, word, words, Arrival};
 use negotiate::client::{Client, ClientConfig, ClientError};
 use negotiate::datapath::{fetch_call, send_error, send_reply, ReplyParams};
 use negotiate::memory::NoV2Reason;
@@ -91,17 +91,6 @@ fn call_ok<B: Backend + 'static>(client: &Arc<Client<B>>, xid: u32) {
 // ------------------------------------------------------------------------------------------
 // A misbehaving responder, from public pieces.
 // ------------------------------------------------------------------------------------------
-
-/// One message as the raw responder received it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Arrival {
-    /// Which connection (0 for the first accepted).
-    conn: u32,
-    /// Its place among the messages of that connection (0 first).
-    nth: u32,
-    xid: u32,
-    vers: u32,
-}
 
 /// What the raw responder does with a message.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -47,17 +47,6 @@ fn client_config() -> ClientConfig {
 // A misbehaving responder, from public pieces.
 // ------------------------------------------------------------------------------------------
 
-/// One message as the raw responder received it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Arrival {
-    /// Which connection (0 for the first accepted).
-    conn: u32,
-    /// Its place among the messages of that connection (0 first).
-    nth: u32,
-    xid: u32,
-    vers: u32,
-}
-
 /// What the raw responder does with a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Act {

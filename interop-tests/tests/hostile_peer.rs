@@ -9,6 +9,7 @@
 //! The tests measure process-wide counts (threads, file descriptors, resident memory), so they
 //! run one at a time ([`serial`]).
 
+#[macro_use]
 mod common;
 
 use std::io::{Read, Write};
@@ -225,17 +226,6 @@ fn idle_connections_are_closed<B: Backend + Clone>(backend: B) {
     assert_eq!(s.stats().refused.idle, 1);
     call_ok(&c, 2, SMALL);
     assert_eq!(s.stats().connections, 2, "the client reconnected");
-}
-
-macro_rules! on_both_backends {
-    ($($test:ident),* $(,)?) => {
-        mod in_process {
-            $( #[test] fn $test() { super::$test(verbs::InProcess); } )*
-        }
-        mod over_tcp {
-            $( #[test] fn $test() { super::$test(verbs::Tcp); } )*
-        }
-    };
 }
 
 on_both_backends! {

@@ -4,6 +4,7 @@
 //! client then retransmitted, and the handler ran again) or left a caller waiting out its
 //! timeout. On the in-process and TCP backends.
 
+#[macro_use]
 mod common;
 
 use std::sync::{mpsc, Arc, Mutex};
@@ -186,17 +187,6 @@ fn rfc8166_6_1_1_a_binding_mismatch_gets_garbage_args_not_a_lost_connection<B: B
     assert_eq!(got, words(&[xid, 1, 0, 0, 0, 4]), "MSG_ACCEPTED, GARBAGE_ARGS");
     let st = stats_once(&server, "the GARBAGE_ARGS reply", |st| st.garbage_args_replies == 1);
     assert_eq!((st.connections, *executed.lock().unwrap()), (1, 1), "one connection; only the first call ran");
-}
-
-macro_rules! on_both_backends {
-    ($($test:ident),* $(,)?) => {
-        mod in_process {
-            $( #[test] fn $test() { super::$test(verbs::InProcess); } )*
-        }
-        mod over_tcp {
-            $( #[test] fn $test() { super::$test(verbs::Tcp); } )*
-        }
-    };
 }
 
 on_both_backends! {

@@ -1,6 +1,20 @@
 //! Helpers the Client/Server test suites share (faults.rs, hostile_peer.rs): the echo service
 //! and its calls, bounded waits, and a raw requester that sends whatever bytes a test gives it.
-#![allow(dead_code)] // each test binary uses its own share
+#![allow(dead_code, unused_macros)] // each test binary uses its own share
+
+/// Each scenario `NAME` (a function generic over the backend) as the tests `in_process::NAME`
+/// and `over_tcp::NAME`. Declared before the items below, so that `#[macro_use] mod common;`
+/// brings it to the test file.
+macro_rules! on_both_backends {
+    ($($test:ident),* $(,)?) => {
+        mod in_process {
+            $( #[test] fn $test() { super::$test(verbs::InProcess); } )*
+        }
+        mod over_tcp {
+            $( #[test] fn $test() { super::$test(verbs::Tcp); } )*
+        }
+    };
+}
 
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
@@ -165,4 +179,15 @@ pub fn accept_raw<B: Backend>(
     });
     let (Ok(qp), Some(pool)) = (accepted, pool) else { return None };
     Some((responder, Connection::<B>::new(pd, qp, Duration::from_secs(5)), pool))
+}
+
+/// One message as a raw responder received it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Arrival {
+    /// Which connection (0 for the first accepted).
+    pub conn: u32,
+    /// Its place among the messages of that connection (0 first).
+    pub nth: u32,
+    pub xid: u32,
+    pub vers: u32,
 }

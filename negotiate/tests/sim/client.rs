@@ -230,7 +230,7 @@ impl SimClient {
         self.connects += 1;
         let id = sim.next_link;
         sim.next_link += 1;
-        sim.link = Some(super::Link { id, up: true, to_server: Default::default(), to_client: Default::default() });
+        sim.link = Some(super::Link::new(id));
         let sent = self.ours.map(|p| p.encode().to_vec()).unwrap_or_default();
         let accepted = sim.with_server(|s, _| s.on_connected(id, &sent, now));
         self.link = Some(id);
@@ -273,6 +273,9 @@ impl SimClient {
         let incoming = self.req.on_receive(bytes, now);
         sim.log(|| format!("client receives {} bytes: {incoming:?}", bytes.len()));
         if let Incoming::Reply { xid, header } = incoming {
+            if let Some(l) = sim.link.as_mut() {
+                l.opened = true;
+            }
             let Some(attempt) = self.attempts.remove(&xid) else {
                 self.wrong = Some(format!("a reply matched call {xid:#x}, which has no transmission"));
                 return;

@@ -171,7 +171,22 @@ pub struct Link {
     pub up: bool,
     pub to_server: VecDeque<(Duration, Vec<u8>)>,
     pub to_client: VecDeque<(Duration, Vec<u8>)>,
+    /// Calls the client sent on it that the server has not answered yet: what occupies the
+    /// server's Receives (RFC 8166 section 3.3.1).
+    pub outstanding: u32,
+    /// The client accepted a reply on it, whose credit grant opens the window beyond one
+    /// (section 3.3.3).
+    pub opened: bool,
 }
+
+impl Link {
+    pub fn new(id: u32) -> Link {
+        Link { id, up: true, to_server: VecDeque::new(), to_client: VecDeque::new(), outstanding: 0, opened: false }
+    }
+}
+
+/// The credits the simulated responder grants (responder::Config's default).
+const GRANTED: u32 = 32;
 
 /// The whole simulated world.
 pub struct Sim {
@@ -188,6 +203,8 @@ pub struct Sim {
     client: Option<SimClient>,
     server: Option<SimServer>,
     pub steps: u32,
+    /// The client sent beyond the credits (RFC 8166 sections 3.3.1 and 3.3.3).
+    overrun: Option<String>,
     /// `SIM_TRACE` set: every step is printed.
     trace: bool,
 }
@@ -217,6 +234,7 @@ impl Sim {
             client: Some(client),
             server: Some(server),
             steps: 0,
+            overrun: None,
             trace: std::env::var_os("SIM_TRACE").is_some(),
         }
     }
@@ -272,6 +290,18 @@ impl Sim {
         let head: Vec<u32> = bytes.chunks(4).take(5).map(|w| w.iter().fold(0, |a, &b| a << 8 | u32::from(b))).collect();
         self.log(|| format!("{} sends {n} bytes {head:x?}", if to_server { "client" } else { "server" }));
         let Some(link) = self.link.as_mut().filter(|l| l.up) else { return };
+        // Every message the server sends answers one the client sent (the simulated
+        // responder sends no backward calls).
+        if to_server {
+            link.outstanding += 1;
+            let window = if link.opened { GRANTED } else { 1 };
+            if link.outstanding > window && self.overrun.is_none() {
+                let (id, n) = (link.id, link.outstanding);
+                self.overrun = Some(format!("{n} calls outstanding on connection {id}, beyond its {window} credits"));
+            }
+        } else {
+            link.outstanding = link.outstanding.saturating_sub(1);
+        }
         let q = if to_server { &mut link.to_server } else { &mut link.to_client };
         let at = q.back().map_or(now + delay, |(last, _)| (*last).max(now + delay));
         q.push_back((at, bytes));
@@ -376,7 +406,7 @@ impl Sim {
         if let Some(what) = self.server().closed_over_an_answerable_call() {
             return Err(self.violation(what));
         }
-        if let Some(what) = self.server().credit_overrun() {
+        if let Some(what) = self.server().credit_overrun().or_else(|| self.overrun.clone()) {
             return Err(self.violation(what));
         }
         if let Some(what) = self.client().wrong_reply() {

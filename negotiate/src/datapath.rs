@@ -306,6 +306,30 @@ impl<B: Backend> Connection<B> {
         }
     }
 
+    /// Receives completed and not yet claimed: messages that arrived and wait to be read.
+    /// Reaps what the completion queue holds first, without blocking, unless another waiter
+    /// is polling it (then what that waiter has set aside counts).
+    pub fn receives_waiting(&self) -> usize {
+        let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
+        if !st.polling {
+            let mut batch = [Completion::default(); 16];
+            loop {
+                let n = self.qp.poll_cq(&mut batch);
+                for c in &batch[..n] {
+                    if !c.is_ok() && st.first_error.is_none() {
+                        st.first_error = Some(*c);
+                    }
+                    st.completions.push_back(*c);
+                }
+                if n < batch.len() {
+                    break;
+                }
+            }
+            self.reaped.notify_all();
+        }
+        st.completions.iter().filter(|c| c.wr_id & RECV_WR_BIT != 0).count()
+    }
+
     /// Closes the connection (its queue pair goes to the Error state, flushing what is
     /// outstanding), remembering `why` for [`Connection::ended`] if it was still up: a
     /// connection this side gives up on says so afterwards instead of looking lost.

@@ -139,6 +139,16 @@ impl Responder {
 
     /// Judges a received message.
     pub fn on_receive<'a>(&mut self, bytes: &'a [u8]) -> Received<'a> {
+        self.on_receive_behind(bytes, 0)
+    }
+
+    /// [`Responder::on_receive`] for a message with `waiting` more received behind it, not
+    /// yet judged (Receives completed and not yet read): those are calls in flight too, so a
+    /// requester that sent beyond its credits is counted ([`Responder::overruns`]) even by a
+    /// responder that serves one call at a time. A reply to a backward call may be among them;
+    /// the backward direction's Receive is left out of the count, so such a reply is never
+    /// taken for an overrun.
+    pub fn on_receive_behind<'a>(&mut self, bytes: &'a [u8], waiting: usize) -> Received<'a> {
         let policy = ReceivePolicy { limits: self.cfg.limits, versions: self.cfg.versions, credit: self.cfg.credits };
         let header = match self.judge(bytes, &policy) {
             Ok(h) => h,
@@ -147,7 +157,8 @@ impl Responder {
         if classify(&header, Role::Server) == Some(Direction::BackwardReply) {
             return Received::BackwardReply(header);
         }
-        let in_flight = self.in_flight.len() as u32 + 1;
+        let behind = u32::try_from(waiting.saturating_sub(crate::backchannel::SLOTS)).unwrap_or(u32::MAX);
+        let in_flight = (self.in_flight.len() as u32 + 1).saturating_add(behind);
         if self.credits.on_call(in_flight).is_err() {
             self.overruns += 1;
         }

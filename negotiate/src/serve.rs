@@ -13,7 +13,7 @@
 //! let mut conn = Serve::new(responder::Config::default(), Duration::from_secs(60), &[], None, now);
 //! // A Version One call: RDMA_MSG, no chunks, then the RPC call with the same XID.
 //! let call: Vec<u8> = [7u32, 1, 32, 0, 0, 0, 0, 7, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
-//! let Step::Call { header, params } = conn.on_message(&call, now) else { panic!() };
+//! let Step::Call { header, params } = conn.on_message(&call, 0, now) else { panic!() };
 //! assert_eq!((header.xid(), params.version, params.reply_inline_threshold), (7, 1, 1024));
 //! assert!(!conn.is_idle(now + Duration::from_secs(59)));
 //! assert!(conn.is_idle(now + Duration::from_secs(60)));
@@ -97,10 +97,11 @@ impl Serve {
         &self.responder
     }
 
-    /// Judges a message received at `now`.
-    pub fn on_message<'a>(&mut self, bytes: &'a [u8], now: Instant) -> Step<'a> {
+    /// Judges a message received at `now`, with `waiting` more already received behind it
+    /// (they count against the requester's credits: [`Responder::on_receive_behind`]).
+    pub fn on_message<'a>(&mut self, bytes: &'a [u8], waiting: usize, now: Instant) -> Step<'a> {
         self.last_heard = now;
-        match self.responder.on_receive(bytes) {
+        match self.responder.on_receive_behind(bytes, waiting) {
             Received::Call(header) => {
                 let params = self.responder.reply_params(header.xid()).expect("a call just received is in flight");
                 Step::Call { header, params }

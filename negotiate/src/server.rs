@@ -335,7 +335,7 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
             }
             Err(e) => break format!("receiving: {e}"),
         };
-        let served = match serve.on_message(&m.bytes, Instant::now()) {
+        let served = match serve.on_message(&m.bytes, conn.receives_waiting(), Instant::now()) {
             Step::Call { header, params } => {
                 call.clear();
                 let xid = header.xid();

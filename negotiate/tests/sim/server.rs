@@ -114,8 +114,10 @@ impl SimServer {
 
     pub fn on_message(&mut self, sim: &mut Sim, link: u32, bytes: &[u8]) {
         let now = sim.instant();
+        // What arrived behind it already (due now), as a Receive queue would hold it.
+        let waiting = sim.link.as_ref().map_or(0, |l| l.to_server.iter().take_while(|(t, _)| *t <= sim.now).count());
         let Some(conn) = self.conns.get_mut(&link) else { return };
-        match conn.on_message(bytes, now) {
+        match conn.on_message(bytes, waiting, now) {
             Step::Call { header, params: p } => {
                 let xid = header.xid();
                 if conn.responder().overruns() > 0 {

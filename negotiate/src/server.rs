@@ -1,8 +1,9 @@
 //! The responder's version-hiding API: [`Server::start`] listens, accepts each connection with
 //! its private data and Receives already posted, and serves every call with a handler that
-//! sees only RPC messages. The [`Responder`] state machine judges each message by its version's
-//! rules and says how to reply; the data path fetches Read chunks and fills Write and Reply
-//! chunks.
+//! sees only RPC messages. Each connection's decisions are a [`Serve`] value's (the
+//! [`Responder`](crate::responder::Responder) state machine judges each message by its
+//! version's rules and says how to reply); the data path fetches Read chunks and fills Write
+//! and Reply chunks; [`crate::limits`] lists every bound the server keeps.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};

@@ -5,23 +5,26 @@
 //! inside, driven by the sans-I/O [`Requester`] over any `verbs` backend.
 //!
 //! Threads: every caller marshals, sends and reassembles its own call (it owns the message and
-//! the binding); one dispatcher thread per client makes connections, reaps received messages,
-//! feeds them to the state machine and hands each caller what concerns its XID.
+//! the binding); one dispatcher thread per client makes connections, reaps received messages
+//! and reads the clock. What happens in response is decided by one [`ClientCore`] under a
+//! mutex, the same value the deterministic simulator drives; this file is only its I/O.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cm_private_data::PrivateData;
-use rpcrdma_v1::marshal_call::{CallForm, InlineThresholds};
+use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use verbs::{Backend, QpCaps, QpState, QueuePair};
 
 use crate::backchannel::{self, Handler};
+pub use crate::client_core::ENDED_KEPT;
+use crate::client_core::{Action, CallStep, ClientCore, Received};
 use crate::datapath::{send_call, CallParams, Connection, DataPathError, Ended, PendingCall, ReceivePool};
-use crate::reply::{reply_header, Incoming};
-use crate::requester::{self, CallFailure, DuplicateXid, Event, Requester, Transmit};
+use crate::reply::reply_header;
+use crate::requester::{self, CallFailure, DuplicateXid};
 use crate::thresholds;
 
 /// How a [`Client`] connects and behaves.
@@ -154,51 +157,29 @@ pub struct ClientStats {
     pub long: u64,
 }
 
-impl ClientStats {
-    fn count(&mut self, form: CallForm) {
-        match form {
-            CallForm::Short => self.short += 1,
-            CallForm::Chunked => self.chunked += 1,
-            CallForm::Long => self.long += 1,
-        }
-    }
-}
-
 /// A connection's verbs resources.
 struct Link<B: Backend> {
     conn: Connection<B>,
     pool: ReceivePool<B>,
 }
 
-/// What the dispatcher has for a caller.
-enum Slot<B: Backend> {
-    Waiting,
-    Transmit(Transmit, Arc<Link<B>>),
-    Reply(Vec<u8>, Option<u32>),
-    Failed(ClientError),
-}
-
 struct State<B: Backend> {
-    req: Requester,
-    link: Option<Arc<Link<B>>>,
-    /// Each call in progress: what the dispatcher has for it, and the condvar its caller
-    /// alone waits on (one per caller: waking all 64 callers of a busy client for every
-    /// reply is what a shared one would cost).
-    slots: HashMap<u32, (Slot<B>, Arc<Condvar>)>,
-    settled: Option<(u32, InlineThresholds)>,
-    stats: ClientStats,
-    /// Connects and disconnects for the dispatcher.
-    actions: Vec<Event>,
-    closing: bool,
-    /// How the latest connections ended, oldest first ([`Client::ended`]).
-    ended: VecDeque<Ended>,
-    /// Why the latest connection attempt failed, if it did: the cause a call that fails for
-    /// want of a connection reports.
-    connect_error: Option<Arc<DataPathError>>,
+    core: ClientCore<Arc<Link<B>>>,
+    /// The condvar each caller alone waits on (one per caller: waking all 64 callers of a busy
+    /// client for every reply is what a shared one would cost).
+    waiters: HashMap<u32, Arc<Condvar>>,
 }
 
-/// How many ended connections [`Client::ended`] remembers.
-pub const ENDED_KEPT: usize = 64;
+impl<B: Backend> State<B> {
+    /// Wakes the callers whose step the core has ready.
+    fn wake(&mut self) {
+        while let Some(xid) = self.core.poll_ready() {
+            if let Some(cv) = self.waiters.get(&xid) {
+                cv.notify_one();
+            }
+        }
+    }
+}
 
 struct Shared<B: Backend> {
     backend: B,
@@ -206,6 +187,7 @@ struct Shared<B: Backend> {
     cfg: ClientConfig,
     backchannel: Option<Handler>,
     st: Mutex<State<B>>,
+    /// The dispatcher's: the core may have an action for it.
     cv: Condvar,
 }
 
@@ -234,14 +216,6 @@ struct Shared<B: Backend> {
 pub struct Client<B: Backend> {
     shared: Arc<Shared<B>>,
     dispatcher: Option<JoinHandle<()>>,
-}
-
-/// Hands `slot` to the caller of `xid` and wakes it (only it).
-fn put<B: Backend>(st: &mut State<B>, xid: u32, slot: Slot<B>) {
-    if let Some((s, cv)) = st.slots.get_mut(&xid) {
-        *s = slot;
-        cv.notify_one();
-    }
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -312,26 +286,16 @@ impl<B: Backend + Clone> Client<B> {
             addr: addr.to_string(),
             cfg,
             backchannel,
-            st: Mutex::new(State {
-                req: Requester::new(cfg.requester, addr),
-                link: None,
-                slots: HashMap::new(),
-                settled: None,
-                stats: ClientStats::default(),
-                actions: Vec::new(),
-                closing: false,
-                ended: VecDeque::new(),
-                connect_error: None,
-            }),
+            st: Mutex::new(State { core: ClientCore::new(cfg, addr), waiters: HashMap::new() }),
             cv: Condvar::new(),
         });
         if eager {
-            // The requester's first event asks for the connection: made here, not by the
+            // The core's first action asks for the connection: made here, not by the
             // dispatcher.
-            let first = lock(&shared.st).req.poll_event();
-            debug_assert_eq!(first, Some(Event::Connect));
+            let first = lock(&shared.st).core.poll_action();
+            debug_assert!(matches!(first, Some(Action::Connect { .. })));
             if let Err(e) = shared.connect() {
-                return Err(shared.connect_failure(&e, 1));
+                return Err(lock(&shared.st).core.connect_failure(&e, 1));
             }
         }
         let s = shared.clone();
@@ -352,29 +316,24 @@ impl<B: Backend> Client<B> {
         let mine = Arc::new(Condvar::new());
         {
             let mut st = lock(&sh.st);
-            if st.closing {
-                return Err(ClientError::Closed);
-            }
-            st.req.call(xid, Instant::now())?;
-            st.slots.insert(xid, (Slot::Waiting, mine.clone()));
-            sh.route(&mut st);
+            st.core.start_call(xid, Instant::now())?;
+            st.waiters.insert(xid, mine.clone());
+            st.wake();
         }
         sh.cv.notify_all();
         let mut pending: Option<(PendingCall<B>, Arc<Link<B>>)> = None;
         let result = loop {
-            let slot = {
+            let step = {
                 let mut st = lock(&sh.st);
                 loop {
-                    match st.slots.get_mut(&xid).map(|s| std::mem::replace(&mut s.0, Slot::Waiting)) {
-                        Some(Slot::Waiting) => st = mine.wait(st).unwrap_or_else(PoisonError::into_inner),
-                        Some(other) => break other,
-                        None => unreachable!("a slot is removed only by its caller"),
+                    match st.core.take_step(xid) {
+                        Some(step) => break step,
+                        None => st = mine.wait(st).unwrap_or_else(PoisonError::into_inner),
                     }
                 }
             };
-            match slot {
-                Slot::Waiting => unreachable!(),
-                Slot::Transmit(t, link) => {
+            match step {
+                CallStep::Transmit { transmit: t, link } => {
                     if let Some((old, old_link)) = pending.take() {
                         // A retransmission: the old attempt's windows must not stay open.
                         let _ = old.abandon(&old_link.conn, None);
@@ -382,28 +341,30 @@ impl<B: Backend> Client<B> {
                     let params = CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds };
                     match send_call(&link.conn, message, ulb, &params) {
                         Ok(p) => {
-                            lock(&sh.st).stats.count(p.form());
+                            lock(&sh.st).core.handle_sent(p.form());
                             pending = Some((p, link));
                         }
                         // A broken connection comes back as a retransmission; anything else
                         // ends the call here (RFC 8166 section 4.5.4).
                         Err(e) if link.conn.qp().state() == QpState::Error => drop(e),
                         Err(e) => {
-                            lock(&sh.st).req.cancel(xid, Instant::now());
+                            let mut st = lock(&sh.st);
+                            st.core.cancel(xid, Instant::now());
+                            st.wake();
                             break Err(e.into());
                         }
                     }
                 }
-                Slot::Reply(bytes, invalidated) => {
+                CallStep::Reply { message: bytes, invalidated } => {
                     let (p, link) = pending.take().expect("a reply answers a transmitted call");
-                    let header = reply_header(&bytes, &sh.cfg.requester.limits).expect("judged by the dispatcher");
+                    let header = reply_header(&bytes, &sh.cfg.requester.limits).expect("judged by the core");
                     let mut out = Vec::new();
                     break p
                         .complete(&link.conn, &header, invalidated, ulb, &mut out)
                         .map(|()| out)
                         .map_err(Into::into);
                 }
-                Slot::Failed(e) => {
+                CallStep::Failed(e) => {
                     if let Some((p, link)) = pending.take() {
                         let _ = p.abandon(&link.conn, None);
                     }
@@ -413,8 +374,9 @@ impl<B: Backend> Client<B> {
         };
         {
             let mut st = lock(&sh.st);
-            st.slots.remove(&xid);
-            sh.route(&mut st);
+            st.waiters.remove(&xid);
+            st.core.finish_call(xid);
+            st.wake();
         }
         sh.cv.notify_all();
         result
@@ -422,17 +384,17 @@ impl<B: Backend> Client<B> {
 
     /// The version the current connection settled on, if it has.
     pub fn version(&self) -> Option<u32> {
-        lock(&self.shared.st).settled.map(|(v, _)| v)
+        lock(&self.shared.st).core.version()
     }
 
     /// The current connection's inline thresholds, once its version is settled.
     pub fn thresholds(&self) -> Option<InlineThresholds> {
-        lock(&self.shared.st).settled.map(|(_, t)| t)
+        lock(&self.shared.st).core.thresholds()
     }
 
     /// What this client has sent so far.
     pub fn stats(&self) -> ClientStats {
-        lock(&self.shared.st).stats
+        lock(&self.shared.st).core.stats()
     }
 
     /// How this client's connections ended, oldest first (the latest [`ENDED_KEPT`]): each one
@@ -441,23 +403,27 @@ impl<B: Backend> Client<B> {
     /// by a reconnect when calls are waiting, and calls in flight on it were retransmitted.
     /// Empty while the first connection lasts.
     pub fn ended(&self) -> Vec<Ended> {
-        lock(&self.shared.st).ended.iter().cloned().collect()
+        lock(&self.shared.st).core.ended().cloned().collect()
     }
 
     /// The credit window of the current connection.
     pub fn window(&self) -> u32 {
-        lock(&self.shared.st).req.window()
+        lock(&self.shared.st).core.window()
     }
 
     /// What the client learned about responders (which lack Version Two).
     pub fn memory(&self) -> crate::memory::PeerMemory {
-        lock(&self.shared.st).req.memory().clone()
+        lock(&self.shared.st).core.memory().clone()
     }
 }
 
 impl<B: Backend> Drop for Client<B> {
     fn drop(&mut self) {
-        lock(&self.shared.st).closing = true;
+        {
+            let mut st = lock(&self.shared.st);
+            st.core.close();
+            st.wake();
+        }
         self.shared.cv.notify_all();
         if let Some(d) = self.dispatcher.take() {
             let _ = d.join();
@@ -466,69 +432,37 @@ impl<B: Backend> Drop for Client<B> {
 }
 
 impl<B: Backend> Shared<B> {
-    /// Hands the state machine's events to whoever acts on them: callers get their
-    /// transmissions and failures; the dispatcher gets connects and disconnects.
-    fn route(&self, st: &mut State<B>) {
-        while let Some(e) = st.req.poll_event() {
-            match e {
-                Event::Transmit(t) => {
-                    // No link: the transmission was decided on a connection the dispatcher has
-                    // since found down (a message received in the same turn, e.g. an
-                    // RDMA_ERR_VERS, queued it); `on_disconnected` already put the call back
-                    // in the queue for the next connection, or failed it.
-                    if let Some(link) = st.link.clone() {
-                        put(st, t.xid, Slot::Transmit(t, link));
-                    }
-                }
-                Event::Failed { xid, error } => {
-                    let error = self.failure(st, error);
-                    put(st, xid, Slot::Failed(error));
-                }
-                Event::Settled { version, thresholds } => st.settled = Some((version, thresholds)),
-                Event::Connect | Event::Disconnect => st.actions.push(e),
-            }
-        }
-    }
-
-    /// The dispatcher: connects, receives, times out, until the client is dropped.
+    /// The dispatcher: carries out the core's actions, receives, reads the clock, until the
+    /// client is dropped.
     fn dispatch(&self) {
-        let mut backoff = Duration::ZERO;
-        let mut actions = Vec::new();
         loop {
-            let link = {
+            let (actions, link) = {
                 let mut st = lock(&self.st);
-                self.route(&mut st);
-                actions.append(&mut st.actions);
-                if st.closing {
-                    let failed: Vec<u32> = st.slots.keys().copied().collect();
-                    for xid in failed {
-                        put(&mut st, xid, Slot::Failed(ClientError::Closed));
-                    }
-                    self.cv.notify_all();
+                if st.core.is_closing() {
                     return;
                 }
-                st.link.clone()
+                let actions: Vec<_> = std::iter::from_fn(|| st.core.poll_action()).collect();
+                (actions, st.core.link().cloned())
             };
-            self.cv.notify_all();
-            for action in actions.drain(..) {
+            for action in actions {
                 match action {
-                    Event::Connect => {
-                        std::thread::sleep(backoff);
-                        let made = self.connect().is_ok();
-                        backoff = if made { Duration::ZERO } else { (backoff * 2).max(TICK).min(TICK * 40) };
+                    Action::Connect { after } => {
+                        std::thread::sleep(after);
+                        let _ = self.connect();
                     }
-                    Event::Disconnect => {
-                        if let Some(l) = &link {
-                            let t = self.cfg.requester.timeout;
-                            l.conn.close(format_args!("a call had no reply within the requester's timeout ({t:?})"));
-                        }
+                    Action::Disconnect(l) => {
+                        let t = self.cfg.requester.timeout;
+                        l.conn.close(format_args!("a call had no reply within the requester's timeout ({t:?})"));
                     }
-                    _ => {}
                 }
             }
             let Some(link) = link else {
                 let st = lock(&self.st);
-                if st.link.is_none() && !st.closing && st.actions.is_empty() && st.req.poll_timeout().is_none() {
+                if st.core.link().is_none()
+                    && !st.core.is_closing()
+                    && !st.core.has_action()
+                    && st.core.poll_timeout().is_none()
+                {
                     drop(self.cv.wait_timeout(st, TICK * 20));
                 }
                 continue;
@@ -542,80 +476,29 @@ impl<B: Backend> Shared<B> {
             let drained = matches!(got, Err(DataPathError::Timeout { .. }));
             let now = Instant::now();
             let mut st = lock(&self.st);
-            match got {
-                Ok(m) => match st.req.on_receive(&m.bytes, now) {
-                    Incoming::Reply { xid, .. } => put(&mut st, xid, Slot::Reply(m.bytes, m.invalidated_rkey)),
-                    Incoming::BackwardCall(call) => {
-                        let forward = st.req.thresholds().unwrap_or_default();
-                        drop(st);
-                        if let Some(handler) = &self.backchannel {
-                            // A failure here is the connection's: seen below as its state.
-                            let _ = backchannel::answer(&link.conn, &call, handler, forward);
-                        }
-                        st = lock(&self.st);
+            if let Ok(m) = got {
+                if let Received::BackwardCall(call) = st.core.handle_receive(m.bytes, m.invalidated_rkey, now) {
+                    let forward = st.core.forward_thresholds();
+                    drop(st);
+                    let header = reply_header(&call, &self.cfg.requester.limits);
+                    if let (Some(handler), Some(header)) = (&self.backchannel, header) {
+                        // A failure here is the connection's: seen below as its state.
+                        let _ = backchannel::answer(&link.conn, &header, handler, forward);
                     }
-                    Incoming::Consumed | Incoming::Dropped(_) => {}
-                },
-                Err(DataPathError::Timeout { .. }) => {}
-                Err(_) => {}
+                    st = lock(&self.st);
+                }
             }
             if was_down && drained {
-                if st.ended.len() == ENDED_KEPT {
-                    st.ended.pop_front();
-                }
-                st.ended.push_back(link.conn.ended().unwrap_or(Ended::Lost { first_error: None }));
-                st.link = None;
-                st.settled = None;
-                st.req.on_disconnected(now);
-            } else if !was_down && st.req.poll_timeout().is_some_and(|t| t <= now) {
-                st.req.on_timeout(now);
+                let ended = link.conn.ended().unwrap_or(Ended::Lost { first_error: None });
+                st.core.handle_link_down(ended, now);
+            } else if !was_down {
+                st.core.handle_timeout(now);
             }
+            st.wake();
         }
     }
 
-    /// What a call that failed with `failure` reports: for a failure of its last attempt, the
-    /// cause: the latest connect error, how the latest connection ended.
-    fn failure(&self, st: &State<B>, failure: CallFailure) -> ClientError {
-        match failure {
-            CallFailure::TimedOut { attempts } => {
-                ClientError::ReplyTimeout { timeout: self.cfg.requester.timeout, attempts }
-            }
-            CallFailure::ConnectionLost { attempts } => ClientError::ConnectionLost {
-                attempts,
-                ended: st.ended.back().cloned().unwrap_or(Ended::Lost { first_error: None }),
-            },
-            CallFailure::ConnectFailed { attempts } => match &st.connect_error {
-                Some(e) => self.connect_failure(e, attempts),
-                // Not reached: the dispatcher records every failed attempt before the
-                // requester hears of it.
-                None => ClientError::Call(failure),
-            },
-            other => ClientError::Call(other),
-        }
-    }
-
-    /// The error for a call (or [`Client::connect`]) whose last connection attempt failed with
-    /// `e`, after `attempts`.
-    fn connect_failure(&self, e: &Arc<DataPathError>, attempts: u32) -> ClientError {
-        let addr = self.addr.clone();
-        match &**e {
-            DataPathError::Verbs(source @ verbs::Error::ConnectionRefused(_)) => {
-                ClientError::Refused { addr, attempts, source: source.clone() }
-            }
-            DataPathError::Verbs(source @ verbs::Error::BadAddress(_)) => {
-                ClientError::BadAddress { addr, source: source.clone() }
-            }
-            DataPathError::Verbs(source @ verbs::Error::Timeout) => ClientError::ConnectTimeout {
-                addr,
-                timeout: self.cfg.connect_timeout,
-                attempts,
-                source: source.clone(),
-            },
-            _ => ClientError::ConnectFailed { addr, attempts, source: e.clone() },
-        }
-    }
-
-    /// One connection attempt; its error is also kept for the calls it fails.
+    /// One connection attempt, reported to the core; its error is also returned.
     fn connect(&self) -> Result<(), Arc<DataPathError>> {
         let cfg = &self.cfg;
         let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
@@ -630,19 +513,18 @@ impl<B: Backend> Shared<B> {
         })();
         let now = Instant::now();
         let mut st = lock(&self.st);
-        match attempt {
+        let result = match attempt {
             Ok((link, accepted)) => {
-                st.link = Some(Arc::new(link));
-                st.connect_error = None;
-                st.req.on_connected(ours, &accepted, now);
+                st.core.handle_connected(Arc::new(link), ours, &accepted, now);
                 Ok(())
             }
             Err(e) => {
                 let e = Arc::new(e);
-                st.connect_error = Some(e.clone());
-                st.req.on_connect_failed(now);
+                st.core.handle_connect_failed(e.clone(), now);
                 Err(e)
             }
-        }
+        };
+        st.wake();
+        result
     }
 }

@@ -10,6 +10,7 @@
 
 pub mod backchannel;
 pub mod client;
+pub mod client_core;
 pub mod datapath;
 pub mod limits;
 pub mod memory;

@@ -1,0 +1,418 @@
+//! The requester side of a [`Client`](crate::client::Client), decided without I/O or threads:
+//! the calls in progress and what each caller must do next, when to connect (with backoff)
+//! and disconnect, what each received message is for, and which cause a failed call reports.
+//! It wraps the [`Requester`] state machine with everything the client adds around it.
+//!
+//! `Client` drives it with a queue pair, a dispatcher thread, a condition variable per caller
+//! and the wall clock; the deterministic simulator (negotiate/tests/sim) drives the same value
+//! with simulated links and a virtual clock, so both make exactly these decisions. In the
+//! manner of quinn-proto: `handle_*` take inputs (API calls, connection outcomes, received
+//! messages, the clock), `poll_*` give outputs (actions for the driver, callers to wake, the
+//! next deadline). `L` is the driver's handle of one connection (an `Arc` of its queue pair
+//! for `Client`, a link number for the simulator).
+//!
+//! ```
+//! use std::time::Instant;
+//! use negotiate::client::ClientConfig;
+//! use negotiate::client_core::{Action, CallStep, ClientCore};
+//!
+//! let now = Instant::now();
+//! let mut core: ClientCore<u32> = ClientCore::new(ClientConfig::default(), "10.0.2.15:20049");
+//! core.start_call(7, now).unwrap();
+//! // No connection yet: the driver is asked for one; the caller waits.
+//! assert!(matches!(core.poll_action(), Some(Action::Connect { .. })));
+//! assert!(core.take_step(7).is_none());
+//! // Connected (link 1, no private data either way): call 7 goes out as the Version Two probe.
+//! core.handle_connected(1, None, &[], now);
+//! assert_eq!(core.poll_ready(), Some(7));
+//! let Some(CallStep::Transmit { transmit, link: 1 }) = core.take_step(7) else { panic!() };
+//! assert!(transmit.probe && transmit.version == 2);
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cm_private_data::PrivateData;
+use rpcrdma_v1::marshal_call::{CallForm, InlineThresholds};
+
+use crate::client::{ClientConfig, ClientError, ClientStats};
+use crate::datapath::{DataPathError, Ended};
+use crate::memory::PeerMemory;
+use crate::reply::{DropReason, Incoming};
+use crate::requester::{CallFailure, Event, Requester, Transmit};
+
+/// How many ended connections [`ClientCore::ended`] remembers.
+pub const ENDED_KEPT: usize = 64;
+
+/// The wait before the first retry of a failed connection attempt; it doubles with each
+/// further failure up to [`MAX_BACKOFF`], and a connection made resets it.
+pub const FIRST_BACKOFF: Duration = Duration::from_millis(5);
+
+/// The longest wait between connection attempts.
+pub const MAX_BACKOFF: Duration = Duration::from_millis(200);
+
+/// What the driver must do for the client as a whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action<L> {
+    /// Make a connection after waiting `after` (backoff after failed attempts), then report
+    /// [`ClientCore::handle_connected`] or [`ClientCore::handle_connect_failed`].
+    Connect {
+        /// How long to wait first.
+        after: Duration,
+    },
+    /// Close this connection (a call had no reply within the requester's timeout: RFC 8166
+    /// section 4.5.4), then report [`ClientCore::handle_link_down`] once it is down.
+    Disconnect(L),
+}
+
+/// What the caller of one call must do next ([`ClientCore::take_step`]).
+#[derive(Debug)]
+pub enum CallStep<L> {
+    /// Marshal and send the call on `link` as `transmit` says (a retransmission first gives up
+    /// the previous attempt's chunks), then report [`ClientCore::handle_sent`].
+    Transmit {
+        /// Version, credits, thresholds of this transmission.
+        transmit: Transmit,
+        /// The connection to send it on.
+        link: L,
+    },
+    /// Its reply arrived: reassemble it from these bytes (validated already).
+    Reply {
+        /// The received message.
+        message: Vec<u8>,
+        /// The R_key the responder invalidated with Send With Invalidate, if it did.
+        invalidated: Option<u32>,
+    },
+    /// The call failed, with its cause; it is over.
+    Failed(ClientError),
+}
+
+/// What a received message was for ([`ClientCore::handle_receive`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Received {
+    /// The reply to this call: its caller is ready.
+    Reply(u32),
+    /// A backward-direction call for the client's callback service (RFC 8167): answer it.
+    BackwardCall(Vec<u8>),
+    /// An RDMA_ERROR or malformed reply; its effect is in the calls' steps.
+    Consumed,
+    /// Nothing to do with it.
+    Dropped(DropReason),
+}
+
+enum Slot<L> {
+    Waiting,
+    Ready(CallStep<L>),
+}
+
+/// The requester side of one client: see the [module documentation](self).
+pub struct ClientCore<L> {
+    cfg: ClientConfig,
+    addr: String,
+    req: Requester,
+    link: Option<L>,
+    slots: HashMap<u32, Slot<L>>,
+    /// Callers whose step changed, in order.
+    ready: VecDeque<u32>,
+    actions: VecDeque<Action<L>>,
+    settled: Option<(u32, InlineThresholds)>,
+    stats: ClientStats,
+    closing: bool,
+    ended: VecDeque<Ended>,
+    /// Why the latest connection attempt failed, if it did: the cause a call that fails for
+    /// want of a connection reports.
+    connect_error: Option<Arc<DataPathError>>,
+    backoff: Duration,
+}
+
+impl<L: Clone> ClientCore<L> {
+    /// A client of the responder at `addr`, with no connection yet: its first action is to
+    /// make one.
+    pub fn new(cfg: ClientConfig, addr: &str) -> Self {
+        let mut core = ClientCore {
+            cfg,
+            addr: addr.to_string(),
+            req: Requester::new(cfg.requester, addr),
+            link: None,
+            slots: HashMap::new(),
+            ready: VecDeque::new(),
+            actions: VecDeque::new(),
+            settled: None,
+            stats: ClientStats::default(),
+            closing: false,
+            ended: VecDeque::new(),
+            connect_error: None,
+            backoff: Duration::ZERO,
+        };
+        core.route();
+        core
+    }
+
+    /// An API call starts call `xid`: its caller then waits for [`ClientCore::take_step`].
+    pub fn start_call(&mut self, xid: u32, now: Instant) -> Result<(), ClientError> {
+        if self.closing {
+            return Err(ClientError::Closed);
+        }
+        self.req.call(xid, now)?;
+        self.slots.insert(xid, Slot::Waiting);
+        self.route();
+        Ok(())
+    }
+
+    /// What the caller of `xid` must do next, or `None` while it must wait. Each step is
+    /// handed out once.
+    pub fn take_step(&mut self, xid: u32) -> Option<CallStep<L>> {
+        match self.slots.get_mut(&xid) {
+            Some(slot @ Slot::Ready(_)) => match std::mem::replace(slot, Slot::Waiting) {
+                Slot::Ready(step) => Some(step),
+                Slot::Waiting => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// The caller of `xid` sent a transmission in `form` (counted in [`ClientCore::stats`]).
+    pub fn handle_sent(&mut self, form: CallForm) {
+        match form {
+            CallForm::Short => self.stats.short += 1,
+            CallForm::Chunked => self.stats.chunked += 1,
+            CallForm::Long => self.stats.long += 1,
+        }
+    }
+
+    /// The caller of `xid` gives it up (its transmission failed locally, e.g. marshaling):
+    /// the requester forgets it.
+    pub fn cancel(&mut self, xid: u32, now: Instant) {
+        self.req.cancel(xid, now);
+        self.route();
+    }
+
+    /// The caller of `xid` is done with it (after a reply, a failure or a cancel).
+    pub fn finish_call(&mut self, xid: u32) {
+        self.slots.remove(&xid);
+        self.route();
+    }
+
+    /// The next caller to wake: its step is ready, or it failed.
+    pub fn poll_ready(&mut self) -> Option<u32> {
+        self.ready.pop_front()
+    }
+
+    /// The next thing the driver must do.
+    pub fn poll_action(&mut self) -> Option<Action<L>> {
+        self.actions.pop_front()
+    }
+
+    /// Whether [`ClientCore::poll_action`] has something.
+    pub fn has_action(&self) -> bool {
+        !self.actions.is_empty()
+    }
+
+    /// When [`ClientCore::handle_timeout`] is next due, if a call is in flight.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.req.poll_timeout()
+    }
+
+    /// A connection was made: `ours` is the private data this side sent, `accepted` what the
+    /// responder's accept carried.
+    pub fn handle_connected(&mut self, link: L, ours: Option<PrivateData>, accepted: &[u8], now: Instant) {
+        self.link = Some(link);
+        self.connect_error = None;
+        self.backoff = Duration::ZERO;
+        self.req.on_connected(ours, accepted, now);
+        self.route();
+    }
+
+    /// A connection attempt failed with `error`: the calls waiting for a connection count an
+    /// attempt, and those out of attempts fail with this cause.
+    pub fn handle_connect_failed(&mut self, error: Arc<DataPathError>, now: Instant) {
+        self.connect_error = Some(error);
+        self.backoff = (self.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
+        self.req.on_connect_failed(now);
+        self.route();
+    }
+
+    /// A message arrived on the current connection, with the R_key the responder invalidated,
+    /// if any.
+    pub fn handle_receive(&mut self, message: Vec<u8>, invalidated: Option<u32>, now: Instant) -> Received {
+        // What it is, decided while the requester borrows the bytes; then the bytes move.
+        let reply_to = match self.req.on_receive(&message, now) {
+            Incoming::Reply { xid, .. } => Ok(xid),
+            Incoming::BackwardCall(_) => Err(None),
+            Incoming::Consumed => Err(Some(Received::Consumed)),
+            Incoming::Dropped(why) => Err(Some(Received::Dropped(why))),
+        };
+        let received = match reply_to {
+            Ok(xid) => {
+                self.put(xid, CallStep::Reply { message, invalidated });
+                Received::Reply(xid)
+            }
+            Err(None) => Received::BackwardCall(message),
+            Err(Some(other)) => other,
+        };
+        self.route();
+        received
+    }
+
+    /// The current connection is down, and every message received before it went down has
+    /// been handled: calls in flight on it go out again on the next one, or fail.
+    pub fn handle_link_down(&mut self, ended: Ended, now: Instant) {
+        if self.ended.len() == ENDED_KEPT {
+            self.ended.pop_front();
+        }
+        self.ended.push_back(ended);
+        self.link = None;
+        self.settled = None;
+        self.req.on_disconnected(now);
+        self.route();
+    }
+
+    /// The clock reads `now` and the connection is up: calls past their deadline time out.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.link.is_some() && self.req.poll_timeout().is_some_and(|t| t <= now) {
+            self.req.on_timeout(now);
+            self.route();
+        }
+    }
+
+    /// The client shuts down: every call in progress fails with [`ClientError::Closed`], and
+    /// new calls are refused.
+    pub fn close(&mut self) {
+        self.closing = true;
+        let xids: Vec<u32> = self.slots.keys().copied().collect();
+        for xid in xids {
+            self.put(xid, CallStep::Failed(ClientError::Closed));
+        }
+    }
+
+    /// Whether [`ClientCore::close`] was called.
+    pub fn is_closing(&self) -> bool {
+        self.closing
+    }
+
+    /// The current connection, if one is up.
+    pub fn link(&self) -> Option<&L> {
+        self.link.as_ref()
+    }
+
+    /// Whether calls are in progress.
+    pub fn has_calls(&self) -> bool {
+        !self.slots.is_empty()
+    }
+
+    /// The version the current connection settled on, if it has.
+    pub fn version(&self) -> Option<u32> {
+        self.settled.map(|(v, _)| v)
+    }
+
+    /// The current connection's inline thresholds, once its version is settled.
+    pub fn thresholds(&self) -> Option<InlineThresholds> {
+        self.settled.map(|(_, t)| t)
+    }
+
+    /// The thresholds a backward-direction reply is bounded by: the forward ones, or the
+    /// defaults before they are settled.
+    pub fn forward_thresholds(&self) -> InlineThresholds {
+        self.req.thresholds().unwrap_or_default()
+    }
+
+    /// What was sent so far.
+    pub fn stats(&self) -> ClientStats {
+        self.stats
+    }
+
+    /// How the latest [`ENDED_KEPT`] connections ended, oldest first.
+    pub fn ended(&self) -> impl Iterator<Item = &Ended> {
+        self.ended.iter()
+    }
+
+    /// The credit window of the current connection.
+    pub fn window(&self) -> u32 {
+        self.req.window()
+    }
+
+    /// What was learned about responders.
+    pub fn memory(&self) -> &PeerMemory {
+        self.req.memory()
+    }
+
+    /// The error [`Client::connect`](crate::client::Client::connect) reports when its first
+    /// attempt failed with `error`.
+    pub fn connect_failure(&self, error: &Arc<DataPathError>, attempts: u32) -> ClientError {
+        connect_failure(&self.addr, self.cfg.connect_timeout, error, attempts)
+    }
+
+    /// Hands `step` to the caller of `xid`, if it is still there, and queues it for waking.
+    fn put(&mut self, xid: u32, step: CallStep<L>) {
+        if let Some(slot) = self.slots.get_mut(&xid) {
+            *slot = Slot::Ready(step);
+            self.ready.push_back(xid);
+        }
+    }
+
+    /// Turns the requester's events into steps for callers and actions for the driver.
+    fn route(&mut self) {
+        while let Some(e) = self.req.poll_event() {
+            match e {
+                Event::Transmit(transmit) => {
+                    // No link: the transmission was decided on a connection since found down
+                    // (a message received in the same turn queued it); the requester already
+                    // put the call back in its queue for the next connection, or failed it.
+                    if let Some(link) = self.link.clone() {
+                        self.put(transmit.xid, CallStep::Transmit { transmit, link });
+                    }
+                }
+                Event::Failed { xid, error } => {
+                    let error = self.failure(error);
+                    self.put(xid, CallStep::Failed(error));
+                }
+                Event::Settled { version, thresholds } => self.settled = Some((version, thresholds)),
+                Event::Connect => self.actions.push_back(Action::Connect { after: self.backoff }),
+                Event::Disconnect => {
+                    if let Some(link) = self.link.clone() {
+                        self.actions.push_back(Action::Disconnect(link));
+                    }
+                }
+            }
+        }
+    }
+
+    /// What a call that failed with `failure` reports: for a failure of its last attempt, the
+    /// cause: the latest connect error, how the latest connection ended.
+    fn failure(&self, failure: CallFailure) -> ClientError {
+        match failure {
+            CallFailure::TimedOut { attempts } => {
+                ClientError::ReplyTimeout { timeout: self.cfg.requester.timeout, attempts }
+            }
+            CallFailure::ConnectionLost { attempts } => ClientError::ConnectionLost {
+                attempts,
+                ended: self.ended.back().cloned().unwrap_or(Ended::Lost { first_error: None }),
+            },
+            CallFailure::ConnectFailed { attempts } => match &self.connect_error {
+                Some(e) => self.connect_failure(e, attempts),
+                // Not reached: every failed attempt is recorded before the requester hears.
+                None => ClientError::Call(failure),
+            },
+            other => ClientError::Call(other),
+        }
+    }
+}
+
+/// The error for a call (or `Client::connect`) to `addr` whose last connection attempt failed
+/// with `e`, after `attempts`.
+fn connect_failure(addr: &str, timeout: Duration, e: &Arc<DataPathError>, attempts: u32) -> ClientError {
+    let addr = addr.to_string();
+    match &**e {
+        DataPathError::Verbs(source @ verbs::Error::ConnectionRefused(_)) => {
+            ClientError::Refused { addr, attempts, source: source.clone() }
+        }
+        DataPathError::Verbs(source @ verbs::Error::BadAddress(_)) => {
+            ClientError::BadAddress { addr, source: source.clone() }
+        }
+        DataPathError::Verbs(source @ verbs::Error::Timeout) => {
+            ClientError::ConnectTimeout { addr, timeout, attempts, source: source.clone() }
+        }
+        _ => ClientError::ConnectFailed { addr, attempts, source: e.clone() },
+    }
+}

@@ -85,9 +85,22 @@ fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Judged<'a> {
     }
 }
 
-/// The header view of a reply that [`classify`] already matched to its call: the driver
-/// re-derives it from the same bytes in the calling thread, which owns the call's chunks.
-pub(crate) fn reply_header<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Option<Header<'a>> {
+/// The header view of a received message that the requester (or [`ClientCore`]) already
+/// accepted as a reply or a backward call: the driver re-derives it from the same bytes in the
+/// thread that owns the call's chunks. `None` for anything the requester would not accept.
+///
+/// [`ClientCore`]: crate::client_core::ClientCore
+///
+/// ```
+/// use negotiate::reply::reply_header;
+/// use rpcrdma_v1::header::HeaderLimits;
+/// // A Version One RDMA_MSG reply, no chunks, then the RPC reply with the same XID.
+/// let reply: Vec<u8> = [7u32, 1, 32, 0, 0, 0, 0, 7, 1].iter().flat_map(|w| w.to_be_bytes()).collect();
+/// let header = reply_header(&reply, &HeaderLimits::default()).unwrap();
+/// assert_eq!((header.xid(), header.payload().len()), (7, 8));
+/// assert!(reply_header(&reply[..12], &HeaderLimits::default()).is_none());
+/// ```
+pub fn reply_header<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Option<Header<'a>> {
     match judge(bytes, limits) {
         Judged::Accept(h) => Some(h),
         _ => None,

@@ -90,6 +90,16 @@ fn draft_5_2_seed_540_a_probe_answered_with_no_common_version_does_not_stall_the
     assert!(sim::run(540).is_ok(), "{:?}", sim::run(540));
 }
 
+#[test]
+fn issue_13_finding_7_seeds_19_and_281_a_failed_call_reports_what_happened_to_its_last_attempt() {
+    // With every failure reported as "connection lost" (as `Client` did before), seed 19 has a
+    // call that timed out and seed 281 one whose reconnect was refused: each broke the cause
+    // invariant ("failed with connection lost ..., but its latest attempt was TimedOut").
+    for seed in [19, 281] {
+        assert!(sim::run(seed).is_ok(), "seed {seed}: {:?}", sim::run(seed));
+    }
+}
+
 /// The same seed, twice: the same run, step for step.
 #[test]
 fn a_seed_replays_exactly() {

@@ -1,13 +1,19 @@
-//! The requester's side: the real `Requester` state machine, driven as `Client`'s dispatcher
-//! and callers drive it (negotiate/src/client.rs), with calls marshaled by `rpcrdma-v1` into
-//! simulated registered memory.
+//! The requester's side: `Client`'s own decision maker, `ClientCore` (with the `Requester`
+//! state machine inside), driven as `Client`'s dispatcher and callers drive it
+//! (negotiate/src/client.rs), with calls marshaled by `rpcrdma-v1` into simulated registered
+//! memory. Beside it, the simulator keeps its own account of what happened to each call's
+//! latest attempt, to check that a failed call reports that cause (issue 13, finding 7).
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use cm_private_data::{Flags, PrivateData};
-use negotiate::reply::Incoming;
-use negotiate::requester::{self, Event, Requester};
+use negotiate::client::{ClientConfig, ClientError};
+use negotiate::client_core::{Action, CallStep, ClientCore, Received};
+use negotiate::datapath::{DataPathError, Ended};
+use negotiate::requester;
+use negotiate::thresholds;
 use rpcrdma_v1::marshal_call::{marshal_call, CallDescription, ChunkPurpose, MarshaledCall, Registrar};
 use rpcrdma_v1::reassemble::reassemble_reply_with_ulb;
 use rpcrdma_v1::ulb::{roundup_pad, OpaqueAtUlb};
@@ -51,6 +57,23 @@ struct Record {
     message: Vec<u8>,
     started: Duration,
     ended: Option<Result<Vec<u8>, String>>,
+    /// What happened to its latest attempt, as the simulator saw it.
+    fate: Fate,
+}
+
+/// What happened to a call's latest attempt: the cause its failure must report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Not sent yet.
+    Waiting,
+    /// Sent on `link`, due by `deadline`: only the responder's answer or the clock ends it.
+    InFlight { link: u32, deadline: Duration },
+    /// A connection attempt failed while it waited: `Refused`.
+    Refused,
+    /// Its deadline passed and the client closed the connection: `ReplyTimeout`.
+    TimedOut,
+    /// The connection went down under it: `ConnectionLost`, saying how (`closed_here`).
+    Lost { closed_here: bool },
 }
 
 /// One transmission's registrations.
@@ -58,17 +81,18 @@ struct Attempt {
     handles: Vec<u32>,
     writes: Vec<u32>,
     reply: Option<u32>,
+    /// Its reply arrived: its caller completes it from what landed, even if the connection
+    /// goes down first (as `datapath`'s release hands back what landed).
+    answered: bool,
 }
 
 pub struct SimClient {
-    req: Requester,
-    ours: Option<PrivateData>,
+    core: ClientCore<u32>,
+    cfg: ClientConfig,
     planned: Vec<Planned>,
     records: BTreeMap<u32, Record>,
     attempts: HashMap<u32, Attempt>,
-    link: Option<u32>,
     connect_at: Option<Duration>,
-    backoff: Duration,
     connects: u32,
     wrong: Option<String>,
     bound: Duration,
@@ -131,16 +155,15 @@ impl SimClient {
         // with backoff; a call that never ends breaks any bound.
         let per_attempt = TIMEOUT + Duration::from_millis(2 * faults.max_delay_ms + 450);
         let bound = per_attempt * MAX_ATTEMPTS * calls + Duration::from_secs(1);
-        let ours = faults.private_data.0.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
+        let private_data = faults.private_data.0.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
+        let cfg = ClientConfig { requester: cfg, private_data, ..ClientConfig::default() };
         SimClient {
-            req: Requester::new(cfg, "sim:responder"),
-            ours,
+            core: ClientCore::new(cfg, "sim:responder"),
+            cfg,
             planned,
             records: BTreeMap::new(),
             attempts: HashMap::new(),
-            link: None,
             connect_at: None,
-            backoff: Duration::ZERO,
             connects: 0,
             wrong: None,
             bound,
@@ -164,8 +187,8 @@ impl SimClient {
         (ok, self.records.len() as u32 - ok)
     }
 
-    pub fn next_timer(&self) -> Option<Instant> {
-        self.req.poll_timeout()
+    pub fn next_timer(&self) -> Option<std::time::Instant> {
+        self.core.poll_timeout()
     }
 
     pub fn next_connect(&self) -> Option<Duration> {
@@ -177,40 +200,56 @@ impl SimClient {
     }
 
     /// The API calls whose time has come.
-    pub fn start_due_calls(&mut self, now: Duration, base: Instant) {
+    pub fn start_due_calls(&mut self, now: Duration, base: std::time::Instant) {
         let (due, later): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.planned).into_iter().partition(|p| p.start <= now);
         self.planned = later;
         for p in due {
-            self.req.call(p.xid, base + now).expect("unique XIDs");
-            self.records.insert(p.xid, Record { message: p.message, started: now, ended: None });
+            self.core.start_call(p.xid, base + now).expect("unique XIDs");
+            self.records.insert(p.xid, Record { message: p.message, started: now, ended: None, fate: Fate::Waiting });
         }
     }
 
-    /// Acts on the state machine's events, as `Client::route` and its dispatcher do.
+    /// Carries out the core's actions and its callers' steps, as `Client`'s dispatcher and
+    /// callers do, until it has nothing more.
     pub fn route(&mut self, sim: &mut Sim) {
-        while let Some(e) = self.req.poll_event() {
-            sim.log(|| format!("requester: {e:?}"));
-            match e {
-                Event::Connect => {
-                    if self.connect_at.is_none() && self.link.is_none() {
-                        self.connect_at = Some(sim.now + self.backoff + sim.rng.millis(5));
+        loop {
+            if let Some(action) = self.core.poll_action() {
+                sim.log(|| format!("client core: {action:?}"));
+                match action {
+                    Action::Connect { after } => {
+                        if self.connect_at.is_none() && self.core.link().is_none() {
+                            self.connect_at = Some(sim.now + after + sim.rng.millis(5));
+                        }
+                    }
+                    // A call timed out: close the connection (RFC 8166 section 4.5.4), which
+                    // fences its memory; the core requeues what was in flight on it.
+                    Action::Disconnect(link) => {
+                        if sim.link.as_ref().is_some_and(|l| l.id == link) {
+                            if let Some(id) = sim.link_down() {
+                                sim.with_server(|s, _| s.on_disconnected(id));
+                                self.on_link_down(sim, id, true);
+                            }
+                        }
                     }
                 }
-                // A call timed out: close the connection (RFC 8166 section 4.5.4), which
-                // fences its memory; the state machine requeues what was in flight on it.
-                Event::Disconnect => {
-                    if let Some(id) = sim.link_down() {
-                        sim.with_server(|s, _| s.on_disconnected(id));
-                        self.on_disconnected(sim, id);
-                    }
+                continue;
+            }
+            let Some(xid) = self.core.poll_ready() else { return };
+            let Some(step) = self.core.take_step(xid) else { continue };
+            match step {
+                CallStep::Transmit { transmit, link } => self.transmit(sim, transmit, link),
+                CallStep::Reply { message, .. } => {
+                    self.complete(sim, xid, &message);
+                    self.core.finish_call(xid);
                 }
-                Event::Transmit(t) => self.transmit(sim, t),
-                Event::Failed { xid, error } => {
+                CallStep::Failed(error) => {
+                    sim.log(|| format!("call {xid:#x} fails: {error}"));
                     self.release(&mut sim.mem, xid);
+                    self.check_cause(xid, &error);
                     self.end(xid, Err(format!("{error}")));
+                    self.core.finish_call(xid);
                 }
-                Event::Settled { .. } => {}
             }
         }
     }
@@ -222,42 +261,48 @@ impl SimClient {
         self.connect_at = None;
         let now = sim.instant();
         if sim.rng.chance(sim.faults.refuse_connect) {
-            self.backoff = (self.backoff * 2).clamp(Duration::from_millis(10), Duration::from_millis(400));
-            self.req.on_connect_failed(now);
+            for r in self.records.values_mut().filter(|r| r.ended.is_none()) {
+                if !matches!(r.fate, Fate::InFlight { .. }) {
+                    r.fate = Fate::Refused;
+                }
+            }
+            let refused = verbs::Error::ConnectionRefused("sim:responder".into());
+            self.core.handle_connect_failed(Arc::new(DataPathError::Verbs(refused)), now);
             return;
         }
-        self.backoff = Duration::ZERO;
         self.connects += 1;
         let id = sim.next_link;
         sim.next_link += 1;
         sim.link = Some(super::Link::new(id));
-        let sent = self.ours.map(|p| p.encode().to_vec()).unwrap_or_default();
+        let (ours, sent) = thresholds::what_to_send(self.cfg.private_data, self.cfg.foreign_private_data);
         let accepted = sim.with_server(|s, _| s.on_connected(id, &sent, now));
-        self.link = Some(id);
-        self.req.on_connected(self.ours, &accepted, now);
+        self.core.handle_connected(id, ours, &accepted, now);
     }
 
-    fn transmit(&mut self, sim: &mut Sim, t: requester::Transmit) {
-        let Some(link) = self.link else { return };
+    fn transmit(&mut self, sim: &mut Sim, t: requester::Transmit, link: u32) {
         // A retransmission: the earlier attempt's chunks must not stay open.
         self.release(&mut sim.mem, t.xid);
-        let message = self.records[&t.xid].message.clone();
+        let record = self.records.get_mut(&t.xid).expect("a transmitted call was made");
+        record.fate = Fate::InFlight { link, deadline: sim.now + self.cfg.requester.timeout };
+        let message = record.message.clone();
         let mut desc = CallDescription::default();
         desc.describe(&ULB, &message);
         let request = desc.request(t.credits, t.thresholds);
         let mut out = MarshaledCall::with_version(t.version);
         let mut send = vec![0; t.thresholds.call];
-        let attempt = Attempt { handles: Vec::new(), writes: Vec::new(), reply: None };
+        let attempt = Attempt { handles: Vec::new(), writes: Vec::new(), reply: None, answered: false };
         let mut reg = SimRegistrar { mem: &mut sim.mem, link, message: &message, attempt };
         let marshaled = marshal_call(&message, &request, &mut reg, &mut send, &mut out);
         let attempt = reg.attempt;
         self.attempts.insert(t.xid, attempt);
         if let Err(e) = marshaled {
             self.release(&mut sim.mem, t.xid);
-            self.req.cancel(t.xid, sim.instant());
+            self.core.cancel(t.xid, sim.instant());
             self.end(t.xid, Err(format!("marshaling: {e}")));
+            self.core.finish_call(t.xid);
             return;
         }
+        self.core.handle_sent(out.form());
         send.truncate(out.header_len());
         for r in out.inline() {
             send.extend_from_slice(&message[r.clone()]);
@@ -266,60 +311,110 @@ impl SimClient {
     }
 
     pub fn on_message(&mut self, sim: &mut Sim, link: u32, bytes: &[u8]) {
-        if self.link != Some(link) {
+        if self.core.link() != Some(&link) {
             return;
         }
-        let now = sim.instant();
-        let incoming = self.req.on_receive(bytes, now);
-        sim.log(|| format!("client receives {} bytes: {incoming:?}", bytes.len()));
-        if let Incoming::Reply { xid, header } = incoming {
+        let received = self.core.handle_receive(bytes.to_vec(), None, sim.instant());
+        sim.log(|| format!("client receives {} bytes: {received:?}", bytes.len()));
+        if let Received::Reply(xid) = received {
+            // Its credit grant opens the window beyond one (RFC 8166 section 3.3.3).
             if let Some(l) = sim.link.as_mut() {
                 l.opened = true;
             }
-            let Some(attempt) = self.attempts.remove(&xid) else {
-                self.wrong = Some(format!("a reply matched call {xid:#x}, which has no transmission"));
-                return;
-            };
-            let writes: Vec<Vec<u8>> = attempt.writes.iter().map(|&h| sim.mem.release(h)).collect();
-            let reply = attempt.reply.map(|h| sim.mem.release(h)).unwrap_or_default();
-            for h in attempt.handles {
-                sim.mem.release(h);
+            if let Some(a) = self.attempts.get_mut(&xid) {
+                a.answered = true;
             }
-            let write_bufs: Vec<&[u8]> = writes.iter().map(Vec::as_slice).collect();
-            let mut out = Vec::new();
-            let got = reassemble_reply_with_ulb(
-                &header.to_msg(),
-                header.payload(),
-                &reply,
-                &write_bufs,
-                &ULB,
-                &mut Vec::new(),
-                &mut out,
-            );
-            self.end(xid, got.map(|()| out).map_err(|e| format!("reassembly: {e}")));
         }
+    }
+
+    /// The reply to `xid` arrived: reassemble it from the message and the chunks the responder
+    /// wrote, as the caller does.
+    fn complete(&mut self, sim: &mut Sim, xid: u32, message: &[u8]) {
+        let Some(attempt) = self.attempts.remove(&xid) else {
+            self.wrong = Some(format!("a reply matched call {xid:#x}, which has no transmission"));
+            return;
+        };
+        let limits = self.cfg.requester.limits;
+        let Some(header) = negotiate::reply::reply_header(message, &limits) else {
+            self.wrong = Some(format!("the reply to call {xid:#x} does not parse though the core took it"));
+            return;
+        };
+        let writes: Vec<Vec<u8>> = attempt.writes.iter().map(|&h| sim.mem.release(h)).collect();
+        let reply = attempt.reply.map(|h| sim.mem.release(h)).unwrap_or_default();
+        for h in attempt.handles {
+            sim.mem.release(h);
+        }
+        let write_bufs: Vec<&[u8]> = writes.iter().map(Vec::as_slice).collect();
+        let mut out = Vec::new();
+        let got = reassemble_reply_with_ulb(
+            &header.to_msg(),
+            header.payload(),
+            &reply,
+            &write_bufs,
+            &ULB,
+            &mut Vec::new(),
+            &mut out,
+        );
+        self.end(xid, got.map(|()| out).map_err(|e| format!("reassembly: {e}")));
     }
 
     pub fn on_timer(&mut self, sim: &mut Sim) {
-        let now = sim.instant();
-        if self.link.is_some() && self.req.poll_timeout().is_some_and(|t| t <= now) {
-            sim.log(|| "requester: timer".into());
-            self.req.on_timeout(now);
+        if self.core.poll_timeout().is_some_and(|t| t <= sim.instant()) {
+            sim.log(|| "client core: timer".into());
         }
+        self.core.handle_timeout(sim.instant());
     }
 
-    /// The link went down: what was transmitted on it is fenced (its registrations died with
-    /// it) and the state machine requeues or fails its calls.
+    /// A fault broke the link under the client.
     pub fn on_disconnected(&mut self, sim: &mut Sim, link: u32) {
-        if self.link != Some(link) {
+        self.on_link_down(sim, link, false);
+    }
+
+    /// The link went down (`closed_here`: the client closed it): what was transmitted on it is
+    /// fenced (its registrations died with it) and the core requeues or fails its calls.
+    fn on_link_down(&mut self, sim: &mut Sim, link: u32, closed_here: bool) {
+        if self.core.link() != Some(&link) {
             return;
         }
-        self.link = None;
-        let xids: Vec<u32> = self.attempts.keys().copied().collect();
-        for xid in xids {
+        for r in self.records.values_mut().filter(|r| r.ended.is_none()) {
+            if let Fate::InFlight { link: on, deadline } = r.fate {
+                if on == link {
+                    // The client closes a connection when a call's deadline passes: that call
+                    // timed out; the others on it were lost with it.
+                    r.fate =
+                        if closed_here && deadline <= sim.now { Fate::TimedOut } else { Fate::Lost { closed_here } };
+                }
+            }
+        }
+        let fenced: Vec<u32> = self.attempts.iter().filter(|(_, a)| !a.answered).map(|(x, _)| *x).collect();
+        for xid in fenced {
             self.release(&mut sim.mem, xid);
         }
-        self.req.on_disconnected(sim.instant());
+        let ended = if closed_here {
+            Ended::Closed("a call had no reply within the requester's timeout".into())
+        } else {
+            Ended::Lost { first_error: None }
+        };
+        self.core.handle_link_down(ended, sim.instant());
+    }
+
+    /// A failed call must report what happened to its latest attempt (issue 13, finding 7).
+    fn check_cause(&mut self, xid: u32, error: &ClientError) {
+        let fate = self.records.get(&xid).map_or(Fate::Waiting, |r| r.fate);
+        let matches = match (fate, error) {
+            (Fate::Refused, ClientError::Refused { .. }) => true,
+            (Fate::TimedOut, ClientError::ReplyTimeout { .. }) => true,
+            (Fate::Lost { closed_here }, ClientError::ConnectionLost { ended, .. }) => {
+                ended.closed_here() == closed_here
+            }
+            // On a connection still up, only the responder's answer ends a call.
+            (Fate::InFlight { .. }, ClientError::Call(_)) => true,
+            _ => false,
+        };
+        if !matches && self.wrong.is_none() {
+            self.wrong =
+                Some(format!("call {xid:#x} failed with \"{error}\" ({error:?}), but its latest attempt was {fate:?}"));
+        }
     }
 
     fn release(&mut self, mem: &mut Mem, xid: u32) {

@@ -1,20 +1,22 @@
 //! A deterministic simulator of a requester and a responder (issue 13), in the spirit of
 //! FoundationDB's simulation testing and TigerBeetle's VOPR: one seed drives everything, one
 //! virtual clock, no threads and no sleeps. It runs the crate's real decision makers — the
-//! `Requester` and `Responder` state machines, `rpcrdma-v1`'s marshaling and reassembly, and
-//! the server's rule for failed calls (`FailureAnswer`) — over a simulated reliable connection
+//! client's `ClientCore` (with the `Requester` inside) and the server's per-connection `Serve`
+//! (with the `Responder` inside), `rpcrdma-v1`'s marshaling and reassembly, and the server's
+//! rule for failed calls (`FailureAnswer`) — over a simulated reliable connection
 //! and simulated registered memory, and injects faults: message delays, disconnects at any
 //! step, refused connects, slow, panicking and oversized handlers, and a responder that
 //! answers with every RDMA_ERROR kind, malformed bytes or RDMA_OPTIONAL.
 //!
 //! After every step it checks the invariants ([`Violation`]): every call ends once, within its
 //! deadline; no call is executed twice on one connection; the requester never sends beyond
-//! its credits; every successful reply is its own call's; and no registration is left once
-//! the calls have ended. A failing seed prints itself; `SIM_SEED=n` replays exactly that run.
+//! its credits; every successful reply is its own call's; a failed call reports what happened
+//! to its last attempt; and no registration is left once the calls have ended. A failing seed
+//! prints itself; `SIM_SEED=n` replays exactly that run.
 //!
-//! What it does not drive yet: the threads of `Client` and `Server` themselves (their glue is
-//! mirrored here step by step; moving it into a connection core the simulator drives directly
-//! is the rest of issue 13).
+//! What stays outside: the I/O around the two cores (`Client`'s dispatcher thread and
+//! condition variables, `Server`'s threads and queue pairs), which this file replaces with
+//! simulated links and memory; those are covered by the fault suites in interop-tests.
 
 mod client;
 mod server;

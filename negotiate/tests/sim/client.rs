@@ -12,7 +12,8 @@ use cm_private_data::{Flags, PrivateData};
 use negotiate::client::{ClientConfig, ClientError};
 use negotiate::client_core::{Action, CallStep, ClientCore, Received};
 use negotiate::datapath::{DataPathError, Ended};
-use negotiate::requester;
+use negotiate::reply::PeerError;
+use negotiate::requester::{self, CallFailure};
 use negotiate::thresholds;
 use rpcrdma_v1::marshal_call::{marshal_call, CallDescription, ChunkPurpose, MarshaledCall, Registrar};
 use rpcrdma_v1::reassemble::reassemble_reply_with_ulb;
@@ -59,6 +60,21 @@ struct Record {
     ended: Option<Result<Vec<u8>, String>>,
     /// What happened to its latest attempt, as the simulator saw it.
     fate: Fate,
+    /// Its latest attempt went out with unusable chunks, and how.
+    unusable: Option<Unusable>,
+}
+
+/// A call whose header is valid but whose chunks cannot carry it (issue 13, finding 4), and
+/// what the responder must answer (RFC 8166 section 4.5.2, docs/conformance.md "ERR_CHUNK or
+/// GARBAGE_ARGS"), keeping the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unusable {
+    /// RDMA_NOMSG with only a Reply chunk: no call message anywhere, an error in the transport
+    /// header: ERR_CHUNK (MUST).
+    NoMessage,
+    /// A Read chunk positioned past the Payload stream: the chunks do not match the payload:
+    /// an RPC GARBAGE_ARGS reply (SHOULD).
+    PositionPastPayload,
 }
 
 /// What happened to a call's latest attempt: the cause its failure must report.
@@ -87,6 +103,9 @@ struct Attempt {
 }
 
 pub struct SimClient {
+    /// The side stream ([`Rng::side`]): which transmissions go out with unusable chunks.
+    side: Rng,
+    unusable_calls: u32,
     core: ClientCore<u32>,
     cfg: ClientConfig,
     planned: Vec<Planned>,
@@ -140,7 +159,7 @@ impl Registrar for SimRegistrar<'_> {
 }
 
 impl SimClient {
-    pub fn new(rng: &mut Rng, calls: u32, faults: Faults) -> SimClient {
+    pub fn new(rng: &mut Rng, side: Rng, calls: u32, faults: Faults) -> SimClient {
         let cfg = requester::Config { timeout: TIMEOUT, max_attempts: MAX_ATTEMPTS, ..requester::Config::default() };
         let sizes = [0, 16, 200, 900, 3000, 5000, 12000];
         let planned = (0..calls)
@@ -158,6 +177,8 @@ impl SimClient {
         let private_data = faults.private_data.0.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
         let cfg = ClientConfig { requester: cfg, private_data, ..ClientConfig::default() };
         SimClient {
+            side,
+            unusable_calls: faults.unusable_calls,
             core: ClientCore::new(cfg, "sim:responder"),
             cfg,
             planned,
@@ -206,7 +227,10 @@ impl SimClient {
         self.planned = later;
         for p in due {
             self.core.start_call(p.xid, base + now).expect("unique XIDs");
-            self.records.insert(p.xid, Record { message: p.message, started: now, ended: None, fate: Fate::Waiting });
+            self.records.insert(
+                p.xid,
+                Record { message: p.message, started: now, ended: None, fate: Fate::Waiting, unusable: None },
+            );
         }
     }
 
@@ -307,7 +331,48 @@ impl SimClient {
         for r in out.inline() {
             send.extend_from_slice(&message[r.clone()]);
         }
+        let unusable = self.side.chance(self.unusable_calls).then(|| {
+            if self.side.chance(500) {
+                Unusable::NoMessage
+            } else {
+                Unusable::PositionPastPayload
+            }
+        });
+        if let Some(how) = unusable {
+            send = self.unusable(sim, link, &t, &message, how);
+            sim.log(|| format!("client: call {:#x} goes out with unusable chunks: {how:?}", t.xid));
+        }
+        self.records.get_mut(&t.xid).expect("made").unusable = unusable;
         sim.send(true, send);
+    }
+
+    /// The Send of call `t` made unusable as `how` says. Its segments are real registrations,
+    /// so that a responder that used them would not fail on memory.
+    fn unusable(
+        &mut self,
+        sim: &mut Sim,
+        link: u32,
+        t: &requester::Transmit,
+        message: &[u8],
+        how: Unusable,
+    ) -> Vec<u8> {
+        let (xid, vers, credits) = (t.xid, t.version, t.credits);
+        let nomsg = how == Unusable::NoMessage;
+        let (handle, offset) = sim.mem.register(link, vec![0; 64], nomsg);
+        if let Some(a) = self.attempts.get_mut(&xid) {
+            a.handles.push(handle);
+        }
+        let (hi, lo) = ((offset >> 32) as u32, offset as u32);
+        if nomsg {
+            // RDMA_NOMSG, no Read list, no Write list, a Reply chunk of one segment.
+            super::words(&[xid, vers, credits, 1, 0, 0, 1, 1, handle, 64, hi, lo])
+        } else {
+            // RDMA_MSG, one Read segment at a position 8 bytes past the payload's end.
+            let position = message.len() as u32 + 8;
+            let mut m = super::words(&[xid, vers, credits, 0, 1, position, handle, 4, hi, lo, 0, 0, 0]);
+            m.extend_from_slice(message);
+            m
+        }
     }
 
     pub fn on_message(&mut self, sim: &mut Sim, link: u32, bytes: &[u8]) {
@@ -345,6 +410,9 @@ impl SimClient {
             sim.mem.release(h);
         }
         let write_bufs: Vec<&[u8]> = writes.iter().map(Vec::as_slice).collect();
+        if self.records.get(&xid).is_some_and(|r| r.unusable == Some(Unusable::NoMessage)) && self.wrong.is_none() {
+            self.wrong = Some(format!("call {xid:#x} went out with no call message and got a reply, not ERR_CHUNK"));
+        }
         let mut out = Vec::new();
         let got = reassemble_reply_with_ulb(
             &header.to_msg(),
@@ -401,7 +469,15 @@ impl SimClient {
     /// A failed call must report what happened to its latest attempt (issue 13, finding 7).
     fn check_cause(&mut self, xid: u32, error: &ClientError) {
         let fate = self.records.get(&xid).map_or(Fate::Waiting, |r| r.fate);
+        let unusable = self.records.get(&xid).and_then(|r| r.unusable);
         let matches = match (fate, error) {
+            // RFC 8166 section 4.5.2 (draft section 4: RDMA2_ERR_BAD_HEADER, the same code).
+            (Fate::InFlight { .. }, ClientError::Call(CallFailure::Peer(e)))
+                if unusable == Some(Unusable::NoMessage) =>
+            {
+                *e == PeerError::BAD_HEADER
+            }
+            (Fate::InFlight { .. }, ClientError::Call(_)) if unusable.is_some() => false,
             (Fate::Refused, ClientError::Refused { .. }) => true,
             (Fate::TimedOut, ClientError::ReplyTimeout { .. }) => true,
             (Fate::Lost { closed_here }, ClientError::ConnectionLost { ended, .. }) => {
@@ -438,7 +514,14 @@ impl SimClient {
             // Its echo, or the SYSTEM_ERR of a service that failed on it; never an echo that
             // did not fit its Reply chunk (the responder must refuse those, RFC 8166 4.5.3).
             let echoed = *reply == echo(&r.message);
-            let own = echoed || *reply == super::words(&[xid, 1, 0, 0, 0, 5]);
+            let system_err = *reply == super::words(&[xid, 1, 0, 0, 0, 5]);
+            let garbage_args = *reply == super::words(&[xid, 1, 0, 0, 0, 4]);
+            let own = match r.unusable {
+                // A Read chunk past the payload: GARBAGE_ARGS, never served.
+                Some(Unusable::PositionPastPayload) => garbage_args,
+                Some(Unusable::NoMessage) => false,
+                None => echoed || system_err,
+            };
             if !own || (echoed && oversized(xid)) {
                 self.wrong = Some(format!("call {xid:#x} got a reply of {} bytes that is not its own", reply.len()));
             }

@@ -53,6 +53,12 @@ impl Rng {
         self.below(1000) < u64::from(per_mille)
     }
 
+    /// A second stream from the same seed, for faults added later: drawing from it leaves
+    /// the main stream, and so every older seed's run, unchanged.
+    pub fn side(seed: u64) -> Self {
+        Rng(seed ^ 0x5eed_0f_5eed_0f00)
+    }
+
     pub fn millis(&mut self, max: u64) -> Duration {
         Duration::from_millis(self.below(max + 1))
     }
@@ -75,6 +81,11 @@ pub struct Faults {
     pub private_data: (bool, bool),
     /// How long the responder lets a connection stay silent before closing it.
     pub idle_timeout: Duration,
+    /// The chance that the requester sends a call whose header is valid but whose chunks are
+    /// unusable (RFC 8166 section 4.5.2: the responder MUST answer ERR_CHUNK). Drawn from a
+    /// stream of its own ([`Rng::side`]), so that the seeds drawn before it existed replay as
+    /// they did; only with an honest responder (`hostile` 0), whose answer it checks.
+    pub unusable_calls: u32,
 }
 
 impl Faults {
@@ -87,6 +98,7 @@ impl Faults {
             v1_only_responder: rng.chance(300),
             private_data: (rng.chance(700), rng.chance(700)),
             idle_timeout: Duration::from_millis([60_000, 60_000, 250][rng.below(3) as usize]),
+            unusable_calls: 0,
         }
     }
 }
@@ -220,9 +232,13 @@ impl Sim {
     pub fn new(seed: u64) -> Sim {
         server::quiet_simulated_panics();
         let mut rng = Rng::new(seed);
-        let faults = Faults::draw(&mut rng);
+        let mut faults = Faults::draw(&mut rng);
+        let mut side = Rng::side(seed);
+        if faults.hostile == 0 {
+            faults.unusable_calls = [0, 0, 100, 300][side.below(4) as usize];
+        }
         let calls = 1 + rng.below(24) as u32;
-        let client = SimClient::new(&mut rng, calls, faults);
+        let client = SimClient::new(&mut rng, side, calls, faults);
         let server = SimServer::new(faults);
         Sim {
             seed,

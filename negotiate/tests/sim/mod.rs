@@ -56,7 +56,7 @@ impl Rng {
     /// A second stream from the same seed, for faults added later: drawing from it leaves
     /// the main stream, and so every older seed's run, unchanged.
     pub fn side(seed: u64) -> Self {
-        Rng(seed ^ 0x5eed_0f_5eed_0f00)
+        Rng(seed ^ 0x005e_ed0f_5eed_0f00)
     }
 
     pub fn millis(&mut self, max: u64) -> Duration {

@@ -99,15 +99,140 @@ pub(crate) fn answer<B: Backend>(
     send_reply(conn, call, &reply, &InlineOnly { max_reply: forward.call }, &params).map(drop)
 }
 
-/// What the serving thread hands the backward caller.
+/// The backward-direction call of one connection, decided without I/O: one at a time, and
+/// ended by the client's reply with its XID, by the client's RDMA_ERROR naming it (RFC 8166
+/// section 4.5: it "completes the RPC transaction associated with XID"), or by the connection
+/// going down. `Server`'s backward callers and serving thread share one through a mutex; the
+/// deterministic simulator drives the same value.
+///
+/// ```
+/// use negotiate::backchannel::{BackwardEnd, BackwardSlot};
+/// use negotiate::reply::PeerError;
+/// let mut slot = BackwardSlot::default();
+/// slot.start(9).unwrap();
+/// assert!(slot.start(10).is_err()); // one at a time
+/// assert!(!slot.on_peer_error(8, PeerError::BAD_HEADER)); // names no call of ours
+/// assert!(slot.on_peer_error(9, PeerError::BAD_HEADER));
+/// assert_eq!(slot.take(), Some(BackwardEnd::Error(PeerError::BAD_HEADER)));
+/// slot.finish();
+/// assert!(slot.start(10).is_ok());
+/// ```
+#[derive(Debug, Default)]
+pub struct BackwardSlot {
+    state: Slot,
+}
+
+/// How a backward call ended ([`BackwardSlot::take`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum BackwardEnd {
+    /// The client's reply, whole (to reassemble).
+    Reply(Vec<u8>),
+    /// The client's RDMA_ERROR for it.
+    Error(PeerError),
+    /// The connection went down.
+    Closed,
+}
+
+#[derive(Debug, Default)]
 enum Slot {
+    #[default]
     Idle,
     /// A call with this XID is outstanding.
     Waiting(u32),
-    Reply(Vec<u8>),
-    /// The client's RDMA_ERROR for the outstanding call.
-    Error(PeerError),
+    /// It ended; the caller has not taken the end yet (other callers still see it busy).
+    Ended(u32, BackwardEnd),
+    /// The caller took the end and is completing the call.
+    Completing,
     Closed,
+}
+
+impl BackwardSlot {
+    /// A backward call `xid` starts: refused while another is outstanding or once the
+    /// connection is down.
+    pub fn start(&mut self, xid: u32) -> Result<(), BackchannelError> {
+        match self.state {
+            Slot::Idle => {
+                self.state = Slot::Waiting(xid);
+                Ok(())
+            }
+            Slot::Closed => Err(BackchannelError::Closed),
+            _ => Err(BackchannelError::Busy),
+        }
+    }
+
+    /// A reply with `xid` arrived: it ends the outstanding call if it is that call's (true);
+    /// otherwise it answers nothing of ours (false).
+    pub fn on_reply(&mut self, xid: u32, message: Vec<u8>) -> bool {
+        self.end(xid, BackwardEnd::Reply(message))
+    }
+
+    /// The client's RDMA_ERROR naming `xid` arrived: it ends the outstanding call if it is
+    /// that call's (true); otherwise it names nothing of ours (false).
+    pub fn on_peer_error(&mut self, xid: u32, error: PeerError) -> bool {
+        self.end(xid, BackwardEnd::Error(error))
+    }
+
+    /// The connection is gone: the outstanding call, if any, ends [`BackwardEnd::Closed`],
+    /// and no other starts.
+    pub fn close(&mut self) {
+        self.state = match std::mem::take(&mut self.state) {
+            Slot::Waiting(xid) => Slot::Ended(xid, BackwardEnd::Closed),
+            Slot::Ended(xid, end) => Slot::Ended(xid, end),
+            _ => Slot::Closed,
+        };
+    }
+
+    /// Whether a call is outstanding and has not ended.
+    pub fn is_waiting(&self) -> bool {
+        matches!(self.state, Slot::Waiting(_))
+    }
+
+    /// The XID of the outstanding call that has not ended, if one has not.
+    pub fn waiting_for(&self) -> Option<u32> {
+        match self.state {
+            Slot::Waiting(xid) => Some(xid),
+            _ => None,
+        }
+    }
+
+    /// Whether the connection is down and nothing is left to take.
+    pub fn is_closed(&self) -> bool {
+        matches!(self.state, Slot::Closed)
+    }
+
+    /// How the outstanding call ended, once it has (handed out once; the slot stays busy
+    /// until [`BackwardSlot::finish`]).
+    pub fn take(&mut self) -> Option<BackwardEnd> {
+        match std::mem::take(&mut self.state) {
+            Slot::Ended(_, BackwardEnd::Closed) => {
+                self.state = Slot::Closed;
+                Some(BackwardEnd::Closed)
+            }
+            Slot::Ended(_, end) => {
+                self.state = Slot::Completing;
+                Some(end)
+            }
+            other => {
+                self.state = other;
+                None
+            }
+        }
+    }
+
+    /// The caller is done with its call (completed, timed out or failed): the slot is free
+    /// for the next, unless the connection is down.
+    pub fn finish(&mut self) {
+        let closed = matches!(self.state, Slot::Closed | Slot::Ended(_, BackwardEnd::Closed));
+        self.state = if closed { Slot::Closed } else { Slot::Idle };
+    }
+
+    fn end(&mut self, xid: u32, end: BackwardEnd) -> bool {
+        if !matches!(self.state, Slot::Waiting(w) if w == xid) {
+            return false;
+        }
+        self.state = Slot::Ended(xid, end);
+        true
+    }
 }
 
 /// The server's handle for calling the client of one connection. Cheap to clone.
@@ -145,13 +270,13 @@ trait Caller: Send + Sync {
 pub(crate) struct ServerSide<B: Backend> {
     conn: Arc<Connection<B>>,
     limits: HeaderLimits,
-    state: Mutex<(Slot, Option<(u32, InlineThresholds)>)>,
+    state: Mutex<(BackwardSlot, Option<(u32, InlineThresholds)>)>,
     cv: Condvar,
 }
 
 impl<B: Backend> ServerSide<B> {
     pub(crate) fn new(conn: Arc<Connection<B>>, limits: HeaderLimits) -> Arc<Self> {
-        Arc::new(ServerSide { conn, limits, state: Mutex::new((Slot::Idle, None)), cv: Condvar::new() })
+        Arc::new(ServerSide { conn, limits, state: Mutex::new((BackwardSlot::default(), None)), cv: Condvar::new() })
     }
 
     pub(crate) fn handle(self: &Arc<Self>) -> Backchannel {
@@ -163,52 +288,42 @@ impl<B: Backend> ServerSide<B> {
         self.lock().1 = Some((version, thresholds));
     }
 
-    /// A backward reply arrived.
-    pub(crate) fn on_reply(&self, bytes: Vec<u8>) {
-        let mut st = self.lock();
-        if matches!(st.0, Slot::Waiting(_)) {
-            st.0 = Slot::Reply(bytes);
-            self.cv.notify_all();
-        }
+    /// A backward reply with `xid` arrived ([`BackwardSlot::on_reply`]).
+    pub(crate) fn on_reply(&self, xid: u32, bytes: Vec<u8>) -> bool {
+        let ended = self.lock().0.on_reply(xid, bytes);
+        self.cv.notify_all();
+        ended
     }
 
-    /// The client's RDMA_ERROR naming `xid` arrived: if it is the outstanding backward call's,
-    /// that call ends with it (true); otherwise it names nothing of ours (false).
+    /// The client's RDMA_ERROR naming `xid` arrived ([`BackwardSlot::on_peer_error`]).
     pub(crate) fn on_peer_error(&self, xid: u32, error: PeerError) -> bool {
-        let mut st = self.lock();
-        if !matches!(st.0, Slot::Waiting(w) if w == xid) {
-            return false;
-        }
-        st.0 = Slot::Error(error);
+        let ended = self.lock().0.on_peer_error(xid, error);
         self.cv.notify_all();
-        true
+        ended
     }
 
     /// The connection is gone.
     pub(crate) fn close(&self) {
-        self.lock().0 = Slot::Closed;
+        self.lock().0.close();
         self.cv.notify_all();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (Slot, Option<(u32, InlineThresholds)>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (BackwardSlot, Option<(u32, InlineThresholds)>)> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
 impl<B: Backend> Caller for ServerSide<B> {
     fn call(&self, message: &[u8]) -> Result<Vec<u8>, BackchannelError> {
-        let (version, t, xid) = {
+        let (version, t) = {
             let mut st = self.lock();
-            match st.0 {
-                Slot::Closed => return Err(BackchannelError::Closed),
-                Slot::Waiting(_) | Slot::Reply(_) | Slot::Error(_) => return Err(BackchannelError::Busy),
-                Slot::Idle => {}
-            }
-            let Some((version, t)) = st.1 else { return Err(BackchannelError::NoVersionYet) };
+            let Some((version, t)) = st.1 else {
+                return Err(if st.0.is_closed() { BackchannelError::Closed } else { BackchannelError::NoVersionYet });
+            };
             // An RPC message starts with its XID; a shorter one fails in send_call below.
             let xid = message.get(..4).map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
-            st.0 = Slot::Waiting(xid);
-            (version, t, xid)
+            st.0.start(xid)?;
+            (version, t)
         };
         // Server to client: the client's Receives bound the call, ours the reply.
         let backward = InlineThresholds { call: t.reply, reply: t.call };
@@ -225,23 +340,22 @@ impl<B: Backend> Caller for ServerSide<B> {
                 let st = self.lock();
                 let (mut st, _) = self
                     .cv
-                    .wait_timeout_while(st, timeout, |s| matches!(s.0, Slot::Waiting(_)))
+                    .wait_timeout_while(st, timeout, |s| s.0.is_waiting())
                     .unwrap_or_else(PoisonError::into_inner);
-                // Still ours (Busy to other callers) until this call is complete.
-                match std::mem::replace(&mut st.0, Slot::Waiting(xid)) {
-                    Slot::Reply(b) => b,
-                    Slot::Error(e) => {
+                // Still ours (Busy to other callers) until `finish` below.
+                match st.0.take() {
+                    Some(BackwardEnd::Reply(b)) => b,
+                    Some(BackwardEnd::Error(e)) => {
                         // An error reply never invalidates (RFC 8797 section 4.1's rule is for
                         // replies): release the call's chunks ourselves.
                         let _ = pending.abandon(&self.conn, None);
                         return Err(BackchannelError::Peer(e));
                     }
-                    Slot::Closed => {
-                        st.0 = Slot::Closed;
+                    Some(BackwardEnd::Closed) => {
                         let _ = pending.abandon(&self.conn, None);
                         return Err(BackchannelError::Closed);
                     }
-                    _ => {
+                    None => {
                         let _ = pending.abandon(&self.conn, None);
                         return Err(BackchannelError::Timeout(timeout));
                     }
@@ -252,14 +366,11 @@ impl<B: Backend> Caller for ServerSide<B> {
             pending.complete(&self.conn, &header, None, &ulb, &mut out)?;
             Ok(out)
         })();
-        let mut st = self.lock();
-        if !matches!(st.0, Slot::Closed) {
-            st.0 = Slot::Idle;
-        }
+        self.lock().0.finish();
         result
     }
 
     fn is_open(&self) -> bool {
-        !matches!(self.lock().0, Slot::Closed)
+        !self.lock().0.is_closed()
     }
 }

@@ -361,8 +361,11 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
             Step::SendError(e) => send_error(&conn, e.as_bytes())
                 .map(|()| Served::Error)
                 .map_err(|e| format!("sending an RDMA_ERROR: {e}")),
-            Step::BackwardReply(_) => {
-                back.on_reply(m.bytes);
+            // A reply that answers no backward call of ours (another XID, or none outstanding)
+            // is dropped.
+            Step::BackwardReply(h) => {
+                let xid = h.xid();
+                back.on_reply(xid, m.bytes);
                 Ok(Served::Nothing)
             }
             // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166

@@ -103,9 +103,12 @@ struct Attempt {
 }
 
 pub struct SimClient {
-    /// The side stream ([`Rng::side`]): which transmissions go out with unusable chunks.
+    /// The side streams ([`Rng::side`]): which transmissions go out with unusable chunks;
+    /// how backward calls are answered.
     side: Rng,
+    answers: Rng,
     unusable_calls: u32,
+    backward_errors: u32,
     core: ClientCore<u32>,
     cfg: ClientConfig,
     planned: Vec<Planned>,
@@ -159,7 +162,7 @@ impl Registrar for SimRegistrar<'_> {
 }
 
 impl SimClient {
-    pub fn new(rng: &mut Rng, side: Rng, calls: u32, faults: Faults) -> SimClient {
+    pub fn new(rng: &mut Rng, side: Rng, answers: Rng, calls: u32, faults: Faults) -> SimClient {
         let cfg = requester::Config { timeout: TIMEOUT, max_attempts: MAX_ATTEMPTS, ..requester::Config::default() };
         let sizes = [0, 16, 200, 900, 3000, 5000, 12000];
         let planned = (0..calls)
@@ -178,7 +181,9 @@ impl SimClient {
         let cfg = ClientConfig { requester: cfg, private_data, ..ClientConfig::default() };
         SimClient {
             side,
+            answers,
             unusable_calls: faults.unusable_calls,
+            backward_errors: faults.backward_errors,
             core: ClientCore::new(cfg, "sim:responder"),
             cfg,
             planned,
@@ -381,6 +386,9 @@ impl SimClient {
         }
         let received = self.core.handle_receive(bytes.to_vec(), None, sim.instant());
         sim.log(|| format!("client receives {} bytes: {received:?}", bytes.len()));
+        if let Received::BackwardCall(call) = &received {
+            self.answer_backward(sim, call);
+        }
         if let Received::Reply(xid) = received {
             // Its credit grant opens the window beyond one (RFC 8166 section 3.3.3).
             if let Some(l) = sim.link.as_mut() {
@@ -390,6 +398,23 @@ impl SimClient {
                 a.answered = true;
             }
         }
+    }
+
+    /// A backward-direction call from the responder (RFC 8167): answered as `Client`'s
+    /// dispatcher answers it, inline in the call's version, or, as a fault, with RDMA_ERROR
+    /// ERR_CHUNK naming it (RFC 8166 section 4.5), which must end it at the responder at once.
+    fn answer_backward(&mut self, sim: &mut Sim, call: &[u8]) {
+        let Some(header) = negotiate::reply::reply_header(call, &self.cfg.requester.limits) else {
+            self.wrong = Some("the core took a backward call whose header does not parse".into());
+            return;
+        };
+        let (xid, vers) = (header.xid(), header.version());
+        let answer = if self.answers.chance(self.backward_errors) {
+            super::words(&[xid, vers, 1, 4, 2])
+        } else {
+            super::words(&[xid, vers, 1, 0, 0, 0, 0, xid, 1, 0, 0, 0, 0])
+        };
+        sim.send_backward(true, answer);
     }
 
     /// The reply to `xid` arrived: reassemble it from the message and the chunks the responder

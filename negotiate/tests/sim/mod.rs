@@ -53,10 +53,12 @@ impl Rng {
         self.below(1000) < u64::from(per_mille)
     }
 
-    /// A second stream from the same seed, for faults added later: drawing from it leaves
-    /// the main stream, and so every older seed's run, unchanged.
-    pub fn side(seed: u64) -> Self {
-        Rng(seed ^ 0x005e_ed0f_5eed_0f00)
+    /// Another stream from the same seed, for faults added later (`stream` 0: unusable calls,
+    /// 1: the responder's backward calls, 2: the requester's answers to them, 3: their
+    /// delays): drawing from it leaves the main stream, and so every older seed's run,
+    /// unchanged while the fault is off.
+    pub fn side(seed: u64, stream: u64) -> Self {
+        Rng(seed.wrapping_add(stream) ^ 0x005e_ed0f_5eed_0f00)
     }
 
     pub fn millis(&mut self, max: u64) -> Duration {
@@ -86,6 +88,12 @@ pub struct Faults {
     /// stream of its own ([`Rng::side`]), so that the seeds drawn before it existed replay as
     /// they did; only with an honest responder (`hostile` 0), whose answer it checks.
     pub unusable_calls: u32,
+    /// The chance, after serving a call, that the responder sends a backward-direction call
+    /// (RFC 8167) when none is outstanding (side stream).
+    pub backward_calls: u32,
+    /// The chance that the requester answers a backward call with RDMA_ERROR instead of a
+    /// reply (side stream): the call must end at once (RFC 8166 section 4.5, finding 6).
+    pub backward_errors: u32,
 }
 
 impl Faults {
@@ -99,6 +107,8 @@ impl Faults {
             private_data: (rng.chance(700), rng.chance(700)),
             idle_timeout: Duration::from_millis([60_000, 60_000, 250][rng.below(3) as usize]),
             unusable_calls: 0,
+            backward_calls: 0,
+            backward_errors: 0,
         }
     }
 }
@@ -121,6 +131,9 @@ pub struct Report {
     pub executions: u32,
     pub steps: u32,
     pub virtual_time: Duration,
+    /// Backward calls ended by the requester's reply, by its RDMA_ERROR, by the connection's
+    /// end.
+    pub backward: (u32, u32, u32),
 }
 
 /// Simulated registered memory, both sides' (the simulated peers share one address space):
@@ -206,6 +219,8 @@ const GRANTED: u32 = 32;
 pub struct Sim {
     pub seed: u64,
     pub rng: Rng,
+    /// The delays of backward-direction messages ([`Rng::side`] stream 3).
+    backward_delays: Rng,
     pub faults: Faults,
     pub base: Instant,
     pub now: Duration,
@@ -229,20 +244,26 @@ pub const MAX_ATTEMPTS: u32 = 4;
 const MAX_STEPS: u32 = 200_000;
 
 impl Sim {
-    pub fn new(seed: u64) -> Sim {
+    pub fn new(seed: u64, extras: Extras) -> Sim {
         server::quiet_simulated_panics();
         let mut rng = Rng::new(seed);
         let mut faults = Faults::draw(&mut rng);
-        let mut side = Rng::side(seed);
-        if faults.hostile == 0 {
+        let mut side = Rng::side(seed, 0);
+        if faults.hostile == 0 && extras.unusable_calls {
             faults.unusable_calls = [0, 0, 100, 300][side.below(4) as usize];
         }
+        let mut backward = Rng::side(seed, 1);
+        if extras.backward_calls {
+            faults.backward_calls = [0, 100, 500][backward.below(3) as usize];
+            faults.backward_errors = [0, 300, 1000][backward.below(3) as usize];
+        }
         let calls = 1 + rng.below(24) as u32;
-        let client = SimClient::new(&mut rng, side, calls, faults);
-        let server = SimServer::new(faults);
+        let server = SimServer::new(faults, backward);
+        let client = SimClient::new(&mut rng, side, Rng::side(seed, 2), calls, faults);
         Sim {
             seed,
             rng,
+            backward_delays: Rng::side(seed, 3),
             faults,
             base: Instant::now(),
             now: Duration::ZERO,
@@ -302,22 +323,32 @@ impl Sim {
 
     /// [`Sim::send`], leaving only after `wait` (a slow service's reply).
     pub fn send_after(&mut self, to_server: bool, bytes: Vec<u8>, wait: Duration) {
-        let delay = self.rng.millis(self.faults.max_delay_ms);
+        self.send_message(to_server, bytes, wait, true);
+    }
+
+    /// A backward-direction message (RFC 8167: the responder's call, the requester's answer):
+    /// it neither takes nor gives back a forward credit.
+    pub fn send_backward(&mut self, to_server: bool, bytes: Vec<u8>) {
+        self.send_message(to_server, bytes, Duration::ZERO, false);
+    }
+
+    fn send_message(&mut self, to_server: bool, bytes: Vec<u8>, wait: Duration, forward: bool) {
+        let rng = if forward { &mut self.rng } else { &mut self.backward_delays };
+        let delay = rng.millis(self.faults.max_delay_ms);
         let now = self.now + wait;
         let n = bytes.len();
         let head: Vec<u32> = bytes.chunks(4).take(5).map(|w| w.iter().fold(0, |a, &b| a << 8 | u32::from(b))).collect();
         self.log(|| format!("{} sends {n} bytes {head:x?}", if to_server { "client" } else { "server" }));
         let Some(link) = self.link.as_mut().filter(|l| l.up) else { return };
-        // Every message the server sends answers one the client sent (the simulated
-        // responder sends no backward calls).
-        if to_server {
+        // Every forward message the server sends answers one the client sent.
+        if forward && to_server {
             link.outstanding += 1;
             let window = if link.opened { GRANTED } else { 1 };
             if link.outstanding > window && self.overrun.is_none() {
                 let (id, n) = (link.id, link.outstanding);
                 self.overrun = Some(format!("{n} calls outstanding on connection {id}, beyond its {window} credits"));
             }
-        } else {
+        } else if forward {
             link.outstanding = link.outstanding.saturating_sub(1);
         }
         let q = if to_server { &mut link.to_server } else { &mut link.to_client };
@@ -421,6 +452,9 @@ impl Sim {
         if let Some(what) = self.server().twice_on_one_connection() {
             return Err(self.violation(what));
         }
+        if let Some(what) = self.server().backward_call_stuck() {
+            return Err(self.violation(what));
+        }
         if let Some(what) = self.server().closed_over_an_answerable_call() {
             return Err(self.violation(what));
         }
@@ -448,13 +482,35 @@ impl Sim {
             executions: self.server().executions(),
             steps: self.steps,
             virtual_time: self.now,
+            backward: self.server().backward_ended,
         })
     }
 }
 
-/// Runs seed `seed`.
+/// Runs seed `seed` with every fault.
 pub fn run(seed: u64) -> Result<Report, Violation> {
-    Sim::new(seed).run()
+    Sim::new(seed, Extras::ALL).run()
+}
+
+/// Runs seed `seed` with only the faults of `extras` among those added after the first
+/// version: the run a named regression seed had when it was found.
+pub fn run_with(seed: u64, extras: Extras) -> Result<Report, Violation> {
+    Sim::new(seed, extras).run()
+}
+
+/// The faults added after the simulator's first version, each drawn from a stream of its own
+/// ([`Rng::side`]), so that switching them off gives the older runs back exactly.
+#[derive(Debug, Clone, Copy)]
+pub struct Extras {
+    /// Calls with unusable chunks (finding 4).
+    pub unusable_calls: bool,
+    /// Backward-direction calls, answered with replies or RDMA_ERROR (finding 6).
+    pub backward_calls: bool,
+}
+
+impl Extras {
+    pub const ALL: Extras = Extras { unusable_calls: true, backward_calls: true };
+    pub const NONE: Extras = Extras { unusable_calls: false, backward_calls: false };
 }
 
 /// The words of a simulated message, big-endian.

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use cm_private_data::{Flags, PrivateData};
+use negotiate::backchannel::{BackwardEnd, BackwardSlot};
 use negotiate::datapath::DataPathError;
 use negotiate::responder::{self, ReplyParams};
 use negotiate::serve::{Serve, Service, Step};
@@ -24,7 +25,7 @@ use rpcrdma_v1::verdict::ErrorReply;
 use verbs::{Completion, Status};
 
 use super::client::{echo, oversized, ULB};
-use super::{words, Faults, Sim, TIMEOUT};
+use super::{words, Faults, Rng, Sim, TIMEOUT};
 
 pub struct SimServer {
     faults: Faults,
@@ -38,6 +39,15 @@ pub struct SimServer {
     /// Per connection, the service is running a call until then; that connection's later
     /// messages wait (one serving thread per connection, as `Server` has).
     busy: HashMap<u32, Duration>,
+    /// Per connection, its backward-direction call (`Server`'s own `BackwardSlot`).
+    backward: HashMap<u32, BackwardSlot>,
+    /// The side stream ([`Rng::side`]): when backward calls go out.
+    side: Rng,
+    backward_sent: u32,
+    /// Backward calls ended: by the client's reply, its RDMA_ERROR, the connection's end.
+    pub backward_ended: (u32, u32, u32),
+    /// A backward call the client answered that did not end then (finding 6).
+    backward_stuck: Option<String>,
 }
 
 /// The reply a call got, and how long its service took.
@@ -47,8 +57,13 @@ struct Served {
 }
 
 impl SimServer {
-    pub fn new(faults: Faults) -> SimServer {
+    pub fn new(faults: Faults, side: Rng) -> SimServer {
         SimServer {
+            backward: HashMap::new(),
+            side,
+            backward_sent: 0,
+            backward_ended: (0, 0, 0),
+            backward_stuck: None,
             faults,
             conns: HashMap::new(),
             executions: HashMap::new(),
@@ -86,6 +101,49 @@ impl SimServer {
     pub fn on_disconnected(&mut self, id: u32) {
         self.conns.remove(&id);
         self.busy.remove(&id);
+        if let Some(mut slot) = self.backward.remove(&id) {
+            slot.close();
+            if slot.take() == Some(BackwardEnd::Closed) {
+                self.backward_ended.2 += 1;
+            }
+        }
+    }
+
+    /// RFC 8166 section 4.5 (finding 6): the client's RDMA_ERROR completes the backward call
+    /// it names, as its reply does: none may wait once its answer has arrived.
+    pub fn backward_call_stuck(&self) -> Option<String> {
+        self.backward_stuck.clone()
+    }
+
+    /// After serving a call in `version` on `link`, now and then, a backward call of our own
+    /// (an RPC CALL inline in an RDMA_MSG, as `Backchannel::call` sends it).
+    fn maybe_call_backward(&mut self, sim: &mut Sim, link: u32, version: u32) {
+        if !self.side.chance(self.faults.backward_calls) {
+            return;
+        }
+        self.backward_sent += 1;
+        let xid = 0xb000_0000 | self.backward_sent;
+        if self.backward.entry(link).or_default().start(xid).is_ok() {
+            sim.log(|| format!("server: backward call {xid:#x} on {link}"));
+            sim.send_backward(false, words(&[xid, version, 1, 0, 0, 0, 0, xid, 0, 2, 0x4000_0000, 1, 0]));
+        }
+    }
+
+    /// A message from the client that the responder took for an answer to a backward call.
+    fn backward_answer(&mut self, link: u32, xid: u32, end: Result<Vec<u8>, negotiate::reply::PeerError>) {
+        let Some(slot) = self.backward.get_mut(&link) else { return };
+        let taken = match end {
+            Ok(bytes) => slot.on_reply(xid, bytes),
+            Err(e) => slot.on_peer_error(xid, e),
+        };
+        if taken {
+            match slot.take() {
+                Some(BackwardEnd::Reply(_)) => self.backward_ended.0 += 1,
+                Some(BackwardEnd::Error(_)) => self.backward_ended.1 += 1,
+                _ => {}
+            }
+            slot.finish();
+        }
     }
 
     /// When connection `link`'s serving thread is free to take its next message.
@@ -147,6 +205,7 @@ impl SimServer {
                     Ok(served) => {
                         self.busy.insert(link, sim.now + served.took);
                         sim.send_after(false, served.send, served.took);
+                        self.maybe_call_backward(sim, link, p.version);
                     }
                     Err(e) => match self.conns.get(&link).and_then(|c| c.on_failure(&e)) {
                         Some(FailureAnswer::ErrChunk) => {
@@ -173,7 +232,20 @@ impl SimServer {
                 }
             }
             Step::SendError(e) => sim.send(false, e.as_bytes().to_vec()),
-            _ => {}
+            Step::BackwardReply(h) => {
+                let xid = h.xid();
+                self.backward_answer(link, xid, Ok(bytes.to_vec()));
+            }
+            Step::PeerError { xid, error } => self.backward_answer(link, xid, Err(error)),
+            Step::Nothing => {}
+        }
+        // Whatever the responder made of it: a message carrying the outstanding backward
+        // call's XID is the client's answer to it (its reply or its RDMA_ERROR), which ends it.
+        let xid = bytes.get(..4).map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+        let waiting = self.backward.get(&link).and_then(BackwardSlot::waiting_for);
+        if waiting == Some(xid) && self.backward_stuck.is_none() {
+            self.backward_stuck =
+                Some(format!("backward call {xid:#x} on connection {link} still waits after the client's answer"));
         }
     }
 

@@ -11,6 +11,7 @@ use rpcrdma_v1::header::{chunk_len, Header, HeaderError, HeaderLimits};
 use rpcrdma_v1::rt::Xdr;
 use rpcrdma_v1::verdict::{receive, DiscardReason, PeerError, ReceivePolicy, Verdict};
 use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg, RpcRdmaError};
+use rpcrdma_v1::Version;
 
 fn word(b: &[u8], at: usize) -> Option<u32> {
     b.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
@@ -20,17 +21,17 @@ const POLICIES: [ReceivePolicy; 3] = [
     // Linux's 16 segments, chunks up to 4 GiB - 1.
     ReceivePolicy {
         limits: HeaderLimits { max_segments: 16, max_chunk_len: u32::MAX as u64, max_message_len: u64::MAX },
-        versions: (1, 1),
+        versions: (Version::ONE, Version::ONE),
         credit: 32,
     },
     // No limits at all: the decoder walks whatever the input holds.
     ReceivePolicy {
         limits: HeaderLimits::unlimited(),
-        versions: (1, 2),
+        versions: (Version::ONE, Version::TWO),
         credit: 0,
     },
     // Tight: two segments, 4 KiB chunks.
-    ReceivePolicy { limits: HeaderLimits { max_segments: 2, max_chunk_len: 4096, max_message_len: 8192 }, versions: (1, 1), credit: 1 },
+    ReceivePolicy { limits: HeaderLimits { max_segments: 2, max_chunk_len: 4096, max_message_len: 8192 }, versions: (Version::ONE, Version::ONE), credit: 1 },
 ];
 
 fn check_accept(data: &[u8], h: &Header<'_>, policy: &ReceivePolicy) {
@@ -92,7 +93,7 @@ fn check_reply(data: &[u8], reply: &[u8], reason: &HeaderError, policy: &Receive
             assert_ne!(vers, 1);
             assert_eq!(reply.len(), 28);
             let RpcRdmaError::ErrVers(range) = err else { panic!("version error answered with {err:?}") };
-            assert_eq!((range.rdma_vers_low, range.rdma_vers_high), policy.versions);
+            assert_eq!((range.rdma_vers_low, range.rdma_vers_high), (policy.versions.0.wire(), policy.versions.1.wire()));
         }
         HeaderError::TooShortForVersion { .. } | HeaderError::IsError => panic!("{reason:?} must not be answered"),
         _ => {

@@ -15,6 +15,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use negotiate::client::{Client, ClientConfig};
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
+use rpcrdma_v1::Version;
 use verbs::{
     Access, Backend, ConnectRequest, InProcess, Listener, MemoryRegion, ProtectionDomain, QpCaps, QueuePair, Sge,
 };
@@ -91,7 +92,7 @@ fn small_rpc_vs_raw_round_trip(c: &mut Criterion) {
             assert_eq!(reply.len(), 64);
         })
     });
-    assert_eq!(client.version(), Some(2));
+    assert_eq!(client.version(), Some(Version::TWO));
     g.finish();
 }
 

@@ -40,6 +40,7 @@ use onc_rpc::{
     word, words, AUTH_NONE, CALL, GARBAGE_ARGS, MSG_ACCEPTED, MSG_DENIED, NFS_PROGRAM, PROC_UNAVAIL, PROG_UNAVAIL,
     REPLY, RPC_MISMATCH, SUCCESS,
 };
+use rpcrdma_v1::Version;
 
 const TRACE: &str = "/sys/kernel/tracing";
 
@@ -314,7 +315,7 @@ fn main() {
             p.advertised.responder == Some(ours),
             format!("{:?} (what the accept carried: {})", p.advertised.responder, hex(&ours.encode())),
         );
-        let t = p.advertised.for_version(1);
+        let t = p.advertised.for_version(Version::ONE);
         r.check(
             &format!("peer {i}: thresholds"),
             t.call == 2048 && t.reply == 4096,

@@ -92,6 +92,7 @@ impl Recorded {
 mod onc_rpc;
 use interop_tests::hex;
 use onc_rpc::{accepted_success, rpc_call, word, NFS_PROGRAM};
+use rpcrdma_v1::Version;
 
 // NFS constants.
 const NFSPROC4_COMPOUND: u32 = 1;
@@ -215,7 +216,11 @@ fn main() {
             backend.connects().len()
         ),
     );
-    r.check("(a) version", client.version() == Some(1), format!("client.version() = {:?}", client.version()));
+    r.check(
+        "(a) version",
+        client.version() == Some(Version::ONE),
+        format!("client.version() = {:?}", client.version()),
+    );
     let memory = client.memory().no_v2(&addr);
     r.check(
         "(a) memory",
@@ -341,7 +346,7 @@ fn main() {
     // is 1024, sends SETCLIENTID with a 1000-byte client id; it cannot go inline.
     let long_backend = Recorded { inner: rdma.clone(), connects: Arc::default() };
     let mut long_cfg = ClientConfig::default();
-    long_cfg.requester.versions = (1, 1);
+    long_cfg.requester.versions = (Version::ONE, Version::ONE);
     long_cfg.private_data = Some(PrivateData::new(Flags::empty(), 1024, 4096));
     let long_client = Client::new(long_backend.clone(), &addr, long_cfg);
     r.call_ok(
@@ -385,7 +390,7 @@ fn main() {
     // (g) remote invalidation: the R flag set, then the chunked calls again.
     let ri_backend = Recorded { inner: rdma, connects: Arc::default() };
     let mut ri_cfg = ClientConfig::default();
-    ri_cfg.requester.versions = (1, 1);
+    ri_cfg.requester.versions = (Version::ONE, Version::ONE);
     ri_cfg.private_data = Some(PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096));
     let ri = Client::new(ri_backend.clone(), &addr, ri_cfg);
     r.call_ok("(g) R flag: NFSv3 NULL", &ri, &rpc_call(0x4b4e_0020, NFS_PROGRAM, 3, 0, false).0, &small);

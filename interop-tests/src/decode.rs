@@ -21,6 +21,7 @@
 use rpcrdma_v1::header::Header;
 use rpcrdma_v1::verdict::{DiscardReason, ErrorReply, PeerError as V1PeerError, ReceivePolicy, Verdict as V1Verdict};
 use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg, RpcRdmaError, XdrRdmaSegment, XdrReadChunk, XdrWriteChunk};
+use rpcrdma_v1::Version;
 use rpcrdma_v2::options::Registry;
 use rpcrdma_v2::rt::{List, Xdr};
 use rpcrdma_v2::verdict::{PeerError, Verdict};
@@ -34,10 +35,11 @@ mod json;
 /// credit 32 in the RDMA_ERRORs it would send.
 ///
 /// ```
-/// assert_eq!(interop_tests::decode::policy().versions, (1, 2));
+/// use rpcrdma_v1::Version;
+/// assert_eq!(interop_tests::decode::policy().versions, (Version::ONE, Version::TWO));
 /// ```
 pub fn policy() -> ReceivePolicy {
-    ReceivePolicy { versions: (1, 2), ..ReceivePolicy::default() }
+    ReceivePolicy { versions: (Version::ONE, Version::TWO), ..ReceivePolicy::default() }
 }
 
 /// Hex digits to bytes. Whitespace, `:` and `-` separators and a leading `0x` are ignored;
@@ -184,7 +186,7 @@ fn error_fields(v2: bool, code: u32, range: Option<(u32, u32)>) -> Vec<(&'static
 /// What [`policy`]'s receiver does with `bytes`, by the crates' own rules.
 fn verdict(bytes: &[u8]) -> Json {
     let p = policy();
-    let mut out = vec![("receiver", Json::str(format!("versions {}..={}", p.versions.0, p.versions.1)))];
+    let mut out = vec![("receiver", Json::str(format!("versions {}..={}", p.versions.0.wire(), p.versions.1.wire())))];
     let (rules, fields) = match rpcrdma_v2::verdict::receive(bytes, &p, &mut Registry::new()) {
         Verdict::Version1(v) => ("RFC 8166 (Version One)", v1_verdict(v)),
         Verdict::Accept(h) => (V2_RULES, accept(&h)),

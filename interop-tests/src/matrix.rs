@@ -16,6 +16,7 @@ use negotiate::server::{Server, ServerConfig, ServerStats};
 use negotiate::thresholds::Advertised;
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::OpaqueAtUlb;
+use rpcrdma_v1::Version;
 use verbs::Backend;
 
 /// Which versions a side speaks.
@@ -31,10 +32,10 @@ impl Speaks {
     /// Every kind, in table order.
     pub const ALL: [Speaks; 2] = [Speaks::V1Only, Speaks::V2Capable];
 
-    fn versions(self) -> (u32, u32) {
+    fn versions(self) -> (Version, Version) {
         match self {
-            Speaks::V1Only => (1, 1),
-            Speaks::V2Capable => (1, 2),
+            Speaks::V1Only => (Version::ONE, Version::ONE),
+            Speaks::V2Capable => (Version::ONE, Version::TWO),
         }
     }
 
@@ -157,7 +158,7 @@ pub struct Outcome {
     /// The cell.
     pub cell: Cell,
     /// The version the connection settled on.
-    pub version: Option<u32>,
+    pub version: Option<Version>,
     /// Its inline thresholds.
     pub thresholds: Option<InlineThresholds>,
     /// The requester's credit window after the exchange.
@@ -375,7 +376,11 @@ fn check_negotiation(
     client_pd: Option<PrivateData>,
     server_pd: Option<PrivateData>,
 ) -> Result<(), String> {
-    let want = if out.cell.requester == Speaks::V2Capable && out.cell.responder == Speaks::V2Capable { 2 } else { 1 };
+    let want = if out.cell.requester == Speaks::V2Capable && out.cell.responder == Speaks::V2Capable {
+        Version::TWO
+    } else {
+        Version::ONE
+    };
     if out.version != Some(want) {
         return Err(format!("negotiated {:?}, expected version {want}", out.version));
     }
@@ -397,7 +402,7 @@ pub fn table(outcomes: &[Outcome]) -> String {
     );
     for o in outcomes {
         let t = o.thresholds.map_or("-".into(), |t| format!("{}/{}", t.call, t.reply));
-        let v = o.version.map_or("-".into(), |v| v.to_string());
+        let v = o.version.map_or("-".into(), |v| v.wire().to_string());
         let verdict = match &o.verdict {
             Ok(()) => "ok".to_string(),
             Err(e) => format!("FAILED: {e}"),
@@ -425,7 +430,7 @@ pub fn json(outcomes: &[Outcome]) -> String {
         .iter()
         .map(|o| {
             let t = o.thresholds.map_or("null".into(), |t| format!("{{\"call\":{},\"reply\":{}}}", t.call, t.reply));
-            let v = o.version.map_or("null".into(), |v| v.to_string());
+            let v = o.version.map_or("null".into(), |v| v.wire().to_string());
             let verdict = match &o.verdict {
                 Ok(()) => "\"ok\"".to_string(),
                 Err(e) => format!("\"{}\"", esc(e)),

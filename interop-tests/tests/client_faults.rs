@@ -27,6 +27,7 @@ use negotiate::reply::PeerError;
 use negotiate::requester::{self, CallFailure};
 use negotiate::responder::Received;
 use rpcrdma_v1::ulb::OpaqueAtUlb;
+use rpcrdma_v1::Version;
 use verbs::{Backend, Listener, QpState, QueuePair};
 
 /// The requester's timeout in these tests: 200 ms per transmission, three transmissions.
@@ -135,7 +136,7 @@ struct RawResponder {
 impl RawResponder {
     fn start<B: Backend + Clone + Send + 'static>(
         backend: B,
-        versions: (u32, u32),
+        versions: (Version, Version),
         policy: impl Fn(&Arrival) -> Act + Send + Sync + 'static,
     ) -> Self {
         let listener = backend.listen(&backend.any_address()).expect("listen");
@@ -198,7 +199,7 @@ fn serve_raw<B: Backend>(
     backend: &B,
     req: B::Request,
     conn_no: u32,
-    versions: (u32, u32),
+    versions: (Version, Version),
     policy: &Policy,
     log: &Mutex<RawLog>,
     stop: &AtomicBool,
@@ -275,7 +276,7 @@ fn serve_raw<B: Backend>(
 /// The slow responder's reply came after the disconnect, so it ran the call on both
 /// connections, the at-least-once execution a lost reply leaves (faults.rs explains why).
 fn slow_probe<B: Backend + Clone + Send + 'static>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (1, 2), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |a| {
         if a.conn == 0 && a.nth == 0 {
             Act::Slow(TIMEOUT * 3 / 2)
         } else {
@@ -295,7 +296,7 @@ fn slow_probe<B: Backend + Clone + Send + 'static>(backend: B) {
     assert_eq!(log.connections, 2);
     assert!(ended, "the requester never closed the connection of its timed-out probe");
     assert_eq!(client.memory().no_v2(&raw.addr), Some(NoV2Reason::ProbeLost), "no answer before the disconnect");
-    assert_eq!(client.version(), Some(1));
+    assert_eq!(client.version(), Some(Version::ONE));
 }
 
 // ------------------------------------------------------------------------------------------
@@ -307,7 +308,7 @@ fn slow_probe<B: Backend + Clone + Send + 'static>(backend: B) {
 /// fails that call alone, with the responder's error; the calls after it are sent and served
 /// in Version Two on the same connection, each within its deadline.
 fn err_chunk_probe<B: Backend + Clone + Send + 'static>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (1, 2), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |a| {
         if a.conn == 0 && a.nth == 0 {
             Act::Answer(words(&[a.xid, 2, 32, 4, 2]))
         } else {
@@ -321,7 +322,7 @@ fn err_chunk_probe<B: Backend + Clone + Send + 'static>(backend: B) {
     }
     call_ok(&client, 0x201);
     call_ok(&client, 0x202);
-    assert_eq!(client.version(), Some(2));
+    assert_eq!(client.version(), Some(Version::TWO));
     let log = raw.log();
     assert_eq!(log.connections, 1);
     assert_eq!(log.executed, [(0, 0x201), (0, 0x202)]);
@@ -405,7 +406,7 @@ fn never_accepted<B: Backend + Clone + Send + 'static>(backend: B) {
 /// out and closes its connection; the call fails as a reply timeout after three attempts, on
 /// three connections.
 fn never_replies<B: Backend + Clone + Send + 'static>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (1, 2), |_| Act::Ignore);
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |_| Act::Ignore);
     let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
     let e = call_within(&client, 0x730).expect_err("never replied");
     match e {
@@ -422,7 +423,7 @@ fn never_replies<B: Backend + Clone + Send + 'static>(backend: B) {
 /// fails as a lost connection after three attempts, carrying how the last connection ended
 /// (lost under the client, not closed by it).
 fn closed_by_the_server<B: Backend + Clone + Send + 'static>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (1, 2), |_| Act::Close);
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |_| Act::Close);
     let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
     let e = call_within(&client, 0x740).expect_err("closed every time");
     let text = chain(&e);
@@ -438,7 +439,9 @@ fn closed_by_the_server<B: Backend + Clone + Send + 'static>(backend: B) {
 /// responder that answers every call with ERR_CHUNK: each call fails at once with the
 /// responder's error, on its first attempt, and the connection stays.
 fn peer_error<B: Backend + Clone + Send + 'static>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (1, 2), |a| Act::Answer(words(&[a.xid, a.vers, 32, 4, 2])));
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |a| {
+        Act::Answer(words(&[a.xid, a.vers, 32, 4, 2]))
+    });
     let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
     for xid in [0x750, 0x751] {
         match call_within(&client, xid) {

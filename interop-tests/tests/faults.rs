@@ -33,6 +33,7 @@ use negotiate::requester;
 use negotiate::responder::{self, Received};
 use negotiate::server::{Server, ServerConfig};
 use negotiate::thresholds::Advertised;
+use rpcrdma_v1::Version;
 use verbs::{Backend, Listener, QpState, QueuePair};
 
 /// Short timeouts so faults resolve quickly: 200 ms per transmission, four transmissions.
@@ -100,7 +101,7 @@ struct RawResponder {
 impl RawResponder {
     fn start<B: Backend + Clone>(
         backend: B,
-        versions: (u32, u32),
+        versions: (Version, Version),
         mut policy: impl FnMut(&Arrival) -> Act + Send + 'static,
     ) -> Self {
         let listener = backend.listen(&backend.any_address()).expect("listen");
@@ -143,7 +144,7 @@ fn serve_raw<B: Backend>(
     backend: &B,
     req: B::Request,
     conn_no: u32,
-    versions: (u32, u32),
+    versions: (Version, Version),
     policy: &mut dyn FnMut(&Arrival) -> Act,
     shared: &RawShared,
     stop: &AtomicBool,
@@ -204,7 +205,7 @@ fn serve_raw<B: Backend>(
 /// resend the call in Version One on a new connection. The ignored probe was never executed,
 /// so the call runs exactly once.
 fn lost_probe<B: Backend + Clone>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (1, 2), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |a| {
         if a.conn == 0 && a.nth == 0 && a.vers == 2 {
             Act::Ignore
         } else {
@@ -214,7 +215,7 @@ fn lost_probe<B: Backend + Clone>(backend: B) {
     let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
     call_ok(&client, 0x100, BIG);
     call_ok(&client, 0x101, SMALL);
-    assert_eq!(client.version(), Some(1), "fell back to Version One");
+    assert_eq!(client.version(), Some(Version::ONE), "fell back to Version One");
     assert_eq!(client.memory().no_v2(&raw.addr), Some(NoV2Reason::ProbeLost));
     let log = raw.log();
     let seen: Vec<(u32, u32, u32)> = log.arrivals.iter().map(|a| (a.conn, a.xid, a.vers)).collect();
@@ -230,7 +231,7 @@ fn lost_probe<B: Backend + Clone>(backend: B) {
 /// the reply, so the service legitimately runs it a second time on the second connection: the
 /// module documentation says why nothing below RPC suppresses that.
 fn lost_reply<B: Backend + Clone>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (1, 2), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |a| {
         if a.conn == 0 && a.xid == 0x201 {
             Act::ExecuteWithoutReply
         } else {
@@ -240,7 +241,7 @@ fn lost_reply<B: Backend + Clone>(backend: B) {
     let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
     // The first call settles Version Two, so the lost reply is not mistaken for a lost probe.
     call_ok(&client, 0x200, SMALL);
-    assert_eq!(client.version(), Some(2));
+    assert_eq!(client.version(), Some(Version::TWO));
     let started = Instant::now();
     call_ok(&client, 0x201, BIG);
     assert!(started.elapsed() >= Duration::from_millis(200), "answered only after the timeout");
@@ -253,14 +254,14 @@ fn lost_reply<B: Backend + Clone>(backend: B) {
     // The retransmission was the probe of the new connection: nothing says the responder
     // lacks Version Two.
     assert_eq!(client.memory().no_v2(&raw.addr), None);
-    assert_eq!(client.version(), Some(2));
+    assert_eq!(client.version(), Some(Version::TWO));
 }
 
 /// RFC 8166 section 3.3.3 / 4.5.4: the responder fetches a call's Read chunks and closes the
 /// connection before running it; the requester retransmits the call on a new connection, where
 /// it runs, once.
 fn disconnect_mid_call<B: Backend + Clone>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (1, 2), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |a| {
         if a.conn == 0 && a.xid == 0x301 {
             Act::DisconnectAfterFetch
         } else {
@@ -288,7 +289,7 @@ fn disconnect_mid_call<B: Backend + Clone>(backend: B) {
 /// the lost connection; every other call runs exactly once.
 #[test]
 fn rfc8166_3_3_3_a_disconnect_with_calls_in_flight_retransmits_them_all() {
-    let raw = RawResponder::start(verbs::InProcess, (1, 2), |a| {
+    let raw = RawResponder::start(verbs::InProcess, (Version::ONE, Version::TWO), |a| {
         if a.conn == 0 && a.nth == 6 {
             Act::DisconnectAfterFetch
         } else {
@@ -330,7 +331,7 @@ fn rfc8166_3_3_3_a_disconnect_with_calls_in_flight_retransmits_them_all() {
 /// after the configured attempts, never silently and never twice; the call never ran. The
 /// client then serves the next call.
 fn connection_lost_every_time<B: Backend + Clone>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (1, 2), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |a| {
         if a.xid == 0x501 {
             Act::DisconnectAfterFetch
         } else {
@@ -356,7 +357,7 @@ fn connection_lost_every_time<B: Backend + Clone>(backend: B) {
 /// the next connection does not probe (its first message is Version One), "to avoid a
 /// possible version negotiation loop".
 fn lost_after_err_vers<B: Backend + Clone>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (1, 1), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::ONE), |a| {
         if a.conn == 0 && a.nth == 0 {
             Act::AnswerThenDisconnect
         } else {
@@ -366,7 +367,7 @@ fn lost_after_err_vers<B: Backend + Clone>(backend: B) {
     let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
     call_ok(&client, 0x600, SMALL);
     call_ok(&client, 0x601, BIG);
-    assert_eq!(client.version(), Some(1));
+    assert_eq!(client.version(), Some(Version::ONE));
     assert_eq!(client.memory().no_v2(&raw.addr), Some(NoV2Reason::LostAfterErrVers));
     let log = raw.log();
     assert_eq!(log.connections, 2);
@@ -383,7 +384,7 @@ fn lost_after_err_vers<B: Backend + Clone>(backend: B) {
 /// seen both in `thresholds()` and in the form a 3000-byte call takes.
 fn restart<B: Backend + Clone>(backend: B) {
     let executed = Arc::new(Mutex::new(Vec::new()));
-    let start_server = |addr: &str, generation: u32, versions: (u32, u32), pdata: Option<PrivateData>| {
+    let start_server = |addr: &str, generation: u32, versions: (Version, Version), pdata: Option<PrivateData>| {
         let e = executed.clone();
         let cfg = ServerConfig {
             responder: responder::Config { versions, ..Default::default() },
@@ -399,7 +400,7 @@ fn restart<B: Backend + Clone>(backend: B) {
     let ccfg = client_config();
     let ours = ccfg.private_data;
     let first = Some(PrivateData::new(Flags::empty(), 4096, 4096));
-    let server = start_server(&backend.any_address(), 0, (1, 2), first);
+    let server = start_server(&backend.any_address(), 0, (Version::ONE, Version::TWO), first);
     let addr = server.local_addr();
     let client = Arc::new(Client::new(backend.clone(), &addr, ccfg));
     let medium = 3000 - 16;
@@ -413,30 +414,30 @@ fn restart<B: Backend + Clone>(backend: B) {
     let before = client.stats();
     plain_ok(0x701, medium);
     assert_eq!(client.stats().short - before.short, 1, "3000 bytes fit 4096");
-    let t0 = Advertised { requester: ours, responder: first }.for_version(2);
-    assert_eq!((client.version(), client.thresholds()), (Some(2), Some(t0)));
+    let t0 = Advertised { requester: ours, responder: first }.for_version(Version::TWO);
+    assert_eq!((client.version(), client.thresholds()), (Some(Version::TWO), Some(t0)));
     assert_eq!(server.stats().connections, 1);
 
     // Generation 1: the responder receives only 2048 bytes; the 3000-byte call goes Long.
     drop(server);
     let second = Some(PrivateData::new(Flags::REMOTE_INVALIDATE, 8192, 2048));
-    let server = start_server(&addr, 1, (1, 2), second);
+    let server = start_server(&addr, 1, (Version::ONE, Version::TWO), second);
     plain_ok(0x710, SMALL);
     let before = client.stats();
     plain_ok(0x711, medium);
     assert_eq!(client.stats().long - before.long, 1, "3000 bytes exceed 2048");
-    let t1 = Advertised { requester: ours, responder: second }.for_version(2);
+    let t1 = Advertised { requester: ours, responder: second }.for_version(Version::TWO);
     assert_ne!(t0, t1);
-    assert_eq!((client.version(), client.thresholds()), (Some(2), Some(t1)));
+    assert_eq!((client.version(), client.thresholds()), (Some(Version::TWO), Some(t1)));
     assert_eq!(server.stats().connections, 1);
 
     // Generation 2: Version One only, no private data: RDMA_ERR_VERS, fallback, 1024 bytes.
     drop(server);
-    let server = start_server(&addr, 2, (1, 1), None);
+    let server = start_server(&addr, 2, (Version::ONE, Version::ONE), None);
     plain_ok(0x720, SMALL);
     plain_ok(0x721, medium);
-    let t2 = Advertised { requester: ours, responder: None }.for_version(1);
-    assert_eq!((client.version(), client.thresholds()), (Some(1), Some(t2)));
+    let t2 = Advertised { requester: ours, responder: None }.for_version(Version::ONE);
+    assert_eq!((client.version(), client.thresholds()), (Some(Version::ONE), Some(t2)));
     let s = stats_once(&server, "two calls", |s| s.calls[1] == 2);
     assert_eq!((s.connections, s.calls, s.errors_sent), (1, [0, 2, 0], 1), "one ERR_VERS, two calls in Version One");
     drop(server);
@@ -513,7 +514,7 @@ fn hostile_headers<B: Backend + Clone>(backend: B) {
     ];
     let mut valid = Vec::new();
     let mut answered = 0;
-    raw.valid_call(0x100, 1);
+    raw.valid_call(0x100, Version::ONE);
     valid.push(0x100);
     for (i, (what, bytes, expected)) in hostile.iter().enumerate() {
         raw.send_raw(bytes);
@@ -525,7 +526,7 @@ fn hostile_headers<B: Backend + Clone>(backend: B) {
         // The connection still serves, and a dropped message left no answer behind: the next
         // message is this call's reply.
         let xid = 0x101 + i as u32;
-        raw.valid_call(xid, 1 + (i as u32 % 2));
+        raw.valid_call(xid, Version::from_wire(1 + (i as u32 % 2)));
         valid.push(xid);
     }
     assert_eq!(raw.conn.qp().state(), QpState::Ready, "the connection survived");

@@ -22,6 +22,7 @@ use negotiate::client::{Client, ClientConfig};
 use negotiate::datapath::Ended;
 use negotiate::limits::ServerLimits;
 use negotiate::server::{Server, ServerConfig};
+use rpcrdma_v1::Version;
 use verbs::tcp::frame::Head;
 use verbs::{Backend, QpCaps, QpState, QueuePair, Status};
 
@@ -188,7 +189,7 @@ fn a_header_asking_for_gigabytes_gets_err_chunk<B: Backend + Clone>(backend: B) 
         let rss0 = rss();
         raw.send_raw(&bytes);
         assert_eq!(raw.receive(), words(&[xid, 1, 32, 4, 2]), "ERR_CHUNK for that XID");
-        raw.valid_call(0x100, 1);
+        raw.valid_call(0x100, Version::ONE);
         assert_eq!(raw.conn.qp().state(), QpState::Ready, "the connection keeps serving");
         let st = stats_once(&s, "the refusal", |st| st.refused.over_limits == 1 && st.calls[1] == 1);
         assert_eq!(st.errors_sent, 1);

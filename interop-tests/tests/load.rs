@@ -18,6 +18,7 @@ use negotiate::requester;
 use negotiate::responder;
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::{roundup_pad, OpaqueAtUlb};
+use rpcrdma_v1::Version;
 use verbs::Backend;
 
 /// Where the `opaque<>`'s length word sits in calls and replies (after XID, message type and
@@ -318,7 +319,7 @@ fn load<B: Backend + Clone>(backend: B, label: &str, callers: usize, calls: usiz
     assert_eq!(s.errors_sent, 0, "{label}: no RDMA_ERROR");
     // Every call served in Version Two (both sides speak it, draft section 5.1).
     assert_eq!(s.calls, [0, 0, total as u64], "{label}: calls per version");
-    assert_eq!(client.version(), Some(2));
+    assert_eq!(client.version(), Some(Version::TWO));
 
     // Each form was really used as often as planned (no retransmissions: exactly once each).
     let count = |f: Form| (0..total).filter(|&n| plan(XID_BASE + n as u32).0 == f).count() as u64;

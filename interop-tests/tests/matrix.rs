@@ -2,6 +2,7 @@
 //! backends must pass (a failing cell prints why).
 
 use interop_tests::matrix::{all_cells, run_cell, table};
+use rpcrdma_v1::Version;
 
 fn all_pass<B: verbs::Backend + Clone>(backend: &B) {
     let outcomes: Vec<_> = all_cells().into_iter().map(|c| run_cell(backend, c)).collect();
@@ -9,8 +10,8 @@ fn all_pass<B: verbs::Backend + Clone>(backend: &B) {
     let failed: Vec<_> = outcomes.iter().filter(|o| o.verdict.is_err()).cloned().collect();
     assert!(failed.is_empty(), "{} cells failed:\n{}", failed.len(), table(&failed));
     // Both versions were negotiated somewhere, and both fell back where they had to.
-    assert!(outcomes.iter().any(|o| o.version == Some(2)));
-    assert!(outcomes.iter().any(|o| o.version == Some(1)));
+    assert!(outcomes.iter().any(|o| o.version == Some(Version::TWO)));
+    assert!(outcomes.iter().any(|o| o.version == Some(Version::ONE)));
 }
 
 #[test]

@@ -16,6 +16,7 @@ use negotiate::client::{Client, ClientConfig, ClientError};
 use negotiate::requester::CallFailure;
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
+use rpcrdma_v1::Version;
 use rpcrdma_v2::verdict::PeerError;
 use verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QpState, QueuePair};
 
@@ -89,11 +90,11 @@ fn rfc8166_4_5_3_a_reply_larger_than_the_requesters_chunks_gets_err_chunk_and_ru
 fn rfc8166_4_5_2_rdma_nomsg_with_only_a_reply_chunk_gets_err_chunk<B: Backend + Clone>(backend: B) {
     let s = counted(&backend, ServerConfig::default());
     let raw = RawRequester::connect(&backend, &s.server.local_addr());
-    raw.valid_call(0x100, 1);
+    raw.valid_call(0x100, Version::ONE);
     let xid = 0x4e0;
     raw.send_raw(&words(&[xid, 1, 32, 1, 0, 0, 1, 1, 0x77, 4096, 0, 0x1000]));
     assert_eq!(raw.receive(), words(&[xid, 1, 32, 4, 2]), "ERR_CHUNK for that XID");
-    raw.valid_call(0x101, 1);
+    raw.valid_call(0x101, Version::ONE);
     assert_eq!(raw.conn.qp().state(), QpState::Ready);
     let st = stats_once(&s.server, "the error", |st| st.errors_sent == 1 && st.calls[1] == 2);
     assert_eq!(st.connections, 1);
@@ -107,7 +108,7 @@ fn rfc8166_4_5_2_rdma_nomsg_with_only_a_reply_chunk_gets_err_chunk<B: Backend + 
 fn rfc8166_4_5_2_a_read_chunk_past_the_payload_gets_garbage_args<B: Backend + Clone>(backend: B) {
     let s = counted(&backend, ServerConfig::default());
     let raw = RawRequester::connect(&backend, &s.server.local_addr());
-    raw.valid_call(0x100, 1);
+    raw.valid_call(0x100, Version::ONE);
     // A real, readable chunk, so that the RDMA Read succeeds and only its position is wrong.
     let chunk = raw.conn.pd().register(vec![7; 8], Access::REMOTE_READ).expect("register");
     let xid = 0x4e1;
@@ -119,7 +120,7 @@ fn rfc8166_4_5_2_a_read_chunk_past_the_payload_gets_garbage_args<B: Backend + Cl
     let mut want = words(&[xid, 1, 32, 0, 0, 0, 0]);
     want.extend(words(&[xid, 1, 0, 0, 0, 4]));
     assert_eq!(raw.receive(), want, "an RDMA_MSG carrying RPC GARBAGE_ARGS for that XID");
-    raw.valid_call(0x101, 1);
+    raw.valid_call(0x101, Version::ONE);
     let st = stats_once(&s.server, "the GARBAGE_ARGS reply", |st| st.garbage_args_replies == 1 && st.calls[1] == 2);
     assert_eq!((st.connections, st.errors_sent), (1, 0));
     assert_eq!(s.executions(xid), 0, "the service never saw the call");
@@ -148,7 +149,7 @@ fn rfc8166_4_5_the_clients_rdma_error_ends_a_backward_call_at_once<B: Backend + 
     let cfg = ServerConfig { timeout: Duration::from_secs(30), ..ServerConfig::default() };
     let s = counted(&backend, cfg);
     let raw = RawRequester::connect(&backend, &s.server.local_addr());
-    raw.valid_call(0x100, 1);
+    raw.valid_call(0x100, Version::ONE);
     let back = s.server.backchannels().pop().expect("the connection's backchannel");
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -159,7 +160,7 @@ fn rfc8166_4_5_the_clients_rdma_error_ends_a_backward_call_at_once<B: Backend + 
     raw.send_raw(&words(&[0xcb, 1, 1, 4, 2]));
     let got = rx.recv_timeout(Duration::from_secs(10)).expect("the backward call ended well before its 30 s timeout");
     assert!(matches!(got, Err(BackchannelError::Peer(PeerError::BAD_HEADER))), "{got:?}");
-    raw.valid_call(0x101, 1);
+    raw.valid_call(0x101, Version::ONE);
 }
 
 /// RFC 8166 section 6.1.1 / 4.5.2: a client and server that disagree about which argument is

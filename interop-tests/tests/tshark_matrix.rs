@@ -38,6 +38,7 @@ use rpcrdma_v1::header::{Header, HeaderLimits, MessageKind};
 use rpcrdma_v1::rt::Xdr;
 use rpcrdma_v1::verdict::ErrorReply;
 use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg, RpcRdmaError};
+use rpcrdma_v1::Version;
 
 /// The fields asked of tshark, in column order.
 const FIELDS: [&str; 18] = [
@@ -187,12 +188,12 @@ fn extras(sent: &[Sent]) -> Vec<Extra> {
     vec![
         Extra {
             what: "ERR_VERS 1..1",
-            bytes: ErrorReply::err_vers(0x77, 1, 32, 1, 1).as_bytes().to_vec(),
+            bytes: ErrorReply::err_vers(0x77, Version::ONE, 32, Version::ONE, Version::ONE).as_bytes().to_vec(),
             expect: Expect::Fields,
         },
         Extra {
             what: "ERR_CHUNK",
-            bytes: ErrorReply::err_chunk(0x78, 1, 32).as_bytes().to_vec(),
+            bytes: ErrorReply::err_chunk(0x78, Version::ONE, 32).as_bytes().to_vec(),
             expect: Expect::Fields,
         },
         Extra { what: "RDMA_NOMSG cut in its Read segment", bytes: cut(long_call), expect: Expect::MalformedWithXid },

@@ -18,6 +18,7 @@ use std::time::Duration;
 use rpcrdma_v1::header::{Header, HeaderLimits};
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
+use rpcrdma_v1::Version;
 use verbs::Backend;
 
 use crate::datapath::{send_call, send_reply, CallParams, Connection, DataPathError, ReplyParams};
@@ -270,7 +271,7 @@ trait Caller: Send + Sync {
 pub(crate) struct ServerSide<B: Backend> {
     conn: Arc<Connection<B>>,
     limits: HeaderLimits,
-    state: Mutex<(BackwardSlot, Option<(u32, InlineThresholds)>)>,
+    state: Mutex<(BackwardSlot, Option<(Version, InlineThresholds)>)>,
     cv: Condvar,
 }
 
@@ -284,7 +285,7 @@ impl<B: Backend> ServerSide<B> {
     }
 
     /// A forward call of `version` arrived: backward calls use its version and thresholds.
-    pub(crate) fn on_forward_call(&self, version: u32, thresholds: InlineThresholds) {
+    pub(crate) fn on_forward_call(&self, version: Version, thresholds: InlineThresholds) {
         self.lock().1 = Some((version, thresholds));
     }
 
@@ -308,7 +309,7 @@ impl<B: Backend> ServerSide<B> {
         self.cv.notify_all();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (BackwardSlot, Option<(u32, InlineThresholds)>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (BackwardSlot, Option<(Version, InlineThresholds)>)> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }

@@ -2,7 +2,7 @@
 //! Upper-Layer Binding that says which of its items are DDP-eligible and how large the reply
 //! may be, and returns the RPC reply message. Connection, private data, the Version Two probe
 //! and fallback, thresholds, chunk choices, credits, timeouts and retransmission all happen
-//! inside, driven by the sans-I/O [`Requester`] over any `verbs` backend.
+//! inside, driven by the sans-I/O [`Requester`](crate::requester::Requester) over any `verbs` backend.
 //!
 //! Threads: every caller marshals, sends and reassembles its own call (it owns the message and
 //! the binding); one dispatcher thread per client makes connections, reaps received messages
@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use cm_private_data::PrivateData;
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::UpperLayerBinding;
+use rpcrdma_v1::Version;
 use verbs::{Backend, QpCaps, QpState, QueuePair};
 
 use crate::backchannel::{self, Handler};
@@ -211,7 +212,7 @@ struct Shared<B: Backend> {
 /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
 /// let reply = client.call(&[0, 0, 0, 42, 0, 0, 0, 0], &ulb).unwrap();
 /// assert_eq!(reply, [0, 0, 0, 42, 0, 0, 0, 1, 0, 0, 0, 0]);
-/// assert_eq!(client.version(), Some(2)); // both sides speak Version Two
+/// assert_eq!(client.version(), Some(rpcrdma_v1::Version::TWO)); // both sides speak Version Two
 /// ```
 pub struct Client<B: Backend> {
     shared: Arc<Shared<B>>,
@@ -383,7 +384,7 @@ impl<B: Backend> Client<B> {
     }
 
     /// The version the current connection settled on, if it has.
-    pub fn version(&self) -> Option<u32> {
+    pub fn version(&self) -> Option<Version> {
         lock(&self.shared.st).core.version()
     }
 

@@ -26,7 +26,7 @@
 //! core.handle_connected(1, None, &[], now);
 //! assert_eq!(core.poll_ready(), Some(7));
 //! let Some(CallStep::Transmit { transmit, link: 1 }) = core.take_step(7) else { panic!() };
-//! assert!(transmit.probe && transmit.version == 2);
+//! assert!(transmit.probe && transmit.version == rpcrdma_v1::Version::TWO);
 //! ```
 
 use std::collections::{HashMap, VecDeque};
@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 
 use cm_private_data::PrivateData;
 use rpcrdma_v1::marshal_call::{CallForm, InlineThresholds};
+use rpcrdma_v1::Version;
 
 use crate::client::{ClientConfig, ClientError, ClientStats};
 use crate::datapath::{DataPathError, Ended};
@@ -116,7 +117,7 @@ pub struct ClientCore<L> {
     /// Callers whose step changed, in order.
     ready: VecDeque<u32>,
     actions: VecDeque<Action<L>>,
-    settled: Option<(u32, InlineThresholds)>,
+    settled: Option<(Version, InlineThresholds)>,
     stats: ClientStats,
     closing: bool,
     ended: VecDeque<Ended>,
@@ -302,7 +303,7 @@ impl<L: Clone> ClientCore<L> {
     }
 
     /// The version the current connection settled on, if it has.
-    pub fn version(&self) -> Option<u32> {
+    pub fn version(&self) -> Option<Version> {
         self.settled.map(|(v, _)| v)
     }
 

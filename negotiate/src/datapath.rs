@@ -52,7 +52,7 @@
 //!     let mut message = Vec::new();
 //!     fetch_call(&conn, &call, &ulb, &mut message).unwrap();
 //!     assert_eq!(message, [0, 0, 0, 7, 0, 0, 0, 0]);
-//!     let params = ReplyParams { version: 1, credits: 4, reply_inline_threshold: 1024, remote_invalidation: false };
+//!     let params = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 4, reply_inline_threshold: 1024, remote_invalidation: false };
 //!     send_reply(&conn, &call, &[0, 0, 0, 7, 0, 0, 0, 1], &ulb, &params).unwrap();
 //!     conn
 //! });
@@ -60,7 +60,7 @@
 //! let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
 //! let conn = Connection::<InProcess>::new(pd, qp, t);
 //! let pool = ReceivePool::new(&conn, 4, 1024).unwrap();
-//! let params = CallParams { version: 1, credits: 4, thresholds: InlineThresholds::default() };
+//! let params = CallParams { version: rpcrdma_v1::Version::ONE, credits: 4, thresholds: InlineThresholds::default() };
 //! posted.recv().unwrap();
 //! let pending = send_call(&conn, &[0, 0, 0, 7, 0, 0, 0, 0], &ulb, &params).unwrap();
 //! let got = pool.receive(&conn).unwrap();

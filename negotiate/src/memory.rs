@@ -3,6 +3,7 @@
 //! the connection was lost right after an RDMA_ERR_VERS, "to avoid a possible version
 //! negotiation loop when re-establishing another connection".
 
+use rpcrdma_v1::Version;
 use std::collections::HashMap;
 
 /// Why a responder is taken to lack Version Two.
@@ -25,11 +26,12 @@ pub enum NoV2Reason {
 ///
 /// ```
 /// use negotiate::memory::{NoV2Reason, PeerMemory};
+/// use rpcrdma_v1::Version;
 /// let mut m = PeerMemory::default();
-/// assert_eq!(m.highest_for("10.0.2.15:20049", 2), 2);
+/// assert_eq!(m.highest_for("10.0.2.15:20049", Version::TWO), Version::TWO);
 /// m.remember_no_v2("10.0.2.15:20049", NoV2Reason::ProbeLost);
-/// assert_eq!(m.highest_for("10.0.2.15:20049", 2), 1);
-/// assert_eq!(m.highest_for("10.0.2.16:20049", 2), 2);
+/// assert_eq!(m.highest_for("10.0.2.15:20049", Version::TWO), Version::ONE);
+/// assert_eq!(m.highest_for("10.0.2.16:20049", Version::TWO), Version::TWO);
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct PeerMemory {
@@ -48,11 +50,11 @@ impl PeerMemory {
     }
 
     /// The highest version to propose to `addr`, given our own highest `ours`.
-    pub fn highest_for(&self, addr: &str, ours: u32) -> u32 {
+    pub fn highest_for(&self, addr: &str, ours: Version) -> Version {
         match self.no_v2.get(addr) {
             None => ours,
-            Some(NoV2Reason::ErrVers { high }) => ours.min(*high),
-            Some(_) => ours.min(1),
+            Some(NoV2Reason::ErrVers { high }) => ours.min(Version::from_wire(*high)),
+            Some(_) => ours.min(Version::ONE),
         }
     }
 

@@ -8,6 +8,7 @@
 use rpcrdma_v1::direction::{classify as classify_direction, Direction, Role};
 use rpcrdma_v1::header::{Fixed, Header, HeaderError, HeaderLimits};
 use rpcrdma_v1::verdict::{self as v1, ReceivePolicy};
+use rpcrdma_v1::Version;
 use rpcrdma_v2::options::Registry;
 use rpcrdma_v2::verdict as v2;
 
@@ -46,9 +47,9 @@ pub enum DropReason {
     /// A reply in another version than its call's (draft 5.3).
     WrongVersion {
         /// The reply's version.
-        got: u32,
+        got: Version,
         /// The call's version.
-        sent: u32,
+        sent: Version,
     },
 }
 
@@ -64,7 +65,7 @@ fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Judged<'a> {
     let Some(fixed) = Fixed::read(bytes) else { return Judged::Discard(DropReason::Undecodable) };
     // The one dispatch on the version (`rpcrdma_v2::verdict::receive`), with every version
     // this crate speaks; what it would answer a requester never answers, it reads.
-    let policy = ReceivePolicy { limits: *limits, versions: (1, 2), ..ReceivePolicy::default() };
+    let policy = ReceivePolicy { limits: *limits, versions: (Version::ONE, Version::TWO), ..ReceivePolicy::default() };
     let from_v1 = |verdict| match verdict {
         v1::Verdict::Accept(h) => Judged::Accept(h),
         v1::Verdict::Reply { reason, .. } => Judged::Malformed { xid: fixed.xid, reason },
@@ -131,7 +132,7 @@ pub(crate) enum Classified<'a> {
 pub(crate) fn classify<'a>(
     bytes: &'a [u8],
     limits: &HeaderLimits,
-    flight_version: impl Fn(u32) -> Option<u32>,
+    flight_version: impl Fn(u32) -> Option<Version>,
 ) -> Classified<'a> {
     let credit = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(0);
     let (xid, outcome) = match judge(bytes, limits) {

@@ -35,6 +35,7 @@ use cm_private_data::PrivateData;
 use rpcrdma_v1::credits::{Credit, RequesterCredits};
 use rpcrdma_v1::header::HeaderLimits;
 use rpcrdma_v1::marshal_call::InlineThresholds;
+use rpcrdma_v1::Version;
 
 use crate::memory::{NoV2Reason, PeerMemory};
 use crate::reply::{self, Incoming, PeerError};
@@ -45,7 +46,7 @@ use crate::thresholds::Advertised;
 pub struct Config {
     /// The versions it speaks, inclusive: `(1, 2)` probes for Version Two and falls back,
     /// `(1, 1)` is a Version One requester.
-    pub versions: (u32, u32),
+    pub versions: (Version, Version),
     /// The `rdma_credit` it asks for.
     pub credits: u32,
     /// How long a transmitted call may wait for its reply.
@@ -61,7 +62,7 @@ impl Default for Config {
     /// Versions 1 to 2, 32 credits, 5 s, 3 attempts, Linux's header limits.
     fn default() -> Self {
         Config {
-            versions: (1, 2),
+            versions: (Version::ONE, Version::TWO),
             credits: 32,
             timeout: Duration::from_secs(5),
             max_attempts: 3,
@@ -76,7 +77,7 @@ pub struct Transmit {
     /// The call's XID.
     pub xid: u32,
     /// The `rdma_vers` to put in its header.
-    pub version: u32,
+    pub version: Version,
     /// The `rdma_credit` to put in its header.
     pub credits: u32,
     /// The connection's inline thresholds for this call (a probe's call threshold is 1024).
@@ -150,21 +151,21 @@ pub enum Event {
     /// The connection's version is settled (informational).
     Settled {
         /// The version.
-        version: u32,
+        version: Version,
         /// Its thresholds.
         thresholds: InlineThresholds,
     },
 }
 
-enum Version {
+enum Negotiation {
     /// The next call is the probe; then `Some(xid)` until its answer.
     Probing(Option<u32>),
-    Settled(u32),
+    Settled(Version),
 }
 
 struct Conn {
     advertised: Advertised,
-    version: Version,
+    version: Negotiation,
     credits: RequesterCredits,
     /// RDMA_ERR_VERS arrived and no reply has since: losing the connection now means the
     /// responder lacks Version Two (draft 5.2).
@@ -181,7 +182,7 @@ struct Call {
 
 struct Flight {
     credit: Credit,
-    version: u32,
+    version: Version,
     deadline: Instant,
     probe: bool,
     /// Its deadline passed: it waits for the disconnect (or a late reply) and goes out again
@@ -200,7 +201,7 @@ struct Flight {
 /// r.on_connected(None, &[], now);
 /// r.call(7, now).unwrap();
 /// let Some(Event::Transmit(t)) = r.poll_event() else { panic!() };
-/// assert_eq!((t.xid, t.version, t.probe, t.thresholds.call), (7, 2, true, 1024));
+/// assert_eq!((t.xid, t.version.wire(), t.probe, t.thresholds.call), (7, 2, true, 1024));
 /// ```
 pub struct Requester {
     cfg: Config,
@@ -244,10 +245,10 @@ impl Requester {
     }
 
     /// The connection's version, once settled.
-    pub fn version(&self) -> Option<u32> {
+    pub fn version(&self) -> Option<Version> {
         match self.conn.as_ref()?.version {
-            Version::Settled(v) => Some(v),
-            Version::Probing(_) => None,
+            Negotiation::Settled(v) => Some(v),
+            Negotiation::Probing(_) => None,
         }
     }
 
@@ -255,8 +256,8 @@ impl Requester {
     pub fn thresholds(&self) -> Option<InlineThresholds> {
         let c = self.conn.as_ref()?;
         Some(match c.version {
-            Version::Settled(v) => c.advertised.for_version(v),
-            Version::Probing(_) => c.advertised.for_probe(),
+            Negotiation::Settled(v) => c.advertised.for_version(v),
+            Negotiation::Probing(_) => c.advertised.for_probe(),
         })
     }
 
@@ -296,15 +297,15 @@ impl Requester {
         let advertised = Advertised { requester: ours, responder: PrivateData::find(accepted) };
         let (low, high) = self.cfg.versions;
         let highest = self.memory.highest_for(&self.addr, high);
-        let version = if highest >= 2 { Version::Probing(None) } else { Version::Settled(highest) };
+        let version = if highest >= Version::TWO { Negotiation::Probing(None) } else { Negotiation::Settled(highest) };
         let credits = RequesterCredits::new(self.cfg.credits);
         self.conn = Some(Conn { advertised, version, credits, after_err_vers: false, closing: false });
         if highest < low {
             // What we learned earlier: the responder's versions end below ours.
-            self.fail_all(CallFailure::NoCommonVersion { low: 1, high: highest });
+            self.fail_all(CallFailure::NoCommonVersion { low: Version::ONE.wire(), high: highest.wire() });
             return;
         }
-        if let Version::Settled(v) = self.conn.as_ref().unwrap().version {
+        if let Negotiation::Settled(v) = self.conn.as_ref().unwrap().version {
             self.events.push_back(Event::Settled { version: v, thresholds: advertised.for_version(v) });
         }
         self.pump(now);
@@ -372,7 +373,7 @@ impl Requester {
                     // RFC 8166 section 5.5.2: ERR_CHUNK answers a header whose `rdma_vers` the
                     // responder recognized; RDMA_ERR_INVAL_OPTION exists only in Version Two.
                     // The window stays at one: an error carries no grant (draft section 5).
-                    self.settle(2);
+                    self.settle(Version::TWO);
                 }
                 self.pump(now);
                 Incoming::Consumed
@@ -419,11 +420,11 @@ impl Requester {
             self.memory.remember_no_v2(&self.addr, NoV2Reason::LostAfterErrVers);
         }
         let probe_lost = match conn.version {
-            Version::Probing(Some(xid)) => self.flight(xid).is_some_and(|f| f.timed_out),
+            Negotiation::Probing(Some(xid)) => self.flight(xid).is_some_and(|f| f.timed_out),
             _ => false,
         };
         // A Version Two only requester has nothing to fall back to: it probes again.
-        if probe_lost && self.cfg.versions.0 <= 1 {
+        if probe_lost && self.cfg.versions.0 <= Version::ONE {
             self.memory.remember_no_v2(&self.addr, NoV2Reason::ProbeLost);
         }
         let in_flight: Vec<(u32, bool)> =
@@ -446,7 +447,7 @@ impl Requester {
         self.calls.get(&xid)?.flight.as_ref()
     }
 
-    fn flight_version(&self, xid: u32) -> Option<u32> {
+    fn flight_version(&self, xid: u32) -> Option<Version> {
         self.calls.get(&xid)?.flight.as_ref().map(|f| f.version)
     }
 
@@ -464,14 +465,14 @@ impl Requester {
                 return; // RFC 8166 section 4.5.4: its calls go out again on the next connection
             }
             let (version, probe) = match conn.version {
-                Version::Probing(Some(_)) => return, // one message until the probe's answer
-                Version::Probing(None) => (2, true),
-                Version::Settled(v) => (v, false),
+                Negotiation::Probing(Some(_)) => return, // one message until the probe's answer
+                Negotiation::Probing(None) => (Version::TWO, true),
+                Negotiation::Settled(v) => (v, false),
             };
             let Ok(credit) = conn.credits.try_acquire() else { return };
             self.queue.pop_front();
             if probe {
-                conn.version = Version::Probing(Some(xid));
+                conn.version = Negotiation::Probing(Some(xid));
             }
             let thresholds = if probe { conn.advertised.for_probe() } else { conn.advertised.for_version(version) };
             let credits = conn.credits.requested();
@@ -483,9 +484,9 @@ impl Requester {
         }
     }
 
-    fn settle(&mut self, version: u32) {
+    fn settle(&mut self, version: Version) {
         let conn = self.conn.as_mut().unwrap();
-        conn.version = Version::Settled(version);
+        conn.version = Negotiation::Settled(version);
         let thresholds = conn.advertised.for_version(version);
         self.events.push_back(Event::Settled { version, thresholds });
     }
@@ -495,17 +496,17 @@ impl Requester {
         conn.credits.on_reply(granted);
         conn.after_err_vers = false;
         if probe {
-            self.settle(2);
+            self.settle(Version::TWO);
         }
     }
 
     /// RDMA_ERR_VERS: settle the highest common version and send the call again (draft 5.2).
     fn on_err_vers(&mut self, xid: u32, low: u32, high: u32, now: Instant) {
         let (ours_low, ours_high) = self.cfg.versions;
-        let common = high.min(ours_high);
+        let common = Version::from_wire(high).min(ours_high);
         let conn = self.conn.as_mut().unwrap();
         conn.credits.on_error_reply();
-        if common < low.max(ours_low) {
+        if common < Version::from_wire(low).max(ours_low) {
             // That call ends; the next goes out (as the probe again, if this was it): an
             // answer ends only the call it answers, never the ones behind it.
             self.complete_failed(xid, CallFailure::NoCommonVersion { low, high });
@@ -564,8 +565,8 @@ impl Requester {
                 // A probe that ended without settling the version (cancelled, failed) frees its
                 // place: the next call is the probe (draft section 5: one message at a time
                 // until an answer, not forever).
-                if matches!(c.version, Version::Probing(Some(x)) if x == xid) {
-                    c.version = Version::Probing(None);
+                if matches!(c.version, Negotiation::Probing(Some(x)) if x == xid) {
+                    c.version = Negotiation::Probing(None);
                 }
             }
         }

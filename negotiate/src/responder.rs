@@ -12,6 +12,7 @@ use rpcrdma_v1::credits::ResponderCredits;
 use rpcrdma_v1::direction::{classify, Direction, Role};
 use rpcrdma_v1::header::{Header, HeaderLimits};
 use rpcrdma_v1::verdict::{self as v1, ErrorReply, ReceivePolicy};
+use rpcrdma_v1::Version;
 use rpcrdma_v2::options::Registry;
 use rpcrdma_v2::verdict as v2;
 
@@ -22,7 +23,7 @@ use crate::thresholds::Advertised;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Config {
     /// The versions it accepts, inclusive: `(1, 2)` or `(1, 1)`.
-    pub versions: (u32, u32),
+    pub versions: (Version, Version),
     /// The most credits it grants (it posts a Receive for each).
     pub credits: u32,
     /// Limits applied to received headers.
@@ -32,7 +33,7 @@ pub struct Config {
 impl Default for Config {
     /// Versions 1 to 2, 32 credits, Linux's header limits.
     fn default() -> Self {
-        Config { versions: (1, 2), credits: 32, limits: HeaderLimits::default() }
+        Config { versions: (Version::ONE, Version::TWO), credits: 32, limits: HeaderLimits::default() }
     }
 }
 
@@ -71,7 +72,8 @@ pub use crate::datapath::ReplyParams;
 ///
 /// ```
 /// use negotiate::responder::{Config, Received, Responder};
-/// let mut r = Responder::new(Config { versions: (1, 1), ..Config::default() });
+/// use rpcrdma_v1::Version;
+/// let mut r = Responder::new(Config { versions: (Version::ONE, Version::ONE), ..Config::default() });
 /// r.on_connected(&[], None);
 /// // A Version Two probe to a Version One responder: RDMA_ERR_VERS, range 1..=1.
 /// let probe: Vec<u8> = [5u32, 2, 1, 1, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
@@ -84,7 +86,7 @@ pub struct Responder {
     credits: ResponderCredits,
     registry: Registry,
     /// Calls received and not yet replied to: XID -> (version, credits requested).
-    in_flight: HashMap<u32, (u32, u32)>,
+    in_flight: HashMap<u32, (Version, u32)>,
     overruns: u64,
     over_limits: u64,
 }

@@ -14,7 +14,7 @@
 //! // A Version One call: RDMA_MSG, no chunks, then the RPC call with the same XID.
 //! let call: Vec<u8> = [7u32, 1, 32, 0, 0, 0, 0, 7, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
 //! let Step::Call { header, params } = conn.on_message(&call, 0, now) else { panic!() };
-//! assert_eq!((header.xid(), params.version, params.reply_inline_threshold), (7, 1, 1024));
+//! assert_eq!((header.xid(), params.version.wire(), params.reply_inline_threshold), (7, 1, 1024));
 //! assert!(!conn.is_idle(now + Duration::from_secs(59)));
 //! assert!(conn.is_idle(now + Duration::from_secs(60)));
 //! ```

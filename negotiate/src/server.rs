@@ -16,6 +16,7 @@ use rpcrdma_v1::marshal_reply::ReplyForm;
 use rpcrdma_v1::reassemble::{encode_garbage_args_reply, encode_system_err_reply, GARBAGE_ARGS_REPLY_LEN};
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::verdict::ErrorReply;
+use rpcrdma_v1::Version;
 use verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
 
 use crate::backchannel::{self, Backchannel, ServerSide};
@@ -265,7 +266,7 @@ impl Drop for Server {
 /// What one received message came to.
 enum Served {
     /// A call served with its handler's reply, in this version.
-    Call(u32, ReplySent),
+    Call(Version, ReplySent),
     /// An RDMA_ERROR sent.
     Error,
     /// A call answered with an RPC GARBAGE_ARGS reply.
@@ -381,7 +382,7 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
         s.refused.over_limits += serve.new_over_limits();
         match served {
             Ok(Served::Call(v, sent)) => {
-                s.calls[v.min(2) as usize] += 1;
+                s.calls[v.wire().min(2) as usize] += 1;
                 match sent.form {
                     ReplyForm::Inline => s.inline_replies += 1,
                     ReplyForm::ReplyChunk => s.reply_chunk_replies += 1,

@@ -4,6 +4,7 @@
 
 use cm_private_data::PrivateData;
 use rpcrdma_v1::marshal_call::InlineThresholds;
+use rpcrdma_v1::Version;
 
 /// Version One's default inline threshold (RFC 8166 section 3.3.3).
 pub const V1_DEFAULT: u32 = 1024;
@@ -14,11 +15,12 @@ pub const V2_DEFAULT: u32 = rpcrdma_v2::DEFAULT_INLINE_THRESHOLD as u32;
 /// What a receiver of `version` supports when its peer learns nothing else about it.
 ///
 /// ```
-/// assert_eq!(negotiate::thresholds::default_for(1), 1024);
-/// assert_eq!(negotiate::thresholds::default_for(2), 4096);
+/// use rpcrdma_v1::Version;
+/// assert_eq!(negotiate::thresholds::default_for(Version::ONE), 1024);
+/// assert_eq!(negotiate::thresholds::default_for(Version::TWO), 4096);
 /// ```
-pub fn default_for(version: u32) -> u32 {
-    if version >= 2 {
+pub fn default_for(version: Version) -> u32 {
+    if version >= Version::TWO {
         V2_DEFAULT
     } else {
         V1_DEFAULT
@@ -52,10 +54,11 @@ pub fn what_to_send(private_data: Option<PrivateData>, foreign: Option<[u8; 8]>)
 /// ```
 /// use cm_private_data::{Flags, PrivateData};
 /// use negotiate::thresholds::receive_size;
-/// assert_eq!(receive_size(None, 2), 4096);
-/// assert_eq!(receive_size(Some(PrivateData::new(Flags::empty(), 1024, 8192)), 1), 8192);
+/// use rpcrdma_v1::Version;
+/// assert_eq!(receive_size(None, Version::TWO), 4096);
+/// assert_eq!(receive_size(Some(PrivateData::new(Flags::empty(), 1024, 8192)), Version::ONE), 8192);
 /// ```
-pub fn receive_size(advertised: Option<PrivateData>, highest_version: u32) -> usize {
+pub fn receive_size(advertised: Option<PrivateData>, highest_version: Version) -> usize {
     advertised.map_or(0, |p| p.receive_size()).max(default_for(highest_version)) as usize
 }
 
@@ -79,14 +82,15 @@ impl Advertised {
     /// ```
     /// use cm_private_data::{Flags, PrivateData};
     /// use negotiate::thresholds::Advertised;
+    /// use rpcrdma_v1::Version;
     /// let linux_client = PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096);
     /// let a = Advertised { requester: Some(linux_client), responder: None };
-    /// assert_eq!(a.for_version(1).call, 1024); // the responder said nothing: 1024
-    /// assert_eq!(a.for_version(2).call, 4096);
+    /// assert_eq!(a.for_version(Version::ONE).call, 1024); // the responder said nothing: 1024
+    /// assert_eq!(a.for_version(Version::TWO).call, 4096);
     /// let both = Advertised { requester: Some(linux_client), responder: Some(linux_client) };
-    /// assert_eq!((both.for_version(1).call, both.for_version(1).reply), (4096, 4096));
+    /// assert_eq!((both.for_version(Version::ONE).call, both.for_version(Version::ONE).reply), (4096, 4096));
     /// ```
-    pub fn for_version(&self, version: u32) -> InlineThresholds {
+    pub fn for_version(&self, version: Version) -> InlineThresholds {
         let d = default_for(version);
         let (rq_send, rq_recv) = self.requester.map_or((d, d), |p| (p.send_size(), p.receive_size()));
         let (rs_send, rs_recv) = self.responder.map_or((d, d), |p| (p.send_size(), p.receive_size()));
@@ -104,7 +108,7 @@ impl Advertised {
     /// assert_eq!((t.call, t.reply), (1024, 4096));
     /// ```
     pub fn for_probe(&self) -> InlineThresholds {
-        let t = self.for_version(2);
+        let t = self.for_version(Version::TWO);
         InlineThresholds { call: t.call.min(V1_DEFAULT as usize), reply: t.reply }
     }
 

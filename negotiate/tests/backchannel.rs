@@ -9,6 +9,7 @@ use negotiate::client::{Client, ClientConfig};
 use negotiate::requester;
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
+use rpcrdma_v1::Version;
 use verbs::InProcess;
 
 const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
@@ -23,7 +24,7 @@ fn echo(call: &[u8]) -> Vec<u8> {
     rpc(u32::from_be_bytes(call[..4].try_into().unwrap()), 1, &call[8..])
 }
 
-fn pair(versions: (u32, u32), seen: Arc<Mutex<Vec<Vec<u8>>>>) -> (Server, Client<InProcess>) {
+fn pair(versions: (Version, Version), seen: Arc<Mutex<Vec<Vec<u8>>>>) -> (Server, Client<InProcess>) {
     let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), echo).unwrap();
     let cfg = ClientConfig { requester: requester::Config { versions, ..Default::default() }, ..Default::default() };
     let handler = Arc::new(move |call: &[u8]| {
@@ -48,7 +49,7 @@ fn backchannel(server: &Server) -> negotiate::backchannel::Backchannel {
 
 #[test]
 fn rfc8167_backward_calls_reach_the_client_handler_in_both_versions() {
-    for versions in [(1, 1), (1, 2)] {
+    for versions in [(Version::ONE, Version::ONE), (Version::ONE, Version::TWO)] {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let (server, client) = pair(versions, seen.clone());
         assert_eq!(client.call(&rpc(1, 0, &[0; 8]), &ULB).unwrap(), rpc(1, 1, &[0; 8]));
@@ -68,7 +69,7 @@ fn rfc8167_backward_calls_reach_the_client_handler_in_both_versions() {
 #[test]
 fn rfc8167_backward_and_forward_calls_interleave() {
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let (server, client) = pair((1, 2), seen.clone());
+    let (server, client) = pair((Version::ONE, Version::TWO), seen.clone());
     client.call(&rpc(1, 0, &[]), &ULB).unwrap();
     let back = backchannel(&server);
     std::thread::scope(|s| {
@@ -93,7 +94,7 @@ fn rfc8167_backward_and_forward_calls_interleave() {
 
 #[test]
 fn backward_calls_need_a_forward_call_first_and_must_fit_inline() {
-    let (server, client) = pair((1, 2), Arc::new(Mutex::new(Vec::new())));
+    let (server, client) = pair((Version::ONE, Version::TWO), Arc::new(Mutex::new(Vec::new())));
     // The connection exists as soon as the client does; its version does not yet.
     let back = backchannel(&server);
     assert!(matches!(back.call(&rpc(7, 0, &[])), Err(BackchannelError::NoVersionYet)));

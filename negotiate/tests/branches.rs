@@ -28,6 +28,7 @@ use negotiate::server::{Server, ServerConfig, ServerStats};
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::{roundup, OpaqueAtUlb};
 use rpcrdma_v1::verdict::ErrorReply;
+use rpcrdma_v1::Version;
 use verbs::{Backend, ConnectRequest, InProcess, Listener, QpCaps, QpState, QueuePair, CONNECT_PRIVATE_DATA_MAX};
 
 /// Generous: a wait this long has already failed.
@@ -205,17 +206,17 @@ fn pdata(send: u32, receive: u32) -> Option<PrivateData> {
 }
 
 /// A client speaking `versions` and sending `private_data`, with the [`PATIENT`] timeout.
-fn client_cfg(versions: (u32, u32), private_data: Option<PrivateData>) -> ClientConfig {
+fn client_cfg(versions: (Version, Version), private_data: Option<PrivateData>) -> ClientConfig {
     let requester = requester::Config { versions, timeout: PATIENT, ..Default::default() };
     ClientConfig { requester, private_data, ..Default::default() }
 }
 
 /// [`ClientConfig::default`] (private data 4096/4096) speaking `versions`, [`PATIENT`].
-fn default_client(versions: (u32, u32)) -> ClientConfig {
+fn default_client(versions: (Version, Version)) -> ClientConfig {
     client_cfg(versions, ClientConfig::default().private_data)
 }
 
-fn server_cfg(versions: (u32, u32), private_data: Option<PrivateData>) -> ServerConfig {
+fn server_cfg(versions: (Version, Version), private_data: Option<PrivateData>) -> ServerConfig {
     ServerConfig { responder: responder::Config { versions, ..Default::default() }, private_data, ..Default::default() }
 }
 
@@ -249,7 +250,7 @@ fn thresholds(call: usize, reply: usize) -> Option<InlineThresholds> {
 
 /// Asserts the client's connection settled on `version` with these thresholds.
 #[track_caller]
-fn assert_settled(client: &Client<InProcess>, version: u32, call: usize, reply: usize) {
+fn assert_settled(client: &Client<InProcess>, version: Version, call: usize, reply: usize) {
     assert_eq!((client.version(), client.thresholds()), (Some(version), thresholds(call, reply)));
 }
 
@@ -423,8 +424,8 @@ fn with_private_data_at(mut garbage: Vec<u8>, pd: PrivateData, at: usize) -> Vec
 #[test]
 fn draft_5_1_v2_requester_and_responder_settle_v2_with_private_data() {
     let _deadline = deadline();
-    let (client, server, _) = one_call(default_client((1, 2)), ServerConfig::default());
-    assert_settled(&client, 2, 4096, 4096);
+    let (client, server, _) = one_call(default_client((Version::ONE, Version::TWO)), ServerConfig::default());
+    assert_settled(&client, Version::TWO, 4096, 4096);
     assert_eq!(client.window(), 32);
     assert_counts(&server, 1, [0, 0, 1], 0);
     assert_eq!(client.memory().no_v2(&server.local_addr()), None);
@@ -440,8 +441,9 @@ fn draft_5_1_v2_requester_and_responder_settle_v2_with_private_data() {
 #[test]
 fn draft_5_2_v1_responder_err_vers_falls_back_on_the_same_connection() {
     let _deadline = deadline();
-    let (client, server, service) = one_call(client_cfg((1, 2), None), server_cfg((1, 1), None));
-    assert_settled(&client, 1, 1024, 1024);
+    let (client, server, service) =
+        one_call(client_cfg((Version::ONE, Version::TWO), None), server_cfg((Version::ONE, Version::ONE), None));
+    assert_settled(&client, Version::ONE, 1024, 1024);
     assert_eq!(client.memory().no_v2(&server.local_addr()), Some(NoV2Reason::ErrVers { high: 1 }));
     // One ERR_VERS, one Version One call, one connection.
     assert_counts(&server, 1, [0, 1, 0], 1);
@@ -460,8 +462,8 @@ fn draft_5_2_v1_responder_err_vers_falls_back_on_the_same_connection() {
 #[test]
 fn draft_5_3_v1_requester_to_v2_responder_uses_v1_without_probe() {
     let _deadline = deadline();
-    let (client, server, _) = one_call(default_client((1, 1)), ServerConfig::default());
-    assert_settled(&client, 1, 4096, 4096);
+    let (client, server, _) = one_call(default_client((Version::ONE, Version::ONE)), ServerConfig::default());
+    assert_settled(&client, Version::ONE, 4096, 4096);
     assert_counts(&server, 1, [0, 1, 0], 0);
 }
 
@@ -477,11 +479,11 @@ fn draft_5_3_v1_requester_to_v2_responder_uses_v1_without_probe() {
 fn draft_5_2_lost_probe_falls_back_to_v1_after_timeout() {
     let _deadline = deadline();
     let peer = RawPeer::start(Vec::new(), |_, m| if word(m, 1) == 2 { Act::Ignore } else { Act::Serve });
-    let mut cfg = client_cfg((1, 2), None);
+    let mut cfg = client_cfg((Version::ONE, Version::TWO), None);
     cfg.requester.timeout = Duration::from_millis(300);
     let client = raw_client(&peer, cfg);
     call_ok(&client, 0x40, Shape::Small, Shape::Small, &PLAIN);
-    assert_settled(&client, 1, 1024, 1024);
+    assert_settled(&client, Version::ONE, 1024, 1024);
     assert_eq!(client.memory().no_v2(&peer.addr), Some(NoV2Reason::ProbeLost));
     let seen = |conn, vers| Seen { conn, xid: 0x40, vers };
     assert_eq!(peer.seen(), [seen(0, 2), seen(1, 1)], "the probe, then Version One on a new connection");
@@ -498,14 +500,18 @@ fn draft_5_2_lost_probe_falls_back_to_v1_after_timeout() {
 fn lost_after_err_vers(err_vers_word: u32) {
     let peer = RawPeer::start(Vec::new(), move |conn, m| {
         if conn == 0 && word(m, 1) == 2 {
-            Act::AnswerThenDisconnect(ErrorReply::err_vers(word(m, 0), err_vers_word, 1, 1, 1).as_bytes().to_vec())
+            Act::AnswerThenDisconnect(
+                ErrorReply::err_vers(word(m, 0), Version::from_wire(err_vers_word), 1, Version::ONE, Version::ONE)
+                    .as_bytes()
+                    .to_vec(),
+            )
         } else {
             Act::Serve
         }
     });
-    let client = raw_client(&peer, client_cfg((1, 2), None));
+    let client = raw_client(&peer, client_cfg((Version::ONE, Version::TWO), None));
     call_ok(&client, 0x50, Shape::Small, Shape::Small, &PLAIN);
-    assert_eq!(client.version(), Some(1));
+    assert_eq!(client.version(), Some(Version::ONE));
     assert_eq!(client.memory().no_v2(&peer.addr), Some(NoV2Reason::LostAfterErrVers));
     let seen = peer.seen();
     assert_eq!(seen[0], Seen { conn: 0, xid: 0x50, vers: 2 }, "connection 1 starts with the probe");
@@ -536,8 +542,9 @@ fn draft_5_2_lost_after_err_vers_v1_word_reconnects_in_v1() {
 /// connection settled on, after a 3000-byte call asking for a 3000-byte reply, each of which
 /// must travel inline under a 4096-byte threshold and by chunk under a 2048-byte one.
 fn v2_thresholds_with(client: Option<PrivateData>, server: Option<PrivateData>) -> InlineThresholds {
-    let (client, server, service) = one_call(client_cfg((1, 2), client), server_cfg((1, 2), server));
-    assert_eq!(client.version(), Some(2));
+    let (client, server, service) =
+        one_call(client_cfg((Version::ONE, Version::TWO), client), server_cfg((Version::ONE, Version::TWO), server));
+    assert_eq!(client.version(), Some(Version::TWO));
     let call = call_ok(&client, 0x61, Shape::Long(3000), Shape::Long(3000), &PLAIN);
     assert_eq!(service.served(0x61)[0].0, call);
     let t = client.thresholds().expect("settled");
@@ -590,7 +597,7 @@ fn rfc8797_5_2_garbage_accept_private_data_means_defaults() {
     garbage[20..28].copy_from_slice(&decoy);
     garbage[24] = 2; // format version 2: not RFC 8797's
     garbage[192..].copy_from_slice(&FORMAT_IDENTIFIER.to_be_bytes());
-    for (versions, default) in [((1, 2), 4096), ((1, 1), 1024)] {
+    for (versions, default) in [((Version::ONE, Version::TWO), 4096), ((Version::ONE, Version::ONE), 1024)] {
         let peer = RawPeer::start(garbage.clone(), |_, _| Act::Serve);
         let client = raw_client(&peer, client_cfg(versions, pdata(8192, 8192)));
         call_ok(&client, 0x62, Shape::Small, Shape::Small, &PLAIN);
@@ -609,9 +616,9 @@ fn rfc8797_5_2_private_data_at_an_odd_offset_is_found() {
     let _deadline = deadline();
     let ours = PrivateData::new(Flags::empty(), 2048, 8192);
     let peer = RawPeer::start(with_private_data_at(vec![0x5a; 40], ours, 13), |_, _| Act::Serve);
-    let client = raw_client(&peer, client_cfg((1, 2), pdata(8192, 8192)));
+    let client = raw_client(&peer, client_cfg((Version::ONE, Version::TWO), pdata(8192, 8192)));
     call_ok(&client, 0x63, Shape::Small, Shape::Small, &PLAIN);
-    assert_settled(&client, 2, 8192, 2048);
+    assert_settled(&client, Version::TWO, 8192, 2048);
     // A 6000-byte call fits the 8192-byte threshold found (under a default 4096 it would be a
     // Long Call); the 3000-byte reply exceeds 2048 and comes back through the Reply chunk.
     call_ok(&client, 0x64, Shape::Long(6000), Shape::Long(3000), &PLAIN);
@@ -634,14 +641,14 @@ fn rfc8797_5_2_private_data_at_an_odd_offset_is_found() {
 fn rfc8797_4_2_reconnect_takes_the_new_servers_private_data() {
     let _deadline = deadline();
     let addr = "inproc:branches-reconnect";
-    let (a, a_service) = start_server(addr, server_cfg((1, 2), pdata(8192, 8192)), PLAIN);
-    let client = Client::new(InProcess, addr, client_cfg((1, 2), pdata(8192, 8192)));
+    let (a, a_service) = start_server(addr, server_cfg((Version::ONE, Version::TWO), pdata(8192, 8192)), PLAIN);
+    let client = Client::new(InProcess, addr, client_cfg((Version::ONE, Version::TWO), pdata(8192, 8192)));
     call_ok(&client, 0x70, Shape::Small, Shape::Small, &PLAIN);
-    assert_settled(&client, 2, 8192, 8192);
+    assert_settled(&client, Version::TWO, 8192, 8192);
     assert_eq!(a_service.served(0x70).len(), 1);
     drop(a);
 
-    let (b, b_service) = start_server(addr, server_cfg((1, 2), pdata(2048, 2048)), PLAIN);
+    let (b, b_service) = start_server(addr, server_cfg((Version::ONE, Version::TWO), pdata(2048, 2048)), PLAIN);
     let across = rpc_call(0x71, Shape::Small, Shape::Small);
     match client.call(&across, &PLAIN) {
         Ok(reply) => {
@@ -657,7 +664,7 @@ fn rfc8797_4_2_reconnect_takes_the_new_servers_private_data() {
     // The XID is free again (its call ended) and the client is on B.
     call_ok(&client, 0x71, Shape::Small, Shape::Small, &PLAIN);
     assert_eq!(b_service.served(0x71).len(), before + 1);
-    assert_settled(&client, 2, 2048, 2048);
+    assert_settled(&client, Version::TWO, 2048, 2048);
     assert_eq!(b.stats().connections, 1);
     // A closed it (stopping); to the client the connection was lost, and B's is open.
     assert!(matches!(client.ended()[..], [Ended::Lost { .. }]), "{:?}", client.ended());
@@ -710,11 +717,11 @@ fn draft_3_1_unknown_rdma_optional_gets_err_inval_option_and_the_connection_serv
 /// one. Returns the client's window after three calls to a responder granting `grant`.
 fn window_after_grants(grant: u32) -> u32 {
     let peer = RawPeer::start(Vec::new(), move |_, _| Act::Grant(grant));
-    let client = raw_client(&peer, default_client((1, 2)));
+    let client = raw_client(&peer, default_client((Version::ONE, Version::TWO)));
     for xid in 0x90..0x93 {
         call_ok(&client, xid, Shape::Small, Shape::Small, &PLAIN);
     }
-    assert_eq!(client.version(), Some(2));
+    assert_eq!(client.version(), Some(Version::TWO));
     let window = client.window();
     drop(client);
     peer.finish();
@@ -747,7 +754,7 @@ fn rfc8166_3_5_every_message_form_in_both_versions() {
         (Shape::Small, Shape::Long(12_000)),
         (Shape::Opaque(6_000), Shape::Opaque(7_000)),
     ];
-    for versions in [(1, 1), (1, 2)] {
+    for versions in [(Version::ONE, Version::ONE), (Version::ONE, Version::TWO)] {
         let (server, service) = start_server("inproc:*", ServerConfig::default(), DDP);
         let client = Client::new(InProcess, &server.local_addr(), default_client(versions));
         for (i, &(arg, result)) in cases.iter().enumerate() {
@@ -759,7 +766,7 @@ fn rfc8166_3_5_every_message_form_in_both_versions() {
         }
         assert_eq!(client.version(), Some(versions.1));
         let mut calls = [0; 3];
-        calls[versions.1 as usize] = cases.len() as u64;
+        calls[versions.1.wire() as usize] = cases.len() as u64;
         let s = assert_counts(&server, 1, calls, 0);
         // Two Short calls, two Chunked (Read chunks), one Long (Position-Zero Read chunk).
         assert_eq!(client.stats(), ClientStats { short: 2, chunked: 2, long: 1 }, "{versions:?}");
@@ -778,7 +785,7 @@ fn rfc8166_3_5_every_message_form_in_both_versions() {
 fn rfc8166_3_3_1_many_concurrent_callers_stay_within_credits() {
     let _deadline = deadline();
     let (server, service) = start_server("inproc:*", ServerConfig::default(), PLAIN);
-    let client = Client::new(InProcess, &server.local_addr(), default_client((1, 2)));
+    let client = Client::new(InProcess, &server.local_addr(), default_client((Version::ONE, Version::TWO)));
     std::thread::scope(|s| {
         for t in 0..8u32 {
             let client = &client;
@@ -806,7 +813,7 @@ fn rfc8166_3_3_1_many_concurrent_callers_stay_within_credits() {
 fn rfc8166_4_5_4_a_requester_timeout_closes_the_connection_and_the_client_says_why() {
     let _deadline = deadline();
     let peer = RawPeer::start(Vec::new(), |conn, _| if conn == 0 { Act::Ignore } else { Act::Serve });
-    let mut cfg = client_cfg((1, 1), None);
+    let mut cfg = client_cfg((Version::ONE, Version::ONE), None);
     cfg.requester.timeout = Duration::from_millis(300);
     let client = raw_client(&peer, cfg);
     assert!(client.ended().is_empty());
@@ -824,7 +831,7 @@ fn rfc8166_4_5_4_a_requester_timeout_closes_the_connection_and_the_client_says_w
 #[test]
 fn a_connection_the_requester_closed_is_recorded_lost_by_the_server() {
     let _deadline = deadline();
-    let (client, server, _service) = one_call(default_client((1, 2)), ServerConfig::default());
+    let (client, server, _service) = one_call(default_client((Version::ONE, Version::TWO)), ServerConfig::default());
     assert_eq!(server.peers()[0].ended, None, "open while served");
     drop(client);
     while server.peers()[0].ended.is_none() {
@@ -851,7 +858,7 @@ fn the_server_timeout_bounds_completions_only_not_idle_time_or_handlers() {
     };
     let cfg = ServerConfig { timeout: short, ..ServerConfig::default() };
     let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(PLAIN), slow).unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), default_client((1, 2)));
+    let client = Client::new(InProcess, &server.local_addr(), default_client((Version::ONE, Version::TWO)));
     call_ok(&client, 0xa0, Shape::Small, Shape::Small, &PLAIN);
     std::thread::sleep(4 * short);
     call_ok(&client, 0xa1, Shape::Small, Shape::Small, &PLAIN);

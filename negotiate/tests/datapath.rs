@@ -12,6 +12,7 @@ use rpcrdma_v1::marshal_call::{CallForm, InlineThresholds};
 use rpcrdma_v1::marshal_reply::ReplyForm;
 use rpcrdma_v1::ulb::{roundup, OpaqueAtUlb};
 use rpcrdma_v1::verdict::{ErrorReply, PeerError, ReceivePolicy};
+use rpcrdma_v1::Version;
 use rpcrdma_v2::options::Registry;
 use verbs::*;
 
@@ -138,12 +139,12 @@ struct Outcome {
 fn serve<B: Backend>(e: &Ends<B>, case: &Case) -> (Vec<Segment>, ReplySent) {
     let got = e.resp_pool.receive(&e.resp).unwrap();
     let call = accept(&got.bytes, case.version);
-    assert_eq!(call.version(), case.version);
+    assert_eq!(call.version().wire(), case.version);
     let mut message = Vec::new();
     fetch_call(&e.resp, &call, &case.ulb, &mut message).unwrap();
     assert_eq!(message, case.call, "the reassembled call");
     let params = ReplyParams {
-        version: case.version,
+        version: Version::from_wire(case.version),
         credits: CREDITS,
         reply_inline_threshold: SMALL.reply,
         remote_invalidation: case.remote_invalidation,
@@ -153,7 +154,7 @@ fn serve<B: Backend>(e: &Ends<B>, case: &Case) -> (Vec<Segment>, ReplySent) {
 }
 
 fn call_params(version: u32) -> CallParams {
-    CallParams { version, credits: CREDITS, thresholds: SMALL }
+    CallParams { version: Version::from_wire(version), credits: CREDITS, thresholds: SMALL }
 }
 
 /// One whole exchange on `e`, checked against `case`.
@@ -165,7 +166,7 @@ fn exchange_on<B: Backend>(e: &Ends<B>, case: &Case) -> Outcome {
         let mut rkeys: Vec<u32> = pending.rkeys().collect();
         let got = e.req_pool.receive(&e.req).unwrap();
         let reply = accept(&got.bytes, case.version);
-        assert_eq!((reply.xid(), reply.version()), (pending.xid(), case.version));
+        assert_eq!((reply.xid(), reply.version().wire()), (pending.xid(), case.version));
         let write_lengths = reply.write_list().iter().map(|c| c.target.iter().map(|s| s.length).collect()).collect();
         let mut message = Vec::new();
         pending.complete(&e.req, &reply, got.invalidated_rkey, &case.ulb, &mut message).unwrap();
@@ -351,7 +352,8 @@ fn rdma_error_reply_releases_the_call<B: Backend>(b: &B) {
             let responder = s.spawn(|| {
                 let got = e.resp_pool.receive(&e.resp).unwrap();
                 let call = accept(&got.bytes, version);
-                send_error(&e.resp, ErrorReply::err_chunk(call.xid(), version, CREDITS).as_bytes()).unwrap();
+                send_error(&e.resp, ErrorReply::err_chunk(call.xid(), Version::from_wire(version), CREDITS).as_bytes())
+                    .unwrap();
                 segments(&call)
             });
             let pending = send_call(&e.req, &call, &ulb, &call_params(version)).unwrap();
@@ -421,13 +423,17 @@ fn reply_too_long_for_the_chunks_is_err_chunk<B: Backend>(b: &B) {
         let responder = s.spawn(|| {
             let got = e.resp_pool.receive(&e.resp).unwrap();
             let call = accept(&got.bytes, 1);
-            let params =
-                ReplyParams { version: 1, credits: 1, reply_inline_threshold: 1024, remote_invalidation: false };
+            let params = ReplyParams {
+                version: Version::ONE,
+                credits: 1,
+                reply_inline_threshold: 1024,
+                remote_invalidation: false,
+            };
             match send_reply(&e.resp, &call, &message(0xb00, 1, 2048, None), &ulb, &params) {
                 Err(DataPathError::Reply(r)) => assert!(r.errcode().is_some(), "{r:?}"),
                 other => panic!("{other:?}"),
             }
-            send_error(&e.resp, ErrorReply::err_chunk(0xb00, 1, 1).as_bytes()).unwrap();
+            send_error(&e.resp, ErrorReply::err_chunk(0xb00, Version::ONE, 1).as_bytes()).unwrap();
         });
         let pending = send_call(&e.req, &call, &ulb, &call_params(1)).unwrap();
         let got = e.req_pool.receive(&e.req).unwrap();

@@ -11,6 +11,7 @@ use negotiate::reply::{DropReason, Incoming};
 use negotiate::requester::{self, CallFailure, Event, Requester, Transmit};
 use negotiate::responder::{self, Received, Responder};
 use negotiate::thresholds::Advertised;
+use rpcrdma_v1::Version;
 
 const ADDR: &str = "inproc:server";
 
@@ -23,12 +24,19 @@ fn msg(xid: u32, vers: u32, credit: u32, msg_type: u32) -> Vec<u8> {
     words(&[xid, vers, credit, 0, 0, 0, 0, xid, msg_type, 0, 0])
 }
 
+/// The versions `(low, high)` as `rdma_vers` words.
+fn range((low, high): (u32, u32)) -> (Version, Version) {
+    (Version::from_wire(low), Version::from_wire(high))
+}
+
 fn requester(versions: (u32, u32)) -> Requester {
+    let versions = range(versions);
     let cfg = requester::Config { versions, timeout: Duration::from_secs(1), ..Default::default() };
     Requester::new(cfg, ADDR)
 }
 
 fn responder(versions: (u32, u32)) -> Responder {
+    let versions = range(versions);
     let mut r = Responder::new(responder::Config { versions, ..Default::default() });
     r.on_connected(&[], None);
     r
@@ -45,11 +53,11 @@ fn transmits(events: &[Event]) -> Vec<Transmit> {
 
 /// Serves one transmitted call on `resp`: the bytes the responder sends back.
 fn serve(resp: &mut Responder, t: &Transmit) -> Vec<u8> {
-    let call = msg(t.xid, t.version, t.credits, 0);
+    let call = msg(t.xid, t.version.wire(), t.credits, 0);
     match resp.on_receive(&call) {
         Received::Call(h) => {
             let p = resp.reply_params(h.xid()).unwrap();
-            msg(h.xid(), p.version, p.credits, 1)
+            msg(h.xid(), p.version.wire(), p.credits, 1)
         }
         Received::SendError(e) => e.as_bytes().to_vec(),
         other => panic!("unexpected {other:?}"),
@@ -73,7 +81,7 @@ fn draft_5_first_message_is_version_2_alone_and_within_1024_bytes() {
     let mut accepted = [0u8; 196];
     accepted[..8].copy_from_slice(&big.encode());
     let t = start(&mut req, Some(big), &accepted, 1, now);
-    assert_eq!((t.version, t.probe, t.thresholds.call), (2, true, 1024));
+    assert_eq!((t.version.wire(), t.probe, t.thresholds.call), (2, true, 1024));
     // One message at a time until a non-error reply (draft 5, RFC 8166 3.3.3).
     req.call(2, now).unwrap();
     req.call(3, now).unwrap();
@@ -90,12 +98,12 @@ fn draft_5_1_a_v2_reply_settles_version_2_with_its_4096_defaults() {
     assert!(matches!(req.on_receive(&reply, now), Incoming::Reply { xid: 1, .. }));
     let ev = drain(&mut req);
     assert!(ev.contains(&Event::Settled {
-        version: 2,
+        version: Version::TWO,
         thresholds: rpcrdma_v1::marshal_call::InlineThresholds { call: 4096, reply: 4096 }
     }));
     let next = transmits(&ev);
-    assert_eq!((next[0].xid, next[0].version, next[0].probe, next[0].thresholds.call), (2, 2, false, 4096));
-    assert_eq!(req.version(), Some(2));
+    assert_eq!((next[0].xid, next[0].version.wire(), next[0].probe, next[0].thresholds.call), (2, 2, false, 4096));
+    assert_eq!(req.version(), Some(Version::TWO));
     assert_eq!(req.window(), 32);
 }
 
@@ -111,10 +119,10 @@ fn draft_5_2_err_vers_falls_back_on_the_same_connection_and_resends_the_call() {
     // out again, same XID, in Version One.
     assert!(!ev.iter().any(|e| matches!(e, Event::Connect | Event::Disconnect)), "{ev:?}");
     let again = transmits(&ev);
-    assert_eq!((again[0].xid, again[0].version, again[0].thresholds.call, again[0].attempt), (7, 1, 1024, 2));
+    assert_eq!((again[0].xid, again[0].version.wire(), again[0].thresholds.call, again[0].attempt), (7, 1, 1024, 2));
     let reply = serve(&mut resp, &again[0]);
     assert!(matches!(req.on_receive(&reply, now), Incoming::Reply { xid: 7, .. }));
-    assert_eq!(req.version(), Some(1));
+    assert_eq!(req.version(), Some(Version::ONE));
     assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ErrVers { high: 1 }));
 }
 
@@ -128,7 +136,7 @@ fn draft_5_2_err_vers_is_accepted_whatever_its_version_word_says() {
         let err = words(&[t.xid, vers_word, 1, 4, 1, 1, 1]);
         assert_eq!(req.on_receive(&err, now), Incoming::Consumed);
         let again = transmits(&drain(&mut req));
-        assert_eq!((again[0].xid, again[0].version), (9, 1), "vers word {vers_word}");
+        assert_eq!((again[0].xid, again[0].version.wire()), (9, 1), "vers word {vers_word}");
     }
 }
 
@@ -163,7 +171,7 @@ fn draft_5_2_a_lost_probe_falls_back_and_the_responder_is_remembered() {
     assert_eq!(drain(&mut req), vec![Event::Connect]);
     req.on_connected(None, &[], later);
     let again = transmits(&drain(&mut req));
-    assert_eq!((again[0].xid, again[0].version, again[0].probe), (4, 1, false));
+    assert_eq!((again[0].xid, again[0].version.wire(), again[0].probe), (4, 1, false));
     assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ProbeLost));
 }
 
@@ -181,11 +189,11 @@ fn draft_5_2_connection_lost_after_err_vers_means_no_second_probe() {
     req.on_connected(None, &[], now);
     let ev = drain(&mut req);
     let again = transmits(&ev);
-    assert_eq!((again[0].xid, again[0].version, again[0].probe), (5, 1, false));
+    assert_eq!((again[0].xid, again[0].version.wire(), again[0].probe), (5, 1, false));
     // A requester made later from the same memory does not probe either.
     let mut next = Requester::with_memory(requester::Config::default(), ADDR, req.memory().clone());
     let t = start(&mut next, None, &[], 6, now);
-    assert_eq!((t.version, t.probe), (1, false));
+    assert_eq!((t.version.wire(), t.probe), (1, false));
 }
 
 #[test]
@@ -193,7 +201,7 @@ fn draft_5_3_a_v1_requester_talks_v1_to_a_v2_responder() {
     let now = Instant::now();
     let (mut req, mut resp) = (requester((1, 1)), responder((1, 2)));
     let t = start(&mut req, None, &[], 8, now);
-    assert_eq!((t.version, t.probe, t.thresholds.call), (1, false, 1024));
+    assert_eq!((t.version.wire(), t.probe, t.thresholds.call), (1, false, 1024));
     let reply = serve(&mut resp, &t);
     assert_eq!(u32::from_be_bytes(reply[4..8].try_into().unwrap()), 1, "the reply carries the call's version");
     assert!(matches!(req.on_receive(&reply, now), Incoming::Reply { xid: 8, .. }));
@@ -205,7 +213,10 @@ fn draft_5_3_a_reply_in_another_version_than_its_call_is_dropped() {
     let mut req = requester((1, 2));
     let t = start(&mut req, None, &[], 10, now);
     let wrong = msg(t.xid, 1, 8, 1);
-    assert_eq!(req.on_receive(&wrong, now), Incoming::Dropped(DropReason::WrongVersion { got: 1, sent: 2 }));
+    assert_eq!(
+        req.on_receive(&wrong, now),
+        Incoming::Dropped(DropReason::WrongVersion { got: Version::ONE, sent: Version::TWO })
+    );
     assert_eq!(req.pending(), 1);
 }
 
@@ -291,7 +302,7 @@ fn rfc8797_4_2_thresholds_for_each_private_data_case() {
     let small = PrivateData::new(Flags::REMOTE_INVALIDATE, 2048, 1024);
     let t = |rq, rs, v| {
         let a = Advertised { requester: rq, responder: rs };
-        let t = a.for_version(v);
+        let t = a.for_version(Version::from_wire(v));
         (t.call, t.reply, a.remote_invalidation())
     };
     // Both sides: min(sender's Send, receiver's Receive) each way; R only when both set it.
@@ -319,11 +330,11 @@ fn draft_5_3_the_responder_replies_in_each_call_s_version() {
     for (xid, vers) in [(50, 1), (51, 2), (52, 1)] {
         let call = msg(xid, vers, 4, 0);
         let Received::Call(h) = resp.on_receive(&call) else { panic!() };
-        assert_eq!(h.version(), vers);
+        assert_eq!(h.version().wire(), vers);
     }
-    assert_eq!(resp.reply_params(51).unwrap().version, 2);
+    assert_eq!(resp.reply_params(51).unwrap().version, Version::TWO);
     assert_eq!(resp.reply_params(50).unwrap().reply_inline_threshold, 1024);
-    assert_eq!(resp.reply_params(52).unwrap().version, 1);
+    assert_eq!(resp.reply_params(52).unwrap().version, Version::ONE);
     assert_eq!(resp.reply_params(52), None);
 }
 

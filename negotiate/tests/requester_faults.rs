@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use negotiate::memory::NoV2Reason;
 use negotiate::reply::{DropReason, Incoming, PeerError};
 use negotiate::requester::{self, CallFailure, Event, Requester, Transmit};
+use rpcrdma_v1::Version;
 
 const ADDR: &str = "inproc:faults";
 const TIMEOUT: Duration = Duration::from_secs(1);
@@ -24,6 +25,7 @@ fn reply(xid: u32, vers: u32, credit: u32) -> Vec<u8> {
 }
 
 fn requester(versions: (u32, u32)) -> Requester {
+    let versions = (Version::from_wire(versions.0), Version::from_wire(versions.1));
     let cfg = requester::Config { versions, timeout: TIMEOUT, ..Default::default() };
     Requester::new(cfg, ADDR)
 }
@@ -71,7 +73,7 @@ fn rfc8166_3_3_3_a_timed_out_probe_is_retransmitted_only_after_reconnect() {
     req.on_connected(None, &[], later);
     let again = transmits(&drain(&mut req));
     // One credit on the new connection: the probe's call alone, in Version One, attempt 2.
-    let got: Vec<_> = again.iter().map(|t| (t.xid, t.version, t.probe, t.attempt)).collect();
+    let got: Vec<_> = again.iter().map(|t| (t.xid, t.version.wire(), t.probe, t.attempt)).collect();
     assert_eq!(got, vec![(1, 1, false, 2)]);
 }
 
@@ -90,7 +92,7 @@ fn draft_5_2_a_late_v2_reply_before_the_disconnect_completes_the_call_once_and_k
     assert_eq!(drain(&mut req), vec![Event::Disconnect]);
     assert!(matches!(req.on_receive(&reply(1, 2, 32), later), Incoming::Reply { xid: 1, .. }));
     assert_eq!(req.pending(), 0);
-    assert_eq!(req.version(), Some(2));
+    assert_eq!(req.version(), Some(Version::TWO));
     let ev = drain(&mut req);
     assert!(transmits(&ev).is_empty(), "{ev:?}");
     req.on_disconnected(later);
@@ -100,7 +102,7 @@ fn draft_5_2_a_late_v2_reply_before_the_disconnect_completes_the_call_once_and_k
     assert_eq!(drain(&mut req), vec![Event::Connect]);
     req.on_connected(None, &[], later);
     let t = transmits(&drain(&mut req))[0];
-    assert_eq!((t.xid, t.version, t.probe, t.attempt), (2, 2, true, 1));
+    assert_eq!((t.xid, t.version.wire(), t.probe, t.attempt), (2, 2, true, 1));
 }
 
 /// RFC 8166 section 4.5.4: once a call timed out and the connection is to be closed, no other
@@ -153,9 +155,9 @@ fn rfc8166_5_5_2_an_rdma_error_answering_the_probe_fails_only_that_call_and_sett
         assert_eq!(req.on_receive(&answer, now), Incoming::Consumed, "{what}");
         let ev = drain(&mut req);
         assert!(ev.contains(&Event::Failed { xid: 1, error: CallFailure::Peer(error) }), "{what}: {ev:?}");
-        let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version, t.probe)).collect();
+        let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
         assert_eq!(next, vec![(2, 2, false)], "{what}: the next call goes out, alone");
-        assert_eq!(req.version(), Some(2), "{what}");
+        assert_eq!(req.version(), Some(Version::TWO), "{what}");
         assert!(matches!(req.on_receive(&reply(2, 2, 32), now), Incoming::Reply { xid: 2, .. }), "{what}");
         let next: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| t.xid).collect();
         assert_eq!(next, vec![3], "{what}: and the one after its reply");
@@ -176,7 +178,7 @@ fn rfc8166_4_5_a_malformed_answer_to_the_probe_fails_only_that_call_and_the_next
     assert_eq!(req.on_receive(&words(&[1, 2, 1, 0, 1, 0]), now), Incoming::Consumed);
     let ev = drain(&mut req);
     assert!(matches!(ev[0], Event::Failed { xid: 1, error: CallFailure::MalformedReply(_) }), "{ev:?}");
-    let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version, t.probe)).collect();
+    let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
     assert_eq!(next, vec![(2, 2, true)]);
     assert!(!ev.contains(&Event::Disconnect));
 }
@@ -191,7 +193,7 @@ fn rfc8166_4_5_4_a_cancelled_probe_lets_the_next_call_probe() {
     start(&mut req, 1, now);
     req.call(2, now).unwrap();
     assert!(req.cancel(1, now));
-    let next: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| (t.xid, t.version, t.probe)).collect();
+    let next: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
     assert_eq!(next, vec![(2, 2, true)]);
 }
 
@@ -200,7 +202,7 @@ type Answer = fn(&Transmit) -> Option<Vec<u8>>;
 
 /// Serves every call with a reply in its own version, granting 32.
 fn serve(t: &Transmit) -> Option<Vec<u8>> {
-    Some(reply(t.xid, t.version, 32))
+    Some(reply(t.xid, t.version.wire(), 32))
 }
 
 /// Runs `req` against a responder that answers the first transmission (the probe) with
@@ -280,7 +282,10 @@ fn draft_5_3_a_v1_reply_to_the_probe_is_dropped_and_the_probe_still_times_out() 
     let now = Instant::now();
     let mut req = requester((1, 2));
     start(&mut req, 1, now);
-    assert_eq!(req.on_receive(&reply(1, 1, 32), now), Incoming::Dropped(DropReason::WrongVersion { got: 1, sent: 2 }));
+    assert_eq!(
+        req.on_receive(&reply(1, 1, 32), now),
+        Incoming::Dropped(DropReason::WrongVersion { got: Version::ONE, sent: Version::TWO })
+    );
     assert_eq!(req.poll_timeout(), Some(now + TIMEOUT));
     req.on_timeout(now + TIMEOUT);
     assert_eq!(drain(&mut req), vec![Event::Disconnect]);

@@ -24,20 +24,10 @@ use xdr_spec::rt::{Limits, List, Reader, SeqIter, Xdr};
 
 use crate::xdr::*;
 
-/// The only version this crate speaks (RFC 8166 section 4.2.2).
-pub const RPCRDMA_VERSION: u32 = 1;
+use crate::Version;
 
-/// The `rdma_vers` a marshaled message is sent with: Version One unless its
-/// owner chose another version whose chunk lists have the same shape
-/// (Version Two's do: draft-cel-nfsv4-rpcrdma-version-two-00 section 4.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct WireVersion(pub(crate) u32);
-
-impl Default for WireVersion {
-    fn default() -> Self {
-        WireVersion(RPCRDMA_VERSION)
-    }
-}
+/// The only version this crate's own rules speak (RFC 8166 section 4.2.2).
+pub const RPCRDMA_VERSION: Version = Version::ONE;
 
 /// Offsets of the four fixed header words, which keep their positions in
 /// every version (RFC 8166 section 4.2).
@@ -323,7 +313,7 @@ impl<'a> Header<'a> {
         let (Some(_), Some(vers)) = (word(bytes, offsets::XID), word(bytes, offsets::VERS)) else {
             return Err(HeaderError::TooShortForVersion { len: bytes.len() });
         };
-        if vers != RPCRDMA_VERSION {
+        if vers != RPCRDMA_VERSION.wire() {
             return Err(HeaderError::Version { vers });
         }
         let kind = match proc_word(bytes)? {
@@ -354,7 +344,7 @@ impl<'a> Header<'a> {
     /// let words = [7u32, 2, 32, 0, 0, 0, 0, 7, 0];
     /// let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
     /// let h = Header::parse_chunk_lists(&bytes, MessageKind::Msg, &HeaderLimits::default()).unwrap();
-    /// assert_eq!((h.xid(), h.version(), h.header_len()), (7, 2, 28));
+    /// assert_eq!((h.xid(), h.version().wire(), h.header_len()), (7, 2, 28));
     /// ```
     pub fn parse_chunk_lists(
         bytes: &'a [u8],
@@ -498,16 +488,17 @@ impl<'a> Header<'a> {
         self.xid
     }
 
-    /// `rdma_vers`: 1 from [`Header::parse`]; whatever the caller of
-    /// [`Header::parse_chunk_lists`] accepted.
+    /// `rdma_vers`: Version One from [`Header::parse`]; whatever the caller
+    /// of [`Header::parse_chunk_lists`] accepted.
     ///
     /// ```
     /// use rpcrdma_v1::header::{Header, HeaderLimits};
+    /// use rpcrdma_v1::Version;
     /// let bytes: Vec<u8> = [7u32, 1, 32, 0, 0, 0, 0, 7, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
-    /// assert_eq!(Header::parse(&bytes, &HeaderLimits::default()).unwrap().version(), 1);
+    /// assert_eq!(Header::parse(&bytes, &HeaderLimits::default()).unwrap().version(), Version::ONE);
     /// ```
-    pub fn version(&self) -> u32 {
-        self.vers
+    pub fn version(&self) -> Version {
+        Version::from_wire(self.vers)
     }
 
     /// `rdma_credit`: a request for credits in a call, a grant in a reply

@@ -47,6 +47,9 @@ pub mod marshal_reply;
 pub mod reassemble;
 pub mod ulb;
 pub mod verdict;
+pub mod version;
+
+pub use version::Version;
 
 /// The runtime the generated types use: [`rt::Xdr`], [`rt::Seq`], [`rt::List`],
 /// [`rt::Limits`] and [`rt::Error`].

@@ -83,10 +83,10 @@
 use core::fmt;
 use core::ops::Range;
 
-use crate::header::WireVersion;
 use crate::rt::{List, Seq, Xdr};
 use crate::ulb::{check_items, reduce_payload, reduced_len, roundup, DdpItem, ItemError, UpperLayerBinding};
 use crate::xdr::{RdmaBody, RdmaMsg, RpcRdmaHeader, RpcRdmaHeaderNomsg, XdrRdmaSegment, XdrReadChunk, XdrWriteChunk};
+use crate::Version;
 
 /// Transport header bytes before the chunk lists: `rdma_xid`, `rdma_vers`,
 /// `rdma_credit` and the `rdma_proc` discriminant (RFC 8166 section 4.2).
@@ -487,7 +487,7 @@ pub(crate) fn reply_chunk_len(segments: Option<usize>) -> usize {
 /// reuse its memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MarshaledCall {
-    vers: WireVersion,
+    vers: Version,
     form: CallForm,
     xid: u32,
     header_len: usize,
@@ -513,20 +513,21 @@ impl MarshaledCall {
     ///
     /// ```
     /// # use rpcrdma_v1::marshal_call::MarshaledCall;
-    /// assert_eq!(MarshaledCall::with_version(2).version(), 2);
-    /// assert_eq!(MarshaledCall::new().version(), 1);
+    /// use rpcrdma_v1::Version;
+    /// assert_eq!(MarshaledCall::with_version(Version::TWO).version(), Version::TWO);
+    /// assert_eq!(MarshaledCall::new().version(), Version::ONE);
     /// ```
-    pub fn with_version(vers: u32) -> Self {
-        MarshaledCall { vers: WireVersion(vers), ..Self::default() }
+    pub fn with_version(vers: Version) -> Self {
+        MarshaledCall { vers, ..Self::default() }
     }
 
     /// The `rdma_vers` its headers carry.
     ///
     /// ```
-    /// assert_eq!(rpcrdma_v1::marshal_call::MarshaledCall::default().version(), 1);
+    /// assert_eq!(rpcrdma_v1::marshal_call::MarshaledCall::default().version(), rpcrdma_v1::Version::ONE);
     /// ```
-    pub fn version(&self) -> u32 {
-        self.vers.0
+    pub fn version(&self) -> Version {
+        self.vers
     }
 
     /// Forget the last call, keeping the memory.
@@ -795,7 +796,7 @@ pub fn encode_call_header(call: &MarshaledCall, credits: u32, buf: &mut [u8]) ->
             }
             CallForm::Long => RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply }),
         };
-        let msg = RdmaMsg { rdma_xid: call.xid, rdma_vers: call.vers.0, rdma_credit: credits, rdma_body };
+        let msg = RdmaMsg { rdma_xid: call.xid, rdma_vers: call.vers.wire(), rdma_credit: credits, rdma_body };
         debug_assert_eq!(msg.encoded_len(), call.header_len_now());
         // One pass: the caller's buffer is scratch until this succeeds.
         msg.encode_into(buf)

@@ -64,11 +64,11 @@
 
 use core::ops::Range;
 
-use crate::header::WireVersion;
 use crate::marshal_call::{reply_chunk_len, WriteChunks, FIXED_HEADER_LEN};
 use crate::rt::{List, Seq, Xdr};
 use crate::ulb::{check_items, reduce_payload, DdpItem, ItemError};
 use crate::xdr::{RdmaBody, RdmaMsg, RpcRdmaErrcode, RpcRdmaHeader, RpcRdmaHeaderNomsg, XdrRdmaSegment, XdrWriteChunk};
+use crate::Version;
 
 /// The chunks a Requester provided for the reply in its call's transport
 /// header: its Write list and Reply chunk (RFC 8166 section 4.3; draft
@@ -237,7 +237,7 @@ impl ReplyError {
 /// reuse its memory.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MarshaledReply {
-    vers: WireVersion,
+    vers: Version,
     form: ReplyForm,
     xid: u32,
     header_len: usize,
@@ -262,20 +262,21 @@ impl MarshaledReply {
     ///
     /// ```
     /// # use rpcrdma_v1::marshal_reply::MarshaledReply;
-    /// assert_eq!(MarshaledReply::with_version(2).version(), 2);
-    /// assert_eq!(MarshaledReply::new().version(), 1);
+    /// use rpcrdma_v1::Version;
+    /// assert_eq!(MarshaledReply::with_version(Version::TWO).version(), Version::TWO);
+    /// assert_eq!(MarshaledReply::new().version(), Version::ONE);
     /// ```
-    pub fn with_version(vers: u32) -> Self {
-        MarshaledReply { vers: WireVersion(vers), ..Self::default() }
+    pub fn with_version(vers: Version) -> Self {
+        MarshaledReply { vers, ..Self::default() }
     }
 
     /// The `rdma_vers` its headers carry.
     ///
     /// ```
-    /// assert_eq!(rpcrdma_v1::marshal_reply::MarshaledReply::default().version(), 1);
+    /// assert_eq!(rpcrdma_v1::marshal_reply::MarshaledReply::default().version(), rpcrdma_v1::Version::ONE);
     /// ```
-    pub fn version(&self) -> u32 {
-        self.vers.0
+    pub fn version(&self) -> Version {
+        self.vers
     }
 
     /// Forget the last reply, keeping the memory.
@@ -470,7 +471,7 @@ pub fn encode_reply_header(reply: &MarshaledReply, credits: u32, buf: &mut [u8])
             ReplyForm::Inline => RdmaBody::RdmaMsg(RpcRdmaHeader { rdma_reads, rdma_writes, rdma_reply }),
             ReplyForm::ReplyChunk => RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply }),
         };
-        let msg = RdmaMsg { rdma_xid: reply.xid, rdma_vers: reply.vers.0, rdma_credit: credits, rdma_body };
+        let msg = RdmaMsg { rdma_xid: reply.xid, rdma_vers: reply.vers.wire(), rdma_credit: credits, rdma_body };
         debug_assert_eq!(msg.encoded_len(), reply.header_len_now());
         // One pass: the caller's buffer is scratch until this succeeds.
         msg.encode_into(buf)

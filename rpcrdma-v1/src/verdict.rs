@@ -27,6 +27,7 @@ use xdr_spec::rt::Xdr;
 
 use crate::header::{Fixed, Header, HeaderError, HeaderLimits, RPCRDMA_VERSION};
 use crate::xdr::{RdmaBody, RdmaMsg, RpcRdmaError, RpcRdmaErrvers};
+use crate::Version;
 
 /// How a receiver judges what arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +35,7 @@ pub struct ReceivePolicy {
     /// Limits on segments and chunk sizes.
     pub limits: HeaderLimits,
     /// The versions this receiver supports, reported in ERR_VERS.
-    pub versions: (u32, u32),
+    pub versions: (Version, Version),
     /// The credit value to put in the RDMA_ERROR replies this receiver sends.
     pub credit: u32,
 }
@@ -82,18 +83,19 @@ impl ErrorReply {
 
     /// RDMA_ERROR / ERR_VERS (RFC 8166 section 4.5.1): the failing message's
     /// XID and version, and the range this receiver supports.
-    pub fn err_vers(xid: u32, vers: u32, credit: u32, low: u32, high: u32) -> Self {
-        let err = RpcRdmaError::ErrVers(RpcRdmaErrvers { rdma_vers_low: low, rdma_vers_high: high });
+    pub fn err_vers(xid: u32, vers: Version, credit: u32, low: Version, high: Version) -> Self {
+        let err = RpcRdmaError::ErrVers(RpcRdmaErrvers { rdma_vers_low: low.wire(), rdma_vers_high: high.wire() });
         Self::encode(xid, vers, credit, err)
     }
 
     /// RDMA_ERROR / ERR_CHUNK (RFC 8166 section 4.5.2).
-    pub fn err_chunk(xid: u32, vers: u32, credit: u32) -> Self {
+    pub fn err_chunk(xid: u32, vers: Version, credit: u32) -> Self {
         Self::encode(xid, vers, credit, RpcRdmaError::ErrChunk)
     }
 
-    fn encode(xid: u32, vers: u32, credit: u32, err: RpcRdmaError) -> Self {
-        let msg = RdmaMsg { rdma_xid: xid, rdma_vers: vers, rdma_credit: credit, rdma_body: RdmaBody::RdmaError(err) };
+    fn encode(xid: u32, vers: Version, credit: u32, err: RpcRdmaError) -> Self {
+        let body = RdmaBody::RdmaError(err);
+        let msg = RdmaMsg { rdma_xid: xid, rdma_vers: vers.wire(), rdma_credit: credit, rdma_body: body };
         let mut buf = [0u8; Self::MAX_LEN];
         // At most 28 bytes, always fits.
         let len = msg.encode(&mut buf).unwrap_or(0) as u8;
@@ -169,6 +171,8 @@ pub fn receive<'a>(bytes: &'a [u8], policy: &ReceivePolicy) -> Verdict<'a> {
     if fixed.is_error() {
         return decode_error(xid, vers, bytes);
     }
+    // Answers echo the version word as received (RFC 8166 section 4.5.1).
+    let vers = Version::from_wire(vers);
     match Header::parse(bytes, &policy.limits) {
         Ok(h) => Verdict::Accept(h),
         Err(HeaderError::TooShortForVersion { len }) => Verdict::Discard(DiscardReason::TooShort(len)),
@@ -188,7 +192,7 @@ fn decode_error(xid: u32, vers: u32, bytes: &[u8]) -> Verdict<'_> {
         Ok(RdmaBody::RdmaError(RpcRdmaError::ErrVers(r))) if r.rdma_vers_low <= r.rdma_vers_high => {
             PeerError::Vers { vers, low: r.rdma_vers_low, high: r.rdma_vers_high }
         }
-        Ok(RdmaBody::RdmaError(RpcRdmaError::ErrChunk)) if vers == RPCRDMA_VERSION => PeerError::Chunk,
+        Ok(RdmaBody::RdmaError(RpcRdmaError::ErrChunk)) if vers == RPCRDMA_VERSION.wire() => PeerError::Chunk,
         _ => return Verdict::Discard(DiscardReason::UndecodableError),
     };
     Verdict::PeerError { xid, error }

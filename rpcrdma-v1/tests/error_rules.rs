@@ -3,6 +3,7 @@
 
 use rpcrdma_v1::header::{Header, HeaderError, HeaderLimits, MessageKind};
 use rpcrdma_v1::verdict::{receive, DiscardReason, ErrorReply, PeerError, ReceivePolicy, Verdict};
+use rpcrdma_v1::Version;
 
 fn bytes(words: &[u32]) -> Vec<u8> {
     words.iter().flat_map(|w| w.to_be_bytes()).collect()
@@ -45,7 +46,7 @@ fn unsupported_version_gets_err_vers_with_same_xid_and_range_rfc8166_4_5_1() {
         // that was in the rdma_vers field in the failing request").
         assert_eq!(reply_words(&v), [0xabcd, vers, 32, 4, 1, 1, 1], "vers {vers}");
     }
-    let policy = ReceivePolicy { versions: (1, 2), ..Default::default() };
+    let policy = ReceivePolicy { versions: (Version::ONE, Version::TWO), ..Default::default() };
     assert_eq!(reply_words(&receive(&bytes(&[1, 3, 1, 0]), &policy)), [1, 3, 32, 4, 1, 1, 2]);
 }
 
@@ -242,10 +243,13 @@ fn chunk_longer_than_the_ulp_allows_gets_err_chunk_rfc8166_3_4_4() {
 
 #[test]
 fn error_replies_are_20_and_28_bytes() {
-    assert_eq!(ErrorReply::err_chunk(1, 1, 1).as_bytes().len(), 20);
-    assert_eq!(ErrorReply::err_vers(1, 1, 1, 1, 1).as_bytes().len(), 28);
+    assert_eq!(ErrorReply::err_chunk(1, Version::ONE, 1).as_bytes().len(), 20);
+    assert_eq!(ErrorReply::err_vers(1, Version::ONE, 1, Version::ONE, Version::ONE).as_bytes().len(), 28);
     // ORACLES.md's rpcgen reference: ERR_VERS(1,1), xid 0x01020304, credit 32.
-    assert_eq!(words(ErrorReply::err_vers(0x0102_0304, 1, 32, 1, 1).as_bytes()), [0x0102_0304, 1, 32, 4, 1, 1, 1]);
+    assert_eq!(
+        words(ErrorReply::err_vers(0x0102_0304, Version::ONE, 32, Version::ONE, Version::ONE).as_bytes()),
+        [0x0102_0304, 1, 32, 4, 1, 1, 1]
+    );
 }
 
 #[test]

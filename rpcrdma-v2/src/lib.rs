@@ -53,9 +53,12 @@ pub use rpcrdma_v1::header::{Header, HeaderLimits, MessageKind};
 /// This crate's protocol version, the value of `rdma_vers` (section 4.2).
 ///
 /// ```
-/// assert_eq!(rpcrdma_v2::RPCRDMA2_VERSION, 2);
+/// assert_eq!(rpcrdma_v2::RPCRDMA2_VERSION.wire(), 2);
 /// ```
-pub const RPCRDMA2_VERSION: u32 = 2;
+pub const RPCRDMA2_VERSION: Version = Version::TWO;
+
+/// The version type, shared with Version One.
+pub use rpcrdma_v1::Version;
 
 /// The default inline threshold of Version Two, in bytes (section 2.3:
 /// receivers "MUST support an inline threshold of 4096 bytes"; "In the
@@ -94,7 +97,7 @@ pub const PROBE_MAX_LEN: usize = rpcrdma_v1::marshal_call::InlineThresholds::MIN
 /// same chunk lists.
 ///
 /// ```
-/// assert_eq!(rpcrdma_v2::marshaled_call().version(), 2);
+/// assert_eq!(rpcrdma_v2::marshaled_call().version(), rpcrdma_v2::Version::TWO);
 /// ```
 pub fn marshaled_call() -> rpcrdma_v1::marshal_call::MarshaledCall {
     rpcrdma_v1::marshal_call::MarshaledCall::with_version(RPCRDMA2_VERSION)
@@ -104,7 +107,7 @@ pub fn marshaled_call() -> rpcrdma_v1::marshal_call::MarshaledCall {
 /// carry the version of the calls).
 ///
 /// ```
-/// assert_eq!(rpcrdma_v2::marshaled_reply().version(), 2);
+/// assert_eq!(rpcrdma_v2::marshaled_reply().version(), rpcrdma_v2::Version::TWO);
 /// ```
 pub fn marshaled_reply() -> rpcrdma_v1::marshal_reply::MarshaledReply {
     rpcrdma_v1::marshal_reply::MarshaledReply::with_version(RPCRDMA2_VERSION)

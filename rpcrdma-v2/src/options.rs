@@ -243,5 +243,6 @@ pub fn encode_optional(
     buf: &mut [u8],
 ) -> Result<usize, rpcrdma_v1::rt::Error> {
     let rdma_body = Rpcrdma2Body::RdmaOptional(Rpcrdma2Optional { rdma_opttype: opttype, rdma_optinfo: optinfo });
-    Rpcrdma2XprtHdr { rdma_xid: xid, rdma_vers: crate::RPCRDMA2_VERSION, rdma_credit: credit, rdma_body }.encode(buf)
+    Rpcrdma2XprtHdr { rdma_xid: xid, rdma_vers: crate::RPCRDMA2_VERSION.wire(), rdma_credit: credit, rdma_body }
+        .encode(buf)
 }

@@ -35,7 +35,7 @@ pub use rpcrdma_v1::verdict::{DiscardReason, ErrorReply};
 
 use crate::options::{OptionOutcome, OptionalMessage, Registry};
 use crate::xdr::{Rpcrdma2Body, Rpcrdma2ErrVers, Rpcrdma2Error, Rpcrdma2Proc, Rpcrdma2XprtHdr};
-use crate::RPCRDMA2_VERSION;
+use crate::{Version, RPCRDMA2_VERSION};
 
 /// Version One's policy type, shared: limits, the supported range
 /// reported in RDMA_ERR_VERS, the credit of error replies. A range that
@@ -49,7 +49,7 @@ pub use rpcrdma_v1::verdict::ReceivePolicy;
 ///
 /// ```
 /// let p = rpcrdma_v2::verdict::default_policy();
-/// assert_eq!(p.versions, (2, 2));
+/// assert_eq!(p.versions, (rpcrdma_v2::Version::TWO, rpcrdma_v2::Version::TWO));
 /// ```
 pub fn default_policy() -> ReceivePolicy {
     ReceivePolicy { versions: (RPCRDMA2_VERSION, RPCRDMA2_VERSION), ..ReceivePolicy::default() }
@@ -149,17 +149,19 @@ pub enum Verdict<'a> {
 /// // RDMA_MSG, version 2, no chunks, then an RPC call with the same XID.
 /// let bytes: Vec<u8> = [7u32, 2, 1, 0, 0, 0, 0, 7, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
 /// let Verdict::Accept(h) = receive(&bytes, &default_policy(), &mut Registry::new()) else { panic!() };
-/// assert_eq!((h.xid(), h.version(), h.payload()), (7, 2, &bytes[28..]));
+/// assert_eq!((h.xid(), h.version().wire(), h.payload()), (7, 2, &bytes[28..]));
 /// ```
 pub fn receive<'a>(bytes: &'a [u8], policy: &ReceivePolicy, registry: &mut Registry) -> Verdict<'a> {
     let Some(fixed) = Fixed::read(bytes) else {
         return Verdict::Discard(DiscardReason::TooShort(bytes.len()));
     };
-    let (xid, vers) = (fixed.xid, fixed.vers);
+    let (xid, word) = (fixed.xid, fixed.vers);
     // An RDMA_ERROR is never answered with another: decode it or drop it.
     if fixed.is_error() {
-        return decode_error(bytes, xid, vers);
+        return decode_error(bytes, xid, word);
     }
+    // Answers echo the version word as received (RFC 8166 section 4.5.1).
+    let vers = Version::from_wire(word);
     let bad_header =
         |reason: Reason| Verdict::Reply { reply: err_reply(xid, vers, policy.credit, ERR_BAD_HEADER), reason };
     // The one dispatch on the version: Version Two's rules, Version One's, or RDMA_ERR_VERS
@@ -170,10 +172,10 @@ pub fn receive<'a>(bytes: &'a [u8], policy: &ReceivePolicy, registry: &mut Regis
         if vers == rpcrdma_v1::header::RPCRDMA_VERSION && (low..=high).contains(&vers) {
             return Verdict::Version1(rpcrdma_v1::verdict::receive(bytes, policy));
         }
-        let err = Rpcrdma2Error::RdmaErrVers(Rpcrdma2ErrVers { rdma_vers_low: low, rdma_vers_high: high });
+        let range = Rpcrdma2ErrVers { rdma_vers_low: low.wire(), rdma_vers_high: high.wire() };
         return Verdict::Reply {
-            reply: err_reply(xid, vers, policy.credit, err),
-            reason: HeaderError::Version { vers }.into(),
+            reply: err_reply(xid, vers, policy.credit, Rpcrdma2Error::RdmaErrVers(range)),
+            reason: HeaderError::Version { vers: word }.into(),
         };
     }
     let p = match proc_word(bytes) {
@@ -228,13 +230,13 @@ fn optional<'a>(bytes: &'a [u8], xid: u32, policy: &ReceivePolicy, registry: &mu
 /// ```
 /// use rpcrdma_v2::verdict::err_reply;
 /// use rpcrdma_v2::xdr::Rpcrdma2Error;
-/// let r = err_reply(9, 2, 1, Rpcrdma2Error::RdmaErrBadHeader);
+/// let r = err_reply(9, rpcrdma_v2::Version::TWO, 1, Rpcrdma2Error::RdmaErrBadHeader);
 /// assert_eq!(r.as_bytes(), [0, 0, 0, 9, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 2]);
 /// ```
-pub fn err_reply(xid: u32, vers: u32, credit: u32, err: Rpcrdma2Error) -> ErrorReply {
+pub fn err_reply(xid: u32, vers: Version, credit: u32, err: Rpcrdma2Error) -> ErrorReply {
     let hdr = Rpcrdma2XprtHdr {
         rdma_xid: xid,
-        rdma_vers: vers,
+        rdma_vers: vers.wire(),
         rdma_credit: credit,
         rdma_body: Rpcrdma2Body::RdmaError(err),
     };
@@ -253,10 +255,12 @@ fn decode_error(bytes: &[u8], xid: u32, vers: u32) -> Verdict<'_> {
         Ok(Rpcrdma2Body::RdmaError(Rpcrdma2Error::RdmaErrVers(r))) if r.rdma_vers_low <= r.rdma_vers_high => {
             PeerError::Common(V1PeerError::Vers { vers, low: r.rdma_vers_low, high: r.rdma_vers_high })
         }
-        Ok(Rpcrdma2Body::RdmaError(Rpcrdma2Error::RdmaErrBadHeader)) if vers == 1 || vers == RPCRDMA2_VERSION => {
+        Ok(Rpcrdma2Body::RdmaError(Rpcrdma2Error::RdmaErrBadHeader))
+            if vers == Version::ONE.wire() || vers == RPCRDMA2_VERSION.wire() =>
+        {
             PeerError::BAD_HEADER
         }
-        Ok(Rpcrdma2Body::RdmaError(Rpcrdma2Error::RdmaErrInvalOption)) if vers == RPCRDMA2_VERSION => {
+        Ok(Rpcrdma2Body::RdmaError(Rpcrdma2Error::RdmaErrInvalOption)) if vers == RPCRDMA2_VERSION.wire() => {
             PeerError::InvalOption
         }
         _ => return Verdict::Discard(DiscardReason::UndecodableError),

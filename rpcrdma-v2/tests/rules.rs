@@ -11,6 +11,7 @@ use rpcrdma_v1::marshal_call::{marshal_call, CallDescription, CallForm, ChunkPur
 use rpcrdma_v1::reassemble::{read_list_fetches, reassemble_call};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::xdr::XdrRdmaSegment;
+use rpcrdma_v1::Version;
 use rpcrdma_v2::options::{encode_optional, OptionOutcome, OptionalMessage, Registry};
 use rpcrdma_v2::verdict::{default_policy, receive, DiscardReason, PeerError, Reason, ReceivePolicy, Verdict};
 use rpcrdma_v2::{MessageKind, DEFAULT_INLINE_THRESHOLD, DEFAULT_THRESHOLDS, PROBE_MAX_LEN, RPCRDMA2_VERSION};
@@ -151,7 +152,7 @@ fn draft_4_2_rdma_msg_payload_must_follow() {
 fn draft_4_2_nomsg_payload_must_not_follow() {
     // A Long call: Position-zero Read chunk, and nothing after the header.
     let ok = bytes(&[3, 2, 1, NOMSG, 1, 0, 9, 64, 0, 0x1000, 0, 0, 0]);
-    assert!(matches!(judge(&ok), Verdict::Accept(h) if h.kind() == MessageKind::NoMsg && h.version() == 2));
+    assert!(matches!(judge(&ok), Verdict::Accept(h) if h.kind() == MessageKind::NoMsg && h.version() == Version::TWO));
     let mut trailing = ok.clone();
     trailing.extend(bytes(&[3, 0]));
     let (w, reason) = reply_words(judge(&trailing));
@@ -220,7 +221,7 @@ fn draft_4_2_backward_direction_calls_are_classified_on_the_client() {
     // a backward-direction call, in either version.
     for vers in [1, 2] {
         let msg = bytes(&[11, vers, 1, MSG, 0, 0, 0, 11, 0]);
-        let policy = ReceivePolicy { versions: (1, 2), ..default_policy() };
+        let policy = ReceivePolicy { versions: (Version::ONE, Version::TWO), ..default_policy() };
         let h = match receive(&msg, &policy, &mut Registry::new()) {
             Verdict::Accept(h) => h,
             Verdict::Version1(rpcrdma_v1::verdict::Verdict::Accept(h)) => h,
@@ -244,18 +245,18 @@ fn draft_5_2_other_versions_get_err_vers_with_our_range_and_same_xid() {
         assert_eq!(reason, Reason::Header(HeaderError::Version { vers }));
     }
     // A receiver of both versions judges a Version One message by Version One's rules.
-    let policy = ReceivePolicy { versions: (1, 2), ..default_policy() };
+    let policy = ReceivePolicy { versions: (Version::ONE, Version::TWO), ..default_policy() };
     let v1 = bytes(&[12, 1, 1, MSG, 0, 0, 0, 12, 0]);
     assert!(matches!(
         receive(&v1, &policy, &mut Registry::new()),
-        Verdict::Version1(rpcrdma_v1::verdict::Verdict::Accept(h)) if h.version() == 1
+        Verdict::Version1(rpcrdma_v1::verdict::Verdict::Accept(h)) if h.version() == Version::ONE
     ));
 }
 
 #[test]
 fn draft_5_3_replies_carry_the_calls_version() {
     let (w, _) = reply_words(judge(&bytes(&[1, 2, 1, 99])));
-    assert_eq!(w[1], RPCRDMA2_VERSION);
+    assert_eq!(w[1], RPCRDMA2_VERSION.wire());
     assert_eq!(rpcrdma_v2::marshaled_reply().version(), RPCRDMA2_VERSION);
 }
 
@@ -279,7 +280,7 @@ fn chunk_lists_shared_with_version_one_marshal_receive_reassemble() {
     let mut send = Vec::new();
     out.gather_into(&header[..out.header_len()], &call, &mut send);
     let Verdict::Accept(h) = judge(&send) else { panic!("{:?}", judge(&send)) };
-    assert_eq!((h.version(), h.xid(), h.read_chunks().count()), (2, 21, 1));
+    assert_eq!((h.version(), h.xid(), h.read_chunks().count()), (Version::TWO, 21, 1));
     let mut landing = Vec::new();
     for f in read_list_fetches(h.read_list()) {
         landing.extend_from_slice(&call[f.offset as usize..f.offset as usize + f.length as usize]);

@@ -27,6 +27,7 @@ use negotiate::server::{Server, ServerStats};
 use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::{roundup_pad, OpaqueAtUlb};
+use rpcrdma_v1::Version;
 use rpcrdma_v2::options::Registry;
 use rpcrdma_v2::verdict::{self as v2, Verdict};
 use verbs::{Access, Backend, ConnectRequest, ProtectionDomain, QpCaps, QueuePair, Sge};
@@ -140,13 +141,13 @@ impl<B: Backend> RawRequester<B> {
     }
 
     /// A valid call in `vers`; the next message must be its reply, with its bytes.
-    pub fn valid_call(&self, xid: u32, vers: u32) {
+    pub fn valid_call(&self, xid: u32, vers: Version) {
         let message = call(xid, SMALL);
         let params =
             CallParams { version: vers, credits: 32, thresholds: InlineThresholds { call: 1024, reply: 1024 } };
         let pending = send_call(&self.conn, &message, &ULB, &params).expect("send call");
         let got = self.pool.receive(&self.conn).expect("the reply");
-        let policy = v2::ReceivePolicy { versions: (1, 2), ..v2::default_policy() };
+        let policy = v2::ReceivePolicy { versions: (Version::ONE, Version::TWO), ..v2::default_policy() };
         let header: Header<'_> = match v2::receive(&got.bytes, &policy, &mut Registry::new()) {
             Verdict::Accept(h) | Verdict::Version1(rpcrdma_v1::verdict::Verdict::Accept(h)) => h,
             other => panic!("call {xid:#x}: expected its reply, got {other:?} ({:?})", &got.bytes),
@@ -165,7 +166,7 @@ impl<B: Backend> RawRequester<B> {
 pub fn accept_raw<B: Backend>(
     backend: &B,
     req: B::Request,
-    versions: (u32, u32),
+    versions: (Version, Version),
     ours: PrivateData,
 ) -> Option<(Responder, Connection<B>, ReceivePool<B>)> {
     let credits = responder::Config::default().credits;

@@ -4,6 +4,7 @@ use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_call::{marshal_call, CallDescription, CallForm, InlineThresholds, MarshaledCall};
 use rpcrdma_v1::reassemble::reassemble_reply_with_ulb;
 use rpcrdma_v1::ulb::UpperLayerBinding;
+use rpcrdma_v1::Version;
 use verbs::Backend;
 
 use super::{ChunkMemory, Connection, DataPathError, WindowRegistrar};
@@ -13,14 +14,14 @@ use super::{ChunkMemory, Connection, DataPathError, WindowRegistrar};
 /// ```
 /// use negotiate::datapath::CallParams;
 /// use rpcrdma_v1::marshal_call::InlineThresholds;
-/// let v2 = CallParams { version: 2, credits: 32, thresholds: InlineThresholds { call: 4096, reply: 4096 } };
+/// let v2 = CallParams { version: rpcrdma_v1::Version::TWO, credits: 32, thresholds: InlineThresholds { call: 4096, reply: 4096 } };
 /// assert_eq!(v2.thresholds.call, 4096);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallParams {
     /// `rdma_vers` of the call's header (1, or 2 for Version Two, whose chunk lists are Version
     /// One's).
-    pub version: u32,
+    pub version: Version,
     /// `rdma_credit`: the credits requested (RFC 8166 section 3.3.1).
     pub credits: u32,
     /// The call inline threshold (the peer's receive size) and the reply inline threshold (this

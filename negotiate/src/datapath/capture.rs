@@ -127,8 +127,12 @@ mod tests {
             ready.send(()).unwrap();
             let got = pool.receive(&conn).unwrap();
             let Verdict::Accept(h) = receive(&got.bytes, &ReceivePolicy::default()) else { panic!() };
-            let params =
-                ReplyParams { version: 1, credits: 2, reply_inline_threshold: 1024, remote_invalidation: false };
+            let params = ReplyParams {
+                version: rpcrdma_v1::Version::ONE,
+                credits: 2,
+                reply_inline_threshold: 1024,
+                remote_invalidation: false,
+            };
             send_reply(&conn, &h, &r2, &c2, &params).unwrap();
             conn
         });
@@ -137,7 +141,8 @@ mod tests {
         let conn = Connection::<InProcess>::new(pd, qp, t);
         let pool = ReceivePool::new(&conn, 2, 1024).unwrap();
         posted.recv().unwrap();
-        let params = CallParams { version: 1, credits: 2, thresholds: InlineThresholds::default() };
+        let params =
+            CallParams { version: rpcrdma_v1::Version::ONE, credits: 2, thresholds: InlineThresholds::default() };
         let pending = send_call(&conn, &call, &ulb, &params).unwrap();
         let got = pool.receive(&conn).unwrap();
         drop((pending, responder.join().unwrap()));

@@ -5,6 +5,7 @@ use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_reply::{marshal_reply, MarshaledReply, ProvidedChunks, ReplyForm, ReplyRequest};
 use rpcrdma_v1::reassemble::{check_call_ddp_eligibility, fetch_len, read_list_fetches, reassemble_call};
 use rpcrdma_v1::ulb::UpperLayerBinding;
+use rpcrdma_v1::Version;
 use verbs::{Access, Backend, ProtectionDomain, QueuePair, RemoteBuf, Sge};
 
 use super::{take_bytes, Connection, DataPathError};
@@ -13,13 +14,13 @@ use super::{take_bytes, Connection, DataPathError};
 ///
 /// ```
 /// use negotiate::datapath::ReplyParams;
-/// let p = ReplyParams { version: 1, credits: 32, reply_inline_threshold: 1024, remote_invalidation: true };
+/// let p = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 32, reply_inline_threshold: 1024, remote_invalidation: true };
 /// assert!(p.remote_invalidation);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplyParams {
     /// `rdma_vers` of the reply's header: the call's.
-    pub version: u32,
+    pub version: Version,
     /// `rdma_credit`: the credits granted (RFC 8166 section 3.3.1).
     pub credits: u32,
     /// The reply inline threshold: the largest Send the Requester receives (RFC 8166 section
@@ -142,7 +143,7 @@ pub fn send_reply<B: Backend, U: UpperLayerBinding + ?Sized>(
 /// ```no_run
 /// # fn demo(conn: &negotiate::datapath::Connection<verbs::InProcess>) {
 /// use rpcrdma_v1::verdict::ErrorReply;
-/// let err = ErrorReply::err_chunk(0x1234, 1, 32);
+/// let err = ErrorReply::err_chunk(0x1234, rpcrdma_v1::Version::ONE, 32);
 /// negotiate::datapath::send_error(conn, err.as_bytes()).unwrap();
 /// # }
 /// ```

@@ -361,7 +361,7 @@ impl SimClient {
         message: &[u8],
         how: Unusable,
     ) -> Vec<u8> {
-        let (xid, vers, credits) = (t.xid, t.version, t.credits);
+        let (xid, vers, credits) = (t.xid, t.version.wire(), t.credits);
         let nomsg = how == Unusable::NoMessage;
         let (handle, offset) = sim.mem.register(link, vec![0; 64], nomsg);
         if let Some(a) = self.attempts.get_mut(&xid) {
@@ -408,7 +408,7 @@ impl SimClient {
             self.wrong = Some("the core took a backward call whose header does not parse".into());
             return;
         };
-        let (xid, vers) = (header.xid(), header.version());
+        let (xid, vers) = (header.xid(), header.version().wire());
         let answer = if self.answers.chance(self.backward_errors) {
             super::words(&[xid, vers, 1, 4, 2])
         } else {

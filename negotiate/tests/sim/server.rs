@@ -22,6 +22,7 @@ use rpcrdma_v1::reassemble::{
 };
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::verdict::ErrorReply;
+use rpcrdma_v1::Version;
 use verbs::{Completion, Status};
 
 use super::client::{echo, oversized, ULB};
@@ -76,7 +77,8 @@ impl SimServer {
 
     /// Accepts link `id` at `now`; returns the private data of the accept.
     pub fn on_connected(&mut self, id: u32, received: &[u8], now: Instant) -> Vec<u8> {
-        let versions = if self.faults.v1_only_responder { (1, 1) } else { (1, 2) };
+        let versions =
+            if self.faults.v1_only_responder { (Version::ONE, Version::ONE) } else { (Version::ONE, Version::TWO) };
         let cfg = responder::Config { versions, ..responder::Config::default() };
         let ours = self.faults.private_data.1.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
         self.conns.insert(id, Serve::new(cfg, self.faults.idle_timeout, received, ours, now));
@@ -183,7 +185,7 @@ impl SimServer {
                         Some(format!("call {xid:#x} arrived beyond the credits granted on connection {link}"));
                 }
                 if sim.rng.chance(self.faults.hostile) {
-                    let lie = hostile(sim, xid, p.version, p.credits);
+                    let lie = hostile(sim, xid, p.version.wire(), p.credits);
                     sim.log(|| format!("server: call {xid:#x} on {link} answered with a lie"));
                     sim.send(false, lie);
                     return;
@@ -205,7 +207,7 @@ impl SimServer {
                     Ok(served) => {
                         self.busy.insert(link, sim.now + served.took);
                         sim.send_after(false, served.send, served.took);
-                        self.maybe_call_backward(sim, link, p.version);
+                        self.maybe_call_backward(sim, link, p.version.wire());
                     }
                     Err(e) => match self.conns.get(&link).and_then(|c| c.on_failure(&e)) {
                         Some(FailureAnswer::ErrChunk) => {

@@ -243,42 +243,49 @@ impl SimClient {
     /// callers do, until it has nothing more.
     pub fn route(&mut self, sim: &mut Sim) {
         loop {
-            if let Some(action) = self.core.poll_action() {
-                sim.log(|| format!("client core: {action:?}"));
-                match action {
-                    Action::Connect { after } => {
-                        if self.connect_at.is_none() && self.core.link().is_none() {
-                            self.connect_at = Some(sim.now + after + sim.rng.millis(5));
-                        }
-                    }
-                    // A call timed out: close the connection (RFC 8166 section 4.5.4), which
-                    // fences its memory; the core requeues what was in flight on it.
-                    Action::Disconnect(link) => {
-                        if sim.link.as_ref().is_some_and(|l| l.id == link) {
-                            if let Some(id) = sim.link_down() {
-                                sim.with_server(|s, _| s.on_disconnected(id));
-                                self.on_link_down(sim, id, true);
-                            }
-                        }
-                    }
-                }
+            // Callers first: what reached the core before an action (a reply or an RDMA_ERROR
+            // received before a disconnect) is theirs, as it is `Client`'s callers'.
+            if let Some(xid) = self.core.poll_ready() {
+                self.take_step(sim, xid);
                 continue;
             }
-            let Some(xid) = self.core.poll_ready() else { return };
-            let Some(step) = self.core.take_step(xid) else { continue };
-            match step {
-                CallStep::Transmit { transmit, link } => self.transmit(sim, transmit, link),
-                CallStep::Reply { message, .. } => {
-                    self.complete(sim, xid, &message);
-                    self.core.finish_call(xid);
+            let Some(action) = self.core.poll_action() else { return };
+            sim.log(|| format!("client core: {action:?}"));
+            match action {
+                Action::Connect { after } => {
+                    if self.connect_at.is_none() && self.core.link().is_none() {
+                        self.connect_at = Some(sim.now + after + sim.rng.millis(5));
+                    }
                 }
-                CallStep::Failed(error) => {
-                    sim.log(|| format!("call {xid:#x} fails: {error}"));
-                    self.release(&mut sim.mem, xid);
-                    self.check_cause(xid, &error);
-                    self.end(xid, Err(format!("{error}")));
-                    self.core.finish_call(xid);
+                // A call timed out: close the connection (RFC 8166 section 4.5.4), which fences
+                // its memory; the core requeues what was in flight on it.
+                Action::Disconnect(link) => {
+                    if sim.link.as_ref().is_some_and(|l| l.id == link) {
+                        if let Some(id) = sim.link_down() {
+                            sim.with_server(|s, _| s.on_disconnected(id));
+                            self.on_link_down(sim, id, true);
+                        }
+                    }
                 }
+            }
+        }
+    }
+
+    /// What the caller of `xid` does with its next step, as `Client::call` does.
+    fn take_step(&mut self, sim: &mut Sim, xid: u32) {
+        let Some(step) = self.core.take_step(xid) else { return };
+        match step {
+            CallStep::Transmit { transmit, link } => self.transmit(sim, transmit, link),
+            CallStep::Reply { message, .. } => {
+                self.complete(sim, xid, &message);
+                self.core.finish_call(xid);
+            }
+            CallStep::Failed(error) => {
+                sim.log(|| format!("call {xid:#x} fails: {error}"));
+                self.release(&mut sim.mem, xid);
+                self.check_cause(xid, &error);
+                self.end(xid, Err(format!("{error}")));
+                self.core.finish_call(xid);
             }
         }
     }

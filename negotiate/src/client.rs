@@ -169,6 +169,18 @@ struct State<B: Backend> {
     /// The condvar each caller alone waits on (one per caller: waking all 64 callers of a busy
     /// client for every reply is what a shared one would cost).
     waiters: HashMap<u32, Arc<Condvar>>,
+    /// Who receives on the connection now: one at a time, a caller waiting for its reply
+    /// while calls are in progress (so that the reply to a lone caller reaches it with no
+    /// hand-off between threads), the dispatcher otherwise (backward calls, a connection lost
+    /// while idle).
+    receiver: Receiver,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Receiver {
+    Nobody,
+    Caller(u32),
+    Dispatcher,
 }
 
 impl<B: Backend> State<B> {
@@ -178,6 +190,17 @@ impl<B: Backend> State<B> {
             if let Some(cv) = self.waiters.get(&xid) {
                 cv.notify_one();
             }
+        }
+    }
+
+    /// Gives up the receiver's role (`leaving`: the caller that had it and is done): another
+    /// caller still waiting for its step takes it over (woken here), or else the dispatcher.
+    fn stop_receiving(&mut self, leaving: Option<u32>, dispatcher: &Condvar) {
+        self.receiver = Receiver::Nobody;
+        let next = self.waiters.iter().find(|(&x, _)| Some(x) != leaving && !self.core.has_ready(x));
+        match next {
+            Some((_, cv)) => cv.notify_one(),
+            None => dispatcher.notify_one(),
         }
     }
 }
@@ -287,7 +310,11 @@ impl<B: Backend + Clone> Client<B> {
             addr: addr.to_string(),
             cfg,
             backchannel,
-            st: Mutex::new(State { core: ClientCore::new(cfg, addr), waiters: HashMap::new() }),
+            st: Mutex::new(State {
+                core: ClientCore::new(cfg, addr),
+                waiters: HashMap::new(),
+                receiver: Receiver::Nobody,
+            }),
             cv: Condvar::new(),
         });
         if eager {
@@ -327,9 +354,21 @@ impl<B: Backend> Client<B> {
             let step = {
                 let mut st = lock(&sh.st);
                 loop {
-                    match st.core.take_step(xid) {
-                        Some(step) => break step,
-                        None => st = mine.wait(st).unwrap_or_else(PoisonError::into_inner),
+                    if let Some(step) = st.core.take_step(xid) {
+                        break step;
+                    }
+                    // Receive ourselves if nobody does: most often what arrives is our reply.
+                    match (st.receiver, st.core.link().cloned()) {
+                        (Receiver::Nobody, Some(link)) => {
+                            st.receiver = Receiver::Caller(xid);
+                            st = sh.receive_once(st, &link);
+                            if st.core.has_ready(xid) {
+                                st.stop_receiving(Some(xid), &sh.cv);
+                            } else {
+                                st.receiver = Receiver::Nobody;
+                            }
+                        }
+                        _ => st = mine.wait(st).unwrap_or_else(PoisonError::into_inner),
                     }
                 }
             };
@@ -378,8 +417,10 @@ impl<B: Backend> Client<B> {
             st.waiters.remove(&xid);
             st.core.finish_call(xid);
             st.wake();
+            if st.receiver == Receiver::Nobody {
+                st.stop_receiving(None, &sh.cv);
+            }
         }
-        sh.cv.notify_all();
         result
     }
 
@@ -468,35 +509,66 @@ impl<B: Backend> Shared<B> {
                 }
                 continue;
             };
-            // Read before receiving: once the queue pair is down, the messages that arrived
-            // before it went down are already complete and come out first, so the link is
-            // given up only when none is left: a reply or an RDMA_ERR_VERS (draft 5.2: lost
-            // right after it means no Version Two) received just before a disconnect counts.
-            let was_down = link.conn.qp().state() == QpState::Error;
-            let got = link.pool.receive_within(&link.conn, TICK);
-            let drained = matches!(got, Err(DataPathError::Timeout { .. }));
-            let now = Instant::now();
             let mut st = lock(&self.st);
-            if let Ok(m) = got {
-                if let Received::BackwardCall(call) = st.core.handle_receive(m.bytes, m.invalidated_rkey, now) {
-                    let forward = st.core.forward_thresholds();
-                    drop(st);
-                    let header = reply_header(&call, &self.cfg.requester.limits);
-                    if let (Some(handler), Some(header)) = (&self.backchannel, header) {
-                        // A failure here is the connection's: seen below as its state.
-                        let _ = backchannel::answer(&link.conn, &header, handler, forward);
-                    }
-                    st = lock(&self.st);
-                }
+            if st.receiver == Receiver::Nobody && st.core.has_calls() {
+                // Calls in progress: one of their callers receives, if one takes the role
+                // within a tick.
+                st = self.cv.wait_timeout(st, TICK).unwrap_or_else(PoisonError::into_inner).0;
             }
-            if was_down && drained {
-                let ended = link.conn.ended().unwrap_or(Ended::Lost { first_error: None });
-                st.core.handle_link_down(ended, now);
-            } else if !was_down {
-                st.core.handle_timeout(now);
+            if st.receiver == Receiver::Nobody {
+                st.receiver = Receiver::Dispatcher;
+                st = self.receive_once(st, &link);
+                st.stop_receiving(None, &self.cv);
+            } else {
+                // A caller receives; the clock is still ours to read.
+                st = self.cv.wait_timeout(st, TICK).unwrap_or_else(PoisonError::into_inner).0;
+                st.core.handle_timeout(Instant::now());
+                st.wake();
             }
-            st.wake();
         }
+    }
+
+    /// Receives one message on `link` (or waits up to a tick for one) as the one receiver,
+    /// with the state unlocked meanwhile, and hands it to the core: a reply wakes its caller, a
+    /// backward call is answered here. Also tells the core when the connection is down (once
+    /// every message that arrived before is handled) and reads the clock.
+    fn receive_once<'a>(&'a self, st: MutexGuard<'a, State<B>>, link: &Arc<Link<B>>) -> MutexGuard<'a, State<B>> {
+        drop(st);
+        // Read before receiving: once the queue pair is down, the messages that arrived
+        // before it went down are already complete and come out first, so the link is given
+        // up only when none is left: a reply or an RDMA_ERR_VERS (draft 5.2: lost right after
+        // it means no Version Two) received just before a disconnect counts.
+        let was_down = link.conn.qp().state() == QpState::Error;
+        let got = link.pool.receive_within(&link.conn, TICK);
+        let drained = matches!(got, Err(DataPathError::Timeout { .. }));
+        let now = Instant::now();
+        let mut st = lock(&self.st);
+        if let Ok(m) = got {
+            if let Received::BackwardCall(call) = st.core.handle_receive(m.bytes, m.invalidated_rkey, now) {
+                let forward = st.core.forward_thresholds();
+                drop(st);
+                let header = reply_header(&call, &self.cfg.requester.limits);
+                if let (Some(handler), Some(header)) = (&self.backchannel, header) {
+                    // A failure here is the connection's: seen below as its state.
+                    let _ = backchannel::answer(&link.conn, &header, handler, forward);
+                }
+                st = lock(&self.st);
+            }
+        }
+        // The core may have moved on to another connection meanwhile.
+        let current = st.core.link().is_some_and(|l| Arc::ptr_eq(l, link));
+        if was_down && drained && current {
+            let ended = link.conn.ended().unwrap_or(Ended::Lost { first_error: None });
+            st.core.handle_link_down(ended, now);
+        } else if !was_down {
+            st.core.handle_timeout(now);
+        }
+        st.wake();
+        // Actions (a reconnect after the link went down) are the dispatcher's.
+        if st.core.has_action() {
+            self.cv.notify_one();
+        }
+        st
     }
 
     /// One connection attempt, reported to the core; its error is also returned.

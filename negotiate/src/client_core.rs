@@ -173,6 +173,11 @@ impl<L: Clone> ClientCore<L> {
         }
     }
 
+    /// Whether the caller of `xid` has a step to take.
+    pub fn has_ready(&self, xid: u32) -> bool {
+        matches!(self.slots.get(&xid), Some(Slot::Ready(_)))
+    }
+
     /// The caller of `xid` sent a transmission in `form` (counted in [`ClientCore::stats`]).
     pub fn handle_sent(&mut self, form: CallForm) {
         match form {

@@ -41,7 +41,9 @@ pub struct PendingCall<B: Backend> {
 /// Marshals `call` (an RPC Call message, XID first) with the DDP-eligible arguments, result
 /// maxima and largest reply `ulb` gives for it (RFC 8166 sections 3.4 and 3.5; the form is
 /// `marshal_call`'s choice), binds a window for every chunk, and sends header and inline payload
-/// in one RDMA Send. Returns once the Send completed.
+/// in one RDMA Send. Returns once the Send is posted: its completion is not waited for (the
+/// reply says it arrived; a failed Send takes the connection down, and the call goes out again
+/// on the next one), and the Send keeps its buffer until it completes.
 ///
 /// The Send is one contiguous buffer: the header is encoded at its start and the inline ranges
 /// copied after it (at most the call inline threshold, draft 5.2.4). See the [module
@@ -71,9 +73,8 @@ pub fn send_call<B: Backend, U: UpperLayerBinding + ?Sized>(
     for range in out.inline() {
         send.extend_from_slice(&call[range.clone()]);
     }
-    let sent = conn.post_send_bytes(send, None).and_then(|id| conn.wait(id));
-    match sent {
-        Ok(_) => Ok(pending),
+    match conn.post_send_unwaited(send) {
+        Ok(()) => Ok(pending),
         Err(e) => {
             // No reply will come on this connection: fence the chunks now.
             let _ = pending.abandon(conn, None);

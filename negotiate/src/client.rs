@@ -174,7 +174,14 @@ struct State<B: Backend> {
     /// hand-off between threads), the dispatcher otherwise (backward calls, a connection lost
     /// while idle).
     receiver: Receiver,
+    /// When a call last started or ended: the dispatcher receives only after [`LINGER`]
+    /// without calls, so that back-to-back calls keep receiving their own replies.
+    last_active: Instant,
 }
+
+/// How long the connection must be without calls before the dispatcher takes over receiving
+/// (a caller that finds the dispatcher receiving waits for it to hand the reply over).
+const LINGER: Duration = Duration::from_millis(20);
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Receiver {
@@ -194,13 +201,13 @@ impl<B: Backend> State<B> {
     }
 
     /// Gives up the receiver's role (`leaving`: the caller that had it and is done): another
-    /// caller still waiting for its step takes it over (woken here), or else the dispatcher.
-    fn stop_receiving(&mut self, leaving: Option<u32>, dispatcher: &Condvar) {
+    /// caller still waiting for its step takes it over (woken here); with none, the next call
+    /// takes it when it starts, or the dispatcher after [`LINGER`].
+    fn stop_receiving(&mut self, leaving: Option<u32>) {
         self.receiver = Receiver::Nobody;
         let next = self.waiters.iter().find(|(&x, _)| Some(x) != leaving && !self.core.has_ready(x));
-        match next {
-            Some((_, cv)) => cv.notify_one(),
-            None => dispatcher.notify_one(),
+        if let Some((_, cv)) = next {
+            cv.notify_one();
         }
     }
 }
@@ -314,6 +321,7 @@ impl<B: Backend + Clone> Client<B> {
                 core: ClientCore::new(cfg, addr),
                 waiters: HashMap::new(),
                 receiver: Receiver::Nobody,
+                last_active: Instant::now(),
             }),
             cv: Condvar::new(),
         });
@@ -345,10 +353,14 @@ impl<B: Backend> Client<B> {
         {
             let mut st = lock(&sh.st);
             st.core.start_call(xid, Instant::now())?;
+            st.last_active = Instant::now();
             st.waiters.insert(xid, mine.clone());
             st.wake();
+            // A connection to make is the dispatcher's; otherwise it need not wake.
+            if st.core.has_action() {
+                sh.cv.notify_one();
+            }
         }
-        sh.cv.notify_all();
         let mut pending: Option<(PendingCall<B>, Arc<Link<B>>)> = None;
         let result = loop {
             let step = {
@@ -363,7 +375,7 @@ impl<B: Backend> Client<B> {
                             st.receiver = Receiver::Caller(xid);
                             st = sh.receive_once(st, &link);
                             if st.core.has_ready(xid) {
-                                st.stop_receiving(Some(xid), &sh.cv);
+                                st.stop_receiving(Some(xid));
                             } else {
                                 st.receiver = Receiver::Nobody;
                             }
@@ -415,10 +427,11 @@ impl<B: Backend> Client<B> {
         {
             let mut st = lock(&sh.st);
             st.waiters.remove(&xid);
+            st.last_active = Instant::now();
             st.core.finish_call(xid);
             st.wake();
             if st.receiver == Receiver::Nobody {
-                st.stop_receiving(None, &sh.cv);
+                st.stop_receiving(None);
             }
         }
         result
@@ -510,21 +523,23 @@ impl<B: Backend> Shared<B> {
                 continue;
             };
             let mut st = lock(&self.st);
-            if st.receiver == Receiver::Nobody && st.core.has_calls() {
-                // Calls in progress: one of their callers receives, if one takes the role
-                // within a tick.
-                st = self.cv.wait_timeout(st, TICK).unwrap_or_else(PoisonError::into_inner).0;
-            }
-            if st.receiver == Receiver::Nobody {
-                st.receiver = Receiver::Dispatcher;
-                st = self.receive_once(st, &link);
-                st.stop_receiving(None, &self.cv);
-            } else {
-                // A caller receives; the clock is still ours to read.
-                st = self.cv.wait_timeout(st, TICK).unwrap_or_else(PoisonError::into_inner).0;
+            let idle = !st.core.has_calls() && st.last_active.elapsed() >= LINGER;
+            if !idle || st.receiver != Receiver::Nobody {
+                // Callers receive (or will, when the next call starts); the clock is still
+                // ours to read.
+                let (guard, waited) = self.cv.wait_timeout(st, TICK).unwrap_or_else(PoisonError::into_inner);
+                st = guard;
                 st.core.handle_timeout(Instant::now());
                 st.wake();
+                // Calls in progress and none of their callers took the role for a whole tick:
+                // receive for them rather than leave their replies waiting.
+                if !(waited.timed_out() && st.receiver == Receiver::Nobody && st.core.has_calls()) {
+                    continue;
+                }
             }
+            st.receiver = Receiver::Dispatcher;
+            st = self.receive_once(st, &link);
+            st.stop_receiving(None);
         }
     }
 

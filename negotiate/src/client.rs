@@ -5,9 +5,13 @@
 //! inside, driven by the sans-I/O [`Requester`](crate::requester::Requester) over any `verbs` backend.
 //!
 //! Threads: every caller marshals, sends and reassembles its own call (it owns the message and
-//! the binding); one dispatcher thread per client makes connections, reaps received messages
-//! and reads the clock. What happens in response is decided by one [`ClientCore`] under a
-//! mutex, the same value the deterministic simulator drives; this file is only its I/O.
+//! the binding), and while it waits for its reply it receives on the connection itself if
+//! nobody else does: one receiver at a time, who hands each other caller its reply, so that a
+//! lone caller's reply reaches it without a hand-off between threads. One dispatcher thread
+//! per client makes connections, reads the clock, and receives when no call has been in
+//! progress for a while (backward calls, a connection lost while idle). What happens in
+//! response is decided by one [`ClientCore`] under a mutex, the same value the deterministic
+//! simulator drives; this file is only its I/O.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};

@@ -568,8 +568,11 @@ impl<B: Backend> Shared<B> {
                 drop(st);
                 let header = reply_header(&call, &self.cfg.requester.limits);
                 if let (Some(handler), Some(header)) = (&self.backchannel, header) {
-                    // A failure here is the connection's: seen below as its state.
-                    let _ = backchannel::answer(&link.conn, &header, handler, forward);
+                    // A failure here is the connection's: seen below as its state. A panicking
+                    // handler leaves that call unanswered (the server's backward call times
+                    // out) but must not unwind through a caller that holds the receiver's role.
+                    let answer = || backchannel::answer(&link.conn, &header, handler, forward);
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(answer));
                 }
                 st = lock(&self.st);
             }

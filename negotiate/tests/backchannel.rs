@@ -104,3 +104,25 @@ fn backward_calls_need_a_forward_call_first_and_must_fit_inline() {
     // Refusals cost nothing: the backward direction still works.
     assert_eq!(back.call(&rpc(9, 0, &[])).unwrap(), rpc(9, 1, &[]));
 }
+
+/// A client's backward-call handler that panics leaves that call unanswered (the server's
+/// backward call ends with its timeout) and costs the client nothing: the panic does not
+/// unwind through the caller that happened to be receiving, and forward calls in progress
+/// meanwhile all complete.
+#[test]
+fn a_panicking_backchannel_handler_does_not_stall_the_client() {
+    let cfg = ServerConfig { timeout: Duration::from_millis(300), ..ServerConfig::default() };
+    let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ULB), echo).unwrap();
+    let handler = Arc::new(|_: &[u8]| -> Vec<u8> { std::panic::panic_any("a backchannel handler that fails") });
+    let client = Client::with_backchannel(InProcess, &server.local_addr(), ClientConfig::default(), handler);
+    client.call(&rpc(1, 0, &[]), &ULB).unwrap();
+    let back = backchannel(&server);
+    std::thread::scope(|s| {
+        let forward = s.spawn(|| (0..200u32).all(|i| client.call(&rpc(10 + i, 0, &[]), &ULB).is_ok()));
+        for i in 0..3u32 {
+            assert!(matches!(back.call(&rpc(0xa000_0000 + i, 0, &[])), Err(BackchannelError::Timeout(_))));
+        }
+        assert!(forward.join().unwrap(), "every forward call completes");
+    });
+    assert_eq!(client.call(&rpc(2, 0, &[7; 4]), &ULB).unwrap(), rpc(2, 1, &[7; 4]));
+}

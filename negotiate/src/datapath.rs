@@ -77,7 +77,7 @@ mod receive;
 mod registrar;
 mod reply;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -195,6 +195,8 @@ pub struct Connection<B: Backend> {
     /// sets aside.
     set_aside: Mutex<Reaped>,
     reaped: Condvar,
+    /// Registered Send buffers, reused once their Send completed.
+    sends: Mutex<SendBuffers<B::Region>>,
     /// This side's number for [`capture`], drawn on its first Send under a sink.
     capture: capture::Endpoint,
 }
@@ -210,6 +212,7 @@ impl<B: Backend> Connection<B> {
             next_wr_id: AtomicU64::new(1),
             set_aside: Mutex::new(Reaped::default()),
             reaped: Condvar::new(),
+            sends: Mutex::new(SendBuffers { free: Vec::new(), in_flight: HashMap::new(), registered: 0 }),
             capture: Default::default(),
         }
     }
@@ -301,6 +304,7 @@ impl<B: Backend> Connection<B> {
             st.polling = false;
             self.reaped.notify_all();
             if let Some(c) = reaped {
+                self.send_done(c.wr_id);
                 if !c.is_ok() && st.first_error.is_none() {
                     st.first_error = Some(c);
                 }
@@ -324,6 +328,7 @@ impl<B: Backend> Connection<B> {
             loop {
                 let n = self.qp.poll_cq(&mut batch);
                 for c in &batch[..n] {
+                    self.send_done(c.wr_id);
                     if !c.is_ok() && st.first_error.is_none() {
                         st.first_error = Some(*c);
                     }
@@ -389,30 +394,106 @@ impl<B: Backend> Connection<B> {
         })
     }
 
-    /// Registers `bytes` and posts them as one Send (with Invalidate of `invalidate`); returns
-    /// the work request's id. The posted Send keeps the registration alive until it completes.
-    /// Every message this crate sends passes here, so this is where [`capture`] taps them.
+    /// Posts `bytes` as one Send (with Invalidate of `invalidate`); returns the work request's
+    /// id. Every message this crate sends passes here, so this is where [`capture`] taps them.
     fn post_send_bytes(&self, bytes: Vec<u8>, invalidate: Option<u32>) -> Result<u64, DataPathError> {
-        capture::sent(&self.capture, &bytes);
-        let region = self.pd.register(bytes, Access::empty())?;
         let id = self.wr_id();
-        self.qp.post_send(id, &[Sge::whole(&region)], invalidate)?;
+        self.post_send_as(id, bytes, invalidate)?;
         Ok(id)
     }
 
     /// [`Connection::post_send_bytes`] for a Send nobody waits for ([`UNWAITED_WR_BIT`]).
     fn post_send_unwaited(&self, bytes: Vec<u8>) -> Result<(), DataPathError> {
+        self.post_send_as(self.wr_id() | UNWAITED_WR_BIT, bytes, None)
+    }
+
+    /// Copies `bytes` into a registered Send buffer, reused from an earlier Send when one of
+    /// [`SEND_BUFFER_LEN`] is free (registering a buffer per Send is what a small message cost
+    /// most on a real device), and posts it as Send `id`. Larger messages get a buffer of their
+    /// own. Whoever reaps the Send's completion gives the buffer back ([`Connection::send_done`]);
+    /// the posted Send keeps it registered until then.
+    fn post_send_as(&self, id: u64, bytes: Vec<u8>, invalidate: Option<u32>) -> Result<(), DataPathError> {
         capture::sent(&self.capture, &bytes);
-        let region = self.pd.register(bytes, Access::empty())?;
-        let id = self.wr_id() | UNWAITED_WR_BIT;
-        self.qp.post_send(id, &[Sge::whole(&region)], None)?;
-        Ok(())
+        let len = bytes.len();
+        if len > SEND_BUFFER_LEN {
+            self.sends.lock().unwrap_or_else(PoisonError::into_inner).registered += 1;
+            let region = self.pd.register(bytes, Access::empty())?;
+            self.qp.post_send(id, &[Sge::whole(&region)], invalidate)?;
+            return Ok(());
+        }
+        let reused = self.sends.lock().unwrap_or_else(PoisonError::into_inner).free.pop();
+        let region = match reused {
+            Some(region) => {
+                region.with_mut(|b| b[..len].copy_from_slice(&bytes));
+                region
+            }
+            None => {
+                self.sends.lock().unwrap_or_else(PoisonError::into_inner).registered += 1;
+                let mut buffer = bytes;
+                buffer.resize(SEND_BUFFER_LEN, 0);
+                self.pd.register(buffer, Access::empty())?
+            }
+        };
+        let posted = self.qp.post_send(id, &[Sge::new(&region, 0, len)], invalidate);
+        let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);
+        match posted {
+            Ok(()) => {
+                sends.in_flight.insert(id, region);
+                Ok(())
+            }
+            Err(e) => {
+                sends.give_back(region);
+                Err(e.into())
+            }
+        }
+    }
+
+    /// How many Send buffers this connection has registered: one per message larger than
+    /// 4096 bytes, and otherwise only as many as were in flight at once, since a completed
+    /// Send's buffer is reused.
+    pub fn send_buffers_registered(&self) -> u64 {
+        self.sends.lock().unwrap_or_else(PoisonError::into_inner).registered
+    }
+
+    /// The Send `wr_id` completed (or was flushed): its buffer is free again.
+    fn send_done(&self, wr_id: u64) {
+        if wr_id & RECV_WR_BIT == 0 {
+            let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(region) = sends.in_flight.remove(&wr_id) {
+                sends.give_back(region);
+            }
+        }
     }
 
     /// Registers a zeroed buffer of `len` bytes the local queue pair (and, through a window, the
     /// peer) may write.
     fn register_zeroed(&self, len: usize) -> verbs::Result<B::Region> {
         self.pd.register(vec![0; len], Access::LOCAL_WRITE)
+    }
+}
+
+/// The size of a pooled Send buffer: Version Two's default inline threshold, which every
+/// small message fits.
+const SEND_BUFFER_LEN: usize = 4096;
+
+/// How many free Send buffers a connection keeps: its Sends in flight at once are bounded by
+/// the credits, and a burst beyond this many registers buffers that are then dropped.
+const SEND_BUFFERS_KEPT: usize = 32;
+
+/// A connection's registered Send buffers.
+struct SendBuffers<R> {
+    free: Vec<R>,
+    /// Posted and not yet completed, by `wr_id`.
+    in_flight: HashMap<u64, R>,
+    /// Buffers registered so far.
+    registered: u64,
+}
+
+impl<R> SendBuffers<R> {
+    fn give_back(&mut self, region: R) {
+        if self.free.len() < SEND_BUFFERS_KEPT {
+            self.free.push(region);
+        }
     }
 }
 

@@ -12,23 +12,18 @@
 mod common;
 
 use std::io::Write as _;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::Arc;
 use std::time::Duration;
 
-use cm_private_data::{Flags, PrivateData};
-use common::{accept_raw, echo, word, words, Arrival};
+use common::{echo, words, Act, RawResponder};
 use negotiate::client::{Client, ClientConfig, ClientError};
-use negotiate::datapath::{fetch_call, send_error, send_reply, ReplyParams};
 use negotiate::memory::NoV2Reason;
 use negotiate::reply::PeerError;
 use negotiate::requester::{self, CallFailure};
-use negotiate::responder::Received;
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
-use verbs::{Backend, Listener, QpState, QueuePair};
+use verbs::{Backend, Listener};
 
 /// The requester's timeout in these tests: 200 ms per transmission, three transmissions.
 const TIMEOUT: Duration = Duration::from_millis(200);
@@ -36,7 +31,6 @@ const TIMEOUT: Duration = Duration::from_millis(200);
 const CALL_LIMIT: Duration = Duration::from_secs(10);
 /// How long one test may take before the process is ended.
 const TEST_LIMIT: Duration = Duration::from_secs(60);
-const TICK: Duration = Duration::from_millis(10);
 /// Nothing DDP-eligible: every call and reply here is small and inline.
 const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
 
@@ -90,180 +84,6 @@ fn call_ok<B: Backend + 'static>(client: &Arc<Client<B>>, xid: u32) {
 }
 
 // ------------------------------------------------------------------------------------------
-// A misbehaving responder, from public pieces.
-// ------------------------------------------------------------------------------------------
-
-/// What the raw responder does with a message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Act {
-    /// Judge it by the rules and answer: serve a call, send an RDMA_ERROR.
-    Serve,
-    /// Never look at it.
-    Ignore,
-    /// Close the connection without answering.
-    Close,
-    /// Wait this long (receiving nothing meanwhile), then serve it as [`Act::Serve`] does if
-    /// the connection is still up.
-    Slow(Duration),
-    /// Send these bytes back instead.
-    Answer(Vec<u8>),
-}
-
-#[derive(Debug, Default)]
-struct RawLog {
-    connections: u32,
-    arrivals: Vec<Arrival>,
-    /// (connection, XID) of every execution of the service.
-    executed: Vec<(u32, u32)>,
-    /// Per connection, the calls the responder state machine counted beyond its grant (RFC
-    /// 8166 section 3.3.1).
-    overruns: Vec<u64>,
-    /// The connections whose serving thread is done.
-    ended: Vec<u32>,
-}
-
-type Policy = dyn Fn(&Arrival) -> Act + Send + Sync;
-
-/// A responder serving each connection on a thread of its own with [`Responder`]'s rules,
-/// doing to each message what its policy says.
-struct RawResponder {
-    addr: String,
-    stop: Arc<AtomicBool>,
-    log: Arc<Mutex<RawLog>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl RawResponder {
-    fn start<B: Backend + Clone + Send + 'static>(
-        backend: B,
-        versions: (Version, Version),
-        policy: impl Fn(&Arrival) -> Act + Send + Sync + 'static,
-    ) -> Self {
-        let listener = backend.listen(&backend.any_address()).expect("listen");
-        let addr = listener.local_addr();
-        let stop = Arc::new(AtomicBool::new(false));
-        let log: Arc<Mutex<RawLog>> = Arc::default();
-        let policy: Arc<Policy> = Arc::new(policy);
-        let (s, l) = (stop.clone(), log.clone());
-        let thread = std::thread::spawn(move || {
-            let mut served = Vec::new();
-            let mut n = 0;
-            while !s.load(Ordering::Relaxed) {
-                let Ok(req) = listener.get_request(TICK * 5) else { continue };
-                let (b, p, l, s) = (backend.clone(), policy.clone(), l.clone(), s.clone());
-                served.push(std::thread::spawn(move || {
-                    serve_raw(&b, req, n, versions, &*p, &l, &s);
-                    lock(&l).ended.push(n);
-                }));
-                n += 1;
-            }
-            for t in served {
-                let _ = t.join();
-            }
-        });
-        RawResponder { addr, stop, log, thread: Some(thread) }
-    }
-
-    fn log(&self) -> MutexGuard<'_, RawLog> {
-        lock(&self.log)
-    }
-
-    /// Waits up to [`CALL_LIMIT`] for `done` to hold of the log; whether it does.
-    fn wait_for(&self, done: impl Fn(&RawLog) -> bool) -> bool {
-        let until = std::time::Instant::now() + CALL_LIMIT;
-        while !done(&self.log()) {
-            if std::time::Instant::now() > until {
-                return false;
-            }
-            std::thread::sleep(TICK);
-        }
-        true
-    }
-}
-
-impl Drop for RawResponder {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// Serves one connection until it goes down, the policy closes it, or the test ends.
-fn serve_raw<B: Backend>(
-    backend: &B,
-    req: B::Request,
-    conn_no: u32,
-    versions: (Version, Version),
-    policy: &Policy,
-    log: &Mutex<RawLog>,
-    stop: &AtomicBool,
-) {
-    let Some((mut responder, conn, pool)) =
-        accept_raw(backend, req, versions, PrivateData::new(Flags::empty(), 4096, 4096))
-    else {
-        return;
-    };
-    {
-        let mut l = lock(log);
-        l.connections += 1;
-        let at = conn_no as usize;
-        if l.overruns.len() <= at {
-            l.overruns.resize(at + 1, 0);
-        }
-    }
-    let mut nth = 0;
-    let mut message = Vec::new();
-    while !stop.load(Ordering::Relaxed) && conn.qp().state() == QpState::Ready {
-        let Ok(m) = pool.receive_within(&conn, TICK) else { continue };
-        let arrival = Arrival { conn: conn_no, nth, xid: word(&m.bytes, 0), vers: word(&m.bytes, 4) };
-        nth += 1;
-        lock(log).arrivals.push(arrival);
-        let act = policy(&arrival);
-        let answered = match act {
-            Act::Ignore => continue,
-            Act::Close => break,
-            Act::Answer(bytes) => send_error(&conn, &bytes),
-            Act::Serve | Act::Slow(_) => {
-                if let Act::Slow(d) = act {
-                    std::thread::sleep(d);
-                }
-                let received = responder.on_receive(&m.bytes);
-                lock(log).overruns[conn_no as usize] = responder.overruns();
-                match received {
-                    Received::Call(h) => {
-                        message.clear();
-                        if fetch_call(&conn, &h, &ULB, &mut message).is_err() {
-                            break;
-                        }
-                        lock(log).executed.push((conn_no, h.xid()));
-                        let p = responder.reply_params(h.xid()).expect("in flight");
-                        let params = ReplyParams {
-                            version: p.version,
-                            credits: p.credits,
-                            reply_inline_threshold: p.reply_inline_threshold,
-                            remote_invalidation: p.remote_invalidation,
-                        };
-                        send_reply(&conn, &h, &echo(&message), &ULB, &params).map(drop)
-                    }
-                    Received::SendError(e) => send_error(&conn, e.as_bytes()),
-                    _ => Ok(()),
-                }
-            }
-        };
-        if answered.is_err() {
-            break;
-        }
-    }
-    conn.qp().disconnect();
-}
-
-// ------------------------------------------------------------------------------------------
 // Finding 1: a slow first call.
 // ------------------------------------------------------------------------------------------
 
@@ -276,7 +96,7 @@ fn serve_raw<B: Backend>(
 /// The slow responder's reply came after the disconnect, so it ran the call on both
 /// connections, the at-least-once execution a lost reply leaves (faults.rs explains why).
 fn slow_probe<B: Backend + Clone + Send + 'static>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), ULB, |a| {
         if a.conn == 0 && a.nth == 0 {
             Act::Slow(TIMEOUT * 3 / 2)
         } else {
@@ -288,7 +108,7 @@ fn slow_probe<B: Backend + Clone + Send + 'static>(backend: B) {
     call_ok(&client, 0x101);
     // The slow reply on connection 0 went out after the client closed it (or failed): wait for
     // that connection's end, so that the log below is complete.
-    let ended = raw.wait_for(|l| l.ended.contains(&0));
+    let ended = raw.wait_for(CALL_LIMIT, |l| l.ended.contains(&0));
     let log = raw.log();
     let first: Vec<(u32, u32)> = log.arrivals.iter().filter(|a| a.xid == 0x100).map(|a| (a.conn, a.vers)).collect();
     assert_eq!(first, [(0, 2), (1, 1)], "the probe, then Version One on a new connection only");
@@ -308,7 +128,7 @@ fn slow_probe<B: Backend + Clone + Send + 'static>(backend: B) {
 /// fails that call alone, with the responder's error; the calls after it are sent and served
 /// in Version Two on the same connection, each within its deadline.
 fn err_chunk_probe<B: Backend + Clone + Send + 'static>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), ULB, |a| {
         if a.conn == 0 && a.nth == 0 {
             Act::Answer(words(&[a.xid, 2, 32, 4, 2]))
         } else {
@@ -406,14 +226,14 @@ fn never_accepted<B: Backend + Clone + Send + 'static>(backend: B) {
 /// out and closes its connection; the call fails as a reply timeout after three attempts, on
 /// three connections.
 fn never_replies<B: Backend + Clone + Send + 'static>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |_| Act::Ignore);
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), ULB, |_| Act::Ignore);
     let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
     let e = call_within(&client, 0x730).expect_err("never replied");
     match e {
         ClientError::ReplyTimeout { timeout, attempts: 3 } => assert_eq!(timeout, TIMEOUT),
         other => panic!("expected a reply timeout, got {}", chain(&other)),
     }
-    assert!(raw.wait_for(|l| l.connections == 3), "one connection per attempt: {:?}", raw.log());
+    assert!(raw.wait_for(CALL_LIMIT, |l| l.connections == 3), "one connection per attempt: {:?}", raw.log());
     assert_eq!(raw.log().arrivals.iter().filter(|a| a.xid == 0x730).count(), 3);
     let ended = client.ended();
     assert!(ended.len() == 3 && ended.iter().all(|e| e.closed_here()), "closed by the client each time: {ended:?}");
@@ -423,7 +243,7 @@ fn never_replies<B: Backend + Clone + Send + 'static>(backend: B) {
 /// fails as a lost connection after three attempts, carrying how the last connection ended
 /// (lost under the client, not closed by it).
 fn closed_by_the_server<B: Backend + Clone + Send + 'static>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |_| Act::Close);
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), ULB, |_| Act::Close);
     let client = Arc::new(Client::new(backend, &raw.addr, client_config()));
     let e = call_within(&client, 0x740).expect_err("closed every time");
     let text = chain(&e);
@@ -439,7 +259,7 @@ fn closed_by_the_server<B: Backend + Clone + Send + 'static>(backend: B) {
 /// responder that answers every call with ERR_CHUNK: each call fails at once with the
 /// responder's error, on its first attempt, and the connection stays.
 fn peer_error<B: Backend + Clone + Send + 'static>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), ULB, |a| {
         Act::Answer(words(&[a.xid, a.vers, 32, 4, 2]))
     });
     let client = Arc::new(Client::new(backend, &raw.addr, client_config()));

@@ -17,9 +17,7 @@
 //! `negotiate::datapath` and `negotiate::responder::Responder`); no fault hook is added to
 //! `Server`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
@@ -27,14 +25,13 @@ mod common;
 use cm_private_data::{Flags, PrivateData};
 use common::*;
 use negotiate::client::{Client, ClientConfig, ClientError};
-use negotiate::datapath::{fetch_call, send_error, send_reply, ReplyParams};
 use negotiate::memory::NoV2Reason;
 use negotiate::requester;
-use negotiate::responder::{self, Received};
+use negotiate::responder;
 use negotiate::server::{Server, ServerConfig};
 use negotiate::thresholds::Advertised;
 use rpcrdma_v1::Version;
-use verbs::{Backend, Listener, QpState, QueuePair};
+use verbs::{Backend, QpState, QueuePair};
 
 /// Short timeouts so faults resolve quickly: 200 ms per transmission, four transmissions.
 fn client_config() -> ClientConfig {
@@ -42,157 +39,6 @@ fn client_config() -> ClientConfig {
         requester: requester::Config { timeout: Duration::from_millis(200), max_attempts: 4, ..Default::default() },
         ..Default::default()
     }
-}
-
-// ------------------------------------------------------------------------------------------
-// A misbehaving responder, from public pieces.
-// ------------------------------------------------------------------------------------------
-
-/// What the raw responder does with a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Act {
-    /// Judge it by the rules and answer: serve a call, send an RDMA_ERROR.
-    Serve,
-    /// Never look at it: no answer, no execution.
-    Ignore,
-    /// Fetch the call's Read chunks, then close the connection without running it.
-    DisconnectAfterFetch,
-    /// Run the call and forget the reply.
-    ExecuteWithoutReply,
-    /// Answer by the rules, then close the connection at once.
-    AnswerThenDisconnect,
-}
-
-#[derive(Debug, Default)]
-struct RawLog {
-    connections: u32,
-    arrivals: Vec<Arrival>,
-    /// (connection, XID) of every execution of the service.
-    executed: Vec<(u32, u32)>,
-}
-
-impl RawLog {
-    fn executions(&self, xid: u32) -> Vec<u32> {
-        self.executed.iter().filter(|e| e.1 == xid).map(|e| e.0).collect()
-    }
-}
-
-/// The log, written by the responder's thread before it acts on what it logs: whatever a call
-/// returned to the client is already there.
-struct RawShared {
-    log: Mutex<RawLog>,
-}
-
-impl RawShared {
-    fn update(&self, f: impl FnOnce(&mut RawLog)) {
-        f(&mut self.log.lock().unwrap_or_else(PoisonError::into_inner));
-    }
-}
-
-/// A responder serving one connection at a time with [`Responder`]'s rules, doing to each
-/// message what its policy says.
-struct RawResponder {
-    addr: String,
-    stop: Arc<AtomicBool>,
-    shared: Arc<RawShared>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl RawResponder {
-    fn start<B: Backend + Clone>(
-        backend: B,
-        versions: (Version, Version),
-        mut policy: impl FnMut(&Arrival) -> Act + Send + 'static,
-    ) -> Self {
-        let listener = backend.listen(&backend.any_address()).expect("listen");
-        let addr = listener.local_addr();
-        let stop = Arc::new(AtomicBool::new(false));
-        let shared = Arc::new(RawShared { log: Mutex::new(RawLog::default()) });
-        let (s, sh) = (stop.clone(), shared.clone());
-        let thread = std::thread::spawn(move || {
-            let mut n = 0;
-            while !s.load(Ordering::Relaxed) {
-                let Ok(req) = listener.get_request(TICK * 5) else { continue };
-                serve_raw(&backend, req, n, versions, &mut policy, &sh, &s);
-                n += 1;
-            }
-        });
-        RawResponder { addr, stop, shared, thread: Some(thread) }
-    }
-
-    fn log(&self) -> MutexGuard<'_, RawLog> {
-        self.shared.log.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
-impl Drop for RawResponder {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// The private data every raw responder accepts with: 4096-byte Sends and Receives.
-fn raw_private_data() -> PrivateData {
-    PrivateData::new(Flags::empty(), 4096, 4096)
-}
-
-/// Serves one connection until it goes down, the policy closes it, or the test ends.
-fn serve_raw<B: Backend>(
-    backend: &B,
-    req: B::Request,
-    conn_no: u32,
-    versions: (Version, Version),
-    policy: &mut dyn FnMut(&Arrival) -> Act,
-    shared: &RawShared,
-    stop: &AtomicBool,
-) {
-    let Some((mut responder, conn, pool)) = accept_raw(backend, req, versions, raw_private_data()) else { return };
-    shared.update(|l| l.connections += 1);
-    let mut nth = 0;
-    let mut message = Vec::new();
-    while !stop.load(Ordering::Relaxed) && conn.qp().state() == QpState::Ready {
-        let Ok(m) = pool.receive_within(&conn, TICK) else { continue };
-        let arrival = Arrival { conn: conn_no, nth, xid: word(&m.bytes, 0), vers: word(&m.bytes, 4) };
-        nth += 1;
-        shared.update(|l| l.arrivals.push(arrival));
-        let act = policy(&arrival);
-        if act == Act::Ignore {
-            continue;
-        }
-        let answered = match responder.on_receive(&m.bytes) {
-            Received::Call(h) => {
-                message.clear();
-                if fetch_call(&conn, &h, &ULB, &mut message).is_err() {
-                    break;
-                }
-                if act == Act::DisconnectAfterFetch {
-                    break;
-                }
-                shared.update(|l| l.executed.push((conn_no, h.xid())));
-                let reply = echo(&message);
-                let p = responder.reply_params(h.xid()).expect("in flight");
-                if act == Act::ExecuteWithoutReply {
-                    continue;
-                }
-                let params = ReplyParams {
-                    version: p.version,
-                    credits: p.credits,
-                    reply_inline_threshold: p.reply_inline_threshold,
-                    remote_invalidation: p.remote_invalidation,
-                };
-                send_reply(&conn, &h, &reply, &ULB, &params).map(drop)
-            }
-            Received::SendError(e) => send_error(&conn, e.as_bytes()),
-            _ => Ok(()),
-        };
-        if answered.is_err() || act == Act::AnswerThenDisconnect {
-            break;
-        }
-    }
-    conn.qp().disconnect();
 }
 
 // ------------------------------------------------------------------------------------------
@@ -205,7 +51,7 @@ fn serve_raw<B: Backend>(
 /// resend the call in Version One on a new connection. The ignored probe was never executed,
 /// so the call runs exactly once.
 fn lost_probe<B: Backend + Clone>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), ULB, |a| {
         if a.conn == 0 && a.nth == 0 && a.vers == 2 {
             Act::Ignore
         } else {
@@ -231,7 +77,7 @@ fn lost_probe<B: Backend + Clone>(backend: B) {
 /// the reply, so the service legitimately runs it a second time on the second connection: the
 /// module documentation says why nothing below RPC suppresses that.
 fn lost_reply<B: Backend + Clone>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), ULB, |a| {
         if a.conn == 0 && a.xid == 0x201 {
             Act::ExecuteWithoutReply
         } else {
@@ -261,7 +107,7 @@ fn lost_reply<B: Backend + Clone>(backend: B) {
 /// connection before running it; the requester retransmits the call on a new connection, where
 /// it runs, once.
 fn disconnect_mid_call<B: Backend + Clone>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), ULB, |a| {
         if a.conn == 0 && a.xid == 0x301 {
             Act::DisconnectAfterFetch
         } else {
@@ -289,7 +135,7 @@ fn disconnect_mid_call<B: Backend + Clone>(backend: B) {
 /// the lost connection; every other call runs exactly once.
 #[test]
 fn rfc8166_3_3_3_a_disconnect_with_calls_in_flight_retransmits_them_all() {
-    let raw = RawResponder::start(verbs::InProcess, (Version::ONE, Version::TWO), |a| {
+    let raw = RawResponder::start(verbs::InProcess, (Version::ONE, Version::TWO), ULB, |a| {
         if a.conn == 0 && a.nth == 6 {
             Act::DisconnectAfterFetch
         } else {
@@ -331,7 +177,7 @@ fn rfc8166_3_3_3_a_disconnect_with_calls_in_flight_retransmits_them_all() {
 /// after the configured attempts, never silently and never twice; the call never ran. The
 /// client then serves the next call.
 fn connection_lost_every_time<B: Backend + Clone>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::TWO), ULB, |a| {
         if a.xid == 0x501 {
             Act::DisconnectAfterFetch
         } else {
@@ -357,7 +203,7 @@ fn connection_lost_every_time<B: Backend + Clone>(backend: B) {
 /// the next connection does not probe (its first message is Version One), "to avoid a
 /// possible version negotiation loop".
 fn lost_after_err_vers<B: Backend + Clone>(backend: B) {
-    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::ONE), |a| {
+    let raw = RawResponder::start(backend.clone(), (Version::ONE, Version::ONE), ULB, |a| {
         if a.conn == 0 && a.nth == 0 {
             Act::AnswerThenDisconnect
         } else {

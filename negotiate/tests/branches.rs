@@ -395,12 +395,7 @@ fn raw_serve(
         let mut call = Vec::new();
         fetch_call(&conn, &header, &PLAIN, &mut call).unwrap();
         let p = responder.reply_params(header.xid()).unwrap();
-        let params = ReplyParams {
-            version: p.version,
-            credits: grant.unwrap_or(p.credits),
-            reply_inline_threshold: p.reply_inline_threshold,
-            remote_invalidation: p.remote_invalidation,
-        };
+        let params = ReplyParams { credits: grant.unwrap_or(p.credits), ..p };
         send_reply(&conn, &header, &reply_for(&call), &PLAIN, &params).unwrap();
     }
 }

@@ -1,5 +1,7 @@
-//! Helpers the Client/Server test suites share (faults.rs, hostile_peer.rs): the echo service
-//! and its calls, bounded waits, and a raw requester that sends whatever bytes a test gives it.
+//! Helpers the Client/Server test suites share (faults.rs, client_faults.rs, hostile_peer.rs,
+//! server_faults.rs): the echo service and its calls, bounded waits, a raw requester that sends
+//! whatever bytes a test gives it, and a raw responder that does to each message what a test's
+//! policy says.
 #![allow(dead_code, unused_macros)] // each test binary uses its own share
 
 /// Each scenario `NAME` (a function generic over the backend) as the tests `in_process::NAME`
@@ -16,13 +18,15 @@ macro_rules! on_both_backends {
     };
 }
 
-use std::sync::{mpsc, Arc};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cm_private_data::PrivateData;
 use negotiate::client::{Client, ClientError};
-use negotiate::datapath::{send_call, CallParams, Connection, ReceivePool};
-use negotiate::responder::{self, Responder};
+use negotiate::datapath::{fetch_call, send_call, send_error, send_reply, CallParams, Connection, ReceivePool};
+use negotiate::responder::{self, Received, Responder};
 use negotiate::server::{Server, ServerStats};
 use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_call::InlineThresholds;
@@ -30,7 +34,7 @@ use rpcrdma_v1::ulb::{roundup_pad, OpaqueAtUlb};
 use rpcrdma_v1::Version;
 use rpcrdma_v2::options::Registry;
 use rpcrdma_v2::verdict::{self as v2, Verdict};
-use verbs::{Access, Backend, ConnectRequest, ProtectionDomain, QpCaps, QueuePair, Sge};
+use verbs::{Access, Backend, ConnectRequest, Listener, ProtectionDomain, QpCaps, QpState, QueuePair, Sge};
 
 /// Where the call's `opaque<>` length word sits: after XID, message type and one spare word.
 pub const OPAQUE_AT: usize = 12;
@@ -191,4 +195,195 @@ pub struct Arrival {
     pub nth: u32,
     pub xid: u32,
     pub vers: u32,
+}
+
+// ------------------------------------------------------------------------------------------
+// A misbehaving responder, from public pieces (faults.rs, client_faults.rs).
+// ------------------------------------------------------------------------------------------
+
+/// What the raw responder does with a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Act {
+    /// Judge it by the rules and answer: serve a call, send an RDMA_ERROR.
+    Serve,
+    /// Never look at it: no answer, no execution.
+    Ignore,
+    /// Close the connection without answering.
+    Close,
+    /// Wait this long (receiving nothing meanwhile), then serve it as [`Act::Serve`] does if
+    /// the connection is still up.
+    Slow(Duration),
+    /// Send these bytes back instead.
+    Answer(Vec<u8>),
+    /// Fetch the call's Read chunks, then close the connection without running it.
+    DisconnectAfterFetch,
+    /// Run the call and forget the reply.
+    ExecuteWithoutReply,
+    /// Answer by the rules, then close the connection at once.
+    AnswerThenDisconnect,
+}
+
+/// What the raw responder saw and did, written before it acts on what it logs: whatever a
+/// call returned to the client is already there.
+#[derive(Debug, Default)]
+pub struct RawLog {
+    pub connections: u32,
+    pub arrivals: Vec<Arrival>,
+    /// (connection, XID) of every execution of the service.
+    pub executed: Vec<(u32, u32)>,
+    /// Per connection, the calls the responder state machine counted beyond its grant (RFC
+    /// 8166 section 3.3.1).
+    pub overruns: Vec<u64>,
+    /// The connections whose serving thread is done.
+    pub ended: Vec<u32>,
+}
+
+impl RawLog {
+    /// The connections on which call `xid` was executed, once per execution.
+    pub fn executions(&self, xid: u32) -> Vec<u32> {
+        self.executed.iter().filter(|e| e.1 == xid).map(|e| e.0).collect()
+    }
+}
+
+type Policy = dyn Fn(&Arrival) -> Act + Send + Sync;
+
+/// A responder serving each connection on a thread of its own with [`Responder`]'s rules and
+/// the echo service, accepting with 4096-byte private data, doing to each message what its
+/// policy says.
+pub struct RawResponder {
+    pub addr: String,
+    stop: Arc<AtomicBool>,
+    log: Arc<Mutex<RawLog>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl RawResponder {
+    /// Listens on `backend` and serves `versions` with `ulb` as the binding of its calls.
+    pub fn start<B: Backend + Clone + Send + 'static>(
+        backend: B,
+        versions: (Version, Version),
+        ulb: OpaqueAtUlb,
+        policy: impl Fn(&Arrival) -> Act + Send + Sync + 'static,
+    ) -> Self {
+        let listener = backend.listen(&backend.any_address()).expect("listen");
+        let addr = listener.local_addr();
+        let stop = Arc::new(AtomicBool::new(false));
+        let log: Arc<Mutex<RawLog>> = Arc::default();
+        let policy: Arc<Policy> = Arc::new(policy);
+        let (s, l) = (stop.clone(), log.clone());
+        let thread = std::thread::spawn(move || {
+            let mut served = Vec::new();
+            let mut n = 0;
+            while !s.load(Ordering::Relaxed) {
+                let Ok(req) = listener.get_request(TICK * 5) else { continue };
+                let (b, p, l, s) = (backend.clone(), policy.clone(), l.clone(), s.clone());
+                served.push(std::thread::spawn(move || {
+                    serve_raw(&b, req, n, versions, &ulb, &*p, &l, &s);
+                    lock(&l).ended.push(n);
+                }));
+                n += 1;
+            }
+            for t in served {
+                let _ = t.join();
+            }
+        });
+        RawResponder { addr, stop, log, thread: Some(thread) }
+    }
+
+    pub fn log(&self) -> MutexGuard<'_, RawLog> {
+        lock(&self.log)
+    }
+
+    /// Waits up to `within` for `done` to hold of the log; whether it does.
+    pub fn wait_for(&self, within: Duration, done: impl Fn(&RawLog) -> bool) -> bool {
+        let until = Instant::now() + within;
+        while !done(&self.log()) {
+            if Instant::now() > until {
+                return false;
+            }
+            std::thread::sleep(TICK);
+        }
+        true
+    }
+}
+
+impl Drop for RawResponder {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Serves one connection until it goes down, the policy closes it, or the test ends.
+#[allow(clippy::too_many_arguments)]
+fn serve_raw<B: Backend>(
+    backend: &B,
+    req: B::Request,
+    conn_no: u32,
+    versions: (Version, Version),
+    ulb: &OpaqueAtUlb,
+    policy: &Policy,
+    log: &Mutex<RawLog>,
+    stop: &AtomicBool,
+) {
+    let ours = PrivateData::new(cm_private_data::Flags::empty(), 4096, 4096);
+    let Some((mut responder, conn, pool)) = accept_raw(backend, req, versions, ours) else { return };
+    {
+        let mut l = lock(log);
+        l.connections += 1;
+        let at = conn_no as usize;
+        if l.overruns.len() <= at {
+            l.overruns.resize(at + 1, 0);
+        }
+    }
+    let mut nth = 0;
+    let mut message = Vec::new();
+    while !stop.load(Ordering::Relaxed) && conn.qp().state() == QpState::Ready {
+        let Ok(m) = pool.receive_within(&conn, TICK) else { continue };
+        let arrival = Arrival { conn: conn_no, nth, xid: word(&m.bytes, 0), vers: word(&m.bytes, 4) };
+        nth += 1;
+        lock(log).arrivals.push(arrival);
+        let act = policy(&arrival);
+        match &act {
+            Act::Ignore => continue,
+            Act::Close => break,
+            Act::Answer(bytes) => {
+                if send_error(&conn, bytes).is_err() {
+                    break;
+                }
+                continue;
+            }
+            Act::Slow(d) => std::thread::sleep(*d),
+            _ => {}
+        }
+        let received = responder.on_receive(&m.bytes);
+        lock(log).overruns[conn_no as usize] = responder.overruns();
+        let answered = match received {
+            Received::Call(h) => {
+                message.clear();
+                if fetch_call(&conn, &h, ulb, &mut message).is_err() || act == Act::DisconnectAfterFetch {
+                    break;
+                }
+                lock(log).executed.push((conn_no, h.xid()));
+                let reply = echo(&message);
+                let params = responder.reply_params(h.xid()).expect("in flight");
+                if act == Act::ExecuteWithoutReply {
+                    continue;
+                }
+                send_reply(&conn, &h, &reply, ulb, &params).map(drop)
+            }
+            Received::SendError(e) => send_error(&conn, e.as_bytes()),
+            _ => Ok(()),
+        };
+        if answered.is_err() || act == Act::AnswerThenDisconnect {
+            break;
+        }
+    }
+    conn.qp().disconnect();
 }

@@ -304,17 +304,30 @@ impl<B: Backend> Connection<B> {
             st.polling = false;
             self.reaped.notify_all();
             if let Some(c) = reaped {
-                self.send_done(c.wr_id);
-                if !c.is_ok() && st.first_error.is_none() {
-                    st.first_error = Some(c);
-                }
                 if mine(&c) {
+                    self.note_reaped(&mut st, &c);
                     return checked(c);
                 }
-                if c.wr_id & UNWAITED_WR_BIT == 0 {
-                    st.completions.push_back(c);
-                }
+                self.keep_for_owner(&mut st, c);
             }
+        }
+    }
+
+    /// What every reaped completion tells the connection, whoever reaped it: a Send's buffer
+    /// is free again, and the first error is kept for [`Connection::ended`].
+    fn note_reaped(&self, st: &mut Reaped, c: &Completion) {
+        self.send_done(c.wr_id);
+        if !c.is_ok() && st.first_error.is_none() {
+            st.first_error = Some(*c);
+        }
+    }
+
+    /// A completion reaped for another waiter: noted, and kept for its owner unless nobody
+    /// waits for it ([`UNWAITED_WR_BIT`]).
+    fn keep_for_owner(&self, st: &mut Reaped, c: Completion) {
+        self.note_reaped(st, &c);
+        if c.wr_id & UNWAITED_WR_BIT == 0 {
+            st.completions.push_back(c);
         }
     }
 
@@ -327,14 +340,8 @@ impl<B: Backend> Connection<B> {
             let mut batch = [Completion::default(); 16];
             loop {
                 let n = self.qp.poll_cq(&mut batch);
-                for c in &batch[..n] {
-                    self.send_done(c.wr_id);
-                    if !c.is_ok() && st.first_error.is_none() {
-                        st.first_error = Some(*c);
-                    }
-                    if c.wr_id & UNWAITED_WR_BIT == 0 {
-                        st.completions.push_back(*c);
-                    }
+                for &c in &batch[..n] {
+                    self.keep_for_owner(&mut st, c);
                 }
                 if n < batch.len() {
                     break;
@@ -415,20 +422,24 @@ impl<B: Backend> Connection<B> {
     fn post_send_as(&self, id: u64, bytes: Vec<u8>, invalidate: Option<u32>) -> Result<(), DataPathError> {
         capture::sent(&self.capture, &bytes);
         let len = bytes.len();
+        // A free buffer if the message fits one; else a registration is counted here.
+        let reused = {
+            let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);
+            let free = if len <= SEND_BUFFER_LEN { sends.free.pop() } else { None };
+            sends.registered += u64::from(free.is_none());
+            free
+        };
         if len > SEND_BUFFER_LEN {
-            self.sends.lock().unwrap_or_else(PoisonError::into_inner).registered += 1;
             let region = self.pd.register(bytes, Access::empty())?;
             self.qp.post_send(id, &[Sge::whole(&region)], invalidate)?;
             return Ok(());
         }
-        let reused = self.sends.lock().unwrap_or_else(PoisonError::into_inner).free.pop();
         let region = match reused {
             Some(region) => {
                 region.with_mut(|b| b[..len].copy_from_slice(&bytes));
                 region
             }
             None => {
-                self.sends.lock().unwrap_or_else(PoisonError::into_inner).registered += 1;
                 let mut buffer = bytes;
                 buffer.resize(SEND_BUFFER_LEN, 0);
                 self.pd.register(buffer, Access::empty())?

@@ -190,7 +190,7 @@ const LINGER: Duration = Duration::from_millis(20);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Receiver {
     Nobody,
-    Caller(u32),
+    Caller,
     Dispatcher,
 }
 
@@ -356,8 +356,9 @@ impl<B: Backend> Client<B> {
         let mine = Arc::new(Condvar::new());
         {
             let mut st = lock(&sh.st);
-            st.core.start_call(xid, Instant::now())?;
-            st.last_active = Instant::now();
+            let now = Instant::now();
+            st.core.start_call(xid, now)?;
+            st.last_active = now;
             st.waiters.insert(xid, mine.clone());
             st.wake();
             // A connection to make is the dispatcher's; otherwise it need not wake.
@@ -376,7 +377,7 @@ impl<B: Backend> Client<B> {
                     // Receive ourselves if nobody does: most often what arrives is our reply.
                     match (st.receiver, st.core.link().cloned()) {
                         (Receiver::Nobody, Some(link)) => {
-                            st.receiver = Receiver::Caller(xid);
+                            st.receiver = Receiver::Caller;
                             st = sh.receive_once(st, &link);
                             if st.core.has_ready(xid) {
                                 st.stop_receiving(Some(xid));

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 use cm_private_data::PrivateData;
@@ -170,9 +170,10 @@ struct Link<B: Backend> {
 
 struct State<B: Backend> {
     core: ClientCore<Arc<Link<B>>>,
-    /// The condvar each caller alone waits on (one per caller: waking all 64 callers of a busy
-    /// client for every reply is what a shared one would cost).
-    waiters: HashMap<u32, Arc<Condvar>>,
+    /// Each caller waiting, by XID, to be woken alone (waking all 64 callers of a busy client
+    /// for every reply is what a shared condition variable would cost); parking the thread
+    /// needs nothing allocated per call.
+    waiters: HashMap<u32, Thread>,
     /// Who receives on the connection now: one at a time, a caller waiting for its reply
     /// while calls are in progress (so that the reply to a lone caller reaches it with no
     /// hand-off between threads), the dispatcher otherwise (backward calls, a connection lost
@@ -198,8 +199,8 @@ impl<B: Backend> State<B> {
     /// Wakes the callers whose step the core has ready.
     fn wake(&mut self) {
         while let Some(xid) = self.core.poll_ready() {
-            if let Some(cv) = self.waiters.get(&xid) {
-                cv.notify_one();
+            if let Some(caller) = self.waiters.get(&xid) {
+                caller.unpark();
             }
         }
     }
@@ -210,8 +211,8 @@ impl<B: Backend> State<B> {
     fn stop_receiving(&mut self, leaving: Option<u32>) {
         self.receiver = Receiver::Nobody;
         let next = self.waiters.iter().find(|(&x, _)| Some(x) != leaving && !self.core.has_ready(x));
-        if let Some((_, cv)) = next {
-            cv.notify_one();
+        if let Some((_, caller)) = next {
+            caller.unpark();
         }
     }
 }
@@ -353,13 +354,12 @@ impl<B: Backend> Client<B> {
         let xid =
             message.first_chunk::<4>().map(|x| u32::from_be_bytes(*x)).ok_or(ClientError::NoXid(message.len()))?;
         let sh = &self.shared;
-        let mine = Arc::new(Condvar::new());
         {
             let mut st = lock(&sh.st);
             let now = Instant::now();
             st.core.start_call(xid, now)?;
             st.last_active = now;
-            st.waiters.insert(xid, mine.clone());
+            st.waiters.insert(xid, std::thread::current());
             st.wake();
             // A connection to make is the dispatcher's; otherwise it need not wake.
             if st.core.has_action() {
@@ -385,7 +385,13 @@ impl<B: Backend> Client<B> {
                                 st.receiver = Receiver::Nobody;
                             }
                         }
-                        _ => st = mine.wait(st).unwrap_or_else(PoisonError::into_inner),
+                        // Woken by whoever makes our step ready, or hands us the receiver's
+                        // role; a spurious wake-up only looks again.
+                        _ => {
+                            drop(st);
+                            std::thread::park();
+                            st = lock(&sh.st);
+                        }
                     }
                 }
             };

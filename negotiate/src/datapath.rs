@@ -79,7 +79,7 @@ mod reply;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use rpcrdma_v1::marshal_call::CallError;
@@ -152,6 +152,42 @@ const UNWAITED_WR_BIT: u64 = 1 << 62;
 /// it set aside.
 const POLL_SLICE: Duration = Duration::from_millis(10);
 
+/// How many completions one poll reaps at most: the first blocks, the rest are what the queue
+/// already holds, so that a burst is handed out in one pass.
+const REAP_BATCH: usize = 16;
+
+/// What a waiter on a [`Connection`] waits for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Want {
+    /// The completion of this send-queue work request.
+    WorkRequest(u64),
+    /// Any Receive's ([`ReceivePool`]).
+    AnyReceive,
+}
+
+impl Want {
+    fn claims(self, c: &Completion) -> bool {
+        match self {
+            Want::WorkRequest(id) => c.wr_id == id,
+            Want::AnyReceive => c.wr_id & RECV_WR_BIT != 0,
+        }
+    }
+
+    /// The `wr_id` a timeout reports (0 for any Receive).
+    fn wr_id(self) -> u64 {
+        match self {
+            Want::WorkRequest(id) => id,
+            Want::AnyReceive => 0,
+        }
+    }
+}
+
+/// A thread waiting on a [`Connection`] while another polls.
+struct Waiting {
+    want: Want,
+    thread: std::thread::Thread,
+}
+
 /// A connected queue pair, its protection domain, the work-request ids handed out on it, and the
 /// completions reaped but not yet claimed.
 ///
@@ -194,7 +230,6 @@ pub struct Connection<B: Backend> {
     /// now: one polls at a time (outside the lock), the others wait on `reaped` for what it
     /// sets aside.
     set_aside: Mutex<Reaped>,
-    reaped: Condvar,
     /// Registered Send buffers, reused once their Send completed.
     sends: Mutex<SendBuffers<B::Region>>,
     /// This side's number for [`capture`], drawn on its first Send under a sink.
@@ -211,7 +246,6 @@ impl<B: Backend> Connection<B> {
             timeout,
             next_wr_id: AtomicU64::new(1),
             set_aside: Mutex::new(Reaped::default()),
-            reaped: Condvar::new(),
             sends: Mutex::new(SendBuffers { free: Vec::new(), in_flight: HashMap::new(), registered: 0 }),
             capture: Default::default(),
         }
@@ -242,10 +276,20 @@ impl<B: Backend> Connection<B> {
         self.next_wr_id.fetch_add(1, Ordering::Relaxed) & !(RECV_WR_BIT | UNWAITED_WR_BIT)
     }
 
+    /// A fresh `wr_id` for a send-queue work request nobody will wait for: whoever reaps its
+    /// completion drops it, keeping an error for [`Connection::ended`]. For work requests whose
+    /// effect the send queue's order already guarantees to what follows them (a memory
+    /// window bound before the Send that advertises it: a send queue executes its work
+    /// requests in order), as the Linux client chains its registrations before its Send
+    /// without waiting.
+    fn unwaited_wr_id(&self) -> u64 {
+        self.wr_id() | UNWAITED_WR_BIT
+    }
+
     /// Waits for the completion of work request `wr_id`; an error completion is
     /// [`DataPathError::Completion`].
     pub fn wait(&self, wr_id: u64) -> Result<Completion, DataPathError> {
-        self.wait_for(wr_id, |c| c.wr_id == wr_id)
+        self.wait_within(Want::WorkRequest(wr_id), self.timeout)
     }
 
     /// Waits for every work request in `wr_ids`, even after one failed (the others are flushed
@@ -265,50 +309,66 @@ impl<B: Backend> Connection<B> {
         first.map_or(Ok(()), Err)
     }
 
-    /// The one wait: the first completion, set aside or newly reaped, that `mine` claims;
-    /// everything else reaped meanwhile is set aside for its owner.
-    fn wait_for(&self, wr_id: u64, mine: impl Fn(&Completion) -> bool) -> Result<Completion, DataPathError> {
-        self.wait_for_within(wr_id, self.timeout, mine)
-    }
-
-    /// [`Connection::wait_for`] giving up after `timeout`.
-    fn wait_for_within(
-        &self,
-        wr_id: u64,
-        timeout: Duration,
-        mine: impl Fn(&Completion) -> bool,
-    ) -> Result<Completion, DataPathError> {
+    /// The one wait: the first completion, set aside or newly reaped, that `want` claims,
+    /// giving up after `timeout`. One waiter polls the completion queue at a time (outside
+    /// the lock, so that waiters for completions already set aside are not held up behind a
+    /// blocking poll); it sets aside what belongs to others and wakes each owner alone, and
+    /// when it leaves it wakes one other waiter to poll in its place. Waking every waiter for
+    /// every completion reaped (as a shared condition variable would) cost two thread
+    /// switches per call under load.
+    fn wait_within(&self, want: Want, timeout: Duration) -> Result<Completion, DataPathError> {
         let deadline = Instant::now() + timeout;
         let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             // The oldest one it claims: set-aside completions leave in the order they were
             // reaped, as from the completion queue itself.
-            if let Some(c) = st.completions.iter().position(&mine).and_then(|i| st.completions.remove(i)) {
+            if let Some(c) = st.completions.iter().position(|c| want.claims(c)).and_then(|i| st.completions.remove(i)) {
+                st.hand_over_polling();
                 return checked(c);
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(DataPathError::Timeout { wr_id, timeout });
+                st.hand_over_polling();
+                return Err(DataPathError::Timeout { wr_id: want.wr_id(), timeout });
             }
             if st.polling {
-                // Another waiter polls; it wakes us when it sets something aside.
-                st = self.reaped.wait_timeout(st, left).unwrap_or_else(PoisonError::into_inner).0;
+                // Another waiter polls, perhaps blocked until something arrives for it: what
+                // the queue already holds (a Local Invalidate's completion, an RDMA Read's
+                // on a software backend) is reaped here rather than waited for.
+                if self.reap_ready(&mut st) > 0 {
+                    continue;
+                }
+                // It wakes us when it sets ours aside, or leaves.
+                st.waiting.push(Waiting { want, thread: std::thread::current() });
+                drop(st);
+                std::thread::park_timeout(left);
+                st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
+                let me = std::thread::current().id();
+                st.waiting.retain(|w| w.thread.id() != me);
                 continue;
             }
-            // Poll without the lock, so waiters for completions already set aside (a Send's,
-            // while a dispatcher waits for Receives) are not held up behind a blocking poll.
             st.polling = true;
             drop(st);
-            let reaped = self.qp.wait_cq(left.min(POLL_SLICE));
+            let mut batch = [Completion::default(); REAP_BATCH];
+            let mut n = 0;
+            if let Some(c) = self.qp.wait_cq(left.min(POLL_SLICE)) {
+                batch[0] = c;
+                n = 1 + self.qp.poll_cq(&mut batch[1..]);
+            }
             st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
             st.polling = false;
-            self.reaped.notify_all();
-            if let Some(c) = reaped {
-                if mine(&c) {
+            let mut found = None;
+            for &c in &batch[..n] {
+                if found.is_none() && want.claims(&c) {
                     self.note_reaped(&mut st, &c);
-                    return checked(c);
+                    found = Some(c);
+                } else {
+                    self.keep_for_owner(&mut st, c);
                 }
-                self.keep_for_owner(&mut st, c);
+            }
+            if let Some(c) = found {
+                st.hand_over_polling();
+                return checked(c);
             }
         }
     }
@@ -322,11 +382,14 @@ impl<B: Backend> Connection<B> {
         }
     }
 
-    /// A completion reaped for another waiter: noted, and kept for its owner unless nobody
-    /// waits for it ([`UNWAITED_WR_BIT`]).
+    /// A completion reaped for another waiter: noted, and kept for its owner (woken if it
+    /// waits) unless nobody waits for it ([`UNWAITED_WR_BIT`]).
     fn keep_for_owner(&self, st: &mut Reaped, c: Completion) {
         self.note_reaped(st, &c);
         if c.wr_id & UNWAITED_WR_BIT == 0 {
+            if let Some(w) = st.waiting.iter().find(|w| w.want.claims(&c)) {
+                w.thread.unpark();
+            }
             st.completions.push_back(c);
         }
     }
@@ -337,19 +400,26 @@ impl<B: Backend> Connection<B> {
     pub fn receives_waiting(&self) -> usize {
         let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
         if !st.polling {
-            let mut batch = [Completion::default(); 16];
-            loop {
-                let n = self.qp.poll_cq(&mut batch);
-                for &c in &batch[..n] {
-                    self.keep_for_owner(&mut st, c);
-                }
-                if n < batch.len() {
-                    break;
-                }
-            }
-            self.reaped.notify_all();
+            self.reap_ready(&mut st);
         }
-        st.completions.iter().filter(|c| c.wr_id & RECV_WR_BIT != 0).count()
+        st.completions.iter().filter(|c| Want::AnyReceive.claims(c)).count()
+    }
+
+    /// Reaps what the completion queue holds, without blocking, for the owners; returns how
+    /// many it reaped.
+    fn reap_ready(&self, st: &mut Reaped) -> usize {
+        let mut batch = [Completion::default(); REAP_BATCH];
+        let mut total = 0;
+        loop {
+            let n = self.qp.poll_cq(&mut batch);
+            for &c in &batch[..n] {
+                self.keep_for_owner(st, c);
+            }
+            total += n;
+            if n < batch.len() {
+                return total;
+            }
+        }
     }
 
     /// Closes the connection (its queue pair goes to the Error state, flushing what is
@@ -411,7 +481,7 @@ impl<B: Backend> Connection<B> {
 
     /// [`Connection::post_send_bytes`] for a Send nobody waits for ([`UNWAITED_WR_BIT`]).
     fn post_send_unwaited(&self, bytes: Vec<u8>) -> Result<(), DataPathError> {
-        self.post_send_as(self.wr_id() | UNWAITED_WR_BIT, bytes, None)
+        self.post_send_as(self.unwaited_wr_id(), bytes, None)
     }
 
     /// Copies `bytes` into a registered Send buffer, reused from an earlier Send when one of
@@ -517,10 +587,25 @@ struct Reaped {
     /// calls were never served until the requester's timeout closed the connection.
     completions: VecDeque<Completion>,
     polling: bool,
+    /// Who waits while another polls, and for what: each is woken alone when its completion is
+    /// set aside, and one of them when the poller leaves.
+    waiting: Vec<Waiting>,
     /// The first error completion reaped, for [`Connection::ended`].
     first_error: Option<Completion>,
     /// Why this side closed the connection ([`Connection::close`]), if it did.
     closed: Option<String>,
+}
+
+impl Reaped {
+    /// A waiter leaves: if nobody polls, one of those still waiting is woken to poll in its
+    /// place (it would otherwise sleep until its timeout with nobody reaping its completion).
+    fn hand_over_polling(&self) {
+        if !self.polling {
+            if let Some(w) = self.waiting.first() {
+                w.thread.unpark();
+            }
+        }
+    }
 }
 
 /// How a connection ended, as far as this side can tell ([`Connection::ended`]): the record

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair, Sge};
 
-use super::{Connection, DataPathError, RECV_WR_BIT};
+use super::{Connection, DataPathError, Want, RECV_WR_BIT};
 
 /// One received message: its bytes, copied out of the receive buffer (which is posted again at
 /// once), and the rkey a Send with Invalidate killed on the way in (RFC 8797 section 4.1), for
@@ -103,7 +103,7 @@ impl<B: Backend> ReceivePool<B> {
     /// [`ReceivePool::receive`], waiting at most `timeout` ([`DataPathError::Timeout`] then):
     /// for a dispatcher that also watches the clock and the connection.
     pub fn receive_within(&self, conn: &Connection<B>, timeout: Duration) -> Result<Received, DataPathError> {
-        let c = conn.wait_for_within(0, timeout, |c| c.wr_id & RECV_WR_BIT != 0)?;
+        let c = conn.wait_within(Want::AnyReceive, timeout)?;
         let region = {
             let buffers = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
             buffers[(c.wr_id & !RECV_WR_BIT) as usize].clone()

@@ -134,14 +134,16 @@ impl<B: Backend> ChunkMemory<B> {
 /// Read and Position-Zero Read chunks share one registered copy of the call message; each Write
 /// chunk and the Reply chunk gets a zeroed buffer of its length. A registration is one segment.
 ///
-/// Binds are posted from [`Registrar::register`] and reaped by [`WindowRegistrar::finish`],
-/// which must run before the call's Send is posted. See [`ChunkMemory::rkeys`] for an example.
+/// Binds (and the Local Invalidates of registrations marshaling gave up) are posted from
+/// [`Registrar`]'s methods and not waited for: the call's Send, posted after them on the same
+/// send queue, executes after them, so the peer learns of no window before it is bound; a
+/// bind that fails puts the queue pair in the Error state, which flushes that Send, and the
+/// call goes out again on the next connection. One wait, and one thread switch, fewer per
+/// chunk. See [`ChunkMemory::rkeys`] for an example.
 pub struct WindowRegistrar<'c, B: Backend> {
     conn: &'c Connection<B>,
     call: &'c [u8],
     memory: ChunkMemory<B>,
-    /// Binds and Local Invalidates posted and not yet reaped.
-    posted: Vec<u64>,
     /// A failure inside [`Registrar::release`], which cannot return one.
     failed: Option<DataPathError>,
 }
@@ -149,18 +151,17 @@ pub struct WindowRegistrar<'c, B: Backend> {
 impl<'c, B: Backend> WindowRegistrar<'c, B> {
     /// A registrar for the call message `call` (the bytes given to `marshal_call`) on `conn`.
     pub fn new(conn: &'c Connection<B>, call: &'c [u8]) -> Self {
-        WindowRegistrar { conn, call, memory: ChunkMemory::new(), posted: Vec::new(), failed: None }
+        WindowRegistrar { conn, call, memory: ChunkMemory::new(), failed: None }
     }
 
-    /// Reaps the binds and invalidations posted (whatever marshaling concluded) and hands over
-    /// the call's memory. On failure the connection is closed: a window may be open that
-    /// nothing will invalidate (RFC 8166 section 4.4.1).
+    /// Hands over the call's memory, whatever marshaling concluded. If a Local Invalidate of
+    /// a registration given up could not be posted, the connection is closed: a window may be
+    /// open that nothing will invalidate (RFC 8166 section 4.4.1).
     pub fn finish(mut self) -> Result<ChunkMemory<B>, DataPathError> {
-        let reaped = self.conn.wait_all(&self.posted);
-        match self.failed.take().map_or(reaped, Err) {
-            Ok(()) => Ok(self.memory),
-            Err(e) => {
-                self.conn.close(format_args!("binding or unbinding a call's memory windows failed: {e}"));
+        match self.failed.take() {
+            None => Ok(self.memory),
+            Some(e) => {
+                self.conn.close(format_args!("unbinding a call's memory windows failed: {e}"));
                 Err(e)
             }
         }
@@ -197,9 +198,7 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
                 (region, 0, Access::REMOTE_WRITE)
             }
         };
-        let id = self.conn.wr_id();
-        let remote = self.conn.qp().post_bind_window(id, &region, offset, len, access)?;
-        self.posted.push(id);
+        let remote = self.conn.qp().post_bind_window(self.conn.unwaited_wr_id(), &region, offset, len, access)?;
         self.memory.windows.push(remote.rkey);
         Ok(XdrRdmaSegment { handle: remote.rkey, length: len as u32, offset: remote.addr })
     }
@@ -219,12 +218,8 @@ impl<B: Backend> Registrar for WindowRegistrar<'_, B> {
         for seg in segments {
             let Some(i) = self.memory.windows.iter().position(|&rkey| rkey == seg.handle) else { continue };
             let rkey = self.memory.windows.swap_remove(i);
-            let id = self.conn.wr_id();
-            match self.conn.qp().post_local_invalidate(id, rkey) {
-                Ok(()) => self.posted.push(id),
-                Err(e) => {
-                    self.failed.get_or_insert(e.into());
-                }
+            if let Err(e) = self.conn.qp().post_local_invalidate(self.conn.unwaited_wr_id(), rkey) {
+                self.failed.get_or_insert(e.into());
             }
         }
         match purpose {

@@ -14,7 +14,10 @@
 //! simulator drives; this file is only its I/O.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
@@ -162,6 +165,9 @@ pub struct ClientStats {
     pub long: u64,
 }
 
+/// A transmission sent, with the memory its reply releases and the connection it went on.
+type Sent<B> = (PendingCall<B>, Arc<Link<B>>);
+
 /// A connection's verbs resources.
 struct Link<B: Backend> {
     conn: Connection<B>,
@@ -171,9 +177,16 @@ struct Link<B: Backend> {
 struct State<B: Backend> {
     core: ClientCore<Arc<Link<B>>>,
     /// Each caller waiting, by XID, to be woken alone (waking all 64 callers of a busy client
-    /// for every reply is what a shared condition variable would cost); parking the thread
-    /// needs nothing allocated per call.
-    waiters: HashMap<u32, Thread>,
+    /// for every reply is what a shared condition variable would cost).
+    waiters: HashMap<u32, Waiter>,
+    /// How many of them are async calls ([`Waiter::Task`]), which cannot receive: while any
+    /// waits and no thread receives, the dispatcher does.
+    tasks: usize,
+    /// The memory of calls given up while their transmission was out
+    /// ([`ClientCore::abandon`]): open to the responder, which may still write its reply
+    /// into it, until the reply arrives or the connection is lost; released then
+    /// ([`Shared::release_abandoned`]).
+    abandoned: HashMap<u32, Sent<B>>,
     /// Who receives on the connection now: one at a time, a caller waiting for its reply
     /// while calls are in progress (so that the reply to a lone caller reaches it with no
     /// hand-off between threads), the dispatcher otherwise (backward calls, a connection lost
@@ -188,6 +201,23 @@ struct State<B: Backend> {
 /// (a caller that finds the dispatcher receiving waits for it to hand the reply over).
 const LINGER: Duration = Duration::from_millis(20);
 
+/// How a waiting caller is woken.
+enum Waiter {
+    /// A blocking [`Client::call`]'s thread, parked (nothing allocated per call).
+    Thread(Thread),
+    /// An async call's task ([`Client::call_async`]).
+    Task(Waker),
+}
+
+impl Waiter {
+    fn wake(&self) {
+        match self {
+            Waiter::Thread(t) => t.unpark(),
+            Waiter::Task(w) => w.wake_by_ref(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Receiver {
     Nobody,
@@ -200,20 +230,34 @@ impl<B: Backend> State<B> {
     fn wake(&mut self) {
         while let Some(xid) = self.core.poll_ready() {
             if let Some(caller) = self.waiters.get(&xid) {
-                caller.unpark();
+                caller.wake();
             }
         }
     }
 
     /// Gives up the receiver's role (`leaving`: the caller that had it and is done): another
-    /// caller still waiting for its step takes it over (woken here); with none, the next call
-    /// takes it when it starts, or the dispatcher after [`LINGER`].
-    fn stop_receiving(&mut self, leaving: Option<u32>) {
+    /// blocking caller still waiting for its step takes it over (woken here); with none, the
+    /// next call takes it when it starts, or the dispatcher after [`LINGER`], or at once when
+    /// async calls wait (true then: the caller must wake the dispatcher).
+    #[must_use]
+    fn stop_receiving(&mut self, leaving: Option<u32>) -> bool {
         self.receiver = Receiver::Nobody;
-        let next = self.waiters.iter().find(|(&x, _)| Some(x) != leaving && !self.core.has_ready(x));
-        if let Some((_, caller)) = next {
-            caller.unpark();
+        let next = self
+            .waiters
+            .iter()
+            .find(|(&x, w)| Some(x) != leaving && matches!(w, Waiter::Thread(_)) && !self.core.has_ready(x));
+        match next {
+            Some((_, caller)) => {
+                caller.wake();
+                false
+            }
+            None => self.tasks > 0,
         }
+    }
+
+    /// Whether an async call waits with nobody receiving for it: the dispatcher's to do.
+    fn tasks_unserved(&self) -> bool {
+        self.tasks > 0 && self.receiver == Receiver::Nobody
     }
 }
 
@@ -325,6 +369,8 @@ impl<B: Backend + Clone> Client<B> {
             st: Mutex::new(State {
                 core: ClientCore::new(cfg, addr),
                 waiters: HashMap::new(),
+                tasks: 0,
+                abandoned: HashMap::new(),
                 receiver: Receiver::Nobody,
                 last_active: Instant::now(),
             }),
@@ -351,22 +397,9 @@ impl<B: Backend> Client<B> {
     /// the RPC reply message. `ulb` declares the DDP-eligible arguments and results and the
     /// largest reply (RFC 8166 section 6).
     pub fn call<U: UpperLayerBinding + ?Sized>(&self, message: &[u8], ulb: &U) -> Result<Vec<u8>, ClientError> {
-        let xid =
-            message.first_chunk::<4>().map(|x| u32::from_be_bytes(*x)).ok_or(ClientError::NoXid(message.len()))?;
         let sh = &self.shared;
-        {
-            let mut st = lock(&sh.st);
-            let now = Instant::now();
-            st.core.start_call(xid, now)?;
-            st.last_active = now;
-            st.waiters.insert(xid, std::thread::current());
-            st.wake();
-            // A connection to make is the dispatcher's; otherwise it need not wake.
-            if st.core.has_action() {
-                sh.cv.notify_one();
-            }
-        }
-        let mut pending: Option<(PendingCall<B>, Arc<Link<B>>)> = None;
+        let xid = self.begin(message, Waiter::Thread(std::thread::current()))?;
+        let mut pending = None;
         let result = loop {
             let step = {
                 let mut st = lock(&sh.st);
@@ -380,7 +413,9 @@ impl<B: Backend> Client<B> {
                             st.receiver = Receiver::Caller;
                             st = sh.receive_once(st, &link);
                             if st.core.has_ready(xid) {
-                                st.stop_receiving(Some(xid));
+                                if st.stop_receiving(Some(xid)) {
+                                    sh.cv.notify_one();
+                                }
                             } else {
                                 st.receiver = Receiver::Nobody;
                             }
@@ -395,57 +430,160 @@ impl<B: Backend> Client<B> {
                     }
                 }
             };
-            match step {
-                CallStep::Transmit { transmit: t, link } => {
-                    if let Some((old, old_link)) = pending.take() {
-                        // A retransmission: the old attempt's windows must not stay open.
-                        let _ = old.abandon(&old_link.conn, None);
-                    }
-                    let params = CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds };
-                    match send_call(&link.conn, message, ulb, &params) {
-                        Ok(p) => {
-                            lock(&sh.st).core.handle_sent(p.form());
-                            pending = Some((p, link));
-                        }
-                        // A broken connection comes back as a retransmission; anything else
-                        // ends the call here (RFC 8166 section 4.5.4).
-                        Err(e) if link.conn.qp().state() == QpState::Error => drop(e),
-                        Err(e) => {
-                            let mut st = lock(&sh.st);
-                            st.core.cancel(xid, Instant::now());
-                            st.wake();
-                            break Err(e.into());
-                        }
-                    }
-                }
-                CallStep::Reply { message: bytes, invalidated } => {
-                    let (p, link) = pending.take().expect("a reply answers a transmitted call");
-                    let header = reply_header(&bytes, &sh.cfg.requester.limits).expect("judged by the core");
-                    let mut out = Vec::new();
-                    break p
-                        .complete(&link.conn, &header, invalidated, ulb, &mut out)
-                        .map(|()| out)
-                        .map_err(Into::into);
-                }
-                CallStep::Failed(e) => {
-                    if let Some((p, link)) = pending.take() {
-                        let _ = p.abandon(&link.conn, None);
-                    }
-                    break Err(e);
-                }
+            if let Some(result) = self.take(xid, step, message, ulb, &mut pending) {
+                break result;
             }
         };
-        {
-            let mut st = lock(&sh.st);
-            st.waiters.remove(&xid);
-            st.last_active = Instant::now();
-            st.core.finish_call(xid);
-            st.wake();
-            if st.receiver == Receiver::Nobody {
-                st.stop_receiving(None);
+        self.end(xid, None);
+        result
+    }
+
+    /// [`Client::call`] as a [`Future`], for any executor: it never blocks on the network
+    /// (the client's dispatcher thread receives for async calls and wakes their tasks). Its
+    /// steps that touch the queue pair (posting the call, and on the reply invalidating the
+    /// call's memory windows and reassembling) run inside `poll`, as they would in
+    /// [`Client::call`]; only the Local Invalidates of a reply's windows are waited for there,
+    /// as RFC 8166 section 8.1.3 requires before the reply is handed over.
+    ///
+    /// Dropping the future before it is ready gives the call up: its memory is fenced at once
+    /// (its windows invalidated), and a transmission already out keeps its credit until its
+    /// reply arrives (then dropped) or its connection is lost, since the responder still
+    /// counts it (RFC 8166 section 3.3.1).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::future::Future;
+    /// use std::task::{Context, Poll, Wake, Waker};
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use verbs::InProcess;
+    ///
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
+    /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    ///
+    /// // Any executor drives it; here the smallest one, which parks the thread between polls.
+    /// struct Unpark(std::thread::Thread);
+    /// impl Wake for Unpark {
+    ///     fn wake(self: Arc<Self>) { self.0.unpark() }
+    /// }
+    /// let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    /// let mut call = std::pin::pin!(client.call_async(&[0, 0, 0, 5, 0, 0, 0, 0], &ulb));
+    /// let reply = loop {
+    ///     match call.as_mut().poll(&mut Context::from_waker(&waker)) {
+    ///         Poll::Ready(reply) => break reply.unwrap(),
+    ///         Poll::Pending => std::thread::park(),
+    ///     }
+    /// };
+    /// assert_eq!(reply, [0, 0, 0, 5, 0, 0, 0, 1]);
+    /// ```
+    ///
+    /// With tokio, `client.call_async(&msg, &ulb).await` (negotiate/examples/async_calls.rs).
+    pub fn call_async<'a, U: UpperLayerBinding + ?Sized>(
+        &'a self,
+        message: &'a [u8],
+        ulb: &'a U,
+    ) -> AsyncCall<'a, B, U> {
+        AsyncCall { client: self, message, ulb, xid: None, pending: None, done: false }
+    }
+
+    /// Starts the call `message`, whose caller `waiter` waits for its steps; returns its XID.
+    fn begin(&self, message: &[u8], waiter: Waiter) -> Result<u32, ClientError> {
+        let xid =
+            message.first_chunk::<4>().map(|x| u32::from_be_bytes(*x)).ok_or(ClientError::NoXid(message.len()))?;
+        let mut st = lock(&self.shared.st);
+        let now = Instant::now();
+        st.core.start_call(xid, now)?;
+        st.last_active = now;
+        st.tasks += usize::from(matches!(waiter, Waiter::Task(_)));
+        st.waiters.insert(xid, waiter);
+        st.wake();
+        // A connection to make, or an async call to receive for, is the dispatcher's;
+        // otherwise it need not wake.
+        if st.core.has_action() || st.tasks_unserved() {
+            self.shared.cv.notify_one();
+        }
+        Ok(xid)
+    }
+
+    /// Takes one step of call `xid`: sends a transmission (the previous one's memory given
+    /// up), completes the reply, or fails. `Some` once the call is over.
+    fn take<U: UpperLayerBinding + ?Sized>(
+        &self,
+        xid: u32,
+        step: CallStep<Arc<Link<B>>>,
+        message: &[u8],
+        ulb: &U,
+        pending: &mut Option<Sent<B>>,
+    ) -> Option<Result<Vec<u8>, ClientError>> {
+        let sh = &self.shared;
+        match step {
+            CallStep::Transmit { transmit: t, link } => {
+                if let Some((old, old_link)) = pending.take() {
+                    // A retransmission: the old attempt's windows must not stay open.
+                    let _ = old.abandon(&old_link.conn, None);
+                }
+                let params = CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds };
+                match send_call(&link.conn, message, ulb, &params) {
+                    Ok(p) => {
+                        lock(&sh.st).core.handle_sent(p.form());
+                        *pending = Some((p, link));
+                        None
+                    }
+                    // A broken connection comes back as a retransmission; anything else ends
+                    // the call here (RFC 8166 section 4.5.4).
+                    Err(_) if link.conn.qp().state() == QpState::Error => None,
+                    Err(e) => {
+                        let mut st = lock(&sh.st);
+                        st.core.cancel(xid, Instant::now());
+                        st.wake();
+                        Some(Err(e.into()))
+                    }
+                }
+            }
+            CallStep::Reply { message: bytes, invalidated } => {
+                let (p, link) = pending.take().expect("a reply answers a transmitted call");
+                let header = reply_header(&bytes, &sh.cfg.requester.limits).expect("judged by the core");
+                let mut out = Vec::new();
+                Some(p.complete(&link.conn, &header, invalidated, ulb, &mut out).map(|()| out).map_err(Into::into))
+            }
+            CallStep::Failed(e) => {
+                if let Some((p, link)) = pending.take() {
+                    let _ = p.abandon(&link.conn, None);
+                }
+                Some(Err(e))
             }
         }
-        result
+    }
+
+    /// Call `xid` is over; or given up by a dropped [`AsyncCall`] (`abandoned`, with the
+    /// transmission it sent, if any: that keeps its credit and its memory until its reply or
+    /// its connection's loss).
+    fn end(&self, xid: u32, abandoned: Option<Option<Sent<B>>>) {
+        let sh = &self.shared;
+        let mut st = lock(&sh.st);
+        if let Some(Waiter::Task(_)) = st.waiters.remove(&xid) {
+            st.tasks -= 1;
+        }
+        let now = Instant::now();
+        st.last_active = now;
+        match abandoned {
+            Some(sent) => {
+                st.core.abandon(xid, sent.is_some(), now);
+                if let Some(sent) = sent {
+                    st.abandoned.insert(xid, sent);
+                }
+                // Released now unless the core keeps it waiting for its reply.
+                st = sh.release_abandoned(st, None);
+            }
+            None => st.core.finish_call(xid),
+        }
+        st.wake();
+        if st.receiver == Receiver::Nobody && st.stop_receiving(None) {
+            sh.cv.notify_one();
+        }
     }
 
     /// The version the current connection settled on, if it has.
@@ -480,6 +618,76 @@ impl<B: Backend> Client<B> {
     /// What the client learned about responders (which lack Version Two).
     pub fn memory(&self) -> crate::memory::PeerMemory {
         lock(&self.shared.st).core.memory().clone()
+    }
+}
+
+/// An async call in progress ([`Client::call_async`]): a [`Future`] of the RPC reply.
+#[must_use = "a call is made only when its future is polled"]
+pub struct AsyncCall<'a, B: Backend, U: ?Sized> {
+    client: &'a Client<B>,
+    message: &'a [u8],
+    ulb: &'a U,
+    /// Set once the call has started (on the first poll).
+    xid: Option<u32>,
+    /// The transmission sent last, whose memory the reply releases.
+    pending: Option<Sent<B>>,
+    done: bool,
+}
+
+// Nothing in it is pinned: it is moved freely between polls (no self-reference).
+impl<B: Backend, U: ?Sized> Unpin for AsyncCall<'_, B, U> {}
+
+impl<B: Backend, U: UpperLayerBinding + ?Sized> Future for AsyncCall<'_, B, U> {
+    type Output = Result<Vec<u8>, ClientError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        assert!(!this.done, "AsyncCall polled after it was ready");
+        let client = this.client;
+        let xid = match this.xid {
+            Some(xid) => xid,
+            None => match client.begin(this.message, Waiter::Task(cx.waker().clone())) {
+                Ok(xid) => *this.xid.insert(xid),
+                Err(e) => {
+                    this.done = true;
+                    return Poll::Ready(Err(e));
+                }
+            },
+        };
+        loop {
+            let step = {
+                let mut st = lock(&client.shared.st);
+                match st.core.take_step(xid) {
+                    Some(step) => step,
+                    None => {
+                        // The waker to use now: an executor may move the task between polls.
+                        if let Some(Waiter::Task(w)) = st.waiters.get_mut(&xid) {
+                            if !w.will_wake(cx.waker()) {
+                                *w = cx.waker().clone();
+                            }
+                        }
+                        if st.tasks_unserved() {
+                            client.shared.cv.notify_one();
+                        }
+                        return Poll::Pending;
+                    }
+                }
+            };
+            if let Some(result) = client.take(xid, step, this.message, this.ulb, &mut this.pending) {
+                this.done = true;
+                client.end(xid, None);
+                return Poll::Ready(result);
+            }
+        }
+    }
+}
+
+impl<B: Backend, U: ?Sized> Drop for AsyncCall<'_, B, U> {
+    /// Gives up a call still in progress ([`ClientCore::abandon`]).
+    fn drop(&mut self) {
+        if let (Some(xid), false) = (self.xid, self.done) {
+            self.client.end(xid, Some(self.pending.take()));
+        }
     }
 }
 
@@ -535,22 +743,26 @@ impl<B: Backend> Shared<B> {
             };
             let mut st = lock(&self.st);
             let idle = !st.core.has_calls() && st.last_active.elapsed() >= LINGER;
-            if !idle || st.receiver != Receiver::Nobody {
+            if !st.tasks_unserved() && (!idle || st.receiver != Receiver::Nobody) {
                 // Callers receive (or will, when the next call starts); the clock is still
                 // ours to read.
                 let (guard, waited) = self.cv.wait_timeout(st, TICK).unwrap_or_else(PoisonError::into_inner);
                 st = guard;
                 st.core.handle_timeout(Instant::now());
+                st = self.release_abandoned(st, None);
                 st.wake();
                 // Calls in progress and none of their callers took the role for a whole tick:
-                // receive for them rather than leave their replies waiting.
-                if !(waited.timed_out() && st.receiver == Receiver::Nobody && st.core.has_calls()) {
+                // receive for them rather than leave their replies waiting. Async calls
+                // cannot receive: for them at once.
+                let unserved = waited.timed_out() && st.receiver == Receiver::Nobody && st.core.has_calls();
+                if !unserved && !st.tasks_unserved() {
                     continue;
                 }
             }
             st.receiver = Receiver::Dispatcher;
             st = self.receive_once(st, &link);
-            st.stop_receiving(None);
+            // With async calls waiting, the dispatcher goes on receiving itself.
+            let _ = st.stop_receiving(None);
         }
     }
 
@@ -569,8 +781,13 @@ impl<B: Backend> Shared<B> {
         let drained = matches!(got, Err(DataPathError::Timeout { .. }));
         let now = Instant::now();
         let mut st = lock(&self.st);
+        let mut reply = None;
         if let Ok(m) = got {
-            if let Received::BackwardCall(call) = st.core.handle_receive(m.bytes, m.invalidated_rkey, now) {
+            let received = st.core.handle_receive(m.bytes, m.invalidated_rkey, now);
+            if let Received::Reply(xid) = received {
+                reply = Some((xid, m.invalidated_rkey));
+            }
+            if let Received::BackwardCall(call) = received {
                 let forward = st.core.forward_thresholds();
                 drop(st);
                 let header = reply_header(&call, &self.cfg.requester.limits);
@@ -592,12 +809,38 @@ impl<B: Backend> Shared<B> {
         } else if !was_down {
             st.core.handle_timeout(now);
         }
+        st = self.release_abandoned(st, reply);
         st.wake();
         // Actions (a reconnect after the link went down) are the dispatcher's.
         if st.core.has_action() {
             self.cv.notify_one();
         }
         st
+    }
+
+    /// Releases the memory of abandoned calls the core has ended (their reply arrived, or it
+    /// failed them: their windows are invalidated, with the state unlocked meanwhile) or whose
+    /// connection is lost (nothing to invalidate). `reply` is the call whose reply was just
+    /// received and the rkey that reply's Send with Invalidate killed (RFC 8797 section 4.1).
+    fn release_abandoned<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State<B>>,
+        reply: Option<(u32, Option<u32>)>,
+    ) -> MutexGuard<'a, State<B>> {
+        if st.abandoned.is_empty() {
+            return st;
+        }
+        let ended: Vec<u32> = st.abandoned.keys().copied().filter(|&x| !st.core.is_abandoned(x)).collect();
+        if ended.is_empty() {
+            return st;
+        }
+        let released: Vec<_> = ended.into_iter().filter_map(|x| st.abandoned.remove(&x).map(|p| (x, p))).collect();
+        drop(st);
+        for (xid, (p, link)) in released {
+            let invalidated = reply.filter(|&(x, _)| x == xid).and_then(|(_, rkey)| rkey);
+            let _ = p.abandon(&link.conn, invalidated);
+        }
+        lock(&self.st)
     }
 
     /// One connection attempt, reported to the core; its error is also returned.

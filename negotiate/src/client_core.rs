@@ -105,6 +105,9 @@ pub enum Received {
 enum Slot<L> {
     Waiting,
     Ready(CallStep<L>),
+    /// Its caller went away while its transmission was out ([`ClientCore::abandon`]): it
+    /// keeps its credit until its reply or its connection's loss, and then ends unseen.
+    Abandoned,
 }
 
 /// The requester side of one client: see the [module documentation](self).
@@ -125,6 +128,9 @@ pub struct ClientCore<L> {
     /// want of a connection reports.
     connect_error: Option<Arc<DataPathError>>,
     backoff: Duration,
+    /// The latest clock reading an input brought (none before the first), for what the core
+    /// does on its own: giving up an abandoned call's retransmission.
+    now: Option<Instant>,
 }
 
 impl<L: Clone> ClientCore<L> {
@@ -145,6 +151,7 @@ impl<L: Clone> ClientCore<L> {
             ended: VecDeque::new(),
             connect_error: None,
             backoff: Duration::ZERO,
+            now: None,
         };
         core.route();
         core
@@ -152,6 +159,7 @@ impl<L: Clone> ClientCore<L> {
 
     /// An API call starts call `xid`: its caller then waits for [`ClientCore::take_step`].
     pub fn start_call(&mut self, xid: u32, now: Instant) -> Result<(), ClientError> {
+        self.now = Some(now);
         if self.closing {
             return Err(ClientError::Closed);
         }
@@ -167,7 +175,7 @@ impl<L: Clone> ClientCore<L> {
         match self.slots.get_mut(&xid) {
             Some(slot @ Slot::Ready(_)) => match std::mem::replace(slot, Slot::Waiting) {
                 Slot::Ready(step) => Some(step),
-                Slot::Waiting => None,
+                Slot::Waiting | Slot::Abandoned => None,
             },
             _ => None,
         }
@@ -190,8 +198,33 @@ impl<L: Clone> ClientCore<L> {
     /// The caller of `xid` gives it up (its transmission failed locally, e.g. marshaling):
     /// the requester forgets it.
     pub fn cancel(&mut self, xid: u32, now: Instant) {
+        self.now = Some(now);
         self.req.cancel(xid, now);
         self.route();
+    }
+
+    /// The caller of `xid` goes away before its call ended (an async call's future dropped),
+    /// having released the memory of what it `sent`. A transmission it sent and whose reply is
+    /// still to come keeps its credit until the reply (dropped then, unseen) or the connection's
+    /// loss (then it is not sent again): the responder still counts it (RFC 8166 section
+    /// 3.3.1). One never sent (queued, or a transmission handed out and not yet sent) ends now
+    /// and its credit returns.
+    pub fn abandon(&mut self, xid: u32, sent: bool, now: Instant) {
+        self.now = Some(now);
+        let unsent = matches!(self.slots.get(&xid), Some(Slot::Ready(CallStep::Transmit { .. })));
+        if sent && !unsent && self.req.in_flight(xid) {
+            self.slots.insert(xid, Slot::Abandoned);
+        } else {
+            self.slots.remove(&xid);
+            self.req.cancel(xid, now);
+            self.route();
+        }
+    }
+
+    /// Whether `xid` was abandoned and is still waiting for its reply or its connection's
+    /// loss ([`ClientCore::abandon`]); its memory stays open to the responder until then.
+    pub fn is_abandoned(&self, xid: u32) -> bool {
+        matches!(self.slots.get(&xid), Some(Slot::Abandoned))
     }
 
     /// The caller of `xid` is done with it (after a reply, a failure or a cancel).
@@ -223,6 +256,7 @@ impl<L: Clone> ClientCore<L> {
     /// A connection was made: `ours` is the private data this side sent, `accepted` what the
     /// responder's accept carried.
     pub fn handle_connected(&mut self, link: L, ours: Option<PrivateData>, accepted: &[u8], now: Instant) {
+        self.now = Some(now);
         self.link = Some(link);
         self.connect_error = None;
         self.backoff = Duration::ZERO;
@@ -233,6 +267,7 @@ impl<L: Clone> ClientCore<L> {
     /// A connection attempt failed with `error`: the calls waiting for a connection count an
     /// attempt, and those out of attempts fail with this cause.
     pub fn handle_connect_failed(&mut self, error: Arc<DataPathError>, now: Instant) {
+        self.now = Some(now);
         self.connect_error = Some(error);
         self.backoff = (self.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
         self.req.on_connect_failed(now);
@@ -242,6 +277,7 @@ impl<L: Clone> ClientCore<L> {
     /// A message arrived on the current connection, with the R_key the responder invalidated,
     /// if any.
     pub fn handle_receive(&mut self, message: Vec<u8>, invalidated: Option<u32>, now: Instant) -> Received {
+        self.now = Some(now);
         // What it is, decided while the requester borrows the bytes; then the bytes move.
         let reply_to = match self.req.on_receive(&message, now) {
             Incoming::Reply { xid, .. } => Ok(xid),
@@ -264,6 +300,7 @@ impl<L: Clone> ClientCore<L> {
     /// The current connection is down, and every message received before it went down has
     /// been handled: calls in flight on it go out again on the next one, or fail.
     pub fn handle_link_down(&mut self, ended: Ended, now: Instant) {
+        self.now = Some(now);
         if self.ended.len() == ENDED_KEPT {
             self.ended.pop_front();
         }
@@ -276,6 +313,7 @@ impl<L: Clone> ClientCore<L> {
 
     /// The clock reads `now` and the connection is up: calls past their deadline time out.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = Some(now);
         if self.link.is_some() && self.req.poll_timeout().is_some_and(|t| t <= now) {
             self.req.on_timeout(now);
             self.route();
@@ -351,9 +389,22 @@ impl<L: Clone> ClientCore<L> {
 
     /// Hands `step` to the caller of `xid`, if it is still there, and queues it for waking.
     fn put(&mut self, xid: u32, step: CallStep<L>) {
-        if let Some(slot) = self.slots.get_mut(&xid) {
-            *slot = Slot::Ready(step);
-            self.ready.push_back(xid);
+        match self.slots.get_mut(&xid) {
+            // Nobody takes an abandoned call's step: its reply or failure ends it, and a
+            // retransmission (its connection was lost) is not sent.
+            Some(Slot::Abandoned) => {
+                self.slots.remove(&xid);
+                if matches!(step, CallStep::Transmit { .. }) {
+                    if let Some(now) = self.now {
+                        self.req.cancel(xid, now);
+                    }
+                }
+            }
+            Some(slot) => {
+                *slot = Slot::Ready(step);
+                self.ready.push_back(xid);
+            }
+            None => {}
         }
     }
 

@@ -346,6 +346,12 @@ impl Requester {
         true
     }
 
+    /// Whether call `xid` has a transmission out on the current connection (its reply, or its
+    /// loss, is still to come): it holds one of the credits until then.
+    pub fn in_flight(&self, xid: u32) -> bool {
+        self.flight(xid).is_some()
+    }
+
     /// A received message. [`Incoming::Reply`] completes its call: reassemble the reply from the
     /// header view it carries. Failures and retransmissions come out as events.
     pub fn on_receive<'a>(&mut self, bytes: &'a [u8], now: Instant) -> Incoming<'a> {

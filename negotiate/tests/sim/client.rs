@@ -52,11 +52,15 @@ struct Planned {
     xid: u32,
     start: Duration,
     message: Vec<u8>,
+    /// When its caller gives it up, if it does.
+    abandon: Option<Duration>,
 }
 
 struct Record {
     message: Vec<u8>,
     started: Duration,
+    /// When its caller gives it up, if it does and it has not ended by then.
+    abandon: Option<Duration>,
     ended: Option<Result<Vec<u8>, String>>,
     /// What happened to its latest attempt, as the simulator saw it.
     fate: Fate,
@@ -118,6 +122,8 @@ pub struct SimClient {
     connects: u32,
     wrong: Option<String>,
     bound: Duration,
+    /// Calls given up: (unsent, with a transmission out).
+    pub abandoned: (u32, u32),
 }
 
 /// The registrar of one transmission: every chunk a region of its own, bound on `link`.
@@ -162,14 +168,17 @@ impl Registrar for SimRegistrar<'_> {
 }
 
 impl SimClient {
-    pub fn new(rng: &mut Rng, side: Rng, answers: Rng, calls: u32, faults: Faults) -> SimClient {
+    pub fn new(rng: &mut Rng, side: Rng, answers: Rng, mut abandons: Rng, calls: u32, faults: Faults) -> SimClient {
         let cfg = requester::Config { timeout: TIMEOUT, max_attempts: MAX_ATTEMPTS, ..requester::Config::default() };
         let sizes = [0, 16, 200, 900, 3000, 5000, 12000];
         let planned = (0..calls)
             .map(|i| {
                 let xid = 0x1000 + i;
                 let len = sizes[rng.below(sizes.len() as u64) as usize];
-                Planned { xid, start: rng.millis(300), message: call_message(xid, len) }
+                let start = rng.millis(300);
+                // Drawn from its own stream, so that runs without this fault are unchanged.
+                let abandon = abandons.chance(faults.abandon).then(|| start + abandons.millis(600));
+                Planned { xid, start, message: call_message(xid, len), abandon }
             })
             .collect();
         // Each call's own bound, times the calls that may be ahead of it in the queue: every
@@ -193,6 +202,7 @@ impl SimClient {
             connects: 0,
             wrong: None,
             bound,
+            abandoned: (0, 0),
         }
     }
 
@@ -200,8 +210,10 @@ impl SimClient {
         self.planned.len() as u32 + self.records.len() as u32
     }
 
+    /// Every call ended, and the core holds none: an abandoned call's reply (or its
+    /// connection's loss) has come too.
     pub fn all_ended(&self) -> bool {
-        self.planned.is_empty() && self.records.values().all(|r| r.ended.is_some())
+        self.planned.is_empty() && self.records.values().all(|r| r.ended.is_some()) && !self.core.has_calls()
     }
 
     pub fn open(&self) -> Vec<u32> {
@@ -221,8 +233,51 @@ impl SimClient {
         self.connect_at
     }
 
+    /// When a call is next made or given up.
     pub fn next_call(&self) -> Option<Duration> {
-        self.planned.iter().map(|p| p.start).min()
+        let abandons = self.records.values().filter(|r| r.ended.is_none()).filter_map(|r| r.abandon);
+        self.planned.iter().map(|p| p.start).chain(abandons).min()
+    }
+
+    /// The callers who give their call up now, as a dropped `AsyncCall` does: a call with a
+    /// transmission out keeps its memory open (the responder may still write into its
+    /// chunks) until the core ends it ([`SimClient::release_abandoned`]); any other is
+    /// released now.
+    pub fn abandon_due_calls(&mut self, sim: &mut Sim) {
+        let now = sim.now;
+        let due: Vec<u32> = self
+            .records
+            .iter()
+            .filter(|(_, r)| r.ended.is_none() && r.abandon.is_some_and(|t| t <= now))
+            .map(|(x, _)| *x)
+            .collect();
+        for xid in due {
+            let sent = self.attempts.contains_key(&xid);
+            sim.log(|| format!("client: call {xid:#x} given up by its caller (sent: {sent})"));
+            self.core.abandon(xid, sent, sim.instant());
+            if sent {
+                self.abandoned.1 += 1;
+            } else {
+                self.abandoned.0 += 1;
+            }
+            if !self.core.is_abandoned(xid) {
+                self.release(&mut sim.mem, xid);
+            }
+            self.end(xid, Err("given up by its caller".into()));
+        }
+    }
+
+    /// Releases the memory of abandoned calls the core no longer holds.
+    fn release_abandoned(&mut self, mem: &mut Mem) {
+        let ended: Vec<u32> = self
+            .attempts
+            .keys()
+            .copied()
+            .filter(|x| self.records.get(x).is_some_and(|r| r.ended.is_some()) && !self.core.is_abandoned(*x))
+            .collect();
+        for xid in ended {
+            self.release(mem, xid);
+        }
     }
 
     /// The API calls whose time has come.
@@ -234,7 +289,14 @@ impl SimClient {
             self.core.start_call(p.xid, base + now).expect("unique XIDs");
             self.records.insert(
                 p.xid,
-                Record { message: p.message, started: now, ended: None, fate: Fate::Waiting, unusable: None },
+                Record {
+                    message: p.message,
+                    started: now,
+                    abandon: p.abandon,
+                    ended: None,
+                    fate: Fate::Waiting,
+                    unusable: None,
+                },
             );
         }
     }
@@ -242,6 +304,7 @@ impl SimClient {
     /// Carries out the core's actions and its callers' steps, as `Client`'s dispatcher and
     /// callers do, until it has nothing more.
     pub fn route(&mut self, sim: &mut Sim) {
+        self.release_abandoned(&mut sim.mem);
         loop {
             // Callers first: what reached the core before an action (a reply or an RDMA_ERROR
             // received before a disconnect) is theirs, as it is `Client`'s callers'.

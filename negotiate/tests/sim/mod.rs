@@ -94,6 +94,10 @@ pub struct Faults {
     /// The chance that the requester answers a backward call with RDMA_ERROR instead of a
     /// reply (side stream): the call must end at once (RFC 8166 section 4.5, finding 6).
     pub backward_errors: u32,
+    /// The chance that a call's caller gives it up at a random time after making it (side
+    /// stream), as dropping `Client::call_async`'s future does: an abandoned call that was
+    /// sent keeps its credit and its memory until its reply or its connection's loss.
+    pub abandon: u32,
 }
 
 impl Faults {
@@ -109,6 +113,7 @@ impl Faults {
             unusable_calls: 0,
             backward_calls: 0,
             backward_errors: 0,
+            abandon: 0,
         }
     }
 }
@@ -134,6 +139,8 @@ pub struct Report {
     /// Backward calls ended by the requester's reply, by its RDMA_ERROR, by the connection's
     /// end.
     pub backward: (u32, u32, u32),
+    /// Calls given up by their caller: (before they were sent, while a transmission was out).
+    pub abandoned: (u32, u32),
 }
 
 /// Simulated registered memory, both sides' (the simulated peers share one address space):
@@ -257,9 +264,13 @@ impl Sim {
             faults.backward_calls = [0, 100, 500][backward.below(3) as usize];
             faults.backward_errors = [0, 300, 1000][backward.below(3) as usize];
         }
+        let mut abandons = Rng::side(seed, 4);
+        if extras.abandoned_calls {
+            faults.abandon = [0, 0, 100, 400][abandons.below(4) as usize];
+        }
         let calls = 1 + rng.below(24) as u32;
         let server = SimServer::new(faults, backward);
-        let client = SimClient::new(&mut rng, side, Rng::side(seed, 2), calls, faults);
+        let client = SimClient::new(&mut rng, side, Rng::side(seed, 2), abandons, calls, faults);
         Sim {
             seed,
             rng,
@@ -417,6 +428,7 @@ impl Sim {
         let base = self.base;
         self.with_client(|c, sim| {
             c.start_due_calls(now, base);
+            c.abandon_due_calls(sim);
             c.connect_if_due(sim);
         });
         let due_server = self.link.as_ref().filter(|l| l.up).is_some_and(|l| {
@@ -483,6 +495,7 @@ impl Sim {
             steps: self.steps,
             virtual_time: self.now,
             backward: self.server().backward_ended,
+            abandoned: self.client().abandoned,
         })
     }
 }
@@ -506,11 +519,14 @@ pub struct Extras {
     pub unusable_calls: bool,
     /// Backward-direction calls, answered with replies or RDMA_ERROR (finding 6).
     pub backward_calls: bool,
+    /// Callers that give their call up before it ends, as a dropped `AsyncCall` does
+    /// (issue 14).
+    pub abandoned_calls: bool,
 }
 
 impl Extras {
-    pub const ALL: Extras = Extras { unusable_calls: true, backward_calls: true };
-    pub const NONE: Extras = Extras { unusable_calls: false, backward_calls: false };
+    pub const ALL: Extras = Extras { unusable_calls: true, backward_calls: true, abandoned_calls: true };
+    pub const NONE: Extras = Extras { unusable_calls: false, backward_calls: false, abandoned_calls: false };
 }
 
 /// The words of a simulated message, big-endian.

@@ -1,0 +1,205 @@
+//! `Client::call_async` (issue 14): the call as a `Future`, driven here by a one-thread
+//! executor written out in full, so that what each test proves does not depend on a runtime.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+use std::time::Duration;
+
+use negotiate::client::{Client, ClientConfig};
+use negotiate::responder;
+use negotiate::server::{Server, ServerConfig};
+use rpcrdma_v1::ulb::OpaqueAtUlb;
+use verbs::InProcess;
+
+const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+
+/// XID, CALL, one argument word.
+fn call(xid: u32, arg: u32) -> Vec<u8> {
+    [xid, 0, arg].iter().flat_map(|w| w.to_be_bytes()).collect()
+}
+
+/// XID, REPLY, the argument plus one.
+fn reply_to(call: &[u8]) -> Vec<u8> {
+    let word = |i: usize| u32::from_be_bytes(call[i..i + 4].try_into().unwrap());
+    [word(0), 1, word(8) + 1].iter().flat_map(|w| w.to_be_bytes()).collect()
+}
+
+/// Wakes the test's thread.
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+fn waker() -> Waker {
+    Waker::from(Arc::new(Unpark(std::thread::current())))
+}
+
+/// Polls every future in turn on this one thread until all are ready.
+fn run_all<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
+    let waker = waker();
+    let mut cx = Context::from_waker(&waker);
+    let mut out: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    while out.iter().any(Option::is_none) {
+        for (f, o) in futures.iter_mut().zip(&mut out) {
+            if o.is_none() {
+                if let Poll::Ready(v) = Pin::new(f).poll(&mut cx) {
+                    *o = Some(v);
+                }
+            }
+        }
+        if out.iter().any(Option::is_none) {
+            std::thread::park_timeout(Duration::from_millis(50));
+        }
+    }
+    out.into_iter().map(Option::unwrap).collect()
+}
+
+/// Whether `done` holds within 10 s (the server counts after it replies).
+fn eventually(done: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !done() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+/// A server whose handler waits for a release before answering a call with argument 0.
+fn gated_server(credits: u32) -> (Server, mpsc::Sender<()>, Arc<Mutex<Vec<u32>>>) {
+    let (release, gate) = mpsc::channel::<()>();
+    let gate = Mutex::new(gate);
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let cfg = ServerConfig { responder: responder::Config { credits, ..Default::default() }, ..Default::default() };
+    let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ULB), move |c: &[u8]| {
+        s.lock().unwrap().push(u32::from_be_bytes(c[..4].try_into().unwrap()));
+        if c[8..12] == [0; 4] {
+            gate.lock().unwrap().recv_timeout(Duration::from_secs(20)).expect("released");
+        }
+        reply_to(c)
+    })
+    .unwrap();
+    (server, release, seen)
+}
+
+#[test]
+fn issue_14_one_thread_has_many_async_calls_in_flight_at_once() {
+    let (server, release, _) = gated_server(32);
+    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    // Connected and settled first, so that the first poll of each call sends it.
+    assert_eq!(client.call(&call(1, 1), &ULB).unwrap(), reply_to(&call(1, 1)));
+    let msgs: Vec<Vec<u8>> = (0..16).map(|i| call(100 + i, i)).collect();
+    let mut futures: Vec<_> = msgs.iter().map(|m| client.call_async(m, &ULB)).collect();
+    let waker = waker();
+    let mut cx = Context::from_waker(&waker);
+    for f in &mut futures {
+        assert!(Pin::new(f).poll(&mut cx).is_pending(), "the gated call holds every reply back");
+    }
+    // All 16 went out from this one thread while the first (argument 0) is still in the
+    // handler: a blocking call would have sent one.
+    assert_eq!(client.stats().short, 1 + 16);
+    release.send(()).unwrap();
+    let replies = run_all(futures);
+    for (m, r) in msgs.iter().zip(replies) {
+        assert_eq!(r.unwrap(), reply_to(m));
+    }
+}
+
+#[test]
+fn rfc8166_3_3_1_a_dropped_async_call_keeps_its_credit_until_its_reply() {
+    // One credit: a requester that took the credit of a call it gave up back at once would
+    // send the next call while the responder still serves the first (an overrun).
+    let (server, release, seen) = gated_server(1);
+    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    assert_eq!(client.call(&call(1, 1), &ULB).unwrap(), reply_to(&call(1, 1)));
+    assert_eq!(client.window(), 1);
+    let slow = call(2, 0);
+    {
+        let mut given_up = client.call_async(&slow, &ULB);
+        let waker = waker();
+        assert!(Pin::new(&mut given_up).poll(&mut Context::from_waker(&waker)).is_pending());
+        assert_eq!(client.stats().short, 2, "sent");
+    } // dropped: abandoned
+    let next = call(3, 3);
+    let mut next_call = client.call_async(&next, &ULB);
+    let waker = waker();
+    assert!(Pin::new(&mut next_call).poll(&mut Context::from_waker(&waker)).is_pending());
+    assert_eq!(client.stats().short, 2, "the next call waits for the abandoned one's credit");
+    release.send(()).unwrap();
+    assert_eq!(run_all(vec![next_call]).pop().unwrap().unwrap(), reply_to(&next));
+    assert_eq!(*seen.lock().unwrap(), [1, 2, 3], "the abandoned call was served once, then the next");
+    assert!(eventually(|| server.stats().calls[2] == 3), "{:?}", server.stats());
+    assert_eq!(server.stats().credit_overruns, 0);
+}
+
+#[test]
+fn issue_14_a_dropped_async_call_that_was_never_sent_frees_its_place_at_once() {
+    let (server, release, seen) = gated_server(1);
+    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    assert_eq!(client.call(&call(1, 1), &ULB).unwrap(), reply_to(&call(1, 1)));
+    let (slow, queued, last) = (call(2, 0), call(3, 3), call(4, 4));
+    let waker = waker();
+    let mut cx = Context::from_waker(&waker);
+    let mut first = client.call_async(&slow, &ULB);
+    assert!(Pin::new(&mut first).poll(&mut cx).is_pending());
+    {
+        // Queued behind the one credit, never sent, then given up.
+        let mut dropped = client.call_async(&queued, &ULB);
+        assert!(Pin::new(&mut dropped).poll(&mut cx).is_pending());
+    }
+    let mut after = client.call_async(&last, &ULB);
+    assert!(Pin::new(&mut after).poll(&mut cx).is_pending());
+    release.send(()).unwrap();
+    let mut both = run_all(vec![first, after]).into_iter();
+    assert_eq!(both.next().unwrap().unwrap(), reply_to(&slow));
+    assert_eq!(both.next().unwrap().unwrap(), reply_to(&last));
+    assert_eq!(*seen.lock().unwrap(), [1, 2, 4], "the call given up before it was sent never went out");
+    assert_eq!(server.stats().credit_overruns, 0);
+}
+
+#[test]
+fn rfc8166_4_5_4_an_abandoned_calls_write_chunk_stays_open_until_its_reply_and_the_connection_stays_up() {
+    // The result (an opaque after XID, REPLY and one word) is DDP-eligible: the responder
+    // RDMA-Writes it into the call's Write chunk after the caller has given the call up.
+    let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: 8192, max_reply: 4096 };
+    let (release, gate) = mpsc::channel::<()>();
+    let gate = Mutex::new(gate);
+    let cfg = ServerConfig { responder: responder::Config { credits: 4, ..Default::default() }, ..Default::default() };
+    let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ulb), move |c: &[u8]| {
+        if c[8..12] == [0; 4] {
+            gate.lock().unwrap().recv_timeout(Duration::from_secs(20)).expect("released");
+        }
+        // XID, REPLY, an opaque<> of 4096 bytes.
+        let mut r = [&c[..4], &[0, 0, 0, 1][..], &4096u32.to_be_bytes()[..]].concat();
+        r.resize(12 + 4096, 0xab);
+        r
+    })
+    .unwrap();
+    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let first = client.call(&call(1, 1), &ulb).unwrap();
+    assert_eq!(first.len(), 12 + 4096);
+    // The server counts a reply once it is sent, after the client may have received it.
+    assert!(eventually(|| server.stats().write_chunk_results == 1), "the result travels in a Write chunk");
+    let slow = call(2, 0);
+    {
+        let mut given_up = client.call_async(&slow, &ulb);
+        let waker = waker();
+        assert!(Pin::new(&mut given_up).poll(&mut Context::from_waker(&waker)).is_pending());
+    }
+    release.send(()).unwrap();
+    // The next call is answered after the abandoned one (one connection, served in order):
+    // its reply arriving means the responder's Write into the abandoned call's chunk is done.
+    let next = client.call(&call(3, 3), &ulb).unwrap();
+    assert_eq!(&next[..4], &[0, 0, 0, 3]);
+    assert!(eventually(|| server.stats().write_chunk_results == 3), "{:?}", server.stats());
+    assert!(client.ended().is_empty(), "no connection lost: {:?}", client.ended());
+    assert!(server.peers().iter().all(|p| p.ended.is_none()), "{:?}", server.peers());
+}

@@ -397,6 +397,37 @@ impl<B: Backend> Client<B> {
     /// the RPC reply message. `ulb` declares the DDP-eligible arguments and results and the
     /// largest reply (RFC 8166 section 6).
     pub fn call<U: UpperLayerBinding + ?Sized>(&self, message: &[u8], ulb: &U) -> Result<Vec<u8>, ClientError> {
+        let mut reply = Vec::new();
+        self.call_into(message, ulb, &mut reply).map(|()| reply)
+    }
+
+    /// [`Client::call`] into `reply` (cleared first), whose memory a caller keeps from one call
+    /// to the next: a small call then allocates nothing at all
+    /// (negotiate/tests/allocations.rs counts).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use verbs::InProcess;
+    ///
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
+    /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    /// let mut reply = Vec::with_capacity(4096);
+    /// for xid in 1..=3u8 {
+    ///     client.call_into(&[0, 0, 0, xid, 0, 0, 0, 0, 0, 0, 0, 9], &ulb, &mut reply).unwrap();
+    ///     assert_eq!(reply, [0, 0, 0, xid, 0, 0, 0, 1, 0, 0, 0, 9]);
+    /// }
+    /// ```
+    pub fn call_into<U: UpperLayerBinding + ?Sized>(
+        &self,
+        message: &[u8],
+        ulb: &U,
+        reply: &mut Vec<u8>,
+    ) -> Result<(), ClientError> {
         let sh = &self.shared;
         let xid = self.begin(message, Waiter::Thread(std::thread::current()))?;
         let mut pending = None;
@@ -430,7 +461,7 @@ impl<B: Backend> Client<B> {
                     }
                 }
             };
-            if let Some(result) = self.take(xid, step, message, ulb, &mut pending) {
+            if let Some(result) = self.take(xid, step, message, ulb, &mut pending, reply) {
                 break result;
             }
         };
@@ -517,7 +548,8 @@ impl<B: Backend> Client<B> {
         message: &[u8],
         ulb: &U,
         pending: &mut Option<Sent<B>>,
-    ) -> Option<Result<Vec<u8>, ClientError>> {
+        reply: &mut Vec<u8>,
+    ) -> Option<Result<(), ClientError>> {
         let sh = &self.shared;
         match step {
             CallStep::Transmit { transmit: t, link } => {
@@ -546,8 +578,11 @@ impl<B: Backend> Client<B> {
             CallStep::Reply { message: bytes, invalidated } => {
                 let (p, link) = pending.take().expect("a reply answers a transmitted call");
                 let header = reply_header(&bytes, &sh.cfg.requester.limits).expect("judged by the core");
-                let mut out = Vec::new();
-                Some(p.complete(&link.conn, &header, invalidated, ulb, &mut out).map(|()| out).map_err(Into::into))
+                reply.clear();
+                let done = p.complete(&link.conn, &header, invalidated, ulb, reply).map_err(Into::into);
+                // The message's buffer takes the next message received.
+                link.pool.recycle(bytes);
+                Some(done)
             }
             CallStep::Failed(e) => {
                 if let Some((p, link)) = pending.take() {
@@ -673,10 +708,11 @@ impl<B: Backend, U: UpperLayerBinding + ?Sized> Future for AsyncCall<'_, B, U> {
                     }
                 }
             };
-            if let Some(result) = client.take(xid, step, this.message, this.ulb, &mut this.pending) {
+            let mut reply = Vec::new();
+            if let Some(result) = client.take(xid, step, this.message, this.ulb, &mut this.pending, &mut reply) {
                 this.done = true;
                 client.end(xid, None);
-                return Poll::Ready(result);
+                return Poll::Ready(result.map(|()| reply));
             }
         }
     }

@@ -472,50 +472,58 @@ impl<B: Backend> Connection<B> {
     }
 
     /// Posts `bytes` as one Send (with Invalidate of `invalidate`); returns the work request's
-    /// id. Every message this crate sends passes here, so this is where [`capture`] taps them.
-    fn post_send_bytes(&self, bytes: Vec<u8>, invalidate: Option<u32>) -> Result<u64, DataPathError> {
+    /// id.
+    fn post_send_bytes(&self, bytes: &[u8], invalidate: Option<u32>) -> Result<u64, DataPathError> {
         let id = self.wr_id();
-        self.post_send_as(id, bytes, invalidate)?;
+        self.post_send_filled(id, invalidate, bytes.len(), |buf| {
+            buf.copy_from_slice(bytes);
+            Ok(bytes.len())
+        })?;
         Ok(id)
     }
 
-    /// [`Connection::post_send_bytes`] for a Send nobody waits for ([`UNWAITED_WR_BIT`]).
-    fn post_send_unwaited(&self, bytes: Vec<u8>) -> Result<(), DataPathError> {
-        self.post_send_as(self.unwaited_wr_id(), bytes, None)
-    }
-
-    /// Copies `bytes` into a registered Send buffer, reused from an earlier Send when one of
-    /// [`SEND_BUFFER_LEN`] is free (registering a buffer per Send is what a small message cost
-    /// most on a real device), and posts it as Send `id`. Larger messages get a buffer of their
-    /// own. Whoever reaps the Send's completion gives the buffer back ([`Connection::send_done`]);
-    /// the posted Send keeps it registered until then.
-    fn post_send_as(&self, id: u64, bytes: Vec<u8>, invalidate: Option<u32>) -> Result<(), DataPathError> {
-        capture::sent(&self.capture, &bytes);
-        let len = bytes.len();
-        // A free buffer if the message fits one; else a registration is counted here.
-        let reused = {
-            let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);
-            let free = if len <= SEND_BUFFER_LEN { sends.free.pop() } else { None };
-            sends.registered += u64::from(free.is_none());
-            free
-        };
-        if len > SEND_BUFFER_LEN {
+    /// Posts one Send `id` (with Invalidate of `invalidate`) whose bytes `fill` writes into a
+    /// buffer of `capacity` bytes and counts; a failing `fill` posts nothing. Every message
+    /// this crate sends passes here, and [`capture`] taps it here.
+    ///
+    /// The buffer is a registered Send buffer reused from an earlier Send when the message fits
+    /// one of [`SEND_BUFFER_LEN`] (registering a buffer per Send is what a small message cost
+    /// most on a real device, and marshaling straight into it saves a copy and an allocation);
+    /// a larger one gets a buffer of its own. Whoever reaps the Send's completion gives the
+    /// buffer back ([`Connection::send_done`]); the posted Send keeps it registered until then.
+    fn post_send_filled(
+        &self,
+        id: u64,
+        invalidate: Option<u32>,
+        capacity: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize, DataPathError>,
+    ) -> Result<(), DataPathError> {
+        if capacity > SEND_BUFFER_LEN {
+            let mut bytes = vec![0; capacity];
+            let len = fill(&mut bytes)?;
+            bytes.truncate(len);
+            capture::sent(&self.capture, &bytes);
             let region = self.pd.register(bytes, Access::empty())?;
             self.qp.post_send(id, &[Sge::whole(&region)], invalidate)?;
             return Ok(());
         }
-        let region = match reused {
-            Some(region) => {
-                region.with_mut(|b| b[..len].copy_from_slice(&bytes));
-                region
-            }
-            None => {
-                let mut buffer = bytes;
-                buffer.resize(SEND_BUFFER_LEN, 0);
-                self.pd.register(buffer, Access::empty())?
-            }
+        // A free buffer, or a registration counted here.
+        let reused = {
+            let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);
+            let free = sends.free.pop();
+            sends.registered += u64::from(free.is_none());
+            free
         };
-        let posted = self.qp.post_send(id, &[Sge::new(&region, 0, len)], invalidate);
+        let region = match reused {
+            Some(region) => region,
+            None => self.pd.register(vec![0; SEND_BUFFER_LEN], Access::empty())?,
+        };
+        let filled = region.with_mut(|b| {
+            let len = fill(&mut b[..capacity])?;
+            capture::sent(&self.capture, &b[..len]);
+            Ok::<_, DataPathError>(len)
+        });
+        let posted = filled.and_then(|len| Ok(self.qp.post_send(id, &[Sge::new(&region, 0, len)], invalidate)?));
         let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);
         match posted {
             Ok(()) => {
@@ -524,7 +532,7 @@ impl<B: Backend> Connection<B> {
             }
             Err(e) => {
                 sends.give_back(region);
-                Err(e.into())
+                Err(e)
             }
         }
     }

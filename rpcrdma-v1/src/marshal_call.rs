@@ -530,6 +530,20 @@ impl MarshaledCall {
         self.vers
     }
 
+    /// Sets the `rdma_vers` its next headers carry, so that one kept for reuse
+    /// serves connections of either version.
+    ///
+    /// ```
+    /// # use rpcrdma_v1::marshal_call::MarshaledCall;
+    /// use rpcrdma_v1::Version;
+    /// let mut m = MarshaledCall::new();
+    /// m.set_version(Version::TWO);
+    /// assert_eq!(m.version(), Version::TWO);
+    /// ```
+    pub fn set_version(&mut self, vers: Version) {
+        self.vers = vers;
+    }
+
     /// Forget the last call, keeping the memory.
     pub fn clear(&mut self) {
         self.form = CallForm::Short;

@@ -279,6 +279,20 @@ impl MarshaledReply {
         self.vers
     }
 
+    /// Sets the `rdma_vers` its next headers carry, so that one kept for reuse
+    /// serves connections of either version.
+    ///
+    /// ```
+    /// # use rpcrdma_v1::marshal_reply::MarshaledReply;
+    /// use rpcrdma_v1::Version;
+    /// let mut m = MarshaledReply::new();
+    /// m.set_version(Version::TWO);
+    /// assert_eq!(m.version(), Version::TWO);
+    /// ```
+    pub fn set_version(&mut self, vers: Version) {
+        self.vers = vers;
+    }
+
     /// Forget the last reply, keeping the memory.
     pub fn clear(&mut self) {
         self.form = ReplyForm::Inline;

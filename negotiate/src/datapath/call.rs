@@ -1,5 +1,7 @@
 //! The Requester's side: send a call, complete it from its reply.
 
+use std::cell::RefCell;
+
 use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_call::{marshal_call, CallDescription, CallForm, InlineThresholds, MarshaledCall};
 use rpcrdma_v1::reassemble::reassemble_reply_with_ulb;
@@ -54,33 +56,40 @@ pub fn send_call<B: Backend, U: UpperLayerBinding + ?Sized>(
     ulb: &U,
     params: &CallParams,
 ) -> Result<PendingCall<B>, DataPathError> {
-    let mut desc = CallDescription::default();
-    desc.describe(ulb, call);
-    let req = desc.request(params.credits, params.thresholds);
-    let mut out = MarshaledCall::with_version(params.version);
-    // marshal_call never writes a header longer than the call inline threshold.
-    let mut send = vec![0; params.thresholds.call];
-    let mut reg = WindowRegistrar::new(conn, call);
-    let marshaled = marshal_call(call, &req, &mut reg, &mut send, &mut out);
-    let memory = reg.finish()?;
-    let pending = PendingCall { xid: out.xid(), form: out.form(), memory };
-    if let Err(e) = marshaled {
-        // marshal_call released what it registered; nothing is left open, but the call copy.
-        pending.abandon(conn, None)?;
-        return Err(e.into());
-    }
-    send.truncate(out.header_len());
-    for range in out.inline() {
-        send.extend_from_slice(&call[range.clone()]);
-    }
-    match conn.post_send_unwaited(send) {
-        Ok(()) => Ok(pending),
-        Err(e) => {
-            // No reply will come on this connection: fence the chunks now.
-            let _ = pending.abandon(conn, None);
-            Err(e)
+    SCRATCH.with_borrow_mut(|(desc, out)| {
+        desc.describe(ulb, call);
+        let req = desc.request(params.credits, params.thresholds);
+        out.set_version(params.version);
+        let mut reg = WindowRegistrar::new(conn, call);
+        // The header and the inline ranges are written straight into the Send's registered
+        // buffer; marshal_call never writes more than the call inline threshold in all.
+        let posted = conn.post_send_filled(conn.unwaited_wr_id(), None, params.thresholds.call, |buf| {
+            marshal_call(call, &req, &mut reg, buf, out)?;
+            let mut at = out.header_len();
+            for range in out.inline() {
+                buf[at..at + range.len()].copy_from_slice(&call[range.clone()]);
+                at += range.len();
+            }
+            Ok(at)
+        });
+        let memory = reg.finish()?;
+        let pending = PendingCall { xid: out.xid(), form: out.form(), memory };
+        match posted {
+            Ok(()) => Ok(pending),
+            Err(e) => {
+                // marshal_call released what it registered on failure; after a failed post no
+                // reply will come on this connection: fence the chunks now.
+                let _ = pending.abandon(conn, None);
+                Err(e)
+            }
         }
-    }
+    })
+}
+
+thread_local! {
+    /// Each thread's marshaling state, kept between calls so that a small call allocates
+    /// nothing: the binding's description of the call and the marshaled call's lists.
+    static SCRATCH: RefCell<(CallDescription, MarshaledCall)> = RefCell::new(Default::default());
 }
 
 impl<B: Backend> PendingCall<B> {

@@ -45,6 +45,9 @@ pub struct Received {
 pub struct ReceivePool<B: Backend> {
     buffers: Mutex<Vec<B::Region>>,
     size: usize,
+    /// Message buffers handed back ([`ReceivePool::recycle`]), reused for the next messages
+    /// so that a steady exchange allocates nothing.
+    spare: Mutex<Vec<Vec<u8>>>,
 }
 
 impl<B: Backend> ReceivePool<B> {
@@ -58,7 +61,7 @@ impl<B: Backend> ReceivePool<B> {
     /// its Receives from `ConnectRequest::accept_with`, before the requester's first call can
     /// arrive.
     pub fn post(pd: &B::Pd, qp: &B::Qp, count: usize, size: usize) -> verbs::Result<Self> {
-        let pool = ReceivePool { buffers: Mutex::new(Vec::with_capacity(count)), size };
+        let pool = ReceivePool { buffers: Mutex::new(Vec::with_capacity(count)), size, spare: Mutex::default() };
         pool.grow_on(pd, qp, count)?;
         Ok(pool)
     }
@@ -108,8 +111,42 @@ impl<B: Backend> ReceivePool<B> {
             let buffers = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
             buffers[(c.wr_id & !RECV_WR_BIT) as usize].clone()
         };
-        let bytes = region.with(|b| b[..c.byte_len as usize].to_vec());
+        let spare = self.spare.lock().unwrap_or_else(PoisonError::into_inner).pop();
+        // Room for the largest message at once, so that the copy never grows it.
+        let mut bytes = spare.unwrap_or_else(|| Vec::with_capacity(self.size));
+        bytes.clear();
+        region.with(|b| bytes.extend_from_slice(&b[..c.byte_len as usize]));
         conn.qp().post_recv(c.wr_id, Sge::whole(&region))?;
         Ok(Received { bytes, invalidated_rkey: c.invalidated_rkey })
+    }
+
+    /// Hands a received message's buffer back once its bytes are no longer needed: the next
+    /// message received is copied into it instead of a new allocation. Keeps at most one
+    /// buffer per Receive, and only buffers of the receive size up to twice that.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use negotiate::datapath::*;
+    /// # use verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let peer = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap()
+    /// # });
+    /// # let pd = InProcess.alloc_pd().unwrap();
+    /// # let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+    /// # let conn = Connection::<InProcess>::new(pd, qp, t);
+    /// let pool = ReceivePool::new(&conn, 2, 1024).unwrap();
+    /// pool.recycle(Vec::with_capacity(1024)); // the next message lands in this one
+    /// # drop(peer.join());
+    /// ```
+    pub fn recycle(&self, bytes: Vec<u8>) {
+        let mut spare = self.spare.lock().unwrap_or_else(PoisonError::into_inner);
+        let fits = (self.size..=2 * self.size).contains(&bytes.capacity());
+        if fits && spare.len() < self.len() {
+            spare.push(bytes);
+        }
     }
 }

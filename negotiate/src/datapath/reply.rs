@@ -1,10 +1,12 @@
 //! The Responder's side: fetch a call's Read chunks, send its reply.
 
+use std::cell::RefCell;
+
 use cm_private_data::{reply_invalidate_rkey, Negotiated};
 use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_reply::{marshal_reply, MarshaledReply, ProvidedChunks, ReplyForm, ReplyRequest};
 use rpcrdma_v1::reassemble::{check_call_ddp_eligibility, fetch_len, read_list_fetches, reassemble_call};
-use rpcrdma_v1::ulb::UpperLayerBinding;
+use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use rpcrdma_v1::Version;
 use verbs::{Access, Backend, ProtectionDomain, QueuePair, RemoteBuf, Sge};
 
@@ -101,39 +103,58 @@ pub fn send_reply<B: Backend, U: UpperLayerBinding + ?Sized>(
     ulb: &U,
     params: &ReplyParams,
 ) -> Result<ReplySent, DataPathError> {
-    let mut results = Vec::new();
-    ulb.reply_ddp_items(reply, 0, &mut results);
-    let provided = ProvidedChunks { writes: call.write_list(), reply: call.reply_chunk() };
-    let req = ReplyRequest {
-        credits: params.credits,
-        reply_inline_threshold: params.reply_inline_threshold,
-        ddp_results: &results,
-    };
-    let mut out = MarshaledReply::with_version(params.version);
-    // marshal_reply never writes a header longer than the reply inline threshold.
-    let mut send = vec![0; params.reply_inline_threshold];
-    marshal_reply(reply, provided, &req, &mut send, &mut out)?;
+    SCRATCH.with_borrow_mut(|(results, out)| {
+        results.clear();
+        ulb.reply_ddp_items(reply, 0, results);
+        let provided = ProvidedChunks { writes: call.write_list(), reply: call.reply_chunk() };
+        let req = ReplyRequest {
+            credits: params.credits,
+            reply_inline_threshold: params.reply_inline_threshold,
+            ddp_results: results,
+        };
+        out.set_version(params.version);
+        let rules =
+            Negotiated { client_to_server: 0, server_to_client: 0, remote_invalidation: params.remote_invalidation };
+        let invalidated = reply_invalidate_rkey(&rules, call_rkeys(call));
+        let id = conn.wr_id();
+        // Marshaled straight into the Send's registered buffer (marshal_reply never writes more
+        // than the reply inline threshold), and the Writes posted before the Send is.
+        conn.post_send_filled(id, invalidated, params.reply_inline_threshold, |buf| {
+            marshal_reply(reply, provided, &req, buf, out)?;
+            post_writes(conn, reply, out)?;
+            let mut at = out.header_len();
+            for range in out.inline() {
+                buf[at..at + range.len()].copy_from_slice(&reply[range.clone()]);
+                at += range.len();
+            }
+            Ok(at)
+        })?;
+        conn.wait(id)?;
+        Ok(ReplySent { form: out.form(), reduced_results: out.reduced_results(), invalidated })
+    })
+}
 
-    let mut ids = Vec::with_capacity(out.writes().len() + 1);
-    if !out.writes().is_empty() {
-        let source = conn.pd().register(reply.to_vec(), Access::empty())?;
-        for w in out.writes() {
-            let id = conn.wr_id();
-            let local = Sge::new(&source, w.src.start, w.src.len());
-            conn.qp().post_write(id, &[local], RemoteBuf { addr: w.offset, rkey: w.handle })?;
-            ids.push(id);
-        }
+/// Posts the RDMA Writes of a reply's DDP-eligible results and Reply chunk, from a
+/// registered copy of the reply. They are not waited for one by one: the Send posted after
+/// them on the same send queue completes after them (RFC 8166 section 3.4.6.1 relies on that
+/// order), and a Write that fails puts the queue pair in the Error state, which fails the Send
+/// too.
+fn post_writes<B: Backend>(conn: &Connection<B>, reply: &[u8], out: &MarshaledReply) -> Result<(), DataPathError> {
+    if out.writes().is_empty() {
+        return Ok(());
     }
-    let rules =
-        Negotiated { client_to_server: 0, server_to_client: 0, remote_invalidation: params.remote_invalidation };
-    let invalidated = reply_invalidate_rkey(&rules, call_rkeys(call));
-    send.truncate(out.header_len());
-    for range in out.inline() {
-        send.extend_from_slice(&reply[range.clone()]);
+    let source = conn.pd().register(reply.to_vec(), Access::empty())?;
+    for w in out.writes() {
+        let local = Sge::new(&source, w.src.start, w.src.len());
+        conn.qp().post_write(conn.unwaited_wr_id(), &[local], RemoteBuf { addr: w.offset, rkey: w.handle })?;
     }
-    ids.push(conn.post_send_bytes(send, invalidated)?);
-    conn.wait_all(&ids)?;
-    Ok(ReplySent { form: out.form(), reduced_results: out.reduced_results(), invalidated })
+    Ok(())
+}
+
+thread_local! {
+    /// Each thread's marshaling state, kept between replies so that a small reply allocates
+    /// nothing: the DDP-eligible results and the marshaled reply's lists.
+    static SCRATCH: RefCell<(Vec<DdpItem>, MarshaledReply)> = RefCell::new(Default::default());
 }
 
 /// Sends an RDMA_ERROR (`bytes`, e.g. `rpcrdma_v1::verdict::ErrorReply::as_bytes`) as the reply
@@ -148,7 +169,7 @@ pub fn send_reply<B: Backend, U: UpperLayerBinding + ?Sized>(
 /// # }
 /// ```
 pub fn send_error<B: Backend>(conn: &Connection<B>, bytes: &[u8]) -> Result<(), DataPathError> {
-    let id = conn.post_send_bytes(bytes.to_vec(), None)?;
+    let id = conn.post_send_bytes(bytes, None)?;
     conn.wait(id).map(drop)
 }
 

@@ -203,3 +203,41 @@ fn rfc8166_4_5_4_an_abandoned_calls_write_chunk_stays_open_until_its_reply_and_t
     assert!(client.ended().is_empty(), "no connection lost: {:?}", client.ended());
     assert!(server.peers().iter().all(|p| p.ended.is_none()), "{:?}", server.peers());
 }
+
+#[test]
+fn issue_14_a_client_spreads_its_calls_over_several_connections() {
+    let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), reply_to).unwrap();
+    let cfg = ClientConfig { connections: 4, ..Default::default() };
+    let client = Client::new(InProcess, &server.local_addr(), cfg);
+    assert_eq!(client.connections(), 4);
+    // Blocking and async calls, 8 XIDs in a row: two on each connection.
+    for xid in 1..=4 {
+        assert_eq!(client.call(&call(xid, xid), &ULB).unwrap(), reply_to(&call(xid, xid)));
+    }
+    let msgs: Vec<Vec<u8>> = (5..=8).map(|x| call(x, x)).collect();
+    let replies = run_all(msgs.iter().map(|m| client.call_async(m, &ULB)).collect());
+    for (m, r) in msgs.iter().zip(replies) {
+        assert_eq!(r.unwrap(), reply_to(m));
+    }
+    assert!(eventually(|| server.stats().calls[2] == 8), "{:?}", server.stats());
+    assert_eq!(server.stats().connections, 4);
+    assert_eq!(server.peers().len(), 4);
+    assert_eq!(client.window(), 4 * 32, "each connection has its own credits");
+    assert_eq!(client.stats().short, 8);
+}
+
+#[test]
+fn issue_14_one_xid_in_progress_twice_is_refused_whatever_the_connections() {
+    let (server, release, _) = gated_server(32);
+    let client = Client::new(InProcess, &server.local_addr(), ClientConfig { connections: 3, ..Default::default() });
+    let slow = call(9, 0);
+    let mut first = client.call_async(&slow, &ULB);
+    let waker = waker();
+    assert!(Pin::new(&mut first).poll(&mut Context::from_waker(&waker)).is_pending());
+    match client.call(&call(9, 1), &ULB) {
+        Err(negotiate::client::ClientError::DuplicateXid(_)) => {}
+        other => panic!("{other:?}"),
+    }
+    release.send(()).unwrap();
+    assert_eq!(run_all(vec![first]).pop().unwrap().unwrap(), reply_to(&slow));
+}

@@ -1,0 +1,577 @@
+//! One connection's worth of a [`Client`](super::Client): the [`ClientCore`] deciding it, the
+//! callers waiting on it, and the dispatcher thread that connects, reads the clock and
+//! receives when no caller does. A client with several connections
+//! ([`ClientConfig::connections`]) has one lane for each.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Waker};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use rpcrdma_v1::marshal_call::InlineThresholds;
+use rpcrdma_v1::ulb::UpperLayerBinding;
+use rpcrdma_v1::Version;
+use verbs::{Backend, QpState, QueuePair};
+
+use super::{ClientConfig, ClientError, ClientStats};
+use crate::backchannel::{self, Handler};
+use crate::client_core::{Action, CallStep, ClientCore, Received};
+use crate::datapath::{send_call, CallParams, Connection, DataPathError, Ended, PendingCall, ReceivePool};
+use crate::reply::reply_header;
+use crate::thresholds;
+
+/// A transmission sent, with the memory its reply releases and the connection it went on.
+pub(super) type Sent<B> = (PendingCall<B>, Arc<Link<B>>);
+
+/// A connection's verbs resources.
+pub(super) struct Link<B: Backend> {
+    conn: Connection<B>,
+    pool: ReceivePool<B>,
+}
+
+struct State<B: Backend> {
+    core: ClientCore<Arc<Link<B>>>,
+    /// Each caller waiting, by XID, to be woken alone (waking all 64 callers of a busy client
+    /// for every reply is what a shared condition variable would cost).
+    waiters: HashMap<u32, Waiter>,
+    /// How many of them are async calls ([`Waiter::Task`]), which cannot receive: while any
+    /// waits and no thread receives, the dispatcher does.
+    tasks: usize,
+    /// The memory of calls given up while their transmission was out
+    /// ([`ClientCore::abandon`]): open to the responder, which may still write its reply
+    /// into it, until the reply arrives or the connection is lost; released then
+    /// ([`Shared::release_abandoned`]).
+    abandoned: HashMap<u32, Sent<B>>,
+    /// Who receives on the connection now: one at a time, a caller waiting for its reply
+    /// while calls are in progress (so that the reply to a lone caller reaches it with no
+    /// hand-off between threads), the dispatcher otherwise (backward calls, a connection lost
+    /// while idle).
+    receiver: Receiver,
+    /// When a call last started or ended: the dispatcher receives only after [`LINGER`]
+    /// without calls, so that back-to-back calls keep receiving their own replies.
+    last_active: Instant,
+}
+
+/// How long the connection must be without calls before the dispatcher takes over receiving
+/// (a caller that finds the dispatcher receiving waits for it to hand the reply over).
+const LINGER: Duration = Duration::from_millis(20);
+
+/// How a waiting caller is woken.
+pub(super) enum Waiter {
+    /// A blocking [`Client::call`](super::Client::call)'s thread, parked (nothing allocated per call).
+    Thread(Thread),
+    /// An async call's task ([`Client::call_async`](super::Client::call_async)).
+    Task(Waker),
+}
+
+impl Waiter {
+    fn wake(&self) {
+        match self {
+            Waiter::Thread(t) => t.unpark(),
+            Waiter::Task(w) => w.wake_by_ref(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Receiver {
+    Nobody,
+    Caller,
+    Dispatcher,
+}
+
+impl<B: Backend> State<B> {
+    /// Wakes the callers whose step the core has ready.
+    fn wake(&mut self) {
+        while let Some(xid) = self.core.poll_ready() {
+            if let Some(caller) = self.waiters.get(&xid) {
+                caller.wake();
+            }
+        }
+    }
+
+    /// Gives up the receiver's role (`leaving`: the caller that had it and is done): another
+    /// blocking caller still waiting for its step takes it over (woken here); with none, the
+    /// next call takes it when it starts, or the dispatcher after [`LINGER`], or at once when
+    /// async calls wait (true then: the caller must wake the dispatcher).
+    #[must_use]
+    fn stop_receiving(&mut self, leaving: Option<u32>) -> bool {
+        self.receiver = Receiver::Nobody;
+        let next = self
+            .waiters
+            .iter()
+            .find(|(&x, w)| Some(x) != leaving && matches!(w, Waiter::Thread(_)) && !self.core.has_ready(x));
+        match next {
+            Some((_, caller)) => {
+                caller.wake();
+                false
+            }
+            None => self.tasks > 0,
+        }
+    }
+
+    /// Whether an async call waits with nobody receiving for it: the dispatcher's to do.
+    fn tasks_unserved(&self) -> bool {
+        self.tasks > 0 && self.receiver == Receiver::Nobody
+    }
+}
+
+struct Shared<B: Backend> {
+    backend: B,
+    addr: String,
+    cfg: ClientConfig,
+    backchannel: Option<Handler>,
+    st: Mutex<State<B>>,
+    /// The dispatcher's: the core may have an action for it.
+    cv: Condvar,
+}
+
+/// One lane: its shared state and its dispatcher thread, stopped and joined on drop.
+pub(super) struct Lane<B: Backend> {
+    shared: Arc<Shared<B>>,
+    dispatcher: Option<JoinHandle<()>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// How long the dispatcher waits for a message before it looks at the clock again.
+const TICK: Duration = Duration::from_millis(5);
+
+impl<B: Backend + Clone> Lane<B> {
+    /// Starts a lane per connection [`ClientConfig::connections`] asks for; with `eager`, each
+    /// makes its first connection here (or fails with its error).
+    pub(super) fn start_all(
+        backend: B,
+        addr: &str,
+        cfg: ClientConfig,
+        backchannel: Option<Handler>,
+        eager: bool,
+    ) -> Result<Vec<Self>, ClientError> {
+        (0..cfg.connections.max(1))
+            .map(|_| Self::start(backend.clone(), addr, cfg, backchannel.clone(), eager))
+            .collect()
+    }
+
+    /// Starts the dispatcher; with `eager`, only once the first connection is made here.
+    fn start(
+        backend: B,
+        addr: &str,
+        cfg: ClientConfig,
+        backchannel: Option<Handler>,
+        eager: bool,
+    ) -> Result<Self, ClientError> {
+        let shared = Arc::new(Shared {
+            backend,
+            addr: addr.to_string(),
+            cfg,
+            backchannel,
+            st: Mutex::new(State {
+                core: ClientCore::new(cfg, addr),
+                waiters: HashMap::new(),
+                tasks: 0,
+                abandoned: HashMap::new(),
+                receiver: Receiver::Nobody,
+                last_active: Instant::now(),
+            }),
+            cv: Condvar::new(),
+        });
+        if eager {
+            // The core's first action asks for the connection: made here, not by the
+            // dispatcher.
+            let first = lock(&shared.st).core.poll_action();
+            debug_assert!(matches!(first, Some(Action::Connect { .. })));
+            if let Err(e) = shared.connect() {
+                return Err(lock(&shared.st).core.connect_failure(&e, 1));
+            }
+        }
+        let s = shared.clone();
+        let dispatcher =
+            std::thread::Builder::new().name("negotiate-client".into()).spawn(move || s.dispatch()).expect("spawn");
+        Ok(Lane { shared, dispatcher: Some(dispatcher) })
+    }
+}
+
+impl<B: Backend> Lane<B> {
+    /// Makes call `xid` (`message`) and waits for it, as [`Client::call_into`](super::Client::call_into) says.
+    pub(super) fn call_into<U: UpperLayerBinding + ?Sized>(
+        &self,
+        xid: u32,
+        message: &[u8],
+        ulb: &U,
+        reply: &mut Vec<u8>,
+    ) -> Result<(), ClientError> {
+        let sh = &self.shared;
+        self.begin(xid, Waiter::Thread(std::thread::current()))?;
+        let mut pending = None;
+        let result = loop {
+            let step = {
+                let mut st = lock(&sh.st);
+                loop {
+                    if let Some(step) = st.core.take_step(xid) {
+                        break step;
+                    }
+                    // Receive ourselves if nobody does: most often what arrives is our reply.
+                    match (st.receiver, st.core.link().cloned()) {
+                        (Receiver::Nobody, Some(link)) => {
+                            st.receiver = Receiver::Caller;
+                            st = sh.receive_once(st, &link);
+                            if st.core.has_ready(xid) {
+                                if st.stop_receiving(Some(xid)) {
+                                    sh.cv.notify_one();
+                                }
+                            } else {
+                                st.receiver = Receiver::Nobody;
+                            }
+                        }
+                        // Woken by whoever makes our step ready, or hands us the receiver's
+                        // role; a spurious wake-up only looks again.
+                        _ => {
+                            drop(st);
+                            std::thread::park();
+                            st = lock(&sh.st);
+                        }
+                    }
+                }
+            };
+            if let Some(result) = self.take(xid, step, message, ulb, &mut pending, reply) {
+                break result;
+            }
+        };
+        self.end(xid, None);
+        result
+    }
+
+    /// Starts call `xid`, whose caller `waiter` waits for its steps.
+    pub(super) fn begin(&self, xid: u32, waiter: Waiter) -> Result<(), ClientError> {
+        let mut st = lock(&self.shared.st);
+        let now = Instant::now();
+        st.core.start_call(xid, now)?;
+        st.last_active = now;
+        st.tasks += usize::from(matches!(waiter, Waiter::Task(_)));
+        st.waiters.insert(xid, waiter);
+        st.wake();
+        // A connection to make, or an async call to receive for, is the dispatcher's;
+        // otherwise it need not wake.
+        if st.core.has_action() || st.tasks_unserved() {
+            self.shared.cv.notify_one();
+        }
+        Ok(())
+    }
+
+    /// Takes one step of call `xid`: sends a transmission (the previous one's memory given
+    /// up), completes the reply, or fails. `Some` once the call is over.
+    pub(super) fn take<U: UpperLayerBinding + ?Sized>(
+        &self,
+        xid: u32,
+        step: CallStep<Arc<Link<B>>>,
+        message: &[u8],
+        ulb: &U,
+        pending: &mut Option<Sent<B>>,
+        reply: &mut Vec<u8>,
+    ) -> Option<Result<(), ClientError>> {
+        let sh = &self.shared;
+        match step {
+            CallStep::Transmit { transmit: t, link } => {
+                if let Some((old, old_link)) = pending.take() {
+                    // A retransmission: the old attempt's windows must not stay open.
+                    let _ = old.abandon(&old_link.conn, None);
+                }
+                let params = CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds };
+                match send_call(&link.conn, message, ulb, &params) {
+                    Ok(p) => {
+                        lock(&sh.st).core.handle_sent(p.form());
+                        *pending = Some((p, link));
+                        None
+                    }
+                    // A broken connection comes back as a retransmission; anything else ends
+                    // the call here (RFC 8166 section 4.5.4).
+                    Err(_) if link.conn.qp().state() == QpState::Error => None,
+                    Err(e) => {
+                        let mut st = lock(&sh.st);
+                        st.core.cancel(xid, Instant::now());
+                        st.wake();
+                        Some(Err(e.into()))
+                    }
+                }
+            }
+            CallStep::Reply { message: bytes, invalidated } => {
+                let (p, link) = pending.take().expect("a reply answers a transmitted call");
+                let header = reply_header(&bytes, &sh.cfg.requester.limits).expect("judged by the core");
+                reply.clear();
+                let done = p.complete(&link.conn, &header, invalidated, ulb, reply).map_err(Into::into);
+                // The message's buffer takes the next message received.
+                link.pool.recycle(bytes);
+                Some(done)
+            }
+            CallStep::Failed(e) => {
+                if let Some((p, link)) = pending.take() {
+                    let _ = p.abandon(&link.conn, None);
+                }
+                Some(Err(e))
+            }
+        }
+    }
+
+    /// Call `xid` is over; or given up by a dropped [`AsyncCall`] (`abandoned`, with the
+    /// transmission it sent, if any: that keeps its credit and its memory until its reply or
+    /// its connection's loss).
+    pub(super) fn end(&self, xid: u32, abandoned: Option<Option<Sent<B>>>) {
+        let sh = &self.shared;
+        let mut st = lock(&sh.st);
+        if let Some(Waiter::Task(_)) = st.waiters.remove(&xid) {
+            st.tasks -= 1;
+        }
+        let now = Instant::now();
+        st.last_active = now;
+        match abandoned {
+            Some(sent) => {
+                st.core.abandon(xid, sent.is_some(), now);
+                if let Some(sent) = sent {
+                    st.abandoned.insert(xid, sent);
+                }
+                // Released now unless the core keeps it waiting for its reply.
+                st = sh.release_abandoned(st, None);
+            }
+            None => st.core.finish_call(xid),
+        }
+        st.wake();
+        if st.receiver == Receiver::Nobody && st.stop_receiving(None) {
+            sh.cv.notify_one();
+        }
+    }
+
+    /// The next step of async call `xid`, or `None` after keeping `cx`'s waker for when it
+    /// is ready (and waking the dispatcher to receive, if nobody does).
+    pub(super) fn poll_step(&self, xid: u32, cx: &Context<'_>) -> Option<CallStep<Arc<Link<B>>>> {
+        let mut st = lock(&self.shared.st);
+        if let Some(step) = st.core.take_step(xid) {
+            return Some(step);
+        }
+        // The waker to use now: an executor may move the task between polls.
+        if let Some(Waiter::Task(w)) = st.waiters.get_mut(&xid) {
+            if !w.will_wake(cx.waker()) {
+                *w = cx.waker().clone();
+            }
+        }
+        if st.tasks_unserved() {
+            self.shared.cv.notify_one();
+        }
+        None
+    }
+
+    /// The version the current connection settled on, if it has.
+    pub(super) fn version(&self) -> Option<Version> {
+        lock(&self.shared.st).core.version()
+    }
+
+    /// The current connection's inline thresholds, once its version is settled.
+    pub(super) fn thresholds(&self) -> Option<InlineThresholds> {
+        lock(&self.shared.st).core.thresholds()
+    }
+
+    /// What this client has sent so far.
+    pub(super) fn stats(&self) -> ClientStats {
+        lock(&self.shared.st).core.stats()
+    }
+
+    /// How this lane's connections ended, oldest first.
+    pub(super) fn ended(&self) -> Vec<Ended> {
+        lock(&self.shared.st).core.ended().cloned().collect()
+    }
+
+    /// The credit window of the current connection.
+    pub(super) fn window(&self) -> u32 {
+        lock(&self.shared.st).core.window()
+    }
+
+    /// What the client learned about responders (which lack Version Two).
+    pub(super) fn memory(&self) -> crate::memory::PeerMemory {
+        lock(&self.shared.st).core.memory().clone()
+    }
+}
+
+impl<B: Backend> Drop for Lane<B> {
+    fn drop(&mut self) {
+        {
+            let mut st = lock(&self.shared.st);
+            st.core.close();
+            st.wake();
+        }
+        self.shared.cv.notify_all();
+        if let Some(d) = self.dispatcher.take() {
+            let _ = d.join();
+        }
+    }
+}
+
+impl<B: Backend> Shared<B> {
+    /// The dispatcher: carries out the core's actions, receives, reads the clock, until the
+    /// client is dropped.
+    fn dispatch(&self) {
+        loop {
+            let (actions, link) = {
+                let mut st = lock(&self.st);
+                if st.core.is_closing() {
+                    return;
+                }
+                let actions: Vec<_> = std::iter::from_fn(|| st.core.poll_action()).collect();
+                (actions, st.core.link().cloned())
+            };
+            for action in actions {
+                match action {
+                    Action::Connect { after } => {
+                        std::thread::sleep(after);
+                        let _ = self.connect();
+                    }
+                    Action::Disconnect(l) => {
+                        let t = self.cfg.requester.timeout;
+                        l.conn.close(format_args!("a call had no reply within the requester's timeout ({t:?})"));
+                    }
+                }
+            }
+            let Some(link) = link else {
+                let st = lock(&self.st);
+                if st.core.link().is_none()
+                    && !st.core.is_closing()
+                    && !st.core.has_action()
+                    && st.core.poll_timeout().is_none()
+                {
+                    drop(self.cv.wait_timeout(st, TICK * 20));
+                }
+                continue;
+            };
+            let mut st = lock(&self.st);
+            let idle = !st.core.has_calls() && st.last_active.elapsed() >= LINGER;
+            if !st.tasks_unserved() && (!idle || st.receiver != Receiver::Nobody) {
+                // Callers receive (or will, when the next call starts); the clock is still
+                // ours to read.
+                let (guard, waited) = self.cv.wait_timeout(st, TICK).unwrap_or_else(PoisonError::into_inner);
+                st = guard;
+                st.core.handle_timeout(Instant::now());
+                st = self.release_abandoned(st, None);
+                st.wake();
+                // Calls in progress and none of their callers took the role for a whole tick:
+                // receive for them rather than leave their replies waiting. Async calls
+                // cannot receive: for them at once.
+                let unserved = waited.timed_out() && st.receiver == Receiver::Nobody && st.core.has_calls();
+                if !unserved && !st.tasks_unserved() {
+                    continue;
+                }
+            }
+            st.receiver = Receiver::Dispatcher;
+            st = self.receive_once(st, &link);
+            // With async calls waiting, the dispatcher goes on receiving itself.
+            let _ = st.stop_receiving(None);
+        }
+    }
+
+    /// Receives one message on `link` (or waits up to a tick for one) as the one receiver,
+    /// with the state unlocked meanwhile, and hands it to the core: a reply wakes its caller, a
+    /// backward call is answered here. Also tells the core when the connection is down (once
+    /// every message that arrived before is handled) and reads the clock.
+    fn receive_once<'a>(&'a self, st: MutexGuard<'a, State<B>>, link: &Arc<Link<B>>) -> MutexGuard<'a, State<B>> {
+        drop(st);
+        // Read before receiving: once the queue pair is down, the messages that arrived
+        // before it went down are already complete and come out first, so the link is given
+        // up only when none is left: a reply or an RDMA_ERR_VERS (draft 5.2: lost right after
+        // it means no Version Two) received just before a disconnect counts.
+        let was_down = link.conn.qp().state() == QpState::Error;
+        let got = link.pool.receive_within(&link.conn, TICK);
+        let drained = matches!(got, Err(DataPathError::Timeout { .. }));
+        let now = Instant::now();
+        let mut st = lock(&self.st);
+        let mut reply = None;
+        if let Ok(m) = got {
+            let received = st.core.handle_receive(m.bytes, m.invalidated_rkey, now);
+            if let Received::Reply(xid) = received {
+                reply = Some((xid, m.invalidated_rkey));
+            }
+            if let Received::BackwardCall(call) = received {
+                let forward = st.core.forward_thresholds();
+                drop(st);
+                let header = reply_header(&call, &self.cfg.requester.limits);
+                if let (Some(handler), Some(header)) = (&self.backchannel, header) {
+                    // A failure here is the connection's: seen below as its state. A panicking
+                    // handler leaves that call unanswered (the server's backward call times
+                    // out) but must not unwind through a caller that holds the receiver's role.
+                    let answer = || backchannel::answer(&link.conn, &header, handler, forward);
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(answer));
+                }
+                st = lock(&self.st);
+            }
+        }
+        // The core may have moved on to another connection meanwhile.
+        let current = st.core.link().is_some_and(|l| Arc::ptr_eq(l, link));
+        if was_down && drained && current {
+            let ended = link.conn.ended().unwrap_or(Ended::Lost { first_error: None });
+            st.core.handle_link_down(ended, now);
+        } else if !was_down {
+            st.core.handle_timeout(now);
+        }
+        st = self.release_abandoned(st, reply);
+        st.wake();
+        // Actions (a reconnect after the link went down) are the dispatcher's.
+        if st.core.has_action() {
+            self.cv.notify_one();
+        }
+        st
+    }
+
+    /// Releases the memory of abandoned calls the core has ended (their reply arrived, or it
+    /// failed them: their windows are invalidated, with the state unlocked meanwhile) or whose
+    /// connection is lost (nothing to invalidate). `reply` is the call whose reply was just
+    /// received and the rkey that reply's Send with Invalidate killed (RFC 8797 section 4.1).
+    fn release_abandoned<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State<B>>,
+        reply: Option<(u32, Option<u32>)>,
+    ) -> MutexGuard<'a, State<B>> {
+        if st.abandoned.is_empty() {
+            return st;
+        }
+        let ended: Vec<u32> = st.abandoned.keys().copied().filter(|&x| !st.core.is_abandoned(x)).collect();
+        if ended.is_empty() {
+            return st;
+        }
+        let released: Vec<_> = ended.into_iter().filter_map(|x| st.abandoned.remove(&x).map(|p| (x, p))).collect();
+        drop(st);
+        for (xid, (p, link)) in released {
+            let invalidated = reply.filter(|&(x, _)| x == xid).and_then(|(_, rkey)| rkey);
+            let _ = p.abandon(&link.conn, invalidated);
+        }
+        lock(&self.st)
+    }
+
+    /// One connection attempt, reported to the core; its error is also returned.
+    fn connect(&self) -> Result<(), Arc<DataPathError>> {
+        let cfg = &self.cfg;
+        let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
+        let attempt = (|| -> Result<(Link<B>, Vec<u8>), DataPathError> {
+            let pd = self.backend.alloc_pd()?;
+            let (qp, accepted) = self.backend.connect(&pd, &self.addr, &pdata, cfg.caps, cfg.connect_timeout)?;
+            let conn = Connection::new(pd, qp, cfg.requester.timeout);
+            // Our Receives hold what a responder may send us.
+            let size = thresholds::receive_size(ours, cfg.requester.versions.1);
+            let pool = ReceivePool::new(&conn, cfg.requester.credits as usize + backchannel::SLOTS, size)?;
+            Ok((Link { conn, pool }, accepted))
+        })();
+        let now = Instant::now();
+        let mut st = lock(&self.st);
+        let result = match attempt {
+            Ok((link, accepted)) => {
+                st.core.handle_connected(Arc::new(link), ours, &accepted, now);
+                Ok(())
+            }
+            Err(e) => {
+                let e = Arc::new(e);
+                st.core.handle_connect_failed(e.clone(), now);
+                Err(e)
+            }
+        };
+        st.wake();
+        result
+    }
+}

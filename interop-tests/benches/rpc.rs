@@ -3,8 +3,11 @@
 //! * a small RPC (64-byte call, 64-byte reply) through `negotiate`'s Client and Server (probe
 //!   settled, Version Two), against a raw 64-byte Send/Receive round trip between two threads
 //!   on the same backend: what marshaling, negotiation state, credits and the dispatcher cost;
+//!   (and the same pair on the TCP backend);
 //! * a call with a 1 MiB DDP-eligible argument (a Read chunk the server fetches with RDMA
-//!   Read, then reassembles), against a raw 1 MiB RDMA Read on the same backend.
+//!   Read, then reassembles), against a raw 1 MiB RDMA Read on the same backend;
+//! * a call whose reply carries a 1 MiB DDP-eligible result (RDMA-Written by the server into
+//!   the call's Write chunk, then reassembled), against a raw 1 MiB RDMA Write.
 //!
 //! The ratios (ours / raw) are the figures of merit; docs/benchmarks.md reports them.
 
@@ -17,7 +20,7 @@ use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
 use verbs::{
-    Access, Backend, ConnectRequest, InProcess, Listener, MemoryRegion, ProtectionDomain, QpCaps, QueuePair, Sge,
+    Access, Backend, ConnectRequest, InProcess, Listener, MemoryRegion, ProtectionDomain, QpCaps, QueuePair, Sge, Tcp,
 };
 
 const T: Duration = Duration::from_secs(5);
@@ -32,15 +35,21 @@ fn reply_to(call: &[u8]) -> Vec<u8> {
 }
 
 fn small_rpc_vs_raw_round_trip(c: &mut Criterion) {
-    let mut g = c.benchmark_group("round_trip_64B");
+    round_trip(c, "round_trip_64B", InProcess);
+    round_trip(c, "round_trip_64B_tcp", Tcp);
+}
+
+/// A raw 64-byte Send/Receive round trip and a 64-byte RPC, both on `b`.
+fn round_trip<B: Backend + Clone>(c: &mut Criterion, group: &str, b: B) {
+    let mut g = c.benchmark_group(group);
     g.throughput(Throughput::Elements(1));
 
     // Raw: a Send and the answering Send between two threads, Receives reposted each time.
-    let b = InProcess;
     let listener = b.listen(&b.any_address()).unwrap();
     let addr = listener.local_addr();
+    let b2 = b.clone();
     let echo = std::thread::spawn(move || {
-        let pd = InProcess.alloc_pd().unwrap();
+        let pd = b2.alloc_pd().unwrap();
         let buf = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
         let msg = pd.register(vec![1; 64], Access::empty()).unwrap();
         let req = listener.get_request(T).unwrap();
@@ -78,17 +87,18 @@ fn small_rpc_vs_raw_round_trip(c: &mut Criterion) {
     drop(qp);
     echo.join().unwrap();
 
-    // Ours: Client::call to a Server.
+    // Ours: Client::call_into (the caller's reply buffer reused) to a Server.
     let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 256 };
-    let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), reply_to).unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let server = Server::start(b.clone(), &b.any_address(), ServerConfig::default(), Arc::new(ulb), reply_to).unwrap();
+    let client = Client::new(b, &server.local_addr(), ClientConfig::default());
     let mut xid = 0u32;
     let mut call = vec![0u8; 64];
+    let mut reply = Vec::with_capacity(256);
     g.bench_function("rpc_call", |bench| {
         bench.iter(|| {
             xid = xid.wrapping_add(1);
             call[..4].copy_from_slice(&xid.to_be_bytes());
-            let reply = client.call(&call, &ulb).unwrap();
+            client.call_into(&call, &ulb, &mut reply).unwrap();
             assert_eq!(reply.len(), 64);
         })
     });
@@ -140,5 +150,58 @@ fn read_chunk_1mib_vs_raw_read(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, small_rpc_vs_raw_round_trip, read_chunk_1mib_vs_raw_read);
+fn write_chunk_1mib_vs_raw_write(c: &mut Criterion) {
+    let mut g = c.benchmark_group("write_1MiB");
+    g.throughput(Throughput::Bytes(MIB as u64));
+    g.sample_size(20);
+
+    // Raw: one 1 MiB RDMA Write into a registered region.
+    let b = InProcess;
+    let listener = b.listen(&b.any_address()).unwrap();
+    let addr = listener.local_addr();
+    let server = std::thread::spawn(move || {
+        let pd = InProcess.alloc_pd().unwrap();
+        let qp = listener.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+        (pd, qp)
+    });
+    let pd = b.alloc_pd().unwrap();
+    let (qp, _) = b.connect(&pd, &addr, &[], QpCaps::default(), T).unwrap();
+    let (spd, _sqp) = server.join().unwrap();
+    let sink = spd.register(vec![0; MIB], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    let source = pd.register(vec![3; MIB], Access::empty()).unwrap();
+    g.bench_function("raw_rdma_write", |bench| {
+        bench.iter(|| {
+            qp.post_write(1, &[Sge::whole(&source)], sink.remote_at(0)).unwrap();
+            assert!(qp.wait_cq(T).unwrap().is_ok());
+        })
+    });
+
+    // Ours: a call whose reply carries a 1 MiB DDP-eligible opaque (at offset 8): the server
+    // RDMA-Writes it into the call's Write chunk, then the client reassembles the reply.
+    let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: MIB, max_reply: 256 };
+    let big_reply = |call: &[u8]| {
+        let mut r = call[..4].to_vec();
+        r.extend_from_slice(&1u32.to_be_bytes());
+        r.extend_from_slice(&(MIB as u32).to_be_bytes());
+        r.resize(12 + MIB, 5);
+        r
+    };
+    let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), big_reply).unwrap();
+    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let mut call = vec![0u8; 64];
+    let mut reply = Vec::with_capacity(12 + MIB);
+    let mut xid = 0u32;
+    g.bench_function("rpc_write_chunk_reply", |bench| {
+        bench.iter(|| {
+            xid = xid.wrapping_add(1);
+            call[..4].copy_from_slice(&xid.to_be_bytes());
+            client.call_into(&call, &ulb, &mut reply).unwrap();
+            assert_eq!(reply.len(), 12 + MIB);
+        })
+    });
+    assert!(server.stats().write_chunk_results > 0, "the result did not travel in a Write chunk");
+    g.finish();
+}
+
+criterion_group!(benches, small_rpc_vs_raw_round_trip, read_chunk_1mib_vs_raw_read, write_chunk_1mib_vs_raw_write);
 criterion_main!(benches);

@@ -102,7 +102,10 @@ fn round_trip<B: Backend + Clone>(c: &mut Criterion, group: &str, b: B) {
             assert_eq!(reply.len(), 64);
         })
     });
-    assert_eq!(client.version(), Some(Version::TWO));
+    // (Unless a filter skipped it.)
+    if client.stats().short > 0 {
+        assert_eq!(client.version(), Some(Version::TWO));
+    }
     g.finish();
 }
 
@@ -146,7 +149,7 @@ fn read_chunk_1mib_vs_raw_read(c: &mut Criterion) {
             assert_eq!(client.call(&call, &ulb).unwrap().len(), 64);
         })
     });
-    assert!(client.stats().chunked > 0, "the call was not sent Chunked");
+    assert!(xid == 0 || client.stats().chunked > 0, "the call was not sent Chunked");
     g.finish();
 }
 
@@ -199,7 +202,7 @@ fn write_chunk_1mib_vs_raw_write(c: &mut Criterion) {
             assert_eq!(reply.len(), 12 + MIB);
         })
     });
-    assert!(server.stats().write_chunk_results > 0, "the result did not travel in a Write chunk");
+    assert!(xid == 0 || server.stats().write_chunk_results > 0, "the result did not travel in a Write chunk");
     g.finish();
 }
 

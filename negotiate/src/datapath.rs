@@ -232,6 +232,8 @@ pub struct Connection<B: Backend> {
     set_aside: Mutex<Reaped>,
     /// Registered Send buffers, reused once their Send completed.
     sends: Mutex<SendBuffers<B::Region>>,
+    /// Chunk buffers of earlier calls, reused ([`Connection::chunk_buffer`]).
+    chunks: Mutex<Vec<Vec<u8>>>,
     /// This side's number for [`capture`], drawn on its first Send under a sink.
     capture: capture::Endpoint,
 }
@@ -247,6 +249,7 @@ impl<B: Backend> Connection<B> {
             next_wr_id: AtomicU64::new(1),
             set_aside: Mutex::new(Reaped::default()),
             sends: Mutex::new(SendBuffers { free: Vec::new(), in_flight: HashMap::new(), registered: 0 }),
+            chunks: Mutex::default(),
             capture: Default::default(),
         }
     }
@@ -554,12 +557,54 @@ impl<B: Backend> Connection<B> {
         }
     }
 
-    /// Registers a zeroed buffer of `len` bytes the local queue pair (and, through a window, the
-    /// peer) may write.
-    fn register_zeroed(&self, len: usize) -> verbs::Result<B::Region> {
-        self.pd.register(vec![0; len], Access::LOCAL_WRITE)
+    /// Registers a buffer of `len` bytes the local queue pair (and, through a window, the
+    /// peer) may write. It is one this connection used before when one is kept
+    /// ([`Connection::chunk_buffer`]): its bytes are not zeroed, and only what the peer or a
+    /// local RDMA Read writes into it is ever read.
+    fn register_writable(&self, len: usize) -> verbs::Result<B::Region> {
+        self.pd.register(self.chunk_buffer(len), Access::LOCAL_WRITE)
+    }
+
+    /// A buffer of `len` bytes for chunk memory, reused from an earlier call of this
+    /// connection when one is kept (the smallest that holds `len`): a large chunk then costs
+    /// no fresh allocation, page faults and zeroing per call. Its bytes are whatever the
+    /// earlier call left, or zeros.
+    fn chunk_buffer(&self, len: usize) -> Vec<u8> {
+        let mut kept = self.chunks.lock().unwrap_or_else(PoisonError::into_inner);
+        let best = kept.iter().enumerate().filter(|(_, b)| b.capacity() >= len).min_by_key(|(_, b)| b.capacity());
+        let mut buf = match best.map(|(i, _)| i) {
+            Some(i) => kept.swap_remove(i),
+            None => Vec::new(),
+        };
+        drop(kept);
+        if buf.len() >= len {
+            buf.truncate(len);
+        } else {
+            buf.resize(len, 0);
+        }
+        buf
+    }
+
+    /// Keeps a chunk buffer for [`Connection::chunk_buffer`], within [`CHUNK_BYTES_KEPT`].
+    fn recycle_chunk(&self, buf: Vec<u8>) {
+        if buf.capacity() == 0 {
+            return;
+        }
+        let mut kept = self.chunks.lock().unwrap_or_else(PoisonError::into_inner);
+        let held: usize = kept.iter().map(Vec::capacity).sum();
+        if kept.len() < CHUNK_BUFFERS_KEPT && held + buf.capacity() <= CHUNK_BYTES_KEPT {
+            kept.push(buf);
+        }
     }
 }
+
+/// The most bytes of chunk buffers a connection keeps for reuse ([`Connection::chunk_buffer`]):
+/// one 1 MiB chunk's worth and some smaller ones. A bound of its own, so that what a peer's
+/// chunk lengths make the server allocate is not kept beyond it.
+const CHUNK_BYTES_KEPT: usize = 2 << 20;
+
+/// The most chunk buffers a connection keeps.
+const CHUNK_BUFFERS_KEPT: usize = 8;
 
 /// The size of a pooled Send buffer: Version Two's default inline threshold, which every
 /// small message fits.

@@ -131,7 +131,7 @@ impl<B: Backend> PendingCall<B> {
         }
         let write_bufs: Vec<&[u8]> = landed.writes.iter().map(Vec::as_slice).collect();
         let mut results = Vec::new();
-        reassemble_reply_with_ulb(
+        let reassembled = reassemble_reply_with_ulb(
             &reply.to_msg(),
             reply.payload(),
             &landed.reply,
@@ -139,8 +139,12 @@ impl<B: Backend> PendingCall<B> {
             ulb,
             &mut results,
             out,
-        )?;
-        Ok(())
+        );
+        drop(write_bufs);
+        for buf in landed.writes.into_iter().chain([landed.reply]) {
+            conn.recycle_chunk(buf);
+        }
+        Ok(reassembled?)
     }
 
     /// Ends the call without a reply to reassemble: the peer answered RDMA_ERROR (RFC 8166

@@ -114,6 +114,9 @@ impl<B: Backend> ChunkMemory<B> {
             // Fenced: a queue pair in the Error state executes no RDMA from the peer.
             conn.close(format_args!("a call's memory could not be invalidated: {e}"));
         }
+        if let Some(copy) = self.call_copy {
+            conn.recycle_chunk(take_bytes(copy));
+        }
         let landed = Landed {
             writes: self.writes.into_iter().map(|r| r.map(take_bytes).unwrap_or_default()).collect(),
             reply: self.reply.map(take_bytes).unwrap_or_default(),
@@ -174,7 +177,9 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
         }
         // No rights of its own: the windows grant the peer Remote Read (an RDMA Read source
         // needs no Local Write).
-        let region = self.conn.pd().register(self.call.to_vec(), Access::empty())?;
+        let mut copy = self.conn.chunk_buffer(self.call.len());
+        copy.copy_from_slice(self.call);
+        let region = self.conn.pd().register(copy, Access::empty())?;
         self.memory.call_copy = Some(region.clone());
         Ok(region)
     }
@@ -184,7 +189,7 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
         let (region, offset, access) = match purpose.call_range() {
             Some(range) => (self.call_copy()?, range.start, Access::REMOTE_READ),
             None => {
-                let region = self.conn.register_zeroed(len)?;
+                let region = self.conn.register_writable(len)?;
                 let slot = match purpose {
                     ChunkPurpose::Write { index, .. } => {
                         if self.memory.writes.len() <= index {

@@ -64,7 +64,7 @@ pub fn fetch_call<B: Backend, U: UpperLayerBinding + ?Sized>(
     let landing = match fetch_len(reads) {
         0 => Vec::new(),
         len => {
-            let region = conn.register_zeroed(len as usize)?;
+            let region = conn.register_writable(len as usize)?;
             let mut ids = Vec::with_capacity(reads.len());
             for f in read_list_fetches(reads).filter(|f| f.length > 0) {
                 let id = conn.wr_id();
@@ -76,7 +76,9 @@ pub fn fetch_call<B: Backend, U: UpperLayerBinding + ?Sized>(
             take_bytes(region)
         }
     };
-    reassemble_call(&msg, call.payload(), &landing, out)?;
+    let reassembled = reassemble_call(&msg, call.payload(), &landing, out);
+    conn.recycle_chunk(landing);
+    reassembled?;
     check_call_ddp_eligibility(&msg, out, ulb, &mut Vec::new())?;
     Ok(())
 }
@@ -143,7 +145,9 @@ fn post_writes<B: Backend>(conn: &Connection<B>, reply: &[u8], out: &MarshaledRe
     if out.writes().is_empty() {
         return Ok(());
     }
-    let source = conn.pd().register(reply.to_vec(), Access::empty())?;
+    let mut copy = conn.chunk_buffer(reply.len());
+    copy.copy_from_slice(reply);
+    let source = conn.pd().register(copy, Access::empty())?;
     for w in out.writes() {
         let local = Sge::new(&source, w.src.start, w.src.len());
         conn.qp().post_write(conn.unwaited_wr_id(), &[local], RemoteBuf { addr: w.offset, rkey: w.handle })?;

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use rdma_sys::rdma_cm_event_type::*;
 use rdma_sys::*;
 
-use super::cm::Conn;
+use super::conn::Conn;
 use super::ffi::{self, os_error, Ptr};
-use super::{PdInner, RdmaRegion};
+use super::pd::{PdInner, RdmaRegion};
 use crate::{
     check_window, lock, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair,
     RemoteBuf, Result, Sge, Status,

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use rdma_sys::*;
 
+use super::cq::Cq;
 use super::ffi::{self, errno, os_error, Event, Ptr};
 use super::pd::RdmaPd;
 use crate::{QpCaps, Result};
@@ -15,7 +16,8 @@ use crate::{QpCaps, Result};
 pub(super) struct Conn {
     pub(super) channel: Ptr<rdma_event_channel>,
     pub(super) id: Ptr<rdma_cm_id>,
-    pub(super) cq: Ptr<ibv_cq>,
+    /// The CQ and its completion channel, from `create_qp` on.
+    cq: Option<Cq>,
     has_qp: bool,
 }
 
@@ -31,7 +33,7 @@ impl Conn {
             unsafe { rdma_destroy_event_channel(channel.0) };
             return Err(os_error("rdma_create_id", e));
         }
-        Ok(Conn { channel, id: Ptr(id), cq: Ptr::null(), has_qp: false })
+        Ok(Conn { channel, id: Ptr(id), cq: None, has_qp: false })
     }
 
     /// An id handed out by a CONNECT_REQUEST, moved onto a channel of its own.
@@ -47,7 +49,7 @@ impl Conn {
                 return Err(e);
             }
         };
-        let conn = Conn { channel, id, cq: Ptr::null(), has_qp: false };
+        let conn = Conn { channel, id, cq: None, has_qp: false };
         // SAFETY: both live; the request event has been acked, so migration does not block.
         if unsafe { rdma_migrate_id(id.0, channel.0) } != 0 {
             // Still on the listener's channel: destroying it is fine, the channel is not ours
@@ -67,12 +69,7 @@ impl Conn {
         // SAFETY: `id` is live and resolved (or from a request), so `verbs` is its device.
         let verbs = unsafe { (*self.id.0).verbs };
         let cqe = caps.max_send_wr.saturating_add(caps.max_recv_wr).max(1).min(i32::MAX as u32) as i32;
-        // SAFETY: `verbs` is a live context; no channel, no context pointer.
-        let cq = unsafe { ibv_create_cq(verbs, cqe, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
-        if cq.is_null() {
-            return Err(os_error("ibv_create_cq", errno()));
-        }
-        self.cq = Ptr(cq);
+        let cq = self.cq.insert(Cq::new(verbs, cqe)?).raw();
         // SAFETY: ibv_qp_init_attr is plain data for which all-zero is a valid value.
         let mut attr: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
         attr.send_cq = cq;
@@ -89,6 +86,11 @@ impl Conn {
         }
         self.has_qp = true;
         Ok(())
+    }
+
+    /// The CQ created by `create_qp`.
+    pub(super) fn cq(&self) -> &Cq {
+        self.cq.as_ref().expect("a queue pair's connection has its CQ")
     }
 
     /// The QP created by `create_qp`.
@@ -110,9 +112,8 @@ impl Drop for Conn {
             if self.has_qp {
                 rdma_destroy_qp(self.id.0);
             }
-            if !self.cq.is_null() {
-                ibv_destroy_cq(self.cq.0);
-            }
+            // The CQ (and its completion channel) go after the QP that uses them.
+            drop(self.cq.take());
             if !self.id.is_null() {
                 rdma_destroy_id(self.id.0);
             }

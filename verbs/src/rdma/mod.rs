@@ -14,8 +14,13 @@
 //!   flushes it) and stashes [`CmEvent::Disconnected`](crate::CmEvent::Disconnected). Dropping the queue pair stops it.
 //! * Every connection uses `rnr_retry_count` 0 (a Send with no Receive posted fails at once
 //!   with [`Status::RnrRetryExceeded`](crate::Status::RnrRetryExceeded)) and a small transport `retry_count`.
-//! * One CQ per queue pair, polled; [`QueuePair::wait_cq`](crate::QueuePair::wait_cq) polls every 50 µs rather than
-//!   arming a completion channel (`ibv_req_notify_cq` is not used).
+//! * One CQ per queue pair, on a completion channel of its own.
+//!   [`QueuePair::wait_cq`](crate::QueuePair::wait_cq) polls, and when the CQ is empty arms it
+//!   (`ibv_req_notify_cq`), polls again (a completion that arrived before the arm raises no
+//!   event) and sleeps in `poll(2)` until the channel's event (`ibv_get_cq_event`, acknowledged
+//!   at once) or its timeout; any number of threads may wait at once. Completions the backend
+//!   makes itself (below) wake sleepers through an eventfd. An epoll fd over both is
+//!   [`QueuePair::completion_fd`](crate::QueuePair::completion_fd), for event loops.
 //! * Queue capacities are enforced by the backend (providers round them up, rxe to 2^n-1).
 //! * Any error completion other than a flush makes this side call `rdma_disconnect`, so the
 //!   peer too sees [`CmEvent::Disconnected`](crate::CmEvent::Disconnected) and goes to [`QpState::Error`](crate::QpState::Error), as the crate
@@ -61,6 +66,7 @@
 // `pd`'s protection domains and regions; everything uses `ffi`.
 mod cm;
 mod conn;
+mod cq;
 mod ffi;
 mod pd;
 mod qp;

@@ -57,8 +57,8 @@
 //!   events and disconnects on stderr.
 //! * Received private data is delivered exactly as librdmacm hands it over (padded by the CM
 //!   to 56 bytes on connect and 196 on accept).
-//! * Setup failures that the crate's [`Error`] has no variant for (no device, `ibv_alloc_pd`
-//!   or `ibv_create_cq` failing, ...) are reported as [`Error::BadAddress`] naming the call
+//! * Setup failures that the crate's [`Error`](crate::Error) has no variant for (no device, `ibv_alloc_pd`
+//!   or `ibv_create_cq` failing, ...) are reported as [`Error::BadAddress`](crate::Error::BadAddress) naming the call
 //!   and errno.
 
 // Who uses whom, one way only: `cm` (listen, connect, accept) builds `RdmaQp`s (`qp`) on

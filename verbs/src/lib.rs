@@ -64,6 +64,7 @@ mod memory;
 #[cfg(feature = "rdma")]
 #[allow(unsafe_code)]
 pub mod rdma;
+mod rules;
 pub mod tcp;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};

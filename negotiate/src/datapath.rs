@@ -23,7 +23,6 @@
 //! * Responder: [`fetch_call`] (RDMA Read of the Read chunks, reassembly), then [`send_reply`]
 //!   (RDMA Writes into the Requester's chunks, then the Send, with Invalidate when allowed) or
 //!   [`send_error`].
-//! * [`capture`]: an optional process-global tap that sees the bytes of every Send posted.
 //!
 //! The helpers block (post, then wait up to the connection's timeout). A later dispatcher that
 //! polls one completion queue for many calls replaces [`Connection::wait`] and nothing else.
@@ -72,7 +71,6 @@
 //! ```
 
 mod call;
-pub mod capture;
 mod receive;
 mod registrar;
 mod reply;
@@ -197,8 +195,6 @@ pub struct Connection<B: Backend> {
     reaped: Condvar,
     /// Registered Send buffers, reused once their Send completed.
     sends: Mutex<SendBuffers<B::Region>>,
-    /// This side's number for [`capture`], drawn on its first Send under a sink.
-    capture: capture::Endpoint,
 }
 
 impl<B: Backend> Connection<B> {
@@ -213,7 +209,6 @@ impl<B: Backend> Connection<B> {
             set_aside: Mutex::new(Reaped::default()),
             reaped: Condvar::new(),
             sends: Mutex::new(SendBuffers { free: Vec::new(), in_flight: HashMap::new(), registered: 0 }),
-            capture: Default::default(),
         }
     }
 
@@ -402,7 +397,8 @@ impl<B: Backend> Connection<B> {
     }
 
     /// Posts `bytes` as one Send (with Invalidate of `invalidate`); returns the work request's
-    /// id. Every message this crate sends passes here, so this is where [`capture`] taps them.
+    /// id. Every message this crate sends passes here (to capture them, wrap the backend in
+    /// `verbs::capture::Captured`).
     fn post_send_bytes(&self, bytes: Vec<u8>, invalidate: Option<u32>) -> Result<u64, DataPathError> {
         let id = self.wr_id();
         self.post_send_as(id, bytes, invalidate)?;
@@ -420,7 +416,6 @@ impl<B: Backend> Connection<B> {
     /// own. Whoever reaps the Send's completion gives the buffer back ([`Connection::send_done`]);
     /// the posted Send keeps it registered until then.
     fn post_send_as(&self, id: u64, bytes: Vec<u8>, invalidate: Option<u32>) -> Result<(), DataPathError> {
-        capture::sent(&self.capture, &bytes);
         let len = bytes.len();
         // A free buffer if the message fits one; else a registration is counted here.
         let reused = {

@@ -57,6 +57,7 @@
 #![cfg_attr(feature = "rdma", deny(unsafe_code))]
 #![warn(missing_docs)]
 
+pub mod capture;
 mod cm;
 mod completion;
 pub mod inproc;
@@ -576,6 +577,49 @@ pub trait ConnectRequest: Send {
         private_data: &[u8],
         caps: QpCaps,
         before: impl FnOnce(&Self::Qp) -> Result<()>,
+    ) -> Result<Self::Qp>
+    where
+        Self: Sized,
+    {
+        self.accept_owning(pd, private_data, caps, |qp| {
+            let r = before(&qp);
+            (qp, r)
+        })
+    }
+
+    /// What backends implement under [`accept_with`](ConnectRequest::accept_with): `before`
+    /// takes the new queue pair by value and hands it back with its result, so that a
+    /// decorator ([`capture::Captured`]) can run its caller's hook on a wrapper of the queue
+    /// pair, which it could not build from a reference. The rules are `accept_with`'s.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let client = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap().0
+    /// # });
+    /// let pd = InProcess.alloc_pd().unwrap();
+    /// let buf = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    /// let req = listener.get_request(t).unwrap();
+    /// let qp = req
+    ///     .accept_owning(&pd, &[], QpCaps::default(), |qp| {
+    ///         let posted = qp.post_recv(7, Sge::whole(&buf));
+    ///         (qp, posted)
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(qp.state(), QpState::Ready);
+    /// # let _client = client.join().unwrap();
+    /// ```
+    fn accept_owning(
+        self,
+        pd: &Self::Pd,
+        private_data: &[u8],
+        caps: QpCaps,
+        before: impl FnOnce(Self::Qp) -> (Self::Qp, Result<()>),
     ) -> Result<Self::Qp>;
 
     /// Rejects the request (`rdma_reject`); the active side's connect fails with

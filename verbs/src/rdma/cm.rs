@@ -139,12 +139,12 @@ impl ConnectRequest for RdmaRequest {
         &self.private_data
     }
 
-    fn accept_with(
+    fn accept_owning(
         mut self,
         pd: &RdmaPd,
         private_data: &[u8],
         caps: QpCaps,
-        before: impl FnOnce(&RdmaQp) -> Result<()>,
+        before: impl FnOnce(RdmaQp) -> (RdmaQp, Result<()>),
     ) -> Result<RdmaQp> {
         let mut conn = self.conn.take().expect("a request is accepted or rejected once");
         if private_data.len() > ACCEPT_PRIVATE_DATA_MAX {
@@ -157,12 +157,13 @@ impl ConnectRequest for RdmaRequest {
         }
         // The queue pair exists (in INIT; rdma_accept moves it on): Receives posted now are in
         // place for the peer's first Send. On any error below, dropping `qp` tears it down.
-        let mut qp = RdmaQp::unstarted(conn, pd.0.clone(), caps);
+        let qp = RdmaQp::unstarted(conn, pd.0.clone(), caps);
         let reject = |qp: &RdmaQp| {
             // SAFETY: the id is live and not yet accepted.
             unsafe { rdma_reject(qp.conn().id.0, std::ptr::null(), 0) };
         };
-        if let Err(e) = before(&qp) {
+        let (mut qp, before) = before(qp);
+        if let Err(e) = before {
             reject(&qp);
             return Err(e);
         }

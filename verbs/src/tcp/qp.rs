@@ -317,7 +317,7 @@ impl TcpQp {
         stream: TcpStream,
         pd: &TcpPd,
         caps: QpCaps,
-        before: impl FnOnce(&TcpQp) -> Result<()>,
+        before: impl FnOnce(TcpQp) -> (TcpQp, Result<()>),
     ) -> Result<TcpQp> {
         let clone = |s: &TcpStream| s.try_clone().map_err(|_| Error::ConnectionAborted);
         stream.set_read_timeout(None).map_err(|_| Error::ConnectionAborted)?;
@@ -355,9 +355,9 @@ impl TcpQp {
         let w = sh.clone();
         let retry = caps.retry_timeout;
         spawn("verbs-tcp-tx", Box::new(move || writer(w, out, retry)))?;
-        let qp = TcpQp { sh, caps };
         // Dropping `qp` on an error disconnects, which the peer sees as end of stream.
-        if let Err(e) = before(&qp) {
+        let (qp, before) = before(TcpQp { sh, caps });
+        if let Err(e) = before {
             lock(&qp.sh.st).reader_running = false;
             return Err(e);
         }

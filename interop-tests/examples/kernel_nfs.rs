@@ -32,29 +32,29 @@ use std::time::Duration;
 
 use cm_private_data::{Flags, PrivateData};
 use negotiate::client::{Client, ClientConfig};
-use negotiate::datapath::capture;
 use negotiate::memory::NoV2Reason;
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::OpaqueAtUlb;
+use verbs::capture::{Captured, CapturedMessage};
 use verbs::{Backend, QpCaps, Rdma};
 
 /// Per CM connect: the private data sent, and the private data the passive side accepted with.
 type Connects = Vec<(Vec<u8>, Vec<u8>)>;
 
-/// The rdma-core backend, recording each connect: the private data sent and the private data
-/// the passive side accepted with.
+/// The rdma-core backend with every Send captured, recording each connect: the private data
+/// sent and the private data the passive side accepted with.
 #[derive(Clone)]
 struct Recorded {
-    inner: Rdma,
+    inner: Captured<Rdma>,
     connects: Arc<Mutex<Connects>>,
 }
 
 impl Backend for Recorded {
-    type Pd = <Rdma as Backend>::Pd;
-    type Region = <Rdma as Backend>::Region;
-    type Qp = <Rdma as Backend>::Qp;
-    type Listener = <Rdma as Backend>::Listener;
-    type Request = <Rdma as Backend>::Request;
+    type Pd = <Captured<Rdma> as Backend>::Pd;
+    type Region = <Captured<Rdma> as Backend>::Region;
+    type Qp = <Captured<Rdma> as Backend>::Qp;
+    type Listener = <Captured<Rdma> as Backend>::Listener;
+    type Request = <Captured<Rdma> as Backend>::Request;
 
     fn any_address(&self) -> String {
         self.inner.any_address()
@@ -172,10 +172,15 @@ fn main() {
 
     let sent = Arc::new(Mutex::new(Vec::<Sent>::new()));
     let s = sent.clone();
-    capture::set(Some(Arc::new(move |m: &capture::CapturedMessage<'_>| {
-        let w = |i: usize| word(m.bytes, i * 4).unwrap_or(u32::MAX);
-        s.lock().unwrap().push(Sent { endpoint: m.endpoint, xid: w(0), vers: w(1), credits: w(2), proc_: w(3) });
-    })));
+    // Every client below runs on a clone of this backend, so their endpoints are numbered
+    // together.
+    let rdma = Captured::new(
+        rdma,
+        Arc::new(move |m: &CapturedMessage<'_>| {
+            let w = |i: usize| word(m.bytes, i * 4).unwrap_or(u32::MAX);
+            s.lock().unwrap().push(Sent { endpoint: m.endpoint, xid: w(0), vers: w(1), credits: w(2), proc_: w(3) });
+        }),
+    );
 
     // ---- The main client: versions 1..=2, 100 credits asked (more than the kernel's 64),
     // RFC 8797 private data 4096/4096 with the R flag clear.
@@ -429,7 +434,6 @@ fn main() {
         format!("main client CM connects {}", backend.connects().len()),
     );
     drop(client);
-    capture::set(None);
 
     let sends = sent.lock().unwrap().clone();
     println!(

@@ -52,8 +52,8 @@ fn decode_main(args: &[String]) -> ExitCode {
 }
 
 /// `pcap FILE [--backend inproc|tcp]`: runs the matrix with every Send recorded and writes them
-/// as RoCEv2 frames to FILE ([`interop_tests::pcap`]). Both ends must run in this process for
-/// the tap to see them, so `tcp` here is the one-process TCP backend (`tcp-local`).
+/// as RoCEv2 frames to FILE ([`interop_tests::pcap`]). Both ends must run in this process on
+/// the recorder's wrapped backend, so `tcp` here is the one-process TCP backend (`tcp-local`).
 fn pcap_main(args: &[String]) -> ExitCode {
     let (file, backend) = match args {
         [file] => (file, "inproc"),
@@ -69,8 +69,14 @@ fn pcap_main(args: &[String]) -> ExitCode {
         })
     };
     let outcomes = match backend {
-        "inproc" => run(&|cell| run_cell(&verbs::InProcess, cell)),
-        "tcp" | "tcp-local" => run(&|cell| run_cell(&verbs::Tcp, cell)),
+        "inproc" => {
+            let b = recorder.capture(verbs::InProcess);
+            run(&|cell| run_cell(&b, cell))
+        }
+        "tcp" | "tcp-local" => {
+            let b = recorder.capture(verbs::Tcp);
+            run(&|cell| run_cell(&b, cell))
+        }
         other => {
             eprintln!("interop-tests pcap: backend {other:?}: only inproc and tcp run both ends in this process");
             return usage();

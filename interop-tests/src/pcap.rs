@@ -8,9 +8,9 @@
 //! Ethernet (14) | IPv4 (20) | UDP, destination port 4791 (8) | BTH (12) | message | pad | ICRC (4)
 //! ```
 //!
-//! [`Recorder`] (or [`record`]) runs matrix cells with `negotiate`'s [`capture`] tap installed
-//! and hands back every Send with the connection and direction it belongs to; [`write_capture`]
-//! writes them.
+//! [`Recorder`] (or [`record`]) runs matrix cells on a backend wrapped in
+//! [`verbs::capture::Captured`] and hands back every Send with the connection and direction it
+//! belongs to; [`write_capture`] writes them.
 //!
 //! ```
 //! use interop_tests::pcap::{roce_frame, Flow, PcapWriter};
@@ -27,7 +27,8 @@ use std::io::{self, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use negotiate::datapath::capture::{self, CapturedMessage};
+use verbs::capture::{Captured, CapturedMessage, Sink};
+use verbs::Backend;
 
 use crate::matrix::{Cell, Outcome};
 
@@ -154,31 +155,51 @@ pub struct Sent {
     pub bytes: Vec<u8>,
 }
 
-/// A Send as the tap handed it over: endpoint, time since recording started, bytes.
+/// A Send as the capture sink handed it over: endpoint, time since recording started, bytes.
 type Taken = (u64, Duration, Vec<u8>);
 
-/// Records every Send while it lives: [`Recorder::start`] installs `negotiate`'s [`capture`]
-/// tap, [`Recorder::close_group`] after each matrix cell attributes what the cell's endpoints
-/// sent to connections, and [`Recorder::finish`] hands it all back. Within a group, endpoints
-/// in the order they first sent pair up into connections, requester first (a responder only
-/// answers). The tap is process-global: while recording, nothing else in the process may send
-/// and no other sink may be installed.
+/// Records every Send posted through the backend [`Recorder::capture`] wraps:
+/// [`Recorder::close_group`] after each matrix cell attributes what the cell's endpoints sent
+/// to connections, and [`Recorder::finish`] hands it all back. Within a group, endpoints in the
+/// order they first sent pair up into connections, requester first (a responder only answers),
+/// so a group's connections must all be made through the wrapped backend, both ends in this
+/// process. Nothing is global: Sends on other backends' queue pairs are not recorded.
+///
+/// ```
+/// use interop_tests::pcap::Recorder;
+/// let recorder = Recorder::start();
+/// let backend = recorder.capture(verbs::InProcess);
+/// // ... run both ends of some connections on `backend`, closing a group after each ...
+/// # let _ = backend;
+/// recorder.close_group();
+/// assert!(recorder.finish().is_empty());
+/// ```
 pub struct Recorder {
     start: Instant,
     taken: Arc<Mutex<Vec<Taken>>>,
+    /// Hands each captured Send to `taken`.
+    sink: Sink,
     /// The messages attributed so far, and the connections numbered so far.
     done: Mutex<(Vec<Sent>, usize)>,
 }
 
 impl Recorder {
-    /// Installs the tap.
+    /// Starts the clock; nothing is recorded until a backend is wrapped with
+    /// [`Recorder::capture`].
     pub fn start() -> Recorder {
         let (start, taken) = (Instant::now(), Arc::<Mutex<Vec<_>>>::default());
         let t = taken.clone();
-        capture::set(Some(Arc::new(move |m: &CapturedMessage<'_>| {
+        let sink: Sink = Arc::new(move |m: &CapturedMessage<'_>| {
             t.lock().unwrap_or_else(PoisonError::into_inner).push((m.endpoint, start.elapsed(), m.bytes.to_vec()));
-        })));
-        Recorder { start, taken, done: Mutex::default() }
+        });
+        Recorder { start, taken, sink, done: Mutex::default() }
+    }
+
+    /// `backend`, wrapped so that every Send posted on the queue pairs it makes is recorded
+    /// here. Wrap one backend per recorder (clone the wrapper for more threads): each wrapper
+    /// numbers its endpoints from 1, so two would mix their endpoints up.
+    pub fn capture<B: Backend>(&self, backend: B) -> Captured<B> {
+        Captured::new(backend, self.sink.clone())
     }
 
     /// Attributes the messages sent since the last call: a group of connections is over.
@@ -197,10 +218,9 @@ impl Recorder {
         *connections += endpoints.len().div_ceil(2);
     }
 
-    /// Closes the last group, removes the tap and returns every message, in the order sent.
+    /// Closes the last group and returns every message, in the order sent.
     pub fn finish(self) -> Vec<Sent> {
         self.close_group();
-        capture::set(None);
         std::mem::take(&mut self.done.lock().unwrap_or_else(PoisonError::into_inner).0)
     }
 
@@ -210,20 +230,26 @@ impl Recorder {
     }
 }
 
-impl Drop for Recorder {
-    fn drop(&mut self) {
-        capture::set(None);
-    }
-}
-
-/// Runs `run` on each cell, one after the other, under a [`Recorder`]; returns the outcomes
-/// and every message sent, each cell's connections numbered after the previous cell's.
-pub fn record(cells: &[Cell], mut run: impl FnMut(Cell) -> Outcome) -> (Vec<Outcome>, Vec<Sent>) {
+/// Runs `run` on each cell, one after the other, with `backend` wrapped by a [`Recorder`];
+/// returns the outcomes and every message sent, each cell's connections numbered after the
+/// previous cell's.
+///
+/// ```
+/// use interop_tests::pcap::record;
+/// let (outcomes, sent) = record(verbs::InProcess, &[], |_backend, _cell| unreachable!());
+/// assert!(outcomes.is_empty() && sent.is_empty());
+/// ```
+pub fn record<B: Backend>(
+    backend: B,
+    cells: &[Cell],
+    mut run: impl FnMut(&Captured<B>, Cell) -> Outcome,
+) -> (Vec<Outcome>, Vec<Sent>) {
     let recorder = Recorder::start();
+    let backend = recorder.capture(backend);
     let outcomes = cells
         .iter()
         .map(|&cell| {
-            let o = run(cell);
+            let o = run(&backend, cell);
             recorder.close_group();
             o
         })

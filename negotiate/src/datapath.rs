@@ -23,7 +23,6 @@
 //! * Responder: [`fetch_call`] (RDMA Read of the Read chunks, reassembly), then [`send_reply`]
 //!   (RDMA Writes into the Requester's chunks, then the Send, with Invalidate when allowed) or
 //!   [`send_error`].
-//! * [`capture`]: an optional process-global tap that sees the bytes of every Send posted.
 //!
 //! The helpers block (post, then wait up to the connection's timeout). A later dispatcher that
 //! polls one completion queue for many calls replaces [`Connection::wait`] and nothing else.
@@ -72,7 +71,6 @@
 //! ```
 
 mod call;
-pub mod capture;
 mod receive;
 mod registrar;
 mod reply;
@@ -234,8 +232,6 @@ pub struct Connection<B: Backend> {
     sends: Mutex<SendBuffers<B::Region>>,
     /// Chunk buffers of earlier calls, reused ([`Connection::chunk_buffer`]).
     chunks: Mutex<Vec<Vec<u8>>>,
-    /// This side's number for [`capture`], drawn on its first Send under a sink.
-    capture: capture::Endpoint,
 }
 
 impl<B: Backend> Connection<B> {
@@ -250,7 +246,6 @@ impl<B: Backend> Connection<B> {
             set_aside: Mutex::new(Reaped::default()),
             sends: Mutex::new(SendBuffers { free: Vec::new(), in_flight: HashMap::new(), registered: 0 }),
             chunks: Mutex::default(),
-            capture: Default::default(),
         }
     }
 
@@ -487,7 +482,8 @@ impl<B: Backend> Connection<B> {
 
     /// Posts one Send `id` (with Invalidate of `invalidate`) whose bytes `fill` writes into a
     /// buffer of `capacity` bytes and counts; a failing `fill` posts nothing. Every message
-    /// this crate sends passes here, and [`capture`] taps it here.
+    /// this crate sends passes here (to capture them, wrap the backend in
+    /// `verbs::capture::Captured`).
     ///
     /// The buffer is a registered Send buffer reused from an earlier Send when the message fits
     /// one of [`SEND_BUFFER_LEN`] (registering a buffer per Send is what a small message cost
@@ -505,7 +501,6 @@ impl<B: Backend> Connection<B> {
             let mut bytes = vec![0; capacity];
             let len = fill(&mut bytes)?;
             bytes.truncate(len);
-            capture::sent(&self.capture, &bytes);
             let region = self.pd.register(bytes, Access::empty())?;
             self.qp.post_send(id, &[Sge::whole(&region)], invalidate)?;
             return Ok(());
@@ -522,9 +517,7 @@ impl<B: Backend> Connection<B> {
             None => self.pd.register(vec![0; SEND_BUFFER_LEN], Access::empty())?,
         };
         let filled = region.with_mut(|b| {
-            let len = fill(&mut b[..capacity])?;
-            capture::sent(&self.capture, &b[..len]);
-            Ok::<_, DataPathError>(len)
+            fill(&mut b[..capacity])
         });
         let posted = filled.and_then(|len| Ok(self.qp.post_send(id, &[Sge::new(&region, 0, len)], invalidate)?));
         let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);

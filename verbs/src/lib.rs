@@ -57,6 +57,7 @@
 #![cfg_attr(feature = "rdma", deny(unsafe_code))]
 #![warn(missing_docs)]
 
+pub mod capture;
 mod cm;
 mod completion;
 pub mod inproc;
@@ -64,6 +65,7 @@ mod memory;
 #[cfg(feature = "rdma")]
 #[allow(unsafe_code)]
 pub mod rdma;
+mod rules;
 pub mod tcp;
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -393,6 +395,76 @@ pub trait QueuePair: Send + Sync {
     /// + `ibv_poll_cq`).
     fn wait_cq(&self, timeout: Duration) -> Option<Completion>;
 
+    /// A file descriptor that an event loop (epoll, tokio's `AsyncFd`, ...) can watch instead
+    /// of blocking a thread in [`wait_cq`](QueuePair::wait_cq): once
+    /// [`req_notify_cq`](QueuePair::req_notify_cq) has armed it, it becomes readable when a
+    /// completion arrives. The loop, for any number of queue pairs on one thread:
+    ///
+    /// 1. [`poll_cq`](QueuePair::poll_cq) until it returns 0;
+    /// 2. call [`req_notify_cq`](QueuePair::req_notify_cq): if it returns true, completions
+    ///    arrived meanwhile, so go back to 1;
+    /// 3. wait until the fd is readable (it may be readable with nothing to poll: a waiter
+    ///    elsewhere took the completion), then go back to 1.
+    ///
+    /// The rdma-core backend returns an epoll fd over its completion channel; it stays valid
+    /// while the queue pair lives. The in-process and TCP backends return `None`: their
+    /// completions are produced by threads of this process, and waiting is
+    /// [`wait_cq`](QueuePair::wait_cq)'s (on a thread of the caller's, or the runtime's
+    /// blocking pool).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let client = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap().0
+    /// # });
+    /// # let pd = InProcess.alloc_pd().unwrap();
+    /// # let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+    /// # let _client = client.join().unwrap();
+    /// // Which way a generic event loop waits on `qp`:
+    /// let mut c = [Completion::default()];
+    /// match qp.completion_fd() {
+    ///     Some(_fd) => { /* register it with the event loop; steps 1 to 3 above */ }
+    ///     None => assert_eq!(qp.wait_cq(Duration::ZERO), None), // a blocking thread waits
+    /// }
+    /// assert_eq!(qp.poll_cq(&mut c), 0);
+    /// ```
+    #[cfg(unix)]
+    fn completion_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+
+    /// Arms [`completion_fd`](QueuePair::completion_fd) before a wait on it
+    /// (`ibv_req_notify_cq`, after reading and acknowledging the event that made it readable)
+    /// and returns whether completions are waiting already, which [`poll_cq`](QueuePair::poll_cq)
+    /// then returns: a completion that arrived before the arm raises no notification, so the
+    /// caller must not wait on the fd when this returns true. Backends without a
+    /// `completion_fd` have nothing to arm and return true.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let client = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap().0
+    /// # });
+    /// # let pd = InProcess.alloc_pd().unwrap();
+    /// # let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+    /// # let _client = client.join().unwrap();
+    /// // The in-process backend has no fd: never wait on one after this.
+    /// assert!(qp.req_notify_cq());
+    /// ```
+    fn req_notify_cq(&self) -> bool {
+        true
+    }
+
     /// Waits up to `timeout` (zero: just polls) for a connection-manager event on this
     /// connection (`rdma_get_cm_event`).
     fn cm_event(&self, timeout: Duration) -> Option<CmEvent>;
@@ -505,6 +577,49 @@ pub trait ConnectRequest: Send {
         private_data: &[u8],
         caps: QpCaps,
         before: impl FnOnce(&Self::Qp) -> Result<()>,
+    ) -> Result<Self::Qp>
+    where
+        Self: Sized,
+    {
+        self.accept_owning(pd, private_data, caps, |qp| {
+            let r = before(&qp);
+            (qp, r)
+        })
+    }
+
+    /// What backends implement under [`accept_with`](ConnectRequest::accept_with): `before`
+    /// takes the new queue pair by value and hands it back with its result, so that a
+    /// decorator ([`capture::Captured`]) can run its caller's hook on a wrapper of the queue
+    /// pair, which it could not build from a reference. The rules are `accept_with`'s.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let client = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap().0
+    /// # });
+    /// let pd = InProcess.alloc_pd().unwrap();
+    /// let buf = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    /// let req = listener.get_request(t).unwrap();
+    /// let qp = req
+    ///     .accept_owning(&pd, &[], QpCaps::default(), |qp| {
+    ///         let posted = qp.post_recv(7, Sge::whole(&buf));
+    ///         (qp, posted)
+    ///     })
+    ///     .unwrap();
+    /// assert_eq!(qp.state(), QpState::Ready);
+    /// # let _client = client.join().unwrap();
+    /// ```
+    fn accept_owning(
+        self,
+        pd: &Self::Pd,
+        private_data: &[u8],
+        caps: QpCaps,
+        before: impl FnOnce(Self::Qp) -> (Self::Qp, Result<()>),
     ) -> Result<Self::Qp>;
 
     /// Rejects the request (`rdma_reject`); the active side's connect fails with

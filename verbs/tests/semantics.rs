@@ -11,6 +11,9 @@ use verbs::*;
 const T: Duration = Duration::from_secs(10);
 /// How long to wait for something that must *not* happen.
 const BRIEF: Duration = Duration::from_millis(50);
+/// How long a spawned waiter gets to reach its sleep before what should wake it happens (long:
+/// a thread's start under the guest's emulation can take tens of milliseconds).
+const SETTLE: Duration = Duration::from_millis(500);
 
 struct Pair<B: Backend> {
     cpd: B::Pd,
@@ -65,6 +68,15 @@ fn assert_torn_down<B: Backend>(p: &Pair<B>) {
         assert_eq!(qp.state(), QpState::Error);
         assert_eq!(qp.cm_event(BRIEF), None);
     }
+}
+
+/// Waits on `qp` for up to [`T`] and returns the completion, which must have woken the wait
+/// before its timeout (a wait that times out still takes what has arrived by then).
+fn woken<Q: QueuePair>(qp: &Q) -> Completion {
+    let started = std::time::Instant::now();
+    let c = qp.wait_cq(T).expect("a completion");
+    assert!(started.elapsed() < T, "the waiter slept to its timeout: {c:?}");
+    c
 }
 
 fn pattern(len: usize, seed: u8) -> Vec<u8> {
@@ -557,6 +569,100 @@ fn receive_queue_depth_is_enforced<B: Backend>(b: &B) {
     assert_eq!(p.server.state(), QpState::Ready);
 }
 
+/// A waiter asleep in `wait_cq` when the completion arrives is woken for it (on rdma-core: the
+/// completion channel's event, armed before it slept), not left to its timeout.
+fn a_sleeping_waiter_wakes_for_a_completion<B: Backend>(b: &B) {
+    let p = pair(b);
+    let buf = p.spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    p.server.post_recv(1, Sge::whole(&buf)).unwrap();
+    let msg = p.cpd.register(b"late".to_vec(), Access::empty()).unwrap();
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| woken(&p.server));
+        std::thread::sleep(SETTLE);
+        p.client.post_send(2, &[Sge::whole(&msg)], None).unwrap();
+        let c = waiter.join().unwrap();
+        assert_eq!((c.wr_id, c.opcode, c.byte_len), (1, Opcode::Recv, 4));
+    });
+    expect(&p.client, 2, Opcode::Send, Status::Success);
+}
+
+/// Several threads waiting on one queue pair at once each get a completion of their own: none
+/// is lost, none is handed out twice, and a completion one waiter's poll took along does not
+/// leave another asleep.
+fn several_waiters_each_get_one_completion<B: Backend>(b: &B) {
+    const N: u64 = 4;
+    let p = pair(b);
+    let buf = p.spd.register(vec![0; 16 * N as usize], Access::LOCAL_WRITE).unwrap();
+    for i in 0..N {
+        p.server.post_recv(i, Sge::new(&buf, 16 * i as usize, 16)).unwrap();
+    }
+    let msg = p.cpd.register(vec![7; 8], Access::empty()).unwrap();
+    let mut got: Vec<u64> = std::thread::scope(|s| {
+        let waiters: Vec<_> = (0..N).map(|_| s.spawn(|| woken(&p.server))).collect();
+        std::thread::sleep(SETTLE);
+        for i in 0..N {
+            p.client.post_send(100 + i, &[Sge::whole(&msg)], None).unwrap();
+        }
+        waiters.into_iter().map(|w| w.join().unwrap().wr_id).collect()
+    });
+    got.sort_unstable();
+    assert_eq!(got, (0..N).collect::<Vec<_>>());
+    for i in 0..N {
+        expect(&p.client, 100 + i, Opcode::Send, Status::Success);
+    }
+    assert_eq!(p.server.wait_cq(BRIEF), None);
+}
+
+/// A work request posted in the Error state completes (flushed) without the device on
+/// rdma-core; a thread already waiting is woken for it all the same.
+fn a_waiter_wakes_for_a_work_request_flushed_at_post<B: Backend>(b: &B) {
+    let p = pair(b);
+    p.client.disconnect();
+    assert_eq!(p.client.cm_event(T), Some(CmEvent::Disconnected));
+    let msg = p.cpd.register(vec![1; 8], Access::empty()).unwrap();
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| woken(&p.client));
+        std::thread::sleep(SETTLE);
+        p.client.post_send(5, &[Sge::whole(&msg)], None).unwrap();
+        let c = waiter.join().unwrap();
+        assert_eq!((c.wr_id, c.opcode, c.status), (5, Opcode::Send, Status::WorkRequestFlushed));
+    });
+}
+
+/// The event-loop protocol of [`QueuePair::completion_fd`], for backends that have the fd:
+/// armed and idle, the fd is not readable; a completion makes it readable; arming again
+/// consumes that notification; a completion the backend makes itself wakes it too.
+#[cfg(feature = "rdma")]
+fn completion_fd_wakes_an_event_loop<B: Backend>(b: &B) {
+    use std::os::fd::{AsRawFd, BorrowedFd};
+    fn readable(fd: BorrowedFd<'_>, within: Duration) -> bool {
+        let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd on an fd the queue pair keeps open while borrowed.
+        unsafe { libc::poll(&mut pfd, 1, within.as_millis() as i32) == 1 }
+    }
+    let p = pair(b);
+    let fd = p.server.completion_fd().expect("this backend has a completion fd");
+    let buf = p.spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    p.server.post_recv(1, Sge::whole(&buf)).unwrap();
+    let mut c = [Completion::default()];
+    assert_eq!(p.server.poll_cq(&mut c), 0);
+    assert!(!p.server.req_notify_cq(), "nothing has completed yet");
+    assert!(!readable(fd, BRIEF), "readable with nothing completed");
+    let msg = p.cpd.register(b"wake".to_vec(), Access::empty()).unwrap();
+    p.client.post_send(2, &[Sge::whole(&msg)], None).unwrap();
+    assert!(readable(fd, T), "the completion did not make the fd readable");
+    assert_eq!(p.server.poll_cq(&mut c), 1);
+    assert_eq!((c[0].wr_id, c[0].byte_len), (1, 4));
+    assert!(!p.server.req_notify_cq(), "nothing more has completed");
+    assert!(!readable(fd, BRIEF), "arming did not consume the notification");
+    expect(&p.client, 2, Opcode::Send, Status::Success);
+    p.server.disconnect();
+    p.server.post_send(3, &[Sge::whole(&buf)], None).unwrap();
+    assert!(readable(fd, T), "a completion made by the backend did not make the fd readable");
+    assert_eq!(p.server.poll_cq(&mut c), 1);
+    assert_eq!((c[0].wr_id, c[0].status), (3, Status::WorkRequestFlushed));
+}
+
 fn rejected_and_unknown_connects_fail<B: Backend>(b: &B) {
     let listener = b.listen(&b.any_address()).unwrap();
     let addr = listener.local_addr();
@@ -636,6 +742,9 @@ macro_rules! instantiate {
                 rejected_and_unknown_connects_fail,
                 remote_write_needs_local_write_at_registration,
                 rdma_write_lands_exactly_when_in_bounds,
+                a_sleeping_waiter_wakes_for_a_completion,
+                several_waiters_each_get_one_completion,
+                a_waiter_wakes_for_a_work_request_flushed_at_post,
                 $($extra,)*
             );
         }
@@ -659,6 +768,7 @@ instantiate!(
         Some(b) => b,
         None => return,
     };
+    completion_fd_wakes_an_event_loop
 );
 
 /// What Soft-RoCE does differently, asserted so that a kernel that fixes it fails here and the

@@ -148,18 +148,19 @@ impl ConnectRequest for InProcRequest {
         &self.private_data
     }
 
-    fn accept_with(
+    fn accept_owning(
         self,
         pd: &InProcPd,
         private_data: &[u8],
         caps: QpCaps,
-        before: impl FnOnce(&InProcQp) -> Result<()>,
+        before: impl FnOnce(InProcQp) -> (InProcQp, Result<()>),
     ) -> Result<InProcQp> {
         // On error `self` drops here, which rejects the active side.
         let private_data = pad_private_data(private_data, ACCEPT_PRIVATE_DATA_MAX)?;
         let (theirs, ours) = connect_pair(&self.peer_pd, self.peer_caps, pd, caps);
         // The active side cannot post anything before it holds its queue pair, sent below.
-        before(&ours)?;
+        let (ours, before) = before(ours);
+        before?;
         // A failed send means the connector gave up; its queue pair drops with the error
         // value and disconnects, and we report that instead of handing out a dead queue pair.
         self.reply.send(Ok((theirs, private_data))).map_err(|_| Error::ConnectionAborted)?;

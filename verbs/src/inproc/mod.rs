@@ -25,6 +25,9 @@
 //! * private data is limited to 56 bytes on connect and 196 on accept and delivered zero-padded
 //!   to that size.
 //!
+//! The rules above are written once (in the crate's private `rules` module) and applied by both
+//! software backends: here at post time, by the [TCP backend](crate::tcp) when a frame arrives.
+//!
 //! Addresses are names in a process-global registry, written `inproc:NAME`; `inproc:*` binds a
 //! fresh unique name.
 //!
@@ -35,7 +38,7 @@
 mod cm;
 mod keys;
 mod qp;
-mod region;
+pub(crate) mod region;
 
 use std::time::Duration;
 

@@ -9,10 +9,11 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::lock;
-use super::region::{check, transfer, Fault, InProcPd, InProcRegion, PdShared, RegionInner, Rule};
+use super::region::{transfer, Fault, InProcPd, InProcRegion, PdShared, Rule};
+use crate::rules::{self, PostedRecv, Queues, Refusal, UNUSABLE_RECEIVE};
 use crate::{
     check_window, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf,
     Result, Sge, Status,
@@ -43,26 +44,18 @@ struct Side {
     pd: Arc<PdShared>,
     caps: QpCaps,
     rq: VecDeque<PostedRecv>,
-    cq: VecDeque<Completion>,
-    /// Send-queue completions queued and not yet reaped.
-    sq_outstanding: u32,
+    /// Completions; a send-queue one holds its slot from when it is queued until reaped.
+    q: Queues,
     events: VecDeque<CmEvent>,
-}
-
-struct PostedRecv {
-    wr_id: u64,
-    region: Arc<RegionInner>,
-    offset: usize,
-    len: usize,
 }
 
 impl ConnState {
     fn complete(&mut self, side: usize, c: Completion) {
-        let s = &mut self.sides[side];
+        let q = &mut self.sides[side].q;
         if c.opcode.is_send_queue() {
-            s.sq_outstanding += 1;
+            q.sq_outstanding += 1;
         }
-        s.cq.push_back(c);
+        q.cq.push_back(c);
     }
 
     /// Tears the connection down: both sides to Error, posted Receives flushed, one
@@ -86,23 +79,13 @@ impl ConnState {
     }
 }
 
-/// Total length of `sges`, which must fit the 32-bit verbs byte count.
-fn total_len(sges: &[Sge<'_, InProcRegion>], max_sge: u32) -> Result<u32> {
-    if sges.len() > max_sge as usize {
-        return Err(Error::TooManySges(sges.len()));
-    }
-    let total = sges.iter().try_fold(0usize, |acc, s| acc.checked_add(s.len)).ok_or(Error::TooLong)?;
-    u32::try_from(total).map_err(|_| Error::TooLong)
-}
-
 pub(crate) fn connect_pair(a: &InProcPd, a_caps: QpCaps, b: &InProcPd, b_caps: QpCaps) -> (InProcQp, InProcQp) {
     let side = |pd: &InProcPd, caps| Side {
         qp: super::keys::next_id(),
         pd: pd.0.clone(),
         caps,
         rq: VecDeque::new(),
-        cq: VecDeque::new(),
-        sq_outstanding: 0,
+        q: Queues::default(),
         events: VecDeque::new(),
     };
     let conn = Arc::new(Conn {
@@ -118,7 +101,7 @@ impl InProcQp {
     fn begin_send(&self, wr_id: u64, opcode: Opcode) -> Result<Option<MutexGuard<'_, ConnState>>> {
         let mut st = lock(&self.conn.st);
         let side = &st.sides[self.me];
-        if side.sq_outstanding >= side.caps.max_send_wr {
+        if side.q.sq_outstanding >= side.caps.max_send_wr {
             return Err(Error::QueueFull);
         }
         if !st.connected {
@@ -131,15 +114,14 @@ impl InProcQp {
     }
 
     fn local_ok(&self, st: &ConnState, sges: &[Sge<'_, InProcRegion>], write: bool) -> bool {
-        let rule = Rule::Local { pd: st.sides[self.me].pd.id, write };
-        sges.iter().all(|s| check(&s.region.0, s.offset, s.len, rule))
+        rules::local_sges_ok(sges, st.sides[self.me].pd.id, write)
     }
 
     /// The common path of RDMA Write and Read: resolve and bounds-check the remote range as a
     /// whole (so nothing moves unless all of it is inside the region), then move each SGE.
     fn rdma(&self, wr_id: u64, sges: &[Sge<'_, InProcRegion>], remote: RemoteBuf, opcode: Opcode) -> Result<()> {
         let me = self.me;
-        let total = total_len(sges, self.caps.max_sge)?;
+        let total = rules::total_len(sges, self.caps.max_sge)?;
         let Some(mut st) = self.begin_send(wr_id, opcode)? else { return Ok(()) };
         let write = opcode == Opcode::RdmaWrite;
         // Local faults are the requester's and are detected before anything reaches the wire.
@@ -147,14 +129,15 @@ impl InProcQp {
             st.fatal(me, wr_id, Status::LocalProtectionError, opcode);
             return self.finish(st);
         }
-        // Zero-length RDMA operations do not validate the rkey (IBA 9.4.3, 9.4.4).
-        if total > 0 {
-            let need = if write { Access::REMOTE_WRITE } else { Access::REMOTE_READ };
-            let peer = &st.sides[1 - me];
-            let Some((target, base)) = peer.pd.resolve(remote.rkey, remote.addr, total as usize, need, peer.qp) else {
-                st.fatal(me, wr_id, Status::RemoteAccessError, opcode);
+        let peer = &st.sides[1 - me];
+        let target = match rules::rdma_target(&peer.pd, peer.qp, remote, total as usize, write) {
+            Ok(target) => target,
+            Err(status) => {
+                st.fatal(me, wr_id, status, opcode);
                 return self.finish(st);
-            };
+            }
+        };
+        if let Some((target, base)) = target {
             let local = Rule::Local { pd: st.sides[me].pd.id, write: !write };
             let remote_rule = Rule::Remote;
             let mut at = base;
@@ -194,29 +177,9 @@ impl InProcQp {
     }
 
     /// Waits on the connection's condvar until `take` yields something or `timeout` passes.
-    fn wait_for<T>(&self, timeout: Duration, mut take: impl FnMut(&mut ConnState) -> Option<T>) -> Option<T> {
-        let deadline = Instant::now().checked_add(timeout);
-        let mut st = lock(&self.conn.st);
-        loop {
-            if let Some(v) = take(&mut st) {
-                return Some(v);
-            }
-            let left = match deadline {
-                Some(d) => d.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?,
-                None => Duration::from_secs(3600),
-            };
-            st = self.conn.cv.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
-        }
+    fn wait_for<T>(&self, timeout: Duration, take: impl FnMut(&mut ConnState) -> Option<T>) -> Option<T> {
+        rules::wait_for(&self.conn.st, &self.conn.cv, timeout, take)
     }
-}
-
-fn pop_completion(st: &mut ConnState, me: usize) -> Option<Completion> {
-    let side = &mut st.sides[me];
-    let c = side.cq.pop_front()?;
-    if c.opcode.is_send_queue() {
-        side.sq_outstanding -= 1;
-    }
-    Some(c)
 }
 
 impl QueuePair for InProcQp {
@@ -228,10 +191,8 @@ impl QueuePair for InProcQp {
         if side.rq.len() >= side.caps.max_recv_wr as usize {
             return Err(Error::QueueFull);
         }
-        u32::try_from(sge.len).map_err(|_| Error::TooLong)?;
+        let r = PostedRecv::new(wr_id, sge)?;
         if st.connected {
-            // Validated when a Send lands in it, as hardware does.
-            let r = PostedRecv { wr_id, region: sge.region.0.clone(), offset: sge.offset, len: sge.len };
             st.sides[self.me].rq.push_back(r);
             return Ok(());
         }
@@ -241,54 +202,43 @@ impl QueuePair for InProcQp {
 
     fn post_send(&self, wr_id: u64, sges: &[Sge<'_, InProcRegion>], invalidate: Option<u32>) -> Result<()> {
         let (me, peer) = (self.me, 1 - self.me);
-        let total = total_len(sges, self.caps.max_sge)?;
+        let total = rules::total_len(sges, self.caps.max_sge)?;
         let Some(mut st) = self.begin_send(wr_id, Opcode::Send)? else { return Ok(()) };
         if !self.local_ok(&st, sges, false) {
             st.fatal(me, wr_id, Status::LocalProtectionError, Opcode::Send);
             return self.finish(st);
         }
-        let Some(recv) = st.sides[peer].rq.pop_front() else {
-            // No Receive posted, and rnr_retry_count is 0: the sender gives up at once.
-            st.fatal(me, wr_id, Status::RnrRetryExceeded, Opcode::Send);
-            return self.finish(st);
-        };
-        let recv_fail = |st: &mut ConnState, recv_status, send_status| {
-            st.complete(peer, Completion::new(recv.wr_id, recv_status, Opcode::Recv, 0));
-            st.fatal(me, wr_id, send_status, Opcode::Send);
-        };
-        if total as usize > recv.len {
-            recv_fail(&mut st, Status::LocalLengthError, Status::RemoteInvalidRequest);
-            return self.finish(st);
-        }
-        let dst_rule = Rule::Local { pd: st.sides[peer].pd.id, write: true };
-        if total > 0 && !check(&recv.region, recv.offset, total as usize, dst_rule) {
-            recv_fail(&mut st, Status::LocalProtectionError, Status::RemoteOperationError);
-            return self.finish(st);
-        }
-        if let Some(rkey) = invalidate {
-            let side = &st.sides[peer];
-            if !side.pd.invalidate_remote(rkey, side.qp) {
-                recv_fail(&mut st, Status::LocalProtectionError, Status::RemoteOperationError);
-                return self.finish(st);
+        let refuse = |st: &mut ConnState, recv: Option<PostedRecv>, r: Refusal| {
+            if let (Some(recv), Some(status)) = (recv, r.recv) {
+                st.complete(peer, Completion::new(recv.wr_id, status, Opcode::Recv, 0));
             }
+            st.fatal(me, wr_id, r.sender, Opcode::Send);
+        };
+        let side = &st.sides[peer];
+        if let Err(r) = rules::admit_send(side.rq.front(), total as usize, invalidate, &side.pd, side.qp) {
+            let recv = st.sides[peer].rq.pop_front();
+            refuse(&mut st, recv, r);
+            return self.finish(st);
         }
+        let recv = st.sides[peer].rq.pop_front().expect("admitted: a Receive is posted");
         let src_rule = Rule::Local { pd: st.sides[me].pd.id, write: false };
+        let dst_rule = PostedRecv::rule(&st.sides[peer].pd);
         let mut at = recv.offset;
         for s in sges {
             if let Err(f) = transfer(&s.region.0, s.offset, src_rule, &recv.region, at, dst_rule, s.len) {
                 // Only reachable if a region was invalidated or deregistered concurrently.
-                let (r, w) = match f {
-                    Fault::Src => (Status::WorkRequestFlushed, Status::LocalProtectionError),
-                    Fault::Dst => (Status::LocalProtectionError, Status::RemoteOperationError),
+                let r = match f {
+                    Fault::Src => {
+                        Refusal { recv: Some(Status::WorkRequestFlushed), sender: Status::LocalProtectionError }
+                    }
+                    Fault::Dst => UNUSABLE_RECEIVE,
                 };
-                recv_fail(&mut st, r, w);
+                refuse(&mut st, Some(recv), r);
                 return self.finish(st);
             }
             at += s.len;
         }
-        let mut rc = Completion::new(recv.wr_id, Status::Success, Opcode::Recv, total);
-        rc.invalidated_rkey = invalidate;
-        st.complete(peer, rc);
+        st.complete(peer, recv.received(total as usize, invalidate));
         st.complete(me, Completion::new(wr_id, Status::Success, Opcode::Send, total));
         self.finish(st)
     }
@@ -340,18 +290,11 @@ impl QueuePair for InProcQp {
     }
 
     fn poll_cq(&self, out: &mut [Completion]) -> usize {
-        let mut st = lock(&self.conn.st);
-        let mut n = 0;
-        while n < out.len() {
-            let Some(c) = pop_completion(&mut st, self.me) else { break };
-            out[n] = c;
-            n += 1;
-        }
-        n
+        lock(&self.conn.st).sides[self.me].q.poll(out)
     }
 
     fn wait_cq(&self, timeout: Duration) -> Option<Completion> {
-        self.wait_for(timeout, |st| pop_completion(st, self.me))
+        self.wait_for(timeout, |st| st.sides[self.me].q.pop())
     }
 
     fn cm_event(&self, timeout: Duration) -> Option<CmEvent> {

@@ -261,7 +261,7 @@ pub(crate) enum Rule {
 }
 
 impl Rule {
-    fn allows(self, r: &RegionInner, d: &RegionData, off: usize, len: usize) -> bool {
+    pub(crate) fn allows(self, r: &RegionInner, d: &RegionData, off: usize, len: usize) -> bool {
         let in_range = off.checked_add(len).is_some_and(|end| end <= d.buf.len());
         let rights = match self {
             Rule::Local { pd, write } => r.pd.id == pd && (!write || r.access.contains(Access::LOCAL_WRITE)),

@@ -6,9 +6,10 @@ use std::time::{Duration, Instant};
 use rdma_sys::rdma_cm_event_type::*;
 use rdma_sys::*;
 
-use super::ffi::{self, errno, os_error, Event, Ptr};
+use super::conn::Conn;
+use super::ffi::{self, errno, os_error};
+use super::pd::RdmaPd;
 use super::qp::RdmaQp;
-use super::RdmaPd;
 use crate::{
     ConnectRequest, Error, ListenOptions, Listener, QpCaps, Result, ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX,
 };
@@ -23,126 +24,6 @@ const REJ_INVALID_SERVICE_ID: i32 = 8;
 const RETRY_COUNT: u8 = 3;
 /// RDMA Read depth offered on connect.
 const RD_ATOMIC: u8 = 4;
-
-/// An rdma_cm id on its own event channel, with the CQ and QP created on it. Dropping it
-/// destroys, in order, the QP, the CQ, the id and the channel.
-pub(super) struct Conn {
-    pub(super) channel: Ptr<rdma_event_channel>,
-    pub(super) id: Ptr<rdma_cm_id>,
-    pub(super) cq: Ptr<ibv_cq>,
-    has_qp: bool,
-}
-
-impl Conn {
-    /// A fresh event channel and an RC (`RDMA_PS_TCP`) id on it.
-    fn new() -> Result<Conn> {
-        let channel = new_channel()?;
-        let mut id = std::ptr::null_mut();
-        // SAFETY: `channel` is live; rdma_create_id writes the new id through `id`.
-        if unsafe { rdma_create_id(channel.0, &mut id, std::ptr::null_mut(), rdma_port_space::RDMA_PS_TCP) } != 0 {
-            let e = errno();
-            // SAFETY: the channel has no ids; destroyed once.
-            unsafe { rdma_destroy_event_channel(channel.0) };
-            return Err(os_error("rdma_create_id", e));
-        }
-        Ok(Conn { channel, id: Ptr(id), cq: Ptr::null(), has_qp: false })
-    }
-
-    /// An id handed out by a CONNECT_REQUEST, moved onto a channel of its own.
-    fn adopt(id: Ptr<rdma_cm_id>) -> Result<Conn> {
-        let channel = match new_channel() {
-            Ok(c) => c,
-            Err(e) => {
-                // SAFETY: we own the request's id; reject and destroy it once.
-                unsafe {
-                    rdma_reject(id.0, std::ptr::null(), 0);
-                    rdma_destroy_id(id.0);
-                }
-                return Err(e);
-            }
-        };
-        let conn = Conn { channel, id, cq: Ptr::null(), has_qp: false };
-        // SAFETY: both live; the request event has been acked, so migration does not block.
-        if unsafe { rdma_migrate_id(id.0, channel.0) } != 0 {
-            // Still on the listener's channel: destroying it is fine, the channel is not ours
-            // to destroy but `Conn::drop` destroys `channel`, our fresh empty one.
-            let e = errno();
-            // SAFETY: as above.
-            unsafe { rdma_reject(id.0, std::ptr::null(), 0) };
-            drop(conn);
-            return Err(os_error("rdma_migrate_id", e));
-        }
-        Ok(conn)
-    }
-
-    /// Creates the CQ (on the id's device) and the RC queue pair in `pd`
-    /// (`ibv_create_cq`, `rdma_create_qp`), every work request signaled.
-    fn create_qp(&mut self, pd: &RdmaPd, caps: QpCaps) -> Result<()> {
-        // SAFETY: `id` is live and resolved (or from a request), so `verbs` is its device.
-        let verbs = unsafe { (*self.id.0).verbs };
-        let cqe = caps.max_send_wr.saturating_add(caps.max_recv_wr).max(1).min(i32::MAX as u32) as i32;
-        // SAFETY: `verbs` is a live context; no channel, no context pointer.
-        let cq = unsafe { ibv_create_cq(verbs, cqe, std::ptr::null_mut(), std::ptr::null_mut(), 0) };
-        if cq.is_null() {
-            return Err(os_error("ibv_create_cq", errno()));
-        }
-        self.cq = Ptr(cq);
-        // SAFETY: ibv_qp_init_attr is plain data for which all-zero is a valid value.
-        let mut attr: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        attr.send_cq = cq;
-        attr.recv_cq = cq;
-        attr.qp_type = ibv_qp_type::IBV_QPT_RC;
-        attr.sq_sig_all = 1;
-        attr.cap.max_send_wr = caps.max_send_wr.max(1);
-        attr.cap.max_recv_wr = caps.max_recv_wr.max(1);
-        attr.cap.max_send_sge = caps.max_sge.max(1);
-        attr.cap.max_recv_sge = 1;
-        // SAFETY: id, pd and cq are live; attr is initialised.
-        if unsafe { rdma_create_qp(self.id.0, pd.0.pd.0, &mut attr) } != 0 {
-            return Err(os_error("rdma_create_qp", errno()));
-        }
-        self.has_qp = true;
-        Ok(())
-    }
-
-    /// The QP created by `create_qp`.
-    pub(super) fn qp(&self) -> Ptr<ibv_qp> {
-        // SAFETY: `id` is live; `qp` was set by rdma_create_qp.
-        Ptr(unsafe { (*self.id.0).qp })
-    }
-
-    fn next_event(&self, deadline: Instant) -> Result<Option<Event>> {
-        ffi::next_event(self.channel, deadline)
-    }
-}
-
-impl Drop for Conn {
-    fn drop(&mut self) {
-        // SAFETY: each object is destroyed once, dependents first; all events retrieved from
-        // the channel were acked at once, so rdma_destroy_id does not block on them.
-        unsafe {
-            if self.has_qp {
-                rdma_destroy_qp(self.id.0);
-            }
-            if !self.cq.is_null() {
-                ibv_destroy_cq(self.cq.0);
-            }
-            if !self.id.is_null() {
-                rdma_destroy_id(self.id.0);
-            }
-            rdma_destroy_event_channel(self.channel.0);
-        }
-    }
-}
-
-fn new_channel() -> Result<Ptr<rdma_event_channel>> {
-    // SAFETY: no arguments; returns null on failure.
-    let ch = unsafe { rdma_create_event_channel() };
-    if ch.is_null() {
-        return Err(os_error("rdma_create_event_channel", errno()));
-    }
-    Ok(Ptr(ch))
-}
 
 /// Connection parameters: `private_data` (borrowed for the call), `rnr_retry_count` 0.
 fn conn_param(private_data: &[u8], responder_resources: u8, initiator_depth: u8) -> rdma_conn_param {
@@ -258,12 +139,12 @@ impl ConnectRequest for RdmaRequest {
         &self.private_data
     }
 
-    fn accept_with(
+    fn accept_owning(
         mut self,
         pd: &RdmaPd,
         private_data: &[u8],
         caps: QpCaps,
-        before: impl FnOnce(&RdmaQp) -> Result<()>,
+        before: impl FnOnce(RdmaQp) -> (RdmaQp, Result<()>),
     ) -> Result<RdmaQp> {
         let mut conn = self.conn.take().expect("a request is accepted or rejected once");
         if private_data.len() > ACCEPT_PRIVATE_DATA_MAX {
@@ -276,12 +157,13 @@ impl ConnectRequest for RdmaRequest {
         }
         // The queue pair exists (in INIT; rdma_accept moves it on): Receives posted now are in
         // place for the peer's first Send. On any error below, dropping `qp` tears it down.
-        let mut qp = RdmaQp::unstarted(conn, pd.0.clone(), caps);
+        let qp = RdmaQp::unstarted(conn, pd.0.clone(), caps);
         let reject = |qp: &RdmaQp| {
             // SAFETY: the id is live and not yet accepted.
             unsafe { rdma_reject(qp.conn().id.0, std::ptr::null(), 0) };
         };
-        if let Err(e) = before(&qp) {
+        let (mut qp, before) = before(qp);
+        if let Err(e) = before {
             reject(&qp);
             return Err(e);
         }

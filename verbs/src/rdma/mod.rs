@@ -14,8 +14,13 @@
 //!   flushes it) and stashes [`CmEvent::Disconnected`](crate::CmEvent::Disconnected). Dropping the queue pair stops it.
 //! * Every connection uses `rnr_retry_count` 0 (a Send with no Receive posted fails at once
 //!   with [`Status::RnrRetryExceeded`](crate::Status::RnrRetryExceeded)) and a small transport `retry_count`.
-//! * One CQ per queue pair, polled; [`QueuePair::wait_cq`](crate::QueuePair::wait_cq) polls every 50 µs rather than
-//!   arming a completion channel (`ibv_req_notify_cq` is not used).
+//! * One CQ per queue pair, on a completion channel of its own.
+//!   [`QueuePair::wait_cq`](crate::QueuePair::wait_cq) polls, and when the CQ is empty arms it
+//!   (`ibv_req_notify_cq`), polls again (a completion that arrived before the arm raises no
+//!   event) and sleeps in `poll(2)` until the channel's event (`ibv_get_cq_event`, acknowledged
+//!   at once) or its timeout; any number of threads may wait at once. Completions the backend
+//!   makes itself (below) wake sleepers through an eventfd. An epoll fd over both is
+//!   [`QueuePair::completion_fd`](crate::QueuePair::completion_fd), for event loops.
 //! * Queue capacities are enforced by the backend (providers round them up, rxe to 2^n-1).
 //! * Any error completion other than a flush makes this side call `rdma_disconnect`, so the
 //!   peer too sees [`CmEvent::Disconnected`](crate::CmEvent::Disconnected) and goes to [`QpState::Error`](crate::QpState::Error), as the crate
@@ -52,26 +57,28 @@
 //!   events and disconnects on stderr.
 //! * Received private data is delivered exactly as librdmacm hands it over (padded by the CM
 //!   to 56 bytes on connect and 196 on accept).
-//! * Setup failures that the crate's [`Error`] has no variant for (no device, `ibv_alloc_pd`
-//!   or `ibv_create_cq` failing, ...) are reported as [`Error::BadAddress`] naming the call
+//! * Setup failures that the crate's [`Error`](crate::Error) has no variant for (no device, `ibv_alloc_pd`
+//!   or `ibv_create_cq` failing, ...) are reported as [`Error::BadAddress`](crate::Error::BadAddress) naming the call
 //!   and errno.
 
+// Who uses whom, one way only: `cm` (listen, connect, accept) builds `RdmaQp`s (`qp`) on
+// `Conn`s (`conn`: the cm_id, its event channel and the QP's resources); `qp` and `conn` use
+// `pd`'s protection domains and regions; everything uses `ffi`.
 mod cm;
+mod conn;
+mod cq;
 mod ffi;
+mod pd;
 mod qp;
 
-use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
-use rdma_sys::*;
-
 pub use cm::{RdmaListener, RdmaRequest};
-use ffi::{errno, os_error, Ptr};
+pub use pd::{RdmaPd, RdmaRegion};
 pub use qp::RdmaQp;
 
-use crate::{lock, Access, Backend, Error, ListenOptions, MemoryRegion, ProtectionDomain, QpCaps, Result};
+use crate::{Backend, ListenOptions, QpCaps, Result};
 
 /// The rdma-core backend: a local IPv4 address on an RDMA device (`rdma_bind_addr` binds it
 /// for [`listen`](Backend::listen) on [`any_address`](Backend::any_address)).
@@ -116,34 +123,6 @@ impl Rdma {
         Some(Rdma::new(host))
     }
 }
-
-/// The device context librdmacm opened for the first RDMA device (`rdma_get_devices`). The
-/// cm_ids librdmacm resolves on that device report the same context, so PDs allocated on it
-/// serve their queue pairs. Only the first device is used.
-fn device() -> Result<Ptr<ibv_context>> {
-    static DEVICE: OnceLock<std::result::Result<Ptr<ibv_context>, i32>> = OnceLock::new();
-    let r = DEVICE.get_or_init(|| {
-        let mut n = 0;
-        // SAFETY: rdma_get_devices returns a NULL-terminated array of contexts that librdmacm
-        // keeps open for the life of the process; we copy the first pointer and free the array
-        // only (rdma_free_devices does not close the contexts).
-        unsafe {
-            let list = rdma_get_devices(&mut n);
-            if list.is_null() {
-                return Err(errno());
-            }
-            let first = if n > 0 { *list } else { std::ptr::null_mut() };
-            rdma_free_devices(list);
-            if first.is_null() {
-                Err(libc::ENODEV)
-            } else {
-                Ok(Ptr(first))
-            }
-        }
-    });
-    r.map_err(|e| os_error("rdma_get_devices", e))
-}
-
 impl Backend for Rdma {
     type Pd = RdmaPd;
     type Region = RdmaRegion;
@@ -156,13 +135,7 @@ impl Backend for Rdma {
     }
 
     fn alloc_pd(&self) -> Result<RdmaPd> {
-        let ctx = device()?;
-        // SAFETY: `ctx` is a live device context (see `device`).
-        let pd = unsafe { ibv_alloc_pd(ctx.0) };
-        if pd.is_null() {
-            return Err(os_error("ibv_alloc_pd", errno()));
-        }
-        Ok(RdmaPd(Arc::new(PdInner { pd: Ptr(pd), regions: Mutex::new(HashMap::new()) })))
+        pd::alloc_pd()
     }
 
     fn listen_with(&self, addr: &str, opts: &ListenOptions) -> Result<RdmaListener> {
@@ -178,158 +151,5 @@ impl Backend for Rdma {
         timeout: Duration,
     ) -> Result<(RdmaQp, Vec<u8>)> {
         cm::connect(pd, addr, private_data, caps, timeout)
-    }
-}
-
-/// A protection domain (`ibv_alloc_pd`), deallocated when the last handle, region and queue
-/// pair using it are gone.
-#[derive(Clone)]
-pub struct RdmaPd(Arc<PdInner>);
-
-pub(crate) struct PdInner {
-    pd: Ptr<ibv_pd>,
-    /// Live registrations by rkey, for Local Invalidate.
-    regions: Mutex<HashMap<u32, Weak<RegionInner>>>,
-}
-
-impl Drop for PdInner {
-    fn drop(&mut self) {
-        // SAFETY: every region and queue pair holds an Arc to this, so none is left.
-        unsafe { ibv_dealloc_pd(self.pd.0) };
-    }
-}
-
-impl PdInner {
-    /// Invalidates the region registered here with `rkey` by deregistering it; false if no
-    /// live region has that rkey.
-    fn invalidate(&self, rkey: u32) -> bool {
-        let region = lock(&self.regions).remove(&rkey).and_then(|w| w.upgrade());
-        region.is_some_and(|r| r.dereg())
-    }
-}
-
-impl ProtectionDomain for RdmaPd {
-    type Region = RdmaRegion;
-
-    fn register(&self, mut buf: Vec<u8>, access: Access) -> Result<RdmaRegion> {
-        if access.contains(Access::REMOTE_WRITE) && !access.contains(Access::LOCAL_WRITE) {
-            return Err(Error::InvalidAccess(access));
-        }
-        // SAFETY: the buffer's heap allocation is owned by the region from here on and never
-        // resized or moved until ibv_dereg_mr has run (in `dereg` or `Drop`), so the pinned
-        // range stays valid for as long as the MR exists.
-        // MW_BIND on every registration: any region may carry memory windows (type 2), the
-        // only keys a peer's Send with Invalidate can kill.
-        let flags = access.bits() | ibv_access_flags::IBV_ACCESS_MW_BIND.0;
-        let mr = unsafe { ibv_reg_mr(self.0.pd.0, buf.as_mut_ptr().cast(), buf.len(), flags as i32) };
-        if mr.is_null() {
-            let e = errno();
-            return Err(if e == libc::EINVAL { Error::InvalidAccess(access) } else { os_error("ibv_reg_mr", e) });
-        }
-        // SAFETY: `mr` was just returned by ibv_reg_mr.
-        let (addr, lkey, rkey) = unsafe { ((*mr).addr as u64, (*mr).lkey, (*mr).rkey) };
-        let inner = Arc::new(RegionInner {
-            pd: self.0.clone(),
-            access,
-            addr,
-            len: buf.len(),
-            lkey,
-            rkey,
-            state: Mutex::new(RegionState { buf, mr: Ptr(mr), deregistered: false }),
-        });
-        lock(&self.0.regions).insert(rkey, Arc::downgrade(&inner));
-        Ok(RdmaRegion(inner))
-    }
-}
-
-/// A registered region (`ibv_reg_mr`) owning its buffer. Clones are handles to one region.
-#[derive(Clone)]
-pub struct RdmaRegion(Arc<RegionInner>);
-
-pub(crate) struct RegionInner {
-    pd: Arc<PdInner>,
-    access: Access,
-    addr: u64,
-    len: usize,
-    lkey: u32,
-    rkey: u32,
-    state: Mutex<RegionState>,
-}
-
-struct RegionState {
-    /// The registered memory; the device reads and writes it through `mr` while it lives.
-    buf: Vec<u8>,
-    /// Null once invalidated or deregistered.
-    mr: Ptr<ibv_mr>,
-    /// The buffer was handed back by `deregister`.
-    deregistered: bool,
-}
-
-impl RegionInner {
-    /// The live `ibv_mr`, for binding a window over it; `None` once deregistered.
-    fn mr(&self) -> Option<Ptr<ibv_mr>> {
-        let mr = lock(&self.state).mr;
-        (!mr.is_null()).then_some(mr)
-    }
-
-    /// `ibv_dereg_mr`, keeping the buffer; false if already done.
-    fn dereg(&self) -> bool {
-        let mut st = lock(&self.state);
-        if st.mr.is_null() {
-            return false;
-        }
-        // SAFETY: `mr` is live (non-null) and deregistered exactly once, here, under the lock.
-        unsafe { ibv_dereg_mr(st.mr.0) };
-        st.mr = Ptr::null();
-        true
-    }
-}
-
-impl Drop for RegionInner {
-    fn drop(&mut self) {
-        let mr = self.state.get_mut().unwrap().mr;
-        if !mr.is_null() {
-            // SAFETY: the last handle is gone, no posted work request holds one (queue pairs
-            // keep clones until completion), so the MR is deregistered before its buffer drops.
-            unsafe { ibv_dereg_mr(mr.0) };
-        }
-        let mut regions = lock(&self.pd.regions);
-        if regions.get(&self.rkey).is_some_and(|w| w.strong_count() == 0) {
-            regions.remove(&self.rkey);
-        }
-    }
-}
-
-impl MemoryRegion for RdmaRegion {
-    fn addr(&self) -> u64 {
-        self.0.addr
-    }
-    fn len(&self) -> usize {
-        self.0.len
-    }
-    fn rkey(&self) -> u32 {
-        self.0.rkey
-    }
-    fn lkey(&self) -> u32 {
-        self.0.lkey
-    }
-    fn access(&self) -> Access {
-        self.0.access
-    }
-    fn with<T>(&self, f: impl FnOnce(&[u8]) -> T) -> T {
-        f(&lock(&self.0.state).buf)
-    }
-    fn with_mut<T>(&self, f: impl FnOnce(&mut [u8]) -> T) -> T {
-        f(&mut lock(&self.0.state).buf)
-    }
-    fn deregister(self) -> Result<Vec<u8>> {
-        self.0.dereg();
-        lock(&self.0.pd.regions).remove(&self.0.rkey);
-        let mut st = lock(&self.0.state);
-        if st.deregistered {
-            return Err(Error::NotRegistered);
-        }
-        st.deregistered = true;
-        Ok(std::mem::take(&mut st.buf))
     }
 }

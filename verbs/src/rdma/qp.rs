@@ -1,6 +1,7 @@
 //! The connected RC queue pair: posting, polling, CM events, disconnect.
 
 use std::collections::{HashMap, VecDeque};
+use std::os::fd::BorrowedFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -8,16 +9,14 @@ use std::time::{Duration, Instant};
 use rdma_sys::rdma_cm_event_type::*;
 use rdma_sys::*;
 
-use super::cm::Conn;
-use super::ffi::{self, os_error, Ptr};
-use super::{PdInner, RdmaRegion};
+use super::conn::Conn;
+use super::cq::{wc_opcode, wc_status};
+use super::ffi::{self, debug, os_error, Ptr};
+use super::pd::{PdInner, RdmaRegion};
 use crate::{
     check_window, lock, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair,
     RemoteBuf, Result, Sge, Status,
 };
-
-/// How long `wait_cq` sleeps between polls.
-const POLL_INTERVAL: Duration = Duration::from_micros(50);
 
 /// How often the CM thread looks at its stop flag.
 const CM_TICK: Duration = Duration::from_millis(20);
@@ -48,9 +47,15 @@ struct Inner {
     /// caller's, so a completion finds its `Pending` entry.
     next_seq: u64,
     pending: HashMap<u64, Pending>,
+    /// Device completions taken off the CQ and not yet handed out: whoever polls the CQ takes
+    /// all it holds, so that a completion left behind is never one no event will announce.
+    drained: VecDeque<Completion>,
     /// Completions the backend produced itself (Local Invalidate; work requests posted in the
     /// Error state), returned after the device's.
     synthetic: VecDeque<Completion>,
+    /// Whether the CQ's wake eventfd is readable: kept equal to "`drained` or `synthetic` holds
+    /// a completion", so a sleeping waiter wakes for those too.
+    wake_on: bool,
     send_outstanding: u32,
     recv_outstanding: u32,
     error: bool,
@@ -96,7 +101,9 @@ impl RdmaQp {
             inner: Mutex::new(Inner {
                 next_seq: 1,
                 pending: HashMap::new(),
+                drained: VecDeque::new(),
                 synthetic: VecDeque::new(),
+                wake_on: false,
                 send_outstanding: 0,
                 recv_outstanding: 0,
                 error: false,
@@ -184,7 +191,7 @@ impl Shared {
             return Err(Error::QueueFull);
         }
         if inner.error {
-            inner.synthetic.push_back(Completion::new(wr_id, Status::WorkRequestFlushed, opcode, 0));
+            self.push_synthetic(&mut inner, Completion::new(wr_id, Status::WorkRequestFlushed, opcode, 0));
             return Ok(());
         }
         let seq = inner.next_seq;
@@ -260,6 +267,68 @@ impl Shared {
         c
     }
 
+    /// Queues a completion the backend made itself, and wakes a waiter for it.
+    fn push_synthetic(&self, inner: &mut Inner, c: Completion) {
+        inner.synthetic.push_back(c);
+        self.update_wake(inner);
+    }
+
+    /// Keeps the wake eventfd readable exactly while completions wait outside the CQ.
+    fn update_wake(&self, inner: &mut Inner) {
+        let on = !inner.drained.is_empty() || !inner.synthetic.is_empty();
+        if on != inner.wake_on {
+            inner.wake_on = on;
+            self.conn.cq().set_wake(on);
+        }
+    }
+
+    /// Takes every completion the CQ holds into `drained`.
+    fn drain_cq(&self, inner: &mut Inner) {
+        // SAFETY: ibv_wc is plain data for which all-zero is valid.
+        let mut wcs: [ibv_wc; 16] = unsafe { std::mem::zeroed() };
+        loop {
+            let got = self.conn.cq().poll(&mut wcs);
+            for wc in &wcs[..got] {
+                let c = self.complete(inner, wc);
+                inner.drained.push_back(c);
+            }
+            if got < wcs.len() {
+                return;
+            }
+        }
+    }
+
+    /// Moves up to `out.len()` completions into `out`: the device's, oldest first, then the
+    /// backend's own.
+    fn reap(&self, out: &mut [Completion]) -> usize {
+        let mut inner = lock(&self.inner);
+        self.drain_cq(&mut inner);
+        let mut n = 0;
+        while n < out.len() {
+            let Some(c) = inner.drained.pop_front().or_else(|| inner.synthetic.pop_front()) else { break };
+            out[n] = c;
+            n += 1;
+        }
+        self.update_wake(&mut inner);
+        n
+    }
+
+    /// Arms the CQ before a sleep, and says whether completions are waiting already (then the
+    /// caller polls instead of sleeping). Whoever consumes a CQ event re-arms here before
+    /// polling, so the CQ is never left unarmed while another waiter sleeps on it; the poll
+    /// after the arm catches a completion that arrived between the last empty poll and the
+    /// arm, which raises no event.
+    fn arm(&self) -> bool {
+        if !self.conn.cq().rearm() {
+            // Nothing would wake a sleeper: the caller polls again instead.
+            return true;
+        }
+        let mut inner = lock(&self.inner);
+        self.drain_cq(&mut inner);
+        self.update_wake(&mut inner);
+        inner.wake_on
+    }
+
     /// The CM thread: reads this connection's events until the queue pair is dropped.
     fn cm_loop(&self) {
         while !self.stop.load(Ordering::Relaxed) {
@@ -283,45 +352,6 @@ impl Shared {
     }
 }
 
-/// Diagnostics on stderr when `RDMA_VERBS_DEBUG` is set.
-fn debug(args: std::fmt::Arguments<'_>) {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *ON.get_or_init(|| std::env::var_os("RDMA_VERBS_DEBUG").is_some()) {
-        eprintln!("verbs::rdma: {args}");
-    }
-}
-
-fn wc_status(s: ibv_wc_status::Type) -> Status {
-    use ibv_wc_status::*;
-    match s {
-        IBV_WC_SUCCESS => Status::Success,
-        IBV_WC_LOC_LEN_ERR => Status::LocalLengthError,
-        IBV_WC_LOC_PROT_ERR | IBV_WC_LOC_ACCESS_ERR | IBV_WC_LOC_QP_OP_ERR | IBV_WC_MW_BIND_ERR => {
-            Status::LocalProtectionError
-        }
-        IBV_WC_REM_ACCESS_ERR => Status::RemoteAccessError,
-        IBV_WC_REM_INV_REQ_ERR | IBV_WC_REM_INV_RD_REQ_ERR => Status::RemoteInvalidRequest,
-        IBV_WC_RNR_RETRY_EXC_ERR => Status::RnrRetryExceeded,
-        IBV_WC_RETRY_EXC_ERR => Status::RetryExceeded,
-        IBV_WC_WR_FLUSH_ERR => Status::WorkRequestFlushed,
-        // REM_OP_ERR, and everything with no closer match in the crate's `Status` (transport
-        // retries exceeded, bad response, fatal, ...): the far side failed the operation.
-        _ => Status::RemoteOperationError,
-    }
-}
-
-fn wc_opcode(o: ibv_wc_opcode::Type) -> Opcode {
-    use ibv_wc_opcode::*;
-    match o {
-        IBV_WC_RDMA_WRITE => Opcode::RdmaWrite,
-        IBV_WC_RDMA_READ => Opcode::RdmaRead,
-        IBV_WC_LOCAL_INV => Opcode::LocalInvalidate,
-        IBV_WC_BIND_MW => Opcode::BindWindow,
-        o if o & IBV_WC_RECV != 0 => Opcode::Recv,
-        _ => Opcode::Send,
-    }
-}
-
 impl QueuePair for RdmaQp {
     type Region = RdmaRegion;
 
@@ -332,7 +362,7 @@ impl QueuePair for RdmaQp {
             return Err(Error::QueueFull);
         }
         if inner.error {
-            inner.synthetic.push_back(Completion::new(wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
+            self.s.push_synthetic(&mut inner, Completion::new(wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
             return Ok(());
         }
         let seq = inner.next_seq;
@@ -399,7 +429,7 @@ impl QueuePair for RdmaQp {
             self.s.disconnect_locked(&mut inner);
             Status::LocalProtectionError
         };
-        inner.synthetic.push_back(Completion::new(wr_id, status, Opcode::LocalInvalidate, 0));
+        self.s.push_synthetic(&mut inner, Completion::new(wr_id, status, Opcode::LocalInvalidate, 0));
         Ok(())
     }
 
@@ -442,42 +472,39 @@ impl QueuePair for RdmaQp {
     }
 
     fn poll_cq(&self, out: &mut [Completion]) -> usize {
-        let mut inner = lock(&self.s.inner);
-        let mut n = 0;
-        // SAFETY: ibv_wc is plain data for which all-zero is valid.
-        let mut wcs: [ibv_wc; 16] = unsafe { std::mem::zeroed() };
-        while n < out.len() {
-            let want = (out.len() - n).min(wcs.len()) as i32;
-            // SAFETY: the CQ is live; `wcs` has room for `want` entries.
-            let got = unsafe { ibv_poll_cq(self.s.conn.cq.0, want, wcs.as_mut_ptr()) };
-            if got <= 0 {
-                break;
-            }
-            for wc in &wcs[..got as usize] {
-                out[n] = self.s.complete(&mut inner, wc);
-                n += 1;
-            }
-        }
-        while n < out.len() {
-            let Some(c) = inner.synthetic.pop_front() else { break };
-            out[n] = c;
-            n += 1;
-        }
-        n
+        self.s.reap(out)
     }
 
+    /// Polls; when nothing is there, arms the CQ, polls again, and sleeps on the completion
+    /// channel (and the wake eventfd) for what is left of `timeout`.
     fn wait_cq(&self, timeout: Duration) -> Option<Completion> {
-        let deadline = Instant::now() + timeout;
+        let deadline = Instant::now().checked_add(timeout);
         let mut c = [Completion::default()];
         loop {
-            if self.poll_cq(&mut c) == 1 {
+            if self.s.reap(&mut c) == 1 {
                 return Some(c[0]);
             }
-            if Instant::now() >= deadline {
+            let left = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()),
+                None => Duration::from_secs(3600),
+            };
+            if left.is_zero() {
                 return None;
             }
-            std::thread::sleep(POLL_INTERVAL);
+            if !self.s.arm() {
+                self.s.conn.cq().sleep(left);
+            }
         }
+    }
+
+    /// The epoll fd that watches the CQ's completion channel and the backend's own
+    /// completions (see [`QueuePair::completion_fd`]).
+    fn completion_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.s.conn.cq().fd())
+    }
+
+    fn req_notify_cq(&self) -> bool {
+        self.s.arm()
     }
 
     fn cm_event(&self, timeout: Duration) -> Option<CmEvent> {

@@ -148,7 +148,7 @@ pub(super) fn connect(
     let mut accepted = vec![0u8; ACCEPT_PRIVATE_DATA_MAX];
     s.read_exact(&mut accepted).map_err(read_err)?;
     s.write_all(&[READY]).map_err(|_| Error::ConnectionAborted)?;
-    Ok((TcpQp::start(s, pd, caps, |_| Ok(()))?, accepted))
+    Ok((TcpQp::start(s, pd, caps, |qp| (qp, Ok(())))?, accepted))
 }
 
 impl TcpCmListener {
@@ -236,12 +236,12 @@ impl ConnectRequest for TcpRequest {
         &self.private_data
     }
 
-    fn accept_with(
+    fn accept_owning(
         mut self,
         pd: &TcpPd,
         private_data: &[u8],
         caps: QpCaps,
-        before: impl FnOnce(&TcpQp) -> Result<()>,
+        before: impl FnOnce(TcpQp) -> (TcpQp, Result<()>),
     ) -> Result<TcpQp> {
         // On error the stream closes here, which the active side reads as a rejection.
         let private_data = pad_private_data(private_data, ACCEPT_PRIVATE_DATA_MAX)?;

@@ -25,7 +25,7 @@
 //! assert_eq!(Head::decode(&wire[used..]).unwrap(), (Head::Nak(NakCode::RemoteAccess), 2));
 //! ```
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 
 use crate::Status;
 
@@ -39,9 +39,6 @@ const NAK: u8 = 7;
 
 /// The longest head: a Write or ReadReq (tag, addr, rkey, len).
 pub const MAX_HEAD_LEN: usize = 17;
-
-/// The one-byte [`Head::Ack`] frame, as the writer sends runs of them.
-pub(crate) const ACK_BYTE: u8 = ACK;
 
 /// The head of one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -230,6 +227,26 @@ impl Head {
             }
             Head::Nak(code) => out.extend_from_slice(&[NAK, code as u8]),
         }
+    }
+
+    /// Writes `n` [`Head::Ack`] frames in a row (one byte each), as a run of answers is sent.
+    ///
+    /// ```
+    /// use verbs::tcp::frame::Head;
+    /// let mut wire = Vec::new();
+    /// Head::write_acks(&mut wire, 100).unwrap();
+    /// assert_eq!(wire.len(), 100);
+    /// assert_eq!(Head::decode(&wire[99..]).unwrap(), (Head::Ack, 1));
+    /// ```
+    pub fn write_acks(w: &mut impl Write, n: u32) -> io::Result<()> {
+        const RUN: [u8; 64] = [ACK; 64];
+        let mut left = n as usize;
+        while left > 0 {
+            let k = left.min(RUN.len());
+            w.write_all(&RUN[..k])?;
+            left -= k;
+        }
+        Ok(())
     }
 
     /// The bytes of data that follow this head on the wire.

@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 
 use super::frame::{self, Head, NakCode};
 use super::{lock, TcpPd, TcpRegion};
+use crate::inproc::region::Rule;
+use crate::rules::{self, PostedRecv, Queues, Refusal, UNUSABLE_RECEIVE};
 use crate::{
     check_window, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf,
     Result, Sge, Status,
@@ -148,7 +150,7 @@ impl Outbox {
             let r = match m {
                 None => return w.flush().map_err(|e| self.broken(&e)),
                 Some(Out::Request(f) | Out::Answer(f)) => w.write_all(&f),
-                Some(Out::Acks(n)) => write_acks(w, n),
+                Some(Out::Acks(n)) => Head::write_acks(w, n),
                 Some(Out::Shutdown) => {
                     lock(&self.q).closed = true;
                     let _ = w.flush();
@@ -181,17 +183,6 @@ impl Outbox {
     }
 }
 
-fn write_acks(w: &mut impl Write, n: u32) -> io::Result<()> {
-    const RUN: [u8; 64] = [frame::ACK_BYTE; 64];
-    let mut left = n as usize;
-    while left > 0 {
-        let k = left.min(RUN.len());
-        w.write_all(&RUN[..k])?;
-        left -= k;
-    }
-    Ok(())
-}
-
 /// One side of a TCP connection. Dropping it disconnects.
 pub struct TcpQp {
     sh: Arc<Shared>,
@@ -211,9 +202,9 @@ struct State {
     connected: bool,
     caps: QpCaps,
     rq: VecDeque<PostedRecv>,
-    cq: VecDeque<Completion>,
-    /// Send-queue work requests posted and not yet reaped.
-    sq_outstanding: u32,
+    /// Completions; a send-queue work request holds its slot from its post until its
+    /// completion is reaped.
+    q: Queues,
     /// Send-queue work requests posted and not yet completed, oldest first.
     pending: VecDeque<Pending>,
     /// A local error is queued in `pending`: later work requests are flushed behind it.
@@ -223,13 +214,6 @@ struct State {
     /// The reader thread has not finished yet (the writer lingers for it before cutting the
     /// socket).
     reader_running: bool,
-}
-
-struct PostedRecv {
-    wr_id: u64,
-    region: TcpRegion,
-    offset: usize,
-    len: usize,
 }
 
 enum Pending {
@@ -248,14 +232,14 @@ impl State {
             return;
         }
         while let Some(r) = self.rq.pop_front() {
-            self.cq.push_back(Completion::new(r.wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
+            self.q.cq.push_back(Completion::new(r.wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
         }
         while let Some(p) = self.pending.pop_front() {
             let c = match p {
                 Pending::Wire { wr_id, opcode, .. } => Completion::new(wr_id, Status::WorkRequestFlushed, opcode, 0),
                 Pending::Local { wr_id, opcode, status } => Completion::new(wr_id, status, opcode, 0),
             };
-            self.cq.push_back(c);
+            self.q.cq.push_back(c);
         }
         self.events.push_back(CmEvent::Disconnected);
         self.out.send(Out::Shutdown);
@@ -288,7 +272,7 @@ impl State {
         if let Some(Pending::Wire { wr_id, opcode, .. }) = self.pending.front() {
             let c = Completion::new(*wr_id, Status::RetryExceeded, *opcode, 0);
             self.pending.pop_front();
-            self.cq.push_back(c);
+            self.q.cq.push_back(c);
         }
         self.fail();
         self.out.cut();
@@ -308,7 +292,7 @@ impl State {
     fn drain_local(&mut self) {
         while let Some(Pending::Local { .. }) = self.pending.front() {
             let Some(Pending::Local { wr_id, opcode, status }) = self.pending.pop_front() else { unreachable!() };
-            self.cq.push_back(Completion::new(wr_id, status, opcode, 0));
+            self.q.cq.push_back(Completion::new(wr_id, status, opcode, 0));
             if status != Status::Success {
                 self.fail();
                 return;
@@ -326,30 +310,6 @@ impl State {
     }
 }
 
-/// Total length of `sges`, which must fit the 32-bit verbs byte count.
-fn total_len(sges: &[Sge<'_, TcpRegion>], max_sge: u32) -> Result<u32> {
-    if sges.len() > max_sge as usize {
-        return Err(Error::TooManySges(sges.len()));
-    }
-    let total = sges.iter().try_fold(0usize, |acc, s| acc.checked_add(s.len)).ok_or(Error::TooLong)?;
-    u32::try_from(total).map_err(|_| Error::TooLong)
-}
-
-fn in_range(off: usize, len: usize, buf_len: usize) -> bool {
-    off.checked_add(len).is_some_and(|end| end <= buf_len)
-}
-
-/// Local use of `r` by a queue pair of protection domain `pd`; `write` needs Local Write.
-fn local_rights(r: &TcpRegion, pd: u64, write: bool) -> bool {
-    r.0.pd.id == pd && (!write || r.access().contains(Access::LOCAL_WRITE))
-}
-
-/// Checks a local scatter/gather entry without moving anything.
-fn local_ok(r: &TcpRegion, pd: u64, off: usize, len: usize, write: bool) -> bool {
-    let d = lock(&r.0.data);
-    d.valid && in_range(off, len, d.buf.len()) && local_rights(r, pd, write)
-}
-
 impl TcpQp {
     /// Starts the queue pair on an established, handshaken stream. `before` runs before the
     /// reader thread applies the peer's first frame, so the Receives it posts are in place.
@@ -357,7 +317,7 @@ impl TcpQp {
         stream: TcpStream,
         pd: &TcpPd,
         caps: QpCaps,
-        before: impl FnOnce(&TcpQp) -> Result<()>,
+        before: impl FnOnce(TcpQp) -> (TcpQp, Result<()>),
     ) -> Result<TcpQp> {
         let clone = |s: &TcpStream| s.try_clone().map_err(|_| Error::ConnectionAborted);
         stream.set_read_timeout(None).map_err(|_| Error::ConnectionAborted)?;
@@ -378,8 +338,7 @@ impl TcpQp {
                 connected: true,
                 caps,
                 rq: VecDeque::new(),
-                cq: VecDeque::new(),
-                sq_outstanding: 0,
+                q: Queues::default(),
                 pending: VecDeque::new(),
                 sq_error: false,
                 events: VecDeque::new(),
@@ -396,9 +355,9 @@ impl TcpQp {
         let w = sh.clone();
         let retry = caps.retry_timeout;
         spawn("verbs-tcp-tx", Box::new(move || writer(w, out, retry)))?;
-        let qp = TcpQp { sh, caps };
         // Dropping `qp` on an error disconnects, which the peer sees as end of stream.
-        if let Err(e) = before(&qp) {
+        let (qp, before) = before(TcpQp { sh, caps });
+        if let Err(e) = before {
             lock(&qp.sh.st).reader_running = false;
             return Err(e);
         }
@@ -423,12 +382,12 @@ impl TcpQp {
     /// error is queued ahead of it.
     fn begin(&self, wr_id: u64, opcode: Opcode) -> Result<Option<MutexGuard<'_, State>>> {
         let mut st = lock(&self.sh.st);
-        if st.sq_outstanding >= st.caps.max_send_wr {
+        if st.q.sq_outstanding >= st.caps.max_send_wr {
             return Err(Error::QueueFull);
         }
-        st.sq_outstanding += 1;
+        st.q.sq_outstanding += 1;
         if !st.connected {
-            st.cq.push_back(Completion::new(wr_id, Status::WorkRequestFlushed, opcode, 0));
+            st.q.cq.push_back(Completion::new(wr_id, Status::WorkRequestFlushed, opcode, 0));
             self.notify(st)?;
             return Ok(None);
         }
@@ -443,8 +402,9 @@ impl TcpQp {
     fn gather(&self, sges: &[Sge<'_, TcpRegion>], frame: &mut Vec<u8>) -> bool {
         let pd = self.sh.pd.0.id;
         for s in sges {
+            let rule = Rule::Local { pd, write: false };
             let d = lock(&s.region.0.data);
-            if !(d.valid && in_range(s.offset, s.len, d.buf.len()) && local_rights(s.region, pd, false)) {
+            if !rule.allows(&s.region.0, &d, s.offset, s.len) {
                 return false;
             }
             frame.extend_from_slice(&d.buf[s.offset..s.offset + s.len]);
@@ -477,7 +437,7 @@ impl TcpQp {
     }
 
     fn rdma(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf, opcode: Opcode) -> Result<()> {
-        let total = total_len(sges, self.caps.max_sge)?;
+        let total = rules::total_len(sges, self.caps.max_sge)?;
         let write = opcode == Opcode::RdmaWrite;
         let mut frame = Vec::with_capacity(frame::MAX_HEAD_LEN + if write { total as usize } else { 0 });
         let (addr, rkey, len) = (remote.addr, remote.rkey, total);
@@ -489,33 +449,14 @@ impl TcpQp {
         } else {
             let pd = self.sh.pd.0.id;
             read_into = sges.iter().map(|s| (s.region.clone(), s.offset, s.len)).collect();
-            sges.iter().all(|s| local_ok(s.region, pd, s.offset, s.len, true))
+            rules::local_sges_ok(sges, pd, true)
         };
         self.post(wr_id, opcode, total, ok.then_some(frame), read_into)
     }
 
-    fn wait_for<T>(&self, timeout: Duration, mut take: impl FnMut(&mut State) -> Option<T>) -> Option<T> {
-        let deadline = Instant::now().checked_add(timeout);
-        let mut st = lock(&self.sh.st);
-        loop {
-            if let Some(v) = take(&mut st) {
-                return Some(v);
-            }
-            let left = match deadline {
-                Some(d) => d.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?,
-                None => Duration::from_secs(3600),
-            };
-            st = self.sh.cv.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
-        }
+    fn wait_for<T>(&self, timeout: Duration, take: impl FnMut(&mut State) -> Option<T>) -> Option<T> {
+        rules::wait_for(&self.sh.st, &self.sh.cv, timeout, take)
     }
-}
-
-fn pop_completion(st: &mut State) -> Option<Completion> {
-    let c = st.cq.pop_front()?;
-    if c.opcode.is_send_queue() {
-        st.sq_outstanding -= 1;
-    }
-    Some(c)
 }
 
 impl QueuePair for TcpQp {
@@ -526,18 +467,17 @@ impl QueuePair for TcpQp {
         if st.rq.len() >= st.caps.max_recv_wr as usize {
             return Err(Error::QueueFull);
         }
-        u32::try_from(sge.len).map_err(|_| Error::TooLong)?;
+        let r = PostedRecv::new(wr_id, sge)?;
         if st.connected {
-            // Validated when a Send lands in it, as hardware does.
-            st.rq.push_back(PostedRecv { wr_id, region: sge.region.clone(), offset: sge.offset, len: sge.len });
+            st.rq.push_back(r);
             return Ok(());
         }
-        st.cq.push_back(Completion::new(wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
+        st.q.cq.push_back(Completion::new(wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
         self.notify(st)
     }
 
     fn post_send(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], invalidate: Option<u32>) -> Result<()> {
-        let total = total_len(sges, self.caps.max_sge)?;
+        let total = rules::total_len(sges, self.caps.max_sge)?;
         let mut frame = Vec::with_capacity(frame::MAX_HEAD_LEN + total as usize);
         let head = match invalidate {
             Some(rkey) => Head::SendInv { rkey, len: total },
@@ -586,18 +526,11 @@ impl QueuePair for TcpQp {
     }
 
     fn poll_cq(&self, out: &mut [Completion]) -> usize {
-        let mut st = lock(&self.sh.st);
-        let mut n = 0;
-        while n < out.len() {
-            let Some(c) = pop_completion(&mut st) else { break };
-            out[n] = c;
-            n += 1;
-        }
-        n
+        lock(&self.sh.st).q.poll(out)
     }
 
     fn wait_cq(&self, timeout: Duration) -> Option<Completion> {
-        self.wait_for(timeout, pop_completion)
+        self.wait_for(timeout, |st| st.q.pop())
     }
 
     fn cm_event(&self, timeout: Duration) -> Option<CmEvent> {
@@ -737,25 +670,22 @@ fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
             return Err(Stop);
         }
         match Head::read(r)? {
-            Head::Send { len } => recv_send(sh, r, pd, None, len as usize)?,
-            Head::SendInv { rkey, len } => recv_send(sh, r, pd, Some(rkey), len as usize)?,
+            Head::Send { len } => recv_send(sh, r, None, len as usize)?,
+            Head::SendInv { rkey, len } => recv_send(sh, r, Some(rkey), len as usize)?,
             head @ (Head::Write { addr, rkey, len } | Head::ReadReq { addr, rkey, len }) => {
                 let write = matches!(head, Head::Write { .. });
                 let len = len as usize;
-                let need = if write { Access::REMOTE_WRITE } else { Access::REMOTE_READ };
-                // Zero-length RDMA operations do not validate the rkey (IBA 9.4.3, 9.4.4).
-                let target = if len == 0 { None } else { sh.pd.0.resolve(rkey, addr, len, need, sh.qp) };
+                let target = match rules::rdma_target(&sh.pd.0, sh.qp, RemoteBuf { addr, rkey }, len, write) {
+                    Ok(target) => target,
+                    Err(status) => return with_state(sh, |st| (st.nak(status), false).1),
+                };
                 let mut resp = Vec::new();
-                if len > 0 {
-                    let Some((t, off)) = target else {
-                        return with_state(sh, |st| (st.nak(Status::RemoteAccessError), false).1);
-                    };
+                if let Some((t, off)) = target {
                     let mut d = lock(&t.data);
-                    let ok = (d.valid && in_range(off, len, d.buf.len())).then_some(off);
-                    let Some(off) = ok else {
+                    if !Rule::Remote.allows(&t, &d, off, len) {
                         drop(d);
                         return with_state(sh, |st| (st.nak(Status::RemoteAccessError), false).1);
-                    };
+                    }
                     if write {
                         r.read_exact(&mut d.buf[off..off + len])?;
                     } else {
@@ -771,7 +701,7 @@ fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
             }
             Head::Ack => with_state(sh, |st| match st.pending.pop_front() {
                 Some(Pending::Wire { wr_id, opcode, len, .. }) if opcode != Opcode::RdmaRead => {
-                    st.cq.push_back(Completion::new(wr_id, Status::Success, opcode, len));
+                    st.q.cq.push_back(Completion::new(wr_id, Status::Success, opcode, len));
                     st.drain_local();
                     true
                 }
@@ -785,9 +715,10 @@ fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
                     _ => return Err(Stop),
                 };
                 let mut landed = true;
+                let rule = Rule::Local { pd, write: true };
                 for (region, off, l) in &front {
                     let mut d = lock(&region.0.data);
-                    if !(d.valid && in_range(*off, *l, d.buf.len()) && local_rights(region, pd, true)) {
+                    if !rule.allows(&region.0, &d, *off, *l) {
                         landed = false;
                         break;
                     }
@@ -799,10 +730,10 @@ fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
                     }
                     let Some(Pending::Wire { wr_id, len, .. }) = st.pending.pop_front() else { return false };
                     if landed {
-                        st.cq.push_back(Completion::new(wr_id, Status::Success, Opcode::RdmaRead, len));
+                        st.q.cq.push_back(Completion::new(wr_id, Status::Success, Opcode::RdmaRead, len));
                         st.drain_local();
                     } else {
-                        st.cq.push_back(Completion::new(wr_id, Status::LocalProtectionError, Opcode::RdmaRead, 0));
+                        st.q.cq.push_back(Completion::new(wr_id, Status::LocalProtectionError, Opcode::RdmaRead, 0));
                         st.fail();
                     }
                     landed
@@ -811,7 +742,7 @@ fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
             Head::Nak(code) => {
                 return with_state(sh, |st| {
                     if let Some(Pending::Wire { wr_id, opcode, .. }) = st.pending.pop_front() {
-                        st.cq.push_back(Completion::new(wr_id, code.status(), opcode, 0));
+                        st.q.cq.push_back(Completion::new(wr_id, code.status(), opcode, 0));
                     }
                     st.fail();
                     false
@@ -822,39 +753,35 @@ fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
 }
 
 /// Lands an incoming Send in the oldest posted Receive, or refuses it.
-fn recv_send(sh: &Shared, r: &mut impl Read, pd: u64, invalidate: Option<u32>, len: usize) -> Result<(), Stop> {
-    let front = lock(&sh.st).rq.front().map(|p| (p.region.clone(), p.offset, p.len));
-    // Queues the Receive's error completion and refuses the Send with `nak`.
-    let refuse = |recv: Status, nak: Status| {
+fn recv_send(sh: &Shared, r: &mut impl Read, invalidate: Option<u32>, len: usize) -> Result<(), Stop> {
+    // Queues the Receive's error completion, if one was consumed, and refuses the Send.
+    let refuse = |refusal: Refusal| {
         with_state(sh, |st| {
             if let Some(p) = st.rq.pop_front() {
-                st.cq.push_back(Completion::new(p.wr_id, recv, Opcode::Recv, 0));
+                if let Some(status) = refusal.recv {
+                    st.q.cq.push_back(Completion::new(p.wr_id, status, Opcode::Recv, 0));
+                }
             }
-            st.nak(nak);
+            st.nak(refusal.sender);
             false
         })
     };
-    let Some((region, off, cap)) = front else {
-        // No Receive posted, and rnr_retry_count is 0: the sender gives up at once.
-        return with_state(sh, |st| (st.nak(Status::RnrRetryExceeded), false).1);
+    let front = {
+        let st = lock(&sh.st);
+        let admitted = rules::admit_send(st.rq.front(), len, invalidate, &sh.pd.0, sh.qp);
+        admitted.map(|()| st.rq.front().map(|p| (p.region.clone(), p.offset)))
     };
-    if len > cap {
-        return refuse(Status::LocalLengthError, Status::RemoteInvalidRequest);
-    }
-    if len > 0 && !local_ok(&region, pd, off, len, true) {
-        return refuse(Status::LocalProtectionError, Status::RemoteOperationError);
-    }
-    if let Some(rkey) = invalidate {
-        if !sh.pd.0.invalidate_remote(rkey, sh.qp) {
-            return refuse(Status::LocalProtectionError, Status::RemoteOperationError);
-        }
-    }
+    let (region, off) = match front {
+        Ok(Some(front)) => front,
+        Ok(None) => return Err(Stop), // admitted, so a Receive was there
+        Err(refusal) => return refuse(refusal),
+    };
     if len > 0 {
-        let mut d = lock(&region.0.data);
+        let mut d = lock(&region.data);
         // Checked again under the lock that covers the copy: an invalidation may have raced.
-        if !(d.valid && in_range(off, len, d.buf.len()) && local_rights(&region, pd, true)) {
+        if !PostedRecv::rule(&sh.pd.0).allows(&region, &d, off, len) {
             drop(d);
-            return refuse(Status::LocalProtectionError, Status::RemoteOperationError);
+            return refuse(UNUSABLE_RECEIVE);
         }
         r.read_exact(&mut d.buf[off..off + len])?;
     }
@@ -863,9 +790,7 @@ fn recv_send(sh: &Shared, r: &mut impl Read, pd: u64, invalidate: Option<u32>, l
             return false;
         }
         let Some(p) = st.rq.pop_front() else { return false };
-        let mut c = Completion::new(p.wr_id, Status::Success, Opcode::Recv, len as u32);
-        c.invalidated_rkey = invalidate;
-        st.cq.push_back(c);
+        st.q.cq.push_back(p.received(len, invalidate));
         st.answer(Out::Acks(1))
     })
 }

@@ -163,7 +163,7 @@ fn issue14_a_requester_beyond_its_credits_gets_no_more_calls_served_at_once<B: B
     };
     // Each handler waits for all three: only a server serving beyond the grant lets them in.
     let (server, inside) = server_with(&backend, cfg, |i, _| {
-        i.gather(3, Duration::from_millis(300));
+        i.gather(3, Duration::from_secs(1));
     });
     let raw = RawRequester::connect(&backend, &server.local_addr());
     let params =
@@ -246,10 +246,49 @@ fn issue14_a_panicking_handler_does_not_stop_other_calls_on_its_connection<B: Ba
     assert_eq!(s.connections, 1);
 }
 
+/// Issue 14: dropping the server while several calls of a connection are in the handler
+/// waits for those handlers (the close cuts every other wait) and leaves none of the
+/// threads that served them: the connection's workers end with it.
+fn issue14_server_drop_ends_every_thread_that_served_a_connection<B: Backend + Clone>(backend: B) {
+    const K: usize = 4;
+    let tasks = Arc::new(Mutex::new(Vec::new()));
+    let release = Arc::new((Mutex::new(false), Condvar::new()));
+    let (t, r) = (tasks.clone(), release.clone());
+    let (server, inside) = server_with(&backend, ServerConfig::default(), move |i, _| {
+        // This thread's entry under /proc ("PID/task/TID"): gone once the thread has ended.
+        t.lock().unwrap().push(std::fs::read_link("/proc/thread-self").expect("/proc/thread-self"));
+        i.gather(K, GATHER);
+        drop(r.1.wait_timeout_while(r.0.lock().unwrap(), GATHER, |released| !*released).unwrap());
+    });
+    let client = client_for(backend, &server);
+    for n in 0..K as u32 {
+        let c = client.clone();
+        // Their calls end with the connection: lost, then refused; what they return is not
+        // this test's.
+        std::thread::spawn(move || drop(c.call(&call(0x900 + n, SMALL), &ULB)));
+    }
+    assert!(inside.gather(K, GATHER), "{K} calls in the handler at once");
+    let dropping = std::thread::spawn(move || drop(server));
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(!dropping.is_finished(), "Server::drop waits for the handlers running");
+    *release.0.lock().unwrap() = true;
+    release.1.notify_all();
+    dropping.join().expect("Server::drop returned");
+    let tasks = tasks.lock().unwrap().clone();
+    assert_eq!(tasks.len(), K, "one handler run per call");
+    let deadline = Instant::now() + GATHER;
+    while tasks.iter().any(|t| std::path::Path::new("/proc").join(t).exists()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let left: Vec<_> = tasks.iter().filter(|t| std::path::Path::new("/proc").join(t).exists()).collect();
+    assert!(left.is_empty(), "threads that served calls still running after Server::drop: {left:?}");
+}
+
 on_both_backends!(
     issue14_several_calls_of_one_connection_are_in_the_handler_at_once,
     issue14_calls_in_the_handler_never_exceed_calls_in_progress_per_connection,
     issue14_a_requester_beyond_its_credits_gets_no_more_calls_served_at_once,
     issue14_a_slow_handler_does_not_hold_up_other_calls_on_its_connection,
     issue14_a_panicking_handler_does_not_stop_other_calls_on_its_connection,
+    issue14_server_drop_ends_every_thread_that_served_a_connection,
 );

@@ -363,11 +363,18 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
 /// receives and judges messages one at a time with the connection's [`Serve`] (its credits,
 /// version and idle decisions need one order), and when a message is a call it lets the lead
 /// go to the next waiting thread and serves that call itself: fetches its chunks, runs the
-/// handler, sends the reply. A receiver handing each call to a pool of workers would wake a
-/// second thread for every call, on the call's own path, and move the message between them;
-/// here the call stays on the thread that received it, the wake-up of the next leader
-/// happens beside the call instead of before it, and under load a thread that finishes a
-/// call takes the lead with no wake-up at all (it finds the next message already there).
+/// handler, sends the reply.
+///
+/// Why not a receiver handing each call to a pool of workers: that wakes a worker for every
+/// call, on the call's own path (the call waits for the wake-up), moves the message to
+/// another thread's cache, and keeps a receiving thread beside the workers even when calls
+/// come one at a time. Here the call goes on at once on the thread that received it; the
+/// wake-up of the next leader happens beside it, and only when a thread waits for the lead
+/// (when every thread is busy, the first to finish takes the lead uncontended and finds the
+/// next message already there). Both were measured (docs/benchmarks.md, "Load"): on the
+/// 64-caller in-process load the pool took 8.1 to 10.5 thread switches per call, this 8.1 to
+/// 9.2 (one call at a time: 6.1 to 7.2); with a handler that sleeps 200 us, 32 callers, the
+/// pool served 17-18k calls/s in-process, this 24-28k.
 struct Serving<'a, B: Backend, U: ?Sized> {
     cfg: &'a ServerConfig,
     ulb: &'a U,
@@ -500,10 +507,13 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
             // served, all in flight for the requester.
             let behind = self.conn.receives_waiting() + self.unanswered.load(Ordering::SeqCst);
             let step = serve.on_message(&m.bytes, behind, Instant::now());
-            {
+            // The stats are shared with the threads serving calls: locked only when there is
+            // something to add (overruns are cumulative, kept as the most seen).
+            let (overruns, over_limits) = (serve.responder().overruns(), serve.new_over_limits());
+            if overruns > 0 || over_limits > 0 {
                 let mut s = lock(&self.shared.stats);
-                s.credit_overruns = s.credit_overruns.max(serve.responder().overruns());
-                s.refused.over_limits += serve.new_over_limits();
+                s.credit_overruns = s.credit_overruns.max(overruns);
+                s.refused.over_limits += over_limits;
             }
             match step {
                 Step::Call { header, params } => {

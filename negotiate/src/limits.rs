@@ -6,6 +6,7 @@
 //! | bound | where | default | what a peer meets at the bound |
 //! |---|---|---|---|
 //! | connections served at once | [`ServerLimits::max_connections`] | 256 | its connect is rejected (the CM's reject) |
+//! | calls served at once on one connection (each a thread) | [`ServerLimits::calls_in_progress_per_connection`], and never more than `responder.credits` | 8 | its further calls wait in their Receives until one is answered |
 //! | connections in handshake | [`ServerLimits::max_handshakes`] | 64 | turned away at once ([`verbs::ListenOptions::max_pending`]) |
 //! | handshake time | [`ServerLimits::handshake_timeout`] | 5 s | its socket is dropped; other handshakes never wait on it |
 //! | idle time | [`ServerLimits::idle_timeout`] | 360 s | the connection is closed (as Linux's nfsd ages idle transports) |
@@ -35,12 +36,29 @@ use std::time::Duration;
 /// use negotiate::limits::ServerLimits;
 /// let strict = ServerLimits { max_connections: 16, idle_timeout: Duration::from_secs(30), ..ServerLimits::default() };
 /// assert_eq!(strict.max_handshakes, 64);
+/// // A server whose connections each serve one call at a time.
+/// let serial = ServerLimits { calls_in_progress_per_connection: 1, ..ServerLimits::default() };
+/// assert_eq!(serial.calls_in_progress(32), 1);
+/// assert_eq!(ServerLimits::default().calls_in_progress(4), 4); // never beyond the credits
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ServerLimits {
-    /// Connections served at once; a connect beyond them is rejected and counted. Each costs a
-    /// serving thread (and on TCP two more and a socket), its Receives and its chunk memory.
+    /// Connections served at once; a connect beyond them is rejected and counted. Each costs
+    /// its serving threads (up to [`ServerLimits::calls_in_progress_per_connection`]; on TCP
+    /// two more and a socket), its Receives and its chunk memory.
     pub max_connections: usize,
+    /// Calls one connection has served at once: fetched, in the handler, or being answered.
+    /// The server serves up to this many, and never more than the credits it grants
+    /// (`responder.credits`: a requester never has more in flight, RFC 8166 section 3.3.1),
+    /// each on a thread of the connection's own, spawned when a call arrives while all of them
+    /// are busy and kept until the connection ends. A requester that sends more than this
+    /// waits: its further calls stay in their Receives until a thread is free. So the threads
+    /// and the memory a connection holds for its calls (each call's Read chunks, up to
+    /// [`HeaderLimits::max_message_len`]) are sized by this server's configuration, never by
+    /// what a peer sends. 0 counts as 1.
+    ///
+    /// [`HeaderLimits::max_message_len`]: rpcrdma_v1::header::HeaderLimits::max_message_len
+    pub calls_in_progress_per_connection: usize,
     /// Connect requests whose handshake is in progress or not yet taken
     /// ([`verbs::ListenOptions::max_pending`]).
     pub max_handshakes: usize,
@@ -55,11 +73,13 @@ pub struct ServerLimits {
 }
 
 impl Default for ServerLimits {
-    /// 256 connections, 64 handshakes of at most 5 s, 360 s idle (Linux's nfsd closes idle
-    /// transports after 6 minutes), 64 closed connections remembered.
+    /// 256 connections, 8 calls served at once on each, 64 handshakes of at most 5 s, 360 s
+    /// idle (Linux's nfsd closes idle transports after 6 minutes), 64 closed connections
+    /// remembered.
     fn default() -> Self {
         ServerLimits {
             max_connections: 256,
+            calls_in_progress_per_connection: 8,
             max_handshakes: 64,
             handshake_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(360),
@@ -69,6 +89,13 @@ impl Default for ServerLimits {
 }
 
 impl ServerLimits {
+    /// How many calls one connection serves at once when the server grants `credits`:
+    /// [`ServerLimits::calls_in_progress_per_connection`], no more than `credits`, at least 1.
+    pub fn calls_in_progress(&self, credits: u32) -> usize {
+        let credits = usize::try_from(credits).unwrap_or(usize::MAX);
+        self.calls_in_progress_per_connection.min(credits).max(1)
+    }
+
     /// The listener's share of these bounds.
     pub fn listen_options(&self) -> verbs::ListenOptions {
         verbs::ListenOptions { max_pending: self.max_handshakes, handshake_timeout: self.handshake_timeout }

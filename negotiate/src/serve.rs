@@ -68,6 +68,28 @@ pub enum Service {
     Panicked,
 }
 
+impl Service {
+    /// Runs the service on a call, catching a panic inside it: it is the service's failure,
+    /// not the connection's, and other calls keep being served. It needs no [`Serve`], so
+    /// the threads that serve a connection's calls at once run it while one of them judges
+    /// the next message.
+    ///
+    /// ```
+    /// use negotiate::serve::Service;
+    /// assert_eq!(Service::of(|| vec![1, 2]), Service::Replied(vec![1, 2]));
+    /// # let hook = std::panic::take_hook();
+    /// # std::panic::set_hook(Box::new(|_| {}));
+    /// assert_eq!(Service::of(|| panic!("out of memory")), Service::Panicked);
+    /// # std::panic::set_hook(hook);
+    /// ```
+    pub fn of(service: impl FnOnce() -> Vec<u8>) -> Service {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(service)) {
+            Ok(reply) => Service::Replied(reply),
+            Err(_) => Service::Panicked,
+        }
+    }
+}
+
 /// One accepted connection's serving decisions (see the [module documentation](self)).
 pub struct Serve {
     responder: Responder,
@@ -113,8 +135,8 @@ impl Serve {
         }
     }
 
-    /// Runs the service on a call. A panic inside it is caught: it is the service's failure,
-    /// not the connection's, and other calls keep being served.
+    /// Runs the service on a call ([`Service::of`]). A panic inside it is caught: it is the
+    /// service's failure, not the connection's, and other calls keep being served.
     ///
     /// ```
     /// # use std::time::{Duration, Instant};
@@ -127,10 +149,7 @@ impl Serve {
     /// # std::panic::set_hook(hook);
     /// ```
     pub fn run_service(&mut self, service: impl FnOnce() -> Vec<u8>) -> Service {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(service)) {
-            Ok(reply) => Service::Replied(reply),
-            Err(_) => Service::Panicked,
-        }
+        Service::of(service)
     }
 
     /// What to answer a call whose serving failed with `e` ([`FailureAnswer::for_error`]);

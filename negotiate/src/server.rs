@@ -1,13 +1,16 @@
 //! The responder's version-hiding API: [`Server::start`] listens, accepts each connection with
 //! its private data and Receives already posted, and serves every call with a handler that
-//! sees only RPC messages. Each connection's decisions are a [`Serve`] value's (the
+//! sees only RPC messages, several calls of one connection at once up to
+//! [`ServerLimits::calls_in_progress`] (the credits granted, RFC 8166 section 3.3.1, and a
+//! bound of the server's own); replies go out as their calls finish, in any order (RPC
+//! matches them by XID). Each connection's decisions are a [`Serve`] value's (the
 //! [`Responder`](crate::responder::Responder) state machine judges each message by its
 //! version's rules and says how to reply); the data path fetches Read chunks and fills Write
 //! and Reply chunks; [`crate::limits`] lists every bound the server keeps.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::thread::JoinHandle;
+use std::thread::{JoinHandle, Scope};
 use std::time::{Duration, Instant};
 
 use cm_private_data::PrivateData;
@@ -119,8 +122,25 @@ pub struct Peer {
 }
 
 /// A running responder. Dropping it stops accepting, closes every connection and waits for
-/// each connection's thread: it returns once the handlers running then have returned (every
+/// each connection's threads: it returns once the handlers running then have returned (every
 /// other wait is cut by the close), with no thread of the server left.
+///
+/// ```
+/// use std::sync::Arc;
+/// use negotiate::client::{Client, ClientConfig};
+/// use negotiate::server::{Server, ServerConfig};
+/// use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// use verbs::{Backend, InProcess};
+/// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1024 };
+/// // Answers each call (XID, message type 0, ...) with a reply: the same XID, message type 1.
+/// let echo = |call: &[u8]| [&call[..4], &1u32.to_be_bytes()[..], &call[8..]].concat();
+/// let server = Server::start(InProcess, &InProcess.any_address(), ServerConfig::default(), Arc::new(ulb), echo)?;
+/// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+/// let call: Vec<u8> = [7u32, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+/// assert_eq!(client.call(&call, &ulb).unwrap()[4..8], 1u32.to_be_bytes());
+/// assert_eq!(server.stats().connections, 1);
+/// # Ok::<(), verbs::Error>(())
+/// ```
 pub struct Server {
     addr: String,
     stop: Arc<AtomicBool>,
@@ -263,7 +283,7 @@ impl Drop for Server {
     }
 }
 
-/// What one received message came to.
+/// What one call came to.
 enum Served {
     /// A call served with its handler's reply, in this version.
     Call(Version, ReplySent),
@@ -273,23 +293,24 @@ enum Served {
     GarbageArgs,
     /// A call whose handler panicked, answered with an RPC SYSTEM_ERR reply.
     Panicked,
-    Nothing,
 }
 
-/// Serves one connection until it goes down or the server stops.
+/// Serves one connection until it goes down or the server stops: accepts it, then serves its
+/// calls on up to [`ServerLimits::calls_in_progress`] threads of its own (this one the first),
+/// which all have ended when this returns.
 #[allow(clippy::too_many_arguments)]
-fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
+fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
     backend: &B,
     req: B::Request,
     cfg: &ServerConfig,
     ulb: &U,
-    handler: &dyn Fn(&[u8]) -> Vec<u8>,
+    handler: &(dyn Fn(&[u8]) -> Vec<u8> + Sync),
     stop: &AtomicBool,
     shared: &Shared,
     slot: &OnceLock<Arc<Connection<B>>>,
 ) {
     let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
-    let mut serve = Serve::new(cfg.responder, cfg.limits.idle_timeout, req.private_data(), ours, Instant::now());
+    let serve = Serve::new(cfg.responder, cfg.limits.idle_timeout, req.private_data(), ours, Instant::now());
     let received = req.private_data().to_vec();
     // Receives of the largest size a requester may send us, one per credit (RFC 8166 section
     // 3.3.1), posted before the connection is established.
@@ -311,77 +332,260 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
     }));
     lock(&shared.peers).push(peer.clone());
     let conn = Arc::new(Connection::<B>::new(pd, qp, cfg.timeout));
-    // The server closes it when it stops; it cannot be set twice (one connection per thread).
+    // The server closes it when it stops; it cannot be set twice (one slot per connection).
     let _ = slot.set(conn.clone());
     let back = ServerSide::new(conn.clone(), cfg.responder.limits);
     lock(&shared.backchannels).push(back.handle());
-    let mut call = Vec::new();
-    // Why this server gives the connection up (recorded only if it is still up then: one that
-    // went down under us is lost, not closed).
-    let why = loop {
-        if stop.load(Ordering::Relaxed) {
-            break "the server stopped".to_string();
-        }
-        if conn.qp().state() != QpState::Ready {
-            break "the queue pair went down".to_string();
-        }
-        let m = match pool.receive_within(&conn, TICK) {
-            Ok(m) => m,
-            Err(DataPathError::Timeout { .. }) => {
-                // Nothing is in progress here while we wait for a message: idle.
-                if serve.is_idle(Instant::now()) {
-                    lock(&shared.stats).refused.idle += 1;
-                    break format!("idle for {:?}", cfg.limits.idle_timeout);
+    let now = Instant::now();
+    let served = Serving {
+        cfg,
+        ulb,
+        handler,
+        stop,
+        shared,
+        conn: &conn,
+        pool,
+        peer: &peer,
+        back: &back,
+        most: cfg.limits.calls_in_progress(cfg.responder.credits),
+        lead: Mutex::new(Lead { serve, ended: false }),
+        crew: Mutex::new(Crew { threads: 1, waiting: 1, in_progress: 0, last_finished: now }),
+        unanswered: AtomicUsize::new(0),
+    };
+    // Every thread spawned for the connection's calls ends inside this scope.
+    std::thread::scope(|scope| served.work(scope));
+    lock(&peer).ended = conn.ended();
+}
+
+/// One connection's serving, shared by the threads that serve its calls.
+///
+/// They take turns at receiving, leader/follower style: the thread that holds `lead`
+/// receives and judges messages one at a time with the connection's [`Serve`] (its credits,
+/// version and idle decisions need one order), and when a message is a call it lets the lead
+/// go to the next waiting thread and serves that call itself: fetches its chunks, runs the
+/// handler, sends the reply.
+///
+/// Why not a receiver handing each call to a pool of workers: that wakes a worker for every
+/// call, on the call's own path (the call waits for the wake-up), moves the message to
+/// another thread's cache, and keeps a receiving thread beside the workers even when calls
+/// come one at a time. Here the call goes on at once on the thread that received it; the
+/// wake-up of the next leader happens beside it, and only when a thread waits for the lead
+/// (when every thread is busy, the first to finish takes the lead uncontended and finds the
+/// next message already there). Both were measured (docs/benchmarks.md, "Load"): on the
+/// 64-caller in-process load the pool took 8.1 to 10.5 thread switches per call, this 8.1 to
+/// 9.2 (one call at a time: 6.1 to 7.2); with a handler that sleeps 200 us, 32 callers, the
+/// pool served 17-18k calls/s in-process, this 24-28k.
+struct Serving<'a, B: Backend, U: ?Sized> {
+    cfg: &'a ServerConfig,
+    ulb: &'a U,
+    handler: &'a (dyn Fn(&[u8]) -> Vec<u8> + Sync),
+    stop: &'a AtomicBool,
+    shared: &'a Shared,
+    conn: &'a Arc<Connection<B>>,
+    pool: ReceivePool<B>,
+    peer: &'a Mutex<Peer>,
+    back: &'a ServerSide<B>,
+    /// The most calls served at once, and so the most threads.
+    most: usize,
+    /// The receiving role and what it judges with.
+    lead: Mutex<Lead>,
+    crew: Mutex<Crew>,
+    /// Calls taken whose answer has not been posted yet: each is still in flight for the
+    /// requester, so it counts against the credits of the next call judged (RFC 8166 section
+    /// 3.3.1). A call stops counting just before its answer is posted, so a requester that
+    /// sends its next call once it has that answer is never taken for one beyond its credits.
+    unanswered: AtomicUsize,
+}
+
+struct Lead {
+    serve: Serve,
+    /// The connection is done: every thread leaves once it gets here.
+    ended: bool,
+}
+
+/// The connection's threads.
+struct Crew {
+    /// Spawned and not yet ended, this one included.
+    threads: usize,
+    /// Waiting for the lead (or spawned to): a call arriving finds one of them to receive the
+    /// next message while it is served.
+    waiting: usize,
+    /// Calls taken and not yet answered.
+    in_progress: usize,
+    /// When the last call in progress was answered: a call that ran long is activity too.
+    last_finished: Instant,
+}
+
+/// A call the leader took: its message, moved to the thread that serves it.
+struct Job {
+    bytes: Vec<u8>,
+    xid: u32,
+    params: ReplyParams,
+}
+
+impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
+    /// One thread's part: lead until a call arrives, serve it, and again, until the
+    /// connection ends.
+    fn work<'s>(&'s self, scope: &'s Scope<'s, '_>) {
+        let mut call = Vec::new();
+        loop {
+            let job = {
+                let mut lead = lock(&self.lead);
+                lock(&self.crew).waiting -= 1;
+                if lead.ended {
+                    break;
                 }
-                continue;
-            }
-            Err(e) => break format!("receiving: {e}"),
-        };
-        let served = match serve.on_message(&m.bytes, conn.receives_waiting(), Instant::now()) {
-            Step::Call { header, params } => {
-                call.clear();
-                let xid = header.xid();
-                lock(&peer).credits_requested = header.credit();
-                back.on_forward_call(header.version(), serve.responder().advertised().for_version(header.version()));
-                let outcome = fetch_call(&conn, &header, ulb, &mut call).and_then(|()| {
-                    match serve.run_service(|| handler(&call)) {
-                        Service::Replied(reply) => {
-                            send_reply(&conn, &header, &reply, ulb, &params).map(|s| Served::Call(params.version, s))
-                        }
-                        Service::Panicked => send_rpc_error(&conn, &header, ulb, &params, encode_system_err_reply)
-                            .map(|()| Served::Panicked),
+                match self.receive_call(&mut lead.serve) {
+                    // Still leading: the next thread to lead is counted or spawned first.
+                    Ok(job) => {
+                        self.take_on(scope);
+                        job
                     }
-                });
-                outcome
-                    .or_else(|e| match serve.on_failure(&e) {
-                        Some(answer) => answer_failure(&conn, &header, ulb, &params, answer),
-                        None => Err(e),
-                    })
-                    .map_err(|e| format!("serving call {xid:#x}: {e}"))
+                    Err(why) => {
+                        lead.ended = true;
+                        self.back.close();
+                        self.conn.close(why);
+                        break;
+                    }
+                }
+            };
+            // The lead goes to the next waiting thread here, while this one serves the call.
+            match self.serve_call(&job, &mut call) {
+                Ok(served) => self.count(served),
+                // RFC 8166 section 4.5.4: a reply that could not be sent is signaled by closing
+                // the connection; the leader sees it down and ends the others.
+                Err(why) => self.conn.close(why),
             }
-            Step::SendError(e) => send_error(&conn, e.as_bytes())
-                .map(|()| Served::Error)
-                .map_err(|e| format!("sending an RDMA_ERROR: {e}")),
-            // A reply that answers no backward call of ours (another XID, or none outstanding)
-            // is dropped.
-            Step::BackwardReply(h) => {
-                let xid = h.xid();
-                back.on_reply(xid, m.bytes);
-                Ok(Served::Nothing)
+            let mut crew = lock(&self.crew);
+            crew.in_progress -= 1;
+            crew.last_finished = Instant::now();
+            crew.waiting += 1;
+        }
+        lock(&self.crew).threads -= 1;
+    }
+
+    /// A call was taken: counts it and, when no other thread waits to receive the next
+    /// message and the bound allows, spawns one (so a connection whose requester makes one
+    /// call at a time keeps two threads, never [`Serving::most`]).
+    fn take_on<'s>(&'s self, scope: &'s Scope<'s, '_>) {
+        let mut crew = lock(&self.crew);
+        crew.in_progress += 1;
+        if crew.waiting > 0 || crew.threads >= self.most {
+            return;
+        }
+        let spawned =
+            std::thread::Builder::new().name("negotiate-call".into()).spawn_scoped(scope, move || self.work(scope));
+        // One that could not be spawned leaves the calls to the threads there are.
+        if spawned.is_ok() {
+            crew.threads += 1;
+            crew.waiting += 1;
+        }
+    }
+
+    /// The leader's part: receives and judges messages until one is a call to serve, and
+    /// answers the others itself; `Err` with the reason to close the connection.
+    fn receive_call(&self, serve: &mut Serve) -> Result<Job, String> {
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return Err("the server stopped".to_string());
             }
-            // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166
-            // section 4.5); one that names no call of ours is dropped.
-            Step::PeerError { xid, error } => {
-                back.on_peer_error(xid, error);
-                Ok(Served::Nothing)
+            if self.conn.qp().state() != QpState::Ready {
+                return Err("the queue pair went down".to_string());
             }
-            Step::Nothing => Ok(Served::Nothing),
-        };
-        let mut s = lock(&shared.stats);
-        s.credit_overruns = s.credit_overruns.max(serve.responder().overruns());
-        s.refused.over_limits += serve.new_over_limits();
+            let m = match self.pool.receive_within(self.conn, TICK) {
+                Ok(m) => m,
+                Err(DataPathError::Timeout { .. }) => {
+                    if self.is_idle(serve) {
+                        lock(&self.shared.stats).refused.idle += 1;
+                        return Err(format!("idle for {:?}", self.cfg.limits.idle_timeout));
+                    }
+                    continue;
+                }
+                Err(e) => return Err(format!("receiving: {e}")),
+            };
+            // Behind this message: the ones received and not judged, and the calls being
+            // served, all in flight for the requester.
+            let behind = self.conn.receives_waiting() + self.unanswered.load(Ordering::SeqCst);
+            let step = serve.on_message(&m.bytes, behind, Instant::now());
+            // The stats are shared with the threads serving calls: locked only when there is
+            // something to add (overruns are cumulative, kept as the most seen).
+            let (overruns, over_limits) = (serve.responder().overruns(), serve.new_over_limits());
+            if overruns > 0 || over_limits > 0 {
+                let mut s = lock(&self.shared.stats);
+                s.credit_overruns = s.credit_overruns.max(overruns);
+                s.refused.over_limits += over_limits;
+            }
+            match step {
+                Step::Call { header, params } => {
+                    let xid = header.xid();
+                    lock(self.peer).credits_requested = header.credit();
+                    let version = header.version();
+                    self.back.on_forward_call(version, serve.responder().advertised().for_version(version));
+                    self.unanswered.fetch_add(1, Ordering::SeqCst);
+                    return Ok(Job { bytes: m.bytes, xid, params });
+                }
+                Step::SendError(e) => {
+                    send_error(self.conn, e.as_bytes()).map_err(|e| format!("sending an RDMA_ERROR: {e}"))?;
+                    lock(&self.shared.stats).errors_sent += 1;
+                }
+                // A reply that answers no backward call of ours (another XID, or none
+                // outstanding) is dropped.
+                Step::BackwardReply(h) => {
+                    let xid = h.xid();
+                    self.back.on_reply(xid, m.bytes);
+                }
+                // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166
+                // section 4.5); one that names no call of ours is dropped.
+                Step::PeerError { xid, error } => {
+                    self.back.on_peer_error(xid, error);
+                }
+                Step::Nothing => {}
+            }
+        }
+    }
+
+    /// Idle: no message for the idle timeout, and no call in progress nor answered within it.
+    fn is_idle(&self, serve: &Serve) -> bool {
+        let now = Instant::now();
+        let crew = lock(&self.crew);
+        serve.is_idle(now)
+            && crew.in_progress == 0
+            && now.saturating_duration_since(crew.last_finished) >= self.cfg.limits.idle_timeout
+    }
+
+    /// Serves one call taken by the leader: fetches its Read chunks into `call`, runs the
+    /// handler, and answers it: the reply, or what [`FailureAnswer::for_error`] says when it
+    /// could not be served; `Err` with the reason to close the connection.
+    fn serve_call(&self, job: &Job, call: &mut Vec<u8>) -> Result<Served, String> {
+        let conn = &**self.conn;
+        let params = &job.params;
+        // The leader's Serve accepted these bytes as a call; the same rules, with the same
+        // limits, give the same header view here, where the bytes now are.
+        let header = crate::reply::reply_header(&job.bytes, &self.cfg.responder.limits)
+            .expect("a message the responder accepted as a call has a valid header");
+        call.clear();
+        let service = fetch_call(conn, &header, self.ulb, call).map(|()| Service::of(|| (self.handler)(call)));
+        self.unanswered.fetch_sub(1, Ordering::SeqCst);
+        service
+            .and_then(|service| match service {
+                Service::Replied(reply) => {
+                    send_reply(conn, &header, &reply, self.ulb, params).map(|s| Served::Call(params.version, s))
+                }
+                Service::Panicked => {
+                    send_rpc_error(conn, &header, self.ulb, params, encode_system_err_reply).map(|()| Served::Panicked)
+                }
+            })
+            .or_else(|e| match FailureAnswer::for_error(&e) {
+                Some(answer) => answer_failure(conn, &header, self.ulb, params, answer),
+                None => Err(e),
+            })
+            .map_err(|e| format!("serving call {:#x}: {e}", job.xid))
+    }
+
+    fn count(&self, served: Served) {
+        let mut s = lock(&self.shared.stats);
         match served {
-            Ok(Served::Call(v, sent)) => {
+            Served::Call(v, sent) => {
                 s.calls[v.wire().min(2) as usize] += 1;
                 match sent.form {
                     ReplyForm::Inline => s.inline_replies += 1,
@@ -389,16 +593,11 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + ?Sized>(
                 }
                 s.write_chunk_results += sent.reduced_results as u64;
             }
-            Ok(Served::Error) => s.errors_sent += 1,
-            Ok(Served::GarbageArgs) => s.garbage_args_replies += 1,
-            Ok(Served::Panicked) => s.handler_panics += 1,
-            Ok(Served::Nothing) => {}
-            Err(why) => break why,
+            Served::Error => s.errors_sent += 1,
+            Served::GarbageArgs => s.garbage_args_replies += 1,
+            Served::Panicked => s.handler_panics += 1,
         }
-    };
-    back.close();
-    conn.close(why);
-    lock(&peer).ended = conn.ended();
+    }
 }
 
 /// How a responder answers a call it could not serve, and keeps the connection (RFC 8166

@@ -243,7 +243,13 @@ impl<B: Backend> Connection<B> {
             qp,
             timeout,
             next_wr_id: AtomicU64::new(1),
-            set_aside: Mutex::new(Reaped::default()),
+            // Room from the start for the waiters and the completions set aside a busy
+            // connection sees, so that its steady state allocates nothing.
+            set_aside: Mutex::new(Reaped {
+                completions: VecDeque::with_capacity(2 * REAP_BATCH),
+                waiting: Vec::with_capacity(16),
+                ..Reaped::default()
+            }),
             sends: Mutex::new(SendBuffers { free: Vec::new(), in_flight: HashMap::new(), registered: 0 }),
             chunks: Mutex::default(),
         }
@@ -516,19 +522,25 @@ impl<B: Backend> Connection<B> {
             Some(region) => region,
             None => self.pd.register(vec![0; SEND_BUFFER_LEN], Access::empty())?,
         };
-        let filled = region.with_mut(|b| {
-            fill(&mut b[..capacity])
-        });
-        let posted = filled.and_then(|len| Ok(self.qp.post_send(id, &[Sge::new(&region, 0, len)], invalidate)?));
-        let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);
-        match posted {
-            Ok(()) => {
-                sends.in_flight.insert(id, region);
-                Ok(())
-            }
+        let len = match region.with_mut(|b| fill(&mut b[..capacity])) {
+            Ok(len) => len,
             Err(e) => {
-                sends.give_back(region);
-                Err(e)
+                self.sends.lock().unwrap_or_else(PoisonError::into_inner).give_back(region);
+                return Err(e);
+            }
+        };
+        // In flight before it is posted: a backend may complete the Send inside the post, and
+        // another thread reap it at once, before the buffer would otherwise be listed; it was
+        // then never given back (a leak found by the allocation test).
+        self.sends.lock().unwrap_or_else(PoisonError::into_inner).in_flight.insert(id, region.clone());
+        match self.qp.post_send(id, &[Sge::new(&region, 0, len)], invalidate) {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);
+                if let Some(region) = sends.in_flight.remove(&id) {
+                    sends.give_back(region);
+                }
+                Err(e.into())
             }
         }
     }

@@ -79,6 +79,59 @@ impl Default for ServerConfig {
     }
 }
 
+/// What serves a [`Server`]'s calls: from the whole RPC call message to the whole RPC reply
+/// message. Any `Fn(&[u8]) -> Vec<u8>` closure is one; [`WriteReply`] wraps one that writes
+/// its reply into the buffer it is given instead, so that a steady small call allocates
+/// nothing. A panic inside it is caught: the call is answered with an RPC SYSTEM_ERR reply and
+/// the connection goes on. It runs on the connection's threads, several calls at once (up to
+/// [`ServerLimits::calls_in_progress`]).
+///
+/// ```
+/// use negotiate::server::Handler;
+/// let echo = |call: &[u8]| call.to_vec();
+/// let mut reply = Vec::new();
+/// echo.handle(&[1, 2, 3], &mut reply);
+/// assert_eq!(reply, [1, 2, 3]);
+/// ```
+pub trait Handler: Send + Sync + 'static {
+    /// Writes the reply to `call` into `reply`, which is empty (its memory kept from the
+    /// thread's earlier calls).
+    fn handle(&self, call: &[u8], reply: &mut Vec<u8>);
+}
+
+impl<F: Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static> Handler for F {
+    fn handle(&self, call: &[u8], reply: &mut Vec<u8>) {
+        *reply = self(call);
+    }
+}
+
+/// A [`Handler`] from a closure that writes the reply into the buffer it is given.
+///
+/// ```
+/// use std::sync::Arc;
+/// use negotiate::server::{Handler, Server, ServerConfig, WriteReply};
+/// use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// use verbs::InProcess;
+///
+/// // XID, REPLY, then the call's arguments back: nothing allocated once warm.
+/// let echo = WriteReply(|call: &[u8], reply: &mut Vec<u8>| {
+///     reply.extend_from_slice(&call[..4]);
+///     reply.extend_from_slice(&[0, 0, 0, 1]);
+///     reply.extend_from_slice(&call[8..]);
+/// });
+/// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+/// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
+/// # drop(server);
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct WriteReply<F>(pub F);
+
+impl<F: Fn(&[u8], &mut Vec<u8>) + Send + Sync + 'static> Handler for WriteReply<F> {
+    fn handle(&self, call: &[u8], reply: &mut Vec<u8>) {
+        (self.0)(call, reply)
+    }
+}
+
 /// What a server counted, summed over its connections.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ServerStats {
@@ -189,14 +242,15 @@ struct Live<B: Backend> {
 const TICK: Duration = Duration::from_millis(10);
 
 impl Server {
-    /// Listens on `addr` and serves each call with `handler`, which gets the whole RPC call
-    /// message and returns the whole RPC reply message; `ulb` says which items of both are
+    /// Listens on `addr` and serves each call with `handler` ([`Handler`]: a closure from
+    /// the whole RPC call message to the whole RPC reply message, or a [`WriteReply`] that
+    /// writes the reply into a buffer kept between calls); `ulb` says which items of both are
     /// DDP-eligible (RFC 8166 section 6).
     pub fn start<B, U, H>(backend: B, addr: &str, cfg: ServerConfig, ulb: Arc<U>, handler: H) -> verbs::Result<Server>
     where
         B: Backend + Clone,
         U: UpperLayerBinding + Send + Sync + ?Sized + 'static,
-        H: Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static,
+        H: Handler,
     {
         let listener = Arc::new(backend.listen_with(addr, &cfg.limits.listen_options())?);
         let local = listener.local_addr();
@@ -304,7 +358,7 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
     req: B::Request,
     cfg: &ServerConfig,
     ulb: &U,
-    handler: &(dyn Fn(&[u8]) -> Vec<u8> + Sync),
+    handler: &dyn Handler,
     stop: &AtomicBool,
     shared: &Shared,
     slot: &OnceLock<Arc<Connection<B>>>,
@@ -378,7 +432,7 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
 struct Serving<'a, B: Backend, U: ?Sized> {
     cfg: &'a ServerConfig,
     ulb: &'a U,
-    handler: &'a (dyn Fn(&[u8]) -> Vec<u8> + Sync),
+    handler: &'a dyn Handler,
     stop: &'a AtomicBool,
     shared: &'a Shared,
     conn: &'a Arc<Connection<B>>,
@@ -427,7 +481,8 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
     /// One thread's part: lead until a call arrives, serve it, and again, until the
     /// connection ends.
     fn work<'s>(&'s self, scope: &'s Scope<'s, '_>) {
-        let mut call = Vec::new();
+        // This thread's call and reply buffers, kept from one call to the next.
+        let (mut call, mut reply) = (Vec::new(), Vec::new());
         loop {
             let job = {
                 let mut lead = lock(&self.lead);
@@ -450,12 +505,14 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
                 }
             };
             // The lead goes to the next waiting thread here, while this one serves the call.
-            match self.serve_call(&job, &mut call) {
+            match self.serve_call(&job, &mut call, &mut reply) {
                 Ok(served) => self.count(served),
                 // RFC 8166 section 4.5.4: a reply that could not be sent is signaled by closing
                 // the connection; the leader sees it down and ends the others.
                 Err(why) => self.conn.close(why),
             }
+            // The message's buffer takes the next message received.
+            self.pool.recycle(job.bytes);
             let mut crew = lock(&self.crew);
             crew.in_progress -= 1;
             crew.last_finished = Instant::now();
@@ -556,7 +613,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
     /// Serves one call taken by the leader: fetches its Read chunks into `call`, runs the
     /// handler, and answers it: the reply, or what [`FailureAnswer::for_error`] says when it
     /// could not be served; `Err` with the reason to close the connection.
-    fn serve_call(&self, job: &Job, call: &mut Vec<u8>) -> Result<Served, String> {
+    fn serve_call(&self, job: &Job, call: &mut Vec<u8>, reply: &mut Vec<u8>) -> Result<Served, String> {
         let conn = &**self.conn;
         let params = &job.params;
         // The leader's Serve accepted these bytes as a call; the same rules, with the same
@@ -564,12 +621,22 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
         let header = crate::reply::reply_header(&job.bytes, &self.cfg.responder.limits)
             .expect("a message the responder accepted as a call has a valid header");
         call.clear();
-        let service = fetch_call(conn, &header, self.ulb, call).map(|()| Service::of(|| (self.handler)(call)));
+        let service = fetch_call(conn, &header, self.ulb, call).map(|()| {
+            Service::of(|| {
+                let mut r = std::mem::take(reply);
+                r.clear();
+                self.handler.handle(call, &mut r);
+                r
+            })
+        });
         self.unanswered.fetch_sub(1, Ordering::SeqCst);
         service
             .and_then(|service| match service {
-                Service::Replied(reply) => {
-                    send_reply(conn, &header, &reply, self.ulb, params).map(|s| Served::Call(params.version, s))
+                Service::Replied(r) => {
+                    let sent = send_reply(conn, &header, &r, self.ulb, params).map(|s| Served::Call(params.version, s));
+                    // Its memory takes the next reply of this thread.
+                    *reply = r;
+                    sent
                 }
                 Service::Panicked => {
                     send_rpc_error(conn, &header, self.ulb, params, encode_system_err_reply).map(|()| Served::Panicked)

@@ -208,8 +208,11 @@ fn load<B: Backend + Clone>(backend: B, label: &str, callers: usize, calls: usiz
         .expect("server starts");
     // A long timeout: a retransmission would re-execute a call and spoil the duplicate check,
     // and nothing in this test is meant to be lost.
+    // LOAD_CONNECTIONS=n spreads the calls over n connections (ClientConfig::connections).
+    let connections = std::env::var("LOAD_CONNECTIONS").ok().and_then(|n| n.parse().ok()).unwrap_or(1);
     let ccfg = ClientConfig {
         requester: requester::Config { timeout: Duration::from_secs(60), ..Default::default() },
+        connections,
         ..Default::default()
     };
     let client = Arc::new(Client::new(backend, &server.local_addr(), ccfg));
@@ -313,17 +316,18 @@ fn load<B: Backend + Clone>(backend: B, label: &str, callers: usize, calls: usiz
     // within it. One connection throughout: a Send that found no Receive (a requester beyond
     // the Receives posted for its credits) or any retransmission would have shown as another.
     assert_eq!(s.credit_overruns, 0, "{label}: calls beyond the credits granted");
-    assert_eq!(client.window(), SERVER_CREDITS, "{label}: the window is the responder's grant");
+    let n = client.connections() as u32;
+    assert_eq!(client.window(), n * SERVER_CREDITS, "{label}: the window is the responder's grant per connection");
     assert!(
-        most_in_flight <= u64::from(SERVER_CREDITS),
+        most_in_flight <= u64::from(n * SERVER_CREDITS),
         "{label}: {most_in_flight} calls in flight > grant (retransmissions count again); {history}"
     );
     // Issue 14: calls of the one connection served side by side, never beyond the grant nor
     // the server's bound (interop-tests/tests/pipelined.rs shows they do run at once).
     let most_running = ledger.most_running.load(Ordering::SeqCst);
-    let bound = ServerLimits::default().calls_in_progress(SERVER_CREDITS);
+    let bound = n as usize * ServerLimits::default().calls_in_progress(SERVER_CREDITS);
     assert!((1..=bound).contains(&most_running), "{label}: {most_running} calls in the handler at once > {bound}");
-    assert_eq!(s.connections, 1, "{label}: one connection, never lost; {history}");
+    assert_eq!(s.connections, u64::from(n), "{label}: one connection per lane, never lost; {history}");
     assert_eq!(s.errors_sent, 0, "{label}: no RDMA_ERROR");
     // Every call served in Version Two (both sides speak it, draft section 5.1).
     assert_eq!(s.calls, [0, 0, total as u64], "{label}: calls per version");

@@ -336,13 +336,10 @@ impl<B: Backend> Connection<B> {
                 return Err(DataPathError::Timeout { wr_id: want.wr_id(), timeout });
             }
             if st.polling {
-                // Another waiter polls, perhaps blocked until something arrives for it: what
-                // the queue already holds (a Local Invalidate's completion, an RDMA Read's
-                // on a software backend) is reaped here rather than waited for.
-                if self.reap_ready(&mut st) > 0 {
-                    continue;
-                }
-                // It wakes us when it sets ours aside, or leaves.
+                // Another waiter polls; it wakes us when it sets ours aside, or leaves. (Not
+                // reaped here without blocking, though it may be in the queue already: what
+                // this waiter took for others would leave the poller blocked in its wait for
+                // a completion no longer there, until its slice ran out: 10 ms stalls.)
                 st.waiting.push(Waiting { want, thread: std::thread::current() });
                 drop(st);
                 std::thread::park_timeout(left);
@@ -409,19 +406,18 @@ impl<B: Backend> Connection<B> {
         st.completions.iter().filter(|c| Want::AnyReceive.claims(c)).count()
     }
 
-    /// Reaps what the completion queue holds, without blocking, for the owners; returns how
-    /// many it reaped.
-    fn reap_ready(&self, st: &mut Reaped) -> usize {
+    /// Reaps what the completion queue holds, without blocking, for the owners; only while
+    /// nobody polls (see [`Connection::wait_within`]).
+    fn reap_ready(&self, st: &mut Reaped) {
+        debug_assert!(!st.polling);
         let mut batch = [Completion::default(); REAP_BATCH];
-        let mut total = 0;
         loop {
             let n = self.qp.poll_cq(&mut batch);
             for &c in &batch[..n] {
                 self.keep_for_owner(st, c);
             }
-            total += n;
             if n < batch.len() {
-                return total;
+                return;
             }
         }
     }

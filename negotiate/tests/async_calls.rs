@@ -100,16 +100,26 @@ fn issue_14_one_thread_has_many_async_calls_in_flight_at_once() {
     let mut futures: Vec<_> = msgs.iter().map(|m| client.call_async(m, &ULB)).collect();
     let waker = waker();
     let mut cx = Context::from_waker(&waker);
-    for f in &mut futures {
-        assert!(Pin::new(f).poll(&mut cx).is_pending(), "the gated call holds every reply back");
+    // One poll each sends each call. The first (argument 0) stays in the handler until
+    // released; the others may be served beside it and even answered within their first poll.
+    let mut early = Vec::new();
+    for (i, f) in futures.iter_mut().enumerate() {
+        if let Poll::Ready(r) = Pin::new(f).poll(&mut cx) {
+            early.push((i, r));
+        }
     }
-    // All 16 went out from this one thread while the first (argument 0) is still in the
-    // handler: a blocking call would have sent one.
+    assert!(early.iter().all(|(i, _)| *i != 0), "the gated call is not answered before its release");
+    // All 16 went out from this one thread while the first is still in the handler: a
+    // blocking call would have sent one.
     assert_eq!(client.stats().short, 1 + 16);
     release.send(()).unwrap();
-    let replies = run_all(futures);
-    for (m, r) in msgs.iter().zip(replies) {
-        assert_eq!(r.unwrap(), reply_to(m));
+    for (i, r) in &early {
+        assert_eq!(r.as_ref().unwrap(), &reply_to(&msgs[*i]));
+    }
+    let rest: Vec<_> = futures.into_iter().enumerate().filter(|(i, _)| early.iter().all(|(j, _)| j != i)).collect();
+    let (indices, rest): (Vec<usize>, Vec<_>) = rest.into_iter().unzip();
+    for (i, r) in indices.into_iter().zip(run_all(rest)) {
+        assert_eq!(r.unwrap(), reply_to(&msgs[i]));
     }
 }
 
@@ -240,4 +250,43 @@ fn issue_14_one_xid_in_progress_twice_is_refused_whatever_the_connections() {
     }
     release.send(()).unwrap();
     assert_eq!(run_all(vec![first]).pop().unwrap().unwrap(), reply_to(&slow));
+}
+
+#[test]
+fn rfc8797_4_1_a_call_dropped_after_its_reply_arrived_releases_its_memory_without_undoing_the_remote_invalidation() {
+    // Both sides set the R flag: the reply to a call with a chunk is a Send with Invalidate
+    // of that chunk's window. A future dropped after its reply arrived, before it was polled
+    // again, must release its memory as a completed call does: invalidating that window again
+    // fails and takes the connection down.
+    use cm_private_data::{Flags, PrivateData};
+    let r = Some(PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096));
+    // One Write chunk and no Reply chunk (the reduced reply fits inline): one rkey, which the
+    // reply invalidates.
+    let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: 8192, max_reply: 64 };
+    let scfg = ServerConfig { private_data: r, ..Default::default() };
+    let (release, gate) = mpsc::channel::<()>();
+    let gate = Mutex::new(gate);
+    let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ulb), move |c: &[u8]| {
+        if c[8..12] == [0; 4] {
+            gate.lock().unwrap().recv_timeout(Duration::from_secs(20)).expect("released");
+        }
+        let mut r = [&c[..4], &[0, 0, 0, 1][..], &4096u32.to_be_bytes()[..]].concat();
+        r.resize(12 + 4096, 0xcd);
+        r
+    })
+    .unwrap();
+    let client = Client::new(InProcess, &server.local_addr(), ClientConfig { private_data: r, ..Default::default() });
+    assert_eq!(client.call(&call(1, 1), &ulb).unwrap().len(), 12 + 4096);
+    let msg = call(2, 0);
+    {
+        let mut dropped = client.call_async(&msg, &ulb);
+        let waker = waker();
+        assert!(Pin::new(&mut dropped).poll(&mut Context::from_waker(&waker)).is_pending());
+        // The reply arrives (received by the dispatcher for this async call) and waits.
+        release.send(()).unwrap();
+        assert!(eventually(|| server.stats().calls[2] == 2));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(client.call(&call(3, 3), &ulb).unwrap().len(), 12 + 4096);
+    assert!(client.ended().is_empty(), "no connection lost: {:?}", client.ended());
 }

@@ -328,12 +328,34 @@ impl<B: Backend> Lane<B> {
         st.last_active = now;
         match abandoned {
             Some(sent) => {
-                st.core.abandon(xid, sent.is_some(), now);
+                // A step handed out and not taken decides first: its reply arrived (whose
+                // remote invalidation counts when the memory is released: invalidating that
+                // window again would fail and take the connection down), or it failed, or a
+                // retransmission is due that was never sent (the earlier attempt went out on
+                // a connection since lost).
+                let reply = match st.core.take_step(xid) {
+                    Some(CallStep::Reply { invalidated, .. }) => {
+                        st.core.finish_call(xid);
+                        Some((xid, invalidated))
+                    }
+                    Some(CallStep::Failed(_)) => {
+                        st.core.finish_call(xid);
+                        None
+                    }
+                    Some(CallStep::Transmit { .. }) => {
+                        st.core.abandon(xid, false, now);
+                        None
+                    }
+                    None => {
+                        st.core.abandon(xid, sent.is_some(), now);
+                        None
+                    }
+                };
                 if let Some(sent) = sent {
                     st.abandoned.insert(xid, sent);
                 }
                 // Released now unless the core keeps it waiting for its reply.
-                st = sh.release_abandoned(st, None);
+                st = sh.release_abandoned(st, reply);
             }
             None => st.core.finish_call(xid),
         }

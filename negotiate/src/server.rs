@@ -9,7 +9,7 @@
 //! and Reply chunks; [`crate::limits`] lists every bound the server keeps.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{JoinHandle, Scope};
 use std::time::{Duration, Instant};
 
@@ -402,8 +402,19 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
         peer: &peer,
         back: &back,
         most: cfg.limits.calls_in_progress(cfg.responder.credits),
-        lead: Mutex::new(Lead { serve, ended: false }),
-        crew: Mutex::new(Crew { threads: 1, waiting: 1, in_progress: 0, last_finished: now }),
+        lead: Mutex::new(Lead { serve }),
+        crew: Mutex::new(Crew {
+            threads: 1,
+            waiting: 1,
+            untimed: 0,
+            in_progress: 0,
+            last_finished: now,
+            free: true,
+            alone: None,
+            next_ticket: 0,
+            ended: false,
+        }),
+        turn: Condvar::new(),
         unanswered: AtomicUsize::new(0),
     };
     // Every thread spawned for the connection's calls ends inside this scope.
@@ -413,11 +424,16 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
 
 /// One connection's serving, shared by the threads that serve its calls.
 ///
-/// They take turns at receiving, leader/follower style: the thread that holds `lead`
-/// receives and judges messages one at a time with the connection's [`Serve`] (its credits,
-/// version and idle decisions need one order), and when a message is a call it lets the lead
-/// go to the next waiting thread and serves that call itself: fetches its chunks, runs the
-/// handler, sends the reply.
+/// They take turns at receiving, leader/follower style: the thread that holds the receiving
+/// role receives and judges messages one at a time with the connection's [`Serve`] (its
+/// credits, version and idle decisions need one order), and when a message is a call it
+/// serves that call itself: fetches its chunks, runs the handler, sends the reply. If another
+/// message is already waiting, the role goes to the next waiting thread at once; if not, the
+/// thread keeps it while it serves, and a waiting thread takes it over only once the call
+/// has run for [`SERVE_ALONE_FOR`]. Handing the role on for every call cost a lone caller a
+/// thread switch per call on the server (64-byte round trip 0.5 of the raw one against 0.8
+/// serving one call at a time, docs/benchmarks.md); keeping it for a call that runs long
+/// would hold up the calls behind it.
 ///
 /// Why not a receiver handing each call to a pool of workers: that wakes a worker for every
 /// call, on the call's own path (the call waits for the wake-up), moves the message to
@@ -444,6 +460,9 @@ struct Serving<'a, B: Backend, U: ?Sized> {
     /// The receiving role and what it judges with.
     lead: Mutex<Lead>,
     crew: Mutex<Crew>,
+    /// Signals the waiting threads (with `crew`): the role is free, a call is being served
+    /// alone, or the connection ended.
+    turn: Condvar,
     /// Calls taken whose answer has not been posted yet: each is still in flight for the
     /// requester, so it counts against the credits of the next call judged (RFC 8166 section
     /// 3.3.1). A call stops counting just before its answer is posted, so a requester that
@@ -453,22 +472,37 @@ struct Serving<'a, B: Backend, U: ?Sized> {
 
 struct Lead {
     serve: Serve,
-    /// The connection is done: every thread leaves once it gets here.
-    ended: bool,
 }
 
 /// The connection's threads.
 struct Crew {
     /// Spawned and not yet ended, this one included.
     threads: usize,
-    /// Waiting for the lead (or spawned to): a call arriving finds one of them to receive the
-    /// next message while it is served.
+    /// Waiting for the receiving role (or spawned to): a call arriving finds one of them to
+    /// receive the next message while it is served.
     waiting: usize,
+    /// Of those, the ones waiting without a deadline (no call in progress when they began).
+    untimed: usize,
     /// Calls taken and not yet answered.
     in_progress: usize,
     /// When the last call in progress was answered: a call that ran long is activity too.
     last_finished: Instant,
+    /// The receiving role is free: the next waiting thread takes it.
+    free: bool,
+    /// The role's holder is serving a call itself, since when, under which ticket: it took no
+    /// other message waiting, so it kept the role (a lone caller's calls then need no thread
+    /// hand-off); a waiting thread takes the role over once this is [`SERVE_ALONE_FOR`] old.
+    alone: Option<(Instant, u64)>,
+    next_ticket: u64,
+    /// The connection is done: every thread leaves.
+    ended: bool,
 }
+
+/// How long the holder of the receiving role may serve a call itself before a waiting thread
+/// takes the role over: a longer call then no longer holds up the next ones (they are
+/// received and served beside it), while a short one keeps the role and the next call needs
+/// no thread hand-off.
+const SERVE_ALONE_FOR: Duration = Duration::from_millis(1);
 
 /// A call the leader took: its message, moved to the thread that serves it.
 struct Job {
@@ -478,37 +512,36 @@ struct Job {
 }
 
 impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
-    /// One thread's part: lead until a call arrives, serve it, and again, until the
-    /// connection ends.
+    /// One thread's part: take the receiving role, receive until a call arrives, serve it,
+    /// and again, until the connection ends.
     fn work<'s>(&'s self, scope: &'s Scope<'s, '_>) {
         // This thread's call and reply buffers, kept from one call to the next.
         let (mut call, mut reply) = (Vec::new(), Vec::new());
+        let mut holding = false;
         loop {
+            if !holding && !self.take_role() {
+                break;
+            }
             let job = {
                 let mut lead = lock(&self.lead);
-                lock(&self.crew).waiting -= 1;
-                if lead.ended {
-                    break;
-                }
                 match self.receive_call(&mut lead.serve) {
-                    // Still leading: the next thread to lead is counted or spawned first.
-                    Ok(job) => {
-                        self.take_on(scope);
-                        job
-                    }
+                    Ok(job) => job,
                     Err(why) => {
-                        lead.ended = true;
                         self.back.close();
                         self.conn.close(why);
+                        lock(&self.crew).ended = true;
+                        self.turn.notify_all();
                         break;
                     }
                 }
             };
-            // The lead goes to the next waiting thread here, while this one serves the call.
+            // With another message waiting the role goes on at once; without, this thread
+            // keeps it while it serves, unless the call runs long.
+            let ticket = self.take_on(scope, self.conn.receives_waiting() == 0);
             match self.serve_call(&job, &mut call, &mut reply) {
                 Ok(served) => self.count(served),
                 // RFC 8166 section 4.5.4: a reply that could not be sent is signaled by closing
-                // the connection; the leader sees it down and ends the others.
+                // the connection; the receiving thread sees it down and ends the others.
                 Err(why) => self.conn.close(why),
             }
             // The message's buffer takes the next message received.
@@ -516,27 +549,78 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
             let mut crew = lock(&self.crew);
             crew.in_progress -= 1;
             crew.last_finished = Instant::now();
-            crew.waiting += 1;
+            holding = ticket.is_some() && crew.alone.is_some_and(|(_, t)| Some(t) == ticket);
+            if holding {
+                crew.alone = None;
+            } else {
+                crew.waiting += 1;
+            }
         }
         lock(&self.crew).threads -= 1;
     }
 
-    /// A call was taken: counts it and, when no other thread waits to receive the next
-    /// message and the bound allows, spawns one (so a connection whose requester makes one
-    /// call at a time keeps two threads, never [`Serving::most`]).
-    fn take_on<'s>(&'s self, scope: &'s Scope<'s, '_>) {
+    /// Waits for the receiving role: free, or held by a thread serving a call alone for
+    /// [`SERVE_ALONE_FOR`]; false once the connection has ended. While calls are in progress
+    /// the wait has a deadline, so that it notices a call that runs long without being told.
+    fn take_role(&self) -> bool {
+        let mut crew = lock(&self.crew);
+        loop {
+            if crew.ended {
+                crew.waiting -= 1;
+                return false;
+            }
+            let now = Instant::now();
+            let overdue = crew.alone.map(|(since, _)| since + SERVE_ALONE_FOR);
+            if crew.free || overdue.is_some_and(|t| t <= now) {
+                crew.free = false;
+                crew.alone = None;
+                crew.waiting -= 1;
+                return true;
+            }
+            if overdue.is_some() || crew.in_progress > 0 {
+                let until = overdue.unwrap_or(now + SERVE_ALONE_FOR);
+                crew = self.turn.wait_timeout(crew, until - now).unwrap_or_else(PoisonError::into_inner).0;
+            } else {
+                crew.untimed += 1;
+                crew = self.turn.wait(crew).unwrap_or_else(PoisonError::into_inner);
+                crew.untimed -= 1;
+            }
+        }
+    }
+
+    /// A call was taken: counts it, and either frees the receiving role (`keep` false) or
+    /// keeps it while this thread serves the call, returning the ticket that says whether it
+    /// still holds it afterwards. When no other thread waits to receive and the bound allows,
+    /// spawns one (so a connection whose requester makes one call at a time keeps two
+    /// threads, never [`Serving::most`]).
+    fn take_on<'s>(&'s self, scope: &'s Scope<'s, '_>, keep: bool) -> Option<u64> {
         let mut crew = lock(&self.crew);
         crew.in_progress += 1;
-        if crew.waiting > 0 || crew.threads >= self.most {
-            return;
+        let ticket = if keep {
+            let t = crew.next_ticket;
+            crew.next_ticket += 1;
+            crew.alone = Some((Instant::now(), t));
+            // Only a thread waiting without a deadline must be told; the others wake by
+            // themselves when the call has run too long.
+            if crew.untimed > 0 {
+                self.turn.notify_one();
+            }
+            Some(t)
+        } else {
+            crew.free = true;
+            self.turn.notify_one();
+            None
+        };
+        if crew.waiting == 0 && crew.threads < self.most {
+            let spawned =
+                std::thread::Builder::new().name("negotiate-call".into()).spawn_scoped(scope, move || self.work(scope));
+            // One that could not be spawned leaves the calls to the threads there are.
+            if spawned.is_ok() {
+                crew.threads += 1;
+                crew.waiting += 1;
+            }
         }
-        let spawned =
-            std::thread::Builder::new().name("negotiate-call".into()).spawn_scoped(scope, move || self.work(scope));
-        // One that could not be spawned leaves the calls to the threads there are.
-        if spawned.is_ok() {
-            crew.threads += 1;
-            crew.waiting += 1;
-        }
+        ticket
     }
 
     /// The leader's part: receives and judges messages until one is a call to serve, and

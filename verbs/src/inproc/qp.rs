@@ -29,13 +29,17 @@ pub struct InProcQp {
 
 struct Conn {
     st: Mutex<ConnState>,
-    /// Signals new completions and CM events to either side.
-    cv: Condvar,
+    /// Signals new completions and CM events, one per side: a work request wakes only the
+    /// side whose queues it filled (one shared one woke both sides' waiters on every post,
+    /// a thread switch for nothing on each side that had no new completion).
+    cv: [Condvar; 2],
 }
 
 struct ConnState {
     connected: bool,
     sides: [Side; 2],
+    /// The sides given a completion or an event since the last wake-up.
+    to_wake: [bool; 2],
 }
 
 struct Side {
@@ -51,6 +55,7 @@ struct Side {
 
 impl ConnState {
     fn complete(&mut self, side: usize, c: Completion) {
+        self.to_wake[side] = true;
         let q = &mut self.sides[side].q;
         if c.opcode.is_send_queue() {
             q.sq_outstanding += 1;
@@ -69,6 +74,7 @@ impl ConnState {
                 self.complete(side, Completion::new(r.wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
             }
             self.sides[side].events.push_back(CmEvent::Disconnected);
+            self.to_wake[side] = true;
         }
     }
 
@@ -76,6 +82,19 @@ impl ConnState {
     fn fatal(&mut self, me: usize, wr_id: u64, status: Status, opcode: Opcode) {
         self.complete(me, Completion::new(wr_id, status, opcode, 0));
         self.fail();
+    }
+}
+
+impl Conn {
+    /// Unlocks, then wakes the waiters of each side given something under the lock.
+    fn wake(&self, mut st: MutexGuard<'_, ConnState>) {
+        let to_wake = std::mem::take(&mut st.to_wake);
+        drop(st);
+        for (side, cv) in self.cv.iter().enumerate() {
+            if to_wake[side] {
+                cv.notify_all();
+            }
+        }
     }
 }
 
@@ -89,8 +108,8 @@ pub(crate) fn connect_pair(a: &InProcPd, a_caps: QpCaps, b: &InProcPd, b_caps: Q
         events: VecDeque::new(),
     };
     let conn = Arc::new(Conn {
-        st: Mutex::new(ConnState { connected: true, sides: [side(a, a_caps), side(b, b_caps)] }),
-        cv: Condvar::new(),
+        st: Mutex::new(ConnState { connected: true, sides: [side(a, a_caps), side(b, b_caps)], to_wake: [false; 2] }),
+        cv: [Condvar::new(), Condvar::new()],
     });
     (InProcQp { conn: conn.clone(), me: 0, caps: a_caps }, InProcQp { conn, me: 1, caps: b_caps })
 }
@@ -106,8 +125,7 @@ impl InProcQp {
         }
         if !st.connected {
             st.complete(self.me, Completion::new(wr_id, Status::WorkRequestFlushed, opcode, 0));
-            drop(st);
-            self.conn.cv.notify_all();
+            self.conn.wake(st);
             return Ok(None);
         }
         Ok(Some(st))
@@ -171,14 +189,13 @@ impl InProcQp {
     }
 
     fn finish(&self, st: MutexGuard<'_, ConnState>) -> Result<()> {
-        drop(st);
-        self.conn.cv.notify_all();
+        self.conn.wake(st);
         Ok(())
     }
 
-    /// Waits on the connection's condvar until `take` yields something or `timeout` passes.
+    /// Waits on this side's condvar until `take` yields something or `timeout` passes.
     fn wait_for<T>(&self, timeout: Duration, take: impl FnMut(&mut ConnState) -> Option<T>) -> Option<T> {
-        rules::wait_for(&self.conn.st, &self.conn.cv, timeout, take)
+        rules::wait_for(&self.conn.st, &self.conn.cv[self.me], timeout, take)
     }
 }
 
@@ -312,8 +329,7 @@ impl QueuePair for InProcQp {
     fn disconnect(&self) {
         let mut st = lock(&self.conn.st);
         st.fail();
-        drop(st);
-        self.conn.cv.notify_all();
+        self.conn.wake(st);
     }
 }
 

@@ -430,9 +430,10 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
 /// serves that call itself: fetches its chunks, runs the handler, sends the reply. If another
 /// message is already waiting, the role goes to the next waiting thread at once; if not, the
 /// thread keeps it while it serves, and a waiting thread takes it over only once the call
-/// has run for [`SERVE_ALONE_FOR`]. Handing the role on for every call cost a lone caller a
-/// thread switch per call on the server (64-byte round trip 0.5 of the raw one against 0.8
-/// serving one call at a time, docs/benchmarks.md); keeping it for a call that runs long
+/// has run for [`SERVE_ALONE_FOR`]; and only when no other call is being served (under load
+/// the next message comes while this one is served). Handing the role on for every call cost
+/// a lone caller a thread switch per call on the server (64-byte round trip 0.5 of the raw
+/// one, against 0.8 to 0.85 now, docs/benchmarks.md); keeping it for a call that runs long
 /// would hold up the calls behind it.
 ///
 /// Why not a receiver handing each call to a pool of workers: that wakes a worker for every
@@ -595,6 +596,9 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
     /// threads, never [`Serving::most`]).
     fn take_on<'s>(&'s self, scope: &'s Scope<'s, '_>, keep: bool) -> Option<u64> {
         let mut crew = lock(&self.crew);
+        // Only a call with none beside it keeps the role: under load the next message comes
+        // while this one is served, and must not wait for it.
+        let keep = keep && crew.in_progress == 0;
         crew.in_progress += 1;
         let ticket = if keep {
             let t = crew.next_ticket;

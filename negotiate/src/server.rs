@@ -482,7 +482,7 @@ struct Crew {
     /// Waiting for the receiving role (or spawned to): a call arriving finds one of them to
     /// receive the next message while it is served.
     waiting: usize,
-    /// Of those, the ones waiting without a deadline (no call in progress when they began).
+    /// Of those, the ones waiting without a deadline (no call served alone when they began).
     untimed: usize,
     /// Calls taken and not yet answered.
     in_progress: usize,
@@ -561,8 +561,9 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
     }
 
     /// Waits for the receiving role: free, or held by a thread serving a call alone for
-    /// [`SERVE_ALONE_FOR`]; false once the connection has ended. While calls are in progress
-    /// the wait has a deadline, so that it notices a call that runs long without being told.
+    /// [`SERVE_ALONE_FOR`]; false once the connection has ended. While a call is served alone
+    /// the wait has a deadline, so that it notices the call running long without being told;
+    /// otherwise it waits to be told (the role freed, or a call begun alone).
     fn take_role(&self) -> bool {
         let mut crew = lock(&self.crew);
         loop {
@@ -578,8 +579,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
                 crew.waiting -= 1;
                 return true;
             }
-            if overdue.is_some() || crew.in_progress > 0 {
-                let until = overdue.unwrap_or(now + SERVE_ALONE_FOR);
+            if let Some(until) = overdue {
                 crew = self.turn.wait_timeout(crew, until - now).unwrap_or_else(PoisonError::into_inner).0;
             } else {
                 crew.untimed += 1;

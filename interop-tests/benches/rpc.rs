@@ -109,12 +109,11 @@ fn round_trip<B: Backend + Clone>(c: &mut Criterion, group: &str, b: B) {
     g.finish();
 }
 
-fn read_chunk_1mib_vs_raw_read(c: &mut Criterion) {
-    let mut g = c.benchmark_group("read_1MiB");
-    g.throughput(Throughput::Bytes(MIB as u64));
-    g.sample_size(20);
+/// One side of an in-process connection: its protection domain and queue pair.
+type Side = (<InProcess as Backend>::Pd, <InProcess as Backend>::Qp);
 
-    // Raw: one 1 MiB RDMA Read of a registered region.
+/// Two connected in-process queue pairs, each with its protection domain: (ours, the peer's).
+fn connected_pair() -> (Side, Side) {
     let b = InProcess;
     let listener = b.listen(&b.any_address()).unwrap();
     let addr = listener.local_addr();
@@ -125,7 +124,16 @@ fn read_chunk_1mib_vs_raw_read(c: &mut Criterion) {
     });
     let pd = b.alloc_pd().unwrap();
     let (qp, _) = b.connect(&pd, &addr, &[], QpCaps::default(), T).unwrap();
-    let (spd, _sqp) = server.join().unwrap();
+    ((pd, qp), server.join().unwrap())
+}
+
+fn read_chunk_1mib_vs_raw_read(c: &mut Criterion) {
+    let mut g = c.benchmark_group("read_1MiB");
+    g.throughput(Throughput::Bytes(MIB as u64));
+    g.sample_size(20);
+
+    // Raw: one 1 MiB RDMA Read of a registered region.
+    let ((pd, qp), (spd, _sqp)) = connected_pair();
     let source = spd.register(vec![3; MIB], Access::REMOTE_READ).unwrap();
     let sink = pd.register(vec![0; MIB], Access::LOCAL_WRITE).unwrap();
     g.bench_function("raw_rdma_read", |bench| {
@@ -159,17 +167,7 @@ fn write_chunk_1mib_vs_raw_write(c: &mut Criterion) {
     g.sample_size(20);
 
     // Raw: one 1 MiB RDMA Write into a registered region.
-    let b = InProcess;
-    let listener = b.listen(&b.any_address()).unwrap();
-    let addr = listener.local_addr();
-    let server = std::thread::spawn(move || {
-        let pd = InProcess.alloc_pd().unwrap();
-        let qp = listener.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
-        (pd, qp)
-    });
-    let pd = b.alloc_pd().unwrap();
-    let (qp, _) = b.connect(&pd, &addr, &[], QpCaps::default(), T).unwrap();
-    let (spd, _sqp) = server.join().unwrap();
+    let ((pd, qp), (spd, _sqp)) = connected_pair();
     let sink = spd.register(vec![0; MIB], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
     let source = pd.register(vec![3; MIB], Access::empty()).unwrap();
     g.bench_function("raw_rdma_write", |bench| {

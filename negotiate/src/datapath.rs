@@ -88,7 +88,7 @@ use verbs::{Access, Backend, Completion, MemoryRegion, ProtectionDomain, QpState
 pub use call::{send_call, CallParams, PendingCall};
 pub use receive::{ReceivePool, Received};
 pub use registrar::{ChunkMemory, Landed, WindowRegistrar};
-pub use reply::{fetch_call, send_error, send_reply, ReplyParams, ReplySent};
+pub use reply::{fetch_call, send_error, send_reply, send_reply_lent, ReplyParams, ReplySent};
 
 /// Why one step of the data path failed.
 #[derive(Debug, thiserror::Error)]

@@ -24,7 +24,8 @@ use verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
 
 use crate::backchannel::{self, Backchannel, ServerSide};
 use crate::datapath::{
-    fetch_call, send_error, send_reply, Connection, DataPathError, Ended, ReceivePool, ReplyParams, ReplySent,
+    fetch_call, send_error, send_reply, send_reply_lent, Connection, DataPathError, Ended, ReceivePool, ReplyParams,
+    ReplySent,
 };
 use crate::limits::{Refusals, ServerLimits};
 use crate::responder;
@@ -708,7 +709,6 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
         // limits, give the same header view here, where the bytes now are.
         let header = crate::reply::reply_header(&job.bytes, &self.cfg.responder.limits)
             .expect("a message the responder accepted as a call has a valid header");
-        call.clear();
         let service = fetch_call(conn, &header, self.ulb, call).map(|()| {
             Service::of(|| {
                 let mut r = std::mem::take(reply);
@@ -720,8 +720,9 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
         self.unanswered.fetch_sub(1, Ordering::SeqCst);
         service
             .and_then(|service| match service {
-                Service::Replied(r) => {
-                    let sent = send_reply(conn, &header, &r, self.ulb, params).map(|s| Served::Call(params.version, s));
+                Service::Replied(mut r) => {
+                    let sent = send_reply_lent(conn, &header, &mut r, self.ulb, params)
+                        .map(|s| Served::Call(params.version, s));
                     // Its memory takes the next reply of this thread.
                     *reply = r;
                     sent

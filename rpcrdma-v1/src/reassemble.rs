@@ -334,75 +334,152 @@ pub fn fetch_len(reads: List<'_, XdrReadChunk>) -> u64 {
 /// After each chunk's data, XDR roundup padding is restored (zeros up to a
 /// multiple of four; none when the Requester included it, 3.4.5.2), so
 /// what follows is where the ULP expects it. Read chunks must appear in
-/// increasing Position order, each chunk's segments adjacent.
+/// increasing Position order, each chunk's segments adjacent. The rules are
+/// [`lay_out_call`]'s; this function copies the pieces it names.
 pub fn reassemble_call(
     msg: &RdmaMsg<'_>,
     inline: &[u8],
     landing: &[u8],
     out: &mut Vec<u8>,
 ) -> Result<(), ReassemblyError> {
+    out.clear();
+    let stream_len = lay_out_call(msg, inline, landing.len(), |_| {})?;
+    out.reserve(stream_len);
+    lay_out_call(msg, inline, landing.len(), |piece| match piece {
+        CallPiece::Inline(bytes) => out.extend_from_slice(bytes),
+        CallPiece::Landed(range) => out.extend_from_slice(&landing[range]),
+        CallPiece::Padding(n) => out.extend_from_slice(&PADDING[..n]),
+    })?;
+    Ok(())
+}
+
+/// One piece of a received call's unreduced Payload stream, in stream order
+/// (see [`lay_out_call`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CallPiece<'a> {
+    /// Bytes of the inline (reduced) Payload stream of an `RDMA_MSG`.
+    Inline(&'a [u8]),
+    /// Bytes of the landing buffer (as [`read_list_fetches`] places the Read
+    /// list's segments): a Read chunk's data, or for an `RDMA_NOMSG` part of
+    /// the Position-Zero Read chunk, which is the reduced stream (3.5.3).
+    Landed(core::ops::Range<usize>),
+    /// Zero bytes of XDR roundup padding the Requester left out after a
+    /// chunk's data (RFC 8166 section 3.4.5.2).
+    Padding(usize),
+}
+
+/// The one home of the call reassembly rules (RFC 8166 sections 3.4.5,
+/// 3.4.5.2 and 3.5.3): checks that the Read list of `msg` fits its reduced
+/// Payload stream and hands `each` the pieces of the unreduced stream in
+/// order, without copying anything. Returns the unreduced stream's length.
+///
+/// [`reassemble_call`] copies the pieces into a buffer. A Responder that
+/// lands each Read chunk straight at its place in the call message (one copy,
+/// the RDMA Read itself) writes the `Inline` and `Padding` pieces and posts
+/// the RDMA Reads of each `Landed` piece to where it falls; for an
+/// `RDMA_MSG` every `Landed` piece is one whole Read chunk.
+///
+/// `landing_len` is the landing buffer's length (at least [`fetch_len`]).
+///
+/// ```
+/// use rpcrdma_v1::reassemble::{lay_out_call, CallPiece};
+/// use rpcrdma_v1::rt::List;
+/// use rpcrdma_v1::xdr::*;
+///
+/// // 12 bytes inline, then a 5-byte Read chunk at Position 12, then 4 bytes.
+/// let reads = [XdrReadChunk { position: 12, target: XdrRdmaSegment { handle: 9, length: 5, offset: 0 } }];
+/// let hdr = RdmaMsg { rdma_xid: 1, rdma_vers: 1, rdma_credit: 8, rdma_body: RdmaBody::RdmaMsg(RpcRdmaHeader {
+///     rdma_reads: List::from_slice(&reads), rdma_writes: List::default(), rdma_reply: None }) };
+/// let inline = [7u8; 16];
+/// let mut pieces = Vec::new();
+/// let len = lay_out_call(&hdr, &inline, 5, |p| pieces.push(p)).unwrap();
+/// assert_eq!(len, 24);
+/// assert_eq!(pieces, [
+///     CallPiece::Inline(&inline[..12]),
+///     CallPiece::Landed(0..5),
+///     CallPiece::Padding(3),
+///     CallPiece::Inline(&inline[12..]),
+/// ]);
+/// ```
+pub fn lay_out_call<'i>(
+    msg: &RdmaMsg<'_>,
+    inline: &'i [u8],
+    landing_len: usize,
+    mut each: impl FnMut(CallPiece<'i>),
+) -> Result<usize, ReassemblyError> {
     let (reads, nomsg) = match msg.rdma_body {
         RdmaBody::RdmaMsg(h) => (h.rdma_reads, false),
         RdmaBody::RdmaNomsg(h) => (h.rdma_reads, true),
         _ => return Err(ReassemblyError::NoRpcMessage),
     };
     let need = fetch_len(reads);
-    if (landing.len() as u64) < need {
-        return Err(ReassemblyError::LandingTooShort { need, have: landing.len() });
+    if (landing_len as u64) < need {
+        return Err(ReassemblyError::LandingTooShort { need, have: landing_len });
     }
-    let mut chunks = ReadChunks { segments: reads.iter().peekable(), landing, at: 0 };
-    let reduced = if nomsg {
+    let mut chunks = ReadChunks { segments: reads.iter().peekable(), at: 0 };
+    // The reduced stream: the inline bytes, or the Position-Zero chunk's landed bytes.
+    let (reduced_len, reduced_landed) = if nomsg {
         match chunks.next() {
-            Some((0, data)) => data,
+            Some((0, range)) => (range.len(), Some(range.start)),
             _ => return Err(ReassemblyError::NoPositionZeroChunk),
         }
     } else {
-        inline
+        (inline.len(), None)
     };
-    out.clear();
-    out.reserve(reduced.len() + need as usize + 3 * reads.len());
+    let reduced = |from: usize, to: usize| match reduced_landed {
+        Some(base) => CallPiece::Landed(base + from..base + to),
+        None => CallPiece::Inline(&inline[from..to]),
+    };
+    let mut placed = 0;
     let mut taken = 0;
     for (position, data) in chunks {
         if position as usize % XDR_UNIT != 0 {
             return Err(ReassemblyError::PositionMisaligned { position });
         }
         let position = position as usize;
-        if position < out.len() {
-            return Err(ReassemblyError::OutOfOrder { position: position as u64, placed: out.len() });
+        if position < placed {
+            return Err(ReassemblyError::OutOfOrder { position: position as u64, placed });
         }
-        let gap = position - out.len();
-        if gap > reduced.len() - taken {
-            let end = out.len() + reduced.len() - taken;
+        let gap = position - placed;
+        if gap > reduced_len - taken {
+            let end = placed + reduced_len - taken;
             return Err(ReassemblyError::PositionBeyondPayload { position: position as u64, end });
         }
-        out.extend_from_slice(&reduced[taken..taken + gap]);
+        if gap > 0 {
+            each(reduced(taken, taken + gap));
+        }
         taken += gap;
-        out.extend_from_slice(data);
-        out.extend_from_slice(&PADDING[..roundup_pad(data.len())]);
+        let pad = roundup_pad(data.len());
+        placed = position + data.len() + pad;
+        each(CallPiece::Landed(data));
+        if pad > 0 {
+            each(CallPiece::Padding(pad));
+        }
     }
-    out.extend_from_slice(&reduced[taken..]);
-    Ok(())
+    if taken < reduced_len {
+        each(reduced(taken, reduced_len));
+    }
+    Ok(placed + reduced_len - taken)
 }
 
-/// Read chunks with their data: segments grouped by equal adjacent
-/// Positions, each chunk's bytes a slice of the landing buffer.
-struct ReadChunks<'a, 'b> {
+/// Read chunks with where their data lies: segments grouped by equal
+/// adjacent Positions, each chunk's bytes a range of the landing buffer.
+struct ReadChunks<'a> {
     segments: core::iter::Peekable<SeqIter<'a, XdrReadChunk>>,
-    landing: &'b [u8],
     at: usize,
 }
 
-impl<'b> Iterator for ReadChunks<'_, 'b> {
-    type Item = (u32, &'b [u8]);
+impl Iterator for ReadChunks<'_> {
+    type Item = (u32, core::ops::Range<usize>);
 
-    fn next(&mut self) -> Option<(u32, &'b [u8])> {
+    fn next(&mut self) -> Option<(u32, core::ops::Range<usize>)> {
         let first = self.segments.next()?;
         let start = self.at;
         self.at += first.target.length as usize;
         while let Some(next) = self.segments.next_if(|s| s.position == first.position) {
             self.at += next.target.length as usize;
         }
-        Some((first.position, &self.landing[start..self.at]))
+        Some((first.position, start..self.at))
     }
 }
 

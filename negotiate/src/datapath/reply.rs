@@ -5,8 +5,11 @@ use std::cell::RefCell;
 use cm_private_data::{reply_invalidate_rkey, Negotiated};
 use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_reply::{marshal_reply, MarshaledReply, ProvidedChunks, ReplyForm, ReplyRequest};
-use rpcrdma_v1::reassemble::{check_call_ddp_eligibility, fetch_len, read_list_fetches, reassemble_call};
+use rpcrdma_v1::reassemble::{
+    check_call_ddp_eligibility, fetch_len, lay_out_call, read_list_fetches, reassemble_call, CallPiece, Fetch,
+};
 use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
+use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg};
 use rpcrdma_v1::Version;
 use verbs::{Access, Backend, ProtectionDomain, QueuePair, RemoteBuf, Sge};
 
@@ -45,11 +48,17 @@ pub struct ReplySent {
 }
 
 /// Rebuilds the whole RPC Call message of an accepted call header into `out`: pulls every Read
-/// chunk segment with an RDMA Read into one registered landing buffer (RFC 8166 sections 3.4.5
-/// and 3.4.5.1; `read_list_fetches` places them), waits for them, reassembles
-/// (`reassemble_call`, inline payload or Position-Zero chunk, padding restored) and checks the
-/// Read chunks against the DDP-eligible items `ulb` finds (RFC 8166 section 6.1.1: on
-/// [`DataPathError::DdpViolation`] do not process the call; answer `GARBAGE_ARGS`).
+/// chunk segment with an RDMA Read (RFC 8166 sections 3.4.5 and 3.4.5.1), waits for them,
+/// puts the pieces together (`lay_out_call`'s rules: inline payload or Position-Zero chunk,
+/// padding restored) and checks the Read chunks against the DDP-eligible items `ulb` finds (RFC
+/// 8166 section 6.1.1: on [`DataPathError::DdpViolation`] do not process the call; answer
+/// `GARBAGE_ARGS`).
+///
+/// For an `RDMA_MSG` each Read chunk is read straight to its place in `out`, which is
+/// registered for the Reads and handed back: the RDMA Read is the only copy of a chunk's bytes,
+/// as with raw verbs. An `RDMA_NOMSG`'s Reads land in a buffer first (the reduced stream is
+/// itself a chunk, so where the others go is known only once it is read) and are copied into
+/// `out`. Whatever `out` held is replaced; its memory is reused.
 ///
 /// The chunk sizes were bounded by the header's limits when it was accepted (RFC 8166 section
 /// 3.4.4). See the [module documentation](super) for an example.
@@ -61,26 +70,95 @@ pub fn fetch_call<B: Backend, U: UpperLayerBinding + ?Sized>(
 ) -> Result<(), DataPathError> {
     let msg = call.to_msg();
     let reads = call.read_list();
-    let landing = match fetch_len(reads) {
-        0 => Vec::new(),
-        len => {
-            let region = conn.register_writable(len as usize)?;
-            let mut ids = Vec::with_capacity(reads.len());
-            for f in read_list_fetches(reads).filter(|f| f.length > 0) {
-                let id = conn.wr_id();
-                let local = Sge::new(&region, f.landing, f.length as usize);
-                conn.qp().post_read(id, &[local], RemoteBuf { addr: f.offset, rkey: f.handle })?;
-                ids.push(id);
-            }
-            conn.wait_all(&ids)?;
-            take_bytes(region)
-        }
-    };
-    let reassembled = reassemble_call(&msg, call.payload(), &landing, out);
-    conn.recycle_chunk(landing);
-    reassembled?;
+    let landing_len = fetch_len(reads) as usize;
+    if landing_len == 0 {
+        reassemble_call(&msg, call.payload(), &[], out)?;
+    } else if matches!(msg.rdma_body, RdmaBody::RdmaMsg(_)) {
+        read_in_place(conn, &msg, call.payload(), landing_len, out)?;
+    } else {
+        let landing = conn.register_writable(landing_len)?;
+        let fetched = post_reads(conn, &landing, read_list_fetches(reads).map(|f| (f.landing, f)));
+        let landing = take_bytes(landing);
+        let reassembled = fetched.and_then(|()| Ok(reassemble_call(&msg, call.payload(), &landing, out)?));
+        conn.recycle_chunk(landing);
+        reassembled?;
+    }
     check_call_ddp_eligibility(&msg, out, ulb, &mut Vec::new())?;
     Ok(())
+}
+
+/// Builds an `RDMA_MSG` call in `out` with each Read chunk read straight to its place: the
+/// inline pieces and padding are written first, then `out` is registered for the Reads.
+fn read_in_place<B: Backend>(
+    conn: &Connection<B>,
+    msg: &RdmaMsg<'_>,
+    inline: &[u8],
+    landing_len: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), DataPathError> {
+    let len = lay_out_call(msg, inline, landing_len, |_| {})?;
+    // Every byte is written below (or read into), so what `out` held need not be cleared: a
+    // buffer kept from the last call of the same size costs no memset.
+    if out.len() >= len {
+        out.truncate(len);
+    } else {
+        out.resize(len, 0);
+    }
+    // Where each Read chunk's landing range (read_list_fetches' placement) starts in `out`,
+    // as (landing start, offset in out); a Read list holds few chunks.
+    let mut places = Vec::new();
+    let mut at = 0;
+    lay_out_call(msg, inline, landing_len, |piece| match piece {
+        CallPiece::Inline(bytes) => {
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        }
+        CallPiece::Padding(n) => {
+            out[at..at + n].fill(0);
+            at += n;
+        }
+        CallPiece::Landed(range) => {
+            places.push((range.start, at));
+            at += range.len();
+        }
+    })?;
+    let reads = match msg.rdma_body {
+        RdmaBody::RdmaMsg(h) => h.rdma_reads,
+        _ => unreachable!("read_in_place is for RDMA_MSG"),
+    };
+    let region = conn.pd().register(std::mem::take(out), Access::LOCAL_WRITE)?;
+    let placed = read_list_fetches(reads).map(|f| {
+        // The chunk that holds the segment starts at or before its landing offset.
+        let (start, to) = places.iter().rev().find(|(start, _)| *start <= f.landing).copied().unwrap_or_default();
+        (to + f.landing - start, f)
+    });
+    let fetched = post_reads(conn, &region, placed);
+    *out = take_bytes(region);
+    fetched
+}
+
+/// Posts one RDMA Read per `(where in region, segment)` and waits for them all, even after a
+/// post failed (what was posted still completes or flushes into `region`).
+fn post_reads<B: Backend>(
+    conn: &Connection<B>,
+    region: &B::Region,
+    fetches: impl Iterator<Item = (usize, Fetch)>,
+) -> Result<(), DataPathError> {
+    let mut ids = Vec::new();
+    let mut posted = Ok(());
+    for (at, f) in fetches.filter(|(_, f)| f.length > 0) {
+        let id = conn.wr_id();
+        let local = Sge::new(region, at, f.length as usize);
+        match conn.qp().post_read(id, &[local], RemoteBuf { addr: f.offset, rkey: f.handle }) {
+            Ok(()) => ids.push(id),
+            Err(e) => {
+                posted = Err(e.into());
+                break;
+            }
+        }
+    }
+    let waited = conn.wait_all(&ids);
+    posted.and(waited)
 }
 
 /// Sends `reply` (a whole RPC Reply message) for the accepted call header `call`:
@@ -105,9 +183,59 @@ pub fn send_reply<B: Backend, U: UpperLayerBinding + ?Sized>(
     ulb: &U,
     params: &ReplyParams,
 ) -> Result<ReplySent, DataPathError> {
+    send_reply_from(conn, call, ReplyBytes::Copied(reply), ulb, params)
+}
+
+/// [`send_reply`] without copying the reply: `reply`'s buffer is lent to the connection while
+/// the reply goes out, registered as the source of the RDMA Writes of its DDP-eligible results
+/// and Reply chunk (when it has any), and handed back unchanged. The Write is then the only
+/// copy of a result's bytes, as with raw verbs.
+///
+/// ```no_run
+/// # fn demo(conn: &negotiate::datapath::Connection<verbs::InProcess>, call: &rpcrdma_v1::header::Header<'_>,
+/// #         ulb: &rpcrdma_v1::ulb::OpaqueAtUlb, params: &negotiate::datapath::ReplyParams) {
+/// let mut reply = vec![0, 0, 0, 7, 0, 0, 0, 1];
+/// negotiate::datapath::send_reply_lent(conn, call, &mut reply, ulb, params).unwrap();
+/// assert_eq!(reply, [0, 0, 0, 7, 0, 0, 0, 1]); // handed back
+/// # }
+/// ```
+pub fn send_reply_lent<B: Backend, U: UpperLayerBinding + ?Sized>(
+    conn: &Connection<B>,
+    call: &Header<'_>,
+    reply: &mut Vec<u8>,
+    ulb: &U,
+    params: &ReplyParams,
+) -> Result<ReplySent, DataPathError> {
+    send_reply_from(conn, call, ReplyBytes::Lent(reply), ulb, params)
+}
+
+/// Where the RDMA Writes of a reply take their bytes from.
+enum ReplyBytes<'r> {
+    /// A registered copy of these bytes.
+    Copied(&'r [u8]),
+    /// This buffer itself, registered while the reply goes out.
+    Lent(&'r mut Vec<u8>),
+}
+
+impl ReplyBytes<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            ReplyBytes::Copied(b) => b,
+            ReplyBytes::Lent(v) => v,
+        }
+    }
+}
+
+fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
+    conn: &Connection<B>,
+    call: &Header<'_>,
+    reply: ReplyBytes<'_>,
+    ulb: &U,
+    params: &ReplyParams,
+) -> Result<ReplySent, DataPathError> {
     SCRATCH.with_borrow_mut(|(results, out)| {
         results.clear();
-        ulb.reply_ddp_items(reply, 0, results);
+        ulb.reply_ddp_items(reply.bytes(), 0, results);
         let provided = ProvidedChunks { writes: call.write_list(), reply: call.reply_chunk() };
         let req = ReplyRequest {
             credits: params.credits,
@@ -119,40 +247,69 @@ pub fn send_reply<B: Backend, U: UpperLayerBinding + ?Sized>(
             Negotiated { client_to_server: 0, server_to_client: 0, remote_invalidation: params.remote_invalidation };
         let invalidated = reply_invalidate_rkey(&rules, call_rkeys(call));
         let id = conn.wr_id();
+        let mut source = None;
         // Marshaled straight into the Send's registered buffer (marshal_reply never writes more
         // than the reply inline threshold), and the Writes posted before the Send is.
-        conn.post_send_filled(id, invalidated, params.reply_inline_threshold, |buf| {
-            marshal_reply(reply, provided, &req, buf, out)?;
-            post_writes(conn, reply, out)?;
+        let posted = conn.post_send_filled(id, invalidated, params.reply_inline_threshold, |buf| {
+            let bytes = reply.bytes();
+            marshal_reply(bytes, provided, &req, buf, out)?;
             let mut at = out.header_len();
             for range in out.inline() {
-                buf[at..at + range.len()].copy_from_slice(&reply[range.clone()]);
+                buf[at..at + range.len()].copy_from_slice(&bytes[range.clone()]);
                 at += range.len();
             }
+            source = post_writes(conn, reply, out)?;
             Ok(at)
-        })?;
-        conn.wait(id)?;
+        });
+        let sent = posted.and_then(|()| conn.wait(id));
+        // The Send completed after the Writes before it (or the connection is down): the
+        // source is free again.
+        match source {
+            Some((region, Some(home))) => *home = take_bytes(region),
+            Some((region, None)) => conn.recycle_chunk(take_bytes(region)),
+            None => {}
+        }
+        sent?;
         Ok(ReplySent { form: out.form(), reduced_results: out.reduced_results(), invalidated })
     })
 }
 
-/// Posts the RDMA Writes of a reply's DDP-eligible results and Reply chunk, from a
-/// registered copy of the reply. They are not waited for one by one: the Send posted after
-/// them on the same send queue completes after them (RFC 8166 section 3.4.6.1 relies on that
-/// order), and a Write that fails puts the queue pair in the Error state, which fails the Send
-/// too.
-fn post_writes<B: Backend>(conn: &Connection<B>, reply: &[u8], out: &MarshaledReply) -> Result<(), DataPathError> {
+/// Posts the RDMA Writes of a reply's DDP-eligible results and Reply chunk from a registered
+/// source: a copy of the reply, or the lent buffer itself. They are not waited for one by one:
+/// the Send posted after them on the same send queue completes after them (RFC 8166 section
+/// 3.4.6.1 relies on that order), and a Write that fails puts the queue pair in the Error
+/// state, which fails the Send too. Returns the source, with the lent buffer's home, to take
+/// back once the Send completed.
+#[allow(clippy::type_complexity)]
+fn post_writes<'r, B: Backend>(
+    conn: &Connection<B>,
+    reply: ReplyBytes<'r>,
+    out: &MarshaledReply,
+) -> Result<Option<(B::Region, Option<&'r mut Vec<u8>>)>, DataPathError> {
     if out.writes().is_empty() {
-        return Ok(());
+        return Ok(None);
     }
-    let mut copy = conn.chunk_buffer(reply.len());
-    copy.copy_from_slice(reply);
-    let source = conn.pd().register(copy, Access::empty())?;
+    let (bytes, home) = match reply {
+        ReplyBytes::Copied(bytes) => {
+            let mut copy = conn.chunk_buffer(bytes.len());
+            copy.copy_from_slice(bytes);
+            (copy, None)
+        }
+        ReplyBytes::Lent(home) => (std::mem::take(home), Some(home)),
+    };
+    let source = conn.pd().register(bytes, Access::empty())?;
     for w in out.writes() {
         let local = Sge::new(&source, w.src.start, w.src.len());
-        conn.qp().post_write(conn.unwaited_wr_id(), &[local], RemoteBuf { addr: w.offset, rkey: w.handle })?;
+        if let Err(e) =
+            conn.qp().post_write(conn.unwaited_wr_id(), &[local], RemoteBuf { addr: w.offset, rkey: w.handle })
+        {
+            if let Some(home) = home {
+                *home = take_bytes(source);
+            }
+            return Err(e.into());
+        }
     }
-    Ok(())
+    Ok(Some((source, home)))
 }
 
 thread_local! {

@@ -486,6 +486,59 @@ fn receives_set_aside_come_out_oldest_first_under_steady_arrivals<B: Backend>(b:
 }
 
 /// Instantiates every case above as a `#[test]` for one backend.
+/// A Read chunk from a requester other than ours: one 4099-byte opaque split into three
+/// segments of odd lengths in two regions, its padding left out (RFC 8166 3.4.5, 3.4.5.2). The
+/// Responder reads each segment straight to its place in the call message (`fetch_call`
+/// registers the caller's buffer for the Reads), and the message is the one `reassemble_call`
+/// builds, whatever the buffer held before: longer garbage, or nothing.
+fn foreign_read_list_lands_in_place<B: Backend>(b: &B) {
+    use rpcrdma_v1::reassemble::reassemble_call;
+    use rpcrdma_v1::rt::{List, Xdr};
+    use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg, RpcRdmaHeader, XdrRdmaSegment, XdrReadChunk};
+
+    let e = connect(b);
+    let argument = data(4099, 11);
+    // Segments 1 and 2 from region A (offset 7 onwards), segment 3 from region B.
+    let mut a = vec![0xEE; 7];
+    a.extend_from_slice(&argument[..4000]);
+    let a = e.req.pd().register(a, Access::REMOTE_READ).unwrap();
+    let b_region = e.req.pd().register(argument[4000..].to_vec(), Access::REMOTE_READ).unwrap();
+    let seg = |r: &B::Region, at: usize, len: u32| XdrReadChunk {
+        position: 12,
+        target: XdrRdmaSegment { handle: r.rkey(), length: len, offset: r.addr() + at as u64 },
+    };
+    let reads = [seg(&a, 7, 1000), seg(&a, 1007, 3000), seg(&b_region, 0, 99)];
+    let header = RdmaMsg {
+        rdma_xid: 0x77,
+        rdma_vers: 1,
+        rdma_credit: CREDITS,
+        rdma_body: RdmaBody::RdmaMsg(RpcRdmaHeader {
+            rdma_reads: List::from_slice(&reads),
+            rdma_writes: List::default(),
+            rdma_reply: None,
+        }),
+    };
+    // XID, CALL, the opaque's length word (its bytes travel in the chunk), one trailer word.
+    let inline: Vec<u8> = [0x77u32, 0, 4099, 0xABCD].iter().flat_map(|w| w.to_be_bytes()).collect();
+    let mut send = vec![0u8; header.encoded_len()];
+    header.encode(&mut send).unwrap();
+    send.extend_from_slice(&inline);
+    let send = e.req.pd().register(send, Access::empty()).unwrap();
+    let ulb = OpaqueAtUlb { call_opaque: Some(8), reply_opaque: None, max_result: 0, max_reply: 512 };
+
+    let mut expected = Vec::new();
+    reassemble_call(&header, &inline, &argument, &mut expected).unwrap();
+    assert_eq!(expected.len(), 12 + 4100 + 4, "the padding is restored");
+    for before in [vec![0x5A; 9000], Vec::new()] {
+        e.req.qp().post_send(e.req.wr_id(), &[Sge::whole(&send)], None).unwrap();
+        let got = e.resp_pool.receive(&e.resp).unwrap();
+        let call = accept(&got.bytes, 1);
+        let mut out = before;
+        fetch_call(&e.resp, &call, &ulb, &mut out).unwrap();
+        assert_eq!(out, expected);
+    }
+}
+
 macro_rules! instantiate {
     ($module:ident, $backend:expr) => {
         mod $module {
@@ -502,6 +555,7 @@ macro_rules! instantiate {
                 many_exchanges_reuse_the_receive_buffers,
                 reply_too_long_for_the_chunks_is_err_chunk,
                 receives_set_aside_come_out_oldest_first_under_steady_arrivals,
+                foreign_read_list_lands_in_place,
             );
         }
     };

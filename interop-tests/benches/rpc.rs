@@ -4,8 +4,9 @@
 //!   settled, Version Two), against a raw 64-byte Send/Receive round trip between two threads
 //!   on the same backend: what marshaling, negotiation state, credits and the dispatcher cost;
 //!   (and the same pair on the TCP backend);
-//! * a call with a 1 MiB DDP-eligible argument (a Read chunk the server fetches with RDMA
-//!   Read, then reassembles), against a raw 1 MiB RDMA Read on the same backend;
+//! * a call with a 1 MiB DDP-eligible argument (a Read chunk the server RDMA-Reads straight
+//!   into the call message), its message copied by the client (`call`) or lent (`call_lent`),
+//!   against a raw 1 MiB RDMA Read on the same backend;
 //! * a call whose reply carries a 1 MiB DDP-eligible result (RDMA-Written by the server into
 //!   the call's Write chunk, then reassembled), against a raw 1 MiB RDMA Write.
 //!
@@ -16,7 +17,7 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use negotiate::client::{Client, ClientConfig};
-use negotiate::server::{Server, ServerConfig};
+use negotiate::server::{Server, ServerConfig, WriteReply};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
 use verbs::{
@@ -157,6 +158,17 @@ fn read_chunk_1mib_vs_raw_read(c: &mut Criterion) {
             assert_eq!(client.call(&call, &ulb).unwrap().len(), 64);
         })
     });
+    // The same call with the message's buffer lent (`Client::call_lent`): the server reads the
+    // argument straight from it, no registered copy.
+    let mut reply = Vec::with_capacity(64);
+    g.bench_function("rpc_read_chunk_call_lent", |bench| {
+        bench.iter(|| {
+            xid = xid.wrapping_add(1);
+            call[..4].copy_from_slice(&xid.to_be_bytes());
+            client.call_lent(&mut call, &ulb, &mut reply).unwrap();
+            assert_eq!(reply.len(), 64);
+        })
+    });
     assert!(xid == 0 || client.stats().chunked > 0, "the call was not sent Chunked");
     g.finish();
 }
@@ -180,13 +192,14 @@ fn write_chunk_1mib_vs_raw_write(c: &mut Criterion) {
     // Ours: a call whose reply carries a 1 MiB DDP-eligible opaque (at offset 8): the server
     // RDMA-Writes it into the call's Write chunk, then the client reassembles the reply.
     let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: MIB, max_reply: 256 };
-    let big_reply = |call: &[u8]| {
-        let mut r = call[..4].to_vec();
+    // Written into the buffer the server keeps from one reply to the next (`WriteReply`), as a
+    // server that cares about copies would: producing the result is one memset.
+    let big_reply = WriteReply(|call: &[u8], r: &mut Vec<u8>| {
+        r.extend_from_slice(&call[..4]);
         r.extend_from_slice(&1u32.to_be_bytes());
         r.extend_from_slice(&(MIB as u32).to_be_bytes());
         r.resize(12 + MIB, 5);
-        r
-    };
+    });
     let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), big_reply).unwrap();
     let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
     let mut call = vec![0u8; 64];

@@ -32,7 +32,7 @@ use rpcrdma_v1::Version;
 use verbs::{Backend, QpCaps};
 
 pub use async_call::AsyncCall;
-use lane::Lane;
+use lane::{Lane, Message};
 
 use crate::backchannel::Handler;
 pub use crate::client_core::ENDED_KEPT;
@@ -292,7 +292,47 @@ impl<B: Backend> Client<B> {
         reply: &mut Vec<u8>,
     ) -> Result<(), ClientError> {
         let xid = xid_of(message)?;
-        self.lane(xid).call_into(xid, message, ulb, reply)
+        self.lane(xid).call_into(xid, Message::Borrowed(message), ulb, reply)
+    }
+
+    /// [`Client::call_into`] with `message`'s buffer lent to the call instead of copied: its
+    /// DDP-eligible arguments are RDMA-Read by the server straight from it (registered as it
+    /// is), so a large argument is copied once, by the RDMA Read, as with raw verbs. The
+    /// buffer is handed back, unchanged, before this returns (RFC 8166 section 3.4.5.1: a
+    /// Requester must not change it until the reply, and nobody else holds it meanwhile); it
+    /// comes back empty only when registering it failed, which is then the error returned.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use verbs::InProcess;
+    ///
+    /// // The opaque whose length word is at 8 is DDP-eligible: 64 KiB of it go in a Read chunk.
+    /// let ulb = OpaqueAtUlb { call_opaque: Some(8), reply_opaque: None, max_result: 0, max_reply: 4096 };
+    /// let sum = |call: &[u8]| {
+    ///     let total: u32 = call[12..].iter().map(|&b| u32::from(b)).sum();
+    ///     [&call[..4], &[0, 0, 0, 1][..], &total.to_be_bytes()].concat()
+    /// };
+    /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), sum).unwrap();
+    /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    /// let mut message = [0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0].to_vec();
+    /// message.resize(12 + (64 << 10), 1);
+    /// let mut reply = Vec::new();
+    /// client.call_lent(&mut message, &ulb, &mut reply).unwrap();
+    /// assert_eq!(reply[8..], (64u32 << 10).to_be_bytes());
+    /// assert_eq!(message.len(), 12 + (64 << 10)); // handed back
+    /// assert_eq!(client.stats().chunked, 1);
+    /// ```
+    pub fn call_lent<U: UpperLayerBinding + ?Sized>(
+        &self,
+        message: &mut Vec<u8>,
+        ulb: &U,
+        reply: &mut Vec<u8>,
+    ) -> Result<(), ClientError> {
+        let xid = xid_of(message)?;
+        self.lane(xid).call_into(xid, Message::Lent(message), ulb, reply)
     }
 
     /// [`Client::call`] as a [`Future`](std::future::Future), for any executor: it never blocks on the network

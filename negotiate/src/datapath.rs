@@ -85,7 +85,7 @@ use rpcrdma_v1::marshal_reply::ReplyError;
 use rpcrdma_v1::reassemble::{DdpViolation, ReassemblyError};
 use verbs::{Access, Backend, Completion, MemoryRegion, ProtectionDomain, QpState, QueuePair, Sge};
 
-pub use call::{send_call, CallParams, PendingCall};
+pub use call::{send_call, send_call_lent, CallParams, PendingCall};
 pub use receive::{ReceivePool, Received};
 pub use registrar::{ChunkMemory, Landed, WindowRegistrar};
 pub use reply::{fetch_call, send_error, send_reply, send_reply_lent, ReplyParams, ReplySent};

@@ -836,6 +836,43 @@ pub fn marshal_call<R: Registrar>(
     header: &mut [u8],
     out: &mut MarshaledCall,
 ) -> Result<(), CallError<R::Error>> {
+    marshal_call_shaped(CallShape::of(call), req, reg, header, out)
+}
+
+/// All that marshaling reads of a call message: its length and its XID.
+/// Marshaling never looks at the other bytes (the ULB's description in the
+/// [`CallRequest`] already says where the DDP-eligible arguments are), so a
+/// Requester may hand the message's buffer itself to its [`Registrar`] (to
+/// expose it through Read chunks without a copy) and marshal by its shape.
+///
+/// ```
+/// use rpcrdma_v1::marshal_call::CallShape;
+/// assert_eq!(CallShape::of(&[0, 0, 0, 9, 0, 0, 0, 0]), CallShape { len: 8, xid: Some(9) });
+/// assert_eq!(CallShape::of(&[1, 2]).xid, None);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallShape {
+    /// The message's length in bytes.
+    pub len: usize,
+    /// Its first four bytes (the XID), if it has them.
+    pub xid: Option<u32>,
+}
+
+impl CallShape {
+    /// The shape of `call`.
+    pub fn of(call: &[u8]) -> Self {
+        CallShape { len: call.len(), xid: call.first_chunk::<4>().map(|x| u32::from_be_bytes(*x)) }
+    }
+}
+
+/// [`marshal_call`] for a call known by its [`CallShape`].
+pub fn marshal_call_shaped<R: Registrar>(
+    call: CallShape,
+    req: &CallRequest<'_>,
+    reg: &mut R,
+    header: &mut [u8],
+    out: &mut MarshaledCall,
+) -> Result<(), CallError<R::Error>> {
     out.clear();
     let result = marshal_call_inner(call, req, reg, header, out);
     if result.is_err() {
@@ -846,14 +883,14 @@ pub fn marshal_call<R: Registrar>(
 }
 
 fn marshal_call_inner<R: Registrar>(
-    call: &[u8],
+    call: CallShape,
     req: &CallRequest<'_>,
     reg: &mut R,
     header: &mut [u8],
     out: &mut MarshaledCall,
 ) -> Result<(), CallError<R::Error>> {
-    let len = call.len();
-    let Some(xid) = call.first_chunk::<4>() else { return Err(CallError::NotXdr { len }) };
+    let len = call.len;
+    let Some(xid) = call.xid else { return Err(CallError::NotXdr { len }) };
     if len % 4 != 0 {
         return Err(CallError::NotXdr { len });
     }
@@ -861,7 +898,7 @@ fn marshal_call_inner<R: Registrar>(
         return Err(CallError::TooLarge { len });
     }
     check_items(len, req.ddp_args)?;
-    out.xid = u32::from_be_bytes(*xid);
+    out.xid = xid;
     let threshold = req.thresholds.call;
 
     // The reply's resources are the same whatever form the call takes.

@@ -17,7 +17,9 @@ use verbs::{Backend, QpState, QueuePair};
 use super::{ClientConfig, ClientError, ClientStats};
 use crate::backchannel::{self, Handler};
 use crate::client_core::{Action, CallStep, ClientCore, Received};
-use crate::datapath::{send_call, CallParams, Connection, DataPathError, Ended, PendingCall, ReceivePool};
+use crate::datapath::{
+    send_call, send_call_lent, CallParams, Connection, DataPathError, Ended, PendingCall, ReceivePool,
+};
 use crate::reply::reply_header;
 use crate::thresholds;
 
@@ -194,12 +196,34 @@ impl<B: Backend + Clone> Lane<B> {
     }
 }
 
+/// A call's message as its caller gave it: borrowed (copied where a Read chunk needs it), or
+/// lent to the call ([`send_call_lent`]), and handed back when the call's memory is released.
+pub(super) enum Message<'m> {
+    Borrowed(&'m [u8]),
+    Lent(&'m mut Vec<u8>),
+}
+
+impl Message<'_> {
+    /// Releases `sent`'s memory, taking a lent message back.
+    fn abandon<B: Backend>(
+        &mut self,
+        sent: PendingCall<B>,
+        conn: &Connection<B>,
+        invalidated: Option<u32>,
+    ) -> Result<(), DataPathError> {
+        match self {
+            Message::Borrowed(_) => sent.abandon(conn, invalidated),
+            Message::Lent(buffer) => sent.abandon_lent(conn, invalidated, buffer),
+        }
+    }
+}
+
 impl<B: Backend> Lane<B> {
     /// Makes call `xid` (`message`) and waits for it, as [`Client::call_into`](super::Client::call_into) says.
     pub(super) fn call_into<U: UpperLayerBinding + ?Sized>(
         &self,
         xid: u32,
-        message: &[u8],
+        mut message: Message<'_>,
         ulb: &U,
         reply: &mut Vec<u8>,
     ) -> Result<(), ClientError> {
@@ -236,7 +260,7 @@ impl<B: Backend> Lane<B> {
                     }
                 }
             };
-            if let Some(result) = self.take(xid, step, message, ulb, &mut pending, reply) {
+            if let Some(result) = self.take(xid, step, &mut message, ulb, &mut pending, reply) {
                 break result;
             }
         };
@@ -267,7 +291,7 @@ impl<B: Backend> Lane<B> {
         &self,
         xid: u32,
         step: CallStep<Arc<Link<B>>>,
-        message: &[u8],
+        message: &mut Message<'_>,
         ulb: &U,
         pending: &mut Option<Sent<B>>,
         reply: &mut Vec<u8>,
@@ -277,10 +301,14 @@ impl<B: Backend> Lane<B> {
             CallStep::Transmit { transmit: t, link } => {
                 if let Some((old, old_link)) = pending.take() {
                     // A retransmission: the old attempt's windows must not stay open.
-                    let _ = old.abandon(&old_link.conn, None);
+                    let _ = message.abandon(old, &old_link.conn, None);
                 }
                 let params = CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds };
-                match send_call(&link.conn, message, ulb, &params) {
+                let sent = match message {
+                    Message::Borrowed(bytes) => send_call(&link.conn, bytes, ulb, &params),
+                    Message::Lent(buffer) => send_call_lent(&link.conn, buffer, ulb, &params),
+                };
+                match sent {
                     Ok(p) => {
                         lock(&sh.st).core.handle_sent(p.form());
                         *pending = Some((p, link));
@@ -301,14 +329,18 @@ impl<B: Backend> Lane<B> {
                 let (p, link) = pending.take().expect("a reply answers a transmitted call");
                 let header = reply_header(&bytes, &sh.cfg.requester.limits).expect("judged by the core");
                 reply.clear();
-                let done = p.complete(&link.conn, &header, invalidated, ulb, reply).map_err(Into::into);
+                let done = match message {
+                    Message::Borrowed(_) => p.complete(&link.conn, &header, invalidated, ulb, reply),
+                    Message::Lent(buffer) => p.complete_lent(&link.conn, &header, invalidated, ulb, reply, buffer),
+                };
+                let done = done.map_err(Into::into);
                 // The message's buffer takes the next message received.
                 link.pool.recycle(bytes);
                 Some(done)
             }
             CallStep::Failed(e) => {
                 if let Some((p, link)) = pending.take() {
-                    let _ = p.abandon(&link.conn, None);
+                    let _ = message.abandon(p, &link.conn, None);
                 }
                 Some(Err(e))
             }

@@ -3,13 +3,15 @@
 use std::cell::RefCell;
 
 use rpcrdma_v1::header::Header;
-use rpcrdma_v1::marshal_call::{marshal_call, CallDescription, CallForm, InlineThresholds, MarshaledCall};
+use rpcrdma_v1::marshal_call::{
+    marshal_call_shaped, CallDescription, CallForm, CallShape, InlineThresholds, MarshaledCall,
+};
 use rpcrdma_v1::reassemble::reassemble_reply_with_ulb;
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::Version;
 use verbs::Backend;
 
-use super::{ChunkMemory, Connection, DataPathError, WindowRegistrar};
+use super::{ChunkMemory, Connection, DataPathError, Landed, WindowRegistrar};
 
 /// What the negotiation decided for the calls of a connection.
 ///
@@ -58,32 +60,83 @@ pub fn send_call<B: Backend, U: UpperLayerBinding + ?Sized>(
 ) -> Result<PendingCall<B>, DataPathError> {
     SCRATCH.with_borrow_mut(|(desc, out)| {
         desc.describe(ulb, call);
-        let req = desc.request(params.credits, params.thresholds);
-        out.set_version(params.version);
-        let mut reg = WindowRegistrar::new(conn, call);
-        // The header and the inline ranges are written straight into the Send's registered
-        // buffer; marshal_call never writes more than the call inline threshold in all.
-        let posted = conn.post_send_filled(conn.unwaited_wr_id(), None, params.thresholds.call, |buf| {
-            marshal_call(call, &req, &mut reg, buf, out)?;
+        send_described(conn, WindowRegistrar::new(conn, call), desc, out, params, None)
+    })
+}
+
+/// [`send_call`] without copying the call: `message`'s buffer is lent to the call, and its
+/// Read chunks expose the buffer itself (registered as it is) instead of a copy, so the
+/// Responder's RDMA Read is the only copy of a DDP-eligible argument, as with raw verbs.
+/// [`PendingCall::complete_lent`] or [`PendingCall::abandon_lent`] hands the buffer back,
+/// unchanged (RFC 8166 section 3.4.5.1: the Requester must not change it until the reply;
+/// nobody else holds it meanwhile). Until then `message` is empty; if this fails it is handed
+/// back at once, unless its registration itself failed, which consumed it.
+///
+/// ```no_run
+/// # use negotiate::datapath::*;
+/// # fn demo(conn: &Connection<verbs::InProcess>, ulb: &rpcrdma_v1::ulb::OpaqueAtUlb, params: &CallParams,
+/// #         pool: &ReceivePool<verbs::InProcess>) {
+/// let mut message = vec![0u8; 64 << 10];
+/// let pending = send_call_lent(conn, &mut message, ulb, params).unwrap();
+/// assert!(message.is_empty()); // lent
+/// let got = pool.receive(conn).unwrap();
+/// # let reply_header: rpcrdma_v1::header::Header<'_> = todo!();
+/// let mut reply = Vec::new();
+/// pending.complete_lent(conn, &reply_header, got.invalidated_rkey, ulb, &mut reply, &mut message).unwrap();
+/// assert_eq!(message.len(), 64 << 10); // back
+/// # }
+/// ```
+pub fn send_call_lent<B: Backend, U: UpperLayerBinding + ?Sized>(
+    conn: &Connection<B>,
+    message: &mut Vec<u8>,
+    ulb: &U,
+    params: &CallParams,
+) -> Result<PendingCall<B>, DataPathError> {
+    SCRATCH.with_borrow_mut(|(desc, out)| {
+        desc.describe(ulb, message);
+        let reg = WindowRegistrar::lending(conn, std::mem::take(message));
+        send_described(conn, reg, desc, out, params, Some(message))
+    })
+}
+
+/// Marshals the call `reg` holds, as `desc` describes it, straight into a Send buffer, and
+/// posts it. On failure the call's memory is released, and a lent message goes `home`.
+fn send_described<B: Backend>(
+    conn: &Connection<B>,
+    mut reg: WindowRegistrar<'_, B>,
+    desc: &CallDescription,
+    out: &mut MarshaledCall,
+    params: &CallParams,
+    home: Option<&mut Vec<u8>>,
+) -> Result<PendingCall<B>, DataPathError> {
+    let req = desc.request(params.credits, params.thresholds);
+    out.set_version(params.version);
+    let shape = reg.with_call(CallShape::of);
+    // The header and the inline ranges are written straight into the Send's registered
+    // buffer; marshal_call never writes more than the call inline threshold in all.
+    let posted = conn.post_send_filled(conn.unwaited_wr_id(), None, params.thresholds.call, |buf| {
+        marshal_call_shaped(shape, &req, &mut reg, buf, out)?;
+        let at = reg.with_call(|call| {
             let mut at = out.header_len();
             for range in out.inline() {
                 buf[at..at + range.len()].copy_from_slice(&call[range.clone()]);
                 at += range.len();
             }
-            Ok(at)
+            at
         });
-        let memory = reg.finish()?;
-        let pending = PendingCall { xid: out.xid(), form: out.form(), memory };
-        match posted {
-            Ok(()) => Ok(pending),
-            Err(e) => {
-                // marshal_call released what it registered on failure; after a failed post no
-                // reply will come on this connection: fence the chunks now.
-                let _ = pending.abandon(conn, None);
-                Err(e)
-            }
+        Ok(at)
+    });
+    let (memory, finished) = reg.finish_parts();
+    let pending = PendingCall { xid: out.xid(), form: out.form(), memory };
+    match posted.and(finished) {
+        Ok(()) => Ok(pending),
+        Err(e) => {
+            // marshal_call released what it registered on failure; after a failed post no
+            // reply will come on this connection: fence the chunks now.
+            let _ = pending.finish(conn, None, home);
+            Err(e)
         }
-    })
+    }
 }
 
 thread_local! {
@@ -124,8 +177,34 @@ impl<B: Backend> PendingCall<B> {
         ulb: &U,
         out: &mut Vec<u8>,
     ) -> Result<(), DataPathError> {
+        self.complete_into(conn, reply, invalidated, ulb, out, None)
+    }
+
+    /// [`complete`](PendingCall::complete) for a call sent with [`send_call_lent`]: hands the
+    /// lent message back into `message` (after its windows are closed), whatever the outcome.
+    pub fn complete_lent<U: UpperLayerBinding + ?Sized>(
+        self,
+        conn: &Connection<B>,
+        reply: &Header<'_>,
+        invalidated: Option<u32>,
+        ulb: &U,
+        out: &mut Vec<u8>,
+        message: &mut Vec<u8>,
+    ) -> Result<(), DataPathError> {
+        self.complete_into(conn, reply, invalidated, ulb, out, Some(message))
+    }
+
+    fn complete_into<U: UpperLayerBinding + ?Sized>(
+        self,
+        conn: &Connection<B>,
+        reply: &Header<'_>,
+        invalidated: Option<u32>,
+        ulb: &U,
+        out: &mut Vec<u8>,
+        home: Option<&mut Vec<u8>>,
+    ) -> Result<(), DataPathError> {
         let want = self.xid;
-        let landed = self.memory.release(conn, invalidated)?;
+        let landed = self.finish(conn, invalidated, home)?;
         if reply.xid() != want {
             return Err(DataPathError::XidMismatch { want, got: reply.xid() });
         }
@@ -151,6 +230,31 @@ impl<B: Backend> PendingCall<B> {
     /// section 4.5; the caller has decoded it), or the call is given up. Releases its chunks
     /// like [`complete`](PendingCall::complete).
     pub fn abandon(self, conn: &Connection<B>, invalidated: Option<u32>) -> Result<(), DataPathError> {
-        self.memory.release(conn, invalidated).map(drop)
+        self.finish(conn, invalidated, None).map(drop)
+    }
+
+    /// [`abandon`](PendingCall::abandon) for a call sent with [`send_call_lent`]: hands the
+    /// lent message back into `message`.
+    pub fn abandon_lent(
+        self,
+        conn: &Connection<B>,
+        invalidated: Option<u32>,
+        message: &mut Vec<u8>,
+    ) -> Result<(), DataPathError> {
+        self.finish(conn, invalidated, Some(message)).map(drop)
+    }
+
+    /// Releases the call's memory, the lent message (if any) going `home`.
+    fn finish(
+        self,
+        conn: &Connection<B>,
+        invalidated: Option<u32>,
+        home: Option<&mut Vec<u8>>,
+    ) -> Result<Landed, DataPathError> {
+        let (landed, message, released) = self.memory.release_parts(conn, invalidated);
+        if let (Some(home), Some(message)) = (home, message) {
+            *home = message;
+        }
+        released.map(|()| landed)
     }
 }

@@ -2,7 +2,7 @@
 
 use rpcrdma_v1::marshal_call::{ChunkPurpose, Registrar};
 use rpcrdma_v1::xdr::XdrRdmaSegment;
-use verbs::{Access, Backend, ProtectionDomain, QueuePair};
+use verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair};
 
 use super::{take_bytes, Connection, DataPathError};
 
@@ -16,6 +16,9 @@ use super::{take_bytes, Connection, DataPathError};
 #[must_use = "the windows stay open to the peer until released"]
 pub struct ChunkMemory<B: Backend> {
     call_copy: Option<B::Region>,
+    /// Whether `call_copy` is the caller's lent message rather than a copy; or the lent
+    /// message itself while no Read chunk needed it registered.
+    lent: Lent,
     /// The rkeys of the windows open to the peer (the advertised segments' handles).
     windows: Vec<u32>,
     /// Write chunk *i*'s buffer at index *i*; `None` for a chunk of zero bytes.
@@ -37,7 +40,7 @@ pub struct Landed {
 impl<B: Backend> ChunkMemory<B> {
     /// Nothing registered yet.
     fn new() -> Self {
-        ChunkMemory { call_copy: None, windows: Vec::new(), writes: Vec::new(), reply: None }
+        ChunkMemory { call_copy: None, lent: Lent::No, windows: Vec::new(), writes: Vec::new(), reply: None }
     }
 
     /// The rkeys of the windows still open to the peer: the handles of every segment the call
@@ -93,6 +96,18 @@ impl<B: Backend> ChunkMemory<B> {
     /// An `invalidated` rkey that is none of this call's is [`DataPathError::ForeignInvalidation`],
     /// reported after the release.
     pub fn release(self, conn: &Connection<B>, invalidated: Option<u32>) -> Result<Landed, DataPathError> {
+        let (landed, _, foreign) = self.release_parts(conn, invalidated);
+        foreign.map(|()| landed)
+    }
+
+    /// [`release`](ChunkMemory::release), handing back besides the lent call message (see
+    /// [`WindowRegistrar::lending`]) whatever else happens: the release's own error is the
+    /// third part.
+    pub(super) fn release_parts(
+        self,
+        conn: &Connection<B>,
+        invalidated: Option<u32>,
+    ) -> (Landed, Option<Vec<u8>>, Result<(), DataPathError>) {
         let mut foreign = invalidated;
         let mut ids = Vec::with_capacity(self.windows.len());
         let mut posted = Ok(());
@@ -114,18 +129,36 @@ impl<B: Backend> ChunkMemory<B> {
             // Fenced: a queue pair in the Error state executes no RDMA from the peer.
             conn.close(format_args!("a call's memory could not be invalidated: {e}"));
         }
-        if let Some(copy) = self.call_copy {
-            conn.recycle_chunk(take_bytes(copy));
-        }
+        let message = match (self.lent, self.call_copy) {
+            (Lent::Unregistered(message), _) => Some(message),
+            (Lent::Registered, Some(region)) => Some(take_bytes(region)),
+            (_, copy) => {
+                if let Some(copy) = copy {
+                    conn.recycle_chunk(take_bytes(copy));
+                }
+                None
+            }
+        };
         let landed = Landed {
             writes: self.writes.into_iter().map(|r| r.map(take_bytes).unwrap_or_default()).collect(),
             reply: self.reply.map(take_bytes).unwrap_or_default(),
         };
-        match foreign {
+        let foreign = match foreign {
             Some(rkey) => Err(DataPathError::ForeignInvalidation(rkey)),
-            None => Ok(landed),
-        }
+            None => Ok(()),
+        };
+        (landed, message, foreign)
     }
+}
+
+/// Where a call message lent to its call is ([`WindowRegistrar::lending`]).
+enum Lent {
+    /// Not lent: the registrar copies the borrowed message when a Read chunk needs it.
+    No,
+    /// Lent, and registered as the call's Read chunk memory (`call_copy`).
+    Registered,
+    /// Lent, and no Read chunk needed it.
+    Unregistered(Vec<u8>),
 }
 
 /// The [`Registrar`] of the Requester: registers each chunk's memory for one call and exposes it
@@ -145,7 +178,8 @@ impl<B: Backend> ChunkMemory<B> {
 /// chunk. See [`ChunkMemory::rkeys`] for an example.
 pub struct WindowRegistrar<'c, B: Backend> {
     conn: &'c Connection<B>,
-    call: &'c [u8],
+    /// The call message when it is borrowed; `None` when it was lent ([`ChunkMemory`]'s `lent`).
+    call: Option<&'c [u8]>,
     memory: ChunkMemory<B>,
     /// A failure inside [`Registrar::release`], which cannot return one.
     failed: Option<DataPathError>,
@@ -154,18 +188,46 @@ pub struct WindowRegistrar<'c, B: Backend> {
 impl<'c, B: Backend> WindowRegistrar<'c, B> {
     /// A registrar for the call message `call` (the bytes given to `marshal_call`) on `conn`.
     pub fn new(conn: &'c Connection<B>, call: &'c [u8]) -> Self {
-        WindowRegistrar { conn, call, memory: ChunkMemory::new(), failed: None }
+        WindowRegistrar { conn, call: Some(call), memory: ChunkMemory::new(), failed: None }
+    }
+
+    /// A registrar to which the call message itself is lent: a Read chunk exposes `message`'s
+    /// own buffer (registered as it is, no copy) instead of a copy, and [`ChunkMemory`] hands
+    /// it back on release (RFC 8166 section 3.4.5.1: it stays unchanged until the reply,
+    /// since nobody else holds it). Marshal with `marshal_call_shaped`, since the bytes are
+    /// the registrar's; [`WindowRegistrar::with_call`] reads them.
+    pub(super) fn lending(conn: &'c Connection<B>, message: Vec<u8>) -> Self {
+        let mut memory = ChunkMemory::new();
+        memory.lent = Lent::Unregistered(message);
+        WindowRegistrar { conn, call: None, memory, failed: None }
+    }
+
+    /// Runs `f` on the call message's bytes, wherever they are.
+    pub(super) fn with_call<T>(&self, f: impl FnOnce(&[u8]) -> T) -> T {
+        match (self.call, &self.memory.lent, &self.memory.call_copy) {
+            (Some(call), _, _) => f(call),
+            (None, Lent::Unregistered(message), _) => f(message),
+            (None, _, Some(region)) => region.with(f),
+            (None, _, None) => f(&[]),
+        }
     }
 
     /// Hands over the call's memory, whatever marshaling concluded. If a Local Invalidate of
     /// a registration given up could not be posted, the connection is closed: a window may be
     /// open that nothing will invalidate (RFC 8166 section 4.4.1).
-    pub fn finish(mut self) -> Result<ChunkMemory<B>, DataPathError> {
+    pub fn finish(self) -> Result<ChunkMemory<B>, DataPathError> {
+        let (memory, finished) = self.finish_parts();
+        finished.map(|()| memory)
+    }
+
+    /// [`finish`](WindowRegistrar::finish), handing over the memory (with a lent message) even
+    /// when it fails.
+    pub(super) fn finish_parts(mut self) -> (ChunkMemory<B>, Result<(), DataPathError>) {
         match self.failed.take() {
-            None => Ok(self.memory),
+            None => (self.memory, Ok(())),
             Some(e) => {
                 self.conn.close(format_args!("unbinding a call's memory windows failed: {e}"));
-                Err(e)
+                (self.memory, Err(e))
             }
         }
     }
@@ -175,11 +237,20 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
         if let Some(r) = &self.memory.call_copy {
             return Ok(r.clone());
         }
+        let bytes = match (self.call, &mut self.memory.lent) {
+            (Some(call), _) => {
+                let mut copy = self.conn.chunk_buffer(call.len());
+                copy.copy_from_slice(call);
+                copy
+            }
+            (None, lent) => match std::mem::replace(lent, Lent::Registered) {
+                Lent::Unregistered(message) => message,
+                _ => unreachable!("a lent message is registered once, as call_copy"),
+            },
+        };
         // No rights of its own: the windows grant the peer Remote Read (an RDMA Read source
         // needs no Local Write).
-        let mut copy = self.conn.chunk_buffer(self.call.len());
-        copy.copy_from_slice(self.call);
-        let region = self.conn.pd().register(copy, Access::empty())?;
+        let region = self.conn.pd().register(bytes, Access::empty())?;
         self.memory.call_copy = Some(region.clone());
         Ok(region)
     }

@@ -165,7 +165,8 @@ pub struct ServerStats {
     /// stream, or broke DDP-eligibility (RFC 8166 sections 4.5.2 and 6.1.1).
     pub garbage_args_replies: u64,
     /// Calls whose handler panicked, answered with an RPC SYSTEM_ERR reply; the connection and
-    /// the server go on.
+    /// the server go on. An [`OnExecutor`]'s calls whose future panicked or was dropped by its
+    /// executor before it completed count here too.
     pub handler_panics: u64,
 }
 

@@ -1,33 +1,8 @@
 //! Async handlers: [`OnExecutor`] serves a [`Server`](super::Server)'s calls with futures
 //! ([`AsyncHandler`]) run on the caller's own executor, which a spawner names (no executor is
-//! built in, nor depended on).
-//!
-//! Each call is still served by one of its connection's threads, as with a blocking
-//! [`Handler`]: the thread fetches the call, spawns the handler's future as a [`CallTask`] and
-//! waits for its reply, then sends it. So:
-//!
-//! - the calls in progress on a connection stay bounded by
-//!   [`ServerLimits::calls_in_progress`](crate::limits::ServerLimits::calls_in_progress),
-//!   as the credits granted (RFC 8166 section 3.3.1): a connection has at most that many
-//!   futures pending, and a requester that sends more waits, whatever it sends;
-//! - the reply is sent from the call's thread, never from the executor's: sending waits for
-//!   the Send's (and the Writes') completion, up to
-//!   [`ServerConfig::timeout`](super::ServerConfig::timeout), which would stall every other
-//!   task of an executor thread;
-//! - a future that panics, or that the executor drops before it completes, is answered with
-//!   an RPC SYSTEM_ERR reply, as a blocking handler's panic is, and counted in
-//!   [`ServerStats::handler_panics`](super::ServerStats::handler_panics); the connection
-//!   serves on;
-//! - a call whose connection closed while its future was pending has its reply dropped once
-//!   the future completes (the thread finds the connection down and ends);
-//! - when the server stops ([`Handler::stopping`]), each thread waiting for a future stops
-//!   waiting within [`STOP_CHECK`] and wakes the future's task, whose next poll drops the
-//!   future unfinished: dropping the [`Server`](super::Server) returns even with futures
-//!   that would never complete.
-//!
-//! What a thread per call in progress costs is what the blocking handler costs already; what
-//! the async handler adds is that its work may await the executor's timers and I/O (a
-//! `tokio::time::sleep` panics when polled outside a tokio runtime) and share its threads.
+//! built in, nor depended on). Its documentation says where the reply is sent from, what
+//! bounds the futures pending, and what becomes of a future that panics, is dropped, or
+//! outlives its connection or the server.
 
 use std::future::Future;
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
@@ -80,8 +55,36 @@ where
 }
 
 /// A [`Handler`] that serves each call with an [`AsyncHandler`]'s future, run on the
-/// executor that `spawn` hands it to (see the [module documentation](self) for where the
-/// reply is sent from, the bound on calls in progress, panics, and shutdown).
+/// executor that `spawn` hands it to.
+///
+/// Each call is still served by one of its connection's threads, as with a blocking
+/// [`Handler`]: the thread fetches the call, spawns the handler's future as a [`CallTask`] and
+/// waits for its reply, then sends it. So:
+///
+/// - the calls in progress on a connection stay bounded by
+///   [`ServerLimits::calls_in_progress`](crate::limits::ServerLimits::calls_in_progress),
+///   as the credits granted (RFC 8166 section 3.3.1): a connection has at most that many
+///   futures pending, and a requester that sends more waits, whatever it sends;
+/// - the reply is sent from the call's thread, never from the executor's: sending waits for
+///   the Send's (and the Writes') completion, up to
+///   [`ServerConfig::timeout`](super::ServerConfig::timeout), which would stall every other
+///   task of an executor thread;
+/// - a future that panics, or that the executor drops before it completes, is answered with
+///   an RPC SYSTEM_ERR reply, as a blocking handler's panic is, and counted in
+///   [`ServerStats::handler_panics`](super::ServerStats::handler_panics); the connection
+///   serves on (the executor never sees the panic: the [`CallTask`] catches it);
+/// - a call whose connection closed while its future was pending has its reply dropped once
+///   the future completes (the thread finds the connection down and ends, sending nothing);
+///   until then the call holds its thread, as a blocking handler's call does;
+/// - when the server stops ([`Handler::stopping`]), each thread waiting for a future stops
+///   waiting within [`STOP_CHECK`] and wakes the future's task, whose next poll drops the
+///   future unfinished: dropping the [`Server`](super::Server) returns even with futures that
+///   would never complete.
+///
+/// What a thread per call in progress costs is what the blocking handler costs already; what
+/// the async handler adds is that its work may await the executor's timers and I/O (a
+/// `tokio::time::sleep` panics when polled outside a tokio runtime) and share its threads.
+/// The async path allocates (the call's copy, the task, its reply); the blocking one does not.
 ///
 /// `spawn` is given each call's [`CallTask`], a `Future<Output = ()> + Send + 'static`: with
 /// tokio, `move |task| { runtime.spawn(task); }` for a `tokio::runtime::Handle`. It must run

@@ -1,6 +1,7 @@
 //! The responder's version-hiding API: [`Server::start`] listens, accepts each connection with
 //! its private data and Receives already posted, and serves every call with a handler that
-//! sees only RPC messages, several calls of one connection at once up to
+//! sees only RPC messages (blocking, or a future on the caller's executor: [`OnExecutor`]),
+//! several calls of one connection at once up to
 //! [`ServerLimits::calls_in_progress`] (the credits granted, RFC 8166 section 3.3.1, and a
 //! bound of the server's own); replies go out as their calls finish, in any order (RPC
 //! matches them by XID). Each connection's decisions are a [`Serve`] value's (the

@@ -168,7 +168,8 @@ enum NoReply {
     Panicked,
     /// The executor dropped the task before the future completed.
     Dropped,
-    /// The server stopped while the future was pending.
+    /// The server stopped while the future was pending. (Its connection is closed: the
+    /// SYSTEM_ERR reply goes nowhere, and the call is not counted.)
     Stopped,
 }
 

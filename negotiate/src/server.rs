@@ -1,6 +1,7 @@
 //! The responder's version-hiding API: [`Server::start`] listens, accepts each connection with
 //! its private data and Receives already posted, and serves every call with a handler that
-//! sees only RPC messages, several calls of one connection at once up to
+//! sees only RPC messages (blocking, or a future on the caller's executor: [`OnExecutor`]),
+//! several calls of one connection at once up to
 //! [`ServerLimits::calls_in_progress`] (the credits granted, RFC 8166 section 3.3.1, and a
 //! bound of the server's own); replies go out as their calls finish, in any order (RPC
 //! matches them by XID). Each connection's decisions are a [`Serve`] value's (the
@@ -31,6 +32,9 @@ use crate::limits::{Refusals, ServerLimits};
 use crate::responder;
 use crate::serve::{Serve, Service, Step};
 use crate::thresholds::{self, Advertised};
+
+mod async_handler;
+pub use async_handler::{AsyncHandler, CallTask, OnExecutor, STOP_CHECK};
 
 /// How a [`Server`] accepts and serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,7 +89,8 @@ impl Default for ServerConfig {
 /// its reply into the buffer it is given instead, so that a steady small call allocates
 /// nothing. A panic inside it is caught: the call is answered with an RPC SYSTEM_ERR reply and
 /// the connection goes on. It runs on the connection's threads, several calls at once (up to
-/// [`ServerLimits::calls_in_progress`]).
+/// [`ServerLimits::calls_in_progress`]). An [`OnExecutor`] is one that serves each call with
+/// an [`AsyncHandler`]'s future on the caller's executor.
 ///
 /// ```
 /// use negotiate::server::Handler;
@@ -98,6 +103,12 @@ pub trait Handler: Send + Sync + 'static {
     /// Writes the reply to `call` into `reply`, which is empty (its memory kept from the
     /// thread's earlier calls).
     fn handle(&self, call: &[u8], reply: &mut Vec<u8>);
+
+    /// The server is stopping: it has closed every connection and waits for the calls in
+    /// progress to return. A handler that waits on something other than its own work (an
+    /// [`OnExecutor`] waits for its futures) stops waiting; its reply would not be sent
+    /// anyway. Nothing by default.
+    fn stopping(&self) {}
 }
 
 impl<F: Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static> Handler for F {
@@ -156,7 +167,8 @@ pub struct ServerStats {
     /// stream, or broke DDP-eligibility (RFC 8166 sections 4.5.2 and 6.1.1).
     pub garbage_args_replies: u64,
     /// Calls whose handler panicked, answered with an RPC SYSTEM_ERR reply; the connection and
-    /// the server go on.
+    /// the server go on. An [`OnExecutor`]'s calls whose future panicked or was dropped by its
+    /// executor before it completed count here too.
     pub handler_panics: u64,
 }
 
@@ -177,7 +189,8 @@ pub struct Peer {
 
 /// A running responder. Dropping it stops accepting, closes every connection and waits for
 /// each connection's threads: it returns once the handlers running then have returned (every
-/// other wait is cut by the close), with no thread of the server left.
+/// other wait is cut by the close, and an [`OnExecutor`]'s wait for its futures by
+/// [`Handler::stopping`]), with no thread of the server left.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -292,6 +305,7 @@ impl Server {
                         conn.close("the server stopped");
                     }
                 }
+                handler.stopping();
                 for c in live {
                     let _ = c.thread.join();
                 }

@@ -20,6 +20,13 @@ use std::path::{Path, PathBuf};
 use crate::ast::{source_text, InvalidUtf8, LineIndex};
 use crate::{check, errata, extract, gen, parse};
 
+mod build;
+mod document;
+mod unit;
+
+pub use build::{Build, Generated};
+pub use document::Location;
+
 /// Why the pipeline stopped. Each variant's message names the file and, where
 /// there is one, the line.
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +83,28 @@ pub enum PipelineError {
         /// The error.
         source: gen::GenError,
     },
+    /// The XDR of a document of a [`Build`] with extensions does not parse,
+    /// at a place in the document's own file.
+    #[error("{at}: {}", source.message)]
+    ParseAt {
+        /// Where, in the spec text, `.x` file or errata file.
+        at: Location,
+        /// The error, its line and column those of the document's XDR.
+        source: parse::ParseError,
+    },
+    /// The generator refused a construct of a [`Build`] with extensions.
+    #[error("{at}: {}", source.message)]
+    GenAt {
+        /// Where, in the file the construct was written in.
+        at: Location,
+        /// The error, its line and column those of the documents' XDR
+        /// together.
+        source: gen::GenError,
+    },
+    /// A [`Build`] was asked for something it cannot do (a module name that
+    /// is no identifier, used twice; no output directory).
+    #[error("{0}")]
+    Config(String),
 }
 
 /// XDR recovered from a spec, with where each line came from and what was
@@ -102,45 +131,20 @@ pub struct PipelineRust {
     pub notes: Vec<String>,
 }
 
-fn read(path: &Path) -> Result<String, PipelineError> {
+pub(crate) fn read(path: &Path) -> Result<String, PipelineError> {
     let bytes = std::fs::read(path).map_err(|source| PipelineError::Io { path: path.to_path_buf(), source })?;
     source_text(&bytes).map(str::to_owned).map_err(|source| PipelineError::Utf8 { path: path.to_path_buf(), source })
 }
 
-fn file_name(path: &Path) -> String {
+pub(crate) fn file_name(path: &Path) -> String {
     path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned())
 }
 
 /// Extract the XDR of the spec at `spec_path` (repairing it if `repair`),
 /// then apply the errata file if one is given.
 pub fn spec_to_xdr(spec_path: &Path, errata_path: Option<&Path>, repair: bool) -> Result<PipelineXdr, PipelineError> {
-    let text = read(spec_path)?;
-    let name = file_name(spec_path);
-    let extracted = extract::extract(&text, &extract::ExtractOptions { repair })
-        .map_err(|source| PipelineError::Extract { path: spec_path.to_path_buf(), source })?;
-    let mut report: Vec<String> = extracted.repairs.iter().map(|r| r.to_report_line(&name)).collect();
-    let mut line_origins: Vec<String> = extracted
-        .origins
-        .iter()
-        .map(|o| match &o.section {
-            Some(s) => format!("{name} section {s}, line {}", o.spec_line),
-            None => format!("{name}, line {}", o.spec_line),
-        })
-        .collect();
-    let mut xdr = extracted.xdr;
-    if let Some(errata_path) = errata_path {
-        let errata_text = read(errata_path)?;
-        let err = |source| PipelineError::Errata { path: errata_path.to_path_buf(), source };
-        let errata = errata::parse(&errata_text).map_err(err)?;
-        let (fixed, applied, prepended) = errata.apply_with_offset(&xdr).map_err(err)?;
-        let errata_name = file_name(errata_path);
-        let mut origins = vec![format!("added by {errata_name}"); prepended];
-        origins.append(&mut line_origins);
-        line_origins = origins;
-        report.extend(applied.iter().map(|a| format!("{errata_name}: erratum {}: {}", a.id, a.summary)));
-        xdr = fixed;
-    }
-    Ok(PipelineXdr { xdr, line_origins, report })
+    let doc = document::load(spec_path, errata_path, document::Kind::Spec { repair })?;
+    Ok(PipelineXdr { xdr: doc.xdr, line_origins: doc.line_origins, report: doc.report })
 }
 
 /// Check XDR text and generate Rust from it. `name` is used in messages
@@ -177,7 +181,9 @@ pub fn spec_to_rust(spec_path: &Path, errata_path: Option<&Path>, repair: bool) 
 /// spec or its errata change, run [`spec_to_rust`], and write into
 /// `out_dir` the generated Rust (`generated.rs`), the XDR it came from
 /// (`generated.x`) and the report of repairs, errata and notes
-/// (`report.txt`), for the crate to `include!`.
+/// (`report.txt`), for the crate to `include!`. The same as [`Build::run`]
+/// with the spec and its errata and no extension; a crate whose spec has
+/// extension documents uses [`Build`].
 ///
 /// ```no_run
 /// // build.rs
@@ -186,15 +192,5 @@ pub fn spec_to_rust(spec_path: &Path, errata_path: Option<&Path>, repair: bool) 
 /// xdr_spec::pipeline::build_script(&specs.join("v1.txt"), &specs.join("v1.errata"), false, &out).unwrap();
 /// ```
 pub fn build_script(spec: &Path, errata: &Path, repair: bool, out_dir: &Path) -> Result<(), PipelineError> {
-    println!("cargo:rerun-if-changed={}", spec.display());
-    println!("cargo:rerun-if-changed={}", errata.display());
-    let out = spec_to_rust(spec, Some(errata), repair)?;
-    let write = |name: &str, text: &str| {
-        let path = out_dir.join(name);
-        std::fs::write(&path, text).map_err(|source| PipelineError::Io { path, source })
-    };
-    write("generated.rs", &out.rust)?;
-    write("generated.x", &out.xdr.xdr)?;
-    let report: String = out.xdr.report.iter().chain(&out.notes).map(|l| format!("{l}\n")).collect();
-    write("report.txt", &report)
+    Build::new(spec).errata(errata).repair(repair).out(out_dir).run().map(|_| ())
 }

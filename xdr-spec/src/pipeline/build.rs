@@ -1,0 +1,322 @@
+//! [`Build`]: a base specification and its extension documents, compiled
+//! into one checked namespace and one Rust file.
+
+use std::path::{Path, PathBuf};
+
+use super::document::{self, Document, Kind};
+use super::unit::Unit;
+use super::{file_name, read, spec_to_rust, xdr_to_rust, PipelineError, PipelineXdr};
+use crate::errata;
+use crate::gen::{self, ModulePart};
+
+/// An extension document: its file, its errata, and the module its types
+/// are generated into.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Extension {
+    module: String,
+    path: PathBuf,
+    errata: Option<PathBuf>,
+}
+
+/// A build of a base specification and, optionally, extension documents
+/// that use its names: the pipeline of [`spec_to_rust`] over all of them,
+/// in one namespace.
+///
+/// * Every document is extracted (and repaired, if asked) and has its own
+///   errata applied on its own, so an extension's errata shift nothing in
+///   the base's lines, nor the base's in the extension's.
+/// * The base is checked alone: it may not depend on an extension. Each
+///   extension is checked with the base: it sees the base's names (types,
+///   constants, enumerators) and its own, not another extension's (which its
+///   generated module could not see). Then all are checked together, so a
+///   name two extensions define is reported.
+/// * Diagnostics name the file, line and column the construct was written
+///   at: an extension's are in the extension's own text. A duplicate comes
+///   with a note at the first definition.
+/// * The Rust is the base's, exactly as [`spec_to_rust`] writes it alone,
+///   followed per extension by `pub mod MODULE { use super::*; ... }` (see
+///   [`gen::generate_with_modules`]): one file to `include!`, and the base's
+///   names resolve in a module as the checker resolved them.
+///
+/// With no extension, a build is [`spec_to_rust`] (or, for [`Build::xdr`],
+/// what `xdr-spec gen` does), to the byte, diagnostics included.
+///
+/// ```
+/// # let dir = std::env::temp_dir().join(format!("xdr-spec-build-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// # let base = dir.join("base.txt");
+/// # let ext = dir.join("ext.txt");
+/// std::fs::write(&base, "4.  XDR\n\n   /// const MAX = 8;\n   /// struct item { unsigned int id; };\n").unwrap();
+/// std::fs::write(&ext, "2.  Extension XDR\n\n   /// struct batch { item items<MAX>; };\n").unwrap();
+/// let out = xdr_spec::pipeline::Build::new(&base).extension(&ext, None).generate().unwrap();
+/// assert!(out.rust.contains("pub mod ext {\nuse super::*;"));
+/// assert!(out.rust.contains("pub struct Batch<'a>"));
+/// assert_eq!(out.extensions[0].0, "ext");
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Build {
+    base: PathBuf,
+    errata: Option<PathBuf>,
+    kind: Kind,
+    extensions: Vec<Extension>,
+    out_dir: Option<PathBuf>,
+}
+
+/// What a [`Build`] generated.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    /// The Rust source: the base's items, then a module per extension.
+    pub rust: String,
+    /// The base's XDR, errata applied, and its report.
+    pub base: PipelineXdr,
+    /// Per extension, in order: its module's name, and its XDR and report.
+    pub extensions: Vec<(String, PipelineXdr)>,
+    /// Warnings and notes from the checker.
+    pub notes: Vec<String>,
+}
+
+impl Generated {
+    /// The report written to `report.txt`: the base's repairs and errata,
+    /// each extension's, then the checker's notes.
+    pub fn report(&self) -> String {
+        let ext = self.extensions.iter().flat_map(|(_, x)| &x.report);
+        self.base.report.iter().chain(ext).chain(&self.notes).map(|l| format!("{l}\n")).collect()
+    }
+}
+
+impl Build {
+    /// A build of the specification text at `spec` (its XDR extracted by
+    /// the `///` convention of RFC 8166 §5.1).
+    pub fn new(spec: impl Into<PathBuf>) -> Self {
+        Build {
+            base: spec.into(),
+            errata: None,
+            kind: Kind::Spec { repair: false },
+            extensions: Vec::new(),
+            out_dir: None,
+        }
+    }
+
+    /// A build of an XDR file (`.x`), taken as it is; its extensions are
+    /// XDR files too.
+    pub fn xdr(path: impl Into<PathBuf>) -> Self {
+        Build { kind: Kind::Xdr, ..Build::new(path) }
+    }
+
+    /// The base's errata file ([`crate::errata`]).
+    pub fn errata(mut self, path: impl Into<PathBuf>) -> Self {
+        self.errata = Some(path.into());
+        self
+    }
+
+    /// Repair degraded renderings of every spec text ([`crate::extract`]).
+    pub fn repair(mut self, repair: bool) -> Self {
+        if let Kind::Spec { .. } = self.kind {
+            self.kind = Kind::Spec { repair };
+        }
+        self
+    }
+
+    /// Add an extension document with its errata file, if any. Its module is
+    /// named after the file: the stem, lowercased, every character that
+    /// cannot be in an identifier made `_` (`transport-properties.txt` ->
+    /// `transport_properties`).
+    pub fn extension(self, path: impl Into<PathBuf>, errata: Option<&Path>) -> Self {
+        let path = path.into();
+        let module = module_name_of(&path);
+        self.extension_as(module, path, errata)
+    }
+
+    /// Add an extension document whose types go into module `module` (a
+    /// snake_case identifier, checked when the build runs).
+    pub fn extension_as(mut self, module: impl Into<String>, path: impl Into<PathBuf>, errata: Option<&Path>) -> Self {
+        let errata = errata.map(Path::to_path_buf);
+        self.extensions.push(Extension { module: module.into(), path: path.into(), errata });
+        self
+    }
+
+    /// The directory [`Build::run`] writes into (default: `$OUT_DIR`).
+    pub fn out(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.out_dir = Some(dir.into());
+        self
+    }
+
+    /// Every file the build reads, for `cargo:rerun-if-changed`.
+    pub fn inputs(&self) -> Vec<&Path> {
+        let ext = self.extensions.iter().flat_map(|e| std::iter::once(e.path.as_path()).chain(e.errata.as_deref()));
+        std::iter::once(self.base.as_path()).chain(self.errata.as_deref()).chain(ext).collect()
+    }
+
+    /// Check every document; the diagnostics (warnings and notes) on
+    /// success.
+    ///
+    /// # Errors
+    ///
+    /// As [`Build::generate`], short of generating.
+    pub fn check(&self) -> Result<Vec<String>, PipelineError> {
+        let (base, extensions) = self.load()?;
+        self.check_loaded(&base, &extensions).map(|(_, notes)| notes)
+    }
+
+    /// Run the pipeline over every document.
+    ///
+    /// # Errors
+    ///
+    /// A [`PipelineError`]: a file unreadable or not UTF-8, no XDR, errata
+    /// that do not apply, a syntax error ([`PipelineError::ParseAt`] with
+    /// extensions), checker errors ([`PipelineError::Check`], one rendered
+    /// diagnostic per line), a construct the generator refuses, or a module
+    /// name that is not an identifier or is used twice
+    /// ([`PipelineError::Config`]).
+    pub fn generate(&self) -> Result<Generated, PipelineError> {
+        if self.extensions.is_empty() {
+            return self.generate_alone();
+        }
+        let (base, extensions) = self.load()?;
+        let (unit, notes) = self.check_loaded(&base, &extensions)?;
+        let parts: Vec<ModulePart> = self
+            .extensions
+            .iter()
+            .zip(&unit.first_definitions[1..])
+            .map(|(e, &first_definition)| ModulePart {
+                name: e.module.clone(),
+                doc: format!("The types of the extension document `{}`.", file_name(&e.path)),
+                first_definition,
+            })
+            .collect();
+        let opts = gen::GenOptions { source_name: file_name(&self.base), line_origins: unit.line_origins() };
+        let rust = gen::generate_with_modules(&unit.spec, &unit.text, &opts, &parts)
+            .map_err(|source| PipelineError::GenAt { at: unit.locate(source.line, source.column), source })?;
+        let extensions = self.extensions.iter().zip(extensions).map(|(e, d)| (e.module.clone(), xdr_of(d))).collect();
+        Ok(Generated { rust, base: xdr_of(base), extensions, notes })
+    }
+
+    /// What a crate's `build.rs` does: tell cargo to rerun when any input
+    /// changes, [`Build::generate`], and write into the output directory the
+    /// Rust (`generated.rs`), the base's XDR (`generated.x`), each
+    /// extension's (`generated.MODULE.x`) and [`Generated::report`]
+    /// (`report.txt`), for the crate to `include!`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Build::generate`]; [`PipelineError::Config`] when no output
+    /// directory is given and `$OUT_DIR` is not set; [`PipelineError::Io`]
+    /// when a file cannot be written.
+    pub fn run(&self) -> Result<Generated, PipelineError> {
+        for input in self.inputs() {
+            println!("cargo:rerun-if-changed={}", input.display());
+        }
+        let out_dir = match &self.out_dir {
+            Some(dir) => dir.clone(),
+            None => std::env::var_os("OUT_DIR")
+                .map(PathBuf::from)
+                .ok_or_else(|| PipelineError::Config("no output directory: call Build::out or set OUT_DIR".into()))?,
+        };
+        let out = self.generate()?;
+        let write = |name: &str, text: &str| {
+            let path = out_dir.join(name);
+            std::fs::write(&path, text).map_err(|source| PipelineError::Io { path, source })
+        };
+        write("generated.rs", &out.rust)?;
+        write("generated.x", &out.base.xdr)?;
+        for (module, xdr) in &out.extensions {
+            write(&format!("generated.{module}.x"), &xdr.xdr)?;
+        }
+        write("report.txt", &out.report())?;
+        Ok(out)
+    }
+
+    /// No extension: the single-document pipeline, unchanged.
+    fn generate_alone(&self) -> Result<Generated, PipelineError> {
+        match self.kind {
+            Kind::Spec { repair } => {
+                let out = spec_to_rust(&self.base, self.errata.as_deref(), repair)?;
+                Ok(Generated { rust: out.rust, base: out.xdr, extensions: Vec::new(), notes: out.notes })
+            }
+            Kind::Xdr => {
+                let base = xdr_file(&self.base, self.errata.as_deref())?;
+                let name = self.base.display().to_string();
+                let (rust, notes) = xdr_to_rust(&name, &base.xdr, Vec::new())?;
+                Ok(Generated { rust, base, extensions: Vec::new(), notes })
+            }
+        }
+    }
+
+    fn load(&self) -> Result<(Document, Vec<Document>), PipelineError> {
+        self.check_modules()?;
+        let base = document::load(&self.base, self.errata.as_deref(), self.kind)?;
+        let extensions = self.extensions.iter().map(|e| document::load(&e.path, e.errata.as_deref(), self.kind));
+        Ok((base, extensions.collect::<Result<_, _>>()?))
+    }
+
+    /// The checks in order (see [`Build`]): the base alone, each extension
+    /// with the base, all together. Returns the whole, and its notes.
+    fn check_loaded<'d>(
+        &self,
+        base: &'d Document,
+        extensions: &'d [Document],
+    ) -> Result<(Unit<'d>, Vec<String>), PipelineError> {
+        Unit::new(vec![base])?.check()?;
+        for ext in extensions {
+            Unit::new(vec![base, ext])?.check()?;
+        }
+        let all = Unit::new(std::iter::once(base).chain(extensions).collect())?;
+        let notes = all.check()?;
+        Ok((all, notes))
+    }
+
+    /// Module names are identifiers, not keywords, and distinct.
+    fn check_modules(&self) -> Result<(), PipelineError> {
+        for (i, e) in self.extensions.iter().enumerate() {
+            let m = &e.module;
+            let ident = m.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+                && m.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            // `snake` makes a keyword a raw identifier; `_` alone is no name.
+            if !ident || gen::snake(m) != *m || m == "_" {
+                return Err(PipelineError::Config(format!(
+                    "{}: `{m}` cannot name the extension's module: a snake_case identifier that is not a Rust keyword \
+                     is needed",
+                    e.path.display()
+                )));
+            }
+            if let Some(first) = self.extensions[..i].iter().find(|f| f.module == *m) {
+                return Err(PipelineError::Config(format!(
+                    "{} and {} would both generate module `{m}`: name one with Build::extension_as",
+                    first.path.display(),
+                    e.path.display()
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `transport-properties.txt` -> `transport_properties`; a leading digit
+/// gets a `_` before it.
+fn module_name_of(path: &Path) -> String {
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut name: String =
+        stem.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.insert(0, '_');
+    }
+    name
+}
+
+fn xdr_of(d: Document) -> PipelineXdr {
+    PipelineXdr { xdr: d.xdr, line_origins: d.line_origins, report: d.report }
+}
+
+/// An `.x` file with its errata applied, as `xdr-spec gen` reads one.
+fn xdr_file(path: &Path, errata_path: Option<&Path>) -> Result<PipelineXdr, PipelineError> {
+    let xdr = read(path)?;
+    let Some(errata_path) = errata_path else {
+        return Ok(PipelineXdr { xdr, line_origins: Vec::new(), report: Vec::new() });
+    };
+    let err = |source| PipelineError::Errata { path: errata_path.to_path_buf(), source };
+    let (fixed, applied, _) = errata::parse(&read(errata_path)?).map_err(err)?.apply_with_offset(&xdr).map_err(err)?;
+    let name = errata_path.display();
+    let report = applied.iter().map(|a| format!("{name}: erratum {}: {}", a.id, a.summary)).collect();
+    Ok(PipelineXdr { xdr: fixed, line_origins: Vec::new(), report })
+}

@@ -74,8 +74,8 @@ fn an_extension_using_base_types_and_constants_compiles_into_its_own_module() {
     assert!(module.contains("(sample-extension.txt section 2.2, line"), "documentation cites the extension text");
     assert!(!out.rust[..out.rust.len() - module.len()].contains("Sample"), "nothing of the extension at top level");
     assert_eq!(out.extensions.len(), 1);
-    assert_eq!(out.extensions[0].0, "sample_extension");
-    assert!(out.extensions[0].1.xdr.contains("struct sample_segments {"));
+    assert_eq!(out.extensions[0].module, "sample_extension");
+    assert!(out.extensions[0].xdr.xdr.contains("struct sample_segments {"));
 
     // The generated file, with a program that uses the extension's types and
     // the base's: it must build and run.

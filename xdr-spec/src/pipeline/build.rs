@@ -51,7 +51,7 @@ struct Extension {
 /// let out = xdr_spec::pipeline::Build::new(&base).extension(&ext, None).generate().unwrap();
 /// assert!(out.rust.contains("pub mod ext {\nuse super::*;"));
 /// assert!(out.rust.contains("pub struct Batch<'a>"));
-/// assert_eq!(out.extensions[0].0, "ext");
+/// assert_eq!(out.extensions[0].module, "ext");
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,17 +70,27 @@ pub struct Generated {
     pub rust: String,
     /// The base's XDR, errata applied, and its report.
     pub base: PipelineXdr,
-    /// Per extension, in order: its module's name, and its XDR and report.
-    pub extensions: Vec<(String, PipelineXdr)>,
+    /// Per extension, in the order they were added.
+    pub extensions: Vec<ExtensionXdr>,
     /// Warnings and notes from the checker.
     pub notes: Vec<String>,
+}
+
+/// The XDR of one extension document of a [`Build`].
+#[derive(Debug, Clone)]
+pub struct ExtensionXdr {
+    /// The module its types were generated into.
+    pub module: String,
+    /// Its XDR, its own errata applied, and the report of its repairs and
+    /// errata.
+    pub xdr: PipelineXdr,
 }
 
 impl Generated {
     /// The report written to `report.txt`: the base's repairs and errata,
     /// each extension's, then the checker's notes.
     pub fn report(&self) -> String {
-        let ext = self.extensions.iter().flat_map(|(_, x)| &x.report);
+        let ext = self.extensions.iter().flat_map(|e| &e.xdr.report);
         self.base.report.iter().chain(ext).chain(&self.notes).map(|l| format!("{l}\n")).collect()
     }
 }
@@ -188,7 +198,12 @@ impl Build {
         let opts = gen::GenOptions { source_name: file_name(&self.base), line_origins: unit.line_origins() };
         let rust = gen::generate_with_modules(&unit.spec, &unit.text, &opts, &parts)
             .map_err(|source| PipelineError::GenAt { at: unit.locate(source.line, source.column), source })?;
-        let extensions = self.extensions.iter().zip(extensions).map(|(e, d)| (e.module.clone(), xdr_of(d))).collect();
+        let extensions = self
+            .extensions
+            .iter()
+            .zip(extensions)
+            .map(|(e, d)| ExtensionXdr { module: e.module.clone(), xdr: xdr_of(d) })
+            .collect();
         Ok(Generated { rust, base: xdr_of(base), extensions, notes })
     }
 
@@ -220,8 +235,8 @@ impl Build {
         };
         write("generated.rs", &out.rust)?;
         write("generated.x", &out.base.xdr)?;
-        for (module, xdr) in &out.extensions {
-            write(&format!("generated.{module}.x"), &xdr.xdr)?;
+        for e in &out.extensions {
+            write(&format!("generated.{}.x", e.module), &e.xdr.xdr)?;
         }
         write("report.txt", &out.report())?;
         Ok(out)

@@ -3,6 +3,10 @@
 //! Rust. Every repair and erratum applied is returned in the report, so
 //! nothing about the generated types is implicit.
 //!
+//! [`Build`] runs it over a base specification and its extension documents
+//! together (one namespace, one Rust file, a module per extension);
+//! [`build_script`] is a [`Build`] of one spec.
+//!
 //! ```no_run
 //! // In a build.rs:
 //! use std::path::Path;
@@ -24,7 +28,7 @@ mod build;
 mod document;
 mod unit;
 
-pub use build::{Build, Generated};
+pub use build::{Build, ExtensionXdr, Generated};
 pub use document::Location;
 
 /// Why the pipeline stopped. Each variant's message names the file and, where

@@ -2,17 +2,27 @@
 //! `specs/`: extract the XDR (repairing the degraded rendering), apply the errata file
 //! beside the spec, check, and generate Rust into OUT_DIR. No generated type
 //! is written by hand; editing the spec or its errata regenerates them.
+//!
+//! The transport-properties extension (`specs/rpcrdma2-transport-properties.txt`, an
+//! RFC-style document with its own `///` XDR that uses the draft's types) is compiled with
+//! the draft into one checked namespace; its types land in `xdr::properties`.
 
 use std::path::{Path, PathBuf};
 
 const SPEC: &str = "draft-cel-nfsv4-rpcrdma-version-two-00.txt";
 const ERRATA: &str = "draft-cel-nfsv4-rpcrdma-version-two-00.errata";
 const REPAIR: bool = true;
+const PROPERTIES: &str = "rpcrdma2-transport-properties.txt";
 
 fn main() {
     let specs = Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
-    if let Err(e) = xdr_spec::pipeline::build_script(&specs.join(SPEC), &specs.join(ERRATA), REPAIR, &out) {
-        panic!("generating types from {SPEC} failed:\n{e}");
+    let build = xdr_spec::pipeline::Build::new(specs.join(SPEC))
+        .errata(specs.join(ERRATA))
+        .repair(REPAIR)
+        .extension_as("properties", specs.join(PROPERTIES), None)
+        .out(out);
+    if let Err(e) = build.run() {
+        panic!("generating types from {SPEC} and {PROPERTIES} failed:\n{e}");
     }
 }

@@ -41,6 +41,7 @@ pub mod xdr {
 }
 
 pub mod options;
+pub mod properties;
 pub mod verdict;
 
 /// The runtime the generated types use.

@@ -130,7 +130,7 @@ pub fn generate_with_modules(
     for (part, (start, end)) in starts.zip(ends).enumerate() {
         let module = part.checked_sub(1).map(|m| &modules[m]);
         if let Some(m) = module {
-            let _ = write!(g.out, "/// {}\npub mod {} {{\nuse super::*;\n\n", m.doc, m.name);
+            let _ = write!(g.out, "/// {}\npub mod {} {{\n// The base's names, which an extension may use (none is required).\n#[allow(unused_imports)]\nuse super::*;\n\n", m.doc, m.name);
         }
         g.emit_part(spec, start..end)?;
         if module.is_some() {

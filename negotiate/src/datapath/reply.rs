@@ -69,7 +69,9 @@ pub fn fetch_call<B: Backend, U: UpperLayerBinding + ?Sized>(
             for f in read_list_fetches(reads).filter(|f| f.length > 0) {
                 let id = conn.wr_id();
                 let local = Sge::new(&region, f.landing, f.length as usize);
-                conn.qp().post_read(id, &[local], RemoteBuf { addr: f.offset, rkey: f.handle })?;
+                let remote = RemoteBuf { addr: f.offset, rkey: f.handle };
+                // Reads are always waited for, and so signaled (`post_sq` records their order).
+                conn.post_sq(id, None, |qp, _| qp.post_read(id, &[local], remote))?;
                 ids.push(id);
             }
             conn.wait_all(&ids)?;
@@ -150,7 +152,8 @@ fn post_writes<B: Backend>(conn: &Connection<B>, reply: &[u8], out: &MarshaledRe
     let source = conn.pd().register(copy, Access::empty())?;
     for w in out.writes() {
         let local = Sge::new(&source, w.src.start, w.src.len());
-        conn.qp().post_write(conn.unwaited_wr_id(), &[local], RemoteBuf { addr: w.offset, rkey: w.handle })?;
+        let (id, remote) = (conn.unwaited_wr_id(), RemoteBuf { addr: w.offset, rkey: w.handle });
+        conn.post_sq(id, None, |qp, flags| qp.post_write_with(id, &[local], remote, flags))?;
     }
     Ok(())
 }

@@ -234,6 +234,10 @@ pub struct Connection<B: Backend> {
     /// The send queue's posting order and signaling, and the registered Send buffers, reused
     /// once their Send is known complete. Held across every post ([`Connection::post_sq`]).
     sends: Mutex<SendQueue<B::Region>>,
+    /// Send-queue completions reaped and not yet applied to `sends`: a reaper only lists them
+    /// here, and whoever takes `sends` next applies them ([`Connection::sends`]), so that a
+    /// reaper (which holds the waiters' lock) never waits for a post in progress.
+    sq_done: Mutex<Vec<u64>>,
     /// Chunk buffers of earlier calls, reused ([`Connection::chunk_buffer`]).
     chunks: Mutex<Vec<Vec<u8>>>,
 }
@@ -256,6 +260,7 @@ impl<B: Backend> Connection<B> {
                 ..Reaped::default()
             }),
             sends,
+            sq_done: Mutex::new(Vec::with_capacity(4 * REAP_BATCH)),
             chunks: Mutex::default(),
         }
     }
@@ -515,7 +520,7 @@ impl<B: Backend> Connection<B> {
             return Ok(());
         }
         // A free buffer, or a registration counted here.
-        let reused = self.sends.lock().unwrap_or_else(PoisonError::into_inner).take_free();
+        let reused = self.sends().take_free();
         let region = match reused {
             Some(region) => region,
             None => self.pd.register(vec![0; SEND_BUFFER_LEN], Access::empty())?,
@@ -523,7 +528,7 @@ impl<B: Backend> Connection<B> {
         let len = match region.with_mut(|b| fill(&mut b[..capacity])) {
             Ok(len) => len,
             Err(e) => {
-                self.sends.lock().unwrap_or_else(PoisonError::into_inner).give_back(region);
+                self.sends().give_back(region);
                 return Err(e);
             }
         };
@@ -547,7 +552,7 @@ impl<B: Backend> Connection<B> {
         buffer: Option<B::Region>,
         post: impl FnOnce(&B::Qp, SendFlags) -> verbs::Result<T>,
     ) -> verbs::Result<T> {
-        let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut sends = self.sends();
         let flags = sends.flags(wr_id & UNWAITED_WR_BIT == 0);
         match post(&self.qp, flags) {
             Ok(t) => {
@@ -567,15 +572,29 @@ impl<B: Backend> Connection<B> {
     /// 4096 bytes, and otherwise only as many as were in flight at once (or not yet known
     /// complete, see [`send_queue`]), since a completed Send's buffer is reused.
     pub fn send_buffers_registered(&self) -> u64 {
-        self.sends.lock().unwrap_or_else(PoisonError::into_inner).registered
+        self.sends().registered
     }
 
     /// A completion of send-queue work request `wr_id` was reaped (success, failure or
-    /// flush): it and everything posted before it are complete, their Send buffers free.
+    /// flush): it and everything posted before it are complete, their Send buffers free once
+    /// [`Connection::sends`] applies it.
     fn send_done(&self, wr_id: u64) {
         if wr_id & RECV_WR_BIT == 0 {
-            self.sends.lock().unwrap_or_else(PoisonError::into_inner).completed(wr_id);
+            self.sq_done.lock().unwrap_or_else(PoisonError::into_inner).push(wr_id);
         }
+    }
+
+    /// The send queue, with the completions reaped since it was last taken applied. Applied
+    /// only here, under its lock: a completion listed in `sq_done` is of a work request whose
+    /// post began, and so (the lock being held across the post) whose post is recorded.
+    fn sends(&self) -> std::sync::MutexGuard<'_, SendQueue<B::Region>> {
+        let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut done = self.sq_done.lock().unwrap_or_else(PoisonError::into_inner);
+        for wr_id in done.drain(..) {
+            sends.completed(wr_id);
+        }
+        drop(done);
+        sends
     }
 
     /// Registers a buffer of `len` bytes the local queue pair (and, through a window, the

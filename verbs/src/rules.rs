@@ -140,6 +140,8 @@ pub(crate) struct Queues {
     pub(crate) sq_outstanding: u32,
     /// Unsignaled work requests that succeeded since the last send-queue completion queued.
     uncovered: u32,
+    /// Completions queued so far.
+    queued: u64,
 }
 
 impl Queues {
@@ -148,6 +150,12 @@ impl Queues {
     pub(crate) fn push(&mut self, c: Completion) {
         let slots = if c.opcode.is_send_queue() { 1 + std::mem::take(&mut self.uncovered) } else { 0 };
         self.cq.push_back((c, slots));
+        self.queued += 1;
+    }
+
+    /// How many completions were ever queued: a waiter need only be woken when it changed.
+    pub(crate) fn queued(&self) -> u64 {
+        self.queued
     }
 
     /// A send-queue work request posted with `flags` finished with `c`: queued if signaled or

@@ -710,10 +710,20 @@ impl From<io::Error> for Stop {
     }
 }
 
-/// Runs `f` on the state and wakes waiters; `f` returning false stops frame processing.
+/// Runs `f` on the state and wakes waiters if it gave them something (a completion, a CM
+/// event, the Error state); `f` returning false stops frame processing. An answer to the
+/// peer's request, or an unsignaled work request's success ([`SendFlags`]), gives a waiter
+/// nothing: waking it for that was a thread switch for nothing.
 fn with_state(sh: &Shared, f: impl FnOnce(&mut State) -> bool) -> Result<(), Stop> {
-    let go = f(&mut lock(&sh.st));
-    sh.cv.notify_all();
+    let mut st = lock(&sh.st);
+    let mark = |st: &State| (st.q.queued(), st.events.len(), st.connected);
+    let before = mark(&st);
+    let go = f(&mut st);
+    let woken = mark(&st) != before;
+    drop(st);
+    if woken {
+        sh.cv.notify_all();
+    }
     if go {
         Ok(())
     } else {

@@ -231,13 +231,9 @@ pub struct Connection<B: Backend> {
     /// now: one polls at a time (outside the lock), the others wait on `reaped` for what it
     /// sets aside.
     set_aside: Mutex<Reaped>,
-    /// The send queue's posting order and signaling, and the registered Send buffers, reused
-    /// once their Send is known complete. Held across every post ([`Connection::post_sq`]).
+    /// The send queue's signaling and what is known of its posting order, and the registered
+    /// Send buffers, reused once their Send is known complete ([`Connection::post_sq`]).
     sends: Mutex<SendQueue<B::Region>>,
-    /// Send-queue completions reaped and not yet applied to `sends`: a reaper only lists them
-    /// here, and whoever takes `sends` next applies them ([`Connection::sends`]), so that a
-    /// reaper (which holds the waiters' lock) never waits for a post in progress.
-    sq_done: Mutex<Vec<u64>>,
     /// Chunk buffers of earlier calls, reused ([`Connection::chunk_buffer`]).
     chunks: Mutex<Vec<Vec<u8>>>,
 }
@@ -260,7 +256,6 @@ impl<B: Backend> Connection<B> {
                 ..Reaped::default()
             }),
             sends,
-            sq_done: Mutex::new(Vec::with_capacity(4 * REAP_BATCH)),
             chunks: Mutex::default(),
         }
     }
@@ -539,33 +534,24 @@ impl<B: Backend> Connection<B> {
 
     /// Posts send-queue work request `wr_id` with `post`, which gets the flags to post it
     /// with, holding `buffer` (a pooled Send buffer) until it is known complete. Every
-    /// send-queue work request of the data path is posted here, under the send queue's lock:
-    /// the order recorded is the order of the successful posts, which is the order a send
-    /// queue completes them in, so that a completion frees exactly what was posted before it
-    /// (a backend may complete a work request inside the post, and another thread reap it at
-    /// once: it then waits on this lock until the post is recorded). Someone waits for the
+    /// send-queue work request of the data path is posted here. Someone waits for the
     /// completion of a `wr_id` from [`Connection::wr_id`], so it is signaled; one from
-    /// [`Connection::unwaited_wr_id`] is signaled only when [`send_queue`]'s rule says so.
+    /// [`Connection::unwaited_wr_id`] is signaled only when [`send_queue`]'s rule says so,
+    /// which also says how a completion frees what was posted before it without a lock held
+    /// across the post.
     fn post_sq<T>(
         &self,
         wr_id: u64,
         buffer: Option<B::Region>,
         post: impl FnOnce(&B::Qp, SendFlags) -> verbs::Result<T>,
     ) -> verbs::Result<T> {
-        let mut sends = self.sends();
-        let flags = sends.flags(wr_id & UNWAITED_WR_BIT == 0);
-        match post(&self.qp, flags) {
-            Ok(t) => {
-                sends.posted(wr_id, flags, buffer);
-                Ok(t)
-            }
-            Err(e) => {
-                if let Some(buffer) = buffer {
-                    sends.give_back(buffer);
-                }
-                Err(e)
-            }
+        let started = self.sends().start(wr_id, wr_id & UNWAITED_WR_BIT == 0, buffer);
+        let flags = started.flags;
+        let posted = post(&self.qp, flags);
+        if posted.is_err() || !flags.contains(SendFlags::SIGNALED) {
+            self.sends().finish(wr_id, started, posted.is_ok());
         }
+        posted
     }
 
     /// How many Send buffers this connection has registered: one per message larger than
@@ -576,25 +562,17 @@ impl<B: Backend> Connection<B> {
     }
 
     /// A completion of send-queue work request `wr_id` was reaped (success, failure or
-    /// flush): it and everything posted before it are complete, their Send buffers free once
-    /// [`Connection::sends`] applies it.
+    /// flush): it is complete, and so is what [`send_queue`] knows was posted before it; their
+    /// Send buffers are free again.
     fn send_done(&self, wr_id: u64) {
         if wr_id & RECV_WR_BIT == 0 {
-            self.sq_done.lock().unwrap_or_else(PoisonError::into_inner).push(wr_id);
+            self.sends().completed(wr_id);
         }
     }
 
-    /// The send queue, with the completions reaped since it was last taken applied. Applied
-    /// only here, under its lock: a completion listed in `sq_done` is of a work request whose
-    /// post began, and so (the lock being held across the post) whose post is recorded.
+    /// The send queue's bookkeeping, locked.
     fn sends(&self) -> std::sync::MutexGuard<'_, SendQueue<B::Region>> {
-        let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut done = self.sq_done.lock().unwrap_or_else(PoisonError::into_inner);
-        for wr_id in done.drain(..) {
-            sends.completed(wr_id);
-        }
-        drop(done);
-        sends
+        self.sends.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Registers a buffer of `len` bytes the local queue pair (and, through a window, the

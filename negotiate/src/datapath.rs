@@ -74,8 +74,9 @@ mod call;
 mod receive;
 mod registrar;
 mod reply;
+mod send_queue;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -83,12 +84,13 @@ use std::time::{Duration, Instant};
 use rpcrdma_v1::marshal_call::CallError;
 use rpcrdma_v1::marshal_reply::ReplyError;
 use rpcrdma_v1::reassemble::{DdpViolation, ReassemblyError};
-use verbs::{Access, Backend, Completion, MemoryRegion, ProtectionDomain, QpState, QueuePair, Sge};
+use verbs::{Access, Backend, Completion, MemoryRegion, ProtectionDomain, QpState, QueuePair, SendFlags, Sge};
 
 pub use call::{send_call, send_call_lent, CallParams, PendingCall};
 pub use receive::{ReceivePool, Received};
 pub use registrar::{ChunkMemory, Landed, WindowRegistrar};
 pub use reply::{fetch_call, send_error, send_reply, send_reply_lent, ReplyParams, ReplySent};
+use send_queue::SendQueue;
 
 /// Why one step of the data path failed.
 #[derive(Debug, thiserror::Error)]
@@ -141,9 +143,10 @@ pub enum DataPathError {
 const RECV_WR_BIT: u64 = 1 << 63;
 
 /// Marks a send-queue work request nobody waits for (a call's Send: its reply says it
-/// arrived, and a failure shows as the connection going down): whoever reaps its completion
-/// drops it, keeping only an error for [`Connection::ended`]. One fewer wait, and so one
-/// fewer wake-up of the caller, per call.
+/// arrived, and a failure shows as the connection going down): it is posted unsignaled but
+/// for every few ([`send_queue`]), and whoever reaps a completion of one drops it, keeping
+/// only an error for [`Connection::ended`]. One fewer wait, and so one fewer wake-up of the
+/// caller, per call.
 const UNWAITED_WR_BIT: u64 = 1 << 62;
 
 /// How long one poller holds the completion queue before letting another waiter look at what
@@ -228,8 +231,9 @@ pub struct Connection<B: Backend> {
     /// now: one polls at a time (outside the lock), the others wait on `reaped` for what it
     /// sets aside.
     set_aside: Mutex<Reaped>,
-    /// Registered Send buffers, reused once their Send completed.
-    sends: Mutex<SendBuffers<B::Region>>,
+    /// The send queue's signaling and what is known of its posting order, and the registered
+    /// Send buffers, reused once their Send is known complete ([`Connection::post_sq`]).
+    sends: Mutex<SendQueue<B::Region>>,
     /// Chunk buffers of earlier calls, reused ([`Connection::chunk_buffer`]).
     chunks: Mutex<Vec<Vec<u8>>>,
 }
@@ -238,6 +242,7 @@ impl<B: Backend> Connection<B> {
     /// Wraps a connected queue pair and the protection domain it was created in; every wait
     /// gives up after `timeout`.
     pub fn new(pd: B::Pd, qp: B::Qp, timeout: Duration) -> Self {
+        let sends = Mutex::new(SendQueue::new(qp.caps().max_send_wr));
         Connection {
             pd,
             qp,
@@ -250,7 +255,7 @@ impl<B: Backend> Connection<B> {
                 waiting: Vec::with_capacity(16),
                 ..Reaped::default()
             }),
-            sends: Mutex::new(SendBuffers { free: Vec::new(), in_flight: HashMap::new(), registered: 0 }),
+            sends,
             chunks: Mutex::default(),
         }
     }
@@ -490,8 +495,9 @@ impl<B: Backend> Connection<B> {
     /// The buffer is a registered Send buffer reused from an earlier Send when the message fits
     /// one of [`SEND_BUFFER_LEN`] (registering a buffer per Send is what a small message cost
     /// most on a real device, and marshaling straight into it saves a copy and an allocation);
-    /// a larger one gets a buffer of its own. Whoever reaps the Send's completion gives the
-    /// buffer back ([`Connection::send_done`]); the posted Send keeps it registered until then.
+    /// a larger one gets a buffer of its own. Whoever reaps the Send's completion, or that of a
+    /// work request posted after it (the Send may be unsignaled), gives the buffer back
+    /// ([`Connection::send_done`]); the posted Send keeps it registered until then.
     fn post_send_filled(
         &self,
         id: u64,
@@ -504,16 +510,12 @@ impl<B: Backend> Connection<B> {
             let len = fill(&mut bytes)?;
             bytes.truncate(len);
             let region = self.pd.register(bytes, Access::empty())?;
-            self.qp.post_send(id, &[Sge::whole(&region)], invalidate)?;
+            // The posted Send keeps the region registered until it completes.
+            self.post_sq(id, None, |qp, flags| qp.post_send_with(id, &[Sge::whole(&region)], invalidate, flags))?;
             return Ok(());
         }
         // A free buffer, or a registration counted here.
-        let reused = {
-            let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);
-            let free = sends.free.pop();
-            sends.registered += u64::from(free.is_none());
-            free
-        };
+        let reused = self.sends().take_free();
         let region = match reused {
             Some(region) => region,
             None => self.pd.register(vec![0; SEND_BUFFER_LEN], Access::empty())?,
@@ -521,41 +523,56 @@ impl<B: Backend> Connection<B> {
         let len = match region.with_mut(|b| fill(&mut b[..capacity])) {
             Ok(len) => len,
             Err(e) => {
-                self.sends.lock().unwrap_or_else(PoisonError::into_inner).give_back(region);
+                self.sends().give_back(region);
                 return Err(e);
             }
         };
-        // In flight before it is posted: a backend may complete the Send inside the post, and
-        // another thread reap it at once, before the buffer would otherwise be listed; it was
-        // then never given back (a leak found by the allocation test).
-        self.sends.lock().unwrap_or_else(PoisonError::into_inner).in_flight.insert(id, region.clone());
-        match self.qp.post_send(id, &[Sge::new(&region, 0, len)], invalidate) {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);
-                if let Some(region) = sends.in_flight.remove(&id) {
-                    sends.give_back(region);
-                }
-                Err(e.into())
-            }
+        let sge = [Sge::new(&region, 0, len)];
+        self.post_sq(id, Some(region.clone()), |qp, flags| qp.post_send_with(id, &sge, invalidate, flags))?;
+        Ok(())
+    }
+
+    /// Posts send-queue work request `wr_id` with `post`, which gets the flags to post it
+    /// with, holding `buffer` (a pooled Send buffer) until it is known complete. Every
+    /// send-queue work request of the data path is posted here. Someone waits for the
+    /// completion of a `wr_id` from [`Connection::wr_id`], so it is signaled; one from
+    /// [`Connection::unwaited_wr_id`] is signaled only when [`send_queue`]'s rule says so,
+    /// which also says how a completion frees what was posted before it without a lock held
+    /// across the post.
+    fn post_sq<T>(
+        &self,
+        wr_id: u64,
+        buffer: Option<B::Region>,
+        post: impl FnOnce(&B::Qp, SendFlags) -> verbs::Result<T>,
+    ) -> verbs::Result<T> {
+        let started = self.sends().start(wr_id, wr_id & UNWAITED_WR_BIT == 0, buffer);
+        let flags = started.flags;
+        let posted = post(&self.qp, flags);
+        if posted.is_err() || !flags.contains(SendFlags::SIGNALED) {
+            self.sends().finish(wr_id, started, posted.is_ok());
         }
+        posted
     }
 
     /// How many Send buffers this connection has registered: one per message larger than
-    /// 4096 bytes, and otherwise only as many as were in flight at once, since a completed
-    /// Send's buffer is reused.
+    /// 4096 bytes, and otherwise only as many as were in flight at once (or not yet known
+    /// complete, see [`send_queue`]), since a completed Send's buffer is reused.
     pub fn send_buffers_registered(&self) -> u64 {
-        self.sends.lock().unwrap_or_else(PoisonError::into_inner).registered
+        self.sends().registered
     }
 
-    /// The Send `wr_id` completed (or was flushed): its buffer is free again.
+    /// A completion of send-queue work request `wr_id` was reaped (success, failure or
+    /// flush): it is complete, and so is what [`send_queue`] knows was posted before it; their
+    /// Send buffers are free again.
     fn send_done(&self, wr_id: u64) {
         if wr_id & RECV_WR_BIT == 0 {
-            let mut sends = self.sends.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(region) = sends.in_flight.remove(&wr_id) {
-                sends.give_back(region);
-            }
+            self.sends().completed(wr_id);
         }
+    }
+
+    /// The send queue's bookkeeping, locked.
+    fn sends(&self) -> std::sync::MutexGuard<'_, SendQueue<B::Region>> {
+        self.sends.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Registers a buffer of `len` bytes the local queue pair (and, through a window, the
@@ -610,27 +627,6 @@ const CHUNK_BUFFERS_KEPT: usize = 8;
 /// The size of a pooled Send buffer: Version Two's default inline threshold, which every
 /// small message fits.
 const SEND_BUFFER_LEN: usize = 4096;
-
-/// How many free Send buffers a connection keeps: its Sends in flight at once are bounded by
-/// the credits, and a burst beyond this many registers buffers that are then dropped.
-const SEND_BUFFERS_KEPT: usize = 32;
-
-/// A connection's registered Send buffers.
-struct SendBuffers<R> {
-    free: Vec<R>,
-    /// Posted and not yet completed, by `wr_id`.
-    in_flight: HashMap<u64, R>,
-    /// Buffers registered so far.
-    registered: u64,
-}
-
-impl<R> SendBuffers<R> {
-    fn give_back(&mut self, region: R) {
-        if self.free.len() < SEND_BUFFERS_KEPT {
-            self.free.push(region);
-        }
-    }
-}
 
 /// What [`Connection`]'s waiters share.
 #[derive(Default)]

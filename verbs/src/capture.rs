@@ -51,7 +51,7 @@ use std::time::Duration;
 
 use crate::{
     Access, Backend, CmEvent, Completion, ConnectRequest, ListenOptions, Listener, MemoryRegion, QpCaps, QpState,
-    QueuePair, RemoteBuf, Result, Sge,
+    QueuePair, RemoteBuf, Result, SendFlags, Sge,
 };
 
 /// One Send, as posted.
@@ -334,8 +334,29 @@ impl<Q: QueuePair> QueuePair for CapturedQp<Q> {
         self.inner.post_send(wr_id, sges, invalidate)
     }
 
+    fn post_send_with(
+        &self,
+        wr_id: u64,
+        sges: &[Sge<'_, Q::Region>],
+        invalidate: Option<u32>,
+        flags: SendFlags,
+    ) -> Result<()> {
+        self.tap.sent(&self.endpoint, sges);
+        self.inner.post_send_with(wr_id, sges, invalidate, flags)
+    }
+
     fn post_write(&self, wr_id: u64, sges: &[Sge<'_, Q::Region>], remote: RemoteBuf) -> Result<()> {
         self.inner.post_write(wr_id, sges, remote)
+    }
+
+    fn post_write_with(
+        &self,
+        wr_id: u64,
+        sges: &[Sge<'_, Q::Region>],
+        remote: RemoteBuf,
+        flags: SendFlags,
+    ) -> Result<()> {
+        self.inner.post_write_with(wr_id, sges, remote, flags)
     }
 
     fn post_read(&self, wr_id: u64, sges: &[Sge<'_, Q::Region>], remote: RemoteBuf) -> Result<()> {
@@ -344,6 +365,10 @@ impl<Q: QueuePair> QueuePair for CapturedQp<Q> {
 
     fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()> {
         self.inner.post_local_invalidate(wr_id, rkey)
+    }
+
+    fn post_local_invalidate_with(&self, wr_id: u64, rkey: u32, flags: SendFlags) -> Result<()> {
+        self.inner.post_local_invalidate_with(wr_id, rkey, flags)
     }
 
     fn post_bind_window(
@@ -355,6 +380,22 @@ impl<Q: QueuePair> QueuePair for CapturedQp<Q> {
         access: Access,
     ) -> Result<RemoteBuf> {
         self.inner.post_bind_window(wr_id, region, offset, len, access)
+    }
+
+    fn post_bind_window_with(
+        &self,
+        wr_id: u64,
+        region: &Q::Region,
+        offset: usize,
+        len: usize,
+        access: Access,
+        flags: SendFlags,
+    ) -> Result<RemoteBuf> {
+        self.inner.post_bind_window_with(wr_id, region, offset, len, access, flags)
+    }
+
+    fn caps(&self) -> QpCaps {
+        self.inner.caps()
     }
 
     fn poll_cq(&self, out: &mut [Completion]) -> usize {

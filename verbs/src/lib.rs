@@ -45,8 +45,8 @@
 //! assert_eq!(&req.private_data()[..5], b"hello");
 //! let pd = b.alloc_pd().unwrap();
 //! let buf = pd.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
-//! let qp = req.accept(&pd, b"welcome", QpCaps::default()).unwrap();
-//! qp.post_recv(7, Sge::whole(&buf)).unwrap();
+//! // The Receive is posted before the connection is established: the client Sends at once.
+//! let qp = req.accept_with(&pd, b"welcome", QpCaps::default(), |qp| qp.post_recv(7, Sge::whole(&buf))).unwrap();
 //! let c = qp.wait_cq(t).unwrap();
 //! assert_eq!((c.wr_id, c.opcode, c.byte_len), (7, Opcode::Recv, 4));
 //! buf.with(|b| assert_eq!(&b[..4], b"ping"));
@@ -60,6 +60,7 @@
 pub mod capture;
 mod cm;
 mod completion;
+mod flags;
 pub mod inproc;
 mod memory;
 #[cfg(feature = "rdma")]
@@ -73,6 +74,7 @@ use std::time::Duration;
 
 pub use cm::{pad_private_data, CmEvent, ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX};
 pub use completion::{Completion, Opcode, Status};
+pub use flags::SendFlags;
 pub use inproc::InProcess;
 pub use memory::{Access, RemoteBuf, Sge};
 #[cfg(feature = "rdma")]
@@ -146,7 +148,8 @@ pub enum Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct QpCaps {
     /// Send-queue work requests (Send, Write, Read, Local Invalidate) whose completions may be
-    /// outstanding, i.e. not yet reaped (`max_send_wr`). Every work request is signaled.
+    /// outstanding, i.e. not yet reaped (`max_send_wr`). An unsignaled one ([`SendFlags`])
+    /// holds its slot until a later completion on the send queue is reaped.
     pub max_send_wr: u32,
     /// Receives that may be posted and not yet consumed (`max_recv_wr`).
     pub max_recv_wr: u32,
@@ -309,8 +312,10 @@ pub trait MemoryRegion: Clone + Send + Sync {
 }
 
 /// A connected reliable-connected queue pair with its completion queue (one CQ serves both
-/// the send and the receive queue). Work requests execute in posting order; every one is
-/// signaled. Any error completion moves the queue pair, and its peer, to [`QpState::Error`]:
+/// the send and the receive queue). Work requests execute in posting order; the plain posting
+/// methods signal every one, the `*_with` ones take [`SendFlags`] and may leave a work request
+/// unsignaled (selective signaling: it then reports only a failure, and a later completion on
+/// the send queue says it completed). Any error completion moves the queue pair, and its peer, to [`QpState::Error`]:
 /// outstanding and later work requests complete with [`Status::WorkRequestFlushed`] and
 /// both sides get [`CmEvent::Disconnected`].
 pub trait QueuePair: Send + Sync {
@@ -386,6 +391,136 @@ pub trait QueuePair: Send + Sync {
         len: usize,
         access: Access,
     ) -> Result<RemoteBuf>;
+
+    /// [`post_send`](QueuePair::post_send) with per-work-request `flags`: without
+    /// [`SendFlags::SIGNALED`], a Send that succeeds produces no completion, while one that
+    /// fails still produces its error completion (see [`SendFlags`] for the verbs rules, and
+    /// for how the poster learns that it completed).
+    ///
+    /// The default implementation ignores `flags` and signals, which the verbs permit (a queue
+    /// pair created with `sq_sig_all` = 1 does so): a poster must tolerate a completion for an
+    /// unsignaled work request. The crate's backends honour the flag.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let server = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     let buf = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    /// #     let req = listener.get_request(t).unwrap();
+    /// #     let qp = req
+    /// #         .accept_with(&pd, &[], QpCaps::default(), |qp| {
+    /// #             (0..4).try_for_each(|i| qp.post_recv(i, Sge::new(&buf, 16 * i as usize, 16)))
+    /// #         })
+    /// #         .unwrap();
+    /// #     (0..4).for_each(|_| assert!(qp.wait_cq(t).unwrap().is_ok()));
+    /// #     qp
+    /// # });
+    /// let pd = InProcess.alloc_pd().unwrap();
+    /// let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+    /// let msg = pd.register(b"ping".to_vec(), Access::empty()).unwrap();
+    /// for id in 1..=3 {
+    ///     qp.post_send_with(id, &[Sge::whole(&msg)], None, SendFlags::empty()).unwrap();
+    /// }
+    /// qp.post_send_with(4, &[Sge::whole(&msg)], None, SendFlags::SIGNALED).unwrap();
+    /// // One completion, the signaled Send's: Sends 1 to 3 completed before it.
+    /// assert_eq!(qp.wait_cq(t).unwrap().wr_id, 4);
+    /// assert_eq!(qp.poll_cq(&mut [Completion::default()]), 0);
+    /// # let _server = server.join().unwrap();
+    /// ```
+    fn post_send_with(
+        &self,
+        wr_id: u64,
+        sges: &[Sge<'_, Self::Region>],
+        invalidate: Option<u32>,
+        flags: SendFlags,
+    ) -> Result<()> {
+        let _ = flags;
+        self.post_send(wr_id, sges, invalidate)
+    }
+
+    /// [`post_write`](QueuePair::post_write) with per-work-request `flags`, as
+    /// [`post_send_with`](QueuePair::post_send_with) (whose example shows the pattern).
+    fn post_write_with(
+        &self,
+        wr_id: u64,
+        sges: &[Sge<'_, Self::Region>],
+        remote: RemoteBuf,
+        flags: SendFlags,
+    ) -> Result<()> {
+        let _ = flags;
+        self.post_write(wr_id, sges, remote)
+    }
+
+    /// [`post_local_invalidate`](QueuePair::post_local_invalidate) with per-work-request
+    /// `flags`, as [`post_send_with`](QueuePair::post_send_with). (The rdma-core backend
+    /// invalidates a region's rkey, which is no window, at once in software: that completion
+    /// does not wait for the work requests before it.)
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let client = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap().0
+    /// # });
+    /// # let pd = InProcess.alloc_pd().unwrap();
+    /// # let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+    /// # let _client = client.join().unwrap();
+    /// let buf = pd.register(vec![0; 4096], Access::LOCAL_WRITE).unwrap();
+    /// let unsignaled = SendFlags::empty();
+    /// let window = qp.post_bind_window_with(1, &buf, 0, 1024, Access::REMOTE_WRITE, unsignaled).unwrap();
+    /// qp.post_local_invalidate_with(2, window.rkey, SendFlags::SIGNALED).unwrap();
+    /// let c = qp.wait_cq(t).unwrap(); // the bind completed before it
+    /// assert_eq!((c.wr_id, c.opcode), (2, Opcode::LocalInvalidate));
+    /// assert_eq!(qp.poll_cq(&mut [Completion::default()]), 0);
+    /// ```
+    fn post_local_invalidate_with(&self, wr_id: u64, rkey: u32, flags: SendFlags) -> Result<()> {
+        let _ = flags;
+        self.post_local_invalidate(wr_id, rkey)
+    }
+
+    /// [`post_bind_window`](QueuePair::post_bind_window) with per-work-request `flags`, as
+    /// [`post_send_with`](QueuePair::post_send_with); see
+    /// [`post_local_invalidate_with`](QueuePair::post_local_invalidate_with) for an example.
+    fn post_bind_window_with(
+        &self,
+        wr_id: u64,
+        region: &Self::Region,
+        offset: usize,
+        len: usize,
+        access: Access,
+        flags: SendFlags,
+    ) -> Result<RemoteBuf> {
+        let _ = flags;
+        self.post_bind_window(wr_id, region, offset, len, access)
+    }
+
+    /// The capacities the queue pair was created with.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let client = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap().0
+    /// # });
+    /// # let pd = InProcess.alloc_pd().unwrap();
+    /// let caps = QpCaps { max_send_wr: 32, ..QpCaps::default() };
+    /// let qp = listener.get_request(t).unwrap().accept(&pd, &[], caps).unwrap();
+    /// assert_eq!(qp.caps().max_send_wr, 32);
+    /// # let _client = client.join().unwrap();
+    /// ```
+    fn caps(&self) -> QpCaps;
 
     /// Moves up to `out.len()` completions into `out`, oldest first, without blocking, and
     /// returns how many (`ibv_poll_cq`).

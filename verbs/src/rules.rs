@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::inproc::region::{check, InProcRegion, PdShared, RegionInner, Rule};
-use crate::{lock, Completion, Error, RemoteBuf, Result, Sge, Status};
+use crate::{lock, Completion, Error, RemoteBuf, Result, SendFlags, Sge, Status};
 
 /// A Receive waiting for a Send: `len` bytes at `offset` of `region`, validated only when a
 /// Send lands in it, as hardware does.
@@ -123,20 +123,57 @@ pub(crate) fn total_len(sges: &[Sge<'_, InProcRegion>], max_sge: u32) -> Result<
 }
 
 /// The completion queue of a software queue pair, and the count of send-queue work requests
-/// that hold a slot until their completion is reaped (`max_send_wr`).
+/// that hold a slot until a completion covering them is reaped (`max_send_wr`).
+///
+/// Selective signaling is written here once for both software backends (IBA 10.8.6.1, "Send
+/// Queue Completion", and `ibv_post_send(3)`, `IBV_SEND_SIGNALED`): a send-queue work request
+/// that succeeds unsignaled queues no completion, and its slot stays held until the next
+/// completion queued on the send queue (signaled, or an error, which every work request
+/// reports) is reaped, since that completion says every work request before it has completed.
 #[derive(Default)]
 pub(crate) struct Queues {
-    pub(crate) cq: VecDeque<Completion>,
+    /// Completions, each with the send-queue slots reaping it frees: its own and those of the
+    /// unsignaled work requests it covers (none for a Receive's).
+    cq: VecDeque<(Completion, u32)>,
+    /// Send-queue slots held: by work requests not yet completed (TCP), or completed and not
+    /// yet covered by a reaped completion.
     pub(crate) sq_outstanding: u32,
+    /// Unsignaled work requests that succeeded since the last send-queue completion queued.
+    uncovered: u32,
+    /// Completions queued so far.
+    queued: u64,
 }
 
 impl Queues {
-    /// The oldest completion, freeing its send-queue slot.
-    pub(crate) fn pop(&mut self) -> Option<Completion> {
-        let c = self.cq.pop_front()?;
-        if c.opcode.is_send_queue() {
-            self.sq_outstanding -= 1;
+    /// Queues `c`, a Receive's completion or a send-queue one reported whatever its flags (a
+    /// failure, a flush).
+    pub(crate) fn push(&mut self, c: Completion) {
+        let slots = if c.opcode.is_send_queue() { 1 + std::mem::take(&mut self.uncovered) } else { 0 };
+        self.cq.push_back((c, slots));
+        self.queued += 1;
+    }
+
+    /// How many completions were ever queued: a waiter need only be woken when it changed.
+    pub(crate) fn queued(&self) -> u64 {
+        self.queued
+    }
+
+    /// A send-queue work request posted with `flags` finished with `c`: queued if signaled or
+    /// failed; a successful unsignaled one queues nothing, and a later completion frees its
+    /// slot. True if `c` was queued (its waiters need waking).
+    pub(crate) fn push_wr(&mut self, c: Completion, flags: SendFlags) -> bool {
+        if c.is_ok() && !flags.contains(SendFlags::SIGNALED) {
+            self.uncovered += 1;
+            return false;
         }
+        self.push(c);
+        true
+    }
+
+    /// The oldest completion, freeing the send-queue slots it covers.
+    pub(crate) fn pop(&mut self) -> Option<Completion> {
+        let (c, slots) = self.cq.pop_front()?;
+        self.sq_outstanding -= slots;
         Some(c)
     }
 

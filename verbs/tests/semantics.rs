@@ -557,6 +557,89 @@ fn receives_posted_at_accept_catch_the_peers_first_send<B: Backend>(b: &B) {
     buf.with(|b| assert_eq!(&b[..5], b"first"));
 }
 
+// ---- selective signaling (SendFlags) ----
+
+/// Unsignaled work requests that succeed report nothing; the signaled one after them reports
+/// itself, and (a send queue completes in order) says they completed too.
+fn unsignaled_success_gives_no_completion_until_a_signaled_one<B: Backend>(b: &B) {
+    let p = pair(b);
+    let unsignaled = SendFlags::empty();
+    let buf = p.spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    let target = p.spd.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    let window_region = p.cpd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    let msg = p.cpd.register(b"0123".to_vec(), Access::empty()).unwrap();
+    for i in 0..4 {
+        p.server.post_recv(10 + i, Sge::new(&buf, 16 * i as usize, 16)).unwrap();
+    }
+    for id in 1..=3 {
+        p.client.post_send_with(id, &[Sge::whole(&msg)], None, unsignaled).unwrap();
+    }
+    p.client.post_write_with(4, &[Sge::whole(&msg)], target.remote_at(8), unsignaled).unwrap();
+    let w = p.client.post_bind_window_with(5, &window_region, 0, 64, Access::REMOTE_READ, unsignaled).unwrap();
+    p.client.post_local_invalidate_with(6, w.rkey, unsignaled).unwrap();
+    p.client.post_send_with(7, &[Sge::whole(&msg)], None, SendFlags::SIGNALED).unwrap();
+    expect(&p.client, 7, Opcode::Send, Status::Success);
+    for i in 0..4 {
+        expect(&p.server, 10 + i, Opcode::Recv, Status::Success);
+    }
+    // Everything before 7 has completed (the Write has landed), and reported nothing.
+    target.with(|t| assert_eq!(&t[8..12], b"0123"));
+    assert_eq!(p.client.poll_cq(&mut [Completion::default(); 4]), 0);
+    assert_eq!(p.client.state(), QpState::Ready);
+}
+
+/// An unsignaled work request holds its send-queue slot until a later completion is reaped:
+/// `max_send_wr` of them fill the queue, and reaping the signaled one frees them all.
+fn unsignaled_work_requests_hold_send_queue_slots_until_a_later_completion_is_reaped<B: Backend>(b: &B) {
+    let p = pair(b);
+    let target = p.spd.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    let src = p.cpd.register(vec![5; 8], Access::empty()).unwrap();
+    let depth = p.client.caps().max_send_wr as u64;
+    let write = |id, flags| p.client.post_write_with(id, &[Sge::whole(&src)], target.remote_at(0), flags);
+    for id in 1..depth {
+        write(id, SendFlags::empty()).unwrap();
+    }
+    write(depth, SendFlags::SIGNALED).unwrap();
+    assert_eq!(write(depth + 1, SendFlags::SIGNALED), Err(Error::QueueFull));
+    expect(&p.client, depth, Opcode::RdmaWrite, Status::Success);
+    // Reaped: every slot is free again.
+    for id in 1..depth {
+        write(depth + id, SendFlags::empty()).unwrap();
+    }
+    write(2 * depth, SendFlags::SIGNALED).unwrap();
+    expect(&p.client, 2 * depth, Opcode::RdmaWrite, Status::Success);
+    assert_eq!(p.client.poll_cq(&mut [Completion::default()]), 0);
+}
+
+/// An unsignaled Send that finds no Receive still fails with its error completion, tears the
+/// connection down, and what is posted after it (unsignaled too) is flushed with a completion.
+fn an_unsignaled_send_that_fails_reports_its_error<B: Backend>(b: &B) {
+    let p = pair(b);
+    let msg = p.cpd.register(vec![1; 16], Access::empty()).unwrap();
+    p.client.post_send_with(1, &[Sge::whole(&msg)], None, SendFlags::empty()).unwrap();
+    expect(&p.client, 1, Opcode::Send, Status::RnrRetryExceeded);
+    assert_torn_down(&p);
+    p.client.post_send_with(2, &[Sge::whole(&msg)], None, SendFlags::empty()).unwrap();
+    expect(&p.client, 2, Opcode::Send, Status::WorkRequestFlushed);
+}
+
+/// An unsignaled Send gathering from memory this queue pair may not use (another protection
+/// domain's region: a bad lkey) fails with its error completion, after the unsignaled Send
+/// before it succeeded silently.
+fn an_unsignaled_send_with_a_bad_lkey_reports_its_error<B: Backend>(b: &B) {
+    let p = pair(b);
+    let buf = p.spd.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
+    let msg = p.cpd.register(vec![1; 16], Access::empty()).unwrap();
+    let foreign = p.spd.register(vec![2; 16], Access::empty()).unwrap();
+    p.server.post_recv(9, Sge::whole(&buf)).unwrap();
+    p.client.post_send_with(1, &[Sge::whole(&msg)], None, SendFlags::empty()).unwrap();
+    expect(&p.server, 9, Opcode::Recv, Status::Success);
+    p.client.post_send_with(2, &[Sge::whole(&foreign)], None, SendFlags::empty()).unwrap();
+    // Only the failure is reported; the first Send's success is not.
+    expect(&p.client, 2, Opcode::Send, Status::LocalProtectionError);
+    assert_eq!(p.client.state(), QpState::Error);
+}
+
 // ---- engine details beyond the list ----
 
 fn receive_queue_depth_is_enforced<B: Backend>(b: &B) {
@@ -745,6 +828,10 @@ macro_rules! instantiate {
                 a_sleeping_waiter_wakes_for_a_completion,
                 several_waiters_each_get_one_completion,
                 a_waiter_wakes_for_a_work_request_flushed_at_post,
+                unsignaled_success_gives_no_completion_until_a_signaled_one,
+                unsignaled_work_requests_hold_send_queue_slots_until_a_later_completion_is_reaped,
+                an_unsignaled_send_that_fails_reports_its_error,
+                an_unsignaled_send_with_a_bad_lkey_reports_its_error,
                 $($extra,)*
             );
         }

@@ -117,7 +117,7 @@ impl<B: Backend> ChunkMemory<B> {
                 continue;
             }
             let id = conn.wr_id();
-            match conn.qp().post_local_invalidate(id, rkey) {
+            match conn.post_sq(id, None, |qp, flags| qp.post_local_invalidate_with(id, rkey, flags)) {
                 Ok(()) => ids.push(id),
                 Err(e) => {
                     posted = Err(e.into());
@@ -274,7 +274,10 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
                 (region, 0, Access::REMOTE_WRITE)
             }
         };
-        let remote = self.conn.qp().post_bind_window(self.conn.unwaited_wr_id(), &region, offset, len, access)?;
+        let id = self.conn.unwaited_wr_id();
+        let remote = self
+            .conn
+            .post_sq(id, None, |qp, flags| qp.post_bind_window_with(id, &region, offset, len, access, flags))?;
         self.memory.windows.push(remote.rkey);
         Ok(XdrRdmaSegment { handle: remote.rkey, length: len as u32, offset: remote.addr })
     }
@@ -294,7 +297,8 @@ impl<B: Backend> Registrar for WindowRegistrar<'_, B> {
         for seg in segments {
             let Some(i) = self.memory.windows.iter().position(|&rkey| rkey == seg.handle) else { continue };
             let rkey = self.memory.windows.swap_remove(i);
-            if let Err(e) = self.conn.qp().post_local_invalidate(self.conn.unwaited_wr_id(), rkey) {
+            let id = self.conn.unwaited_wr_id();
+            if let Err(e) = self.conn.post_sq(id, None, |qp, flags| qp.post_local_invalidate_with(id, rkey, flags)) {
                 self.failed.get_or_insert(e.into());
             }
         }

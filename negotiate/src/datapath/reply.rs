@@ -149,7 +149,9 @@ fn post_reads<B: Backend>(
     for (at, f) in fetches.filter(|(_, f)| f.length > 0) {
         let id = conn.wr_id();
         let local = Sge::new(region, at, f.length as usize);
-        match conn.qp().post_read(id, &[local], RemoteBuf { addr: f.offset, rkey: f.handle }) {
+        let remote = RemoteBuf { addr: f.offset, rkey: f.handle };
+        // Reads are always waited for, and so signaled (`post_sq` records their order).
+        match conn.post_sq(id, None, |qp, _| qp.post_read(id, &[local], remote)) {
             Ok(()) => ids.push(id),
             Err(e) => {
                 posted = Err(e.into());
@@ -300,9 +302,8 @@ fn post_writes<'r, B: Backend>(
     let source = conn.pd().register(bytes, Access::empty())?;
     for w in out.writes() {
         let local = Sge::new(&source, w.src.start, w.src.len());
-        if let Err(e) =
-            conn.qp().post_write(conn.unwaited_wr_id(), &[local], RemoteBuf { addr: w.offset, rkey: w.handle })
-        {
+        let (id, remote) = (conn.unwaited_wr_id(), RemoteBuf { addr: w.offset, rkey: w.handle });
+        if let Err(e) = conn.post_sq(id, None, |qp, flags| qp.post_write_with(id, &[local], remote, flags)) {
             if let Some(home) = home {
                 *home = take_bytes(source);
             }

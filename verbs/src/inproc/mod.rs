@@ -31,8 +31,10 @@
 //! Addresses are names in a process-global registry, written `inproc:NAME`; `inproc:*` binds a
 //! fresh unique name.
 //!
-//! Not modelled: completion-queue overflow (the queue grows), unsignaled work requests,
-//! inline data, immediate data, atomics, fast registration (re-register or bind a window
+//! Unsignaled work requests ([`SendFlags`](crate::SendFlags)) follow the verbs: a successful
+//! one queues no completion and holds its send-queue slot until a later completion is reaped.
+//!
+//! Not modelled: completion-queue overflow (the queue grows), inline data, immediate data, atomics, fast registration (re-register or bind a window
 //! instead), shared receive queues.
 
 mod cm;

@@ -16,7 +16,7 @@ use super::region::{transfer, Fault, InProcPd, InProcRegion, PdShared, Rule};
 use crate::rules::{self, PostedRecv, Queues, Refusal, UNUSABLE_RECEIVE};
 use crate::{
     check_window, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf,
-    Result, Sge, Status,
+    Result, SendFlags, Sge, Status,
 };
 
 /// One side of an in-process connection. Dropping it disconnects.
@@ -55,12 +55,19 @@ struct Side {
 
 impl ConnState {
     fn complete(&mut self, side: usize, c: Completion) {
-        self.to_wake[side] = true;
+        self.complete_wr(side, c, SendFlags::SIGNALED);
+    }
+
+    /// Completes a work request posted with `flags`: a successful unsignaled one queues
+    /// nothing and wakes nobody, but holds its send-queue slot ([`Queues::push_wr`]).
+    fn complete_wr(&mut self, side: usize, c: Completion, flags: SendFlags) {
         let q = &mut self.sides[side].q;
         if c.opcode.is_send_queue() {
             q.sq_outstanding += 1;
         }
-        q.cq.push_back(c);
+        if q.push_wr(c, flags) {
+            self.to_wake[side] = true;
+        }
     }
 
     /// Tears the connection down: both sides to Error, posted Receives flushed, one
@@ -137,7 +144,14 @@ impl InProcQp {
 
     /// The common path of RDMA Write and Read: resolve and bounds-check the remote range as a
     /// whole (so nothing moves unless all of it is inside the region), then move each SGE.
-    fn rdma(&self, wr_id: u64, sges: &[Sge<'_, InProcRegion>], remote: RemoteBuf, opcode: Opcode) -> Result<()> {
+    fn rdma(
+        &self,
+        wr_id: u64,
+        sges: &[Sge<'_, InProcRegion>],
+        remote: RemoteBuf,
+        opcode: Opcode,
+        flags: SendFlags,
+    ) -> Result<()> {
         let me = self.me;
         let total = rules::total_len(sges, self.caps.max_sge)?;
         let Some(mut st) = self.begin_send(wr_id, opcode)? else { return Ok(()) };
@@ -184,7 +198,7 @@ impl InProcQp {
                 at += s.len;
             }
         }
-        st.complete(me, Completion::new(wr_id, Status::Success, opcode, total));
+        st.complete_wr(me, Completion::new(wr_id, Status::Success, opcode, total), flags);
         self.finish(st)
     }
 
@@ -218,6 +232,16 @@ impl QueuePair for InProcQp {
     }
 
     fn post_send(&self, wr_id: u64, sges: &[Sge<'_, InProcRegion>], invalidate: Option<u32>) -> Result<()> {
+        self.post_send_with(wr_id, sges, invalidate, SendFlags::SIGNALED)
+    }
+
+    fn post_send_with(
+        &self,
+        wr_id: u64,
+        sges: &[Sge<'_, InProcRegion>],
+        invalidate: Option<u32>,
+        flags: SendFlags,
+    ) -> Result<()> {
         let (me, peer) = (self.me, 1 - self.me);
         let total = rules::total_len(sges, self.caps.max_sge)?;
         let Some(mut st) = self.begin_send(wr_id, Opcode::Send)? else { return Ok(()) };
@@ -256,23 +280,37 @@ impl QueuePair for InProcQp {
             at += s.len;
         }
         st.complete(peer, recv.received(total as usize, invalidate));
-        st.complete(me, Completion::new(wr_id, Status::Success, Opcode::Send, total));
+        st.complete_wr(me, Completion::new(wr_id, Status::Success, Opcode::Send, total), flags);
         self.finish(st)
     }
 
     fn post_write(&self, wr_id: u64, sges: &[Sge<'_, InProcRegion>], remote: RemoteBuf) -> Result<()> {
-        self.rdma(wr_id, sges, remote, Opcode::RdmaWrite)
+        self.post_write_with(wr_id, sges, remote, SendFlags::SIGNALED)
+    }
+
+    fn post_write_with(
+        &self,
+        wr_id: u64,
+        sges: &[Sge<'_, InProcRegion>],
+        remote: RemoteBuf,
+        flags: SendFlags,
+    ) -> Result<()> {
+        self.rdma(wr_id, sges, remote, Opcode::RdmaWrite, flags)
     }
 
     fn post_read(&self, wr_id: u64, sges: &[Sge<'_, InProcRegion>], remote: RemoteBuf) -> Result<()> {
-        self.rdma(wr_id, sges, remote, Opcode::RdmaRead)
+        self.rdma(wr_id, sges, remote, Opcode::RdmaRead, SendFlags::SIGNALED)
     }
 
     fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()> {
+        self.post_local_invalidate_with(wr_id, rkey, SendFlags::SIGNALED)
+    }
+
+    fn post_local_invalidate_with(&self, wr_id: u64, rkey: u32, flags: SendFlags) -> Result<()> {
         let Some(mut st) = self.begin_send(wr_id, Opcode::LocalInvalidate)? else { return Ok(()) };
         let side = &st.sides[self.me];
         if side.pd.invalidate_local(rkey, side.qp) {
-            st.complete(self.me, Completion::new(wr_id, Status::Success, Opcode::LocalInvalidate, 0));
+            st.complete_wr(self.me, Completion::new(wr_id, Status::Success, Opcode::LocalInvalidate, 0), flags);
         } else {
             st.fatal(self.me, wr_id, Status::LocalProtectionError, Opcode::LocalInvalidate);
         }
@@ -287,6 +325,18 @@ impl QueuePair for InProcQp {
         len: usize,
         access: Access,
     ) -> Result<RemoteBuf> {
+        self.post_bind_window_with(wr_id, region, offset, len, access, SendFlags::SIGNALED)
+    }
+
+    fn post_bind_window_with(
+        &self,
+        wr_id: u64,
+        region: &InProcRegion,
+        offset: usize,
+        len: usize,
+        access: Access,
+        flags: SendFlags,
+    ) -> Result<RemoteBuf> {
         check_window(region, offset, len, access)?;
         // What a bind that fails or is flushed returns: a fresh key that names nothing.
         let remote = RemoteBuf { addr: region.addr() + offset as u64, rkey: super::keys::next_key() };
@@ -294,7 +344,7 @@ impl QueuePair for InProcQp {
         let side = &st.sides[self.me];
         match side.pd.bind_window(region, offset, len, access, side.qp) {
             Some(window) => {
-                st.complete(self.me, Completion::new(wr_id, Status::Success, Opcode::BindWindow, 0));
+                st.complete_wr(self.me, Completion::new(wr_id, Status::Success, Opcode::BindWindow, 0), flags);
                 self.finish(st)?;
                 Ok(window)
             }
@@ -304,6 +354,10 @@ impl QueuePair for InProcQp {
                 Ok(remote)
             }
         }
+    }
+
+    fn caps(&self) -> QpCaps {
+        self.caps
     }
 
     fn poll_cq(&self, out: &mut [Completion]) -> usize {

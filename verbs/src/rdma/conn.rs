@@ -64,7 +64,9 @@ impl Conn {
     }
 
     /// Creates the CQ (on the id's device) and the RC queue pair in `pd`
-    /// (`ibv_create_cq`, `rdma_create_qp`), every work request signaled.
+    /// (`ibv_create_cq`, `rdma_create_qp`), with `sq_sig_all` = 0: each send-queue work
+    /// request's `IBV_SEND_SIGNALED` decides whether its success is reported
+    /// ([`SendFlags`](crate::SendFlags); the plain posting methods set it).
     pub(super) fn create_qp(&mut self, pd: &RdmaPd, caps: QpCaps) -> Result<()> {
         // SAFETY: `id` is live and resolved (or from a request), so `verbs` is its device.
         let verbs = unsafe { (*self.id.0).verbs };
@@ -75,7 +77,7 @@ impl Conn {
         attr.send_cq = cq;
         attr.recv_cq = cq;
         attr.qp_type = ibv_qp_type::IBV_QPT_RC;
-        attr.sq_sig_all = 1;
+        attr.sq_sig_all = 0;
         attr.cap.max_send_wr = caps.max_send_wr.max(1);
         attr.cap.max_recv_wr = caps.max_recv_wr.max(1);
         attr.cap.max_send_sge = caps.max_sge.max(1);

@@ -15,7 +15,7 @@ use super::ffi::{self, debug, os_error, Ptr};
 use super::pd::{PdInner, RdmaRegion};
 use crate::{
     check_window, lock, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair,
-    RemoteBuf, Result, Sge, Status,
+    RemoteBuf, Result, SendFlags, Sge, Status,
 };
 
 /// How often the CM thread looks at its stop flag.
@@ -57,6 +57,9 @@ struct Inner {
     /// a completion", so a sleeping waiter wakes for those too.
     wake_on: bool,
     send_outstanding: u32,
+    /// The device wr_ids of unsignaled send-queue work requests not yet covered by a later
+    /// completion, oldest first (see [`Shared::retire_covered`]).
+    unsignaled: VecDeque<u64>,
     recv_outstanding: u32,
     error: bool,
     disconnect_sent: bool,
@@ -105,6 +108,7 @@ impl RdmaQp {
                 synthetic: VecDeque::new(),
                 wake_on: false,
                 send_outstanding: 0,
+                unsignaled: VecDeque::new(),
                 recv_outstanding: 0,
                 error: false,
                 disconnect_sent: false,
@@ -169,14 +173,16 @@ impl Shared {
         wr_id: u64,
         opcode: Opcode,
         sges: &[Sge<'_, RdmaRegion>],
+        flags: SendFlags,
         fill: impl FnOnce(&mut ibv_send_wr),
     ) -> Result<()> {
         let inner = lock(&self.inner);
-        self.post_sq_locked(inner, wr_id, opcode, sges, None, fill)
+        self.post_sq_locked(inner, wr_id, opcode, sges, None, flags, fill)
     }
 
     /// [`post_sq`](Self::post_sq) with the state already locked; `window` is the rkey of the
     /// window a Local Invalidate kills.
+    #[allow(clippy::too_many_arguments)]
     fn post_sq_locked(
         &self,
         mut inner: std::sync::MutexGuard<'_, Inner>,
@@ -184,6 +190,7 @@ impl Shared {
         opcode: Opcode,
         sges: &[Sge<'_, RdmaRegion>],
         window: Option<u32>,
+        flags: SendFlags,
         fill: impl FnOnce(&mut ibv_send_wr),
     ) -> Result<()> {
         let (mut list, len) = self.sg_list(sges)?;
@@ -200,7 +207,9 @@ impl Shared {
         wr.wr_id = seq;
         wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
         wr.num_sge = list.len() as i32;
-        wr.send_flags = ibv_send_flags::IBV_SEND_SIGNALED.0;
+        // Per work request: the QP is created with sq_sig_all = 0 (`Conn::create_qp`).
+        let signaled = flags.contains(SendFlags::SIGNALED);
+        wr.send_flags = if signaled { ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
         fill(&mut wr);
         let mut bad = std::ptr::null_mut();
         // SAFETY: the QP is live; `wr` and its sg list are valid for the call (the device
@@ -212,6 +221,9 @@ impl Shared {
         }
         inner.next_seq += 1;
         inner.send_outstanding += 1;
+        if !signaled {
+            inner.unsignaled.push_back(seq);
+        }
         let regions = sges.iter().map(|s| s.region.clone()).collect();
         inner.pending.insert(seq, Pending { wr_id, opcode, len, window, _regions: regions });
         Ok(())
@@ -225,8 +237,34 @@ impl Shared {
         }
     }
 
+    /// A send-queue completion for device wr_id `seq` arrived: every unsignaled work request
+    /// posted before it has completed successfully (a send queue completes in order, and a
+    /// failed or flushed work request reports itself, signaled or not: IBA 10.8.6.1,
+    /// `ibv_post_send(3)`), so its slot, its pinned regions and, for a Local Invalidate, its
+    /// window are released now. `seq` itself leaves the list if it was unsignaled (it failed).
+    fn retire_covered(inner: &mut Inner, seq: u64) {
+        while let Some(&s) = inner.unsignaled.front() {
+            if s > seq {
+                break;
+            }
+            inner.unsignaled.pop_front();
+            if s == seq {
+                break;
+            }
+            if let Some(p) = inner.pending.remove(&s) {
+                inner.send_outstanding = inner.send_outstanding.saturating_sub(1);
+                if let Some(rkey) = p.window {
+                    Self::free_window(inner, rkey);
+                }
+            }
+        }
+    }
+
     /// Turns a device completion into the crate's, updating the bookkeeping.
     fn complete(&self, inner: &mut Inner, wc: &ibv_wc) -> Completion {
+        if inner.pending.get(&wc.wr_id).is_some_and(|p| p.opcode.is_send_queue()) {
+            Self::retire_covered(inner, wc.wr_id);
+        }
         let p = inner.pending.remove(&wc.wr_id);
         let (wr_id, opcode, len, window) = match &p {
             Some(p) => (p.wr_id, p.opcode, p.len, p.window),
@@ -382,7 +420,17 @@ impl QueuePair for RdmaQp {
     }
 
     fn post_send(&self, wr_id: u64, sges: &[Sge<'_, RdmaRegion>], invalidate: Option<u32>) -> Result<()> {
-        self.s.post_sq(wr_id, Opcode::Send, sges, |wr| match invalidate {
+        self.post_send_with(wr_id, sges, invalidate, SendFlags::SIGNALED)
+    }
+
+    fn post_send_with(
+        &self,
+        wr_id: u64,
+        sges: &[Sge<'_, RdmaRegion>],
+        invalidate: Option<u32>,
+        flags: SendFlags,
+    ) -> Result<()> {
+        self.s.post_sq(wr_id, Opcode::Send, sges, flags, |wr| match invalidate {
             None => wr.opcode = ibv_wr_opcode::IBV_WR_SEND,
             Some(rkey) => {
                 wr.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_INV;
@@ -392,14 +440,24 @@ impl QueuePair for RdmaQp {
     }
 
     fn post_write(&self, wr_id: u64, sges: &[Sge<'_, RdmaRegion>], remote: RemoteBuf) -> Result<()> {
-        self.s.post_sq(wr_id, Opcode::RdmaWrite, sges, |wr| {
+        self.post_write_with(wr_id, sges, remote, SendFlags::SIGNALED)
+    }
+
+    fn post_write_with(
+        &self,
+        wr_id: u64,
+        sges: &[Sge<'_, RdmaRegion>],
+        remote: RemoteBuf,
+        flags: SendFlags,
+    ) -> Result<()> {
+        self.s.post_sq(wr_id, Opcode::RdmaWrite, sges, flags, |wr| {
             wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE;
             wr.wr.rdma = rdma_t { remote_addr: remote.addr, rkey: remote.rkey };
         })
     }
 
     fn post_read(&self, wr_id: u64, sges: &[Sge<'_, RdmaRegion>], remote: RemoteBuf) -> Result<()> {
-        self.s.post_sq(wr_id, Opcode::RdmaRead, sges, |wr| {
+        self.s.post_sq(wr_id, Opcode::RdmaRead, sges, SendFlags::SIGNALED, |wr| {
             wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_READ;
             wr.wr.rdma = rdma_t { remote_addr: remote.addr, rkey: remote.rkey };
         })
@@ -411,9 +469,15 @@ impl QueuePair for RdmaQp {
     /// or [`Status::LocalProtectionError`] (which tears the connection down) when no live
     /// region here has that rkey.
     fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()> {
+        self.post_local_invalidate_with(wr_id, rkey, SendFlags::SIGNALED)
+    }
+
+    /// As [`post_local_invalidate`](QueuePair::post_local_invalidate); the software
+    /// invalidation of a region completes at once, not after the work requests before it.
+    fn post_local_invalidate_with(&self, wr_id: u64, rkey: u32, flags: SendFlags) -> Result<()> {
         let mut inner = lock(&self.s.inner);
         if inner.windows.contains_key(&rkey) {
-            return self.s.post_sq_locked(inner, wr_id, Opcode::LocalInvalidate, &[], Some(rkey), |wr| {
+            return self.s.post_sq_locked(inner, wr_id, Opcode::LocalInvalidate, &[], Some(rkey), flags, |wr| {
                 wr.opcode = ibv_wr_opcode::IBV_WR_LOCAL_INV;
                 wr.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
             });
@@ -429,7 +493,9 @@ impl QueuePair for RdmaQp {
             self.s.disconnect_locked(&mut inner);
             Status::LocalProtectionError
         };
-        self.s.push_synthetic(&mut inner, Completion::new(wr_id, status, Opcode::LocalInvalidate, 0));
+        if status != Status::Success || flags.contains(SendFlags::SIGNALED) {
+            self.s.push_synthetic(&mut inner, Completion::new(wr_id, status, Opcode::LocalInvalidate, 0));
+        }
         Ok(())
     }
 
@@ -442,6 +508,18 @@ impl QueuePair for RdmaQp {
         offset: usize,
         len: usize,
         access: Access,
+    ) -> Result<RemoteBuf> {
+        self.post_bind_window_with(wr_id, region, offset, len, access, SendFlags::SIGNALED)
+    }
+
+    fn post_bind_window_with(
+        &self,
+        wr_id: u64,
+        region: &RdmaRegion,
+        offset: usize,
+        len: usize,
+        access: Access,
+        flags: SendFlags,
     ) -> Result<RemoteBuf> {
         check_window(region, offset, len, access)?;
         let addr = region.addr() + offset as u64;
@@ -456,7 +534,7 @@ impl QueuePair for RdmaQp {
         let mr = region.0.mr().unwrap_or(Ptr::null());
         let mut inner = lock(&self.s.inner);
         inner.windows.insert(rkey, (Ptr(mw), region.clone()));
-        let posted = self.s.post_sq_locked(inner, wr_id, Opcode::BindWindow, &[], None, |wr| {
+        let posted = self.s.post_sq_locked(inner, wr_id, Opcode::BindWindow, &[], None, flags, |wr| {
             wr.opcode = ibv_wr_opcode::IBV_WR_BIND_MW;
             wr.bind_mw_tso_union.bind_mw = bind_mw_t {
                 mw,
@@ -469,6 +547,10 @@ impl QueuePair for RdmaQp {
             return Err(e);
         }
         Ok(RemoteBuf { addr, rkey })
+    }
+
+    fn caps(&self) -> QpCaps {
+        self.s.caps
     }
 
     fn poll_cq(&self, out: &mut [Completion]) -> usize {

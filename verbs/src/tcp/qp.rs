@@ -14,7 +14,7 @@ use crate::inproc::region::Rule;
 use crate::rules::{self, PostedRecv, Queues, Refusal, UNUSABLE_RECEIVE};
 use crate::{
     check_window, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf,
-    Result, Sge, Status,
+    Result, SendFlags, Sge, Status,
 };
 
 /// Answers (ACK runs, Read responses) queued for the peer at most, and the Read-response bytes
@@ -219,9 +219,16 @@ struct State {
 enum Pending {
     /// On the wire since `since`, waiting for the peer's answer. `read_into` is a Read's
     /// scatter list.
-    Wire { wr_id: u64, opcode: Opcode, len: u32, read_into: Vec<(TcpRegion, usize, usize)>, since: Instant },
+    Wire {
+        wr_id: u64,
+        opcode: Opcode,
+        len: u32,
+        read_into: Vec<(TcpRegion, usize, usize)>,
+        since: Instant,
+        flags: SendFlags,
+    },
     /// Decided locally; completes with `status` once everything before it has.
-    Local { wr_id: u64, opcode: Opcode, status: Status },
+    Local { wr_id: u64, opcode: Opcode, status: Status, flags: SendFlags },
 }
 
 impl State {
@@ -232,14 +239,15 @@ impl State {
             return;
         }
         while let Some(r) = self.rq.pop_front() {
-            self.q.cq.push_back(Completion::new(r.wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
+            self.q.push(Completion::new(r.wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
         }
         while let Some(p) = self.pending.pop_front() {
             let c = match p {
                 Pending::Wire { wr_id, opcode, .. } => Completion::new(wr_id, Status::WorkRequestFlushed, opcode, 0),
-                Pending::Local { wr_id, opcode, status } => Completion::new(wr_id, status, opcode, 0),
+                Pending::Local { wr_id, opcode, status, .. } => Completion::new(wr_id, status, opcode, 0),
             };
-            self.q.cq.push_back(c);
+            // A flushed or failed work request reports itself, signaled or not.
+            self.q.push(c);
         }
         self.events.push_back(CmEvent::Disconnected);
         self.out.send(Out::Shutdown);
@@ -272,7 +280,7 @@ impl State {
         if let Some(Pending::Wire { wr_id, opcode, .. }) = self.pending.front() {
             let c = Completion::new(*wr_id, Status::RetryExceeded, *opcode, 0);
             self.pending.pop_front();
-            self.q.cq.push_back(c);
+            self.q.push(c);
         }
         self.fail();
         self.out.cut();
@@ -291,8 +299,10 @@ impl State {
     /// Completes the locally decided work requests now at the head of the send queue.
     fn drain_local(&mut self) {
         while let Some(Pending::Local { .. }) = self.pending.front() {
-            let Some(Pending::Local { wr_id, opcode, status }) = self.pending.pop_front() else { unreachable!() };
-            self.q.cq.push_back(Completion::new(wr_id, status, opcode, 0));
+            let Some(Pending::Local { wr_id, opcode, status, flags }) = self.pending.pop_front() else {
+                unreachable!()
+            };
+            self.q.push_wr(Completion::new(wr_id, status, opcode, 0), flags);
             if status != Status::Success {
                 self.fail();
                 return;
@@ -301,11 +311,11 @@ impl State {
     }
 
     /// Queues a locally decided work request behind the outstanding ones.
-    fn local(&mut self, wr_id: u64, opcode: Opcode, status: Status) {
+    fn local(&mut self, wr_id: u64, opcode: Opcode, status: Status, flags: SendFlags) {
         if status != Status::Success {
             self.sq_error = true;
         }
-        self.pending.push_back(Pending::Local { wr_id, opcode, status });
+        self.pending.push_back(Pending::Local { wr_id, opcode, status, flags });
         self.drain_local();
     }
 }
@@ -380,19 +390,19 @@ impl TcpQp {
     /// Locks the state for a send-queue work request: refuses it if the send queue is full,
     /// and completes it as flushed (returning `None`) if the queue pair is in Error or a local
     /// error is queued ahead of it.
-    fn begin(&self, wr_id: u64, opcode: Opcode) -> Result<Option<MutexGuard<'_, State>>> {
+    fn begin(&self, wr_id: u64, opcode: Opcode, flags: SendFlags) -> Result<Option<MutexGuard<'_, State>>> {
         let mut st = lock(&self.sh.st);
         if st.q.sq_outstanding >= st.caps.max_send_wr {
             return Err(Error::QueueFull);
         }
         st.q.sq_outstanding += 1;
         if !st.connected {
-            st.q.cq.push_back(Completion::new(wr_id, Status::WorkRequestFlushed, opcode, 0));
+            st.q.push(Completion::new(wr_id, Status::WorkRequestFlushed, opcode, 0));
             self.notify(st)?;
             return Ok(None);
         }
         if st.sq_error {
-            st.pending.push_back(Pending::Local { wr_id, opcode, status: Status::WorkRequestFlushed });
+            st.pending.push_back(Pending::Local { wr_id, opcode, status: Status::WorkRequestFlushed, flags });
             return Ok(None);
         }
         Ok(Some(st))
@@ -420,13 +430,14 @@ impl TcpQp {
         len: u32,
         frame: Option<Vec<u8>>,
         read_into: Vec<(TcpRegion, usize, usize)>,
+        flags: SendFlags,
     ) -> Result<()> {
-        let Some(mut st) = self.begin(wr_id, opcode)? else { return Ok(()) };
+        let Some(mut st) = self.begin(wr_id, opcode, flags)? else { return Ok(()) };
         let Some(frame) = frame else {
-            st.local(wr_id, opcode, Status::LocalProtectionError);
+            st.local(wr_id, opcode, Status::LocalProtectionError, flags);
             return self.notify(st);
         };
-        st.pending.push_back(Pending::Wire { wr_id, opcode, len, read_into, since: Instant::now() });
+        st.pending.push_back(Pending::Wire { wr_id, opcode, len, read_into, since: Instant::now(), flags });
         st.out.push(Out::Request(frame));
         let out = st.out.clone();
         self.notify(st)?;
@@ -436,7 +447,14 @@ impl TcpQp {
         Ok(())
     }
 
-    fn rdma(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf, opcode: Opcode) -> Result<()> {
+    fn rdma(
+        &self,
+        wr_id: u64,
+        sges: &[Sge<'_, TcpRegion>],
+        remote: RemoteBuf,
+        opcode: Opcode,
+        flags: SendFlags,
+    ) -> Result<()> {
         let total = rules::total_len(sges, self.caps.max_sge)?;
         let write = opcode == Opcode::RdmaWrite;
         let mut frame = Vec::with_capacity(frame::MAX_HEAD_LEN + if write { total as usize } else { 0 });
@@ -451,7 +469,7 @@ impl TcpQp {
             read_into = sges.iter().map(|s| (s.region.clone(), s.offset, s.len)).collect();
             rules::local_sges_ok(sges, pd, true)
         };
-        self.post(wr_id, opcode, total, ok.then_some(frame), read_into)
+        self.post(wr_id, opcode, total, ok.then_some(frame), read_into, flags)
     }
 
     fn wait_for<T>(&self, timeout: Duration, take: impl FnMut(&mut State) -> Option<T>) -> Option<T> {
@@ -472,11 +490,21 @@ impl QueuePair for TcpQp {
             st.rq.push_back(r);
             return Ok(());
         }
-        st.q.cq.push_back(Completion::new(wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
+        st.q.push(Completion::new(wr_id, Status::WorkRequestFlushed, Opcode::Recv, 0));
         self.notify(st)
     }
 
     fn post_send(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], invalidate: Option<u32>) -> Result<()> {
+        self.post_send_with(wr_id, sges, invalidate, SendFlags::SIGNALED)
+    }
+
+    fn post_send_with(
+        &self,
+        wr_id: u64,
+        sges: &[Sge<'_, TcpRegion>],
+        invalidate: Option<u32>,
+        flags: SendFlags,
+    ) -> Result<()> {
         let total = rules::total_len(sges, self.caps.max_sge)?;
         let mut frame = Vec::with_capacity(frame::MAX_HEAD_LEN + total as usize);
         let head = match invalidate {
@@ -485,27 +513,39 @@ impl QueuePair for TcpQp {
         };
         head.encode(&mut frame);
         let ok = self.gather(sges, &mut frame);
-        self.post(wr_id, Opcode::Send, total, ok.then_some(frame), Vec::new())
+        self.post(wr_id, Opcode::Send, total, ok.then_some(frame), Vec::new(), flags)
     }
 
     fn post_write(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf) -> Result<()> {
-        self.rdma(wr_id, sges, remote, Opcode::RdmaWrite)
+        self.post_write_with(wr_id, sges, remote, SendFlags::SIGNALED)
+    }
+
+    fn post_write_with(
+        &self,
+        wr_id: u64,
+        sges: &[Sge<'_, TcpRegion>],
+        remote: RemoteBuf,
+        flags: SendFlags,
+    ) -> Result<()> {
+        self.rdma(wr_id, sges, remote, Opcode::RdmaWrite, flags)
     }
 
     fn post_read(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf) -> Result<()> {
-        self.rdma(wr_id, sges, remote, Opcode::RdmaRead)
+        self.rdma(wr_id, sges, remote, Opcode::RdmaRead, SendFlags::SIGNALED)
     }
 
     fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()> {
-        let Some(mut st) = self.begin(wr_id, Opcode::LocalInvalidate)? else { return Ok(()) };
+        self.post_local_invalidate_with(wr_id, rkey, SendFlags::SIGNALED)
+    }
+
+    fn post_local_invalidate_with(&self, wr_id: u64, rkey: u32, flags: SendFlags) -> Result<()> {
+        let Some(mut st) = self.begin(wr_id, Opcode::LocalInvalidate, flags)? else { return Ok(()) };
         let ok = self.sh.pd.0.invalidate_local(rkey, self.sh.qp);
         let status = if ok { Status::Success } else { Status::LocalProtectionError };
-        st.local(wr_id, Opcode::LocalInvalidate, status);
+        st.local(wr_id, Opcode::LocalInvalidate, status, flags);
         self.notify(st)
     }
 
-    /// Binding is local (the target enforces every remote rule), so it is decided at once and
-    /// completes in posting order behind the work requests before it.
     fn post_bind_window(
         &self,
         wr_id: u64,
@@ -514,15 +554,33 @@ impl QueuePair for TcpQp {
         len: usize,
         access: Access,
     ) -> Result<RemoteBuf> {
+        self.post_bind_window_with(wr_id, region, offset, len, access, SendFlags::SIGNALED)
+    }
+
+    /// Binding is local (the target enforces every remote rule), so it is decided at once and
+    /// completes in posting order behind the work requests before it.
+    fn post_bind_window_with(
+        &self,
+        wr_id: u64,
+        region: &TcpRegion,
+        offset: usize,
+        len: usize,
+        access: Access,
+        flags: SendFlags,
+    ) -> Result<RemoteBuf> {
         check_window(region, offset, len, access)?;
         // What a bind that fails or is flushed returns: a fresh key that names nothing.
         let remote = RemoteBuf { addr: region.addr() + offset as u64, rkey: crate::inproc::next_key() };
-        let Some(mut st) = self.begin(wr_id, Opcode::BindWindow)? else { return Ok(remote) };
+        let Some(mut st) = self.begin(wr_id, Opcode::BindWindow, flags)? else { return Ok(remote) };
         let window = self.sh.pd.0.bind_window(region, offset, len, access, self.sh.qp);
         let status = if window.is_some() { Status::Success } else { Status::LocalProtectionError };
-        st.local(wr_id, Opcode::BindWindow, status);
+        st.local(wr_id, Opcode::BindWindow, status, flags);
         self.notify(st)?;
         Ok(window.unwrap_or(remote))
+    }
+
+    fn caps(&self) -> QpCaps {
+        self.caps
     }
 
     fn poll_cq(&self, out: &mut [Completion]) -> usize {
@@ -652,10 +710,20 @@ impl From<io::Error> for Stop {
     }
 }
 
-/// Runs `f` on the state and wakes waiters; `f` returning false stops frame processing.
+/// Runs `f` on the state and wakes waiters if it gave them something (a completion, a CM
+/// event, the Error state); `f` returning false stops frame processing. An answer to the
+/// peer's request, or an unsignaled work request's success ([`SendFlags`]), gives a waiter
+/// nothing: waking it for that was a thread switch for nothing.
 fn with_state(sh: &Shared, f: impl FnOnce(&mut State) -> bool) -> Result<(), Stop> {
-    let go = f(&mut lock(&sh.st));
-    sh.cv.notify_all();
+    let mut st = lock(&sh.st);
+    let mark = |st: &State| (st.q.queued(), st.events.len(), st.connected);
+    let before = mark(&st);
+    let go = f(&mut st);
+    let woken = mark(&st) != before;
+    drop(st);
+    if woken {
+        sh.cv.notify_all();
+    }
     if go {
         Ok(())
     } else {
@@ -700,8 +768,8 @@ fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
                 with_state(sh, |st| st.answer(answer))?;
             }
             Head::Ack => with_state(sh, |st| match st.pending.pop_front() {
-                Some(Pending::Wire { wr_id, opcode, len, .. }) if opcode != Opcode::RdmaRead => {
-                    st.q.cq.push_back(Completion::new(wr_id, Status::Success, opcode, len));
+                Some(Pending::Wire { wr_id, opcode, len, flags, .. }) if opcode != Opcode::RdmaRead => {
+                    st.q.push_wr(Completion::new(wr_id, Status::Success, opcode, len), flags);
                     st.drain_local();
                     true
                 }
@@ -728,12 +796,12 @@ fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
                     if !st.connected {
                         return false;
                     }
-                    let Some(Pending::Wire { wr_id, len, .. }) = st.pending.pop_front() else { return false };
+                    let Some(Pending::Wire { wr_id, len, flags, .. }) = st.pending.pop_front() else { return false };
                     if landed {
-                        st.q.cq.push_back(Completion::new(wr_id, Status::Success, Opcode::RdmaRead, len));
+                        st.q.push_wr(Completion::new(wr_id, Status::Success, Opcode::RdmaRead, len), flags);
                         st.drain_local();
                     } else {
-                        st.q.cq.push_back(Completion::new(wr_id, Status::LocalProtectionError, Opcode::RdmaRead, 0));
+                        st.q.push(Completion::new(wr_id, Status::LocalProtectionError, Opcode::RdmaRead, 0));
                         st.fail();
                     }
                     landed
@@ -742,7 +810,7 @@ fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
             Head::Nak(code) => {
                 return with_state(sh, |st| {
                     if let Some(Pending::Wire { wr_id, opcode, .. }) = st.pending.pop_front() {
-                        st.q.cq.push_back(Completion::new(wr_id, code.status(), opcode, 0));
+                        st.q.push(Completion::new(wr_id, code.status(), opcode, 0));
                     }
                     st.fail();
                     false
@@ -759,7 +827,7 @@ fn recv_send(sh: &Shared, r: &mut impl Read, invalidate: Option<u32>, len: usize
         with_state(sh, |st| {
             if let Some(p) = st.rq.pop_front() {
                 if let Some(status) = refusal.recv {
-                    st.q.cq.push_back(Completion::new(p.wr_id, status, Opcode::Recv, 0));
+                    st.q.push(Completion::new(p.wr_id, status, Opcode::Recv, 0));
                 }
             }
             st.nak(refusal.sender);
@@ -790,7 +858,7 @@ fn recv_send(sh: &Shared, r: &mut impl Read, invalidate: Option<u32>, len: usize
             return false;
         }
         let Some(p) = st.rq.pop_front() else { return false };
-        st.q.cq.push_back(p.received(len, invalidate));
+        st.q.push(p.received(len, invalidate));
         st.answer(Out::Acks(1))
     })
 }

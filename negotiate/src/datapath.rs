@@ -556,7 +556,7 @@ impl<B: Backend> Connection<B> {
 
     /// How many Send buffers this connection has registered: one per message larger than
     /// 4096 bytes, and otherwise only as many as were in flight at once (or not yet known
-    /// complete, see [`send_queue`]), since a completed Send's buffer is reused.
+    /// complete: only every n-th Send is signaled), since a completed Send's buffer is reused.
     pub fn send_buffers_registered(&self) -> u64 {
         self.sends().registered
     }

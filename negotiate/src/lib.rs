@@ -12,6 +12,7 @@ pub mod backchannel;
 pub mod client;
 pub mod client_core;
 pub mod datapath;
+pub mod extension;
 pub mod limits;
 pub mod memory;
 pub mod reply;

@@ -42,7 +42,8 @@ use rpcrdma_v2::options::{encode_optional, OptionOutcome, OptionalAnswer, Option
 
 /// The handler of an [`Extension`]: shared by every connection (hence `Fn`, `Send` and
 /// `Sync`; state it keeps is behind its own lock or atomics). It runs on the connection's
-/// receiving thread, before the next message is read: it should be quick.
+/// receiving thread, before the next message is read: it should be quick. On a `Client` it
+/// runs with the connection's state locked, so it must not call the `Client` itself.
 pub type OptionFn = dyn Fn(&OptionalMessage<'_>) -> OptionOutcome + Send + Sync;
 
 /// One extension: the opttypes it owns and its handler (draft section 3.2: an extension

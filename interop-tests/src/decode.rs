@@ -200,8 +200,12 @@ fn verdict(bytes: &[u8]) -> Json {
             };
             (V2_RULES, peer_error(xid, name))
         }
-        Verdict::Handled { xid, opttype } => {
+        Verdict::Handled { xid, opttype, .. } => {
             (V2_RULES, vec![("action", Json::str("handled")), ("xid", xid.into()), ("opttype", opttype.into())])
+        }
+        // Never produced here: this decoder awaits no answer of its own.
+        Verdict::Answer(m) => {
+            (V2_RULES, vec![("action", Json::str("answer")), ("xid", m.xid.into()), ("opttype", m.opttype.into())])
         }
         Verdict::Discard(r) => (V2_RULES, discard(r)),
     };

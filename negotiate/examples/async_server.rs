@@ -75,7 +75,7 @@ async fn main() {
     // Up to 32 calls of one connection in progress at once (the credits granted, 32, are the
     // most a requester has in flight).
     cfg.limits.calls_in_progress_per_connection = 32;
-    let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ULB), OnExecutor::new(service, spawn))
+    let server = Server::start(InProcess, "inproc:*", cfg.clone(), Arc::new(ULB), OnExecutor::new(service, spawn))
         .expect("the server starts");
     let client = Arc::new(Client::new(InProcess, &server.local_addr(), ClientConfig::default()));
 

@@ -12,6 +12,7 @@
 //! A client answers with [`Client::with_backchannel`](crate::client::Client::with_backchannel);
 //! a server calls with [`Server::backchannels`](crate::server::Server::backchannels).
 
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -21,7 +22,8 @@ use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use rpcrdma_v1::Version;
 use verbs::Backend;
 
-use crate::datapath::{send_call, send_reply, CallParams, Connection, DataPathError, ReplyParams};
+use crate::datapath::{send_call, send_error, send_reply, CallParams, Connection, DataPathError, ReplyParams};
+use crate::extension::{option_message, OptionReply};
 use crate::reply::PeerError;
 
 /// An RPC service for calls in the backward direction: the whole call message in, the whole
@@ -63,6 +65,10 @@ pub enum BackchannelError {
         /// The threshold.
         threshold: usize,
     },
+    /// An RDMA_OPTIONAL ([`Backchannel::send_option`]) on a connection whose client calls in
+    /// Version One (draft section 3.1: only Version Two has RDMA_OPTIONAL).
+    #[error("the connection's version is {0:?}, not Version Two")]
+    NotVersionTwo(Version),
     /// Another backward call is outstanding on this connection.
     #[error("a backward call is already outstanding on this connection")]
     Busy,
@@ -259,10 +265,44 @@ impl Backchannel {
     pub fn is_open(&self) -> bool {
         self.inner.is_open()
     }
+
+    /// Sends an RDMA_OPTIONAL (draft section 3.1) to the client, with an XID of the server's
+    /// choosing, and returns what the client made of it: its extension's answering
+    /// RDMA_OPTIONAL, or [`OptionReply::NotSupported`] (RDMA_ERR_INVAL_OPTION). `payload`, if
+    /// not empty, follows as its RPC Payload Stream; the whole must fit the client's inline
+    /// threshold. The client's forward calls must be in Version Two
+    /// ([`BackchannelError::NotVersionTwo`], [`BackchannelError::NoVersionYet`]).
+    ///
+    /// It takes the backward direction's one slot, as a backward call does (one outstanding
+    /// at a time, [`BackchannelError::Busy`]): the client posts one Receive beyond its forward
+    /// credits for what the server sends it (RFC 8167 section 4.1), and the client's answer
+    /// lands in the Receive the server keeps for backward replies. No answer within the
+    /// server's timeout: [`BackchannelError::Timeout`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::extension::OptionReply;
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use verbs::InProcess;
+    ///
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
+    /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // Version Two, seen by the server
+    /// // The client registered no extension.
+    /// assert_eq!(server.backchannels()[0].send_option(99, &[], &[]).unwrap(), OptionReply::NotSupported);
+    /// ```
+    pub fn send_option(&self, opttype: u32, optinfo: &[u8], payload: &[u8]) -> Result<OptionReply, BackchannelError> {
+        self.inner.send_option(opttype, optinfo, payload)
+    }
 }
 
 trait Caller: Send + Sync {
     fn call(&self, message: &[u8]) -> Result<Vec<u8>, BackchannelError>;
+    fn send_option(&self, opttype: u32, optinfo: &[u8], payload: &[u8]) -> Result<OptionReply, BackchannelError>;
     fn is_open(&self) -> bool;
 }
 
@@ -273,11 +313,30 @@ pub(crate) struct ServerSide<B: Backend> {
     limits: HeaderLimits,
     state: Mutex<(BackwardSlot, Option<(Version, InlineThresholds)>)>,
     cv: Condvar,
+    /// The XID of our RDMA_OPTIONAL awaiting its answer, or [`NO_OPTION`]: the serving thread
+    /// reads it for each message it judges, without taking `state`.
+    awaiting: AtomicU64,
+    /// The XID of our next RDMA_OPTIONAL.
+    next_option_xid: AtomicU32,
 }
+
+/// No RDMA_OPTIONAL of ours awaits an answer.
+const NO_OPTION: u64 = u64::MAX;
+
+/// Where the XIDs of a server's own RDMA_OPTIONAL messages start (the client's answer is
+/// matched to one by its XID; see `ClientCore`'s for the other direction).
+const FIRST_OPTION_XID: u32 = 0x5350_0000;
 
 impl<B: Backend> ServerSide<B> {
     pub(crate) fn new(conn: Arc<Connection<B>>, limits: HeaderLimits) -> Arc<Self> {
-        Arc::new(ServerSide { conn, limits, state: Mutex::new((BackwardSlot::default(), None)), cv: Condvar::new() })
+        Arc::new(ServerSide {
+            conn,
+            limits,
+            state: Mutex::new((BackwardSlot::default(), None)),
+            cv: Condvar::new(),
+            awaiting: AtomicU64::new(NO_OPTION),
+            next_option_xid: AtomicU32::new(FIRST_OPTION_XID),
+        })
     }
 
     pub(crate) fn handle(self: &Arc<Self>) -> Backchannel {
@@ -301,6 +360,11 @@ impl<B: Backend> ServerSide<B> {
         let ended = self.lock().0.on_peer_error(xid, error);
         self.cv.notify_all();
         ended
+    }
+
+    /// The XID of our RDMA_OPTIONAL that awaits its answer, if one does.
+    pub(crate) fn awaiting_option(&self) -> Option<u32> {
+        u32::try_from(self.awaiting.load(Ordering::SeqCst)).ok()
     }
 
     /// The connection is gone.
@@ -373,5 +437,44 @@ impl<B: Backend> Caller for ServerSide<B> {
 
     fn is_open(&self) -> bool {
         !self.lock().0.is_closed()
+    }
+
+    fn send_option(&self, opttype: u32, optinfo: &[u8], payload: &[u8]) -> Result<OptionReply, BackchannelError> {
+        let (t, xid) = {
+            let mut st = self.lock();
+            let Some((version, t)) = st.1 else {
+                return Err(if st.0.is_closed() { BackchannelError::Closed } else { BackchannelError::NoVersionYet });
+            };
+            if version != Version::TWO {
+                return Err(BackchannelError::NotVersionTwo(version));
+            }
+            let xid = self.next_option_xid.fetch_add(1, Ordering::Relaxed);
+            st.0.start(xid)?;
+            // Set before it is sent: the answer may be judged before `send_error` returns.
+            self.awaiting.store(u64::from(xid), Ordering::SeqCst);
+            (t, xid)
+        };
+        let result = (|| {
+            // Server to client: the client's Receives, sized by the reply threshold.
+            let threshold = t.reply;
+            let bytes = option_message(xid, CREDITS, opttype, optinfo, payload, threshold).ok_or(
+                BackchannelError::TooLarge { len: 24 + optinfo.len().div_ceil(4) * 4 + payload.len(), threshold },
+            )?;
+            send_error(&self.conn, &bytes)?;
+            let st = self.lock();
+            let timeout = self.conn.timeout();
+            let (mut st, _) =
+                self.cv.wait_timeout_while(st, timeout, |s| s.0.is_waiting()).unwrap_or_else(PoisonError::into_inner);
+            match st.0.take() {
+                Some(BackwardEnd::Reply(b)) => OptionReply::from_message(&b).ok_or(BackchannelError::Closed),
+                Some(BackwardEnd::Error(PeerError::InvalOption)) => Ok(OptionReply::NotSupported),
+                Some(BackwardEnd::Error(e)) => Err(BackchannelError::Peer(e)),
+                Some(BackwardEnd::Closed) => Err(BackchannelError::Closed),
+                None => Err(BackchannelError::Timeout(timeout)),
+            }
+        })();
+        self.awaiting.store(NO_OPTION, Ordering::SeqCst);
+        self.lock().0.finish();
+        result
     }
 }

@@ -37,10 +37,11 @@ use lane::{Lane, Message};
 use crate::backchannel::Handler;
 pub use crate::client_core::ENDED_KEPT;
 use crate::datapath::{DataPathError, Ended};
+use crate::extension::{Extension, OptionReply};
 use crate::requester::{self, CallFailure, DuplicateXid};
 
 /// How a [`Client`] connects and behaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientConfig {
     /// Versions, credits, timeouts, limits.
     pub requester: requester::Config,
@@ -58,6 +59,11 @@ pub struct ClientConfig {
     /// (XID mod connections), so that consecutive XIDs spread evenly, as the Linux client's
     /// `nconnect` spreads its calls.
     pub connections: usize,
+    /// Version Two extensions (draft section 3.1): the RDMA_OPTIONAL messages the server
+    /// sends on a connection settled on Version Two go to these handlers; any other opttype
+    /// is answered with RDMA_ERR_INVAL_OPTION. Each connection registers them anew
+    /// ([`crate::extension`]). None by default.
+    pub extensions: Vec<Extension>,
 }
 
 impl Default for ClientConfig {
@@ -71,6 +77,7 @@ impl Default for ClientConfig {
             caps: QpCaps::default(),
             connect_timeout: Duration::from_secs(5),
             connections: 1,
+            extensions: Vec::new(),
         }
     }
 }
@@ -158,6 +165,14 @@ pub enum ClientError {
     /// Moving its bytes failed: marshaling, registration, reassembly.
     #[error(transparent)]
     DataPath(#[from] DataPathError),
+    /// An RDMA_OPTIONAL ([`Client::send_option`]) larger than the server's inline threshold.
+    #[error("an RDMA_OPTIONAL of {len} bytes exceeds the inline threshold of {threshold}")]
+    OptionTooLarge {
+        /// Its length, transport header included.
+        len: usize,
+        /// The threshold.
+        threshold: usize,
+    },
     /// The client is shutting down.
     #[error("the client is closed")]
     Closed,
@@ -384,6 +399,40 @@ impl<B: Backend> Client<B> {
         ulb: &'a U,
     ) -> AsyncCall<'a, B, U> {
         AsyncCall::new(self, message, ulb)
+    }
+
+    /// Sends an RDMA_OPTIONAL (draft section 3.1) on the first connection, and returns what
+    /// the server made of it: its extension's answering RDMA_OPTIONAL
+    /// ([`OptionReply::Answered`]), or [`OptionReply::NotSupported`] (RDMA_ERR_INVAL_OPTION:
+    /// fall back). `optinfo` is the `rdma_optinfo`; `payload`, if not empty, follows the
+    /// transport header as its RPC Payload Stream (section 4.2: "MAY follow"; the extension
+    /// says whether). The whole goes inline and must fit the server's inline threshold.
+    ///
+    /// The connection must have settled on Version Two (make a call first): otherwise this
+    /// fails at once with `ClientError::Call(CallFailure::NotVersionTwo)`. It is a message
+    /// like a call: it waits for a credit and holds it until its outcome (RFC 8166 section
+    /// 3.3.1), with the same XID matching the answer to it. No answer within the requester's
+    /// timeout fails it alone with [`ClientError::ReplyTimeout`] (an extension that answers
+    /// nothing by design times out here); it is never sent again.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::extension::OptionReply;
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use verbs::InProcess;
+    ///
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
+    /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // settles Version Two
+    /// // The server registered no extension: opttype 99 is not supported.
+    /// assert_eq!(client.send_option(99, b"hello", &[]).unwrap(), OptionReply::NotSupported);
+    /// ```
+    pub fn send_option(&self, opttype: u32, optinfo: &[u8], payload: &[u8]) -> Result<OptionReply, ClientError> {
+        self.lanes[0].send_option(opttype, optinfo, payload)
     }
 
     /// The version the first connection settled on, if it has (with several connections,

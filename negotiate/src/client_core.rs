@@ -92,8 +92,12 @@ pub enum CallStep<L> {
 /// What a received message was for ([`ClientCore::handle_receive`]).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Received {
-    /// The reply to this call: its caller is ready.
+    /// The reply to this call, or the answer to this RDMA_OPTIONAL: its caller is ready.
     Reply(u32),
+    /// Send these bytes back on the connection the message came on: RDMA_ERR_INVAL_OPTION for
+    /// an RDMA_OPTIONAL no extension supports (draft section 3.1, MUST), or an extension's
+    /// answering RDMA_OPTIONAL ([`crate::extension`]).
+    SendBack(Vec<u8>),
     /// A backward-direction call for the client's callback service (RFC 8167): answer it.
     BackwardCall(Vec<u8>),
     /// An RDMA_ERROR or malformed reply; its effect is in the calls' steps.
@@ -131,16 +135,24 @@ pub struct ClientCore<L> {
     /// The latest clock reading an input brought (none before the first), for what the core
     /// does on its own: giving up an abandoned call's retransmission.
     now: Option<Instant>,
+    /// The XID the next RDMA_OPTIONAL of ours tries first.
+    next_option_xid: u32,
 }
+
+/// Where the XIDs of a client's own RDMA_OPTIONAL messages start: far from the small XIDs
+/// RPC clients usually begin with (the responder's answers are matched to them by XID).
+const FIRST_OPTION_XID: u32 = 0x4f50_0000;
 
 impl<L: Clone> ClientCore<L> {
     /// A client of the responder at `addr`, with no connection yet: its first action is to
     /// make one.
     pub fn new(cfg: ClientConfig, addr: &str) -> Self {
+        let mut req = Requester::new(cfg.requester, addr);
+        req.set_registry(crate::extension::registry(&cfg.extensions));
         let mut core = ClientCore {
             cfg,
             addr: addr.to_string(),
-            req: Requester::new(cfg.requester, addr),
+            req,
             link: None,
             slots: HashMap::new(),
             ready: VecDeque::new(),
@@ -152,6 +164,7 @@ impl<L: Clone> ClientCore<L> {
             connect_error: None,
             backoff: Duration::ZERO,
             now: None,
+            next_option_xid: FIRST_OPTION_XID,
         };
         core.route();
         core
@@ -167,6 +180,29 @@ impl<L: Clone> ClientCore<L> {
         self.slots.insert(xid, Slot::Waiting);
         self.route();
         Ok(())
+    }
+
+    /// An API call starts an RDMA_OPTIONAL ([`Requester::start_option`]) with an XID this
+    /// core picks (one no call or option of this client uses), returned: its caller then
+    /// waits for [`ClientCore::take_step`] as a call's does. Its steps: a
+    /// [`CallStep::Transmit`] (send the RDMA_OPTIONAL), then a [`CallStep::Reply`] with the
+    /// peer's answering RDMA_OPTIONAL, or [`CallStep::Failed`] (RDMA_ERR_INVAL_OPTION is
+    /// `Call(Peer(InvalOption))`).
+    pub fn start_option(&mut self, now: Instant) -> Result<u32, ClientError> {
+        self.now = Some(now);
+        if self.closing {
+            return Err(ClientError::Closed);
+        }
+        // Callers choose their calls' XIDs; options take the next free one of a counter.
+        let mut xid = self.next_option_xid;
+        while self.req.is_active(xid) {
+            xid = xid.wrapping_add(1);
+        }
+        self.next_option_xid = xid.wrapping_add(1);
+        self.req.start_option(xid, now)?;
+        self.slots.insert(xid, Slot::Waiting);
+        self.route();
+        Ok(xid)
     }
 
     /// What the caller of `xid` must do next, or `None` while it must wait. Each step is
@@ -279,10 +315,19 @@ impl<L: Clone> ClientCore<L> {
     pub fn handle_receive(&mut self, message: Vec<u8>, invalidated: Option<u32>, now: Instant) -> Received {
         self.now = Some(now);
         // What it is, decided while the requester borrows the bytes; then the bytes move.
+        // What goes back to the responder for its RDMA_OPTIONAL: ours to the server's Receives,
+        // which the forward call threshold sizes (RFC 8797 section 4).
+        let (threshold, credits) = (self.req.thresholds().unwrap_or_default().call, self.cfg.requester.credits);
         let reply_to = match self.req.on_receive(&message, now) {
-            Incoming::Reply { xid, .. } => Ok(xid),
+            Incoming::Reply { xid, .. } | Incoming::OptionAnswer { xid } => Ok(xid),
             Incoming::BackwardCall(_) => Err(None),
-            Incoming::Consumed => Err(Some(Received::Consumed)),
+            Incoming::Consumed | Incoming::OptionHandled { answer: None, .. } => Err(Some(Received::Consumed)),
+            Incoming::RefuseOption(e) => Err(Some(Received::SendBack(e.as_bytes().to_vec()))),
+            Incoming::OptionHandled { xid, answer: Some(a), .. } if crate::extension::fits(&a, threshold) => {
+                Err(Some(Received::SendBack(a.to_message(xid, credits))))
+            }
+            // Larger than the responder's Receives: not sent (crate::extension's bounds).
+            Incoming::OptionHandled { .. } => Err(Some(Received::Consumed)),
             Incoming::Dropped(why) => Err(Some(Received::Dropped(why))),
         };
         let received = match reply_to {

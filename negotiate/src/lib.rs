@@ -7,11 +7,56 @@
 //! and bytes come out; [`datapath`] moves one message exchange over a `verbs` queue pair; and
 //! [`client::Client`] and [`server::Server`] put them together behind an API that hides the
 //! version: `call(message, binding) -> reply`, and a handler from call to reply.
+//!
+//! # Writing an extension
+//!
+//! Version Two can be extended without a new version (draft section 3.1): an extension owns
+//! `rdma_opttype` values and gives meaning to the RDMA_OPTIONAL messages carrying them. Give
+//! its handler to [`server::ServerConfig::extensions`] (or [`client::ClientConfig::extensions`]
+//! for the other direction) as an [`extension::Extension`]; every connection settled on
+//! Version Two then hands it the RDMA_OPTIONAL messages of its opttypes, and answers any
+//! other opttype with RDMA_ERR_INVAL_OPTION. The handler may answer with an RDMA_OPTIONAL of
+//! its own ([`rpcrdma_v2::options::OptionOutcome::Answer`]). The other side sends one with
+//! [`client::Client::send_option`] (or [`backchannel::Backchannel::send_option`]) and learns
+//! the answer, or that the peer does not support it, and falls back.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use negotiate::client::{Client, ClientConfig};
+//! use negotiate::extension::{Extension, OptionReply};
+//! use negotiate::server::{Server, ServerConfig};
+//! use rpcrdma_v1::ulb::OpaqueAtUlb;
+//! use rpcrdma_v2::options::{OptionOutcome, OptionalAnswer, OptionalMessage};
+//! use verbs::InProcess;
+//!
+//! // A made-up extension: opttype 0x100 asks for the server's name, answered as opttype 0x101.
+//! const WHO: u32 = 0x100;
+//! let who = Extension::new([WHO], |m: &OptionalMessage<'_>| {
+//!     if !m.payload.is_empty() {
+//!         return OptionOutcome::Unsupported; // its document says no payload follows
+//!     }
+//!     OptionOutcome::Answer(OptionalAnswer { opttype: WHO + 1, optinfo: b"server-1".to_vec() })
+//! });
+//! let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+//! let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+//! let cfg = ServerConfig { extensions: vec![who], ..ServerConfig::default() };
+//! let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ulb), echo).unwrap();
+//!
+//! let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+//! client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // settles Version Two
+//! match client.send_option(WHO, &[], &[]).unwrap() {
+//!     OptionReply::Answered { opttype, optinfo } => assert_eq!((opttype, &optinfo[..]), (WHO + 1, &b"server-1"[..])),
+//!     OptionReply::NotSupported => unreachable!("this server has the extension"),
+//! }
+//! // An opttype the server does not know: the caller falls back.
+//! assert_eq!(client.send_option(0x200, &[], &[]).unwrap(), OptionReply::NotSupported);
+//! ```
 
 pub mod backchannel;
 pub mod client;
 pub mod client_core;
 pub mod datapath;
+pub mod extension;
 pub mod limits;
 pub mod memory;
 pub mod reply;

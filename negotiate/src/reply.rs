@@ -7,9 +7,9 @@
 
 use rpcrdma_v1::direction::{classify as classify_direction, Direction, Role};
 use rpcrdma_v1::header::{Fixed, Header, HeaderError, HeaderLimits};
-use rpcrdma_v1::verdict::{self as v1, ReceivePolicy};
+use rpcrdma_v1::verdict::{self as v1, ErrorReply, ReceivePolicy};
 use rpcrdma_v1::Version;
-use rpcrdma_v2::options::Registry;
+use rpcrdma_v2::options::{OptionalAnswer, Registry};
 use rpcrdma_v2::verdict as v2;
 
 /// An RDMA_ERROR a responder sent: Version One's (RDMA_ERR_VERS, ERR_CHUNK, which Version Two
@@ -17,7 +17,7 @@ use rpcrdma_v2::verdict as v2;
 pub type PeerError = v2::PeerError;
 
 /// What [`Requester::on_receive`](crate::requester::Requester::on_receive) made of a message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Incoming<'a> {
     /// The reply to call `xid`, in the call's version: reassemble it from `header`.
     Reply {
@@ -31,8 +31,35 @@ pub enum Incoming<'a> {
     BackwardCall(Header<'a>),
     /// An RDMA_ERROR or a malformed reply: its effect came out as events.
     Consumed,
+    /// The responder's answer to our RDMA_OPTIONAL `xid` (Version Two, draft section 3.1):
+    /// that exchange is over, and the message is its answer.
+    OptionAnswer {
+        /// The XID of our RDMA_OPTIONAL.
+        xid: u32,
+    },
+    /// An RDMA_OPTIONAL from the responder with an opttype no extension of ours supports:
+    /// send this RDMA_ERR_INVAL_OPTION back (draft section 3.1, MUST). Only on a connection
+    /// settled on Version Two.
+    RefuseOption(ErrorReply),
+    /// An RDMA_OPTIONAL from the responder that an extension of ours handled; send `answer`
+    /// back with `xid`, if it gave one.
+    OptionHandled {
+        /// The message's XID.
+        xid: u32,
+        /// Its opttype.
+        opttype: u32,
+        /// The extension's answer.
+        answer: Option<OptionalAnswer>,
+    },
     /// Nothing to do with it.
     Dropped(DropReason),
+}
+
+/// What a requester brings to RDMA_OPTIONAL messages on a connection settled on Version Two:
+/// its extensions, and which XIDs are its own RDMA_OPTIONAL messages awaiting an answer.
+pub(crate) struct Options<'r> {
+    pub(crate) registry: &'r mut Registry,
+    pub(crate) awaiting: &'r dyn Fn(u32) -> bool,
 }
 
 /// Why a requester dropped a message.
@@ -58,10 +85,15 @@ enum Judged<'a> {
     Accept(Header<'a>),
     PeerError { xid: u32, error: PeerError },
     Malformed { xid: u32, reason: HeaderError },
+    OptionAnswer(u32),
+    Option(Incoming<'a>),
     Discard(DropReason),
 }
 
-fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Judged<'a> {
+/// Judges `bytes` by their version's rules. `options` is `None` unless the connection settled
+/// on Version Two: then an RDMA_OPTIONAL is dropped, as any message that answers no call (the
+/// behaviour on a Version One connection, where none is expected: draft 5.3).
+fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits, options: Option<Options<'_>>) -> Judged<'a> {
     let Some(fixed) = Fixed::read(bytes) else { return Judged::Discard(DropReason::Undecodable) };
     // The one dispatch on the version (`rpcrdma_v2::verdict::receive`), with every version
     // this crate speaks; what it would answer a requester never answers, it reads.
@@ -72,8 +104,22 @@ fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Judged<'a> {
         v1::Verdict::PeerError { xid, error } => Judged::PeerError { xid, error: PeerError::Common(error) },
         v1::Verdict::Discard(_) => Judged::Discard(DropReason::Undecodable),
     };
-    match v2::receive(bytes, &policy, &mut Registry::new()) {
+    // Without options: an empty registry (allocates nothing) and no XID awaited.
+    let (mut none, never) = (Registry::new(), |_: u32| false);
+    let (registry, awaiting, answering): (_, &dyn Fn(u32) -> bool, _) = match options {
+        Some(o) => (o.registry, o.awaiting, true),
+        None => (&mut none, &never, false),
+    };
+    match v2::receive_awaiting(bytes, &policy, registry, awaiting) {
         v2::Verdict::Accept(h) => Judged::Accept(h),
+        // Draft 3.1, on a Version Two connection: the answer to ours, or a request to answer.
+        v2::Verdict::Answer(m) => Judged::OptionAnswer(m.xid),
+        v2::Verdict::Reply { reply, reason: v2::Reason::UnsupportedOption(_) } if answering => {
+            Judged::Option(Incoming::RefuseOption(reply))
+        }
+        v2::Verdict::Handled { xid, opttype, answer } if answering => {
+            Judged::Option(Incoming::OptionHandled { xid, opttype, answer })
+        }
         v2::Verdict::PeerError { xid, error } => Judged::PeerError { xid, error },
         v2::Verdict::Reply { reason: v2::Reason::Header(HeaderError::Version { vers }), .. } => {
             Judged::Discard(DropReason::UnknownVersion(vers))
@@ -102,7 +148,7 @@ fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Judged<'a> {
 /// assert!(reply_header(&reply[..12], &HeaderLimits::default()).is_none());
 /// ```
 pub fn reply_header<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Option<Header<'a>> {
-    match judge(bytes, limits) {
+    match judge(bytes, limits, None) {
         Judged::Accept(h) => Some(h),
         _ => None,
     }
@@ -117,9 +163,14 @@ pub(crate) struct Head<'a> {
 
 pub(crate) enum Outcome<'a> {
     Reply(Header<'a>),
-    Vers { low: u32, high: u32 },
+    Vers {
+        low: u32,
+        high: u32,
+    },
     Error(PeerError),
     Malformed(HeaderError),
+    /// The answer to our RDMA_OPTIONAL.
+    OptionAnswer,
 }
 
 pub(crate) enum Classified<'a> {
@@ -128,15 +179,20 @@ pub(crate) enum Classified<'a> {
     Head(Head<'a>),
 }
 
-/// Judges `bytes` and matches them to a call in flight, whose version `flight_version` gives.
+/// Judges `bytes` and matches them to a call in flight, whose version `flight_version` gives
+/// (an RDMA_OPTIONAL of ours in flight is such a call: its answer, or the RDMA_ERROR naming
+/// its XID, completes it).
 pub(crate) fn classify<'a>(
     bytes: &'a [u8],
     limits: &HeaderLimits,
+    options: Option<Options<'_>>,
     flight_version: impl Fn(u32) -> Option<Version>,
 ) -> Classified<'a> {
     let credit = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(0);
-    let (xid, outcome) = match judge(bytes, limits) {
+    let (xid, outcome) = match judge(bytes, limits, options) {
         Judged::Discard(why) => return Classified::Done(Incoming::Dropped(why)),
+        Judged::Option(incoming) => return Classified::Done(incoming),
+        Judged::OptionAnswer(xid) => (xid, Outcome::OptionAnswer),
         Judged::Accept(h) if classify_direction(&h, Role::Client) == Some(Direction::BackwardCall) => {
             return Classified::Done(Incoming::BackwardCall(h));
         }

@@ -37,6 +37,8 @@ use rpcrdma_v1::header::HeaderLimits;
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::Version;
 
+use rpcrdma_v2::options::Registry;
+
 use crate::memory::{NoV2Reason, PeerMemory};
 use crate::reply::{self, Incoming, PeerError};
 use crate::thresholds::Advertised;
@@ -129,6 +131,11 @@ pub enum CallFailure {
         /// Attempts made.
         attempts: u32,
     },
+    /// An RDMA_OPTIONAL ([`Requester::start_option`]) needs a connection settled on Version
+    /// Two (draft section 3.1: Version One has no RDMA_OPTIONAL); this one is not (it settled
+    /// on Version One, or is still probing, or is down).
+    #[error("RDMA_OPTIONAL needs a connection settled on Version Two")]
+    NotVersionTwo,
 }
 
 /// What the driver must do or learn.
@@ -178,6 +185,8 @@ struct Conn {
 struct Call {
     attempts: u32,
     flight: Option<Flight>,
+    /// An RDMA_OPTIONAL of ours ([`Requester::start_option`]), not an RPC call.
+    option: bool,
 }
 
 struct Flight {
@@ -212,6 +221,8 @@ pub struct Requester {
     calls: BTreeMap<u32, Call>,
     queue: VecDeque<u32>,
     events: VecDeque<Event>,
+    /// The extensions' handlers for RDMA_OPTIONAL messages from the responder (Version Two).
+    registry: Registry,
 }
 
 /// [`Requester::call`] with an XID that is already in use.
@@ -236,7 +247,15 @@ impl Requester {
             calls: BTreeMap::new(),
             queue: VecDeque::new(),
             events: VecDeque::from([Event::Connect]),
+            registry: Registry::new(),
         }
+    }
+
+    /// The handlers for RDMA_OPTIONAL messages the responder sends on a connection settled on
+    /// Version Two ([`crate::extension::registry`]); without, each is answered with
+    /// RDMA_ERR_INVAL_OPTION (draft section 3.1).
+    pub fn set_registry(&mut self, registry: Registry) {
+        self.registry = registry;
     }
 
     /// What this requester has learned about responders.
@@ -326,11 +345,51 @@ impl Requester {
         if self.calls.contains_key(&xid) {
             return Err(DuplicateXid(xid));
         }
-        self.calls.insert(xid, Call { attempts: 0, flight: None });
+        self.calls.insert(xid, Call { attempts: 0, flight: None, option: false });
         self.queue.push_back(xid);
         self.want_connection();
         self.pump(now);
         Ok(())
+    }
+
+    /// Starts RDMA_OPTIONAL `xid` (draft section 3.1): it is a message like a call, so it
+    /// waits for a credit and holds it until its outcome (RFC 8166 section 3.3.1: every
+    /// message a requester sends takes one of the responder's Receives, and "A Requester MUST
+    /// NOT send unacknowledged requests in excess of this granted Responder credit limit").
+    /// Its outcome is the responder's answering RDMA_OPTIONAL ([`Incoming::OptionAnswer`]),
+    /// its RDMA_ERROR ([`CallFailure::Peer`], RDMA_ERR_INVAL_OPTION when unsupported), or a
+    /// failure event. Unlike a call it is never sent again: a timeout fails it alone
+    /// ([`Requester::on_timeout`]) and a lost connection fails it
+    /// ([`CallFailure::ConnectionLost`]). On a connection not settled on Version Two it fails
+    /// at once with [`CallFailure::NotVersionTwo`].
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use negotiate::requester::{CallFailure, Config, Event, Requester};
+    /// let now = Instant::now();
+    /// let mut r = Requester::new(Config::default(), "a");
+    /// r.poll_event(); // Connect
+    /// r.on_connected(None, &[], now); // probing: not settled
+    /// r.start_option(9, now).unwrap();
+    /// assert_eq!(r.poll_event(), Some(Event::Failed { xid: 9, error: CallFailure::NotVersionTwo }));
+    /// ```
+    pub fn start_option(&mut self, xid: u32, now: Instant) -> Result<(), DuplicateXid> {
+        if self.calls.contains_key(&xid) {
+            return Err(DuplicateXid(xid));
+        }
+        if self.version() != Some(Version::TWO) {
+            self.events.push_back(Event::Failed { xid, error: CallFailure::NotVersionTwo });
+            return Ok(());
+        }
+        self.calls.insert(xid, Call { attempts: 0, flight: None, option: true });
+        self.queue.push_back(xid);
+        self.pump(now);
+        Ok(())
+    }
+
+    /// Whether `xid` is a call or an RDMA_OPTIONAL in progress.
+    pub fn is_active(&self, xid: u32) -> bool {
+        self.calls.contains_key(&xid)
     }
 
     /// Ends call `xid` without an event, for a failure the driver met itself (the call could
@@ -354,8 +413,18 @@ impl Requester {
 
     /// A received message. [`Incoming::Reply`] completes its call: reassemble the reply from the
     /// header view it carries. Failures and retransmissions come out as events.
+    ///
+    /// On a connection settled on Version Two an RDMA_OPTIONAL is judged too (draft section
+    /// 3.1): the answer to one of ours completes it ([`Incoming::OptionAnswer`]); another goes
+    /// to the registry ([`Requester::set_registry`]) and comes back as
+    /// [`Incoming::OptionHandled`] or [`Incoming::RefuseOption`], for the driver to send.
     pub fn on_receive<'a>(&mut self, bytes: &'a [u8], now: Instant) -> Incoming<'a> {
-        let head = match reply::classify(bytes, &self.cfg.limits, |xid| self.flight_version(xid)) {
+        let calls = &self.calls;
+        let awaiting = |xid: u32| calls.get(&xid).is_some_and(|c| c.option && c.flight.is_some());
+        let settled_v2 = matches!(self.conn.as_ref().map(|c| &c.version), Some(Negotiation::Settled(Version::TWO)));
+        let options = settled_v2.then_some(reply::Options { registry: &mut self.registry, awaiting: &awaiting });
+        let flight_version = |xid: u32| calls.get(&xid)?.flight.as_ref().map(|f| f.version);
+        let head = match reply::classify(bytes, &self.cfg.limits, options, flight_version) {
             reply::Classified::Done(incoming) => return incoming,
             reply::Classified::Head(h) => h,
         };
@@ -384,6 +453,13 @@ impl Requester {
                 self.pump(now);
                 Incoming::Consumed
             }
+            reply::Outcome::OptionAnswer => {
+                // Its Receive at the responder is free again (the responder judged it before
+                // answering); an answer carries no grant of its own we rely on.
+                self.finish(xid);
+                self.pump(now);
+                Incoming::OptionAnswer { xid }
+            }
             reply::Outcome::Malformed(e) => {
                 // Nothing learned about the responder's versions: `finish` freed the probe's
                 // place, and the next call probes again.
@@ -399,10 +475,21 @@ impl Requester {
     /// sections 3.3.3 and 4.5.4): on this one the responder may still be running it. Until the
     /// connection is down nothing more is sent on it, and a late reply still completes its call.
     pub fn on_timeout(&mut self, now: Instant) {
-        let Some(conn) = self.conn.as_mut() else { return };
-        if conn.closing {
+        if self.conn.as_ref().map_or(true, |c| c.closing) {
             return;
         }
+        // An RDMA_OPTIONAL past its deadline fails alone, its credit back, and the connection
+        // stays: it fenced no memory (it is always inline), and the responder judges it on
+        // receipt (its Receive is reposted then), so the credit is not counted twice; a late
+        // answer is then dropped as answering nothing.
+        let late_options: Vec<u32> = (self.calls.iter())
+            .filter(|(_, c)| c.option && c.flight.as_ref().is_some_and(|f| f.deadline <= now))
+            .map(|(&x, _)| x)
+            .collect();
+        for xid in late_options {
+            self.complete_failed(xid, CallFailure::TimedOut { attempts: 1 });
+        }
+        let Some(conn) = self.conn.as_mut() else { return };
         let mut late = false;
         for f in self.calls.values_mut().filter_map(|c| c.flight.as_mut()) {
             if !f.timed_out && f.deadline <= now {
@@ -433,6 +520,12 @@ impl Requester {
         if probe_lost && self.cfg.versions.0 <= Version::ONE {
             self.memory.remember_no_v2(&self.addr, NoV2Reason::ProbeLost);
         }
+        // RDMA_OPTIONAL messages are not sent again: the next connection must settle Version
+        // Two anew, and the extension's exchange belonged to this one.
+        let options: Vec<u32> = self.calls.iter().filter(|(_, c)| c.option).map(|(&x, _)| x).collect();
+        for xid in options {
+            self.complete_failed(xid, CallFailure::ConnectionLost { attempts: 1 });
+        }
         let in_flight: Vec<(u32, bool)> =
             self.calls.iter().filter_map(|(&x, c)| c.flight.as_ref().map(|f| (x, f.timed_out))).rev().collect();
         for (xid, timed_out) in in_flight {
@@ -453,10 +546,6 @@ impl Requester {
         self.calls.get(&xid)?.flight.as_ref()
     }
 
-    fn flight_version(&self, xid: u32) -> Option<Version> {
-        self.calls.get(&xid)?.flight.as_ref().map(|f| f.version)
-    }
-
     fn want_connection(&mut self) {
         if self.conn.is_none() && !self.connecting && !self.calls.is_empty() {
             self.connecting = true;
@@ -469,6 +558,11 @@ impl Requester {
         while let (Some(conn), Some(&xid)) = (self.conn.as_mut(), self.queue.front()) {
             if conn.closing {
                 return; // RFC 8166 section 4.5.4: its calls go out again on the next connection
+            }
+            if self.calls[&xid].option && !matches!(conn.version, Negotiation::Settled(Version::TWO)) {
+                self.queue.pop_front();
+                self.complete_failed(xid, CallFailure::NotVersionTwo);
+                continue;
             }
             let (version, probe) = match conn.version {
                 Negotiation::Probing(Some(_)) => return, // one message until the probe's answer

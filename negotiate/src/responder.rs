@@ -13,7 +13,7 @@ use rpcrdma_v1::direction::{classify, Direction, Role};
 use rpcrdma_v1::header::{Header, HeaderLimits};
 use rpcrdma_v1::verdict::{self as v1, ErrorReply, ReceivePolicy};
 use rpcrdma_v1::Version;
-use rpcrdma_v2::options::Registry;
+use rpcrdma_v2::options::{OptionalAnswer, Registry};
 use rpcrdma_v2::verdict as v2;
 
 use crate::reply::PeerError;
@@ -38,18 +38,26 @@ impl Default for Config {
 }
 
 /// What a received message asks of the responder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Received<'a> {
     /// A call to serve: fetch its chunks, run it, then reply with [`Responder::reply_params`].
     Call(Header<'a>),
     /// Send these bytes back (an RDMA_ERROR); nothing else happens.
     SendError(ErrorReply),
-    /// An RDMA_OPTIONAL its registered handler took.
+    /// An RDMA_OPTIONAL its registered handler took (draft section 3.1).
     Handled {
         /// `rdma_xid`.
         xid: u32,
         /// `rdma_opttype`.
         opttype: u32,
+        /// The handler's answer, to send back with `xid`, if it gave one.
+        answer: Option<OptionalAnswer>,
+    },
+    /// The requester's answer to this side's RDMA_OPTIONAL `xid` (one
+    /// [`Responder::on_receive_awaiting`] was told it awaits).
+    OptionAnswer {
+        /// The XID of this side's RDMA_OPTIONAL.
+        xid: u32,
     },
     /// The requester's RDMA_ERROR (about a backward-direction call this side sent).
     PeerError {
@@ -110,6 +118,11 @@ impl Responder {
         }
     }
 
+    /// The handlers for RDMA_OPTIONAL messages from now on ([`crate::extension::registry`]).
+    pub fn set_registry(&mut self, registry: Registry) {
+        self.registry = registry;
+    }
+
     /// A connection is up: `received` is the requester's connect private data (searched at
     /// any offset), `ours` what this side sent in its accept.
     pub fn on_connected(&mut self, received: &[u8], ours: Option<PrivateData>) {
@@ -134,6 +147,12 @@ impl Responder {
         self.over_limits
     }
 
+    /// The most credits it grants ([`Config::credits`]): the `rdma_credit` of what it sends
+    /// that answers no call (RDMA_ERROR, an extension's RDMA_OPTIONAL).
+    pub fn credit_limit(&self) -> u32 {
+        self.cfg.credits
+    }
+
     /// Calls received and not yet replied to.
     pub fn in_flight(&self) -> usize {
         self.in_flight.len()
@@ -151,8 +170,31 @@ impl Responder {
     /// the backward direction's Receive is left out of the count, so such a reply is never
     /// taken for an overrun.
     pub fn on_receive_behind<'a>(&mut self, bytes: &'a [u8], waiting: usize) -> Received<'a> {
+        self.on_receive_awaiting(bytes, waiting, &|_| false)
+    }
+
+    /// [`Responder::on_receive_behind`] on a side that sent an RDMA_OPTIONAL of its own:
+    /// `awaiting(xid)` says whether one with that XID waits for its answer
+    /// ([`rpcrdma_v2::verdict::receive_awaiting`]); a Version Two RDMA_OPTIONAL with such an
+    /// XID is [`Received::OptionAnswer`].
+    ///
+    /// ```
+    /// use negotiate::responder::{Config, Received, Responder};
+    /// let mut r = Responder::new(Config::default());
+    /// r.on_connected(&[], None);
+    /// // RDMA_OPTIONAL, XID 5, opttype 7, empty optinfo.
+    /// let m: Vec<u8> = [5u32, 2, 1, 5, 7, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+    /// assert_eq!(r.on_receive_awaiting(&m, 0, &|x| x == 5), Received::OptionAnswer { xid: 5 });
+    /// assert!(matches!(r.on_receive_awaiting(&m, 0, &|_| false), Received::SendError(_)));
+    /// ```
+    pub fn on_receive_awaiting<'a>(
+        &mut self,
+        bytes: &'a [u8],
+        waiting: usize,
+        awaiting: &dyn Fn(u32) -> bool,
+    ) -> Received<'a> {
         let policy = ReceivePolicy { limits: self.cfg.limits, versions: self.cfg.versions, credit: self.cfg.credits };
-        let header = match self.judge(bytes, &policy) {
+        let header = match self.judge(bytes, &policy, awaiting) {
             Ok(h) => h,
             Err(r) => return r,
         };
@@ -168,7 +210,12 @@ impl Responder {
         Received::Call(header)
     }
 
-    fn judge<'a>(&mut self, bytes: &'a [u8], policy: &ReceivePolicy) -> Result<Header<'a>, Received<'a>> {
+    fn judge<'a>(
+        &mut self,
+        bytes: &'a [u8],
+        policy: &ReceivePolicy,
+        awaiting: &dyn Fn(u32) -> bool,
+    ) -> Result<Header<'a>, Received<'a>> {
         let over_limits = &mut self.over_limits;
         let mut from_v1 = |v| match v {
             v1::Verdict::Accept(h) => Ok(h),
@@ -180,9 +227,14 @@ impl Responder {
             v1::Verdict::Discard(_) => Err(Received::Dropped),
         };
         // One dispatch for every configuration: `v2::receive` applies the policy's versions.
-        match v2::receive(bytes, policy, &mut self.registry) {
+        // An RDMA_OPTIONAL is not a call: it is judged (and its Receive reposted) at once and
+        // never enters `in_flight`, so it needs no credit of the calls (RFC 8166 section
+        // 3.3.1 counts Receives the requester's messages occupy; this one occupies its Receive
+        // only until judged).
+        match v2::receive_awaiting(bytes, policy, &mut self.registry, awaiting) {
             v2::Verdict::Accept(h) => Ok(h),
-            v2::Verdict::Handled { xid, opttype } => Err(Received::Handled { xid, opttype }),
+            v2::Verdict::Handled { xid, opttype, answer } => Err(Received::Handled { xid, opttype, answer }),
+            v2::Verdict::Answer(m) => Err(Received::OptionAnswer { xid: m.xid }),
             v2::Verdict::Reply { reply, reason } => {
                 self.over_limits += u64::from(matches!(reason, v2::Reason::Header(e) if e.is_over_limit()));
                 Err(Received::SendError(reply))

@@ -31,7 +31,7 @@ use crate::responder::{self, Received, ReplyParams, Responder};
 use crate::server::FailureAnswer;
 
 /// What a received message asks of the serving side.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step<'a> {
     /// Serve this call: fetch its chunks, run the service, and reply with `params` (taken now,
     /// before anything can fail, so that whatever answers the call carries its version and
@@ -54,7 +54,17 @@ pub enum Step<'a> {
         /// What it reported.
         error: PeerError,
     },
-    /// Nothing to do (an RDMA_OPTIONAL its handler took, or a message dropped by the rules).
+    /// Send this RDMA_OPTIONAL back: an extension's answer to the requester's (draft section
+    /// 3.1), with its XID, already checked to fit the requester's Receives.
+    SendBack(Vec<u8>),
+    /// The requester's answer to this side's RDMA_OPTIONAL `xid` (the message is it): for
+    /// whoever waits on that XID.
+    OptionAnswer {
+        /// The XID of this side's RDMA_OPTIONAL.
+        xid: u32,
+    },
+    /// Nothing to do (an RDMA_OPTIONAL its handler took with no answer, or one too large for
+    /// the requester's Receives, or a message dropped by the rules).
     Nothing,
 }
 
@@ -114,6 +124,11 @@ impl Serve {
         Serve { responder, idle_timeout, last_heard: now, over_limits_reported: 0 }
     }
 
+    /// The handlers of this connection's RDMA_OPTIONAL messages ([`crate::extension`]).
+    pub fn set_registry(&mut self, registry: rpcrdma_v2::options::Registry) {
+        self.responder.set_registry(registry);
+    }
+
     /// The responder state machine (versions, credits, what each side advertised).
     pub fn responder(&self) -> &Responder {
         &self.responder
@@ -122,8 +137,20 @@ impl Serve {
     /// Judges a message received at `now`, with `waiting` more already received behind it
     /// (they count against the requester's credits: [`Responder::on_receive_behind`]).
     pub fn on_message<'a>(&mut self, bytes: &'a [u8], waiting: usize, now: Instant) -> Step<'a> {
+        self.on_message_awaiting(bytes, waiting, now, &|_| false)
+    }
+
+    /// [`Serve::on_message`] while this side's own RDMA_OPTIONAL messages whose XIDs
+    /// `awaiting` names wait for their answers ([`Responder::on_receive_awaiting`]).
+    pub fn on_message_awaiting<'a>(
+        &mut self,
+        bytes: &'a [u8],
+        waiting: usize,
+        now: Instant,
+        awaiting: &dyn Fn(u32) -> bool,
+    ) -> Step<'a> {
         self.last_heard = now;
-        match self.responder.on_receive_behind(bytes, waiting) {
+        match self.responder.on_receive_awaiting(bytes, waiting, awaiting) {
             Received::Call(header) => {
                 let params = self.responder.reply_params(header.xid()).expect("a call just received is in flight");
                 Step::Call { header, params }
@@ -131,7 +158,17 @@ impl Serve {
             Received::SendError(e) => Step::SendError(e),
             Received::BackwardReply(h) => Step::BackwardReply(h),
             Received::PeerError { xid, error } => Step::PeerError { xid, error },
-            Received::Handled { .. } | Received::Dropped => Step::Nothing,
+            Received::Handled { xid, answer: Some(a), .. } => {
+                // Server to client: the requester's Receives, sized by the reply threshold.
+                let threshold = self.responder.advertised().for_version(rpcrdma_v2::RPCRDMA2_VERSION).reply;
+                if crate::extension::fits(&a, threshold) {
+                    Step::SendBack(a.to_message(xid, self.responder.credit_limit()))
+                } else {
+                    Step::Nothing
+                }
+            }
+            Received::OptionAnswer { xid } => Step::OptionAnswer { xid },
+            Received::Handled { answer: None, .. } | Received::Dropped => Step::Nothing,
         }
     }
 

@@ -28,6 +28,7 @@ use crate::datapath::{
     fetch_call, send_error, send_reply, send_reply_lent, Connection, DataPathError, Ended, ReceivePool, ReplyParams,
     ReplySent,
 };
+use crate::extension::Extension;
 use crate::limits::{Refusals, ServerLimits};
 use crate::responder;
 use crate::serve::{Serve, Service, Step};
@@ -37,7 +38,7 @@ mod async_handler;
 pub use async_handler::{AsyncHandler, CallTask, OnExecutor, STOP_CHECK};
 
 /// How a [`Server`] accepts and serves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     /// Versions, credits, header limits.
     pub responder: responder::Config,
@@ -67,6 +68,10 @@ pub struct ServerConfig {
     /// Connection counts, handshake, idle and memory bounds ([`crate::limits`] lists every
     /// bound and where it is set).
     pub limits: ServerLimits,
+    /// Version Two extensions (draft section 3.1): RDMA_OPTIONAL messages from clients go to
+    /// these handlers, each connection registering them anew ([`crate::extension`]); any
+    /// other opttype is answered with RDMA_ERR_INVAL_OPTION. None by default.
+    pub extensions: Vec<Extension>,
 }
 
 impl Default for ServerConfig {
@@ -80,6 +85,7 @@ impl Default for ServerConfig {
             caps: QpCaps::default(),
             timeout: Duration::from_secs(5),
             limits: ServerLimits::default(),
+            extensions: Vec::new(),
         }
     }
 }
@@ -273,6 +279,8 @@ impl Server {
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared::default());
         let handler = Arc::new(handler);
+        // Shared by every connection's thread (its extensions are not `Copy`).
+        let cfg = Arc::new(cfg);
         let (s, sh) = (stop.clone(), shared.clone());
         let acceptor = std::thread::Builder::new()
             .name("negotiate-server".into())
@@ -291,6 +299,7 @@ impl Server {
                         continue;
                     }
                     let (b, u, h, s2, sh2) = (backend.clone(), ulb.clone(), handler.clone(), s.clone(), sh.clone());
+                    let cfg = cfg.clone();
                     let conn = Arc::new(OnceLock::new());
                     let slot = conn.clone();
                     let spawned = std::thread::Builder::new()
@@ -379,7 +388,9 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
     slot: &OnceLock<Arc<Connection<B>>>,
 ) {
     let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
-    let serve = Serve::new(cfg.responder, cfg.limits.idle_timeout, req.private_data(), ours, Instant::now());
+    let mut serve = Serve::new(cfg.responder, cfg.limits.idle_timeout, req.private_data(), ours, Instant::now());
+    // This connection's own handlers for RDMA_OPTIONAL (each connection has its Responder).
+    serve.set_registry(crate::extension::registry(&cfg.extensions));
     let received = req.private_data().to_vec();
     // Receives of the largest size a requester may send us, one per credit (RFC 8166 section
     // 3.3.1), posted before the connection is established.
@@ -666,7 +677,9 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
             // Behind this message: the ones received and not judged, and the calls being
             // served, all in flight for the requester.
             let behind = self.conn.receives_waiting() + self.unanswered.load(Ordering::SeqCst);
-            let step = serve.on_message(&m.bytes, behind, Instant::now());
+            // The answer to our own RDMA_OPTIONAL (Backchannel::send_option), if one waits.
+            let awaited = self.back.awaiting_option();
+            let step = serve.on_message_awaiting(&m.bytes, behind, Instant::now(), &|x| Some(x) == awaited);
             // The stats are shared with the threads serving calls: locked only when there is
             // something to add (overruns are cumulative, kept as the most seen).
             let (overruns, over_limits) = (serve.responder().overruns(), serve.new_over_limits());
@@ -687,6 +700,15 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
                 Step::SendError(e) => {
                     send_error(self.conn, e.as_bytes()).map_err(|e| format!("sending an RDMA_ERROR: {e}"))?;
                     lock(&self.shared.stats).errors_sent += 1;
+                }
+                // An extension's answer (draft section 3.1), sent and waited for here, before
+                // the next message is read: a client flooding RDMA_OPTIONAL messages has at
+                // most one answer outstanding.
+                Step::SendBack(bytes) => {
+                    send_error(self.conn, &bytes).map_err(|e| format!("sending an RDMA_OPTIONAL: {e}"))?;
+                }
+                Step::OptionAnswer { xid } => {
+                    self.back.on_reply(xid, m.bytes);
                 }
                 // A reply that answers no backward call of ours (another XID, or none
                 // outstanding) is dropped.

@@ -372,7 +372,7 @@ fn draft_3_1_a_registered_optional_type_reaches_its_handler() {
     resp.on_connected(&[], None);
     let optional = words(&[71, 2, 1, 5, 77, 4, 0xabcdef01]);
     let r = resp.on_receive(&optional);
-    assert_eq!(r, Received::Handled { xid: 71, opttype: 77 });
+    assert_eq!(r, Received::Handled { xid: 71, opttype: 77, answer: None });
     assert_eq!(seen.lock().unwrap()[0], vec![0xab, 0xcd, 0xef, 0x01]);
 }
 

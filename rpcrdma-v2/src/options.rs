@@ -8,8 +8,15 @@
 //! an implementation does not recognize or support the value ... it MUST
 //! send ... RDMA_ERR_INVAL_OPTION").
 //!
+//! A handler may also *answer*: [`OptionOutcome::Answer`] asks the receiver
+//! to send an RDMA_OPTIONAL of the handler's own back with the same XID (the
+//! draft leaves what an extension sends to the extension's document, section
+//! 3.2; echoing the XID is how the sender matches it, as RDMA_ERR_INVAL_OPTION
+//! does in section 3.1).
+//!
 //! Registering allocates; dispatching a message does not (a binary search
-//! over the registered opttypes).
+//! over the registered opttypes); only an answer's own bytes, when a handler
+//! answers, are allocated (by the handler).
 //!
 //! ```
 //! use rpcrdma_v2::options::{OptionOutcome, OptionalMessage, Registry};
@@ -53,7 +60,15 @@ impl<'a> OptionalMessage<'a> {
     /// Decode the RDMA_OPTIONAL body that follows the four fixed words of
     /// `bytes`; the caller has read `xid`, `credit` and the procedure. Error
     /// offsets count from the start of `bytes`.
-    pub(crate) fn decode(bytes: &'a [u8], xid: u32, credit: u32) -> Result<Self, rpcrdma_v1::rt::Error> {
+    ///
+    /// ```
+    /// use rpcrdma_v2::options::{encode_optional, OptionalMessage};
+    /// let mut buf = [0u8; 32];
+    /// let n = encode_optional(9, 1, 7, b"hi", &mut buf).unwrap();
+    /// let m = OptionalMessage::decode(&buf[..n], 9, 1).unwrap();
+    /// assert_eq!((m.opttype, m.optinfo), (7, &b"hi"[..]));
+    /// ```
+    pub fn decode(bytes: &'a [u8], xid: u32, credit: u32) -> Result<Self, rpcrdma_v1::rt::Error> {
         let mut r = Reader::new(bytes);
         r.take(rpcrdma_v1::header::offsets::BODY)?;
         let opt = Rpcrdma2Optional::decode_from(&mut r)?;
@@ -67,7 +82,7 @@ impl<'a> OptionalMessage<'a> {
 /// ```
 /// assert_ne!(rpcrdma_v2::options::OptionOutcome::Done, rpcrdma_v2::options::OptionOutcome::Unsupported);
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OptionOutcome {
     /// Handled; nothing to send on the transport's behalf (an extension
     /// reports its own errors by its own means: section 3.2).
@@ -76,6 +91,57 @@ pub enum OptionOutcome {
     /// with RDMA_ERR_INVAL_OPTION as if it were unregistered (section 3.1:
     /// "does not recognize or support").
     Unsupported,
+    /// Handled, and this RDMA_OPTIONAL goes back to the sender with the
+    /// received message's XID: the extension's answer.
+    Answer(OptionalAnswer),
+}
+
+/// An RDMA_OPTIONAL a handler sends back ([`OptionOutcome::Answer`]): its
+/// `rdma_opttype` and `rdma_optinfo`; the receiver fills in the XID of the
+/// message answered and its own `rdma_credit`. No RPC Payload Stream follows
+/// an answer.
+///
+/// ```
+/// use rpcrdma_v2::options::OptionalAnswer;
+/// let a = OptionalAnswer { opttype: 7, optinfo: b"pong".to_vec() };
+/// let bytes = a.to_message(9, 32);
+/// assert_eq!(bytes.len(), a.encoded_len());
+/// assert_eq!(&bytes[..4], 9u32.to_be_bytes());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OptionalAnswer {
+    /// `rdma_opttype` of the answer.
+    pub opttype: u32,
+    /// `rdma_optinfo` of the answer.
+    pub optinfo: Vec<u8>,
+}
+
+impl OptionalAnswer {
+    /// The length of the encoded transport header: 24 bytes and `optinfo`
+    /// padded to four (section 4.2). A receiver checks it against the
+    /// peer's inline threshold before sending.
+    ///
+    /// ```
+    /// let a = rpcrdma_v2::options::OptionalAnswer { opttype: 1, optinfo: vec![0; 5] };
+    /// assert_eq!(a.encoded_len(), 24 + 8);
+    /// ```
+    pub fn encoded_len(&self) -> usize {
+        24 + self.optinfo.len().div_ceil(4) * 4
+    }
+
+    /// The whole RDMA_OPTIONAL answering message `xid`, carrying `credit`.
+    ///
+    /// ```
+    /// let a = rpcrdma_v2::options::OptionalAnswer { opttype: 3, optinfo: vec![] };
+    /// assert_eq!(a.to_message(1, 2)[12..20], [0, 0, 0, 5, 0, 0, 0, 3]);
+    /// ```
+    pub fn to_message(&self, xid: u32, credit: u32) -> Vec<u8> {
+        let mut buf = vec![0; self.encoded_len()];
+        // The buffer is exactly the encoded length: encoding cannot fail.
+        let n = encode_optional(xid, credit, self.opttype, &self.optinfo, &mut buf).unwrap_or(0);
+        buf.truncate(n);
+        buf
+    }
 }
 
 /// A handler for one opttype. Closures taking `&OptionalMessage` and

@@ -15,7 +15,8 @@
 //! | a chunk or XDR error, unknown procedure, RDMA_MSGP, RDMA_DONE | RDMA_ERR_BAD_HEADER |
 //! | RDMA_NOMSG with bytes after the header (4.2: MUST NOT follow) | RDMA_ERR_BAD_HEADER |
 //! | RDMA_OPTIONAL, opttype unregistered or unsupported | RDMA_ERR_INVAL_OPTION, same XID (3.1: MUST) |
-//! | RDMA_OPTIONAL, opttype registered | its handler runs: [`Verdict::Handled`] |
+//! | RDMA_OPTIONAL whose XID our own RDMA_OPTIONAL awaits ([`receive_awaiting`]) | [`Verdict::Answer`]: never dispatched nor answered |
+//! | RDMA_OPTIONAL, opttype registered | its handler runs: [`Verdict::Handled`], with the handler's answer to send if it gave one |
 //! | RDMA_ERROR we can decode | the XID's transaction completes with it |
 //! | RDMA_ERROR we cannot decode | discard silently |
 //!
@@ -33,7 +34,7 @@ use rpcrdma_v1::rt::Xdr;
 use rpcrdma_v1::verdict::PeerError as V1PeerError;
 pub use rpcrdma_v1::verdict::{DiscardReason, ErrorReply};
 
-use crate::options::{OptionOutcome, OptionalMessage, Registry};
+use crate::options::{OptionOutcome, OptionalAnswer, OptionalMessage, Registry};
 use crate::xdr::{Rpcrdma2Body, Rpcrdma2ErrVers, Rpcrdma2Error, Rpcrdma2Proc, Rpcrdma2XprtHdr};
 use crate::{Version, RPCRDMA2_VERSION};
 
@@ -108,7 +109,7 @@ impl PeerError {
 /// use rpcrdma_v2::verdict::{default_policy, receive, DiscardReason, Verdict};
 /// assert_eq!(receive(&[0; 7], &default_policy(), &mut Registry::new()), Verdict::Discard(DiscardReason::TooShort(7)));
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict<'a> {
     /// A valid RDMA_MSG or RDMA_NOMSG: Version One's header view (with
     /// [`Header::version`] 2), chunks grouped and checked.
@@ -119,7 +120,14 @@ pub enum Verdict<'a> {
         xid: u32,
         /// `rdma_opttype`.
         opttype: u32,
+        /// The handler's answer ([`OptionOutcome::Answer`]): send it back
+        /// with `xid`. `None`: nothing to send.
+        answer: Option<OptionalAnswer>,
     },
+    /// An RDMA_OPTIONAL answering one this side sent (its XID is awaited:
+    /// [`receive_awaiting`]): the peer's answer, for whoever waits on that
+    /// XID. It is not a request: no handler runs and nothing is sent back.
+    Answer(OptionalMessage<'a>),
     /// Send `reply` back; `reason` says which rule the message broke.
     Reply {
         /// The RDMA_ERROR to send.
@@ -152,6 +160,31 @@ pub enum Verdict<'a> {
 /// assert_eq!((h.xid(), h.version().wire(), h.payload()), (7, 2, &bytes[28..]));
 /// ```
 pub fn receive<'a>(bytes: &'a [u8], policy: &ReceivePolicy, registry: &mut Registry) -> Verdict<'a> {
+    receive_awaiting(bytes, policy, registry, &|_| false)
+}
+
+/// [`receive`] on a side that sent RDMA_OPTIONAL messages of its own:
+/// `awaiting(xid)` says whether one with that XID still waits for its
+/// answer, and a Version Two RDMA_OPTIONAL with such an XID is that answer
+/// ([`Verdict::Answer`]) instead of a request for the registry. The draft
+/// gives RDMA_OPTIONAL no direction bit, so the XID is all there is to tell
+/// an answer from a request (section 3.1 matches RDMA_ERR_INVAL_OPTION to
+/// its message the same way). Allocates nothing.
+///
+/// ```
+/// use rpcrdma_v2::options::{encode_optional, Registry};
+/// use rpcrdma_v2::verdict::{default_policy, receive_awaiting, Verdict};
+/// let mut buf = [0u8; 32];
+/// let n = encode_optional(9, 1, 7, b"pong", &mut buf).unwrap();
+/// let v = receive_awaiting(&buf[..n], &default_policy(), &mut Registry::new(), &|xid| xid == 9);
+/// assert!(matches!(v, Verdict::Answer(m) if m.optinfo == b"pong"));
+/// ```
+pub fn receive_awaiting<'a>(
+    bytes: &'a [u8],
+    policy: &ReceivePolicy,
+    registry: &mut Registry,
+    awaiting: &dyn Fn(u32) -> bool,
+) -> Verdict<'a> {
     let Some(fixed) = Fixed::read(bytes) else {
         return Verdict::Discard(DiscardReason::TooShort(bytes.len()));
     };
@@ -186,7 +219,7 @@ pub fn receive<'a>(bytes: &'a [u8], policy: &ReceivePolicy, registry: &mut Regis
     let kind = match i32::try_from(p).ok().and_then(Rpcrdma2Proc::from_value) {
         Some(Rpcrdma2Proc::RdmaMsg) => MessageKind::Msg,
         Some(Rpcrdma2Proc::RdmaNomsg) => MessageKind::NoMsg,
-        Some(Rpcrdma2Proc::RdmaOptional) => return optional(bytes, xid, policy, registry),
+        Some(Rpcrdma2Proc::RdmaOptional) => return optional(bytes, xid, policy, registry, awaiting),
         // Reserved as in Version One: never sent, answered as a bad header
         // (RFC 8166 section 4.3 via draft section 4.2's error handling).
         Some(Rpcrdma2Proc::RdmaMsgp | Rpcrdma2Proc::RdmaDone) => return bad_header(HeaderError::Obsolete(p).into()),
@@ -205,8 +238,16 @@ pub fn receive<'a>(bytes: &'a [u8], policy: &ReceivePolicy, registry: &mut Regis
 const ERR_BAD_HEADER: Rpcrdma2Error = Rpcrdma2Error::RdmaErrBadHeader;
 
 /// Section 3.1: an opttype not recognized or not supported is answered
-/// with RDMA_ERR_INVAL_OPTION and the same XID.
-fn optional<'a>(bytes: &'a [u8], xid: u32, policy: &ReceivePolicy, registry: &mut Registry) -> Verdict<'a> {
+/// with RDMA_ERR_INVAL_OPTION and the same XID; an answer to our own
+/// RDMA_OPTIONAL is never taken for a request (it would otherwise be
+/// answered in turn, and two peers could answer each other for ever).
+fn optional<'a>(
+    bytes: &'a [u8],
+    xid: u32,
+    policy: &ReceivePolicy,
+    registry: &mut Registry,
+    awaiting: &dyn Fn(u32) -> bool,
+) -> Verdict<'a> {
     let credit = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(0);
     let msg = match OptionalMessage::decode(bytes, xid, credit) {
         Ok(m) => m,
@@ -215,8 +256,12 @@ fn optional<'a>(bytes: &'a [u8], xid: u32, policy: &ReceivePolicy, registry: &mu
             return Verdict::Reply { reply: err_reply(xid, RPCRDMA2_VERSION, policy.credit, ERR_BAD_HEADER), reason };
         }
     };
+    if awaiting(xid) {
+        return Verdict::Answer(msg);
+    }
     match registry.dispatch(&msg) {
-        Some(OptionOutcome::Done) => Verdict::Handled { xid, opttype: msg.opttype },
+        Some(OptionOutcome::Done) => Verdict::Handled { xid, opttype: msg.opttype, answer: None },
+        Some(OptionOutcome::Answer(a)) => Verdict::Handled { xid, opttype: msg.opttype, answer: Some(a) },
         Some(OptionOutcome::Unsupported) | None => Verdict::Reply {
             reply: err_reply(xid, RPCRDMA2_VERSION, policy.credit, Rpcrdma2Error::RdmaErrInvalOption),
             reason: Reason::UnsupportedOption(msg.opttype),

@@ -12,8 +12,10 @@ use rpcrdma_v1::reassemble::{read_list_fetches, reassemble_call};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::xdr::XdrRdmaSegment;
 use rpcrdma_v1::Version;
-use rpcrdma_v2::options::{encode_optional, OptionOutcome, OptionalMessage, Registry};
-use rpcrdma_v2::verdict::{default_policy, receive, DiscardReason, PeerError, Reason, ReceivePolicy, Verdict};
+use rpcrdma_v2::options::{encode_optional, OptionOutcome, OptionalAnswer, OptionalMessage, Registry};
+use rpcrdma_v2::verdict::{
+    default_policy, receive, receive_awaiting, DiscardReason, PeerError, Reason, ReceivePolicy, Verdict,
+};
 use rpcrdma_v2::{MessageKind, DEFAULT_INLINE_THRESHOLD, DEFAULT_THRESHOLDS, PROBE_MAX_LEN, RPCRDMA2_VERSION};
 
 fn bytes(words: &[u32]) -> Vec<u8> {
@@ -93,6 +95,48 @@ fn draft_3_1_unsupported_by_its_handler_gets_err_inval_option() {
 }
 
 #[test]
+fn draft_3_2_a_handler_may_answer_with_an_rdma_optional_of_its_own() {
+    let mut registry = Registry::new();
+    registry
+        .register(5, |m: &OptionalMessage<'_>| {
+            OptionOutcome::Answer(OptionalAnswer { opttype: 6, optinfo: m.optinfo.to_vec() })
+        })
+        .unwrap();
+    let mut buf = [0u8; 64];
+    let n = encode_optional(11, 1, 5, b"ping", &mut buf).unwrap();
+    let answer = OptionalAnswer { opttype: 6, optinfo: b"ping".to_vec() };
+    assert_eq!(
+        receive(&buf[..n], &default_policy(), &mut registry),
+        Verdict::Handled { xid: 11, opttype: 5, answer: Some(answer.clone()) }
+    );
+    // The answer is an RDMA_OPTIONAL with the XID echoed.
+    let sent = answer.to_message(11, 32);
+    assert_eq!(words(&sent)[..5], [11, 2, 32, OPTIONAL, 6]);
+}
+
+#[test]
+fn draft_3_1_an_answer_to_our_own_rdma_optional_is_neither_dispatched_nor_answered() {
+    let calls = Arc::new(Mutex::new(0));
+    let mut registry = Registry::new();
+    let c = Arc::clone(&calls);
+    registry
+        .register(5, move |_: &OptionalMessage<'_>| {
+            *c.lock().unwrap() += 1;
+            OptionOutcome::Done
+        })
+        .unwrap();
+    // Opttype 5 (registered) and 9 (not): awaited, both are answers; not awaited, a request.
+    for opttype in [5, 9] {
+        let msg = bytes(&[12, 2, 1, OPTIONAL, opttype, 0]);
+        let v = receive_awaiting(&msg, &default_policy(), &mut registry, &|x| x == 12);
+        assert!(matches!(v, Verdict::Answer(m) if m.xid == 12 && m.opttype == opttype), "{v:?}");
+        let v = receive_awaiting(&msg, &default_policy(), &mut registry, &|x| x == 13);
+        assert!(!matches!(v, Verdict::Answer(_)), "{v:?}");
+    }
+    assert_eq!(*calls.lock().unwrap(), 1);
+}
+
+#[test]
 fn draft_3_1_registered_opttype_reaches_its_handler_zero_copy() {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let mut registry = Registry::new();
@@ -106,7 +150,7 @@ fn draft_3_1_registered_opttype_reaches_its_handler_zero_copy() {
     let mut buf = [0u8; 64];
     let n = encode_optional(9, 3, u32::MAX, b"hello", &mut buf).unwrap();
     let v = receive(&buf[..n], &default_policy(), &mut registry);
-    assert_eq!(v, Verdict::Handled { xid: 9, opttype: u32::MAX });
+    assert_eq!(v, Verdict::Handled { xid: 9, opttype: u32::MAX, answer: None });
     // optinfo is the received bytes themselves, at offset 24.
     assert_eq!(*seen.lock().unwrap(), [(9, 3, buf.as_ptr() as usize + 24, 5)]);
 }

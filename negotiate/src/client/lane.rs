@@ -18,9 +18,12 @@ use super::{ClientConfig, ClientError, ClientStats};
 use crate::backchannel::{self, Handler};
 use crate::client_core::{Action, CallStep, ClientCore, Received};
 use crate::datapath::{
-    send_call, send_call_lent, CallParams, Connection, DataPathError, Ended, PendingCall, ReceivePool,
+    send_call, send_call_lent, send_error, CallParams, Connection, DataPathError, Ended, PendingCall, ReceivePool,
 };
+use crate::extension::{option_message, OptionReply};
 use crate::reply::reply_header;
+use crate::reply::PeerError;
+use crate::requester::CallFailure;
 use crate::thresholds;
 
 /// A transmission sent, with the memory its reply releases and the connection it went on.
@@ -153,7 +156,7 @@ impl<B: Backend + Clone> Lane<B> {
         eager: bool,
     ) -> Result<Vec<Self>, ClientError> {
         (0..cfg.connections.max(1))
-            .map(|_| Self::start(backend.clone(), addr, cfg, backchannel.clone(), eager))
+            .map(|_| Self::start(backend.clone(), addr, cfg.clone(), backchannel.clone(), eager))
             .collect()
     }
 
@@ -168,7 +171,7 @@ impl<B: Backend + Clone> Lane<B> {
         let shared = Arc::new(Shared {
             backend,
             addr: addr.to_string(),
-            cfg,
+            cfg: cfg.clone(),
             backchannel,
             st: Mutex::new(State {
                 core: ClientCore::new(cfg, addr),
@@ -227,41 +230,90 @@ impl<B: Backend> Lane<B> {
         ulb: &U,
         reply: &mut Vec<u8>,
     ) -> Result<(), ClientError> {
-        let sh = &self.shared;
         self.begin(xid, Waiter::Thread(std::thread::current()))?;
         let mut pending = None;
         let result = loop {
-            let step = {
-                let mut st = lock(&sh.st);
-                loop {
-                    if let Some(step) = st.core.take_step(xid) {
-                        break step;
-                    }
-                    // Receive ourselves if nobody does: most often what arrives is our reply.
-                    match (st.receiver, st.core.link().cloned()) {
-                        (Receiver::Nobody, Some(link)) => {
-                            st.receiver = Receiver::Caller;
-                            st = sh.receive_once(st, &link);
-                            if st.core.has_ready(xid) {
-                                if st.stop_receiving(Some(xid)) {
-                                    sh.cv.notify_one();
-                                }
-                            } else {
-                                st.receiver = Receiver::Nobody;
-                            }
+            let step = self.wait_step(xid);
+            if let Some(result) = self.take(xid, step, &mut message, ulb, &mut pending, reply) {
+                break result;
+            }
+        };
+        self.end(xid, None);
+        result
+    }
+
+    /// Waits for the next step of `xid`, a blocking caller's call or RDMA_OPTIONAL,
+    /// receiving on the connection meanwhile if nobody else does.
+    fn wait_step(&self, xid: u32) -> CallStep<Arc<Link<B>>> {
+        let sh = &self.shared;
+        let mut st = lock(&sh.st);
+        loop {
+            if let Some(step) = st.core.take_step(xid) {
+                return step;
+            }
+            // Receive ourselves if nobody does: most often what arrives is our reply.
+            match (st.receiver, st.core.link().cloned()) {
+                (Receiver::Nobody, Some(link)) => {
+                    st.receiver = Receiver::Caller;
+                    st = sh.receive_once(st, &link);
+                    if st.core.has_ready(xid) {
+                        if st.stop_receiving(Some(xid)) {
+                            sh.cv.notify_one();
                         }
-                        // Woken by whoever makes our step ready, or hands us the receiver's
-                        // role; a spurious wake-up only looks again.
-                        _ => {
-                            drop(st);
-                            std::thread::park();
-                            st = lock(&sh.st);
+                    } else {
+                        st.receiver = Receiver::Nobody;
+                    }
+                }
+                // Woken by whoever makes our step ready, or hands us the receiver's
+                // role; a spurious wake-up only looks again.
+                _ => {
+                    drop(st);
+                    std::thread::park();
+                    st = lock(&sh.st);
+                }
+            }
+        }
+    }
+
+    /// Sends an RDMA_OPTIONAL and waits for its outcome, as
+    /// [`Client::send_option`](super::Client::send_option) says.
+    pub(super) fn send_option(&self, opttype: u32, optinfo: &[u8], payload: &[u8]) -> Result<OptionReply, ClientError> {
+        let xid = {
+            let mut st = lock(&self.shared.st);
+            let now = Instant::now();
+            let xid = st.core.start_option(now)?;
+            st.last_active = now;
+            st.waiters.insert(xid, Waiter::Thread(std::thread::current()));
+            st.wake();
+            xid
+        };
+        let result = loop {
+            match self.wait_step(xid) {
+                CallStep::Transmit { transmit: t, link } => {
+                    let threshold = t.thresholds.call;
+                    let Some(bytes) = option_message(xid, t.credits, opttype, optinfo, payload, threshold) else {
+                        let len = 24 + optinfo.len().div_ceil(4) * 4 + payload.len();
+                        lock(&self.shared.st).core.cancel(xid, Instant::now());
+                        break Err(ClientError::OptionTooLarge { len, threshold });
+                    };
+                    match send_error(&link.conn, &bytes) {
+                        Ok(()) => {}
+                        // A broken connection fails the option through the core.
+                        Err(_) if link.conn.qp().state() == QpState::Error => {}
+                        Err(e) => {
+                            lock(&self.shared.st).core.cancel(xid, Instant::now());
+                            break Err(e.into());
                         }
                     }
                 }
-            };
-            if let Some(result) = self.take(xid, step, &mut message, ulb, &mut pending, reply) {
-                break result;
+                CallStep::Reply { message, .. } => {
+                    // Judged by the core as the answer to ours: it decodes.
+                    break OptionReply::from_message(&message).ok_or(ClientError::Closed);
+                }
+                CallStep::Failed(ClientError::Call(CallFailure::Peer(PeerError::InvalOption))) => {
+                    break Ok(OptionReply::NotSupported);
+                }
+                CallStep::Failed(e) => break Err(e),
             }
         };
         self.end(xid, None);
@@ -540,21 +592,32 @@ impl<B: Backend> Shared<B> {
         let mut reply = None;
         if let Ok(m) = got {
             let received = st.core.handle_receive(m.bytes, m.invalidated_rkey, now);
-            if let Received::Reply(xid) = received {
-                reply = Some((xid, m.invalidated_rkey));
-            }
-            if let Received::BackwardCall(call) = received {
-                let forward = st.core.forward_thresholds();
-                drop(st);
-                let header = reply_header(&call, &self.cfg.requester.limits);
-                if let (Some(handler), Some(header)) = (&self.backchannel, header) {
-                    // A failure here is the connection's: seen below as its state. A panicking
-                    // handler leaves that call unanswered (the server's backward call times
-                    // out) but must not unwind through a caller that holds the receiver's role.
-                    let answer = || backchannel::answer(&link.conn, &header, handler, forward);
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(answer));
+            match received {
+                Received::Reply(xid) => reply = Some((xid, m.invalidated_rkey)),
+                Received::SendBack(bytes) => {
+                    // The answer to the server's RDMA_OPTIONAL, on the connection it came on
+                    // (draft section 3.1); sent and waited for before the next message is
+                    // read, so a server that floods them has at most one answer outstanding.
+                    // A failure is the connection's: seen below as its state.
+                    drop(st);
+                    let _ = send_error(&link.conn, &bytes);
+                    st = lock(&self.st);
                 }
-                st = lock(&self.st);
+                Received::BackwardCall(call) => {
+                    let forward = st.core.forward_thresholds();
+                    drop(st);
+                    let header = reply_header(&call, &self.cfg.requester.limits);
+                    if let (Some(handler), Some(header)) = (&self.backchannel, header) {
+                        // A failure here is the connection's: seen below as its state. A
+                        // panicking handler leaves that call unanswered (the server's backward
+                        // call times out) but must not unwind through a caller that holds the
+                        // receiver's role.
+                        let answer = || backchannel::answer(&link.conn, &header, handler, forward);
+                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(answer));
+                    }
+                    st = lock(&self.st);
+                }
+                Received::Consumed | Received::Dropped(_) => {}
             }
         }
         // The core may have moved on to another connection meanwhile.

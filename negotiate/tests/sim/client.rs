@@ -193,7 +193,7 @@ impl SimClient {
             answers,
             unusable_calls: faults.unusable_calls,
             backward_errors: faults.backward_errors,
-            core: ClientCore::new(cfg, "sim:responder"),
+            core: ClientCore::new(cfg.clone(), "sim:responder"),
             cfg,
             planned,
             records: BTreeMap::new(),

@@ -234,6 +234,9 @@ impl SimServer {
                 }
             }
             Step::SendError(e) => sim.send(false, e.as_bytes().to_vec()),
+            // The simulated server registers no extension and sends no RDMA_OPTIONAL.
+            Step::SendBack(answer) => sim.send(false, answer),
+            Step::OptionAnswer { .. } => {}
             Step::BackwardReply(h) => {
                 let xid = h.xid();
                 self.backward_answer(link, xid, Ok(bytes.to_vec()));

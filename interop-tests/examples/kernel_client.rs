@@ -156,6 +156,7 @@ fn main() {
     // ---- Our responder.
     let ours = PrivateData::new(Flags::empty(), 4096, 2048);
     let cfg = ServerConfig { private_data: Some(ours), ..ServerConfig::default() };
+    let responder = cfg.responder;
     let ulb = Arc::new(OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1024 });
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let t0 = Instant::now();
@@ -172,8 +173,8 @@ fn main() {
     println!(
         "server: {}, versions {:?}, credits granted {}, private data {} (R flag clear, send {}, receive {})",
         server.local_addr(),
-        cfg.responder.versions,
-        cfg.responder.credits,
+        responder.versions,
+        responder.credits,
         hex(&ours.encode()),
         ours.send_size(),
         ours.receive_size()
@@ -328,10 +329,7 @@ fn main() {
         r.check(
             &format!("peer {i}: credits asked"),
             p.credits_requested == 128,
-            format!(
-                "rdma_credit of the kernel's latest call: {} (granted {})",
-                p.credits_requested, cfg.responder.credits
-            ),
+            format!("rdma_credit of the kernel's latest call: {} (granted {})", p.credits_requested, responder.credits),
         );
     }
     r.check("credit overruns", stats.credit_overruns == 0, stats.credit_overruns);

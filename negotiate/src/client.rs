@@ -35,10 +35,12 @@ pub use async_call::AsyncCall;
 use lane::{Lane, Message};
 
 use crate::backchannel::Handler;
+use crate::client_core::PeerProperties;
 pub use crate::client_core::ENDED_KEPT;
 use crate::datapath::{DataPathError, Ended};
 use crate::extension::{Extension, OptionReply};
 use crate::requester::{self, CallFailure, DuplicateXid};
+use rpcrdma_v2::properties::TransportProperties;
 
 /// How a [`Client`] connects and behaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +66,15 @@ pub struct ClientConfig {
     /// is answered with RDMA_ERR_INVAL_OPTION. Each connection registers them anew
     /// ([`crate::extension`]). None by default.
     pub extensions: Vec<Extension>,
+    /// The transport properties this client states on each connection that settles on
+    /// Version Two (`specs/rpcrdma2-transport-properties.txt`, types in
+    /// `rpcrdma_v2::properties`), or `None` to make no exchange. The exchange follows the
+    /// first call that settled the connection (one more round trip, on that caller's thread);
+    /// a responder's reply changes the thresholds of the calls after it, and a responder
+    /// without the extension leaves private data and the defaults in effect
+    /// ([`Client::peer_properties`]). The Receives are made no smaller than the stated
+    /// `max_recv_size`. `None` by default.
+    pub properties: Option<TransportProperties>,
 }
 
 impl Default for ClientConfig {
@@ -78,6 +89,7 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_secs(5),
             connections: 1,
             extensions: Vec::new(),
+            properties: None,
         }
     }
 }
@@ -433,6 +445,32 @@ impl<B: Backend> Client<B> {
     /// ```
     pub fn send_option(&self, opttype: u32, optinfo: &[u8], payload: &[u8]) -> Result<OptionReply, ClientError> {
         self.lanes[0].send_option(opttype, optinfo, payload)
+    }
+
+    /// What the first connection's transport-properties exchange gave
+    /// ([`ClientConfig::properties`]).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::client_core::PeerProperties;
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use rpcrdma_v2::properties::TransportProperties;
+    /// use verbs::InProcess;
+    ///
+    /// let big = TransportProperties { max_send_size: Some(16384), max_recv_size: Some(16384), ..Default::default() };
+    /// let server_cfg = ServerConfig { properties: Some(big), ..ServerConfig::default() };
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 16384 };
+    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// let server = Server::start(InProcess, "inproc:*", server_cfg, Arc::new(ulb), echo).unwrap();
+    /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig { properties: Some(big), ..ClientConfig::default() });
+    /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // settles Version Two, then the exchange
+    /// assert_eq!(client.peer_properties(), PeerProperties::Stated(big));
+    /// assert_eq!(client.thresholds().unwrap().call, 16384); // private data said 4096
+    /// ```
+    pub fn peer_properties(&self) -> PeerProperties {
+        self.lanes[0].peer_properties()
     }
 
     /// The version the first connection settled on, if it has (with several connections,

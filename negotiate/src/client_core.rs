@@ -29,6 +29,7 @@
 //! assert!(transmit.probe && transmit.version == rpcrdma_v1::Version::TWO);
 //! ```
 
+use rpcrdma_v2::properties::TransportProperties;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -42,6 +43,24 @@ use crate::datapath::{DataPathError, Ended};
 use crate::memory::PeerMemory;
 use crate::reply::{DropReason, Incoming};
 use crate::requester::{CallFailure, Event, Requester, Transmit};
+
+/// What a connection's transport-properties exchange (`specs/rpcrdma2-transport-properties.txt`)
+/// gave.
+///
+/// ```
+/// use negotiate::client_core::PeerProperties;
+/// assert_ne!(PeerProperties::NotExchanged, PeerProperties::Refused);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerProperties {
+    /// No exchange on this connection (not configured, Version One, or not yet).
+    NotExchanged,
+    /// The responder stated these; they are in effect.
+    Stated(TransportProperties),
+    /// The responder does not support the exchange (RDMA_ERR_INVAL_OPTION) or answered
+    /// something else: private data and the defaults stay in effect (section 2.3).
+    Refused,
+}
 
 /// How many ended connections [`ClientCore::ended`] remembers.
 pub const ENDED_KEPT: usize = 64;
@@ -125,6 +144,8 @@ pub struct ClientCore<L> {
     ready: VecDeque<u32>,
     actions: VecDeque<Action<L>>,
     settled: Option<(Version, InlineThresholds)>,
+    /// What the current connection's transport-properties exchange gave.
+    properties: PeerProperties,
     stats: ClientStats,
     closing: bool,
     ended: VecDeque<Ended>,
@@ -158,6 +179,7 @@ impl<L: Clone> ClientCore<L> {
             ready: VecDeque::new(),
             actions: VecDeque::new(),
             settled: None,
+            properties: PeerProperties::NotExchanged,
             stats: ClientStats::default(),
             closing: false,
             ended: VecDeque::new(),
@@ -294,6 +316,7 @@ impl<L: Clone> ClientCore<L> {
     pub fn handle_connected(&mut self, link: L, ours: Option<PrivateData>, accepted: &[u8], now: Instant) {
         self.now = Some(now);
         self.link = Some(link);
+        self.properties = PeerProperties::NotExchanged;
         self.connect_error = None;
         self.backoff = Duration::ZERO;
         self.req.on_connected(ours, accepted, now);
@@ -388,6 +411,27 @@ impl<L: Clone> ClientCore<L> {
     /// Whether calls are in progress.
     pub fn has_calls(&self) -> bool {
         !self.slots.is_empty()
+    }
+
+    /// The transport properties were exchanged on the current connection (`ours` stated,
+    /// `theirs` the responder's reply): later transmissions use the thresholds they give
+    /// ([`Requester::on_properties`](crate::requester::Requester::on_properties)).
+    pub fn handle_properties(&mut self, ours: TransportProperties, theirs: TransportProperties) {
+        self.properties = PeerProperties::Stated(theirs);
+        self.req.on_properties(ours, theirs);
+        self.route();
+    }
+
+    /// The responder answered the properties request with RDMA_ERR_INVAL_OPTION, or with
+    /// something that is not a properties reply: this connection keeps what private data and
+    /// the defaults give (`specs/rpcrdma2-transport-properties.txt` sections 2.3 and 2.5).
+    pub fn handle_properties_refused(&mut self) {
+        self.properties = PeerProperties::Refused;
+    }
+
+    /// What the current connection's transport-properties exchange gave.
+    pub fn peer_properties(&self) -> PeerProperties {
+        self.properties
     }
 
     /// The version the current connection settled on, if it has.

@@ -41,7 +41,8 @@ use rpcrdma_v2::options::Registry;
 
 use crate::memory::{NoV2Reason, PeerMemory};
 use crate::reply::{self, Incoming, PeerError};
-use crate::thresholds::Advertised;
+use crate::thresholds::{Advertised, Stated};
+use rpcrdma_v2::properties::TransportProperties;
 
 /// How a requester behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -172,6 +173,8 @@ enum Negotiation {
 
 struct Conn {
     advertised: Advertised,
+    /// The transport properties both sides stated, once exchanged (Version Two only).
+    stated: Stated,
     version: Negotiation,
     credits: RequesterCredits,
     /// RDMA_ERR_VERS arrived and no reply has since: losing the connection now means the
@@ -275,7 +278,7 @@ impl Requester {
     pub fn thresholds(&self) -> Option<InlineThresholds> {
         let c = self.conn.as_ref()?;
         Some(match c.version {
-            Negotiation::Settled(v) => c.advertised.for_version(v),
+            Negotiation::Settled(v) => c.stated.thresholds(&c.advertised, v),
             Negotiation::Probing(_) => c.advertised.for_probe(),
         })
     }
@@ -318,7 +321,8 @@ impl Requester {
         let highest = self.memory.highest_for(&self.addr, high);
         let version = if highest >= Version::TWO { Negotiation::Probing(None) } else { Negotiation::Settled(highest) };
         let credits = RequesterCredits::new(self.cfg.credits);
-        self.conn = Some(Conn { advertised, version, credits, after_err_vers: false, closing: false });
+        let stated = Stated::default();
+        self.conn = Some(Conn { advertised, stated, version, credits, after_err_vers: false, closing: false });
         if highest < low {
             // What we learned earlier: the responder's versions end below ours.
             self.fail_all(CallFailure::NoCommonVersion { low: Version::ONE.wire(), high: highest.wire() });
@@ -574,7 +578,8 @@ impl Requester {
             if probe {
                 conn.version = Negotiation::Probing(Some(xid));
             }
-            let thresholds = if probe { conn.advertised.for_probe() } else { conn.advertised.for_version(version) };
+            let thresholds =
+                if probe { conn.advertised.for_probe() } else { conn.stated.thresholds(&conn.advertised, version) };
             let credits = conn.credits.requested();
             let call = self.calls.get_mut(&xid).unwrap();
             call.attempts += 1;
@@ -587,7 +592,24 @@ impl Requester {
     fn settle(&mut self, version: Version) {
         let conn = self.conn.as_mut().unwrap();
         conn.version = Negotiation::Settled(version);
-        let thresholds = conn.advertised.for_version(version);
+        let thresholds = conn.stated.thresholds(&conn.advertised, version);
+        self.events.push_back(Event::Settled { version, thresholds });
+    }
+
+    /// The transport properties were exchanged on this connection
+    /// (`specs/rpcrdma2-transport-properties.txt` section 2.2): `ours` as stated, `theirs` as
+    /// the responder's reply stated them. Calls transmitted from now on use the thresholds
+    /// they give (section 4: they take effect for messages sent after the reply), and a
+    /// [`Event::Settled`] says so. Ignored unless the connection settled on Version Two
+    /// (section 2.1).
+    pub fn on_properties(&mut self, ours: TransportProperties, theirs: TransportProperties) {
+        let Some(conn) = self.conn.as_mut() else { return };
+        let Negotiation::Settled(version) = conn.version else { return };
+        if version < Version::TWO {
+            return;
+        }
+        conn.stated = Stated { requester: Some(ours), responder: Some(theirs) };
+        let thresholds = conn.stated.thresholds(&conn.advertised, version);
         self.events.push_back(Event::Settled { version, thresholds });
     }
 

@@ -17,7 +17,10 @@ use rpcrdma_v2::options::{OptionalAnswer, Registry};
 use rpcrdma_v2::verdict as v2;
 
 use crate::reply::PeerError;
-use crate::thresholds::Advertised;
+use crate::thresholds::{Advertised, Stated};
+use rpcrdma_v2::options::{OptionOutcome, OptionalMessage};
+use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERTIES};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// How a responder behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,6 +96,11 @@ pub struct Responder {
     advertised: Advertised,
     credits: ResponderCredits,
     registry: Registry,
+    /// The transport properties this side states, when it has the extension
+    /// ([`Responder::set_properties`]), and where its handler leaves the requester's.
+    properties: Option<(TransportProperties, Arc<Mutex<Option<TransportProperties>>>)>,
+    /// What both sides stated on this connection.
+    stated: Stated,
     /// Calls received and not yet replied to: XID -> (version, credits requested).
     in_flight: HashMap<u32, (Version, u32)>,
     overruns: u64,
@@ -112,6 +120,8 @@ impl Responder {
             advertised: Advertised::default(),
             credits: ResponderCredits::new(cfg.credits),
             registry,
+            properties: None,
+            stated: Stated::default(),
             in_flight: HashMap::new(),
             overruns: 0,
             over_limits: 0,
@@ -121,12 +131,68 @@ impl Responder {
     /// The handlers for RDMA_OPTIONAL messages from now on ([`crate::extension::registry`]).
     pub fn set_registry(&mut self, registry: Registry) {
         self.registry = registry;
+        if let Some((ours, _)) = self.properties.take() {
+            self.set_properties(ours);
+        }
+    }
+
+    /// Gives this responder the transport-properties extension
+    /// (`specs/rpcrdma2-transport-properties.txt`), stating `ours`: a properties request is
+    /// answered with them (section 2.2), the requester's stated properties take effect for
+    /// the replies after it (section 4), and a request that does not decode as one is answered
+    /// with RDMA_ERR_INVAL_OPTION (section 2.5). Without it, every properties request is
+    /// answered RDMA_ERR_INVAL_OPTION, as any unknown opttype (draft section 3.1).
+    ///
+    /// ```
+    /// use negotiate::responder::{Config, Received, Responder};
+    /// use rpcrdma_v2::options::encode_optional;
+    /// use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERTIES};
+    ///
+    /// let mut r = Responder::new(Config::default());
+    /// let big = TransportProperties { max_send_size: Some(16384), max_recv_size: Some(16384), ..Default::default() };
+    /// r.set_properties(big);
+    /// r.on_connected(&[], None);
+    /// let (mut optinfo, mut msg) = ([0u8; 64], [0u8; 128]);
+    /// let n = big.encode(Exchange::Request, &mut optinfo).unwrap();
+    /// let len = encode_optional(9, 4, RPCRDMA2_OPT_PROPERTIES, &optinfo[..n], &mut msg).unwrap();
+    /// let Received::Handled { answer: Some(answer), .. } = r.on_receive(&msg[..len]) else { panic!() };
+    /// assert_eq!(TransportProperties::decode(&answer.optinfo).unwrap(), (Exchange::Reply, big));
+    /// assert_eq!(r.stated().requester, Some(big));
+    /// ```
+    pub fn set_properties(&mut self, ours: TransportProperties) {
+        let theirs = Arc::new(Mutex::new(None));
+        let cell = theirs.clone();
+        let answer = move |m: &OptionalMessage<'_>| match TransportProperties::decode(m.optinfo) {
+            Ok((Exchange::Request, stated)) if m.payload.is_empty() => {
+                let mut optinfo = vec![0; 4 * (4 * 4 + 2)];
+                let Ok(len) = ours.encode(Exchange::Reply, &mut optinfo) else { return OptionOutcome::Unsupported };
+                optinfo.truncate(len);
+                *cell.lock().unwrap_or_else(PoisonError::into_inner) = Some(stated);
+                OptionOutcome::Answer(OptionalAnswer { opttype: RPCRDMA2_OPT_PROPERTIES, optinfo })
+            }
+            // Malformed, a reply where a request belongs, or a Payload Stream after it (section
+            // 2.2: MUST NOT): reported as unsupported (section 2.5).
+            _ => OptionOutcome::Unsupported,
+        };
+        // Replaces a handler an extension registered for the same opttype: this one is built in.
+        self.registry.unregister(RPCRDMA2_OPT_PROPERTIES);
+        let _ = self.registry.register(RPCRDMA2_OPT_PROPERTIES, answer);
+        self.properties = Some((ours, theirs));
+    }
+
+    /// What both sides stated in the transport-properties exchange on this connection.
+    pub fn stated(&self) -> Stated {
+        self.stated
     }
 
     /// A connection is up: `received` is the requester's connect private data (searched at
     /// any offset), `ours` what this side sent in its accept.
     pub fn on_connected(&mut self, received: &[u8], ours: Option<PrivateData>) {
         self.advertised = Advertised { requester: PrivateData::find(received), responder: ours };
+        self.stated = Stated::default();
+        if let Some((_, theirs)) = &self.properties {
+            *theirs.lock().unwrap_or_else(PoisonError::into_inner) = None;
+        }
         self.credits.on_reconnect();
         self.in_flight.clear();
     }
@@ -233,7 +299,14 @@ impl Responder {
         // only until judged).
         match v2::receive_awaiting(bytes, policy, &mut self.registry, awaiting) {
             v2::Verdict::Accept(h) => Ok(h),
-            v2::Verdict::Handled { xid, opttype, answer } => Err(Received::Handled { xid, opttype, answer }),
+            v2::Verdict::Handled { xid, opttype, answer } => {
+                if let Some((ours, theirs)) = &self.properties {
+                    if let Some(stated) = theirs.lock().unwrap_or_else(PoisonError::into_inner).take() {
+                        self.stated = Stated { requester: Some(stated), responder: Some(*ours) };
+                    }
+                }
+                Err(Received::Handled { xid, opttype, answer })
+            }
             v2::Verdict::Answer(m) => Err(Received::OptionAnswer { xid: m.xid }),
             v2::Verdict::Reply { reply, reason } => {
                 self.over_limits += u64::from(matches!(reason, v2::Reason::Header(e) if e.is_over_limit()));
@@ -252,8 +325,8 @@ impl Responder {
         Some(ReplyParams {
             version,
             credits: self.credits.grant(requested),
-            reply_inline_threshold: self.advertised.for_version(version).reply,
-            remote_invalidation: self.advertised.remote_invalidation(),
+            reply_inline_threshold: self.stated.thresholds(&self.advertised, version).reply,
+            remote_invalidation: self.stated.remote_invalidation(&self.advertised),
         })
     }
 }

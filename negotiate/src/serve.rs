@@ -129,6 +129,12 @@ impl Serve {
         self.responder.set_registry(registry);
     }
 
+    /// Gives this connection the transport-properties extension, stating `ours`
+    /// ([`Responder::set_properties`]).
+    pub fn set_properties(&mut self, ours: rpcrdma_v2::properties::TransportProperties) {
+        self.responder.set_properties(ours);
+    }
+
     /// The responder state machine (versions, credits, what each side advertised).
     pub fn responder(&self) -> &Responder {
         &self.responder

@@ -33,6 +33,7 @@ use crate::limits::{Refusals, ServerLimits};
 use crate::responder;
 use crate::serve::{Serve, Service, Step};
 use crate::thresholds::{self, Advertised};
+use rpcrdma_v2::properties::TransportProperties;
 
 mod async_handler;
 pub use async_handler::{AsyncHandler, CallTask, OnExecutor, STOP_CHECK};
@@ -72,6 +73,13 @@ pub struct ServerConfig {
     /// these handlers, each connection registering them anew ([`crate::extension`]); any
     /// other opttype is answered with RDMA_ERR_INVAL_OPTION. None by default.
     pub extensions: Vec<Extension>,
+    /// The transport properties this server states (`specs/rpcrdma2-transport-properties.txt`,
+    /// types in `rpcrdma_v2::properties`), or `None` to not have the extension (a client's
+    /// properties request is then answered RDMA_ERR_INVAL_OPTION, and the client falls back).
+    /// A requester's stated properties change the replies after its request: their inline
+    /// threshold, and whether they may use Send with Invalidate. The Receives are made no
+    /// smaller than the stated `max_recv_size`. `None` by default.
+    pub properties: Option<TransportProperties>,
 }
 
 impl Default for ServerConfig {
@@ -86,6 +94,7 @@ impl Default for ServerConfig {
             timeout: Duration::from_secs(5),
             limits: ServerLimits::default(),
             extensions: Vec::new(),
+            properties: None,
         }
     }
 }
@@ -391,10 +400,13 @@ fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
     let mut serve = Serve::new(cfg.responder, cfg.limits.idle_timeout, req.private_data(), ours, Instant::now());
     // This connection's own handlers for RDMA_OPTIONAL (each connection has its Responder).
     serve.set_registry(crate::extension::registry(&cfg.extensions));
+    if let Some(ours) = cfg.properties {
+        serve.set_properties(ours);
+    }
     let received = req.private_data().to_vec();
     // Receives of the largest size a requester may send us, one per credit (RFC 8166 section
     // 3.3.1), posted before the connection is established.
-    let size = thresholds::receive_size(ours, cfg.responder.versions.1);
+    let size = thresholds::receive_size_stating(ours, cfg.responder.versions.1, cfg.properties.as_ref());
     let Ok(pd) = backend.alloc_pd() else { return };
     let mut pool = None;
     let accepted = req.accept_with(&pd, &pdata, cfg.caps, |qp| {

@@ -2,9 +2,10 @@
 //! protocol version's default when it did not (RFC 8166 section 3.3.3: 1024 bytes; the v2
 //! draft section 2.3: 4096 bytes), and the 1024-byte cap on a version probe (draft section 5).
 
-use cm_private_data::PrivateData;
+use cm_private_data::{Flags, PrivateData};
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::Version;
+use rpcrdma_v2::properties::TransportProperties;
 
 /// Version One's default inline threshold (RFC 8166 section 3.3.3).
 pub const V1_DEFAULT: u32 = 1024;
@@ -60,6 +61,95 @@ pub fn what_to_send(private_data: Option<PrivateData>, foreign: Option<[u8; 8]>)
 /// ```
 pub fn receive_size(advertised: Option<PrivateData>, highest_version: Version) -> usize {
     advertised.map_or(0, |p| p.receive_size()).max(default_for(highest_version)) as usize
+}
+
+/// [`receive_size`], and no smaller than the receive size this side states in its transport
+/// properties (`specs/rpcrdma2-transport-properties.txt` section 2.4: a peer may send messages
+/// of that size inline, so the Receives must hold them).
+///
+/// ```
+/// use rpcrdma_v2::properties::TransportProperties;
+/// let big = TransportProperties { max_recv_size: Some(16384), ..Default::default() };
+/// assert_eq!(negotiate::thresholds::receive_size_stating(None, rpcrdma_v1::Version::TWO, Some(&big)), 16384);
+/// ```
+pub fn receive_size_stating(
+    advertised: Option<PrivateData>,
+    highest_version: Version,
+    stated: Option<&TransportProperties>,
+) -> usize {
+    let stated = stated.and_then(|p| p.max_recv_size).map_or(0, |s| s as usize);
+    receive_size(advertised, highest_version).max(stated)
+}
+
+/// The transport properties each side stated on a Version Two connection
+/// (`specs/rpcrdma2-transport-properties.txt`), refining what [`Advertised`] private data
+/// says: `None` for a side that stated none (no exchange, or the responder answered
+/// RDMA_ERR_INVAL_OPTION: section 2.3's fallback).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Stated {
+    /// The requester's properties.
+    pub requester: Option<TransportProperties>,
+    /// The responder's properties.
+    pub responder: Option<TransportProperties>,
+}
+
+impl Stated {
+    /// The inline thresholds of `version`: [`Advertised::for_version`], with each size a side
+    /// stated in its properties in place of what its private data or the default said (section
+    /// 2.4; a size under Version Two's 4096 bytes is ignored). Version One never has
+    /// properties (section 2.1).
+    ///
+    /// ```
+    /// use negotiate::thresholds::{Advertised, Stated};
+    /// use rpcrdma_v1::Version;
+    /// use rpcrdma_v2::properties::TransportProperties;
+    /// let big = TransportProperties { max_send_size: Some(16384), max_recv_size: Some(16384), ..Default::default() };
+    /// let stated = Stated { requester: Some(big), responder: Some(big) };
+    /// let t = stated.thresholds(&Advertised::default(), Version::TWO);
+    /// assert_eq!((t.call, t.reply), (16384, 16384));
+    /// // The responder stated nothing: its default Receive (4096) bounds the calls.
+    /// let one_sided = Stated { requester: Some(big), responder: None };
+    /// assert_eq!(one_sided.thresholds(&Advertised::default(), Version::TWO).call, 4096);
+    /// assert_eq!(stated.thresholds(&Advertised::default(), Version::ONE).call, 1024);
+    /// ```
+    pub fn thresholds(&self, advertised: &Advertised, version: Version) -> InlineThresholds {
+        if version < Version::TWO || (self.requester.is_none() && self.responder.is_none()) {
+            return advertised.for_version(version);
+        }
+        let d = default_for(version);
+        let sizes = |pd: Option<PrivateData>, props: Option<TransportProperties>| {
+            let (send, recv) = pd.map_or((d, d), |p| (p.send_size(), p.receive_size()));
+            let valid = |size: Option<u32>| size.filter(|&s| s >= V2_DEFAULT);
+            let props = props.unwrap_or_default();
+            (valid(props.max_send_size).unwrap_or(send), valid(props.max_recv_size).unwrap_or(recv))
+        };
+        let (rq_send, rq_recv) = sizes(advertised.requester, self.requester);
+        let (rs_send, rs_recv) = sizes(advertised.responder, self.responder);
+        InlineThresholds { call: rq_send.min(rs_recv) as usize, reply: rs_send.min(rq_recv) as usize }
+    }
+
+    /// Whether replies may use Send with Invalidate: the requester's stated
+    /// `RDMA2_PROP_REMOTE_INVALIDATION` in place of its R flag (section 2.4), and the
+    /// responder's own R flag as before (RFC 8797 section 4.1).
+    ///
+    /// ```
+    /// use cm_private_data::{Flags, PrivateData};
+    /// use negotiate::thresholds::{Advertised, Stated};
+    /// use rpcrdma_v2::properties::TransportProperties;
+    /// let (plain, r) = (PrivateData::new(Flags::empty(), 4096, 4096), PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096));
+    /// let a = Advertised { requester: Some(plain), responder: Some(r) };
+    /// assert!(!Stated::default().remote_invalidation(&a));
+    /// let yes = TransportProperties { remote_invalidation: Some(true), ..Default::default() };
+    /// assert!(Stated { requester: Some(yes), responder: None }.remote_invalidation(&a));
+    /// ```
+    pub fn remote_invalidation(&self, advertised: &Advertised) -> bool {
+        match self.requester.and_then(|p| p.remote_invalidation) {
+            Some(accepts) => {
+                accepts && advertised.responder.is_some_and(|p| p.flags().contains(Flags::REMOTE_INVALIDATE))
+            }
+            None => advertised.remote_invalidation(),
+        }
+    }
 }
 
 /// What each side of a connection said at connect time: `None` for a side that sent no valid

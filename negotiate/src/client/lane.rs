@@ -4,7 +4,7 @@
 //! ([`ClientConfig::connections`]) has one lane for each.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Context, Waker};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -16,7 +16,7 @@ use verbs::{Backend, QpState, QueuePair};
 
 use super::{ClientConfig, ClientError, ClientStats};
 use crate::backchannel::{self, Handler};
-use crate::client_core::{Action, CallStep, ClientCore, Received};
+use crate::client_core::{Action, CallStep, ClientCore, PeerProperties, Received};
 use crate::datapath::{
     send_call, send_call_lent, send_error, CallParams, Connection, DataPathError, Ended, PendingCall, ReceivePool,
 };
@@ -25,6 +25,7 @@ use crate::reply::reply_header;
 use crate::reply::PeerError;
 use crate::requester::CallFailure;
 use crate::thresholds;
+use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERTIES};
 
 /// A transmission sent, with the memory its reply releases and the connection it went on.
 pub(super) type Sent<B> = (PendingCall<B>, Arc<Link<B>>);
@@ -48,6 +49,8 @@ struct State<B: Backend> {
     /// into it, until the reply arrives or the connection is lost; released then
     /// ([`Shared::release_abandoned`]).
     abandoned: HashMap<u32, Sent<B>>,
+    /// The connection whose transport properties were exchanged (or are being).
+    properties_for: Option<Weak<Link<B>>>,
     /// Who receives on the connection now: one at a time, a caller waiting for its reply
     /// while calls are in progress (so that the reply to a lone caller reaches it with no
     /// hand-off between threads), the dispatcher otherwise (backward calls, a connection lost
@@ -178,6 +181,7 @@ impl<B: Backend + Clone> Lane<B> {
                 waiters: HashMap::new(),
                 tasks: 0,
                 abandoned: HashMap::new(),
+                properties_for: None,
                 receiver: Receiver::Nobody,
                 last_active: Instant::now(),
             }),
@@ -239,7 +243,56 @@ impl<B: Backend> Lane<B> {
             }
         };
         self.end(xid, None);
+        if result.is_ok() {
+            self.exchange_properties();
+        }
         result
+    }
+
+    /// The transport-properties exchange (`specs/rpcrdma2-transport-properties.txt` section
+    /// 2), once per connection, after a call answered on a connection settled on Version Two
+    /// (section 2.1: never on Version One), when [`ClientConfig::properties`] says what to
+    /// state. The reply changes the thresholds of later calls; RDMA_ERR_INVAL_OPTION, a
+    /// malformed reply or no reply leaves private data and the defaults in effect (sections
+    /// 2.3 and 2.5).
+    fn exchange_properties(&self) {
+        let Some(ours) = self.shared.cfg.properties else { return };
+        let link = {
+            let mut st = lock(&self.shared.st);
+            if !st.core.version().is_some_and(|v| v >= Version::TWO) {
+                return;
+            }
+            let Some(link) = st.core.link().cloned() else { return };
+            if st.properties_for.as_ref().is_some_and(|done| done.ptr_eq(&Arc::downgrade(&link))) {
+                return;
+            }
+            st.properties_for = Some(Arc::downgrade(&link));
+            link
+        };
+        let mut optinfo = [0u8; 64];
+        let Ok(len) = ours.encode(Exchange::Request, &mut optinfo) else { return };
+        let theirs = match self.send_option(RPCRDMA2_OPT_PROPERTIES, &optinfo[..len], &[]) {
+            Ok(OptionReply::Answered { opttype: RPCRDMA2_OPT_PROPERTIES, optinfo }) => {
+                match TransportProperties::decode(&optinfo) {
+                    Ok((Exchange::Reply, theirs)) => Some(theirs),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        let mut st = lock(&self.shared.st);
+        // Only for the connection it was made on: a reconnect starts over.
+        if st.core.link().is_some_and(|now| Arc::ptr_eq(now, &link)) {
+            match theirs {
+                Some(theirs) => st.core.handle_properties(ours, theirs),
+                None => st.core.handle_properties_refused(),
+            }
+        }
+    }
+
+    /// What the current connection's transport-properties exchange gave.
+    pub(super) fn peer_properties(&self) -> PeerProperties {
+        lock(&self.shared.st).core.peer_properties()
     }
 
     /// Waits for the next step of `xid`, a blocking caller's call or RDMA_OPTIONAL,
@@ -671,7 +724,7 @@ impl<B: Backend> Shared<B> {
             let (qp, accepted) = self.backend.connect(&pd, &self.addr, &pdata, cfg.caps, cfg.connect_timeout)?;
             let conn = Connection::new(pd, qp, cfg.requester.timeout);
             // Our Receives hold what a responder may send us.
-            let size = thresholds::receive_size(ours, cfg.requester.versions.1);
+            let size = thresholds::receive_size_stating(ours, cfg.requester.versions.1, cfg.properties.as_ref());
             let pool = ReceivePool::new(&conn, cfg.requester.credits as usize + backchannel::SLOTS, size)?;
             Ok((Link { conn, pool }, accepted))
         })();

@@ -1,0 +1,141 @@
+//! The transport-properties extension (specs/rpcrdma2-transport-properties.txt) between our
+//! Client and Server, on the in-process and TCP backends: each of {both sides have it,
+//! requester only, responder only, Version One}, checking the fallback and that stated
+//! properties took effect (a 10,000-byte call and reply travel inline only when both stated
+//! 16 KiB Receives; private data says 4096). Each test names the section it checks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use negotiate::client::{Client, ClientConfig};
+use negotiate::client_core::PeerProperties;
+use negotiate::server::{Server, ServerConfig};
+use rpcrdma_v1::ulb::OpaqueAtUlb;
+use rpcrdma_v1::Version;
+use rpcrdma_v2::properties::TransportProperties;
+use verbs::Backend;
+
+/// Nothing DDP-eligible: a message over the inline threshold goes Long, a reply in a Reply chunk.
+const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 16384 };
+
+const BIG: TransportProperties = TransportProperties {
+    max_send_size: Some(16384),
+    max_recv_size: Some(16384),
+    remote_invalidation: None,
+    backward_credits: None,
+};
+
+/// An RPC call (or reply) of `len` bytes: XID, `msg_type`, zeros.
+fn message(xid: u32, msg_type: u32, len: usize) -> Vec<u8> {
+    let mut m: Vec<u8> = [xid, msg_type].iter().flat_map(|w| w.to_be_bytes()).collect();
+    m.resize(len, 0);
+    m
+}
+
+/// Replies with as many bytes as the call had.
+fn same_size(call: &[u8]) -> Vec<u8> {
+    let xid = u32::from_be_bytes(call[..4].try_into().unwrap());
+    message(xid, 1, call.len())
+}
+
+struct Outcome {
+    properties: PeerProperties,
+    call_threshold: usize,
+    /// The 10,000-byte call went Short (inline).
+    big_call_inline: bool,
+    /// Its 10,000-byte reply came inline.
+    big_reply_inline: bool,
+}
+
+fn run<B: Backend + Clone>(
+    b: B,
+    client_props: Option<TransportProperties>,
+    server_props: Option<TransportProperties>,
+    versions: (u32, u32),
+) -> Outcome {
+    let server_cfg = ServerConfig { properties: server_props, ..ServerConfig::default() };
+    let server = Server::start(b.clone(), &b.any_address(), server_cfg, Arc::new(ULB), same_size).unwrap();
+    let mut cfg = ClientConfig { properties: client_props, ..ClientConfig::default() };
+    cfg.requester.versions = (Version::from_wire(versions.0), Version::from_wire(versions.1));
+    cfg.requester.timeout = Duration::from_secs(5);
+    let client = Client::new(b, &server.local_addr(), cfg);
+    // The first call settles the version (and is followed by the exchange, when configured).
+    assert_eq!(client.call(&message(1, 0, 64), &ULB).unwrap(), message(1, 1, 64));
+    // The server counts a reply once sent, which may be just after the client has it.
+    let replies_counted = |n: u64| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        loop {
+            let s = server.stats();
+            if s.inline_replies + s.reply_chunk_replies >= n || std::time::Instant::now() > deadline {
+                return s;
+            }
+            std::thread::yield_now();
+        }
+    };
+    let before = (client.stats(), replies_counted(1));
+    assert_eq!(client.call(&message(2, 0, 10_000), &ULB).unwrap(), message(2, 1, 10_000));
+    let after = replies_counted(2);
+    let out = Outcome {
+        properties: client.peer_properties(),
+        call_threshold: client.thresholds().unwrap().call,
+        big_call_inline: client.stats().short == before.0.short + 1,
+        big_reply_inline: after.inline_replies == before.1.inline_replies + 1,
+    };
+    // Calls keep being served after the exchange, whatever it gave.
+    assert_eq!(client.call(&message(3, 0, 64), &ULB).unwrap(), message(3, 1, 64));
+    out
+}
+
+fn both_sides_state_16k_receives_and_a_10k_call_and_reply_go_inline<B: Backend + Clone>(b: B) {
+    let out = run(b, Some(BIG), Some(BIG), (1, 2));
+    assert_eq!(out.properties, PeerProperties::Stated(BIG));
+    assert_eq!(out.call_threshold, 16384, "section 2.4: the responder's stated Receive size");
+    assert!(out.big_call_inline, "the 10,000-byte call went inline");
+    assert!(out.big_reply_inline, "the 10,000-byte reply came inline");
+}
+
+fn a_responder_without_the_extension_answers_inval_option_and_both_fall_back<B: Backend + Clone>(b: B) {
+    let out = run(b, Some(BIG), None, (1, 2));
+    assert_eq!(out.properties, PeerProperties::Refused, "section 2.3");
+    assert_eq!(out.call_threshold, 4096, "private data's 4096 stays in effect");
+    assert!(!out.big_call_inline && !out.big_reply_inline, "the call went Long, the reply in a Reply chunk");
+}
+
+fn a_requester_without_the_extension_makes_no_exchange<B: Backend + Clone>(b: B) {
+    let out = run(b, None, Some(BIG), (1, 2));
+    assert_eq!(out.properties, PeerProperties::NotExchanged);
+    assert_eq!(out.call_threshold, 4096);
+    assert!(!out.big_call_inline && !out.big_reply_inline);
+}
+
+fn no_exchange_on_a_connection_settled_on_version_one<B: Backend + Clone>(b: B) {
+    let out = run(b, Some(BIG), Some(BIG), (1, 1));
+    assert_eq!(out.properties, PeerProperties::NotExchanged, "section 2.1: MUST NOT on Version One");
+    assert!(!out.big_call_inline && !out.big_reply_inline);
+}
+
+macro_rules! instantiate {
+    ($module:ident, $backend:expr) => {
+        mod $module {
+            #[test]
+            fn properties_2_4_both_sides_state_16k_receives_and_a_10k_call_and_reply_go_inline() {
+                super::both_sides_state_16k_receives_and_a_10k_call_and_reply_go_inline($backend)
+            }
+            #[test]
+            fn properties_2_3_a_responder_without_the_extension_answers_inval_option_and_both_fall_back() {
+                super::a_responder_without_the_extension_answers_inval_option_and_both_fall_back($backend)
+            }
+            #[test]
+            fn properties_2_1_a_requester_without_the_extension_makes_no_exchange() {
+                super::a_requester_without_the_extension_makes_no_exchange($backend)
+            }
+            #[test]
+            fn properties_2_1_no_exchange_on_a_connection_settled_on_version_one() {
+                super::no_exchange_on_a_connection_settled_on_version_one($backend)
+            }
+        }
+    };
+}
+
+instantiate!(inproc, verbs::InProcess);
+instantiate!(tcp, verbs::Tcp);

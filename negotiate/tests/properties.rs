@@ -139,3 +139,63 @@ macro_rules! instantiate {
 
 instantiate!(inproc, verbs::InProcess);
 instantiate!(tcp, verbs::Tcp);
+
+/// The responder's side alone, bytes only (`negotiate::responder::Responder`): a request it
+/// cannot take is answered RDMA_ERR_INVAL_OPTION with its XID (sections 2.2 and 2.5), and
+/// nothing stated takes effect.
+mod responder_rules {
+    use negotiate::responder::{Config, Received, Responder};
+    use rpcrdma_v2::options::encode_optional;
+    use rpcrdma_v2::properties::{Exchange, RPCRDMA2_OPT_PROPERTIES};
+
+    use super::BIG;
+
+    /// An RDMA_OPTIONAL of type properties, XID 9, carrying `optinfo` then `payload`.
+    fn request(optinfo: &[u8], payload: &[u8]) -> Vec<u8> {
+        let mut msg = vec![0u8; 64 + optinfo.len()];
+        let n = encode_optional(9, 4, RPCRDMA2_OPT_PROPERTIES, optinfo, &mut msg).unwrap();
+        msg.truncate(n);
+        msg.extend_from_slice(payload);
+        msg
+    }
+
+    fn answer_to(msg: &[u8]) -> (Option<Vec<u8>>, bool) {
+        let mut r = Responder::new(Config::default());
+        r.set_properties(BIG);
+        r.on_connected(&[], None);
+        let refused = match r.on_receive(msg) {
+            Received::SendError(e) => {
+                // RDMA_ERROR (4), RDMA_ERR_INVAL_OPTION (3), the request's XID.
+                assert_eq!(&e.as_bytes()[..4], 9u32.to_be_bytes());
+                assert_eq!(&e.as_bytes()[12..20], [0, 0, 0, 4, 0, 0, 0, 3]);
+                true
+            }
+            Received::Handled { answer, .. } => return (answer.map(|a| a.optinfo), r.stated().requester.is_some()),
+            other => panic!("{other:?}"),
+        };
+        assert!(refused);
+        assert_eq!(r.stated().requester, None, "nothing stated took effect");
+        (None, false)
+    }
+
+    #[test]
+    fn properties_2_2_a_request_followed_by_a_payload_stream_is_answered_inval_option() {
+        let mut optinfo = [0u8; 64];
+        let n = BIG.encode(Exchange::Request, &mut optinfo).unwrap();
+        assert_eq!(answer_to(&request(&optinfo[..n], &[0, 0, 0, 1])), (None, false));
+        // The same request without the payload is answered, and takes effect.
+        let (answer, took_effect) = answer_to(&request(&optinfo[..n], &[]));
+        assert!(answer.is_some() && took_effect);
+    }
+
+    #[test]
+    fn properties_2_5_a_request_that_does_not_decode_is_answered_inval_option() {
+        // A count of 65 properties: beyond RDMA2_PROPS_MAX.
+        let optinfo: Vec<u8> = [0u32, 65].iter().flat_map(|w| w.to_be_bytes()).collect();
+        assert_eq!(answer_to(&request(&optinfo, &[])), (None, false));
+        // A reply where a request belongs.
+        let mut reply = [0u8; 64];
+        let n = BIG.encode(Exchange::Reply, &mut reply).unwrap();
+        assert_eq!(answer_to(&request(&reply[..n], &[])), (None, false));
+    }
+}

@@ -59,6 +59,7 @@ pub mod datapath;
 pub mod extension;
 pub mod limits;
 pub mod memory;
+pub mod onc;
 pub mod reply;
 pub mod requester;
 pub mod responder;

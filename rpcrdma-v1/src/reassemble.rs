@@ -629,7 +629,8 @@ pub fn check_call_ddp_eligibility<U: UpperLayerBinding + ?Sized>(
 }
 
 /// The length of the RPC reply [`encode_garbage_args_reply`] forms: six XDR
-/// words.
+/// words, also the length of any accepted reply's head
+/// ([`encode_accepted_reply_head`]).
 pub const GARBAGE_ARGS_REPLY_LEN: usize = 24;
 
 /// RPC `msg_type` REPLY (RFC 5531 section 9).
@@ -670,7 +671,7 @@ const RPC_SYSTEM_ERR: u32 = 5;
 /// assert!(encode_garbage_args_reply(1, &mut [0u8; 23]).is_err());
 /// ```
 pub fn encode_garbage_args_reply(xid: u32, out: &mut [u8]) -> Result<usize, XdrError> {
-    encode_accepted_error(xid, RPC_GARBAGE_ARGS, out)
+    encode_accepted_reply_head(xid, RPC_GARBAGE_ARGS, out)
 }
 
 /// Write into `out` the RPC reply that accepts call `xid` with `accept_stat`
@@ -687,12 +688,27 @@ pub fn encode_garbage_args_reply(xid: u32, out: &mut [u8]) -> Result<usize, XdrE
 /// assert_eq!(buf[20..], [0, 0, 0, 5]);
 /// ```
 pub fn encode_system_err_reply(xid: u32, out: &mut [u8]) -> Result<usize, XdrError> {
-    encode_accepted_error(xid, RPC_SYSTEM_ERR, out)
+    encode_accepted_reply_head(xid, RPC_SYSTEM_ERR, out)
 }
 
-/// An accepted RPC reply with an AUTH_NONE verifier and `accept_stat` `stat`,
-/// which carries nothing more for the error statuses used here.
-fn encode_accepted_error(xid: u32, stat: u32, out: &mut [u8]) -> Result<usize, XdrError> {
+/// Write into `out` the head of an RPC reply that accepts call `xid` with
+/// `accept_stat` `stat` (RFC 5531 section 9): `xid`, `REPLY` (1),
+/// `MSG_ACCEPTED` (0), an `AUTH_NONE` verifier (flavor 0, body length 0) and
+/// `stat`, [`GARBAGE_ARGS_REPLY_LEN`] bytes; return that length. What follows
+/// the head depends on `stat` (the results for `SUCCESS`, `mismatch_info` for
+/// `PROG_MISMATCH`, nothing for the others) and is the caller's. This is the
+/// one place the accepted reply's layout is written: [`encode_garbage_args_reply`],
+/// [`encode_system_err_reply`] and the ONC RPC reply builders of the
+/// `negotiate` crate (`negotiate::onc`) all use it. Nothing is allocated.
+///
+/// ```
+/// use rpcrdma_v1::reassemble::{encode_accepted_reply_head, GARBAGE_ARGS_REPLY_LEN};
+/// let mut buf = [0u8; GARBAGE_ARGS_REPLY_LEN];
+/// assert_eq!(encode_accepted_reply_head(9, 0, &mut buf), Ok(24)); // SUCCESS
+/// assert_eq!(buf, [0, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+/// assert!(encode_accepted_reply_head(9, 0, &mut [0u8; 20]).is_err());
+/// ```
+pub fn encode_accepted_reply_head(xid: u32, stat: u32, out: &mut [u8]) -> Result<usize, XdrError> {
     let have = out.len();
     let out =
         out.get_mut(..GARBAGE_ARGS_REPLY_LEN).ok_or(XdrError::BufferTooSmall { need: GARBAGE_ARGS_REPLY_LEN, have })?;

@@ -7,6 +7,8 @@
 //! and bytes come out; [`datapath`] moves one message exchange over a `verbs` queue pair; and
 //! [`client::Client`] and [`server::Server`] put them together behind an API that hides the
 //! version: `call(message, binding) -> reply`, and a handler from call to reply.
+//! [`onc`] builds and decodes the ONC RPC (RFC 5531) headers of those messages: call
+//! headers with AUTH_NONE or AUTH_SYS, accepted and denied replies, and XIDs.
 //!
 //! # Writing an extension
 //!

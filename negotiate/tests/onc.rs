@@ -11,7 +11,7 @@ use negotiate::onc::{
 };
 use rpcrdma_v1::reassemble::{encode_garbage_args_reply, encode_system_err_reply, GARBAGE_ARGS_REPLY_LEN};
 
-#[allow(dead_code)]
+// Its inner `#![allow(dead_code)]` covers the items this test does not use.
 #[path = "../../interop-tests/examples/common/onc_rpc.rs"]
 mod examples_onc_rpc;
 

@@ -208,8 +208,13 @@ pub struct Cell {
 impl Cell {
     /// Both sides speak Version Two, so the connection settles on it.
     pub fn both_v2(&self) -> bool {
-        self.requester == Speaks::V2Capable && self.responder == Speaks::V2Capable
+        both_v2(self.requester, self.responder)
     }
+}
+
+/// Whether a pair settles on Version Two: only when both sides speak it (draft section 5).
+fn both_v2(requester: Speaks, responder: Speaks) -> bool {
+    requester == Speaks::V2Capable && responder == Speaks::V2Capable
 }
 
 /// How many cells [`all_cells`] gives: three pairs that settle on Version One with the
@@ -222,11 +227,8 @@ pub fn all_cells() -> Vec<Cell> {
     for requester in Speaks::ALL {
         for responder in Speaks::ALL {
             // Version One never exchanges properties (properties document section 2.1).
-            let extensions: &[Extension] = if requester == Speaks::V2Capable && responder == Speaks::V2Capable {
-                &Extension::ALL
-            } else {
-                &[Extension::None]
-            };
+            let extensions: &[Extension] =
+                if both_v2(requester, responder) { &Extension::ALL } else { &[Extension::None] };
             for pdata in Pdata::ALL {
                 for &extension in extensions {
                     for form in Form::ALL {

@@ -116,8 +116,8 @@ pub enum Extension {
 /// What a side with the extension states: Send and Receive sizes of 12 KiB. That is above
 /// every threshold private data gives a cell (8192 at most) and at least Version Two's 4096
 /// (a smaller size is ignored, section 2.4), so the exchange visibly changes the thresholds
-/// where both sides have it; and it is below [`BIG`], so the Long and chunked forms stay what
-/// they are.
+/// where both sides have it; and it is below the 16 KiB payloads (`BIG`), so the Long and
+/// chunked forms stay what they are.
 pub const STATED: TransportProperties = TransportProperties {
     max_send_size: Some(12 * 1024),
     max_recv_size: Some(12 * 1024),

@@ -23,6 +23,7 @@ use rpcrdma_v1::verdict::{DiscardReason, ErrorReply, PeerError as V1PeerError, R
 use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg, RpcRdmaError, XdrRdmaSegment, XdrReadChunk, XdrWriteChunk};
 use rpcrdma_v1::Version;
 use rpcrdma_v2::options::Registry;
+use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERTIES};
 use rpcrdma_v2::rt::{List, Xdr};
 use rpcrdma_v2::verdict::{PeerError, Verdict};
 use rpcrdma_v2::xdr::{Rpcrdma2Body, Rpcrdma2Error, Rpcrdma2Segment, Rpcrdma2WriteChunk, Rpcrdma2XprtHdr};
@@ -167,11 +168,40 @@ fn v2_body(body: &Rpcrdma2Body<'_>) -> Vec<(&'static str, Json)> {
         }
         Rpcrdma2Body::RdmaError(Rpcrdma2Error::RdmaErrBadHeader) => error_fields(true, 2, None),
         Rpcrdma2Body::RdmaError(Rpcrdma2Error::RdmaErrInvalOption) => error_fields(true, 3, None),
-        Rpcrdma2Body::RdmaOptional(o) => vec![
-            ("opttype", o.rdma_opttype.into()),
-            ("optinfo", Json::str(crate::hex(o.rdma_optinfo))),
-            ("optinfo_len", o.rdma_optinfo.len().into()),
-        ],
+        Rpcrdma2Body::RdmaOptional(o) => {
+            let mut f = vec![
+                ("opttype", o.rdma_opttype.into()),
+                ("optinfo", Json::str(crate::hex(o.rdma_optinfo))),
+                ("optinfo_len", o.rdma_optinfo.len().into()),
+            ];
+            if o.rdma_opttype == RPCRDMA2_OPT_PROPERTIES {
+                f.push(properties(o.rdma_optinfo));
+            }
+            f
+        }
+    }
+}
+
+/// The `rdma_optinfo` of a transport-properties RDMA_OPTIONAL
+/// (`specs/rpcrdma2-transport-properties.txt` section 2.2) as `properties`: request or reply,
+/// and each property as [`TransportProperties::decode`] keeps it (unknown or ill-typed ones
+/// ignored, section 2.4; `null` when not stated; the boolean as its XDR word, 0 or 1); or
+/// `properties_error` where it is malformed (section 2.5). Only the fields: the verdict is
+/// still [`policy`]'s receiver's, which lacks the extension.
+fn properties(optinfo: &[u8]) -> (&'static str, Json) {
+    let size = |v: Option<u32>| v.map_or(Json::Null, Json::from);
+    match TransportProperties::decode(optinfo) {
+        Ok((kind, p)) => (
+            "properties",
+            Json::Obj(vec![
+                ("exchange", Json::str(if kind == Exchange::Reply { "reply" } else { "request" })),
+                ("max_send_size", size(p.max_send_size)),
+                ("max_recv_size", size(p.max_recv_size)),
+                ("remote_invalidation", size(p.remote_invalidation.map(u32::from))),
+                ("backward_credits", size(p.backward_credits)),
+            ]),
+        ),
+        Err(e) => ("properties_error", Json::str(e.to_string())),
     }
 }
 

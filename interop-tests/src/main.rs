@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Runs every cell of [`interop_tests::matrix`] (requester x responder x private data x
-//! message form) on one verbs backend and prints the table (or JSON with `--json`); exits
+//! transport-properties extension x message form: 168 cells) on one verbs backend and prints
+//! the table (or JSON with `--json`); exits
 //! non-zero if any cell failed, saying why. `tcp` runs each pair as two processes over TCP
 //! loopback (the responder is this binary's `serve-cell`, see [`interop_tests::remote`]);
 //! `tcp-local` runs both ends in this process; `rdma` (built with `--features rdma`) uses the
@@ -117,12 +118,13 @@ fn run_each(run: impl Fn(Cell) -> Outcome) -> Vec<Outcome> {
         let o = run(cell);
         let mark = if o.verdict.is_ok() { "ok" } else { "FAILED" };
         eprint!(
-            "\r[{:>3}/{}] {:<11} -> {:<11} {:<15} {:<14} {:<6}",
+            "\r[{:>3}/{}] {:<11} -> {:<11} {:<15} {:<14} {:<14} {:<6}",
             i + 1,
             out.capacity(),
             cell.requester.label(),
             cell.responder.label(),
             cell.pdata.label(),
+            cell.extension.label(),
             cell.form.label(),
             mark
         );

@@ -1,22 +1,34 @@
 //! The cross-version interop matrix, the workspace's main job: every combination of
 //! requester {Version One only, Version Two capable} x responder {the same two} x RFC 8797
-//! private data {none, both, requester only, garbage} x message form {short, chunked read,
-//! chunked write, long call, long reply, backward-direction call}, each cell a fresh `Server`
-//! and `Client` pair from `negotiate` over one verbs backend. A cell checks the reply bytes,
-//! the negotiated version, both inline thresholds and that the intended form was really used.
+//! private data {none, both, requester only, garbage} x transport-properties extension
+//! {none, requester only, responder only, both} x message form {short, chunked read, chunked
+//! write, long call, long reply, backward-direction call}, each cell a fresh `Server` and
+//! `Client` pair from `negotiate` over one verbs backend. The extension axis exists only where
+//! both sides are Version Two capable: Version One never exchanges properties
+//! (`specs/rpcrdma2-transport-properties.txt` section 2.1), so the other pairs have only
+//! [`Extension::None`]. That makes 3 x 4 x 6 + 4 x 4 x 6 = 168 cells ([`CELLS`]).
+//!
+//! A cell makes its form's call twice: the first settles the version (and, when the requester
+//! has the extension on a Version Two connection, is followed by the properties exchange), the
+//! second runs under the thresholds that exchange gave. It checks the reply bytes, the form
+//! really used by each call, the negotiated version, what the exchange gave
+//! ([`PeerProperties`]), both inline thresholds against what [`Stated::thresholds`] predicts
+//! from the cell's configuration, and the RDMA_ERRORs the responder sent.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cm_private_data::{Flags, PrivateData};
-use negotiate::client::{Client, ClientConfig};
+use negotiate::client::{Client, ClientConfig, ClientStats};
+use negotiate::client_core::PeerProperties;
 use negotiate::requester;
 use negotiate::responder;
 use negotiate::server::{Server, ServerConfig, ServerStats};
-use negotiate::thresholds::Advertised;
+use negotiate::thresholds::{Advertised, Stated};
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
+use rpcrdma_v2::properties::TransportProperties;
 use verbs::Backend;
 
 /// Which versions a side speaks.
@@ -85,6 +97,60 @@ impl Pdata {
     }
 }
 
+/// Which sides have the transport-properties extension
+/// (`specs/rpcrdma2-transport-properties.txt`); a side that has it states [`STATED`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extension {
+    /// Neither side: no exchange.
+    None,
+    /// The requester only: it asks, the responder answers RDMA_ERR_INVAL_OPTION and both keep
+    /// what private data or the defaults give (section 2.3).
+    RequesterOnly,
+    /// The responder only: the requester never asks (section 2.1), nothing changes.
+    ResponderOnly,
+    /// Both: the exchange happens and each side's stated sizes replace its private data's
+    /// (section 2.4).
+    Both,
+}
+
+/// What a side with the extension states: Send and Receive sizes of 12 KiB. That is above
+/// every threshold private data gives a cell (8192 at most) and at least Version Two's 4096
+/// (a smaller size is ignored, section 2.4), so the exchange visibly changes the thresholds
+/// where both sides have it; and it is below the 16 KiB payloads (`BIG`), so the Long and
+/// chunked forms stay what they are.
+pub const STATED: TransportProperties = TransportProperties {
+    max_send_size: Some(12 * 1024),
+    max_recv_size: Some(12 * 1024),
+    remote_invalidation: None,
+    backward_credits: None,
+};
+
+impl Extension {
+    /// Every case, in table order.
+    pub const ALL: [Extension; 4] =
+        [Extension::None, Extension::RequesterOnly, Extension::ResponderOnly, Extension::Both];
+
+    /// What the requester and the responder state (`None`: the side lacks the extension).
+    fn stated(self) -> (Option<TransportProperties>, Option<TransportProperties>) {
+        match self {
+            Extension::None => (None, None),
+            Extension::RequesterOnly => (Some(STATED), None),
+            Extension::ResponderOnly => (None, Some(STATED)),
+            Extension::Both => (Some(STATED), Some(STATED)),
+        }
+    }
+
+    /// The column label.
+    pub fn label(self) -> &'static str {
+        match self {
+            Extension::None => "none",
+            Extension::RequesterOnly => "requester only",
+            Extension::ResponderOnly => "responder only",
+            Extension::Both => "both",
+        }
+    }
+}
+
 /// What a cell's call looks like on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Form {
@@ -133,18 +199,41 @@ pub struct Cell {
     pub responder: Speaks,
     /// Private data.
     pub pdata: Pdata,
+    /// Who has the transport-properties extension.
+    pub extension: Extension,
     /// Message form.
     pub form: Form,
 }
+
+impl Cell {
+    /// Both sides speak Version Two, so the connection settles on it.
+    pub fn both_v2(&self) -> bool {
+        both_v2(self.requester, self.responder)
+    }
+}
+
+/// Whether a pair settles on Version Two: only when both sides speak it (draft section 5).
+fn both_v2(requester: Speaks, responder: Speaks) -> bool {
+    requester == Speaks::V2Capable && responder == Speaks::V2Capable
+}
+
+/// How many cells [`all_cells`] gives: three pairs that settle on Version One with the
+/// extension axis collapsed to [`Extension::None`], one Version Two pair with all four.
+pub const CELLS: usize = (3 + Extension::ALL.len()) * Pdata::ALL.len() * Form::ALL.len();
 
 /// Every cell, in table order.
 pub fn all_cells() -> Vec<Cell> {
     let mut cells = Vec::new();
     for requester in Speaks::ALL {
         for responder in Speaks::ALL {
+            // Version One never exchanges properties (properties document section 2.1).
+            let extensions: &[Extension] =
+                if both_v2(requester, responder) { &Extension::ALL } else { &[Extension::None] };
             for pdata in Pdata::ALL {
-                for form in Form::ALL {
-                    cells.push(Cell { requester, responder, pdata, form });
+                for &extension in extensions {
+                    for form in Form::ALL {
+                        cells.push(Cell { requester, responder, pdata, extension, form });
+                    }
                 }
             }
         }
@@ -159,14 +248,23 @@ pub struct Outcome {
     pub cell: Cell,
     /// The version the connection settled on.
     pub version: Option<Version>,
-    /// Its inline thresholds.
+    /// Its inline thresholds, after the properties exchange (if any).
     pub thresholds: Option<InlineThresholds>,
+    /// What the transport-properties exchange gave (`None`: no client ran).
+    pub properties: Option<PeerProperties>,
     /// The requester's credit window after the exchange.
     pub credits: u32,
     /// `Ok` or why the cell failed.
     pub verdict: Result<(), String>,
     /// Wall time of the cell: connect, negotiate, exchange.
     pub elapsed: Duration,
+}
+
+impl Outcome {
+    /// A cell that failed before its requester ran (its responder did not start).
+    pub fn not_run(cell: Cell, why: String, elapsed: Duration) -> Outcome {
+        Outcome { cell, version: None, thresholds: None, properties: None, credits: 0, verdict: Err(why), elapsed }
+    }
 }
 
 /// Private data that is not RFC 8797's: a wrong format identifier (0xf6ab0e19) with plausible
@@ -232,19 +330,27 @@ pub fn serve(call: &[u8]) -> Vec<u8> {
 }
 
 /// The responder's configuration for a cell.
-pub fn server_config(responder: Speaks, pdata: Pdata) -> ServerConfig {
+pub fn server_config(responder: Speaks, pdata: Pdata, extension: Extension) -> ServerConfig {
     let (_, server_pd) = pdata.advertised();
+    let (_, server_props) = extension.stated();
     ServerConfig {
         responder: responder::Config { versions: responder.versions(), ..Default::default() },
         private_data: server_pd,
         foreign_private_data: (pdata == Pdata::Garbage).then_some(GARBAGE),
+        properties: server_props,
         ..Default::default()
     }
 }
 
 /// Starts a cell's responder.
-pub fn start_server<B: Backend + Clone>(backend: &B, responder: Speaks, pdata: Pdata) -> verbs::Result<Server> {
-    Server::start(backend.clone(), &backend.any_address(), server_config(responder, pdata), Arc::new(SERVER_ULB), serve)
+pub fn start_server<B: Backend + Clone>(
+    backend: &B,
+    responder: Speaks,
+    pdata: Pdata,
+    extension: Extension,
+) -> verbs::Result<Server> {
+    let cfg = server_config(responder, pdata, extension);
+    Server::start(backend.clone(), &backend.any_address(), cfg, Arc::new(SERVER_ULB), serve)
 }
 
 /// The responder end of a cell, wherever it runs: in this process, or in a child process
@@ -274,16 +380,9 @@ impl ResponderEnd for Server {
 /// Runs one cell on `backend`, the responder in this process.
 pub fn run_cell<B: Backend + Clone>(backend: &B, cell: Cell) -> Outcome {
     let start = Instant::now();
-    match start_server(backend, cell.responder, cell.pdata) {
+    match start_server(backend, cell.responder, cell.pdata, cell.extension) {
         Ok(server) => run_cell_against(backend, cell, &server, start),
-        Err(e) => Outcome {
-            cell,
-            version: None,
-            thresholds: None,
-            credits: 0,
-            verdict: Err(format!("server: {e}")),
-            elapsed: start.elapsed(),
-        },
+        Err(e) => Outcome::not_run(cell, format!("server: {e}"), start.elapsed()),
     }
 }
 
@@ -295,6 +394,7 @@ pub fn run_cell_against<B: Backend + Clone>(
     start: Instant,
 ) -> Outcome {
     let (client_pd, server_pd) = cell.pdata.advertised();
+    let (client_props, _) = cell.extension.stated();
     let ccfg = ClientConfig {
         requester: requester::Config {
             versions: cell.requester.versions(),
@@ -303,10 +403,10 @@ pub fn run_cell_against<B: Backend + Clone>(
         },
         private_data: client_pd,
         foreign_private_data: (cell.pdata == Pdata::Garbage).then_some(GARBAGE),
+        properties: client_props,
         ..Default::default()
     };
-    let mut out =
-        Outcome { cell, version: None, thresholds: None, credits: 0, verdict: Ok(()), elapsed: Duration::ZERO };
+    let mut out = Outcome::not_run(cell, String::new(), Duration::ZERO);
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let s2 = seen.clone();
     let back = Arc::new(move |call: &[u8]| {
@@ -317,6 +417,7 @@ pub fn run_cell_against<B: Backend + Clone>(
     out.verdict = exchange(&client, server, cell, &seen);
     out.version = client.version();
     out.thresholds = client.thresholds();
+    out.properties = Some(client.peer_properties());
     out.credits = client.window();
     if out.verdict.is_ok() {
         out.verdict = check_negotiation(&out, client_pd, server_pd);
@@ -326,41 +427,55 @@ pub fn run_cell_against<B: Backend + Clone>(
     out
 }
 
-/// The call (and for [`Form::Backward`], the backward call) and the checks on its bytes and
-/// form.
+/// The calls (and for [`Form::Backward`], the backward call) and the checks on their bytes and
+/// form. The form's call is made twice: the first settles the version and, on a Version Two
+/// connection whose requester has the extension, is followed by the properties exchange
+/// (properties document section 2.1: the client makes it right after that call); the second
+/// travels under the thresholds the exchange gave, so a form that the stated sizes would have
+/// turned into another fails here.
 fn exchange<B: Backend>(
     client: &Client<B>,
     server: &dyn ResponderEnd,
     cell: Cell,
     seen: &std::sync::Mutex<Vec<Vec<u8>>>,
 ) -> Result<(), String> {
-    let xid = 0x1000 + cell.form.code();
-    let call = call_for(cell.form, xid);
-    let reply = client.call(&call, &client_ulb(cell.form)).map_err(|e| format!("call: {e}"))?;
-    if reply != serve(&call) {
-        return Err(format!("reply of {} bytes differs from the {} sent", reply.len(), serve(&call).len()));
+    let mut before = (ClientStats::default(), ServerStats::default());
+    for (n, base) in [(1u64, 0x1000u32), (2, 0x2000)] {
+        let call = call_for(cell.form, base + cell.form.code());
+        let reply = client.call(&call, &client_ulb(cell.form)).map_err(|e| format!("call {n}: {e}"))?;
+        if reply != serve(&call) {
+            return Err(format!(
+                "call {n}: reply of {} bytes differs from the {} sent",
+                reply.len(),
+                serve(&call).len()
+            ));
+        }
+        // The server counts a reply once its Send completes, which may be after the reply
+        // reached us: wait for the count.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let mut s = server.stats()?;
+        while s.calls.iter().sum::<u64>() < n && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+            s = server.stats()?;
+        }
+        let c = client.stats();
+        if !form_used(cell.form, (&before.0, &c), (&before.1, &s)) {
+            return Err(format!("call {n}: the {} form was not used: client {c:?}, server {s:?}", cell.form.label()));
+        }
+        before = (c, s);
     }
-    // The server counts a reply once its Send completes, which may be after the reply reached
-    // us: wait for the count.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    let mut s = server.stats()?;
-    while s.calls.iter().sum::<u64>() == 0 && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-        s = server.stats()?;
-    }
-    let c = client.stats();
-    let form_seen = match cell.form {
-        Form::Short | Form::Backward => c.short > 0 && c.chunked + c.long == 0 && s.reply_chunk_replies == 0,
-        Form::ChunkedRead => c.chunked > 0 && c.short + c.long == 0,
-        Form::ChunkedWrite => s.write_chunk_results == 1,
-        Form::LongCall => c.long > 0 && c.short + c.chunked == 0,
-        Form::LongReply => s.reply_chunk_replies == 1,
-    };
-    if !form_seen {
-        return Err(format!("the {} form was not used: client {c:?}, server {s:?}", cell.form.label()));
+    // A refused properties request is answered with RDMA_ERR_INVAL_OPTION (section 2.3), the
+    // only RDMA_ERROR of a Version Two pair's cell. It was counted before the second call was
+    // read, so the count is final here. (Other pairs' counts include the version probe's
+    // RDMA_ERR_VERS: not this axis's business.)
+    if cell.both_v2() {
+        let want = u64::from(cell.extension == Extension::RequesterOnly);
+        if before.1.errors_sent != want {
+            return Err(format!("the responder sent {} RDMA_ERRORs, expected {want}", before.1.errors_sent));
+        }
     }
     if cell.form == Form::Backward {
-        let bcall = message(0x8000_0000 | xid, 0, Form::Short, SMALL);
+        let bcall = message(0x8000_0000 | (0x1000 + cell.form.code()), 0, Form::Short, SMALL);
         let breply = server.call_back(&bcall)?;
         if breply != serve(&bcall) || seen.lock().unwrap().as_slice() != [bcall] {
             return Err("the backward call or its reply differs".into());
@@ -369,22 +484,63 @@ fn exchange<B: Backend>(
     Ok(())
 }
 
-/// The version both sides should settle on, and the thresholds RFC 8797 section 4.2 (or the
-/// version's defaults) give.
+/// Whether one call between the `(before, after)` counts of the client and the server was
+/// made in `form`.
+fn form_used(form: Form, client: (&ClientStats, &ClientStats), server: (&ServerStats, &ServerStats)) -> bool {
+    let c = ClientStats {
+        short: client.1.short - client.0.short,
+        chunked: client.1.chunked - client.0.chunked,
+        long: client.1.long - client.0.long,
+    };
+    let reply_chunk_replies = server.1.reply_chunk_replies - server.0.reply_chunk_replies;
+    let write_chunk_results = server.1.write_chunk_results - server.0.write_chunk_results;
+    match form {
+        Form::Short | Form::Backward => c.short > 0 && c.chunked + c.long == 0 && reply_chunk_replies == 0,
+        Form::ChunkedRead => c.chunked > 0 && c.short + c.long == 0,
+        Form::ChunkedWrite => write_chunk_results == 1,
+        Form::LongCall => c.long > 0 && c.short + c.chunked == 0,
+        Form::LongReply => reply_chunk_replies == 1,
+    }
+}
+
+/// What the properties exchange should give on a connection of `version`: none on Version One
+/// or without the requester's extension (section 2.1: only the requester asks), a refusal when
+/// only the requester has it (section 2.3), the responder's properties when both have it.
+fn expected_properties(version: Version, extension: Extension) -> PeerProperties {
+    match extension.stated() {
+        _ if version < Version::TWO => PeerProperties::NotExchanged,
+        (None, _) => PeerProperties::NotExchanged,
+        (Some(_), None) => PeerProperties::Refused,
+        (Some(_), Some(theirs)) => PeerProperties::Stated(theirs),
+    }
+}
+
+/// The version both sides should settle on, what the properties exchange should give, and the
+/// thresholds RFC 8797 section 4.2 (or the version's defaults), refined by what both sides
+/// stated (properties document section 2.4), give: [`Stated::thresholds`], fed from the cell's
+/// configuration, not from what the client learned.
 fn check_negotiation(
     out: &Outcome,
     client_pd: Option<PrivateData>,
     server_pd: Option<PrivateData>,
 ) -> Result<(), String> {
-    let want = if out.cell.requester == Speaks::V2Capable && out.cell.responder == Speaks::V2Capable {
-        Version::TWO
-    } else {
-        Version::ONE
-    };
+    let want = if out.cell.both_v2() { Version::TWO } else { Version::ONE };
     if out.version != Some(want) {
         return Err(format!("negotiated {:?}, expected version {want}", out.version));
     }
-    let t = Advertised { requester: client_pd, responder: server_pd }.for_version(want);
+    let props = expected_properties(want, out.cell.extension);
+    if out.properties != Some(props) {
+        return Err(format!("properties exchange gave {:?}, expected {props:?}", out.properties));
+    }
+    // Only a completed exchange changes anything; a refusal falls back (section 2.3).
+    let stated = match props {
+        PeerProperties::Stated(_) => {
+            let (requester, responder) = out.cell.extension.stated();
+            Stated { requester, responder }
+        }
+        PeerProperties::NotExchanged | PeerProperties::Refused => Stated::default(),
+    };
+    let t = stated.thresholds(&Advertised { requester: client_pd, responder: server_pd }, want);
     if out.thresholds != Some(t) {
         return Err(format!("thresholds {:?}, expected {t:?}", out.thresholds));
     }
@@ -394,11 +550,31 @@ fn check_negotiation(
     Ok(())
 }
 
+/// How a table or JSON shows what the properties exchange gave (`-`: no client ran).
+fn properties_label(p: Option<PeerProperties>) -> &'static str {
+    match p {
+        None => "-",
+        Some(PeerProperties::NotExchanged) => "not exchanged",
+        Some(PeerProperties::Stated(_)) => "stated",
+        Some(PeerProperties::Refused) => "refused",
+    }
+}
+
 /// The table, one line per cell.
 pub fn table(outcomes: &[Outcome]) -> String {
     let mut s = format!(
-        "{:<11} {:<11} {:<15} {:<14} {:>4} {:>11} {:>7} {:>9}  {}\n",
-        "requester", "responder", "private data", "form", "vers", "thresholds", "credits", "time", "verdict"
+        "{:<11} {:<11} {:<15} {:<14} {:<14} {:>4} {:<13} {:>11} {:>7} {:>9}  {}\n",
+        "requester",
+        "responder",
+        "private data",
+        "extension",
+        "form",
+        "vers",
+        "properties",
+        "thresholds",
+        "credits",
+        "time",
+        "verdict"
     );
     for o in outcomes {
         let t = o.thresholds.map_or("-".into(), |t| format!("{}/{}", t.call, t.reply));
@@ -408,12 +584,14 @@ pub fn table(outcomes: &[Outcome]) -> String {
             Err(e) => format!("FAILED: {e}"),
         };
         s += &format!(
-            "{:<11} {:<11} {:<15} {:<14} {:>4} {:>11} {:>7} {:>7.1}ms  {}\n",
+            "{:<11} {:<11} {:<15} {:<14} {:<14} {:>4} {:<13} {:>11} {:>7} {:>7.1}ms  {}\n",
             o.cell.requester.label(),
             o.cell.responder.label(),
             o.cell.pdata.label(),
+            o.cell.extension.label(),
             o.cell.form.label(),
             v,
+            properties_label(o.properties),
             t,
             o.credits,
             o.elapsed.as_secs_f64() * 1e3,
@@ -431,15 +609,17 @@ pub fn json(outcomes: &[Outcome]) -> String {
         .map(|o| {
             let t = o.thresholds.map_or("null".into(), |t| format!("{{\"call\":{},\"reply\":{}}}", t.call, t.reply));
             let v = o.version.map_or("null".into(), |v| v.wire().to_string());
+            let p = o.properties.map_or("null".into(), |p| format!("\"{}\"", properties_label(Some(p))));
             let verdict = match &o.verdict {
                 Ok(()) => "\"ok\"".to_string(),
                 Err(e) => format!("\"{}\"", esc(e)),
             };
             format!(
-                "{{\"requester\":\"{}\",\"responder\":\"{}\",\"private_data\":\"{}\",\"form\":\"{}\",\"version\":{v},\"thresholds\":{t},\"credits\":{},\"verdict\":{verdict},\"ok\":{},\"time_ms\":{:.3}}}",
+                "{{\"requester\":\"{}\",\"responder\":\"{}\",\"private_data\":\"{}\",\"extension\":\"{}\",\"form\":\"{}\",\"version\":{v},\"properties\":{p},\"thresholds\":{t},\"credits\":{},\"verdict\":{verdict},\"ok\":{},\"time_ms\":{:.3}}}",
                 o.cell.requester.label(),
                 o.cell.responder.label(),
                 o.cell.pdata.label(),
+                o.cell.extension.label(),
                 o.cell.form.label(),
                 o.credits,
                 o.verdict.is_ok(),

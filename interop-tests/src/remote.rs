@@ -1,6 +1,8 @@
 //! The matrix across two processes (`--backend tcp`): each cell's responder runs in a child
-//! process (`interop-tests serve-cell RESPONDER PDATA`, the same binary) and the requester in
-//! this one, over the TCP verbs backend on loopback.
+//! process (`interop-tests serve-cell RESPONDER PDATA EXTENSION`, the same binary) and the
+//! requester in this one, over the TCP verbs backend on loopback. The child configures its
+//! responder from those three (whether it has the transport-properties extension included), so
+//! a cell's two ends agree on the cell as they do in one process.
 //!
 //! The child speaks a line protocol on its stdin and stdout:
 //!
@@ -18,7 +20,7 @@ use std::time::Instant;
 
 use negotiate::server::ServerStats;
 
-use crate::matrix::{run_cell_against, start_server, Cell, Outcome, Pdata, ResponderEnd, Speaks};
+use crate::matrix::{run_cell_against, start_server, Cell, Extension, Outcome, Pdata, ResponderEnd, Speaks};
 use crate::{hex, unhex};
 
 /// A cell's responder in a child process.
@@ -30,12 +32,18 @@ pub struct RemoteServer {
 }
 
 impl RemoteServer {
-    /// Starts `exe serve-cell R P` and waits for its address.
-    pub fn spawn(exe: &std::path::Path, responder: Speaks, pdata: Pdata) -> Result<RemoteServer, String> {
+    /// Starts `exe serve-cell R P E` and waits for its address.
+    pub fn spawn(
+        exe: &std::path::Path,
+        responder: Speaks,
+        pdata: Pdata,
+        extension: Extension,
+    ) -> Result<RemoteServer, String> {
         let r = Speaks::ALL.iter().position(|&x| x == responder).unwrap();
         let p = Pdata::ALL.iter().position(|&x| x == pdata).unwrap();
+        let e = Extension::ALL.iter().position(|&x| x == extension).unwrap();
         let mut child = Command::new(exe)
-            .args(["serve-cell", &r.to_string(), &p.to_string()])
+            .args(["serve-cell", &r.to_string(), &p.to_string(), &e.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .spawn()
@@ -110,28 +118,26 @@ impl Drop for RemoteServer {
 /// Runs one cell with its responder in a child process (`exe`), over TCP.
 pub fn run_cell_two_processes(exe: &std::path::Path, cell: Cell) -> Outcome {
     let start = Instant::now();
-    match RemoteServer::spawn(exe, cell.responder, cell.pdata) {
+    match RemoteServer::spawn(exe, cell.responder, cell.pdata, cell.extension) {
         Ok(server) => run_cell_against(&verbs::Tcp, cell, &server, start),
-        Err(e) => Outcome {
-            cell,
-            version: None,
-            thresholds: None,
-            credits: 0,
-            verdict: Err(format!("responder process: {e}")),
-            elapsed: start.elapsed(),
-        },
+        Err(e) => Outcome::not_run(cell, format!("responder process: {e}"), start.elapsed()),
     }
 }
 
-/// The child's side: `serve-cell RESPONDER PDATA` (indexes into [`Speaks::ALL`] and
-/// [`Pdata::ALL`]). Returns the process exit code.
+/// The child's side: `serve-cell RESPONDER PDATA EXTENSION` (indexes into [`Speaks::ALL`],
+/// [`Pdata::ALL`] and [`Extension::ALL`]). Returns the process exit code.
 pub fn serve_cell_main(args: &[String]) -> i32 {
     let pick = |i: usize| args.get(i).and_then(|a| a.parse::<usize>().ok());
-    let (Some(r), Some(p)) = (pick(0).and_then(|i| Speaks::ALL.get(i)), pick(1).and_then(|i| Pdata::ALL.get(i))) else {
-        eprintln!("usage: interop-tests serve-cell RESPONDER(0-1) PDATA(0-3)");
+    let (Some(r), Some(p), Some(e), None) = (
+        pick(0).and_then(|i| Speaks::ALL.get(i)),
+        pick(1).and_then(|i| Pdata::ALL.get(i)),
+        pick(2).and_then(|i| Extension::ALL.get(i)),
+        args.get(3),
+    ) else {
+        eprintln!("usage: interop-tests serve-cell RESPONDER(0-1) PDATA(0-3) EXTENSION(0-3)");
         return 2;
     };
-    let server = match start_server(&verbs::Tcp, *r, *p) {
+    let server = match start_server(&verbs::Tcp, *r, *p, *e) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("serve-cell: {e}");

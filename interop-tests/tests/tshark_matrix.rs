@@ -1,6 +1,6 @@
 //! Wireshark's RPC-over-RDMA dissector as an oracle on the matrix's own traffic.
 //!
-//! The 96-cell matrix runs in process on a backend wrapped in `verbs::capture::Captured`; every message sent
+//! The 168-cell matrix runs in process on a backend wrapped in `verbs::capture::Captured`; every message sent
 //! becomes a RoCEv2 frame in one pcap ([`interop_tests::pcap`]), followed by a few frames made
 //! here: Version One RDMA_ERRORs (the matrix sends none: a Version One responder answers a
 //! Version Two probe with `rdma_vers` 2) and Version One headers truncated inside their chunk
@@ -17,7 +17,12 @@
 //!   `[Malformed Packet: RPC]`; that is the RPC layer's verdict, never RPC-over-RDMA's.
 //! * `rdma_vers` 2 (and any other version but 1): the heuristic claims the frame (no `data`
 //!   layer follows `infiniband`) and adds no `rpcordma` tree at all: the protocols end at
-//!   `infiniband` and every `rpcordma` field is empty, as ORACLES.md says.
+//!   `infiniband` and every `rpcordma` field is empty, as ORACLES.md says. Except Version
+//!   Two's RDMA_OPTIONAL (`rdma_proc` 5, the transport-properties exchange of the matrix's
+//!   extension axis): the heuristic does not claim it (a procedure beyond RDMA_ERROR), so it
+//!   is plain `data`, nothing malformed. Every Version Two message is also run through our
+//!   own decoder ([`interop_tests::decode`]), which must decode it whole; a properties
+//!   RDMA_OPTIONAL must show the 12 KiB sizes the matrix states.
 //! * Truncated chunk lists do not always show `_ws.malformed`, unlike ORACLES.md's one line:
 //!   an RDMA_NOMSG is claimed whatever follows its fixed words and shows its XID and
 //!   `[Malformed Packet: RPCoRDMA]`; an RDMA_MSG cut inside a Read or Write segment shows
@@ -65,6 +70,8 @@ const FIELDS: [&str; 18] = [
 const RPCORDMA: std::ops::RangeInclusive<usize> = 1..=15;
 const MALFORMED: usize = 16;
 const PROTOCOLS: usize = 17;
+/// Version Two's RDMA_OPTIONAL `rdma_proc` (draft section 4.2).
+const RDMA_OPTIONAL: u32 = 5;
 /// The layers below RPC-over-RDMA in every frame.
 const BELOW: &str = "eth:ethertype:ip:udp:infiniband";
 
@@ -245,9 +252,26 @@ fn tshark_agrees_with_every_message_of_the_matrix() {
                 }
             }
             2 => {
-                // Claimed (no `data` layer) and shown with no tree.
-                assert_eq!(row[PROTOCOLS], BELOW, "frame {frame}");
+                let proc = u32::from_be_bytes(s.bytes[12..16].try_into().unwrap());
+                if proc == RDMA_OPTIONAL {
+                    // Not claimed: plain data, nothing malformed.
+                    assert_eq!(row[PROTOCOLS], format!("{BELOW}:data"), "frame {frame}");
+                    *counts.entry("v2 RDMA_OPTIONAL").or_default() += 1;
+                } else {
+                    // Claimed (no `data` layer) and shown with no tree.
+                    assert_eq!(row[PROTOCOLS], BELOW, "frame {frame}");
+                }
                 assert!(row[1..PROTOCOLS].iter().all(String::is_empty), "frame {frame}: {row:?}");
+                // Our decoder reads it whole, the properties included.
+                let report = interop_tests::decode::decode(&s.bytes);
+                let hex = interop_tests::hex(&s.bytes);
+                assert_eq!(report.get("decode_error"), None, "frame {frame}: {hex}");
+                assert!(report.get("payload_len").and_then(|n| n.num()).is_some(), "frame {frame}: {hex}");
+                if let Some(p) = report.get("properties") {
+                    let size = |k| p.get(k).and_then(|n| n.num());
+                    assert_eq!((size("max_send_size"), size("max_recv_size")), (Some(12288), Some(12288)), "{hex}");
+                    *counts.entry("v2 properties").or_default() += 1;
+                }
                 *counts.entry("v2").or_default() += 1;
             }
             v => panic!("frame {frame}: the matrix sent version {v}"),
@@ -277,13 +301,19 @@ fn tshark_agrees_with_every_message_of_the_matrix() {
             }
         }
     }
+    // The extension axis's exchanges: a request in each cell where the requester has the
+    // extension (requester only, both), a reply where both have it; 24 cells each.
+    assert_eq!(counts.get("v2 RDMA_OPTIONAL"), Some(&(3 * 24)), "{counts:?}");
+    assert_eq!(counts.get("v2 properties"), Some(&(3 * 24)), "{counts:?}");
     println!(
         "tshark agreed on {} frames: {} Version One messages compared field by field ({} with the RPC layer above \
-         malformed), {} Version Two shown without a tree, {} made here ({} malformed or truncated)",
+         malformed), {} Version Two shown without a tree ({} of them RDMA_OPTIONAL shown as data, decoded by us), \
+         {} made here ({} malformed or truncated)",
         rows.len(),
         counts["v1"],
         counts.get("v1, RPC layer malformed").unwrap_or(&0),
         counts["v2"],
+        counts["v2 RDMA_OPTIONAL"],
         extras.len(),
         extras.iter().filter(|x| !matches!(x.expect, Expect::Fields)).count()
     );

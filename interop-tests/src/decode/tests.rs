@@ -127,3 +127,27 @@ fn pretty_output_is_the_compact_json_reindented() {
     assert_eq!(squeezed, compact);
     assert!(r.pretty().starts_with("{\n  \"length\": 36,\n  \"xid\": 7,"));
 }
+
+#[test]
+fn transport_properties_optional_shows_the_stated_properties() {
+    // The matrix's own properties request (a side stating 12288/12288), as captured: an
+    // RDMA_OPTIONAL of type 0xf0000001 whose optinfo is the request with two properties.
+    let b = parse_hex(
+        "4f500000 00000002 00000020 00000005 f0000001 00000020 \
+         00000000 00000002 00000001 00000004 00003000 00000002 00000004 00003000",
+    )
+    .unwrap();
+    let (r, v) = verdict_of(&b);
+    assert_eq!(text(&r, "proc_name"), "RDMA_OPTIONAL");
+    let p = r.get("properties").unwrap();
+    assert_eq!(text(p, "exchange"), "request");
+    assert_eq!((num(p, "max_send_size"), num(p, "max_recv_size")), (12288, 12288));
+    assert_eq!((p.get("remote_invalidation"), p.get("backward_credits")), (Some(&Json::Null), Some(&Json::Null)));
+    // The decoder's receiver lacks the extension: it answers RDMA_ERR_INVAL_OPTION (section 2.3).
+    assert_eq!(text(&v, "reply"), "RDMA_ERROR RDMA_ERR_INVAL_OPTION");
+    // Trailing bytes in the optinfo are malformed (section 2.5).
+    let mut bad = b.clone();
+    bad[23] = 0x24;
+    bad.extend([0; 4]);
+    assert!(text(&decode(&bad), "properties_error").contains("after the rpcrdma2_properties"));
+}

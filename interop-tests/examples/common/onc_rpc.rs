@@ -1,5 +1,6 @@
-//! ONC RPC (RFC 5531) by hand, for the guest examples that talk to the Linux kernel's NFS
-//! server: an XDR builder, a call header, and a check of an accepted, successful reply.
+//! ONC RPC (RFC 5531) for the guest examples that talk to the Linux kernel's NFS server: an
+//! XDR builder for their arguments, and the call header and reply check of the library's
+//! `negotiate::onc` (the one home of those rules), in the shapes the examples use.
 //! Included by each example with `#[path = "common/onc_rpc.rs"] mod onc_rpc;`; an example
 //! need not use every item.
 #![allow(dead_code)]
@@ -40,18 +41,19 @@ impl Xdr {
     }
 }
 
-/// An RPC call header (RFC 5531 section 9): xid, CALL, rpcvers 2, program, version,
-/// procedure, the credential (AUTH_SYS uid 0, or AUTH_NONE), an AUTH_NONE verifier.
+/// An RPC call header (RFC 5531 section 9) from `negotiate::onc::CallHeader`: xid, program,
+/// version, procedure, the credential (AUTH_SYS uid 0 gid 0 from machine "rpcrdma-rs", or
+/// AUTH_NONE), an AUTH_NONE verifier.
 pub fn rpc_call(xid: u32, prog: u32, vers: u32, proc_: u32, auth_sys: bool) -> Xdr {
-    let x = Xdr::default().u32(xid).u32(CALL).u32(2).u32(prog).u32(vers).u32(proc_);
-    let x = if auth_sys {
-        // authsys_parms: stamp, machinename, uid 0, gid 0, no gids.
-        let body = Xdr::default().u32(0x5eed).opaque(b"rpcrdma-rs").u32(0).u32(0).u32(0);
-        x.u32(AUTH_SYS).opaque(&body.0)
-    } else {
-        x.u32(AUTH_NONE).u32(0)
-    };
-    x.u32(AUTH_NONE).u32(0)
+    use negotiate::onc::{Auth, AuthSys, CallHeader};
+    let mut header = CallHeader::new(xid, prog, vers, proc_);
+    if auth_sys {
+        let cred = AuthSys { stamp: 0x5eed, machine_name: "rpcrdma-rs".into(), ..AuthSys::default() };
+        header = header.with_cred(Auth::Sys(cred));
+    }
+    let mut x = Xdr::default();
+    header.encode(&mut x.0).expect("a header within RFC 5531's bounds");
+    x
 }
 
 /// Big-endian XDR words as bytes.
@@ -64,27 +66,9 @@ pub fn word(b: &[u8], at: usize) -> Option<u32> {
     b.get(at..at + 4).map(|w| u32::from_be_bytes(w.try_into().unwrap()))
 }
 
-/// Reads an accepted, successful RPC reply to `xid` and returns the offset of its results, or
-/// says what it is instead.
+/// Reads an accepted, successful RPC reply to `xid` (`negotiate::onc::results`) and returns
+/// the offset of its results, or says what it is instead.
 pub fn accepted_success(reply: &[u8], xid: u32) -> Result<usize, String> {
-    let w = |i: usize| word(reply, i * 4);
-    let (Some(rx), Some(mtype), Some(stat)) = (w(0), w(1), w(2)) else {
-        return Err(format!("reply of {} bytes is too short", reply.len()));
-    };
-    if rx != xid {
-        return Err(format!("reply XID {rx:#x}, call XID {xid:#x}"));
-    }
-    if mtype != REPLY {
-        return Err(format!("msg_type {mtype}, not REPLY"));
-    }
-    if stat != MSG_ACCEPTED {
-        return Err(format!("reply_stat {stat} (MSG_DENIED), words {:?}", (3..6).map(w).collect::<Vec<_>>()));
-    }
-    let verf_len = w(4).ok_or("no verifier")? as usize;
-    let at = 20 + verf_len.next_multiple_of(4);
-    let accept = word(reply, at).ok_or("no accept_stat")?;
-    if accept != SUCCESS {
-        return Err(format!("accept_stat {accept}, not SUCCESS"));
-    }
-    Ok(at + 4)
+    let results = negotiate::onc::results(reply, xid).map_err(|e| e.to_string())?;
+    Ok(reply.len() - results.len())
 }

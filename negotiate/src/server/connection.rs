@@ -1,0 +1,438 @@
+//! One connection of a [`Server`](super::Server): accepting it, then serving its calls on up
+//! to [`ServerLimits::calls_in_progress`](crate::limits::ServerLimits::calls_in_progress)
+//! threads in a leader/follower pattern (one thread receives, the others serve).
+
+use super::*;
+/// What one call came to.
+pub(super) enum Served {
+    /// A call served with its handler's reply, in this version.
+    Call(Version, ReplySent),
+    /// An RDMA_ERROR sent.
+    Error,
+    /// A call answered with an RPC GARBAGE_ARGS reply.
+    GarbageArgs,
+    /// A call whose handler panicked, answered with an RPC SYSTEM_ERR reply.
+    Panicked,
+}
+
+/// Serves one connection until it goes down or the server stops: accepts it, then serves its
+/// calls on up to [`ServerLimits::calls_in_progress`] threads of its own (this one the first),
+/// which all have ended when this returns.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
+    backend: &B,
+    req: B::Request,
+    cfg: &ServerConfig,
+    ulb: &U,
+    handler: &dyn Handler,
+    stop: &AtomicBool,
+    shared: &Shared,
+    slot: &OnceLock<Arc<Connection<B>>>,
+) {
+    let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
+    let mut serve = Serve::new(cfg.responder, cfg.limits.idle_timeout, req.private_data(), ours, Instant::now());
+    // This connection's own handlers for RDMA_OPTIONAL (each connection has its Responder).
+    serve.set_registry(crate::extension::registry(&cfg.extensions));
+    if let Some(ours) = cfg.properties {
+        serve.set_properties(ours);
+    }
+    let received = req.private_data().to_vec();
+    // Receives of the largest size a requester may send us, one per credit (RFC 8166 section
+    // 3.3.1), posted before the connection is established.
+    let size = thresholds::receive_size_stating(ours, cfg.responder.versions.1, cfg.properties.as_ref());
+    let Ok(pd) = backend.alloc_pd() else { return };
+    let mut pool = None;
+    let accepted = req.accept_with(&pd, &pdata, cfg.caps, |qp| {
+        let count = cfg.responder.credits as usize + backchannel::SLOTS;
+        pool = Some(ReceivePool::<B>::post(&pd, qp, count, size)?);
+        Ok(())
+    });
+    let (Ok(qp), Some(pool)) = (accepted, pool) else { return };
+    lock(&shared.stats).connections += 1;
+    let peer = Arc::new(Mutex::new(Peer {
+        private_data: received,
+        advertised: serve.responder().advertised(),
+        credits_requested: 0,
+        ended: None,
+    }));
+    lock(&shared.peers).push(peer.clone());
+    let conn = Arc::new(Connection::<B>::new(pd, qp, cfg.timeout));
+    // The server closes it when it stops; it cannot be set twice (one slot per connection).
+    let _ = slot.set(conn.clone());
+    let back = ServerSide::new(conn.clone(), cfg.responder.limits);
+    lock(&shared.backchannels).push(back.handle());
+    let now = Instant::now();
+    let served = Serving {
+        cfg,
+        ulb,
+        handler,
+        stop,
+        shared,
+        conn: &conn,
+        pool,
+        peer: &peer,
+        back: &back,
+        most: cfg.limits.calls_in_progress(cfg.responder.credits),
+        lead: Mutex::new(Lead { serve }),
+        crew: Mutex::new(Crew {
+            threads: 1,
+            waiting: 1,
+            untimed: 0,
+            in_progress: 0,
+            last_finished: now,
+            free: true,
+            alone: None,
+            next_ticket: 0,
+            ended: false,
+        }),
+        turn: Condvar::new(),
+        unanswered: AtomicUsize::new(0),
+    };
+    // Every thread spawned for the connection's calls ends inside this scope.
+    std::thread::scope(|scope| served.work(scope));
+    lock(&peer).ended = conn.ended();
+}
+
+/// One connection's serving, shared by the threads that serve its calls.
+///
+/// They take turns at receiving, leader/follower style: the thread that holds the receiving
+/// role receives and judges messages one at a time with the connection's [`Serve`] (its
+/// credits, version and idle decisions need one order), and when a message is a call it
+/// serves that call itself: fetches its chunks, runs the handler, sends the reply. If another
+/// message is already waiting, the role goes to the next waiting thread at once; if not, the
+/// thread keeps it while it serves, and a waiting thread takes it over only once the call
+/// has run for [`SERVE_ALONE_FOR`]; and only when no other call is being served (under load
+/// the next message comes while this one is served). Handing the role on for every call cost
+/// a lone caller a thread switch per call on the server (64-byte round trip 0.5 of the raw
+/// one, against 0.8 to 0.85 now, docs/benchmarks.md); keeping it for a call that runs long
+/// would hold up the calls behind it.
+///
+/// Why not a receiver handing each call to a pool of workers: that wakes a worker for every
+/// call, on the call's own path (the call waits for the wake-up), moves the message to
+/// another thread's cache, and keeps a receiving thread beside the workers even when calls
+/// come one at a time. Here the call goes on at once on the thread that received it; the
+/// wake-up of the next leader happens beside it, and only when a thread waits for the lead
+/// (when every thread is busy, the first to finish takes the lead uncontended and finds the
+/// next message already there). Both were measured (docs/benchmarks.md, "Load"): on the
+/// 64-caller in-process load the pool took 8.1 to 10.5 thread switches per call, this 8.1 to
+/// 9.2 (one call at a time: 6.1 to 7.2); with a handler that sleeps 200 us, 32 callers, the
+/// pool served 17-18k calls/s in-process, this 24-28k.
+struct Serving<'a, B: Backend, U: ?Sized> {
+    cfg: &'a ServerConfig,
+    ulb: &'a U,
+    handler: &'a dyn Handler,
+    stop: &'a AtomicBool,
+    shared: &'a Shared,
+    conn: &'a Arc<Connection<B>>,
+    pool: ReceivePool<B>,
+    peer: &'a Mutex<Peer>,
+    back: &'a ServerSide<B>,
+    /// The most calls served at once, and so the most threads.
+    most: usize,
+    /// The receiving role and what it judges with.
+    lead: Mutex<Lead>,
+    crew: Mutex<Crew>,
+    /// Signals the waiting threads (with `crew`): the role is free, a call is being served
+    /// alone, or the connection ended.
+    turn: Condvar,
+    /// Calls taken whose answer has not been posted yet: each is still in flight for the
+    /// requester, so it counts against the credits of the next call judged (RFC 8166 section
+    /// 3.3.1). A call stops counting just before its answer is posted, so a requester that
+    /// sends its next call once it has that answer is never taken for one beyond its credits.
+    unanswered: AtomicUsize,
+}
+
+struct Lead {
+    serve: Serve,
+}
+
+/// The connection's threads.
+struct Crew {
+    /// Spawned and not yet ended, this one included.
+    threads: usize,
+    /// Waiting for the receiving role (or spawned to): a call arriving finds one of them to
+    /// receive the next message while it is served.
+    waiting: usize,
+    /// Of those, the ones waiting without a deadline (no call served alone when they began).
+    untimed: usize,
+    /// Calls taken and not yet answered.
+    in_progress: usize,
+    /// When the last call in progress was answered: a call that ran long is activity too.
+    last_finished: Instant,
+    /// The receiving role is free: the next waiting thread takes it.
+    free: bool,
+    /// The role's holder is serving a call itself, since when, under which ticket: it took no
+    /// other message waiting, so it kept the role (a lone caller's calls then need no thread
+    /// hand-off); a waiting thread takes the role over once this is [`SERVE_ALONE_FOR`] old.
+    alone: Option<(Instant, u64)>,
+    next_ticket: u64,
+    /// The connection is done: every thread leaves.
+    ended: bool,
+}
+
+/// How long the holder of the receiving role may serve a call itself before a waiting thread
+/// takes the role over: a longer call then no longer holds up the next ones (they are
+/// received and served beside it), while a short one keeps the role and the next call needs
+/// no thread hand-off.
+const SERVE_ALONE_FOR: Duration = Duration::from_millis(1);
+
+/// A call the leader took: its message, moved to the thread that serves it.
+struct Job {
+    bytes: Vec<u8>,
+    xid: u32,
+    params: ReplyParams,
+}
+
+impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
+    /// One thread's part: take the receiving role, receive until a call arrives, serve it,
+    /// and again, until the connection ends.
+    fn work<'s>(&'s self, scope: &'s Scope<'s, '_>) {
+        // This thread's call and reply buffers, kept from one call to the next.
+        let (mut call, mut reply) = (Vec::new(), Vec::new());
+        let mut holding = false;
+        loop {
+            if !holding && !self.take_role() {
+                break;
+            }
+            let job = {
+                let mut lead = lock(&self.lead);
+                match self.receive_call(&mut lead.serve) {
+                    Ok(job) => job,
+                    Err(why) => {
+                        self.back.close();
+                        self.conn.close(why);
+                        lock(&self.crew).ended = true;
+                        self.turn.notify_all();
+                        break;
+                    }
+                }
+            };
+            // With another message waiting the role goes on at once; without, this thread
+            // keeps it while it serves, unless the call runs long.
+            let ticket = self.take_on(scope, self.conn.receives_waiting() == 0);
+            match self.serve_call(&job, &mut call, &mut reply) {
+                Ok(served) => self.count(served),
+                // RFC 8166 section 4.5.4: a reply that could not be sent is signaled by closing
+                // the connection; the receiving thread sees it down and ends the others.
+                Err(why) => self.conn.close(why),
+            }
+            // The message's buffer takes the next message received.
+            self.pool.recycle(job.bytes);
+            let mut crew = lock(&self.crew);
+            crew.in_progress -= 1;
+            crew.last_finished = Instant::now();
+            holding = ticket.is_some() && crew.alone.is_some_and(|(_, t)| Some(t) == ticket);
+            if holding {
+                crew.alone = None;
+            } else {
+                crew.waiting += 1;
+            }
+        }
+        lock(&self.crew).threads -= 1;
+    }
+
+    /// Waits for the receiving role: free, or held by a thread serving a call alone for
+    /// [`SERVE_ALONE_FOR`]; false once the connection has ended. While a call is served alone
+    /// the wait has a deadline, so that it notices the call running long without being told;
+    /// otherwise it waits to be told (the role freed, or a call begun alone).
+    fn take_role(&self) -> bool {
+        let mut crew = lock(&self.crew);
+        loop {
+            if crew.ended {
+                crew.waiting -= 1;
+                return false;
+            }
+            let now = Instant::now();
+            let overdue = crew.alone.map(|(since, _)| since + SERVE_ALONE_FOR);
+            if crew.free || overdue.is_some_and(|t| t <= now) {
+                crew.free = false;
+                crew.alone = None;
+                crew.waiting -= 1;
+                return true;
+            }
+            if let Some(until) = overdue {
+                crew = self.turn.wait_timeout(crew, until - now).unwrap_or_else(PoisonError::into_inner).0;
+            } else {
+                crew.untimed += 1;
+                crew = self.turn.wait(crew).unwrap_or_else(PoisonError::into_inner);
+                crew.untimed -= 1;
+            }
+        }
+    }
+
+    /// A call was taken: counts it, and either frees the receiving role (`keep` false) or
+    /// keeps it while this thread serves the call, returning the ticket that says whether it
+    /// still holds it afterwards. When no other thread waits to receive and the bound allows,
+    /// spawns one (so a connection whose requester makes one call at a time keeps two
+    /// threads, never [`Serving::most`]).
+    fn take_on<'s>(&'s self, scope: &'s Scope<'s, '_>, keep: bool) -> Option<u64> {
+        let mut crew = lock(&self.crew);
+        // Only a call with none beside it keeps the role: under load the next message comes
+        // while this one is served, and must not wait for it.
+        let keep = keep && crew.in_progress == 0;
+        crew.in_progress += 1;
+        let ticket = if keep {
+            let t = crew.next_ticket;
+            crew.next_ticket += 1;
+            crew.alone = Some((Instant::now(), t));
+            // Only a thread waiting without a deadline must be told; the others wake by
+            // themselves when the call has run too long.
+            if crew.untimed > 0 {
+                self.turn.notify_one();
+            }
+            Some(t)
+        } else {
+            crew.free = true;
+            self.turn.notify_one();
+            None
+        };
+        if crew.waiting == 0 && crew.threads < self.most {
+            let spawned =
+                std::thread::Builder::new().name("negotiate-call".into()).spawn_scoped(scope, move || self.work(scope));
+            // One that could not be spawned leaves the calls to the threads there are.
+            if spawned.is_ok() {
+                crew.threads += 1;
+                crew.waiting += 1;
+            }
+        }
+        ticket
+    }
+
+    /// The leader's part: receives and judges messages until one is a call to serve, and
+    /// answers the others itself; `Err` with the reason to close the connection.
+    fn receive_call(&self, serve: &mut Serve) -> Result<Job, String> {
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return Err("the server stopped".to_string());
+            }
+            if self.conn.qp().state() != QpState::Ready {
+                return Err("the queue pair went down".to_string());
+            }
+            let m = match self.pool.receive_within(self.conn, TICK) {
+                Ok(m) => m,
+                Err(DataPathError::Timeout { .. }) => {
+                    if self.is_idle(serve) {
+                        lock(&self.shared.stats).refused.idle += 1;
+                        return Err(format!("idle for {:?}", self.cfg.limits.idle_timeout));
+                    }
+                    continue;
+                }
+                Err(e) => return Err(format!("receiving: {e}")),
+            };
+            // Behind this message: the ones received and not judged, and the calls being
+            // served, all in flight for the requester.
+            let behind = self.conn.receives_waiting() + self.unanswered.load(Ordering::SeqCst);
+            // The answer to our own RDMA_OPTIONAL (Backchannel::send_option), if one waits.
+            let awaited = self.back.awaiting_option();
+            let step = serve.on_message_awaiting(&m.bytes, behind, Instant::now(), &|x| Some(x) == awaited);
+            // The stats are shared with the threads serving calls: locked only when there is
+            // something to add (overruns are cumulative, kept as the most seen).
+            let (overruns, over_limits) = (serve.responder().overruns(), serve.new_over_limits());
+            if overruns > 0 || over_limits > 0 {
+                let mut s = lock(&self.shared.stats);
+                s.credit_overruns = s.credit_overruns.max(overruns);
+                s.refused.over_limits += over_limits;
+            }
+            match step {
+                Step::Call { header, params } => {
+                    let xid = header.xid();
+                    lock(self.peer).credits_requested = header.credit();
+                    let version = header.version();
+                    self.back.on_forward_call(version, serve.responder().advertised().for_version(version));
+                    self.unanswered.fetch_add(1, Ordering::SeqCst);
+                    return Ok(Job { bytes: m.bytes, xid, params });
+                }
+                Step::SendError(e) => {
+                    send_error(self.conn, e.as_bytes()).map_err(|e| format!("sending an RDMA_ERROR: {e}"))?;
+                    lock(&self.shared.stats).errors_sent += 1;
+                }
+                // An extension's answer (draft section 3.1), sent and waited for here, before
+                // the next message is read: a client flooding RDMA_OPTIONAL messages has at
+                // most one answer outstanding.
+                Step::SendBack(bytes) => {
+                    send_error(self.conn, &bytes).map_err(|e| format!("sending an RDMA_OPTIONAL: {e}"))?;
+                }
+                Step::OptionAnswer { xid } => {
+                    self.back.on_reply(xid, m.bytes);
+                }
+                // A reply that answers no backward call of ours (another XID, or none
+                // outstanding) is dropped.
+                Step::BackwardReply(h) => {
+                    let xid = h.xid();
+                    self.back.on_reply(xid, m.bytes);
+                }
+                // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166
+                // section 4.5); one that names no call of ours is dropped.
+                Step::PeerError { xid, error } => {
+                    self.back.on_peer_error(xid, error);
+                }
+                Step::Nothing => {}
+            }
+        }
+    }
+
+    /// Idle: no message for the idle timeout, and no call in progress nor answered within it.
+    fn is_idle(&self, serve: &Serve) -> bool {
+        let now = Instant::now();
+        let crew = lock(&self.crew);
+        serve.is_idle(now)
+            && crew.in_progress == 0
+            && now.saturating_duration_since(crew.last_finished) >= self.cfg.limits.idle_timeout
+    }
+
+    /// Serves one call taken by the leader: fetches its Read chunks into `call`, runs the
+    /// handler, and answers it: the reply, or what [`FailureAnswer::for_error`] says when it
+    /// could not be served; `Err` with the reason to close the connection.
+    fn serve_call(&self, job: &Job, call: &mut Vec<u8>, reply: &mut Vec<u8>) -> Result<Served, String> {
+        let conn = &**self.conn;
+        let params = &job.params;
+        // The leader's Serve accepted these bytes as a call; the same rules, with the same
+        // limits, give the same header view here, where the bytes now are.
+        let header = crate::reply::reply_header(&job.bytes, &self.cfg.responder.limits)
+            .expect("a message the responder accepted as a call has a valid header");
+        let service = fetch_call(conn, &header, self.ulb, call).map(|()| {
+            Service::of(|| {
+                let mut r = std::mem::take(reply);
+                r.clear();
+                self.handler.handle(call, &mut r);
+                r
+            })
+        });
+        self.unanswered.fetch_sub(1, Ordering::SeqCst);
+        service
+            .and_then(|service| match service {
+                Service::Replied(mut r) => {
+                    let sent = send_reply_lent(conn, &header, &mut r, self.ulb, params)
+                        .map(|s| Served::Call(params.version, s));
+                    // Its memory takes the next reply of this thread.
+                    *reply = r;
+                    sent
+                }
+                Service::Panicked => {
+                    send_rpc_error(conn, &header, self.ulb, params, encode_system_err_reply).map(|()| Served::Panicked)
+                }
+            })
+            .or_else(|e| match FailureAnswer::for_error(&e) {
+                Some(answer) => answer_failure(conn, &header, self.ulb, params, answer),
+                None => Err(e),
+            })
+            .map_err(|e| format!("serving call {:#x}: {e}", job.xid))
+    }
+
+    fn count(&self, served: Served) {
+        let mut s = lock(&self.shared.stats);
+        match served {
+            Served::Call(v, sent) => {
+                s.calls[v.wire().min(2) as usize] += 1;
+                match sent.form {
+                    ReplyForm::Inline => s.inline_replies += 1,
+                    ReplyForm::ReplyChunk => s.reply_chunk_replies += 1,
+                }
+                s.write_chunk_results += sent.reduced_results as u64;
+            }
+            Served::Error => s.errors_sent += 1,
+            Served::GarbageArgs => s.garbage_args_replies += 1,
+            Served::Panicked => s.handler_panics += 1,
+        }
+    }
+}

@@ -1,0 +1,77 @@
+//! What a responder answers when a call cannot be served, so that the connection is kept
+//! (RFC 8166 section 4.5): the one home of that rule, which the [`Server`](super::Server) and
+//! the simulator share.
+
+use super::*;
+/// How a responder answers a call it could not serve, and keeps the connection (RFC 8166
+/// section 4.5); see [`FailureAnswer::for_error`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureAnswer {
+    /// RDMA_ERROR `ERR_CHUNK` for the call's XID.
+    ErrChunk,
+    /// An RPC reply accepting the call with `GARBAGE_ARGS`, in an RDMA_MSG.
+    GarbageArgs,
+}
+
+impl FailureAnswer {
+    /// The answer to a call whose serving failed with `e`, or `None` when nothing can be sent
+    /// and the connection must close (4.5.4: "MUST close the connection to signal to the
+    /// requester that a reply was lost"): `ERR_CHUNK` when the requester's chunks cannot hold
+    /// the reply (4.5.3's "no RPC-level reply is possible for that XID") or the transport
+    /// header carries no usable RPC message (4.5.2, MUST); `GARBAGE_ARGS` when the chunks do
+    /// not fit the Payload stream or break DDP-eligibility (4.5.2, SHOULD; 6.1.1). The one
+    /// place this rule lives: the [`Server`] and the simulator both ask it.
+    ///
+    /// ```
+    /// use negotiate::datapath::DataPathError;
+    /// use negotiate::server::FailureAnswer;
+    /// use rpcrdma_v1::reassemble::ReassemblyError;
+    /// let e = DataPathError::Reassembly(ReassemblyError::NoPositionZeroChunk);
+    /// assert_eq!(FailureAnswer::for_error(&e), Some(FailureAnswer::ErrChunk));
+    /// assert_eq!(FailureAnswer::for_error(&DataPathError::Verbs(verbs::Error::Timeout)), None);
+    /// ```
+    pub fn for_error(e: &DataPathError) -> Option<FailureAnswer> {
+        match e {
+            DataPathError::Reply(r) if r.errcode().is_some() => Some(FailureAnswer::ErrChunk),
+            DataPathError::Reassembly(r) if r.is_header_error() => Some(FailureAnswer::ErrChunk),
+            DataPathError::Reassembly(_) | DataPathError::DdpViolation(_) => Some(FailureAnswer::GarbageArgs),
+            _ => None,
+        }
+    }
+}
+
+/// Sends `answer` ([`Serve::on_failure`]) for a call that could not be served; the
+/// connection stays up.
+pub(super) fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
+    conn: &Connection<B>,
+    call: &Header<'_>,
+    ulb: &U,
+    params: &ReplyParams,
+    answer: FailureAnswer,
+) -> Result<Served, DataPathError> {
+    match answer {
+        FailureAnswer::ErrChunk => {
+            let err = ErrorReply::err_chunk(call.xid(), params.version, params.credits);
+            send_error(conn, err.as_bytes()).map(|()| Served::Error)
+        }
+        FailureAnswer::GarbageArgs => {
+            send_rpc_error(conn, call, ulb, params, encode_garbage_args_reply).map(|()| Served::GarbageArgs)
+        }
+    }
+}
+
+/// Sends the accepted RPC reply `encode` writes (GARBAGE_ARGS, SYSTEM_ERR) as the reply to
+/// `call`, inline and without invalidation (error replies never invalidate, as the Linux
+/// server).
+pub(super) fn send_rpc_error<B: Backend, U: UpperLayerBinding + ?Sized>(
+    conn: &Connection<B>,
+    call: &Header<'_>,
+    ulb: &U,
+    params: &ReplyParams,
+    encode: fn(u32, &mut [u8]) -> Result<usize, rpcrdma_v1::rt::Error>,
+) -> Result<(), DataPathError> {
+    let mut reply = [0u8; GARBAGE_ARGS_REPLY_LEN];
+    let n = encode(call.xid(), &mut reply).expect("the buffer holds the reply");
+    let params = ReplyParams { remote_invalidation: false, ..*params };
+    send_reply(conn, call, &reply[..n], ulb, &params).map(drop)
+}

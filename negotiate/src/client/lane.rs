@@ -63,6 +63,8 @@ struct State<B: Backend> {
 
 /// How long the connection must be without calls before the dispatcher takes over receiving
 /// (a caller that finds the dispatcher receiving waits for it to hand the reply over).
+mod options;
+
 const LINGER: Duration = Duration::from_millis(20);
 
 /// How a waiting caller is woken.
@@ -249,52 +251,6 @@ impl<B: Backend> Lane<B> {
         result
     }
 
-    /// The transport-properties exchange (`specs/rpcrdma2-transport-properties.txt` section
-    /// 2), once per connection, after a call answered on a connection settled on Version Two
-    /// (section 2.1: never on Version One), when [`ClientConfig::properties`] says what to
-    /// state. The reply changes the thresholds of later calls; RDMA_ERR_INVAL_OPTION, a
-    /// malformed reply or no reply leaves private data and the defaults in effect (sections
-    /// 2.3 and 2.5).
-    fn exchange_properties(&self) {
-        let Some(ours) = self.shared.cfg.properties else { return };
-        let link = {
-            let mut st = lock(&self.shared.st);
-            if !st.core.version().is_some_and(|v| v >= Version::TWO) {
-                return;
-            }
-            let Some(link) = st.core.link().cloned() else { return };
-            if st.properties_for.as_ref().is_some_and(|done| done.ptr_eq(&Arc::downgrade(&link))) {
-                return;
-            }
-            st.properties_for = Some(Arc::downgrade(&link));
-            link
-        };
-        let mut optinfo = [0u8; 64];
-        let Ok(len) = ours.encode(Exchange::Request, &mut optinfo) else { return };
-        let theirs = match self.send_option(RPCRDMA2_OPT_PROPERTIES, &optinfo[..len], &[]) {
-            Ok(OptionReply::Answered { opttype: RPCRDMA2_OPT_PROPERTIES, optinfo }) => {
-                match TransportProperties::decode(&optinfo) {
-                    Ok((Exchange::Reply, theirs)) => Some(theirs),
-                    _ => None,
-                }
-            }
-            _ => None,
-        };
-        let mut st = lock(&self.shared.st);
-        // Only for the connection it was made on: a reconnect starts over.
-        if st.core.link().is_some_and(|now| Arc::ptr_eq(now, &link)) {
-            match theirs {
-                Some(theirs) => st.core.handle_properties(ours, theirs),
-                None => st.core.handle_properties_refused(),
-            }
-        }
-    }
-
-    /// What the current connection's transport-properties exchange gave.
-    pub(super) fn peer_properties(&self) -> PeerProperties {
-        lock(&self.shared.st).core.peer_properties()
-    }
-
     /// Waits for the next step of `xid`, a blocking caller's call or RDMA_OPTIONAL,
     /// receiving on the connection meanwhile if nobody else does.
     fn wait_step(&self, xid: u32) -> CallStep<Arc<Link<B>>> {
@@ -326,51 +282,6 @@ impl<B: Backend> Lane<B> {
                 }
             }
         }
-    }
-
-    /// Sends an RDMA_OPTIONAL and waits for its outcome, as
-    /// [`Client::send_option`](super::Client::send_option) says.
-    pub(super) fn send_option(&self, opttype: u32, optinfo: &[u8], payload: &[u8]) -> Result<OptionReply, ClientError> {
-        let xid = {
-            let mut st = lock(&self.shared.st);
-            let now = Instant::now();
-            let xid = st.core.start_option(now)?;
-            st.last_active = now;
-            st.waiters.insert(xid, Waiter::Thread(std::thread::current()));
-            st.wake();
-            xid
-        };
-        let result = loop {
-            match self.wait_step(xid) {
-                CallStep::Transmit { transmit: t, link } => {
-                    let threshold = t.thresholds.call;
-                    let Some(bytes) = option_message(xid, t.credits, opttype, optinfo, payload, threshold) else {
-                        let len = 24 + optinfo.len().div_ceil(4) * 4 + payload.len();
-                        lock(&self.shared.st).core.cancel(xid, Instant::now());
-                        break Err(ClientError::OptionTooLarge { len, threshold });
-                    };
-                    match send_error(&link.conn, &bytes) {
-                        Ok(()) => {}
-                        // A broken connection fails the option through the core.
-                        Err(_) if link.conn.qp().state() == QpState::Error => {}
-                        Err(e) => {
-                            lock(&self.shared.st).core.cancel(xid, Instant::now());
-                            break Err(e.into());
-                        }
-                    }
-                }
-                CallStep::Reply { message, .. } => {
-                    // Judged by the core as the answer to ours: it decodes.
-                    break OptionReply::from_message(&message).ok_or(ClientError::Closed);
-                }
-                CallStep::Failed(ClientError::Call(CallFailure::Peer(PeerError::InvalOption))) => {
-                    break Ok(OptionReply::NotSupported);
-                }
-                CallStep::Failed(e) => break Err(e),
-            }
-        };
-        self.end(xid, None);
-        result
     }
 
     /// Starts call `xid`, whose caller `waiter` waits for its steps.

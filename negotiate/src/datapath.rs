@@ -75,6 +75,7 @@ mod receive;
 mod registrar;
 mod reply;
 mod send_queue;
+mod waiting;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -91,6 +92,7 @@ pub use receive::{ReceivePool, Received};
 pub use registrar::{ChunkMemory, Landed, WindowRegistrar};
 pub use reply::{fetch_call, send_error, send_reply, send_reply_lent, ReplyParams, ReplySent};
 use send_queue::SendQueue;
+use waiting::{Reaped, Want, REAP_BATCH};
 
 /// Why one step of the data path failed.
 #[derive(Debug, thiserror::Error)]
@@ -148,46 +150,6 @@ const RECV_WR_BIT: u64 = 1 << 63;
 /// only an error for [`Connection::ended`]. One fewer wait, and so one fewer wake-up of the
 /// caller, per call.
 const UNWAITED_WR_BIT: u64 = 1 << 62;
-
-/// How long one poller holds the completion queue before letting another waiter look at what
-/// it set aside.
-const POLL_SLICE: Duration = Duration::from_millis(10);
-
-/// How many completions one poll reaps at most: the first blocks, the rest are what the queue
-/// already holds, so that a burst is handed out in one pass.
-const REAP_BATCH: usize = 16;
-
-/// What a waiter on a [`Connection`] waits for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Want {
-    /// The completion of this send-queue work request.
-    WorkRequest(u64),
-    /// Any Receive's ([`ReceivePool`]).
-    AnyReceive,
-}
-
-impl Want {
-    fn claims(self, c: &Completion) -> bool {
-        match self {
-            Want::WorkRequest(id) => c.wr_id == id,
-            Want::AnyReceive => c.wr_id & RECV_WR_BIT != 0,
-        }
-    }
-
-    /// The `wr_id` a timeout reports (0 for any Receive).
-    fn wr_id(self) -> u64 {
-        match self {
-            Want::WorkRequest(id) => id,
-            Want::AnyReceive => 0,
-        }
-    }
-}
-
-/// A thread waiting on a [`Connection`] while another polls.
-struct Waiting {
-    want: Want,
-    thread: std::thread::Thread,
-}
 
 /// A connected queue pair, its protection domain, the work-request ids handed out on it, and the
 /// completions reaped but not yet claimed.
@@ -293,138 +255,6 @@ impl<B: Backend> Connection<B> {
     /// without waiting.
     fn unwaited_wr_id(&self) -> u64 {
         self.wr_id() | UNWAITED_WR_BIT
-    }
-
-    /// Waits for the completion of work request `wr_id`; an error completion is
-    /// [`DataPathError::Completion`].
-    pub fn wait(&self, wr_id: u64) -> Result<Completion, DataPathError> {
-        self.wait_within(Want::WorkRequest(wr_id), self.timeout)
-    }
-
-    /// Waits for every work request in `wr_ids`, even after one failed (the others are flushed
-    /// then, and their completions must still be reaped); returns the first failure in list
-    /// order. Stops at a timeout.
-    pub fn wait_all(&self, wr_ids: &[u64]) -> Result<(), DataPathError> {
-        let mut first = None;
-        for &id in wr_ids {
-            match self.wait(id) {
-                Ok(_) => {}
-                Err(e @ DataPathError::Timeout { .. }) => return Err(first.unwrap_or(e)),
-                Err(e) => {
-                    first.get_or_insert(e);
-                }
-            }
-        }
-        first.map_or(Ok(()), Err)
-    }
-
-    /// The one wait: the first completion, set aside or newly reaped, that `want` claims,
-    /// giving up after `timeout`. One waiter polls the completion queue at a time (outside
-    /// the lock, so that waiters for completions already set aside are not held up behind a
-    /// blocking poll); it sets aside what belongs to others and wakes each owner alone, and
-    /// when it leaves it wakes one other waiter to poll in its place. Waking every waiter for
-    /// every completion reaped (as a shared condition variable would) cost two thread
-    /// switches per call under load.
-    fn wait_within(&self, want: Want, timeout: Duration) -> Result<Completion, DataPathError> {
-        let deadline = Instant::now() + timeout;
-        let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            // The oldest one it claims: set-aside completions leave in the order they were
-            // reaped, as from the completion queue itself.
-            if let Some(c) = st.completions.iter().position(|c| want.claims(c)).and_then(|i| st.completions.remove(i)) {
-                st.hand_over_polling();
-                return checked(c);
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                st.hand_over_polling();
-                return Err(DataPathError::Timeout { wr_id: want.wr_id(), timeout });
-            }
-            if st.polling {
-                // Another waiter polls; it wakes us when it sets ours aside, or leaves. (Not
-                // reaped here without blocking, though it may be in the queue already: what
-                // this waiter took for others would leave the poller blocked in its wait for
-                // a completion no longer there, until its slice ran out: 10 ms stalls.)
-                st.waiting.push(Waiting { want, thread: std::thread::current() });
-                drop(st);
-                std::thread::park_timeout(left);
-                st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
-                let me = std::thread::current().id();
-                st.waiting.retain(|w| w.thread.id() != me);
-                continue;
-            }
-            st.polling = true;
-            drop(st);
-            let mut batch = [Completion::default(); REAP_BATCH];
-            let mut n = 0;
-            if let Some(c) = self.qp.wait_cq(left.min(POLL_SLICE)) {
-                batch[0] = c;
-                n = 1 + self.qp.poll_cq(&mut batch[1..]);
-            }
-            st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
-            st.polling = false;
-            let mut found = None;
-            for &c in &batch[..n] {
-                if found.is_none() && want.claims(&c) {
-                    self.note_reaped(&mut st, &c);
-                    found = Some(c);
-                } else {
-                    self.keep_for_owner(&mut st, c);
-                }
-            }
-            if let Some(c) = found {
-                st.hand_over_polling();
-                return checked(c);
-            }
-        }
-    }
-
-    /// What every reaped completion tells the connection, whoever reaped it: a Send's buffer
-    /// is free again, and the first error is kept for [`Connection::ended`].
-    fn note_reaped(&self, st: &mut Reaped, c: &Completion) {
-        self.send_done(c.wr_id);
-        if !c.is_ok() && st.first_error.is_none() {
-            st.first_error = Some(*c);
-        }
-    }
-
-    /// A completion reaped for another waiter: noted, and kept for its owner (woken if it
-    /// waits) unless nobody waits for it ([`UNWAITED_WR_BIT`]).
-    fn keep_for_owner(&self, st: &mut Reaped, c: Completion) {
-        self.note_reaped(st, &c);
-        if c.wr_id & UNWAITED_WR_BIT == 0 {
-            if let Some(w) = st.waiting.iter().find(|w| w.want.claims(&c)) {
-                w.thread.unpark();
-            }
-            st.completions.push_back(c);
-        }
-    }
-
-    /// Receives completed and not yet claimed: messages that arrived and wait to be read.
-    /// Reaps what the completion queue holds first, without blocking, unless another waiter
-    /// is polling it (then what that waiter has set aside counts).
-    pub fn receives_waiting(&self) -> usize {
-        let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
-        if !st.polling {
-            self.reap_ready(&mut st);
-        }
-        st.completions.iter().filter(|c| Want::AnyReceive.claims(c)).count()
-    }
-
-    /// Reaps what the completion queue holds, without blocking, for the owners; only while
-    /// nobody polls (see [`Connection::wait_within`]).
-    fn reap_ready(&self, st: &mut Reaped) {
-        debug_assert!(!st.polling);
-        let mut batch = [Completion::default(); REAP_BATCH];
-        loop {
-            let n = self.qp.poll_cq(&mut batch);
-            for &c in &batch[..n] {
-                self.keep_for_owner(st, c);
-            }
-            if n < batch.len() {
-                return;
-            }
-        }
     }
 
     /// Closes the connection (its queue pair goes to the Error state, flushing what is
@@ -627,36 +457,6 @@ const CHUNK_BUFFERS_KEPT: usize = 8;
 /// The size of a pooled Send buffer: Version Two's default inline threshold, which every
 /// small message fits.
 const SEND_BUFFER_LEN: usize = 4096;
-
-/// What [`Connection`]'s waiters share.
-#[derive(Default)]
-struct Reaped {
-    /// Reaped and not yet claimed, oldest first. Claimed oldest first too: taking the first
-    /// match and filling its place with the newest (`swap_remove`) once let a server's newest
-    /// Receive completion overtake older ones again and again, so that under steady load some
-    /// calls were never served until the requester's timeout closed the connection.
-    completions: VecDeque<Completion>,
-    polling: bool,
-    /// Who waits while another polls, and for what: each is woken alone when its completion is
-    /// set aside, and one of them when the poller leaves.
-    waiting: Vec<Waiting>,
-    /// The first error completion reaped, for [`Connection::ended`].
-    first_error: Option<Completion>,
-    /// Why this side closed the connection ([`Connection::close`]), if it did.
-    closed: Option<String>,
-}
-
-impl Reaped {
-    /// A waiter leaves: if nobody polls, one of those still waiting is woken to poll in its
-    /// place (it would otherwise sleep until its timeout with nobody reaping its completion).
-    fn hand_over_polling(&self) {
-        if !self.polling {
-            if let Some(w) = self.waiting.first() {
-                w.thread.unpark();
-            }
-        }
-    }
-}
 
 /// How a connection ended, as far as this side can tell ([`Connection::ended`]): the record
 /// that says, after the fact, which side dropped a connection and why.

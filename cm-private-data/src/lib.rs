@@ -16,7 +16,7 @@
 //!
 //! ```
 //! use cm_private_data::{negotiate, Flags, PrivateData};
-//! // What the Linux 6.1 client sends (DESIGN.md), padded by the CM to 56 bytes.
+//! // What the Linux 6.1 client sends (docs/design.md), padded by the CM to 56 bytes.
 //! let mut received = [0u8; 56];
 //! received[..8].copy_from_slice(&[0xf6, 0xab, 0x0e, 0x18, 1, 1, 3, 3]);
 //! let client = PrivateData::from_received(&received);

@@ -6,7 +6,7 @@ use proptest::prelude::*;
 #[test]
 fn encodes_the_section_4_layout() {
     let pd = PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096);
-    // The Linux 6.1 client's bytes (DESIGN.md).
+    // The Linux 6.1 client's bytes (docs/design.md).
     assert_eq!(pd.encode(), [0xf6, 0xab, 0x0e, 0x18, 0x01, 0x01, 0x03, 0x03]);
     assert_eq!(PrivateData::new(Flags::empty(), 1024, 262_144).encode()[4..], [1, 0, 0, 255]);
 }

@@ -332,7 +332,7 @@ fn send_with_invalidate_kills_the_window<B: Backend>(b: &B) {
 }
 
 /// Two chunks with two rkeys: no single STag belongs to the call alone, so no Send with
-/// Invalidate even when negotiated (DESIGN.md's Linux rule); both windows are closed locally.
+/// Invalidate even when negotiated (docs/design.md's Linux rule); both windows are closed locally.
 fn no_send_with_invalidate_when_chunks_use_several_rkeys<B: Backend>(b: &B) {
     let forms = (CallForm::Chunked, ReplyForm::Inline, 1);
     let (call, reply) = (Body::Opaque(data(2500, 1)), Body::Opaque(data(1500, 2)));

@@ -128,7 +128,7 @@ fn draft_5_2_err_vers_falls_back_on_the_same_connection_and_resends_the_call() {
 
 #[test]
 fn draft_5_2_err_vers_is_accepted_whatever_its_version_word_says() {
-    // Linux echoes the request's version (2); libevpl sends 1 (DESIGN.md).
+    // Linux echoes the request's version (2); libevpl sends 1 (docs/design.md).
     for vers_word in [2, 1] {
         let now = Instant::now();
         let mut req = requester((1, 2));

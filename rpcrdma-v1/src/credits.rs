@@ -12,8 +12,8 @@
 //!   (never 0, never above its own maximum) and checks that a requester keeps
 //!   within what it was granted.
 //!
-//! The rules on peers seen in practice (see `DESIGN.md`, "Interop facts"): the
-//! Linux client treats a grant of 0 as 1, clamps a grant above its maximum to
+//! The rules on peers seen in practice (see docs/design.md, "Facts learned
+//! from the peers' code"): the Linux client treats a grant of 0 as 1, clamps a grant above its maximum to
 //! that maximum, and resets its window to 1 on reconnect. These machines do
 //! the same, and additionally count the zero grant as a peer fault, since
 //! section 3.3.1 says "The granted value MUST NOT be zero".

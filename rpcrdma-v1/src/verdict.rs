@@ -114,7 +114,7 @@ impl ErrorReply {
 pub enum PeerError {
     /// ERR_VERS: the peer supports versions `low..=high`. `vers` is the
     /// header's version word: Linux echoes the request's version there,
-    /// libevpl sends 1 (DESIGN.md).
+    /// libevpl sends 1 (docs/design.md).
     Vers {
         /// The RDMA_ERROR's `rdma_vers` word.
         vers: u32,

@@ -171,7 +171,7 @@ fn post_reads<B: Backend>(
 /// all completed.
 ///
 /// The Send invalidates a Requester rkey when `params.remote_invalidation` allows it and, as
-/// the Linux server does (DESIGN.md), every segment of every chunk of the call uses that one
+/// the Linux server does (docs/design.md), every segment of every chunk of the call uses that one
 /// rkey (`cm_private_data::reply_invalidate_rkey`), so it is an STag "associated only with"
 /// this XID (RFC 8797 section 4.1).
 ///
@@ -321,7 +321,7 @@ thread_local! {
 
 /// Sends an RDMA_ERROR (`bytes`, e.g. `rpcrdma_v1::verdict::ErrorReply::as_bytes`) as the reply
 /// to a call (RFC 8166 section 4.5). Always a plain Send: error replies never invalidate
-/// (DESIGN.md, as the Linux server).
+/// (docs/design.md, as the Linux server).
 ///
 /// ```no_run
 /// # fn demo(conn: &negotiate::datapath::Connection<verbs::InProcess>) {

@@ -5,6 +5,7 @@
 //!   (`interop-tests decode HEX`).
 //! - [`pcap`]: messages as RoCEv2 frames in a pcap, and recording the matrix's traffic
 //!   (`interop-tests pcap FILE`), for Wireshark and the tshark oracle.
+//! - [`json`]: the JSON writer both print with.
 //! - [`remote`]: a matrix cell's responder in a second process (`--backend tcp`).
 //! - [`oracle`]: the rpcgen + libtirpc C oracle (build it, drive it over pipes,
 //!   and the canonical text it speaks).
@@ -18,6 +19,7 @@
 //!   (`peer_plain_msg`, `peer_err_vers_msg`, `peer_chunked_msg`, re-exported here).
 
 pub mod decode;
+pub mod json;
 pub mod matrix;
 pub mod oracle;
 pub mod pcap;

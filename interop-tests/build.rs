@@ -6,8 +6,8 @@
 //!    `$OUT_DIR/rpcrdma_v1.x` (what was applied: `rpcrdma_v1.report`);
 //!    `interop_tests::V1_XDR` includes it, and the rpcgen oracle is built from
 //!    that same text at test time.
-//! 2. Generates the benchmark/differential PEER from it with xdrgen 0.4.4 into
-//!    `$OUT_DIR/peer_xdrgen.rs`, which `src/peer_xdrgen.rs` includes.
+//! 2. With feature `peer-xdrgen` only, generates the benchmark/differential PEER from it with
+//!    xdrgen 0.4.4 into `$OUT_DIR/peer_xdrgen.rs`, which `src/peer_xdrgen.rs` includes.
 
 use std::env;
 use std::fs;
@@ -28,7 +28,13 @@ fn main() {
     let xdr = v1_xdr(&spec, &errata);
     let xdr_path = out.join("rpcrdma_v1.x");
     fs::write(&xdr_path, &xdr).unwrap_or_else(|e| panic!("writing {}: {e}", xdr_path.display()));
+    #[cfg(feature = "peer-xdrgen")]
+    generate_peer(&xdr, &xdr_path, &out);
+}
 
+/// The PEER: xdrgen 0.4.4's code for the v1 XDR, in `$OUT_DIR/peer_xdrgen.rs`.
+#[cfg(feature = "peer-xdrgen")]
+fn generate_peer(xdr: &str, xdr_path: &Path, out: &Path) {
     let mut generated = Vec::new();
     if let Err(e) = xdrgen::generate("rpcrdma_v1.x", xdr.as_bytes(), &mut generated) {
         panic!("xdrgen 0.4.4 rejected {}: {e}", xdr_path.display());

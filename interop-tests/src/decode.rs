@@ -28,9 +28,7 @@ use rpcrdma_v2::rt::{List, Xdr};
 use rpcrdma_v2::verdict::{PeerError, Verdict};
 use rpcrdma_v2::xdr::{Rpcrdma2Body, Rpcrdma2Error, Rpcrdma2Segment, Rpcrdma2WriteChunk, Rpcrdma2XprtHdr};
 
-pub use json::Json;
-
-mod json;
+pub use crate::json::Json;
 
 /// The receiver the verdict is reached for: versions 1..=2, Version One's default limits,
 /// credit 32 in the RDMA_ERRORs it would send.

@@ -31,6 +31,8 @@ use rpcrdma_v1::Version;
 use rpcrdma_v2::properties::TransportProperties;
 use verbs::Backend;
 
+use crate::json::Json;
+
 /// Which versions a side speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Speaks {
@@ -601,31 +603,62 @@ pub fn table(outcomes: &[Outcome]) -> String {
     s
 }
 
-/// The outcomes as a JSON array (hand-written: every string is ours, escaped all the same).
-pub fn json(outcomes: &[Outcome]) -> String {
-    let esc = |s: &str| s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n");
-    let cells: Vec<String> = outcomes
-        .iter()
-        .map(|o| {
-            let t = o.thresholds.map_or("null".into(), |t| format!("{{\"call\":{},\"reply\":{}}}", t.call, t.reply));
-            let v = o.version.map_or("null".into(), |v| v.wire().to_string());
-            let p = o.properties.map_or("null".into(), |p| format!("\"{}\"", properties_label(Some(p))));
-            let verdict = match &o.verdict {
-                Ok(()) => "\"ok\"".to_string(),
-                Err(e) => format!("\"{}\"", esc(e)),
-            };
-            format!(
-                "{{\"requester\":\"{}\",\"responder\":\"{}\",\"private_data\":\"{}\",\"extension\":\"{}\",\"form\":\"{}\",\"version\":{v},\"properties\":{p},\"thresholds\":{t},\"credits\":{},\"verdict\":{verdict},\"ok\":{},\"time_ms\":{:.3}}}",
-                o.cell.requester.label(),
-                o.cell.responder.label(),
-                o.cell.pdata.label(),
-                o.cell.extension.label(),
-                o.cell.form.label(),
-                o.credits,
-                o.verdict.is_ok(),
-                o.elapsed.as_secs_f64() * 1e3
-            )
-        })
-        .collect();
-    format!("[\n  {}\n]\n", cells.join(",\n  "))
+/// The outcomes as one JSON object: the backend, the summary (`passed`, `failed`) and
+/// `cells`, one cell a line. Written with [`Json`], which escapes every control character, so
+/// any error text makes valid JSON.
+pub fn json(backend: &str, outcomes: &[Outcome]) -> String {
+    let failed = outcomes.iter().filter(|o| o.verdict.is_err()).count();
+    let cells: Vec<String> = outcomes.iter().map(|o| cell_json(o).to_string()).collect();
+    format!(
+        "{{\"backend\": {}, \"passed\": {}, \"failed\": {failed}, \"cells\": [\n  {}\n]}}\n",
+        Json::str(backend),
+        outcomes.len() - failed,
+        cells.join(",\n  ")
+    )
+}
+
+fn cell_json(o: &Outcome) -> Json {
+    let thresholds =
+        o.thresholds.map_or(Json::Null, |t| Json::Obj(vec![("call", t.call.into()), ("reply", t.reply.into())]));
+    let ms = (o.elapsed.as_secs_f64() * 1e6).round() / 1e3;
+    Json::Obj(vec![
+        ("requester", Json::str(o.cell.requester.label())),
+        ("responder", Json::str(o.cell.responder.label())),
+        ("private_data", Json::str(o.cell.pdata.label())),
+        ("extension", Json::str(o.cell.extension.label())),
+        ("form", Json::str(o.cell.form.label())),
+        ("version", o.version.map_or(Json::Null, |v| v.wire().into())),
+        ("properties", o.properties.map_or(Json::Null, |p| Json::str(properties_label(Some(p))))),
+        ("thresholds", thresholds),
+        ("credits", o.credits.into()),
+        ("verdict", Json::str(o.verdict.as_ref().map_or_else(String::clone, |()| "ok".to_string()))),
+        ("ok", Json::Bool(o.verdict.is_ok())),
+        ("time_ms", Json::Float(ms)),
+    ])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error text with a tab, a CR, a NUL, an ESC and a quote still gives JSON that
+    /// parses, and the text comes back intact.
+    #[test]
+    fn json_escapes_every_control_character() {
+        let cell = all_cells()[0];
+        let why = "call 1:\tbad\r\n\u{0}\u{1b}[31m \"quoted\" back\\slash";
+        let outcomes = [
+            Outcome::not_run(cell, why.to_string(), Duration::from_micros(1500)),
+            Outcome::not_run(cell, "x".into(), Duration::from_millis(2)),
+        ];
+        let text = json("inproc", &outcomes);
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+        assert_eq!(v["backend"], "inproc");
+        assert_eq!((v["passed"].as_u64(), v["failed"].as_u64()), (Some(0), Some(2)));
+        assert_eq!(v["cells"][0]["verdict"], why);
+        assert_eq!(v["cells"][0]["ok"], false);
+        assert_eq!(v["cells"][0]["time_ms"], 1.5);
+        // A whole number of milliseconds is still a float (`2.0`), as every other time is.
+        assert!(v["cells"][1]["time_ms"].is_f64(), "{text}");
+    }
 }

@@ -11,8 +11,16 @@
 //! `xdr_write_chunk`, ...).  Recursive types (`rdma_msg`, `rdma_body`, the
 //! lists and headers) get no derives at all: no `Debug`, `Clone` or
 //! `PartialEq`.  Encode with `xdr_codec::Pack::pack`, decode with
-//! `xdr_codec::Unpack::unpack`, or use the helpers in the crate root.
-#![allow(
+//! `xdr_codec::Unpack::unpack`, or use the helpers below (re-exported at the crate root).
+//! Built only with feature `peer-xdrgen`.
+
+use crate::v1_model::{BodyModel, ChunksModel, HeaderModel};
+use crate::{BENCH_CREDIT, BENCH_XID};
+
+pub use generated::*;
+
+/// xdrgen's output, as generated: its names are the XDR's, and it is not ours to lint.
+#[allow(
     non_camel_case_types,
     non_snake_case,
     non_upper_case_globals,
@@ -22,5 +30,122 @@
     clippy::pedantic,
     clippy::nursery
 )]
+mod generated {
+    include!(concat!(env!("OUT_DIR"), "/peer_xdrgen.rs"));
+}
 
-include!(concat!(env!("OUT_DIR"), "/peer_xdrgen.rs"));
+/// Benchmark header "plain": RDMA_MSG, xid 0x01020304, vers 1, credit 32, no
+/// chunks.  28 bytes: [`PLAIN_MSG_BYTES`](crate::PLAIN_MSG_BYTES).
+pub fn peer_plain_msg() -> rdma_msg {
+    rdma_msg {
+        rdma_xid: BENCH_XID,
+        rdma_vers: 1,
+        rdma_credit: BENCH_CREDIT,
+        rdma_body: rdma_body::RDMA_MSG(rpc_rdma_header { rdma_reads: None, rdma_writes: None, rdma_reply: None }),
+    }
+}
+
+/// RDMA_ERROR / ERR_VERS with low = high = 1, xid 0x01020304, vers 1,
+/// credit 32.  28 bytes: [`ERR_VERS_BYTES`](crate::ERR_VERS_BYTES).
+pub fn peer_err_vers_msg() -> rdma_msg {
+    rdma_msg {
+        rdma_xid: BENCH_XID,
+        rdma_vers: 1,
+        rdma_credit: BENCH_CREDIT,
+        rdma_body: rdma_body::RDMA_ERROR(rpc_rdma_error::ERR_VERS(rpc_rdma_errvers {
+            rdma_vers_low: 1,
+            rdma_vers_high: 1,
+        })),
+    }
+}
+
+/// Benchmark header "chunked", 112 bytes ([`CHUNKED_MSG_LEN`](crate::CHUNKED_MSG_LEN)): RDMA_MSG,
+/// xid 0x01020304, vers 1, credit 32, with
+/// - a read list of one read chunk: position 96, handle 0x11, length 4096, offset 0x1000;
+/// - a write list of one write chunk of two segments:
+///   (handle 0x21, length 4096, offset 0x2000), (handle 0x22, length 4096, offset 0x3000);
+/// - a reply chunk of one segment: handle 0x31, length 4096, offset 0x4000.
+///
+/// Size, in bytes: 16 for xid, vers, credit and proc; 28 for the read list
+/// (present, position, 16-byte segment, end); 44 for the write list (present,
+/// count, 2 x 16-byte segments, end); 24 for the reply chunk (present, count,
+/// one segment): 112.
+pub fn peer_chunked_msg() -> rdma_msg {
+    let seg = |handle, offset| xdr_rdma_segment { handle, length: 4096, offset };
+    rdma_msg {
+        rdma_xid: BENCH_XID,
+        rdma_vers: 1,
+        rdma_credit: BENCH_CREDIT,
+        rdma_body: rdma_body::RDMA_MSG(rpc_rdma_header {
+            rdma_reads: Some(Box::new(xdr_read_list {
+                entry: xdr_read_chunk { position: 96, target: seg(0x11, 0x1000) },
+                next: None,
+            })),
+            rdma_writes: Some(Box::new(xdr_write_list {
+                entry: xdr_write_chunk { target: vec![seg(0x21, 0x2000), seg(0x22, 0x3000)] },
+                next: None,
+            })),
+            rdma_reply: Some(Box::new(xdr_write_chunk { target: vec![seg(0x31, 0x4000)] })),
+        }),
+    }
+}
+
+/// Encodes with the peer (xdr-codec's `Pack` into a `Vec`, which cannot fail).
+pub fn peer_encode(msg: &rdma_msg) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    xdr_codec::Pack::pack(msg, &mut out).expect("packing into a Vec cannot fail");
+    out
+}
+
+/// Decodes a header with the peer from the start of `bytes`; returns it and the
+/// bytes it took.  Only for trusted input (see this module).
+pub fn peer_decode(bytes: &[u8]) -> Result<(rdma_msg, usize), xdr_codec::Error> {
+    xdr_codec::Unpack::unpack(&mut std::io::Cursor::new(bytes))
+}
+
+impl HeaderModel {
+    /// The owned copy of a PEER message, so that [`HeaderModel::canonical`] prints it (the
+    /// peer's lists are `*next` chains: walked in a loop).
+    pub fn from_peer(m: &rdma_msg) -> HeaderModel {
+        let chunks = |reads: &Option<Box<xdr_read_list>>,
+                      writes: &Option<Box<xdr_write_list>>,
+                      reply: &Option<Box<xdr_write_chunk>>| {
+            let mut model = ChunksModel { reply: reply.as_ref().map(|c| segments(c)), ..ChunksModel::default() };
+            let mut r = reads.as_deref();
+            while let Some(e) = r {
+                let t = &e.entry.target;
+                model.reads.push(rpcrdma_v1::xdr::XdrReadChunk { position: e.entry.position, target: segment(t) });
+                r = e.next.as_deref();
+            }
+            let mut w = writes.as_deref();
+            while let Some(e) = w {
+                model.writes.push(segments(&e.entry));
+                w = e.next.as_deref();
+            }
+            model
+        };
+        let body = match &m.rdma_body {
+            rdma_body::RDMA_MSG(h) => BodyModel::Msg(chunks(&h.rdma_reads, &h.rdma_writes, &h.rdma_reply)),
+            rdma_body::RDMA_NOMSG(h) => BodyModel::Nomsg(chunks(&h.rdma_reads, &h.rdma_writes, &h.rdma_reply)),
+            rdma_body::RDMA_MSGP(h) => BodyModel::Msgp {
+                align: h.rdma_align,
+                thresh: h.rdma_thresh,
+                chunks: chunks(&h.rdma_reads, &h.rdma_writes, &h.rdma_reply),
+            },
+            rdma_body::RDMA_DONE => BodyModel::Done,
+            rdma_body::RDMA_ERROR(rpc_rdma_error::ERR_VERS(v)) => {
+                BodyModel::ErrVers { low: v.rdma_vers_low, high: v.rdma_vers_high }
+            }
+            rdma_body::RDMA_ERROR(rpc_rdma_error::ERR_CHUNK) => BodyModel::ErrChunk,
+        };
+        HeaderModel { xid: m.rdma_xid, vers: m.rdma_vers, credit: m.rdma_credit, body }
+    }
+}
+
+fn segment(s: &xdr_rdma_segment) -> rpcrdma_v1::xdr::XdrRdmaSegment {
+    rpcrdma_v1::xdr::XdrRdmaSegment { handle: s.handle, length: s.length, offset: s.offset }
+}
+
+fn segments(c: &xdr_write_chunk) -> Vec<rpcrdma_v1::xdr::XdrRdmaSegment> {
+    c.target.iter().map(segment).collect()
+}

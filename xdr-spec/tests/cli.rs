@@ -91,3 +91,54 @@ fn bad_usage_exits_2() {
     assert_eq!(xdr_spec(&["frobnicate"]).status.code(), Some(2));
     assert_eq!(xdr_spec(&[]).status.code(), Some(2));
 }
+
+#[test]
+fn help_goes_to_stdout_and_exits_0() {
+    for flag in ["--help", "-h"] {
+        let out = xdr_spec(&[flag]);
+        assert_eq!(out.status.code(), Some(0), "{flag}: {}", text(&out.stderr));
+        let usage = text(&out.stdout);
+        for needle in ["extract SPEC", "check FILE.x", "--extension", "exit status"] {
+            assert!(usage.contains(needle), "{flag}: no {needle:?} in {usage}");
+        }
+        assert!(out.stderr.is_empty());
+    }
+}
+
+#[test]
+fn version_names_the_package_version() {
+    let out = xdr_spec(&["--version"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stdout).trim(), format!("xdr-spec {}", env!("CARGO_PKG_VERSION")));
+}
+
+/// Usage errors exit 2 and name what is wrong; a file that cannot be read is a failure (1).
+#[test]
+fn usage_errors_name_the_argument_and_exit_2() {
+    let cases: [(&[&str], &str); 6] = [
+        (&["check", "x.x", "--frobnicate"], "--frobnicate"),
+        (&["frobnicate", "x.x"], "frobnicate"),
+        (&["check"], "missing"),
+        (&["gen", "x.x", "--errata"], "--errata"),
+        (&["check", "a.x", "b.x"], "b.x"),
+        (&["extract", "x.txt", "--extension", "e.x"], "--extension"),
+    ];
+    for (args, named) in cases {
+        let out = xdr_spec(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out.stderr));
+        assert!(text(&out.stderr).contains(named), "{args:?}: {named:?} not in {}", text(&out.stderr));
+    }
+    let missing = xdr_spec(&["check", "no/such/file.x"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(text(&missing.stderr).contains("no/such/file.x"), "{}", text(&missing.stderr));
+}
+
+/// The v2 draft's text is damaged: without `--repair` every declaration comes out empty,
+/// and the CLI says to try `--repair`.
+#[test]
+fn extract_suggests_repair_when_every_declaration_is_empty() {
+    let out = xdr_spec(&["extract", "specs/draft-cel-nfsv4-rpcrdma-version-two-00.txt"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("struct rpcrdma2_segment {"));
+    assert!(text(&out.stderr).contains("try --repair"), "{}", text(&out.stderr));
+}

@@ -1,5 +1,7 @@
-//! The little JSON [`super::decode`] prints: objects keep their keys in the order written, so
-//! a report reads like the header it describes (xid, vers, credit, proc, ...).
+//! The crate's one JSON writer, for [`crate::decode`]'s reports and the matrix's `--json`:
+//! objects keep their keys in the order written, so a report reads like the header it
+//! describes (xid, vers, credit, proc, ...). Every control character in a string is escaped
+//! (RFC 8259 section 7), so an error text holding a tab or a CR still makes valid JSON.
 
 use std::fmt;
 
@@ -10,13 +12,19 @@ use std::fmt;
 /// let v = Json::Obj(vec![("a", 1u32.into()), ("b", Json::Arr(vec![Json::str("x\"y"), Json::Null]))]);
 /// assert_eq!(v.to_string(), r#"{"a": 1, "b": ["x\"y", null]}"#);
 /// assert_eq!(v.get("a"), Some(&Json::Num(1)));
+/// assert_eq!(Json::str("tab\there\r").to_string(), r#""tab\u0009here\u000d""#);
+/// assert_eq!((Json::Float(1.5).to_string(), Json::Float(2.0).to_string()), ("1.5".into(), "2.0".into()));
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Json {
     /// `null`.
     Null,
     /// A whole number (every field of an RPC-over-RDMA header is one).
     Num(u64),
+    /// A number with a fraction (a time); not finite prints as `null`.
+    Float(f64),
+    /// `true` or `false`.
+    Bool(bool),
     /// A string.
     Str(String),
     /// An array.
@@ -95,6 +103,11 @@ impl fmt::Display for Json {
         match self {
             Json::Null => f.write_str("null"),
             Json::Num(n) => write!(f, "{n}"),
+            // Debug keeps a fraction on whole numbers (`2.0`, not `2`), so a reader sees a
+            // float every time; its exponent form (`1e-7`) is JSON too.
+            Json::Float(x) if x.is_finite() => write!(f, "{x:?}"),
+            Json::Float(_) => f.write_str("null"),
+            Json::Bool(b) => write!(f, "{b}"),
             Json::Str(s) => {
                 f.write_str("\"")?;
                 for c in s.chars() {

@@ -2,7 +2,8 @@
 //! serves DIR as an NFSv3 export over RPC-over-RDMA on ADDR (the `rdma` backend only when
 //! built with `--features rdma`; ADDR is then the RDMA device's IPv4 address and a port), and
 //! the MOUNT program over TCP on PORT of the same host. Prints where it listens, then serves
-//! until killed.
+//! until killed; `--verbose` logs every NFS call and the server's counters on stderr;
+//! `--timeout SECS` is how long one RDMA Read, Write or Send may take (default 5 s).
 //!
 //! The Linux client mounts it with
 //! `mount -t nfs -o vers=3,proto=rdma,port=P,mountport=PORT,mountproto=tcp,nolock HOST:/ MNT`.
@@ -17,17 +18,22 @@ use nfs3_server::mount::{Mount, MountServer};
 use nfs3_server::nfs::Nfs3;
 use verbs::Backend;
 
-const USAGE: &str = "usage: nfs3-server --root DIR --listen ADDR --mount-port PORT [--backend tcp|inproc|rdma]";
+const USAGE: &str =
+    "usage: nfs3-server --root DIR --listen ADDR --mount-port PORT [--backend tcp|inproc|rdma] [--verbose] [--timeout SECS]";
 
 struct Options {
     root: String,
     listen: String,
     mount_port: u16,
     backend: String,
+    verbose: bool,
+    /// `ServerConfig::timeout`: how long one RDMA Read, Write or Send may take to complete.
+    timeout: Option<std::time::Duration>,
 }
 
 fn options() -> Result<Options, String> {
     let (mut root, mut listen, mut mount_port, mut backend) = (None, None, None, "tcp".to_string());
+    let (mut verbose, mut timeout) = (false, None);
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or(format!("{flag} needs a value"));
@@ -39,6 +45,16 @@ fn options() -> Result<Options, String> {
                 mount_port = Some(v.parse::<u16>().map_err(|e| format!("--mount-port {v}: {e}"))?);
             }
             "--backend" => backend = value()?,
+            "--verbose" => verbose = true,
+            "--timeout" => {
+                let v = value()?;
+                let secs = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s > 0.0)
+                    .ok_or(format!("--timeout {v}: not a positive number of seconds"))?;
+                timeout = Some(std::time::Duration::from_secs_f64(secs));
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -48,12 +64,16 @@ fn options() -> Result<Options, String> {
         listen: listen.ok_or("--listen is required")?,
         mount_port: mount_port.ok_or("--mount-port is required")?,
         backend,
+        verbose,
+        timeout,
     })
 }
 
 /// Starts the NFS server on `backend` and returns it with a description of where it is.
 fn start<B: Backend + Clone>(backend: B, o: &Options, nfs: Nfs3, binding: Arc<Nfs3Binding>) -> Result<Server, String> {
-    Server::start(backend, &o.listen, ServerConfig::default(), binding, nfs)
+    let defaults = ServerConfig::default();
+    let cfg = ServerConfig { timeout: o.timeout.unwrap_or(defaults.timeout), ..defaults };
+    Server::start(backend, &o.listen, cfg, binding, nfs)
         .map_err(|e| format!("listening on {} ({}): {e}", o.listen, o.backend))
 }
 
@@ -62,7 +82,7 @@ fn run(o: &Options) -> Result<(), String> {
         Handles::new(o.root.as_ref(), nfs3_server::boot_verifier()).map_err(|e| format!("--root {}: {e}", o.root))?,
     );
     let binding = Arc::new(Nfs3Binding::new());
-    let nfs = Nfs3::new(handles.clone(), binding.clone());
+    let nfs = Nfs3::new(handles.clone(), binding.clone()).logging(o.verbose);
     let server = match o.backend.as_str() {
         "tcp" => start(verbs::Tcp, o, nfs, binding)?,
         "inproc" => start(verbs::InProcess, o, nfs, binding)?,
@@ -88,8 +108,18 @@ fn run(o: &Options) -> Result<(), String> {
         server.local_addr(),
         mount.local_addr()
     );
+    // With --verbose, the server's counters whenever they change, and how connections ended.
+    let mut shown = None;
     loop {
-        std::thread::park();
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        if !o.verbose {
+            continue;
+        }
+        let now = (server.stats(), server.peers().into_iter().map(|p| p.ended).collect::<Vec<_>>());
+        if shown.as_ref() != Some(&now) {
+            eprintln!("nfs3-server: {:?}; connections ended: {:?}", now.0, now.1);
+            shown = Some(now);
+        }
     }
 }
 

@@ -49,6 +49,8 @@ pub struct Nfs3 {
     /// The write verifier (RFC 1813 section 3.3.7): changes when the server restarts, so that
     /// a client sends again what it wrote UNSTABLE and had not committed.
     write_verifier: [u8; 8],
+    /// Whether each call is logged on stderr ([`Nfs3::logging`]).
+    log: bool,
 }
 
 /// Where one reply goes: the call's XID and the reply buffer.
@@ -107,7 +109,13 @@ impl Nfs3 {
     /// The service over the files `handles` maps; `binding` is the one given to the
     /// [`Server`](negotiate::server::Server), told of each call ([`Nfs3Binding::note_call`]).
     pub fn new(handles: Arc<Handles>, binding: Arc<Nfs3Binding>) -> Self {
-        Nfs3 { handles, binding, write_verifier: crate::boot_verifier() }
+        Nfs3 { handles, binding, write_verifier: crate::boot_verifier(), log: false }
+    }
+
+    /// The same service, logging each call on stderr (XID, procedure, and the status or RPC
+    /// error it was answered with): for watching a client such as the kernel's.
+    pub fn logging(self, log: bool) -> Self {
+        Nfs3 { log, ..self }
     }
 
     fn dispatch(&self, proc: u32, caller: Caller, a: &[u8], out: &mut Out<'_>) -> Served {
@@ -314,6 +322,19 @@ impl Handler for Nfs3 {
         if self.dispatch(h.proc, caller, &call[at..], &mut out).is_err() {
             reply.clear();
             onc::reply_garbage_args(h.xid, reply);
+        }
+        if self.log {
+            let answer = match onc::results(reply, h.xid) {
+                Ok(results) => Nfsstat3::decode(results).map_or("no status".into(), |(s, _)| format!("{s:?}")),
+                Err(e) => e.to_string(),
+            };
+            eprintln!(
+                "nfs3: xid {:#010x} proc {} ({} bytes) -> {answer} ({} bytes)",
+                h.xid,
+                h.proc,
+                call.len(),
+                reply.len()
+            );
         }
     }
 }

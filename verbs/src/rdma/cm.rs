@@ -22,7 +22,7 @@ const ACCEPT_TIMEOUT: Duration = Duration::from_secs(10);
 const REJ_INVALID_SERVICE_ID: i32 = 8;
 /// Transport retries (timeouts without ACK) before `IBV_WC_RETRY_EXC_ERR`.
 const RETRY_COUNT: u8 = 3;
-/// RDMA Read depth offered on connect.
+/// RDMA Read depth offered on connect, and the most either way when accepting.
 const RD_ATOMIC: u8 = 4;
 
 /// Connection parameters: `private_data` (borrowed for the call), `rnr_retry_count` 0.
@@ -167,8 +167,15 @@ impl ConnectRequest for RdmaRequest {
             reject(&qp);
             return Err(e);
         }
-        // Answer the peer's Read depth with ours, and the other way round.
-        let mut param = conn_param(private_data, self.initiator_depth, self.responder_resources);
+        // The connect request event already states both Read depths from this side's point of
+        // view (the CM swaps the REQ's): its `responder_resources` is the most incoming RDMA
+        // Reads this side may accept (the peer's initiator depth), its `initiator_depth` the
+        // most this side may issue (the peer's responder resources); rdma_accept(3) bounds
+        // each by them. Swapping them again would give an initiator depth of 0 against a peer
+        // that issues no Reads (the Linux NFS client connects with initiator_depth 0), and
+        // rxe then never sends this side's RDMA Reads (a Read chunk never arrives).
+        let mut param =
+            conn_param(private_data, self.responder_resources.min(RD_ATOMIC), self.initiator_depth.min(RD_ATOMIC));
         // SAFETY: the id is live with its QP; `param` and the private data outlive the call.
         if unsafe { rdma_accept(qp.conn().id.0, &mut param) } != 0 {
             let e = errno();

@@ -1,0 +1,15 @@
+//! Generates the NFSv3 and MOUNTv3 types (RFC 1813) from the XDR in
+//! `specs/nfs3-mount3.txt` into OUT_DIR (`generated.rs`), as the protocol crates do
+//! with their specifications: no generated type is written by hand.
+
+use std::path::{Path, PathBuf};
+
+const SPEC: &str = "nfs3-mount3.txt";
+
+fn main() {
+    let spec = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../specs").join(SPEC);
+    let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
+    if let Err(e) = xdr_spec::pipeline::Build::new(spec).out(out).run() {
+        panic!("generating the NFSv3/MOUNTv3 types from {SPEC} failed:\n{e}");
+    }
+}

@@ -1,0 +1,181 @@
+//! The Upper-Layer Binding of NFS Version 3 to RPC-over-RDMA (RFC 8267 section 3): which XDR
+//! items of NFSv3 calls and replies are DDP-eligible, and how large a reply may be.
+//!
+//! RFC 8267 section 3 makes exactly two items DDP-eligible for what this server serves: the
+//! `data` of WRITE3args (so a large WRITE's data may arrive through a Read chunk) and the
+//! `data` of a successful READ3res (sent through the client's Write chunk); the path of
+//! SYMLINK and READLINK is the third, and this server implements neither. Every other reply
+//! goes inline or, when large (READDIR and READDIRPLUS), through the Reply chunk (section 3.2
+//! of RFC 8267 leaves that to the transport).
+//!
+//! The items are located by decoding the XDR: the RPC header with
+//! [`CallHeader::decode`](negotiate::onc::CallHeader::decode) or
+//! [`ReplyHeader::decode`](negotiate::onc::ReplyHeader::decode), then the procedure's
+//! arguments or results up to the item.
+//!
+//! A reply does not say which procedure it answers, and [`UpperLayerBinding::reply_ddp_items`]
+//! receives only the reply. So the binding remembers the XIDs of the READ calls it has seen
+//! ([`Nfs3Binding::note_call`]: the server's handler calls it for every call; on a client,
+//! [`UpperLayerBinding::reply_ddp_maxima`] does, as the call is marshaled) and locates a
+//! READ's data only in the reply to one of them, after decoding that reply strictly as a
+//! READ3res that ends exactly where the reply does. Once the transport passes the call along
+//! with the reply, [`read_result`] on that call replaces the table.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use negotiate::onc::{CallHeader, ReplyHeader};
+use rpcrdma_v1::ulb::{roundup, DdpItem, UpperLayerBinding};
+use xdr_spec::rt::{Reader, Xdr};
+
+use crate::xdr::{NfsFh3, PostOpAttr, StableHow, NFSPROC3_READ, NFSPROC3_READDIR, NFSPROC3_READDIRPLUS};
+use crate::xdr::{NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3};
+
+/// The most READ calls whose replies the binding waits for at once. Beyond it the table is
+/// emptied: the replies of the READs then in progress go without their Write chunk (inline,
+/// or through the Reply chunk), which is slower and still correct.
+pub const MAX_READS_TRACKED: usize = 4096;
+
+/// The largest reply other than READDIR's and READDIRPLUS's, with a READ's data reduced: the
+/// RPC reply header and the largest fixed results (CREATE3resok: a handle, two `fattr3`s and
+/// a `wcc_attr`, about 300 bytes).
+pub const MAX_SMALL_REPLY: usize = 1024;
+
+/// The largest directory listing a client may ask for in one READDIR or READDIRPLUS: replies
+/// up to this (and [`MAX_SMALL_REPLY`] more) go through the Reply chunk.
+pub const MAX_DIR_REPLY: usize = 1 << 20;
+
+/// The NFSv3 Upper-Layer Binding, for a client and a server alike.
+#[derive(Debug, Default)]
+pub struct Nfs3Binding {
+    /// XIDs of READ calls whose replies have not been marshaled (or reassembled) yet, with
+    /// how many such calls each has (two clients may use one XID).
+    reads: Mutex<HashMap<u32, u32>>,
+}
+
+/// The header of an NFSv3 call: its XID, procedure and where its arguments start.
+fn nfs3_call(call: &[u8]) -> Option<(u32, u32, usize)> {
+    let (h, at) = CallHeader::decode(call).ok()?;
+    (h.prog == NFS_PROGRAM && h.vers == NFS_V3).then_some((h.xid, h.proc, at))
+}
+
+/// A reader at the arguments of `call` if it is an NFSv3 call of procedure `proc`, and
+/// their offset in `call`.
+fn arguments_of(call: &[u8], proc: u32) -> Option<(Reader<'_>, usize)> {
+    let (_, p, at) = nfs3_call(call)?;
+    (p == proc).then(|| (Reader::new(&call[at..]), at))
+}
+
+/// The DDP-eligible item of a WRITE call: WRITE3args' `data` (RFC 8267 section 3.1.1), in the
+/// unreduced call. `None` for any other call, or one too short to hold its data.
+pub fn write_data(call: &[u8]) -> Option<DdpItem> {
+    let (mut r, at) = arguments_of(call, NFSPROC3_WRITE)?;
+    // file, offset, count, stable, then data's length word.
+    NfsFh3::decode_from(&mut r).ok()?;
+    r.take(8 + 4).ok()?;
+    StableHow::decode_from(&mut r).ok()?;
+    let len = r.u32().ok()? as usize;
+    let item = DdpItem::new(at + r.position(), len);
+    (item.padded_end() <= call.len()).then_some(item)
+}
+
+/// The `count` of a READ call: the most data its reply carries. `None` for any other call.
+pub fn read_count(call: &[u8]) -> Option<u32> {
+    let (mut r, _) = arguments_of(call, NFSPROC3_READ)?;
+    // file, offset, then count.
+    NfsFh3::decode_from(&mut r).ok()?;
+    r.take(8).ok()?;
+    r.u32().ok()
+}
+
+/// The DDP-eligible item of a reply to a READ: a successful READ3res's `data` (RFC 8267
+/// section 3.1.1). With `reduced`, the data is absent (it went into the Write chunk) and the
+/// item says where it belongs; otherwise the reply must hold it. `None` when the reply is not
+/// a successful READ3res that ends where the reply does.
+pub fn read_result(reply: &[u8], reduced: bool) -> Option<DdpItem> {
+    let (h, at) = ReplyHeader::decode(reply).ok()?;
+    if !h.reply.is_success() {
+        return None;
+    }
+    let mut r = Reader::new(&reply[at..]);
+    if r.i32().ok()? != 0 {
+        return None; // READ3resfail: no data
+    }
+    PostOpAttr::decode_from(&mut r).ok()?;
+    r.u32().ok()?; // count
+    r.bool().ok()?; // eof
+    let len = r.u32().ok()? as usize;
+    let item = DdpItem::new(at + r.position(), len);
+    let end = if reduced { item.offset } else { item.offset + roundup(len) };
+    (end == reply.len()).then_some(item)
+}
+
+impl Nfs3Binding {
+    /// A binding that has seen no calls.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Notes `call` if it is a READ, so that its reply's data is located (see the module's
+    /// documentation). A server's handler calls this for every call before answering it.
+    pub fn note_call(&self, call: &[u8]) {
+        let Some((xid, proc, _)) = nfs3_call(call) else { return };
+        if proc != NFSPROC3_READ {
+            return;
+        }
+        let mut reads = self.reads.lock().unwrap_or_else(PoisonError::into_inner);
+        if reads.len() >= MAX_READS_TRACKED {
+            reads.clear();
+        }
+        *reads.entry(xid).or_default() += 1;
+    }
+
+    /// Whether the reply with XID `xid` answers a READ noted, forgetting that READ.
+    fn take_read(&self, xid: u32) -> bool {
+        let mut reads = self.reads.lock().unwrap_or_else(PoisonError::into_inner);
+        match reads.get_mut(&xid) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                true
+            }
+            Some(_) => {
+                reads.remove(&xid);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl UpperLayerBinding for Nfs3Binding {
+    fn call_ddp_items(&self, call: &[u8], out: &mut Vec<DdpItem>) {
+        out.extend(write_data(call));
+    }
+
+    fn reply_ddp_maxima(&self, call: &[u8], out: &mut Vec<usize>) {
+        if let Some(count) = read_count(call) {
+            self.note_call(call);
+            out.push(count as usize);
+        }
+    }
+
+    fn max_reply_size(&self, call: &[u8]) -> usize {
+        // READDIR3args: dir, cookie, cookieverf, count; READDIRPLUS3args: dir, cookie,
+        // cookieverf, dircount, maxcount. Either way the last word bounds the reply.
+        let listing_bound = |proc: u32, skipped: usize| {
+            let (mut r, _) = arguments_of(call, proc)?;
+            NfsFh3::decode_from(&mut r).ok()?;
+            r.take(skipped).ok()?;
+            r.u32().ok()
+        };
+        let listing = listing_bound(NFSPROC3_READDIR, 8 + 8).or_else(|| listing_bound(NFSPROC3_READDIRPLUS, 8 + 8 + 4));
+        MAX_SMALL_REPLY + listing.map_or(0, |n| (n as usize).min(MAX_DIR_REPLY))
+    }
+
+    fn reply_ddp_items(&self, reply: &[u8], reduced: usize, out: &mut Vec<DdpItem>) {
+        let Some(xid) = negotiate::onc::peek_xid(reply) else { return };
+        if self.take_read(xid) {
+            out.extend(read_result(reply, reduced > 0));
+        }
+    }
+}

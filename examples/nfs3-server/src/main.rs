@@ -1,0 +1,144 @@
+//! `nfs3-server --root DIR --listen ADDR --mount-port PORT [--backend tcp|inproc|rdma]`:
+//! serves DIR as an NFSv3 export over RPC-over-RDMA on ADDR (the `rdma` backend only when
+//! built with `--features rdma`; ADDR is then the RDMA device's IPv4 address and a port), and
+//! the MOUNT program over TCP on PORT of the same host. Prints where it listens, then serves
+//! until killed; `--verbose` logs every NFS call and the server's counters on stderr;
+//! `--timeout SECS` is how long one RDMA Read, Write or Send may take (default 5 s).
+//!
+//! The Linux client mounts it with
+//! `mount -t nfs -o vers=3,proto=rdma,port=P,mountport=PORT,mountproto=tcp,nolock HOST:/ MNT`.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use negotiate::server::{Server, ServerConfig};
+use nfs3_server::binding::Nfs3Binding;
+use nfs3_server::handles::Handles;
+use nfs3_server::mount::{Mount, MountServer};
+use nfs3_server::nfs::Nfs3;
+use verbs::Backend;
+
+const USAGE: &str =
+    "usage: nfs3-server --root DIR --listen ADDR --mount-port PORT [--backend tcp|inproc|rdma] [--verbose] [--timeout SECS]";
+
+struct Options {
+    root: String,
+    listen: String,
+    mount_port: u16,
+    backend: String,
+    verbose: bool,
+    /// `ServerConfig::timeout`: how long one RDMA Read, Write or Send may take to complete.
+    timeout: Option<std::time::Duration>,
+}
+
+fn options() -> Result<Options, String> {
+    let (mut root, mut listen, mut mount_port, mut backend) = (None, None, None, "tcp".to_string());
+    let (mut verbose, mut timeout) = (false, None);
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or(format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--root" => root = Some(value()?),
+            "--listen" => listen = Some(value()?),
+            "--mount-port" => {
+                let v = value()?;
+                mount_port = Some(v.parse::<u16>().map_err(|e| format!("--mount-port {v}: {e}"))?);
+            }
+            "--backend" => backend = value()?,
+            "--verbose" => verbose = true,
+            "--timeout" => {
+                let v = value()?;
+                let secs = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s > 0.0)
+                    .ok_or(format!("--timeout {v}: not a positive number of seconds"))?;
+                timeout = Some(std::time::Duration::from_secs_f64(secs));
+            }
+            "-h" | "--help" => return Err(String::new()),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(Options {
+        root: root.ok_or("--root is required")?,
+        listen: listen.ok_or("--listen is required")?,
+        mount_port: mount_port.ok_or("--mount-port is required")?,
+        backend,
+        verbose,
+        timeout,
+    })
+}
+
+/// Starts the NFS server on `backend` and returns it with a description of where it is.
+fn start<B: Backend + Clone>(backend: B, o: &Options, nfs: Nfs3, binding: Arc<Nfs3Binding>) -> Result<Server, String> {
+    let defaults = ServerConfig::default();
+    let cfg = ServerConfig { timeout: o.timeout.unwrap_or(defaults.timeout), ..defaults };
+    Server::start(backend, &o.listen, cfg, binding, nfs)
+        .map_err(|e| format!("listening on {} ({}): {e}", o.listen, o.backend))
+}
+
+fn run(o: &Options) -> Result<(), String> {
+    let handles = Arc::new(
+        Handles::new(o.root.as_ref(), nfs3_server::boot_verifier()).map_err(|e| format!("--root {}: {e}", o.root))?,
+    );
+    let binding = Arc::new(Nfs3Binding::new());
+    let nfs = Nfs3::new(handles.clone(), binding.clone()).logging(o.verbose);
+    let server = match o.backend.as_str() {
+        "tcp" => start(verbs::Tcp, o, nfs, binding)?,
+        "inproc" => start(verbs::InProcess, o, nfs, binding)?,
+        #[cfg(feature = "rdma")]
+        "rdma" => {
+            let host = o.listen.parse::<std::net::SocketAddrV4>().map_err(|e| format!("--listen {}: {e}", o.listen))?;
+            start(verbs::Rdma::new(*host.ip()), o, nfs, binding)?
+        }
+        #[cfg(not(feature = "rdma"))]
+        "rdma" => return Err("--backend rdma: built without the `rdma` feature".into()),
+        other => return Err(format!("--backend {other}: expected tcp, inproc or rdma")),
+    };
+    // MOUNT listens on the same host as NFS (every interface for the in-process backend).
+    let host = o.listen.rsplit_once(':').map_or("0.0.0.0", |(h, _)| h);
+    let host = if host.parse::<std::net::IpAddr>().is_ok() { host } else { "0.0.0.0" };
+    let mount_addr = format!("{host}:{}", o.mount_port);
+    let mount = MountServer::start(&mount_addr, Mount::new(handles.clone()))
+        .map_err(|e| format!("MOUNT on tcp {mount_addr}: {e}"))?;
+    println!(
+        "nfs3-server: exporting {} ; NFSv3 on {} {} ; MOUNTv3 on tcp {}",
+        handles.root().display(),
+        o.backend,
+        server.local_addr(),
+        mount.local_addr()
+    );
+    // With --verbose, the server's counters whenever they change, and how connections ended.
+    let mut shown = None;
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        if !o.verbose {
+            continue;
+        }
+        let now = (server.stats(), server.peers().into_iter().map(|p| p.ended).collect::<Vec<_>>());
+        if shown.as_ref() != Some(&now) {
+            eprintln!("nfs3-server: {:?}; connections ended: {:?}", now.0, now.1);
+            shown = Some(now);
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let o = match options() {
+        Ok(o) => o,
+        Err(e) => {
+            if !e.is_empty() {
+                eprintln!("nfs3-server: {e}");
+            }
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(&o) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("nfs3-server: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

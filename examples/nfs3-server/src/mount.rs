@@ -1,0 +1,184 @@
+//! The MOUNT program, version 3 (RFC 1813 section 5), over TCP with record marking
+//! ([`crate::record`]): how a client gets the export root's file handle.
+//!
+//! One export: the root, under the path `/` or its absolute path on this machine. NULL, MNT
+//! (the root's handle, with auth flavors AUTH_UNIX and AUTH_NONE), DUMP (an empty list: no
+//! mounts are recorded), UMNT and UMNTALL (nothing to forget), EXPORT (the one export, open
+//! to every host).
+
+use std::io;
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use negotiate::onc::{self, AuthStat, CallHeader, OncError};
+use xdr_spec::rt::{List, Seq, Xdr};
+
+use crate::handles::Handles;
+use crate::record::{read_record, write_record, MAX_RECORD};
+use crate::xdr::*;
+
+/// The auth flavors MNT offers (RFC 1813 section 5.2.1): AUTH_UNIX (1), then AUTH_NONE (0).
+pub const AUTH_FLAVORS: [i32; 2] = [1, 0];
+
+/// The most MOUNT connections served at once; more are closed as they come.
+pub const MAX_CONNECTIONS: usize = 64;
+
+/// How long a MOUNT connection may stay silent before it is closed.
+pub const IDLE: Duration = Duration::from_secs(60);
+
+/// The MOUNT service for one export root.
+#[derive(Debug)]
+pub struct Mount {
+    handles: Arc<Handles>,
+}
+
+impl Mount {
+    /// The MOUNT service for the root of `handles`.
+    pub fn new(handles: Arc<Handles>) -> Self {
+        Mount { handles }
+    }
+
+    /// Whether `path` names the export: `/` or the root's absolute path (a trailing `/`
+    /// ignored).
+    fn is_export(&self, path: &str) -> bool {
+        let path = path.trim_end_matches('/');
+        path.is_empty() || std::path::Path::new(path) == self.handles.root()
+    }
+
+    /// Answers one MOUNT call message with its whole reply message.
+    pub fn handle(&self, call: &[u8], reply: &mut Vec<u8>) {
+        reply.clear();
+        let (h, at) = match CallHeader::decode(call) {
+            Ok(decoded) => decoded,
+            Err(OncError::RpcVersion { xid, .. }) => return onc::reply_rpc_mismatch(xid, 2, 2, reply),
+            Err(e) if e.in_auth() => {
+                return onc::reply_auth_error(onc::peek_xid(call).unwrap_or(0), AuthStat::BADCRED, reply)
+            }
+            Err(_) => return onc::reply_garbage_args(onc::peek_xid(call).unwrap_or(0), reply),
+        };
+        if h.prog != MOUNT_PROGRAM {
+            return onc::reply_prog_unavail(h.xid, reply);
+        }
+        if h.vers != MOUNT_V3 {
+            return onc::reply_prog_mismatch(h.xid, MOUNT_V3, MOUNT_V3, reply);
+        }
+        let args = &call[at..];
+        let results = match h.proc {
+            MOUNTPROC3_NULL | MOUNTPROC3_UMNTALL => Vec::new(),
+            MOUNTPROC3_UMNT => match Dirpath::decode(args) {
+                Ok(_) => Vec::new(),
+                Err(_) => return onc::reply_garbage_args(h.xid, reply),
+            },
+            MOUNTPROC3_MNT => match Dirpath::decode(args) {
+                Ok((path, _)) => self.mnt(path.0),
+                Err(_) => return onc::reply_garbage_args(h.xid, reply),
+            },
+            MOUNTPROC3_DUMP => List::<MountbodyEntry>::from_slice(&[]).to_vec(),
+            MOUNTPROC3_EXPORT => {
+                let export = [ExportnodeEntry { ex_dir: Dirpath("/"), ex_groups: List::from_slice(&[]) }];
+                List::from_slice(&export).to_vec()
+            }
+            _ => return onc::reply_proc_unavail(h.xid, reply),
+        };
+        onc::reply_success(h.xid, &results, reply);
+    }
+
+    /// MNT's results for `path`.
+    fn mnt(&self, path: &str) -> Vec<u8> {
+        if !self.is_export(path) {
+            return Mountres3::Default { discriminant: Mountstat3::Mnt3errNoent }.to_vec();
+        }
+        match self.handles.root_handle() {
+            Ok(fh) => {
+                let ok = Mountres3Ok { fhandle: Fhandle3(&fh), auth_flavors: Seq::from_slice(&AUTH_FLAVORS) };
+                Mountres3::Mnt3Ok(ok).to_vec()
+            }
+            Err(_) => Mountres3::Default { discriminant: Mountstat3::Mnt3errIo }.to_vec(),
+        }
+    }
+}
+
+/// A MOUNT server listening on TCP: one thread accepts, one thread serves each connection.
+/// Dropping it stops accepting; connections in progress end at their next idle timeout.
+pub struct MountServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl MountServer {
+    /// Listens on `addr` (e.g. `0.0.0.0:20048`) and serves `mount` there.
+    ///
+    /// # Errors
+    ///
+    /// The address cannot be bound.
+    pub fn start(addr: &str, mount: Mount) -> io::Result<MountServer> {
+        let listener = TcpListener::bind(addr)?;
+        let local = listener.local_addr()?;
+        // Non-blocking, polled, so that the acceptor sees `stop` without a connection.
+        listener.set_nonblocking(true)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let mount = Arc::new(mount);
+        let acceptor = std::thread::Builder::new().name("mount-accept".into()).spawn(move || {
+            let live = Arc::new(AtomicUsize::new(0));
+            while !s.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) if live.load(Ordering::Relaxed) < MAX_CONNECTIONS => {
+                        live.fetch_add(1, Ordering::Relaxed);
+                        let (m, l) = (mount.clone(), live.clone());
+                        let spawned = std::thread::Builder::new().name("mount-conn".into()).spawn(move || {
+                            let _ = serve_connection(stream, &m);
+                            l.fetch_sub(1, Ordering::Relaxed);
+                        });
+                        if spawned.is_err() {
+                            live.fetch_sub(1, Ordering::Relaxed);
+                        }
+                    }
+                    Ok((stream, _)) => drop(stream),
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        })?;
+        Ok(MountServer { addr: local, stop, acceptor: Some(acceptor) })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for MountServer {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+    }
+}
+
+/// Serves one connection's calls until it closes, idles past [`IDLE`], or sends a record
+/// beyond the bounds (then it is closed: record marking cannot resynchronize).
+fn serve_connection(mut stream: TcpStream, mount: &Mount) -> Result<(), crate::record::RecordError> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(IDLE))?;
+    stream.set_write_timeout(Some(IDLE))?;
+    let (mut call, mut reply) = (Vec::new(), Vec::new());
+    let served = loop {
+        match read_record(&mut stream, MAX_RECORD, &mut call) {
+            Ok(true) => {}
+            Ok(false) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+        mount.handle(&call, &mut reply);
+        if let Err(e) = write_record(&mut stream, &reply) {
+            break Err(e.into());
+        }
+    };
+    let _ = stream.shutdown(Shutdown::Both);
+    served
+}

@@ -1,0 +1,340 @@
+//! The NFS program, version 3 (RFC 1813 section 3), served from a directory: a
+//! [`Handler`] for [`negotiate::server::Server`] that takes whole RPC call messages and
+//! writes whole RPC replies.
+//!
+//! Served: NULL, GETATTR, SETATTR, LOOKUP, ACCESS, READ, WRITE, CREATE, MKDIR, REMOVE, RMDIR,
+//! READDIR, READDIRPLUS, FSSTAT, FSINFO, PATHCONF, COMMIT: what `mount`, `ls -l`, `stat`,
+//! `cat`, `cp`, `mkdir`, `rm` and `dd` need. READLINK, SYMLINK, MKNOD, RENAME and LINK answer
+//! NFS3ERR_NOTSUPP; a procedure number above 21 is PROC_UNAVAIL. Arguments that do not decode
+//! are GARBAGE_ARGS; a handle that does not resolve is NFS3ERR_BADHANDLE or NFS3ERR_STALE
+//! ([`crate::handles`]); nothing a client sends panics the server or reaches outside the
+//! export root.
+
+mod dir;
+mod file;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use negotiate::onc::{self, Auth, AuthStat, CallHeader, OncError};
+use negotiate::server::Handler;
+use xdr_spec::rt::Xdr;
+
+use crate::attrs::{fattr, post_op, NO_WCC};
+use crate::binding::Nfs3Binding;
+use crate::handles::{Handles, Resolved, NAME_MAX};
+use crate::xdr::*;
+
+/// Largest READ and WRITE this server offers (FSINFO's `rtmax` and `wtmax`), in bytes.
+pub const MAX_IO: u32 = 1 << 20;
+
+/// The directory listing size this server prefers (FSINFO's `dtpref`), in bytes.
+pub const DIR_PREF: u32 = 32 * 1024;
+
+/// The uid and gid AUTH_NONE calls act as ("nobody").
+const NOBODY: u32 = 65534;
+
+/// Who is calling, from the call's AUTH_SYS credential (RFC 5531 appendix A).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Caller {
+    uid: u32,
+    gid: u32,
+}
+
+/// The NFSv3 service over one export root.
+#[derive(Debug)]
+pub struct Nfs3 {
+    handles: Arc<Handles>,
+    binding: Arc<Nfs3Binding>,
+    /// The write verifier (RFC 1813 section 3.3.7): changes when the server restarts, so that
+    /// a client sends again what it wrote UNSTABLE and had not committed.
+    write_verifier: [u8; 8],
+    /// Whether each call is logged on stderr ([`Nfs3::logging`]).
+    log: bool,
+}
+
+/// Where one reply goes: the call's XID and the reply buffer.
+pub(crate) struct Out<'r> {
+    xid: u32,
+    buf: &'r mut Vec<u8>,
+}
+
+impl Out<'_> {
+    /// Writes an accepted SUCCESS reply carrying `results`.
+    pub(crate) fn results<'a, T: Xdr<'a>>(&mut self, results: &T) -> Served {
+        self.buf.clear();
+        onc::reply_success(self.xid, &[], self.buf);
+        self.append(results);
+        Ok(())
+    }
+
+    /// Writes an accepted SUCCESS reply carrying a failed procedure's results: `status`, then
+    /// `body` (the procedure's `resfail`: its attributes, often none).
+    pub(crate) fn fail<'a, F: Xdr<'a>>(&mut self, status: Nfsstat3, body: &F) -> Served {
+        self.results(&status)?;
+        self.append(body);
+        Ok(())
+    }
+
+    fn append<'a, T: Xdr<'a>>(&mut self, value: &T) {
+        let at = self.buf.len();
+        self.buf.resize(at + value.encoded_len(), 0);
+        if value.encode(&mut self.buf[at..]).is_err() {
+            // Only a result that breaks its own XDR bounds gets here: a server bug, which the
+            // client hears of as SYSTEM_ERR rather than as garbage.
+            self.buf.clear();
+            onc::reply_system_err(self.xid, self.buf);
+        }
+    }
+}
+
+/// Arguments that did not decode: answered GARBAGE_ARGS.
+pub(crate) struct Garbage;
+
+impl From<xdr_spec::rt::Error> for Garbage {
+    fn from(_: xdr_spec::rt::Error) -> Self {
+        Garbage
+    }
+}
+
+/// What a procedure returns: `Err` only for arguments that do not decode.
+pub(crate) type Served = Result<(), Garbage>;
+
+/// Decodes a procedure's arguments (bytes after them are ignored).
+pub(crate) fn args<'a, T: Xdr<'a>>(bytes: &'a [u8]) -> Result<T, Garbage> {
+    Ok(T::decode(bytes)?.0)
+}
+
+impl Nfs3 {
+    /// The service over the files `handles` maps; `binding` is the one given to the
+    /// [`Server`](negotiate::server::Server), told of each call ([`Nfs3Binding::note_call`]).
+    pub fn new(handles: Arc<Handles>, binding: Arc<Nfs3Binding>) -> Self {
+        Nfs3 { handles, binding, write_verifier: crate::boot_verifier(), log: false }
+    }
+
+    /// The same service, logging each call on stderr (XID, procedure, and the status or RPC
+    /// error it was answered with): for watching a client such as the kernel's.
+    pub fn logging(self, log: bool) -> Self {
+        Nfs3 { log, ..self }
+    }
+
+    fn dispatch(&self, proc: u32, caller: Caller, a: &[u8], out: &mut Out<'_>) -> Served {
+        match proc {
+            NFSPROC3_NULL => {
+                out.buf.clear();
+                onc::reply_success(out.xid, &[], out.buf);
+                Ok(())
+            }
+            NFSPROC3_GETATTR => self.getattr(a, out),
+            NFSPROC3_SETATTR => self.setattr(a, out),
+            NFSPROC3_LOOKUP => self.lookup(a, out),
+            NFSPROC3_ACCESS => self.access(a, caller, out),
+            NFSPROC3_READ => self.read(a, out),
+            NFSPROC3_WRITE => self.write(a, out),
+            NFSPROC3_CREATE => self.create(a, out),
+            NFSPROC3_MKDIR => self.mkdir(a, out),
+            NFSPROC3_REMOVE => self.remove(a, out, false),
+            NFSPROC3_RMDIR => self.remove(a, out, true),
+            NFSPROC3_READDIR => self.readdir(a, out),
+            NFSPROC3_READDIRPLUS => self.readdirplus(a, out),
+            NFSPROC3_FSSTAT => self.fsstat(a, out),
+            NFSPROC3_FSINFO => self.fsinfo(a, out),
+            NFSPROC3_PATHCONF => self.pathconf(a, out),
+            NFSPROC3_COMMIT => self.commit(a, out),
+            // READLINK, SYMLINK, MKNOD, RENAME, LINK: NFS3ERR_NOTSUPP with each one's failure
+            // body, every attribute absent (the status alone would be short of it).
+            NFSPROC3_READLINK => out.fail(Nfsstat3::Nfs3errNotsupp, &PostOpAttr::False),
+            NFSPROC3_SYMLINK | NFSPROC3_MKNOD => out.fail(Nfsstat3::Nfs3errNotsupp, &NO_WCC),
+            NFSPROC3_RENAME => {
+                out.fail(Nfsstat3::Nfs3errNotsupp, &RENAME3resfail { fromdir_wcc: NO_WCC, todir_wcc: NO_WCC })
+            }
+            NFSPROC3_LINK => out.fail(
+                Nfsstat3::Nfs3errNotsupp,
+                &LINK3resfail { file_attributes: PostOpAttr::False, linkdir_wcc: NO_WCC },
+            ),
+            _ => {
+                out.buf.clear();
+                onc::reply_proc_unavail(out.xid, out.buf);
+                Ok(())
+            }
+        }
+    }
+
+    /// The file `handle` names, or the reply for a handle that does not resolve: the status
+    /// and `fail` (the procedure's failure body with no attributes).
+    pub(crate) fn file<'a, F: Xdr<'a>>(&self, handle: &[u8], out: &mut Out<'_>, fail: F) -> Option<Resolved> {
+        match self.handles.resolve(handle) {
+            Ok(r) => Some(r),
+            Err(status) => {
+                let _ = out.fail(status, &fail);
+                None
+            }
+        }
+    }
+
+    fn getattr(&self, a: &[u8], out: &mut Out<'_>) -> Served {
+        let a: GETATTR3args = args(a)?;
+        let res = match self.handles.resolve(a.object.data) {
+            Ok(f) => GETATTR3res::Nfs3Ok(GETATTR3resok { obj_attributes: fattr(&f.meta) }),
+            Err(discriminant) => GETATTR3res::Default { discriminant },
+        };
+        out.results(&res)
+    }
+
+    fn access(&self, a: &[u8], caller: Caller, out: &mut Out<'_>) -> Served {
+        let a: ACCESS3args = args(a)?;
+        let Some(f) = self.file(a.object.data, out, PostOpAttr::False) else { return Ok(()) };
+        let res =
+            ACCESS3resok { obj_attributes: PostOpAttr::True(fattr(&f.meta)), access: a.access & allowed(&f, caller) };
+        out.results(&ACCESS3res::Nfs3Ok(res))
+    }
+
+    fn fsstat(&self, a: &[u8], out: &mut Out<'_>) -> Served {
+        let a: FSSTAT3args = args(a)?;
+        let Some(f) = self.file(a.fsroot.data, out, PostOpAttr::False) else { return Ok(()) };
+        let res = match statvfs(&f.path) {
+            Ok(s) => {
+                let bsize = s.f_frsize;
+                FSSTAT3res::Nfs3Ok(FSSTAT3resok {
+                    obj_attributes: PostOpAttr::True(fattr(&f.meta)),
+                    tbytes: s.f_blocks.saturating_mul(bsize),
+                    fbytes: s.f_bfree.saturating_mul(bsize),
+                    abytes: s.f_bavail.saturating_mul(bsize),
+                    tfiles: s.f_files,
+                    ffiles: s.f_ffree,
+                    afiles: s.f_favail,
+                    invarsec: 0,
+                })
+            }
+            Err(e) => FSSTAT3res::Default {
+                discriminant: crate::attrs::status(&e),
+                value: FSSTAT3resfail { obj_attributes: post_op(&f.path) },
+            },
+        };
+        out.results(&res)
+    }
+
+    fn fsinfo(&self, a: &[u8], out: &mut Out<'_>) -> Served {
+        let a: FSINFO3args = args(a)?;
+        let Some(f) = self.file(a.fsroot.data, out, PostOpAttr::False) else { return Ok(()) };
+        let res = FSINFO3resok {
+            obj_attributes: PostOpAttr::True(fattr(&f.meta)),
+            rtmax: MAX_IO,
+            rtpref: MAX_IO,
+            rtmult: 4096,
+            wtmax: MAX_IO,
+            wtpref: MAX_IO,
+            wtmult: 4096,
+            dtpref: DIR_PREF,
+            maxfilesize: i64::MAX as u64,
+            time_delta: Nfstime3 { seconds: 0, nseconds: 1 },
+            // No LINK or SYMLINK here; SETATTR sets times.
+            properties: FSF3_HOMOGENEOUS | FSF3_CANSETTIME,
+        };
+        out.results(&FSINFO3res::Nfs3Ok(res))
+    }
+
+    fn pathconf(&self, a: &[u8], out: &mut Out<'_>) -> Served {
+        let a: PATHCONF3args = args(a)?;
+        let Some(f) = self.file(a.object.data, out, PostOpAttr::False) else { return Ok(()) };
+        let res = PATHCONF3resok {
+            obj_attributes: PostOpAttr::True(fattr(&f.meta)),
+            linkmax: 32000,
+            name_max: NAME_MAX as u32,
+            no_trunc: true,
+            chown_restricted: true,
+            case_insensitive: false,
+            case_preserving: true,
+        };
+        out.results(&PATHCONF3res::Nfs3Ok(res))
+    }
+}
+
+/// The ACCESS3 bits the mode of `f` allows `caller` (RFC 1813 section 3.3.4), from the owner,
+/// group or other permission bits; uid 0 may do anything but execute a file nobody may.
+fn allowed(f: &Resolved, caller: Caller) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    let mode = f.meta.mode();
+    let bits = if caller.uid == 0 {
+        0o7 & if mode & 0o111 != 0 || f.meta.is_dir() { 0o7 } else { 0o6 }
+    } else if caller.uid == f.meta.uid() {
+        (mode >> 6) & 0o7
+    } else if caller.gid == f.meta.gid() {
+        (mode >> 3) & 0o7
+    } else {
+        mode & 0o7
+    };
+    let (r, w, x) = (bits & 0o4 != 0, bits & 0o2 != 0, bits & 0o1 != 0);
+    let mut access = 0;
+    if r {
+        access |= ACCESS3_READ;
+    }
+    if w {
+        access |= ACCESS3_MODIFY | ACCESS3_EXTEND | if f.meta.is_dir() { ACCESS3_DELETE } else { 0 };
+    }
+    if x {
+        access |= if f.meta.is_dir() { ACCESS3_LOOKUP } else { ACCESS3_EXECUTE };
+    }
+    access
+}
+
+/// `statvfs(3)` of the file system holding `path`.
+fn statvfs(path: &Path) -> std::io::Result<libc::statvfs> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let mut s = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a NUL-terminated path and `s` points to writable memory of the struct's
+    // size; statvfs fills it entirely when it returns 0.
+    if unsafe { libc::statvfs(c.as_ptr(), s.as_mut_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: initialized by the successful call above.
+    Ok(unsafe { s.assume_init() })
+}
+
+impl Handler for Nfs3 {
+    fn handle(&self, call: &[u8], reply: &mut Vec<u8>) {
+        let (h, at) = match CallHeader::decode(call) {
+            Ok(decoded) => decoded,
+            Err(OncError::RpcVersion { xid, .. }) => return onc::reply_rpc_mismatch(xid, 2, 2, reply),
+            Err(e) if e.in_auth() => {
+                if let Some(xid) = onc::peek_xid(call) {
+                    onc::reply_auth_error(xid, AuthStat::BADCRED, reply);
+                }
+                return;
+            }
+            Err(_) => return onc::reply_garbage_args(onc::peek_xid(call).unwrap_or(0), reply),
+        };
+        if h.prog != NFS_PROGRAM {
+            return onc::reply_prog_unavail(h.xid, reply);
+        }
+        if h.vers != NFS_V3 {
+            return onc::reply_prog_mismatch(h.xid, NFS_V3, NFS_V3, reply);
+        }
+        let caller = match &h.cred {
+            Auth::Sys(sys) => Caller { uid: sys.uid, gid: sys.gid },
+            Auth::None => Caller { uid: NOBODY, gid: NOBODY },
+            // MOUNT offered AUTH_SYS and AUTH_NONE only (RFC 1813 section 5.2.1).
+            Auth::Other { .. } => return onc::reply_auth_error(h.xid, AuthStat::TOOWEAK, reply),
+        };
+        self.binding.note_call(call);
+        let mut out = Out { xid: h.xid, buf: reply };
+        if self.dispatch(h.proc, caller, &call[at..], &mut out).is_err() {
+            reply.clear();
+            onc::reply_garbage_args(h.xid, reply);
+        }
+        if self.log {
+            let answer = match onc::results(reply, h.xid) {
+                Ok(results) => Nfsstat3::decode(results).map_or("no status".into(), |(s, _)| format!("{s:?}")),
+                Err(e) => e.to_string(),
+            };
+            eprintln!(
+                "nfs3: xid {:#010x} proc {} ({} bytes) -> {answer} ({} bytes)",
+                h.xid,
+                h.proc,
+                call.len(),
+                reply.len()
+            );
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! The procedures on a file's data and attributes: SETATTR, READ, WRITE, COMMIT (RFC 1813
+//! sections 3.3.2, 3.3.6, 3.3.7 and 3.3.21).
+//!
+//! Files are opened with O_NOFOLLOW and attributes never set through a symbolic link: a link
+//! inside the export may point outside it, and following it would let a client reach there.
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::Path;
+
+use super::{args, Nfs3, Out, Served, MAX_IO};
+use crate::attrs::{fattr, status, time, wcc, NO_WCC};
+use crate::xdr::*;
+
+/// Opens the regular file at `path` for reading, or for writing too, without following a
+/// symbolic link.
+fn open(path: &Path, write: bool) -> std::io::Result<File> {
+    OpenOptions::new().read(true).write(write).custom_flags(libc::O_NOFOLLOW).open(path)
+}
+
+/// Why a file's data cannot be read or written: it is a directory, or not a regular file
+/// (RFC 1813 section 3.3.6: NFS3ERR_ISDIR, NFS3ERR_INVAL).
+fn not_regular(meta: &Metadata) -> Option<Nfsstat3> {
+    if meta.is_dir() {
+        Some(Nfsstat3::Nfs3errIsdir)
+    } else if !meta.is_file() {
+        Some(Nfsstat3::Nfs3errInval)
+    } else {
+        None
+    }
+}
+
+/// Sets the attributes `s` asks for on the file at `path` whose attributes were `meta`
+/// (SETATTR, and the initial attributes of CREATE and MKDIR).
+///
+/// # Errors
+///
+/// The status of the first change that failed; NFS3ERR_INVAL for any change to a symbolic
+/// link (it would apply to what the link points to).
+pub(crate) fn set_attributes(path: &Path, meta: &Metadata, s: &Sattr3) -> Result<(), Nfsstat3> {
+    let times = !matches!(s.atime, SetAtime::Default { discriminant: TimeHow::DontChange })
+        || !matches!(s.mtime, SetMtime::Default { discriminant: TimeHow::DontChange });
+    let any = matches!(s.mode, SetMode3::True(_))
+        || matches!(s.uid, SetUid3::True(_))
+        || matches!(s.gid, SetGid3::True(_))
+        || matches!(s.size, SetSize3::True(_))
+        || times;
+    if !any {
+        return Ok(());
+    }
+    if meta.file_type().is_symlink() {
+        return Err(Nfsstat3::Nfs3errInval);
+    }
+    let io = |e: std::io::Error| status(&e);
+    if let SetMode3::True(mode) = s.mode {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o7777)).map_err(io)?;
+    }
+    let uid = if let SetUid3::True(uid) = s.uid { Some(uid) } else { None };
+    let gid = if let SetGid3::True(gid) = s.gid { Some(gid) } else { None };
+    if uid.is_some() || gid.is_some() {
+        std::os::unix::fs::lchown(path, uid, gid).map_err(io)?;
+    }
+    if let SetSize3::True(size) = s.size {
+        if let Some(why) = not_regular(meta) {
+            return Err(why);
+        }
+        open(path, true).and_then(|f| f.set_len(size)).map_err(io)?;
+    }
+    if times {
+        set_times(path, s.atime, s.mtime).map_err(io)?;
+    }
+    Ok(())
+}
+
+/// `utimensat(2)` on `path` itself (never through a final symbolic link).
+fn set_times(path: &Path, atime: SetAtime, mtime: SetMtime) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let spec = |t: Option<Nfstime3>, server: bool| match (t, server) {
+        (Some(t), _) => libc::timespec { tv_sec: t.seconds.into(), tv_nsec: t.nseconds.min(999_999_999).into() },
+        (None, true) => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW },
+        (None, false) => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_OMIT },
+    };
+    let a = match atime {
+        SetAtime::SetToClientTime(t) => spec(Some(t), false),
+        SetAtime::Default { discriminant } => spec(None, discriminant == TimeHow::SetToServerTime),
+    };
+    let m = match mtime {
+        SetMtime::SetToClientTime(t) => spec(Some(t), false),
+        SetMtime::Default { discriminant } => spec(None, discriminant == TimeHow::SetToServerTime),
+    };
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
+    let times = [a, m];
+    // SAFETY: `c` is NUL-terminated and `times` holds the two timespecs utimensat reads.
+    if unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+impl Nfs3 {
+    pub(super) fn setattr(&self, a: &[u8], out: &mut Out<'_>) -> Served {
+        let a: SETATTR3args = args(a)?;
+        let Some(f) = self.file(a.object.data, out, NO_WCC) else { return Ok(()) };
+        // The guard (RFC 1813 section 3.3.2): change nothing unless the ctime is the client's.
+        if let Sattrguard3::True(ctime) = a.guard {
+            if ctime != time(f.meta.ctime(), f.meta.ctime_nsec()) {
+                return out.fail(Nfsstat3::Nfs3errNotSync, &wcc(Some(&f.meta), &f.path));
+            }
+        }
+        match set_attributes(&f.path, &f.meta, &a.new_attributes) {
+            Ok(()) => out.results(&SETATTR3res::Nfs3Ok(SETATTR3resok { obj_wcc: wcc(Some(&f.meta), &f.path) })),
+            Err(why) => out.fail(why, &wcc(Some(&f.meta), &f.path)),
+        }
+    }
+
+    pub(super) fn read(&self, a: &[u8], out: &mut Out<'_>) -> Served {
+        let a: READ3args = args(a)?;
+        let Some(f) = self.file(a.file.data, out, PostOpAttr::False) else { return Ok(()) };
+        if let Some(why) = not_regular(&f.meta) {
+            return out.fail(why, &PostOpAttr::True(fattr(&f.meta)));
+        }
+        let mut data = vec![0u8; a.count.min(MAX_IO) as usize];
+        let read = open(&f.path, false).and_then(|file| {
+            let mut n = 0;
+            while n < data.len() {
+                match file.read_at(&mut data[n..], a.offset.saturating_add(n as u64)) {
+                    Ok(0) => break,
+                    Ok(k) => n += k,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok((n, file.metadata()?))
+        });
+        match read {
+            Ok((n, meta)) => out.results(&READ3res::Nfs3Ok(READ3resok {
+                file_attributes: PostOpAttr::True(fattr(&meta)),
+                count: n as u32,
+                eof: a.offset.saturating_add(n as u64) >= meta.size(),
+                data: &data[..n],
+            })),
+            Err(e) => out.fail(status(&e), &PostOpAttr::True(fattr(&f.meta))),
+        }
+    }
+
+    pub(super) fn write(&self, a: &[u8], out: &mut Out<'_>) -> Served {
+        let a: WRITE3args = args(a)?;
+        let Some(f) = self.file(a.file.data, out, NO_WCC) else { return Ok(()) };
+        let before = Some(&f.meta);
+        if let Some(why) = not_regular(&f.meta) {
+            return out.fail(why, &wcc(before, &f.path));
+        }
+        // RFC 1813 section 3.3.7: `count` bytes of `data` are written; data shorter than the
+        // count is an invalid argument, not garbage (it decoded).
+        let Some(data) = a.data.get(..a.count as usize) else {
+            return out.fail(Nfsstat3::Nfs3errInval, &wcc(before, &f.path));
+        };
+        match a.offset.checked_add(data.len() as u64) {
+            Some(end) if end <= i64::MAX as u64 => {}
+            _ => return out.fail(Nfsstat3::Nfs3errFbig, &wcc(before, &f.path)),
+        }
+        let stable = a.stable != StableHow::Unstable;
+        let written = open(&f.path, true).and_then(|file| {
+            file.write_all_at(data, a.offset)?;
+            if stable {
+                file.sync_data()?;
+            }
+            Ok(())
+        });
+        match written {
+            Ok(()) => out.results(&WRITE3res::Nfs3Ok(WRITE3resok {
+                file_wcc: wcc(before, &f.path),
+                count: a.count,
+                committed: if stable { StableHow::FileSync } else { StableHow::Unstable },
+                verf: Writeverf3(&self.write_verifier),
+            })),
+            Err(e) => out.fail(status(&e), &wcc(before, &f.path)),
+        }
+    }
+
+    pub(super) fn commit(&self, a: &[u8], out: &mut Out<'_>) -> Served {
+        let a: COMMIT3args = args(a)?;
+        let Some(f) = self.file(a.file.data, out, NO_WCC) else { return Ok(()) };
+        if let Some(why) = not_regular(&f.meta) {
+            return out.fail(why, &wcc(Some(&f.meta), &f.path));
+        }
+        match open(&f.path, false).and_then(|file| file.sync_all()) {
+            Ok(()) => out.results(&COMMIT3res::Nfs3Ok(COMMIT3resok {
+                file_wcc: wcc(Some(&f.meta), &f.path),
+                verf: Writeverf3(&self.write_verifier),
+            })),
+            Err(e) => out.fail(status(&e), &wcc(Some(&f.meta), &f.path)),
+        }
+    }
+}

@@ -177,7 +177,7 @@ fn issue14_a_requester_beyond_its_credits_gets_no_more_calls_served_at_once<B: B
         let at = pending.iter().position(|(x, _)| *x == header.xid()).expect("the reply to one of our calls");
         let (xid, p) = pending.swap_remove(at);
         let mut out = Vec::new();
-        p.complete(&raw.conn, &header, got.invalidated_rkey, &ULB, &mut out).expect("complete");
+        p.complete(&raw.conn, &call(xid, SMALL), &header, got.invalidated_rkey, &ULB, &mut out).expect("complete");
         assert!(out == echo(&call(xid, SMALL)), "call {xid:#x}: its own reply");
     }
     assert_eq!(inside.most(), 2, "calls in the handler at once: the credits granted");

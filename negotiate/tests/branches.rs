@@ -396,7 +396,7 @@ fn raw_serve(
         fetch_call(&conn, &header, &PLAIN, &mut call).unwrap();
         let p = responder.reply_params(header.xid()).unwrap();
         let params = ReplyParams { credits: grant.unwrap_or(p.credits), ..p };
-        send_reply(&conn, &header, &reply_for(&call), &PLAIN, &params).unwrap();
+        send_reply(&conn, &header, &call, &reply_for(&call), &PLAIN, &params).unwrap();
     }
 }
 

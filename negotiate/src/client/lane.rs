@@ -346,7 +346,7 @@ impl<B: Backend> Lane<B> {
                 let header = reply_header(&bytes, &sh.cfg.requester.limits).expect("judged by the core");
                 reply.clear();
                 let done = match message {
-                    Message::Borrowed(_) => p.complete(&link.conn, &header, invalidated, ulb, reply),
+                    Message::Borrowed(call) => p.complete(&link.conn, call, &header, invalidated, ulb, reply),
                     Message::Lent(buffer) => p.complete_lent(&link.conn, &header, invalidated, ulb, reply, buffer),
                 };
                 let done = done.map_err(Into::into);

@@ -402,18 +402,18 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
         service
             .and_then(|service| match service {
                 Service::Replied(mut r) => {
-                    let sent = send_reply_lent(conn, &header, &mut r, self.ulb, params)
+                    let sent = send_reply_lent(conn, &header, call, &mut r, self.ulb, params)
                         .map(|s| Served::Call(params.version, s));
                     // Its memory takes the next reply of this thread.
                     *reply = r;
                     sent
                 }
-                Service::Panicked => {
-                    send_rpc_error(conn, &header, self.ulb, params, encode_system_err_reply).map(|()| Served::Panicked)
-                }
+                Service::Panicked => send_rpc_error(conn, &header, call, self.ulb, params, encode_system_err_reply)
+                    .map(|()| Served::Panicked),
             })
             .or_else(|e| match FailureAnswer::for_error(&e) {
-                Some(answer) => answer_failure(conn, &header, self.ulb, params, answer),
+                // What of the call was received: a binding copes with a short one.
+                Some(answer) => answer_failure(conn, &header, call, self.ulb, params, answer),
                 None => Err(e),
             })
             .map_err(|e| format!("serving call {:#x}: {e}", job.xid))

@@ -509,7 +509,9 @@ impl SimClient {
             self.wrong = Some(format!("call {xid:#x} went out with no call message and got a reply, not ERR_CHUNK"));
         }
         let mut out = Vec::new();
+        let call = self.records.get(&xid).map_or(&[][..], |r| &r.message[..]);
         let got = reassemble_reply_with_ulb(
+            call,
             &header.to_msg(),
             header.payload(),
             &reply,

@@ -317,8 +317,18 @@ impl Requester {
     pub fn on_connected(&mut self, ours: Option<PrivateData>, accepted: &[u8], now: Instant) {
         self.connecting = false;
         let advertised = Advertised { requester: ours, responder: PrivateData::find(accepted) };
+        log::info!(
+            "connected to {}: private data sent {:?}, received {:?} ({} bytes)",
+            self.addr,
+            advertised.requester,
+            advertised.responder,
+            accepted.len()
+        );
         let (low, high) = self.cfg.versions;
         let highest = self.memory.highest_for(&self.addr, high);
+        if highest < high {
+            log::info!("{} is remembered to speak versions up to {}: no Version Two probe", self.addr, highest.wire());
+        }
         let version = if highest >= Version::TWO { Negotiation::Probing(None) } else { Negotiation::Settled(highest) };
         let credits = RequesterCredits::new(self.cfg.credits);
         let stated = Stated::default();
@@ -447,6 +457,7 @@ impl Requester {
             }
             reply::Outcome::Error(e) => {
                 self.conn.as_mut().unwrap().credits.on_error_reply();
+                log::warn!("{} answered call {xid:#010x} with RDMA_ERROR {e:?}", self.addr);
                 self.complete_failed(xid, CallFailure::Peer(e));
                 if probe {
                     // RFC 8166 section 5.5.2: ERR_CHUNK answers a header whose `rdma_vers` the
@@ -465,6 +476,7 @@ impl Requester {
                 Incoming::OptionAnswer { xid }
             }
             reply::Outcome::Malformed(e) => {
+                log::warn!("{} answered call {xid:#010x} with a malformed reply: {e}", self.addr);
                 // Nothing learned about the responder's versions: `finish` freed the probe's
                 // place, and the next call probes again.
                 self.complete_failed(xid, CallFailure::MalformedReply(e));
@@ -502,6 +514,11 @@ impl Requester {
             }
         }
         if late {
+            log::warn!(
+                "a call to {} had no reply within {:?}: closing the connection (RFC 8166 section 4.5.4)",
+                self.addr,
+                self.cfg.timeout
+            );
             conn.closing = true;
             self.events.push_back(Event::Disconnect);
         }
@@ -576,6 +593,7 @@ impl Requester {
             let Ok(credit) = conn.credits.try_acquire() else { return };
             self.queue.pop_front();
             if probe {
+                log::info!("probing {} for Version Two with call {xid:#010x}", self.addr);
                 conn.version = Negotiation::Probing(Some(xid));
             }
             let thresholds =
@@ -585,6 +603,9 @@ impl Requester {
             call.attempts += 1;
             call.flight = Some(Flight { credit, version, deadline: now + self.cfg.timeout, probe, timed_out: false });
             let attempt = call.attempts;
+            if attempt > 1 {
+                log::info!("call {xid:#010x} to {} goes out again (attempt {attempt})", self.addr);
+            }
             self.events.push_back(Event::Transmit(Transmit { xid, version, credits, thresholds, probe, attempt }));
         }
     }
@@ -593,6 +614,13 @@ impl Requester {
         let conn = self.conn.as_mut().unwrap();
         conn.version = Negotiation::Settled(version);
         let thresholds = conn.stated.thresholds(&conn.advertised, version);
+        log::info!(
+            "settled on version {} with {}: inline thresholds {} (calls) and {} (replies)",
+            version.wire(),
+            self.addr,
+            thresholds.call,
+            thresholds.reply
+        );
         self.events.push_back(Event::Settled { version, thresholds });
     }
 
@@ -610,6 +638,12 @@ impl Requester {
         }
         conn.stated = Stated { requester: Some(ours), responder: Some(theirs) };
         let thresholds = conn.stated.thresholds(&conn.advertised, version);
+        log::info!(
+            "transport properties exchanged with {}: it states {theirs:?}; inline thresholds now {} and {}",
+            self.addr,
+            thresholds.call,
+            thresholds.reply
+        );
         self.events.push_back(Event::Settled { version, thresholds });
     }
 
@@ -628,7 +662,9 @@ impl Requester {
         let common = Version::from_wire(high).min(ours_high);
         let conn = self.conn.as_mut().unwrap();
         conn.credits.on_error_reply();
+        log::info!("{} answered call {xid:#010x} with RDMA_ERR_VERS: it speaks versions {low} to {high}", self.addr);
         if common < Version::from_wire(low).max(ours_low) {
+            log::warn!("no version in common with {}: call {xid:#010x} fails", self.addr);
             // That call ends; the next goes out (as the probe again, if this was it): an
             // answer ends only the call it answers, never the ones behind it.
             self.complete_failed(xid, CallFailure::NoCommonVersion { low, high });
@@ -636,6 +672,7 @@ impl Requester {
             return;
         }
         conn.after_err_vers = true;
+        log::info!("falling back to version {} with {} on this connection", common.wire(), self.addr);
         self.memory.remember_no_v2(&self.addr, NoV2Reason::ErrVers { high });
         if let Some(f) = self.calls.get_mut(&xid).unwrap().flight.take() {
             self.conn.as_mut().unwrap().credits.on_complete(f.credit);

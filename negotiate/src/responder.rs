@@ -270,6 +270,10 @@ impl Responder {
         let behind = u32::try_from(waiting.saturating_sub(crate::backchannel::SLOTS)).unwrap_or(u32::MAX);
         let in_flight = (self.in_flight.len() as u32 + 1).saturating_add(behind);
         if self.credits.on_call(in_flight).is_err() {
+            log::warn!(
+                "call {:#010x} arrived with {in_flight} in flight, beyond the credits granted (RFC 8166 section 3.3.1)",
+                header.xid()
+            );
             self.overruns += 1;
         }
         self.in_flight.insert(header.xid(), (header.version(), header.credit()));

@@ -630,6 +630,7 @@ impl<B: Backend> Shared<B> {
     fn connect(&self) -> Result<(), Arc<DataPathError>> {
         let cfg = &self.cfg;
         let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
+        log::info!("connecting to {} (attempt {})", self.addr, lock(&self.st).core.connect_attempt());
         let attempt = (|| -> Result<(Link<B>, Vec<u8>), DataPathError> {
             let pd = self.backend.alloc_pd()?;
             let (qp, accepted) = self.backend.connect(&pd, &self.addr, &pdata, cfg.caps, cfg.connect_timeout)?;

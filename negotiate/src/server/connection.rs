@@ -48,6 +48,12 @@ pub(super) fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>
         Ok(())
     });
     let (Ok(qp), Some(pool)) = (accepted, pool) else { return };
+    log::info!(
+        "accepted a connection: private data received {:?} ({} bytes), sent {:?}",
+        serve.responder().advertised().requester,
+        received.len(),
+        ours
+    );
     lock(&shared.stats).connections += 1;
     let peer = Arc::new(Mutex::new(Peer {
         private_data: received,
@@ -90,7 +96,11 @@ pub(super) fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>
     };
     // Every thread spawned for the connection's calls ends inside this scope.
     std::thread::scope(|scope| served.work(scope));
-    lock(&peer).ended = conn.ended();
+    let ended = conn.ended();
+    if let Some(ended) = &ended {
+        log::info!("a connection ended: {ended}");
+    }
+    lock(&peer).ended = ended;
 }
 
 /// One connection's serving, shared by the threads that serve its calls.
@@ -343,6 +353,10 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
                     return Ok(Job { bytes: m.bytes, xid, params });
                 }
                 Step::SendError(e) => {
+                    // ERR_VERS answers a probe from a requester with a version we lack: part of
+                    // negotiating (draft section 5.2), not misbehaviour.
+                    let level = if e.code() == 1 { log::Level::Info } else { log::Level::Warn };
+                    log::log!(level, "answering message {:#010x} with RDMA_ERROR code {}", e.xid(), e.code());
                     send_error(self.conn, e.as_bytes()).map_err(|e| format!("sending an RDMA_ERROR: {e}"))?;
                     lock(&self.shared.stats).errors_sent += 1;
                 }
@@ -364,6 +378,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
                 // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166
                 // section 4.5); one that names no call of ours is dropped.
                 Step::PeerError { xid, error } => {
+                    log::warn!("the client answered backward call {xid:#010x} with RDMA_ERROR {error:?}");
                     self.back.on_peer_error(xid, error);
                 }
                 Step::Nothing => {}

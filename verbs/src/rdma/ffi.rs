@@ -39,14 +39,6 @@ impl<T> Ptr<T> {
     }
 }
 
-/// Diagnostics on stderr when `RDMA_VERBS_DEBUG` is set.
-pub(super) fn debug(args: std::fmt::Arguments<'_>) {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *ON.get_or_init(|| std::env::var_os("RDMA_VERBS_DEBUG").is_some()) {
-        eprintln!("verbs::rdma: {args}");
-    }
-}
-
 /// The calling thread's errno, as left by the last failed libibverbs/librdmacm call.
 pub(super) fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)

@@ -274,8 +274,8 @@ fn main() {
     println!(
         "server stats: connections {}, calls v1 {} v2 {}, inline replies {}, RDMA_ERRORs {}, credit overruns {}",
         stats.connections,
-        stats.calls[1],
-        stats.calls[2],
+        stats.calls.v1,
+        stats.calls.v2,
         stats.inline_replies,
         stats.errors_sent,
         stats.credit_overruns

@@ -271,7 +271,7 @@ fn main() {
         t == Some(InlineThresholds { call: 4096, reply: 4096 }),
         format!("{t:?}: min(our Send 4096, its Receive 4096), min(its Send 4096, our Receive 4096)"),
     );
-    let window = client.window();
+    let window = client.credits();
     r.check("(c) credits", window == 64, format!("window {window} = min(asked 100, granted 64)"));
     let sends = sent.lock().unwrap().clone();
     r.check(

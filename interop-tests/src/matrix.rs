@@ -334,7 +334,7 @@ pub fn server_config(responder: Speaks, pdata: Pdata, extension: Extension) -> S
     let (_, server_pd) = pdata.advertised();
     let (_, server_props) = extension.stated();
     ServerConfig {
-        responder: responder::Config { versions: responder.versions(), ..Default::default() },
+        responder: responder::ResponderConfig { versions: responder.versions(), ..Default::default() },
         private_data: server_pd,
         foreign_private_data: (pdata == Pdata::Garbage).then_some(GARBAGE),
         properties: server_props,
@@ -396,7 +396,7 @@ pub fn run_cell_against<B: Backend + Clone>(
     let (client_pd, server_pd) = cell.pdata.advertised();
     let (client_props, _) = cell.extension.stated();
     let ccfg = ClientConfig {
-        requester: requester::Config {
+        requester: requester::RequesterConfig {
             versions: cell.requester.versions(),
             timeout: Duration::from_secs(5),
             ..Default::default()
@@ -418,7 +418,7 @@ pub fn run_cell_against<B: Backend + Clone>(
     out.version = client.version();
     out.thresholds = client.thresholds();
     out.properties = Some(client.peer_properties());
-    out.credits = client.window();
+    out.credits = client.credits();
     if out.verdict.is_ok() {
         out.verdict = check_negotiation(&out, client_pd, server_pd);
     }
@@ -454,7 +454,7 @@ fn exchange<B: Backend>(
         // reached us: wait for the count.
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut s = server.stats()?;
-        while s.calls.iter().sum::<u64>() < n && Instant::now() < deadline {
+        while s.calls.total() < n && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
             s = server.stats()?;
         }

@@ -36,7 +36,7 @@ const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, ma
 
 fn client_config() -> ClientConfig {
     ClientConfig {
-        requester: requester::Config { timeout: TIMEOUT, max_attempts: 3, ..Default::default() },
+        requester: requester::RequesterConfig { timeout: TIMEOUT, max_attempts: 3, ..Default::default() },
         connect_timeout: TIMEOUT,
         ..Default::default()
     }

@@ -28,7 +28,7 @@ use negotiate::client::{Client, ClientConfig, ClientError};
 use negotiate::memory::NoV2Reason;
 use negotiate::requester;
 use negotiate::responder;
-use negotiate::server::{Server, ServerConfig};
+use negotiate::server::{CallsByVersion, Server, ServerConfig};
 use negotiate::thresholds::Advertised;
 use rpcrdma_v1::Version;
 use verbs::{Backend, QpState, QueuePair};
@@ -36,7 +36,11 @@ use verbs::{Backend, QpState, QueuePair};
 /// Short timeouts so faults resolve quickly: 200 ms per transmission, four transmissions.
 fn client_config() -> ClientConfig {
     ClientConfig {
-        requester: requester::Config { timeout: Duration::from_millis(200), max_attempts: 4, ..Default::default() },
+        requester: requester::RequesterConfig {
+            timeout: Duration::from_millis(200),
+            max_attempts: 4,
+            ..Default::default()
+        },
         ..Default::default()
     }
 }
@@ -233,7 +237,7 @@ fn restart<B: Backend + Clone>(backend: B) {
     let start_server = |addr: &str, generation: u32, versions: (Version, Version), pdata: Option<PrivateData>| {
         let e = executed.clone();
         let cfg = ServerConfig {
-            responder: responder::Config { versions, ..Default::default() },
+            responder: responder::ResponderConfig { versions, ..Default::default() },
             private_data: pdata,
             ..Default::default()
         };
@@ -284,8 +288,12 @@ fn restart<B: Backend + Clone>(backend: B) {
     plain_ok(0x721, medium);
     let t2 = Advertised { requester: ours, responder: None }.for_version(Version::ONE);
     assert_eq!((client.version(), client.thresholds()), (Some(Version::ONE), Some(t2)));
-    let s = stats_once(&server, "two calls", |s| s.calls[1] == 2);
-    assert_eq!((s.connections, s.calls, s.errors_sent), (1, [0, 2, 0], 1), "one ERR_VERS, two calls in Version One");
+    let s = stats_once(&server, "two calls", |s| s.calls.v1 == 2);
+    assert_eq!(
+        (s.connections, s.calls, s.errors_sent),
+        (1, CallsByVersion { v1: 2, v2: 0 }, 1),
+        "one ERR_VERS, two calls in Version One"
+    );
     drop(server);
 
     let mut runs = executed.lock().unwrap().clone();
@@ -377,11 +385,9 @@ fn hostile_headers<B: Backend + Clone>(backend: B) {
     }
     assert_eq!(raw.conn.qp().state(), QpState::Ready, "the connection survived");
     let want_calls = valid.len() as u64;
-    let s = stats_once(&server, "every call and error", |s| {
-        s.errors_sent >= answered && s.calls.iter().sum::<u64>() >= want_calls
-    });
+    let s = stats_once(&server, "every call and error", |s| s.errors_sent >= answered && s.calls.total() >= want_calls);
     assert_eq!(s.errors_sent, answered, "one RDMA_ERROR per answered hostile header");
-    assert_eq!(s.calls.iter().sum::<u64>(), want_calls, "every valid call served");
+    assert_eq!(s.calls.total(), want_calls, "every valid call served");
     assert_eq!((s.connections, s.credit_overruns), (1, 0));
     assert_eq!(*executed.lock().unwrap(), valid, "only the valid calls reached the service, once each, in order");
 }

@@ -191,7 +191,7 @@ fn a_header_asking_for_gigabytes_gets_err_chunk<B: Backend + Clone>(backend: B) 
         assert_eq!(raw.receive(), words(&[xid, 1, 32, 4, 2]), "ERR_CHUNK for that XID");
         raw.valid_call(0x100, Version::ONE);
         assert_eq!(raw.conn.qp().state(), QpState::Ready, "the connection keeps serving");
-        let st = stats_once(&s, "the refusal", |st| st.refused.over_limits == 1 && st.calls[1] == 1);
+        let st = stats_once(&s, "the refusal", |st| st.refused.over_limits == 1 && st.calls.v1 == 1);
         assert_eq!(st.errors_sent, 1);
         assert_eq!(*executed.lock().unwrap(), 1, "only the valid call reached the service");
         assert!(rss() < rss0 + (64 << 20), "no allocation the header sized: {} -> {} bytes", rss0, rss());

@@ -46,7 +46,7 @@ use rpcrdma_v2::properties::TransportProperties;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientConfig {
     /// Versions, credits, timeouts, limits.
-    pub requester: requester::Config,
+    pub requester: requester::RequesterConfig,
     /// The RFC 8797 private data to send at connect, or `None` to send none.
     pub private_data: Option<PrivateData>,
     /// Eight bytes to send at connect *instead of* `private_data`: another layer's private data
@@ -82,7 +82,7 @@ impl Default for ClientConfig {
     /// clear.
     fn default() -> Self {
         ClientConfig {
-            requester: requester::Config::default(),
+            requester: requester::RequesterConfig::default(),
             private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), 4096, 4096)),
             foreign_private_data: None,
             caps: QpCaps::default(),
@@ -149,7 +149,7 @@ pub enum ClientError {
     /// out closed its connection (RFC 8166 section 4.5.4).
     #[error("no reply within {timeout:?} (gave up after {attempts} attempts)")]
     ReplyTimeout {
-        /// The requester's timeout ([`requester::Config::timeout`]).
+        /// The requester's timeout ([`requester::RequesterConfig::timeout`]).
         timeout: Duration,
         /// Attempts made.
         attempts: u32,
@@ -502,9 +502,9 @@ impl<B: Backend> Client<B> {
         self.lanes.iter().flat_map(Lane::ended).collect()
     }
 
-    /// The credit window: the calls this client may have in flight at once, summed over its
-    /// connections.
-    pub fn window(&self) -> u32 {
+    /// The credits this client holds: the calls it may have in flight at once (its credit
+    /// window, RFC 8166 section 3.3), summed over its connections.
+    pub fn credits(&self) -> u32 {
         self.lanes.iter().map(Lane::window).sum()
     }
 

@@ -46,7 +46,7 @@ use rpcrdma_v2::properties::TransportProperties;
 
 /// How a requester behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
+pub struct RequesterConfig {
     /// The versions it speaks, inclusive: `(1, 2)` probes for Version Two and falls back,
     /// `(1, 1)` is a Version One requester.
     pub versions: (Version, Version),
@@ -61,10 +61,10 @@ pub struct Config {
     pub limits: HeaderLimits,
 }
 
-impl Default for Config {
+impl Default for RequesterConfig {
     /// Versions 1 to 2, 32 credits, 5 s, 3 attempts, Linux's header limits.
     fn default() -> Self {
-        Config {
+        RequesterConfig {
             versions: (Version::ONE, Version::TWO),
             credits: 32,
             timeout: Duration::from_secs(5),
@@ -206,9 +206,9 @@ struct Flight {
 ///
 /// ```
 /// use std::time::Instant;
-/// use negotiate::requester::{Config, Event, Requester};
+/// use negotiate::requester::{RequesterConfig, Event, Requester};
 /// let now = Instant::now();
-/// let mut r = Requester::new(Config::default(), "10.0.2.15:20049");
+/// let mut r = Requester::new(RequesterConfig::default(), "10.0.2.15:20049");
 /// assert_eq!(r.poll_event(), Some(Event::Connect));
 /// r.on_connected(None, &[], now);
 /// r.call(7, now).unwrap();
@@ -216,7 +216,7 @@ struct Flight {
 /// assert_eq!((t.xid, t.version.wire(), t.probe, t.thresholds.call), (7, 2, true, 1024));
 /// ```
 pub struct Requester {
-    cfg: Config,
+    cfg: RequesterConfig,
     addr: String,
     memory: PeerMemory,
     conn: Option<Conn>,
@@ -235,12 +235,12 @@ pub struct DuplicateXid(pub u32);
 
 impl Requester {
     /// A requester for the responder at `addr`; its first event is [`Event::Connect`].
-    pub fn new(cfg: Config, addr: &str) -> Self {
+    pub fn new(cfg: RequesterConfig, addr: &str) -> Self {
         Self::with_memory(cfg, addr, PeerMemory::default())
     }
 
     /// A requester that starts from what an earlier one learned about responders.
-    pub fn with_memory(cfg: Config, addr: &str, memory: PeerMemory) -> Self {
+    pub fn with_memory(cfg: RequesterConfig, addr: &str, memory: PeerMemory) -> Self {
         Requester {
             cfg,
             addr: addr.to_string(),
@@ -379,9 +379,9 @@ impl Requester {
     ///
     /// ```
     /// use std::time::Instant;
-    /// use negotiate::requester::{CallFailure, Config, Event, Requester};
+    /// use negotiate::requester::{CallFailure, RequesterConfig, Event, Requester};
     /// let now = Instant::now();
-    /// let mut r = Requester::new(Config::default(), "a");
+    /// let mut r = Requester::new(RequesterConfig::default(), "a");
     /// r.poll_event(); // Connect
     /// r.on_connected(None, &[], now); // probing: not settled
     /// r.start_option(9, now).unwrap();

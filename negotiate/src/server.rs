@@ -47,7 +47,7 @@ use failure::{answer_failure, send_rpc_error};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerConfig {
     /// Versions, credits, header limits.
-    pub responder: responder::Config,
+    pub responder: responder::ResponderConfig,
     /// The RFC 8797 private data to send in each accept, or `None`.
     pub private_data: Option<PrivateData>,
     /// Eight bytes to send in each accept *instead of* `private_data` (another layer's, or
@@ -92,7 +92,7 @@ impl Default for ServerConfig {
     /// the R flag clear, a 5 s completion timeout (see [`ServerConfig::timeout`] for why).
     fn default() -> Self {
         ServerConfig {
-            responder: responder::Config::default(),
+            responder: responder::ResponderConfig::default(),
             private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), 4096, 4096)),
             foreign_private_data: None,
             caps: QpCaps::default(),
@@ -169,8 +169,8 @@ impl<F: Fn(&[u8], &mut Vec<u8>) + Send + Sync + 'static> Handler for WriteReply<
 pub struct ServerStats {
     /// Connections accepted.
     pub connections: u64,
-    /// Calls served, by version (index 1 and 2).
-    pub calls: [u64; 3],
+    /// Calls served, by version.
+    pub calls: CallsByVersion,
     /// Replies sent inline (RDMA_MSG).
     pub inline_replies: u64,
     /// Replies sent through the requester's Reply chunk (RDMA_NOMSG).
@@ -190,6 +190,48 @@ pub struct ServerStats {
     /// the server go on. An [`OnExecutor`]'s calls whose future panicked or was dropped by its
     /// executor before it completed count here too.
     pub handler_panics: u64,
+}
+
+/// Calls counted by the RPC-over-RDMA version they used ([`ServerStats::calls`]).
+///
+/// ```
+/// use negotiate::server::CallsByVersion;
+/// use rpcrdma_v1::Version;
+/// let calls = CallsByVersion { v1: 3, v2: 5 };
+/// assert_eq!((calls.of(Version::ONE), calls.of(Version::TWO), calls.total()), (3, 5, 8));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CallsByVersion {
+    /// Version One (RFC 8166).
+    pub v1: u64,
+    /// Version Two (draft-cel-nfsv4-rpcrdma-version-two).
+    pub v2: u64,
+}
+
+impl CallsByVersion {
+    /// The count for `version`: Version One's, or Version Two's for any later one (none is
+    /// ever served: a responder accepts versions 1 and 2 only).
+    pub fn of(&self, version: Version) -> u64 {
+        if version <= Version::ONE {
+            self.v1
+        } else {
+            self.v2
+        }
+    }
+
+    /// Counts one more call of `version`.
+    pub(crate) fn count(&mut self, version: Version) {
+        if version <= Version::ONE {
+            self.v1 += 1;
+        } else {
+            self.v2 += 1;
+        }
+    }
+
+    /// Both versions' calls.
+    pub fn total(&self) -> u64 {
+        self.v1 + self.v2
+    }
 }
 
 /// One accepted connection's requester, as it presented itself (see [`Server::peers`]).

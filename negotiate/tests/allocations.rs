@@ -88,9 +88,9 @@ fn issue_14_a_steady_state_small_call_allocates_nothing_on_either_side() {
     // Every call reached the server's handler (it counts a call once its reply is sent).
     let served = 8 * 200 + 200 + N as u64;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while server.stats().calls[2] < served && std::time::Instant::now() < deadline {
+    while server.stats().calls.v2 < served && std::time::Instant::now() < deadline {
         std::thread::yield_now();
     }
-    assert_eq!(server.stats().calls[2], served);
+    assert_eq!(server.stats().calls.v2, served);
     assert_eq!(total, 0, "allocations in {N} steady-state calls, on either side");
 }

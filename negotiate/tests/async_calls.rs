@@ -78,7 +78,8 @@ fn gated_server(credits: u32) -> (Server, mpsc::Sender<()>, Arc<Mutex<Vec<u32>>>
     let gate = Mutex::new(gate);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
-    let cfg = ServerConfig { responder: responder::Config { credits, ..Default::default() }, ..Default::default() };
+    let cfg =
+        ServerConfig { responder: responder::ResponderConfig { credits, ..Default::default() }, ..Default::default() };
     let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ULB), move |c: &[u8]| {
         s.lock().unwrap().push(u32::from_be_bytes(c[..4].try_into().unwrap()));
         if c[8..12] == [0; 4] {
@@ -130,7 +131,7 @@ fn rfc8166_3_3_1_a_dropped_async_call_keeps_its_credit_until_its_reply() {
     let (server, release, seen) = gated_server(1);
     let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
     assert_eq!(client.call(&call(1, 1), &ULB).unwrap(), reply_to(&call(1, 1)));
-    assert_eq!(client.window(), 1);
+    assert_eq!(client.credits(), 1);
     let slow = call(2, 0);
     {
         let mut given_up = client.call_async(&slow, &ULB);
@@ -146,7 +147,7 @@ fn rfc8166_3_3_1_a_dropped_async_call_keeps_its_credit_until_its_reply() {
     release.send(()).unwrap();
     assert_eq!(run_all(vec![next_call]).pop().unwrap().unwrap(), reply_to(&next));
     assert_eq!(*seen.lock().unwrap(), [1, 2, 3], "the abandoned call was served once, then the next");
-    assert!(eventually(|| server.stats().calls[2] == 3), "{:?}", server.stats());
+    assert!(eventually(|| server.stats().calls.v2 == 3), "{:?}", server.stats());
     assert_eq!(server.stats().credit_overruns, 0);
 }
 
@@ -182,7 +183,10 @@ fn rfc8166_4_5_4_an_abandoned_calls_write_chunk_stays_open_until_its_reply_and_t
     let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: 8192, max_reply: 4096 };
     let (release, gate) = mpsc::channel::<()>();
     let gate = Mutex::new(gate);
-    let cfg = ServerConfig { responder: responder::Config { credits: 4, ..Default::default() }, ..Default::default() };
+    let cfg = ServerConfig {
+        responder: responder::ResponderConfig { credits: 4, ..Default::default() },
+        ..Default::default()
+    };
     let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ulb), move |c: &[u8]| {
         if c[8..12] == [0; 4] {
             gate.lock().unwrap().recv_timeout(Duration::from_secs(20)).expect("released");
@@ -229,10 +233,10 @@ fn issue_14_a_client_spreads_its_calls_over_several_connections() {
     for (m, r) in msgs.iter().zip(replies) {
         assert_eq!(r.unwrap(), reply_to(m));
     }
-    assert!(eventually(|| server.stats().calls[2] == 8), "{:?}", server.stats());
+    assert!(eventually(|| server.stats().calls.v2 == 8), "{:?}", server.stats());
     assert_eq!(server.stats().connections, 4);
     assert_eq!(server.peers().len(), 4);
-    assert_eq!(client.window(), 4 * 32, "each connection has its own credits");
+    assert_eq!(client.credits(), 4 * 32, "each connection has its own credits");
     assert_eq!(client.stats().short, 8);
 }
 
@@ -284,7 +288,7 @@ fn rfc8797_4_1_a_call_dropped_after_its_reply_arrived_releases_its_memory_withou
         assert!(Pin::new(&mut dropped).poll(&mut Context::from_waker(&waker)).is_pending());
         // The reply arrives (received by the dispatcher for this async call) and waits.
         release.send(()).unwrap();
-        assert!(eventually(|| server.stats().calls[2] == 2));
+        assert!(eventually(|| server.stats().calls.v2 == 2));
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(client.call(&call(3, 3), &ulb).unwrap().len(), 12 + 4096);

@@ -177,8 +177,10 @@ fn handler(gate: Arc<Gate>, counts: Arc<Counts>) -> impl Fn(Vec<u8>) -> Pin<Box<
 /// handler with `spawn`.
 fn server(in_progress: usize, spawn: fn(CallTask)) -> (Server, Arc<Gate>, Arc<Counts>) {
     let (gate, counts) = (Arc::new(Gate::default()), Arc::new(Counts::default()));
-    let mut cfg =
-        ServerConfig { responder: responder::Config { credits: 32, ..Default::default() }, ..Default::default() };
+    let mut cfg = ServerConfig {
+        responder: responder::ResponderConfig { credits: 32, ..Default::default() },
+        ..Default::default()
+    };
     cfg.limits.calls_in_progress_per_connection = in_progress;
     let served = OnExecutor::new(handler(gate.clone(), counts.clone()), spawn);
     let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ULB), served).unwrap();
@@ -284,7 +286,7 @@ fn replies_of_every_size_come_back_byte_for_byte_from_concurrent_futures() {
             });
         }
     });
-    assert!(eventually(|| server.stats().calls[2] == 8 * sizes.len() as u64), "{:?}", server.stats());
+    assert!(eventually(|| server.stats().calls.v2 == 8 * sizes.len() as u64), "{:?}", server.stats());
     assert!(server.stats().reply_chunk_replies > 0, "the long replies went through Reply chunks");
 }
 
@@ -399,7 +401,11 @@ fn a_connection_closed_while_its_futures_are_pending_drops_their_replies_and_the
     // The connection's threads all ended (its record says how it ended only then) and sent
     // nothing: no call counted, no panic.
     assert!(eventually(|| server.peers()[0].ended.is_some()), "{:?}", server.peers());
-    assert_eq!(server.stats().calls, [0, 0, 1], "only the settling call was answered");
+    assert_eq!(
+        server.stats().calls,
+        negotiate::server::CallsByVersion { v1: 0, v2: 1 },
+        "only the settling call was answered"
+    );
     assert_eq!(server.stats().handler_panics, 0);
     let next = patient_client(&server);
     assert_eq!(next.call(&call(10, 3), &ULB).unwrap(), reply_to(&call(10, 3)));

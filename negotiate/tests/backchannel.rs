@@ -26,7 +26,8 @@ fn echo(call: &[u8]) -> Vec<u8> {
 
 fn pair(versions: (Version, Version), seen: Arc<Mutex<Vec<Vec<u8>>>>) -> (Server, Client<InProcess>) {
     let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), echo).unwrap();
-    let cfg = ClientConfig { requester: requester::Config { versions, ..Default::default() }, ..Default::default() };
+    let cfg =
+        ClientConfig { requester: requester::RequesterConfig { versions, ..Default::default() }, ..Default::default() };
     let handler = Arc::new(move |call: &[u8]| {
         seen.lock().unwrap().push(call.to_vec());
         echo(call)

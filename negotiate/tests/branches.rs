@@ -207,7 +207,7 @@ fn pdata(send: u32, receive: u32) -> Option<PrivateData> {
 
 /// A client speaking `versions` and sending `private_data`, with the [`PATIENT`] timeout.
 fn client_cfg(versions: (Version, Version), private_data: Option<PrivateData>) -> ClientConfig {
-    let requester = requester::Config { versions, timeout: PATIENT, ..Default::default() };
+    let requester = requester::RequesterConfig { versions, timeout: PATIENT, ..Default::default() };
     ClientConfig { requester, private_data, ..Default::default() }
 }
 
@@ -217,7 +217,11 @@ fn default_client(versions: (Version, Version)) -> ClientConfig {
 }
 
 fn server_cfg(versions: (Version, Version), private_data: Option<PrivateData>) -> ServerConfig {
-    ServerConfig { responder: responder::Config { versions, ..Default::default() }, private_data, ..Default::default() }
+    ServerConfig {
+        responder: responder::ResponderConfig { versions, ..Default::default() },
+        private_data,
+        ..Default::default()
+    }
 }
 
 /// A server at `addr` running the [`Service`] with `ulb`.
@@ -258,7 +262,7 @@ fn assert_settled(client: &Client<InProcess>, version: Version, call: usize, rep
 type Counts = (u64, [u64; 3], u64, u64);
 
 fn counts(s: &ServerStats) -> Counts {
-    (s.connections, s.calls, s.errors_sent, s.credit_overruns)
+    (s.connections, [0, s.calls.v1, s.calls.v2], s.errors_sent, s.credit_overruns)
 }
 
 /// Waits (boundedly) until the server's counters read `connections`, `calls` and `errors_sent`
@@ -364,7 +368,7 @@ fn raw_serve(
     seen: &Mutex<Vec<Seen>>,
     stop: &AtomicBool,
 ) {
-    let mut responder = Responder::new(responder::Config::default());
+    let mut responder = Responder::new(responder::ResponderConfig::default());
     responder.on_connected(req.private_data(), PrivateData::find(accept));
     let pd = InProcess.alloc_pd().unwrap();
     let mut pool = None;
@@ -421,7 +425,7 @@ fn draft_5_1_v2_requester_and_responder_settle_v2_with_private_data() {
     let _deadline = deadline();
     let (client, server, _) = one_call(default_client((Version::ONE, Version::TWO)), ServerConfig::default());
     assert_settled(&client, Version::TWO, 4096, 4096);
-    assert_eq!(client.window(), 32);
+    assert_eq!(client.credits(), 32);
     assert_counts(&server, 1, [0, 0, 1], 0);
     assert_eq!(client.memory().no_v2(&server.local_addr()), None);
 }
@@ -442,7 +446,7 @@ fn draft_5_2_v1_responder_err_vers_falls_back_on_the_same_connection() {
     assert_eq!(client.memory().no_v2(&server.local_addr()), Some(NoV2Reason::ErrVers { high: 1 }));
     // One ERR_VERS, one Version One call, one connection.
     assert_counts(&server, 1, [0, 1, 0], 1);
-    assert_eq!(client.window(), 32);
+    assert_eq!(client.credits(), 32);
     // Later calls go out in Version One at once: no second probe, no second error.
     let call = call_ok(&client, 0x11, Shape::Long(2000), Shape::Small, &PLAIN);
     assert_counts(&server, 1, [0, 2, 0], 1);
@@ -717,7 +721,7 @@ fn window_after_grants(grant: u32) -> u32 {
         call_ok(&client, xid, Shape::Small, Shape::Small, &PLAIN);
     }
     assert_eq!(client.version(), Some(Version::TWO));
-    let window = client.window();
+    let window = client.credits();
     drop(client);
     peer.finish();
     window

@@ -130,7 +130,7 @@ fn draft_3_2_a_client_extension_answers_the_servers_rdma_optional() {
 fn draft_3_1_a_version_one_connection_never_sends_rdma_optional() {
     // A Version One client, a Version Two capable server: nothing goes out.
     let server = start(ServerConfig { extensions: vec![reverser(10)], ..Default::default() });
-    let v1 = requester::Config { versions: versions(Version::ONE, Version::ONE), ..Default::default() };
+    let v1 = requester::RequesterConfig { versions: versions(Version::ONE, Version::ONE), ..Default::default() };
     let client = client_with(&server, ClientConfig { requester: v1, ..Default::default() });
     assert_eq!(client.version(), Some(Version::ONE));
     let got = client.send_option(10, b"ping", &[]);
@@ -142,7 +142,7 @@ fn draft_3_1_a_version_one_connection_never_sends_rdma_optional() {
 
     // A Version One server: the client settles Version One after RDMA_ERR_VERS, then sends
     // no RDMA_OPTIONAL either.
-    let v1 = responder::Config { versions: versions(Version::ONE, Version::ONE), ..Default::default() };
+    let v1 = responder::ResponderConfig { versions: versions(Version::ONE, Version::ONE), ..Default::default() };
     let server = start(ServerConfig { responder: v1, ..Default::default() });
     let client = client_with(&server, ClientConfig { extensions: vec![reverser(20)], ..Default::default() });
     assert_eq!(client.version(), Some(Version::ONE));
@@ -163,7 +163,7 @@ fn draft_3_1_only_a_requester_settled_on_version_two_answers_rdma_optional() {
     let n = encode_optional(0x77, 1, 99, b"?", &mut optional).unwrap();
     for (high, answers) in [(Version::ONE, false), (Version::TWO, true)] {
         let now = Instant::now();
-        let cfg = requester::Config { versions: (Version::ONE, high), ..Default::default() };
+        let cfg = requester::RequesterConfig { versions: (Version::ONE, high), ..Default::default() };
         let mut r = Requester::new(cfg, "addr");
         assert_eq!(r.poll_event(), Some(Event::Connect));
         r.on_connected(None, &[], now);
@@ -192,14 +192,14 @@ fn draft_3_1_only_a_requester_settled_on_version_two_answers_rdma_optional() {
 fn draft_3_1_an_option_without_answer_times_out_alone_and_the_connection_stays() {
     let silent = Extension::new([30], |_: &OptionalMessage<'_>| OptionOutcome::Done);
     let server = start(ServerConfig { extensions: vec![silent], ..Default::default() });
-    let quick = requester::Config { timeout: Duration::from_millis(200), ..Default::default() };
+    let quick = requester::RequesterConfig { timeout: Duration::from_millis(200), ..Default::default() };
     let client = client_with(&server, ClientConfig { requester: quick, ..Default::default() });
     let got = client.send_option(30, &[], &[]);
     assert!(matches!(got, Err(ClientError::ReplyTimeout { attempts: 1, .. })), "{got:?}");
     // Its credit came back and the connection was not closed.
     assert_eq!(client.call(&rpc(2, 0, b"more"), &ULB).unwrap(), rpc(2, 1, b"more"));
     assert!(client.ended().is_empty());
-    assert_eq!(client.window(), quick.credits);
+    assert_eq!(client.credits(), quick.credits);
 }
 
 /// A flood of RDMA_OPTIONAL messages with unknown opttypes beside calls: every one is refused,
@@ -210,11 +210,11 @@ fn draft_3_1_an_option_without_answer_times_out_alone_and_the_connection_stays()
 fn draft_3_1_a_flood_of_unknown_options_leaves_calls_served_and_nothing_growing() {
     let credits = 4;
     let server = start(ServerConfig {
-        responder: responder::Config { credits, ..Default::default() },
+        responder: responder::ResponderConfig { credits, ..Default::default() },
         extensions: vec![reverser(10)],
         ..Default::default()
     });
-    let cfg = requester::Config { credits, ..Default::default() };
+    let cfg = requester::RequesterConfig { credits, ..Default::default() };
     let client = Arc::new(client_with(&server, ClientConfig { requester: cfg, ..Default::default() }));
     let refused = Arc::new(AtomicUsize::new(0));
     let calls = Arc::new(Mutex::new(0u32));
@@ -244,6 +244,6 @@ fn draft_3_1_a_flood_of_unknown_options_leaves_calls_served_and_nothing_growing(
     errors_sent_reach(&server, 200);
     assert_eq!(server.stats().credit_overruns, 0);
     assert!(client.ended().is_empty(), "{:?}", client.ended());
-    assert_eq!(client.window(), credits);
+    assert_eq!(client.credits(), credits);
     assert_eq!(client.call(&rpc(3, 0, b"after..."), &ULB).unwrap(), rpc(3, 1, b"after..."));
 }

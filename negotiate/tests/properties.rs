@@ -144,7 +144,7 @@ instantiate!(tcp, verbs::Tcp);
 /// cannot take is answered RDMA_ERR_INVAL_OPTION with its XID (sections 2.2 and 2.5), and
 /// nothing stated takes effect.
 mod responder_rules {
-    use negotiate::responder::{Config, Received, Responder};
+    use negotiate::responder::{Received, Responder, ResponderConfig};
     use rpcrdma_v2::options::encode_optional;
     use rpcrdma_v2::properties::{Exchange, RPCRDMA2_OPT_PROPERTIES};
 
@@ -160,7 +160,7 @@ mod responder_rules {
     }
 
     fn answer_to(msg: &[u8]) -> (Option<Vec<u8>>, bool) {
-        let mut r = Responder::new(Config::default());
+        let mut r = Responder::new(ResponderConfig::default());
         r.set_properties(BIG);
         r.on_connected(&[], None);
         let refused = match r.on_receive(msg) {

@@ -126,6 +126,21 @@ pub enum Error {
     /// The address is malformed for this backend.
     #[error("bad address {0:?}")]
     BadAddress(String),
+    /// A system or rdma-core call failed while setting up (no RDMA device, `ibv_alloc_pd`,
+    /// `ibv_create_cq` or `rdma_create_id` failing, `poll` on the CM's channel, ...): which
+    /// call, and the errno it left.
+    ///
+    /// ```
+    /// let e = verbs::Error::Os { call: "ibv_alloc_pd", errno: 12 };
+    /// assert!(e.to_string().starts_with("ibv_alloc_pd failed: "));
+    /// ```
+    #[error("{call} failed: {}", std::io::Error::from_raw_os_error(*errno))]
+    Os {
+        /// The call that failed.
+        call: &'static str,
+        /// Its errno.
+        errno: i32,
+    },
     /// Something already listens on the address (`EADDRINUSE`).
     #[error("address {0:?} in use")]
     AddressInUse(String),

@@ -173,8 +173,8 @@ pub fn accept_raw<B: Backend>(
     versions: (Version, Version),
     ours: PrivateData,
 ) -> Option<(Responder, Connection<B>, ReceivePool<B>)> {
-    let credits = responder::Config::default().credits;
-    let mut responder = Responder::new(responder::Config { versions, ..Default::default() });
+    let credits = responder::ResponderConfig::default().credits;
+    let mut responder = Responder::new(responder::ResponderConfig { versions, ..Default::default() });
     responder.on_connected(req.private_data(), Some(ours));
     let pd = backend.alloc_pd().expect("pd");
     let mut pool = None;

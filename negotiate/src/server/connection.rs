@@ -438,7 +438,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
         let mut s = lock(&self.shared.stats);
         match served {
             Served::Call(v, sent) => {
-                s.calls[v.wire().min(2) as usize] += 1;
+                s.calls.count(v);
                 match sent.form {
                     ReplyForm::Inline => s.inline_replies += 1,
                     ReplyForm::ReplyChunk => s.reply_chunk_replies += 1,

@@ -169,7 +169,11 @@ impl Registrar for SimRegistrar<'_> {
 
 impl SimClient {
     pub fn new(rng: &mut Rng, side: Rng, answers: Rng, mut abandons: Rng, calls: u32, faults: Faults) -> SimClient {
-        let cfg = requester::Config { timeout: TIMEOUT, max_attempts: MAX_ATTEMPTS, ..requester::Config::default() };
+        let cfg = requester::RequesterConfig {
+            timeout: TIMEOUT,
+            max_attempts: MAX_ATTEMPTS,
+            ..requester::RequesterConfig::default()
+        };
         let sizes = [0, 16, 200, 900, 3000, 5000, 12000];
         let planned = (0..calls)
             .map(|i| {

@@ -32,7 +32,7 @@ pub(super) struct Cq {
 }
 
 /// Takes ownership of an fd a libc call returned, or reports the call's errno.
-fn owned(call: &str, fd: i32) -> Result<OwnedFd> {
+fn owned(call: &'static str, fd: i32) -> Result<OwnedFd> {
     if fd < 0 {
         return Err(os_error(call, errno()));
     }

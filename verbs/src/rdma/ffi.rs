@@ -45,8 +45,8 @@ pub(super) fn errno() -> i32 {
 }
 
 /// A failure of a setup call that has no better [`Error`] variant, named after the call.
-pub(super) fn os_error(call: &str, errno: i32) -> Error {
-    Error::BadAddress(format!("{call} failed: {}", std::io::Error::from_raw_os_error(errno)))
+pub(super) fn os_error(call: &'static str, errno: i32) -> Error {
+    Error::Os { call, errno }
 }
 
 /// Parses "a.b.c.d:port".

@@ -61,8 +61,8 @@
 //! * Received private data is delivered exactly as librdmacm hands it over (padded by the CM
 //!   to 56 bytes on connect and 196 on accept).
 //! * Setup failures that the crate's [`Error`](crate::Error) has no variant for (no device, `ibv_alloc_pd`
-//!   or `ibv_create_cq` failing, ...) are reported as [`Error::BadAddress`](crate::Error::BadAddress) naming the call
-//!   and errno.
+//!   or `ibv_create_cq` failing, ...) are reported as [`Error::Os`](crate::Error::Os) naming the call
+//!   and its errno; [`Error::BadAddress`](crate::Error::BadAddress) is for addresses only.
 
 // Who uses whom, one way only: `cm` (listen, connect, accept) builds `RdmaQp`s (`qp`) on
 // `Conn`s (`conn`: the cm_id, its event channel and the QP's resources); `qp` and `conn` use

@@ -333,13 +333,11 @@ pub fn serve(call: &[u8]) -> Vec<u8> {
 pub fn server_config(responder: Speaks, pdata: Pdata, extension: Extension) -> ServerConfig {
     let (_, server_pd) = pdata.advertised();
     let (_, server_props) = extension.stated();
-    ServerConfig {
-        responder: responder::ResponderConfig { versions: responder.versions(), ..Default::default() },
-        private_data: server_pd,
-        foreign_private_data: (pdata == Pdata::Garbage).then_some(GARBAGE),
-        properties: server_props,
-        ..Default::default()
-    }
+    ServerConfig::default()
+        .responder(responder::ResponderConfig::default().versions(responder.versions()))
+        .private_data(server_pd)
+        .foreign_private_data((pdata == Pdata::Garbage).then_some(GARBAGE))
+        .properties(server_props)
 }
 
 /// Starts a cell's responder.
@@ -350,7 +348,7 @@ pub fn start_server<B: Backend + Clone>(
     extension: Extension,
 ) -> verbs::Result<Server> {
     let cfg = server_config(responder, pdata, extension);
-    Server::start(backend.clone(), &backend.any_address(), cfg, Arc::new(SERVER_ULB), serve)
+    Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(SERVER_ULB), serve)
 }
 
 /// The responder end of a cell, wherever it runs: in this process, or in a child process
@@ -395,17 +393,13 @@ pub fn run_cell_against<B: Backend + Clone>(
 ) -> Outcome {
     let (client_pd, server_pd) = cell.pdata.advertised();
     let (client_props, _) = cell.extension.stated();
-    let ccfg = ClientConfig {
-        requester: requester::RequesterConfig {
-            versions: cell.requester.versions(),
-            timeout: Duration::from_secs(5),
-            ..Default::default()
-        },
-        private_data: client_pd,
-        foreign_private_data: (cell.pdata == Pdata::Garbage).then_some(GARBAGE),
-        properties: client_props,
-        ..Default::default()
-    };
+    let ccfg = ClientConfig::default()
+        .requester(
+            requester::RequesterConfig::default().versions(cell.requester.versions()).timeout(Duration::from_secs(5)),
+        )
+        .private_data(client_pd)
+        .foreign_private_data((cell.pdata == Pdata::Garbage).then_some(GARBAGE))
+        .properties(client_props);
     let mut out = Outcome::not_run(cell, String::new(), Duration::ZERO);
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let s2 = seen.clone();
@@ -413,7 +407,7 @@ pub fn run_cell_against<B: Backend + Clone>(
         s2.lock().unwrap().push(call.to_vec());
         serve(call)
     });
-    let client = Client::with_backchannel(backend.clone(), &server.addr(), ccfg, back);
+    let client = Client::with_backchannel(backend.clone(), server.addr(), ccfg, back);
     out.verdict = exchange(&client, server, cell, &seen);
     out.version = client.version();
     out.thresholds = client.thresholds();

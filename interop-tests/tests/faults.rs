@@ -35,14 +35,8 @@ use verbs::{Backend, QpState, QueuePair};
 
 /// Short timeouts so faults resolve quickly: 200 ms per transmission, four transmissions.
 fn client_config() -> ClientConfig {
-    ClientConfig {
-        requester: requester::RequesterConfig {
-            timeout: Duration::from_millis(200),
-            max_attempts: 4,
-            ..Default::default()
-        },
-        ..Default::default()
-    }
+    ClientConfig::default()
+        .requester(requester::RequesterConfig::default().timeout(Duration::from_millis(200)).max_attempts(4))
 }
 
 // ------------------------------------------------------------------------------------------
@@ -236,11 +230,9 @@ fn restart<B: Backend + Clone>(backend: B) {
     let executed = Arc::new(Mutex::new(Vec::new()));
     let start_server = |addr: &str, generation: u32, versions: (Version, Version), pdata: Option<PrivateData>| {
         let e = executed.clone();
-        let cfg = ServerConfig {
-            responder: responder::ResponderConfig { versions, ..Default::default() },
-            private_data: pdata,
-            ..Default::default()
-        };
+        let cfg = ServerConfig::default()
+            .responder(responder::ResponderConfig::default().versions(versions))
+            .private_data(pdata);
         let service = move |c: &[u8]| {
             e.lock().unwrap().push((generation, word(c, 0)));
             echo(c)
@@ -320,9 +312,8 @@ fn hostile_headers<B: Backend + Clone>(backend: B) {
         e.lock().unwrap().push(word(c, 0));
         echo(c)
     };
-    let server =
-        Server::start(backend.clone(), &backend.any_address(), ServerConfig::default(), Arc::new(ULB), service)
-            .expect("server starts");
+    let server = Server::start(backend.clone(), backend.any_address(), ServerConfig::default(), Arc::new(ULB), service)
+        .expect("server starts");
     let raw = RawRequester::connect(&backend, &server.local_addr());
     // The procedures, as the specifications' XDR numbers them.
     use rpcrdma_v1::xdr::{RDMA_DONE, RDMA_ERROR, RDMA_MSG, RDMA_MSGP, RDMA_NOMSG};

@@ -200,22 +200,17 @@ fn load<B: Backend + Clone>(backend: B, label: &str, callers: usize, calls: usiz
     // two cores its longest wait in a full run was 64 ms. The connection once lost here was
     // the client's 60 s timeout closing it on calls the server had received and not served
     // (set-aside Receives overtaken, fixed in negotiate::datapath::Connection).
-    let scfg = ServerConfig {
-        responder: responder::ResponderConfig { credits: SERVER_CREDITS, ..Default::default() },
-        ..Default::default()
-    };
-    let server = Server::start(backend.clone(), &backend.any_address(), scfg, Arc::new(SERVER_ULB), handler)
+    let scfg = ServerConfig::default().responder(responder::ResponderConfig::default().credits(SERVER_CREDITS));
+    let server = Server::start(backend.clone(), backend.any_address(), scfg, Arc::new(SERVER_ULB), handler)
         .expect("server starts");
     // A long timeout: a retransmission would re-execute a call and spoil the duplicate check,
     // and nothing in this test is meant to be lost.
     // LOAD_CONNECTIONS=n spreads the calls over n connections (ClientConfig::connections).
     let connections = std::env::var("LOAD_CONNECTIONS").ok().and_then(|n| n.parse().ok()).unwrap_or(1);
-    let ccfg = ClientConfig {
-        requester: requester::RequesterConfig { timeout: Duration::from_secs(60), ..Default::default() },
-        connections,
-        ..Default::default()
-    };
-    let client = Arc::new(Client::new(backend, &server.local_addr(), ccfg));
+    let ccfg = ClientConfig::default()
+        .requester(requester::RequesterConfig::default().timeout(Duration::from_secs(60)))
+        .connections(connections);
+    let client = Arc::new(Client::new(backend, server.local_addr(), ccfg));
     assert!(client_slot.set(Arc::downgrade(&client)).is_ok(), "set once");
 
     let completed = Arc::new(AtomicU64::new(0));

@@ -86,18 +86,15 @@ fn server_with<B: Backend + Clone>(
         i.leave();
         echo(c)
     };
-    let server = Server::start(backend.clone(), &backend.any_address(), cfg, Arc::new(ULB), handler).expect("server");
+    let server = Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(ULB), handler).expect("server");
     (server, inside)
 }
 
 /// A client of `server` whose window is open: its first call answered. Its timeout is long
 /// (30 s), so that the calls held in the handler here are never sent again.
 fn client_for<B: Backend + Clone>(backend: B, server: &Server) -> Arc<Client<B>> {
-    let cfg = ClientConfig {
-        requester: requester::RequesterConfig { timeout: Duration::from_secs(30), ..Default::default() },
-        ..ClientConfig::default()
-    };
-    let client = Arc::new(Client::new(backend, &server.local_addr(), cfg));
+    let cfg = ClientConfig::default().requester(requester::RequesterConfig::default().timeout(Duration::from_secs(30)));
+    let client = Arc::new(Client::new(backend, server.local_addr(), cfg));
     call_ok(&client, WARM_UP, SMALL);
     client
 }
@@ -135,10 +132,7 @@ fn issue14_several_calls_of_one_connection_are_in_the_handler_at_once<B: Backend
 /// three beside it, then stays a little, so that a fourth let in would be seen.
 fn issue14_calls_in_the_handler_never_exceed_calls_in_progress_per_connection<B: Backend + Clone>(backend: B) {
     const BOUND: usize = 3;
-    let cfg = ServerConfig {
-        limits: ServerLimits { calls_in_progress_per_connection: BOUND, ..ServerLimits::default() },
-        ..ServerConfig::default()
-    };
+    let cfg = ServerConfig::default().limits(ServerLimits::default().calls_in_progress_per_connection(BOUND));
     assert_eq!(cfg.responder.credits, 32, "more credits than the bound");
     let (server, inside) = server_with(&backend, cfg, |i, _| {
         i.gather(BOUND, GATHER);
@@ -156,11 +150,9 @@ fn issue14_calls_in_the_handler_never_exceed_calls_in_progress_per_connection<B:
 /// backward slot), a bound of 8, a raw requester that sends three calls without waiting:
 /// two at a time in the handler, and all three answered.
 fn issue14_a_requester_beyond_its_credits_gets_no_more_calls_served_at_once<B: Backend + Clone>(backend: B) {
-    let cfg = ServerConfig {
-        responder: responder::ResponderConfig { credits: 2, ..Default::default() },
-        limits: ServerLimits { calls_in_progress_per_connection: 8, ..ServerLimits::default() },
-        ..ServerConfig::default()
-    };
+    let cfg = ServerConfig::default()
+        .responder(responder::ResponderConfig::default().credits(2))
+        .limits(ServerLimits::default().calls_in_progress_per_connection(8));
     // Each handler waits for all three: only a server serving beyond the grant lets them in.
     let (server, inside) = server_with(&backend, cfg, |i, _| {
         i.gather(3, Duration::from_secs(1));

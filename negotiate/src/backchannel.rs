@@ -53,6 +53,7 @@ impl UpperLayerBinding for InlineOnly {
 
 /// Why a backward-direction call failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BackchannelError {
     /// The client has made no call yet, so the connection's version is not known.
     #[error("no forward call yet: the connection's version is unknown")]

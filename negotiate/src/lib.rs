@@ -41,7 +41,7 @@
 //! });
 //! let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
 //! let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
-//! let cfg = ServerConfig { extensions: vec![who], ..ServerConfig::default() };
+//! let cfg = ServerConfig::default().extensions(vec![who]);
 //! let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ulb), echo).unwrap();
 //!
 //! let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
@@ -100,6 +100,9 @@
 //! // stderr: "INFO negotiate::client::lane: connecting to inproc:... (attempt 1)", the private
 //! // data, "probing ... for Version Two", "settled on version 2 ...".
 //! ```
+
+#[macro_use]
+mod setters;
 
 pub mod backchannel;
 pub mod client;

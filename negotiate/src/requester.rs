@@ -45,7 +45,16 @@ use crate::thresholds::{Advertised, Stated};
 use rpcrdma_v2::properties::TransportProperties;
 
 /// How a requester behaves.
+///
+/// ```
+/// use std::time::Duration;
+/// use negotiate::requester::RequesterConfig;
+/// use rpcrdma_v1::Version;
+/// let v1 = RequesterConfig::default().versions((Version::ONE, Version::ONE)).timeout(Duration::from_secs(1));
+/// assert_eq!((v1.credits, v1.max_attempts), (32, 3)); // the rest stays at its default
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct RequesterConfig {
     /// The versions it speaks, inclusive: `(1, 2)` probes for Version Two and falls back,
     /// `(1, 1)` is a Version One requester.
@@ -73,6 +82,14 @@ impl Default for RequesterConfig {
         }
     }
 }
+
+setters!(RequesterConfig {
+    versions: (Version, Version),
+    credits: u32,
+    timeout: Duration,
+    max_attempts: u32,
+    limits: HeaderLimits,
+});
 
 /// Send call `xid` now: marshal it in `version`, asking for `credits`, within `thresholds`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

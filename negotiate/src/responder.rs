@@ -23,7 +23,15 @@ use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERT
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// How a responder behaves.
+///
+/// ```
+/// use negotiate::responder::ResponderConfig;
+/// use rpcrdma_v1::Version;
+/// let v1_only = ResponderConfig::default().versions((Version::ONE, Version::ONE)).credits(8);
+/// assert_eq!(v1_only.credits, 8);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ResponderConfig {
     /// The versions it accepts, inclusive: `(1, 2)` or `(1, 1)`.
     pub versions: (Version, Version),
@@ -39,6 +47,8 @@ impl Default for ResponderConfig {
         ResponderConfig { versions: (Version::ONE, Version::TWO), credits: 32, limits: HeaderLimits::default() }
     }
 }
+
+setters!(ResponderConfig { versions: (Version, Version), credits: u32, limits: HeaderLimits });
 
 /// What a received message asks of the responder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,7 +94,7 @@ pub use crate::datapath::ReplyParams;
 /// ```
 /// use negotiate::responder::{ResponderConfig, Received, Responder};
 /// use rpcrdma_v1::Version;
-/// let mut r = Responder::new(ResponderConfig { versions: (Version::ONE, Version::ONE), ..ResponderConfig::default() });
+/// let mut r = Responder::new(ResponderConfig::default().versions((Version::ONE, Version::ONE)));
 /// r.on_connected(&[], None);
 /// // A Version Two probe to a Version One responder: RDMA_ERR_VERS, range 1..=1.
 /// let probe: Vec<u8> = [5u32, 2, 1, 1, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();

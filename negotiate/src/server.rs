@@ -30,7 +30,7 @@ use crate::datapath::{
 };
 use crate::extension::Extension;
 use crate::limits::{Refusals, ServerLimits};
-use crate::responder;
+use crate::responder::{self, ResponderConfig};
 use crate::serve::{Serve, Service, Step};
 use crate::thresholds::{self, Advertised};
 use rpcrdma_v2::properties::TransportProperties;
@@ -43,16 +43,29 @@ use connection::{serve_connection, Served};
 pub use failure::FailureAnswer;
 use failure::{answer_failure, send_rpc_error};
 
-/// How a [`Server`] accepts and serves.
+/// How a [`Server`] accepts and serves. Build one from [`Default`] with the setters, each
+/// named after the field it sets (the responder's most used fields have their own):
+///
+/// ```
+/// use negotiate::limits::ServerLimits;
+/// use negotiate::server::ServerConfig;
+/// use rpcrdma_v1::Version;
+/// let v1_only = ServerConfig::default()
+///     .versions((Version::ONE, Version::ONE))
+///     .credits(16)
+///     .limits(ServerLimits::default().max_connections(8));
+/// assert_eq!((v1_only.responder.credits, v1_only.limits.max_connections), (16, 8));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// Versions, credits, header limits.
     pub responder: responder::ResponderConfig,
     /// The RFC 8797 private data to send in each accept, or `None`.
     pub private_data: Option<PrivateData>,
-    /// Eight bytes to send in each accept *instead of* `private_data` (another layer's, or
-    /// garbage), to see a requester treat it as absent (RFC 8797 section 5.1).
-    pub foreign_private_data: Option<[u8; 8]>,
+    /// Eight bytes to send in each accept *instead of* `private_data`, for interop tests only
+    /// ([`ServerConfig::foreign_private_data`]).
+    pub(crate) foreign_private_data: Option<[u8; 8]>,
     /// Queue pair capacities.
     pub caps: QpCaps,
     /// How long the server waits for the completion of one of its own work requests (the RDMA
@@ -101,6 +114,30 @@ impl Default for ServerConfig {
             extensions: Vec::new(),
             properties: None,
         }
+    }
+}
+
+setters!(ServerConfig {
+    responder: ResponderConfig,
+    private_data: Option<PrivateData>,
+    caps: QpCaps,
+    timeout: Duration,
+    limits: ServerLimits,
+    extensions: Vec<Extension>,
+    properties: Option<TransportProperties>,
+});
+
+nested_setters!(ServerConfig, responder { versions: (Version, Version), credits: u32 });
+
+impl ServerConfig {
+    /// For interop tests only: send these eight bytes in each accept *instead of*
+    /// `private_data` (another layer's, or garbage), to see a requester treat them as absent
+    /// (RFC 8797 section 5.1). The interop matrix's "garbage private data" axis uses it.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn foreign_private_data(mut self, bytes: Option<[u8; 8]>) -> Self {
+        self.foreign_private_data = bytes;
+        self
     }
 }
 
@@ -321,14 +358,38 @@ impl Server {
     /// Listens on `addr` and serves each call with `handler` ([`Handler`]: a closure from
     /// the whole RPC call message to the whole RPC reply message, or a [`WriteReply`] that
     /// writes the reply into a buffer kept between calls); `ulb` says which items of both are
-    /// DDP-eligible (RFC 8166 section 6).
-    pub fn start<B, U, H>(backend: B, addr: &str, cfg: ServerConfig, ulb: Arc<U>, handler: H) -> verbs::Result<Server>
+    /// DDP-eligible (RFC 8166 section 6). `addr` is a `&str`, a `String` or a
+    /// [`SocketAddr`](std::net::SocketAddr) ([`Address`](verbs::Address)).
+    ///
+    /// ```
+    /// use std::net::SocketAddr;
+    /// use std::sync::Arc;
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use verbs::Tcp;
+    ///
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    /// let server = Server::start(Tcp, any, ServerConfig::default(), Arc::new(ulb), echo).unwrap();
+    /// let at: SocketAddr = server.local_addr().parse().unwrap();
+    /// let client = Client::new(Tcp, at, ClientConfig::default());
+    /// assert_eq!(client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(), [0, 0, 0, 1, 0, 0, 0, 1]);
+    /// ```
+    pub fn start<B, U, H>(
+        backend: B,
+        addr: impl Into<verbs::Address>,
+        cfg: ServerConfig,
+        ulb: Arc<U>,
+        handler: H,
+    ) -> verbs::Result<Server>
     where
         B: Backend + Clone,
         U: UpperLayerBinding + Send + Sync + ?Sized + 'static,
         H: Handler,
     {
-        let listener = Arc::new(backend.listen_with(addr, &cfg.limits.listen_options())?);
+        let listener = Arc::new(backend.listen_with(addr.into().as_str(), &cfg.limits.listen_options())?);
         let local = listener.local_addr();
         let l = listener.clone();
         let turned_away = Box::new(move || l.turned_away());

@@ -177,10 +177,7 @@ fn handler(gate: Arc<Gate>, counts: Arc<Counts>) -> impl Fn(Vec<u8>) -> Pin<Box<
 /// handler with `spawn`.
 fn server(in_progress: usize, spawn: fn(CallTask)) -> (Server, Arc<Gate>, Arc<Counts>) {
     let (gate, counts) = (Arc::new(Gate::default()), Arc::new(Counts::default()));
-    let mut cfg = ServerConfig {
-        responder: responder::ResponderConfig { credits: 32, ..Default::default() },
-        ..Default::default()
-    };
+    let mut cfg = ServerConfig::default().responder(responder::ResponderConfig::default().credits(32));
     cfg.limits.calls_in_progress_per_connection = in_progress;
     let served = OnExecutor::new(handler(gate.clone(), counts.clone()), spawn);
     let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ULB), served).unwrap();
@@ -196,7 +193,7 @@ fn patient_client(server: &Server) -> Client<InProcess> {
     let mut cfg = ClientConfig::default();
     cfg.requester.timeout = Duration::from_secs(60);
     cfg.requester.max_attempts = 1;
-    let client = Client::new(InProcess, &server.local_addr(), cfg);
+    let client = Client::new(InProcess, server.local_addr(), cfg);
     let settle = call(SETTLE, QUICK);
     assert_eq!(client.call(&settle, &ULB).unwrap(), reply_to(&settle));
     client
@@ -271,7 +268,7 @@ fn replies_of_every_size_come_back_byte_for_byte_from_concurrent_futures() {
         thread_per_task,
     );
     let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), served).unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     // XDR lengths: multiples of four (RFC 4506 section 3).
     let sizes = [0usize, 4, 100, 1000, 3000, 4000, 10_000, 65_536, 300_000];
     std::thread::scope(|s| {
@@ -425,7 +422,7 @@ fn a_future_awaits_its_executors_own_timer_tokio() {
         move |task| drop(on_tokio.spawn(task)),
     );
     let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), served).unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     std::thread::scope(|s| {
         for t in 0..16u32 {
             let client = &client;
@@ -449,7 +446,7 @@ fn a_call_spawned_on_a_shut_down_tokio_runtime_is_answered_with_system_err() {
     let served =
         OnExecutor::new(|call: Vec<u8>| async move { reply_to(&call) }, move |task| drop(on_tokio.spawn(task)));
     let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), served).unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     assert_eq!(client.call(&call(1, 1), &ULB).unwrap(), system_err(1));
     assert_eq!(client.call(&call(2, 1), &ULB).unwrap(), system_err(2));
     assert!(eventually(|| server.stats().handler_panics == 2), "{:?}", server.stats());

@@ -207,8 +207,8 @@ fn pdata(send: u32, receive: u32) -> Option<PrivateData> {
 
 /// A client speaking `versions` and sending `private_data`, with the [`PATIENT`] timeout.
 fn client_cfg(versions: (Version, Version), private_data: Option<PrivateData>) -> ClientConfig {
-    let requester = requester::RequesterConfig { versions, timeout: PATIENT, ..Default::default() };
-    ClientConfig { requester, private_data, ..Default::default() }
+    let requester = requester::RequesterConfig::default().versions(versions).timeout(PATIENT);
+    ClientConfig::default().requester(requester).private_data(private_data)
 }
 
 /// [`ClientConfig::default`] (private data 4096/4096) speaking `versions`, [`PATIENT`].
@@ -217,11 +217,9 @@ fn default_client(versions: (Version, Version)) -> ClientConfig {
 }
 
 fn server_cfg(versions: (Version, Version), private_data: Option<PrivateData>) -> ServerConfig {
-    ServerConfig {
-        responder: responder::ResponderConfig { versions, ..Default::default() },
-        private_data,
-        ..Default::default()
-    }
+    ServerConfig::default()
+        .responder(responder::ResponderConfig::default().versions(versions))
+        .private_data(private_data)
 }
 
 /// A server at `addr` running the [`Service`] with `ulb`.
@@ -242,7 +240,7 @@ fn call_ok(client: &Client<InProcess>, xid: u32, arg: Shape, result: Shape, ulb:
 /// A client and server with these configurations, after one small call between them.
 fn one_call(client: ClientConfig, server: ServerConfig) -> (Client<InProcess>, Server, Service) {
     let (server, service) = start_server("inproc:*", server, PLAIN);
-    let client = Client::new(InProcess, &server.local_addr(), client);
+    let client = Client::new(InProcess, server.local_addr(), client);
     let call = call_ok(&client, 0x10, Shape::Small, Shape::Small, &PLAIN);
     assert_eq!(service.served(0x10), [(call.clone(), reply_for(&call))], "the handler saw the call once");
     (client, server, service)
@@ -755,7 +753,7 @@ fn rfc8166_3_5_every_message_form_in_both_versions() {
     ];
     for versions in [(Version::ONE, Version::ONE), (Version::ONE, Version::TWO)] {
         let (server, service) = start_server("inproc:*", ServerConfig::default(), DDP);
-        let client = Client::new(InProcess, &server.local_addr(), default_client(versions));
+        let client = Client::new(InProcess, server.local_addr(), default_client(versions));
         for (i, &(arg, result)) in cases.iter().enumerate() {
             let xid = 0xa0 + i as u32;
             let call = call_ok(&client, xid, arg, result, &binding(arg, result));
@@ -784,7 +782,7 @@ fn rfc8166_3_5_every_message_form_in_both_versions() {
 fn rfc8166_3_3_1_many_concurrent_callers_stay_within_credits() {
     let _deadline = deadline();
     let (server, service) = start_server("inproc:*", ServerConfig::default(), PLAIN);
-    let client = Client::new(InProcess, &server.local_addr(), default_client((Version::ONE, Version::TWO)));
+    let client = Client::new(InProcess, server.local_addr(), default_client((Version::ONE, Version::TWO)));
     std::thread::scope(|s| {
         for t in 0..8u32 {
             let client = &client;
@@ -855,9 +853,9 @@ fn the_server_timeout_bounds_completions_only_not_idle_time_or_handlers() {
         }
         served(call)
     };
-    let cfg = ServerConfig { timeout: short, ..ServerConfig::default() };
+    let cfg = ServerConfig::default().timeout(short);
     let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(PLAIN), slow).unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), default_client((Version::ONE, Version::TWO)));
+    let client = Client::new(InProcess, server.local_addr(), default_client((Version::ONE, Version::TWO)));
     call_ok(&client, 0xa0, Shape::Small, Shape::Small, &PLAIN);
     std::thread::sleep(4 * short);
     call_ok(&client, 0xa1, Shape::Small, Shape::Small, &PLAIN);

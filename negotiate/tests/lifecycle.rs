@@ -31,13 +31,13 @@ fn range((low, high): (u32, u32)) -> (Version, Version) {
 
 fn requester(versions: (u32, u32)) -> Requester {
     let versions = range(versions);
-    let cfg = requester::RequesterConfig { versions, timeout: Duration::from_secs(1), ..Default::default() };
+    let cfg = requester::RequesterConfig::default().versions(versions).timeout(Duration::from_secs(1));
     Requester::new(cfg, ADDR)
 }
 
 fn responder(versions: (u32, u32)) -> Responder {
     let versions = range(versions);
-    let mut r = Responder::new(responder::ResponderConfig { versions, ..Default::default() });
+    let mut r = Responder::new(responder::ResponderConfig::default().versions(versions));
     r.on_connected(&[], None);
     r
 }

@@ -34,8 +34,7 @@ fn issue_16_the_log_tells_a_fallback_from_version_two_to_version_one() {
 
     let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
     let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
-    let mut v1_only = ServerConfig::default();
-    v1_only.responder.versions = (Version::ONE, Version::ONE);
+    let v1_only = ServerConfig::default().versions((Version::ONE, Version::ONE));
     let server = Server::start(InProcess, "inproc:*", v1_only, Arc::new(ulb), echo).unwrap();
     let addr = server.local_addr();
     let client = Client::new(InProcess, &addr, ClientConfig::default());

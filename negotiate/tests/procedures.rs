@@ -89,7 +89,7 @@ fn serve(call: &[u8]) -> Vec<u8> {
 fn issue_16_only_the_procedure_with_a_ddp_eligible_result_uses_a_write_chunk() {
     let ulb = Arc::new(TwoProcedures::default());
     let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), ulb.clone(), serve).unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     // A LOOKUP result as large as a READ's, so that only the procedure tells them apart.
     for (xid, procedure, writes_after) in [(1, READ, 1), (2, LOOKUP, 1), (3, READ, 2), (4, LOOKUP, 2)] {
         let message = call(xid, procedure, 8192);

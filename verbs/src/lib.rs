@@ -69,6 +69,7 @@ pub mod rdma;
 mod rules;
 pub mod tcp;
 
+use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -157,6 +158,53 @@ pub enum Error {
     /// No answer within the timeout.
     #[error("timed out")]
     Timeout,
+}
+
+/// Where to listen or connect, as a backend reads it: `inproc:name` for the in-process
+/// backend, `host:port` for TCP, `a.b.c.d:port` for rdma-core. Made from anything that reads
+/// as a string (`&str`, `&String`, `String`) or from a [`SocketAddr`], so that the
+/// `negotiate` API takes `impl Into<Address>`.
+///
+/// ```
+/// use std::net::{Ipv4Addr, SocketAddr};
+/// use verbs::Address;
+/// assert_eq!(Address::from("inproc:a").as_str(), "inproc:a");
+/// assert_eq!(Address::from(&String::from("inproc:b")).as_str(), "inproc:b");
+/// assert_eq!(Address::from(SocketAddr::from((Ipv4Addr::new(10, 0, 2, 15), 20049))).as_str(), "10.0.2.15:20049");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Address(String);
+
+impl Address {
+    /// The address as the backends take it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<T: AsRef<str> + ?Sized> From<&T> for Address {
+    fn from(addr: &T) -> Self {
+        Address(addr.as_ref().to_string())
+    }
+}
+
+impl From<String> for Address {
+    fn from(addr: String) -> Self {
+        Address(addr)
+    }
+}
+
+impl From<SocketAddr> for Address {
+    /// `ip:port`, or `[ip6]:port`.
+    fn from(addr: SocketAddr) -> Self {
+        Address(addr.to_string())
+    }
 }
 
 /// Queue pair capacities (`struct ibv_qp_cap`), enforced at post time.

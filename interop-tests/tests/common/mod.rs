@@ -174,7 +174,7 @@ pub fn accept_raw<B: Backend>(
     ours: PrivateData,
 ) -> Option<(Responder, Connection<B>, ReceivePool<B>)> {
     let credits = responder::ResponderConfig::default().credits;
-    let mut responder = Responder::new(responder::ResponderConfig { versions, ..Default::default() });
+    let mut responder = Responder::new(responder::ResponderConfig::default().versions(versions));
     responder.on_connected(req.private_data(), Some(ours));
     let pd = backend.alloc_pd().expect("pd");
     let mut pool = None;

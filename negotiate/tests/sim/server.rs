@@ -79,7 +79,7 @@ impl SimServer {
     pub fn on_connected(&mut self, id: u32, received: &[u8], now: Instant) -> Vec<u8> {
         let versions =
             if self.faults.v1_only_responder { (Version::ONE, Version::ONE) } else { (Version::ONE, Version::TWO) };
-        let cfg = responder::ResponderConfig { versions, ..responder::ResponderConfig::default() };
+        let cfg = responder::ResponderConfig::default().versions(versions);
         let ours = self.faults.private_data.1.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
         self.conns.insert(id, Serve::new(cfg, self.faults.idle_timeout, received, ours, now));
         ours.map(|p| p.encode().to_vec()).unwrap_or_default()

@@ -187,7 +187,7 @@ fn main() {
     let backend = Recorded { inner: rdma.clone(), connects: Arc::default() };
     let mut cfg = ClientConfig::default();
     cfg.requester.credits = 100;
-    cfg.caps = QpCaps { max_recv_wr: 128, ..QpCaps::default() };
+    cfg.caps = QpCaps::default().max_recv_wr(128);
     let ours = cfg.private_data.unwrap();
     println!(
         "client: {addr}, versions {:?}, credits asked {}, private data {}",

@@ -76,9 +76,7 @@ fn eventually<T: std::fmt::Debug>(
 /// A server echoing calls, with `limits` and a short retry timeout, so that attacks resolve
 /// within a test's time.
 fn server<B: Backend + Clone>(backend: &B, limits: ServerLimits) -> Server {
-    let cfg = ServerConfig::default()
-        .limits(limits)
-        .caps(QpCaps { retry_timeout: Duration::from_millis(500), ..QpCaps::default() });
+    let cfg = ServerConfig::default().limits(limits).caps(QpCaps::default().retry_timeout(Duration::from_millis(500)));
     Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(ULB), echo).expect("server starts")
 }
 

@@ -108,7 +108,7 @@ impl ServerLimits {
 
     /// The listener's share of these bounds.
     pub fn listen_options(&self) -> verbs::ListenOptions {
-        verbs::ListenOptions { max_pending: self.max_handshakes, handshake_timeout: self.handshake_timeout }
+        verbs::ListenOptions::default().max_pending(self.max_handshakes).handshake_timeout(self.handshake_timeout)
     }
 }
 

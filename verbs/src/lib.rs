@@ -209,6 +209,7 @@ impl From<SocketAddr> for Address {
 
 /// Queue pair capacities (`struct ibv_qp_cap`), enforced at post time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct QpCaps {
     /// Send-queue work requests (Send, Write, Read, Local Invalidate) whose completions may be
     /// outstanding, i.e. not yet reaped (`max_send_wr`). An unsignaled one ([`SendFlags`])
@@ -237,6 +238,42 @@ impl Default for QpCaps {
     }
 }
 
+/// Built from [`Default`] with these (the type is `#[non_exhaustive]`).
+///
+/// ```
+/// let caps = verbs::QpCaps::default().max_send_wr(256).max_recv_wr(64);
+/// assert_eq!((caps.max_send_wr, caps.max_recv_wr, caps.max_sge), (256, 64, 16));
+/// ```
+impl QpCaps {
+    /// Sets `max_send_wr` (send-queue work requests outstanding), builder style.
+    #[must_use]
+    pub fn max_send_wr(mut self, value: u32) -> Self {
+        self.max_send_wr = value;
+        self
+    }
+
+    /// Sets `max_recv_wr` (Receives posted), builder style.
+    #[must_use]
+    pub fn max_recv_wr(mut self, value: u32) -> Self {
+        self.max_recv_wr = value;
+        self
+    }
+
+    /// Sets `max_sge` (scatter/gather entries per work request), builder style.
+    #[must_use]
+    pub fn max_sge(mut self, value: u32) -> Self {
+        self.max_sge = value;
+        self
+    }
+
+    /// Sets `retry_timeout` (how long a work request may stay unacknowledged), builder style.
+    #[must_use]
+    pub fn retry_timeout(mut self, value: Duration) -> Self {
+        self.retry_timeout = value;
+        self
+    }
+}
+
 /// How a listener takes connections ([`Backend::listen_with`]): the bounds that keep a peer
 /// that connects and then says nothing, or connects a thousand times, from stalling or
 /// exhausting the listener.
@@ -244,10 +281,11 @@ impl Default for QpCaps {
 /// ```
 /// use std::time::Duration;
 /// use verbs::ListenOptions;
-/// let opts = ListenOptions { max_pending: 8, ..ListenOptions::default() };
+/// let opts = ListenOptions::default().max_pending(8);
 /// assert_eq!(opts.handshake_timeout, Duration::from_secs(5));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct ListenOptions {
     /// Connect requests held at once before [`Listener::get_request`] hands them out: those
     /// whose handshake is still arriving and those complete but not yet taken (the backlog of
@@ -265,6 +303,23 @@ impl Default for ListenOptions {
     /// 64 pending requests, a 5 s handshake.
     fn default() -> Self {
         ListenOptions { max_pending: 64, handshake_timeout: Duration::from_secs(5) }
+    }
+}
+
+/// Built from [`Default`] with these (the type is `#[non_exhaustive]`).
+impl ListenOptions {
+    /// Sets `max_pending` (connect requests held at once), builder style.
+    #[must_use]
+    pub fn max_pending(mut self, value: usize) -> Self {
+        self.max_pending = value;
+        self
+    }
+
+    /// Sets `handshake_timeout` (how long a handshake may take), builder style.
+    #[must_use]
+    pub fn handshake_timeout(mut self, value: Duration) -> Self {
+        self.handshake_timeout = value;
+        self
     }
 }
 
@@ -578,7 +633,7 @@ pub trait QueuePair: Send + Sync {
     /// #     InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap().0
     /// # });
     /// # let pd = InProcess.alloc_pd().unwrap();
-    /// let caps = QpCaps { max_send_wr: 32, ..QpCaps::default() };
+    /// let caps = QpCaps::default().max_send_wr(32);
     /// let qp = listener.get_request(t).unwrap().accept(&pd, &[], caps).unwrap();
     /// assert_eq!(qp.caps().max_send_wr, 32);
     /// # let _client = client.join().unwrap();

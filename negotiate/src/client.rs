@@ -103,7 +103,7 @@ impl Default for ClientConfig {
     }
 }
 
-setters!(ClientConfig {
+verbs::setters!(ClientConfig {
     requester: RequesterConfig,
     private_data: Option<PrivateData>,
     caps: QpCaps,

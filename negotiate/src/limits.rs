@@ -73,7 +73,7 @@ pub struct ServerLimits {
     pub closed_peers_kept: usize,
 }
 
-setters!(ServerLimits {
+verbs::setters!(ServerLimits {
     max_connections: usize,
     calls_in_progress_per_connection: usize,
     max_handshakes: usize,

@@ -83,7 +83,7 @@ impl Default for RequesterConfig {
     }
 }
 
-setters!(RequesterConfig {
+verbs::setters!(RequesterConfig {
     versions: (Version, Version),
     credits: u32,
     timeout: Duration,

@@ -117,7 +117,7 @@ impl Default for ServerConfig {
     }
 }
 
-setters!(ServerConfig {
+verbs::setters!(ServerConfig {
     responder: ResponderConfig,
     private_data: Option<PrivateData>,
     caps: QpCaps,

@@ -3,23 +3,8 @@
 //! [`ResponderConfig`](crate::responder::ResponderConfig), [`ServerLimits`](crate::limits::ServerLimits)):
 //! they are `#[non_exhaustive]`, so that a field added later breaks no caller, and a caller
 //! outside this crate builds one from `Default` with these setters, each named after the field
-//! it sets (the fields stay public for reading).
-
-/// `setters!(Type { field: FieldType, ... })`: a `field(self, value) -> Self` for each.
-macro_rules! setters {
-    ($ty:ident { $($field:ident: $t:ty),* $(,)? }) => {
-        impl $ty {
-            $(
-                #[doc = concat!("Sets `", stringify!($field), "` (see the field), builder style.")]
-                #[must_use]
-                pub fn $field(mut self, value: $t) -> Self {
-                    self.$field = value;
-                    self
-                }
-            )*
-        }
-    };
-}
+//! it sets (the fields stay public for reading). `verbs::setters!` makes one per field; this
+//! module adds the shortcuts to a nested configuration's fields.
 
 /// `nested_setters!(Type, inner { field: FieldType, ... })`: a `field(self, value) -> Self`
 /// that sets `inner.field`, for the fields callers set most often.

@@ -67,6 +67,7 @@ mod memory;
 #[allow(unsafe_code)]
 pub mod rdma;
 mod rules;
+mod setters;
 pub mod tcp;
 
 use std::net::SocketAddr;
@@ -207,7 +208,13 @@ impl From<SocketAddr> for Address {
     }
 }
 
-/// Queue pair capacities (`struct ibv_qp_cap`), enforced at post time.
+/// Queue pair capacities (`struct ibv_qp_cap`), enforced at post time. Built from
+/// [`Default`] with setters named after the fields:
+///
+/// ```
+/// let caps = verbs::QpCaps::default().max_send_wr(256).max_recv_wr(64);
+/// assert_eq!((caps.max_send_wr, caps.max_recv_wr, caps.max_sge), (256, 64, 16));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub struct QpCaps {
@@ -238,41 +245,7 @@ impl Default for QpCaps {
     }
 }
 
-/// Built from [`Default`] with these (the type is `#[non_exhaustive]`).
-///
-/// ```
-/// let caps = verbs::QpCaps::default().max_send_wr(256).max_recv_wr(64);
-/// assert_eq!((caps.max_send_wr, caps.max_recv_wr, caps.max_sge), (256, 64, 16));
-/// ```
-impl QpCaps {
-    /// Sets `max_send_wr` (send-queue work requests outstanding), builder style.
-    #[must_use]
-    pub fn max_send_wr(mut self, value: u32) -> Self {
-        self.max_send_wr = value;
-        self
-    }
-
-    /// Sets `max_recv_wr` (Receives posted), builder style.
-    #[must_use]
-    pub fn max_recv_wr(mut self, value: u32) -> Self {
-        self.max_recv_wr = value;
-        self
-    }
-
-    /// Sets `max_sge` (scatter/gather entries per work request), builder style.
-    #[must_use]
-    pub fn max_sge(mut self, value: u32) -> Self {
-        self.max_sge = value;
-        self
-    }
-
-    /// Sets `retry_timeout` (how long a work request may stay unacknowledged), builder style.
-    #[must_use]
-    pub fn retry_timeout(mut self, value: Duration) -> Self {
-        self.retry_timeout = value;
-        self
-    }
-}
+crate::setters!(QpCaps { max_send_wr: u32, max_recv_wr: u32, max_sge: u32, retry_timeout: Duration });
 
 /// How a listener takes connections ([`Backend::listen_with`]): the bounds that keep a peer
 /// that connects and then says nothing, or connects a thousand times, from stalling or
@@ -306,22 +279,7 @@ impl Default for ListenOptions {
     }
 }
 
-/// Built from [`Default`] with these (the type is `#[non_exhaustive]`).
-impl ListenOptions {
-    /// Sets `max_pending` (connect requests held at once), builder style.
-    #[must_use]
-    pub fn max_pending(mut self, value: usize) -> Self {
-        self.max_pending = value;
-        self
-    }
-
-    /// Sets `handshake_timeout` (how long a handshake may take), builder style.
-    #[must_use]
-    pub fn handshake_timeout(mut self, value: Duration) -> Self {
-        self.handshake_timeout = value;
-        self
-    }
-}
+crate::setters!(ListenOptions { max_pending: usize, handshake_timeout: Duration });
 
 /// The state of a queue pair, reduced to what a connected user can observe
 /// (`IBV_QPS_RTS` or `IBV_QPS_ERR`).

@@ -132,6 +132,7 @@ pub enum MessageKind {
 /// Why a received header is not acceptable. Each variant names the rule;
 /// [`crate::verdict`] turns them into the reply the spec requires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HeaderError {
     /// Fewer than 8 bytes: not even the XID and version can be read.
     #[error("{len} bytes: too short to hold the XID and version")]

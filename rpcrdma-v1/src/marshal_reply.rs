@@ -145,6 +145,7 @@ pub struct RdmaWrite {
 
 /// Why a reply could not be marshaled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReplyError {
     /// The reply is not an XDR stream with an XID (shorter than four bytes
     /// or not a multiple of four).

@@ -99,6 +99,7 @@ impl ReassemblyError {
 /// transport header itself (a misaligned Position, an `RDMA_NOMSG` with no
 /// chunk to carry the Payload stream).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReassemblyError {
     /// The header is not an `RDMA_MSG` or `RDMA_NOMSG`: it carries no RPC
     /// message.

@@ -114,6 +114,7 @@ impl DdpItem {
 
 /// Why a list of [`DdpItem`]s cannot describe a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ItemError {
     /// An item's data does not start on an XDR unit (RFC 8166 section 3.4.5:
     /// a Position "MUST be a multiple of four").

@@ -120,7 +120,8 @@ fuzz_target!(|data: &[u8]| {
         let write_refs: Vec<&[u8]> = write_bufs.iter().map(|b| &b[..]).collect();
         let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(4), max_result: 1 << 20, max_reply: 1 << 20 };
         let (mut results, mut out) = (Vec::new(), Vec::new());
-        if reassemble_reply_with_ulb(&msg, inline, &reply_buf, &write_refs, &ulb, &mut results, &mut out).is_ok() {
+        // OpaqueAtUlb serves one procedure: it reads no call.
+        if reassemble_reply_with_ulb(&[], &msg, inline, &reply_buf, &write_refs, &ulb, &mut results, &mut out).is_ok() {
             let reduced_len = match msg.rdma_body {
                 RdmaBody::RdmaNomsg(_) => reply_len as usize,
                 _ => inline.len(),

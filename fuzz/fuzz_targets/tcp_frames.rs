@@ -45,7 +45,7 @@ fuzz_target!(|data: &[u8]| {
     let req = l.get_request(Duration::from_secs(5)).expect("request");
     let pd = Tcp.alloc_pd().unwrap();
     let buf = pd.register(vec![0; 256], Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ).unwrap();
-    let caps = QpCaps { retry_timeout: Duration::from_millis(200), ..QpCaps::default() };
+    let caps = QpCaps::default().retry_timeout(Duration::from_millis(200));
     let qp = req
         .accept_with(&pd, &[], caps, |qp| {
             for i in 0..4 {

@@ -20,7 +20,7 @@ fn word(b: &[u8], at: usize) -> Option<u32> {
 const POLICIES: [ReceivePolicy; 3] = [
     // Linux's 16 segments, chunks up to 4 GiB - 1.
     ReceivePolicy {
-        limits: HeaderLimits { max_segments: 16, max_chunk_len: u32::MAX as u64, max_message_len: u64::MAX },
+        limits: HeaderLimits::unlimited().max_segments(16).max_chunk_len(u32::MAX as u64),
         versions: (Version::ONE, Version::ONE),
         credit: 32,
     },
@@ -31,7 +31,7 @@ const POLICIES: [ReceivePolicy; 3] = [
         credit: 0,
     },
     // Tight: two segments, 4 KiB chunks.
-    ReceivePolicy { limits: HeaderLimits { max_segments: 2, max_chunk_len: 4096, max_message_len: 8192 }, versions: (Version::ONE, Version::ONE), credit: 1 },
+    ReceivePolicy { limits: HeaderLimits::default().max_segments(2).max_chunk_len(4096).max_message_len(8192), versions: (Version::ONE, Version::ONE), credit: 1 },
 ];
 
 fn check_accept(data: &[u8], h: &Header<'_>, policy: &ReceivePolicy) {

@@ -90,8 +90,8 @@ fn round_trip<B: Backend + Clone>(c: &mut Criterion, group: &str, b: B) {
 
     // Ours: Client::call_into (the caller's reply buffer reused) to a Server.
     let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 256 };
-    let server = Server::start(b.clone(), &b.any_address(), ServerConfig::default(), Arc::new(ulb), reply_to).unwrap();
-    let client = Client::new(b, &server.local_addr(), ClientConfig::default());
+    let server = Server::start(b.clone(), b.any_address(), ServerConfig::default(), Arc::new(ulb), reply_to).unwrap();
+    let client = Client::new(b, server.local_addr(), ClientConfig::default());
     let mut xid = 0u32;
     let mut call = vec![0u8; 64];
     let mut reply = Vec::with_capacity(256);
@@ -147,7 +147,7 @@ fn read_chunk_1mib_vs_raw_read(c: &mut Criterion) {
     // Ours: a call whose 1 MiB opaque (at offset 8) is DDP-eligible: Chunked, one Read chunk.
     let ulb = OpaqueAtUlb { call_opaque: Some(8), reply_opaque: None, max_result: 0, max_reply: 256 };
     let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), reply_to).unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     let mut call = vec![0u8; 12 + MIB];
     call[8..12].copy_from_slice(&(MIB as u32).to_be_bytes());
     let mut xid = 0u32;
@@ -201,7 +201,7 @@ fn write_chunk_1mib_vs_raw_write(c: &mut Criterion) {
         r.resize(12 + MIB, 5);
     });
     let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), big_reply).unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     let mut call = vec![0u8; 64];
     let mut reply = Vec::with_capacity(12 + MIB);
     let mut xid = 0u32;

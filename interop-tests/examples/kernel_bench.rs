@@ -56,7 +56,7 @@ fn main() {
     // Our servers: one answering NULL (accepted, SUCCESS, no results), one returning a
     // 64 KiB DDP-eligible opaque after an RPC reply header.
     let null_server =
-        Server::start(rdma.clone(), &rdma.any_address(), ServerConfig::default(), Arc::new(small), |call: &[u8]| {
+        Server::start(rdma.clone(), rdma.any_address(), ServerConfig::default(), Arc::new(small), |call: &[u8]| {
             let mut r = call[..4].to_vec();
             for w in [1u32, 0, 0, 0, 0] {
                 r.extend_from_slice(&w.to_be_bytes());
@@ -67,7 +67,7 @@ fn main() {
     let ours_ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(24), max_result: READ_SIZE, max_reply: 1024 };
     let read_server = Server::start(
         rdma.clone(),
-        &rdma.any_address(),
+        rdma.any_address(),
         ServerConfig::default(),
         Arc::new(ours_ulb),
         |call: &[u8]| {
@@ -82,8 +82,8 @@ fn main() {
     .expect("read server");
 
     let kernel = Client::new(rdma.clone(), &kernel_addr, ClientConfig::default());
-    let ours_null = Client::new(rdma.clone(), &null_server.local_addr(), ClientConfig::default());
-    let ours_read = Client::new(rdma, &read_server.local_addr(), ClientConfig::default());
+    let ours_null = Client::new(rdma.clone(), null_server.local_addr(), ClientConfig::default());
+    let ours_read = Client::new(rdma, read_server.local_addr(), ClientConfig::default());
     // Settle each connection and version before timing.
     nulls(&kernel, 10, &small, 0x6b00_0000);
     nulls(&ours_null, 10, &small, 0x6f00_0000);

@@ -155,13 +155,13 @@ fn main() {
 
     // ---- Our responder.
     let ours = PrivateData::new(Flags::empty(), 4096, 2048);
-    let cfg = ServerConfig { private_data: Some(ours), ..ServerConfig::default() };
+    let cfg = ServerConfig::default().private_data(Some(ours));
     let responder = cfg.responder;
     let ulb = Arc::new(OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1024 });
     let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let t0 = Instant::now();
     let s = seen.clone();
-    let server = Server::start(rdma, &format!("{host}:{port}"), cfg, ulb, move |call: &[u8]| {
+    let server = Server::start(rdma, format!("{host}:{port}"), cfg, ulb, move |call: &[u8]| {
         let (reply, saw) = answer(call, t0);
         s.lock().unwrap().extend(saw);
         reply
@@ -274,8 +274,8 @@ fn main() {
     println!(
         "server stats: connections {}, calls v1 {} v2 {}, inline replies {}, RDMA_ERRORs {}, credit overruns {}",
         stats.connections,
-        stats.calls[1],
-        stats.calls[2],
+        stats.calls.v1,
+        stats.calls.v2,
         stats.inline_replies,
         stats.errors_sent,
         stats.credit_overruns

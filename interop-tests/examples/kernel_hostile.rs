@@ -183,7 +183,7 @@ impl Conn {
         let recv = pd.register(vec![0; RECVS * RECV_SIZE], Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
         let send = pd.register(vec![0; RECV_SIZE], Access::LOCAL_WRITE).map_err(|e| e.to_string())?;
         let private = PrivateData::new(Flags::empty(), 4096, 4096).encode();
-        let caps = QpCaps { max_send_wr: 16, max_recv_wr: RECVS as u32, max_sge: 1, ..QpCaps::default() };
+        let caps = QpCaps::default().max_send_wr(16).max_recv_wr(RECVS as u32).max_sge(1);
         let (qp, _accepted) =
             rdma.connect(pd, addr, &private, caps, Duration::from_secs(10)).map_err(|e| format!("connect: {e}"))?;
         for slot in 0..RECVS {

@@ -187,7 +187,7 @@ fn main() {
     let backend = Recorded { inner: rdma.clone(), connects: Arc::default() };
     let mut cfg = ClientConfig::default();
     cfg.requester.credits = 100;
-    cfg.caps = QpCaps { max_recv_wr: 128, ..QpCaps::default() };
+    cfg.caps = QpCaps::default().max_recv_wr(128);
     let ours = cfg.private_data.unwrap();
     println!(
         "client: {addr}, versions {:?}, credits asked {}, private data {}",
@@ -271,7 +271,7 @@ fn main() {
         t == Some(InlineThresholds { call: 4096, reply: 4096 }),
         format!("{t:?}: min(our Send 4096, its Receive 4096), min(its Send 4096, our Receive 4096)"),
     );
-    let window = client.window();
+    let window = client.credits();
     r.check("(c) credits", window == 64, format!("window {window} = min(asked 100, granted 64)"));
     let sends = sent.lock().unwrap().clone();
     r.check(

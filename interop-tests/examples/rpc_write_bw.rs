@@ -36,10 +36,9 @@ fn main() {
         r.resize(12 + rpcrdma_v1::ulb::roundup(size), 0);
         r
     };
-    let server =
-        Server::start(backend.clone(), &backend.any_address(), ServerConfig::default(), Arc::new(ulb), handler)
-            .expect("server");
-    let client = Client::new(backend, &server.local_addr(), ClientConfig::default());
+    let server = Server::start(backend.clone(), backend.any_address(), ServerConfig::default(), Arc::new(ulb), handler)
+        .expect("server");
+    let client = Client::new(backend, server.local_addr(), ClientConfig::default());
     // Settle the version first: the probe goes out alone.
     client.call(&[0, 0, 0, 0, 0, 0, 0, 0], &ulb).expect("first call");
     let start = Instant::now();

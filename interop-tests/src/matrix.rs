@@ -335,13 +335,11 @@ pub fn serve(call: &[u8]) -> Vec<u8> {
 pub fn server_config(responder: Speaks, pdata: Pdata, extension: Extension) -> ServerConfig {
     let (_, server_pd) = pdata.advertised();
     let (_, server_props) = extension.stated();
-    ServerConfig {
-        responder: responder::Config { versions: responder.versions(), ..Default::default() },
-        private_data: server_pd,
-        foreign_private_data: (pdata == Pdata::Garbage).then_some(GARBAGE),
-        properties: server_props,
-        ..Default::default()
-    }
+    ServerConfig::default()
+        .responder(responder::ResponderConfig::default().versions(responder.versions()))
+        .private_data(server_pd)
+        .foreign_private_data((pdata == Pdata::Garbage).then_some(GARBAGE))
+        .properties(server_props)
 }
 
 /// Starts a cell's responder.
@@ -352,7 +350,7 @@ pub fn start_server<B: Backend + Clone>(
     extension: Extension,
 ) -> verbs::Result<Server> {
     let cfg = server_config(responder, pdata, extension);
-    Server::start(backend.clone(), &backend.any_address(), cfg, Arc::new(SERVER_ULB), serve)
+    Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(SERVER_ULB), serve)
 }
 
 /// The responder end of a cell, wherever it runs: in this process, or in a child process
@@ -397,17 +395,13 @@ pub fn run_cell_against<B: Backend + Clone>(
 ) -> Outcome {
     let (client_pd, server_pd) = cell.pdata.advertised();
     let (client_props, _) = cell.extension.stated();
-    let ccfg = ClientConfig {
-        requester: requester::Config {
-            versions: cell.requester.versions(),
-            timeout: Duration::from_secs(5),
-            ..Default::default()
-        },
-        private_data: client_pd,
-        foreign_private_data: (cell.pdata == Pdata::Garbage).then_some(GARBAGE),
-        properties: client_props,
-        ..Default::default()
-    };
+    let ccfg = ClientConfig::default()
+        .requester(
+            requester::RequesterConfig::default().versions(cell.requester.versions()).timeout(Duration::from_secs(5)),
+        )
+        .private_data(client_pd)
+        .foreign_private_data((cell.pdata == Pdata::Garbage).then_some(GARBAGE))
+        .properties(client_props);
     let mut out = Outcome::not_run(cell, String::new(), Duration::ZERO);
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let s2 = seen.clone();
@@ -415,12 +409,12 @@ pub fn run_cell_against<B: Backend + Clone>(
         s2.lock().unwrap().push(call.to_vec());
         serve(call)
     });
-    let client = Client::with_backchannel(backend.clone(), &server.addr(), ccfg, back);
+    let client = Client::with_backchannel(backend.clone(), server.addr(), ccfg, back);
     out.verdict = exchange(&client, server, cell, &seen);
     out.version = client.version();
     out.thresholds = client.thresholds();
     out.properties = Some(client.peer_properties());
-    out.credits = client.window();
+    out.credits = client.credits();
     if out.verdict.is_ok() {
         out.verdict = check_negotiation(&out, client_pd, server_pd);
     }
@@ -456,7 +450,7 @@ fn exchange<B: Backend>(
         // reached us: wait for the count.
         let deadline = Instant::now() + Duration::from_secs(5);
         let mut s = server.stats()?;
-        while s.calls.iter().sum::<u64>() < n && Instant::now() < deadline {
+        while s.calls.total() < n && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
             s = server.stats()?;
         }

@@ -18,7 +18,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Instant;
 
-use negotiate::server::ServerStats;
+use negotiate::server::{CallsByVersion, ServerStats};
 
 use crate::matrix::{run_cell_against, start_server, Cell, Extension, Outcome, Pdata, ResponderEnd, Speaks};
 use crate::{hex, unhex};
@@ -86,7 +86,7 @@ impl ResponderEnd for RemoteServer {
         };
         Ok(ServerStats {
             connections,
-            calls: [0, v1, v2],
+            calls: CallsByVersion { v1, v2 },
             inline_replies: inline,
             reply_chunk_replies: reply_chunk,
             write_chunk_results: writes,
@@ -155,8 +155,8 @@ pub fn serve_cell_main(args: &[String]) -> i32 {
                 format!(
                     "STATS {} {} {} {} {} {} {} {}",
                     s.connections,
-                    s.calls[1],
-                    s.calls[2],
+                    s.calls.v1,
+                    s.calls.v2,
                     s.inline_replies,
                     s.reply_chunk_replies,
                     s.write_chunk_results,

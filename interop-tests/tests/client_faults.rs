@@ -35,11 +35,9 @@ const TEST_LIMIT: Duration = Duration::from_secs(60);
 const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
 
 fn client_config() -> ClientConfig {
-    ClientConfig {
-        requester: requester::Config { timeout: TIMEOUT, max_attempts: 3, ..Default::default() },
-        connect_timeout: TIMEOUT,
-        ..Default::default()
-    }
+    ClientConfig::default()
+        .requester(requester::RequesterConfig::default().timeout(TIMEOUT).max_attempts(3))
+        .connect_timeout(TIMEOUT)
 }
 
 /// The calls here: the shared call shape (common::call) with a 32-byte opaque.

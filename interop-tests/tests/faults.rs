@@ -28,17 +28,15 @@ use negotiate::client::{Client, ClientConfig, ClientError};
 use negotiate::memory::NoV2Reason;
 use negotiate::requester;
 use negotiate::responder;
-use negotiate::server::{Server, ServerConfig};
+use negotiate::server::{CallsByVersion, Server, ServerConfig};
 use negotiate::thresholds::Advertised;
 use rpcrdma_v1::Version;
 use verbs::{Backend, QpState, QueuePair};
 
 /// Short timeouts so faults resolve quickly: 200 ms per transmission, four transmissions.
 fn client_config() -> ClientConfig {
-    ClientConfig {
-        requester: requester::Config { timeout: Duration::from_millis(200), max_attempts: 4, ..Default::default() },
-        ..Default::default()
-    }
+    ClientConfig::default()
+        .requester(requester::RequesterConfig::default().timeout(Duration::from_millis(200)).max_attempts(4))
 }
 
 // ------------------------------------------------------------------------------------------
@@ -232,11 +230,9 @@ fn restart<B: Backend + Clone>(backend: B) {
     let executed = Arc::new(Mutex::new(Vec::new()));
     let start_server = |addr: &str, generation: u32, versions: (Version, Version), pdata: Option<PrivateData>| {
         let e = executed.clone();
-        let cfg = ServerConfig {
-            responder: responder::Config { versions, ..Default::default() },
-            private_data: pdata,
-            ..Default::default()
-        };
+        let cfg = ServerConfig::default()
+            .responder(responder::ResponderConfig::default().versions(versions))
+            .private_data(pdata);
         let service = move |c: &[u8]| {
             e.lock().unwrap().push((generation, word(c, 0)));
             echo(c)
@@ -284,8 +280,12 @@ fn restart<B: Backend + Clone>(backend: B) {
     plain_ok(0x721, medium);
     let t2 = Advertised { requester: ours, responder: None }.for_version(Version::ONE);
     assert_eq!((client.version(), client.thresholds()), (Some(Version::ONE), Some(t2)));
-    let s = stats_once(&server, "two calls", |s| s.calls[1] == 2);
-    assert_eq!((s.connections, s.calls, s.errors_sent), (1, [0, 2, 0], 1), "one ERR_VERS, two calls in Version One");
+    let s = stats_once(&server, "two calls", |s| s.calls.v1 == 2);
+    assert_eq!(
+        (s.connections, s.calls, s.errors_sent),
+        (1, CallsByVersion { v1: 2, v2: 0 }, 1),
+        "one ERR_VERS, two calls in Version One"
+    );
     drop(server);
 
     let mut runs = executed.lock().unwrap().clone();
@@ -312,9 +312,8 @@ fn hostile_headers<B: Backend + Clone>(backend: B) {
         e.lock().unwrap().push(word(c, 0));
         echo(c)
     };
-    let server =
-        Server::start(backend.clone(), &backend.any_address(), ServerConfig::default(), Arc::new(ULB), service)
-            .expect("server starts");
+    let server = Server::start(backend.clone(), backend.any_address(), ServerConfig::default(), Arc::new(ULB), service)
+        .expect("server starts");
     let raw = RawRequester::connect(&backend, &server.local_addr());
     // The procedures, as the specifications' XDR numbers them.
     use rpcrdma_v1::xdr::{RDMA_DONE, RDMA_ERROR, RDMA_MSG, RDMA_MSGP, RDMA_NOMSG};
@@ -377,11 +376,9 @@ fn hostile_headers<B: Backend + Clone>(backend: B) {
     }
     assert_eq!(raw.conn.qp().state(), QpState::Ready, "the connection survived");
     let want_calls = valid.len() as u64;
-    let s = stats_once(&server, "every call and error", |s| {
-        s.errors_sent >= answered && s.calls.iter().sum::<u64>() >= want_calls
-    });
+    let s = stats_once(&server, "every call and error", |s| s.errors_sent >= answered && s.calls.total() >= want_calls);
     assert_eq!(s.errors_sent, answered, "one RDMA_ERROR per answered hostile header");
-    assert_eq!(s.calls.iter().sum::<u64>(), want_calls, "every valid call served");
+    assert_eq!(s.calls.total(), want_calls, "every valid call served");
     assert_eq!((s.connections, s.credit_overruns), (1, 0));
     assert_eq!(*executed.lock().unwrap(), valid, "only the valid calls reached the service, once each, in order");
 }

@@ -76,17 +76,13 @@ fn eventually<T: std::fmt::Debug>(
 /// A server echoing calls, with `limits` and a short retry timeout, so that attacks resolve
 /// within a test's time.
 fn server<B: Backend + Clone>(backend: &B, limits: ServerLimits) -> Server {
-    let cfg = ServerConfig {
-        limits,
-        caps: QpCaps { retry_timeout: Duration::from_millis(500), ..QpCaps::default() },
-        ..ServerConfig::default()
-    };
-    Server::start(backend.clone(), &backend.any_address(), cfg, Arc::new(ULB), echo).expect("server starts")
+    let cfg = ServerConfig::default().limits(limits).caps(QpCaps::default().retry_timeout(Duration::from_millis(500)));
+    Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(ULB), echo).expect("server starts")
 }
 
 fn client<B: Backend + Clone>(backend: &B, server: &Server) -> Arc<Client<B>> {
-    let cfg = ClientConfig { connect_timeout: Duration::from_secs(2), ..ClientConfig::default() };
-    Arc::new(Client::new(backend.clone(), &server.local_addr(), cfg))
+    let cfg = ClientConfig::default().connect_timeout(Duration::from_secs(2));
+    Arc::new(Client::new(backend.clone(), server.local_addr(), cfg))
 }
 
 /// The TCP backend's connect request (magic, version, 56 bytes of private data), for a raw
@@ -173,7 +169,7 @@ fn a_header_asking_for_gigabytes_gets_err_chunk<B: Backend + Clone>(backend: B) 
             *e.lock().unwrap() += 1;
             echo(c)
         };
-        let s = Server::start(backend.clone(), &backend.any_address(), cfg, Arc::new(ULB), service).expect("server");
+        let s = Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(ULB), service).expect("server");
         let raw = RawRequester::connect(&backend, &s.local_addr());
         let xid = 0xbad;
         let big = 0xffff_fffc;
@@ -191,7 +187,7 @@ fn a_header_asking_for_gigabytes_gets_err_chunk<B: Backend + Clone>(backend: B) 
         assert_eq!(raw.receive(), words(&[xid, 1, 32, 4, 2]), "ERR_CHUNK for that XID");
         raw.valid_call(0x100, Version::ONE);
         assert_eq!(raw.conn.qp().state(), QpState::Ready, "the connection keeps serving");
-        let st = stats_once(&s, "the refusal", |st| st.refused.over_limits == 1 && st.calls[1] == 1);
+        let st = stats_once(&s, "the refusal", |st| st.refused.over_limits == 1 && st.calls.v1 == 1);
         assert_eq!(st.errors_sent, 1);
         assert_eq!(*executed.lock().unwrap(), 1, "only the valid call reached the service");
         assert!(rss() < rss0 + (64 << 20), "no allocation the header sized: {} -> {} bytes", rss0, rss());
@@ -202,7 +198,7 @@ fn a_header_asking_for_gigabytes_gets_err_chunk<B: Backend + Clone>(backend: B) 
 /// a connection closes.
 fn connections_beyond_the_cap_are_rejected<B: Backend + Clone>(backend: B) {
     let _g = serial();
-    let s = server(&backend, ServerLimits { max_connections: 3, ..ServerLimits::default() });
+    let s = server(&backend, ServerLimits::default().max_connections(3));
     let connect = || {
         let pd = backend.alloc_pd().expect("pd");
         backend.connect(&pd, &s.local_addr(), &[], QpCaps::default(), WAIT_LIMIT).map(|(qp, _)| (pd, qp))
@@ -219,7 +215,7 @@ fn connections_beyond_the_cap_are_rejected<B: Backend + Clone>(backend: B) {
 fn idle_connections_are_closed<B: Backend + Clone>(backend: B) {
     let _g = serial();
     let idle = Duration::from_millis(300);
-    let s = server(&backend, ServerLimits { idle_timeout: idle, ..ServerLimits::default() });
+    let s = server(&backend, ServerLimits::default().idle_timeout(idle));
     let c = client(&backend, &s);
     call_ok(&c, 1, SMALL);
     let peers = eventually("the idle connection to be closed", WAIT_LIMIT, || s.peers(), |p| p[0].ended.is_some());
@@ -279,7 +275,7 @@ mod rdma {
 #[test]
 fn tcp_silent_or_dripping_handshakes_hold_up_no_other_client() {
     let _g = serial();
-    let limits = ServerLimits { handshake_timeout: Duration::from_millis(500), ..ServerLimits::default() };
+    let limits = ServerLimits::default().handshake_timeout(Duration::from_millis(500));
     let s = server(&verbs::Tcp, limits);
     let mut silent: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(s.local_addr()).unwrap()).collect();
     let addr = s.local_addr();
@@ -310,8 +306,7 @@ fn tcp_silent_or_dripping_handshakes_hold_up_no_other_client() {
 #[test]
 fn tcp_handshakes_beyond_the_cap_are_turned_away_at_once() {
     let _g = serial();
-    let limits =
-        ServerLimits { max_handshakes: 4, handshake_timeout: Duration::from_secs(60), ..ServerLimits::default() };
+    let limits = ServerLimits::default().max_handshakes(4).handshake_timeout(Duration::from_secs(60));
     let s = server(&verbs::Tcp, limits);
     let mut socks: Vec<TcpStream> = (0..20).map(|_| TcpStream::connect(s.local_addr()).unwrap()).collect();
     let turned_away = eventually(
@@ -404,7 +399,7 @@ fn tcp_a_peer_that_stops_reading_replies_is_cut_within_the_retry_timeout() {
 #[test]
 fn tcp_server_drop_returns_with_no_thread_left_behind() {
     let _g = serial();
-    let limits = ServerLimits { handshake_timeout: Duration::from_millis(500), ..ServerLimits::default() };
+    let limits = ServerLimits::default().handshake_timeout(Duration::from_millis(500));
     let s = server(&verbs::Tcp, limits);
     let _silent = TcpStream::connect(s.local_addr()).unwrap();
     let half_open = raw_tcp_connection(&s.local_addr());

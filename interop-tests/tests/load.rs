@@ -200,22 +200,17 @@ fn load<B: Backend + Clone>(backend: B, label: &str, callers: usize, calls: usiz
     // two cores its longest wait in a full run was 64 ms. The connection once lost here was
     // the client's 60 s timeout closing it on calls the server had received and not served
     // (set-aside Receives overtaken, fixed in negotiate::datapath::Connection).
-    let scfg = ServerConfig {
-        responder: responder::Config { credits: SERVER_CREDITS, ..Default::default() },
-        ..Default::default()
-    };
-    let server = Server::start(backend.clone(), &backend.any_address(), scfg, Arc::new(SERVER_ULB), handler)
+    let scfg = ServerConfig::default().responder(responder::ResponderConfig::default().credits(SERVER_CREDITS));
+    let server = Server::start(backend.clone(), backend.any_address(), scfg, Arc::new(SERVER_ULB), handler)
         .expect("server starts");
     // A long timeout: a retransmission would re-execute a call and spoil the duplicate check,
     // and nothing in this test is meant to be lost.
     // LOAD_CONNECTIONS=n spreads the calls over n connections (ClientConfig::connections).
     let connections = std::env::var("LOAD_CONNECTIONS").ok().and_then(|n| n.parse().ok()).unwrap_or(1);
-    let ccfg = ClientConfig {
-        requester: requester::Config { timeout: Duration::from_secs(60), ..Default::default() },
-        connections,
-        ..Default::default()
-    };
-    let client = Arc::new(Client::new(backend, &server.local_addr(), ccfg));
+    let ccfg = ClientConfig::default()
+        .requester(requester::RequesterConfig::default().timeout(Duration::from_secs(60)))
+        .connections(connections);
+    let client = Arc::new(Client::new(backend, server.local_addr(), ccfg));
     assert!(client_slot.set(Arc::downgrade(&client)).is_ok(), "set once");
 
     let completed = Arc::new(AtomicU64::new(0));
@@ -299,7 +294,7 @@ fn load<B: Backend + Clone>(backend: B, label: &str, callers: usize, calls: usiz
     // The server counts a call after its reply's Send completed, which can be after the reply
     // reached the caller: wait (bounded) for the last counts.
     let counted = Instant::now() + Duration::from_secs(10);
-    while server.stats().calls.iter().sum::<u64>() < total as u64 && Instant::now() < counted {
+    while server.stats().calls.total() < total as u64 && Instant::now() < counted {
         std::thread::yield_now();
     }
     let s = server.stats();
@@ -308,7 +303,7 @@ fn load<B: Backend + Clone>(backend: B, label: &str, callers: usize, calls: usiz
     eprintln!(
         "load {label}: server {s:?}; client {c:?}; window {}; most in flight seen by the handler {most_in_flight}, \
          most in the handler at once {}",
-        client.window(),
+        client.credits(),
         ledger.most_running.load(Ordering::SeqCst)
     );
     // Credits (RFC 8166 section 3.3.1): the responder never saw a call beyond its grant, the
@@ -317,7 +312,7 @@ fn load<B: Backend + Clone>(backend: B, label: &str, callers: usize, calls: usiz
     // the Receives posted for its credits) or any retransmission would have shown as another.
     assert_eq!(s.credit_overruns, 0, "{label}: calls beyond the credits granted");
     let n = client.connections() as u32;
-    assert_eq!(client.window(), n * SERVER_CREDITS, "{label}: the window is the responder's grant per connection");
+    assert_eq!(client.credits(), n * SERVER_CREDITS, "{label}: the window is the responder's grant per connection");
     assert!(
         most_in_flight <= u64::from(n * SERVER_CREDITS),
         "{label}: {most_in_flight} calls in flight > grant (retransmissions count again); {history}"
@@ -330,7 +325,7 @@ fn load<B: Backend + Clone>(backend: B, label: &str, callers: usize, calls: usiz
     assert_eq!(s.connections, u64::from(n), "{label}: one connection per lane, never lost; {history}");
     assert_eq!(s.errors_sent, 0, "{label}: no RDMA_ERROR");
     // Every call served in Version Two (both sides speak it, draft section 5.1).
-    assert_eq!(s.calls, [0, 0, total as u64], "{label}: calls per version");
+    assert_eq!((s.calls.v1, s.calls.v2), (0, total as u64), "{label}: calls per version");
     assert_eq!(client.version(), Some(Version::TWO));
 
     // Each form was really used as often as planned (no retransmissions: exactly once each).

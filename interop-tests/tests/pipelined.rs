@@ -86,18 +86,15 @@ fn server_with<B: Backend + Clone>(
         i.leave();
         echo(c)
     };
-    let server = Server::start(backend.clone(), &backend.any_address(), cfg, Arc::new(ULB), handler).expect("server");
+    let server = Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(ULB), handler).expect("server");
     (server, inside)
 }
 
 /// A client of `server` whose window is open: its first call answered. Its timeout is long
 /// (30 s), so that the calls held in the handler here are never sent again.
 fn client_for<B: Backend + Clone>(backend: B, server: &Server) -> Arc<Client<B>> {
-    let cfg = ClientConfig {
-        requester: requester::Config { timeout: Duration::from_secs(30), ..Default::default() },
-        ..ClientConfig::default()
-    };
-    let client = Arc::new(Client::new(backend, &server.local_addr(), cfg));
+    let cfg = ClientConfig::default().requester(requester::RequesterConfig::default().timeout(Duration::from_secs(30)));
+    let client = Arc::new(Client::new(backend, server.local_addr(), cfg));
     call_ok(&client, WARM_UP, SMALL);
     client
 }
@@ -126,7 +123,7 @@ fn issue14_several_calls_of_one_connection_are_in_the_handler_at_once<B: Backend
     let client = client_for(backend, &server);
     call_from_threads(&client, K as u32, 1, 0x100);
     assert_eq!(inside.most(), K, "calls in the handler at once");
-    let s = stats_once(&server, "every call", |s| s.calls.iter().sum::<u64>() == K as u64 + 1);
+    let s = stats_once(&server, "every call", |s| s.calls.total() == K as u64 + 1);
     assert_eq!((s.connections, s.credit_overruns, s.errors_sent), (1, 0, 0), "one connection, within its credits");
 }
 
@@ -135,10 +132,7 @@ fn issue14_several_calls_of_one_connection_are_in_the_handler_at_once<B: Backend
 /// three beside it, then stays a little, so that a fourth let in would be seen.
 fn issue14_calls_in_the_handler_never_exceed_calls_in_progress_per_connection<B: Backend + Clone>(backend: B) {
     const BOUND: usize = 3;
-    let cfg = ServerConfig {
-        limits: ServerLimits { calls_in_progress_per_connection: BOUND, ..ServerLimits::default() },
-        ..ServerConfig::default()
-    };
+    let cfg = ServerConfig::default().limits(ServerLimits::default().calls_in_progress_per_connection(BOUND));
     assert_eq!(cfg.responder.credits, 32, "more credits than the bound");
     let (server, inside) = server_with(&backend, cfg, |i, _| {
         i.gather(BOUND, GATHER);
@@ -147,7 +141,7 @@ fn issue14_calls_in_the_handler_never_exceed_calls_in_progress_per_connection<B:
     let client = client_for(backend, &server);
     call_from_threads(&client, 12, 3, 0x1000);
     assert_eq!(inside.most(), BOUND, "calls in the handler at once: the bound, reached and never passed");
-    let s = stats_once(&server, "every call", |s| s.calls.iter().sum::<u64>() == 37);
+    let s = stats_once(&server, "every call", |s| s.calls.total() == 37);
     assert_eq!(s.connections, 1);
 }
 
@@ -156,11 +150,9 @@ fn issue14_calls_in_the_handler_never_exceed_calls_in_progress_per_connection<B:
 /// backward slot), a bound of 8, a raw requester that sends three calls without waiting:
 /// two at a time in the handler, and all three answered.
 fn issue14_a_requester_beyond_its_credits_gets_no_more_calls_served_at_once<B: Backend + Clone>(backend: B) {
-    let cfg = ServerConfig {
-        responder: responder::Config { credits: 2, ..Default::default() },
-        limits: ServerLimits { calls_in_progress_per_connection: 8, ..ServerLimits::default() },
-        ..ServerConfig::default()
-    };
+    let cfg = ServerConfig::default()
+        .responder(responder::ResponderConfig::default().credits(2))
+        .limits(ServerLimits::default().calls_in_progress_per_connection(8));
     // Each handler waits for all three: only a server serving beyond the grant lets them in.
     let (server, inside) = server_with(&backend, cfg, |i, _| {
         i.gather(3, Duration::from_secs(1));
@@ -177,11 +169,11 @@ fn issue14_a_requester_beyond_its_credits_gets_no_more_calls_served_at_once<B: B
         let at = pending.iter().position(|(x, _)| *x == header.xid()).expect("the reply to one of our calls");
         let (xid, p) = pending.swap_remove(at);
         let mut out = Vec::new();
-        p.complete(&raw.conn, &header, got.invalidated_rkey, &ULB, &mut out).expect("complete");
+        p.complete(&raw.conn, &call(xid, SMALL), &header, got.invalidated_rkey, &ULB, &mut out).expect("complete");
         assert!(out == echo(&call(xid, SMALL)), "call {xid:#x}: its own reply");
     }
     assert_eq!(inside.most(), 2, "calls in the handler at once: the credits granted");
-    let s = stats_once(&server, "every call", |s| s.calls.iter().sum::<u64>() == 3);
+    let s = stats_once(&server, "every call", |s| s.calls.total() == 3);
     assert_eq!(s.connections, 1);
 }
 
@@ -216,7 +208,7 @@ fn issue14_a_slow_handler_does_not_hold_up_other_calls_on_its_connection<B: Back
     }
     let slow_done = slow.join().expect("the slow call got its own reply");
     assert!(others_done < slow_done, "the other calls were answered while the slow one was in the handler");
-    let s = stats_once(&server, "every call", |s| s.calls.iter().sum::<u64>() == OTHERS as u64 + 2);
+    let s = stats_once(&server, "every call", |s| s.calls.total() == OTHERS as u64 + 2);
     assert_eq!(s.connections, 1);
 }
 
@@ -242,7 +234,7 @@ fn issue14_a_panicking_handler_does_not_stop_other_calls_on_its_connection<B: Ba
     assert_eq!(reply, words(&[PANIC, 1, 0, 0, 0, 5]), "MSG_ACCEPTED, SYSTEM_ERR");
     assert_eq!(inside.most(), BESIDE + 1, "the panicking call was in the handler beside the others");
     call_ok(&client, 0x800, SMALL);
-    let s = stats_once(&server, "every call", |s| s.handler_panics == 1 && s.calls.iter().sum::<u64>() == 5);
+    let s = stats_once(&server, "every call", |s| s.handler_panics == 1 && s.calls.total() == 5);
     assert_eq!(s.connections, 1);
 }
 

@@ -46,7 +46,7 @@ fn counted<B: Backend + Clone>(backend: &B, cfg: ServerConfig) -> Counted {
             _ => echo(c),
         }
     };
-    let server = Server::start(backend.clone(), &backend.any_address(), cfg, Arc::new(ULB), service).expect("server");
+    let server = Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(ULB), service).expect("server");
     Counted { server, executed }
 }
 
@@ -66,7 +66,7 @@ fn rfc8166_4_5_3_a_reply_larger_than_the_requesters_chunks_gets_err_chunk_and_ru
     backend: B,
 ) {
     let s = counted(&backend, ServerConfig::default());
-    let client = Arc::new(Client::new(backend.clone(), &s.server.local_addr(), ClientConfig::default()));
+    let client = Arc::new(Client::new(backend.clone(), s.server.local_addr(), ClientConfig::default()));
     call_ok(&client, 1, SMALL);
     // The binding says replies are at most 4096 bytes: the client provides no room for 20,000.
     let ulb = OpaqueAtUlb { max_reply: 4096, ..ULB };
@@ -77,9 +77,7 @@ fn rfc8166_4_5_3_a_reply_larger_than_the_requesters_chunks_gets_err_chunk_and_ru
     );
     assert_eq!(s.executions(HUGE_XID), 1, "the handler ran once");
     call_ok(&client, 2, SMALL);
-    let st = stats_once(&s.server, "the error and both calls", |st| {
-        st.errors_sent == 1 && st.calls.iter().sum::<u64>() == 2
-    });
+    let st = stats_once(&s.server, "the error and both calls", |st| st.errors_sent == 1 && st.calls.total() == 2);
     assert_eq!(st.connections, 1, "the connection stayed up");
 }
 
@@ -96,7 +94,7 @@ fn rfc8166_4_5_2_rdma_nomsg_with_only_a_reply_chunk_gets_err_chunk<B: Backend + 
     assert_eq!(raw.receive(), words(&[xid, 1, 32, 4, 2]), "ERR_CHUNK for that XID");
     raw.valid_call(0x101, Version::ONE);
     assert_eq!(raw.conn.qp().state(), QpState::Ready);
-    let st = stats_once(&s.server, "the error", |st| st.errors_sent == 1 && st.calls[1] == 2);
+    let st = stats_once(&s.server, "the error", |st| st.errors_sent == 1 && st.calls.v1 == 2);
     assert_eq!(st.connections, 1);
 }
 
@@ -121,7 +119,7 @@ fn rfc8166_4_5_2_a_read_chunk_past_the_payload_gets_garbage_args<B: Backend + Cl
     want.extend(words(&[xid, 1, 0, 0, 0, 4]));
     assert_eq!(raw.receive(), want, "an RDMA_MSG carrying RPC GARBAGE_ARGS for that XID");
     raw.valid_call(0x101, Version::ONE);
-    let st = stats_once(&s.server, "the GARBAGE_ARGS reply", |st| st.garbage_args_replies == 1 && st.calls[1] == 2);
+    let st = stats_once(&s.server, "the GARBAGE_ARGS reply", |st| st.garbage_args_replies == 1 && st.calls.v1 == 2);
     assert_eq!((st.connections, st.errors_sent), (1, 0));
     assert_eq!(s.executions(xid), 0, "the service never saw the call");
 }
@@ -131,12 +129,12 @@ fn rfc8166_4_5_2_a_read_chunk_past_the_payload_gets_garbage_args<B: Backend + Cl
 /// connection's thread died, and the client waited out its timeout for a lost connection.
 fn a_panicking_handler_gets_system_err_and_the_connection_serves_on<B: Backend + Clone>(backend: B) {
     let s = counted(&backend, ServerConfig::default());
-    let client = Arc::new(Client::new(backend.clone(), &s.server.local_addr(), ClientConfig::default()));
+    let client = Arc::new(Client::new(backend.clone(), s.server.local_addr(), ClientConfig::default()));
     call_ok(&client, 1, SMALL);
     let reply = call_within(&client, call(PANIC_XID, SMALL), ULB).expect("a reply, not a lost connection");
     assert_eq!(reply, words(&[PANIC_XID, 1, 0, 0, 0, 5]), "MSG_ACCEPTED, SYSTEM_ERR");
     call_ok(&client, 2, SMALL);
-    let st = stats_once(&s.server, "the panic", |st| st.handler_panics == 1 && st.calls.iter().sum::<u64>() == 2);
+    let st = stats_once(&s.server, "the panic", |st| st.handler_panics == 1 && st.calls.total() == 2);
     assert_eq!(st.connections, 1);
     assert_eq!(s.executions(PANIC_XID), 1);
 }
@@ -146,7 +144,7 @@ fn a_panicking_handler_gets_system_err_and_the_connection_serves_on<B: Backend +
 /// peer's error. Before: the server ignored it and the backward call waited out its timeout.
 fn rfc8166_4_5_the_clients_rdma_error_ends_a_backward_call_at_once<B: Backend + Clone>(backend: B) {
     // A long timeout, so that an ignored error shows as a wait far past the bound below.
-    let cfg = ServerConfig { timeout: Duration::from_secs(30), ..ServerConfig::default() };
+    let cfg = ServerConfig::default().timeout(Duration::from_secs(30));
     let s = counted(&backend, cfg);
     let raw = RawRequester::connect(&backend, &s.server.local_addr());
     raw.valid_call(0x100, Version::ONE);
@@ -178,9 +176,9 @@ fn rfc8166_6_1_1_a_binding_mismatch_gets_garbage_args_not_a_lost_connection<B: B
     };
     // The server's binding: nothing DDP-eligible.
     let server =
-        Server::start(backend.clone(), &backend.any_address(), ServerConfig::default(), Arc::new(PLAIN), service)
+        Server::start(backend.clone(), backend.any_address(), ServerConfig::default(), Arc::new(PLAIN), service)
             .expect("server");
-    let client = Arc::new(Client::new(backend.clone(), &server.local_addr(), ClientConfig::default()));
+    let client = Arc::new(Client::new(backend.clone(), server.local_addr(), ClientConfig::default()));
     call_ok(&client, 1, SMALL);
     // The client's binding reduces the opaque into a Read chunk; BIG needs one at any threshold.
     let xid = 0x6110;

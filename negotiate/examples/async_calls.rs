@@ -38,7 +38,7 @@ async fn main() {
         reply(u32::from_be_bytes(c[..4].try_into().unwrap()), arg * 2)
     })
     .expect("the server starts");
-    let client = Arc::new(Client::new(InProcess, &server.local_addr(), ClientConfig::default()));
+    let client = Arc::new(Client::new(InProcess, server.local_addr(), ClientConfig::default()));
 
     let started = Instant::now();
     let tasks: Vec<_> = (0..TASKS)

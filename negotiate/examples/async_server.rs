@@ -77,7 +77,7 @@ async fn main() {
     cfg.limits.calls_in_progress_per_connection = 32;
     let server = Server::start(InProcess, "inproc:*", cfg.clone(), Arc::new(ULB), OnExecutor::new(service, spawn))
         .expect("the server starts");
-    let client = Arc::new(Client::new(InProcess, &server.local_addr(), ClientConfig::default()));
+    let client = Arc::new(Client::new(InProcess, server.local_addr(), ClientConfig::default()));
 
     let started = Instant::now();
     let tasks: Vec<_> = (0..TASKS)

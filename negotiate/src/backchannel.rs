@@ -48,11 +48,12 @@ impl UpperLayerBinding for InlineOnly {
     fn max_reply_size(&self, _call: &[u8]) -> usize {
         self.max_reply
     }
-    fn reply_ddp_items(&self, _reply: &[u8], _reduced: usize, _out: &mut Vec<DdpItem>) {}
+    fn reply_ddp_items(&self, _call: &[u8], _reply: &[u8], _reduced: usize, _out: &mut Vec<DdpItem>) {}
 }
 
 /// Why a backward-direction call failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BackchannelError {
     /// The client has made no call yet, so the connection's version is not known.
     #[error("no forward call yet: the connection's version is unknown")]
@@ -96,14 +97,15 @@ pub(crate) fn answer<B: Backend>(
     handler: &Handler,
     forward: InlineThresholds,
 ) -> Result<(), DataPathError> {
-    let reply = handler(call.payload());
+    let message = call.payload();
+    let reply = handler(message);
     let params = ReplyParams {
         version: call.version(),
         credits: CREDITS,
         reply_inline_threshold: forward.call,
         remote_invalidation: false,
     };
-    send_reply(conn, call, &reply, &InlineOnly { max_reply: forward.call }, &params).map(drop)
+    send_reply(conn, call, message, &reply, &InlineOnly { max_reply: forward.call }, &params).map(drop)
 }
 
 /// The backward-direction call of one connection, decided without I/O: one at a time, and
@@ -428,7 +430,7 @@ impl<B: Backend> Caller for ServerSide<B> {
             };
             let header = crate::reply::reply_header(&bytes, &self.limits).ok_or(BackchannelError::Closed)?;
             let mut out = Vec::new();
-            pending.complete(&self.conn, &header, None, &ulb, &mut out)?;
+            pending.complete(&self.conn, message, &header, None, &ulb, &mut out)?;
             Ok(out)
         })();
         self.lock().0.finish();

@@ -29,7 +29,7 @@ use cm_private_data::PrivateData;
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::Version;
-use verbs::{Backend, QpCaps};
+use verbs::{Address, Backend, QpCaps};
 
 pub use async_call::AsyncCall;
 use lane::{Lane, Message};
@@ -39,19 +39,28 @@ use crate::client_core::PeerProperties;
 pub use crate::client_core::ENDED_KEPT;
 use crate::datapath::{DataPathError, Ended};
 use crate::extension::{Extension, OptionReply};
-use crate::requester::{self, CallFailure, DuplicateXid};
+use crate::requester::{self, CallFailure, DuplicateXid, RequesterConfig};
 use rpcrdma_v2::properties::TransportProperties;
 
-/// How a [`Client`] connects and behaves.
+/// How a [`Client`] connects and behaves. Build one from [`Default`] with the setters, each
+/// named after the field it sets (the requester's most used fields have their own):
+///
+/// ```
+/// use std::time::Duration;
+/// use negotiate::client::ClientConfig;
+/// let cfg = ClientConfig::default().credits(64).connections(2).connect_timeout(Duration::from_secs(1));
+/// assert_eq!((cfg.requester.credits, cfg.connections), (64, 2));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ClientConfig {
     /// Versions, credits, timeouts, limits.
-    pub requester: requester::Config,
+    pub requester: requester::RequesterConfig,
     /// The RFC 8797 private data to send at connect, or `None` to send none.
     pub private_data: Option<PrivateData>,
-    /// Eight bytes to send at connect *instead of* `private_data`: another layer's private data
-    /// or garbage, to see a responder treat it as absent (RFC 8797 section 5.1).
-    pub foreign_private_data: Option<[u8; 8]>,
+    /// Eight bytes to send at connect *instead of* `private_data`, for interop tests only
+    /// ([`ClientConfig::foreign_private_data`]).
+    pub(crate) foreign_private_data: Option<[u8; 8]>,
     /// Queue pair capacities.
     pub caps: QpCaps,
     /// How long one connection attempt may take.
@@ -82,7 +91,7 @@ impl Default for ClientConfig {
     /// clear.
     fn default() -> Self {
         ClientConfig {
-            requester: requester::Config::default(),
+            requester: requester::RequesterConfig::default(),
             private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), 4096, 4096)),
             foreign_private_data: None,
             caps: QpCaps::default(),
@@ -91,6 +100,39 @@ impl Default for ClientConfig {
             extensions: Vec::new(),
             properties: None,
         }
+    }
+}
+
+verbs::setters!(ClientConfig {
+    requester: RequesterConfig,
+    private_data: Option<PrivateData>,
+    caps: QpCaps,
+    connect_timeout: Duration,
+    connections: usize,
+    extensions: Vec<Extension>,
+    properties: Option<TransportProperties>,
+});
+
+nested_setters!(
+    ClientConfig,
+    requester { versions: (Version, Version), credits: u32, timeout: Duration, max_attempts: u32 }
+);
+
+impl ClientConfig {
+    /// For interop tests only: send these eight bytes at connect *instead of* `private_data`
+    /// (another layer's private data, or garbage), to see a responder treat them as absent
+    /// (RFC 8797 section 5.1). The interop matrix's "garbage private data" axis uses it.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn foreign_private_data(mut self, bytes: Option<[u8; 8]>) -> Self {
+        self.foreign_private_data = bytes;
+        self
+    }
+
+    /// For interop tests only: the bytes [`ClientConfig::foreign_private_data`] set.
+    #[doc(hidden)]
+    pub fn sends_foreign_private_data(&self) -> Option<[u8; 8]> {
+        self.foreign_private_data
     }
 }
 
@@ -149,7 +191,7 @@ pub enum ClientError {
     /// out closed its connection (RFC 8166 section 4.5.4).
     #[error("no reply within {timeout:?} (gave up after {attempts} attempts)")]
     ReplyTimeout {
-        /// The requester's timeout ([`requester::Config::timeout`]).
+        /// The requester's timeout ([`requester::RequesterConfig::timeout`]).
         timeout: Duration,
         /// Attempts made.
         attempts: u32,
@@ -231,11 +273,13 @@ pub struct Client<B: Backend> {
 }
 
 impl<B: Backend + Clone> Client<B> {
-    /// A client for the responder at `addr`. It starts connecting in the background and
+    /// A client for the responder at `addr` (a `&str`, a `String` or a
+    /// [`SocketAddr`](std::net::SocketAddr): [`Address`]). It starts connecting in the background and
     /// returns at once; a connection that cannot be made shows in the calls that need it
     /// ([`ClientError::Refused`], ...). See [`Client::connect`] to fail early instead.
-    pub fn new(backend: B, addr: &str, cfg: ClientConfig) -> Self {
-        let lanes = Lane::start_all(backend, addr, cfg, None, false).expect("a lazy start makes no connection");
+    pub fn new(backend: B, addr: impl Into<Address>, cfg: ClientConfig) -> Self {
+        let lanes =
+            Lane::start_all(backend, addr.into().as_str(), cfg, None, false).expect("a lazy start makes no connection");
         Client { lanes }
     }
 
@@ -253,8 +297,8 @@ impl<B: Backend + Clone> Client<B> {
     ///     other => panic!("{:?}", other.err()),
     /// }
     /// ```
-    pub fn connect(backend: B, addr: &str, cfg: ClientConfig) -> Result<Self, ClientError> {
-        Lane::start_all(backend, addr, cfg, None, true).map(|lanes| Client { lanes })
+    pub fn connect(backend: B, addr: impl Into<Address>, cfg: ClientConfig) -> Result<Self, ClientError> {
+        Lane::start_all(backend, addr.into().as_str(), cfg, None, true).map(|lanes| Client { lanes })
     }
 
     /// A client whose connections also serve backward-direction calls from the server with
@@ -275,9 +319,9 @@ impl<B: Backend + Clone> Client<B> {
     /// let back = &server.backchannels()[0];
     /// assert_eq!(back.call(&[0, 0, 0, 9, 0, 0, 0, 0, 7, 7, 7, 7]).unwrap(), [0, 0, 0, 9, 0, 0, 0, 1, 7, 7, 7, 7]);
     /// ```
-    pub fn with_backchannel(backend: B, addr: &str, cfg: ClientConfig, handler: Handler) -> Self {
-        let lanes =
-            Lane::start_all(backend, addr, cfg, Some(handler), false).expect("a lazy start makes no connection");
+    pub fn with_backchannel(backend: B, addr: impl Into<Address>, cfg: ClientConfig, handler: Handler) -> Self {
+        let lanes = Lane::start_all(backend, addr.into().as_str(), cfg, Some(handler), false)
+            .expect("a lazy start makes no connection");
         Client { lanes }
     }
 }
@@ -460,11 +504,11 @@ impl<B: Backend> Client<B> {
     /// use verbs::InProcess;
     ///
     /// let big = TransportProperties { max_send_size: Some(16384), max_recv_size: Some(16384), ..Default::default() };
-    /// let server_cfg = ServerConfig { properties: Some(big), ..ServerConfig::default() };
+    /// let server_cfg = ServerConfig::default().properties(Some(big));
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 16384 };
     /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
     /// let server = Server::start(InProcess, "inproc:*", server_cfg, Arc::new(ulb), echo).unwrap();
-    /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig { properties: Some(big), ..ClientConfig::default() });
+    /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default().properties(Some(big)));
     /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // settles Version Two, then the exchange
     /// assert_eq!(client.peer_properties(), PeerProperties::Stated(big));
     /// assert_eq!(client.thresholds().unwrap().call, 16384); // private data said 4096
@@ -502,9 +546,9 @@ impl<B: Backend> Client<B> {
         self.lanes.iter().flat_map(Lane::ended).collect()
     }
 
-    /// The credit window: the calls this client may have in flight at once, summed over its
-    /// connections.
-    pub fn window(&self) -> u32 {
+    /// The credits this client holds: the calls it may have in flight at once (its credit
+    /// window, RFC 8166 section 3.3), summed over its connections.
+    pub fn credits(&self) -> u32 {
         self.lanes.iter().map(Lane::window).sum()
     }
 

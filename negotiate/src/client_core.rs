@@ -153,6 +153,8 @@ pub struct ClientCore<L> {
     /// want of a connection reports.
     connect_error: Option<Arc<DataPathError>>,
     backoff: Duration,
+    /// Connection attempts that failed since the last one made (for the log).
+    failed_connects: u32,
     /// The latest clock reading an input brought (none before the first), for what the core
     /// does on its own: giving up an abandoned call's retransmission.
     now: Option<Instant>,
@@ -185,6 +187,7 @@ impl<L: Clone> ClientCore<L> {
             ended: VecDeque::new(),
             connect_error: None,
             backoff: Duration::ZERO,
+            failed_connects: 0,
             now: None,
             next_option_xid: FIRST_OPTION_XID,
         };
@@ -319,6 +322,7 @@ impl<L: Clone> ClientCore<L> {
         self.properties = PeerProperties::NotExchanged;
         self.connect_error = None;
         self.backoff = Duration::ZERO;
+        self.failed_connects = 0;
         self.req.on_connected(ours, accepted, now);
         self.route();
     }
@@ -327,6 +331,8 @@ impl<L: Clone> ClientCore<L> {
     /// attempt, and those out of attempts fail with this cause.
     pub fn handle_connect_failed(&mut self, error: Arc<DataPathError>, now: Instant) {
         self.now = Some(now);
+        self.failed_connects += 1;
+        log::info!("connecting to {} failed (attempt {}): {error}", self.addr, self.failed_connects);
         self.connect_error = Some(error);
         self.backoff = (self.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
         self.req.on_connect_failed(now);
@@ -369,6 +375,7 @@ impl<L: Clone> ClientCore<L> {
     /// been handled: calls in flight on it go out again on the next one, or fail.
     pub fn handle_link_down(&mut self, ended: Ended, now: Instant) {
         self.now = Some(now);
+        log::info!("the connection to {} ended: {ended}", self.addr);
         if self.ended.len() == ENDED_KEPT {
             self.ended.pop_front();
         }
@@ -426,7 +433,14 @@ impl<L: Clone> ClientCore<L> {
     /// something that is not a properties reply: this connection keeps what private data and
     /// the defaults give (`specs/rpcrdma2-transport-properties.txt` sections 2.3 and 2.5).
     pub fn handle_properties_refused(&mut self) {
+        log::info!("{} stated no transport properties: private data and the defaults stay in effect", self.addr);
         self.properties = PeerProperties::Refused;
+    }
+
+    /// Which connection attempt the next one is: 1 after a connection was made, one more for
+    /// each that failed since.
+    pub fn connect_attempt(&self) -> u32 {
+        self.failed_connects + 1
     }
 
     /// What the current connection's transport-properties exchange gave.

@@ -52,7 +52,7 @@
 //!     fetch_call(&conn, &call, &ulb, &mut message).unwrap();
 //!     assert_eq!(message, [0, 0, 0, 7, 0, 0, 0, 0]);
 //!     let params = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 4, reply_inline_threshold: 1024, remote_invalidation: false };
-//!     send_reply(&conn, &call, &[0, 0, 0, 7, 0, 0, 0, 1], &ulb, &params).unwrap();
+//!     send_reply(&conn, &call, &message, &[0, 0, 0, 7, 0, 0, 0, 1], &ulb, &params).unwrap();
 //!     conn
 //! });
 //! let pd = InProcess.alloc_pd().unwrap();
@@ -61,11 +61,12 @@
 //! let pool = ReceivePool::new(&conn, 4, 1024).unwrap();
 //! let params = CallParams { version: rpcrdma_v1::Version::ONE, credits: 4, thresholds: InlineThresholds::default() };
 //! posted.recv().unwrap();
-//! let pending = send_call(&conn, &[0, 0, 0, 7, 0, 0, 0, 0], &ulb, &params).unwrap();
+//! let call = [0, 0, 0, 7, 0, 0, 0, 0];
+//! let pending = send_call(&conn, &call, &ulb, &params).unwrap();
 //! let got = pool.receive(&conn).unwrap();
 //! let Verdict::Accept(reply) = receive(&got.bytes, &ReceivePolicy::default()) else { panic!() };
 //! let mut message = Vec::new();
-//! pending.complete(&conn, &reply, got.invalidated_rkey, &ulb, &mut message).unwrap();
+//! pending.complete(&conn, &call, &reply, got.invalidated_rkey, &ulb, &mut message).unwrap();
 //! assert_eq!(message, [0, 0, 0, 7, 0, 0, 0, 1]);
 //! responder.join().unwrap();
 //! ```

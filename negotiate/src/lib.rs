@@ -41,7 +41,7 @@
 //! });
 //! let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
 //! let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
-//! let cfg = ServerConfig { extensions: vec![who], ..ServerConfig::default() };
+//! let cfg = ServerConfig::default().extensions(vec![who]);
 //! let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ulb), echo).unwrap();
 //!
 //! let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
@@ -53,6 +53,56 @@
 //! // An opttype the server does not know: the caller falls back.
 //! assert_eq!(client.send_option(0x200, &[], &[]).unwrap(), OptionReply::NotSupported);
 //! ```
+
+//! # Seeing what happens
+//!
+//! The crate reports through the [`log`](https://docs.rs/log) facade; install any logger
+//! (`env_logger`, `tracing`'s bridge, or a few lines of your own) to see it. Targets are the
+//! modules' paths (`negotiate::requester`, `negotiate::client::lane`,
+//! `negotiate::server::connection`, ...; the rdma-core backend's are `verbs::rdma::...`).
+//!
+//! - info: the lifecycle: each connection attempt (address, attempt number), the RFC 8797
+//!   private data sent and received (decoded), the Version Two probe, an RDMA_ERR_VERS answer
+//!   and the fallback, the version settled on with its inline thresholds, the transport
+//!   properties exchange's outcome, retransmissions, and each connection's end with its
+//!   reason;
+//! - warn: a peer's misbehaviour or refusal: an RDMA_ERROR received or sent (with its XID and
+//!   code), a malformed reply, a call beyond the credits granted, a call with no reply in time;
+//! - debug: per message (an RDMA_OPTIONAL's outcome; the rdma-core backend's error completions
+//!   and CM events).
+//!
+//! Nothing is logged per call on the hot path above debug, and with no logger installed a
+//! disabled event costs a load and a compare: no formatting, no allocation
+//! (negotiate/tests/allocations.rs counts).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use negotiate::client::{Client, ClientConfig};
+//! use negotiate::server::{Server, ServerConfig};
+//! use rpcrdma_v1::ulb::OpaqueAtUlb;
+//! use verbs::InProcess;
+//!
+//! // A ten-line logger: every event on stderr.
+//! struct Stderr;
+//! impl log::Log for Stderr {
+//!     fn enabled(&self, _: &log::Metadata<'_>) -> bool { true }
+//!     fn log(&self, r: &log::Record<'_>) { eprintln!("{} {}: {}", r.level(), r.target(), r.args()) }
+//!     fn flush(&self) {}
+//! }
+//! log::set_logger(&Stderr).unwrap();
+//! log::set_max_level(log::LevelFilter::Info);
+//!
+//! let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+//! let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+//! let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
+//! let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+//! client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap();
+//! // stderr: "INFO negotiate::client::lane: connecting to inproc:... (attempt 1)", the private
+//! // data, "probing ... for Version Two", "settled on version 2 ...".
+//! ```
+
+#[macro_use]
+mod setters;
 
 pub mod backchannel;
 pub mod client;

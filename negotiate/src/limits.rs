@@ -34,14 +34,15 @@ use std::time::Duration;
 /// ```
 /// use std::time::Duration;
 /// use negotiate::limits::ServerLimits;
-/// let strict = ServerLimits { max_connections: 16, idle_timeout: Duration::from_secs(30), ..ServerLimits::default() };
+/// let strict = ServerLimits::default().max_connections(16).idle_timeout(Duration::from_secs(30));
 /// assert_eq!(strict.max_handshakes, 64);
 /// // A server whose connections each serve one call at a time.
-/// let serial = ServerLimits { calls_in_progress_per_connection: 1, ..ServerLimits::default() };
+/// let serial = ServerLimits::default().calls_in_progress_per_connection(1);
 /// assert_eq!(serial.calls_in_progress(32), 1);
 /// assert_eq!(ServerLimits::default().calls_in_progress(4), 4); // never beyond the credits
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct ServerLimits {
     /// Connections served at once; a connect beyond them is rejected and counted. Each costs
     /// its serving threads (up to [`ServerLimits::calls_in_progress_per_connection`]; on TCP
@@ -72,6 +73,15 @@ pub struct ServerLimits {
     pub closed_peers_kept: usize,
 }
 
+verbs::setters!(ServerLimits {
+    max_connections: usize,
+    calls_in_progress_per_connection: usize,
+    max_handshakes: usize,
+    handshake_timeout: Duration,
+    idle_timeout: Duration,
+    closed_peers_kept: usize,
+});
+
 impl Default for ServerLimits {
     /// 256 connections, 8 calls served at once on each, 64 handshakes of at most 5 s, 360 s
     /// idle (Linux's nfsd closes idle transports after 6 minutes), 64 closed connections
@@ -98,7 +108,7 @@ impl ServerLimits {
 
     /// The listener's share of these bounds.
     pub fn listen_options(&self) -> verbs::ListenOptions {
-        verbs::ListenOptions { max_pending: self.max_handshakes, handshake_timeout: self.handshake_timeout }
+        verbs::ListenOptions::default().max_pending(self.max_handshakes).handshake_timeout(self.handshake_timeout)
     }
 }
 

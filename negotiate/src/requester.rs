@@ -45,8 +45,17 @@ use crate::thresholds::{Advertised, Stated};
 use rpcrdma_v2::properties::TransportProperties;
 
 /// How a requester behaves.
+///
+/// ```
+/// use std::time::Duration;
+/// use negotiate::requester::RequesterConfig;
+/// use rpcrdma_v1::Version;
+/// let v1 = RequesterConfig::default().versions((Version::ONE, Version::ONE)).timeout(Duration::from_secs(1));
+/// assert_eq!((v1.credits, v1.max_attempts), (32, 3)); // the rest stays at its default
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
+#[non_exhaustive]
+pub struct RequesterConfig {
     /// The versions it speaks, inclusive: `(1, 2)` probes for Version Two and falls back,
     /// `(1, 1)` is a Version One requester.
     pub versions: (Version, Version),
@@ -61,10 +70,10 @@ pub struct Config {
     pub limits: HeaderLimits,
 }
 
-impl Default for Config {
+impl Default for RequesterConfig {
     /// Versions 1 to 2, 32 credits, 5 s, 3 attempts, Linux's header limits.
     fn default() -> Self {
-        Config {
+        RequesterConfig {
             versions: (Version::ONE, Version::TWO),
             credits: 32,
             timeout: Duration::from_secs(5),
@@ -73,6 +82,14 @@ impl Default for Config {
         }
     }
 }
+
+verbs::setters!(RequesterConfig {
+    versions: (Version, Version),
+    credits: u32,
+    timeout: Duration,
+    max_attempts: u32,
+    limits: HeaderLimits,
+});
 
 /// Send call `xid` now: marshal it in `version`, asking for `credits`, within `thresholds`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,9 +223,9 @@ struct Flight {
 ///
 /// ```
 /// use std::time::Instant;
-/// use negotiate::requester::{Config, Event, Requester};
+/// use negotiate::requester::{RequesterConfig, Event, Requester};
 /// let now = Instant::now();
-/// let mut r = Requester::new(Config::default(), "10.0.2.15:20049");
+/// let mut r = Requester::new(RequesterConfig::default(), "10.0.2.15:20049");
 /// assert_eq!(r.poll_event(), Some(Event::Connect));
 /// r.on_connected(None, &[], now);
 /// r.call(7, now).unwrap();
@@ -216,7 +233,7 @@ struct Flight {
 /// assert_eq!((t.xid, t.version.wire(), t.probe, t.thresholds.call), (7, 2, true, 1024));
 /// ```
 pub struct Requester {
-    cfg: Config,
+    cfg: RequesterConfig,
     addr: String,
     memory: PeerMemory,
     conn: Option<Conn>,
@@ -235,12 +252,12 @@ pub struct DuplicateXid(pub u32);
 
 impl Requester {
     /// A requester for the responder at `addr`; its first event is [`Event::Connect`].
-    pub fn new(cfg: Config, addr: &str) -> Self {
+    pub fn new(cfg: RequesterConfig, addr: &str) -> Self {
         Self::with_memory(cfg, addr, PeerMemory::default())
     }
 
     /// A requester that starts from what an earlier one learned about responders.
-    pub fn with_memory(cfg: Config, addr: &str, memory: PeerMemory) -> Self {
+    pub fn with_memory(cfg: RequesterConfig, addr: &str, memory: PeerMemory) -> Self {
         Requester {
             cfg,
             addr: addr.to_string(),
@@ -317,8 +334,18 @@ impl Requester {
     pub fn on_connected(&mut self, ours: Option<PrivateData>, accepted: &[u8], now: Instant) {
         self.connecting = false;
         let advertised = Advertised { requester: ours, responder: PrivateData::find(accepted) };
+        log::info!(
+            "connected to {}: private data sent {:?}, received {:?} ({} bytes)",
+            self.addr,
+            advertised.requester,
+            advertised.responder,
+            accepted.len()
+        );
         let (low, high) = self.cfg.versions;
         let highest = self.memory.highest_for(&self.addr, high);
+        if highest < high {
+            log::info!("{} is remembered to speak versions up to {}: no Version Two probe", self.addr, highest.wire());
+        }
         let version = if highest >= Version::TWO { Negotiation::Probing(None) } else { Negotiation::Settled(highest) };
         let credits = RequesterCredits::new(self.cfg.credits);
         let stated = Stated::default();
@@ -369,9 +396,9 @@ impl Requester {
     ///
     /// ```
     /// use std::time::Instant;
-    /// use negotiate::requester::{CallFailure, Config, Event, Requester};
+    /// use negotiate::requester::{CallFailure, RequesterConfig, Event, Requester};
     /// let now = Instant::now();
-    /// let mut r = Requester::new(Config::default(), "a");
+    /// let mut r = Requester::new(RequesterConfig::default(), "a");
     /// r.poll_event(); // Connect
     /// r.on_connected(None, &[], now); // probing: not settled
     /// r.start_option(9, now).unwrap();
@@ -447,6 +474,7 @@ impl Requester {
             }
             reply::Outcome::Error(e) => {
                 self.conn.as_mut().unwrap().credits.on_error_reply();
+                log::warn!("{} answered call {xid:#010x} with RDMA_ERROR {e:?}", self.addr);
                 self.complete_failed(xid, CallFailure::Peer(e));
                 if probe {
                     // RFC 8166 section 5.5.2: ERR_CHUNK answers a header whose `rdma_vers` the
@@ -465,6 +493,7 @@ impl Requester {
                 Incoming::OptionAnswer { xid }
             }
             reply::Outcome::Malformed(e) => {
+                log::warn!("{} answered call {xid:#010x} with a malformed reply: {e}", self.addr);
                 // Nothing learned about the responder's versions: `finish` freed the probe's
                 // place, and the next call probes again.
                 self.complete_failed(xid, CallFailure::MalformedReply(e));
@@ -502,6 +531,11 @@ impl Requester {
             }
         }
         if late {
+            log::warn!(
+                "a call to {} had no reply within {:?}: closing the connection (RFC 8166 section 4.5.4)",
+                self.addr,
+                self.cfg.timeout
+            );
             conn.closing = true;
             self.events.push_back(Event::Disconnect);
         }
@@ -576,6 +610,7 @@ impl Requester {
             let Ok(credit) = conn.credits.try_acquire() else { return };
             self.queue.pop_front();
             if probe {
+                log::info!("probing {} for Version Two with call {xid:#010x}", self.addr);
                 conn.version = Negotiation::Probing(Some(xid));
             }
             let thresholds =
@@ -585,6 +620,9 @@ impl Requester {
             call.attempts += 1;
             call.flight = Some(Flight { credit, version, deadline: now + self.cfg.timeout, probe, timed_out: false });
             let attempt = call.attempts;
+            if attempt > 1 {
+                log::info!("call {xid:#010x} to {} goes out again (attempt {attempt})", self.addr);
+            }
             self.events.push_back(Event::Transmit(Transmit { xid, version, credits, thresholds, probe, attempt }));
         }
     }
@@ -593,6 +631,13 @@ impl Requester {
         let conn = self.conn.as_mut().unwrap();
         conn.version = Negotiation::Settled(version);
         let thresholds = conn.stated.thresholds(&conn.advertised, version);
+        log::info!(
+            "settled on version {} with {}: inline thresholds {} (calls) and {} (replies)",
+            version.wire(),
+            self.addr,
+            thresholds.call,
+            thresholds.reply
+        );
         self.events.push_back(Event::Settled { version, thresholds });
     }
 
@@ -610,6 +655,12 @@ impl Requester {
         }
         conn.stated = Stated { requester: Some(ours), responder: Some(theirs) };
         let thresholds = conn.stated.thresholds(&conn.advertised, version);
+        log::info!(
+            "transport properties exchanged with {}: it states {theirs:?}; inline thresholds now {} and {}",
+            self.addr,
+            thresholds.call,
+            thresholds.reply
+        );
         self.events.push_back(Event::Settled { version, thresholds });
     }
 
@@ -628,7 +679,9 @@ impl Requester {
         let common = Version::from_wire(high).min(ours_high);
         let conn = self.conn.as_mut().unwrap();
         conn.credits.on_error_reply();
+        log::info!("{} answered call {xid:#010x} with RDMA_ERR_VERS: it speaks versions {low} to {high}", self.addr);
         if common < Version::from_wire(low).max(ours_low) {
+            log::warn!("no version in common with {}: call {xid:#010x} fails", self.addr);
             // That call ends; the next goes out (as the probe again, if this was it): an
             // answer ends only the call it answers, never the ones behind it.
             self.complete_failed(xid, CallFailure::NoCommonVersion { low, high });
@@ -636,6 +689,7 @@ impl Requester {
             return;
         }
         conn.after_err_vers = true;
+        log::info!("falling back to version {} with {} on this connection", common.wire(), self.addr);
         self.memory.remember_no_v2(&self.addr, NoV2Reason::ErrVers { high });
         if let Some(f) = self.calls.get_mut(&xid).unwrap().flight.take() {
             self.conn.as_mut().unwrap().credits.on_complete(f.credit);

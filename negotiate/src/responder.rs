@@ -23,8 +23,16 @@ use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERT
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// How a responder behaves.
+///
+/// ```
+/// use negotiate::responder::ResponderConfig;
+/// use rpcrdma_v1::Version;
+/// let v1_only = ResponderConfig::default().versions((Version::ONE, Version::ONE)).credits(8);
+/// assert_eq!(v1_only.credits, 8);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Config {
+#[non_exhaustive]
+pub struct ResponderConfig {
     /// The versions it accepts, inclusive: `(1, 2)` or `(1, 1)`.
     pub versions: (Version, Version),
     /// The most credits it grants (it posts a Receive for each).
@@ -33,12 +41,14 @@ pub struct Config {
     pub limits: HeaderLimits,
 }
 
-impl Default for Config {
+impl Default for ResponderConfig {
     /// Versions 1 to 2, 32 credits, Linux's header limits.
     fn default() -> Self {
-        Config { versions: (Version::ONE, Version::TWO), credits: 32, limits: HeaderLimits::default() }
+        ResponderConfig { versions: (Version::ONE, Version::TWO), credits: 32, limits: HeaderLimits::default() }
     }
 }
+
+verbs::setters!(ResponderConfig { versions: (Version, Version), credits: u32, limits: HeaderLimits });
 
 /// What a received message asks of the responder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,9 +92,9 @@ pub use crate::datapath::ReplyParams;
 /// The responder side of one connection.
 ///
 /// ```
-/// use negotiate::responder::{Config, Received, Responder};
+/// use negotiate::responder::{ResponderConfig, Received, Responder};
 /// use rpcrdma_v1::Version;
-/// let mut r = Responder::new(Config { versions: (Version::ONE, Version::ONE), ..Config::default() });
+/// let mut r = Responder::new(ResponderConfig::default().versions((Version::ONE, Version::ONE)));
 /// r.on_connected(&[], None);
 /// // A Version Two probe to a Version One responder: RDMA_ERR_VERS, range 1..=1.
 /// let probe: Vec<u8> = [5u32, 2, 1, 1, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
@@ -92,7 +102,7 @@ pub use crate::datapath::ReplyParams;
 /// assert_eq!(&e.as_bytes()[16..], &[0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]);
 /// ```
 pub struct Responder {
-    cfg: Config,
+    cfg: ResponderConfig,
     advertised: Advertised,
     credits: ResponderCredits,
     registry: Registry,
@@ -109,12 +119,12 @@ pub struct Responder {
 
 impl Responder {
     /// A responder with no RDMA_OPTIONAL handlers.
-    pub fn new(cfg: Config) -> Self {
+    pub fn new(cfg: ResponderConfig) -> Self {
         Self::with_registry(cfg, Registry::new())
     }
 
     /// A responder whose RDMA_OPTIONAL messages go to `registry`'s handlers (Version Two).
-    pub fn with_registry(cfg: Config, registry: Registry) -> Self {
+    pub fn with_registry(cfg: ResponderConfig, registry: Registry) -> Self {
         Responder {
             cfg,
             advertised: Advertised::default(),
@@ -144,11 +154,11 @@ impl Responder {
     /// answered RDMA_ERR_INVAL_OPTION, as any unknown opttype (draft section 3.1).
     ///
     /// ```
-    /// use negotiate::responder::{Config, Received, Responder};
+    /// use negotiate::responder::{ResponderConfig, Received, Responder};
     /// use rpcrdma_v2::options::encode_optional;
     /// use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERTIES};
     ///
-    /// let mut r = Responder::new(Config::default());
+    /// let mut r = Responder::new(ResponderConfig::default());
     /// let big = TransportProperties { max_send_size: Some(16384), max_recv_size: Some(16384), ..Default::default() };
     /// r.set_properties(big);
     /// r.on_connected(&[], None);
@@ -208,12 +218,12 @@ impl Responder {
     }
 
     /// Messages answered with ERR_CHUNK because they broke a header limit of
-    /// [`Config::limits`] (see `HeaderError::is_over_limit`).
+    /// [`ResponderConfig::limits`] (see `HeaderError::is_over_limit`).
     pub fn over_limits(&self) -> u64 {
         self.over_limits
     }
 
-    /// The most credits it grants ([`Config::credits`]): the `rdma_credit` of what it sends
+    /// The most credits it grants ([`ResponderConfig::credits`]): the `rdma_credit` of what it sends
     /// that answers no call (RDMA_ERROR, an extension's RDMA_OPTIONAL).
     pub fn credit_limit(&self) -> u32 {
         self.cfg.credits
@@ -245,8 +255,8 @@ impl Responder {
     /// XID is [`Received::OptionAnswer`].
     ///
     /// ```
-    /// use negotiate::responder::{Config, Received, Responder};
-    /// let mut r = Responder::new(Config::default());
+    /// use negotiate::responder::{ResponderConfig, Received, Responder};
+    /// let mut r = Responder::new(ResponderConfig::default());
     /// r.on_connected(&[], None);
     /// // RDMA_OPTIONAL, XID 5, opttype 7, empty optinfo.
     /// let m: Vec<u8> = [5u32, 2, 1, 5, 7, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
@@ -270,6 +280,10 @@ impl Responder {
         let behind = u32::try_from(waiting.saturating_sub(crate::backchannel::SLOTS)).unwrap_or(u32::MAX);
         let in_flight = (self.in_flight.len() as u32 + 1).saturating_add(behind);
         if self.credits.on_call(in_flight).is_err() {
+            log::warn!(
+                "call {:#010x} arrived with {in_flight} in flight, beyond the credits granted (RFC 8166 section 3.3.1)",
+                header.xid()
+            );
             self.overruns += 1;
         }
         self.in_flight.insert(header.xid(), (header.version(), header.credit()));

@@ -10,7 +10,7 @@
 //! use negotiate::responder;
 //! use negotiate::serve::{Serve, Step};
 //! let now = Instant::now();
-//! let mut conn = Serve::new(responder::Config::default(), Duration::from_secs(60), &[], None, now);
+//! let mut conn = Serve::new(responder::ResponderConfig::default(), Duration::from_secs(60), &[], None, now);
 //! // A Version One call: RDMA_MSG, no chunks, then the RPC call with the same XID.
 //! let call: Vec<u8> = [7u32, 1, 32, 0, 0, 0, 0, 7, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
 //! let Step::Call { header, params } = conn.on_message(&call, 0, now) else { panic!() };
@@ -113,7 +113,7 @@ impl Serve {
     /// delivered it, `ours` what this side advertised in its accept; `idle_timeout` is how long
     /// it may stay silent.
     pub fn new(
-        cfg: responder::Config,
+        cfg: responder::ResponderConfig,
         idle_timeout: Duration,
         received: &[u8],
         ours: Option<PrivateData>,
@@ -184,7 +184,7 @@ impl Serve {
     /// ```
     /// # use std::time::{Duration, Instant};
     /// # use negotiate::{responder, serve::{Serve, Service}};
-    /// # let mut conn = Serve::new(responder::Config::default(), Duration::from_secs(60), &[], None, Instant::now());
+    /// # let mut conn = Serve::new(responder::ResponderConfig::default(), Duration::from_secs(60), &[], None, Instant::now());
     /// assert_eq!(conn.run_service(|| vec![1, 2]), Service::Replied(vec![1, 2]));
     /// # let hook = std::panic::take_hook();
     /// # std::panic::set_hook(Box::new(|_| {}));

@@ -30,7 +30,7 @@ use crate::datapath::{
 };
 use crate::extension::Extension;
 use crate::limits::{Refusals, ServerLimits};
-use crate::responder;
+use crate::responder::{self, ResponderConfig};
 use crate::serve::{Serve, Service, Step};
 use crate::thresholds::{self, Advertised};
 use rpcrdma_v2::properties::TransportProperties;
@@ -43,16 +43,29 @@ use connection::{serve_connection, Served};
 pub use failure::FailureAnswer;
 use failure::{answer_failure, send_rpc_error};
 
-/// How a [`Server`] accepts and serves.
+/// How a [`Server`] accepts and serves. Build one from [`Default`] with the setters, each
+/// named after the field it sets (the responder's most used fields have their own):
+///
+/// ```
+/// use negotiate::limits::ServerLimits;
+/// use negotiate::server::ServerConfig;
+/// use rpcrdma_v1::Version;
+/// let v1_only = ServerConfig::default()
+///     .versions((Version::ONE, Version::ONE))
+///     .credits(16)
+///     .limits(ServerLimits::default().max_connections(8));
+/// assert_eq!((v1_only.responder.credits, v1_only.limits.max_connections), (16, 8));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ServerConfig {
     /// Versions, credits, header limits.
-    pub responder: responder::Config,
+    pub responder: responder::ResponderConfig,
     /// The RFC 8797 private data to send in each accept, or `None`.
     pub private_data: Option<PrivateData>,
-    /// Eight bytes to send in each accept *instead of* `private_data` (another layer's, or
-    /// garbage), to see a requester treat it as absent (RFC 8797 section 5.1).
-    pub foreign_private_data: Option<[u8; 8]>,
+    /// Eight bytes to send in each accept *instead of* `private_data`, for interop tests only
+    /// ([`ServerConfig::foreign_private_data`]).
+    pub(crate) foreign_private_data: Option<[u8; 8]>,
     /// Queue pair capacities.
     pub caps: QpCaps,
     /// How long the server waits for the completion of one of its own work requests (the RDMA
@@ -92,7 +105,7 @@ impl Default for ServerConfig {
     /// the R flag clear, a 5 s completion timeout (see [`ServerConfig::timeout`] for why).
     fn default() -> Self {
         ServerConfig {
-            responder: responder::Config::default(),
+            responder: responder::ResponderConfig::default(),
             private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), 4096, 4096)),
             foreign_private_data: None,
             caps: QpCaps::default(),
@@ -101,6 +114,30 @@ impl Default for ServerConfig {
             extensions: Vec::new(),
             properties: None,
         }
+    }
+}
+
+verbs::setters!(ServerConfig {
+    responder: ResponderConfig,
+    private_data: Option<PrivateData>,
+    caps: QpCaps,
+    timeout: Duration,
+    limits: ServerLimits,
+    extensions: Vec<Extension>,
+    properties: Option<TransportProperties>,
+});
+
+nested_setters!(ServerConfig, responder { versions: (Version, Version), credits: u32 });
+
+impl ServerConfig {
+    /// For interop tests only: send these eight bytes in each accept *instead of*
+    /// `private_data` (another layer's, or garbage), to see a requester treat them as absent
+    /// (RFC 8797 section 5.1). The interop matrix's "garbage private data" axis uses it.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn foreign_private_data(mut self, bytes: Option<[u8; 8]>) -> Self {
+        self.foreign_private_data = bytes;
+        self
     }
 }
 
@@ -169,8 +206,8 @@ impl<F: Fn(&[u8], &mut Vec<u8>) + Send + Sync + 'static> Handler for WriteReply<
 pub struct ServerStats {
     /// Connections accepted.
     pub connections: u64,
-    /// Calls served, by version (index 1 and 2).
-    pub calls: [u64; 3],
+    /// Calls served, by version.
+    pub calls: CallsByVersion,
     /// Replies sent inline (RDMA_MSG).
     pub inline_replies: u64,
     /// Replies sent through the requester's Reply chunk (RDMA_NOMSG).
@@ -190,6 +227,48 @@ pub struct ServerStats {
     /// the server go on. An [`OnExecutor`]'s calls whose future panicked or was dropped by its
     /// executor before it completed count here too.
     pub handler_panics: u64,
+}
+
+/// Calls counted by the RPC-over-RDMA version they used ([`ServerStats::calls`]).
+///
+/// ```
+/// use negotiate::server::CallsByVersion;
+/// use rpcrdma_v1::Version;
+/// let calls = CallsByVersion { v1: 3, v2: 5 };
+/// assert_eq!((calls.of(Version::ONE), calls.of(Version::TWO), calls.total()), (3, 5, 8));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CallsByVersion {
+    /// Version One (RFC 8166).
+    pub v1: u64,
+    /// Version Two (draft-cel-nfsv4-rpcrdma-version-two).
+    pub v2: u64,
+}
+
+impl CallsByVersion {
+    /// The count for `version`: Version One's, or Version Two's for any later one (none is
+    /// ever served: a responder accepts versions 1 and 2 only).
+    pub fn of(&self, version: Version) -> u64 {
+        if version <= Version::ONE {
+            self.v1
+        } else {
+            self.v2
+        }
+    }
+
+    /// Counts one more call of `version`.
+    pub(crate) fn count(&mut self, version: Version) {
+        if version <= Version::ONE {
+            self.v1 += 1;
+        } else {
+            self.v2 += 1;
+        }
+    }
+
+    /// Both versions' calls.
+    pub fn total(&self) -> u64 {
+        self.v1 + self.v2
+    }
 }
 
 /// One accepted connection's requester, as it presented itself (see [`Server::peers`]).
@@ -279,14 +358,38 @@ impl Server {
     /// Listens on `addr` and serves each call with `handler` ([`Handler`]: a closure from
     /// the whole RPC call message to the whole RPC reply message, or a [`WriteReply`] that
     /// writes the reply into a buffer kept between calls); `ulb` says which items of both are
-    /// DDP-eligible (RFC 8166 section 6).
-    pub fn start<B, U, H>(backend: B, addr: &str, cfg: ServerConfig, ulb: Arc<U>, handler: H) -> verbs::Result<Server>
+    /// DDP-eligible (RFC 8166 section 6). `addr` is a `&str`, a `String` or a
+    /// [`SocketAddr`](std::net::SocketAddr) ([`Address`](verbs::Address)).
+    ///
+    /// ```
+    /// use std::net::SocketAddr;
+    /// use std::sync::Arc;
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use verbs::Tcp;
+    ///
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// let any = SocketAddr::from(([127, 0, 0, 1], 0));
+    /// let server = Server::start(Tcp, any, ServerConfig::default(), Arc::new(ulb), echo).unwrap();
+    /// let at: SocketAddr = server.local_addr().parse().unwrap();
+    /// let client = Client::new(Tcp, at, ClientConfig::default());
+    /// assert_eq!(client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(), [0, 0, 0, 1, 0, 0, 0, 1]);
+    /// ```
+    pub fn start<B, U, H>(
+        backend: B,
+        addr: impl Into<verbs::Address>,
+        cfg: ServerConfig,
+        ulb: Arc<U>,
+        handler: H,
+    ) -> verbs::Result<Server>
     where
         B: Backend + Clone,
         U: UpperLayerBinding + Send + Sync + ?Sized + 'static,
         H: Handler,
     {
-        let listener = Arc::new(backend.listen_with(addr, &cfg.limits.listen_options())?);
+        let listener = Arc::new(backend.listen_with(addr.into().as_str(), &cfg.limits.listen_options())?);
         let local = listener.local_addr();
         let l = listener.clone();
         let turned_away = Box::new(move || l.turned_away());

@@ -52,7 +52,7 @@ fn issue_14_a_steady_state_small_call_allocates_nothing_on_either_side() {
     let mut cfg = ServerConfig::default();
     cfg.limits.calls_in_progress_per_connection = 2;
     let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ULB), echo).unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     // Warm up: the connection made, the version settled, and the pools, maps and threads at
     // their steady size. Eight callers at once make the server start every thread it may
     // serve the connection's calls on (a thread's first call sizes its own buffers).
@@ -88,9 +88,9 @@ fn issue_14_a_steady_state_small_call_allocates_nothing_on_either_side() {
     // Every call reached the server's handler (it counts a call once its reply is sent).
     let served = 8 * 200 + 200 + N as u64;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while server.stats().calls[2] < served && std::time::Instant::now() < deadline {
+    while server.stats().calls.v2 < served && std::time::Instant::now() < deadline {
         std::thread::yield_now();
     }
-    assert_eq!(server.stats().calls[2], served);
+    assert_eq!(server.stats().calls.v2, served);
     assert_eq!(total, 0, "allocations in {N} steady-state calls, on either side");
 }

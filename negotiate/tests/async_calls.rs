@@ -78,7 +78,7 @@ fn gated_server(credits: u32) -> (Server, mpsc::Sender<()>, Arc<Mutex<Vec<u32>>>
     let gate = Mutex::new(gate);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
-    let cfg = ServerConfig { responder: responder::Config { credits, ..Default::default() }, ..Default::default() };
+    let cfg = ServerConfig::default().responder(responder::ResponderConfig::default().credits(credits));
     let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ULB), move |c: &[u8]| {
         s.lock().unwrap().push(u32::from_be_bytes(c[..4].try_into().unwrap()));
         if c[8..12] == [0; 4] {
@@ -93,7 +93,7 @@ fn gated_server(credits: u32) -> (Server, mpsc::Sender<()>, Arc<Mutex<Vec<u32>>>
 #[test]
 fn issue_14_one_thread_has_many_async_calls_in_flight_at_once() {
     let (server, release, _) = gated_server(32);
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     // Connected and settled first, so that the first poll of each call sends it.
     assert_eq!(client.call(&call(1, 1), &ULB).unwrap(), reply_to(&call(1, 1)));
     let msgs: Vec<Vec<u8>> = (0..16).map(|i| call(100 + i, i)).collect();
@@ -128,9 +128,9 @@ fn rfc8166_3_3_1_a_dropped_async_call_keeps_its_credit_until_its_reply() {
     // One credit: a requester that took the credit of a call it gave up back at once would
     // send the next call while the responder still serves the first (an overrun).
     let (server, release, seen) = gated_server(1);
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     assert_eq!(client.call(&call(1, 1), &ULB).unwrap(), reply_to(&call(1, 1)));
-    assert_eq!(client.window(), 1);
+    assert_eq!(client.credits(), 1);
     let slow = call(2, 0);
     {
         let mut given_up = client.call_async(&slow, &ULB);
@@ -146,14 +146,14 @@ fn rfc8166_3_3_1_a_dropped_async_call_keeps_its_credit_until_its_reply() {
     release.send(()).unwrap();
     assert_eq!(run_all(vec![next_call]).pop().unwrap().unwrap(), reply_to(&next));
     assert_eq!(*seen.lock().unwrap(), [1, 2, 3], "the abandoned call was served once, then the next");
-    assert!(eventually(|| server.stats().calls[2] == 3), "{:?}", server.stats());
+    assert!(eventually(|| server.stats().calls.v2 == 3), "{:?}", server.stats());
     assert_eq!(server.stats().credit_overruns, 0);
 }
 
 #[test]
 fn issue_14_a_dropped_async_call_that_was_never_sent_frees_its_place_at_once() {
     let (server, release, seen) = gated_server(1);
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     assert_eq!(client.call(&call(1, 1), &ULB).unwrap(), reply_to(&call(1, 1)));
     let (slow, queued, last) = (call(2, 0), call(3, 3), call(4, 4));
     let waker = waker();
@@ -182,7 +182,7 @@ fn rfc8166_4_5_4_an_abandoned_calls_write_chunk_stays_open_until_its_reply_and_t
     let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: 8192, max_reply: 4096 };
     let (release, gate) = mpsc::channel::<()>();
     let gate = Mutex::new(gate);
-    let cfg = ServerConfig { responder: responder::Config { credits: 4, ..Default::default() }, ..Default::default() };
+    let cfg = ServerConfig::default().responder(responder::ResponderConfig::default().credits(4));
     let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ulb), move |c: &[u8]| {
         if c[8..12] == [0; 4] {
             gate.lock().unwrap().recv_timeout(Duration::from_secs(20)).expect("released");
@@ -193,7 +193,7 @@ fn rfc8166_4_5_4_an_abandoned_calls_write_chunk_stays_open_until_its_reply_and_t
         r
     })
     .unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     let first = client.call(&call(1, 1), &ulb).unwrap();
     assert_eq!(first.len(), 12 + 4096);
     // The server counts a reply once it is sent, after the client may have received it.
@@ -217,8 +217,8 @@ fn rfc8166_4_5_4_an_abandoned_calls_write_chunk_stays_open_until_its_reply_and_t
 #[test]
 fn issue_14_a_client_spreads_its_calls_over_several_connections() {
     let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), reply_to).unwrap();
-    let cfg = ClientConfig { connections: 4, ..Default::default() };
-    let client = Client::new(InProcess, &server.local_addr(), cfg);
+    let cfg = ClientConfig::default().connections(4);
+    let client = Client::new(InProcess, server.local_addr(), cfg);
     assert_eq!(client.connections(), 4);
     // Blocking and async calls, 8 XIDs in a row: two on each connection.
     for xid in 1..=4 {
@@ -229,17 +229,17 @@ fn issue_14_a_client_spreads_its_calls_over_several_connections() {
     for (m, r) in msgs.iter().zip(replies) {
         assert_eq!(r.unwrap(), reply_to(m));
     }
-    assert!(eventually(|| server.stats().calls[2] == 8), "{:?}", server.stats());
+    assert!(eventually(|| server.stats().calls.v2 == 8), "{:?}", server.stats());
     assert_eq!(server.stats().connections, 4);
     assert_eq!(server.peers().len(), 4);
-    assert_eq!(client.window(), 4 * 32, "each connection has its own credits");
+    assert_eq!(client.credits(), 4 * 32, "each connection has its own credits");
     assert_eq!(client.stats().short, 8);
 }
 
 #[test]
 fn issue_14_one_xid_in_progress_twice_is_refused_whatever_the_connections() {
     let (server, release, _) = gated_server(32);
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig { connections: 3, ..Default::default() });
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default().connections(3));
     let slow = call(9, 0);
     let mut first = client.call_async(&slow, &ULB);
     let waker = waker();
@@ -263,7 +263,7 @@ fn rfc8797_4_1_a_call_dropped_after_its_reply_arrived_releases_its_memory_withou
     // One Write chunk and no Reply chunk (the reduced reply fits inline): one rkey, which the
     // reply invalidates.
     let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: 8192, max_reply: 64 };
-    let scfg = ServerConfig { private_data: r, ..Default::default() };
+    let scfg = ServerConfig::default().private_data(r);
     let (release, gate) = mpsc::channel::<()>();
     let gate = Mutex::new(gate);
     let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ulb), move |c: &[u8]| {
@@ -275,7 +275,7 @@ fn rfc8797_4_1_a_call_dropped_after_its_reply_arrived_releases_its_memory_withou
         r
     })
     .unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig { private_data: r, ..Default::default() });
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default().private_data(r));
     assert_eq!(client.call(&call(1, 1), &ulb).unwrap().len(), 12 + 4096);
     let msg = call(2, 0);
     {
@@ -284,7 +284,7 @@ fn rfc8797_4_1_a_call_dropped_after_its_reply_arrived_releases_its_memory_withou
         assert!(Pin::new(&mut dropped).poll(&mut Context::from_waker(&waker)).is_pending());
         // The reply arrives (received by the dispatcher for this async call) and waits.
         release.send(()).unwrap();
-        assert!(eventually(|| server.stats().calls[2] == 2));
+        assert!(eventually(|| server.stats().calls.v2 == 2));
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(client.call(&call(3, 3), &ulb).unwrap().len(), 12 + 4096);

@@ -26,12 +26,12 @@ fn echo(call: &[u8]) -> Vec<u8> {
 
 fn pair(versions: (Version, Version), seen: Arc<Mutex<Vec<Vec<u8>>>>) -> (Server, Client<InProcess>) {
     let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), echo).unwrap();
-    let cfg = ClientConfig { requester: requester::Config { versions, ..Default::default() }, ..Default::default() };
+    let cfg = ClientConfig::default().requester(requester::RequesterConfig::default().versions(versions));
     let handler = Arc::new(move |call: &[u8]| {
         seen.lock().unwrap().push(call.to_vec());
         echo(call)
     });
-    let client = Client::with_backchannel(InProcess, &server.local_addr(), cfg, handler);
+    let client = Client::with_backchannel(InProcess, server.local_addr(), cfg, handler);
     (server, client)
 }
 
@@ -111,10 +111,10 @@ fn backward_calls_need_a_forward_call_first_and_must_fit_inline() {
 /// meanwhile all complete.
 #[test]
 fn a_panicking_backchannel_handler_does_not_stall_the_client() {
-    let cfg = ServerConfig { timeout: Duration::from_millis(300), ..ServerConfig::default() };
+    let cfg = ServerConfig::default().timeout(Duration::from_millis(300));
     let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ULB), echo).unwrap();
     let handler = Arc::new(|_: &[u8]| -> Vec<u8> { std::panic::panic_any("a backchannel handler that fails") });
-    let client = Client::with_backchannel(InProcess, &server.local_addr(), ClientConfig::default(), handler);
+    let client = Client::with_backchannel(InProcess, server.local_addr(), ClientConfig::default(), handler);
     client.call(&rpc(1, 0, &[]), &ULB).unwrap();
     let back = backchannel(&server);
     std::thread::scope(|s| {

@@ -207,8 +207,8 @@ fn pdata(send: u32, receive: u32) -> Option<PrivateData> {
 
 /// A client speaking `versions` and sending `private_data`, with the [`PATIENT`] timeout.
 fn client_cfg(versions: (Version, Version), private_data: Option<PrivateData>) -> ClientConfig {
-    let requester = requester::Config { versions, timeout: PATIENT, ..Default::default() };
-    ClientConfig { requester, private_data, ..Default::default() }
+    let requester = requester::RequesterConfig::default().versions(versions).timeout(PATIENT);
+    ClientConfig::default().requester(requester).private_data(private_data)
 }
 
 /// [`ClientConfig::default`] (private data 4096/4096) speaking `versions`, [`PATIENT`].
@@ -217,7 +217,9 @@ fn default_client(versions: (Version, Version)) -> ClientConfig {
 }
 
 fn server_cfg(versions: (Version, Version), private_data: Option<PrivateData>) -> ServerConfig {
-    ServerConfig { responder: responder::Config { versions, ..Default::default() }, private_data, ..Default::default() }
+    ServerConfig::default()
+        .responder(responder::ResponderConfig::default().versions(versions))
+        .private_data(private_data)
 }
 
 /// A server at `addr` running the [`Service`] with `ulb`.
@@ -238,7 +240,7 @@ fn call_ok(client: &Client<InProcess>, xid: u32, arg: Shape, result: Shape, ulb:
 /// A client and server with these configurations, after one small call between them.
 fn one_call(client: ClientConfig, server: ServerConfig) -> (Client<InProcess>, Server, Service) {
     let (server, service) = start_server("inproc:*", server, PLAIN);
-    let client = Client::new(InProcess, &server.local_addr(), client);
+    let client = Client::new(InProcess, server.local_addr(), client);
     let call = call_ok(&client, 0x10, Shape::Small, Shape::Small, &PLAIN);
     assert_eq!(service.served(0x10), [(call.clone(), reply_for(&call))], "the handler saw the call once");
     (client, server, service)
@@ -258,7 +260,7 @@ fn assert_settled(client: &Client<InProcess>, version: Version, call: usize, rep
 type Counts = (u64, [u64; 3], u64, u64);
 
 fn counts(s: &ServerStats) -> Counts {
-    (s.connections, s.calls, s.errors_sent, s.credit_overruns)
+    (s.connections, [0, s.calls.v1, s.calls.v2], s.errors_sent, s.credit_overruns)
 }
 
 /// Waits (boundedly) until the server's counters read `connections`, `calls` and `errors_sent`
@@ -364,7 +366,7 @@ fn raw_serve(
     seen: &Mutex<Vec<Seen>>,
     stop: &AtomicBool,
 ) {
-    let mut responder = Responder::new(responder::Config::default());
+    let mut responder = Responder::new(responder::ResponderConfig::default());
     responder.on_connected(req.private_data(), PrivateData::find(accept));
     let pd = InProcess.alloc_pd().unwrap();
     let mut pool = None;
@@ -396,7 +398,7 @@ fn raw_serve(
         fetch_call(&conn, &header, &PLAIN, &mut call).unwrap();
         let p = responder.reply_params(header.xid()).unwrap();
         let params = ReplyParams { credits: grant.unwrap_or(p.credits), ..p };
-        send_reply(&conn, &header, &reply_for(&call), &PLAIN, &params).unwrap();
+        send_reply(&conn, &header, &call, &reply_for(&call), &PLAIN, &params).unwrap();
     }
 }
 
@@ -421,7 +423,7 @@ fn draft_5_1_v2_requester_and_responder_settle_v2_with_private_data() {
     let _deadline = deadline();
     let (client, server, _) = one_call(default_client((Version::ONE, Version::TWO)), ServerConfig::default());
     assert_settled(&client, Version::TWO, 4096, 4096);
-    assert_eq!(client.window(), 32);
+    assert_eq!(client.credits(), 32);
     assert_counts(&server, 1, [0, 0, 1], 0);
     assert_eq!(client.memory().no_v2(&server.local_addr()), None);
 }
@@ -442,7 +444,7 @@ fn draft_5_2_v1_responder_err_vers_falls_back_on_the_same_connection() {
     assert_eq!(client.memory().no_v2(&server.local_addr()), Some(NoV2Reason::ErrVers { high: 1 }));
     // One ERR_VERS, one Version One call, one connection.
     assert_counts(&server, 1, [0, 1, 0], 1);
-    assert_eq!(client.window(), 32);
+    assert_eq!(client.credits(), 32);
     // Later calls go out in Version One at once: no second probe, no second error.
     let call = call_ok(&client, 0x11, Shape::Long(2000), Shape::Small, &PLAIN);
     assert_counts(&server, 1, [0, 2, 0], 1);
@@ -717,7 +719,7 @@ fn window_after_grants(grant: u32) -> u32 {
         call_ok(&client, xid, Shape::Small, Shape::Small, &PLAIN);
     }
     assert_eq!(client.version(), Some(Version::TWO));
-    let window = client.window();
+    let window = client.credits();
     drop(client);
     peer.finish();
     window
@@ -751,7 +753,7 @@ fn rfc8166_3_5_every_message_form_in_both_versions() {
     ];
     for versions in [(Version::ONE, Version::ONE), (Version::ONE, Version::TWO)] {
         let (server, service) = start_server("inproc:*", ServerConfig::default(), DDP);
-        let client = Client::new(InProcess, &server.local_addr(), default_client(versions));
+        let client = Client::new(InProcess, server.local_addr(), default_client(versions));
         for (i, &(arg, result)) in cases.iter().enumerate() {
             let xid = 0xa0 + i as u32;
             let call = call_ok(&client, xid, arg, result, &binding(arg, result));
@@ -780,7 +782,7 @@ fn rfc8166_3_5_every_message_form_in_both_versions() {
 fn rfc8166_3_3_1_many_concurrent_callers_stay_within_credits() {
     let _deadline = deadline();
     let (server, service) = start_server("inproc:*", ServerConfig::default(), PLAIN);
-    let client = Client::new(InProcess, &server.local_addr(), default_client((Version::ONE, Version::TWO)));
+    let client = Client::new(InProcess, server.local_addr(), default_client((Version::ONE, Version::TWO)));
     std::thread::scope(|s| {
         for t in 0..8u32 {
             let client = &client;
@@ -851,9 +853,9 @@ fn the_server_timeout_bounds_completions_only_not_idle_time_or_handlers() {
         }
         served(call)
     };
-    let cfg = ServerConfig { timeout: short, ..ServerConfig::default() };
+    let cfg = ServerConfig::default().timeout(short);
     let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(PLAIN), slow).unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), default_client((Version::ONE, Version::TWO)));
+    let client = Client::new(InProcess, server.local_addr(), default_client((Version::ONE, Version::TWO)));
     call_ok(&client, 0xa0, Shape::Small, Shape::Small, &PLAIN);
     std::thread::sleep(4 * short);
     call_ok(&client, 0xa1, Shape::Small, Shape::Small, &PLAIN);

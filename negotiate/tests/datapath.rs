@@ -149,7 +149,7 @@ fn serve<B: Backend>(e: &Ends<B>, case: &Case) -> (Vec<Segment>, ReplySent) {
         reply_inline_threshold: SMALL.reply,
         remote_invalidation: case.remote_invalidation,
     };
-    let sent = send_reply(&e.resp, &call, &case.reply, &case.ulb, &params).unwrap();
+    let sent = send_reply(&e.resp, &call, &message, &case.reply, &case.ulb, &params).unwrap();
     (segments(&call), sent)
 }
 
@@ -169,7 +169,7 @@ fn exchange_on<B: Backend>(e: &Ends<B>, case: &Case) -> Outcome {
         assert_eq!((reply.xid(), reply.version().wire()), (pending.xid(), case.version));
         let write_lengths = reply.write_list().iter().map(|c| c.target.iter().map(|s| s.length).collect()).collect();
         let mut message = Vec::new();
-        pending.complete(&e.req, &reply, got.invalidated_rkey, &case.ulb, &mut message).unwrap();
+        pending.complete(&e.req, &case.call, &reply, got.invalidated_rkey, &case.ulb, &mut message).unwrap();
         assert_eq!(message, case.reply, "the reassembled reply");
 
         let (segments, sent) = responder.join().unwrap();
@@ -423,6 +423,7 @@ fn reply_too_long_for_the_chunks_is_err_chunk<B: Backend>(b: &B) {
     let e = connect(b);
     let ulb = ulb(false, false, 256);
     let call = message(0xb00, 0, 64, None);
+    let call_message = &call;
     std::thread::scope(|s| {
         let responder = s.spawn(|| {
             let got = e.resp_pool.receive(&e.resp).unwrap();
@@ -433,7 +434,7 @@ fn reply_too_long_for_the_chunks_is_err_chunk<B: Backend>(b: &B) {
                 reply_inline_threshold: 1024,
                 remote_invalidation: false,
             };
-            match send_reply(&e.resp, &call, &message(0xb00, 1, 2048, None), &ulb, &params) {
+            match send_reply(&e.resp, &call, call_message, &message(0xb00, 1, 2048, None), &ulb, &params) {
                 Err(DataPathError::Reply(r)) => assert!(r.errcode().is_some(), "{r:?}"),
                 other => panic!("{other:?}"),
             }

@@ -33,7 +33,7 @@ fn checksum_reply(call: &[u8]) -> Vec<u8> {
 #[test]
 fn issue_14_a_lent_message_is_read_in_place_and_handed_back_unchanged() {
     let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), checksum_reply).unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     let mut reply = Vec::new();
     for (xid, len) in [(1, 256 << 10), (2, 100), (3, 70_001)] {
         let original = message(xid, len);
@@ -52,7 +52,7 @@ fn rfc8166_4_5_a_lent_message_comes_back_when_the_responder_answers_rdma_error()
     let mut cfg = ServerConfig::default();
     cfg.responder.limits.max_chunk_len = 4096;
     let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ULB), checksum_reply).unwrap();
-    let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     let original = message(7, 64 << 10);
     let mut lent = original.clone();
     let mut reply = Vec::new();
@@ -82,7 +82,7 @@ fn rfc8166_3_4_5_1_a_lent_message_goes_out_again_unchanged_after_a_timeout() {
     let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), slow_first).unwrap();
     let mut cfg = ClientConfig::default();
     cfg.requester.timeout = Duration::from_millis(300);
-    let client = Client::new(InProcess, &server.local_addr(), cfg);
+    let client = Client::new(InProcess, server.local_addr(), cfg);
     let original = message(9, 128 << 10);
     let mut lent = original.clone();
     let mut reply = Vec::new();

@@ -31,13 +31,13 @@ fn range((low, high): (u32, u32)) -> (Version, Version) {
 
 fn requester(versions: (u32, u32)) -> Requester {
     let versions = range(versions);
-    let cfg = requester::Config { versions, timeout: Duration::from_secs(1), ..Default::default() };
+    let cfg = requester::RequesterConfig::default().versions(versions).timeout(Duration::from_secs(1));
     Requester::new(cfg, ADDR)
 }
 
 fn responder(versions: (u32, u32)) -> Responder {
     let versions = range(versions);
-    let mut r = Responder::new(responder::Config { versions, ..Default::default() });
+    let mut r = Responder::new(responder::ResponderConfig::default().versions(versions));
     r.on_connected(&[], None);
     r
 }
@@ -191,7 +191,7 @@ fn draft_5_2_connection_lost_after_err_vers_means_no_second_probe() {
     let again = transmits(&ev);
     assert_eq!((again[0].xid, again[0].version.wire(), again[0].probe), (5, 1, false));
     // A requester made later from the same memory does not probe either.
-    let mut next = Requester::with_memory(requester::Config::default(), ADDR, req.memory().clone());
+    let mut next = Requester::with_memory(requester::RequesterConfig::default(), ADDR, req.memory().clone());
     let t = start(&mut next, None, &[], 6, now);
     assert_eq!((t.version.wire(), t.probe), (1, false));
 }
@@ -368,7 +368,7 @@ fn draft_3_1_a_registered_optional_type_reaches_its_handler() {
         OptionOutcome::Done
     })
     .unwrap();
-    let mut resp = Responder::with_registry(responder::Config::default(), reg);
+    let mut resp = Responder::with_registry(responder::ResponderConfig::default(), reg);
     resp.on_connected(&[], None);
     let optional = words(&[71, 2, 1, 5, 77, 4, 0xabcdef01]);
     let r = resp.on_receive(&optional);
@@ -394,7 +394,7 @@ fn rfc8167_backward_direction_is_told_apart_in_both_versions() {
 fn remembered_memory_is_per_address() {
     let mut m = PeerMemory::default();
     m.remember_no_v2("a:1", NoV2Reason::ProbeLost);
-    let mut req = Requester::with_memory(requester::Config::default(), "b:1", m);
+    let mut req = Requester::with_memory(requester::RequesterConfig::default(), "b:1", m);
     let t = start(&mut req, None, &[], 1, Instant::now());
     assert!(t.probe);
 }

@@ -45,7 +45,7 @@ fn start(cfg: ServerConfig) -> Server {
 }
 
 fn client_with(server: &Server, cfg: ClientConfig) -> Client<InProcess> {
-    let client = Client::with_backchannel(InProcess, &server.local_addr(), cfg, Arc::new(echo));
+    let client = Client::with_backchannel(InProcess, server.local_addr(), cfg, Arc::new(echo));
     // A first call settles the version (and shows it to the server).
     assert_eq!(client.call(&rpc(1, 0, b"hi.."), &ULB).unwrap(), rpc(1, 1, b"hi.."));
     client
@@ -80,7 +80,7 @@ fn errors_sent_reach(server: &Server, n: u64) {
 
 #[test]
 fn draft_3_1_responder_answers_an_unknown_opttype_with_err_inval_option_and_keeps_serving() {
-    let server = start(ServerConfig { extensions: vec![reverser(10)], ..Default::default() });
+    let server = start(ServerConfig::default().extensions(vec![reverser(10)]));
     let client = client_with(&server, ClientConfig::default());
     assert_eq!(client.version(), Some(Version::TWO));
     assert_eq!(client.send_option(11, b"what", &[]).unwrap(), OptionReply::NotSupported);
@@ -94,7 +94,7 @@ fn draft_3_1_responder_answers_an_unknown_opttype_with_err_inval_option_and_keep
 
 #[test]
 fn draft_3_2_a_server_extension_answers_the_clients_rdma_optional_with_its_xid() {
-    let server = start(ServerConfig { extensions: vec![reverser(10)], ..Default::default() });
+    let server = start(ServerConfig::default().extensions(vec![reverser(10)]));
     let client = client_with(&server, ClientConfig::default());
     // Section 4.2: an RPC Payload Stream MAY follow an RDMA_OPTIONAL; the handler sees it.
     let answer = client.send_option(10, b"ping", b"payload").unwrap();
@@ -106,7 +106,7 @@ fn draft_3_2_a_server_extension_answers_the_clients_rdma_optional_with_its_xid()
 #[test]
 fn draft_3_1_requester_answers_an_unknown_opttype_with_err_inval_option() {
     let server = start(ServerConfig::default());
-    let client = client_with(&server, ClientConfig { extensions: vec![reverser(20)], ..Default::default() });
+    let client = client_with(&server, ClientConfig::default().extensions(vec![reverser(20)]));
     let back = backchannel(&server);
     assert_eq!(back.send_option(21, b"nope", &[]).unwrap(), OptionReply::NotSupported);
     // The client keeps serving: forward calls, and the backward direction.
@@ -119,7 +119,7 @@ fn draft_3_1_requester_answers_an_unknown_opttype_with_err_inval_option() {
 #[test]
 fn draft_3_2_a_client_extension_answers_the_servers_rdma_optional() {
     let server = start(ServerConfig::default());
-    let client = client_with(&server, ClientConfig { extensions: vec![reverser(20)], ..Default::default() });
+    let client = client_with(&server, ClientConfig::default().extensions(vec![reverser(20)]));
     let back = backchannel(&server);
     let answer = back.send_option(20, b"from server", b"!").unwrap();
     assert_eq!(answer, OptionReply::Answered { opttype: 21, optinfo: b"from server|!".to_vec() });
@@ -129,9 +129,9 @@ fn draft_3_2_a_client_extension_answers_the_servers_rdma_optional() {
 #[test]
 fn draft_3_1_a_version_one_connection_never_sends_rdma_optional() {
     // A Version One client, a Version Two capable server: nothing goes out.
-    let server = start(ServerConfig { extensions: vec![reverser(10)], ..Default::default() });
-    let v1 = requester::Config { versions: versions(Version::ONE, Version::ONE), ..Default::default() };
-    let client = client_with(&server, ClientConfig { requester: v1, ..Default::default() });
+    let server = start(ServerConfig::default().extensions(vec![reverser(10)]));
+    let v1 = requester::RequesterConfig::default().versions(versions(Version::ONE, Version::ONE));
+    let client = client_with(&server, ClientConfig::default().requester(v1));
     assert_eq!(client.version(), Some(Version::ONE));
     let got = client.send_option(10, b"ping", &[]);
     assert!(matches!(got, Err(ClientError::Call(CallFailure::NotVersionTwo))), "{got:?}");
@@ -142,9 +142,9 @@ fn draft_3_1_a_version_one_connection_never_sends_rdma_optional() {
 
     // A Version One server: the client settles Version One after RDMA_ERR_VERS, then sends
     // no RDMA_OPTIONAL either.
-    let v1 = responder::Config { versions: versions(Version::ONE, Version::ONE), ..Default::default() };
-    let server = start(ServerConfig { responder: v1, ..Default::default() });
-    let client = client_with(&server, ClientConfig { extensions: vec![reverser(20)], ..Default::default() });
+    let v1 = responder::ResponderConfig::default().versions(versions(Version::ONE, Version::ONE));
+    let server = start(ServerConfig::default().responder(v1));
+    let client = client_with(&server, ClientConfig::default().extensions(vec![reverser(20)]));
     assert_eq!(client.version(), Some(Version::ONE));
     let errors_after_probe = server.stats().errors_sent;
     let got = client.send_option(10, b"ping", &[]);
@@ -163,7 +163,7 @@ fn draft_3_1_only_a_requester_settled_on_version_two_answers_rdma_optional() {
     let n = encode_optional(0x77, 1, 99, b"?", &mut optional).unwrap();
     for (high, answers) in [(Version::ONE, false), (Version::TWO, true)] {
         let now = Instant::now();
-        let cfg = requester::Config { versions: (Version::ONE, high), ..Default::default() };
+        let cfg = requester::RequesterConfig::default().versions((Version::ONE, high));
         let mut r = Requester::new(cfg, "addr");
         assert_eq!(r.poll_event(), Some(Event::Connect));
         r.on_connected(None, &[], now);
@@ -191,15 +191,15 @@ fn draft_3_1_only_a_requester_settled_on_version_two_answers_rdma_optional() {
 #[test]
 fn draft_3_1_an_option_without_answer_times_out_alone_and_the_connection_stays() {
     let silent = Extension::new([30], |_: &OptionalMessage<'_>| OptionOutcome::Done);
-    let server = start(ServerConfig { extensions: vec![silent], ..Default::default() });
-    let quick = requester::Config { timeout: Duration::from_millis(200), ..Default::default() };
-    let client = client_with(&server, ClientConfig { requester: quick, ..Default::default() });
+    let server = start(ServerConfig::default().extensions(vec![silent]));
+    let quick = requester::RequesterConfig::default().timeout(Duration::from_millis(200));
+    let client = client_with(&server, ClientConfig::default().requester(quick));
     let got = client.send_option(30, &[], &[]);
     assert!(matches!(got, Err(ClientError::ReplyTimeout { attempts: 1, .. })), "{got:?}");
     // Its credit came back and the connection was not closed.
     assert_eq!(client.call(&rpc(2, 0, b"more"), &ULB).unwrap(), rpc(2, 1, b"more"));
     assert!(client.ended().is_empty());
-    assert_eq!(client.window(), quick.credits);
+    assert_eq!(client.credits(), quick.credits);
 }
 
 /// A flood of RDMA_OPTIONAL messages with unknown opttypes beside calls: every one is refused,
@@ -209,13 +209,13 @@ fn draft_3_1_an_option_without_answer_times_out_alone_and_the_connection_stays()
 #[test]
 fn draft_3_1_a_flood_of_unknown_options_leaves_calls_served_and_nothing_growing() {
     let credits = 4;
-    let server = start(ServerConfig {
-        responder: responder::Config { credits, ..Default::default() },
-        extensions: vec![reverser(10)],
-        ..Default::default()
-    });
-    let cfg = requester::Config { credits, ..Default::default() };
-    let client = Arc::new(client_with(&server, ClientConfig { requester: cfg, ..Default::default() }));
+    let server = start(
+        ServerConfig::default()
+            .responder(responder::ResponderConfig::default().credits(credits))
+            .extensions(vec![reverser(10)]),
+    );
+    let cfg = requester::RequesterConfig::default().credits(credits);
+    let client = Arc::new(client_with(&server, ClientConfig::default().requester(cfg)));
     let refused = Arc::new(AtomicUsize::new(0));
     let calls = Arc::new(Mutex::new(0u32));
     let threads: Vec<_> = (0..8u32)
@@ -244,6 +244,6 @@ fn draft_3_1_a_flood_of_unknown_options_leaves_calls_served_and_nothing_growing(
     errors_sent_reach(&server, 200);
     assert_eq!(server.stats().credit_overruns, 0);
     assert!(client.ended().is_empty(), "{:?}", client.ended());
-    assert_eq!(client.window(), credits);
+    assert_eq!(client.credits(), credits);
     assert_eq!(client.call(&rpc(3, 0, b"after..."), &ULB).unwrap(), rpc(3, 1, b"after..."));
 }

@@ -53,12 +53,12 @@ fn run<B: Backend + Clone>(
     server_props: Option<TransportProperties>,
     versions: (u32, u32),
 ) -> Outcome {
-    let server_cfg = ServerConfig { properties: server_props, ..ServerConfig::default() };
-    let server = Server::start(b.clone(), &b.any_address(), server_cfg, Arc::new(ULB), same_size).unwrap();
-    let mut cfg = ClientConfig { properties: client_props, ..ClientConfig::default() };
+    let server_cfg = ServerConfig::default().properties(server_props);
+    let server = Server::start(b.clone(), b.any_address(), server_cfg, Arc::new(ULB), same_size).unwrap();
+    let mut cfg = ClientConfig::default().properties(client_props);
     cfg.requester.versions = (Version::from_wire(versions.0), Version::from_wire(versions.1));
     cfg.requester.timeout = Duration::from_secs(5);
-    let client = Client::new(b, &server.local_addr(), cfg);
+    let client = Client::new(b, server.local_addr(), cfg);
     // The first call settles the version (and is followed by the exchange, when configured).
     assert_eq!(client.call(&message(1, 0, 64), &ULB).unwrap(), message(1, 1, 64));
     // The server counts a reply once sent, which may be just after the client has it.
@@ -144,7 +144,7 @@ instantiate!(tcp, verbs::Tcp);
 /// cannot take is answered RDMA_ERR_INVAL_OPTION with its XID (sections 2.2 and 2.5), and
 /// nothing stated takes effect.
 mod responder_rules {
-    use negotiate::responder::{Config, Received, Responder};
+    use negotiate::responder::{Received, Responder, ResponderConfig};
     use rpcrdma_v2::options::encode_optional;
     use rpcrdma_v2::properties::{Exchange, RPCRDMA2_OPT_PROPERTIES};
 
@@ -160,7 +160,7 @@ mod responder_rules {
     }
 
     fn answer_to(msg: &[u8]) -> (Option<Vec<u8>>, bool) {
-        let mut r = Responder::new(Config::default());
+        let mut r = Responder::new(ResponderConfig::default());
         r.set_properties(BIG);
         r.on_connected(&[], None);
         let refused = match r.on_receive(msg) {

@@ -26,7 +26,7 @@ fn reply(xid: u32, vers: u32, credit: u32) -> Vec<u8> {
 
 fn requester(versions: (u32, u32)) -> Requester {
     let versions = (Version::from_wire(versions.0), Version::from_wire(versions.1));
-    let cfg = requester::Config { versions, timeout: TIMEOUT, ..Default::default() };
+    let cfg = requester::RequesterConfig::default().versions(versions).timeout(TIMEOUT);
     Requester::new(cfg, ADDR)
 }
 

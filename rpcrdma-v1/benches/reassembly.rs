@@ -86,7 +86,7 @@ fn bench(c: &mut Criterion) {
     let reply = message(65536);
     let provided = ProvidedChunks::from_call(&msg).unwrap();
     let mut results = Vec::new();
-    ulb.reply_ddp_items(&reply, 0, &mut results);
+    ulb.reply_ddp_items(&call, &reply, 0, &mut results);
     let rreq = ReplyRequest { credits: 32, reply_inline_threshold: thresholds.reply, ddp_results: &results };
     let mut rheader = vec![0u8; 1024];
     let mut rmarshaled = MarshaledReply::default();
@@ -103,15 +103,24 @@ fn bench(c: &mut Criterion) {
     let bufs = [&write_buf[..]];
     let mut scratch = Vec::new();
     let mut rout = Vec::with_capacity(reply.len());
-    reassemble_reply_with_ulb(&rmsg, rinline, &[], &bufs, &ulb, &mut scratch, &mut rout).unwrap();
+    reassemble_reply_with_ulb(&call, &rmsg, rinline, &[], &bufs, &ulb, &mut scratch, &mut rout).unwrap();
     assert_eq!(rout, reply);
 
     let mut g = c.benchmark_group("reply_64k_write_chunk");
     g.throughput(Throughput::Bytes(reply.len() as u64));
     g.bench_function("reassemble", |b| {
         b.iter(|| {
-            reassemble_reply_with_ulb(black_box(&rmsg), black_box(rinline), &[], &bufs, &ulb, &mut scratch, &mut rout)
-                .unwrap()
+            reassemble_reply_with_ulb(
+                &call,
+                black_box(&rmsg),
+                black_box(rinline),
+                &[],
+                &bufs,
+                &ulb,
+                &mut scratch,
+                &mut rout,
+            )
+            .unwrap()
         })
     });
     g.finish();

@@ -53,6 +53,7 @@ pub mod offsets {
 /// assert_eq!((l.max_segments, l.max_chunk_len, l.max_message_len), (16, 2 << 20, 4 << 20));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct HeaderLimits {
     /// Most RDMA segments in one header, all lists together. Linux uses 16
     /// (`RPCRDMA_MAX_HDR_SEGS`), the default.
@@ -77,7 +78,35 @@ impl Default for HeaderLimits {
     }
 }
 
+/// Built from [`Default`] (or [`HeaderLimits::unlimited`]) with these (the type is
+/// `#[non_exhaustive]`).
+///
+/// ```
+/// let l = rpcrdma_v1::header::HeaderLimits::default().max_segments(8);
+/// assert_eq!((l.max_segments, l.max_chunk_len), (8, 2 << 20));
+/// ```
 impl HeaderLimits {
+    /// Sets `max_segments` (segments in one header), builder style.
+    #[must_use]
+    pub fn max_segments(mut self, value: u32) -> Self {
+        self.max_segments = value;
+        self
+    }
+
+    /// Sets `max_chunk_len` (the largest chunk), builder style.
+    #[must_use]
+    pub fn max_chunk_len(mut self, value: u64) -> Self {
+        self.max_chunk_len = value;
+        self
+    }
+
+    /// Sets `max_message_len` (all chunks of one header together), builder style.
+    #[must_use]
+    pub fn max_message_len(mut self, value: u64) -> Self {
+        self.max_message_len = value;
+        self
+    }
+
     /// No limits at all: for tools that decode whatever they are shown
     /// (a dissector, a fuzz target's reference), never for a receiver.
     ///
@@ -103,6 +132,7 @@ pub enum MessageKind {
 /// Why a received header is not acceptable. Each variant names the rule;
 /// [`crate::verdict`] turns them into the reply the spec requires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum HeaderError {
     /// Fewer than 8 bytes: not even the XID and version can be read.
     #[error("{len} bytes: too short to hold the XID and version")]

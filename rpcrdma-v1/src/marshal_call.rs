@@ -249,6 +249,7 @@ pub trait Registrar {
 
 /// Why a call could not be marshaled.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CallError<E: std::error::Error + 'static> {
     /// The message is not an XDR stream with an XID: shorter than four bytes
     /// or not a multiple of four (RFC 4506 section 3).

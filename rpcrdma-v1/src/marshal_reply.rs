@@ -40,7 +40,8 @@
 //! reply[28..33].copy_from_slice(b"hello");
 //! let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(24), max_result: 8192, max_reply: 64 };
 //! let mut results = Vec::new();
-//! ulb.reply_ddp_items(&reply, 0, &mut results);
+//! let call = [0u8; 24]; // the call this answers: OpaqueAtUlb serves one procedure, and ignores it
+//! ulb.reply_ddp_items(&call, &reply, 0, &mut results);
 //! assert_eq!(results, [DdpItem::new(28, 5)]);
 //!
 //! // The Requester provided one 8 KiB Write chunk in two segments.
@@ -144,6 +145,7 @@ pub struct RdmaWrite {
 
 /// Why a reply could not be marshaled.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReplyError {
     /// The reply is not an XDR stream with an XID (shorter than four bytes
     /// or not a multiple of four).

@@ -99,6 +99,7 @@ impl ReassemblyError {
 /// transport header itself (a misaligned Position, an `RDMA_NOMSG` with no
 /// chunk to carry the Payload stream).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReassemblyError {
     /// The header is not an `RDMA_MSG` or `RDMA_NOMSG`: it carries no RPC
     /// message.
@@ -823,11 +824,13 @@ pub fn reassemble_reply(
     Ok(())
 }
 
-/// Reassemble a received reply with the help of its ULB: pick the reduced
-/// Payload stream ([`reply_payload`]), locate the results the Responder
-/// moved into Write chunks (`ulb.reply_ddp_items(reduced, write chunks,
-/// results)`; `results` is scratch, replaced) and rebuild the unreduced
-/// stream into `out` ([`reassemble_reply`]).
+/// Reassemble a received reply to the RPC Call message `call` with the help
+/// of its ULB: pick the reduced Payload stream ([`reply_payload`]), locate
+/// the results the Responder moved into Write chunks
+/// (`ulb.reply_ddp_items(call, reduced, write chunks, results)`: which
+/// results are DDP-eligible depends on the call's procedure; `results` is
+/// scratch, replaced) and rebuild the unreduced stream into `out`
+/// ([`reassemble_reply`]).
 ///
 /// ```
 /// use rpcrdma_v1::reassemble::reassemble_reply_with_ulb;
@@ -846,10 +849,13 @@ pub fn reassemble_reply(
 ///
 /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(4), max_result: 8192, max_reply: 64 };
 /// let (mut results, mut stream) = (Vec::new(), Vec::new());
-/// reassemble_reply_with_ulb(&hdr, &inline, &[], &[&write_buf[..]], &ulb, &mut results, &mut stream).unwrap();
+/// let call = [0, 0, 0, 1, 0, 0, 0, 0]; // XID 1, CALL: the call this reply answers
+/// reassemble_reply_with_ulb(&call, &hdr, &inline, &[], &[&write_buf[..]], &ulb, &mut results, &mut stream).unwrap();
 /// assert_eq!(stream, [0, 0, 0, 1, 0, 0, 0, 5, b'h', b'e', b'l', b'l', b'o', 0, 0, 0]);
 /// ```
+#[allow(clippy::too_many_arguments)] // each is one of the reply's parts, or scratch
 pub fn reassemble_reply_with_ulb<U: UpperLayerBinding + ?Sized>(
+    call: &[u8],
     msg: &RdmaMsg<'_>,
     inline: &[u8],
     reply_chunk_buf: &[u8],
@@ -865,6 +871,6 @@ pub fn reassemble_reply_with_ulb<U: UpperLayerBinding + ?Sized>(
         _ => return Err(ReassemblyError::NoRpcMessage),
     };
     results.clear();
-    ulb.reply_ddp_items(reduced, writes.len(), results);
+    ulb.reply_ddp_items(call, reduced, writes.len(), results);
     reassemble_reply(reduced, writes, results, write_bufs, out)
 }

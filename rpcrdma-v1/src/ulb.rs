@@ -114,6 +114,7 @@ impl DdpItem {
 
 /// Why a list of [`DdpItem`]s cannot describe a stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ItemError {
     /// An item's data does not start on an XDR unit (RFC 8166 section 3.4.5:
     /// a Position "MUST be a multiple of four").
@@ -272,8 +273,17 @@ pub trait UpperLayerBinding {
     /// results' sizes; the unreduced bound is this plus the padded maxima.
     fn max_reply_size(&self, call: &[u8]) -> usize;
 
-    /// The DDP-eligible result items of the RPC Reply stream `reply`, in
-    /// stream order, appended to `out`.
+    /// The DDP-eligible result items of the RPC Reply stream `reply` to the
+    /// RPC Call message `call`, in stream order, appended to `out`.
+    ///
+    /// Which results are DDP-eligible is a property of the procedure (RFC
+    /// 8166 section 6.1: the Upper-Layer Binding "specifies" them per
+    /// procedure), and an RPC reply does not name its procedure: the call
+    /// does (RFC 5531 section 9), so a binding for a program with several
+    /// procedures reads the procedure from `call` before it parses `reply`.
+    /// A Responder passes the call it served (when serving it failed, as much
+    /// of the call as it received: a binding must cope with a short `call`
+    /// by reporting nothing); a Requester passes the call it sent.
     ///
     /// The first `reduced` items found are absent from `reply` (their data
     /// went into Write chunks, RFC 8166 section 3.4.6): for those, report
@@ -284,7 +294,7 @@ pub trait UpperLayerBinding {
     /// provided, to locate the results in the reduced reply it received
     /// (section 3.4.6.1: "at the known XDR position of the associated
     /// DDP-eligible result data item").
-    fn reply_ddp_items(&self, reply: &[u8], reduced: usize, out: &mut Vec<DdpItem>);
+    fn reply_ddp_items(&self, call: &[u8], reply: &[u8], reduced: usize, out: &mut Vec<DdpItem>);
 }
 
 /// A minimal [`UpperLayerBinding`], shaped like NFS WRITE and READ: the call
@@ -308,7 +318,7 @@ pub trait UpperLayerBinding {
 /// let mut reply = vec![0u8; 8];
 /// reply[4..8].copy_from_slice(&3u32.to_be_bytes());
 /// items.clear();
-/// ulb.reply_ddp_items(&reply, 1, &mut items);
+/// ulb.reply_ddp_items(&call, &reply, 1, &mut items);
 /// assert_eq!(items, [DdpItem::new(8, 3)]);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -351,7 +361,7 @@ impl UpperLayerBinding for OpaqueAtUlb {
         self.max_reply
     }
 
-    fn reply_ddp_items(&self, reply: &[u8], reduced: usize, out: &mut Vec<DdpItem>) {
+    fn reply_ddp_items(&self, _call: &[u8], reply: &[u8], reduced: usize, out: &mut Vec<DdpItem>) {
         out.extend(self.reply_opaque.and_then(|at| Self::opaque_at(reply, at, reduced > 0)));
     }
 }

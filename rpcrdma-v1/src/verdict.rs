@@ -106,6 +106,28 @@ impl ErrorReply {
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..usize::from(self.len)]
     }
+
+    /// The XID of the message it answers (`rdma_xid`), 0 if it is too short to have one.
+    ///
+    /// ```
+    /// use rpcrdma_v1::{verdict::ErrorReply, Version};
+    /// let e = ErrorReply::err_vers(0x1234, Version::TWO, 1, Version::ONE, Version::ONE);
+    /// assert_eq!((e.xid(), e.code()), (0x1234, 1)); // ERR_VERS
+    /// assert_eq!(ErrorReply::err_chunk(7, Version::ONE, 1).code(), 2); // ERR_CHUNK
+    /// ```
+    pub fn xid(&self) -> u32 {
+        self.word(0)
+    }
+
+    /// Its error code (`rdma_err`, RFC 8166 section 4.2.4: 1 is ERR_VERS, 2 ERR_CHUNK;
+    /// Version Two adds its own), 0 if it is too short to have one.
+    pub fn code(&self) -> u32 {
+        self.word(16)
+    }
+
+    fn word(&self, at: usize) -> u32 {
+        self.as_bytes().get(at..at + 4).map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+    }
 }
 
 /// The error a peer's RDMA_ERROR reported; it completes the XID's

@@ -353,8 +353,9 @@ fn reply_with_unreduced_ddp_result_is_a_violation_rfc8166_6_1_1() {
         let bufs: Vec<&[u8]> = handles[..1].iter().map(|h| &mem.regions[h][..]).collect();
         let reply_buf = handles.get(1).map_or(&[][..], |h| &mem.regions[h][..]);
         let (mut results, mut stream) = (Vec::new(), Vec::new());
-        let err = reassemble_reply_with_ulb(&msg, &send[hlen..], reply_buf, &bufs, &ulb, &mut results, &mut stream)
-            .unwrap_err();
+        let err =
+            reassemble_reply_with_ulb(&call, &msg, &send[hlen..], reply_buf, &bufs, &ulb, &mut results, &mut stream)
+                .unwrap_err();
         assert_eq!(err, ReassemblyError::UnreducedDdpResult { chunk: 0, result: result_len }, "{max_reply}");
         assert!(err.is_ddp_violation());
         assert!(err.to_string().starts_with("DDP-eligibility violation (RFC 8166 section 6.1.1)"), "{err}");

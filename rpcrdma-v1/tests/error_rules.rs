@@ -223,18 +223,15 @@ fn replies_must_have_an_empty_read_list_draft_5_3_1() {
 
 #[test]
 fn chunk_longer_than_the_ulp_allows_gets_err_chunk_rfc8166_3_4_4() {
-    let policy =
-        ReceivePolicy { limits: HeaderLimits { max_chunk_len: 1 << 20, ..Default::default() }, ..Default::default() };
+    let policy = ReceivePolicy { limits: HeaderLimits::default().max_chunk_len(1 << 20), ..Default::default() };
     let mut w = vec![7, 1, 1, 0, 0, 1, 2, 1, 1 << 20, 0, 0, 2, 1, 0, 0, 0, 0];
     w.extend(rpc_call(7));
     assert!(matches!(receive(&bytes(&w), &policy), Verdict::Reply { reason: HeaderError::ChunkTooLong { .. }, .. }));
     // Segment lengths whose sum overflows 32 bits are summed in 64.
     let mut w = vec![7, 1, 1, 0, 0, 1, 2, 1, u32::MAX, 0, 0, 2, u32::MAX, 0, 0, 0, 0];
     w.extend(rpc_call(7));
-    let strict = ReceivePolicy {
-        limits: HeaderLimits { max_chunk_len: u64::from(u32::MAX), ..Default::default() },
-        ..Default::default()
-    };
+    let strict =
+        ReceivePolicy { limits: HeaderLimits::default().max_chunk_len(u64::from(u32::MAX)), ..Default::default() };
     assert!(matches!(
         receive(&bytes(&w), &strict),
         Verdict::Reply { reason: HeaderError::ChunkTooLong { len, .. }, .. } if len == 2 * u64::from(u32::MAX)

@@ -63,13 +63,13 @@ fn default() -> ReceivePolicy {
 /// Chunks up to 2^32 - 1 bytes (the largest a 32-bit position can address) and no limit on a
 /// whole message: the arithmetic of huge lengths, which the default limits refuse earlier.
 fn wide() -> ReceivePolicy {
-    let limits = HeaderLimits { max_chunk_len: u64::from(u32::MAX), max_message_len: u64::MAX, ..Default::default() };
+    let limits = HeaderLimits::default().max_chunk_len(u64::from(u32::MAX)).max_message_len(u64::MAX);
     ReceivePolicy { limits, ..Default::default() }
 }
 
 /// A policy with the segment limit lifted.
 fn unlimited_segments() -> ReceivePolicy {
-    ReceivePolicy { limits: HeaderLimits { max_segments: u32::MAX, ..Default::default() }, ..Default::default() }
+    ReceivePolicy { limits: HeaderLimits::default().max_segments(u32::MAX), ..Default::default() }
 }
 
 fn bytes(ws: &[u32]) -> Vec<u8> {
@@ -349,8 +349,7 @@ fn segment_counts_within_the_limit_but_beyond_the_input_get_err_chunk_count_exce
     }
     // A limit of 1000: counts up to it are measured against the input,
     // counts above it stop at the limit.
-    let policy =
-        ReceivePolicy { limits: HeaderLimits { max_segments: 1000, ..Default::default() }, ..Default::default() };
+    let policy = ReceivePolicy { limits: HeaderLimits::default().max_segments(1000), ..Default::default() };
     for count in HOSTILE_COUNTS {
         let reason = err_chunk(judge(&claiming(count, false), &policy), 7);
         if count <= 1000 {
@@ -679,7 +678,7 @@ fn sixteen_maximal_segments_sum_without_wrapping_when_the_chunk_limit_is_lifted(
     let _g = serial();
     let m = u32::MAX;
     let policy = ReceivePolicy {
-        limits: HeaderLimits { max_chunk_len: u64::MAX, max_message_len: u64::MAX, ..Default::default() },
+        limits: HeaderLimits::default().max_chunk_len(u64::MAX).max_message_len(u64::MAX),
         ..Default::default()
     };
     let sixteen = 16 * u64::from(m);
@@ -716,7 +715,7 @@ fn chunks_that_together_exceed_the_message_limit_get_err_chunk_before_anything_i
     let m = u32::MAX;
     let b = msg(&reads(&[(8, m), (0x8000_0000, m - 0x8000_0000 + 8)]));
     assert_eq!(err_chunk(judge(&b, &default()), 7), HeaderError::ChunkTooLong { len: u64::from(m), limit: 2 << 20 });
-    let limits = HeaderLimits { max_chunk_len: u64::MAX, max_message_len: 1 << 20, ..Default::default() };
+    let limits = HeaderLimits::default().max_chunk_len(u64::MAX).max_message_len(1 << 20);
     let policy = ReceivePolicy { limits, ..Default::default() };
     // Read, Write and Reply chunks all count: 512 KiB + 256 KiB + 256 KiB is exactly the limit,
     // one byte more is refused.

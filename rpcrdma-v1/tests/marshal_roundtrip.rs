@@ -176,7 +176,7 @@ impl UpperLayerBinding for LayoutUlb {
     fn max_reply_size(&self, _call: &[u8]) -> usize {
         self.max_reply
     }
-    fn reply_ddp_items(&self, reply: &[u8], reduced: usize, out: &mut Vec<DdpItem>) {
+    fn reply_ddp_items(&self, _call: &[u8], reply: &[u8], reduced: usize, out: &mut Vec<DdpItem>) {
         parse(&self.reply, reply, reduced, out)
     }
 }
@@ -255,6 +255,8 @@ fn is_nomsg(m: &RdmaMsg<'_>) -> bool {
 
 /// Everything a Requester keeps about a call in flight.
 struct SentCall {
+    /// The RPC call message, which a binding reads to locate its reply's results.
+    call: Vec<u8>,
     send: Vec<u8>,
     marshaled: MarshaledCall,
     reg: TestRegistrar,
@@ -275,7 +277,7 @@ fn send_call<U: UpperLayerBinding>(
     marshal_call(call, &req, &mut reg, &mut header, &mut marshaled)?;
     let mut send = Vec::new();
     marshaled.gather_into(&header, call, &mut send);
-    Ok(SentCall { send, marshaled, reg })
+    Ok(SentCall { call: call.to_vec(), send, marshaled, reg })
 }
 
 /// The Responder's side of a call: decode, fetch, reassemble.
@@ -302,7 +304,7 @@ fn send_reply<U: UpperLayerBinding>(
     let (msg, _) = RdmaMsg::decode(&sent.send).unwrap();
     let provided = ProvidedChunks::from_call(&msg).unwrap();
     let mut results = Vec::new();
-    ulb.reply_ddp_items(reply, 0, &mut results);
+    ulb.reply_ddp_items(&sent.call, reply, 0, &mut results);
     let req = ReplyRequest { credits: 8, reply_inline_threshold: reply_threshold, ddp_results: &results };
     let mut header = vec![0u8; 64 * 1024];
     let mut out = MarshaledReply::new();
@@ -334,7 +336,7 @@ fn receive_reply<U: UpperLayerBinding>(sent: &SentCall, send: &[u8], ulb: &U) ->
     let bufs: Vec<&[u8]> = sent.marshaled.writes().iter().map(|c| sent.reg.mem.buffer(c)).collect();
     let reply_buf = sent.marshaled.reply_chunk().map_or(&[][..], |c| sent.reg.mem.buffer(c));
     let (mut results, mut out) = (Vec::new(), Vec::new());
-    reassemble_reply_with_ulb(&msg, &send[hlen..], reply_buf, &bufs, ulb, &mut results, &mut out).unwrap();
+    reassemble_reply_with_ulb(&sent.call, &msg, &send[hlen..], reply_buf, &bufs, ulb, &mut results, &mut out).unwrap();
     out
 }
 

@@ -31,7 +31,7 @@ fn arg(n: usize, default: usize) -> usize {
 fn main() {
     let Some(b) = Rdma::from_test_env() else { std::process::exit(2) };
     let (size, iters, depth) = (arg(1, 65536), arg(2, 1000), arg(3, 128));
-    let caps = QpCaps { max_send_wr: depth as u32, ..QpCaps::default() };
+    let caps = QpCaps::default().max_send_wr(depth as u32);
 
     let listener = b.listen(&b.any_address()).expect("listen");
     let addr = listener.local_addr();

@@ -67,8 +67,10 @@ mod memory;
 #[allow(unsafe_code)]
 pub mod rdma;
 mod rules;
+mod setters;
 pub mod tcp;
 
+use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -126,6 +128,21 @@ pub enum Error {
     /// The address is malformed for this backend.
     #[error("bad address {0:?}")]
     BadAddress(String),
+    /// A system or rdma-core call failed while setting up (no RDMA device, `ibv_alloc_pd`,
+    /// `ibv_create_cq` or `rdma_create_id` failing, `poll` on the CM's channel, ...): which
+    /// call, and the errno it left.
+    ///
+    /// ```
+    /// let e = verbs::Error::Os { call: "ibv_alloc_pd", errno: 12 };
+    /// assert!(e.to_string().starts_with("ibv_alloc_pd failed: "));
+    /// ```
+    #[error("{call} failed: {}", std::io::Error::from_raw_os_error(*errno))]
+    Os {
+        /// The call that failed.
+        call: &'static str,
+        /// Its errno.
+        errno: i32,
+    },
     /// Something already listens on the address (`EADDRINUSE`).
     #[error("address {0:?} in use")]
     AddressInUse(String),
@@ -144,8 +161,62 @@ pub enum Error {
     Timeout,
 }
 
-/// Queue pair capacities (`struct ibv_qp_cap`), enforced at post time.
+/// Where to listen or connect, as a backend reads it: `inproc:name` for the in-process
+/// backend, `host:port` for TCP, `a.b.c.d:port` for rdma-core. Made from anything that reads
+/// as a string (`&str`, `&String`, `String`) or from a [`SocketAddr`], so that the
+/// `negotiate` API takes `impl Into<Address>`.
+///
+/// ```
+/// use std::net::{Ipv4Addr, SocketAddr};
+/// use verbs::Address;
+/// assert_eq!(Address::from("inproc:a").as_str(), "inproc:a");
+/// assert_eq!(Address::from(&String::from("inproc:b")).as_str(), "inproc:b");
+/// assert_eq!(Address::from(SocketAddr::from((Ipv4Addr::new(10, 0, 2, 15), 20049))).as_str(), "10.0.2.15:20049");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Address(String);
+
+impl Address {
+    /// The address as the backends take it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Address {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<T: AsRef<str> + ?Sized> From<&T> for Address {
+    fn from(addr: &T) -> Self {
+        Address(addr.as_ref().to_string())
+    }
+}
+
+impl From<String> for Address {
+    fn from(addr: String) -> Self {
+        Address(addr)
+    }
+}
+
+impl From<SocketAddr> for Address {
+    /// `ip:port`, or `[ip6]:port`.
+    fn from(addr: SocketAddr) -> Self {
+        Address(addr.to_string())
+    }
+}
+
+/// Queue pair capacities (`struct ibv_qp_cap`), enforced at post time. Built from
+/// [`Default`] with setters named after the fields:
+///
+/// ```
+/// let caps = verbs::QpCaps::default().max_send_wr(256).max_recv_wr(64);
+/// assert_eq!((caps.max_send_wr, caps.max_recv_wr, caps.max_sge), (256, 64, 16));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct QpCaps {
     /// Send-queue work requests (Send, Write, Read, Local Invalidate) whose completions may be
     /// outstanding, i.e. not yet reaped (`max_send_wr`). An unsignaled one ([`SendFlags`])
@@ -174,6 +245,8 @@ impl Default for QpCaps {
     }
 }
 
+crate::setters!(QpCaps { max_send_wr: u32, max_recv_wr: u32, max_sge: u32, retry_timeout: Duration });
+
 /// How a listener takes connections ([`Backend::listen_with`]): the bounds that keep a peer
 /// that connects and then says nothing, or connects a thousand times, from stalling or
 /// exhausting the listener.
@@ -181,10 +254,11 @@ impl Default for QpCaps {
 /// ```
 /// use std::time::Duration;
 /// use verbs::ListenOptions;
-/// let opts = ListenOptions { max_pending: 8, ..ListenOptions::default() };
+/// let opts = ListenOptions::default().max_pending(8);
 /// assert_eq!(opts.handshake_timeout, Duration::from_secs(5));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct ListenOptions {
     /// Connect requests held at once before [`Listener::get_request`] hands them out: those
     /// whose handshake is still arriving and those complete but not yet taken (the backlog of
@@ -204,6 +278,8 @@ impl Default for ListenOptions {
         ListenOptions { max_pending: 64, handshake_timeout: Duration::from_secs(5) }
     }
 }
+
+crate::setters!(ListenOptions { max_pending: usize, handshake_timeout: Duration });
 
 /// The state of a queue pair, reduced to what a connected user can observe
 /// (`IBV_QPS_RTS` or `IBV_QPS_ERR`).
@@ -515,7 +591,7 @@ pub trait QueuePair: Send + Sync {
     /// #     InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap().0
     /// # });
     /// # let pd = InProcess.alloc_pd().unwrap();
-    /// let caps = QpCaps { max_send_wr: 32, ..QpCaps::default() };
+    /// let caps = QpCaps::default().max_send_wr(32);
     /// let qp = listener.get_request(t).unwrap().accept(&pd, &[], caps).unwrap();
     /// assert_eq!(qp.caps().max_send_wr, 32);
     /// # let _client = client.join().unwrap();

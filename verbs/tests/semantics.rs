@@ -851,12 +851,45 @@ instantiate!(tcp, verbs::Tcp; window_bounds_hold_inside_its_region);
 #[cfg(feature = "rdma")]
 instantiate!(
     rdma,
-    match verbs::Rdma::from_test_env() {
+    match crate::stderr_log::rdma_from_test_env() {
         Some(b) => b,
         None => return,
     };
     completion_fd_wakes_an_event_loop
 );
+
+/// The rdma-core backend's diagnostics (`log`) on stderr, at the level `RUST_LOG` names
+/// (`error` to `trace`; none when unset): guest/test-rdma passes it into the guest.
+#[cfg(feature = "rdma")]
+mod stderr_log {
+    struct Stderr;
+
+    impl log::Log for Stderr {
+        fn enabled(&self, _: &log::Metadata<'_>) -> bool {
+            true
+        }
+        fn log(&self, r: &log::Record<'_>) {
+            eprintln!("{} {}: {}", r.level(), r.target(), r.args());
+        }
+        fn flush(&self) {}
+    }
+
+    /// The backend under test (`Rdma::from_test_env`), with the logger installed first.
+    pub fn rdma_from_test_env() -> Option<verbs::Rdma> {
+        install();
+        verbs::Rdma::from_test_env()
+    }
+
+    fn install() {
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| {
+            let Some(level) = std::env::var("RUST_LOG").ok().and_then(|l| l.parse().ok()) else { return };
+            if log::set_logger(&Stderr).is_ok() {
+                log::set_max_level(level);
+            }
+        });
+    }
+}
 
 /// What Soft-RoCE does differently, asserted so that a kernel that fixes it fails here and the
 /// rule moves back into the common list.

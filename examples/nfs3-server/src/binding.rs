@@ -13,16 +13,9 @@
 //! [`ReplyHeader::decode`](negotiate::onc::ReplyHeader::decode), then the procedure's
 //! arguments or results up to the item.
 //!
-//! A reply does not say which procedure it answers, and [`UpperLayerBinding::reply_ddp_items`]
-//! receives only the reply. So the binding remembers the XIDs of the READ calls it has seen
-//! ([`Nfs3Binding::note_call`]: the server's handler calls it for every call; on a client,
-//! [`UpperLayerBinding::reply_ddp_maxima`] does, as the call is marshaled) and locates a
-//! READ's data only in the reply to one of them, after decoding that reply strictly as a
-//! READ3res that ends exactly where the reply does. Once the transport passes the call along
-//! with the reply, [`read_result`] on that call replaces the table.
-
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+//! A reply does not say which procedure it answers: [`UpperLayerBinding::reply_ddp_items`]
+//! receives the call too, and a READ's data is located only in the reply to a READ call,
+//! after decoding that reply strictly as a READ3res that ends exactly where the reply does.
 
 use negotiate::onc::{CallHeader, ReplyHeader};
 use rpcrdma_v1::ulb::{roundup, DdpItem, UpperLayerBinding};
@@ -30,11 +23,6 @@ use xdr_spec::rt::{Reader, Xdr};
 
 use crate::xdr::{NfsFh3, PostOpAttr, StableHow, NFSPROC3_READ, NFSPROC3_READDIR, NFSPROC3_READDIRPLUS};
 use crate::xdr::{NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3};
-
-/// The most READ calls whose replies the binding waits for at once. Beyond it the table is
-/// emptied: the replies of the READs then in progress go without their Write chunk (inline,
-/// or through the Reply chunk), which is slower and still correct.
-pub const MAX_READS_TRACKED: usize = 4096;
 
 /// The largest reply other than READDIR's and READDIRPLUS's, with a READ's data reduced: the
 /// RPC reply header and the largest fixed results (CREATE3resok: a handle, two `fattr3`s and
@@ -46,12 +34,8 @@ pub const MAX_SMALL_REPLY: usize = 1024;
 pub const MAX_DIR_REPLY: usize = 1 << 20;
 
 /// The NFSv3 Upper-Layer Binding, for a client and a server alike.
-#[derive(Debug, Default)]
-pub struct Nfs3Binding {
-    /// XIDs of READ calls whose replies have not been marshaled (or reassembled) yet, with
-    /// how many such calls each has (two clients may use one XID).
-    reads: Mutex<HashMap<u32, u32>>,
-}
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Nfs3Binding;
 
 /// The header of an NFSv3 call: its XID, procedure and where its arguments start.
 fn nfs3_call(call: &[u8]) -> Option<(u32, u32, usize)> {
@@ -111,39 +95,9 @@ pub fn read_result(reply: &[u8], reduced: bool) -> Option<DdpItem> {
 }
 
 impl Nfs3Binding {
-    /// A binding that has seen no calls.
+    /// The binding (it keeps no state: every item is found by decoding the call and reply).
     pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Notes `call` if it is a READ, so that its reply's data is located (see the module's
-    /// documentation). A server's handler calls this for every call before answering it.
-    pub fn note_call(&self, call: &[u8]) {
-        let Some((xid, proc, _)) = nfs3_call(call) else { return };
-        if proc != NFSPROC3_READ {
-            return;
-        }
-        let mut reads = self.reads.lock().unwrap_or_else(PoisonError::into_inner);
-        if reads.len() >= MAX_READS_TRACKED {
-            reads.clear();
-        }
-        *reads.entry(xid).or_default() += 1;
-    }
-
-    /// Whether the reply with XID `xid` answers a READ noted, forgetting that READ.
-    fn take_read(&self, xid: u32) -> bool {
-        let mut reads = self.reads.lock().unwrap_or_else(PoisonError::into_inner);
-        match reads.get_mut(&xid) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                true
-            }
-            Some(_) => {
-                reads.remove(&xid);
-                true
-            }
-            None => false,
-        }
+        Nfs3Binding
     }
 }
 
@@ -153,10 +107,7 @@ impl UpperLayerBinding for Nfs3Binding {
     }
 
     fn reply_ddp_maxima(&self, call: &[u8], out: &mut Vec<usize>) {
-        if let Some(count) = read_count(call) {
-            self.note_call(call);
-            out.push(count as usize);
-        }
+        out.extend(read_count(call).map(|count| count as usize));
     }
 
     fn max_reply_size(&self, call: &[u8]) -> usize {
@@ -172,9 +123,8 @@ impl UpperLayerBinding for Nfs3Binding {
         MAX_SMALL_REPLY + listing.map_or(0, |n| (n as usize).min(MAX_DIR_REPLY))
     }
 
-    fn reply_ddp_items(&self, reply: &[u8], reduced: usize, out: &mut Vec<DdpItem>) {
-        let Some(xid) = negotiate::onc::peek_xid(reply) else { return };
-        if self.take_read(xid) {
+    fn reply_ddp_items(&self, call: &[u8], reply: &[u8], reduced: usize, out: &mut Vec<DdpItem>) {
+        if read_count(call).is_some() {
             out.extend(read_result(reply, reduced > 0));
         }
     }

@@ -72,8 +72,9 @@ fn options() -> Result<Options, String> {
 /// Starts the NFS server on `backend` and returns it with a description of where it is.
 fn start<B: Backend + Clone>(backend: B, o: &Options, nfs: Nfs3, binding: Arc<Nfs3Binding>) -> Result<Server, String> {
     let defaults = ServerConfig::default();
-    let cfg = ServerConfig { timeout: o.timeout.unwrap_or(defaults.timeout), ..defaults };
-    Server::start(backend, &o.listen, cfg, binding, nfs)
+    let timeout = o.timeout.unwrap_or(defaults.timeout);
+    let cfg = defaults.timeout(timeout);
+    Server::start(backend, o.listen.as_str(), cfg, binding, nfs)
         .map_err(|e| format!("listening on {} ({}): {e}", o.listen, o.backend))
 }
 
@@ -82,7 +83,7 @@ fn run(o: &Options) -> Result<(), String> {
         Handles::new(o.root.as_ref(), nfs3_server::boot_verifier()).map_err(|e| format!("--root {}: {e}", o.root))?,
     );
     let binding = Arc::new(Nfs3Binding::new());
-    let nfs = Nfs3::new(handles.clone(), binding.clone()).logging(o.verbose);
+    let nfs = Nfs3::new(handles.clone()).logging(o.verbose);
     let server = match o.backend.as_str() {
         "tcp" => start(verbs::Tcp, o, nfs, binding)?,
         "inproc" => start(verbs::InProcess, o, nfs, binding)?,

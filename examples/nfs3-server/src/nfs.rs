@@ -21,7 +21,6 @@ use negotiate::server::Handler;
 use xdr_spec::rt::Xdr;
 
 use crate::attrs::{fattr, post_op, NO_WCC};
-use crate::binding::Nfs3Binding;
 use crate::handles::{Handles, Resolved, NAME_MAX};
 use crate::xdr::*;
 
@@ -45,7 +44,6 @@ pub(crate) struct Caller {
 #[derive(Debug)]
 pub struct Nfs3 {
     handles: Arc<Handles>,
-    binding: Arc<Nfs3Binding>,
     /// The write verifier (RFC 1813 section 3.3.7): changes when the server restarts, so that
     /// a client sends again what it wrote UNSTABLE and had not committed.
     write_verifier: [u8; 8],
@@ -106,10 +104,9 @@ pub(crate) fn args<'a, T: Xdr<'a>>(bytes: &'a [u8]) -> Result<T, Garbage> {
 }
 
 impl Nfs3 {
-    /// The service over the files `handles` maps; `binding` is the one given to the
-    /// [`Server`](negotiate::server::Server), told of each call ([`Nfs3Binding::note_call`]).
-    pub fn new(handles: Arc<Handles>, binding: Arc<Nfs3Binding>) -> Self {
-        Nfs3 { handles, binding, write_verifier: crate::boot_verifier(), log: false }
+    /// The service over the files `handles` maps.
+    pub fn new(handles: Arc<Handles>) -> Self {
+        Nfs3 { handles, write_verifier: crate::boot_verifier(), log: false }
     }
 
     /// The same service, logging each call on stderr (XID, procedure, and the status or RPC
@@ -317,7 +314,6 @@ impl Handler for Nfs3 {
             // MOUNT offered AUTH_SYS and AUTH_NONE only (RFC 1813 section 5.2.1).
             Auth::Other { .. } => return onc::reply_auth_error(h.xid, AuthStat::TOOWEAK, reply),
         };
-        self.binding.note_call(call);
         let mut out = Out { xid: h.xid, buf: reply };
         if self.dispatch(h.proc, caller, &call[at..], &mut out).is_err() {
             reply.clear();

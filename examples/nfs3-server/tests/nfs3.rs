@@ -53,11 +53,11 @@ fn rig<B: Backend + Clone>(backend: B, name: &str) -> Rig<B> {
     let export = Export::new(name);
     let handles = Arc::new(Handles::new(&export.0, nfs3_server::boot_verifier()).unwrap());
     let server_binding = Arc::new(Nfs3Binding::new());
-    let nfs = Nfs3::new(handles.clone(), server_binding.clone());
+    let nfs = Nfs3::new(handles.clone());
     let server =
-        Server::start(backend.clone(), &backend.any_address(), ServerConfig::default(), server_binding, nfs).unwrap();
+        Server::start(backend.clone(), backend.any_address(), ServerConfig::default(), server_binding, nfs).unwrap();
     let mount = MountServer::start("127.0.0.1:0", Mount::new(handles)).unwrap();
-    let client = Client::new(backend, &server.local_addr(), ClientConfig::default());
+    let client = Client::new(backend, server.local_addr(), ClientConfig::default());
     Rig { export, server, mount, client, binding: Nfs3Binding::new(), xids: XidSource::new(1) }
 }
 

@@ -158,7 +158,7 @@ impl<B: Backend> RawRequester<B> {
         };
         assert_eq!((header.xid(), header.version()), (xid, vers), "the reply answers the call just sent");
         let mut out = Vec::new();
-        pending.complete(&self.conn, &header, got.invalidated_rkey, &ULB, &mut out).expect("complete");
+        pending.complete(&self.conn, &message, &header, got.invalidated_rkey, &ULB, &mut out).expect("complete");
         assert!(out == echo(&message), "call {xid:#x}: not its own reply");
     }
 }
@@ -173,8 +173,8 @@ pub fn accept_raw<B: Backend>(
     versions: (Version, Version),
     ours: PrivateData,
 ) -> Option<(Responder, Connection<B>, ReceivePool<B>)> {
-    let credits = responder::Config::default().credits;
-    let mut responder = Responder::new(responder::Config { versions, ..Default::default() });
+    let credits = responder::ResponderConfig::default().credits;
+    let mut responder = Responder::new(responder::ResponderConfig::default().versions(versions));
     responder.on_connected(req.private_data(), Some(ours));
     let pd = backend.alloc_pd().expect("pd");
     let mut pool = None;
@@ -376,7 +376,7 @@ fn serve_raw<B: Backend>(
                 if act == Act::ExecuteWithoutReply {
                     continue;
                 }
-                send_reply(&conn, &h, &reply, ulb, &params).map(drop)
+                send_reply(&conn, &h, &message, &reply, ulb, &params).map(drop)
             }
             Received::SendError(e) => send_error(&conn, e.as_bytes()),
             _ => Ok(()),

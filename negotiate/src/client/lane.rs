@@ -346,7 +346,7 @@ impl<B: Backend> Lane<B> {
                 let header = reply_header(&bytes, &sh.cfg.requester.limits).expect("judged by the core");
                 reply.clear();
                 let done = match message {
-                    Message::Borrowed(_) => p.complete(&link.conn, &header, invalidated, ulb, reply),
+                    Message::Borrowed(call) => p.complete(&link.conn, call, &header, invalidated, ulb, reply),
                     Message::Lent(buffer) => p.complete_lent(&link.conn, &header, invalidated, ulb, reply, buffer),
                 };
                 let done = done.map_err(Into::into);
@@ -630,6 +630,7 @@ impl<B: Backend> Shared<B> {
     fn connect(&self) -> Result<(), Arc<DataPathError>> {
         let cfg = &self.cfg;
         let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
+        log::info!("connecting to {} (attempt {})", self.addr, lock(&self.st).core.connect_attempt());
         let attempt = (|| -> Result<(Link<B>, Vec<u8>), DataPathError> {
             let pd = self.backend.alloc_pd()?;
             let (qp, accepted) = self.backend.connect(&pd, &self.addr, &pdata, cfg.caps, cfg.connect_timeout)?;

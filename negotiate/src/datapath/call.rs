@@ -145,6 +145,13 @@ thread_local! {
     static SCRATCH: RefCell<(CallDescription, MarshaledCall)> = RefCell::new(Default::default());
 }
 
+/// Where a completing call's RPC message is: still the caller's, or lent to the call and
+/// handed back by [`PendingCall::finish`].
+enum CallMessage<'m> {
+    Kept(&'m [u8]),
+    Lent(&'m mut Vec<u8>),
+}
+
 impl<B: Backend> PendingCall<B> {
     /// The call's XID, which its reply's `rdma_xid` carries (RFC 8166 section 4.2.1).
     pub fn xid(&self) -> u32 {
@@ -161,8 +168,10 @@ impl<B: Backend> PendingCall<B> {
         self.memory.rkeys()
     }
 
-    /// Completes the call from its reply: `reply` is the accepted header of the received
-    /// message (Version One's or Two's verdict), `invalidated` the received completion's
+    /// Completes the call from its reply: `call` is the RPC call message this sent (the binding
+    /// reads its procedure to locate the reply's DDP-eligible results), `reply` is the accepted
+    /// header of the received message (Version One's or Two's verdict), `invalidated` the
+    /// received completion's
     /// invalidated rkey. Releases the chunks first ([`ChunkMemory::release`]), then rebuilds
     /// the whole RPC Reply message into `out` from the inline bytes, the Write chunks' and the
     /// Reply chunk's landed bytes (RFC 8166 sections 3.4.6.1 and 3.5.3; the ULB locates the
@@ -172,16 +181,18 @@ impl<B: Backend> PendingCall<B> {
     pub fn complete<U: UpperLayerBinding + ?Sized>(
         self,
         conn: &Connection<B>,
+        call: &[u8],
         reply: &Header<'_>,
         invalidated: Option<u32>,
         ulb: &U,
         out: &mut Vec<u8>,
     ) -> Result<(), DataPathError> {
-        self.complete_into(conn, reply, invalidated, ulb, out, None)
+        self.complete_into(conn, reply, invalidated, ulb, out, CallMessage::Kept(call))
     }
 
     /// [`complete`](PendingCall::complete) for a call sent with [`send_call_lent`]: hands the
-    /// lent message back into `message` (after its windows are closed), whatever the outcome.
+    /// lent message back into `message` (after its windows are closed), whatever the outcome;
+    /// the binding reads it there.
     pub fn complete_lent<U: UpperLayerBinding + ?Sized>(
         self,
         conn: &Connection<B>,
@@ -191,7 +202,7 @@ impl<B: Backend> PendingCall<B> {
         out: &mut Vec<u8>,
         message: &mut Vec<u8>,
     ) -> Result<(), DataPathError> {
-        self.complete_into(conn, reply, invalidated, ulb, out, Some(message))
+        self.complete_into(conn, reply, invalidated, ulb, out, CallMessage::Lent(message))
     }
 
     fn complete_into<U: UpperLayerBinding + ?Sized>(
@@ -201,16 +212,23 @@ impl<B: Backend> PendingCall<B> {
         invalidated: Option<u32>,
         ulb: &U,
         out: &mut Vec<u8>,
-        home: Option<&mut Vec<u8>>,
+        call: CallMessage<'_>,
     ) -> Result<(), DataPathError> {
         let want = self.xid;
-        let landed = self.finish(conn, invalidated, home)?;
+        let (call, landed) = match call {
+            CallMessage::Kept(call) => (call, self.finish(conn, invalidated, None)?),
+            CallMessage::Lent(home) => {
+                let landed = self.finish(conn, invalidated, Some(&mut *home))?;
+                (&home[..], landed)
+            }
+        };
         if reply.xid() != want {
             return Err(DataPathError::XidMismatch { want, got: reply.xid() });
         }
         let write_bufs: Vec<&[u8]> = landed.writes.iter().map(Vec::as_slice).collect();
         let mut results = Vec::new();
         let reassembled = reassemble_reply_with_ulb(
+            call,
             &reply.to_msg(),
             reply.payload(),
             &landed.reply,

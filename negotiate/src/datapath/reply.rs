@@ -163,8 +163,10 @@ fn post_reads<B: Backend>(
     posted.and(waited)
 }
 
-/// Sends `reply` (a whole RPC Reply message) for the accepted call header `call`:
-/// `marshal_reply` places the DDP-eligible results `ulb` finds into the Requester's Write chunks
+/// Sends `reply` (a whole RPC Reply message) for the accepted call header `call`, whose RPC
+/// call message is `call_message` (the binding reads its procedure to tell which results are
+/// DDP-eligible, RFC 8166 section 6.1): `marshal_reply` places the DDP-eligible results `ulb`
+/// finds into the Requester's Write chunks
 /// and, when the reply does not fit inline, the reduced reply into its Reply chunk (RFC 8166
 /// sections 3.4.6 and 3.5.3); those bytes go by RDMA Write, then the header and inline payload
 /// by one Send, which the Writes precede (RDMA ordering, RFC 8166 section 3.4.6.1). Returns once
@@ -181,11 +183,12 @@ fn post_reads<B: Backend>(
 pub fn send_reply<B: Backend, U: UpperLayerBinding + ?Sized>(
     conn: &Connection<B>,
     call: &Header<'_>,
+    call_message: &[u8],
     reply: &[u8],
     ulb: &U,
     params: &ReplyParams,
 ) -> Result<ReplySent, DataPathError> {
-    send_reply_from(conn, call, ReplyBytes::Copied(reply), ulb, params)
+    send_reply_from(conn, call, call_message, ReplyBytes::Copied(reply), ulb, params)
 }
 
 /// [`send_reply`] without copying the reply: `reply`'s buffer is lent to the connection while
@@ -197,18 +200,20 @@ pub fn send_reply<B: Backend, U: UpperLayerBinding + ?Sized>(
 /// # fn demo(conn: &negotiate::datapath::Connection<verbs::InProcess>, call: &rpcrdma_v1::header::Header<'_>,
 /// #         ulb: &rpcrdma_v1::ulb::OpaqueAtUlb, params: &negotiate::datapath::ReplyParams) {
 /// let mut reply = vec![0, 0, 0, 7, 0, 0, 0, 1];
-/// negotiate::datapath::send_reply_lent(conn, call, &mut reply, ulb, params).unwrap();
+/// let call_message = [0, 0, 0, 7, 0, 0, 0, 0]; // the RPC call it answers
+/// negotiate::datapath::send_reply_lent(conn, call, &call_message, &mut reply, ulb, params).unwrap();
 /// assert_eq!(reply, [0, 0, 0, 7, 0, 0, 0, 1]); // handed back
 /// # }
 /// ```
 pub fn send_reply_lent<B: Backend, U: UpperLayerBinding + ?Sized>(
     conn: &Connection<B>,
     call: &Header<'_>,
+    call_message: &[u8],
     reply: &mut Vec<u8>,
     ulb: &U,
     params: &ReplyParams,
 ) -> Result<ReplySent, DataPathError> {
-    send_reply_from(conn, call, ReplyBytes::Lent(reply), ulb, params)
+    send_reply_from(conn, call, call_message, ReplyBytes::Lent(reply), ulb, params)
 }
 
 /// Where the RDMA Writes of a reply take their bytes from.
@@ -231,13 +236,14 @@ impl ReplyBytes<'_> {
 fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
     conn: &Connection<B>,
     call: &Header<'_>,
+    call_message: &[u8],
     reply: ReplyBytes<'_>,
     ulb: &U,
     params: &ReplyParams,
 ) -> Result<ReplySent, DataPathError> {
     SCRATCH.with_borrow_mut(|(results, out)| {
         results.clear();
-        ulb.reply_ddp_items(reply.bytes(), 0, results);
+        ulb.reply_ddp_items(call_message, reply.bytes(), 0, results);
         let provided = ProvidedChunks { writes: call.write_list(), reply: call.reply_chunk() };
         let req = ReplyRequest {
             credits: params.credits,

@@ -137,6 +137,7 @@ pub const MAX_GIDS: u32 = 16;
 /// assert_eq!(e.to_string(), "RPC header ends within msg_type: 4 bytes needed at offset 4, 2 left");
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum OncError {
     /// The message ends within `field`.
     #[error("RPC header ends within {field}: {need} bytes needed at offset {at}, {have} left")]

@@ -48,6 +48,12 @@ pub(super) fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>
         Ok(())
     });
     let (Ok(qp), Some(pool)) = (accepted, pool) else { return };
+    log::info!(
+        "accepted a connection: private data received {:?} ({} bytes), sent {:?}",
+        serve.responder().advertised().requester,
+        received.len(),
+        ours
+    );
     lock(&shared.stats).connections += 1;
     let peer = Arc::new(Mutex::new(Peer {
         private_data: received,
@@ -90,7 +96,11 @@ pub(super) fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>
     };
     // Every thread spawned for the connection's calls ends inside this scope.
     std::thread::scope(|scope| served.work(scope));
-    lock(&peer).ended = conn.ended();
+    let ended = conn.ended();
+    if let Some(ended) = &ended {
+        log::info!("a connection ended: {ended}");
+    }
+    lock(&peer).ended = ended;
 }
 
 /// One connection's serving, shared by the threads that serve its calls.
@@ -343,6 +353,10 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
                     return Ok(Job { bytes: m.bytes, xid, params });
                 }
                 Step::SendError(e) => {
+                    // ERR_VERS answers a probe from a requester with a version we lack: part of
+                    // negotiating (draft section 5.2), not misbehaviour.
+                    let level = if e.code() == 1 { log::Level::Info } else { log::Level::Warn };
+                    log::log!(level, "answering message {:#010x} with RDMA_ERROR code {}", e.xid(), e.code());
                     send_error(self.conn, e.as_bytes()).map_err(|e| format!("sending an RDMA_ERROR: {e}"))?;
                     lock(&self.shared.stats).errors_sent += 1;
                 }
@@ -364,6 +378,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
                 // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166
                 // section 4.5); one that names no call of ours is dropped.
                 Step::PeerError { xid, error } => {
+                    log::warn!("the client answered backward call {xid:#010x} with RDMA_ERROR {error:?}");
                     self.back.on_peer_error(xid, error);
                 }
                 Step::Nothing => {}
@@ -402,18 +417,18 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
         service
             .and_then(|service| match service {
                 Service::Replied(mut r) => {
-                    let sent = send_reply_lent(conn, &header, &mut r, self.ulb, params)
+                    let sent = send_reply_lent(conn, &header, call, &mut r, self.ulb, params)
                         .map(|s| Served::Call(params.version, s));
                     // Its memory takes the next reply of this thread.
                     *reply = r;
                     sent
                 }
-                Service::Panicked => {
-                    send_rpc_error(conn, &header, self.ulb, params, encode_system_err_reply).map(|()| Served::Panicked)
-                }
+                Service::Panicked => send_rpc_error(conn, &header, call, self.ulb, params, encode_system_err_reply)
+                    .map(|()| Served::Panicked),
             })
             .or_else(|e| match FailureAnswer::for_error(&e) {
-                Some(answer) => answer_failure(conn, &header, self.ulb, params, answer),
+                // What of the call was received: a binding copes with a short one.
+                Some(answer) => answer_failure(conn, &header, call, self.ulb, params, answer),
                 None => Err(e),
             })
             .map_err(|e| format!("serving call {:#x}: {e}", job.xid))
@@ -423,7 +438,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
         let mut s = lock(&self.shared.stats);
         match served {
             Served::Call(v, sent) => {
-                s.calls[v.wire().min(2) as usize] += 1;
+                s.calls.count(v);
                 match sent.form {
                     ReplyForm::Inline => s.inline_replies += 1,
                     ReplyForm::ReplyChunk => s.reply_chunk_replies += 1,

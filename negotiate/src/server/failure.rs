@@ -45,6 +45,7 @@ impl FailureAnswer {
 pub(super) fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
     conn: &Connection<B>,
     call: &Header<'_>,
+    call_message: &[u8],
     ulb: &U,
     params: &ReplyParams,
     answer: FailureAnswer,
@@ -54,9 +55,8 @@ pub(super) fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
             let err = ErrorReply::err_chunk(call.xid(), params.version, params.credits);
             send_error(conn, err.as_bytes()).map(|()| Served::Error)
         }
-        FailureAnswer::GarbageArgs => {
-            send_rpc_error(conn, call, ulb, params, encode_garbage_args_reply).map(|()| Served::GarbageArgs)
-        }
+        FailureAnswer::GarbageArgs => send_rpc_error(conn, call, call_message, ulb, params, encode_garbage_args_reply)
+            .map(|()| Served::GarbageArgs),
     }
 }
 
@@ -66,6 +66,7 @@ pub(super) fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
 pub(super) fn send_rpc_error<B: Backend, U: UpperLayerBinding + ?Sized>(
     conn: &Connection<B>,
     call: &Header<'_>,
+    call_message: &[u8],
     ulb: &U,
     params: &ReplyParams,
     encode: fn(u32, &mut [u8]) -> Result<usize, rpcrdma_v1::rt::Error>,
@@ -73,5 +74,5 @@ pub(super) fn send_rpc_error<B: Backend, U: UpperLayerBinding + ?Sized>(
     let mut reply = [0u8; GARBAGE_ARGS_REPLY_LEN];
     let n = encode(call.xid(), &mut reply).expect("the buffer holds the reply");
     let params = ReplyParams { remote_invalidation: false, ..*params };
-    send_reply(conn, call, &reply[..n], ulb, &params).map(drop)
+    send_reply(conn, call, call_message, &reply[..n], ulb, &params).map(drop)
 }

@@ -169,7 +169,7 @@ impl Registrar for SimRegistrar<'_> {
 
 impl SimClient {
     pub fn new(rng: &mut Rng, side: Rng, answers: Rng, mut abandons: Rng, calls: u32, faults: Faults) -> SimClient {
-        let cfg = requester::Config { timeout: TIMEOUT, max_attempts: MAX_ATTEMPTS, ..requester::Config::default() };
+        let cfg = requester::RequesterConfig::default().timeout(TIMEOUT).max_attempts(MAX_ATTEMPTS);
         let sizes = [0, 16, 200, 900, 3000, 5000, 12000];
         let planned = (0..calls)
             .map(|i| {
@@ -187,7 +187,7 @@ impl SimClient {
         let per_attempt = TIMEOUT + Duration::from_millis(2 * faults.max_delay_ms + 450);
         let bound = per_attempt * MAX_ATTEMPTS * calls + Duration::from_secs(1);
         let private_data = faults.private_data.0.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
-        let cfg = ClientConfig { requester: cfg, private_data, ..ClientConfig::default() };
+        let cfg = ClientConfig::default().requester(cfg).private_data(private_data);
         SimClient {
             side,
             answers,
@@ -373,7 +373,7 @@ impl SimClient {
         let id = sim.next_link;
         sim.next_link += 1;
         sim.link = Some(super::Link::new(id));
-        let (ours, sent) = thresholds::what_to_send(self.cfg.private_data, self.cfg.foreign_private_data);
+        let (ours, sent) = thresholds::what_to_send(self.cfg.private_data, self.cfg.sends_foreign_private_data());
         let accepted = sim.with_server(|s, _| s.on_connected(id, &sent, now));
         self.core.handle_connected(id, ours, &accepted, now);
     }
@@ -509,7 +509,9 @@ impl SimClient {
             self.wrong = Some(format!("call {xid:#x} went out with no call message and got a reply, not ERR_CHUNK"));
         }
         let mut out = Vec::new();
+        let call = self.records.get(&xid).map_or(&[][..], |r| &r.message[..]);
         let got = reassemble_reply_with_ulb(
+            call,
             &header.to_msg(),
             header.payload(),
             &reply,

@@ -219,7 +219,7 @@ impl Link {
     }
 }
 
-/// The credits the simulated responder grants (responder::Config's default).
+/// The credits the simulated responder grants (responder::ResponderConfig's default).
 const GRANTED: u32 = 32;
 
 /// The whole simulated world.

@@ -79,7 +79,7 @@ impl SimServer {
     pub fn on_connected(&mut self, id: u32, received: &[u8], now: Instant) -> Vec<u8> {
         let versions =
             if self.faults.v1_only_responder { (Version::ONE, Version::ONE) } else { (Version::ONE, Version::TWO) };
-        let cfg = responder::Config { versions, ..responder::Config::default() };
+        let cfg = responder::ResponderConfig::default().versions(versions);
         let ours = self.faults.private_data.1.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
         self.conns.insert(id, Serve::new(cfg, self.faults.idle_timeout, received, ours, now));
         ours.map(|p| p.encode().to_vec()).unwrap_or_default()
@@ -216,7 +216,8 @@ impl SimServer {
                         Some(FailureAnswer::GarbageArgs) => {
                             let mut reply = [0u8; GARBAGE_ARGS_REPLY_LEN];
                             let n = encode_garbage_args_reply(xid, &mut reply).expect("sized");
-                            match marshal(sim, link, &header, &p, &reply[..n]) {
+                            // The call was not received whole: the binding gets none.
+                            match marshal(sim, link, &header, &[], &p, &reply[..n]) {
                                 Ok(send) => sim.send(false, send),
                                 Err(_) => self.close(sim, link),
                             }
@@ -307,7 +308,7 @@ fn serve(
             r
         }
     };
-    Ok(Served { send: marshal(sim, link, header, p, &reply)?, took })
+    Ok(Served { send: marshal(sim, link, header, &call, p, &reply)?, took })
 }
 
 /// Places `reply` in the call's chunks (simulated RDMA Writes) and returns the Send.
@@ -315,11 +316,12 @@ fn marshal(
     sim: &mut Sim,
     link: u32,
     header: &Header<'_>,
+    call: &[u8],
     p: &ReplyParams,
     reply: &[u8],
 ) -> Result<Vec<u8>, DataPathError> {
     let mut results = Vec::new();
-    ULB.reply_ddp_items(reply, 0, &mut results);
+    ULB.reply_ddp_items(call, reply, 0, &mut results);
     let provided = ProvidedChunks { writes: header.write_list(), reply: header.reply_chunk() };
     let req =
         ReplyRequest { credits: p.credits, reply_inline_threshold: p.reply_inline_threshold, ddp_results: &results };

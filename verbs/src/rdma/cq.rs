@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use rdma_sys::*;
 
-use super::ffi::{debug, errno, os_error, Ptr};
+use super::ffi::{errno, os_error, Ptr};
 use crate::{Opcode, Result, Status};
 
 /// A CQ created on its own completion channel, and the fds that wake its waiters. Dropping it
@@ -32,7 +32,7 @@ pub(super) struct Cq {
 }
 
 /// Takes ownership of an fd a libc call returned, or reports the call's errno.
-fn owned(call: &str, fd: i32) -> Result<OwnedFd> {
+fn owned(call: &'static str, fd: i32) -> Result<OwnedFd> {
     if fd < 0 {
         return Err(os_error(call, errno()));
     }
@@ -115,7 +115,7 @@ impl Cq {
         // SAFETY: the CQ is live.
         let rc = unsafe { ibv_req_notify_cq(self.cq.0, 0) };
         if rc != 0 {
-            debug(format_args!("ibv_req_notify_cq -> {rc}"));
+            log::warn!("ibv_req_notify_cq -> {rc}");
         }
         rc == 0
     }

@@ -39,22 +39,14 @@ impl<T> Ptr<T> {
     }
 }
 
-/// Diagnostics on stderr when `RDMA_VERBS_DEBUG` is set.
-pub(super) fn debug(args: std::fmt::Arguments<'_>) {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *ON.get_or_init(|| std::env::var_os("RDMA_VERBS_DEBUG").is_some()) {
-        eprintln!("verbs::rdma: {args}");
-    }
-}
-
 /// The calling thread's errno, as left by the last failed libibverbs/librdmacm call.
 pub(super) fn errno() -> i32 {
     std::io::Error::last_os_error().raw_os_error().unwrap_or(0)
 }
 
 /// A failure of a setup call that has no better [`Error`] variant, named after the call.
-pub(super) fn os_error(call: &str, errno: i32) -> Error {
-    Error::BadAddress(format!("{call} failed: {}", std::io::Error::from_raw_os_error(errno)))
+pub(super) fn os_error(call: &'static str, errno: i32) -> Error {
+    Error::Os { call, errno }
 }
 
 /// Parses "a.b.c.d:port".

@@ -53,13 +53,16 @@
 //!   Receive consumed by a Send with Invalidate, rxe sets `invalidated_rkey` but not
 //!   `IBV_WC_WITH_INV`; the rkey is reported when either says so (no Send with Immediate is
 //!   ever posted here).
-//! * Setting `RDMA_VERBS_DEBUG` prints error completions (with the raw `ibv_wc_status`), CM
-//!   events and disconnects on stderr.
+//! * Its diagnostics go to the `log` facade (target `verbs::rdma::...`): error completions
+//!   (with the raw `ibv_wc_status`) and CM events at debug, disconnects at info, failures
+//!   of the CM event channel or of re-arming a CQ at warn. The application's logger shows
+//!   them (for instance `env_logger` with `RUST_LOG=verbs=debug`); with none installed they
+//!   cost a load and a compare.
 //! * Received private data is delivered exactly as librdmacm hands it over (padded by the CM
 //!   to 56 bytes on connect and 196 on accept).
 //! * Setup failures that the crate's [`Error`](crate::Error) has no variant for (no device, `ibv_alloc_pd`
-//!   or `ibv_create_cq` failing, ...) are reported as [`Error::BadAddress`](crate::Error::BadAddress) naming the call
-//!   and errno.
+//!   or `ibv_create_cq` failing, ...) are reported as [`Error::Os`](crate::Error::Os) naming the call
+//!   and its errno; [`Error::BadAddress`](crate::Error::BadAddress) is for addresses only.
 
 // Who uses whom, one way only: `cm` (listen, connect, accept) builds `RdmaQp`s (`qp`) on
 // `Conn`s (`conn`: the cm_id, its event channel and the QP's resources); `qp` and `conn` use

@@ -11,7 +11,7 @@ use rdma_sys::*;
 
 use super::conn::Conn;
 use super::cq::{wc_opcode, wc_status};
-use super::ffi::{self, debug, os_error, Ptr};
+use super::ffi::{self, os_error, Ptr};
 use super::pd::{PdInner, RdmaRegion};
 use crate::{
     check_window, lock, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair,
@@ -145,7 +145,7 @@ impl Shared {
             inner.disconnect_sent = true;
             // SAFETY: the id is live; a failure (already disconnected by the peer) is harmless.
             let rc = unsafe { rdma_disconnect(self.conn.id.0) };
-            debug(format_args!("rdma_disconnect -> {rc} (errno {})", ffi::errno()));
+            log::debug!("rdma_disconnect -> {rc} (errno {})", ffi::errno());
         }
     }
 
@@ -277,7 +277,7 @@ impl Shared {
         }
         let status = wc_status(wc.status);
         if status != Status::Success {
-            debug(format_args!("wc wr_id {wr_id} {opcode:?}: ibv_wc_status {} -> {status:?}", wc.status));
+            log::debug!("wc wr_id {wr_id} {opcode:?}: ibv_wc_status {} -> {status:?}", wc.status);
         }
         let mut c = Completion::new(wr_id, status, opcode, 0);
         match status {
@@ -372,17 +372,17 @@ impl Shared {
         while !self.stop.load(Ordering::Relaxed) {
             match ffi::next_event(self.conn.channel, Instant::now() + CM_TICK) {
                 Ok(Some(ev)) if ev.kind == RDMA_CM_EVENT_DISCONNECTED || ev.kind == RDMA_CM_EVENT_DEVICE_REMOVAL => {
-                    debug(format_args!("cm event {} (disconnected)", ev.kind));
+                    log::info!("cm event {} (disconnected)", ev.kind);
                     let mut inner = lock(&self.inner);
                     // Answers the peer's DREQ with a DREP (a no-op if we sent the DREQ).
                     self.disconnect_locked(&mut inner);
                     inner.cm_events.push_back(CmEvent::Disconnected);
                     self.cm_cv.notify_all();
                 }
-                Ok(Some(ev)) => debug(format_args!("cm event {} status {}", ev.kind, ev.status)),
+                Ok(Some(ev)) => log::debug!("cm event {} status {}", ev.kind, ev.status),
                 Ok(None) => {}
                 Err(e) => {
-                    debug(format_args!("cm event error {e}"));
+                    log::warn!("cm event error {e}");
                     std::thread::sleep(CM_TICK);
                 }
             }

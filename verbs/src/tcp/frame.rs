@@ -133,6 +133,7 @@ impl NakCode {
 
 /// Why bytes are not a frame head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum FrameError {
     /// The input ends inside the head; `need` more bytes would complete it.
     #[error("frame head incomplete: {need} more bytes needed")]

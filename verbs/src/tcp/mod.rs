@@ -186,7 +186,7 @@ mod tests {
         let l = Tcp.listen(&Tcp.any_address()).unwrap();
         let addr = l.local_addr();
         let pd = Tcp.alloc_pd().unwrap();
-        let caps = QpCaps { max_send_wr: 2, ..QpCaps::default() };
+        let caps = QpCaps::default().max_send_wr(2);
         let pd2 = pd.clone();
         let t = std::thread::spawn(move || Tcp.connect(&pd2, &addr, &[], caps, T).unwrap().0);
         let _server = l.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();

@@ -52,6 +52,7 @@ impl<B: Backend> Lane<B> {
             }
         };
         self.end(xid, None);
+        log::debug!("RDMA_OPTIONAL {opttype:#x} (XID {xid:#010x}): {result:?}");
         result
     }
 

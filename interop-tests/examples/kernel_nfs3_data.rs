@@ -18,7 +18,9 @@
 //! - 16 MiB of WRITEs (FILE_SYNC), each call's data in a Read chunk, and the file on the
 //!   server's disk is byte-equal to what was written;
 //! - 16 MiB of READs, each reply's data RDMA-Written by the kernel into our Write chunk, and
-//!   byte-equal to the file.
+//!   byte-equal to the file;
+//! - from the kernel's rpcrdma tracepoints: svcrdma posted the RDMA Reads of each WRITE's Read
+//!   chunk and the RDMA Writes of each READ's Write chunk.
 
 use std::net::TcpStream;
 use std::time::Instant;
@@ -44,6 +46,31 @@ const STEP: usize = 256 << 10;
 #[path = "common/checks.rs"]
 mod checks;
 use checks::Checks;
+
+const TRACE: &str = "/sys/kernel/tracing";
+
+/// Enables the kernel's rpcrdma tracepoints, with the trace emptied; false when there are none.
+fn enable_trace() -> bool {
+    if !std::path::Path::new(&format!("{TRACE}/events/rpcrdma")).exists() {
+        let _ = std::process::Command::new("mount").args(["-t", "tracefs", "nodev", TRACE]).status();
+    }
+    let _ = std::fs::write(format!("{TRACE}/buffer_size_kb"), "8192");
+    let _ = std::fs::write(format!("{TRACE}/trace"), "");
+    std::fs::write(format!("{TRACE}/events/rpcrdma/enable"), "1").is_ok()
+}
+
+/// The svcrdma events in the trace since [`enable_trace`], by name, and their count.
+fn trace_events() -> std::collections::BTreeMap<String, usize> {
+    let _ = std::fs::write(format!("{TRACE}/events/rpcrdma/enable"), "0");
+    let trace = std::fs::read_to_string(format!("{TRACE}/trace")).unwrap_or_default();
+    let mut events = std::collections::BTreeMap::new();
+    for l in trace.lines().filter(|l| !l.starts_with('#')) {
+        if let Some(name) = l.split(": ").nth(1).filter(|n| n.starts_with("svcrdma_")) {
+            *events.entry(name.to_string()).or_default() += 1;
+        }
+    }
+    events
+}
 
 fn root_cred() -> Auth {
     Auth::Sys(AuthSys { stamp: 1, machine_name: "kernel-nfs3-data".into(), uid: 0, gid: 0, gids: vec![] })
@@ -144,6 +171,7 @@ fn main() {
     };
     println!("       root handle {} bytes, {FILE} handle {} bytes", root.len(), fh.len());
 
+    let traced = enable_trace();
     // 16 MiB of WRITEs: the data of each is DDP-eligible (RFC 8267 section 3.1.1), so it goes
     // in a Read chunk that the kernel RDMA-Reads.
     let before = nfs.client.stats();
@@ -204,6 +232,28 @@ fn main() {
         error.unwrap_or_else(|| format!("{calls} calls in {took:.2?} (Write chunks)")),
     );
     r.check("READ data equals the file", back == data, format!("{} bytes read", back.len()));
+    // What svcrdma did, from its tracepoints: it RDMA-Read the WRITEs' Read chunks and
+    // RDMA-Wrote the READs' data into our Write chunks.
+    if traced {
+        let events = trace_events();
+        println!("       svcrdma events: {events:?}");
+        let count = |name: &str| events.get(name).copied().unwrap_or(0);
+        // 6.1's names: svcrdma_post_read_chunk when it posts the RDMA Reads of a Read chunk,
+        // svcrdma_post_write_chunk the RDMA Writes of a Write chunk.
+        let (reads, writes) = (count("svcrdma_post_read_chunk"), count("svcrdma_post_write_chunk"));
+        r.check(
+            "kernel: RDMA Reads of our Read chunks (trace)",
+            reads >= SIZE / STEP,
+            format!("{reads} svcrdma_post_read_chunk"),
+        );
+        r.check(
+            "kernel: RDMA Writes into our Write chunks (trace)",
+            writes >= SIZE / STEP,
+            format!("{writes} svcrdma_post_write_chunk"),
+        );
+    } else {
+        println!("       no rpcrdma tracepoints: the chunk forms are not checked from the kernel's side");
+    }
     println!("       client stats: {:?}", nfs.client.stats());
     let _ = std::fs::remove_file(&path);
     drop(nfs);

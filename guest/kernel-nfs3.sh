@@ -2,9 +2,11 @@
 # kernel-nfs3.sh: runs INSIDE the Soft-RoCE guest (guest/test-kernel-nfs3 puts it in the
 # share beside the nfs3-server binary). Serves a folder with our nfs3-server over rdma-core
 # (NFSv3 on 10.0.2.15:20049, MOUNT on TCP 20048), mounts it with the kernel's NFS client over
-# RPC-over-RDMA, and moves real files through it: ls, stat, cat, cp in and out (4 MiB,
+# RPC-over-RDMA, and moves real files through it: ls, stat, cat, cp in and out (16 MiB,
 # sha256sum compared, page cache dropped between), dd, mkdir, a 1000-entry directory listed,
-# rm. Each step prints "ok:" or "FAIL:"; exits 1 when any failed, 3 when the server or the
+# rm, a Long call; then checks from the kernel's rpcrdma trace and our Server's counters that
+# Read, Write and Reply chunks and Long calls were used, with remote invalidation and 128
+# credits. Each step prints "ok:" or "FAIL:"; exits 1 when any failed, 3 when the server or the
 # mount could not be started (with the server's log and the kernel's last words).
 set -u
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -70,29 +72,131 @@ say "mounted: $(grep " $MNT " /proc/mounts)"
 check "ls -l" ls -l "$MNT"
 check "stat" stat "$MNT/hello.txt"
 check "cat" grep -qx "hello from the export" "$MNT/hello.txt"
-head -c $((4 << 20)) /dev/urandom >/tmp/src
+head -c $((16 << 20)) /dev/urandom >/tmp/src
 check "small WRITE (inline, 512 bytes)" dd if=/tmp/src of="$MNT/small.bin" bs=512 count=1 conv=fsync
 check "small WRITE on the server" cmp -n 512 /tmp/src "$EXPORT/small.bin"
 check "WRITE of 64 KiB (a Read chunk)" dd if=/tmp/src of="$MNT/mid.bin" bs=64k count=1 conv=fsync
 check "64 KiB on the server" cmp -n 65536 /tmp/src "$EXPORT/mid.bin"
 WANT=$(sha256sum </tmp/src | cut -d' ' -f1)
-check "cp in (4 MiB)" cp /tmp/src "$MNT/big"
+check "cp in (16 MiB)" cp /tmp/src "$MNT/big"
 check "sync" sync
 check "sha256 on the server's disk" test "$(sha256sum <"$EXPORT/big" | cut -d' ' -f1)" = "$WANT"
 echo 3 >/proc/sys/vm/drop_caches
-check "cp out (4 MiB)" cp "$MNT/big" /tmp/back
+check "cp out (16 MiB)" cp "$MNT/big" /tmp/back
 check "sha256 read back" test "$(sha256sum </tmp/back | cut -d' ' -f1)" = "$WANT"
 check "dd (1 MiB blocks)" dd if=/tmp/src of="$MNT/dd.bin" bs=1M count=2 conv=fsync
 check "dd size" test "$(stat -c %s "$EXPORT/dd.bin")" = $((2 << 20))
+# SYMLINK with a 4000-byte path: xprtrdma sends the path through a Read chunk (RFC 8267
+# section 3.1.1 makes it DDP-eligible); nfs3-server has no symlinks and must answer
+# NFS3ERR_NOTSUPP, not GARBAGE_ARGS (which the soft mount would turn into EIO after retries).
+LONG=$(head -c 4000 /dev/zero | tr '\0' a)
+if out=$(timeout -s KILL 150 ln -s "$LONG" "$MNT/longlink" 2>&1); then
+    echo "ok:   SYMLINK of 4000 bytes (a Read chunk) made a symlink"
+elif [ -n "$out" ] && ! grep -qi "timed out\|input/output" <<<"$out"; then
+    echo "ok:   SYMLINK of 4000 bytes (a Read chunk) answered: $out"
+else
+    echo "FAIL: SYMLINK of 4000 bytes (a Read chunk): '$out'"
+    FAILED=$((FAILED + 1))
+fi
 check "mkdir" mkdir "$MNT/dir"
 check "1000 files created" bash -c "cd $MNT/dir && for i in \$(seq 1 1000); do : >f\$i; done"
 check "1000 files listed" test "$(ls "$MNT/dir" | wc -l)" = 1000
-check "ls -l of 1000" bash -c "ls -l $MNT/dir >/dev/null"
+echo 3 >/proc/sys/vm/drop_caches
+# ls -l: READDIRPLUS, whose replies are larger than the 4096-byte reply threshold, so the
+# kernel offers a Reply chunk (RFC 8166 section 3.5.4). 1001 lines: "total" and 1000 files.
+check "ls -l of 1000 (1001 lines)" test "$(ls -l "$MNT/dir" | wc -l)" = 1001
 check "rm -r" rm -r "$MNT/dir"
+check "rmdir after mkdir" bash -c "mkdir $MNT/d2 && rmdir $MNT/d2 && test ! -e $EXPORT/d2"
 check "rm" rm "$MNT/big" "$MNT/dd.bin" "$MNT/small.bin" "$MNT/mid.bin"
 check "gone on the server" test ! -e "$EXPORT/dir" -a ! -e "$EXPORT/big"
 check "ls after rm" bash -c "test \"\$(ls $MNT)\" = hello.txt"
-check "umount" umount "$MNT"
+say "xprtrdma's counters: $(grep -A30 " $MNT " /proc/self/mountstats 2>/dev/null | grep 'xprt:' | head -n 1)"
+check "umount (exit 0)" umount "$MNT"
+
+# A Long call (RFC 8166 section 3.5.3: RDMA_NOMSG with the whole call in a Position-Zero
+# Read chunk). xprtrdma sends one for a call larger than its inline threshold that carries no
+# DDP-eligible data; with a 4096-byte threshold no NFSv3 call of the Linux client is such a
+# call (names are at most 255 bytes; WRITE data and SYMLINK paths go in Read chunks). So a
+# second nfs3-server advertises a 1024-byte Receive (RFC 8797 section 4.1; 1024 is RFC 8166
+# section 3.3.2's least threshold), and xprtrdma's send threshold becomes 1024 less its
+# largest header (708 bytes): a RENAME between two 255-byte names with an AUTH_SYS credential
+# of 16 groups (RFC 5531 appendix A) exceeds it (764 bytes seen). The 64-byte node name is
+# margin; 6.1's credential did not grow with it here.
+./nfs3-server --root "$EXPORT" --listen "$ADDR:$((PORT + 2))" --mount-port "$((MPORT + 2))" --backend rdma \
+    --verbose --receive 1024 >/tmp/nfs3-server-small.log 2>&1 &
+SMALL=$!
+for _ in $(seq 1 50); do grep -q "NFSv3 on" /tmp/nfs3-server-small.log 2>/dev/null && break; sleep 0.2; done
+SOPTS="vers=3,proto=rdma,port=$((PORT + 2)),mountport=$((MPORT + 2)),mountproto=tcp,nolock,soft,timeo=100,retrans=2"
+N1=$(head -c 255 /dev/zero | tr '\0' b)
+N2=$(head -c 255 /dev/zero | tr '\0' c)
+HOST=$(hostname)
+# The credential's machine name is the node name when the RPC client is created (the mount).
+# (Through /proc: hostname(1) refuses a 64-byte DNS label.)
+head -c 64 /dev/zero | tr '\0' h >/proc/sys/kernel/hostname
+if timeout 120 mount -t nfs -o "$SOPTS" "$ADDR:/" "$MNT"; then
+    echo "$HOST" >/proc/sys/kernel/hostname
+    check "create a 255-byte name (1024-byte Receive)" touch "$MNT/$N1"
+    # nfs3-server has no RENAME: NFS3ERR_NOTSUPP is the answer; only the transport is checked.
+    out=$(timeout -s KILL 150 setpriv --groups "$(seq -s, 1 16)" mv "$MNT/$N1" "$MNT/$N2" 2>&1)
+    if grep -qi "timed out\|input/output" <<<"$out"; then
+        echo "FAIL: RENAME between 255-byte names (a Long call): '$out'"
+        FAILED=$((FAILED + 1))
+    else
+        echo "ok:   RENAME between 255-byte names (a Long call) answered${out:+: $out}"
+    fi
+    check "rm the 255-byte name" bash -c "rm -f $MNT/$N1 $MNT/$N2"
+    check "umount the second mount (exit 0)" umount "$MNT"
+else
+    echo "$HOST" >/proc/sys/kernel/hostname
+    echo "FAIL: mount of the server with a 1024-byte Receive: $(tail -n 5 /tmp/nfs3-server-small.log)"
+    FAILED=$((FAILED + 1))
+fi
+kill "$SMALL" 2>/dev/null
+
+# ---- Which forms the transport used, from both sides.
+# The kernel's xprtrdma_marshal tracepoint says how each call went: "%s/%s" at its end is the
+# call's chunk type / the reply's (6.1 include/trace/events/rpcrdma.h xprtrdma_show_chunktype:
+# "read list" = Read chunks for DDP data, "*read list" = a Long call, "write list", "reply
+# chunk", "inline"/"pullup"/"mapped" = none).
+echo 0 >"$TRACE/events/rpcrdma/enable" 2>/dev/null
+grep -v '^#' "$TRACE/trace" 2>/dev/null >/tmp/trace.txt
+marshal() { grep 'xprtrdma_marshal' /tmp/trace.txt | grep -c -- "$1"; }
+traced() { # traced NAME COUNT: ok when the kernel's trace shows COUNT > 0
+    if [ "$2" -gt 0 ]; then echo "ok:   $1 ($2 in the kernel's trace)"; else
+        echo "FAIL: $1: none in the kernel's rpcrdma trace"
+        FAILED=$((FAILED + 1))
+    fi
+}
+traced "Read chunks (WRITE data)" "$(marshal ' read list/')"
+traced "Long calls (Position-Zero Read chunk)" "$(marshal '\*read list/')"
+traced "Write chunks (READ data)" "$(marshal '/write list')"
+traced "Reply chunks" "$(marshal '/reply chunk')"
+# The thresholds xprtrdma computed, and its Long calls, for the record.
+grep -E 'inline_thresh|\*read list/' /tmp/trace.txt | head -n 10 | sed 's/^ */kernel-nfs3 trace: /'
+# Remote invalidation (RFC 8797 section 4.2): both sides set the R flag, so our replies to
+# calls with chunks are Sends with Invalidate, and xprtrdma then finds its MRs invalidated.
+traced "remote invalidation (xprtrdma_mr_reminv)" "$(grep -c 'xprtrdma_mr_reminv' /tmp/trace.txt)"
+traced "128 credits granted (xprtrdma_reply credits=128)" "$(grep 'xprtrdma_reply:' /tmp/trace.txt | grep -c 'credits=128')"
+# Our Server's side: its counters and what it saw of the peer, printed every 2 s with --verbose.
+sleep 3
+STATS=$(grep 'nfs3-server: ServerStats' /tmp/nfs3-server.log | tail -n 1)
+PEER=$(grep 'nfs3-server: peer 0:' /tmp/nfs3-server.log | tail -n 1)
+say "server: $STATS"
+say "server: $PEER"
+stat_of() { sed -n "s/.*[ {]$1: \([0-9]*\).*/\1/p" <<<"$STATS"; }
+served() { # served NAME FIELD
+    local n
+    n=$(stat_of "$2")
+    if [ "${n:-0}" -gt 0 ]; then echo "ok:   $1 ($2 $n)"; else
+        echo "FAIL: $1: $2 is ${n:-absent} in '$STATS'"
+        FAILED=$((FAILED + 1))
+    fi
+}
+served "server wrote Write chunks" write_chunk_results
+served "server replied through Reply chunks" reply_chunk_replies
+check "server: credit overruns 0" test "$(stat_of credit_overruns)" = 0
+check "server: the kernel asked 128 credits, we granted 128" grep -q "credits asked 128 granted 128" <<<"$PEER"
+check "server: the kernel's R flag, remote invalidation agreed" grep -q "requester R flag true; remote invalidation true" <<<"$PEER"
 say "server: $(grep 'connections ended' /tmp/nfs3-server.log | tail -n 1)"
 
 kill "$SERVER" 2>/dev/null

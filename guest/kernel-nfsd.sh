@@ -39,14 +39,16 @@ done
 mkdir -p /run/rpcbind /var/lib/nfs/rpc_pipefs /var/lib/nfs/v4recovery /srv/nfs
 run rpcbind -w
 mountpoint -q /proc/fs/nfsd || run mount -t nfsd nfsd /proc/fs/nfsd
-mountpoint -q /srv/nfs || run mount -t tmpfs -o size=16m tmpfs /srv/nfs
+mountpoint -q /srv/nfs || run mount -t tmpfs -o size=160m tmpfs /srv/nfs
 printf 'hello from the kernel NFS server over RPC-over-RDMA\n' >/srv/nfs/hello || fail "cannot write /srv/nfs/hello"
 # 64 KiB of 'k' for guest/bench-kernel's Write-chunk READs.
 head -c 65536 /dev/zero | tr '\0' k >/srv/nfs/data64k || fail "cannot write /srv/nfs/data64k"
 echo "/srv/nfs *(rw,fsid=0,insecure,no_subtree_check,no_root_squash,sync)" >/etc/exports ||
     fail "cannot write /etc/exports"
 run exportfs -ra
-run rpc.mountd
+# On a fixed TCP port, so that kernel_nfs3_data can MNT without asking rpcbind. (160 MiB of
+# tmpfs: kernel_nfs3_data writes 16 MiB, guest/bench-nfs3 64 MiB.)
+run rpc.mountd -p 20048
 # A short NFSv4 grace period (default 90 s): nothing here recovers state.
 echo 10 >/proc/fs/nfsd/nfsv4gracetime 2>/dev/null || true
 echo 10 >/proc/fs/nfsd/nfsv4leasetime 2>/dev/null || true

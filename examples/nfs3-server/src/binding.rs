@@ -4,7 +4,10 @@
 //! RFC 8267 section 3 makes exactly two items DDP-eligible for what this server serves: the
 //! `data` of WRITE3args (so a large WRITE's data may arrive through a Read chunk) and the
 //! `data` of a successful READ3res (sent through the client's Write chunk); the path of
-//! SYMLINK and READLINK is the third, and this server implements neither. Every other reply
+//! SYMLINK and READLINK is the third. This server implements neither, but the Linux client
+//! sends a SYMLINK's path through a Read chunk, so [`symlink_path`] locates it: otherwise the
+//! call's chunk would break DDP-eligibility and be answered GARBAGE_ARGS (RFC 8166 section
+//! 4.5.2) instead of NFS3ERR_NOTSUPP. Every other reply
 //! goes inline or, when large (READDIR and READDIRPLUS), through the Reply chunk (section 3.2
 //! of RFC 8267 leaves that to the transport).
 //!
@@ -21,8 +24,8 @@ use negotiate::onc::{CallHeader, ReplyHeader};
 use rpcrdma_v1::ulb::{roundup, DdpItem, UpperLayerBinding};
 use xdr_spec::rt::{Reader, Xdr};
 
-use crate::xdr::{NfsFh3, PostOpAttr, StableHow, NFSPROC3_READ, NFSPROC3_READDIR, NFSPROC3_READDIRPLUS};
-use crate::xdr::{NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3};
+use crate::xdr::{Diropargs3, NfsFh3, PostOpAttr, Sattr3, StableHow, NFSPROC3_READ, NFSPROC3_READDIR};
+use crate::xdr::{NFSPROC3_READDIRPLUS, NFSPROC3_SYMLINK, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3};
 
 /// The largest reply other than READDIR's and READDIRPLUS's, with a READ's data reduced: the
 /// RPC reply header and the largest fixed results (CREATE3resok: a handle, two `fattr3`s and
@@ -58,6 +61,18 @@ pub fn write_data(call: &[u8]) -> Option<DdpItem> {
     NfsFh3::decode_from(&mut r).ok()?;
     r.take(8 + 4).ok()?;
     StableHow::decode_from(&mut r).ok()?;
+    let len = r.u32().ok()? as usize;
+    let item = DdpItem::new(at + r.position(), len);
+    (item.padded_end() <= call.len()).then_some(item)
+}
+
+/// The DDP-eligible item of a SYMLINK call: symlinkdata3's `symlink_data`, the path (RFC 8267
+/// section 3.1.1), in the unreduced call. `None` for any other call, or one too short.
+pub fn symlink_path(call: &[u8]) -> Option<DdpItem> {
+    let (mut r, at) = arguments_of(call, NFSPROC3_SYMLINK)?;
+    // where, symlink_attributes, then symlink_data's length word.
+    Diropargs3::decode_from(&mut r).ok()?;
+    Sattr3::decode_from(&mut r).ok()?;
     let len = r.u32().ok()? as usize;
     let item = DdpItem::new(at + r.position(), len);
     (item.padded_end() <= call.len()).then_some(item)
@@ -103,7 +118,7 @@ impl Nfs3Binding {
 
 impl UpperLayerBinding for Nfs3Binding {
     fn call_ddp_items(&self, call: &[u8], out: &mut Vec<DdpItem>) {
-        out.extend(write_data(call));
+        out.extend(write_data(call).or_else(|| symlink_path(call)));
     }
 
     fn reply_ddp_maxima(&self, call: &[u8], out: &mut Vec<usize>) {

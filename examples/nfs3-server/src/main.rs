@@ -3,7 +3,8 @@
 //! built with `--features rdma`; ADDR is then the RDMA device's IPv4 address and a port), and
 //! the MOUNT program over TCP on PORT of the same host. Prints where it listens, then serves
 //! until killed; `--verbose` logs every NFS call and the server's counters on stderr;
-//! `--timeout SECS` is how long one RDMA Read, Write or Send may take (default 5 s).
+//! `--timeout SECS` is how long one RDMA Read, Write or Send may take (default 5 s);
+//! `--receive BYTES` the Receive size its RFC 8797 private data advertises (default 4096).
 //!
 //! The Linux client mounts it with
 //! `mount -t nfs -o vers=3,proto=rdma,port=P,mountport=PORT,mountproto=tcp,nolock HOST:/ MNT`.
@@ -19,7 +20,10 @@ use nfs3_server::nfs::Nfs3;
 use verbs::Backend;
 
 const USAGE: &str =
-    "usage: nfs3-server --root DIR --listen ADDR --mount-port PORT [--backend tcp|inproc|rdma] [--verbose] [--timeout SECS]";
+    "usage: nfs3-server --root DIR --listen ADDR --mount-port PORT [--backend tcp|inproc|rdma] [--verbose] [--timeout SECS] [--receive BYTES]";
+
+/// The credits granted: the 128 the Linux client asks for (see `start`).
+const CREDITS: u32 = 128;
 
 struct Options {
     root: String,
@@ -29,11 +33,14 @@ struct Options {
     verbose: bool,
     /// `ServerConfig::timeout`: how long one RDMA Read, Write or Send may take to complete.
     timeout: Option<std::time::Duration>,
+    /// The Receive size the private data advertises (RFC 8797 section 4.1): the requester's
+    /// call threshold is at most this, so a small one makes it send Long calls.
+    receive: u32,
 }
 
 fn options() -> Result<Options, String> {
     let (mut root, mut listen, mut mount_port, mut backend) = (None, None, None, "tcp".to_string());
-    let (mut verbose, mut timeout) = (false, None);
+    let (mut verbose, mut timeout, mut receive) = (false, None, 4096);
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or(format!("{flag} needs a value"));
@@ -55,6 +62,16 @@ fn options() -> Result<Options, String> {
                     .ok_or(format!("--timeout {v}: not a positive number of seconds"))?;
                 timeout = Some(std::time::Duration::from_secs_f64(secs));
             }
+            "--receive" => {
+                let v = value()?;
+                // RFC 8166 section 3.3.2: no inline threshold is below 1024 bytes; RFC 8797's
+                // private data states sizes in 1 KiB units up to 256 KiB.
+                receive = v
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1024..=256 << 10).contains(n) && n % 1024 == 0)
+                    .ok_or(format!("--receive {v}: not a multiple of 1024 from 1024 to 262144"))?;
+            }
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument {other}")),
         }
@@ -66,14 +83,25 @@ fn options() -> Result<Options, String> {
         backend,
         verbose,
         timeout,
+        receive,
     })
 }
 
 /// Starts the NFS server on `backend` and returns it with a description of where it is.
 fn start<B: Backend + Clone>(backend: B, o: &Options, nfs: Nfs3, binding: Arc<Nfs3Binding>) -> Result<Server, String> {
     let defaults = ServerConfig::default();
+    // Grant the 128 credits the Linux client asks for (xprtrdma's RPCRDMA_MAX_SLOT_TABLE
+    // default; RFC 8166 section 3.3.1), with a Receive for each and the backward slots.
+    let credits = CREDITS;
+    let recv = credits + negotiate::backchannel::SLOTS as u32;
+    let caps = defaults.caps.max_recv_wr(recv).max_send_wr(recv.max(defaults.caps.max_send_wr));
+    // Advertise the R flag (RFC 8797 section 4.1): the kernel sets it too, so replies to calls
+    // with chunks may be sent with Invalidate (RFC 8797 section 4.2), and the kernel's trace
+    // shows its MRs invalidated remotely.
+    let private_data =
+        Some(cm_private_data::PrivateData::new(cm_private_data::Flags::REMOTE_INVALIDATE, 4096, o.receive));
     let timeout = o.timeout.unwrap_or(defaults.timeout);
-    let cfg = defaults.timeout(timeout);
+    let cfg = defaults.credits(credits).caps(caps).private_data(private_data).timeout(timeout);
     Server::start(backend, o.listen.as_str(), cfg, binding, nfs)
         .map_err(|e| format!("listening on {} ({}): {e}", o.listen, o.backend))
 }
@@ -116,9 +144,21 @@ fn run(o: &Options) -> Result<(), String> {
         if !o.verbose {
             continue;
         }
-        let now = (server.stats(), server.peers().into_iter().map(|p| p.ended).collect::<Vec<_>>());
+        let peers = server.peers();
+        let now = (server.stats(), peers.iter().map(|p| p.ended.clone()).collect::<Vec<_>>());
         if shown.as_ref() != Some(&now) {
             eprintln!("nfs3-server: {:?}; connections ended: {:?}", now.0, now.1);
+            // One line per peer, for guest/kernel-nfs3.sh to check the R flag and credits.
+            for (i, p) in peers.iter().enumerate() {
+                let theirs = p.advertised.requester;
+                eprintln!(
+                    "nfs3-server: peer {i}: credits asked {} granted {}; requester R flag {}; remote invalidation {}",
+                    p.credits_requested,
+                    CREDITS,
+                    theirs.is_some_and(|d| d.flags().contains(cm_private_data::Flags::REMOTE_INVALIDATE)),
+                    p.advertised.remote_invalidation()
+                );
+            }
             shown = Some(now);
         }
     }

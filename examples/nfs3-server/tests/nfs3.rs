@@ -465,3 +465,24 @@ fn mount_program_over_tcp_survives_a_hostile_record() {
         Mountres3::Default { discriminant: Mountstat3::Mnt3errNoent }
     ));
 }
+
+/// The Linux client sends a SYMLINK's path through a Read chunk (RFC 8267 section 3.1.1 makes
+/// it DDP-eligible): the binding must locate it, or the server answers GARBAGE_ARGS instead of
+/// NFS3ERR_NOTSUPP (seen with the kernel client in guest/test-kernel-nfs3).
+#[test]
+fn a_long_symlink_path_is_ddp_eligible_and_answered_notsupp() {
+    let rig = rig(InProcess, "symlink");
+    let (root, _) = rig.mnt("/");
+    let path = "p".repeat(4000);
+    let mut args = dirop(&root, "link").to_vec();
+    args.extend(no_attrs().to_vec());
+    args.extend(Nfspath3(&path).to_vec());
+    let xid = rig.xids.next();
+    let msg =
+        CallHeader::new(xid, NFS_PROGRAM, NFS_V3, NFSPROC3_SYMLINK).with_cred(root_cred()).message(&args).unwrap();
+    let item = nfs3_server::binding::symlink_path(&msg).expect("the SYMLINK's path");
+    assert_eq!(&msg[item.offset..item.offset + item.len], path.as_bytes());
+    let reply = rig.client.call(&msg, &rig.binding).unwrap();
+    let results = onc::results(&reply, xid).unwrap();
+    assert_eq!(i32::from_be_bytes(results[..4].try_into().unwrap()), Nfsstat3::Nfs3errNotsupp as i32);
+}

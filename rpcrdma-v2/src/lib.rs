@@ -45,7 +45,7 @@ pub mod properties;
 pub mod verdict;
 
 /// The runtime the generated types use.
-pub use xdr_spec::rt;
+pub use xdr_spec_rt as rt;
 
 /// Version One's validated header view, which Version Two's RDMA_MSG and
 /// RDMA_NOMSG share (the chunk lists have one wire shape: section 4.2).

@@ -387,7 +387,7 @@ impl<'s> Gen<'s> {
             TypeSpec::UnsignedHyper => "u64".into(),
             TypeSpec::Float => "f32".into(),
             TypeSpec::Double => "f64".into(),
-            TypeSpec::Quadruple => "xdr_spec::rt::Quadruple".into(),
+            TypeSpec::Quadruple => "xdr_spec_rt::Quadruple".into(),
             TypeSpec::Bool => "bool".into(),
             TypeSpec::Named { name, .. } => {
                 let Some(def) = self.syms.type_def(&name.name) else {
@@ -424,10 +424,10 @@ impl<'s> Gen<'s> {
         let known = match ty.as_str() {
             "i32" | "u32" | "f32" => Some(4),
             "i64" | "u64" | "f64" => Some(8),
-            "xdr_spec::rt::Quadruple" => Some(16),
+            "xdr_spec_rt::Quadruple" => Some(16),
             _ => None,
         };
-        let t = format!("<{ty} as xdr_spec::rt::Xdr>");
+        let t = format!("<{ty} as xdr_spec_rt::Xdr>");
         let (min, fixed, plain, bounded, validate) = match known {
             Some(n) => (n.to_string(), format!("Some({n})"), "true".to_string(), "false".to_string(), None),
             None => (
@@ -462,7 +462,7 @@ impl<'s> Gen<'s> {
                 if self.syms.type_def(&target.name).is_some_and(is_list_struct) =>
             {
                 let elem = self.list_elem(&target.name)?;
-                Self::trait_codec(format!("xdr_spec::rt::List<'a, {elem}>"))
+                Self::trait_codec(format!("xdr_spec_rt::List<'a, {elem}>"))
             }
             (Shape::Optional, _) => Self::trait_codec(format!("Option<{}>", self.scalar_type(ty, name.span)?)),
             (Shape::FixedArray(n), TypeSpec::Opaque) => {
@@ -470,11 +470,11 @@ impl<'s> Gen<'s> {
                 Codec {
                     ty: format!("&'a [u8; {n}]"),
                     decode: format!("r.opaque_fixed::<{n}>()?"),
-                    len: format!("xdr_spec::rt::opaque_len({n})"),
+                    len: format!("xdr_spec_rt::opaque_len({n})"),
                     encode: "w.put_opaque_fixed(&$v[..])".into(),
                     validate: None,
-                    min: format!("xdr_spec::rt::opaque_len({n})"),
-                    fixed: format!("Some(xdr_spec::rt::opaque_len({n}))"),
+                    min: format!("xdr_spec_rt::opaque_len({n})"),
+                    fixed: format!("Some(xdr_spec_rt::opaque_len({n}))"),
                     plain: "true".into(),
                     bounded: "false".into(),
                 }
@@ -490,13 +490,13 @@ impl<'s> Gen<'s> {
                     } else {
                         format!("r.opaque_var({max_s}, {what})?")
                     },
-                    len: "4 + xdr_spec::rt::opaque_len($v.len())".into(),
+                    len: "4 + xdr_spec_rt::opaque_len($v.len())".into(),
                     encode: if string {
                         "w.put_opaque_var($v.as_bytes())".into()
                     } else {
                         "w.put_opaque_var($v)".into()
                     },
-                    validate: max_v.map(|m| format!("xdr_spec::rt::check_max($v.len(), {m}, {what})?;")),
+                    validate: max_v.map(|m| format!("xdr_spec_rt::check_max($v.len(), {m}, {what})?;")),
                     min: "4".into(),
                     fixed: "None".into(),
                     plain: "false".into(),
@@ -511,15 +511,15 @@ impl<'s> Gen<'s> {
             (Shape::FixedArray(n), _) => {
                 let n = self.bound(n)?;
                 let elem = self.scalar_type(ty, name.span)?;
-                let t = format!("<{elem} as xdr_spec::rt::Xdr>");
+                let t = format!("<{elem} as xdr_spec_rt::Xdr>");
                 Codec {
-                    ty: format!("xdr_spec::rt::Seq<'a, {elem}>"),
+                    ty: format!("xdr_spec_rt::Seq<'a, {elem}>"),
                     decode: format!("r.fixed_seq::<{elem}>({n}, {what})?"),
                     len: "$v.elements_len()".into(),
                     encode: "$v.encode_elements(w)".into(),
                     validate: Some(format!("$v.validate_bounds(None, Some({n}), {what})?;")),
                     min: format!("{n} * {t}::MIN_LEN"),
-                    fixed: format!("xdr_spec::rt::fixed_mul({t}::FIXED_LEN, {n})"),
+                    fixed: format!("xdr_spec_rt::fixed_mul({t}::FIXED_LEN, {n})"),
                     plain: format!("{t}::PLAIN"),
                     bounded: "true".into(),
                 }
@@ -531,7 +531,7 @@ impl<'s> Gen<'s> {
                 };
                 let elem = self.scalar_type(ty, name.span)?;
                 Codec {
-                    ty: format!("xdr_spec::rt::Seq<'a, {elem}>"),
+                    ty: format!("xdr_spec_rt::Seq<'a, {elem}>"),
                     decode: format!("r.var_seq::<{elem}>({max_s}, {what})?"),
                     len: "$v.elements_len().saturating_add(4)".into(),
                     encode: "$v.encode_counted(w)".into(),
@@ -545,7 +545,7 @@ impl<'s> Gen<'s> {
                     bounded: if max.is_some() {
                         "true".into()
                     } else {
-                        format!("<{elem} as xdr_spec::rt::Xdr>::BOUNDED || <{elem} as xdr_spec::rt::Xdr>::MIN_LEN == 0")
+                        format!("<{elem} as xdr_spec_rt::Xdr>::BOUNDED || <{elem} as xdr_spec_rt::Xdr>::MIN_LEN == 0")
                     },
                 }
             }
@@ -693,14 +693,14 @@ impl<'s> Gen<'s> {
         // bounds check.
         let led = encode_led.map_or(String::new(), |body| {
             format!(
-                "    #[inline(always)]\n    fn encode_led(&self, lead: u32, w: &mut xdr_spec::rt::Writer<'_>) {{\n{body}    }}\n"
+                "    #[inline(always)]\n    fn encode_led(&self, lead: u32, w: &mut xdr_spec_rt::Writer<'_>) {{\n{body}    }}\n"
             )
         });
         let validate = if validate.trim().is_empty() {
             String::new()
         } else {
             format!(
-                "    const BOUNDED: bool = {bounded};\n    fn validate(&self) -> xdr_spec::rt::Result<()> {{\n{validate}        Ok(())\n    }}\n"
+                "    const BOUNDED: bool = {bounded};\n    fn validate(&self) -> xdr_spec_rt::Result<()> {{\n{validate}        Ok(())\n    }}\n"
             )
         };
         let len_body = if fixed == "Some(0)" {
@@ -710,12 +710,12 @@ impl<'s> Gen<'s> {
         };
         let _ = write!(
             self.out,
-            "impl<'a> xdr_spec::rt::Xdr<'a> for {ty} {{
+            "impl<'a> xdr_spec_rt::Xdr<'a> for {ty} {{
     const MIN_LEN: usize = {min};
     const FIXED_LEN: Option<usize> = {fixed};
     const PLAIN: bool = {plain};
 {validate}    #[inline(always)]
-    fn decode_from(r: &mut xdr_spec::rt::Reader<'a>) -> xdr_spec::rt::Result<Self> {{
+    fn decode_from(r: &mut xdr_spec_rt::Reader<'a>) -> xdr_spec_rt::Result<Self> {{
         {decode}
     }}
     #[inline(always)]
@@ -723,7 +723,7 @@ impl<'s> Gen<'s> {
         {len_body}
     }}
     #[inline(always)]
-    fn encode_to(&self, w: &mut xdr_spec::rt::Writer<'_>) {{
+    fn encode_to(&self, w: &mut xdr_spec_rt::Writer<'_>) {{
 {encode}    }}
 {led}}}
 
@@ -741,7 +741,7 @@ impl<'s> Gen<'s> {
             self.out,
             "///\n/// An optional-data list (RFC 4506 section 4.19): `{xdr} *` is decoded as a\n\
              /// sequence of entries, walked in a loop rather than through `{link}`.\n\
-             pub type {rust}<'a> = xdr_spec::rt::List<'a, {elem}>;\n\n"
+             pub type {rust}<'a> = xdr_spec_rt::List<'a, {elem}>;\n\n"
         );
         if b.fields.len() != 2 {
             let entry = format!("{rust}Entry");
@@ -793,7 +793,7 @@ impl<'s> Gen<'s> {
         }
         self.out.push('\n');
         let decode = format!(
-            "let v = r.i32()?;\n        Self::from_value(v).ok_or_else(|| xdr_spec::rt::Error::BadEnum {{ type_name: \"{xdr}\", value: v, at: r.position() - 4 }})"
+            "let v = r.i32()?;\n        Self::from_value(v).ok_or_else(|| xdr_spec_rt::Error::BadEnum {{ type_name: \"{xdr}\", value: v, at: r.position() - 4 }})"
         );
         self.emit_xdr_impl(
             &rust,
@@ -916,7 +916,7 @@ impl<'s> Gen<'s> {
         let at = "at: r.position() - 4";
         let disc_expr = match (&enum_ty, dbase) {
             (Some(t), _) => format!(
-                "{t}::from_value(d).ok_or_else(|| xdr_spec::rt::Error::BadEnum {{ type_name: \"{xdr}\", value: d, {at} }})?"
+                "{t}::from_value(d).ok_or_else(|| xdr_spec_rt::Error::BadEnum {{ type_name: \"{xdr}\", value: d, {at} }})?"
             ),
             (None, TypeSpec::Bool) => "d != 0".to_string(),
             _ => "d".to_string(),
@@ -945,14 +945,14 @@ impl<'s> Gen<'s> {
                 if matches!(dbase, TypeSpec::UnsignedInt | TypeSpec::Bool) { "d as i64" } else { "i64::from(d)" };
             let _ = writeln!(
                 dec,
-                "            _ => return Err(xdr_spec::rt::Error::BadDiscriminant {{ type_name: \"{xdr}\", value: {widen}, {at} }}),"
+                "            _ => return Err(xdr_spec_rt::Error::BadDiscriminant {{ type_name: \"{xdr}\", value: {widen}, {at} }}),"
             );
         }
         dec.push_str("        })");
         if matches!(dbase, TypeSpec::Bool) {
             dec = dec.replace(
                 "let d = r.u32()?;",
-                &format!("let d = r.u32()?;\n        if d > 1 {{\n            return Err(xdr_spec::rt::Error::BadBool {{ value: d, {at} }});\n        }}"),
+                &format!("let d = r.u32()?;\n        if d > 1 {{\n            return Err(xdr_spec_rt::Error::BadBool {{ value: d, {at} }});\n        }}"),
             );
         }
 
@@ -987,7 +987,7 @@ impl<'s> Gen<'s> {
             match &a.codec {
                 Some(c) => {
                     // The discriminant and a fixed-length arm are one run.
-                    let run_len = format!("xdr_spec::rt::fixed_add(Some(4), {})", c.fixed);
+                    let run_len = format!("xdr_spec_rt::fixed_add(Some(4), {})", c.fixed);
                     let run = fixed_run(&run_len, [disc, sub(&c.encode, "v")].into_iter());
                     let _ = writeln!(enc, "            {pat} => {},", run.replace('\n', "\n            "));
                     let _ = writeln!(len, "            {pat_len} => {},", sub(&c.len, "v"));
@@ -1027,7 +1027,7 @@ impl<'s> Gen<'s> {
             }
             let _ = writeln!(
                 validate,
-                "        if let Self::{} {{ discriminant, .. }} = *self {{\n            if {want}matches!({held_raw}, {}) {{\n                return Err(xdr_spec::rt::Error::BadDiscriminant {{ type_name: \"{xdr}\", value: {held_raw} as i64, at: 0 }});\n            }}\n        }}",
+                "        if let Self::{} {{ discriminant, .. }} = *self {{\n            if {want}matches!({held_raw}, {}) {{\n                return Err(xdr_spec_rt::Error::BadDiscriminant {{ type_name: \"{xdr}\", value: {held_raw} as i64, at: 0 }});\n            }}\n        }}",
                 a.variant,
                 labels.join(" | ")
             );
@@ -1039,20 +1039,20 @@ impl<'s> Gen<'s> {
         let min =
             min_arms.fold(
                 String::new(),
-                |acc, m| if acc.is_empty() { m } else { format!("xdr_spec::rt::min_len({acc}, {m})") },
+                |acc, m| if acc.is_empty() { m } else { format!("xdr_spec_rt::min_len({acc}, {m})") },
             );
         let fixed_arms = arms.iter().map(|a| a.codec.as_ref().map_or("Some(0)".to_string(), |c| c.fixed.clone()));
         let fixed = fixed_arms.fold(String::new(), |acc, f| {
             if acc.is_empty() {
                 f
             } else {
-                format!("xdr_spec::rt::fixed_same({acc}, {f})")
+                format!("xdr_spec_rt::fixed_same({acc}, {f})")
             }
         });
         self.emit_xdr_impl(
             &rust,
             &format!("4 + {min}"),
-            &format!("xdr_spec::rt::fixed_add(Some(4), {fixed})"),
+            &format!("xdr_spec_rt::fixed_add(Some(4), {fixed})"),
             "false",
             &bounded,
             &dec,
@@ -1422,7 +1422,7 @@ fn fixed_terms<'t>(terms: impl Iterator<Item = &'t str>) -> String {
             None => exprs.push(t),
         }
     }
-    exprs.iter().fold(format!("Some({total})"), |acc, e| format!("xdr_spec::rt::fixed_add({acc}, {e})"))
+    exprs.iter().fold(format!("Some({total})"), |acc, e| format!("xdr_spec_rt::fixed_add({acc}, {e})"))
 }
 
 /// `a && b` (`all`) or `a || b` (any), with literal terms folded and

@@ -7,8 +7,8 @@
 mod support;
 
 use proptest::prelude::*;
-use xdr_spec::rt::{Error, List, Seq, Xdr};
 use xdr_spec_corpus::{arrays, lists, program, scalars, unions};
+use xdr_spec_rt::{Error, List, Seq, Xdr};
 
 roundtrip_props! {
     scalars_struct: scalars::Scalars,
@@ -55,7 +55,7 @@ fn scalars_have_their_rfc_4506_encodings() {
         uh: 5,
         f: 1.5,
         d: -2.25,
-        q: xdr_spec::rt::Quadruple([9; 16]),
+        q: xdr_spec_rt::Quadruple([9; 16]),
         b: true,
         alias: 6,
     };
@@ -228,7 +228,7 @@ fn lists_roundtrip_and_walk_in_a_loop() {
     let (list, used) = lists::Seglist::decode(&long).unwrap();
     assert_eq!((list.len(), used), (100_000, long.len()));
     assert_eq!(list.iter().last().map(|s| s.handle), Some(99_999));
-    let limits = xdr_spec::rt::Limits { max_list_entries: 16, ..Default::default() };
+    let limits = xdr_spec_rt::Limits { max_list_entries: 16, ..Default::default() };
     assert!(matches!(lists::Seglist::decode_with_limits(&long, limits), Err(Error::LimitExceeded { limit: 16, .. })));
 }
 

@@ -480,7 +480,7 @@ fn malformed_inputs_are_rejected_alike() {
         },
     };
     let valid: Vec<Vec<u8>> = vec![
-        chunked.with_msg(|m| m.to_vec()),
+        chunked.with_msg(|m| m.to_vec()).expect("the chunked header is in bounds"),
         words(&[XID, 1, 32, 0, 0, 0, 0]),
         words(&[XID, 1, 32, 3]),
         words(&[XID, 1, 32, 4, 1, 1, 1]),

@@ -457,12 +457,16 @@ impl<'s> Gen<'s> {
         let what = format!("\"{what}\"");
         let base = self.syms.resolve_alias(ty);
         let c = match (shape, base) {
-            (Shape::Scalar, _) => Self::trait_codec(self.scalar_type(ty, name.span)?),
+            (Shape::Scalar, _) => match self.list_behind_typedef(base) {
+                // `typedef l *l_ptr;` used as `l_ptr x`: the list, decoded
+                // under this field's name as a pointer to it would be.
+                Some(target) => self.list_codec(target, &what)?,
+                None => Self::trait_codec(self.scalar_type(ty, name.span)?),
+            },
             (Shape::Optional, TypeSpec::Named { name: target, .. })
                 if self.syms.type_def(&target.name).is_some_and(is_list_struct) =>
             {
-                let elem = self.list_elem(&target.name)?;
-                Self::trait_codec(format!("xdr_spec_rt::List<'a, {elem}>"))
+                self.list_codec(&target.name, &what)?
             }
             (Shape::Optional, _) => Self::trait_codec(format!("Option<{}>", self.scalar_type(ty, name.span)?)),
             (Shape::FixedArray(n), TypeSpec::Opaque) => {
@@ -551,6 +555,36 @@ impl<'s> Gen<'s> {
             }
         };
         Ok(Some(c))
+    }
+
+    /// The codec of a pointer to the optional-data list struct `list`: the
+    /// runtime's [`List`](crate::rt::List), read with the field's name
+    /// (`what`, quoted) so that a limit error names the field, not only "a
+    /// list".
+    fn list_codec(&self, list: &str, what: &str) -> Result<Codec, GenError> {
+        let elem = self.list_elem(list)?;
+        let mut c = Self::trait_codec(format!("xdr_spec_rt::List<'a, {elem}>"));
+        c.decode = format!("r.list::<{elem}>({what})?");
+        Ok(c)
+    }
+
+    /// The list struct that `ty` points to when it names a typedef of a
+    /// pointer to one (`typedef l *l_ptr;`).
+    fn list_behind_typedef(&self, ty: &TypeSpec) -> Option<&'s str> {
+        let TypeSpec::Named { name, .. } = ty else { return None };
+        let Definition {
+            kind:
+                DefinitionKind::Typedef(Declaration::Named {
+                    ty: TypeSpec::Named { name: target, .. },
+                    shape: Shape::Optional,
+                    ..
+                }),
+            ..
+        } = self.syms.type_def(&name.name)?
+        else {
+            return None;
+        };
+        self.syms.type_def(&target.name).is_some_and(is_list_struct).then_some(target.name.as_str())
     }
 
     /// The element type of the optional-data list struct `xdr`: the type of
@@ -914,9 +948,15 @@ impl<'s> Gen<'s> {
         // Errors name the discriminant's offset, worked out on the error path
         // only: nothing has been read after the word when they are built.
         let at = "at: r.position() - 4";
+        // A word that is not a value of the discriminant's enum is an error of
+        // that enum, and names it (an inline enum by the name it is given).
+        let enum_xdr = match dbase {
+            TypeSpec::Named { name, .. } => name.name.clone(),
+            _ => format!("{xdr}.{}", dname.name),
+        };
         let disc_expr = match (&enum_ty, dbase) {
             (Some(t), _) => format!(
-                "{t}::from_value(d).ok_or_else(|| xdr_spec_rt::Error::BadEnum {{ type_name: \"{xdr}\", value: d, {at} }})?"
+                "{t}::from_value(d).ok_or_else(|| xdr_spec_rt::Error::BadEnum {{ type_name: \"{enum_xdr}\", value: d, {at} }})?"
             ),
             (None, TypeSpec::Bool) => "d != 0".to_string(),
             _ => "d".to_string(),

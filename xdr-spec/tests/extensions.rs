@@ -97,9 +97,9 @@ fn main() {
         sample_extension::SampleReply::RdmaOptional(o) => assert_eq!(o.rdma_opttype, 0x53),
         other => panic!("{other:?}"),
     }
-    assert_eq!(reply.to_vec(), bytes);
+    assert_eq!(reply.to_vec().unwrap(), bytes);
     let info = sample_extension::SampleInfo::SampleError(Rpcrdma2Errcode::RdmaErrInvalOption);
-    assert_eq!(info.to_vec(), [0, 0, 0, 2, 0, 0, 0, 3]);
+    assert_eq!(info.to_vec().unwrap(), [0, 0, 0, 2, 0, 0, 0, 3]);
     println!("extension ok");
 }
 "#

@@ -164,6 +164,41 @@ fn unions_every_discriminant_kind() {
         Err(Error::BadDiscriminant { type_name: "shape", value: 9, at: 0 })
     ));
     assert!(matches!(scalars::Painted::decode(&[0, 0, 0, 99]), Err(Error::BadEnum { value: 99, at: 0, .. })));
+}
+
+/// A default arm's discriminant that is no value of its enum is an error of
+/// the enum, named as such (not as the union).
+#[test]
+fn bad_enum_discriminant_names_the_enum() {
+    assert_eq!(
+        unions::ByEnumDefault::decode(&[0, 0, 0, 9]),
+        Err(Error::BadEnum { type_name: "shape_kind", value: 9, at: 0 })
+    );
+    roundtrip!(unions::ByEnumDefault, unions::ByEnumDefault::Default { discriminant: unions::ShapeKind::Square });
+}
+
+/// A list behind a pointer (or a typedef of one) that breaks a limit is
+/// named by its field, not only as "a list".
+#[test]
+fn list_limit_errors_name_their_field() {
+    // Two list entries (TRUE, then a segment's four words), then FALSE.
+    let two_entries = [1, 1, 2, 0, 3, 1, 4, 5, 0, 6, 0];
+    let bytes = |words: &[&[u32]]| -> Vec<u8> { words.concat().iter().flat_map(|w| w.to_be_bytes()).collect() };
+    let limits = xdr_spec_rt::Limits { max_list_entries: 1, ..Default::default() };
+    // `seglist *segs`, the first field of `holder`, then four empty fields.
+    let segs = bytes(&[&two_entries, &[0; 5]]);
+    assert!(matches!(
+        lists::Holder::decode_with_limits(&segs, limits),
+        Err(Error::LimitExceeded { what: "holder.segs", limit: 1, .. })
+    ));
+    // `seglist_ptr again` (a typedef of the pointer), the fourth field.
+    let again = bytes(&[&[0; 3], &two_entries, &[0; 2]]);
+    assert!(matches!(
+        lists::Holder::decode_with_limits(&again, limits),
+        Err(Error::LimitExceeded { what: "holder.again", limit: 1, .. })
+    ));
+    // Both decode without the limit.
+    assert!(lists::Holder::decode(&segs).is_ok() && lists::Holder::decode(&again).is_ok());
     let shapes = [unions::Shape::Circle(2), unions::Shape::Nothing];
     let ints = [unions::ByInt::Case0, unions::ByInt::Case7("x")];
     let c = unions::Container {

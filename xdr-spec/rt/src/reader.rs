@@ -175,8 +175,12 @@ impl<'a> Reader<'a> {
             }
         }
         let len = len as usize;
-        if len > self.remaining() {
-            return Err(self.truncated(len));
+        // The bytes needed include the padding to a multiple of four: what
+        // the item takes, not only its data (saturating: on a 32-bit target
+        // a length near `u32::MAX` plus padding would wrap).
+        let padded_len = len.saturating_add(pad(len));
+        if padded_len > self.remaining() {
+            return Err(self.truncated(padded_len));
         }
         self.padded(len)
     }

@@ -75,18 +75,11 @@ pub trait Xdr<'a>: Sized + Copy {
     /// writing nothing, when `out` is shorter than [`Xdr::encoded_len`].
     #[inline]
     fn encode(&self, out: &mut [u8]) -> Result<usize> {
-        if Self::BOUNDED {
-            self.validate()?;
-        }
-        let need = self.encoded_len();
+        let need = valid_len(self)?;
         if out.len() < need {
             return Err(Error::BufferTooSmall { need, have: out.len() });
         }
-        // Counts and lengths are 32-bit on the wire: a message this large
-        // could hold one that does not fit.
-        if need > u32::MAX as usize {
-            return Err(Error::OverBound { what: "encoded message", len: need, max: u32::MAX as usize, at: 0 });
-        }
+        fits_wire(need)?;
         let mut w = Writer::new(&mut out[..need]);
         self.encode_to(&mut w);
         if w.overflowed() || w.position() != need {
@@ -136,13 +129,43 @@ pub trait Xdr<'a>: Sized + Copy {
     }
 
     /// Encode into a new vector (allocates; for tests and tools, not hot
-    /// paths).
-    fn to_vec(&self) -> Vec<u8> {
-        let mut v = vec![0u8; self.encoded_len()];
-        let n = self.encode(&mut v).unwrap_or(0);
+    /// paths). Fails as [`Xdr::encode`] does, before allocating: a value
+    /// that breaks a bound of the specification has no encoding, and an
+    /// empty vector would read as a valid one.
+    ///
+    /// ```
+    /// use xdr_spec_rt::Xdr;
+    /// assert_eq!(Some(5u32).to_vec(), Ok(vec![0, 0, 0, 1, 0, 0, 0, 5]));
+    /// ```
+    fn to_vec(&self) -> Result<Vec<u8>> {
+        let need = valid_len(self)?;
+        fits_wire(need)?;
+        let mut v = vec![0u8; need];
+        let n = self.encode(&mut v)?;
         v.truncate(n);
-        v
+        Ok(v)
     }
+}
+
+/// The length `value` encodes to, once it has passed its specification's
+/// bounds: what [`Xdr::encode`] and [`Xdr::to_vec`] check before they write
+/// or allocate anything.
+#[inline(always)]
+fn valid_len<'a, T: Xdr<'a>>(value: &T) -> Result<usize> {
+    if T::BOUNDED {
+        value.validate()?;
+    }
+    Ok(value.encoded_len())
+}
+
+/// Counts and lengths are 32-bit on the wire: a message of more than
+/// `u32::MAX` bytes could hold one that does not fit.
+#[inline(always)]
+fn fits_wire(need: usize) -> Result<()> {
+    if need > u32::MAX as usize {
+        return Err(Error::OverBound { what: "encoded message", len: need, max: u32::MAX as usize, at: 0 });
+    }
+    Ok(())
 }
 
 /// [`Error::BufferTooSmall`], out of the hot path of [`Xdr::encode_into`].

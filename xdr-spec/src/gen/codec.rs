@@ -1,0 +1,307 @@
+//! How one declaration is typed, decoded, measured and encoded: its
+//! [`Codec`], and the folding of the constant expressions generated
+//! `MIN_LEN`, `FIXED_LEN`, `PLAIN` and `BOUNDED` are built from.
+
+use super::*;
+
+/// How one declared value is typed, decoded, measured and encoded. The
+/// expressions use `$v` for the value and `r`/`w` for the reader/writer.
+pub(super) struct Codec {
+    pub(super) ty: String,
+    pub(super) decode: String,
+    pub(super) len: String,
+    pub(super) encode: String,
+    pub(super) validate: Option<String>,
+    pub(super) min: String,
+    pub(super) fixed: String,
+    pub(super) plain: String,
+    pub(super) bounded: String,
+}
+
+impl<'s> Gen<'s> {
+    /// The Rust type of a type specifier used as a plain value.
+    pub(super) fn scalar_type(&self, ty: &TypeSpec, at: Span) -> Result<String, GenError> {
+        Ok(match self.syms.resolve_alias(ty) {
+            TypeSpec::Int => "i32".into(),
+            TypeSpec::UnsignedInt => "u32".into(),
+            TypeSpec::Hyper => "i64".into(),
+            TypeSpec::UnsignedHyper => "u64".into(),
+            TypeSpec::Float => "f32".into(),
+            TypeSpec::Double => "f64".into(),
+            TypeSpec::Quadruple => "xdr_spec_rt::Quadruple".into(),
+            TypeSpec::Bool => "bool".into(),
+            TypeSpec::Named { name, .. } => {
+                let Some(def) = self.syms.type_def(&name.name) else {
+                    return Err(self.err(name.span, format!("undefined type `{}`", name.name)));
+                };
+                if is_list_struct(def) {
+                    return Err(self.err(
+                        name.span,
+                        format!(
+                            "`{}` is an optional-data list; the generator supports it only through a pointer \
+                             (`{} *name`), which is how RFC 4506 section 4.19 uses it",
+                            name.name, name.name
+                        ),
+                    ));
+                }
+                self.with_lt(&self.named_rust(&name.name))
+            }
+            t @ (TypeSpec::InlineStruct(_) | TypeSpec::InlineUnion(_) | TypeSpec::InlineEnum(_)) => {
+                let rust = self.inline_names.get(&(t as *const TypeSpec as usize)).cloned().unwrap_or_default();
+                self.with_lt(&rust)
+            }
+            TypeSpec::Opaque | TypeSpec::String => {
+                return Err(self.err(at, "`opaque` and `string` need a length (`[n]` or `<n>`)"))
+            }
+            TypeSpec::NonStandard { spelling, span } => {
+                return Err(self.err(*span, format!("`{spelling}` is not an RFC 4506 type")))
+            }
+        })
+    }
+
+    pub(super) fn trait_codec(ty: String) -> Codec {
+        // Primitives have known sizes: write them as literals so the
+        // generated constants stay readable (and clippy sees no `x && x`).
+        let known = match ty.as_str() {
+            "i32" | "u32" | "f32" => Some(4),
+            "i64" | "u64" | "f64" => Some(8),
+            "xdr_spec_rt::Quadruple" => Some(16),
+            _ => None,
+        };
+        let t = format!("<{ty} as xdr_spec_rt::Xdr>");
+        let (min, fixed, plain, bounded, validate) = match known {
+            Some(n) => (n.to_string(), format!("Some({n})"), "true".to_string(), "false".to_string(), None),
+            None => (
+                format!("{t}::MIN_LEN"),
+                format!("{t}::FIXED_LEN"),
+                format!("{t}::PLAIN"),
+                format!("{t}::BOUNDED"),
+                Some(format!("{t}::validate(&$v)?;")),
+            ),
+        };
+        let bool_ty = ty == "bool";
+        Codec {
+            decode: format!("{t}::decode_from(r)?"),
+            len: format!("{t}::encoded_len(&$v)"),
+            encode: format!("{t}::encode_to(&$v, w)"),
+            validate: if bool_ty { None } else { validate },
+            min: if bool_ty { "4".into() } else { min },
+            fixed: if bool_ty { "Some(4)".into() } else { fixed },
+            plain: if bool_ty { "false".into() } else { plain },
+            bounded: if bool_ty { "false".into() } else { bounded },
+            ty,
+        }
+    }
+
+    pub(super) fn codec(&self, decl: &Declaration, what: &str) -> Result<Option<Codec>, GenError> {
+        let Declaration::Named { name, ty, shape } = decl else { return Ok(None) };
+        let what = format!("\"{what}\"");
+        let base = self.syms.resolve_alias(ty);
+        let c = match (shape, base) {
+            (Shape::Scalar, _) => match self.list_behind_typedef(base) {
+                // `typedef l *l_ptr;` used as `l_ptr x`: the list, decoded
+                // under this field's name as a pointer to it would be.
+                Some(target) => self.list_codec(target, &what)?,
+                None => Self::trait_codec(self.scalar_type(ty, name.span)?),
+            },
+            (Shape::Optional, TypeSpec::Named { name: target, .. })
+                if self.syms.type_def(&target.name).is_some_and(is_list_struct) =>
+            {
+                self.list_codec(&target.name, &what)?
+            }
+            (Shape::Optional, _) => Self::trait_codec(format!("Option<{}>", self.scalar_type(ty, name.span)?)),
+            (Shape::FixedArray(n), TypeSpec::Opaque) => {
+                let n = self.bound(n)?;
+                Codec {
+                    ty: format!("&'a [u8; {n}]"),
+                    decode: format!("r.opaque_fixed::<{n}>()?"),
+                    len: format!("xdr_spec_rt::opaque_len({n})"),
+                    encode: "w.put_opaque_fixed(&$v[..])".into(),
+                    validate: None,
+                    min: format!("xdr_spec_rt::opaque_len({n})"),
+                    fixed: format!("Some(xdr_spec_rt::opaque_len({n}))"),
+                    plain: "true".into(),
+                    bounded: "false".into(),
+                }
+            }
+            (Shape::VarArray(max), TypeSpec::Opaque | TypeSpec::String) => {
+                let string = matches!(base, TypeSpec::String);
+                let max_v = max.as_ref().map(|m| self.bound(m)).transpose()?;
+                let max_s = max_v.map_or("None".to_string(), |m| format!("Some({m})"));
+                Codec {
+                    ty: if string { "&'a str".into() } else { "&'a [u8]".into() },
+                    decode: if string {
+                        format!("r.string({max_s}, {what})?")
+                    } else {
+                        format!("r.opaque_var({max_s}, {what})?")
+                    },
+                    len: "4 + xdr_spec_rt::opaque_len($v.len())".into(),
+                    encode: if string {
+                        "w.put_opaque_var($v.as_bytes())".into()
+                    } else {
+                        "w.put_opaque_var($v)".into()
+                    },
+                    validate: max_v.map(|m| format!("xdr_spec_rt::check_max($v.len(), {m}, {what})?;")),
+                    min: "4".into(),
+                    fixed: "None".into(),
+                    plain: "false".into(),
+                    // Without a `<max>` the only bound is the 32-bit length,
+                    // which `Xdr::encode` checks for the whole message.
+                    bounded: if max_v.is_some() { "true".into() } else { "false".into() },
+                }
+            }
+            (Shape::FixedArray(_), TypeSpec::String) => {
+                return Err(self.err(name.span, "`string` takes a variable length (`<n>`), not `[n]`"))
+            }
+            (Shape::FixedArray(n), _) => {
+                let n = self.bound(n)?;
+                let elem = self.scalar_type(ty, name.span)?;
+                let t = format!("<{elem} as xdr_spec_rt::Xdr>");
+                Codec {
+                    ty: format!("xdr_spec_rt::Seq<'a, {elem}>"),
+                    decode: format!("r.fixed_seq::<{elem}>({n}, {what})?"),
+                    len: "$v.elements_len()".into(),
+                    encode: "$v.encode_elements(w)".into(),
+                    validate: Some(format!("$v.validate_bounds(None, Some({n}), {what})?;")),
+                    min: format!("{n} * {t}::MIN_LEN"),
+                    fixed: format!("xdr_spec_rt::fixed_mul({t}::FIXED_LEN, {n})"),
+                    plain: format!("{t}::PLAIN"),
+                    bounded: "true".into(),
+                }
+            }
+            (Shape::VarArray(max), _) => {
+                let max_s = match max {
+                    Some(m) => format!("Some({})", self.bound(m)?),
+                    None => "None".into(),
+                };
+                let elem = self.scalar_type(ty, name.span)?;
+                Codec {
+                    ty: format!("xdr_spec_rt::Seq<'a, {elem}>"),
+                    decode: format!("r.var_seq::<{elem}>({max_s}, {what})?"),
+                    len: "$v.elements_len().saturating_add(4)".into(),
+                    encode: "$v.encode_counted(w)".into(),
+                    validate: Some(format!("$v.validate_bounds({max_s}, None, {what})?;")),
+                    min: "4".into(),
+                    fixed: "None".into(),
+                    plain: "false".into(),
+                    // An unbounded array of elements that take room needs no
+                    // check of its own: `Xdr::encode` refuses a message over
+                    // 4 GiB, which any count over 2^32 would make.
+                    bounded: if max.is_some() {
+                        "true".into()
+                    } else {
+                        format!("<{elem} as xdr_spec_rt::Xdr>::BOUNDED || <{elem} as xdr_spec_rt::Xdr>::MIN_LEN == 0")
+                    },
+                }
+            }
+        };
+        Ok(Some(c))
+    }
+
+    /// The codec of a pointer to the optional-data list struct `list`: the
+    /// runtime's [`List`](crate::rt::List), read with the field's name
+    /// (`what`, quoted) so that a limit error names the field, not only "a
+    /// list".
+    pub(super) fn list_codec(&self, list: &str, what: &str) -> Result<Codec, GenError> {
+        let elem = self.list_elem(list)?;
+        let mut c = Self::trait_codec(format!("xdr_spec_rt::List<'a, {elem}>"));
+        c.decode = format!("r.list::<{elem}>({what})?");
+        Ok(c)
+    }
+
+    /// The list struct that `ty` points to when it names a typedef of a
+    /// pointer to one (`typedef l *l_ptr;`).
+    pub(super) fn list_behind_typedef(&self, ty: &TypeSpec) -> Option<&'s str> {
+        let TypeSpec::Named { name, .. } = ty else { return None };
+        let Definition {
+            kind:
+                DefinitionKind::Typedef(Declaration::Named {
+                    ty: TypeSpec::Named { name: target, .. },
+                    shape: Shape::Optional,
+                    ..
+                }),
+            ..
+        } = self.syms.type_def(&name.name)?
+        else {
+            return None;
+        };
+        self.syms.type_def(&target.name).is_some_and(is_list_struct).then_some(target.name.as_str())
+    }
+
+    /// The element type of the optional-data list struct `xdr`: the type of
+    /// its one entry field, or a generated `...Entry` struct of its fields.
+    pub(super) fn list_elem(&self, xdr: &str) -> Result<String, GenError> {
+        let def = self.syms.type_def(xdr).ok_or_else(|| self.err(Span::default(), format!("undefined `{xdr}`")))?;
+        let DefinitionKind::Struct(b) = &def.kind else {
+            return Err(self.err(def.name.span, format!("`{xdr}` is not an optional-data list struct")));
+        };
+        if b.fields.len() == 2 {
+            if let Some(c) = self.codec(&b.fields[0], "")? {
+                return Ok(c.ty);
+            }
+        }
+        Ok(self.with_lt(&format!("{}Entry", camel(xdr))))
+    }
+}
+
+/// `a + b + ...` with literal terms added up.
+pub(super) fn sum_terms<'t>(terms: impl Iterator<Item = &'t str>) -> String {
+    let mut total = 0usize;
+    let mut exprs: Vec<&str> = Vec::new();
+    for t in terms {
+        match t.parse::<usize>() {
+            Ok(n) => total += n,
+            Err(_) => exprs.push(t),
+        }
+    }
+    let mut parts: Vec<String> = exprs.iter().map(|e| e.to_string()).collect();
+    if total > 0 || parts.is_empty() {
+        parts.push(total.to_string());
+    }
+    parts.join(" + ")
+}
+
+/// The fixed length of a concatenation: `None` if any part varies.
+pub(super) fn fixed_terms<'t>(terms: impl Iterator<Item = &'t str>) -> String {
+    let mut total = 0usize;
+    let mut exprs: Vec<&str> = Vec::new();
+    for t in terms {
+        if t == "None" {
+            return "None".into();
+        }
+        match literal_fixed(t) {
+            Some(n) => total += n,
+            None => exprs.push(t),
+        }
+    }
+    exprs.iter().fold(format!("Some({total})"), |acc, e| format!("xdr_spec_rt::fixed_add({acc}, {e})"))
+}
+
+/// `a && b` (`all`) or `a || b` (any), with literal terms folded and
+/// repeated terms written once.
+pub(super) fn bool_terms<'t>(terms: impl Iterator<Item = &'t str>, all: bool) -> String {
+    let (unit, absorbing) = if all { ("true", "false") } else { ("false", "true") };
+    let mut exprs: Vec<&str> = Vec::new();
+    for t in terms {
+        if t == absorbing {
+            return absorbing.into();
+        }
+        if t != unit && !exprs.contains(&t) {
+            exprs.push(t);
+        }
+    }
+    if exprs.is_empty() {
+        unit.into()
+    } else {
+        exprs.join(if all { " && " } else { " || " })
+    }
+}
+
+/// `n` for a fixed length written as the literal `Some(n)`.
+pub(super) fn literal_fixed(fixed: &str) -> Option<usize> {
+    fixed.strip_prefix("Some(")?.strip_suffix(')')?.parse().ok()
+}
+
+pub(super) fn sub(template: &str, v: &str) -> String {
+    template.replace("$v", v)
+}

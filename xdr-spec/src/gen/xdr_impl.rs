@@ -1,0 +1,105 @@
+//! The `impl Xdr` block every generated type gets, and the encoders'
+//! bounds-checked runs.
+
+use super::*;
+
+impl<'s> Gen<'s> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn emit_xdr_impl(
+        &mut self,
+        rust: &str,
+        min: &str,
+        fixed: &str,
+        plain: &str,
+        bounded: &str,
+        decode: &str,
+        len: &str,
+        encode: &str,
+        validate: &str,
+        encode_led: Option<String>,
+    ) {
+        let ty = self.with_lt(rust);
+        // A value whose encoding starts with a counted array takes the word
+        // before it (a list's or an optional's TRUE) into the array's one
+        // bounds check.
+        let led = encode_led.map_or(String::new(), |body| {
+            format!(
+                "    #[inline(always)]\n    fn encode_led(&self, lead: u32, w: &mut xdr_spec_rt::Writer<'_>) {{\n{body}    }}\n"
+            )
+        });
+        let validate = if validate.trim().is_empty() {
+            String::new()
+        } else {
+            format!(
+                "    const BOUNDED: bool = {bounded};\n    fn validate(&self) -> xdr_spec_rt::Result<()> {{\n{validate}        Ok(())\n    }}\n"
+            )
+        };
+        let len_body = if fixed == "Some(0)" {
+            len.to_string()
+        } else {
+            format!("if let Some(n) = Self::FIXED_LEN {{\n            return n;\n        }}\n        {len}")
+        };
+        let _ = write!(
+            self.out,
+            "impl<'a> xdr_spec_rt::Xdr<'a> for {ty} {{
+    const MIN_LEN: usize = {min};
+    const FIXED_LEN: Option<usize> = {fixed};
+    const PLAIN: bool = {plain};
+{validate}    #[inline(always)]
+    fn decode_from(r: &mut xdr_spec_rt::Reader<'a>) -> xdr_spec_rt::Result<Self> {{
+        {decode}
+    }}
+    #[inline(always)]
+    fn encoded_len(&self) -> usize {{
+        {len_body}
+    }}
+    #[inline(always)]
+    fn encode_to(&self, w: &mut xdr_spec_rt::Writer<'_>) {{
+{encode}    }}
+{led}}}
+
+"
+        );
+    }
+}
+
+/// A struct's `encode_to` body: each run of two or more fields of literal
+/// fixed length is one [`Writer::fixed`](crate::rt::Writer::fixed) run, and
+/// so is the whole struct when it has a fixed length: one bounds check per
+/// run instead of one per field.
+pub(super) fn struct_encode(codecs: &[(String, String, Codec)], fixed: &str) -> String {
+    let field = |(f, _, c): &(String, String, Codec)| sub(&c.encode, &format!("self.{f}"));
+    let mut statements = Vec::new();
+    let mut rest = codecs;
+    while let Some(first) = rest.first() {
+        let run = rest.iter().take_while(|(_, _, c)| literal_fixed(&c.fixed).is_some()).count();
+        if run < 2 {
+            statements.push(field(first));
+            rest = &rest[1..];
+            continue;
+        }
+        let len: usize = rest[..run].iter().filter_map(|(_, _, c)| literal_fixed(&c.fixed)).sum();
+        statements.push(fixed_run(&format!("Some({len})"), rest[..run].iter().map(field)));
+        rest = &rest[run..];
+    }
+    if fixed != "None" && statements.len() > 1 {
+        statements = vec![fixed_run("Self::FIXED_LEN", statements.into_iter())];
+    }
+    statements.iter().map(|st| format!("        {};\n", st.replace('\n', "\n        "))).collect()
+}
+
+/// The body of `encode_led` for a struct (or newtype) whose first field,
+/// `first` at `place`, is a counted array: the lead word and the count share
+/// one claim, and the `rest` of the fields follow as in `encode_to`.
+pub(super) fn led_encode(place: &str, first: &Codec, rest: &[(String, String, Codec)]) -> Option<String> {
+    let head = first.encode.strip_suffix(".encode_counted(w)")?;
+    Some(format!("        {}.encode_counted_led(lead, w);\n{}", sub(head, place), struct_encode(rest, "None")))
+}
+
+/// A run of writes of length `len` (`Writer::fixed` spelled out, without a
+/// closure, so inlining does not depend on how the compiler weighs one),
+/// unindented.
+pub(super) fn fixed_run(len: &str, writes: impl Iterator<Item = String>) -> String {
+    let body: String = writes.map(|e| format!("        {};\n", e.replace('\n', "\n        "))).collect();
+    format!("{{\n    let mut run = w.begin_run({len});\n    {{\n        let w = &mut run;\n{body}    }}\n    w.end_run({len}, run);\n}}")
+}

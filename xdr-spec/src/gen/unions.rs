@@ -1,6 +1,7 @@
 //! `union`: a Rust enum with a variant per arm.
 
 use super::*;
+use crate::symbols::Symbol;
 
 impl<'s> Gen<'s> {
     pub(super) fn emit_union(&mut self, i: usize, u: &'s UnionBody) -> Result<(), GenError> {
@@ -29,9 +30,44 @@ impl<'s> Gen<'s> {
                 _ => format!("{}", v as i32),
             }
         };
+        // A label written as a name is matched and written by that name, so
+        // the code reads as the specification does (`self::RDMA_MSG =>`, not
+        // `0 =>`): an enumerator of the discriminant's enum, or for an
+        // `unsigned int` discriminant a constant (both are generated as
+        // constants of the discriminant's Rust type). `self::` makes the
+        // pattern a path, which fails to compile rather than quietly becoming
+        // a catch-all binding if the name were ever missing.
+        let members: &[(Ident, Value)] = match dbase {
+            TypeSpec::InlineEnum(b) => &b.members,
+            TypeSpec::Named { name, .. } => match self.syms.type_def(&name.name).map(|d| &d.kind) {
+                Some(DefinitionKind::Enum(b)) => &b.members,
+                _ => &[],
+            },
+            _ => &[],
+        };
+        let label = |case: &Value, v: i64| -> String {
+            let Value::Named(id) = case else { return lit(v) };
+            let by_name = match dbase {
+                TypeSpec::Named { .. } | TypeSpec::InlineEnum(_) => members.iter().any(|(m, _)| m.name == id.name),
+                TypeSpec::UnsignedInt => {
+                    matches!(
+                        self.syms.get(&id.name),
+                        Some(Symbol::Definition(Definition { kind: DefinitionKind::Const(_), .. }))
+                    ) && u32::try_from(v).is_ok()
+                }
+                _ => false,
+            };
+            if by_name {
+                format!("self::{}", screaming(&id.name))
+            } else {
+                lit(v)
+            }
+        };
         struct Arm {
             variant: String,
             values: Vec<i64>,
+            /// The Rust pattern of each label, in the order of `values`.
+            labels: Vec<String>,
             codec: Option<Codec>,
             xdr_field: Option<String>,
             holds_disc: bool,
@@ -54,7 +90,8 @@ impl<'s> Gen<'s> {
             }
             let field = arm.decl.name().map(|n| format!("{xdr}.{}", n.name));
             let codec = self.codec(&arm.decl, field.as_deref().unwrap_or(""))?;
-            arms.push(Arm { variant, values, codec, xdr_field: field, holds_disc: arm.cases.len() > 1 });
+            let labels = arm.cases.iter().zip(&values).map(|(c, v)| label(c, *v)).collect();
+            arms.push(Arm { variant, values, labels, codec, xdr_field: field, holds_disc: arm.cases.len() > 1 });
         }
         if let Some(d) = &u.default {
             let field = d.name().map(|n| format!("{xdr}.{}", n.name));
@@ -63,7 +100,14 @@ impl<'s> Gen<'s> {
             while !used.insert(variant.clone()) {
                 variant.push('_');
             }
-            arms.push(Arm { variant, values: Vec::new(), codec, xdr_field: field, holds_disc: true });
+            arms.push(Arm {
+                variant,
+                values: Vec::new(),
+                labels: Vec::new(),
+                codec,
+                xdr_field: field,
+                holds_disc: true,
+            });
         }
 
         self.doc(i, "union");
@@ -126,7 +170,7 @@ impl<'s> Gen<'s> {
                 has_default = true;
                 "_".to_string()
             } else {
-                a.values.iter().map(|v| lit(*v)).collect::<Vec<_>>().join(" | ")
+                a.labels.join(" | ")
             };
             let body = match (&a.codec, a.holds_disc) {
                 (None, false) => format!("Self::{}", a.variant),
@@ -175,7 +219,7 @@ impl<'s> Gen<'s> {
         let mut len = "4usize.saturating_add(match *self {\n".to_string();
         let mut validate = String::new();
         for a in &arms {
-            let first = a.values.first().map(|v| lit(*v)).unwrap_or_default();
+            let first = a.labels.first().cloned().unwrap_or_default();
             let (pat, disc) = match (&a.codec, a.holds_disc) {
                 (None, false) => (format!("Self::{}", a.variant), write_disc(&first)),
                 (Some(_), false) => (format!("Self::{}(v)", a.variant), write_disc(&first)),
@@ -207,7 +251,7 @@ impl<'s> Gen<'s> {
         enc.push_str("        }\n");
         len.push_str("        })");
         // A held discriminant must select the arm it is stored in.
-        let all_labels: Vec<String> = arms.iter().flat_map(|a| a.values.iter().map(|v| lit(*v))).collect();
+        let all_labels: Vec<String> = arms.iter().flat_map(|a| a.labels.iter().cloned()).collect();
         for a in arms.iter().filter(|a| a.holds_disc) {
             let held_raw = match (&enum_ty, dbase) {
                 (Some(_), _) => "discriminant.value()".to_string(),
@@ -216,11 +260,7 @@ impl<'s> Gen<'s> {
             };
             // A default arm's discriminant must have no arm of its own; a
             // multi-label arm's must be one of its labels.
-            let (labels, want) = if a.values.is_empty() {
-                (all_labels.clone(), "")
-            } else {
-                (a.values.iter().map(|v| lit(*v)).collect(), "!")
-            };
+            let (labels, want) = if a.values.is_empty() { (all_labels.clone(), "") } else { (a.labels.clone(), "!") };
             if labels.is_empty() {
                 continue;
             }

@@ -34,10 +34,14 @@ impl<'s> Gen<'s> {
                 "    const BOUNDED: bool = {bounded};\n    fn validate(&self) -> xdr_spec_rt::Result<()> {{\n{validate}        Ok(())\n    }}\n"
             )
         };
-        let len_body = if fixed == "Some(0)" {
-            len.to_string()
-        } else {
-            format!("if let Some(n) = Self::FIXED_LEN {{\n            return n;\n        }}\n        {len}")
+        // A fixed length known here is the whole answer; a length known to
+        // vary is worked out; only a fixed length that depends on other
+        // types (an expression the compiler folds) needs the check, whose
+        // fallback is then dead code exactly when the check succeeds.
+        let len_body = match (fixed, literal_fixed(fixed)) {
+            (_, Some(0)) | ("None", _) => len.to_string(),
+            (_, Some(n)) => n.to_string(),
+            _ => format!("if let Some(n) = Self::FIXED_LEN {{\n            return n;\n        }}\n        {len}"),
         };
         let _ = write!(
             self.out,

@@ -14,8 +14,62 @@ pub(super) struct Codec {
     pub(super) validate: Option<String>,
     pub(super) min: String,
     pub(super) fixed: String,
-    pub(super) plain: String,
-    pub(super) bounded: String,
+    pub(super) plain: Flag,
+    pub(super) bounded: Flag,
+}
+
+/// A `bool` property of a generated type (`PLAIN`, `BOUNDED`): known while
+/// generating, or an expression over other types' constants that the
+/// compiler folds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Flag {
+    Known(bool),
+    Expr(String),
+}
+
+impl Flag {
+    /// Whether the property can hold: it is not known to be false.
+    pub(super) fn may_hold(&self) -> bool {
+        *self != Flag::Known(false)
+    }
+
+    /// `a && b && ...`: known values folded, repeated expressions written once.
+    pub(super) fn all<'f>(flags: impl Iterator<Item = &'f Flag>) -> Flag {
+        Self::fold(flags, true)
+    }
+
+    /// `a || b || ...`: known values folded, repeated expressions written once.
+    pub(super) fn any<'f>(flags: impl Iterator<Item = &'f Flag>) -> Flag {
+        Self::fold(flags, false)
+    }
+
+    /// `unit` is the value of no terms: `true` for [`Flag::all`], `false`
+    /// for [`Flag::any`]; its opposite decides the whole.
+    fn fold<'f>(flags: impl Iterator<Item = &'f Flag>, unit: bool) -> Flag {
+        let mut exprs: Vec<&str> = Vec::new();
+        for f in flags {
+            match f {
+                Flag::Known(b) if *b != unit => return Flag::Known(*b),
+                Flag::Known(_) => {}
+                Flag::Expr(e) if !exprs.contains(&e.as_str()) => exprs.push(e),
+                Flag::Expr(_) => {}
+            }
+        }
+        if exprs.is_empty() {
+            Flag::Known(unit)
+        } else {
+            Flag::Expr(exprs.join(if unit { " && " } else { " || " }))
+        }
+    }
+}
+
+impl std::fmt::Display for Flag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Flag::Known(b) => write!(f, "{b}"),
+            Flag::Expr(e) => f.write_str(e),
+        }
+    }
 }
 
 impl<'s> Gen<'s> {
@@ -70,12 +124,12 @@ impl<'s> Gen<'s> {
         };
         let t = format!("<{ty} as xdr_spec_rt::Xdr>");
         let (min, fixed, plain, bounded, validate) = match known {
-            Some(n) => (n.to_string(), format!("Some({n})"), "true".to_string(), "false".to_string(), None),
+            Some(n) => (n.to_string(), format!("Some({n})"), Flag::Known(true), Flag::Known(false), None),
             None => (
                 format!("{t}::MIN_LEN"),
                 format!("{t}::FIXED_LEN"),
-                format!("{t}::PLAIN"),
-                format!("{t}::BOUNDED"),
+                Flag::Expr(format!("{t}::PLAIN")),
+                Flag::Expr(format!("{t}::BOUNDED")),
                 Some(format!("{t}::validate(&$v)?;")),
             ),
         };
@@ -87,8 +141,8 @@ impl<'s> Gen<'s> {
             validate: if bool_ty { None } else { validate },
             min: if bool_ty { "4".into() } else { min },
             fixed: if bool_ty { "Some(4)".into() } else { fixed },
-            plain: if bool_ty { "false".into() } else { plain },
-            bounded: if bool_ty { "false".into() } else { bounded },
+            plain: if bool_ty { Flag::Known(false) } else { plain },
+            bounded: if bool_ty { Flag::Known(false) } else { bounded },
             ty,
         }
     }
@@ -120,8 +174,8 @@ impl<'s> Gen<'s> {
                     validate: None,
                     min: format!("xdr_spec_rt::opaque_len({n})"),
                     fixed: format!("Some(xdr_spec_rt::opaque_len({n}))"),
-                    plain: "true".into(),
-                    bounded: "false".into(),
+                    plain: Flag::Known(true),
+                    bounded: Flag::Known(false),
                 }
             }
             (Shape::VarArray(max), TypeSpec::Opaque | TypeSpec::String) => {
@@ -144,10 +198,10 @@ impl<'s> Gen<'s> {
                     validate: max_v.map(|m| format!("xdr_spec_rt::check_max($v.len(), {m}, {what})?;")),
                     min: "4".into(),
                     fixed: "None".into(),
-                    plain: "false".into(),
+                    plain: Flag::Known(false),
                     // Without a `<max>` the only bound is the 32-bit length,
                     // which `Xdr::encode` checks for the whole message.
-                    bounded: if max_v.is_some() { "true".into() } else { "false".into() },
+                    bounded: Flag::Known(max_v.is_some()),
                 }
             }
             (Shape::FixedArray(_), TypeSpec::String) => {
@@ -165,8 +219,8 @@ impl<'s> Gen<'s> {
                     validate: Some(format!("$v.validate_bounds(None, Some({n}), {what})?;")),
                     min: format!("{n} * {t}::MIN_LEN"),
                     fixed: format!("xdr_spec_rt::fixed_mul({t}::FIXED_LEN, {n})"),
-                    plain: format!("{t}::PLAIN"),
-                    bounded: "true".into(),
+                    plain: Flag::Expr(format!("{t}::PLAIN")),
+                    bounded: Flag::Known(true),
                 }
             }
             (Shape::VarArray(max), _) => {
@@ -183,14 +237,16 @@ impl<'s> Gen<'s> {
                     validate: Some(format!("$v.validate_bounds({max_s}, None, {what})?;")),
                     min: "4".into(),
                     fixed: "None".into(),
-                    plain: "false".into(),
+                    plain: Flag::Known(false),
                     // An unbounded array of elements that take room needs no
                     // check of its own: `Xdr::encode` refuses a message over
                     // 4 GiB, which any count over 2^32 would make.
                     bounded: if max.is_some() {
-                        "true".into()
+                        Flag::Known(true)
                     } else {
-                        format!("<{elem} as xdr_spec_rt::Xdr>::BOUNDED || <{elem} as xdr_spec_rt::Xdr>::MIN_LEN == 0")
+                        Flag::Expr(format!(
+                            "<{elem} as xdr_spec_rt::Xdr>::BOUNDED || <{elem} as xdr_spec_rt::Xdr>::MIN_LEN == 0"
+                        ))
                     },
                 }
             }
@@ -275,26 +331,6 @@ pub(super) fn fixed_terms<'t>(terms: impl Iterator<Item = &'t str>) -> String {
         }
     }
     exprs.iter().fold(format!("Some({total})"), |acc, e| format!("xdr_spec_rt::fixed_add({acc}, {e})"))
-}
-
-/// `a && b` (`all`) or `a || b` (any), with literal terms folded and
-/// repeated terms written once.
-pub(super) fn bool_terms<'t>(terms: impl Iterator<Item = &'t str>, all: bool) -> String {
-    let (unit, absorbing) = if all { ("true", "false") } else { ("false", "true") };
-    let mut exprs: Vec<&str> = Vec::new();
-    for t in terms {
-        if t == absorbing {
-            return absorbing.into();
-        }
-        if t != unit && !exprs.contains(&t) {
-            exprs.push(t);
-        }
-    }
-    if exprs.is_empty() {
-        unit.into()
-    } else {
-        exprs.join(if all { " && " } else { " || " })
-    }
 }
 
 /// `n` for a fixed length written as the literal `Some(n)`.

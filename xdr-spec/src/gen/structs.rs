@@ -28,8 +28,8 @@ impl<'s> Gen<'s> {
         self.out.push_str("}\n\n");
         let min = sum_terms(codecs.iter().map(|(_, _, c)| c.min.as_str()));
         let fixed = fixed_terms(codecs.iter().map(|(_, _, c)| c.fixed.as_str()));
-        let plain = bool_terms(codecs.iter().map(|(_, _, c)| c.plain.as_str()), true);
-        let bounded = bool_terms(codecs.iter().map(|(_, _, c)| c.bounded.as_str()), false);
+        let plain = Flag::all(codecs.iter().map(|(_, _, c)| &c.plain));
+        let bounded = Flag::any(codecs.iter().map(|(_, _, c)| &c.bounded));
         let decode: String =
             codecs.iter().map(|(f, _, c)| format!("            {f}: {},\n", c.decode)).collect::<String>();
         // `a.saturating_add(b).saturating_add(c)`: a length that would not fit
@@ -41,7 +41,7 @@ impl<'s> Gen<'s> {
         let encode = struct_encode(&codecs, &fixed);
         let validate: String = codecs
             .iter()
-            .filter(|(_, _, c)| c.bounded != "false")
+            .filter(|(_, _, c)| c.bounded.may_hold())
             .filter_map(|(f, _, c)| c.validate.as_ref().map(|v| format!("        {}\n", sub(v, &format!("self.{f}")))))
             .collect();
         self.emit_xdr_impl(

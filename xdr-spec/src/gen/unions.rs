@@ -234,7 +234,7 @@ impl<'s> Gen<'s> {
                     let run = fixed_run(&run_len, [disc, sub(&c.encode, "v")].into_iter());
                     let _ = writeln!(enc, "            {pat} => {},", run.replace('\n', "\n            "));
                     let _ = writeln!(len, "            {pat_len} => {},", sub(&c.len, "v"));
-                    if let (Some(vd), true) = (&c.validate, c.bounded != "false") {
+                    if let (Some(vd), true) = (&c.validate, c.bounded.may_hold()) {
                         let _ = writeln!(
                             validate,
                             "        if let {pat_len} = *self {{\n            {}\n        }}",
@@ -271,9 +271,9 @@ impl<'s> Gen<'s> {
                 labels.join(" | ")
             );
         }
-        let holds = if arms.iter().any(|a| a.holds_disc) { Some("true") } else { None };
-        let bounded =
-            bool_terms(arms.iter().filter_map(|a| a.codec.as_ref().map(|c| c.bounded.as_str())).chain(holds), false);
+        // A held discriminant is a bound of its own: it must select its arm.
+        let holds = Flag::Known(arms.iter().any(|a| a.holds_disc));
+        let bounded = Flag::any(arms.iter().filter_map(|a| a.codec.as_ref().map(|c| &c.bounded)).chain([&holds]));
         let min_arms = arms.iter().map(|a| a.codec.as_ref().map_or("0".to_string(), |c| c.min.clone()));
         let min =
             min_arms.fold(
@@ -292,7 +292,7 @@ impl<'s> Gen<'s> {
             &rust,
             &format!("4 + {min}"),
             &format!("xdr_spec_rt::fixed_add(Some(4), {fixed})"),
-            "false",
+            &Flag::Known(false),
             &bounded,
             &dec,
             &len,

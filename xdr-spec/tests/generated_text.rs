@@ -51,3 +51,21 @@ fn no_fixed_length_check_that_cannot_fail() {
     let pair = item(&rust, "impl<'a> xdr_spec_rt::Xdr<'a> for Pair");
     assert!(pair.contains("if let Some(n) = Self::FIXED_LEN"), "{pair}");
 }
+
+/// A list struct whose name says it is one entry keeps that name for the
+/// entry, and the list is `...List`: not `TkvsEntryEntry`.
+#[test]
+fn a_list_entry_struct_does_not_double_its_suffix() {
+    let rust = generate(
+        "struct tkvs_entry { string key<>; unsigned int value; tkvs_entry *next; };\n\
+         struct tkvs { tkvs_entry *entries; };\n\
+         struct seg_list { unsigned int handle; unsigned int length; seg_list *next; };\n",
+    );
+    assert!(!rust.contains("EntryEntry"), "{rust}");
+    assert!(rust.contains("pub type TkvsList<'a> = xdr_spec_rt::List<'a, TkvsEntry<'a>>;"), "{rust}");
+    assert!(rust.contains("pub struct TkvsEntry<'a> {"), "{rust}");
+    assert!(rust.contains("pub entries: xdr_spec_rt::List<'a, TkvsEntry<'a>>,"), "{rust}");
+    // Other names keep `...Entry` for the entry.
+    assert!(rust.contains("pub type SegList<'a> = xdr_spec_rt::List<'a, SegListEntry>;"), "{rust}");
+    assert!(rust.contains("pub struct SegListEntry {"), "{rust}");
+}

@@ -177,6 +177,17 @@ fn bad_enum_discriminant_names_the_enum() {
     roundtrip!(unions::ByEnumDefault, unions::ByEnumDefault::Default { discriminant: unions::ShapeKind::Square });
 }
 
+/// A list struct named for one entry: `kv_entry`'s entries are `KvEntry`
+/// and the list is `KvList` (the generated names compile and round-trip).
+#[test]
+fn list_named_for_its_entry() {
+    let entries = [lists::KvEntry { key: "a", value: 1 }, lists::KvEntry { key: "bc", value: 2 }];
+    let table = lists::KvTable { entries: lists::KvList::from_slice(&entries) };
+    let bytes = roundtrip!(lists::KvTable<'_>, table);
+    // Each entry: TRUE, the key (length, one padded word), the value; then FALSE.
+    assert_eq!(bytes.len(), 2 * (4 + 8 + 4) + 4);
+}
+
 /// A list behind a pointer (or a typedef of one) that breaks a limit is
 /// named by its field, not only as "a list".
 #[test]

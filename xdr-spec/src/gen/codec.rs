@@ -285,7 +285,8 @@ impl<'s> Gen<'s> {
     }
 
     /// The element type of the optional-data list struct `xdr`: the type of
-    /// its one entry field, or a generated `...Entry` struct of its fields.
+    /// its one entry field, or the generated struct of its fields (named by
+    /// [`list_names`]).
     pub(super) fn list_elem(&self, xdr: &str) -> Result<String, GenError> {
         let def = self.syms.type_def(xdr).ok_or_else(|| self.err(Span::default(), format!("undefined `{xdr}`")))?;
         let DefinitionKind::Struct(b) = &def.kind else {
@@ -296,7 +297,7 @@ impl<'s> Gen<'s> {
                 return Ok(c.ty);
             }
         }
-        Ok(self.with_lt(&format!("{}Entry", camel(xdr))))
+        Ok(self.with_lt(&list_names(&camel(xdr)).1))
     }
 }
 

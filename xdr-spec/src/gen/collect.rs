@@ -21,9 +21,15 @@ pub(super) fn collect(spec: &Spec) -> (Vec<Item<'_>>, HashMap<usize, String>) {
             DefinitionKind::Typedef(d) => (ItemKind::Typedef(d), vec![d]),
             DefinitionKind::Const(_) | DefinitionKind::Program(_) => continue,
         };
+        // A list whose entries get a struct of their own names the list and
+        // the entry apart; inline bodies are still named after the struct.
+        let item_rust = match &def.kind {
+            DefinitionKind::Struct(b) if is_list_struct(def) && b.fields.len() != 2 => list_names(&rust).0,
+            _ => rust.clone(),
+        };
         items.push(Item {
             def: index,
-            rust: rust.clone(),
+            rust: item_rust,
             xdr: def.name.name.clone(),
             span: def.name.span,
             doc: &def.doc,

@@ -43,7 +43,7 @@ use xdr_impl::*;
 
 pub(crate) use module_names::{module_names, ModuleName, Namespace, OTHER_PRELUDE_NAMES, USED_PRELUDE_NAMES};
 pub use naming::{camel, snake};
-pub(crate) use naming::{screaming, snake_case, UNRAWABLE};
+pub(crate) use naming::{list_names, screaming, snake_case, UNRAWABLE};
 
 /// What the generator needs to know beyond the specification.
 #[derive(Debug, Clone, Default)]
@@ -242,6 +242,7 @@ impl<'s> Gen<'s> {
                     ItemKind::Typedef(d) => vec![*d],
                 };
                 let name = self.items[i].rust.clone();
+                let entry = list_names(&camel(&self.items[i].xdr)).1;
                 let (lt, fl) = decls.iter().fold((false, false), |(lt, fl), d| {
                     let (a, b) = self.decl_traits(d);
                     (lt || a, fl || b)
@@ -249,7 +250,7 @@ impl<'s> Gen<'s> {
                 if let ItemKind::List(_) = self.items[i].kind {
                     // The list view always borrows; its entry struct only if
                     // its fields do.
-                    if lt && self.lifetime.insert(format!("{name}Entry")) {
+                    if lt && self.lifetime.insert(entry.clone()) {
                         changed = true;
                     }
                     if self.lifetime.insert(name.clone()) {
@@ -260,7 +261,7 @@ impl<'s> Gen<'s> {
                 }
                 // A list's entry struct holds the floats of its fields as
                 // much as the list does (and so cannot derive `Eq` either).
-                if fl && matches!(self.items[i].kind, ItemKind::List(_)) && self.float.insert(format!("{name}Entry")) {
+                if fl && matches!(self.items[i].kind, ItemKind::List(_)) && self.float.insert(entry) {
                     changed = true;
                 }
                 if fl && self.float.insert(name) {

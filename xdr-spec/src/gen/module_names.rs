@@ -118,7 +118,7 @@ pub(crate) fn module_names(spec: &Spec) -> Vec<ModuleName> {
         out.push(name(item.rust.clone(), Namespace::Type, item.span, what.clone()));
         match item.kind {
             ItemKind::List(b) if b.fields.len() != 2 => {
-                let entry = format!("{}Entry", item.rust);
+                let entry = list_names(&camel(&item.xdr)).1;
                 out.push(name(entry, Namespace::Type, item.span, format!("the entry struct of {what}")));
             }
             ItemKind::Typedef(Declaration::Named { shape: Shape::FixedArray(_) | Shape::VarArray(_), .. }) => {

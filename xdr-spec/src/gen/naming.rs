@@ -71,3 +71,21 @@ pub(crate) fn snake_case(name: &str) -> String {
 pub(crate) fn screaming(name: &str) -> String {
     snake(name).trim_start_matches("r#").to_ascii_uppercase()
 }
+
+/// The Rust names of an optional-data list struct whose entries have more
+/// than one field, and so get a struct of their own: `(list, entry)`, from
+/// the struct's [`camel`] name. The entry struct is the list's name with
+/// `Entry` after it, unless the name already says that the struct is one
+/// entry: then the entry keeps it, and the list is named `...List`, rather
+/// than doubling the suffix.
+///
+/// ```text
+/// struct seg_list { ...; seg_list *next; }     -> (SegList, SegListEntry)
+/// struct tkvs_entry { ...; tkvs_entry *next; } -> (TkvsList, TkvsEntry)
+/// ```
+pub(crate) fn list_names(camel_name: &str) -> (String, String) {
+    match camel_name.strip_suffix("Entry") {
+        Some(stem) if !stem.is_empty() => (format!("{stem}List"), camel_name.to_string()),
+        _ => (camel_name.to_string(), format!("{camel_name}Entry")),
+    }
+}

@@ -72,7 +72,7 @@ impl<'s> Gen<'s> {
              pub type {rust}<'a> = xdr_spec_rt::List<'a, {elem}>;\n\n"
         );
         if b.fields.len() != 2 {
-            let entry = format!("{rust}Entry");
+            let entry = list_names(&camel(&xdr)).1;
             let _ =
                 writeln!(self.out, "/// One entry of [`{rust}`]: the fields of XDR `struct {xdr}` before `{link}`.");
             let fields: Vec<&Declaration> = b.fields[..b.fields.len() - 1].iter().collect();

@@ -104,6 +104,13 @@ pub(super) fn led_encode(place: &str, first: &Codec, rest: &[(String, String, Co
 /// closure, so inlining does not depend on how the compiler weighs one),
 /// unindented.
 pub(super) fn fixed_run(len: &str, writes: impl Iterator<Item = String>) -> String {
-    let body: String = writes.map(|e| format!("        {};\n", e.replace('\n', "\n        "))).collect();
+    let body: String = writes.map(|e| format!("        {};\n", indent_continuation(&e, 8))).collect();
     format!("{{\n    let mut run = w.begin_run({len});\n    {{\n        let w = &mut run;\n{body}    }}\n    w.end_run({len}, run);\n}}")
+}
+
+/// `text` with every line after the first indented by `spaces` more: a
+/// multi-line statement or expression written where its first line already
+/// has its indentation.
+pub(super) fn indent_continuation(text: &str, spaces: usize) -> String {
+    text.replace('\n', &format!("\n{}", " ".repeat(spaces)))
 }

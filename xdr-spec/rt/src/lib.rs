@@ -34,9 +34,8 @@
 
 #![no_std]
 
+// `Xdr::to_vec` allocates; nothing else does.
 extern crate alloc;
-#[cfg(feature = "std")]
-extern crate std;
 
 mod error;
 mod iter;

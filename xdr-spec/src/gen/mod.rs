@@ -29,6 +29,7 @@ mod codec;
 mod collect;
 mod consts;
 mod enums;
+mod layout;
 mod module_names;
 mod naming;
 mod structs;

@@ -1,6 +1,7 @@
 //! The `impl Xdr` block every generated type gets, and the encoders'
 //! bounds-checked runs.
 
+use super::layout::const_item;
 use super::*;
 
 impl<'s> Gen<'s> {
@@ -31,7 +32,8 @@ impl<'s> Gen<'s> {
             String::new()
         } else {
             format!(
-                "    const BOUNDED: bool = {bounded};\n    fn validate(&self) -> xdr_spec_rt::Result<()> {{\n{validate}        Ok(())\n    }}\n"
+                "{}    fn validate(&self) -> xdr_spec_rt::Result<()> {{\n{validate}        Ok(())\n    }}\n",
+                const_item(4, "BOUNDED: bool", &bounded.to_string())
             )
         };
         // A fixed length known here is the whole answer; a length known to
@@ -43,13 +45,18 @@ impl<'s> Gen<'s> {
             (_, Some(n)) => n.to_string(),
             _ => format!("if let Some(n) = Self::FIXED_LEN {{\n            return n;\n        }}\n        {len}"),
         };
+        let consts = [
+            ("MIN_LEN: usize", min.to_string()),
+            ("FIXED_LEN: Option<usize>", fixed.to_string()),
+            ("PLAIN: bool", plain.to_string()),
+        ]
+        .iter()
+        .map(|(head, expr)| const_item(4, head, expr))
+        .collect::<String>();
         let _ = write!(
             self.out,
             "impl<'a> xdr_spec_rt::Xdr<'a> for {ty} {{
-    const MIN_LEN: usize = {min};
-    const FIXED_LEN: Option<usize> = {fixed};
-    const PLAIN: bool = {plain};
-{validate}    #[inline(always)]
+{consts}{validate}    #[inline(always)]
     fn decode_from(r: &mut xdr_spec_rt::Reader<'a>) -> xdr_spec_rt::Result<Self> {{
         {decode}
     }}

@@ -5,17 +5,36 @@
 use super::*;
 
 /// How one declared value is typed, decoded, measured and encoded. The
-/// expressions use `$v` for the value and `r`/`w` for the reader/writer.
+/// code uses `r`/`w` for the reader/writer; what is about a value already
+/// held is an [`OfValue`], given the place that holds it.
 pub(super) struct Codec {
     pub(super) ty: String,
     pub(super) decode: String,
-    pub(super) len: String,
-    pub(super) encode: String,
-    pub(super) validate: Option<String>,
+    pub(super) len: OfValue,
+    pub(super) encode: OfValue,
+    pub(super) validate: Option<OfValue>,
+    /// Whether `encode` writes a count and the elements of a [`Seq`](crate::rt::Seq)
+    /// (`Seq::encode_counted`), so that a lead word can share their claim.
+    pub(super) counted: bool,
     pub(super) min: String,
     pub(super) fixed: String,
     pub(super) plain: Flag,
     pub(super) bounded: Flag,
+}
+
+/// Rust code about one value, written for the place that holds it
+/// (`self.field`, `self.0`, a match binding `v`).
+pub(super) struct OfValue(Box<dyn Fn(&str) -> String>);
+
+impl OfValue {
+    pub(super) fn new(code: impl Fn(&str) -> String + 'static) -> Self {
+        OfValue(Box::new(code))
+    }
+
+    /// The code for the value at `place`.
+    pub(super) fn at(&self, place: &str) -> String {
+        (self.0)(place)
+    }
 }
 
 /// A `bool` property of a generated type (`PLAIN`, `BOUNDED`): known while
@@ -130,14 +149,24 @@ impl<'s> Gen<'s> {
                 format!("{t}::FIXED_LEN"),
                 Flag::Expr(format!("{t}::PLAIN")),
                 Flag::Expr(format!("{t}::BOUNDED")),
-                Some(format!("{t}::validate(&$v)?;")),
+                Some({
+                    let t = t.clone();
+                    OfValue::new(move |v| format!("{t}::validate(&{v})?;"))
+                }),
             ),
         };
         let bool_ty = ty == "bool";
         Codec {
             decode: format!("{t}::decode_from(r)?"),
-            len: format!("{t}::encoded_len(&$v)"),
-            encode: format!("{t}::encode_to(&$v, w)"),
+            len: {
+                let t = t.clone();
+                OfValue::new(move |v| format!("{t}::encoded_len(&{v})"))
+            },
+            encode: {
+                let t = t.clone();
+                OfValue::new(move |v| format!("{t}::encode_to(&{v}, w)"))
+            },
+            counted: false,
             validate: if bool_ty { None } else { validate },
             min: if bool_ty { "4".into() } else { min },
             fixed: if bool_ty { "Some(4)".into() } else { fixed },
@@ -169,8 +198,9 @@ impl<'s> Gen<'s> {
                 Codec {
                     ty: format!("&'a [u8; {n}]"),
                     decode: format!("r.opaque_fixed::<{n}>()?"),
-                    len: format!("xdr_spec_rt::opaque_len({n})"),
-                    encode: "w.put_opaque_fixed(&$v[..])".into(),
+                    len: OfValue::new(move |_| format!("xdr_spec_rt::opaque_len({n})")),
+                    encode: OfValue::new(|v| format!("w.put_opaque_fixed(&{v}[..])")),
+                    counted: false,
                     validate: None,
                     min: format!("xdr_spec_rt::opaque_len({n})"),
                     fixed: format!("Some(xdr_spec_rt::opaque_len({n}))"),
@@ -189,13 +219,17 @@ impl<'s> Gen<'s> {
                     } else {
                         format!("r.opaque_var({max_s}, {what})?")
                     },
-                    len: "4 + xdr_spec_rt::opaque_len($v.len())".into(),
+                    len: OfValue::new(|v| format!("4 + xdr_spec_rt::opaque_len({v}.len())")),
                     encode: if string {
-                        "w.put_opaque_var($v.as_bytes())".into()
+                        OfValue::new(|v| format!("w.put_opaque_var({v}.as_bytes())"))
                     } else {
-                        "w.put_opaque_var($v)".into()
+                        OfValue::new(|v| format!("w.put_opaque_var({v})"))
                     },
-                    validate: max_v.map(|m| format!("xdr_spec_rt::check_max($v.len(), {m}, {what})?;")),
+                    validate: max_v.map(|m| {
+                        let what = what.clone();
+                        OfValue::new(move |v| format!("xdr_spec_rt::check_max({v}.len(), {m}, {what})?;"))
+                    }),
+                    counted: false,
                     min: "4".into(),
                     fixed: "None".into(),
                     plain: Flag::Known(false),
@@ -214,9 +248,13 @@ impl<'s> Gen<'s> {
                 Codec {
                     ty: format!("xdr_spec_rt::Seq<'a, {elem}>"),
                     decode: format!("r.fixed_seq::<{elem}>({n}, {what})?"),
-                    len: "$v.elements_len()".into(),
-                    encode: "$v.encode_elements(w)".into(),
-                    validate: Some(format!("$v.validate_bounds(None, Some({n}), {what})?;")),
+                    len: OfValue::new(|v| format!("{v}.elements_len()")),
+                    encode: OfValue::new(|v| format!("{v}.encode_elements(w)")),
+                    validate: Some({
+                        let what = what.clone();
+                        OfValue::new(move |v| format!("{v}.validate_bounds(None, Some({n}), {what})?;"))
+                    }),
+                    counted: false,
                     min: format!("{n} * {t}::MIN_LEN"),
                     fixed: format!("xdr_spec_rt::fixed_mul({t}::FIXED_LEN, {n})"),
                     plain: Flag::Expr(format!("{t}::PLAIN")),
@@ -232,9 +270,13 @@ impl<'s> Gen<'s> {
                 Codec {
                     ty: format!("xdr_spec_rt::Seq<'a, {elem}>"),
                     decode: format!("r.var_seq::<{elem}>({max_s}, {what})?"),
-                    len: "$v.elements_len().saturating_add(4)".into(),
-                    encode: "$v.encode_counted(w)".into(),
-                    validate: Some(format!("$v.validate_bounds({max_s}, None, {what})?;")),
+                    len: OfValue::new(|v| format!("{v}.elements_len().saturating_add(4)")),
+                    encode: OfValue::new(|v| format!("{v}.encode_counted(w)")),
+                    validate: Some({
+                        let (max_s, what) = (max_s.clone(), what.clone());
+                        OfValue::new(move |v| format!("{v}.validate_bounds({max_s}, None, {what})?;"))
+                    }),
+                    counted: true,
                     min: "4".into(),
                     fixed: "None".into(),
                     plain: Flag::Known(false),
@@ -337,8 +379,4 @@ pub(super) fn fixed_terms<'t>(terms: impl Iterator<Item = &'t str>) -> String {
 /// `n` for a fixed length written as the literal `Some(n)`.
 pub(super) fn literal_fixed(fixed: &str) -> Option<usize> {
     fixed.strip_prefix("Some(")?.strip_suffix(')')?.parse().ok()
-}
-
-pub(super) fn sub(template: &str, v: &str) -> String {
-    template.replace("$v", v)
 }

@@ -35,14 +35,14 @@ impl<'s> Gen<'s> {
         // `a.saturating_add(b).saturating_add(c)`: a length that would not fit
         // saturates rather than wraps. Only the first term receives a method
         // call, so only there does a sum need parentheses.
-        let mut terms = codecs.iter().map(|(f, _, c)| sub(&c.len, &format!("self.{f}")));
+        let mut terms = codecs.iter().map(|(f, _, c)| c.len.at(&format!("self.{f}")));
         let first = terms.next().map(|t| if t.contains(" + ") { format!("({t})") } else { t }).unwrap_or_default();
         let len = terms.fold(first, |acc, t| format!("{acc}\n            .saturating_add({t})"));
         let encode = struct_encode(&codecs, &fixed);
         let validate: String = codecs
             .iter()
             .filter(|(_, _, c)| c.bounded.may_hold())
-            .filter_map(|(f, _, c)| c.validate.as_ref().map(|v| format!("        {}\n", sub(v, &format!("self.{f}")))))
+            .filter_map(|(f, _, c)| c.validate.as_ref().map(|v| format!("        {}\n", v.at(&format!("self.{f}")))))
             .collect();
         self.emit_xdr_impl(
             &rust,

@@ -21,7 +21,7 @@ impl<'s> Gen<'s> {
         }
         let Some(c) = self.codec(d, &xdr)? else { return Ok(()) };
         let _ = write!(self.out, "{}pub struct {rust}{lt}(pub {});\n\n", self.derives(&rust, true), c.ty);
-        let validate = c.validate.as_ref().map(|v| format!("        {}\n", sub(v, "self.0"))).unwrap_or_default();
+        let validate = c.validate.as_ref().map(|v| format!("        {}\n", v.at("self.0"))).unwrap_or_default();
         let led = led_encode("self.0", &c, &[]);
         self.emit_xdr_impl(
             &rust,
@@ -30,8 +30,8 @@ impl<'s> Gen<'s> {
             &c.plain,
             &c.bounded,
             &format!("Ok({rust}({}))", c.decode),
-            &sub(&c.len, "self.0"),
-            &format!("        {};\n", sub(&c.encode, "self.0")),
+            &c.len.at("self.0"),
+            &format!("        {};\n", c.encode.at("self.0")),
             &validate,
             led,
         );

@@ -363,9 +363,9 @@ fn union_encode(disc: &Discriminant, arms: &[Arm]) -> (String, String) {
         match &a.codec {
             Some(c) => {
                 let run_len = format!("xdr_spec_rt::fixed_add(Some(4), {})", c.fixed);
-                let run = fixed_run(&run_len, [write_disc, sub(&c.encode, "v")].into_iter());
+                let run = fixed_run(&run_len, [write_disc, c.encode.at("v")].into_iter());
                 let _ = writeln!(enc, "            {pat} => {},", indent_continuation(&run, 12));
-                let _ = writeln!(len, "            {pat_len} => {},", sub(&c.len, "v"));
+                let _ = writeln!(len, "            {pat_len} => {},", c.len.at("v"));
             }
             None => {
                 let _ = writeln!(enc, "            {pat} => {write_disc},");
@@ -390,7 +390,7 @@ fn union_validate(xdr: &str, disc: &Discriminant, arms: &[Arm]) -> String {
                     validate,
                     "        if let {} = *self {{\n            {}\n        }}",
                     a.binding(false),
-                    sub(vd, "v")
+                    vd.at("v")
                 );
             }
         }

@@ -79,7 +79,7 @@ impl<'s> Gen<'s> {
 /// so is the whole struct when it has a fixed length: one bounds check per
 /// run instead of one per field.
 pub(super) fn struct_encode(codecs: &[(String, String, Codec)], fixed: &str) -> String {
-    let field = |(f, _, c): &(String, String, Codec)| sub(&c.encode, &format!("self.{f}"));
+    let field = |(f, _, c): &(String, String, Codec)| c.encode.at(&format!("self.{f}"));
     let mut statements = Vec::new();
     let mut rest = codecs;
     while let Some(first) = rest.first() {
@@ -103,8 +103,10 @@ pub(super) fn struct_encode(codecs: &[(String, String, Codec)], fixed: &str) -> 
 /// `first` at `place`, is a counted array: the lead word and the count share
 /// one claim, and the `rest` of the fields follow as in `encode_to`.
 pub(super) fn led_encode(place: &str, first: &Codec, rest: &[(String, String, Codec)]) -> Option<String> {
-    let head = first.encode.strip_suffix(".encode_counted(w)")?;
-    Some(format!("        {}.encode_counted_led(lead, w);\n{}", sub(head, place), struct_encode(rest, "None")))
+    if !first.counted {
+        return None;
+    }
+    Some(format!("        {place}.encode_counted_led(lead, w);\n{}", struct_encode(rest, "None")))
 }
 
 /// A run of writes of length `len` (`Writer::fixed` spelled out, without a

@@ -67,7 +67,7 @@ pub enum Error {
         /// Offset of the count.
         at: usize,
     },
-    /// A count or list length above a caller-set [`Limits`] value.
+    /// A count or list length above a caller-set [`Limits`](crate::Limits) value.
     #[error("byte {at}: {what} has more than {limit} elements (a configured limit)")]
     LimitExceeded {
         /// The field.
@@ -100,7 +100,7 @@ pub enum Error {
         /// Elements the specification fixes.
         expected: usize,
     },
-    /// The output buffer is smaller than [`Xdr::encoded_len`].
+    /// The output buffer is smaller than [`Xdr::encoded_len`](crate::Xdr::encoded_len).
     #[error("output buffer holds {have} bytes, encoding needs {need}")]
     BufferTooSmall {
         /// Bytes needed.

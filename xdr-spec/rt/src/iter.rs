@@ -7,7 +7,7 @@ pub(crate) enum IterRepr<'a, T> {
     Slice(core::slice::Iter<'a, T>),
 }
 
-/// Iterator over a [`Seq`] or [`List`], yielding elements by value.
+/// Iterator over a [`Seq`](crate::Seq) or [`List`](crate::List), yielding elements by value.
 pub struct SeqIter<'a, T> {
     pub(crate) repr: IterRepr<'a, T>,
     pub(crate) left: usize,

@@ -6,7 +6,7 @@ use alloc::vec::Vec;
 use crate::{fixed_add, Error, Limits, Reader, Result, Writer};
 
 /// A type with an XDR encoding. Generated types implement it; so do the
-/// primitive types, `Option<T>` (optional-data), and [`Quadruple`].
+/// primitive types, `Option<T>` (optional-data), and [`Quadruple`](crate::Quadruple).
 ///
 /// ```
 /// use xdr_spec_rt::Xdr;

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The types to emit, in order, and the names given to inline bodies (by the
-/// address of their [`TypeSpec`]). Shared with [`module_names`], so that the
+/// address of their [`TypeSpec`]). Shared with [`module_names`](fn@super::module_names), so that the
 /// checker sees exactly the names the generator will write.
 pub(super) fn collect(spec: &Spec) -> (Vec<Item<'_>>, HashMap<usize, String>) {
     let mut items = Vec::new();

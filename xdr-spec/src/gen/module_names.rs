@@ -94,11 +94,6 @@ pub(crate) fn module_names(spec: &Spec) -> Vec<ModuleName> {
     let mut out = Vec::new();
     let (items, _) = collect(spec);
     for item in &items {
-        // Inline bodies are named `Parent.field` by `collect`.
-        let (word, field, xdr) = match item.xdr.split_once('.') {
-            Some((_, field)) => (format!("the anonymous {{}} of field `{field}`"), true, field),
-            None => (format!("{{}} `{}`", item.xdr), false, item.xdr.as_str()),
-        };
         let kind = match item.kind {
             ItemKind::Struct(_) => "struct",
             ItemKind::List(_) => "list struct",
@@ -106,7 +101,11 @@ pub(crate) fn module_names(spec: &Spec) -> Vec<ModuleName> {
             ItemKind::Union(_) => "union",
             ItemKind::Typedef(_) => "typedef",
         };
-        let what = word.replacen("{}", kind, 1);
+        // Inline bodies are named `Parent.field` by `collect`.
+        let (what, field, xdr) = match item.xdr.split_once('.') {
+            Some((_, field)) => (format!("the anonymous {kind} of field `{field}`"), true, field),
+            None => (format!("{kind} `{}`", item.xdr), false, item.xdr.as_str()),
+        };
         let name = |rust: String, ns: Namespace, span: Span, what: String| ModuleName {
             rust,
             ns,

@@ -96,7 +96,7 @@ pub(super) fn struct_encode(codecs: &[(String, String, Codec)], fixed: &str) -> 
     if fixed != "None" && statements.len() > 1 {
         statements = vec![fixed_run("Self::FIXED_LEN", statements.into_iter())];
     }
-    statements.iter().map(|st| format!("        {};\n", st.replace('\n', "\n        "))).collect()
+    statements.iter().map(|st| format!("        {};\n", indent_continuation(st, 8))).collect()
 }
 
 /// The body of `encode_led` for a struct (or newtype) whose first field,

@@ -19,7 +19,7 @@ struct Extension {
 }
 
 /// A build of a base specification and, optionally, extension documents
-/// that use its names: the pipeline of [`spec_to_rust`] over all of them,
+/// that use its names: the pipeline of [`spec_to_rust`](super::spec_to_rust) over all of them,
 /// in one namespace.
 ///
 /// * Every document is extracted (and repaired, if asked) and has its own
@@ -33,12 +33,12 @@ struct Extension {
 /// * Diagnostics name the file, line and column the construct was written
 ///   at: an extension's are in the extension's own text. A duplicate comes
 ///   with a note at the first definition.
-/// * The Rust is the base's, exactly as [`spec_to_rust`] writes it alone,
+/// * The Rust is the base's, exactly as [`spec_to_rust`](super::spec_to_rust) writes it alone,
 ///   followed per extension by `pub mod MODULE { use super::*; ... }` (see
 ///   [`gen::generate_with_modules`]): one file to `include!`, and the base's
 ///   names resolve in a module as the checker resolved them.
 ///
-/// With no extension, a build of a spec text is [`spec_to_rust`], and one of
+/// With no extension, a build of a spec text is [`spec_to_rust`](super::spec_to_rust), and one of
 /// an `.x` file ([`Build::xdr`]) what `xdr-spec gen` does, to the byte,
 /// diagnostics included.
 ///

@@ -103,7 +103,7 @@ fn main() {
     }
     let mut rows = Vec::new();
     for (slot, name, msg) in [(0u8, "plain", common::plain()), (1, "chunked", common::chunked())] {
-        let bytes = msg.to_vec();
+        let bytes = msg.to_vec().expect("the benchmark headers are in bounds");
         let text = canonical_from_ours(&msg);
         if let Some(h) = rpcgen.as_mut() {
             let c_bytes = h.bench_load(slot, &text).unwrap_or_else(|e| panic!("rpcgen harness, B {slot}: {e}"));

@@ -81,7 +81,7 @@ fn mnt(addr: &str, path: &str) -> Result<Vec<u8>, String> {
     let mut s = TcpStream::connect(addr).map_err(|e| format!("MOUNT on tcp {addr}: {e}"))?;
     let msg = CallHeader::new(0x6d6e_7401, MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_MNT)
         .with_cred(root_cred())
-        .message(&Dirpath(path).to_vec())
+        .message(&Dirpath(path).to_vec().unwrap())
         .map_err(|e| format!("MNT call: {e}"))?;
     write_record(&mut s, &msg).map_err(|e| format!("MNT to {addr}: {e}"))?;
     let mut reply = Vec::new();
@@ -155,7 +155,7 @@ fn main() {
     };
     let fh = match nfs.call(
         NFSPROC3_LOOKUP,
-        &LOOKUP3args { what: Diropargs3 { dir: NfsFh3 { data: &root }, name: Filename3(FILE) } }.to_vec(),
+        &LOOKUP3args { what: Diropargs3 { dir: NfsFh3 { data: &root }, name: Filename3(FILE) } }.to_vec().unwrap(),
     ) {
         Ok(res) => match LOOKUP3res::decode(&res) {
             Ok((LOOKUP3res::Nfs3Ok(ok), _)) => ok.object.data.to_vec(),
@@ -187,7 +187,7 @@ fn main() {
             data: &data[at..end],
         };
         calls += 1;
-        match nfs.call(NFSPROC3_WRITE, &args.to_vec()) {
+        match nfs.call(NFSPROC3_WRITE, &args.to_vec().unwrap()) {
             Ok(res) => match WRITE3res::decode(&res) {
                 Ok((WRITE3res::Nfs3Ok(ok), _)) if ok.count > 0 => at += ok.count as usize,
                 other => error = Some(format!("at {at}: {:?}", other.map(|o| o.0))),
@@ -217,7 +217,7 @@ fn main() {
     while back.len() < SIZE && error.is_none() {
         let args = READ3args { file: NfsFh3 { data: &fh }, offset: back.len() as u64, count: STEP as u32 };
         calls += 1;
-        match nfs.call(NFSPROC3_READ, &args.to_vec()) {
+        match nfs.call(NFSPROC3_READ, &args.to_vec().unwrap()) {
             Ok(res) => match READ3res::decode(&res) {
                 Ok((READ3res::Nfs3Ok(ok), _)) if !ok.data.is_empty() => back.extend_from_slice(ok.data),
                 other => error = Some(format!("at {}: {:?}", back.len(), other.map(|o| o.0))),

@@ -22,7 +22,7 @@
 //!     body: BodyModel::Msg(ChunksModel { reads: vec![], writes: vec![vec![], vec![seg]], reply: None }),
 //! };
 //! assert_eq!(m.canonical(), "xid=7 vers=1 credit=32 proc=0 reads=[] writes=[[];[1,2,3]] reply=none");
-//! let bytes = m.with_msg(|msg| msg.to_vec());
+//! let bytes = m.with_msg(|msg| msg.to_vec()).unwrap();
 //! let (back, n) = rpcrdma_v1::xdr::RdmaMsg::decode(&bytes).unwrap();
 //! assert_eq!((HeaderModel::from_ours(&back), n), (m, bytes.len()));
 //! ```

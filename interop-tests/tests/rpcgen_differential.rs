@@ -452,7 +452,7 @@ impl Tally<'_> {
 /// **A boolean word other than 0 and 1** (the "more data follows" word of
 /// the optional-data lists, and the reply chunk's presence word).  RFC 4506
 /// section 4.4 encodes TRUE as 1 and FALSE as 0; our runtime
-/// (`xdr_spec::rt::Reader::bool`) rejects anything else with
+/// (`xdr_spec_rt::Reader::bool`) rejects anything else with
 /// `Error::BadBool`.  libtirpc's `xdr_bool` decodes with
 /// `*bp = (lb == XDR_FALSE) ? FALSE : TRUE`, so any non-zero word is TRUE,
 /// and rpcgen's `xdr_pointer`/`xdr_reference` then decodes the element that
@@ -480,7 +480,7 @@ fn malformed_inputs_are_rejected_alike() {
         },
     };
     let valid: Vec<Vec<u8>> = vec![
-        chunked.with_msg(|m| m.to_vec()),
+        chunked.with_msg(|m| m.to_vec()).expect("the chunked header is in bounds"),
         words(&[XID, 1, 32, 0, 0, 0, 0]),
         words(&[XID, 1, 32, 3]),
         words(&[XID, 1, 32, 4, 1, 1, 1]),

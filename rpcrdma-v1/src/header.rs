@@ -20,7 +20,7 @@
 //! assert_eq!(h.read_chunks().count(), 0);
 //! ```
 
-use xdr_spec::rt::{Limits, List, Reader, SeqIter, Xdr};
+use xdr_spec_rt::{Limits, List, Reader, SeqIter, Xdr};
 
 use crate::xdr::*;
 
@@ -149,7 +149,7 @@ pub enum HeaderError {
     /// The fixed header or the chunk lists are not valid XDR (RFC 8166
     /// section 4.5.2).
     #[error("malformed header: {0}")]
-    Xdr(xdr_spec::rt::Error),
+    Xdr(xdr_spec_rt::Error),
     /// A procedure number outside the enum (RFC 8166 section 4.5.2).
     #[error("unknown procedure {0}")]
     UnknownProc(u32),
@@ -333,7 +333,7 @@ pub fn proc_word(bytes: &[u8]) -> Result<u32, HeaderError> {
 /// in.
 fn truncated_at_word(len: usize) -> HeaderError {
     let at = len & !3;
-    HeaderError::Xdr(xdr_spec::rt::Error::Truncated { at, need: at + 4 - len })
+    HeaderError::Xdr(xdr_spec_rt::Error::Truncated { at, need: at + 4 - len })
 }
 
 impl<'a> Header<'a> {
@@ -394,7 +394,7 @@ impl<'a> Header<'a> {
         // first byte.
         let mut r = Reader::with_limits(bytes, rt_limits);
         let lists = r.take(offsets::BODY).and_then(|_| RpcRdmaHeader::decode_from(&mut r)).map_err(|e| match e {
-            xdr_spec::rt::Error::LimitExceeded { .. } => {
+            xdr_spec_rt::Error::LimitExceeded { .. } => {
                 HeaderError::TooManySegments { count: max.saturating_add(1), limit: max }
             }
             e => HeaderError::Xdr(e),

@@ -53,7 +53,7 @@ pub use version::Version;
 
 /// The runtime the generated types use: [`rt::Xdr`], [`rt::Seq`], [`rt::List`],
 /// [`rt::Limits`] and [`rt::Error`].
-pub use xdr_spec::rt;
+pub use xdr_spec_rt as rt;
 
 /// The XDR the types were generated from: the spec's text as extracted, with
 /// the errata applied.

@@ -23,7 +23,7 @@
 //! assert_eq!(words, [9, 2, 32, 4, 1, 1, 1]);
 //! ```
 
-use xdr_spec::rt::Xdr;
+use xdr_spec_rt::Xdr;
 
 use crate::header::{Fixed, Header, HeaderError, HeaderLimits, RPCRDMA_VERSION};
 use crate::xdr::{RdmaBody, RdmaMsg, RpcRdmaError, RpcRdmaErrvers};

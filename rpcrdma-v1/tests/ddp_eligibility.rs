@@ -187,7 +187,7 @@ fn header(nomsg: bool, xid: u32, reads: &[XdrReadChunk], inline: &[u8]) -> Vec<u
     } else {
         RdmaBody::RdmaMsg(RpcRdmaHeader { rdma_reads: lists.0, rdma_writes: lists.1, rdma_reply: lists.2 })
     };
-    let mut send = RdmaMsg { rdma_xid: xid, rdma_vers: 1, rdma_credit: 8, rdma_body }.to_vec();
+    let mut send = RdmaMsg { rdma_xid: xid, rdma_vers: 1, rdma_credit: 8, rdma_body }.to_vec().unwrap();
     send.extend_from_slice(inline);
     send
 }

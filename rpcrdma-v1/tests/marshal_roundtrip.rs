@@ -949,7 +949,7 @@ fn write_chunk_too_small_is_err_chunk() {
         rdma_credit: 8,
         rdma_body: RdmaBody::RdmaError(RpcRdmaError::ErrChunk),
     };
-    assert_eq!(error.to_vec().len(), 20);
+    assert_eq!(error.to_vec().unwrap().len(), 20);
 }
 
 #[test]

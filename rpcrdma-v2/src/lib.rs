@@ -28,7 +28,7 @@
 //!     rdma_credit: 1,
 //!     rdma_body: Rpcrdma2Body::RdmaOptional(Rpcrdma2Optional { rdma_opttype: 9, rdma_optinfo: b"hello" }),
 //! };
-//! let bytes = hdr.to_vec();
+//! let bytes = hdr.to_vec().unwrap();
 //! assert_eq!(bytes.len(), 16 + 4 + 4 + 8);
 //! let (back, _) = Rpcrdma2XprtHdr::decode(&bytes).unwrap();
 //! assert_eq!(back, hdr);
@@ -45,7 +45,7 @@ pub mod properties;
 pub mod verdict;
 
 /// The runtime the generated types use.
-pub use xdr_spec::rt;
+pub use xdr_spec_rt as rt;
 
 /// Version One's validated header view, which Version Two's RDMA_MSG and
 /// RDMA_NOMSG share (the chunk lists have one wire shape: section 4.2).

@@ -30,7 +30,7 @@ proptest! {
             rdma_reply: reply.as_deref().map(|r| Rpcrdma2WriteChunk { rdma_target: Seq::from_slice(r) }),
         };
         let hdr = Rpcrdma2XprtHdr { rdma_xid: 1, rdma_vers: 2, rdma_credit: 1, rdma_body: Rpcrdma2Body::RdmaNomsg(lists) };
-        let bytes = hdr.to_vec();
+        let bytes = hdr.to_vec().unwrap();
         let limits = HeaderLimits::unlimited();
         // The chunk rules may refuse the lists (positions, NOMSG without a
         // chunk); what matters is that the decoder reads exactly them.

@@ -10,7 +10,9 @@
 //!    the [`ast`].
 //! 4. [`check`]: names, duplicates, case labels, non-standard types, recursion.
 //! 5. [`gen`]: Rust source whose decoders borrow from the input and never
-//!    allocate, using the runtime in [`rt`].
+//!    allocate, using the runtime crate `xdr-spec-rt` (re-exported here as
+//!    [`rt`]). Generated code names it `xdr_spec_rt`, so a crate that includes
+//!    it depends on `xdr-spec-rt`, and on `xdr-spec` only to build.
 //!
 //! [`pipeline`] strings the steps together for build scripts.
 //!
@@ -65,5 +67,6 @@ pub mod extract;
 pub mod gen;
 pub mod parse;
 pub mod pipeline;
-pub mod rt;
+/// The runtime generated code uses: the `xdr-spec-rt` crate, re-exported.
+pub use xdr_spec_rt as rt;
 pub mod symbols;

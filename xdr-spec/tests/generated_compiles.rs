@@ -7,12 +7,15 @@
 //! generator derives (`...Entry`, inline bodies named after parent and
 //! field). The accepted ones are generated into one crate, one `mod` each,
 //! and type-checked by a single `rustc --emit=metadata` run against the
-//! `xdr_spec` library this test was linked with. `SEED=N` in the environment
+//! `xdr_spec_rt` library this test was linked with. `SEED=N` in the environment
 //! tries other specifications.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "support/rustc.rs"]
+mod rustc_support;
+use rustc_support::{rustc, xdr_spec_rt_rlib};
 
 use xdr_spec::ast::LineIndex;
 use xdr_spec::check::{check, has_errors};
@@ -107,6 +110,7 @@ const HOSTILE: &[&str] = &[
     "X1",
     "Case1",
     "xdr_spec",
+    "xdr_spec_rt",
     "rt",
     "List",
     "Seq",
@@ -242,32 +246,6 @@ impl SpecGen {
     }
 }
 
-/// The directory of the `xdr_spec` rlib this test was linked with and its
-/// dependencies (`target/debug/deps`), and the rlib itself: the newest, as
-/// the one cargo just built for this test.
-fn xdr_spec_rlib() -> (PathBuf, PathBuf) {
-    let exe = std::env::current_exe().expect("test executable");
-    let deps = exe.parent().expect("deps directory").to_path_buf();
-    let rlib = std::fs::read_dir(&deps)
-        .expect("read deps")
-        .filter_map(|e| e.ok())
-        .filter(|e| {
-            let n = e.file_name().to_string_lossy().into_owned();
-            n.starts_with("libxdr_spec-") && n.ends_with(".rlib")
-        })
-        .max_by_key(|e| e.metadata().and_then(|m| m.modified()).ok())
-        .expect("libxdr_spec-*.rlib next to the test executable")
-        .path();
-    (deps, rlib)
-}
-
-/// The rustc of the toolchain that runs this test (next to its cargo), or
-/// the one on the PATH.
-fn rustc() -> PathBuf {
-    let beside_cargo = std::env::var_os("CARGO").map(|c| Path::new(&c).with_file_name("rustc"));
-    beside_cargo.filter(|p| p.exists()).unwrap_or_else(|| PathBuf::from("rustc"))
-}
-
 #[test]
 fn every_accepted_spec_compiles_and_every_rejection_has_a_position() {
     let mut g = SpecGen {
@@ -318,7 +296,7 @@ fn every_accepted_spec_compiles_and_every_rejection_has_a_position() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let lib = dir.join("generated.rs");
     std::fs::write(&lib, &krate).expect("write crate");
-    let (deps, rlib) = xdr_spec_rlib();
+    let (deps, rlib) = xdr_spec_rt_rlib();
     let out = Command::new(rustc())
         .args(["--edition", "2021", "--crate-type", "lib", "--crate-name", "generated", "--emit=metadata"])
         .arg("--out-dir")
@@ -326,7 +304,7 @@ fn every_accepted_spec_compiles_and_every_rejection_has_a_position() {
         .arg("-L")
         .arg(format!("dependency={}", deps.display()))
         .arg("--extern")
-        .arg(format!("xdr_spec={}", rlib.display()))
+        .arg(format!("xdr_spec_rt={}", rlib.display()))
         .arg(&lib)
         .output()
         .expect("run rustc");

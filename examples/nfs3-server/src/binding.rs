@@ -22,7 +22,7 @@
 
 use negotiate::onc::{CallHeader, ReplyHeader};
 use rpcrdma_v1::ulb::{roundup, DdpItem, UpperLayerBinding};
-use xdr_spec::rt::{Reader, Xdr};
+use xdr_spec_rt::{Reader, Xdr};
 
 use crate::xdr::{Diropargs3, NfsFh3, PostOpAttr, Sattr3, StableHow, NFSPROC3_READ, NFSPROC3_READDIR};
 use crate::xdr::{NFSPROC3_READDIRPLUS, NFSPROC3_SYMLINK, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3};

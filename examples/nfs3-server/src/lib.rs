@@ -29,7 +29,7 @@ pub mod xdr {
 }
 
 /// The runtime the generated types use (`Xdr::decode`, `Xdr::encode`, ...).
-pub use xdr_spec::rt;
+pub use xdr_spec_rt as rt;
 
 /// Eight bytes that differ from one server run to the next: the generation in every file
 /// handle (so that a handle from an earlier run is stale, RFC 1813 section 2.3.3) and the

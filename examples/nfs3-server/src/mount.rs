@@ -14,7 +14,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use negotiate::onc::{self, AuthStat, CallHeader, OncError};
-use xdr_spec::rt::{List, Seq, Xdr};
+use xdr_spec_rt::{List, Seq, Xdr};
 
 use crate::handles::Handles;
 use crate::record::{read_record, write_record, MAX_RECORD};
@@ -67,9 +67,9 @@ impl Mount {
         }
         let args = &call[at..];
         let results = match h.proc {
-            MOUNTPROC3_NULL | MOUNTPROC3_UMNTALL => Vec::new(),
+            MOUNTPROC3_NULL | MOUNTPROC3_UMNTALL => Ok(Vec::new()),
             MOUNTPROC3_UMNT => match Dirpath::decode(args) {
-                Ok(_) => Vec::new(),
+                Ok(_) => Ok(Vec::new()),
                 Err(_) => return onc::reply_garbage_args(h.xid, reply),
             },
             MOUNTPROC3_MNT => match Dirpath::decode(args) {
@@ -83,11 +83,15 @@ impl Mount {
             }
             _ => return onc::reply_proc_unavail(h.xid, reply),
         };
-        onc::reply_success(h.xid, &results, reply);
+        match results {
+            Ok(results) => onc::reply_success(h.xid, &results, reply),
+            // A result over its XDR bound (RFC 4506): ours to fix, so the call fails whole.
+            Err(_) => onc::reply_system_err(h.xid, reply),
+        }
     }
 
     /// MNT's results for `path`.
-    fn mnt(&self, path: &str) -> Vec<u8> {
+    fn mnt(&self, path: &str) -> Result<Vec<u8>, xdr_spec_rt::Error> {
         if !self.is_export(path) {
             return Mountres3::Default { discriminant: Mountstat3::Mnt3errNoent }.to_vec();
         }

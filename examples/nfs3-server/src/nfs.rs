@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use negotiate::onc::{self, Auth, AuthStat, CallHeader, OncError};
 use negotiate::server::Handler;
-use xdr_spec::rt::Xdr;
+use xdr_spec_rt::Xdr;
 
 use crate::attrs::{fattr, post_op, NO_WCC};
 use crate::handles::{Handles, Resolved, NAME_MAX};
@@ -89,8 +89,8 @@ impl Out<'_> {
 /// Arguments that did not decode: answered GARBAGE_ARGS.
 pub(crate) struct Garbage;
 
-impl From<xdr_spec::rt::Error> for Garbage {
-    fn from(_: xdr_spec::rt::Error) -> Self {
+impl From<xdr_spec_rt::Error> for Garbage {
+    fn from(_: xdr_spec_rt::Error) -> Self {
         Garbage
     }
 }

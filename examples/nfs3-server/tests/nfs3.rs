@@ -75,7 +75,7 @@ impl<B: Backend> Rig<B> {
 
     /// Calls `proc` with `args`; the results of a SUCCESS reply.
     fn call<'a, A: Xdr<'a>>(&self, proc: u32, args: &A) -> Vec<u8> {
-        let (xid, reply) = self.call_raw(proc, &args.to_vec());
+        let (xid, reply) = self.call_raw(proc, &args.to_vec().unwrap());
         onc::results(&reply, xid).unwrap().to_vec()
     }
 
@@ -83,8 +83,9 @@ impl<B: Backend> Rig<B> {
     fn mnt(&self, path: &str) -> (Vec<u8>, Vec<i32>) {
         let mut s = TcpStream::connect(self.mount.local_addr()).unwrap();
         let xid = self.xids.next();
-        let msg =
-            CallHeader::new(xid, MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_MNT).message(&Dirpath(path).to_vec()).unwrap();
+        let msg = CallHeader::new(xid, MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_MNT)
+            .message(&Dirpath(path).to_vec().unwrap())
+            .unwrap();
         write_record(&mut s, &msg).unwrap();
         let mut reply = Vec::new();
         assert!(read_record(&mut s, MAX_RECORD, &mut reply).unwrap());
@@ -350,13 +351,14 @@ fn bad_arguments_and_unknown_procedures_are_answered_not_fatal() {
     // Truncated, a handle length beyond the input, a name that is not UTF-8, a bad enum.
     assert_eq!(stat(NFSPROC3_GETATTR, &[0, 0, 0, 8]), AcceptStat::GarbageArgs);
     assert_eq!(stat(NFSPROC3_GETATTR, &[0xff, 0xff, 0xff, 0xff]), AcceptStat::GarbageArgs);
-    let mut lookup = LOOKUP3args { what: dirop(&root, "ab") }.to_vec();
+    let mut lookup = LOOKUP3args { what: dirop(&root, "ab") }.to_vec().unwrap();
     let at = lookup.len() - 4;
     lookup[at] = 0xff;
     assert_eq!(stat(NFSPROC3_LOOKUP, &lookup), AcceptStat::GarbageArgs);
     let mut write =
         WRITE3args { file: NfsFh3 { data: &root }, offset: 0, count: 0, stable: StableHow::Unstable, data: &[] }
-            .to_vec();
+            .to_vec()
+            .unwrap();
     let at = write.len() - 8;
     write[at..at + 4].copy_from_slice(&7u32.to_be_bytes());
     assert_eq!(stat(NFSPROC3_WRITE, &write), AcceptStat::GarbageArgs);
@@ -456,7 +458,9 @@ fn mount_program_over_tcp_survives_a_hostile_record() {
     assert!(!root.is_empty());
     // A path that is not the export.
     let mut s = TcpStream::connect(rig.mount.local_addr()).unwrap();
-    let msg = CallHeader::new(7, MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_MNT).message(&Dirpath("/etc").to_vec()).unwrap();
+    let msg = CallHeader::new(7, MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_MNT)
+        .message(&Dirpath("/etc").to_vec().unwrap())
+        .unwrap();
     write_record(&mut s, &msg).unwrap();
     let mut reply = Vec::new();
     read_record(&mut s, MAX_RECORD, &mut reply).unwrap();
@@ -474,9 +478,9 @@ fn a_long_symlink_path_is_ddp_eligible_and_answered_notsupp() {
     let rig = rig(InProcess, "symlink");
     let (root, _) = rig.mnt("/");
     let path = "p".repeat(4000);
-    let mut args = dirop(&root, "link").to_vec();
-    args.extend(no_attrs().to_vec());
-    args.extend(Nfspath3(&path).to_vec());
+    let mut args = dirop(&root, "link").to_vec().unwrap();
+    args.extend(no_attrs().to_vec().unwrap());
+    args.extend(Nfspath3(&path).to_vec().unwrap());
     let xid = rig.xids.next();
     let msg =
         CallHeader::new(xid, NFS_PROGRAM, NFS_V3, NFSPROC3_SYMLINK).with_cred(root_cred()).message(&args).unwrap();

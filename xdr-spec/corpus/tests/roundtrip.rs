@@ -7,8 +7,8 @@
 mod support;
 
 use proptest::prelude::*;
-use xdr_spec::rt::{Error, List, Seq, Xdr};
 use xdr_spec_corpus::{arrays, lists, program, scalars, unions};
+use xdr_spec_rt::{Error, List, Seq, Xdr};
 
 roundtrip_props! {
     scalars_struct: scalars::Scalars,
@@ -55,7 +55,7 @@ fn scalars_have_their_rfc_4506_encodings() {
         uh: 5,
         f: 1.5,
         d: -2.25,
-        q: xdr_spec::rt::Quadruple([9; 16]),
+        q: xdr_spec_rt::Quadruple([9; 16]),
         b: true,
         alias: 6,
     };
@@ -164,6 +164,52 @@ fn unions_every_discriminant_kind() {
         Err(Error::BadDiscriminant { type_name: "shape", value: 9, at: 0 })
     ));
     assert!(matches!(scalars::Painted::decode(&[0, 0, 0, 99]), Err(Error::BadEnum { value: 99, at: 0, .. })));
+}
+
+/// A default arm's discriminant that is no value of its enum is an error of
+/// the enum, named as such (not as the union).
+#[test]
+fn bad_enum_discriminant_names_the_enum() {
+    assert_eq!(
+        unions::ByEnumDefault::decode(&[0, 0, 0, 9]),
+        Err(Error::BadEnum { type_name: "shape_kind", value: 9, at: 0 })
+    );
+    roundtrip!(unions::ByEnumDefault, unions::ByEnumDefault::Default { discriminant: unions::ShapeKind::Square });
+}
+
+/// A list struct named for one entry: `kv_entry`'s entries are `KvEntry`
+/// and the list is `KvList` (the generated names compile and round-trip).
+#[test]
+fn list_named_for_its_entry() {
+    let entries = [lists::KvEntry { key: "a", value: 1 }, lists::KvEntry { key: "bc", value: 2 }];
+    let table = lists::KvTable { entries: lists::KvList::from_slice(&entries) };
+    let bytes = roundtrip!(lists::KvTable<'_>, table);
+    // Each entry: TRUE, the key (length, one padded word), the value; then FALSE.
+    assert_eq!(bytes.len(), 2 * (4 + 8 + 4) + 4);
+}
+
+/// A list behind a pointer (or a typedef of one) that breaks a limit is
+/// named by its field, not only as "a list".
+#[test]
+fn list_limit_errors_name_their_field() {
+    // Two list entries (TRUE, then a segment's four words), then FALSE.
+    let two_entries = [1, 1, 2, 0, 3, 1, 4, 5, 0, 6, 0];
+    let bytes = |words: &[&[u32]]| -> Vec<u8> { words.concat().iter().flat_map(|w| w.to_be_bytes()).collect() };
+    let limits = xdr_spec_rt::Limits { max_list_entries: 1, ..Default::default() };
+    // `seglist *segs`, the first field of `holder`, then four empty fields.
+    let segs = bytes(&[&two_entries, &[0; 5]]);
+    assert!(matches!(
+        lists::Holder::decode_with_limits(&segs, limits),
+        Err(Error::LimitExceeded { what: "holder.segs", limit: 1, .. })
+    ));
+    // `seglist_ptr again` (a typedef of the pointer), the fourth field.
+    let again = bytes(&[&[0; 3], &two_entries, &[0; 2]]);
+    assert!(matches!(
+        lists::Holder::decode_with_limits(&again, limits),
+        Err(Error::LimitExceeded { what: "holder.again", limit: 1, .. })
+    ));
+    // Both decode without the limit.
+    assert!(lists::Holder::decode(&segs).is_ok() && lists::Holder::decode(&again).is_ok());
     let shapes = [unions::Shape::Circle(2), unions::Shape::Nothing];
     let ints = [unions::ByInt::Case0, unions::ByInt::Case7("x")];
     let c = unions::Container {
@@ -228,7 +274,7 @@ fn lists_roundtrip_and_walk_in_a_loop() {
     let (list, used) = lists::Seglist::decode(&long).unwrap();
     assert_eq!((list.len(), used), (100_000, long.len()));
     assert_eq!(list.iter().last().map(|s| s.handle), Some(99_999));
-    let limits = xdr_spec::rt::Limits { max_list_entries: 16, ..Default::default() };
+    let limits = xdr_spec_rt::Limits { max_list_entries: 16, ..Default::default() };
     assert!(matches!(lists::Seglist::decode_with_limits(&long, limits), Err(Error::LimitExceeded { limit: 16, .. })));
 }
 

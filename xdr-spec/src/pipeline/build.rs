@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::document::{self, Document, Kind};
 use super::unit::Unit;
-use super::{file_name, read, spec_to_rust, xdr_to_rust, PipelineError, PipelineXdr};
+use super::{file_name, read, xdr_to_rust, PipelineError, PipelineXdr};
 use crate::errata;
 use crate::gen::{self, ModulePart};
 
@@ -19,7 +19,7 @@ struct Extension {
 }
 
 /// A build of a base specification and, optionally, extension documents
-/// that use its names: the pipeline of [`spec_to_rust`] over all of them,
+/// that use its names: the pipeline of [`spec_to_rust`](super::spec_to_rust) over all of them,
 /// in one namespace.
 ///
 /// * Every document is extracted (and repaired, if asked) and has its own
@@ -33,13 +33,14 @@ struct Extension {
 /// * Diagnostics name the file, line and column the construct was written
 ///   at: an extension's are in the extension's own text. A duplicate comes
 ///   with a note at the first definition.
-/// * The Rust is the base's, exactly as [`spec_to_rust`] writes it alone,
+/// * The Rust is the base's, exactly as [`spec_to_rust`](super::spec_to_rust) writes it alone,
 ///   followed per extension by `pub mod MODULE { use super::*; ... }` (see
 ///   [`gen::generate_with_modules`]): one file to `include!`, and the base's
 ///   names resolve in a module as the checker resolved them.
 ///
-/// With no extension, a build is [`spec_to_rust`] (or, for [`Build::xdr`],
-/// what `xdr-spec gen` does), to the byte, diagnostics included.
+/// With no extension, a build of a spec text is [`spec_to_rust`](super::spec_to_rust), and one of
+/// an `.x` file ([`Build::xdr`]) what `xdr-spec gen` does, to the byte,
+/// diagnostics included.
 ///
 /// ```
 /// # let dir = std::env::temp_dir().join(format!("xdr-spec-build-doc-{}", std::process::id()));
@@ -61,6 +62,7 @@ pub struct Build {
     kind: Kind,
     extensions: Vec<Extension>,
     out_dir: Option<PathBuf>,
+    out_file: String,
 }
 
 /// What a [`Build`] generated.
@@ -105,6 +107,7 @@ impl Build {
             kind: Kind::Spec { repair: false },
             extensions: Vec::new(),
             out_dir: None,
+            out_file: DEFAULT_OUT_FILE.to_string(),
         }
     }
 
@@ -152,6 +155,16 @@ impl Build {
         self
     }
 
+    /// The name of the Rust file [`Build::run`] writes (default:
+    /// `generated.rs`). The other files are named after it: for
+    /// `types.rs`, the XDR is `types.x` (an extension's `types.MODULE.x`)
+    /// and the report `types.report.txt`; the default's report keeps its
+    /// name, `report.txt`.
+    pub fn out_file(mut self, name: impl Into<String>) -> Self {
+        self.out_file = name.into();
+        self
+    }
+
     /// Every file the build reads, for `cargo:rerun-if-changed`.
     pub fn inputs(&self) -> Vec<&Path> {
         let ext = self.extensions.iter().flat_map(|e| std::iter::once(e.path.as_path()).chain(e.errata.as_deref()));
@@ -180,8 +193,8 @@ impl Build {
     /// name that is not an identifier or is used twice
     /// ([`PipelineError::Config`]).
     pub fn generate(&self) -> Result<Generated, PipelineError> {
-        if self.extensions.is_empty() {
-            return self.generate_alone();
+        if self.extensions.is_empty() && self.kind == Kind::Xdr {
+            return self.generate_xdr_alone();
         }
         let (base, extensions) = self.load()?;
         let (unit, notes) = self.check_loaded(&base, &extensions)?;
@@ -209,9 +222,9 @@ impl Build {
 
     /// What a crate's `build.rs` does: tell cargo to rerun when any input
     /// changes, [`Build::generate`], and write into the output directory the
-    /// Rust (`generated.rs`), the base's XDR (`generated.x`), each
-    /// extension's (`generated.MODULE.x`) and [`Generated::report`]
-    /// (`report.txt`), for the crate to `include!`.
+    /// Rust (`generated.rs`, or [`Build::out_file`]), the base's XDR
+    /// (`generated.x`), each extension's (`generated.MODULE.x`) and
+    /// [`Generated::report`] (`report.txt`), for the crate to `include!`.
     ///
     /// # Errors
     ///
@@ -233,29 +246,25 @@ impl Build {
             let path = out_dir.join(name);
             std::fs::write(&path, text).map_err(|source| PipelineError::Io { path, source })
         };
-        write("generated.rs", &out.rust)?;
-        write("generated.x", &out.base.xdr)?;
+        let stem = self.out_file.strip_suffix(".rs").unwrap_or(&self.out_file);
+        write(&self.out_file, &out.rust)?;
+        write(&format!("{stem}.x"), &out.base.xdr)?;
         for e in &out.extensions {
-            write(&format!("generated.{}.x", e.module), &e.xdr.xdr)?;
+            write(&format!("{stem}.{}.x", e.module), &e.xdr.xdr)?;
         }
-        write("report.txt", &out.report())?;
+        let report =
+            if self.out_file == DEFAULT_OUT_FILE { "report.txt".to_string() } else { format!("{stem}.report.txt") };
+        write(&report, &out.report())?;
         Ok(out)
     }
 
-    /// No extension: the single-document pipeline, unchanged.
-    fn generate_alone(&self) -> Result<Generated, PipelineError> {
-        match self.kind {
-            Kind::Spec { repair } => {
-                let out = spec_to_rust(&self.base, self.errata.as_deref(), repair)?;
-                Ok(Generated { rust: out.rust, base: out.xdr, extensions: Vec::new(), notes: out.notes })
-            }
-            Kind::Xdr => {
-                let base = xdr_file(&self.base, self.errata.as_deref())?;
-                let name = self.base.display().to_string();
-                let (rust, notes) = xdr_to_rust(&name, &base.xdr, Vec::new())?;
-                Ok(Generated { rust, base, extensions: Vec::new(), notes })
-            }
-        }
+    /// An `.x` file and no extension: what `xdr-spec gen` does, whose
+    /// diagnostics name the lines of the file with its errata applied.
+    fn generate_xdr_alone(&self) -> Result<Generated, PipelineError> {
+        let base = xdr_file(&self.base, self.errata.as_deref())?;
+        let name = self.base.display().to_string();
+        let (rust, notes) = xdr_to_rust(&name, &base.xdr, Vec::new())?;
+        Ok(Generated { rust, base, extensions: Vec::new(), notes })
     }
 
     fn load(&self) -> Result<(Document, Vec<Document>), PipelineError> {
@@ -272,7 +281,10 @@ impl Build {
         base: &'d Document,
         extensions: &'d [Document],
     ) -> Result<(Unit<'d>, Vec<String>), PipelineError> {
-        Unit::new(vec![base])?.check()?;
+        if !extensions.is_empty() {
+            // With none, the whole below is the base alone.
+            Unit::new(vec![base])?.check()?;
+        }
         for ext in extensions {
             Unit::new(vec![base, ext])?.check()?;
         }
@@ -306,6 +318,9 @@ impl Build {
         Ok(())
     }
 }
+
+/// The Rust file [`Build::run`] writes unless told otherwise.
+const DEFAULT_OUT_FILE: &str = "generated.rs";
 
 /// `transport-properties.txt` -> `transport_properties`; a leading digit
 /// gets a `_` before it.

@@ -173,12 +173,18 @@ pub fn xdr_to_rust(name: &str, xdr: &str, line_origins: Vec<String>) -> Result<(
     Ok((rust, notes))
 }
 
-/// The whole pipeline: spec text to Rust.
+/// The whole pipeline: spec text to Rust. Diagnostics (errors in
+/// [`PipelineError::Check`], and the notes) name the line and column of the
+/// spec text the construct is written on, or of the errata file that added
+/// it; a syntax error or a construct the generator refuses is reported the
+/// same way ([`PipelineError::ParseAt`], [`PipelineError::GenAt`]).
 pub fn spec_to_rust(spec_path: &Path, errata_path: Option<&Path>, repair: bool) -> Result<PipelineRust, PipelineError> {
-    let xdr = spec_to_xdr(spec_path, errata_path, repair)?;
-    let name = format!("{} (extracted XDR)", file_name(spec_path));
-    let (rust, notes) = xdr_to_rust(&name, &xdr.xdr, xdr.line_origins.clone())?;
-    Ok(PipelineRust { xdr, rust, notes })
+    let mut build = Build::new(spec_path).repair(repair);
+    if let Some(errata) = errata_path {
+        build = build.errata(errata);
+    }
+    let out = build.generate()?;
+    Ok(PipelineRust { xdr: out.base, rust: out.rust, notes: out.notes })
 }
 
 /// What a crate's `build.rs` does with a spec: tell cargo to rerun when the
@@ -186,15 +192,27 @@ pub fn spec_to_rust(spec_path: &Path, errata_path: Option<&Path>, repair: bool) 
 /// `out_dir` the generated Rust (`generated.rs`), the XDR it came from
 /// (`generated.x`) and the report of repairs, errata and notes
 /// (`report.txt`), for the crate to `include!`. The same as [`Build::run`]
-/// with the spec and its errata and no extension; a crate whose spec has
-/// extension documents uses [`Build`].
+/// with the spec, its errata if any, and no extension; a crate whose spec
+/// has extension documents, or that wants other file names
+/// ([`Build::out_file`]), uses [`Build`]:
 ///
 /// ```no_run
 /// // build.rs
 /// let specs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../specs");
 /// let out = std::path::PathBuf::from(std::env::var_os("OUT_DIR").unwrap());
-/// xdr_spec::pipeline::build_script(&specs.join("v1.txt"), &specs.join("v1.errata"), false, &out).unwrap();
+/// xdr_spec::pipeline::build_script(&specs.join("v1.txt"), Some(&specs.join("v1.errata")), false, &out).unwrap();
+/// // The same, writing `types.rs` (and `types.x`, `types.report.txt`):
+/// xdr_spec::pipeline::Build::new(specs.join("v1.txt"))
+///     .errata(specs.join("v1.errata"))
+///     .out(&out)
+///     .out_file("types.rs")
+///     .run()
+///     .unwrap();
 /// ```
-pub fn build_script(spec: &Path, errata: &Path, repair: bool, out_dir: &Path) -> Result<(), PipelineError> {
-    Build::new(spec).errata(errata).repair(repair).out(out_dir).run().map(|_| ())
+pub fn build_script(spec: &Path, errata: Option<&Path>, repair: bool, out_dir: &Path) -> Result<(), PipelineError> {
+    let mut build = Build::new(spec).repair(repair).out(out_dir);
+    if let Some(errata) = errata {
+        build = build.errata(errata);
+    }
+    build.run().map(|_| ())
 }

@@ -4,7 +4,7 @@
 #![allow(dead_code, unused_macros)]
 
 use proptest::prelude::*;
-use xdr_spec::rt::Xdr;
+use xdr_spec_rt::Xdr;
 
 /// Words biased towards the values XDR gives meaning to (booleans, small
 /// counts, enum values), so that random input often decodes.

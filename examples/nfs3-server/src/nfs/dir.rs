@@ -19,7 +19,7 @@ use crate::attrs::{fattr, post_op, status, wcc};
 use crate::binding::MAX_DIR_REPLY;
 use crate::handles::{check_name, FileHandle, Resolved, HANDLE_LEN};
 use crate::xdr::*;
-use xdr_spec::rt::List;
+use xdr_spec_rt::List;
 
 /// The cookie verifier of every listing: unused (see the module's documentation).
 const COOKIEVERF: [u8; 8] = [0; 8];
@@ -64,7 +64,7 @@ struct Listing {
 impl Nfs3 {
     /// The directory `dir_fh` names and the path of its entry `name` (relative and absolute),
     /// or the failure's reply written (with `fail` given the directory's attributes).
-    fn entry<'a, F: xdr_spec::rt::Xdr<'a>>(
+    fn entry<'a, F: xdr_spec_rt::Xdr<'a>>(
         &self,
         dir_fh: &[u8],
         name: &str,

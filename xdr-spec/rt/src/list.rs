@@ -1,0 +1,84 @@
+//! [`List`]: the borrowed view of an optional-data list.
+
+use core::marker::PhantomData;
+
+use crate::{Reader, Result, SeqIter, SeqRepr, Writer, Xdr};
+
+/// The entries of an optional-data list (RFC 4506 section 4.19), the XDR
+/// idiom `struct S { ... S *next; }`: validated bytes from the wire, decoded
+/// as iterated, or a caller's slice to encode.
+pub struct List<'a, T> {
+    pub(crate) repr: SeqRepr<'a, T>,
+    pub(crate) _t: PhantomData<T>,
+}
+
+impl<'a, T: Xdr<'a>> List<'a, T> {
+    /// A list to encode, borrowing the caller's entries.
+    pub const fn from_slice(items: &'a [T]) -> Self {
+        List { repr: SeqRepr::Slice(items), _t: PhantomData }
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.repr.len()
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The entries, in order.
+    pub fn iter(&self) -> SeqIter<'a, T> {
+        self.repr.iter(true)
+    }
+
+    /// The encoded list, when it was decoded.
+    pub fn wire_bytes(&self) -> Option<&'a [u8]> {
+        self.repr.wire_bytes()
+    }
+}
+
+/// A list used through a pointer (`S *field`) is a [`List`] whose wire form
+/// starts with a boolean for every entry.
+impl<'a, T: Xdr<'a>> Xdr<'a> for List<'a, T> {
+    const MIN_LEN: usize = 4;
+    const FIXED_LEN: Option<usize> = None;
+    const PLAIN: bool = false;
+    const BOUNDED: bool = T::BOUNDED;
+    fn validate(&self) -> Result<()> {
+        match self.repr {
+            SeqRepr::Slice(s) if T::BOUNDED => s.iter().try_for_each(Xdr::validate),
+            _ => Ok(()),
+        }
+    }
+    #[inline]
+    fn decode_from(r: &mut Reader<'a>) -> Result<Self> {
+        r.list("optional-data list")
+    }
+    #[inline(always)]
+    fn encoded_len(&self) -> usize {
+        match (self.repr, T::FIXED_LEN) {
+            (SeqRepr::Wire { bytes, .. }, _) => bytes.len(),
+            (SeqRepr::Slice(s), Some(n)) => s.len().saturating_mul(n + 4).saturating_add(4),
+            (SeqRepr::Slice(s), None) => {
+                s.iter().fold(4, |sum, v| sum.saturating_add(v.encoded_len()).saturating_add(4))
+            }
+        }
+    }
+    #[inline]
+    fn encode_to(&self, w: &mut Writer<'_>) {
+        const TRUE: [u8; 4] = 1u32.to_be_bytes();
+        const FALSE: [u8; 4] = 0u32.to_be_bytes();
+        match (self.repr, T::FIXED_LEN) {
+            (SeqRepr::Wire { bytes, .. }, _) => w.put(bytes),
+            (SeqRepr::Slice(s), Some(n)) => w.put_fixed_items(&[], s, n, &TRUE, &FALSE),
+            (SeqRepr::Slice(s), None) => {
+                for v in s {
+                    v.encode_led(1, w);
+                }
+                w.put(&FALSE);
+            }
+        }
+    }
+}

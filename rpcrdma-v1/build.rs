@@ -11,9 +11,10 @@ const REPAIR: bool = false;
 
 fn main() {
     // Relative to the package (a build script runs there): the report the
-    // crate embeds (GENERATION_REPORT) cites `../specs/FILE:LINE:COLUMN`, not
-    // the path of the machine that built it.
-    let specs = Path::new("../specs");
+    // crate embeds (GENERATION_REPORT) cites `specs/FILE:LINE:COLUMN`, not
+    // the path of the machine that built it. `specs/` holds links to the
+    // workspace's `specs/`, so that the published package carries its texts.
+    let specs = Path::new("specs");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     if let Err(e) = xdr_spec::pipeline::build_script(&specs.join(SPEC), Some(&specs.join(ERRATA)), REPAIR, &out) {
         panic!("generating types from {SPEC} failed:\n{e}");

@@ -16,9 +16,10 @@ const PROPERTIES: &str = "rpcrdma2-transport-properties.txt";
 
 fn main() {
     // Relative to the package (a build script runs there): the report the
-    // crate embeds (GENERATION_REPORT) cites `../specs/FILE:LINE:COLUMN`, not
-    // the path of the machine that built it.
-    let specs = Path::new("../specs");
+    // crate embeds (GENERATION_REPORT) cites `specs/FILE:LINE:COLUMN`, not
+    // the path of the machine that built it. `specs/` holds links to the
+    // workspace's `specs/`, so that the published package carries its texts.
+    let specs = Path::new("specs");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR"));
     let build = xdr_spec::pipeline::Build::new(specs.join(SPEC))
         .errata(specs.join(ERRATA))

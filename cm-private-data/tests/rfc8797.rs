@@ -87,7 +87,7 @@ proptest! {
         let flags = if r { Flags::REMOTE_INVALIDATE } else { Flags::empty() };
         let pd = PrivateData::new(flags, send, recv);
         prop_assert_eq!(PrivateData::decode(&pd.encode()), Some(pd));
-        prop_assert!(pd.send_size() % 1024 == 0 && (MIN_INLINE..=MAX_INLINE).contains(&pd.send_size()));
+        prop_assert!(pd.send_size().is_multiple_of(1024) && (MIN_INLINE..=MAX_INLINE).contains(&pd.send_size()));
         prop_assert!(pd.send_size() <= send.max(MIN_INLINE));
     }
 

@@ -12,13 +12,13 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use verbs::tcp::frame::Head;
-use verbs::{
+use rpcrdma_verbs::tcp::frame::Head;
+use rpcrdma_verbs::{
     Access, Backend, CmEvent, ConnectRequest, Listener, ProtectionDomain, QpCaps, QpState, QueuePair, Sge, Tcp,
 };
 
-fn listener() -> &'static verbs::tcp::TcpCmListener {
-    static L: OnceLock<verbs::tcp::TcpCmListener> = OnceLock::new();
+fn listener() -> &'static rpcrdma_verbs::tcp::TcpCmListener {
+    static L: OnceLock<rpcrdma_verbs::tcp::TcpCmListener> = OnceLock::new();
     L.get_or_init(|| Tcp.listen(&Tcp.any_address()).expect("listen"))
 }
 

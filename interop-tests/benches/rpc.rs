@@ -20,7 +20,7 @@ use negotiate::client::{Client, ClientConfig};
 use negotiate::server::{Server, ServerConfig, WriteReply};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
-use verbs::{
+use rpcrdma_verbs::{
     Access, Backend, ConnectRequest, InProcess, Listener, MemoryRegion, ProtectionDomain, QpCaps, QueuePair, Sge, Tcp,
 };
 
@@ -61,7 +61,7 @@ fn round_trip<B: Backend + Clone>(c: &mut Criterion, group: &str, b: B) {
             if !c.is_ok() {
                 break;
             }
-            if c.opcode == verbs::Opcode::Recv {
+            if c.opcode == rpcrdma_verbs::Opcode::Recv {
                 qp.post_recv(n, Sge::whole(&buf)).unwrap();
                 qp.post_send(n, &[Sge::whole(&msg)], None).unwrap();
                 n += 1;
@@ -80,7 +80,7 @@ fn round_trip<B: Backend + Clone>(c: &mut Criterion, group: &str, b: B) {
             while !got_reply {
                 let c = qp.wait_cq(T).unwrap();
                 assert!(c.is_ok());
-                got_reply = c.opcode == verbs::Opcode::Recv;
+                got_reply = c.opcode == rpcrdma_verbs::Opcode::Recv;
             }
         })
     });

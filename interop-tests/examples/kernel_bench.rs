@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 use negotiate::client::{Client, ClientConfig};
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
-use verbs::{Backend, Rdma};
+use rpcrdma_verbs::{Backend, Rdma};
 
 #[path = "common/onc_rpc.rs"]
 mod onc_rpc;

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use cm_private_data::{Flags, PrivateData};
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
-use verbs::Rdma;
+use rpcrdma_verbs::Rdma;
 
 #[path = "common/onc_rpc.rs"]
 mod onc_rpc;

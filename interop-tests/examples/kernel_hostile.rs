@@ -29,7 +29,9 @@ use rpcrdma_v1::verdict::{receive, ReceivePolicy, Verdict};
 #[path = "common/onc_rpc.rs"]
 mod onc_rpc;
 use onc_rpc::{rpc_call, word, words, NFS_PROGRAM};
-use verbs::{Access, Backend, CmEvent, MemoryRegion, Opcode, ProtectionDomain, QpCaps, QpState, QueuePair, Rdma, Sge};
+use rpcrdma_verbs::{
+    Access, Backend, CmEvent, MemoryRegion, Opcode, ProtectionDomain, QpCaps, QpState, QueuePair, Rdma, Sge,
+};
 
 type Qp = <Rdma as Backend>::Qp;
 type Region = <Rdma as Backend>::Region;
@@ -371,7 +373,7 @@ fn main() {
     let mut rows = Vec::new();
     let mut failed = Vec::new();
     for (i, case) in cases.iter().enumerate() {
-        if conn.as_ref().map_or(true, |c| c.down) {
+        if conn.as_ref().is_none_or(|c| c.down) {
             match Conn::open(&rdma, &pd, &addr) {
                 Ok(c) => conn = Some(c),
                 Err(e) => {

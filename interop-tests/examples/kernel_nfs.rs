@@ -35,8 +35,8 @@ use negotiate::client::{Client, ClientConfig};
 use negotiate::memory::NoV2Reason;
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::OpaqueAtUlb;
-use verbs::capture::{Captured, CapturedMessage};
-use verbs::{Backend, QpCaps, Rdma};
+use rpcrdma_verbs::capture::{Captured, CapturedMessage};
+use rpcrdma_verbs::{Backend, QpCaps, Rdma};
 
 /// Per CM connect: the private data sent, and the private data the passive side accepted with.
 type Connects = Vec<(Vec<u8>, Vec<u8>)>;
@@ -60,11 +60,11 @@ impl Backend for Recorded {
         self.inner.any_address()
     }
 
-    fn alloc_pd(&self) -> verbs::Result<Self::Pd> {
+    fn alloc_pd(&self) -> rpcrdma_verbs::Result<Self::Pd> {
         self.inner.alloc_pd()
     }
 
-    fn listen_with(&self, addr: &str, opts: &verbs::ListenOptions) -> verbs::Result<Self::Listener> {
+    fn listen_with(&self, addr: &str, opts: &rpcrdma_verbs::ListenOptions) -> rpcrdma_verbs::Result<Self::Listener> {
         self.inner.listen_with(addr, opts)
     }
 
@@ -75,7 +75,7 @@ impl Backend for Recorded {
         private_data: &[u8],
         caps: QpCaps,
         timeout: Duration,
-    ) -> verbs::Result<(Self::Qp, Vec<u8>)> {
+    ) -> rpcrdma_verbs::Result<(Self::Qp, Vec<u8>)> {
         let r = self.inner.connect(pd, addr, private_data, caps, timeout)?;
         self.connects.lock().unwrap().push((private_data.to_vec(), r.1.clone()));
         Ok(r)

@@ -33,7 +33,7 @@ use nfs3_server::record::{read_record, write_record, MAX_RECORD};
 use nfs3_server::rt::Xdr;
 use nfs3_server::xdr::*;
 use rpcrdma_v1::Version;
-use verbs::Rdma;
+use rpcrdma_verbs::Rdma;
 
 /// The file moved, and how much of it.
 const FILE: &str = "data16m";

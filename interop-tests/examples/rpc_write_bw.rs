@@ -17,7 +17,7 @@ use std::time::Instant;
 use negotiate::client::{Client, ClientConfig};
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
-use verbs::{Backend, Rdma};
+use rpcrdma_verbs::{Backend, Rdma};
 
 fn arg(n: usize, default: usize) -> usize {
     std::env::args().nth(n).map_or(default, |a| a.parse().unwrap_or_else(|_| panic!("argument {n}: {a:?}")))

@@ -64,7 +64,7 @@ pub fn hex(bytes: &[u8]) -> String {
 /// The inverse of [`hex`] (either case accepted).
 pub fn unhex(s: &str) -> Result<Vec<u8>, String> {
     let s = s.as_bytes();
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err("odd number of hex digits".into());
     }
     let digit = |c: u8| match c {

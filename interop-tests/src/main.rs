@@ -30,7 +30,7 @@ use std::process::ExitCode;
 
 use interop_tests::matrix::{all_cells, json, run_cell, table, Cell, Outcome};
 use interop_tests::remote::{run_cell_two_processes, serve_cell_main};
-use verbs::Backend;
+use rpcrdma_verbs::Backend;
 
 mod args;
 
@@ -67,7 +67,7 @@ fn usage_error(e: &dyn std::fmt::Display) -> ExitCode {
 /// The matrix on `backend`: the table (or JSON) on stdout, the summary on stderr.
 fn matrix_main(backend: BackendName, as_json: bool) -> ExitCode {
     let outcomes = match backend {
-        BackendName::InProcess => run_all(&verbs::InProcess),
+        BackendName::InProcess => run_all(&rpcrdma_verbs::InProcess),
         BackendName::Tcp => match std::env::current_exe() {
             Ok(exe) => run_each(|cell| run_cell_two_processes(&exe, cell)),
             Err(e) => {
@@ -75,9 +75,9 @@ fn matrix_main(backend: BackendName, as_json: bool) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         },
-        BackendName::TcpLocal => run_all(&verbs::Tcp),
+        BackendName::TcpLocal => run_all(&rpcrdma_verbs::Tcp),
         #[cfg(feature = "rdma")]
-        BackendName::Rdma(host) => run_all(&verbs::Rdma::new(host)),
+        BackendName::Rdma(host) => run_all(&rpcrdma_verbs::Rdma::new(host)),
         #[cfg(not(feature = "rdma"))]
         BackendName::Rdma(_) => {
             return usage_error(
@@ -147,10 +147,10 @@ fn pcap_main(path: &str, backend: BackendName) -> ExitCode {
         })
     };
     let outcomes = if backend == BackendName::InProcess {
-        let b = recorder.capture(verbs::InProcess);
+        let b = recorder.capture(rpcrdma_verbs::InProcess);
         run(&|cell| run_cell(&b, cell))
     } else {
-        let b = recorder.capture(verbs::Tcp);
+        let b = recorder.capture(rpcrdma_verbs::Tcp);
         run(&|cell| run_cell(&b, cell))
     };
     let sent = recorder.finish();

@@ -29,7 +29,7 @@ use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
 use rpcrdma_v2::properties::TransportProperties;
-use verbs::Backend;
+use rpcrdma_verbs::Backend;
 
 use crate::json::Json;
 
@@ -348,7 +348,7 @@ pub fn start_server<B: Backend + Clone>(
     responder: Speaks,
     pdata: Pdata,
     extension: Extension,
-) -> verbs::Result<Server> {
+) -> rpcrdma_verbs::Result<Server> {
     let cfg = server_config(responder, pdata, extension);
     Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(SERVER_ULB), serve)
 }

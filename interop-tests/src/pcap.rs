@@ -9,7 +9,7 @@
 //! ```
 //!
 //! [`Recorder`] (or [`record`]) runs matrix cells on a backend wrapped in
-//! [`verbs::capture::Captured`] and hands back every Send with the connection and direction it
+//! [`rpcrdma_verbs::capture::Captured`] and hands back every Send with the connection and direction it
 //! belongs to; [`write_capture`] writes them.
 //!
 //! ```
@@ -27,8 +27,8 @@ use std::io::{self, Write};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use verbs::capture::{Captured, CapturedMessage, Sink};
-use verbs::Backend;
+use rpcrdma_verbs::capture::{Captured, CapturedMessage, Sink};
+use rpcrdma_verbs::Backend;
 
 use crate::matrix::{Cell, Outcome};
 
@@ -168,7 +168,7 @@ type Taken = (u64, Duration, Vec<u8>);
 /// ```
 /// use interop_tests::pcap::Recorder;
 /// let recorder = Recorder::start();
-/// let backend = recorder.capture(verbs::InProcess);
+/// let backend = recorder.capture(rpcrdma_verbs::InProcess);
 /// // ... run both ends of some connections on `backend`, closing a group after each ...
 /// # let _ = backend;
 /// recorder.close_group();
@@ -236,7 +236,7 @@ impl Recorder {
 ///
 /// ```
 /// use interop_tests::pcap::record;
-/// let (outcomes, sent) = record(verbs::InProcess, &[], |_backend, _cell| unreachable!());
+/// let (outcomes, sent) = record(rpcrdma_verbs::InProcess, &[], |_backend, _cell| unreachable!());
 /// assert!(outcomes.is_empty() && sent.is_empty());
 /// ```
 pub fn record<B: Backend>(

@@ -119,7 +119,7 @@ impl Drop for RemoteServer {
 pub fn run_cell_two_processes(exe: &std::path::Path, cell: Cell) -> Outcome {
     let start = Instant::now();
     match RemoteServer::spawn(exe, cell.responder, cell.pdata, cell.extension) {
-        Ok(server) => run_cell_against(&verbs::Tcp, cell, &server, start),
+        Ok(server) => run_cell_against(&rpcrdma_verbs::Tcp, cell, &server, start),
         Err(e) => Outcome::not_run(cell, format!("responder process: {e}"), start.elapsed()),
     }
 }
@@ -137,7 +137,7 @@ pub fn serve_cell_main(args: &[String]) -> i32 {
         eprintln!("usage: interop-tests serve-cell RESPONDER(0-1) PDATA(0-3) EXTENSION(0-3)");
         return 2;
     };
-    let server = match start_server(&verbs::Tcp, *r, *p, *e) {
+    let server = match start_server(&rpcrdma_verbs::Tcp, *r, *p, *e) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("serve-cell: {e}");

@@ -23,7 +23,7 @@ use negotiate::reply::PeerError;
 use negotiate::requester::{self, CallFailure};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
-use verbs::{Backend, Listener};
+use rpcrdma_verbs::{Backend, Listener};
 
 /// The requester's timeout in these tests: 200 ms per transmission, three transmissions.
 const TIMEOUT: Duration = Duration::from_millis(200);
@@ -174,7 +174,7 @@ fn chain(e: &dyn std::error::Error) -> String {
 fn refused<B: Backend + Clone + Send + 'static>(backend: B) {
     let addr = nobody_listens(&backend);
     match Client::connect(backend.clone(), &addr, client_config()) {
-        Err(ClientError::Refused { addr: a, attempts: 1, source: verbs::Error::ConnectionRefused(_) }) => {
+        Err(ClientError::Refused { addr: a, attempts: 1, source: rpcrdma_verbs::Error::ConnectionRefused(_) }) => {
             assert_eq!(a, addr);
         }
         other => panic!("expected refused, got {:?}", other.err()),
@@ -191,7 +191,7 @@ fn refused<B: Backend + Clone + Send + 'static>(backend: B) {
 fn bad_address<B: Backend + Clone + Send + 'static>(backend: B) {
     let addr = "no-such-address";
     match Client::connect(backend.clone(), addr, client_config()) {
-        Err(ClientError::BadAddress { source: verbs::Error::BadAddress(_), .. }) => {}
+        Err(ClientError::BadAddress { source: rpcrdma_verbs::Error::BadAddress(_), .. }) => {}
         other => panic!("expected a bad address, got {:?}", other.err()),
     }
     let client = Arc::new(Client::new(backend, addr, client_config()));
@@ -207,7 +207,7 @@ fn never_accepted<B: Backend + Clone + Send + 'static>(backend: B) {
     let addr = listener.local_addr();
     let started = std::time::Instant::now();
     match Client::connect(backend.clone(), &addr, client_config()) {
-        Err(ClientError::ConnectTimeout { timeout, attempts: 1, source: verbs::Error::Timeout, .. }) => {
+        Err(ClientError::ConnectTimeout { timeout, attempts: 1, source: rpcrdma_verbs::Error::Timeout, .. }) => {
             assert_eq!(timeout, TIMEOUT);
         }
         other => panic!("expected a connect timeout, got {:?}", other.err()),
@@ -281,7 +281,7 @@ macro_rules! on_both_backends {
                 #[test]
                 fn $test() {
                     let _deadline = super::deadline();
-                    super::$scenario(verbs::InProcess);
+                    super::$scenario(rpcrdma_verbs::InProcess);
                 }
             )*
         }
@@ -290,7 +290,7 @@ macro_rules! on_both_backends {
                 #[test]
                 fn $test() {
                     let _deadline = super::deadline();
-                    super::$scenario(verbs::Tcp);
+                    super::$scenario(rpcrdma_verbs::Tcp);
                 }
             )*
         }

@@ -31,7 +31,7 @@ use negotiate::responder;
 use negotiate::server::{CallsByVersion, Server, ServerConfig};
 use negotiate::thresholds::Advertised;
 use rpcrdma_v1::Version;
-use verbs::{Backend, QpState, QueuePair};
+use rpcrdma_verbs::{Backend, QpState, QueuePair};
 
 /// Short timeouts so faults resolve quickly: 200 ms per transmission, four transmissions.
 fn client_config() -> ClientConfig {
@@ -133,14 +133,14 @@ fn disconnect_mid_call<B: Backend + Clone>(backend: B) {
 /// the lost connection; every other call runs exactly once.
 #[test]
 fn rfc8166_3_3_3_a_disconnect_with_calls_in_flight_retransmits_them_all() {
-    let raw = RawResponder::start(verbs::InProcess, (Version::ONE, Version::TWO), ULB, |a| {
+    let raw = RawResponder::start(rpcrdma_verbs::InProcess, (Version::ONE, Version::TWO), ULB, |a| {
         if a.conn == 0 && a.nth == 6 {
             Act::DisconnectAfterFetch
         } else {
             Act::Serve
         }
     });
-    let client = Arc::new(Client::new(verbs::InProcess, &raw.addr, client_config()));
+    let client = Arc::new(Client::new(rpcrdma_verbs::InProcess, &raw.addr, client_config()));
     call_ok(&client, 0x3ff, SMALL); // settles Version Two and opens the credit window
     let callers: Vec<_> = (0..8u32)
         .map(|t| {
@@ -391,7 +391,7 @@ macro_rules! on_both_backends {
             $(
                 #[test]
                 fn $test() {
-                    super::$scenario(verbs::InProcess);
+                    super::$scenario(rpcrdma_verbs::InProcess);
                 }
             )*
         }
@@ -399,7 +399,7 @@ macro_rules! on_both_backends {
             $(
                 #[test]
                 fn $test() {
-                    super::$scenario(verbs::Tcp);
+                    super::$scenario(rpcrdma_verbs::Tcp);
                 }
             )*
         }

@@ -23,8 +23,8 @@ use negotiate::datapath::Ended;
 use negotiate::limits::ServerLimits;
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::Version;
-use verbs::tcp::frame::Head;
-use verbs::{Backend, QpCaps, QpState, QueuePair, Status};
+use rpcrdma_verbs::tcp::frame::Head;
+use rpcrdma_verbs::{Backend, QpCaps, QpState, QueuePair, Status};
 
 fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
@@ -204,7 +204,7 @@ fn connections_beyond_the_cap_are_rejected<B: Backend + Clone>(backend: B) {
         backend.connect(&pd, &s.local_addr(), &[], QpCaps::default(), WAIT_LIMIT).map(|(qp, _)| (pd, qp))
     };
     let mut held: Vec<_> = (0..3).map(|_| connect().expect("within the cap")).collect();
-    assert_eq!(connect().err(), Some(verbs::Error::Rejected), "the fourth connection");
+    assert_eq!(connect().err(), Some(rpcrdma_verbs::Error::Rejected), "the fourth connection");
     assert_eq!(s.stats().refused.connections, 1);
     held.pop();
     eventually("a freed slot to take a new connection", WAIT_LIMIT, || connect().is_ok(), |ok| *ok);
@@ -236,8 +236,8 @@ on_both_backends! {
 /// `guest/test-hostile`, which sets `RDMA_TEST_ADDR`; elsewhere each says SKIP and returns.
 #[cfg(feature = "rdma")]
 mod rdma {
-    fn backend() -> Option<verbs::Rdma> {
-        verbs::Rdma::from_test_env()
+    fn backend() -> Option<rpcrdma_verbs::Rdma> {
+        rpcrdma_verbs::Rdma::from_test_env()
     }
 
     #[test]
@@ -276,7 +276,7 @@ mod rdma {
 fn tcp_silent_or_dripping_handshakes_hold_up_no_other_client() {
     let _g = serial();
     let limits = ServerLimits::default().handshake_timeout(Duration::from_millis(500));
-    let s = server(&verbs::Tcp, limits);
+    let s = server(&rpcrdma_verbs::Tcp, limits);
     let mut silent: Vec<TcpStream> = (0..8).map(|_| TcpStream::connect(s.local_addr()).unwrap()).collect();
     let addr = s.local_addr();
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
@@ -289,7 +289,7 @@ fn tcp_silent_or_dripping_handshakes_hold_up_no_other_client() {
         }
     });
     // Served at once, though nine handshakes are stuck ahead of it.
-    let c = client(&verbs::Tcp, &s);
+    let c = client(&rpcrdma_verbs::Tcp, &s);
     call_ok(&c, 1, SMALL);
     for sock in &mut silent {
         eventually("a silent handshake to be dropped", WAIT_LIMIT, || closed_by_server(sock), |c| *c);
@@ -307,7 +307,7 @@ fn tcp_silent_or_dripping_handshakes_hold_up_no_other_client() {
 fn tcp_handshakes_beyond_the_cap_are_turned_away_at_once() {
     let _g = serial();
     let limits = ServerLimits::default().max_handshakes(4).handshake_timeout(Duration::from_secs(60));
-    let s = server(&verbs::Tcp, limits);
+    let s = server(&rpcrdma_verbs::Tcp, limits);
     let mut socks: Vec<TcpStream> = (0..20).map(|_| TcpStream::connect(s.local_addr()).unwrap()).collect();
     let turned_away = eventually(
         "16 handshakes over the cap to be turned away",
@@ -318,7 +318,7 @@ fn tcp_handshakes_beyond_the_cap_are_turned_away_at_once() {
     assert_eq!(turned_away, 16, "the four within the cap are still waiting");
     assert_eq!(s.stats().refused.handshakes, 16);
     drop(socks);
-    let c = client(&verbs::Tcp, &s);
+    let c = client(&rpcrdma_verbs::Tcp, &s);
     call_ok(&c, 1, SMALL);
 }
 
@@ -328,8 +328,8 @@ fn tcp_handshakes_beyond_the_cap_are_turned_away_at_once() {
 #[test]
 fn tcp_a_peer_that_floods_and_never_reads_is_cut() {
     let _g = serial();
-    let s = server(&verbs::Tcp, ServerLimits::default());
-    let c = client(&verbs::Tcp, &s);
+    let s = server(&rpcrdma_verbs::Tcp, ServerLimits::default());
+    let c = client(&rpcrdma_verbs::Tcp, &s);
     call_ok(&c, 1, SMALL);
     let mut flood = raw_tcp_connection(&s.local_addr());
     flood.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -366,7 +366,7 @@ fn tcp_a_peer_that_floods_and_never_reads_is_cut() {
 #[test]
 fn tcp_a_peer_that_stops_reading_replies_is_cut_within_the_retry_timeout() {
     let _g = serial();
-    let s = server(&verbs::Tcp, ServerLimits::default());
+    let s = server(&rpcrdma_verbs::Tcp, ServerLimits::default());
     let mut raw = raw_tcp_connection(&s.local_addr());
     let xid = 0x51;
     let mut message = words(&[xid, 1, 32, 0, 0, 0, 0]);
@@ -400,10 +400,10 @@ fn tcp_a_peer_that_stops_reading_replies_is_cut_within_the_retry_timeout() {
 fn tcp_server_drop_returns_with_no_thread_left_behind() {
     let _g = serial();
     let limits = ServerLimits::default().handshake_timeout(Duration::from_millis(500));
-    let s = server(&verbs::Tcp, limits);
+    let s = server(&rpcrdma_verbs::Tcp, limits);
     let _silent = TcpStream::connect(s.local_addr()).unwrap();
     let half_open = raw_tcp_connection(&s.local_addr());
-    let c = client(&verbs::Tcp, &s);
+    let c = client(&rpcrdma_verbs::Tcp, &s);
     call_ok(&c, 1, SMALL);
     drop(c);
     let (tx, rx) = mpsc::channel();
@@ -454,7 +454,7 @@ fn costs_at_the_bounds() {
     let limits = ServerLimits::default();
     // Handshaken TCP connections held open up to the cap, by a peer that spends one socket on
     // each (no threads): what the server holds for them.
-    let s = server(&verbs::Tcp, limits);
+    let s = server(&rpcrdma_verbs::Tcp, limits);
     let before = held();
     let conns: Vec<TcpStream> = (0..limits.max_connections).map(|_| raw_tcp_connection(&s.local_addr())).collect();
     eventually(
@@ -470,7 +470,7 @@ fn costs_at_the_bounds() {
     drop(conns);
     drop(s);
     // Silent handshakes up to the cap.
-    let s = server(&verbs::Tcp, limits);
+    let s = server(&rpcrdma_verbs::Tcp, limits);
     let before = held();
     let silent: Vec<TcpStream> =
         (0..limits.max_handshakes).map(|_| TcpStream::connect(s.local_addr()).unwrap()).collect();
@@ -479,12 +479,13 @@ fn costs_at_the_bounds() {
     drop(silent);
     drop(s);
     // In-process connections up to the cap (the peer's queue pairs live in this process too).
-    let s = server(&verbs::InProcess, limits);
+    let s = server(&rpcrdma_verbs::InProcess, limits);
     let before = held();
     let held_qps: Vec<_> = (0..limits.max_connections)
         .map(|_| {
-            let pd = verbs::InProcess.alloc_pd().unwrap();
-            let (qp, _) = verbs::InProcess.connect(&pd, &s.local_addr(), &[], QpCaps::default(), WAIT_LIMIT).unwrap();
+            let pd = rpcrdma_verbs::InProcess.alloc_pd().unwrap();
+            let (qp, _) =
+                rpcrdma_verbs::InProcess.connect(&pd, &s.local_addr(), &[], QpCaps::default(), WAIT_LIMIT).unwrap();
             (pd, qp)
         })
         .collect();
@@ -500,13 +501,19 @@ fn costs_at_the_bounds() {
     // A thousand connect-and-close cycles: what is left afterwards.
     for backend in ["TCP", "in-process"] {
         let before = held();
-        let s = if backend == "TCP" { server(&verbs::Tcp, limits) } else { server(&verbs::InProcess, limits) };
+        let s = if backend == "TCP" {
+            server(&rpcrdma_verbs::Tcp, limits)
+        } else {
+            server(&rpcrdma_verbs::InProcess, limits)
+        };
         for _ in 0..1000 {
             if backend == "TCP" {
                 drop(raw_tcp_connection(&s.local_addr()));
             } else {
-                let pd = verbs::InProcess.alloc_pd().unwrap();
-                drop(verbs::InProcess.connect(&pd, &s.local_addr(), &[], QpCaps::default(), WAIT_LIMIT).unwrap());
+                let pd = rpcrdma_verbs::InProcess.alloc_pd().unwrap();
+                drop(
+                    rpcrdma_verbs::InProcess.connect(&pd, &s.local_addr(), &[], QpCaps::default(), WAIT_LIMIT).unwrap(),
+                );
             }
         }
         eventually("the closed connections' threads to end", WAIT_LIMIT, threads, |t| t.len() <= before.0 + 1);

@@ -20,7 +20,7 @@ use negotiate::responder;
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::{roundup_pad, OpaqueAtUlb};
 use rpcrdma_v1::Version;
-use verbs::Backend;
+use rpcrdma_verbs::Backend;
 
 /// Where the `opaque<>`'s length word sits in calls and replies (after XID, message type and
 /// one word of parameters); the bindings below mark it DDP-eligible per form.
@@ -345,22 +345,22 @@ const CALLERS: usize = 64;
 
 #[test]
 fn rfc8166_3_3_one_client_64_callers_no_loss_no_duplicates_within_credits_in_process() {
-    load(verbs::InProcess, "in-process", CALLERS, SMALL_CALLS, Duration::from_secs(120));
+    load(rpcrdma_verbs::InProcess, "in-process", CALLERS, SMALL_CALLS, Duration::from_secs(120));
 }
 
 #[test]
 fn rfc8166_3_3_one_client_64_callers_no_loss_no_duplicates_within_credits_over_tcp() {
-    load(verbs::Tcp, "tcp", CALLERS, SMALL_CALLS, Duration::from_secs(120));
+    load(rpcrdma_verbs::Tcp, "tcp", CALLERS, SMALL_CALLS, Duration::from_secs(120));
 }
 
 #[test]
 #[ignore = "640,000 calls: run in release by .ci/run (cargo test --release -p interop-tests --test load -- --ignored)"]
 fn full_load_64_callers_x_10000_calls_in_process() {
-    load(verbs::InProcess, "in-process", CALLERS, FULL_CALLS, Duration::from_secs(900));
+    load(rpcrdma_verbs::InProcess, "in-process", CALLERS, FULL_CALLS, Duration::from_secs(900));
 }
 
 #[test]
 #[ignore = "640,000 calls: run in release by .ci/run (cargo test --release -p interop-tests --test load -- --ignored)"]
 fn full_load_64_callers_x_10000_calls_over_tcp() {
-    load(verbs::Tcp, "tcp", CALLERS, FULL_CALLS, Duration::from_secs(900));
+    load(rpcrdma_verbs::Tcp, "tcp", CALLERS, FULL_CALLS, Duration::from_secs(900));
 }

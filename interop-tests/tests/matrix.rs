@@ -5,7 +5,7 @@ use interop_tests::matrix::{all_cells, run_cell, table, CELLS};
 use negotiate::client_core::PeerProperties;
 use rpcrdma_v1::Version;
 
-fn all_pass<B: verbs::Backend + Clone>(backend: &B) {
+fn all_pass<B: rpcrdma_verbs::Backend + Clone>(backend: &B) {
     let outcomes: Vec<_> = all_cells().into_iter().map(|c| run_cell(backend, c)).collect();
     // 3 pairs x 4 private data x 6 forms, and the Version Two pair x 4 extensions on top.
     assert_eq!((outcomes.len(), CELLS), (168, 168));
@@ -25,12 +25,12 @@ fn all_pass<B: verbs::Backend + Clone>(backend: &B) {
 
 #[test]
 fn every_cell_passes_in_process() {
-    all_pass(&verbs::InProcess);
+    all_pass(&rpcrdma_verbs::InProcess);
 }
 
 #[test]
 fn every_cell_passes_over_tcp() {
-    all_pass(&verbs::Tcp);
+    all_pass(&rpcrdma_verbs::Tcp);
 }
 
 #[test]

@@ -21,7 +21,7 @@ use negotiate::{requester, responder};
 use rpcrdma_v1::header::HeaderLimits;
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::Version;
-use verbs::Backend;
+use rpcrdma_verbs::Backend;
 
 /// How long a handler waits for the calls it expects beside it before it gives up (and the
 /// test then fails on what it saw): far longer than any call here takes, and shorter than the

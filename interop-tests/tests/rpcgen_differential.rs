@@ -61,7 +61,7 @@ impl Rng {
     }
 
     fn chance(&mut self, one_in: u64) -> bool {
-        self.next() % one_in == 0
+        self.next().is_multiple_of(one_in)
     }
 
     /// Full range, with the edges 0 and MAX (and small values) often.

@@ -18,7 +18,7 @@ use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
 use rpcrdma_v2::verdict::PeerError;
-use verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QpState, QueuePair};
+use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QpState, QueuePair};
 
 /// A server whose service echoes calls, counts every execution by XID, panics on XID
 /// [`PANIC_XID`] and answers XID [`HUGE_XID`] with a 20,000-byte reply.

@@ -1,6 +1,6 @@
 //! Wireshark's RPC-over-RDMA dissector as an oracle on the matrix's own traffic.
 //!
-//! The 168-cell matrix runs in process on a backend wrapped in `verbs::capture::Captured`; every message sent
+//! The 168-cell matrix runs in process on a backend wrapped in `rpcrdma_verbs::capture::Captured`; every message sent
 //! becomes a RoCEv2 frame in one pcap ([`interop_tests::pcap`]), followed by a few frames made
 //! here: Version One RDMA_ERRORs (the matrix sends none: a Version One responder answers a
 //! Version Two probe with `rdma_vers` 2) and Version One headers truncated inside their chunk
@@ -217,7 +217,7 @@ fn tshark_agrees_with_every_message_of_the_matrix() {
     if !tshark_present() {
         return;
     }
-    let (outcomes, sent) = record(verbs::InProcess, &all_cells(), run_cell);
+    let (outcomes, sent) = record(rpcrdma_verbs::InProcess, &all_cells(), run_cell);
     assert!(outcomes.iter().all(|o| o.verdict.is_ok()), "matrix cells failed: {outcomes:?}");
     let extras = extras(&sent);
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tshark_matrix.pcap");

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use negotiate::client::{Client, ClientConfig};
 use negotiate::server::{OnExecutor, Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
-use verbs::InProcess;
+use rpcrdma_verbs::InProcess;
 
 /// Nothing DDP-eligible: every call and reply goes inline.
 const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };

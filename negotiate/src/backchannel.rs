@@ -20,7 +20,7 @@ use rpcrdma_v1::header::{Header, HeaderLimits};
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use rpcrdma_v1::Version;
-use verbs::Backend;
+use rpcrdma_verbs::Backend;
 
 use crate::datapath::{send_call, send_error, send_reply, CallParams, Connection, DataPathError, ReplyParams};
 use crate::extension::{option_message, OptionReply};
@@ -287,7 +287,7 @@ impl Backchannel {
     /// use negotiate::extension::OptionReply;
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
-    /// use verbs::InProcess;
+    /// use rpcrdma_verbs::InProcess;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
     /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();

@@ -29,7 +29,7 @@ use cm_private_data::PrivateData;
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::Version;
-use verbs::{Address, Backend, QpCaps};
+use rpcrdma_verbs::{Address, Backend, QpCaps};
 
 pub use async_call::AsyncCall;
 use lane::{Lane, Message};
@@ -103,7 +103,7 @@ impl Default for ClientConfig {
     }
 }
 
-verbs::setters!(ClientConfig {
+rpcrdma_verbs::setters!(ClientConfig {
     requester: RequesterConfig,
     private_data: Option<PrivateData>,
     caps: QpCaps,
@@ -149,18 +149,18 @@ pub enum ClientError {
         addr: String,
         /// Attempts made.
         attempts: u32,
-        /// The verbs error ([`verbs::Error::ConnectionRefused`]).
+        /// The verbs error ([`rpcrdma_verbs::Error::ConnectionRefused`]).
         #[source]
-        source: verbs::Error,
+        source: rpcrdma_verbs::Error,
     },
     /// The address is malformed for the backend or names no host: no attempt can succeed.
     #[error("connecting to {addr}: bad address")]
     BadAddress {
         /// The responder's address.
         addr: String,
-        /// The verbs error ([`verbs::Error::BadAddress`]).
+        /// The verbs error ([`rpcrdma_verbs::Error::BadAddress`]).
         #[source]
-        source: verbs::Error,
+        source: rpcrdma_verbs::Error,
     },
     /// The responder did not accept within [`ClientConfig::connect_timeout`] (a listener that
     /// never accepts, a hung or stopped server).
@@ -172,9 +172,9 @@ pub enum ClientError {
         timeout: Duration,
         /// Attempts made.
         attempts: u32,
-        /// The verbs error ([`verbs::Error::Timeout`]).
+        /// The verbs error ([`rpcrdma_verbs::Error::Timeout`]).
         #[source]
-        source: verbs::Error,
+        source: rpcrdma_verbs::Error,
     },
     /// Connecting failed otherwise: rejected, aborted, or out of local resources.
     #[error("connecting to {addr} failed (gave up after {attempts} attempts)")]
@@ -251,7 +251,7 @@ pub struct ClientStats {
 /// use negotiate::client::{Client, ClientConfig};
 /// use negotiate::server::{Server, ServerConfig};
 /// use rpcrdma_v1::ulb::OpaqueAtUlb;
-/// use verbs::InProcess;
+/// use rpcrdma_verbs::InProcess;
 ///
 /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
 /// // A service that answers every call with an RPC reply of the same XID.
@@ -290,7 +290,7 @@ impl<B: Backend + Clone> Client<B> {
     ///
     /// ```
     /// use negotiate::client::{Client, ClientConfig, ClientError};
-    /// use verbs::InProcess;
+    /// use rpcrdma_verbs::InProcess;
     ///
     /// match Client::connect(InProcess, "inproc:nobody-listens-here", ClientConfig::default()) {
     ///     Err(ClientError::Refused { attempts: 1, .. }) => {}
@@ -309,7 +309,7 @@ impl<B: Backend + Clone> Client<B> {
     /// use negotiate::client::{Client, ClientConfig};
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
-    /// use verbs::InProcess;
+    /// use rpcrdma_verbs::InProcess;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
     /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
@@ -344,7 +344,7 @@ impl<B: Backend> Client<B> {
     /// use negotiate::client::{Client, ClientConfig};
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
-    /// use verbs::InProcess;
+    /// use rpcrdma_verbs::InProcess;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
     /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
@@ -378,7 +378,7 @@ impl<B: Backend> Client<B> {
     /// use negotiate::client::{Client, ClientConfig};
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
-    /// use verbs::InProcess;
+    /// use rpcrdma_verbs::InProcess;
     ///
     /// // The opaque whose length word is at 8 is DDP-eligible: 64 KiB of it go in a Read chunk.
     /// let ulb = OpaqueAtUlb { call_opaque: Some(8), reply_opaque: None, max_result: 0, max_reply: 4096 };
@@ -425,7 +425,7 @@ impl<B: Backend> Client<B> {
     /// use negotiate::client::{Client, ClientConfig};
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
-    /// use verbs::InProcess;
+    /// use rpcrdma_verbs::InProcess;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
     /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
@@ -477,7 +477,7 @@ impl<B: Backend> Client<B> {
     /// use negotiate::extension::OptionReply;
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
-    /// use verbs::InProcess;
+    /// use rpcrdma_verbs::InProcess;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
     /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
@@ -501,7 +501,7 @@ impl<B: Backend> Client<B> {
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
     /// use rpcrdma_v2::properties::TransportProperties;
-    /// use verbs::InProcess;
+    /// use rpcrdma_verbs::InProcess;
     ///
     /// let big = TransportProperties { max_send_size: Some(16384), max_recv_size: Some(16384), ..Default::default() };
     /// let server_cfg = ServerConfig::default().properties(Some(big));

@@ -564,13 +564,13 @@ impl<L: Clone> ClientCore<L> {
 fn connect_failure(addr: &str, timeout: Duration, e: &Arc<DataPathError>, attempts: u32) -> ClientError {
     let addr = addr.to_string();
     match &**e {
-        DataPathError::Verbs(source @ verbs::Error::ConnectionRefused(_)) => {
+        DataPathError::Verbs(source @ rpcrdma_verbs::Error::ConnectionRefused(_)) => {
             ClientError::Refused { addr, attempts, source: source.clone() }
         }
-        DataPathError::Verbs(source @ verbs::Error::BadAddress(_)) => {
+        DataPathError::Verbs(source @ rpcrdma_verbs::Error::BadAddress(_)) => {
             ClientError::BadAddress { addr, source: source.clone() }
         }
-        DataPathError::Verbs(source @ verbs::Error::Timeout) => {
+        DataPathError::Verbs(source @ rpcrdma_verbs::Error::Timeout) => {
             ClientError::ConnectTimeout { addr, timeout, attempts, source: source.clone() }
         }
         _ => ClientError::ConnectFailed { addr, attempts, source: e.clone() },

@@ -33,7 +33,7 @@
 //! use rpcrdma_v1::marshal_call::InlineThresholds;
 //! use rpcrdma_v1::ulb::OpaqueAtUlb;
 //! use rpcrdma_v1::verdict::{receive, ReceivePolicy, Verdict};
-//! use verbs::{Backend, ConnectRequest, InProcess, Listener, QpCaps};
+//! use rpcrdma_verbs::{Backend, ConnectRequest, InProcess, Listener, QpCaps};
 //!
 //! let t = Duration::from_secs(5);
 //! let listener = InProcess.listen(&InProcess.any_address()).unwrap();
@@ -86,7 +86,7 @@ use std::time::{Duration, Instant};
 use rpcrdma_v1::marshal_call::CallError;
 use rpcrdma_v1::marshal_reply::ReplyError;
 use rpcrdma_v1::reassemble::{DdpViolation, ReassemblyError};
-use verbs::{Access, Backend, Completion, MemoryRegion, ProtectionDomain, QpState, QueuePair, SendFlags, Sge};
+use rpcrdma_verbs::{Access, Backend, Completion, MemoryRegion, ProtectionDomain, QpState, QueuePair, SendFlags, Sge};
 
 pub use call::{send_call, send_call_lent, CallParams, PendingCall};
 pub use receive::{ReceivePool, Received};
@@ -101,7 +101,7 @@ use waiting::{Reaped, Want, REAP_BATCH};
 pub enum DataPathError {
     /// A verbs call was refused at once (queue full, bad arguments, ...).
     #[error("verbs: {0}")]
-    Verbs(#[from] verbs::Error),
+    Verbs(#[from] rpcrdma_verbs::Error),
     /// A work request completed with an error; the queue pair is in the Error state.
     #[error("work request {} ({:?}) failed: {:?}", .0.wr_id, .0.opcode, .0.status)]
     Completion(Completion),
@@ -115,7 +115,7 @@ pub enum DataPathError {
     },
     /// The call could not be marshaled (`rpcrdma_v1::marshal_call::marshal_call`).
     #[error("marshaling the call: {0}")]
-    Call(#[from] CallError<verbs::Error>),
+    Call(#[from] CallError<rpcrdma_verbs::Error>),
     /// The reply could not be marshaled; [`ReplyError::errcode`] says whether to answer
     /// `ERR_CHUNK` with [`send_error`] instead.
     #[error("marshaling the reply: {0}")]
@@ -165,7 +165,7 @@ const UNWAITED_WR_BIT: u64 = 1 << 62;
 /// ```
 /// # use std::time::Duration;
 /// # use negotiate::datapath::Connection;
-/// # use verbs::*;
+/// # use rpcrdma_verbs::*;
 /// # let t = Duration::from_secs(5);
 /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
 /// # let addr = listener.local_addr();
@@ -275,7 +275,7 @@ impl<B: Backend> Connection<B> {
     /// ```
     /// # use std::time::Duration;
     /// # use negotiate::datapath::{Connection, Ended};
-    /// # use verbs::*;
+    /// # use rpcrdma_verbs::*;
     /// # let t = Duration::from_secs(5);
     /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
     /// # let addr = listener.local_addr();
@@ -321,7 +321,7 @@ impl<B: Backend> Connection<B> {
     /// Posts one Send `id` (with Invalidate of `invalidate`) whose bytes `fill` writes into a
     /// buffer of `capacity` bytes and counts; a failing `fill` posts nothing. Every message
     /// this crate sends passes here (to capture them, wrap the backend in
-    /// `verbs::capture::Captured`).
+    /// `rpcrdma_verbs::capture::Captured`).
     ///
     /// The buffer is a registered Send buffer reused from an earlier Send when the message fits
     /// one of [`SEND_BUFFER_LEN`] (registering a buffer per Send is what a small message cost
@@ -374,8 +374,8 @@ impl<B: Backend> Connection<B> {
         &self,
         wr_id: u64,
         buffer: Option<B::Region>,
-        post: impl FnOnce(&B::Qp, SendFlags) -> verbs::Result<T>,
-    ) -> verbs::Result<T> {
+        post: impl FnOnce(&B::Qp, SendFlags) -> rpcrdma_verbs::Result<T>,
+    ) -> rpcrdma_verbs::Result<T> {
         let started = self.sends().start(wr_id, wr_id & UNWAITED_WR_BIT == 0, buffer);
         let flags = started.flags;
         let posted = post(&self.qp, flags);
@@ -410,7 +410,7 @@ impl<B: Backend> Connection<B> {
     /// peer) may write. It is one this connection used before when one is kept
     /// ([`Connection::chunk_buffer`]): its bytes are not zeroed, and only what the peer or a
     /// local RDMA Read writes into it is ever read.
-    fn register_writable(&self, len: usize) -> verbs::Result<B::Region> {
+    fn register_writable(&self, len: usize) -> rpcrdma_verbs::Result<B::Region> {
         self.pd.register(self.chunk_buffer(len), Access::LOCAL_WRITE)
     }
 
@@ -464,7 +464,7 @@ const SEND_BUFFER_LEN: usize = 4096;
 ///
 /// ```
 /// use negotiate::datapath::Ended;
-/// use verbs::{Completion, Status};
+/// use rpcrdma_verbs::{Completion, Status};
 /// let lost = Ended::Lost { first_error: Some(Completion { status: Status::RnrRetryExceeded, ..Completion::default() }) };
 /// assert!(!lost.closed_here());
 /// assert!(Ended::Closed("the server stopped".into()).closed_here());
@@ -475,9 +475,9 @@ pub enum Ended {
     Closed(String),
     /// It went down under this side: the peer disconnected, or the transport failed a work
     /// request. `first_error` is the first error completion this side reaped on it: a
-    /// [`WorkRequestFlushed`](verbs::Status::WorkRequestFlushed) one says only that the queue
+    /// [`WorkRequestFlushed`](rpcrdma_verbs::Status::WorkRequestFlushed) one says only that the queue
     /// pair was already down; any other status says what failed first (e.g.
-    /// [`RnrRetryExceeded`](verbs::Status::RnrRetryExceeded): the peer had no Receive posted
+    /// [`RnrRetryExceeded`](rpcrdma_verbs::Status::RnrRetryExceeded): the peer had no Receive posted
     /// for a Send of ours). `None` when no error completion was reaped here.
     Lost {
         /// The first error completion reaped on the connection, if any.

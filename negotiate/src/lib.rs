@@ -29,7 +29,7 @@
 //! use negotiate::server::{Server, ServerConfig};
 //! use rpcrdma_v1::ulb::OpaqueAtUlb;
 //! use rpcrdma_v2::options::{OptionOutcome, OptionalAnswer, OptionalMessage};
-//! use verbs::InProcess;
+//! use rpcrdma_verbs::InProcess;
 //!
 //! // A made-up extension: opttype 0x100 asks for the server's name, answered as opttype 0x101.
 //! const WHO: u32 = 0x100;
@@ -59,7 +59,7 @@
 //! The crate reports through the [`log`](https://docs.rs/log) facade; install any logger
 //! (`env_logger`, `tracing`'s bridge, or a few lines of your own) to see it. Targets are the
 //! modules' paths (`negotiate::requester`, `negotiate::client::lane`,
-//! `negotiate::server::connection`, ...; the rdma-core backend's are `verbs::rdma::...`).
+//! `negotiate::server::connection`, ...; the rdma-core backend's are `rpcrdma_verbs::rdma::...`).
 //!
 //! - info: the lifecycle: each connection attempt (address, attempt number), the RFC 8797
 //!   private data sent and received (decoded), the Version Two probe, an RDMA_ERR_VERS answer
@@ -80,7 +80,7 @@
 //! use negotiate::client::{Client, ClientConfig};
 //! use negotiate::server::{Server, ServerConfig};
 //! use rpcrdma_v1::ulb::OpaqueAtUlb;
-//! use verbs::InProcess;
+//! use rpcrdma_verbs::InProcess;
 //!
 //! // A ten-line logger: every event on stderr.
 //! struct Stderr;

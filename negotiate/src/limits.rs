@@ -7,10 +7,10 @@
 //! |---|---|---|---|
 //! | connections served at once | [`ServerLimits::max_connections`] | 256 | its connect is rejected (the CM's reject) |
 //! | calls served at once on one connection (each a thread) | [`ServerLimits::calls_in_progress_per_connection`], and never more than `responder.credits` | 8 | its further calls wait in their Receives until one is answered |
-//! | connections in handshake | [`ServerLimits::max_handshakes`] | 64 | turned away at once ([`verbs::ListenOptions::max_pending`]) |
+//! | connections in handshake | [`ServerLimits::max_handshakes`] | 64 | turned away at once ([`rpcrdma_verbs::ListenOptions::max_pending`]) |
 //! | handshake time | [`ServerLimits::handshake_timeout`] | 5 s | its socket is dropped; other handshakes never wait on it |
 //! | idle time | [`ServerLimits::idle_timeout`] | 360 s | the connection is closed (as Linux's nfsd ages idle transports) |
-//! | a peer that stops reading | [`verbs::QpCaps::retry_timeout`] (`ServerConfig::caps`) | 10 s | the work request fails with `RetryExceeded`, the connection closes |
+//! | a peer that stops reading | [`rpcrdma_verbs::QpCaps::retry_timeout`] (`ServerConfig::caps`) | 10 s | the work request fails with `RetryExceeded`, the connection closes |
 //! | one work request's completion | `ServerConfig::timeout` | 5 s | the connection closes |
 //! | segments in one header | [`HeaderLimits::max_segments`] (`responder.limits`) | 16 | RDMA_ERROR ERR_CHUNK (RFC 8166 section 4.5.2) |
 //! | one chunk | [`HeaderLimits::max_chunk_len`] | 2 MiB | ERR_CHUNK (RFC 8166 section 3.4.4: "sanity check chunk sizes") |
@@ -61,10 +61,10 @@ pub struct ServerLimits {
     /// [`HeaderLimits::max_message_len`]: rpcrdma_v1::header::HeaderLimits::max_message_len
     pub calls_in_progress_per_connection: usize,
     /// Connect requests whose handshake is in progress or not yet taken
-    /// ([`verbs::ListenOptions::max_pending`]).
+    /// ([`rpcrdma_verbs::ListenOptions::max_pending`]).
     pub max_handshakes: usize,
     /// How long a connection may take to send its whole connect request and confirm the
-    /// accept ([`verbs::ListenOptions::handshake_timeout`]).
+    /// accept ([`rpcrdma_verbs::ListenOptions::handshake_timeout`]).
     pub handshake_timeout: Duration,
     /// A connection that sends nothing for this long, with no call in progress, is closed.
     pub idle_timeout: Duration,
@@ -73,7 +73,7 @@ pub struct ServerLimits {
     pub closed_peers_kept: usize,
 }
 
-verbs::setters!(ServerLimits {
+rpcrdma_verbs::setters!(ServerLimits {
     max_connections: usize,
     calls_in_progress_per_connection: usize,
     max_handshakes: usize,
@@ -107,8 +107,10 @@ impl ServerLimits {
     }
 
     /// The listener's share of these bounds.
-    pub fn listen_options(&self) -> verbs::ListenOptions {
-        verbs::ListenOptions::default().max_pending(self.max_handshakes).handshake_timeout(self.handshake_timeout)
+    pub fn listen_options(&self) -> rpcrdma_verbs::ListenOptions {
+        rpcrdma_verbs::ListenOptions::default()
+            .max_pending(self.max_handshakes)
+            .handshake_timeout(self.handshake_timeout)
     }
 }
 

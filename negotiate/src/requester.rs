@@ -83,7 +83,7 @@ impl Default for RequesterConfig {
     }
 }
 
-verbs::setters!(RequesterConfig {
+rpcrdma_verbs::setters!(RequesterConfig {
     versions: (Version, Version),
     credits: u32,
     timeout: Duration,
@@ -508,7 +508,7 @@ impl Requester {
     /// sections 3.3.3 and 4.5.4): on this one the responder may still be running it. Until the
     /// connection is down nothing more is sent on it, and a late reply still completes its call.
     pub fn on_timeout(&mut self, now: Instant) {
-        if self.conn.as_ref().map_or(true, |c| c.closing) {
+        if self.conn.as_ref().is_none_or(|c| c.closing) {
             return;
         }
         // An RDMA_OPTIONAL past its deadline fails alone, its credit back, and the connection

@@ -48,7 +48,7 @@ impl Default for ResponderConfig {
     }
 }
 
-verbs::setters!(ResponderConfig { versions: (Version, Version), credits: u32, limits: HeaderLimits });
+rpcrdma_verbs::setters!(ResponderConfig { versions: (Version, Version), credits: u32, limits: HeaderLimits });
 
 /// What a received message asks of the responder.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,7 +21,7 @@ use rpcrdma_v1::reassemble::{encode_garbage_args_reply, encode_system_err_reply,
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::verdict::ErrorReply;
 use rpcrdma_v1::Version;
-use verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
+use rpcrdma_verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
 
 use crate::backchannel::{self, Backchannel, ServerSide};
 use crate::datapath::{
@@ -117,7 +117,7 @@ impl Default for ServerConfig {
     }
 }
 
-verbs::setters!(ServerConfig {
+rpcrdma_verbs::setters!(ServerConfig {
     responder: ResponderConfig,
     private_data: Option<PrivateData>,
     caps: QpCaps,
@@ -180,7 +180,7 @@ impl<F: Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static> Handler for F {
 /// use std::sync::Arc;
 /// use negotiate::server::{Handler, Server, ServerConfig, WriteReply};
 /// use rpcrdma_v1::ulb::OpaqueAtUlb;
-/// use verbs::InProcess;
+/// use rpcrdma_verbs::InProcess;
 ///
 /// // XID, REPLY, then the call's arguments back: nothing allocated once warm.
 /// let echo = WriteReply(|call: &[u8], reply: &mut Vec<u8>| {
@@ -296,7 +296,7 @@ pub struct Peer {
 /// use negotiate::client::{Client, ClientConfig};
 /// use negotiate::server::{Server, ServerConfig};
 /// use rpcrdma_v1::ulb::OpaqueAtUlb;
-/// use verbs::{Backend, InProcess};
+/// use rpcrdma_verbs::{Backend, InProcess};
 /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1024 };
 /// // Answers each call (XID, message type 0, ...) with a reply: the same XID, message type 1.
 /// let echo = |call: &[u8]| [&call[..4], &1u32.to_be_bytes()[..], &call[8..]].concat();
@@ -305,7 +305,7 @@ pub struct Peer {
 /// let call: Vec<u8> = [7u32, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
 /// assert_eq!(client.call(&call, &ulb).unwrap()[4..8], 1u32.to_be_bytes());
 /// assert_eq!(server.stats().connections, 1);
-/// # Ok::<(), verbs::Error>(())
+/// # Ok::<(), rpcrdma_verbs::Error>(())
 /// ```
 pub struct Server {
     addr: String,
@@ -359,7 +359,7 @@ impl Server {
     /// the whole RPC call message to the whole RPC reply message, or a [`WriteReply`] that
     /// writes the reply into a buffer kept between calls); `ulb` says which items of both are
     /// DDP-eligible (RFC 8166 section 6). `addr` is a `&str`, a `String` or a
-    /// [`SocketAddr`](std::net::SocketAddr) ([`Address`](verbs::Address)).
+    /// [`SocketAddr`](std::net::SocketAddr) ([`Address`](rpcrdma_verbs::Address)).
     ///
     /// ```
     /// use std::net::SocketAddr;
@@ -367,7 +367,7 @@ impl Server {
     /// use negotiate::client::{Client, ClientConfig};
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
-    /// use verbs::Tcp;
+    /// use rpcrdma_verbs::Tcp;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
     /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
@@ -379,11 +379,11 @@ impl Server {
     /// ```
     pub fn start<B, U, H>(
         backend: B,
-        addr: impl Into<verbs::Address>,
+        addr: impl Into<rpcrdma_verbs::Address>,
         cfg: ServerConfig,
         ulb: Arc<U>,
         handler: H,
-    ) -> verbs::Result<Server>
+    ) -> rpcrdma_verbs::Result<Server>
     where
         B: Backend + Clone,
         U: UpperLayerBinding + Send + Sync + ?Sized + 'static,
@@ -436,7 +436,7 @@ impl Server {
                     let _ = c.thread.join();
                 }
             })
-            .map_err(|_| verbs::Error::ConnectionAborted)?;
+            .map_err(|_| rpcrdma_verbs::Error::ConnectionAborted)?;
         Ok(Server { addr: local, stop, shared, turned_away, acceptor: Some(acceptor) })
     }
 

@@ -3,7 +3,7 @@
 //! [`ResponderConfig`](crate::responder::ResponderConfig), [`ServerLimits`](crate::limits::ServerLimits)):
 //! they are `#[non_exhaustive]`, so that a field added later breaks no caller, and a caller
 //! outside this crate builds one from `Default` with these setters, each named after the field
-//! it sets (the fields stay public for reading). `verbs::setters!` makes one per field; this
+//! it sets (the fields stay public for reading). `rpcrdma_verbs::setters!` makes one per field; this
 //! module adds the shortcuts to a nested configuration's fields.
 
 /// `nested_setters!(Type, inner { field: FieldType, ... })`: a `field(self, value) -> Self`

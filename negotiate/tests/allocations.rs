@@ -9,7 +9,7 @@ use std::sync::Arc;
 use negotiate::client::{Client, ClientConfig};
 use negotiate::server::{Server, ServerConfig, WriteReply};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
-use verbs::InProcess;
+use rpcrdma_verbs::InProcess;
 
 struct Counting;
 

@@ -12,7 +12,7 @@ use negotiate::client::{Client, ClientConfig};
 use negotiate::responder;
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
-use verbs::InProcess;
+use rpcrdma_verbs::InProcess;
 
 const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
 

@@ -15,7 +15,7 @@ use negotiate::client::{Client, ClientConfig};
 use negotiate::responder;
 use negotiate::server::{CallTask, OnExecutor, Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
-use verbs::InProcess;
+use rpcrdma_verbs::InProcess;
 
 /// Inline calls; replies up to 1 MiB (a long one goes back through a Reply chunk).
 const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1 << 20 };

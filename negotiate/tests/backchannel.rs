@@ -10,7 +10,7 @@ use negotiate::requester;
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
-use verbs::InProcess;
+use rpcrdma_verbs::InProcess;
 
 const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
 

@@ -1,7 +1,7 @@
 //! Every branch of connection set-up and version negotiation, end to end through [`Client`] and
 //! [`Server`] on the in-process verbs backend. Where a branch needs a peer that misbehaves (or
 //! one that speaks only part of the protocol) a small raw peer stands in, built from the public
-//! pieces: `verbs::InProcess`, `negotiate::datapath` and `negotiate::responder::Responder`.
+//! pieces: `rpcrdma_verbs::InProcess`, `negotiate::datapath` and `negotiate::responder::Responder`.
 //!
 //! Each test is named after the rule it checks and cites it: the Version Two draft
 //! (draft-cel-nfsv4-rpcrdma-version-two-00), RFC 8166 (Version One) or RFC 8797 (private data).
@@ -29,7 +29,9 @@ use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::{roundup, OpaqueAtUlb};
 use rpcrdma_v1::verdict::ErrorReply;
 use rpcrdma_v1::Version;
-use verbs::{Backend, ConnectRequest, InProcess, Listener, QpCaps, QpState, QueuePair, CONNECT_PRIVATE_DATA_MAX};
+use rpcrdma_verbs::{
+    Backend, ConnectRequest, InProcess, Listener, QpCaps, QpState, QueuePair, CONNECT_PRIVATE_DATA_MAX,
+};
 
 /// Generous: a wait this long has already failed.
 const T: Duration = Duration::from_secs(10);

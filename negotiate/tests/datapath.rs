@@ -14,7 +14,7 @@ use rpcrdma_v1::ulb::{roundup, OpaqueAtUlb};
 use rpcrdma_v1::verdict::{ErrorReply, PeerError, ReceivePolicy};
 use rpcrdma_v1::Version;
 use rpcrdma_v2::options::Registry;
-use verbs::*;
+use rpcrdma_verbs::*;
 
 /// Generous: a test that waits this long has already failed.
 const T: Duration = Duration::from_secs(10);
@@ -570,5 +570,5 @@ macro_rules! instantiate {
     };
 }
 
-instantiate!(inproc, verbs::InProcess);
-instantiate!(tcp, verbs::Tcp);
+instantiate!(inproc, rpcrdma_verbs::InProcess);
+instantiate!(tcp, rpcrdma_verbs::Tcp);

@@ -11,7 +11,7 @@ use negotiate::client::{Client, ClientConfig, ClientError};
 use negotiate::requester::CallFailure;
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
-use verbs::InProcess;
+use rpcrdma_verbs::InProcess;
 
 /// The opaque whose length word is at 8 is DDP-eligible.
 const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: Some(8), reply_opaque: None, max_result: 0, max_reply: 4096 };

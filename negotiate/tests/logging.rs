@@ -9,7 +9,7 @@ use negotiate::client::{Client, ClientConfig};
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
-use verbs::InProcess;
+use rpcrdma_verbs::InProcess;
 
 /// Every record, as "LEVEL target: message".
 struct Capture(Mutex<Vec<String>>);

@@ -17,7 +17,7 @@ use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
 use rpcrdma_v2::options::{encode_optional, OptionOutcome, OptionalAnswer, OptionalMessage};
-use verbs::InProcess;
+use rpcrdma_verbs::InProcess;
 
 const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
 

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use negotiate::client::{Client, ClientConfig};
 use negotiate::server::{Server, ServerConfig, ServerStats};
 use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
-use verbs::InProcess;
+use rpcrdma_verbs::InProcess;
 
 /// READ's result (an `opaque<>` after the accepted reply's 24 bytes) is DDP-eligible.
 const READ: u32 = 1;

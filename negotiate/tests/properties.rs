@@ -13,7 +13,7 @@ use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
 use rpcrdma_v2::properties::TransportProperties;
-use verbs::Backend;
+use rpcrdma_verbs::Backend;
 
 /// Nothing DDP-eligible: a message over the inline threshold goes Long, a reply in a Reply chunk.
 const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 16384 };
@@ -137,8 +137,8 @@ macro_rules! instantiate {
     };
 }
 
-instantiate!(inproc, verbs::InProcess);
-instantiate!(tcp, verbs::Tcp);
+instantiate!(inproc, rpcrdma_verbs::InProcess);
+instantiate!(tcp, rpcrdma_verbs::Tcp);
 
 /// The responder's side alone, bytes only (`negotiate::responder::Responder`): a request it
 /// cannot take is answered RDMA_ERR_INVAL_OPTION with its XID (sections 2.2 and 2.5), and

@@ -892,7 +892,7 @@ fn marshal_call_inner<R: Registrar>(
 ) -> Result<(), CallError<R::Error>> {
     let len = call.len;
     let Some(xid) = call.xid else { return Err(CallError::NotXdr { len }) };
-    if len % 4 != 0 {
+    if !len.is_multiple_of(4) {
         return Err(CallError::NotXdr { len });
     }
     if len > u32::MAX as usize {

@@ -531,7 +531,7 @@ fn marshal_reply_inner(
 ) -> Result<(), ReplyError> {
     let len = reply.len();
     let Some(xid) = reply.first_chunk::<4>() else { return Err(ReplyError::NotXdr { len }) };
-    if len % 4 != 0 {
+    if !len.is_multiple_of(4) {
         return Err(ReplyError::NotXdr { len });
     }
     check_items(len, req.ddp_results)?;

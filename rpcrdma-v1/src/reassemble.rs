@@ -434,7 +434,7 @@ pub fn lay_out_call<'i>(
     let mut placed = 0;
     let mut taken = 0;
     for (position, data) in chunks {
-        if position as usize % XDR_UNIT != 0 {
+        if !(position as usize).is_multiple_of(XDR_UNIT) {
             return Err(ReassemblyError::PositionMisaligned { position });
         }
         let position = position as usize;

@@ -355,7 +355,7 @@ fn write_call(pre: usize, data: usize, post: usize) -> (Vec<u8>, OpaqueAtUlb) {
     m.extend_from_slice(&(data as u32).to_be_bytes());
     m.extend((0..data).map(|i| (i % 251) as u8 | 1));
     m.resize(roundup(m.len()), 0);
-    m.extend(std::iter::repeat(0xEE).take(post));
+    m.extend(std::iter::repeat_n(0xEE, post));
     let ulb = OpaqueAtUlb { call_opaque: Some(pre), reply_opaque: None, max_result: 0, max_reply: 100 };
     (m, ulb)
 }
@@ -526,7 +526,7 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
     match marshaled.form() {
         ReplyForm::Inline => {
             prop_assert!(!is_nomsg(&rmsg));
-            prop_assert!(rreply.map_or(true, |c| chunk_total(c) == 0));
+            prop_assert!(rreply.is_none_or(|c| chunk_total(c) == 0));
         }
         ReplyForm::ReplyChunk => {
             prop_assert!(is_nomsg(&rmsg) && rhlen == send.len());

@@ -6,7 +6,7 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use verbs::{
+use rpcrdma_verbs::{
     Access, Backend, Completion, ConnectRequest, InProcess, Listener, MemoryRegion, ProtectionDomain, QpCaps,
     QueuePair, Sge,
 };

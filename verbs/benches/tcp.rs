@@ -12,7 +12,7 @@ use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use verbs::{
+use rpcrdma_verbs::{
     Access, Backend, Completion, ConnectRequest, Listener, MemoryRegion, ProtectionDomain, QpCaps, QueuePair, Sge, Tcp,
 };
 

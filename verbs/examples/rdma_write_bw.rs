@@ -15,7 +15,7 @@
 
 use std::time::{Duration, Instant};
 
-use verbs::{
+use rpcrdma_verbs::{
     Access, Backend, Completion, ConnectRequest, Listener, MemoryRegion, ProtectionDomain, QpCaps, QueuePair, Rdma,
     RemoteBuf, Sge,
 };

@@ -16,8 +16,8 @@
 //! ```
 //! use std::sync::{Arc, Mutex};
 //! use std::time::Duration;
-//! use verbs::capture::{Captured, CapturedMessage};
-//! use verbs::*;
+//! use rpcrdma_verbs::capture::{Captured, CapturedMessage};
+//! use rpcrdma_verbs::*;
 //!
 //! let seen = Arc::new(Mutex::new(Vec::new()));
 //! let s = seen.clone();
@@ -57,7 +57,7 @@ use crate::{
 /// One Send, as posted.
 ///
 /// ```
-/// use verbs::capture::CapturedMessage;
+/// use rpcrdma_verbs::capture::CapturedMessage;
 /// let m = CapturedMessage { endpoint: 1, bytes: b"hello" };
 /// assert_eq!(m.bytes.len(), 5);
 /// ```
@@ -74,7 +74,7 @@ pub struct CapturedMessage<'a> {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use verbs::capture::{CapturedMessage, Sink};
+/// use rpcrdma_verbs::capture::{CapturedMessage, Sink};
 /// let sink: Sink = Arc::new(|m: &CapturedMessage<'_>| eprintln!("{} sent {} bytes", m.endpoint, m.bytes.len()));
 /// sink(&CapturedMessage { endpoint: 1, bytes: &[0; 28] });
 /// ```
@@ -110,8 +110,8 @@ impl Tap {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use verbs::capture::Captured;
-/// use verbs::{Backend, InProcess};
+/// use rpcrdma_verbs::capture::Captured;
+/// use rpcrdma_verbs::{Backend, InProcess};
 /// let b = Captured::new(InProcess, Arc::new(|_| {}));
 /// assert_eq!(b.any_address(), InProcess.any_address());
 /// ```
@@ -125,8 +125,8 @@ impl<B> Captured<B> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use verbs::capture::Captured;
-    /// use verbs::Tcp;
+    /// use rpcrdma_verbs::capture::Captured;
+    /// use rpcrdma_verbs::Tcp;
     /// let b = Captured::new(Tcp, Arc::new(|m| println!("{:?}", m.bytes)));
     /// # let _ = b;
     /// ```
@@ -138,8 +138,8 @@ impl<B> Captured<B> {
     ///
     /// ```
     /// use std::sync::Arc;
-    /// use verbs::capture::Captured;
-    /// use verbs::InProcess;
+    /// use rpcrdma_verbs::capture::Captured;
+    /// use rpcrdma_verbs::InProcess;
     /// let b = Captured::new(InProcess, Arc::new(|_| {}));
     /// let _inner: &InProcess = b.inner();
     /// ```
@@ -196,8 +196,8 @@ impl<B: Backend> Backend for Captured<B> {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use verbs::capture::Captured;
-/// use verbs::{Backend, InProcess, Listener};
+/// use rpcrdma_verbs::capture::Captured;
+/// use rpcrdma_verbs::{Backend, InProcess, Listener};
 /// let b = Captured::new(InProcess, Arc::new(|_| {}));
 /// let listener = b.listen(&b.any_address()).unwrap();
 /// assert!(listener.local_addr().starts_with("inproc:"));
@@ -229,8 +229,8 @@ impl<L: Listener> Listener for CapturedListener<L> {
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use verbs::capture::Captured;
-/// use verbs::{Backend, ConnectRequest, InProcess, Listener, QpCaps, Error};
+/// use rpcrdma_verbs::capture::Captured;
+/// use rpcrdma_verbs::{Backend, ConnectRequest, InProcess, Listener, QpCaps, Error};
 /// let b = Captured::new(InProcess, Arc::new(|_| {}));
 /// let listener = b.listen(&b.any_address()).unwrap();
 /// let (addr, b2) = (listener.local_addr(), b.clone());
@@ -284,8 +284,8 @@ impl<R: ConnectRequest> ConnectRequest for CapturedRequest<R> {
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use verbs::capture::Captured;
-/// use verbs::{Backend, ConnectRequest, InProcess, Listener, QpCaps, QpState, QueuePair};
+/// use rpcrdma_verbs::capture::Captured;
+/// use rpcrdma_verbs::{Backend, ConnectRequest, InProcess, Listener, QpCaps, QpState, QueuePair};
 /// let b = Captured::new(InProcess, Arc::new(|_| {}));
 /// let listener = b.listen(&b.any_address()).unwrap();
 /// let (addr, b2) = (listener.local_addr(), b.clone());

@@ -23,7 +23,7 @@ pub enum CmEvent {
 /// length the sender used.
 ///
 /// ```
-/// use verbs::{pad_private_data, CONNECT_PRIVATE_DATA_MAX};
+/// use rpcrdma_verbs::{pad_private_data, CONNECT_PRIVATE_DATA_MAX};
 /// let padded = pad_private_data(&[1, 2, 3], CONNECT_PRIVATE_DATA_MAX).unwrap();
 /// assert_eq!(padded.len(), 56);
 /// assert_eq!(&padded[..4], &[1, 2, 3, 0]);

@@ -71,7 +71,7 @@ pub enum Status {
 /// One work completion (`struct ibv_wc`, the fields a protocol needs).
 ///
 /// ```
-/// use verbs::{Completion, Opcode, Status};
+/// use rpcrdma_verbs::{Completion, Opcode, Status};
 /// let c = Completion::default();
 /// assert_eq!((c.status, c.opcode, c.byte_len), (Status::Success, Opcode::Send, 0));
 /// ```

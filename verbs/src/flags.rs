@@ -17,7 +17,7 @@ bitflags::bitflags! {
     /// `max_send_wr` of them, or the queue fills ([`Error::QueueFull`](crate::Error::QueueFull)).
     ///
     /// ```
-    /// use verbs::SendFlags;
+    /// use rpcrdma_verbs::SendFlags;
     /// assert!(SendFlags::default().contains(SendFlags::SIGNALED));
     /// assert!(!SendFlags::empty().contains(SendFlags::SIGNALED)); // unsignaled
     /// assert_eq!(SendFlags::SIGNALED.bits(), 2); // IBV_SEND_SIGNALED

@@ -26,7 +26,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use verbs::*;
+//! use rpcrdma_verbs::*;
 //!
 //! let b = InProcess;
 //! let t = Duration::from_secs(5);
@@ -133,7 +133,7 @@ pub enum Error {
     /// call, and the errno it left.
     ///
     /// ```
-    /// let e = verbs::Error::Os { call: "ibv_alloc_pd", errno: 12 };
+    /// let e = rpcrdma_verbs::Error::Os { call: "ibv_alloc_pd", errno: 12 };
     /// assert!(e.to_string().starts_with("ibv_alloc_pd failed: "));
     /// ```
     #[error("{call} failed: {}", std::io::Error::from_raw_os_error(*errno))]
@@ -168,7 +168,7 @@ pub enum Error {
 ///
 /// ```
 /// use std::net::{Ipv4Addr, SocketAddr};
-/// use verbs::Address;
+/// use rpcrdma_verbs::Address;
 /// assert_eq!(Address::from("inproc:a").as_str(), "inproc:a");
 /// assert_eq!(Address::from(&String::from("inproc:b")).as_str(), "inproc:b");
 /// assert_eq!(Address::from(SocketAddr::from((Ipv4Addr::new(10, 0, 2, 15), 20049))).as_str(), "10.0.2.15:20049");
@@ -212,7 +212,7 @@ impl From<SocketAddr> for Address {
 /// [`Default`] with setters named after the fields:
 ///
 /// ```
-/// let caps = verbs::QpCaps::default().max_send_wr(256).max_recv_wr(64);
+/// let caps = rpcrdma_verbs::QpCaps::default().max_send_wr(256).max_recv_wr(64);
 /// assert_eq!((caps.max_send_wr, caps.max_recv_wr, caps.max_sge), (256, 64, 16));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -253,7 +253,7 @@ crate::setters!(QpCaps { max_send_wr: u32, max_recv_wr: u32, max_sge: u32, retry
 ///
 /// ```
 /// use std::time::Duration;
-/// use verbs::ListenOptions;
+/// use rpcrdma_verbs::ListenOptions;
 /// let opts = ListenOptions::default().max_pending(8);
 /// assert_eq!(opts.handshake_timeout, Duration::from_secs(5));
 /// ```
@@ -441,7 +441,7 @@ pub trait QueuePair: Send + Sync {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use verbs::*;
+    /// # use rpcrdma_verbs::*;
     /// # let t = Duration::from_secs(5);
     /// # let b = InProcess;
     /// # let listener = b.listen(&b.any_address()).unwrap();
@@ -479,7 +479,7 @@ pub trait QueuePair: Send + Sync {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use verbs::*;
+    /// # use rpcrdma_verbs::*;
     /// # let t = Duration::from_secs(5);
     /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
     /// # let addr = listener.local_addr();
@@ -538,7 +538,7 @@ pub trait QueuePair: Send + Sync {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use verbs::*;
+    /// # use rpcrdma_verbs::*;
     /// # let t = Duration::from_secs(5);
     /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
     /// # let addr = listener.local_addr();
@@ -582,7 +582,7 @@ pub trait QueuePair: Send + Sync {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use verbs::*;
+    /// # use rpcrdma_verbs::*;
     /// # let t = Duration::from_secs(5);
     /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
     /// # let addr = listener.local_addr();
@@ -625,7 +625,7 @@ pub trait QueuePair: Send + Sync {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use verbs::*;
+    /// # use rpcrdma_verbs::*;
     /// # let t = Duration::from_secs(5);
     /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
     /// # let addr = listener.local_addr();
@@ -658,7 +658,7 @@ pub trait QueuePair: Send + Sync {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use verbs::*;
+    /// # use rpcrdma_verbs::*;
     /// # let t = Duration::from_secs(5);
     /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
     /// # let addr = listener.local_addr();
@@ -763,7 +763,7 @@ pub trait ConnectRequest: Send {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use verbs::*;
+    /// # use rpcrdma_verbs::*;
     /// # let t = Duration::from_secs(5);
     /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
     /// # let addr = listener.local_addr();
@@ -805,7 +805,7 @@ pub trait ConnectRequest: Send {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use verbs::*;
+    /// # use rpcrdma_verbs::*;
     /// # let t = Duration::from_secs(5);
     /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
     /// # let addr = listener.local_addr();

@@ -6,7 +6,7 @@ bitflags::bitflags! {
     /// `REMOTE_WRITE` without `LOCAL_WRITE`.
     ///
     /// ```
-    /// use verbs::Access;
+    /// use rpcrdma_verbs::Access;
     /// let a = Access::LOCAL_WRITE | Access::REMOTE_WRITE;
     /// assert!(a.contains(Access::REMOTE_WRITE) && !a.contains(Access::REMOTE_READ));
     /// ```
@@ -27,7 +27,7 @@ bitflags::bitflags! {
 /// and lkey, this names it by the region handle, so a backend never trusts a raw pointer.
 ///
 /// ```
-/// use verbs::{Access, Backend, InProcess, MemoryRegion, ProtectionDomain, Sge};
+/// use rpcrdma_verbs::{Access, Backend, InProcess, MemoryRegion, ProtectionDomain, Sge};
 /// let pd = InProcess.alloc_pd().unwrap();
 /// let mr = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
 /// let sge = Sge::new(&mr, 16, 32);

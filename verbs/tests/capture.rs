@@ -1,12 +1,12 @@
-//! The capture decorator (`verbs::capture::Captured`) over each software backend: every Send
+//! The capture decorator (`rpcrdma_verbs::capture::Captured`) over each software backend: every Send
 //! posted through it reaches the sink once, with its bytes as posted and its queue pair's
 //! endpoint; nothing else does.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use verbs::capture::{Captured, CapturedMessage};
-use verbs::*;
+use rpcrdma_verbs::capture::{Captured, CapturedMessage};
+use rpcrdma_verbs::*;
 
 const T: Duration = Duration::from_secs(10);
 

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use proptest::test_runner::{Config, TestRunner};
-use verbs::*;
+use rpcrdma_verbs::*;
 
 /// Generous: a test that waits this long has already failed.
 const T: Duration = Duration::from_secs(10);
@@ -846,8 +846,8 @@ macro_rules! instantiate {
     };
 }
 
-instantiate!(inproc, verbs::InProcess; window_bounds_hold_inside_its_region);
-instantiate!(tcp, verbs::Tcp; window_bounds_hold_inside_its_region);
+instantiate!(inproc, rpcrdma_verbs::InProcess; window_bounds_hold_inside_its_region);
+instantiate!(tcp, rpcrdma_verbs::Tcp; window_bounds_hold_inside_its_region);
 #[cfg(feature = "rdma")]
 instantiate!(
     rdma,
@@ -875,9 +875,9 @@ mod stderr_log {
     }
 
     /// The backend under test (`Rdma::from_test_env`), with the logger installed first.
-    pub fn rdma_from_test_env() -> Option<verbs::Rdma> {
+    pub fn rdma_from_test_env() -> Option<rpcrdma_verbs::Rdma> {
         install();
-        verbs::Rdma::from_test_env()
+        rpcrdma_verbs::Rdma::from_test_env()
     }
 
     fn install() {
@@ -903,7 +903,7 @@ mod rxe {
     /// region-granular protection from windows; the other backends enforce the window.
     #[test]
     fn rxe_checks_window_accesses_against_the_region_only() {
-        let Some(b) = verbs::Rdma::from_test_env() else { return };
+        let Some(b) = rpcrdma_verbs::Rdma::from_test_env() else { return };
         let (p, region, w) = window_over_the_middle(&b);
         let src = p.cpd.register(vec![7; 64], Access::empty()).unwrap();
         p.client.post_write(2, &[Sge::whole(&src)], RemoteBuf { addr: w.addr + 32, rkey: w.rkey }).unwrap();

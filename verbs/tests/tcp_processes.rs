@@ -6,7 +6,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use verbs::*;
+use rpcrdma_verbs::*;
 
 const T: Duration = Duration::from_secs(20);
 const ENV: &str = "VERBS_TCP_CHILD";

@@ -1255,7 +1255,7 @@ fn suggest<'a>(name: &str, candidates: &[&'a str], budget: &mut usize) -> Option
         }
         let prefix = name.chars().zip(c.chars()).take_while(|(a, b)| a == b).count();
         let key = (d, Reverse(prefix), c);
-        if best.map_or(true, |b| key < b) {
+        if best.is_none_or(|b| key < b) {
             best = Some(key);
         }
     }

@@ -17,7 +17,7 @@ use nfs3_server::binding::Nfs3Binding;
 use nfs3_server::handles::Handles;
 use nfs3_server::mount::{Mount, MountServer};
 use nfs3_server::nfs::Nfs3;
-use verbs::Backend;
+use rpcrdma_verbs::Backend;
 
 const USAGE: &str =
     "usage: nfs3-server --root DIR --listen ADDR --mount-port PORT [--backend tcp|inproc|rdma] [--verbose] [--timeout SECS] [--receive BYTES]";
@@ -113,12 +113,12 @@ fn run(o: &Options) -> Result<(), String> {
     let binding = Arc::new(Nfs3Binding::new());
     let nfs = Nfs3::new(handles.clone()).logging(o.verbose);
     let server = match o.backend.as_str() {
-        "tcp" => start(verbs::Tcp, o, nfs, binding)?,
-        "inproc" => start(verbs::InProcess, o, nfs, binding)?,
+        "tcp" => start(rpcrdma_verbs::Tcp, o, nfs, binding)?,
+        "inproc" => start(rpcrdma_verbs::InProcess, o, nfs, binding)?,
         #[cfg(feature = "rdma")]
         "rdma" => {
             let host = o.listen.parse::<std::net::SocketAddrV4>().map_err(|e| format!("--listen {}: {e}", o.listen))?;
-            start(verbs::Rdma::new(*host.ip()), o, nfs, binding)?
+            start(rpcrdma_verbs::Rdma::new(*host.ip()), o, nfs, binding)?
         }
         #[cfg(not(feature = "rdma"))]
         "rdma" => return Err("--backend rdma: built without the `rdma` feature".into()),

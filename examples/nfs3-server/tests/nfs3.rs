@@ -19,7 +19,7 @@ use nfs3_server::nfs::Nfs3;
 use nfs3_server::record::{read_record, write_record, MAX_RECORD};
 use nfs3_server::rt::{List, Xdr};
 use nfs3_server::xdr::*;
-use verbs::{Backend, InProcess, Tcp};
+use rpcrdma_verbs::{Backend, InProcess, Tcp};
 
 /// A fresh export directory, removed when dropped.
 struct Export(PathBuf);

@@ -10,10 +10,10 @@
 macro_rules! on_both_backends {
     ($($test:ident),* $(,)?) => {
         mod in_process {
-            $( #[test] fn $test() { super::$test(verbs::InProcess); } )*
+            $( #[test] fn $test() { super::$test(rpcrdma_verbs::InProcess); } )*
         }
         mod over_tcp {
-            $( #[test] fn $test() { super::$test(verbs::Tcp); } )*
+            $( #[test] fn $test() { super::$test(rpcrdma_verbs::Tcp); } )*
         }
     };
 }
@@ -34,7 +34,7 @@ use rpcrdma_v1::ulb::{roundup_pad, OpaqueAtUlb};
 use rpcrdma_v1::Version;
 use rpcrdma_v2::options::Registry;
 use rpcrdma_v2::verdict::{self as v2, Verdict};
-use verbs::{Access, Backend, ConnectRequest, Listener, ProtectionDomain, QpCaps, QpState, QueuePair, Sge};
+use rpcrdma_verbs::{Access, Backend, ConnectRequest, Listener, ProtectionDomain, QpCaps, QpState, QueuePair, Sge};
 
 /// Where the call's `opaque<>` length word sits: after XID, message type and one spare word.
 pub const OPAQUE_AT: usize = 12;

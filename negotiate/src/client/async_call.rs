@@ -5,7 +5,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use rpcrdma_v1::ulb::UpperLayerBinding;
-use verbs::Backend;
+use rpcrdma_verbs::Backend;
 
 use super::lane::{Message, Sent, Waiter};
 use super::{xid_of, Client, ClientError};

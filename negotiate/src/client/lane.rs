@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::Version;
-use verbs::{Backend, QpState, QueuePair};
+use rpcrdma_verbs::{Backend, QpState, QueuePair};
 
 use super::{ClientConfig, ClientError, ClientStats};
 use crate::backchannel::{self, Handler};

@@ -9,7 +9,7 @@ use rpcrdma_v1::marshal_call::{
 use rpcrdma_v1::reassemble::reassemble_reply_with_ulb;
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::Version;
-use verbs::Backend;
+use rpcrdma_verbs::Backend;
 
 use super::{ChunkMemory, Connection, DataPathError, Landed, WindowRegistrar};
 
@@ -74,8 +74,8 @@ pub fn send_call<B: Backend, U: UpperLayerBinding + ?Sized>(
 ///
 /// ```no_run
 /// # use negotiate::datapath::*;
-/// # fn demo(conn: &Connection<verbs::InProcess>, ulb: &rpcrdma_v1::ulb::OpaqueAtUlb, params: &CallParams,
-/// #         pool: &ReceivePool<verbs::InProcess>) {
+/// # fn demo(conn: &Connection<rpcrdma_verbs::InProcess>, ulb: &rpcrdma_v1::ulb::OpaqueAtUlb, params: &CallParams,
+/// #         pool: &ReceivePool<rpcrdma_verbs::InProcess>) {
 /// let mut message = vec![0u8; 64 << 10];
 /// let pending = send_call_lent(conn, &mut message, ulb, params).unwrap();
 /// assert!(message.is_empty()); // lent

@@ -3,7 +3,7 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair, Sge};
+use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair, Sge};
 
 use super::{Connection, DataPathError, Want, RECV_WR_BIT};
 
@@ -26,7 +26,7 @@ pub struct Received {
 /// ```
 /// # use std::time::Duration;
 /// # use negotiate::datapath::*;
-/// # use verbs::*;
+/// # use rpcrdma_verbs::*;
 /// # let t = Duration::from_secs(5);
 /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
 /// # let addr = listener.local_addr();
@@ -60,7 +60,7 @@ impl<B: Backend> ReceivePool<B> {
     /// [`ReceivePool::new`] on a queue pair that no [`Connection`] wraps yet: a responder posts
     /// its Receives from `ConnectRequest::accept_with`, before the requester's first call can
     /// arrive.
-    pub fn post(pd: &B::Pd, qp: &B::Qp, count: usize, size: usize) -> verbs::Result<Self> {
+    pub fn post(pd: &B::Pd, qp: &B::Qp, count: usize, size: usize) -> rpcrdma_verbs::Result<Self> {
         let pool = ReceivePool { buffers: Mutex::new(Vec::with_capacity(count)), size, spare: Mutex::default() };
         pool.grow_on(pd, qp, count)?;
         Ok(pool)
@@ -71,7 +71,7 @@ impl<B: Backend> ReceivePool<B> {
         self.grow_on(conn.pd(), conn.qp(), more).map_err(Into::into)
     }
 
-    fn grow_on(&self, pd: &B::Pd, qp: &B::Qp, more: usize) -> verbs::Result<()> {
+    fn grow_on(&self, pd: &B::Pd, qp: &B::Qp, more: usize) -> rpcrdma_verbs::Result<()> {
         let mut buffers = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
         for _ in 0..more {
             let region = pd.register(vec![0; self.size], Access::LOCAL_WRITE)?;
@@ -127,7 +127,7 @@ impl<B: Backend> ReceivePool<B> {
     /// ```
     /// # use std::time::Duration;
     /// # use negotiate::datapath::*;
-    /// # use verbs::*;
+    /// # use rpcrdma_verbs::*;
     /// # let t = Duration::from_secs(5);
     /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
     /// # let addr = listener.local_addr();

@@ -2,7 +2,7 @@
 
 use rpcrdma_v1::marshal_call::{ChunkPurpose, Registrar};
 use rpcrdma_v1::xdr::XdrRdmaSegment;
-use verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair};
+use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair};
 
 use super::{take_bytes, Connection, DataPathError};
 
@@ -50,7 +50,7 @@ impl<B: Backend> ChunkMemory<B> {
     /// # use negotiate::datapath::*;
     /// # use rpcrdma_v1::marshal_call::{marshal_call, CallRequest, InlineThresholds, MarshaledCall};
     /// # use std::time::Duration;
-    /// # use verbs::*;
+    /// # use rpcrdma_verbs::*;
     /// # let t = Duration::from_secs(5);
     /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
     /// # let addr = listener.local_addr();
@@ -233,7 +233,7 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
     }
 
     /// The registered copy of the call message, made on first use.
-    fn call_copy(&mut self) -> verbs::Result<B::Region> {
+    fn call_copy(&mut self) -> rpcrdma_verbs::Result<B::Region> {
         if let Some(r) = &self.memory.call_copy {
             return Ok(r.clone());
         }
@@ -255,7 +255,7 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
         Ok(region)
     }
 
-    fn register_window(&mut self, purpose: ChunkPurpose) -> verbs::Result<XdrRdmaSegment> {
+    fn register_window(&mut self, purpose: ChunkPurpose) -> rpcrdma_verbs::Result<XdrRdmaSegment> {
         let len = purpose.len();
         let (region, offset, access) = match purpose.call_range() {
             Some(range) => (self.call_copy()?, range.start, Access::REMOTE_READ),
@@ -284,9 +284,9 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
 }
 
 impl<B: Backend> Registrar for WindowRegistrar<'_, B> {
-    type Error = verbs::Error;
+    type Error = rpcrdma_verbs::Error;
 
-    fn register(&mut self, purpose: ChunkPurpose, out: &mut Vec<XdrRdmaSegment>) -> Result<(), verbs::Error> {
+    fn register(&mut self, purpose: ChunkPurpose, out: &mut Vec<XdrRdmaSegment>) -> Result<(), rpcrdma_verbs::Error> {
         out.push(self.register_window(purpose)?);
         Ok(())
     }

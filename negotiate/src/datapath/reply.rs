@@ -11,7 +11,7 @@ use rpcrdma_v1::reassemble::{
 use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg};
 use rpcrdma_v1::Version;
-use verbs::{Access, Backend, ProtectionDomain, QueuePair, RemoteBuf, Sge};
+use rpcrdma_verbs::{Access, Backend, ProtectionDomain, QueuePair, RemoteBuf, Sge};
 
 use super::{take_bytes, Connection, DataPathError};
 
@@ -197,7 +197,7 @@ pub fn send_reply<B: Backend, U: UpperLayerBinding + ?Sized>(
 /// copy of a result's bytes, as with raw verbs.
 ///
 /// ```no_run
-/// # fn demo(conn: &negotiate::datapath::Connection<verbs::InProcess>, call: &rpcrdma_v1::header::Header<'_>,
+/// # fn demo(conn: &negotiate::datapath::Connection<rpcrdma_verbs::InProcess>, call: &rpcrdma_v1::header::Header<'_>,
 /// #         ulb: &rpcrdma_v1::ulb::OpaqueAtUlb, params: &negotiate::datapath::ReplyParams) {
 /// let mut reply = vec![0, 0, 0, 7, 0, 0, 0, 1];
 /// let call_message = [0, 0, 0, 7, 0, 0, 0, 0]; // the RPC call it answers
@@ -330,7 +330,7 @@ thread_local! {
 /// (docs/design.md, as the Linux server).
 ///
 /// ```no_run
-/// # fn demo(conn: &negotiate::datapath::Connection<verbs::InProcess>) {
+/// # fn demo(conn: &negotiate::datapath::Connection<rpcrdma_verbs::InProcess>) {
 /// use rpcrdma_v1::verdict::ErrorReply;
 /// let err = ErrorReply::err_chunk(0x1234, rpcrdma_v1::Version::ONE, 32);
 /// negotiate::datapath::send_error(conn, err.as_bytes()).unwrap();

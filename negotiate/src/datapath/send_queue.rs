@@ -6,7 +6,7 @@
 //! completion wakes no thread for nothing. A send queue completes its work requests in posting
 //! order, and a completion (signaled, or an error, which every work request reports) says that
 //! every work request posted before it on the queue pair has completed (IBA 10.8.6.1;
-//! `verbs::SendFlags`).
+//! `rpcrdma_verbs::SendFlags`).
 //!
 //! "Posted before" is the order of the posts themselves, which several threads make without
 //! a lock held across them (a post may be a socket write: holding one lock across every post
@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 
-use verbs::SendFlags;
+use rpcrdma_verbs::SendFlags;
 
 /// At most this many unsignaled work requests in a row, the last signaled: a completion every
 /// 16 posts keeps the Send buffers' reuse close and the wake-ups rare, as the Linux client

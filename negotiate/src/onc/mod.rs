@@ -25,7 +25,7 @@
 //! use negotiate::onc::{self, AcceptStat, CallHeader, OncError, Reply, ReplyHeader, XidSource};
 //! use negotiate::server::{Server, ServerConfig};
 //! use rpcrdma_v1::ulb::OpaqueAtUlb;
-//! use verbs::InProcess;
+//! use rpcrdma_verbs::InProcess;
 //!
 //! const PROG: u32 = 0x2000_0001;
 //! const VERS: u32 = 1;

@@ -102,7 +102,7 @@ where
 /// use negotiate::client::{Client, ClientConfig};
 /// use negotiate::server::{CallTask, OnExecutor, Server, ServerConfig};
 /// use rpcrdma_v1::ulb::OpaqueAtUlb;
-/// use verbs::InProcess;
+/// use rpcrdma_verbs::InProcess;
 ///
 /// /// Polls `task` on this thread, parking between its wake-ups.
 /// fn block_on(task: CallTask) {
@@ -127,7 +127,7 @@ where
 /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
 /// let call: Vec<u8> = [7u32, 0, 42].iter().flat_map(|w| w.to_be_bytes()).collect();
 /// assert_eq!(client.call(&call, &ulb).unwrap()[8..], 42u32.to_be_bytes());
-/// # Ok::<(), verbs::Error>(())
+/// # Ok::<(), rpcrdma_verbs::Error>(())
 /// ```
 pub struct OnExecutor<H, S> {
     handler: H,

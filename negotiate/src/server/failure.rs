@@ -28,7 +28,7 @@ impl FailureAnswer {
     /// use rpcrdma_v1::reassemble::ReassemblyError;
     /// let e = DataPathError::Reassembly(ReassemblyError::NoPositionZeroChunk);
     /// assert_eq!(FailureAnswer::for_error(&e), Some(FailureAnswer::ErrChunk));
-    /// assert_eq!(FailureAnswer::for_error(&DataPathError::Verbs(verbs::Error::Timeout)), None);
+    /// assert_eq!(FailureAnswer::for_error(&DataPathError::Verbs(rpcrdma_verbs::Error::Timeout)), None);
     /// ```
     pub fn for_error(e: &DataPathError) -> Option<FailureAnswer> {
         match e {

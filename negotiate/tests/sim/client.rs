@@ -354,7 +354,7 @@ impl SimClient {
     }
 
     pub fn connect_if_due(&mut self, sim: &mut Sim) {
-        if !self.connect_at.is_some_and(|t| t <= sim.now) {
+        if self.connect_at.is_none_or(|t| t > sim.now) {
             return;
         }
         self.connect_at = None;
@@ -365,7 +365,7 @@ impl SimClient {
                     r.fate = Fate::Refused;
                 }
             }
-            let refused = verbs::Error::ConnectionRefused("sim:responder".into());
+            let refused = rpcrdma_verbs::Error::ConnectionRefused("sim:responder".into());
             self.core.handle_connect_failed(Arc::new(DataPathError::Verbs(refused)), now);
             return;
         }

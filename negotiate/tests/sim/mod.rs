@@ -391,7 +391,7 @@ impl Sim {
             }
             self.with_client(|c, sim| c.route(sim));
             self.check()?;
-            if self.client().all_ended() && !self.link.as_ref().is_some_and(|l| !l.to_client.is_empty()) {
+            if self.client().all_ended() && self.link.as_ref().is_none_or(|l| l.to_client.is_empty()) {
                 return self.finish();
             }
             let Some(next) = self.next_time() else {

@@ -23,7 +23,7 @@ use rpcrdma_v1::reassemble::{
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::verdict::ErrorReply;
 use rpcrdma_v1::Version;
-use verbs::{Completion, Status};
+use rpcrdma_verbs::{Completion, Status};
 
 use super::client::{echo, oversized, ULB};
 use super::{words, Faults, Rng, Sim, TIMEOUT};

@@ -140,7 +140,8 @@ impl Cq {
     /// (`poll` on the epoll fd). A signal ends the sleep early; callers loop on their deadline.
     pub(super) fn sleep(&self, timeout: Duration) {
         // Round up so a sub-millisecond remainder still sleeps.
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32 + i32::from(timeout.subsec_nanos() % 1_000_000 != 0);
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32
+            + i32::from(!timeout.subsec_nanos().is_multiple_of(1_000_000));
         let mut pfd = libc::pollfd { fd: self.epoll.as_raw_fd(), events: libc::POLLIN, revents: 0 };
         // SAFETY: one valid pollfd, count 1.
         unsafe { libc::poll(&mut pfd, 1, ms) };

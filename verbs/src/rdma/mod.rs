@@ -53,7 +53,7 @@
 //!   Receive consumed by a Send with Invalidate, rxe sets `invalidated_rkey` but not
 //!   `IBV_WC_WITH_INV`; the rkey is reported when either says so (no Send with Immediate is
 //!   ever posted here).
-//! * Its diagnostics go to the `log` facade (target `verbs::rdma::...`): error completions
+//! * Its diagnostics go to the `log` facade (target `rpcrdma_verbs::rdma::...`): error completions
 //!   (with the raw `ibv_wc_status`) and CM events at debug, disconnects at info, failures
 //!   of the CM event channel or of re-arming a CQ at warn. The application's logger shows
 //!   them (for instance `env_logger` with `RUST_LOG=verbs=debug`); with none installed they
@@ -102,7 +102,7 @@ impl Rdma {
     ///
     /// ```
     /// # use std::net::Ipv4Addr;
-    /// # use verbs::Rdma;
+    /// # use rpcrdma_verbs::Rdma;
     /// let host = Ipv4Addr::new(10, 0, 2, 15);
     /// assert_eq!(Rdma::new(host).host(), host);
     /// ```

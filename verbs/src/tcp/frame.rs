@@ -16,7 +16,7 @@
 //! the length against it, so a peer that lies about a length gets a refusal, not an allocation.
 //!
 //! ```
-//! use verbs::tcp::frame::{Head, NakCode};
+//! use rpcrdma_verbs::tcp::frame::{Head, NakCode};
 //! let mut wire = Vec::new();
 //! Head::Write { addr: 0x1000, rkey: 7, len: 3 }.encode(&mut wire);
 //! Head::Nak(NakCode::RemoteAccess).encode(&mut wire);
@@ -233,7 +233,7 @@ impl Head {
     /// Writes `n` [`Head::Ack`] frames in a row (one byte each), as a run of answers is sent.
     ///
     /// ```
-    /// use verbs::tcp::frame::Head;
+    /// use rpcrdma_verbs::tcp::frame::Head;
     /// let mut wire = Vec::new();
     /// Head::write_acks(&mut wire, 100).unwrap();
     /// assert_eq!(wire.len(), 100);

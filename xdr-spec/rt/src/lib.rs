@@ -26,11 +26,10 @@
 //! assert_eq!(back, seq);
 //! ```
 //!
-//! # Features
+//! # `no_std`
 //!
-//! `std` (on by default) implements `std::error::Error` for [`Error`].
-//! Without it the crate is `no_std` + `alloc` and implements
-//! `core::error::Error`, which needs Rust 1.81.
+//! The crate needs only `core` and `alloc`. [`Error`] implements
+//! `core::error::Error`, which is `std::error::Error` for a crate that has std.
 
 #![no_std]
 

@@ -4,7 +4,7 @@
 use calc::{AddArgs, CalcName, GreetRes, BINDING, CALC_ADD, CALC_GREET, CALC_NULL, CALC_PROG, CALC_V1};
 use negotiate::client::{Client, ClientConfig};
 use negotiate::onc::{self, CallHeader, XidSource};
-use verbs::Tcp;
+use rpcrdma_verbs::Tcp;
 use xdr_spec_rt::Xdr;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

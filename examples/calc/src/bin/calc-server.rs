@@ -8,7 +8,7 @@ use std::sync::Arc;
 use calc::{AddArgs, CalcName, GreetRes, BINDING, CALC_ADD, CALC_GREET, CALC_NULL, CALC_PROG, CALC_V1};
 use negotiate::onc::{self, CallHeader};
 use negotiate::server::{Server, ServerConfig};
-use verbs::Tcp;
+use rpcrdma_verbs::Tcp;
 use xdr_spec_rt::Xdr;
 
 /// Greetings made so far.

@@ -66,7 +66,7 @@ impl<B: Backend> Lane<B> {
         let Some(ours) = self.shared.cfg.properties else { return };
         let link = {
             let mut st = lock(&self.shared.st);
-            if !st.core.version().is_some_and(|v| v >= Version::TWO) {
+            if st.core.version().is_none_or(|v| v < Version::TWO) {
                 return;
             }
             let Some(link) = st.core.link().cloned() else { return };

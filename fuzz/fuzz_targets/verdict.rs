@@ -17,22 +17,25 @@ fn word(b: &[u8], at: usize) -> Option<u32> {
     b.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
 }
 
-const POLICIES: [ReceivePolicy; 3] = [
-    // Linux's 16 segments, chunks up to 4 GiB - 1.
-    ReceivePolicy {
-        limits: HeaderLimits::unlimited().max_segments(16).max_chunk_len(u32::MAX as u64),
-        versions: (Version::ONE, Version::ONE),
-        credit: 32,
-    },
-    // No limits at all: the decoder walks whatever the input holds.
-    ReceivePolicy {
-        limits: HeaderLimits::unlimited(),
-        versions: (Version::ONE, Version::TWO),
-        credit: 0,
-    },
-    // Tight: two segments, 4 KiB chunks.
-    ReceivePolicy { limits: HeaderLimits::default().max_segments(2).max_chunk_len(4096).max_message_len(8192), versions: (Version::ONE, Version::ONE), credit: 1 },
-];
+/// The policies every input is judged under (the limits' setters are not `const`).
+fn policies() -> [ReceivePolicy; 3] {
+    [
+        // Linux's 16 segments, chunks up to 4 GiB - 1.
+        ReceivePolicy {
+            limits: HeaderLimits::unlimited().max_segments(16).max_chunk_len(u32::MAX as u64),
+            versions: (Version::ONE, Version::ONE),
+            credit: 32,
+        },
+        // No limits at all: the decoder walks whatever the input holds.
+        ReceivePolicy { limits: HeaderLimits::unlimited(), versions: (Version::ONE, Version::TWO), credit: 0 },
+        // Tight: two segments, 4 KiB chunks.
+        ReceivePolicy {
+            limits: HeaderLimits::default().max_segments(2).max_chunk_len(4096).max_message_len(8192),
+            versions: (Version::ONE, Version::ONE),
+            credit: 1,
+        },
+    ]
+}
 
 fn check_accept(data: &[u8], h: &Header<'_>, policy: &ReceivePolicy) {
     let limits = &policy.limits;
@@ -93,7 +96,10 @@ fn check_reply(data: &[u8], reply: &[u8], reason: &HeaderError, policy: &Receive
             assert_ne!(vers, 1);
             assert_eq!(reply.len(), 28);
             let RpcRdmaError::ErrVers(range) = err else { panic!("version error answered with {err:?}") };
-            assert_eq!((range.rdma_vers_low, range.rdma_vers_high), (policy.versions.0.wire(), policy.versions.1.wire()));
+            assert_eq!(
+                (range.rdma_vers_low, range.rdma_vers_high),
+                (policy.versions.0.wire(), policy.versions.1.wire())
+            );
         }
         HeaderError::TooShortForVersion { .. } | HeaderError::IsError => panic!("{reason:?} must not be answered"),
         _ => {
@@ -108,7 +114,7 @@ fn check_reply(data: &[u8], reply: &[u8], reason: &HeaderError, policy: &Receive
 }
 
 fuzz_target!(|data: &[u8]| {
-    for policy in &POLICIES {
+    for policy in &policies() {
         let verdict = receive(data, policy);
         let is_error = word(data, 12) == Some(4);
         // receive is a function of its input: parse agrees with it.

@@ -29,6 +29,8 @@
 //! assert!(!n.remote_invalidation);
 //! ```
 
+#![warn(missing_docs)]
+
 use bitflags::bitflags;
 
 /// The Format Identifier, 0xf6ab0e18 in network byte order (RFC 8797

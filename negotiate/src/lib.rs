@@ -101,6 +101,8 @@
 //! // data, "probing ... for Version Two", "settled on version 2 ...".
 //! ```
 
+#![warn(missing_docs)]
+
 #[macro_use]
 mod setters;
 

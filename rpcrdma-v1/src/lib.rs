@@ -33,6 +33,8 @@
 //! assert_eq!((back, header_len), (msg, 28));
 //! ```
 
+#![warn(missing_docs)]
+
 /// The generated types (RFC 8166 section 4.2), one per XDR definition; each
 /// item's documentation names the spec section and line it came from.
 pub mod xdr {

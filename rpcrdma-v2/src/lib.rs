@@ -34,6 +34,8 @@
 //! assert_eq!(back, hdr);
 //! ```
 
+#![warn(missing_docs)]
+
 /// The generated types (draft section 4.2), one per XDR definition; each
 /// item's documentation names the spec section and line it came from.
 pub mod xdr {

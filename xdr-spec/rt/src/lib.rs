@@ -32,6 +32,7 @@
 //! `core::error::Error`, which is `std::error::Error` for a crate that has std.
 
 #![no_std]
+#![warn(missing_docs)]
 
 // `Xdr::to_vec` allocates; nothing else does.
 extern crate alloc;

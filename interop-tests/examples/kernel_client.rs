@@ -33,6 +33,9 @@ use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_verbs::Rdma;
 
+#[path = "common/checks.rs"]
+mod checks;
+use checks::Checks;
 #[path = "common/onc_rpc.rs"]
 mod onc_rpc;
 use interop_tests::hex;
@@ -95,21 +98,6 @@ fn answer_name(a: u32) -> &'static str {
     }
 }
 
-struct Report {
-    failed: u32,
-}
-
-impl Report {
-    fn check(&mut self, name: &str, ok: bool, detail: impl std::fmt::Display) {
-        if ok {
-            println!("ok:   {name}: {detail}");
-        } else {
-            println!("FAIL: {name}: {detail}");
-            self.failed += 1;
-        }
-    }
-}
-
 /// Runs a command, saying what it printed when it fails (best effort: setup steps).
 fn sh(args: &[&str]) {
     match Command::new(args[0]).args(&args[1..]).output() {
@@ -143,7 +131,7 @@ fn main() {
     let Some(rdma) = Rdma::from_test_env() else { std::process::exit(2) };
     let host = rdma.host();
     let port = std::env::args().nth(1).unwrap_or_else(|| "20050".into());
-    let mut r = Report { failed: 0 };
+    let mut r = Checks::default();
 
     for m in ["sunrpc", "rpcrdma", "nfs", "nfsv4"] {
         sh(&["modprobe", m]);
@@ -369,10 +357,5 @@ fn main() {
     }
 
     drop(server);
-    if r.failed == 0 {
-        println!("kernel_client: all checks passed");
-    } else {
-        println!("kernel_client: {} check(s) FAILED", r.failed);
-        std::process::exit(1);
-    }
+    std::process::exit(r.summary("kernel_client"));
 }

@@ -88,6 +88,9 @@ impl Recorded {
     }
 }
 
+#[path = "common/checks.rs"]
+mod checks;
+use checks::Checks;
 #[path = "common/onc_rpc.rs"]
 mod onc_rpc;
 use interop_tests::hex;
@@ -101,22 +104,24 @@ const OP_PUTROOTFH: u32 = 24;
 const OP_READ: u32 = 25;
 const OP_SETCLIENTID: u32 = 35;
 
-/// The checks' verdicts.
+/// The checks' verdicts, with the NFS-shaped checks on top of the plain ones.
 #[derive(Default)]
-struct Report {
-    failed: Vec<String>,
+struct Report(Checks);
+
+impl std::ops::Deref for Report {
+    type Target = Checks;
+    fn deref(&self) -> &Checks {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Report {
+    fn deref_mut(&mut self) -> &mut Checks {
+        &mut self.0
+    }
 }
 
 impl Report {
-    fn check(&mut self, name: &str, ok: bool, what: impl std::fmt::Display) {
-        if ok {
-            println!("ok:   {name}: {what}");
-        } else {
-            println!("FAIL: {name}: {what}");
-            self.failed.push(name.to_string());
-        }
-    }
-
     /// A call expected to come back MSG_ACCEPTED/SUCCESS with its own XID.
     fn call_ok(
         &mut self,
@@ -444,10 +449,5 @@ fn main() {
             .collect::<Vec<_>>()
             .join(" ")
     );
-    if r.failed.is_empty() {
-        println!("kernel_nfs: all checks passed");
-    } else {
-        println!("kernel_nfs: {} check(s) failed: {}", r.failed.len(), r.failed.join("; "));
-        std::process::exit(1);
-    }
+    std::process::exit(r.summary("kernel_nfs"));
 }

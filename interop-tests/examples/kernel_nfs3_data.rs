@@ -257,10 +257,5 @@ fn main() {
     println!("       client stats: {:?}", nfs.client.stats());
     let _ = std::fs::remove_file(&path);
     drop(nfs);
-    if r.failed == 0 {
-        println!("kernel_nfs3_data: all checks passed");
-    } else {
-        println!("kernel_nfs3_data: {} check(s) FAILED", r.failed);
-        std::process::exit(1);
-    }
+    std::process::exit(r.summary("kernel_nfs3_data"));
 }

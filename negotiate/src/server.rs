@@ -208,6 +208,12 @@ pub struct ServerStats {
     pub connections: u64,
     /// Calls served, by version.
     pub calls: CallsByVersion,
+    /// Calls whose DDP-eligible arguments came in Read chunks beside the inline part, pulled
+    /// with RDMA Read (RFC 8166 section 3.5.2).
+    pub read_chunk_calls: u64,
+    /// Long calls: sent whole in a Position-zero Read chunk behind an RDMA_NOMSG (RFC 8166
+    /// section 3.5.3).
+    pub long_calls: u64,
     /// Replies sent inline (RDMA_MSG).
     pub inline_replies: u64,
     /// Replies sent through the requester's Reply chunk (RDMA_NOMSG).

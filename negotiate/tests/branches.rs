@@ -769,6 +769,8 @@ fn rfc8166_3_5_every_message_form_in_both_versions() {
         let s = assert_counts(&server, 1, calls, 0);
         // Two Short calls, two Chunked (Read chunks), one Long (Position-Zero Read chunk).
         assert_eq!(client.stats(), ClientStats { short: 2, chunked: 2, long: 1 }, "{versions:?}");
+        // The server saw the same forms from its side.
+        assert_eq!((s.read_chunk_calls, s.long_calls), (2, 1), "{versions:?}");
         // One reply in the Reply chunk, four inline, two results by RDMA Write.
         let forms = (s.inline_replies, s.reply_chunk_replies, s.write_chunk_results);
         assert_eq!(forms, (4, 1, 2), "{versions:?}");

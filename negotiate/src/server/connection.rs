@@ -6,13 +6,34 @@ use super::*;
 /// What one call came to.
 pub(super) enum Served {
     /// A call served with its handler's reply, in this version.
-    Call(Version, ReplySent),
+    Call(Version, CallForm, ReplySent),
     /// An RDMA_ERROR sent.
     Error,
     /// A call answered with an RPC GARBAGE_ARGS reply.
     GarbageArgs,
     /// A call whose handler panicked, answered with an RPC SYSTEM_ERR reply.
     Panicked,
+}
+
+/// How a call's arguments arrived (RFC 8166 section 3.5): inline, with Read chunks beside the
+/// inline part (section 3.5.2, chunked), or whole in a Position-zero Read chunk (3.5.3, long).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum CallForm {
+    Inline,
+    ReadChunks,
+    Long,
+}
+
+impl CallForm {
+    fn of(header: &rpcrdma_v1::header::Header<'_>) -> Self {
+        if header.position_zero_chunk().is_some() {
+            CallForm::Long
+        } else if !header.read_list().is_empty() {
+            CallForm::ReadChunks
+        } else {
+            CallForm::Inline
+        }
+    }
 }
 
 /// Serves one connection until it goes down or the server stops: accepts it, then serves its
@@ -418,7 +439,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
             .and_then(|service| match service {
                 Service::Replied(mut r) => {
                     let sent = send_reply_lent(conn, &header, call, &mut r, self.ulb, params)
-                        .map(|s| Served::Call(params.version, s));
+                        .map(|s| Served::Call(params.version, CallForm::of(&header), s));
                     // Its memory takes the next reply of this thread.
                     *reply = r;
                     sent
@@ -437,8 +458,13 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
     fn count(&self, served: Served) {
         let mut s = lock(&self.shared.stats);
         match served {
-            Served::Call(v, sent) => {
+            Served::Call(v, form, sent) => {
                 s.calls.count(v);
+                match form {
+                    CallForm::Inline => {}
+                    CallForm::ReadChunks => s.read_chunk_calls += 1,
+                    CallForm::Long => s.long_calls += 1,
+                }
                 match sent.form {
                     ReplyForm::Inline => s.inline_replies += 1,
                     ReplyForm::ReplyChunk => s.reply_chunk_replies += 1,

@@ -108,13 +108,16 @@ impl Code {
 
     /// `head root.a().b()tail` (each of `calls` starts with `.`): on one line
     /// if it fits (and, for more than one call, is no wider than rustfmt's
-    /// chain width), else a call per line below the root. A root that is a
+    /// chain width), else a call per line below the root. As rustfmt does,
+    /// measured with `head` and `tail` left out. A root that is a
     /// field (`self.x`) counts as one call more, as rustfmt counts it.
     pub(super) fn chain(&mut self, head: &str, root: &str, calls: &[String], tail: &str) {
         let chain = format!("{root}{}", calls.concat());
         let links = calls.len() + usize::from(root.starts_with("self."));
         let one = format!("{head}{chain}{tail}");
-        if (links <= 1 || chain.len() <= CHAIN_WIDTH) && self.fits(&one) {
+        // rustfmt counts a closing `?` twice against the chain width.
+        let width = chain.len() + usize::from(chain.ends_with('?'));
+        if (links <= 1 || width <= CHAIN_WIDTH) && self.fits(&one) {
             return self.line(one);
         }
         self.line(format!("{head}{root}"));

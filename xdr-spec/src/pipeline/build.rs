@@ -203,7 +203,7 @@ impl Build {
     /// name that is not an identifier or is used twice
     /// ([`PipelineError::Config`]).
     pub fn generate(&self) -> Result<Generated, PipelineError> {
-        if self.extensions.is_empty() && self.kind == Kind::Xdr {
+        if self.extensions.is_empty() && self.kind == Kind::Xdr && !self.layout_checks {
             return self.generate_xdr_alone();
         }
         let (base, extensions) = self.load()?;

@@ -47,9 +47,44 @@ fn no_fixed_length_check_that_cannot_fail() {
     // Known here to vary: no `FIXED_LEN` check, whose answer is always `None`.
     let blob = item(&rust, "impl<'a> xdr_spec_rt::Xdr<'a> for Blob");
     assert!(!blob.contains("Self::FIXED_LEN"), "{blob}");
-    // Depends on another type's constant: the check stays.
+    // Made of other types: still known here, as every layout is.
     let pair = item(&rust, "impl<'a> xdr_spec_rt::Xdr<'a> for Pair");
-    assert!(pair.contains("if let Some(n) = Self::FIXED_LEN"), "{pair}");
+    assert!(pair.contains("fn encoded_len(&self) -> usize {\n        24\n    }"), "{pair}");
+    assert!(!pair.contains("Self::FIXED_LEN"), "{pair}");
+}
+
+/// The layout constants are literals the generator worked out, not
+/// expressions over other types' constants.
+#[test]
+fn layout_constants_are_literals() {
+    let rust = generate(
+        "struct seg { unsigned int handle; unsigned hyper offset; };\n\
+         struct chunk { unsigned int position; seg target; };\n\
+         struct list { chunk entry; list *next; };\n\
+         struct hdr { list *reads; seg segs<4>; opaque tag[3]; };\n\
+         union u switch (int d) { case 1: seg s; case 2: hdr h; default: void; };\n",
+    );
+    let chunk = item(&rust, "impl<'a> xdr_spec_rt::Xdr<'a> for Chunk");
+    assert!(
+        chunk.contains("const MIN_LEN: usize = 16;\n    const FIXED_LEN: Option<usize> = Some(16);\n    const PLAIN: bool = true;\n"),
+        "{chunk}"
+    );
+    let hdr = item(&rust, "impl<'a> xdr_spec_rt::Xdr<'a> for Hdr");
+    assert!(hdr.contains("const MIN_LEN: usize = 12;\n    const FIXED_LEN: Option<usize> = None;\n"), "{hdr}");
+    assert!(hdr.contains("const PLAIN: bool = false;\n    const BOUNDED: bool = true;\n"), "{hdr}");
+    let u = item(&rust, "impl<'a> xdr_spec_rt::Xdr<'a> for U");
+    assert!(u.contains("const MIN_LEN: usize = 4;\n    const FIXED_LEN: Option<usize> = None;\n"), "{u}");
+    assert!(!rust.contains("xdr_spec_rt::fixed_add") && !rust.contains("::MIN_LEN"), "{rust}");
+}
+
+/// An enum's `from_value` matches the enumerators' constants by name.
+#[test]
+fn enum_values_match_by_name() {
+    let rust = generate("enum errcode { ERR_VERS = 1, ERR_CHUNK = 2 };\n");
+    let from = item(&rust, "impl Errcode {");
+    assert!(from.contains("self::ERR_VERS => Some(Self::ErrVers),"), "{from}");
+    assert!(from.contains("self::ERR_CHUNK => Some(Self::ErrChunk),"), "{from}");
+    assert!(!from.contains(" 1 =>"), "{from}");
 }
 
 /// A list struct whose name says it is one entry keeps that name for the

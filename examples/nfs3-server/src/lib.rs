@@ -22,8 +22,7 @@ pub mod record;
 
 /// The NFSv3 and MOUNTv3 types (RFC 1813), generated from `specs/nfs3-mount3.txt`; each
 /// item's documentation names the section and line it came from.
-// The generator leaves redundant parentheses around the length of a bounded opaque.
-#[allow(missing_docs, unused_parens, clippy::all)]
+#[allow(missing_docs, clippy::all)]
 pub mod xdr {
     include!(concat!(env!("OUT_DIR"), "/generated.rs"));
 }

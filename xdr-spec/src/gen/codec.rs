@@ -1,7 +1,7 @@
 //! How one declaration is typed, decoded, measured and encoded: its
-//! [`Codec`], and the folding of the constant expressions generated
-//! `MIN_LEN`, `FIXED_LEN`, `PLAIN` and `BOUNDED` are built from.
+//! [`Codec`], with its [`Layout`] worked out from the types it names.
 
+use super::layout::{option, Layout, Reference};
 use super::*;
 
 /// How one declared value is typed, decoded, measured and encoded. The
@@ -9,85 +9,86 @@ use super::*;
 /// held is an [`OfValue`], given the place that holds it.
 pub(super) struct Codec {
     pub(super) ty: String,
-    pub(super) decode: String,
+    pub(super) decode: Expr,
     pub(super) len: OfValue,
+    /// A statement, without its `;`.
     pub(super) encode: OfValue,
+    /// A statement ending in `?`, without its `;`.
     pub(super) validate: Option<OfValue>,
     /// Whether `encode` writes a count and the elements of a [`Seq`](crate::rt::Seq)
     /// (`Seq::encode_counted`), so that a lead word can share their claim.
     pub(super) counted: bool,
-    pub(super) min: String,
-    pub(super) fixed: String,
-    pub(super) plain: Flag,
-    pub(super) bounded: Flag,
+    pub(super) layout: Layout,
+    pub(super) reference: Reference,
+}
+
+/// An expression in one of the shapes [`Code`] lays out: a method chain
+/// (`root.a().b()`, `calls` each starting with `.`) or a call with
+/// arguments (`head(args)` and what follows it, `tail`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Expr {
+    Chain { root: String, calls: Vec<String> },
+    Call { head: String, args: Vec<String>, tail: String },
+}
+
+impl Expr {
+    pub(super) fn text(t: impl Into<String>) -> Expr {
+        Expr::Chain { root: t.into(), calls: Vec::new() }
+    }
+
+    pub(super) fn chain(root: impl Into<String>, calls: &[&str]) -> Expr {
+        Expr::Chain { root: root.into(), calls: calls.iter().map(|c| c.to_string()).collect() }
+    }
+
+    pub(super) fn call(head: impl Into<String>, args: &[&str], tail: &str) -> Expr {
+        Expr::Call { head: head.into(), args: args.iter().map(|a| a.to_string()).collect(), tail: tail.into() }
+    }
+
+    /// On one line.
+    pub(super) fn flat(&self) -> String {
+        match self {
+            Expr::Chain { root, calls } => format!("{root}{}", calls.concat()),
+            Expr::Call { head, args, tail } => format!("{head}({}){tail}", args.join(", ")),
+        }
+    }
+
+    /// This expression followed by `.call`.
+    pub(super) fn then(mut self, call: String) -> Expr {
+        match &mut self {
+            Expr::Chain { calls, .. } => calls.push(call),
+            Expr::Call { .. } => return Expr::Chain { root: self.flat(), calls: vec![call] },
+        }
+        self
+    }
+
+    /// Whether `self.then(..)` needs parentheses around this expression.
+    pub(super) fn is_sum(&self) -> bool {
+        matches!(self, Expr::Chain { root, calls } if calls.is_empty() && root.contains(" + "))
+    }
+}
+
+impl Code {
+    /// `head expr tail`, laid out as its shape is.
+    pub(super) fn expr(&mut self, head: &str, e: &Expr, tail: &str) {
+        match e {
+            Expr::Chain { root, calls } => self.chain(head, root, calls, tail),
+            Expr::Call { head: h, args, tail: t } => self.call(&format!("{head}{h}"), args, &format!("{t}{tail}")),
+        }
+    }
 }
 
 /// Rust code about one value, written for the place that holds it
 /// (`self.field`, `self.0`, a match binding `v`).
-pub(super) struct OfValue(Box<dyn Fn(&str) -> String>);
+pub(super) struct OfValue(Box<dyn Fn(&str) -> Expr>);
 
 impl OfValue {
-    pub(super) fn new(code: impl Fn(&str) -> String + 'static) -> Self {
+    pub(super) fn new(code: impl Fn(&str) -> Expr + 'static) -> Self {
         OfValue(Box::new(code))
     }
 
     /// The code for the value at `place`.
-    pub(super) fn at(&self, place: &str) -> String {
+    pub(super) fn at(&self, place: &str) -> Expr {
         (self.0)(place)
-    }
-}
-
-/// A `bool` property of a generated type (`PLAIN`, `BOUNDED`): known while
-/// generating, or an expression over other types' constants that the
-/// compiler folds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Flag {
-    Known(bool),
-    Expr(String),
-}
-
-impl Flag {
-    /// Whether the property can hold: it is not known to be false.
-    pub(super) fn may_hold(&self) -> bool {
-        *self != Flag::Known(false)
-    }
-
-    /// `a && b && ...`: known values folded, repeated expressions written once.
-    pub(super) fn all<'f>(flags: impl Iterator<Item = &'f Flag>) -> Flag {
-        Self::fold(flags, true)
-    }
-
-    /// `a || b || ...`: known values folded, repeated expressions written once.
-    pub(super) fn any<'f>(flags: impl Iterator<Item = &'f Flag>) -> Flag {
-        Self::fold(flags, false)
-    }
-
-    /// `unit` is the value of no terms: `true` for [`Flag::all`], `false`
-    /// for [`Flag::any`]; its opposite decides the whole.
-    fn fold<'f>(flags: impl Iterator<Item = &'f Flag>, unit: bool) -> Flag {
-        let mut exprs: Vec<&str> = Vec::new();
-        for f in flags {
-            match f {
-                Flag::Known(b) if *b != unit => return Flag::Known(*b),
-                Flag::Known(_) => {}
-                Flag::Expr(e) if !exprs.contains(&e.as_str()) => exprs.push(e),
-                Flag::Expr(_) => {}
-            }
-        }
-        if exprs.is_empty() {
-            Flag::Known(unit)
-        } else {
-            Flag::Expr(exprs.join(if unit { " && " } else { " || " }))
-        }
-    }
-}
-
-impl std::fmt::Display for Flag {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Flag::Known(b) => write!(f, "{b}"),
-            Flag::Expr(e) => f.write_str(e),
-        }
     }
 }
 
@@ -132,46 +133,42 @@ impl<'s> Gen<'s> {
         })
     }
 
-    pub(super) fn trait_codec(ty: String) -> Codec {
-        // Primitives have known sizes: write them as literals so the
-        // generated constants stay readable (and clippy sees no `x && x`).
-        let known = match ty.as_str() {
-            "i32" | "u32" | "f32" => Some(4),
-            "i64" | "u64" | "f64" => Some(8),
-            "xdr_spec_rt::Quadruple" => Some(16),
-            _ => None,
-        };
-        let t = format!("<{ty} as xdr_spec_rt::Xdr>");
-        let (min, fixed, plain, bounded, validate) = match known {
-            Some(n) => (n.to_string(), format!("Some({n})"), Flag::Known(true), Flag::Known(false), None),
-            None => (
-                format!("{t}::MIN_LEN"),
-                format!("{t}::FIXED_LEN"),
-                Flag::Expr(format!("{t}::PLAIN")),
-                Flag::Expr(format!("{t}::BOUNDED")),
-                Some({
-                    let t = t.clone();
-                    OfValue::new(move |v| format!("{t}::validate(&{v})?;"))
-                }),
-            ),
-        };
-        let bool_ty = ty == "bool";
+    /// The layout of a type specifier used as a plain value (as
+    /// [`Gen::scalar_type`] types it).
+    pub(super) fn scalar_layout(&self, ty: &TypeSpec, at: Span) -> Result<Layout, GenError> {
+        Ok(match self.syms.resolve_alias(ty) {
+            TypeSpec::Int | TypeSpec::UnsignedInt | TypeSpec::Float => Layout::plain(4),
+            TypeSpec::Hyper | TypeSpec::UnsignedHyper | TypeSpec::Double => Layout::plain(8),
+            TypeSpec::Quadruple => Layout::plain(16),
+            TypeSpec::Bool => Layout::WORD,
+            TypeSpec::Named { name, .. } => match self.item_index.get(&name.name) {
+                Some(&i) => self.item_layout(i)?,
+                None => return Err(self.err(name.span, format!("undefined type `{}`", name.name))),
+            },
+            t @ (TypeSpec::InlineStruct(_) | TypeSpec::InlineUnion(_) | TypeSpec::InlineEnum(_)) => {
+                let rust = self.inline_names.get(&(t as *const TypeSpec as usize));
+                match rust.and_then(|r| self.inline_index.get(r)) {
+                    Some(&i) => self.item_layout(i)?,
+                    None => return Err(self.err(at, "an inline type the generator did not name")),
+                }
+            }
+            // Refused by `scalar_type`, which every caller asks first.
+            _ => return Err(self.err(at, "not a plain value")),
+        })
+    }
+
+    /// A type the runtime or another generated type implements `Xdr` for:
+    /// encoded through the trait.
+    pub(super) fn trait_codec(ty: String, layout: Layout) -> Codec {
+        let (bounded, reference) = (layout.bounded, Reference::of_type(&ty));
         Codec {
-            decode: format!("{t}::decode_from(r)?"),
-            len: {
-                let t = t.clone();
-                OfValue::new(move |v| format!("{t}::encoded_len(&{v})"))
-            },
-            encode: {
-                let t = t.clone();
-                OfValue::new(move |v| format!("{t}::encode_to(&{v}, w)"))
-            },
+            decode: Expr::text("xdr_spec_rt::Xdr::decode_from(r)?"),
+            len: OfValue::new(|v| Expr::text(format!("xdr_spec_rt::Xdr::encoded_len(&{v})"))),
+            encode: OfValue::new(|v| Expr::text(format!("xdr_spec_rt::Xdr::encode_to(&{v}, w)"))),
             counted: false,
-            validate: if bool_ty { None } else { validate },
-            min: if bool_ty { "4".into() } else { min },
-            fixed: if bool_ty { "Some(4)".into() } else { fixed },
-            plain: if bool_ty { Flag::Known(false) } else { plain },
-            bounded: if bool_ty { Flag::Known(false) } else { bounded },
+            validate: bounded.then(|| OfValue::new(|v| Expr::text(format!("xdr_spec_rt::Xdr::validate(&{v})?")))),
+            layout,
+            reference,
             ty,
         }
     }
@@ -185,57 +182,57 @@ impl<'s> Gen<'s> {
                 // `typedef l *l_ptr;` used as `l_ptr x`: the list, decoded
                 // under this field's name as a pointer to it would be.
                 Some(target) => self.list_codec(target, &what)?,
-                None => Self::trait_codec(self.scalar_type(ty, name.span)?),
+                None => Self::trait_codec(self.scalar_type(ty, name.span)?, self.scalar_layout(ty, name.span)?),
             },
             (Shape::Optional, TypeSpec::Named { name: target, .. })
                 if self.syms.type_def(&target.name).is_some_and(is_list_struct) =>
             {
                 self.list_codec(&target.name, &what)?
             }
-            (Shape::Optional, _) => Self::trait_codec(format!("Option<{}>", self.scalar_type(ty, name.span)?)),
+            (Shape::Optional, _) => {
+                let inner = self.scalar_type(ty, name.span)?;
+                Self::trait_codec(format!("Option<{inner}>"), Layout::optional(self.scalar_layout(ty, name.span)?))
+            }
             (Shape::FixedArray(n), TypeSpec::Opaque) => {
                 let n = self.bound(n)?;
+                let len = self.checked(name.span, (n as usize).checked_add(xdr_spec_rt::pad(n as usize)))?;
+                let expr = format!("xdr_spec_rt::opaque_len({n})");
                 Codec {
                     ty: format!("&'a [u8; {n}]"),
-                    decode: format!("r.opaque_fixed::<{n}>()?"),
-                    len: OfValue::new(move |_| format!("xdr_spec_rt::opaque_len({n})")),
-                    encode: OfValue::new(|v| format!("w.put_opaque_fixed(&{v}[..])")),
+                    decode: Expr::chain("r", &[&format!(".opaque_fixed::<{n}>()?")]),
+                    len: OfValue::new(move |_| Expr::text(len.to_string())),
+                    encode: OfValue::new(|v| Expr::chain("w", &[&format!(".put_opaque_fixed(&{v}[..])")])),
                     counted: false,
                     validate: None,
-                    min: format!("xdr_spec_rt::opaque_len({n})"),
-                    fixed: format!("Some(xdr_spec_rt::opaque_len({n}))"),
-                    plain: Flag::Known(true),
-                    bounded: Flag::Known(false),
+                    layout: Layout::plain(len),
+                    reference: Reference::exprs(expr.clone(), format!("Some({expr})"), "true".into(), "false".into()),
                 }
             }
             (Shape::VarArray(max), TypeSpec::Opaque | TypeSpec::String) => {
                 let string = matches!(base, TypeSpec::String);
                 let max_v = max.as_ref().map(|m| self.bound(m)).transpose()?;
-                let max_s = max_v.map_or("None".to_string(), |m| format!("Some({m})"));
+                let max_s = option(max_v.map(|m| m as usize));
+                let read = if string { "string" } else { "opaque_var" };
                 Codec {
                     ty: if string { "&'a str".into() } else { "&'a [u8]".into() },
-                    decode: if string {
-                        format!("r.string({max_s}, {what})?")
-                    } else {
-                        format!("r.opaque_var({max_s}, {what})?")
-                    },
-                    len: OfValue::new(|v| format!("4 + xdr_spec_rt::opaque_len({v}.len())")),
+                    decode: Expr::chain("r", &[&format!(".{read}({max_s}, {what})?")]),
+                    len: OfValue::new(|v| Expr::text(format!("4 + xdr_spec_rt::opaque_len({v}.len())"))),
                     encode: if string {
-                        OfValue::new(|v| format!("w.put_opaque_var({v}.as_bytes())"))
+                        OfValue::new(|v| Expr::chain("w", &[&format!(".put_opaque_var({v}.as_bytes())")]))
                     } else {
-                        OfValue::new(|v| format!("w.put_opaque_var({v})"))
+                        OfValue::new(|v| Expr::chain("w", &[&format!(".put_opaque_var({v})")]))
                     },
                     validate: max_v.map(|m| {
                         let what = what.clone();
-                        OfValue::new(move |v| format!("xdr_spec_rt::check_max({v}.len(), {m}, {what})?;"))
+                        OfValue::new(move |v| {
+                            Expr::call("xdr_spec_rt::check_max", &[&format!("{v}.len()"), &m.to_string(), &what], "?")
+                        })
                     }),
                     counted: false,
-                    min: "4".into(),
-                    fixed: "None".into(),
-                    plain: Flag::Known(false),
                     // Without a `<max>` the only bound is the 32-bit length,
                     // which `Xdr::encode` checks for the whole message.
-                    bounded: Flag::Known(max_v.is_some()),
+                    layout: Layout { min: 4, fixed: None, plain: false, bounded: max_v.is_some() },
+                    reference: Reference::exprs("4".into(), "None".into(), "false".into(), max_v.is_some().to_string()),
                 }
             }
             (Shape::FixedArray(_), TypeSpec::String) => {
@@ -244,21 +241,27 @@ impl<'s> Gen<'s> {
             (Shape::FixedArray(n), _) => {
                 let n = self.bound(n)?;
                 let elem = self.scalar_type(ty, name.span)?;
+                let e = self.scalar_layout(ty, name.span)?;
                 let t = format!("<{elem} as xdr_spec_rt::Xdr>");
+                let min = self.checked(name.span, e.min.checked_mul(n as usize))?;
+                let fixed = e.fixed.map(|f| self.checked(name.span, f.checked_mul(n as usize))).transpose()?;
                 Codec {
+                    decode: Expr::chain("r", &[&format!(".fixed_seq::<{elem}>({n}, {what})?")]),
                     ty: format!("xdr_spec_rt::Seq<'a, {elem}>"),
-                    decode: format!("r.fixed_seq::<{elem}>({n}, {what})?"),
-                    len: OfValue::new(|v| format!("{v}.elements_len()")),
-                    encode: OfValue::new(|v| format!("{v}.encode_elements(w)")),
+                    len: OfValue::new(|v| Expr::chain(v, &[".elements_len()"])),
+                    encode: OfValue::new(|v| Expr::chain(v, &[".encode_elements(w)"])),
                     validate: Some({
                         let what = what.clone();
-                        OfValue::new(move |v| format!("{v}.validate_bounds(None, Some({n}), {what})?;"))
+                        OfValue::new(move |v| Expr::chain(v, &[&format!(".validate_bounds(None, Some({n}), {what})?")]))
                     }),
                     counted: false,
-                    min: format!("{n} * {t}::MIN_LEN"),
-                    fixed: format!("xdr_spec_rt::fixed_mul({t}::FIXED_LEN, {n})"),
-                    plain: Flag::Expr(format!("{t}::PLAIN")),
-                    bounded: Flag::Known(true),
+                    layout: Layout { min, fixed, plain: e.plain, bounded: true },
+                    reference: Reference::exprs(
+                        format!("{n} * {t}::MIN_LEN"),
+                        format!("xdr_spec_rt::fixed_mul({t}::FIXED_LEN, {n})"),
+                        format!("{t}::PLAIN"),
+                        "true".into(),
+                    ),
                 }
             }
             (Shape::VarArray(max), _) => {
@@ -267,33 +270,43 @@ impl<'s> Gen<'s> {
                     None => "None".into(),
                 };
                 let elem = self.scalar_type(ty, name.span)?;
+                let e = self.scalar_layout(ty, name.span)?;
+                let t = format!("<{elem} as xdr_spec_rt::Xdr>");
                 Codec {
+                    decode: Expr::chain("r", &[&format!(".var_seq::<{elem}>({max_s}, {what})?")]),
                     ty: format!("xdr_spec_rt::Seq<'a, {elem}>"),
-                    decode: format!("r.var_seq::<{elem}>({max_s}, {what})?"),
-                    len: OfValue::new(|v| format!("{v}.elements_len().saturating_add(4)")),
-                    encode: OfValue::new(|v| format!("{v}.encode_counted(w)")),
+                    len: OfValue::new(|v| Expr::chain(v, &[".elements_len()", ".saturating_add(4)"])),
+                    encode: OfValue::new(|v| Expr::chain(v, &[".encode_counted(w)"])),
                     validate: Some({
                         let (max_s, what) = (max_s.clone(), what.clone());
-                        OfValue::new(move |v| format!("{v}.validate_bounds({max_s}, None, {what})?;"))
+                        OfValue::new(move |v| Expr::chain(v, &[&format!(".validate_bounds({max_s}, None, {what})?")]))
                     }),
                     counted: true,
-                    min: "4".into(),
-                    fixed: "None".into(),
-                    plain: Flag::Known(false),
                     // An unbounded array of elements that take room needs no
                     // check of its own: `Xdr::encode` refuses a message over
                     // 4 GiB, which any count over 2^32 would make.
-                    bounded: if max.is_some() {
-                        Flag::Known(true)
-                    } else {
-                        Flag::Expr(format!(
-                            "<{elem} as xdr_spec_rt::Xdr>::BOUNDED || <{elem} as xdr_spec_rt::Xdr>::MIN_LEN == 0"
-                        ))
+                    layout: Layout {
+                        min: 4,
+                        fixed: None,
+                        plain: false,
+                        bounded: max.is_some() || e.bounded || e.min == 0,
                     },
+                    reference: Reference::exprs(
+                        "4".into(),
+                        "None".into(),
+                        "false".into(),
+                        if max.is_some() { "true".into() } else { format!("{t}::BOUNDED || {t}::MIN_LEN == 0") },
+                    ),
                 }
             }
         };
         Ok(Some(c))
+    }
+
+    /// A length the generated code states, or an error where the
+    /// specification's sizes overflow it.
+    fn checked(&self, at: Span, n: Option<usize>) -> Result<usize, GenError> {
+        n.ok_or_else(|| self.err(at, "the encoded length of this declaration does not fit a usize"))
     }
 
     /// The codec of a pointer to the optional-data list struct `list`: the
@@ -302,8 +315,9 @@ impl<'s> Gen<'s> {
     /// list".
     pub(super) fn list_codec(&self, list: &str, what: &str) -> Result<Codec, GenError> {
         let elem = self.list_elem(list)?;
-        let mut c = Self::trait_codec(format!("xdr_spec_rt::List<'a, {elem}>"));
-        c.decode = format!("r.list::<{elem}>({what})?");
+        let layout = Layout::optional(self.list_elem_layout(list)?);
+        let mut c = Self::trait_codec(format!("xdr_spec_rt::List<'a, {elem}>"), layout);
+        c.decode = Expr::chain("r", &[&format!(".list::<{elem}>({what})?")]);
         Ok(c)
     }
 
@@ -326,14 +340,20 @@ impl<'s> Gen<'s> {
         self.syms.type_def(&target.name).is_some_and(is_list_struct).then_some(target.name.as_str())
     }
 
-    /// The element type of the optional-data list struct `xdr`: the type of
-    /// its one entry field, or the generated struct of its fields (named by
-    /// [`list_names`]).
-    pub(super) fn list_elem(&self, xdr: &str) -> Result<String, GenError> {
+    /// The body of the optional-data list struct `xdr`.
+    fn list_body(&self, xdr: &str) -> Result<&'s StructBody, GenError> {
         let def = self.syms.type_def(xdr).ok_or_else(|| self.err(Span::default(), format!("undefined `{xdr}`")))?;
         let DefinitionKind::Struct(b) = &def.kind else {
             return Err(self.err(def.name.span, format!("`{xdr}` is not an optional-data list struct")));
         };
+        Ok(b)
+    }
+
+    /// The element type of the optional-data list struct `xdr`: the type of
+    /// its one entry field, or the generated struct of its fields (named by
+    /// [`list_names`]).
+    pub(super) fn list_elem(&self, xdr: &str) -> Result<String, GenError> {
+        let b = self.list_body(xdr)?;
         if b.fields.len() == 2 {
             if let Some(c) = self.codec(&b.fields[0], "")? {
                 return Ok(c.ty);
@@ -341,42 +361,56 @@ impl<'s> Gen<'s> {
         }
         Ok(self.with_lt(&list_names(&camel(xdr)).1))
     }
-}
 
-/// `a + b + ...` with literal terms added up.
-pub(super) fn sum_terms<'t>(terms: impl Iterator<Item = &'t str>) -> String {
-    let mut total = 0usize;
-    let mut exprs: Vec<&str> = Vec::new();
-    for t in terms {
-        match t.parse::<usize>() {
-            Ok(n) => total += n,
-            Err(_) => exprs.push(t),
+    /// The layout of [`Gen::list_elem`].
+    fn list_elem_layout(&self, xdr: &str) -> Result<Layout, GenError> {
+        let b = self.list_body(xdr)?;
+        if b.fields.len() == 2 {
+            if let Some(c) = self.codec(&b.fields[0], "")? {
+                return Ok(c.layout);
+            }
         }
+        let fields = b.fields[..b.fields.len() - 1].iter().map(|f| self.codec(f, "")).collect::<Result<Vec<_>, _>>()?;
+        self.concat(b.fields.first().map_or(Span::default(), |f| f.span()), fields.iter().flatten().map(|c| c.layout))
     }
-    let mut parts: Vec<String> = exprs.iter().map(|e| e.to_string()).collect();
-    if total > 0 || parts.is_empty() {
-        parts.push(total.to_string());
-    }
-    parts.join(" + ")
-}
 
-/// The fixed length of a concatenation: `None` if any part varies.
-pub(super) fn fixed_terms<'t>(terms: impl Iterator<Item = &'t str>) -> String {
-    let mut total = 0usize;
-    let mut exprs: Vec<&str> = Vec::new();
-    for t in terms {
-        if t == "None" {
-            return "None".into();
-        }
-        match literal_fixed(t) {
-            Some(n) => total += n,
-            None => exprs.push(t),
-        }
+    /// [`Layout::concat`], or an error where the lengths overflow.
+    pub(super) fn concat(&self, at: Span, fields: impl Iterator<Item = Layout>) -> Result<Layout, GenError> {
+        Layout::concat(fields).ok_or_else(|| self.err(at, "the encoded length of this type does not fit a usize"))
     }
-    exprs.iter().fold(format!("Some({total})"), |acc, e| format!("xdr_spec_rt::fixed_add({acc}, {e})"))
-}
 
-/// `n` for a fixed length written as the literal `Some(n)`.
-pub(super) fn literal_fixed(fixed: &str) -> Option<usize> {
-    fixed.strip_prefix("Some(")?.strip_suffix(')')?.parse().ok()
+    /// The layout of the type item `i` describes, worked out once (and
+    /// refused for a type that contains itself, which the checker reports).
+    pub(super) fn item_layout(&self, i: usize) -> Result<Layout, GenError> {
+        match self.layouts.borrow().get(&i) {
+            Some(Some(l)) => return Ok(*l),
+            Some(None) => return Err(self.err(self.items[i].span, "a type that contains itself has no layout")),
+            None => {}
+        }
+        self.layouts.borrow_mut().insert(i, None);
+        let item = &self.items[i];
+        let layout = match item.kind {
+            ItemKind::Struct(b) => {
+                let fields = b.fields.iter().map(|f| self.codec(f, "")).collect::<Result<Vec<_>, _>>()?;
+                self.concat(item.span, fields.iter().flatten().map(|c| c.layout))?
+            }
+            ItemKind::List(_) => Layout::optional(self.list_elem_layout(&item.xdr)?),
+            ItemKind::Enum(_) => Layout::WORD,
+            ItemKind::Union(u) => {
+                let mut arms = Vec::new();
+                for d in union_decls(u) {
+                    arms.push(self.codec(d, "")?.map_or(Layout::VOID, |c| c.layout));
+                }
+                let holds = u.default.is_some() || u.arms.iter().any(|a| a.cases.len() > 1);
+                Layout::union(&arms, holds)
+                    .ok_or_else(|| self.err(item.span, "the encoded length of this type does not fit a usize"))?
+            }
+            ItemKind::Typedef(d) => match self.codec(d, "")? {
+                Some(c) => c.layout,
+                None => Layout::VOID,
+            },
+        };
+        self.layouts.borrow_mut().insert(i, Some(layout));
+        Ok(layout)
+    }
 }

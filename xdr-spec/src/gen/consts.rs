@@ -13,48 +13,43 @@ impl<'s> Gen<'s> {
             "i64"
         };
         let origin = self.origin(def.name.span);
-        let _ = writeln!(self.out, "/// XDR `const {}` ({origin}).", def.name.name);
+        let c = &mut self.out;
+        c.line(format!("/// XDR `const {}` ({origin}).", def.name.name));
         for line in &def.doc {
-            let _ = writeln!(self.out, "///\n/// {line}");
+            c.line("///");
+            c.line(doc_line(line));
         }
-        let _ = write!(self.out, "pub const {}: {ty} = {value};\n\n", screaming(&def.name.name));
+        c.line(format!("pub const {}: {ty} = {value};", screaming(&def.name.name)));
+        c.blank();
         Ok(())
     }
 
     pub(super) fn emit_program(&mut self, def: &Definition, p: &Program) -> Result<(), GenError> {
         let origin = self.origin(def.name.span);
         let number = self.bound(&p.number)?;
-        let _ = write!(
-            self.out,
-            "/// RPC program `{}` (RFC 5531 section 12; {origin}).\npub const {}: u32 = {number};\n\n",
-            def.name.name,
-            screaming(&def.name.name)
-        );
+        let program = &def.name.name;
+        self.constant(&format!("RPC program `{program}` (RFC 5531 section 12; {origin})."), program, number);
         let mut procs = HashSet::new();
         for v in &p.versions {
             let n = self.bound(&v.number)?;
-            let _ = write!(
-                self.out,
-                "/// Version `{}` of program `{}`.\npub const {}: u32 = {n};\n\n",
-                v.name.name,
-                def.name.name,
-                screaming(&v.name.name)
-            );
+            self.constant(&format!("Version `{}` of program `{program}`.", v.name.name), &v.name.name, n);
             // A procedure that a later version repeats (with the same number,
             // which the checker requires) is one constant, not two.
             for proc in new_procedures(&v.procedures, &mut procs) {
                 let n = self.bound(&proc.number)?;
-                let _ = write!(
-                    self.out,
-                    "/// Procedure `{}` of version `{}` of program `{}`.\npub const {}: u32 = {n};\n\n",
-                    proc.name.name,
-                    v.name.name,
-                    def.name.name,
-                    screaming(&proc.name.name)
-                );
+                let doc =
+                    format!("Procedure `{}` of version `{}` of program `{program}`.", proc.name.name, v.name.name);
+                self.constant(&doc, &proc.name.name, n);
             }
         }
         Ok(())
+    }
+
+    /// `pub const NAME: u32 = n;` with its one line of documentation.
+    fn constant(&mut self, doc: &str, xdr: &str, n: u32) {
+        self.out.line(format!("/// {doc}"));
+        self.out.line(format!("pub const {}: u32 = {n};", screaming(xdr)));
+        self.out.blank();
     }
 }
 

@@ -72,6 +72,14 @@ pub(crate) fn screaming(name: &str) -> String {
     snake(name).trim_start_matches("r#").to_ascii_uppercase()
 }
 
+/// `self::NAME`, the generated constant of the XDR constant or enumerator
+/// `xdr` as a match pattern; `None` where that constant cannot be named
+/// (`_`, which declares an unnamed constant).
+pub(crate) fn const_pattern(xdr: &str) -> Option<String> {
+    let name = screaming(xdr);
+    (name != "_").then(|| format!("self::{name}"))
+}
+
 /// The Rust names of an optional-data list struct whose entries have more
 /// than one field, and so get a struct of their own: `(list, entry)`, from
 /// the struct's [`camel`] name. The entry struct is the list's name with

@@ -1,5 +1,6 @@
 //! `struct`, and the optional-data list struct (RFC 4506 section 4.19).
 
+use super::layout::Reference;
 use super::*;
 
 impl<'s> Gen<'s> {
@@ -21,41 +22,53 @@ impl<'s> Gen<'s> {
             codecs.push((snake(&name.name), name.name.clone(), c));
         }
         let lt = if self.lifetime.contains(&rust) { "<'a>" } else { "" };
-        let _ = writeln!(self.out, "{}pub struct {rust}{lt} {{", self.derives(&rust, true));
-        for (f, xf, c) in &codecs {
-            let _ = writeln!(self.out, "    /// XDR field `{xf}`.\n    pub {f}: {},", c.ty);
-        }
-        self.out.push_str("}\n\n");
-        let min = sum_terms(codecs.iter().map(|(_, _, c)| c.min.as_str()));
-        let fixed = fixed_terms(codecs.iter().map(|(_, _, c)| c.fixed.as_str()));
-        let plain = Flag::all(codecs.iter().map(|(_, _, c)| &c.plain));
-        let bounded = Flag::any(codecs.iter().map(|(_, _, c)| &c.bounded));
-        let decode: String =
-            codecs.iter().map(|(f, _, c)| format!("            {f}: {},\n", c.decode)).collect::<String>();
-        // `a.saturating_add(b).saturating_add(c)`: a length that would not fit
-        // saturates rather than wraps. Only the first term receives a method
-        // call, so only there does a sum need parentheses.
-        let mut terms = codecs.iter().map(|(f, _, c)| c.len.at(&format!("self.{f}")));
-        let first = terms.next().map(|t| if t.contains(" + ") { format!("({t})") } else { t }).unwrap_or_default();
-        let len = terms.fold(first, |acc, t| format!("{acc}\n            .saturating_add({t})"));
-        let encode = struct_encode(&codecs, &fixed);
-        let validate: String = codecs
-            .iter()
-            .filter(|(_, _, c)| c.bounded.may_hold())
-            .filter_map(|(f, _, c)| c.validate.as_ref().map(|v| format!("        {}\n", v.at(&format!("self.{f}")))))
-            .collect();
-        self.emit_xdr_impl(
-            &rust,
-            &min,
-            &fixed,
-            &plain,
-            &bounded,
-            &format!("Ok({rust} {{\n{decode}        }})"),
-            &len,
-            &encode,
-            &validate,
-            codecs.split_first().and_then(|((f, _, c), rest)| led_encode(&format!("self.{f}"), c, rest)),
-        );
+        self.derives(&rust, true);
+        self.out.block(&format!("pub struct {rust}{lt}"), "", |c| {
+            for (f, xf, codec) in &codecs {
+                c.line(format!("/// XDR field `{xf}`."));
+                c.line(format!("pub {f}: {},", codec.ty));
+            }
+        });
+        self.out.blank();
+        let layout = self.concat(self.items[i].span, codecs.iter().map(|(_, _, c)| c.layout))?;
+        let reference = Reference::concat(codecs.iter().map(|(_, _, c)| &c.reference));
+        let places: Vec<(String, &Codec)> = codecs.iter().map(|(f, _, c)| (format!("self.{f}"), c)).collect();
+        let decode = |c: &mut Code| {
+            if codecs.is_empty() {
+                return c.line(format!("Ok({rust} {{}})"));
+            }
+            c.block(&format!("Ok({rust}"), ")", |c| {
+                for (f, _, codec) in &codecs {
+                    c.expr(&format!("{f}: "), &codec.decode, ",");
+                }
+            });
+        };
+        let len = |c: &mut Code| {
+            let known = places.iter().filter_map(|(_, c)| c.layout.fixed).sum();
+            let terms = places.iter().filter(|(_, c)| c.layout.fixed.is_none()).map(|(p, c)| c.len.at(p)).collect();
+            sum_len(c, terms, known);
+        };
+        let encode = |c: &mut Code| encode_fields(c, &places);
+        let validate = |c: &mut Code| {
+            for (place, codec) in places.iter().filter(|(_, c)| c.layout.bounded) {
+                if let Some(v) = &codec.validate {
+                    c.expr("", &v.at(place), ";");
+                }
+            }
+        };
+        let led = |c: &mut Code| {
+            c.line(format!("{}.encode_counted_led(lead, w);", places[0].0));
+            encode_fields(c, &places[1..]);
+        };
+        let counted = places.first().is_some_and(|(_, c)| c.counted);
+        let bodies = Bodies {
+            decode: &decode,
+            len: &len,
+            encode: &encode,
+            validate: &validate,
+            led: if counted { Some(&led) } else { None },
+        };
+        self.emit_xdr_impl(&rust, layout, reference, bodies);
         Ok(())
     }
 
@@ -65,16 +78,15 @@ impl<'s> Gen<'s> {
         let elem = self.list_elem(&xdr)?;
         self.doc(i, "struct");
         let link = self.syms.type_def(&xdr).and_then(list_link).map_or("next".to_string(), |l| l.name.clone());
-        let _ = write!(
-            self.out,
-            "///\n/// An optional-data list (RFC 4506 section 4.19): `{xdr} *` is decoded as a\n\
-             /// sequence of entries, walked in a loop rather than through `{link}`.\n\
-             pub type {rust}<'a> = xdr_spec_rt::List<'a, {elem}>;\n\n"
-        );
+        let c = &mut self.out;
+        c.line("///");
+        c.line(format!("/// An optional-data list (RFC 4506 section 4.19): `{xdr} *` is decoded as a"));
+        c.line(format!("/// sequence of entries, walked in a loop rather than through `{link}`."));
+        c.line(format!("pub type {rust}<'a> = xdr_spec_rt::List<'a, {elem}>;"));
+        c.blank();
         if b.fields.len() != 2 {
             let entry = list_names(&camel(&xdr)).1;
-            let _ =
-                writeln!(self.out, "/// One entry of [`{rust}`]: the fields of XDR `struct {xdr}` before `{link}`.");
+            self.out.line(format!("/// One entry of [`{rust}`]: the fields of XDR `struct {xdr}` before `{link}`."));
             let fields: Vec<&Declaration> = b.fields[..b.fields.len() - 1].iter().collect();
             self.emit_struct(i, &fields, Some(entry))?;
         }

@@ -16,25 +16,31 @@ impl<'s> Gen<'s> {
             _ => None,
         };
         if let Some(target) = alias {
-            let _ = write!(self.out, "pub type {rust}{lt} = {target};\n\n");
+            self.out.line(format!("pub type {rust}{lt} = {target};"));
+            self.out.blank();
             return Ok(());
         }
         let Some(c) = self.codec(d, &xdr)? else { return Ok(()) };
-        let _ = write!(self.out, "{}pub struct {rust}{lt}(pub {});\n\n", self.derives(&rust, true), c.ty);
-        let validate = c.validate.as_ref().map(|v| format!("        {}\n", v.at("self.0"))).unwrap_or_default();
-        let led = led_encode("self.0", &c, &[]);
-        self.emit_xdr_impl(
-            &rust,
-            &c.min,
-            &c.fixed,
-            &c.plain,
-            &c.bounded,
-            &format!("Ok({rust}({}))", c.decode),
-            &c.len.at("self.0"),
-            &format!("        {};\n", c.encode.at("self.0")),
-            &validate,
-            led,
-        );
+        self.derives(&rust, true);
+        self.out.line(format!("pub struct {rust}{lt}(pub {});", c.ty));
+        self.out.blank();
+        let decode = |code: &mut Code| code.line(format!("Ok({rust}({}))", c.decode.flat()));
+        let len = |code: &mut Code| sum_len(code, vec![c.len.at("self.0")], 0);
+        let encode = |code: &mut Code| code.expr("", &c.encode.at("self.0"), ";");
+        let validate = |code: &mut Code| {
+            if let Some(v) = &c.validate {
+                code.expr("", &v.at("self.0"), ";");
+            }
+        };
+        let led = |code: &mut Code| code.line("self.0.encode_counted_led(lead, w);");
+        let bodies = Bodies {
+            decode: &decode,
+            len: &len,
+            encode: &encode,
+            validate: &validate,
+            led: if c.counted { Some(&led) } else { None },
+        };
+        self.emit_xdr_impl(&rust, c.layout, c.reference.clone(), bodies);
         Ok(())
     }
 }

@@ -5,6 +5,7 @@
 //! description: the enum, `decode_from`, `encode_to` with `encoded_len`, and
 //! `validate`.
 
+use super::layout::Reference;
 use super::*;
 use crate::symbols::Symbol;
 
@@ -38,13 +39,19 @@ impl Discriminant {
 
     /// The statements reading the raw word into `d`. A boolean must be 0 or
     /// 1 (RFC 4506 section 4.4) before it selects an arm.
-    fn read(&self, at: &str) -> String {
+    fn read(&self, c: &mut Code) {
         match self.kind {
-            DiscKind::Int | DiscKind::Enum { .. } => "let d = r.i32()?;".into(),
-            DiscKind::Unsigned => "let d = r.u32()?;".into(),
-            DiscKind::Bool => format!(
-                "let d = r.u32()?;\n        if d > 1 {{\n            return Err(xdr_spec_rt::Error::BadBool {{ value: d, {at} }});\n        }}"
-            ),
+            DiscKind::Int | DiscKind::Enum { .. } => c.line("let d = r.i32()?;"),
+            DiscKind::Unsigned => c.line("let d = r.u32()?;"),
+            DiscKind::Bool => {
+                c.line("let d = r.u32()?;");
+                c.block("if d > 1", "", |c| {
+                    c.block("return Err(xdr_spec_rt::Error::BadBool", ");", |c| {
+                        c.line("value: d,");
+                        c.line("at: r.position() - 4,");
+                    });
+                });
+            }
         }
     }
 
@@ -56,14 +63,20 @@ impl Discriminant {
         }
     }
 
-    /// The raw word `d` as the value a variant holds.
-    fn value_of_word(&self, at: &str) -> String {
+    /// The XDR name of the enum switched on, if it is one.
+    fn enum_name(&self) -> Option<&str> {
         match &self.kind {
-            DiscKind::Enum { rust, xdr } => format!(
-                "{rust}::from_value(d).ok_or_else(|| xdr_spec_rt::Error::BadEnum {{ type_name: \"{xdr}\", value: d, {at} }})?"
-            ),
-            DiscKind::Bool => "d != 0".into(),
-            DiscKind::Int | DiscKind::Unsigned => "d".into(),
+            DiscKind::Enum { xdr, .. } => Some(xdr),
+            _ => None,
+        }
+    }
+
+    /// The raw word `d` as the value a variant holds, for a discriminant
+    /// that is not an enum (an enum's is checked first: [`union_decode`]).
+    fn value_of_word(&self) -> &'static str {
+        match &self.kind {
+            DiscKind::Bool => "d != 0",
+            _ => "d",
         }
     }
 
@@ -123,18 +136,28 @@ impl Arm {
         self.values.is_empty()
     }
 
-    /// The pattern binding the arm's value as `v` and, where the variant
-    /// holds it and `discriminant` is asked for, the discriminant as
-    /// `discriminant`.
-    fn binding(&self, discriminant: bool) -> String {
+    /// The pattern binding the arm's value as `v` and the discriminant
+    /// the variant holds, if it holds one, as `discriminant`: a path and,
+    /// for a variant with named fields, the fields.
+    fn pattern(&self) -> (String, Option<Vec<String>>) {
+        let v = format!("Self::{}", self.variant);
+        match (&self.codec, self.holds_disc) {
+            (None, false) => (v, None),
+            (Some(_), false) => (format!("{v}(v)"), None),
+            (None, true) => (v, Some(vec!["discriminant".into()])),
+            (Some(_), true) => (v, Some(vec!["discriminant".into(), "value: v".into()])),
+        }
+    }
+
+    /// The pattern binding the arm's value, if any and if `bind`, as `v`.
+    fn binding(&self, bind: bool) -> String {
         let v = &self.variant;
-        match (&self.codec, self.holds_disc, discriminant) {
+        match (&self.codec, self.holds_disc, bind) {
             (None, false, _) => format!("Self::{v}"),
-            (Some(_), false, _) => format!("Self::{v}(v)"),
-            (None, true, true) => format!("Self::{v} {{ discriminant }}"),
-            (None, true, false) => format!("Self::{v} {{ .. }}"),
-            (Some(_), true, true) => format!("Self::{v} {{ discriminant, value: v }}"),
-            (Some(_), true, false) => format!("Self::{v} {{ value: v, .. }}"),
+            (Some(_), false, true) => format!("Self::{v}(v)"),
+            (Some(_), false, false) => format!("Self::{v}(_)"),
+            (_, true, true) if self.codec.is_some() => format!("Self::{v} {{ value: v, .. }}"),
+            (_, true, _) => format!("Self::{v} {{ .. }}"),
         }
     }
 }
@@ -147,35 +170,17 @@ impl<'s> Gen<'s> {
         let arms = self.union_arms(u, &xdr, &disc)?;
         self.doc(i, "union");
         self.emit_union_type(&rust, &disc, &arms);
-
-        let decode = union_decode(&xdr, &disc, &arms);
-        let (encode, len) = union_encode(&disc, &arms);
-        let validate = union_validate(&xdr, &disc, &arms);
-        // A held discriminant is a bound of its own: it must select its arm.
-        let holds = Flag::Known(arms.iter().any(|a| a.holds_disc));
-        let bounded = Flag::any(arms.iter().filter_map(|a| a.codec.as_ref().map(|c| &c.bounded)).chain([&holds]));
-        let min = arms
-            .iter()
-            .map(|a| a.codec.as_ref().map_or("0".to_string(), |c| c.min.clone()))
-            .reduce(|acc, m| format!("xdr_spec_rt::min_len({acc}, {m})"))
-            .unwrap_or_default();
-        let fixed = arms
-            .iter()
-            .map(|a| a.codec.as_ref().map_or("Some(0)".to_string(), |c| c.fixed.clone()))
-            .reduce(|acc, f| format!("xdr_spec_rt::fixed_same({acc}, {f})"))
-            .unwrap_or_default();
-        self.emit_xdr_impl(
-            &rust,
-            &format!("4 + {min}"),
-            &format!("xdr_spec_rt::fixed_add(Some(4), {fixed})"),
-            &Flag::Known(false),
-            &bounded,
-            &decode,
-            &len,
-            &encode,
-            &validate,
-            None,
-        );
+        let layout = self.item_layout(i)?;
+        let references: Vec<Option<&Reference>> = arms.iter().map(|a| a.codec.as_ref().map(|c| &c.reference)).collect();
+        let reference = Reference::union(&references, arms.iter().any(|a| a.holds_disc));
+        let bodies = Bodies {
+            decode: &|c| union_decode(c, &xdr, &disc, &arms),
+            len: &|c| union_len(c, &arms),
+            encode: &|c| union_encode(c, &disc, &arms),
+            validate: &|c| union_validate(c, &xdr, &disc, &arms),
+            led: None,
+        };
+        self.emit_xdr_impl(&rust, layout, reference, bodies);
         Ok(())
     }
 
@@ -266,10 +271,9 @@ impl<'s> Gen<'s> {
             }
             DiscKind::Int | DiscKind::Bool => false,
         };
-        if by_name {
-            format!("self::{}", screaming(&id.name))
-        } else {
-            disc.literal(v)
+        match const_pattern(&id.name) {
+            Some(path) if by_name => path,
+            _ => disc.literal(v),
         }
     }
 
@@ -289,110 +293,169 @@ impl<'s> Gen<'s> {
     /// `pub enum RUST { ... }`: a variant per arm.
     fn emit_union_type(&mut self, rust: &str, disc: &Discriminant, arms: &[Arm]) {
         let lt = if self.lifetime.contains(rust) { "<'a>" } else { "" };
-        let _ = writeln!(self.out, "{}pub enum {rust}{lt} {{", self.derives(rust, true));
+        self.derives(rust, true);
         let dty = disc.rust_type();
-        for a in arms {
-            let cases = if a.is_default() {
-                "default".to_string()
-            } else {
-                a.values.iter().map(|v| format!("case {v}")).collect::<Vec<_>>().join(", ")
-            };
-            let field = a.xdr_field.as_deref().map_or("void".to_string(), |f| format!("`{f}`"));
-            let _ = writeln!(self.out, "    /// XDR {cases}: {field}.");
-            let held = "        /// The discriminant received.\n";
-            let _ = match (&a.codec, a.holds_disc) {
-                (None, false) => writeln!(self.out, "    {},", a.variant),
-                (Some(c), false) => writeln!(self.out, "    {}({}),", a.variant, c.ty),
-                (None, true) => writeln!(self.out, "    {} {{\n{held}        discriminant: {dty},\n    }},", a.variant),
-                (Some(c), true) => writeln!(
-                    self.out,
-                    "    {} {{\n{held}        discriminant: {dty},\n        /// The arm's value.\n        value: {},\n    }},",
-                    a.variant, c.ty
-                ),
-            };
-        }
-        self.out.push_str("}\n\n");
+        self.out.block(&format!("pub enum {rust}{lt}"), "", |c| {
+            for a in arms {
+                let cases = if a.is_default() {
+                    "default".to_string()
+                } else {
+                    a.values.iter().map(|v| format!("case {v}")).collect::<Vec<_>>().join(", ")
+                };
+                let field = a.xdr_field.as_deref().map_or("void".to_string(), |f| format!("`{f}`"));
+                c.line(format!("/// XDR {cases}: {field}."));
+                match (&a.codec, a.holds_disc) {
+                    (None, false) => c.line(format!("{},", a.variant)),
+                    (Some(codec), false) => c.line(format!("{}({}),", a.variant, codec.ty)),
+                    (codec, true) => c.block(&a.variant, ",", |c| {
+                        c.line("/// The discriminant received.");
+                        c.line(format!("discriminant: {dty},"));
+                        if let Some(codec) = codec {
+                            c.line("/// The arm's value.");
+                            c.line(format!("value: {},", codec.ty));
+                        }
+                    }),
+                }
+            }
+        });
+        self.out.blank();
     }
 }
 
 /// `decode_from`'s body: read the raw word, dispatch on its value. Errors
 /// name the discriminant's offset, worked out on the error path only:
 /// nothing has been read after the word when they are built.
-fn union_decode(xdr: &str, disc: &Discriminant, arms: &[Arm]) -> String {
-    let at = "at: r.position() - 4";
-    let value = disc.value_of_word(at);
-    let mut dec = format!("{}\n        Ok(match d {{\n", disc.read(at));
-    for a in arms {
-        let pat = if a.is_default() { "_".to_string() } else { a.labels.join(" | ") };
-        let body = match (&a.codec, a.holds_disc) {
-            (None, false) => format!("Self::{}", a.variant),
-            (Some(c), false) => format!("Self::{}({})", a.variant, c.decode),
-            (None, true) => format!("Self::{} {{ discriminant: {value} }}", a.variant),
-            (Some(c), true) => format!(
-                "{{\n                let discriminant = {value};\n                Self::{} {{ discriminant, value: {} }}\n            }}",
-                a.variant, c.decode
-            ),
-        };
-        let _ = writeln!(dec, "            {pat} => {body},");
-    }
-    if !arms.iter().any(Arm::is_default) {
-        let _ = writeln!(
-            dec,
-            "            _ => return Err(xdr_spec_rt::Error::BadDiscriminant {{ type_name: \"{xdr}\", value: {}, {at} }}),",
-            disc.widened()
-        );
-    }
-    dec.push_str("        })");
-    dec
-}
-
-/// `encode_to`'s and `encoded_len`'s bodies: write the discriminant (a held
-/// one, or the arm's first label), then the arm; the discriminant and a
-/// fixed-length arm are one run. Every generated type is `Copy`: arms bind
-/// their values by copy.
-fn union_encode(disc: &Discriminant, arms: &[Arm]) -> (String, String) {
-    let mut enc = "        match *self {\n".to_string();
-    let mut len = "4usize.saturating_add(match *self {\n".to_string();
-    for a in arms {
-        let (pat, pat_len) = (a.binding(true), a.binding(false));
-        let write_disc = if a.holds_disc {
-            disc.write(disc.held())
-        } else {
-            disc.write(a.labels.first().map_or("", String::as_str))
-        };
-        match &a.codec {
-            Some(c) => {
-                let run_len = format!("xdr_spec_rt::fixed_add(Some(4), {})", c.fixed);
-                let run = fixed_run(&run_len, [write_disc, c.encode.at("v")].into_iter());
-                let _ = writeln!(enc, "            {pat} => {},", indent_continuation(&run, 12));
-                let _ = writeln!(len, "            {pat_len} => {},", c.len.at("v"));
-            }
-            None => {
-                let _ = writeln!(enc, "            {pat} => {write_disc},");
-                let _ = writeln!(len, "            {pat_len} => 0,");
+fn union_decode(c: &mut Code, xdr: &str, disc: &Discriminant, arms: &[Arm]) {
+    disc.read(c);
+    c.block("Ok(match d", ")", |c| {
+        for a in arms {
+            let pats = if a.is_default() { vec!["_".to_string()] } else { a.labels.clone() };
+            let v = &a.variant;
+            match (&a.codec, a.holds_disc, disc.enum_name()) {
+                (None, false, _) => arm_expr(c, &pats, &format!("Self::{v}")),
+                (Some(codec), false, _) => arm_expr(c, &pats, &format!("Self::{v}({})", codec.decode.flat())),
+                // The word must be a member of the enum the variant holds.
+                (codec, true, Some(e)) => arm_block(c, &pats, |c| {
+                    c.block(&format!("let Some(discriminant) = {}::from_value(d) else", disc.rust_type()), ";", |c| {
+                        bad_word(c, "return Err(", "BadEnum", e, "d", ");");
+                    });
+                    let mut fields = vec!["discriminant".to_string()];
+                    fields.extend(codec.iter().map(|codec| format!("value: {}", codec.decode.flat())));
+                    c.struct_lit("", &format!("Self::{v}"), &fields, "");
+                }),
+                (None, true, None) => {
+                    let fields = [format!("discriminant: {}", disc.value_of_word())];
+                    arm_lit(c, &pats, &format!("Self::{v}"), &fields);
+                }
+                (Some(codec), true, None) => {
+                    let fields =
+                        [format!("discriminant: {}", disc.value_of_word()), format!("value: {}", codec.decode.flat())];
+                    arm_lit(c, &pats, &format!("Self::{v}"), &fields);
+                }
             }
         }
+        if !arms.iter().any(Arm::is_default) {
+            c.block("_ =>", "", |c| bad_word(c, "return Err(", "BadDiscriminant", xdr, disc.widened(), ")"));
+        }
+    });
+}
+
+/// `xdr_spec_rt::Error::KIND { type_name, value, at }` for the word just
+/// read, after `head` and before `tail`.
+fn bad_word(c: &mut Code, head: &str, kind: &str, type_name: &str, value: &str, tail: &str) {
+    c.block(&format!("{head}xdr_spec_rt::Error::{kind}"), tail, |c| {
+        c.line(format!("type_name: \"{type_name}\","));
+        c.line(if value == "value" { "value,".to_string() } else { format!("value: {value},") });
+        c.line("at: r.position() - 4,");
+    });
+}
+
+/// A match arm `pats => body,`; the body in a block if it does not fit.
+fn arm_expr(c: &mut Code, pats: &[String], body: &str) {
+    let one = format!("{} => {body},", pats.join(" | "));
+    if c.fits(&one) {
+        return c.line(one);
     }
-    enc.push_str("        }\n");
-    len.push_str("        })");
-    (enc, len)
+    arm_block(c, pats, |c| c.line(body));
+}
+
+/// A match arm whose body is a struct literal: `pats => Path { fields },`.
+fn arm_lit(c: &mut Code, pats: &[String], path: &str, fields: &[String]) {
+    let pat = pats.join(" | ");
+    c.struct_lit(&format!("{pat} => "), path, fields, ",");
+}
+
+/// A match arm whose body is a block of statements.
+fn arm_block(c: &mut Code, pats: &[String], body: impl FnOnce(&mut Code)) {
+    c.alternatives(pats, " => {");
+    c.indent();
+    body(c);
+    c.dedent();
+    c.line("}");
+}
+
+/// `encoded_len`'s body, for a union without a fixed length: the
+/// discriminant's word and the arm's length.
+fn union_len(c: &mut Code, arms: &[Arm]) {
+    c.block("4usize.saturating_add(match *self", ")", |c| {
+        for a in arms {
+            // A fixed length is known here: the arm's value is not needed.
+            let (len, bind) = match a.codec.as_ref().map(|codec| (codec, codec.layout.fixed)) {
+                None => ("0".to_string(), false),
+                Some((_, Some(n))) => (n.to_string(), false),
+                Some((codec, None)) => (codec.len.at("v").flat(), true),
+            };
+            arm_expr(c, &[a.binding(bind)], &len);
+        }
+    });
+}
+
+/// `encode_to`'s body: write the discriminant (a held one, or the arm's
+/// first label), then the arm; the discriminant and a fixed-length arm are
+/// one run. Every generated type is `Copy`: arms bind their values by copy.
+fn union_encode(c: &mut Code, disc: &Discriminant, arms: &[Arm]) {
+    c.block("match *self", "", |c| {
+        for a in arms {
+            let write_disc = if a.holds_disc {
+                disc.write(disc.held())
+            } else {
+                disc.write(a.labels.first().map_or("", String::as_str))
+            };
+            let (path, fields) = a.pattern();
+            let Some(codec) = &a.codec else {
+                match fields {
+                    Some(f) => c.struct_lit("", &path, &f, &format!(" => {write_disc},")),
+                    None => c.line(format!("{path} => {write_disc},")),
+                }
+                continue;
+            };
+            match fields {
+                Some(f) => c.struct_lit("", &path, &f, " => {"),
+                None => c.line(format!("{path} => {{")),
+            }
+            c.indent();
+            let writes = |c: &mut Code| {
+                c.line(format!("{write_disc};"));
+                c.expr("", &codec.encode.at("v"), ";");
+            };
+            match codec.layout.fixed {
+                Some(n) => fixed_run(c, n + 4, writes),
+                None => writes(c),
+            }
+            c.dedent();
+            c.line("}");
+        }
+    });
 }
 
 /// `validate`'s body: each arm's bounds, then that a held discriminant
 /// selects the arm it is stored in (a default arm's must have no arm of its
 /// own; a multi-label arm's must be one of its labels).
-fn union_validate(xdr: &str, disc: &Discriminant, arms: &[Arm]) -> String {
-    let mut validate = String::new();
+fn union_validate(c: &mut Code, xdr: &str, disc: &Discriminant, arms: &[Arm]) {
     for a in arms {
-        if let Some((c, vd)) = a.codec.as_ref().and_then(|c| c.validate.as_ref().map(|vd| (c, vd))) {
-            if c.bounded.may_hold() {
-                let _ = writeln!(
-                    validate,
-                    "        if let {} = *self {{\n            {}\n        }}",
-                    a.binding(false),
-                    vd.at("v")
-                );
-            }
+        let Some(codec) = a.codec.as_ref().filter(|codec| codec.layout.bounded) else { continue };
+        if let Some(v) = &codec.validate {
+            c.block(&format!("if let {} = *self", a.binding(true)), "", |c| c.expr("", &v.at("v"), ";"));
         }
     }
     let all_labels: Vec<String> = arms.iter().flat_map(|a| a.labels.iter().cloned()).collect();
@@ -402,12 +465,16 @@ fn union_validate(xdr: &str, disc: &Discriminant, arms: &[Arm]) -> String {
         if labels.is_empty() {
             continue;
         }
-        let _ = writeln!(
-            validate,
-            "        if let Self::{} {{ discriminant, .. }} = *self {{\n            if {want}matches!({held_raw}, {}) {{\n                return Err(xdr_spec_rt::Error::BadDiscriminant {{ type_name: \"{xdr}\", value: {held_raw} as i64, at: 0 }});\n            }}\n        }}",
-            a.variant,
-            labels.join(" | ")
-        );
+        c.block(&format!("if let Self::{} {{ discriminant, .. }} = *self", a.variant), "", |c| {
+            c.macro_call(&format!("if {want}matches!"), &[held_raw.to_string(), labels.join(" | ")], " {");
+            c.indent();
+            c.block("return Err(xdr_spec_rt::Error::BadDiscriminant", ");", |c| {
+                c.line(format!("type_name: \"{xdr}\","));
+                c.line(format!("value: {held_raw} as i64,"));
+                c.line("at: 0,");
+            });
+            c.dedent();
+            c.line("}");
+        });
     }
-    validate
 }

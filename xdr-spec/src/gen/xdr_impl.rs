@@ -1,125 +1,152 @@
-//! The `impl Xdr` block every generated type gets, and the encoders'
-//! bounds-checked runs.
+//! The `impl Xdr` block every generated type gets, the encoders'
+//! bounds-checked runs, and the layout checks of
+//! [`GenOptions::layout_checks`].
 
-use super::layout::const_item;
+use super::layout::{option, Layout, Reference};
 use super::*;
 
-impl<'s> Gen<'s> {
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn emit_xdr_impl(
-        &mut self,
-        rust: &str,
-        min: &str,
-        fixed: &str,
-        plain: &Flag,
-        bounded: &Flag,
-        decode: &str,
-        len: &str,
-        encode: &str,
-        validate: &str,
-        encode_led: Option<String>,
-    ) {
-        let ty = self.with_lt(rust);
-        // A value whose encoding starts with a counted array takes the word
-        // before it (a list's or an optional's TRUE) into the array's one
-        // bounds check.
-        let led = encode_led.map_or(String::new(), |body| {
-            format!(
-                "    #[inline(always)]\n    fn encode_led(&self, lead: u32, w: &mut xdr_spec_rt::Writer<'_>) {{\n{body}    }}\n"
-            )
-        });
-        let validate = if validate.trim().is_empty() {
-            String::new()
-        } else {
-            format!(
-                "{}    fn validate(&self) -> xdr_spec_rt::Result<()> {{\n{validate}        Ok(())\n    }}\n",
-                const_item(4, "BOUNDED: bool", &bounded.to_string())
-            )
-        };
-        // A fixed length known here is the whole answer; a length known to
-        // vary is worked out; only a fixed length that depends on other
-        // types (an expression the compiler folds) needs the check, whose
-        // fallback is then dead code exactly when the check succeeds.
-        let len_body = match (fixed, literal_fixed(fixed)) {
-            (_, Some(0)) | ("None", _) => len.to_string(),
-            (_, Some(n)) => n.to_string(),
-            _ => format!("if let Some(n) = Self::FIXED_LEN {{\n            return n;\n        }}\n        {len}"),
-        };
-        let consts = [
-            ("MIN_LEN: usize", min.to_string()),
-            ("FIXED_LEN: Option<usize>", fixed.to_string()),
-            ("PLAIN: bool", plain.to_string()),
-        ]
-        .iter()
-        .map(|(head, expr)| const_item(4, head, expr))
-        .collect::<String>();
-        let _ = write!(
-            self.out,
-            "impl<'a> xdr_spec_rt::Xdr<'a> for {ty} {{
-{consts}{validate}    #[inline(always)]
-    fn decode_from(r: &mut xdr_spec_rt::Reader<'a>) -> xdr_spec_rt::Result<Self> {{
-        {decode}
-    }}
-    #[inline(always)]
-    fn encoded_len(&self) -> usize {{
-        {len_body}
-    }}
-    #[inline(always)]
-    fn encode_to(&self, w: &mut xdr_spec_rt::Writer<'_>) {{
-{encode}    }}
-{led}}}
+/// Writes part of a method body.
+pub(super) type Body<'b> = &'b dyn Fn(&mut Code);
 
-"
-        );
+/// The method bodies of one `impl Xdr`.
+pub(super) struct Bodies<'b> {
+    pub(super) decode: Body<'b>,
+    /// `encoded_len`'s, for a type without a fixed length.
+    pub(super) len: Body<'b>,
+    pub(super) encode: Body<'b>,
+    /// `validate`'s checks, for a type with bounds (`Ok(())` follows them).
+    pub(super) validate: Body<'b>,
+    /// `encode_led`'s, for a value whose encoding starts with a counted
+    /// array: it takes the word before it (a list's or an optional's TRUE)
+    /// into the array's one bounds check.
+    pub(super) led: Option<Body<'b>>,
+}
+
+impl<'s> Gen<'s> {
+    pub(super) fn emit_xdr_impl(&mut self, rust: &str, layout: Layout, reference: Reference, b: Bodies<'_>) {
+        let ty = self.with_lt(rust);
+        self.checks.push((ty.clone(), layout, reference));
+        let c = &mut self.out;
+        c.block(&format!("impl<'a> xdr_spec_rt::Xdr<'a> for {ty}"), "", |c| {
+            c.line(format!("const MIN_LEN: usize = {};", layout.min));
+            c.line(format!("const FIXED_LEN: Option<usize> = {};", option(layout.fixed)));
+            c.line(format!("const PLAIN: bool = {};", layout.plain));
+            // Without bounds, the trait's defaults: `false`, and nothing to check.
+            if layout.bounded {
+                c.line("const BOUNDED: bool = true;");
+                c.block("fn validate(&self) -> xdr_spec_rt::Result<()>", "", |c| {
+                    (b.validate)(c);
+                    c.line("Ok(())");
+                });
+            }
+            c.line("#[inline(always)]");
+            c.block("fn decode_from(r: &mut xdr_spec_rt::Reader<'a>) -> xdr_spec_rt::Result<Self>", "", b.decode);
+            c.line("#[inline(always)]");
+            c.block("fn encoded_len(&self) -> usize", "", |c| match layout.fixed {
+                Some(n) => c.line(n.to_string()),
+                None => (b.len)(c),
+            });
+            c.line("#[inline(always)]");
+            c.block("fn encode_to(&self, w: &mut xdr_spec_rt::Writer<'_>)", "", b.encode);
+            if let Some(led) = b.led {
+                c.line("#[inline(always)]");
+                c.block("fn encode_led(&self, lead: u32, w: &mut xdr_spec_rt::Writer<'_>)", "", led);
+            }
+        });
+        c.blank();
+    }
+
+    /// With [`GenOptions::layout_checks`], a constant the compiler evaluates
+    /// that asserts each type's literal layout constants equal the runtime's
+    /// composition of its parts' constants (its [`Reference`]); each part's
+    /// own are checked where that part is generated, so every level of
+    /// nesting is checked once.
+    pub(super) fn emit_layout_checks(&mut self) {
+        let checks = std::mem::take(&mut self.checks);
+        if !self.opts.layout_checks || checks.is_empty() {
+            return;
+        }
+        let c = &mut self.out;
+        c.line("/// Layout checks: each literal against the runtime's composition.");
+        c.block("const _: () =", ";", |c| {
+            c.block("const fn same(a: Option<usize>, b: Option<usize>) -> bool", "", |c| {
+                c.block("match (a, b)", "", |c| {
+                    c.line("(Some(a), Some(b)) => a == b,");
+                    c.line("(None, None) => true,");
+                    c.line("_ => false,");
+                });
+            });
+            c.block("const fn check<'a>()", "", |c| {
+                for (ty, l, r) in &checks {
+                    let t = format!("<{ty} as xdr_spec_rt::Xdr>");
+                    c.line(format!("assert!({t}::MIN_LEN == {} && {} == {}, \"{ty} MIN_LEN\");", l.min, l.min, r.min));
+                    let fixed = option(l.fixed);
+                    c.line(format!(
+                        "assert!(same({t}::FIXED_LEN, {fixed}) && same({fixed}, {}), \"{ty} FIXED_LEN\");",
+                        r.fixed
+                    ));
+                    c.line(format!(
+                        "assert!({t}::PLAIN == {} && {} == ({}), \"{ty} PLAIN\");",
+                        l.plain, l.plain, r.plain
+                    ));
+                    c.line(format!(
+                        "assert!({t}::BOUNDED == {} && {} == ({}), \"{ty} BOUNDED\");",
+                        l.bounded, l.bounded, r.bounded
+                    ));
+                }
+            });
+            c.line("check()");
+        });
+        c.blank();
     }
 }
 
-/// A struct's `encode_to` body: each run of two or more fields of literal
-/// fixed length is one [`Writer::fixed`](crate::rt::Writer::fixed) run, and
-/// so is the whole struct when it has a fixed length: one bounds check per
-/// run instead of one per field.
-pub(super) fn struct_encode(codecs: &[(String, String, Codec)], fixed: &str) -> String {
-    let field = |(f, _, c): &(String, String, Codec)| c.encode.at(&format!("self.{f}"));
-    let mut statements = Vec::new();
-    let mut rest = codecs;
+/// The statements of an `encode_to` body writing `fields` (a place and its
+/// codec each): each run of two or more fields of fixed length is one run
+/// ([`fixed_run`]), with one bounds check instead of one per field.
+pub(super) fn encode_fields(c: &mut Code, fields: &[(String, &Codec)]) {
+    let mut rest = fields;
     while let Some(first) = rest.first() {
-        let run = rest.iter().take_while(|(_, _, c)| literal_fixed(&c.fixed).is_some()).count();
+        let run = rest.iter().take_while(|(_, codec)| codec.layout.fixed.is_some()).count();
         if run < 2 {
-            statements.push(field(first));
+            c.expr("", &first.1.encode.at(&first.0), ";");
             rest = &rest[1..];
             continue;
         }
-        let len: usize = rest[..run].iter().filter_map(|(_, _, c)| literal_fixed(&c.fixed)).sum();
-        statements.push(fixed_run(&format!("Some({len})"), rest[..run].iter().map(field)));
+        let len: usize = rest[..run].iter().filter_map(|(_, codec)| codec.layout.fixed).sum();
+        fixed_run(c, len, |c| rest[..run].iter().for_each(|(place, codec)| c.expr("", &codec.encode.at(place), ";")));
         rest = &rest[run..];
     }
-    if fixed != "None" && statements.len() > 1 {
-        statements = vec![fixed_run("Self::FIXED_LEN", statements.into_iter())];
+}
+
+/// A run of writes of `len` bytes: `Writer::fixed` spelled out, without a
+/// closure, so inlining does not depend on how the compiler weighs one.
+pub(super) fn fixed_run(c: &mut Code, len: usize, writes: impl FnOnce(&mut Code)) {
+    c.line(format!("let mut run = w.begin_run(Some({len}));"));
+    c.block("", "", |c| {
+        c.line("let w = &mut run;");
+        writes(c);
+    });
+    c.line(format!("w.end_run(Some({len}), run);"));
+}
+
+/// `a.saturating_add(b)...`: the encoded length of `terms` (expressions
+/// of lengths that vary) and `known` bytes more. A length that would not
+/// fit saturates rather than wraps.
+pub(super) fn sum_len(c: &mut Code, terms: Vec<Expr>, known: usize) {
+    let mut terms = terms.into_iter();
+    let Some(first) = terms.next() else { return c.line(known.to_string()) };
+    let more: Vec<String> = terms.map(|t| format!(".saturating_add({})", t.flat())).collect();
+    let mut sum = if first.is_sum() && (!more.is_empty() || known > 0) {
+        Expr::text(format!("({})", first.flat()))
+    } else {
+        first
+    };
+    for m in more {
+        sum = sum.then(m);
     }
-    statements.iter().map(|st| format!("        {};\n", indent_continuation(st, 8))).collect()
-}
-
-/// The body of `encode_led` for a struct (or newtype) whose first field,
-/// `first` at `place`, is a counted array: the lead word and the count share
-/// one claim, and the `rest` of the fields follow as in `encode_to`.
-pub(super) fn led_encode(place: &str, first: &Codec, rest: &[(String, String, Codec)]) -> Option<String> {
-    if !first.counted {
-        return None;
+    if known > 0 {
+        sum = sum.then(format!(".saturating_add({known})"));
     }
-    Some(format!("        {place}.encode_counted_led(lead, w);\n{}", struct_encode(rest, "None")))
-}
-
-/// A run of writes of length `len` (`Writer::fixed` spelled out, without a
-/// closure, so inlining does not depend on how the compiler weighs one),
-/// unindented.
-pub(super) fn fixed_run(len: &str, writes: impl Iterator<Item = String>) -> String {
-    let body: String = writes.map(|e| format!("        {};\n", indent_continuation(&e, 8))).collect();
-    format!("{{\n    let mut run = w.begin_run({len});\n    {{\n        let w = &mut run;\n{body}    }}\n    w.end_run({len}, run);\n}}")
-}
-
-/// `text` with every line after the first indented by `spaces` more: a
-/// multi-line statement or expression written where its first line already
-/// has its indentation.
-pub(super) fn indent_continuation(text: &str, spaces: usize) -> String {
-    text.replace('\n', &format!("\n{}", " ".repeat(spaces)))
+    c.expr("", &sum, "");
 }

@@ -63,6 +63,7 @@ pub struct Build {
     extensions: Vec<Extension>,
     out_dir: Option<PathBuf>,
     out_file: String,
+    layout_checks: bool,
 }
 
 /// What a [`Build`] generated.
@@ -108,6 +109,7 @@ impl Build {
             extensions: Vec::new(),
             out_dir: None,
             out_file: DEFAULT_OUT_FILE.to_string(),
+            layout_checks: false,
         }
     }
 
@@ -165,6 +167,14 @@ impl Build {
         self
     }
 
+    /// Generate the layout checks of [`gen::GenOptions::layout_checks`]
+    /// too (for tests).
+    #[doc(hidden)]
+    pub fn layout_checks(mut self, on: bool) -> Self {
+        self.layout_checks = on;
+        self
+    }
+
     /// Every file the build reads, for `cargo:rerun-if-changed`.
     pub fn inputs(&self) -> Vec<&Path> {
         let ext = self.extensions.iter().flat_map(|e| std::iter::once(e.path.as_path()).chain(e.errata.as_deref()));
@@ -193,7 +203,7 @@ impl Build {
     /// name that is not an identifier or is used twice
     /// ([`PipelineError::Config`]).
     pub fn generate(&self) -> Result<Generated, PipelineError> {
-        if self.extensions.is_empty() && self.kind == Kind::Xdr {
+        if self.extensions.is_empty() && self.kind == Kind::Xdr && !self.layout_checks {
             return self.generate_xdr_alone();
         }
         let (base, extensions) = self.load()?;
@@ -208,7 +218,11 @@ impl Build {
                 first_definition,
             })
             .collect();
-        let opts = gen::GenOptions { source_name: file_name(&self.base), line_origins: unit.line_origins() };
+        let opts = gen::GenOptions {
+            source_name: file_name(&self.base),
+            line_origins: unit.line_origins(),
+            layout_checks: self.layout_checks,
+        };
         let rust = gen::generate_with_modules(&unit.spec, &unit.text, &opts, &parts)
             .map_err(|source| PipelineError::GenAt { at: unit.locate(source.line, source.column), source })?;
         let extensions = self

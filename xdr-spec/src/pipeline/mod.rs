@@ -167,7 +167,7 @@ pub fn xdr_to_rust(name: &str, xdr: &str, line_origins: Vec<String>) -> Result<(
         ));
     }
     let notes = diags.iter().map(|d| d.render_indexed(name, &lines)).collect();
-    let opts = gen::GenOptions { source_name: name.to_string(), line_origins };
+    let opts = gen::GenOptions { source_name: name.to_string(), line_origins, ..Default::default() };
     let rust =
         gen::generate(&spec, xdr, &opts).map_err(|source| PipelineError::Gen { name: name.to_string(), source })?;
     Ok((rust, notes))

@@ -216,6 +216,12 @@ impl<F: Fn(&[u8], &mut Vec<u8>) + Send + Sync + 'static> Handler for WriteReply<
 /// for xid in 1..=3u8 {
 ///     client.call(&[0, 0, 0, xid, 0, 0, 0, 0], &ulb).unwrap();
 /// }
+/// # use std::time::{Duration, Instant};
+/// // A call is counted once its reply is sent, which may be just after the client has it.
+/// let deadline = Instant::now() + Duration::from_secs(10);
+/// while server.stats().calls.total() < 3 && Instant::now() < deadline {
+///     std::thread::sleep(Duration::from_millis(1));
+/// }
 /// let stats = server.stats();
 /// assert_eq!((stats.connections, stats.calls.v2, stats.calls.total()), (1, 3, 3));
 /// assert_eq!((stats.inline_replies, stats.long_calls, stats.errors_sent), (3, 0, 0));

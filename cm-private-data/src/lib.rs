@@ -54,6 +54,16 @@ pub const MAX_INLINE: u32 = 256 * 1024;
 bitflags! {
     /// The flags byte: seven reserved bits, which senders MUST set to zero
     /// and receivers MUST ignore, and R (RFC 8797 section 4).
+    ///
+    /// ```
+    /// use cm_private_data::{Flags, PrivateData};
+    /// let r = PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096);
+    /// assert_eq!(r.encode()[5], 0x01);
+    /// // Reserved bits a peer sets are ignored on receipt.
+    /// let peer = PrivateData::decode(&[0xf6, 0xab, 0x0e, 0x18, 1, 0xff, 0, 0]).unwrap();
+    /// assert_eq!(peer.flags(), Flags::REMOTE_INVALIDATE);
+    /// assert!(!PrivateData::default().flags().contains(Flags::REMOTE_INVALIDATE));
+    /// ```
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub struct Flags: u8 {
         /// R: the sender supports remote invalidation (RFC 8797 section 4.1).
@@ -63,6 +73,24 @@ bitflags! {
 
 /// One peer's advertisement. Sizes are in bytes, always a multiple of 1024
 /// from [`MIN_INLINE`] to [`MAX_INLINE`].
+///
+/// ```
+/// use cm_private_data::{Flags, PrivateData, MAX_INLINE};
+/// // Sizes round down to a 1024-byte step and clamp to what the field holds.
+/// let ours = PrivateData::new(Flags::REMOTE_INVALIDATE, 5000, 1 << 20);
+/// assert_eq!((ours.send_size(), ours.receive_size()), (4096, MAX_INLINE));
+///
+/// let wire = ours.encode();
+/// assert_eq!(wire, [0xf6, 0xab, 0x0e, 0x18, 1, 0x01, 3, 255]);
+/// assert_eq!(PrivateData::decode(&wire), Some(ours));
+///
+/// // Found behind another layer's bytes; absent, the RFC 8797 defaults apply.
+/// let mut cm = [0u8; 56];
+/// cm[13..21].copy_from_slice(&wire);
+/// assert_eq!(PrivateData::find(&cm), Some(ours));
+/// assert_eq!(PrivateData::from_received(&[0u8; 56]), PrivateData::default());
+/// assert_eq!(PrivateData::default().send_size(), 1024);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct PrivateData {
     flags: Flags,
@@ -168,6 +196,20 @@ impl PrivateData {
 }
 
 /// What a connection uses once both sides' private data is known.
+///
+/// ```
+/// use cm_private_data::{negotiate, Flags, PrivateData};
+/// let client = PrivateData::new(Flags::REMOTE_INVALIDATE, 8192, 4096);
+/// let server = PrivateData::new(Flags::REMOTE_INVALIDATE, 16384, 2048);
+/// let n = negotiate(&client, &server);
+/// assert_eq!(n.client_to_server, 2048); // client Send capped by server Receive
+/// assert_eq!(n.server_to_client, 4096); // server Send capped by client Receive
+/// assert!(n.remote_invalidation);
+///
+/// // A server that sent no private data counts as R clear, 1024 both ways.
+/// let n = negotiate(&client, &PrivateData::default());
+/// assert_eq!((n.client_to_server, n.server_to_client, n.remote_invalidation), (1024, 1024, false));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Negotiated {
     /// Client-to-server inline threshold: min(client Send, server Receive).

@@ -245,6 +245,27 @@ impl BackwardSlot {
 }
 
 /// The server's handle for calling the client of one connection. Cheap to clone.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use negotiate::client::{Client, ClientConfig};
+/// # use negotiate::server::{Server, ServerConfig};
+/// # use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// # use rpcrdma_verbs::InProcess;
+/// # let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+/// # let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+/// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
+/// // The client serves backward calls with a handler of its own.
+/// let callback = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], b"ack!"].concat();
+/// let client = Client::with_backchannel(InProcess, &server.local_addr(), ClientConfig::default(), Arc::new(callback));
+/// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // the connection exists once a call was made
+///
+/// let channels = server.backchannels(); // one per connection
+/// let back = &channels[0];
+/// assert!(back.is_open());
+/// assert_eq!(back.call(&[0, 0, 0, 9, 0, 0, 0, 0]).unwrap(), [0, 0, 0, 9, 0, 0, 0, 1, b'a', b'c', b'k', b'!']);
+/// drop(client);
+/// ```
 #[derive(Clone)]
 pub struct Backchannel {
     inner: Arc<dyn Caller>,

@@ -139,6 +139,21 @@ impl ClientConfig {
 /// Why a call failed, or (from [`Client::connect`]) why the first connection could not be
 /// made. A call that ran out of attempts says what happened to its last attempt, with the
 /// cause: the verbs error of the connection attempt, or how the connection ended.
+///
+/// ```
+/// use negotiate::client::{Client, ClientConfig, ClientError};
+/// use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// use rpcrdma_verbs::InProcess;
+/// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+/// let cfg = ClientConfig::default();
+/// let client = Client::new(InProcess, "inproc:nobody-listens-here", cfg);
+/// // Refused before any connection is tried: a message too short to have an XID.
+/// assert!(matches!(client.call(&[0, 0], &ulb), Err(ClientError::NoXid(2))));
+/// match client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb) {
+///     Err(e @ ClientError::Refused { .. }) => assert!(e.to_string().contains("nothing listens there")),
+///     other => panic!("{other:?}"),
+/// }
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ClientError {
@@ -234,6 +249,25 @@ pub enum ClientError {
 
 /// Calls sent, by the form marshaling chose (RFC 8166 section 3.5); retransmissions count
 /// again.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use negotiate::client::{Client, ClientConfig};
+/// # use negotiate::server::{Server, ServerConfig};
+/// # use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// # use rpcrdma_verbs::InProcess;
+/// # let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+/// // Every reply is 8 bytes: the call's XID, then REPLY.
+/// let handler = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..]].concat();
+/// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), handler).unwrap();
+/// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+/// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // fits inline: Short
+/// let mut big = vec![0u8; 8192]; // over the inline threshold, nothing DDP-eligible: Long
+/// big[3] = 2;
+/// client.call(&big, &ulb).unwrap();
+/// let stats = client.stats();
+/// assert_eq!((stats.short, stats.chunked, stats.long), (1, 0, 1));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ClientStats {
     /// Short: RDMA_MSG, all inline.

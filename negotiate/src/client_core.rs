@@ -134,6 +134,43 @@ enum Slot<L> {
 }
 
 /// The requester side of one client: see the [module documentation](self).
+///
+/// Driven here against a [`Serve`](crate::serve::Serve), bytes only: the call goes out as the
+/// Version Two probe, the responder answers in Version Two, and the version is settled.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use negotiate::client::ClientConfig;
+/// use negotiate::client_core::{CallStep, ClientCore, Received};
+/// use negotiate::responder::ResponderConfig;
+/// use negotiate::serve::{Serve, Step};
+/// use rpcrdma_v1::marshal_call::CallForm;
+/// use rpcrdma_v1::Version;
+/// // An RDMA_MSG with no chunks around a tiny RPC message (msg_type 0 call, 1 reply).
+/// let msg = |xid: u32, vers: Version, credit: u32, msg_type: u32| -> Vec<u8> {
+///     [xid, vers.wire(), credit, 0, 0, 0, 0, xid, msg_type].iter().flat_map(|w| w.to_be_bytes()).collect()
+/// };
+/// let now = Instant::now();
+/// let mut core: ClientCore<u32> = ClientCore::new(ClientConfig::default(), "inproc:server");
+/// let mut server = Serve::new(ResponderConfig::default(), Duration::from_secs(60), &[], None, now);
+///
+/// core.start_call(7, now).unwrap();
+/// core.poll_action(); // Connect: the driver makes connection 1
+/// core.handle_connected(1, None, &[], now);
+/// let Some(CallStep::Transmit { transmit: t, link: 1 }) = core.take_step(7) else { panic!() };
+/// core.handle_sent(CallForm::Short);
+///
+/// let call = msg(t.xid, t.version, t.credits, 0);
+/// let Step::Call { header, params } = server.on_message(&call, 0, now) else { panic!() };
+/// let reply = msg(header.xid(), params.version, params.credits, 1);
+///
+/// assert_eq!(core.handle_receive(reply, None, now), Received::Reply(7));
+/// let Some(CallStep::Reply { message, .. }) = core.take_step(7) else { panic!() };
+/// assert_eq!(&message[28..32], &[0, 0, 0, 7]); // the RPC reply follows the 28-byte header
+/// core.finish_call(7);
+/// assert_eq!((core.version(), core.stats().short), (Some(Version::TWO), 1));
+/// assert!(!core.has_calls());
+/// ```
 pub struct ClientCore<L> {
     cfg: ClientConfig,
     addr: String,

@@ -96,6 +96,31 @@ use send_queue::SendQueue;
 use waiting::{Reaped, Want, REAP_BATCH};
 
 /// Why one step of the data path failed.
+///
+/// The errors of the protocol crates convert into it with `?`;
+/// [`Serve::on_failure`](crate::serve::Serve::on_failure) says how a responder answers one.
+///
+/// ```
+/// use negotiate::datapath::DataPathError;
+/// use negotiate::server::FailureAnswer;
+/// use rpcrdma_v1::reassemble::{reassemble_call, ReassemblyError};
+/// use rpcrdma_v1::rt::List;
+/// use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg, RpcRdmaHeaderNomsg};
+///
+/// fn unreduced_call(header: &RdmaMsg<'_>, landing: &[u8]) -> Result<Vec<u8>, DataPathError> {
+///     let mut call = Vec::new();
+///     reassemble_call(header, &[], landing, &mut call)?;
+///     Ok(call)
+/// }
+/// // An RDMA_NOMSG with no chunk to carry the call.
+/// let (rdma_reads, rdma_writes, rdma_reply) = (List::default(), List::default(), None);
+/// let body = RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply });
+/// let header = RdmaMsg { rdma_xid: 1, rdma_vers: 1, rdma_credit: 1, rdma_body: body };
+/// let e = unreduced_call(&header, &[]).unwrap_err();
+/// assert!(matches!(e, DataPathError::Reassembly(ReassemblyError::NoPositionZeroChunk)));
+/// assert_eq!(e.to_string(), "reassembly: RDMA_NOMSG call without a Position-Zero Read chunk");
+/// assert_eq!(FailureAnswer::for_error(&e), Some(FailureAnswer::ErrChunk));
+/// ```
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DataPathError {

@@ -115,6 +115,28 @@ impl ServerLimits {
 }
 
 /// What a [`Server`](crate::server::Server) refused, by bound (see [`ServerLimits`]).
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use negotiate::client::{Client, ClientConfig};
+/// # use negotiate::server::{Server, ServerConfig};
+/// # use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// # use rpcrdma_verbs::InProcess;
+/// # let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+/// # let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+/// # use std::time::{Duration, Instant};
+/// use negotiate::limits::{Refusals, ServerLimits};
+/// // A server that closes a connection silent for 50 ms.
+/// let cfg = ServerConfig::default().limits(ServerLimits::default().idle_timeout(Duration::from_millis(50)));
+/// let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ulb), echo).unwrap();
+/// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+/// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap();
+/// let deadline = Instant::now() + Duration::from_secs(10);
+/// while server.stats().refused.idle == 0 && Instant::now() < deadline {
+///     std::thread::sleep(Duration::from_millis(10));
+/// }
+/// assert_eq!(server.stats().refused, Refusals { idle: 1, ..Refusals::default() });
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
 pub struct Refusals {
     /// Connects rejected because [`ServerLimits::max_connections`] were being served.

@@ -7,6 +7,25 @@ use rpcrdma_v1::Version;
 use std::collections::HashMap;
 
 /// Why a responder is taken to lack Version Two.
+///
+/// ```
+/// use std::time::Instant;
+/// use negotiate::client::ClientConfig;
+/// use negotiate::client_core::{CallStep, ClientCore};
+/// use negotiate::memory::NoV2Reason;
+/// use rpcrdma_v1::Version;
+/// let now = Instant::now();
+/// let mut core: ClientCore<u32> = ClientCore::new(ClientConfig::default(), "10.0.2.15:20049");
+/// core.start_call(7, now).unwrap();
+/// core.handle_connected(1, None, &[], now);
+/// let Some(CallStep::Transmit { transmit, .. }) = core.take_step(7) else { panic!() };
+/// assert!(transmit.probe);
+/// // The responder answers the probe with ERR_VERS, versions 1..=1.
+/// let err_vers: Vec<u8> = [7u32, 2, 1, 4, 1, 1, 1].iter().flat_map(|w| w.to_be_bytes()).collect();
+/// core.handle_receive(err_vers, None, now);
+/// assert_eq!(core.memory().no_v2("10.0.2.15:20049"), Some(NoV2Reason::ErrVers { high: 1 }));
+/// assert_eq!(core.memory().highest_for("10.0.2.15:20049", Version::TWO), Version::ONE);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NoV2Reason {
     /// The Version Two probe got no answer in time.

@@ -101,6 +101,33 @@ impl Service {
 }
 
 /// One accepted connection's serving decisions (see the [module documentation](self)).
+///
+/// Driven with bytes only: a responder of Version One alone refuses a Version Two probe with
+/// ERR_VERS, then serves the call again in Version One.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use negotiate::responder::ResponderConfig;
+/// use negotiate::serve::{Serve, Service, Step};
+/// use rpcrdma_v1::Version;
+/// let to_bytes = |words: &[u32]| -> Vec<u8> { words.iter().flat_map(|w| w.to_be_bytes()).collect() };
+/// let now = Instant::now();
+/// let cfg = ResponderConfig::default().versions((Version::ONE, Version::ONE));
+/// let mut conn = Serve::new(cfg, Duration::from_secs(60), &[], None, now);
+///
+/// // XID 5 as the Version Two probe: answered ERR_VERS (code 1), range 1..=1.
+/// let probe = to_bytes(&[5, 2, 32, 0, 0, 0, 0, 5, 0]);
+/// let Step::SendError(err) = conn.on_message(&probe, 0, now) else { panic!() };
+/// assert_eq!((err.xid(), err.code()), (5, 1));
+///
+/// // Sent again in Version One: a call to serve, and how to reply to it.
+/// let call = to_bytes(&[5, 1, 32, 0, 0, 0, 0, 5, 0]);
+/// let Step::Call { header, params } = conn.on_message(&call, 0, now) else { panic!() };
+/// assert_eq!((header.xid(), params.version), (5, Version::ONE));
+/// let reply = header.payload()[..4].iter().chain(&[0, 0, 0, 1]).copied().collect::<Vec<u8>>();
+/// assert_eq!(conn.run_service(|| reply.clone()), Service::Replied(reply));
+/// assert_eq!(conn.idle_deadline(), now + Duration::from_secs(60));
+/// ```
 pub struct Serve {
     responder: Responder,
     idle_timeout: Duration,

@@ -202,6 +202,30 @@ impl<F: Fn(&[u8], &mut Vec<u8>) + Send + Sync + 'static> Handler for WriteReply<
 }
 
 /// What a server counted, summed over its connections.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use negotiate::client::{Client, ClientConfig};
+/// # use negotiate::server::{Server, ServerConfig};
+/// # use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// # use rpcrdma_verbs::InProcess;
+/// # let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+/// # let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+/// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
+/// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+/// for xid in 1..=3u8 {
+///     client.call(&[0, 0, 0, xid, 0, 0, 0, 0], &ulb).unwrap();
+/// }
+/// # use std::time::{Duration, Instant};
+/// // A call is counted once its reply is sent, which may be just after the client has it.
+/// let deadline = Instant::now() + Duration::from_secs(10);
+/// while server.stats().calls.total() < 3 && Instant::now() < deadline {
+///     std::thread::sleep(Duration::from_millis(1));
+/// }
+/// let stats = server.stats();
+/// assert_eq!((stats.connections, stats.calls.v2, stats.calls.total()), (1, 3, 3));
+/// assert_eq!((stats.inline_replies, stats.long_calls, stats.errors_sent), (3, 0, 0));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ServerStats {
     /// Connections accepted.

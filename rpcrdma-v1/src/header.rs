@@ -131,6 +131,24 @@ pub enum MessageKind {
 
 /// Why a received header is not acceptable. Each variant names the rule;
 /// [`crate::verdict`] turns them into the reply the spec requires.
+///
+/// ```
+/// use rpcrdma_v1::header::{Header, HeaderError, HeaderLimits};
+/// let to_bytes = |words: &[u32]| -> Vec<u8> { words.iter().flat_map(|w| w.to_be_bytes()).collect() };
+/// let limits = HeaderLimits::default();
+///
+/// let v2 = to_bytes(&[7, 2, 32, 0]);
+/// assert_eq!(Header::parse(&v2, &limits), Err(HeaderError::Version { vers: 2 }));
+/// // The RPC message after the header must carry the header's XID.
+/// let other_xid = to_bytes(&[7, 1, 32, 0, 0, 0, 0, 8, 0]);
+/// let err = Header::parse(&other_xid, &limits).unwrap_err();
+/// assert_eq!(err, HeaderError::XidMismatch { header: 7, rpc: 8 });
+/// assert_eq!(err.to_string(), "rdma_xid 0x7 differs from the RPC message's XID 0x8");
+/// // Two read segments where the receiver accepts one: a limit, not a protocol rule.
+/// let reads = to_bytes(&[7, 1, 32, 0, 1, 4, 1, 8, 0, 0, 1, 8, 2, 8, 0, 0, 0, 0, 0, 7, 0]);
+/// let err = Header::parse(&reads, &limits.max_segments(1)).unwrap_err();
+/// assert!(matches!(err, HeaderError::TooManySegments { limit: 1, .. }) && err.is_over_limit());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum HeaderError {
@@ -248,6 +266,22 @@ impl HeaderError {
 
 /// A received, validated RDMA_MSG or RDMA_NOMSG header and the bytes after
 /// it. Borrowed from the receive buffer; `Copy`.
+///
+/// ```
+/// use rpcrdma_v1::header::{chunk_len, Header, HeaderLimits, MessageKind};
+/// // RDMA_MSG, xid 7, credit 32: no Read list; a Write list of one chunk, one
+/// // segment (handle 0xab, 4096 bytes at 0x1000); no Reply chunk; then the RPC call.
+/// let words = [7u32, 1, 32, 0, 0, 1, 1, 0xab, 4096, 0, 0x1000, 0, 0, 7, 0];
+/// let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+/// let h = Header::parse(&bytes, &HeaderLimits::default()).unwrap();
+/// assert_eq!((h.xid(), h.credit(), h.kind()), (7, 32, MessageKind::Msg));
+/// assert_eq!(h.header_len(), 52);
+/// assert_eq!(h.payload(), &bytes[52..]); // the RPC message, XID 7
+/// let write = h.write_list().iter().next().unwrap();
+/// assert_eq!(chunk_len(&write), 4096);
+/// assert_eq!(write.target.get(0).unwrap().handle, 0xab);
+/// assert!(h.reply_chunk().is_none() && h.position_zero_chunk().is_none());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Header<'a> {
     xid: u32,
@@ -618,6 +652,22 @@ pub fn chunk_len(chunk: &XdrWriteChunk<'_>) -> u64 {
 }
 
 /// One Read chunk: the consecutive read segments that share a position.
+///
+/// ```
+/// use rpcrdma_v1::header::{Header, HeaderLimits};
+/// // RDMA_MSG, xid 7, whose Read list holds two segments at position 8 (one
+/// // chunk of 100 + 50 bytes) and one at position 12; then the reduced call.
+/// let words = [7u32, 1, 32, 0, 1, 8, 0x11, 100, 0, 0, 1, 8, 0x12, 50, 0, 0, 1, 160, 0x13, 4, 0, 0, 0, 0, 0, 7, 0];
+/// let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+/// let h = Header::parse(&bytes, &HeaderLimits::default()).unwrap();
+/// let chunks: Vec<_> = h.read_chunks().collect();
+/// assert_eq!(chunks.len(), 2);
+/// let first = chunks[0];
+/// assert_eq!((first.position(), first.len(), first.segment_count()), (8, 150, 2));
+/// let handles: Vec<u32> = first.segments().map(|s| s.handle).collect();
+/// assert_eq!(handles, [0x11, 0x12]);
+/// assert_eq!((chunks[1].position(), chunks[1].len()), (160, 4));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReadChunk<'a> {
     list: List<'a, XdrReadChunk>,

@@ -354,6 +354,45 @@ impl CallDescription {
 }
 
 /// Everything [`marshal_call`] needs besides the message and the registrar.
+///
+/// Built by [`CallDescription::request`] from what a ULB says, or by hand:
+///
+/// ```
+/// use rpcrdma_v1::header::{Header, HeaderLimits};
+/// use rpcrdma_v1::marshal_call::*;
+/// # use std::convert::Infallible;
+/// # use rpcrdma_v1::xdr::XdrRdmaSegment;
+/// # struct OneRegion;
+/// # impl Registrar for OneRegion {
+/// #     type Error = Infallible;
+/// #     fn register(&mut self, p: ChunkPurpose, out: &mut Vec<XdrRdmaSegment>) -> Result<(), Infallible> {
+/// #         out.push(XdrRdmaSegment { handle: 7, length: p.len() as u32, offset: 0x1000 });
+/// #         Ok(())
+/// #     }
+/// # }
+/// // A 100-byte call (XID 5) with no DDP-eligible argument, whose reply may
+/// // carry one DDP-eligible result of up to 8192 bytes.
+/// let mut call = vec![0u8; 100];
+/// call[..4].copy_from_slice(&5u32.to_be_bytes());
+/// let req = CallRequest {
+///     credits: 16,
+///     thresholds: InlineThresholds::default(),
+///     ddp_args: &[],
+///     ddp_result_maxima: &[8192],
+///     max_reply: 200,
+/// };
+/// let (mut header, mut out) = ([0u8; 1024], MarshaledCall::new());
+/// marshal_call(&call, &req, &mut OneRegion, &mut header, &mut out).unwrap();
+/// assert_eq!(out.form(), CallForm::Short);
+/// assert_eq!((out.writes().len(), out.writes().chunk_len(0)), (1, 8192));
+/// assert!(out.reply_chunk().is_none()); // a 200-byte reply fits inline
+///
+/// // What goes on the wire parses back as a Version One header.
+/// let mut send = Vec::new();
+/// out.gather_into(&header, &call, &mut send);
+/// let h = Header::parse(&send, &HeaderLimits::default()).unwrap();
+/// assert_eq!((h.xid(), h.credit(), h.write_list().len()), (5, 16, 1));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallRequest<'p> {
     /// The credit value to request, written into `rdma_credit` (RFC 8166
@@ -486,6 +525,34 @@ pub(crate) fn reply_chunk_len(segments: Option<usize>) -> usize {
 /// the caller's buffer), the inline payload as ranges of the message, and
 /// the chunks advertised. Keep one and pass it to [`marshal_call`] again to
 /// reuse its memory.
+///
+/// ```
+/// use rpcrdma_v1::marshal_call::*;
+/// # use std::convert::Infallible;
+/// # use rpcrdma_v1::xdr::XdrRdmaSegment;
+/// # struct OneRegion;
+/// # impl Registrar for OneRegion {
+/// #     type Error = Infallible;
+/// #     fn register(&mut self, p: ChunkPurpose, out: &mut Vec<XdrRdmaSegment>) -> Result<(), Infallible> {
+/// #         out.push(XdrRdmaSegment { handle: 7, length: p.len() as u32, offset: 0x1000 });
+/// #         Ok(())
+/// #     }
+/// # }
+/// // A 3000-byte call with nothing DDP-eligible cannot go inline within 1024
+/// // bytes: it goes Long, the whole message in a Position-Zero Read chunk.
+/// let mut call = vec![0u8; 3000];
+/// call[..4].copy_from_slice(&9u32.to_be_bytes());
+/// let desc = CallDescription { max_reply: 4096, ..Default::default() };
+/// let (mut header, mut out) = ([0u8; 1024], MarshaledCall::new());
+/// marshal_call(&call, &desc.request(32, InlineThresholds::default()), &mut OneRegion, &mut header, &mut out)
+///     .unwrap();
+/// assert_eq!((out.form(), out.xid()), (CallForm::Long, 9));
+/// assert!(out.inline().is_empty());
+/// assert_eq!((out.reads()[0].position, out.reads()[0].target.length), (0, 3000));
+/// // The reply may exceed 1024 bytes too: a Reply chunk is provisioned for it.
+/// assert_eq!(out.reply_chunk().unwrap()[0].length, 4096);
+/// assert_eq!(out.send_len(), out.header_len());
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MarshaledCall {
     vers: Version,

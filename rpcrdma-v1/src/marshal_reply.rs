@@ -108,6 +108,30 @@ impl<'a> ProvidedChunks<'a> {
 
 /// Everything [`marshal_reply`] needs besides the reply, the provided chunks
 /// and the header buffer.
+///
+/// ```
+/// use rpcrdma_v1::marshal_reply::*;
+/// use rpcrdma_v1::rt::Seq;
+/// use rpcrdma_v1::xdr::{RpcRdmaErrcode, XdrRdmaSegment, XdrWriteChunk};
+/// // A 2000-byte reply with nothing DDP-eligible, for a Requester that receives 1024.
+/// let mut reply = vec![0u8; 2000];
+/// reply[..4].copy_from_slice(&3u32.to_be_bytes());
+/// let req = ReplyRequest { credits: 32, reply_inline_threshold: 1024, ddp_results: &[] };
+/// let (mut header, mut out) = ([0u8; 1024], MarshaledReply::new());
+///
+/// // With the Reply chunk the Requester provided, it goes there (Long Reply).
+/// let seg = [XdrRdmaSegment { handle: 4, length: 4096, offset: 0x2000 }];
+/// let provided = ProvidedChunks { reply: Some(XdrWriteChunk { target: Seq::from_slice(&seg) }), ..Default::default() };
+/// marshal_reply(&reply, provided, &req, &mut header, &mut out).unwrap();
+/// assert_eq!(out.form(), ReplyForm::ReplyChunk);
+/// assert_eq!(out.writes(), [RdmaWrite { handle: 4, offset: 0x2000, src: 0..2000 }]);
+/// assert_eq!(out.reply_chunk().unwrap()[0].length, 2000);
+///
+/// // Without one, no RPC-level reply is possible: answer ERR_CHUNK instead.
+/// let err = marshal_reply(&reply, ProvidedChunks::default(), &req, &mut header, &mut out).unwrap_err();
+/// assert!(matches!(err, ReplyError::NoReplyChunk { threshold: 1024, .. }));
+/// assert_eq!(err.errcode(), Some(RpcRdmaErrcode::ErrChunk));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplyRequest<'p> {
     /// The credit value to grant, written into `rdma_credit` (RFC 8166
@@ -237,6 +261,25 @@ impl ReplyError {
 /// length (the header is in the caller's buffer), and the inline payload as
 /// ranges of the reply. Keep one and pass it to [`marshal_reply`] again to
 /// reuse its memory.
+///
+/// ```
+/// use rpcrdma_v1::header::{Header, HeaderLimits};
+/// use rpcrdma_v1::marshal_reply::*;
+/// // A 24-byte RPC reply (XID 3, msg_type REPLY) that fits inline.
+/// let mut reply = vec![0u8; 24];
+/// reply[..8].copy_from_slice(&[0, 0, 0, 3, 0, 0, 0, 1]);
+/// let req = ReplyRequest { credits: 8, reply_inline_threshold: 1024, ddp_results: &[] };
+/// let (mut header, mut out) = ([0u8; 1024], MarshaledReply::new());
+/// marshal_reply(&reply, ProvidedChunks::default(), &req, &mut header, &mut out).unwrap();
+/// assert_eq!((out.form(), out.xid(), out.header_len()), (ReplyForm::Inline, 3, 28));
+/// assert_eq!((out.inline(), out.send_len()), (&[0..24][..], 52));
+/// assert!(out.writes().is_empty() && out.reply_chunk().is_none());
+///
+/// let mut send = Vec::new();
+/// out.gather_into(&header, &reply, &mut send);
+/// let h = Header::parse(&send, &HeaderLimits::default()).unwrap();
+/// assert_eq!((h.xid(), h.credit(), h.payload()), (3, 8, &reply[..]));
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MarshaledReply {
     vers: Version,

@@ -98,6 +98,36 @@ impl ReassemblyError {
 /// 4.5.2 suggests `RPC_GARBAGEARGS`; `ERR_CHUNK` fits errors in the
 /// transport header itself (a misaligned Position, an `RDMA_NOMSG` with no
 /// chunk to carry the Payload stream).
+///
+/// ```
+/// use rpcrdma_v1::reassemble::{encode_garbage_args_reply, reassemble_call, ReassemblyError};
+/// use rpcrdma_v1::rt::List;
+/// use rpcrdma_v1::xdr::*;
+/// # fn hdr(nomsg: bool, reads: &[XdrReadChunk]) -> RdmaMsg<'_> {
+/// #     let (rdma_reads, rdma_writes, rdma_reply) = (List::from_slice(reads), List::default(), None);
+/// #     let rdma_body = if nomsg {
+/// #         RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply })
+/// #     } else {
+/// #         RdmaBody::RdmaMsg(RpcRdmaHeader { rdma_reads, rdma_writes, rdma_reply })
+/// #     };
+/// #     RdmaMsg { rdma_xid: 1, rdma_vers: 1, rdma_credit: 8, rdma_body }
+/// # }
+/// let seg = XdrReadChunk { position: 4, target: XdrRdmaSegment { handle: 9, length: 8, offset: 0 } };
+/// let mut out = Vec::new();
+///
+/// // RDMA_NOMSG whose only chunk is not at Position zero: a header error, ERR_CHUNK.
+/// let err = reassemble_call(&hdr(true, &[seg]), &[], &[0; 8], &mut out).unwrap_err();
+/// assert_eq!(err, ReassemblyError::NoPositionZeroChunk);
+/// assert!(err.is_header_error());
+///
+/// // An RDMA_MSG with nothing inline has no Position 4: chunks that do not fit the
+/// // Payload stream are answered with an RPC GARBAGE_ARGS reply.
+/// let err = reassemble_call(&hdr(false, &[seg]), &[], &[0; 8], &mut out).unwrap_err();
+/// assert_eq!(err, ReassemblyError::PositionBeyondPayload { position: 4, end: 0 });
+/// assert!(!err.is_header_error());
+/// let mut reply = [0u8; 24];
+/// assert_eq!(encode_garbage_args_reply(1, &mut reply), Ok(24));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReassemblyError {
@@ -240,6 +270,20 @@ impl ReassemblyError {
 /// One RDMA Read for a Responder to post (RFC 8166 section 3.4.5): pull
 /// `length` bytes from the Requester's (`handle`, `offset`) into the landing
 /// buffer at `landing`.
+///
+/// ```
+/// use rpcrdma_v1::reassemble::{fetch_len, read_list_fetches, Fetch};
+/// use rpcrdma_v1::rt::List;
+/// use rpcrdma_v1::xdr::{XdrRdmaSegment, XdrReadChunk};
+/// let seg = |position, handle, length| XdrReadChunk { position, target: XdrRdmaSegment { handle, length, offset: 0x100 } };
+/// // One chunk of two segments at Position 8, then one of one segment at 32.
+/// let reads = [seg(8, 1, 10), seg(8, 2, 6), seg(32, 3, 4)];
+/// let list = List::from_slice(&reads);
+/// let fetches: Vec<Fetch> = read_list_fetches(list).collect();
+/// let plan: Vec<_> = fetches.iter().map(|f| (f.chunk, f.handle, f.length, f.landing)).collect();
+/// assert_eq!(plan, [(0, 1, 10, 0), (0, 2, 6, 10), (1, 3, 4, 16)]);
+/// assert_eq!(fetch_len(list), 20); // the landing buffer's size
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Fetch {
     /// Index of the Read chunk the segment belongs to (segments with the
@@ -356,6 +400,33 @@ pub fn reassemble_call(
 
 /// One piece of a received call's unreduced Payload stream, in stream order
 /// (see [`lay_out_call`]).
+///
+/// ```
+/// use rpcrdma_v1::reassemble::{lay_out_call, CallPiece};
+/// use rpcrdma_v1::rt::List;
+/// use rpcrdma_v1::xdr::*;
+/// # fn hdr(nomsg: bool, reads: &[XdrReadChunk]) -> RdmaMsg<'_> {
+/// #     let (rdma_reads, rdma_writes, rdma_reply) = (List::from_slice(reads), List::default(), None);
+/// #     let rdma_body = if nomsg {
+/// #         RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply })
+/// #     } else {
+/// #         RdmaBody::RdmaMsg(RpcRdmaHeader { rdma_reads, rdma_writes, rdma_reply })
+/// #     };
+/// #     RdmaMsg { rdma_xid: 1, rdma_vers: 1, rdma_credit: 8, rdma_body }
+/// # }
+/// // A Long call: the whole 40-byte message was pulled into the landing buffer.
+/// let pz = [XdrReadChunk { position: 0, target: XdrRdmaSegment { handle: 9, length: 40, offset: 0 } }];
+/// let mut pieces = Vec::new();
+/// let len = lay_out_call(&hdr(true, &pz), &[], 40, |p| pieces.push(p)).unwrap();
+/// assert_eq!((len, pieces), (40, vec![CallPiece::Landed(0..40)]));
+/// for piece in [CallPiece::Inline(b"abcd"), CallPiece::Padding(3)] {
+///     match piece {
+///         CallPiece::Inline(bytes) => assert_eq!(bytes.len(), 4), // copy from the Send
+///         CallPiece::Landed(range) => unreachable!("{range:?}"),  // copy from the landing buffer
+///         CallPiece::Padding(n) => assert_eq!(n, 3),             // write n zero bytes
+///     }
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallPiece<'a> {
     /// Bytes of the inline (reduced) Payload stream of an `RDMA_MSG`.
@@ -499,6 +570,30 @@ impl Iterator for ReadChunks<'_> {
 /// ([`encode_garbage_args_reply`]), sent in an `RDMA_MSG`
 /// (`marshal_reply::marshal_reply` with no DDP-eligible results; the
 /// Requester's Write list and Reply chunk are returned unused).
+///
+/// ```
+/// use rpcrdma_v1::reassemble::{check_call_ddp_eligibility, reassemble_call, DdpViolation};
+/// use rpcrdma_v1::rt::List;
+/// use rpcrdma_v1::ulb::{DdpItem, OpaqueAtUlb};
+/// use rpcrdma_v1::xdr::*;
+/// # fn hdr(nomsg: bool, reads: &[XdrReadChunk]) -> RdmaMsg<'_> {
+/// #     let (rdma_reads, rdma_writes, rdma_reply) = (List::from_slice(reads), List::default(), None);
+/// #     let rdma_body = if nomsg {
+/// #         RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply })
+/// #     } else {
+/// #         RdmaBody::RdmaMsg(RpcRdmaHeader { rdma_reads, rdma_writes, rdma_reply })
+/// #     };
+/// #     RdmaMsg { rdma_xid: 1, rdma_vers: 1, rdma_credit: 8, rdma_body }
+/// # }
+/// let ulb = OpaqueAtUlb { call_opaque: Some(8), reply_opaque: None, max_result: 0, max_reply: 64 };
+/// // The opaque<> at 8 declares 5 bytes, but its Read chunk holds 6.
+/// let reads = [XdrReadChunk { position: 12, target: XdrRdmaSegment { handle: 9, length: 6, offset: 0 } }];
+/// let (mut call, mut items) = (Vec::new(), Vec::new());
+/// reassemble_call(&hdr(false, &reads), &[0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 5], b"hello!", &mut call).unwrap();
+/// let v = check_call_ddp_eligibility(&hdr(false, &reads), &call, &ulb, &mut items).unwrap_err();
+/// assert_eq!(v, DdpViolation::LengthMismatch { chunk: 0, position: 12, len: 6, item: DdpItem::new(12, 5) });
+/// assert!(v.to_string().contains("holds 6 bytes"));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum DdpViolation {
     /// No DDP-eligible item of the call begins at the chunk's Position: the

@@ -249,6 +249,33 @@ pub fn reduced_len(stream_len: usize, items: &[DdpItem]) -> usize {
 /// from message to message.
 ///
 /// See [`OpaqueAtUlb`] for a minimal implementation.
+///
+/// ```
+/// use rpcrdma_v1::ulb::{reduced_len, DdpItem, UpperLayerBinding};
+/// /// A program whose calls are `opaque data<>` after a 4-byte tag, and whose
+/// /// replies (at most 8 bytes) carry nothing DDP-eligible.
+/// struct Blobs;
+/// impl UpperLayerBinding for Blobs {
+///     fn call_ddp_items(&self, call: &[u8], out: &mut Vec<DdpItem>) {
+///         if let Some(len) = call.get(4..8) {
+///             out.push(DdpItem::new(8, u32::from_be_bytes(len.try_into().unwrap()) as usize));
+///         }
+///     }
+///     fn reply_ddp_maxima(&self, _call: &[u8], _out: &mut Vec<usize>) {}
+///     fn max_reply_size(&self, _call: &[u8]) -> usize {
+///         8
+///     }
+///     fn reply_ddp_items(&self, _: &[u8], _: &[u8], _: usize, _: &mut Vec<DdpItem>) {}
+/// }
+///
+/// let mut call = vec![0u8; 8 + 1000];
+/// call[4..8].copy_from_slice(&1000u32.to_be_bytes());
+/// let mut items = Vec::new();
+/// Blobs.call_ddp_items(&call, &mut items);
+/// assert_eq!(items, [DdpItem::new(8, 1000)]);
+/// // Moved into a Read chunk, the data leaves only the tag and length word inline.
+/// assert_eq!(reduced_len(call.len(), &items), 8);
+/// ```
 pub trait UpperLayerBinding {
     /// The DDP-eligible argument items of an unreduced RPC Call message
     /// `call`, in stream order (RFC 8166 section 6.1). Append them to `out`;

@@ -30,6 +30,22 @@ use crate::xdr::{RdmaBody, RdmaMsg, RpcRdmaError, RpcRdmaErrvers};
 use crate::Version;
 
 /// How a receiver judges what arrives.
+///
+/// ```
+/// use rpcrdma_v1::header::HeaderLimits;
+/// use rpcrdma_v1::verdict::{receive, ReceivePolicy, Verdict};
+/// use rpcrdma_v1::Version;
+/// let policy = ReceivePolicy {
+///     limits: HeaderLimits::default().max_segments(4),
+///     versions: (Version::ONE, Version::ONE),
+///     credit: 8,
+/// };
+/// // A version 3 message is answered with ERR_VERS carrying our credit and range.
+/// let v3: Vec<u8> = [5u32, 3, 1, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+/// let Verdict::Reply { reply, .. } = receive(&v3, &policy) else { panic!("expected ERR_VERS") };
+/// assert_eq!(&reply.as_bytes()[8..12], &8u32.to_be_bytes());
+/// assert_eq!(ReceivePolicy::default().credit, 32);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReceivePolicy {
     /// Limits on segments and chunk sizes.
@@ -132,6 +148,22 @@ impl ErrorReply {
 
 /// The error a peer's RDMA_ERROR reported; it completes the XID's
 /// transaction (RFC 8166 section 4.5).
+///
+/// ```
+/// use rpcrdma_v1::verdict::{receive, ErrorReply, PeerError, ReceivePolicy, Verdict};
+/// use rpcrdma_v1::Version;
+/// // The peer refused our version 2 call 0x99: it speaks only version 1.
+/// let from_peer = ErrorReply::err_vers(0x99, Version::TWO, 1, Version::ONE, Version::ONE);
+/// match receive(from_peer.as_bytes(), &ReceivePolicy::default()) {
+///     Verdict::PeerError { xid, error: PeerError::Vers { vers, low, high } } => {
+///         assert_eq!((xid, vers, low, high), (0x99, 2, 1, 1));
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// let chunk = ErrorReply::err_chunk(0x9a, Version::ONE, 1);
+/// let verdict = receive(chunk.as_bytes(), &ReceivePolicy::default());
+/// assert_eq!(verdict, Verdict::PeerError { xid: 0x9a, error: PeerError::Chunk });
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PeerError {
     /// ERR_VERS: the peer supports versions `low..=high`. `vers` is the
@@ -151,6 +183,15 @@ pub enum PeerError {
 }
 
 /// Why received bytes were dropped without an answer.
+///
+/// ```
+/// use rpcrdma_v1::verdict::{receive, DiscardReason, ReceivePolicy, Verdict};
+/// let policy = ReceivePolicy::default();
+/// assert_eq!(receive(&[0, 0, 0, 1], &policy), Verdict::Discard(DiscardReason::TooShort(4)));
+/// // An RDMA_ERROR (proc 4) with an error code no version defines: never answered.
+/// let bad: Vec<u8> = [9u32, 1, 1, 4, 99].iter().flat_map(|w| w.to_be_bytes()).collect();
+/// assert_eq!(receive(&bad, &policy), Verdict::Discard(DiscardReason::UndecodableError));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DiscardReason {
     /// Too short to read the XID and version.
@@ -161,6 +202,28 @@ pub enum DiscardReason {
 }
 
 /// What to do with a received message.
+///
+/// ```
+/// use rpcrdma_v1::header::HeaderError;
+/// use rpcrdma_v1::verdict::{receive, ReceivePolicy, Verdict};
+/// let to_bytes = |words: &[u32]| -> Vec<u8> { words.iter().flat_map(|w| w.to_be_bytes()).collect() };
+/// let policy = ReceivePolicy::default();
+///
+/// // A valid RDMA_MSG: go on with the header.
+/// let msg = to_bytes(&[7, 1, 32, 0, 0, 0, 0, 7, 0]);
+/// let Verdict::Accept(h) = receive(&msg, &policy) else { panic!() };
+/// assert_eq!(h.payload(), &msg[28..]);
+///
+/// // An unknown procedure: send back the ERR_CHUNK, 20 bytes, same XID.
+/// let unknown = to_bytes(&[7, 1, 32, 9]);
+/// match receive(&unknown, &policy) {
+///     Verdict::Reply { reply, reason } => {
+///         assert_eq!(reason, HeaderError::UnknownProc(9));
+///         assert_eq!((reply.xid(), reply.code(), reply.as_bytes().len()), (7, 2, 20));
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict<'a> {
     /// A valid RDMA_MSG or RDMA_NOMSG: go on with it.

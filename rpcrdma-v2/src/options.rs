@@ -185,6 +185,29 @@ impl<F: FnMut(&OptionalMessage<'_>) -> OptionOutcome> OptionHandler for F {
 pub struct AlreadyRegistered(pub u32);
 
 /// The handlers, one per opttype, sorted for lookup.
+///
+/// ```
+/// use rpcrdma_v2::options::{encode_optional, OptionOutcome, OptionalAnswer, OptionalMessage, Registry};
+/// use rpcrdma_v2::verdict::{default_policy, receive, Reason, Verdict};
+/// let mut registry = Registry::new();
+/// // opttype 7 answers "ping" with "pong"; nothing else is registered.
+/// registry
+///     .register(7, |m: &OptionalMessage<'_>| {
+///         OptionOutcome::Answer(OptionalAnswer { opttype: 7, optinfo: [b"pong", m.optinfo].concat() })
+///     })
+///     .unwrap();
+///
+/// let mut buf = [0u8; 32];
+/// let n = encode_optional(9, 1, 7, b"ping", &mut buf).unwrap();
+/// match receive(&buf[..n], &default_policy(), &mut registry) {
+///     Verdict::Handled { xid: 9, opttype: 7, answer: Some(a) } => assert_eq!(a.optinfo, b"pongping"),
+///     other => panic!("{other:?}"),
+/// }
+/// // An opttype with no handler is refused with RDMA_ERR_INVAL_OPTION.
+/// let n = encode_optional(10, 1, 8, b"", &mut buf).unwrap();
+/// let Verdict::Reply { reason, .. } = receive(&buf[..n], &default_policy(), &mut registry) else { panic!() };
+/// assert_eq!(reason, Reason::UnsupportedOption(8));
+/// ```
 #[derive(Default)]
 pub struct Registry {
     handlers: Vec<(u32, Box<dyn OptionHandler + Send>)>,

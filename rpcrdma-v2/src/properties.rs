@@ -61,6 +61,19 @@ pub struct TransportProperties {
 
 /// Why a received `rdma_optinfo` is not a properties message (section 2.5: a request that
 /// does not decode is answered with RDMA_ERR_INVAL_OPTION, a reply is ignored).
+///
+/// ```
+/// use rpcrdma_v2::properties::{Exchange, Malformed, TransportProperties};
+/// let props = TransportProperties { max_send_size: Some(8192), ..Default::default() };
+/// let mut optinfo = [0u8; 64];
+/// let n = props.encode(Exchange::Reply, &mut optinfo).unwrap();
+/// // Cut short: not XDR. With a word too many: trailing bytes.
+/// assert!(matches!(TransportProperties::decode(&optinfo[..n - 4]), Err(Malformed::Xdr(_))));
+/// assert_eq!(
+///     TransportProperties::decode(&optinfo[..n + 4]),
+///     Err(Malformed::TrailingBytes { end: n, extra: 4 })
+/// );
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Malformed {
     /// It does not decode, or breaks a bound of the XDR.
@@ -157,6 +170,20 @@ impl TransportProperties {
 }
 
 /// What a peer's properties decide for this side (see [`TransportProperties::effect`]).
+///
+/// ```
+/// use rpcrdma_v2::properties::{Effect, Exchange, TransportProperties};
+/// // What private data gave, then the peer's reply, as it arrives in rdma_optinfo.
+/// let base = Effect { send_limit: 4096, remote_invalidation: true, backward_calls: 8 };
+/// let theirs = TransportProperties { remote_invalidation: Some(false), backward_credits: Some(32), ..Default::default() };
+/// let mut optinfo = [0u8; 64];
+/// let n = theirs.encode(Exchange::Reply, &mut optinfo).unwrap();
+/// let (_, stated) = TransportProperties::decode(&optinfo[..n]).unwrap();
+/// let e = stated.effect(base);
+/// assert_eq!(e.send_limit, 4096); // not stated: unchanged
+/// assert!(!e.remote_invalidation); // the peer said no: MUST NOT
+/// assert_eq!(e.backward_calls, 8); // never above this side's own bound
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Effect {
     /// The largest message this side may send the peer inline (the peer's receive size).

@@ -4,6 +4,37 @@
 ///
 /// Flushed completions carry the opcode of the work request they flush, which is more than
 /// hardware promises (its opcode is undefined on error) but never contradicts it.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use rpcrdma_verbs::*;
+/// # // A connected pair of queue pairs: (client pd, client qp, server pd, server qp).
+/// # fn pair<B: Backend + Copy>(b: B) -> (B::Pd, B::Qp, B::Pd, B::Qp) {
+/// #     let t = Duration::from_secs(5);
+/// #     let listener = b.listen(&b.any_address()).unwrap();
+/// #     let addr = listener.local_addr();
+/// #     let client = std::thread::spawn(move || {
+/// #         let pd = b.alloc_pd().unwrap();
+/// #         let (qp, _) = b.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+/// #         (pd, qp)
+/// #     });
+/// #     let pd = b.alloc_pd().unwrap();
+/// #     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+/// #     let (cpd, cqp) = client.join().unwrap();
+/// #     (cpd, cqp, pd, qp)
+/// # }
+/// let t = Duration::from_secs(5);
+/// let (cpd, client, spd, server) = pair(InProcess);
+/// let buf = spd.register(vec![0; 8], Access::LOCAL_WRITE).unwrap();
+/// server.post_recv(10, Sge::whole(&buf)).unwrap();
+/// let msg = cpd.register(vec![1; 8], Access::empty()).unwrap();
+/// client.post_send(20, &[Sge::whole(&msg)], None).unwrap();
+/// let (sent, received) = (client.wait_cq(t).unwrap(), server.wait_cq(t).unwrap());
+/// assert_eq!((sent.wr_id, sent.opcode), (20, Opcode::Send));
+/// assert_eq!((received.wr_id, received.opcode), (10, Opcode::Recv));
+/// // Reaping a send-queue completion frees a send-queue slot; a Receive's does not.
+/// assert!(sent.opcode.is_send_queue() && !received.opcode.is_send_queue());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Opcode {
     /// A Send, with or without Invalidate (`IBV_WC_SEND`).
@@ -32,6 +63,36 @@ impl Opcode {
 /// The status of a work completion (`enum ibv_wc_status`). Any status other than
 /// [`Status::Success`] has moved the queue pair to the Error state: a reliable-connected
 /// queue pair does not survive an error completion.
+///
+/// ```
+/// # use std::time::Duration;
+/// # use rpcrdma_verbs::*;
+/// # // A connected pair of queue pairs: (client pd, client qp, server pd, server qp).
+/// # fn pair<B: Backend + Copy>(b: B) -> (B::Pd, B::Qp, B::Pd, B::Qp) {
+/// #     let t = Duration::from_secs(5);
+/// #     let listener = b.listen(&b.any_address()).unwrap();
+/// #     let addr = listener.local_addr();
+/// #     let client = std::thread::spawn(move || {
+/// #         let pd = b.alloc_pd().unwrap();
+/// #         let (qp, _) = b.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+/// #         (pd, qp)
+/// #     });
+/// #     let pd = b.alloc_pd().unwrap();
+/// #     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+/// #     let (cpd, cqp) = client.join().unwrap();
+/// #     (cpd, cqp, pd, qp)
+/// # }
+/// let t = Duration::from_secs(5);
+/// let (cpd, client, spd, server) = pair(InProcess);
+/// // A 16-byte Send into an 8-byte Receive: fatal for the connection, reported on both sides.
+/// let small = spd.register(vec![0; 8], Access::LOCAL_WRITE).unwrap();
+/// server.post_recv(1, Sge::whole(&small)).unwrap();
+/// let msg = cpd.register(vec![0; 16], Access::empty()).unwrap();
+/// client.post_send(2, &[Sge::whole(&msg)], None).unwrap();
+/// assert_eq!(server.wait_cq(t).unwrap().status, Status::LocalLengthError);
+/// assert_eq!(client.wait_cq(t).unwrap().status, Status::RemoteInvalidRequest);
+/// assert_eq!(client.state(), QpState::Error);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Status {

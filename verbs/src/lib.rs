@@ -88,6 +88,24 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Errors returned synchronously by a verbs call (the `errno` of libibverbs/librdmacm).
 /// Failures of the work itself arrive as [`Completion`]s with a [`Status`], never here.
+///
+/// ```
+/// use std::time::Duration;
+/// use rpcrdma_verbs::*;
+/// let pd = InProcess.alloc_pd().unwrap();
+/// let err = pd.register(vec![0; 8], Access::REMOTE_WRITE).unwrap_err();
+/// assert_eq!(err, Error::InvalidAccess(Access::REMOTE_WRITE)); // needs LOCAL_WRITE too
+///
+/// let t = Duration::from_millis(100);
+/// match InProcess.connect(&pd, "inproc:nobody-listens-here", &[], QpCaps::default(), t) {
+///     Err(Error::ConnectionRefused(addr)) => assert_eq!(addr, "inproc:nobody-listens-here"),
+///     other => panic!("{:?}", other.map(|_| ())),
+/// }
+/// let too_long = [0u8; CONNECT_PRIVATE_DATA_MAX + 1];
+/// let err = InProcess.connect(&pd, "inproc:x", &too_long, QpCaps::default(), t).map(|_| ()).unwrap_err();
+/// assert_eq!(err, Error::PrivateDataTooLong { len: 57, max: 56 });
+/// assert_eq!(err.to_string(), "private data of 57 bytes exceeds the CM limit of 56");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -283,6 +301,36 @@ crate::setters!(ListenOptions { max_pending: usize, handshake_timeout: Duration 
 
 /// The state of a queue pair, reduced to what a connected user can observe
 /// (`IBV_QPS_RTS` or `IBV_QPS_ERR`).
+///
+/// ```
+/// # use std::time::Duration;
+/// # use rpcrdma_verbs::*;
+/// # // A connected pair of queue pairs: (client pd, client qp, server pd, server qp).
+/// # fn pair<B: Backend + Copy>(b: B) -> (B::Pd, B::Qp, B::Pd, B::Qp) {
+/// #     let t = Duration::from_secs(5);
+/// #     let listener = b.listen(&b.any_address()).unwrap();
+/// #     let addr = listener.local_addr();
+/// #     let client = std::thread::spawn(move || {
+/// #         let pd = b.alloc_pd().unwrap();
+/// #         let (qp, _) = b.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+/// #         (pd, qp)
+/// #     });
+/// #     let pd = b.alloc_pd().unwrap();
+/// #     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+/// #     let (cpd, cqp) = client.join().unwrap();
+/// #     (cpd, cqp, pd, qp)
+/// # }
+/// let (cpd, client, _, server) = pair(InProcess);
+/// assert_eq!((client.state(), server.state()), (QpState::Ready, QpState::Ready));
+/// client.disconnect();
+/// let t = Duration::from_secs(5);
+/// assert_eq!(server.cm_event(t), Some(CmEvent::Disconnected));
+/// assert_eq!((client.state(), server.state()), (QpState::Error, QpState::Error));
+/// // Work posted now never runs: it completes flushed.
+/// let buf = cpd.register(vec![0; 4], Access::LOCAL_WRITE).unwrap();
+/// client.post_recv(1, Sge::whole(&buf)).unwrap();
+/// assert_eq!(client.wait_cq(t).unwrap().status, Status::WorkRequestFlushed);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QpState {
     /// Connected; work requests execute.
@@ -294,6 +342,42 @@ pub enum QpState {
 
 /// A verbs implementation. One value of it stands for the device/CM context (`ibv_context`,
 /// `rdma_event_channel`); its associated types are the handles that backend hands out.
+///
+/// Write the protocol once, generic over the backend, and pick the backend at the call:
+///
+/// ```
+/// # use std::time::Duration;
+/// # use rpcrdma_verbs::*;
+/// # // A connected pair of queue pairs: (client pd, client qp, server pd, server qp).
+/// # fn pair<B: Backend + Copy>(b: B) -> (B::Pd, B::Qp, B::Pd, B::Qp) {
+/// #     let t = Duration::from_secs(5);
+/// #     let listener = b.listen(&b.any_address()).unwrap();
+/// #     let addr = listener.local_addr();
+/// #     let client = std::thread::spawn(move || {
+/// #         let pd = b.alloc_pd().unwrap();
+/// #         let (qp, _) = b.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+/// #         (pd, qp)
+/// #     });
+/// #     let pd = b.alloc_pd().unwrap();
+/// #     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+/// #     let (cpd, cqp) = client.join().unwrap();
+/// #     (cpd, cqp, pd, qp)
+/// # }
+/// /// One Send from client to server over backend `b`; what the server received.
+/// fn ping<B: Backend + Copy>(b: B) -> Vec<u8> {
+///     let t = Duration::from_secs(5);
+///     let (cpd, client, spd, server) = pair(b);
+///     let buf = spd.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
+///     server.post_recv(1, Sge::whole(&buf)).unwrap();
+///     let msg = cpd.register(b"ping".to_vec(), Access::empty()).unwrap();
+///     client.post_send(2, &[Sge::whole(&msg)], None).unwrap();
+///     assert!(client.wait_cq(t).unwrap().is_ok());
+///     let c = server.wait_cq(t).unwrap();
+///     buf.with(|b| b[..c.byte_len as usize].to_vec())
+/// }
+/// assert_eq!(ping(InProcess), b"ping");
+/// assert_eq!(ping(Tcp), b"ping");
+/// ```
 pub trait Backend: Send + Sync + 'static {
     /// A protection domain.
     type Pd: ProtectionDomain<Region = Self::Region>;
@@ -340,6 +424,16 @@ pub trait Backend: Send + Sync + 'static {
 
 /// A protection domain (`struct ibv_pd`): memory registered in it is usable only by queue
 /// pairs created in it, and its rkeys are looked up only by those queue pairs' peers.
+///
+/// ```
+/// use rpcrdma_verbs::{Access, Backend, Error, InProcess, MemoryRegion, ProtectionDomain};
+/// let pd = InProcess.alloc_pd().unwrap();
+/// let a = pd.register(vec![0; 4096], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+/// let b = pd.register(vec![0; 4096], Access::REMOTE_READ).unwrap();
+/// assert_eq!((a.len(), b.access()), (4096, Access::REMOTE_READ));
+/// assert_ne!(a.rkey(), b.rkey()); // every registration gets its own keys
+/// assert!(matches!(pd.register(vec![], Access::REMOTE_WRITE), Err(Error::InvalidAccess(_))));
+/// ```
 pub trait ProtectionDomain: Send + Sync {
     /// The region type registration returns.
     type Region: MemoryRegion;
@@ -357,6 +451,21 @@ pub trait ProtectionDomain: Send + Sync {
 /// [`with_mut`](MemoryRegion::with_mut) (the CPU's view, always allowed, even after
 /// invalidation); the verbs reach it only through its keys. Do not post work requests from
 /// inside those closures: the region is locked there.
+///
+/// ```
+/// use rpcrdma_verbs::{Access, Backend, InProcess, MemoryRegion, ProtectionDomain, RemoteBuf};
+/// let pd = InProcess.alloc_pd().unwrap();
+/// let mr = pd.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap();
+/// mr.with_mut(|b| b[..5].copy_from_slice(b"hello"));
+/// assert_eq!(mr.with(|b| b[..5].to_vec()), b"hello");
+/// // What to tell the peer so it can RDMA Read the bytes from offset 8 on.
+/// assert_eq!(mr.remote_at(8), RemoteBuf { addr: mr.addr() + 8, rkey: mr.rkey() });
+///
+/// let other_handle = mr.clone();
+/// let buf = mr.deregister().unwrap(); // the buffer comes back; the keys die
+/// assert_eq!(&buf[..5], b"hello");
+/// assert!(other_handle.with(|b| b.is_empty()));
+/// ```
 pub trait MemoryRegion: Clone + Send + Sync {
     /// The region's virtual address as a peer names it in [`RemoteBuf::addr`] (`mr->addr`).
     fn addr(&self) -> u64;
@@ -394,6 +503,41 @@ pub trait MemoryRegion: Clone + Send + Sync {
 /// the send queue says it completed). Any error completion moves the queue pair, and its peer, to [`QpState::Error`]:
 /// outstanding and later work requests complete with [`Status::WorkRequestFlushed`] and
 /// both sides get [`CmEvent::Disconnected`].
+///
+/// ```
+/// # use std::time::Duration;
+/// # use rpcrdma_verbs::*;
+/// # // A connected pair of queue pairs: (client pd, client qp, server pd, server qp).
+/// # fn pair<B: Backend + Copy>(b: B) -> (B::Pd, B::Qp, B::Pd, B::Qp) {
+/// #     let t = Duration::from_secs(5);
+/// #     let listener = b.listen(&b.any_address()).unwrap();
+/// #     let addr = listener.local_addr();
+/// #     let client = std::thread::spawn(move || {
+/// #         let pd = b.alloc_pd().unwrap();
+/// #         let (qp, _) = b.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+/// #         (pd, qp)
+/// #     });
+/// #     let pd = b.alloc_pd().unwrap();
+/// #     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+/// #     let (cpd, cqp) = client.join().unwrap();
+/// #     (cpd, cqp, pd, qp)
+/// # }
+/// let t = Duration::from_secs(5);
+/// let (cpd, client, spd, server) = pair(InProcess);
+/// // The server exposes a region; the client writes into it, then reads it back.
+/// let exposed = spd.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ).unwrap();
+/// let src = cpd.register(b"written by RDMA".to_vec(), Access::empty()).unwrap();
+/// client.post_write(1, &[Sge::whole(&src)], exposed.remote_at(0)).unwrap();
+/// let c = client.wait_cq(t).unwrap();
+/// assert_eq!((c.wr_id, c.opcode, c.status, c.byte_len), (1, Opcode::RdmaWrite, Status::Success, 15));
+/// exposed.with(|b| assert_eq!(&b[..15], b"written by RDMA"));
+///
+/// let dst = cpd.register(vec![0; 7], Access::LOCAL_WRITE).unwrap();
+/// client.post_read(2, &[Sge::whole(&dst)], exposed.remote_at(11)).unwrap();
+/// assert_eq!(client.wait_cq(t).unwrap().opcode, Opcode::RdmaRead);
+/// dst.with(|b| assert_eq!(b, b"RDMA\0\0\0"));
+/// assert!(server.wait_cq(Duration::ZERO).is_none()); // one-sided: the server saw nothing
+/// ```
 pub trait QueuePair: Send + Sync {
     /// The region type scatter/gather entries name.
     type Region: MemoryRegion;
@@ -712,6 +856,26 @@ pub(crate) fn check_window<R: MemoryRegion>(region: &R, offset: usize, len: usiz
 
 /// A listening CM endpoint (`rdma_cm_id` after `rdma_listen`). Dropping it stops listening
 /// and rejects requests not yet taken.
+///
+/// ```
+/// use std::time::Duration;
+/// use rpcrdma_verbs::*;
+/// let t = Duration::from_secs(5);
+/// let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+/// let addr = listener.local_addr(); // the wildcard resolved: what peers connect to
+/// assert!(addr.starts_with("inproc:"));
+/// assert_eq!(listener.get_request(Duration::from_millis(10)).map(|_| ()), Err(Error::Timeout));
+///
+/// let client = std::thread::spawn(move || {
+///     let pd = InProcess.alloc_pd().unwrap();
+///     InProcess.connect(&pd, &addr, b"hi", QpCaps::default(), t).map(|(_qp, data)| data)
+/// });
+/// let request = listener.get_request(t).unwrap();
+/// assert_eq!(&request.private_data()[..2], b"hi");
+/// drop(request); // rejects it
+/// assert_eq!(client.join().unwrap(), Err(Error::Rejected));
+/// assert_eq!(listener.turned_away(), 0);
+/// ```
 pub trait Listener: Send + Sync {
     /// The request type it hands out.
     type Request: ConnectRequest;

@@ -21,6 +21,17 @@ pub struct Ident {
 }
 
 /// A whole XDR specification: definitions in source order.
+///
+/// ```
+/// use xdr_spec::ast::DefinitionKind;
+/// let src = "const MAX = 8;\n/* A point. */\nstruct point { int x; int y; };\n";
+/// let spec = xdr_spec::parse::parse(src).unwrap();
+/// let names: Vec<&str> = spec.definitions.iter().map(|d| d.name.name.as_str()).collect();
+/// assert_eq!(names, ["MAX", "point"]);
+/// assert!(matches!(spec.definitions[1].kind, DefinitionKind::Struct(_)));
+/// assert_eq!(spec.definitions[1].doc, ["A point."]);
+/// assert!(xdr_spec::check::check(&spec).is_empty());
+/// ```
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Spec {
     /// Definitions in the order they appear.

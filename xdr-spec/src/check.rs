@@ -84,6 +84,16 @@ impl fmt::Display for Severity {
 }
 
 /// One finding of the checker.
+///
+/// ```
+/// use xdr_spec::check::{check, has_errors, Severity};
+/// let src = "struct s {\n  uint32 n;\n};";
+/// let diags = check(&xdr_spec::parse::parse(src).unwrap());
+/// assert!(has_errors(&diags));
+/// let d = &diags[0];
+/// assert_eq!((d.severity, d.message.as_str()), (Severity::Error, "undefined name `uint32`"));
+/// assert_eq!(d.render("s.x", src), "s.x:2:3: error: undefined name `uint32`");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
     /// How serious it is.

@@ -116,6 +116,21 @@ pub enum Action {
 }
 
 /// The errata of one spec, in file order.
+///
+/// ```
+/// let text = "\
+/// erratum: chunk-lists
+/// location: section 4.2
+/// reason: the type is named rpcrdma2_chunk_lists where it is defined
+/// replace-identifier: rpcrdma2_chunks rpcrdma2_chunk_lists
+/// expect-count: 1
+/// ";
+/// let errata = xdr_spec::errata::parse(text).unwrap();
+/// assert_eq!(errata.errata[0].id, "chunk-lists");
+/// let (xdr, applied) = errata.apply("struct msg { rpcrdma2_chunks c; };").unwrap();
+/// assert_eq!(xdr, "struct msg { rpcrdma2_chunk_lists c; };");
+/// assert_eq!(applied[0].id, "chunk-lists");
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Errata {
     /// The errata.

@@ -54,6 +54,29 @@ use crate::{Backend, ListenOptions, QpCaps, Result};
 
 /// The in-process backend. A unit value: all state is per protection domain, connection and
 /// listener, plus one process-global registry of listening names.
+///
+/// ```
+/// use std::time::Duration;
+/// use rpcrdma_verbs::*;
+/// let t = Duration::from_secs(5);
+/// // Addresses are names in this process: `inproc:*` picks a fresh one.
+/// let listener = InProcess.listen("inproc:my-server").unwrap();
+/// assert_eq!(listener.local_addr(), "inproc:my-server");
+/// assert_eq!(InProcess.listen("inproc:my-server").map(|_| ()), Err(Error::AddressInUse("inproc:my-server".into())));
+///
+/// let client = std::thread::spawn(move || {
+///     let pd = InProcess.alloc_pd().unwrap();
+///     let (qp, accepted) = InProcess.connect(&pd, "inproc:my-server", b"v1", QpCaps::default(), t).unwrap();
+///     assert_eq!(&accepted[..2], b"ok");
+///     qp // dropping a queue pair disconnects it: keep it until joined
+/// });
+/// let req = listener.get_request(t).unwrap();
+/// let qp = req.accept(&InProcess.alloc_pd().unwrap(), b"ok", QpCaps::default()).unwrap();
+/// let client_qp = client.join().unwrap();
+/// assert_eq!((client_qp.state(), qp.state()), (QpState::Ready, QpState::Ready));
+/// drop(client_qp);
+/// assert_eq!(qp.cm_event(t), Some(CmEvent::Disconnected));
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct InProcess;
 

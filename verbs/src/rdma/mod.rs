@@ -85,6 +85,22 @@ use crate::{Backend, ListenOptions, QpCaps, Result};
 
 /// The rdma-core backend: a local IPv4 address on an RDMA device (`rdma_bind_addr` binds it
 /// for [`listen`](Backend::listen) on [`any_address`](Backend::any_address)).
+///
+/// Needs an RDMA device (Soft-RoCE will do) whose netdev has the address; not run here.
+///
+/// ```no_run
+/// use std::net::Ipv4Addr;
+/// use std::time::Duration;
+/// use rpcrdma_verbs::*;
+/// let rdma = Rdma::new(Ipv4Addr::new(10, 0, 2, 15));
+/// let pd = rdma.alloc_pd().unwrap();
+/// // Connect to an RPC-over-RDMA server (NFS's port 20049), as any Backend does.
+/// let (qp, accept_data) = rdma.connect(&pd, "10.0.2.16:20049", &[], QpCaps::default(), Duration::from_secs(5)).unwrap();
+/// assert_eq!(accept_data.len(), ACCEPT_PRIVATE_DATA_MAX);
+/// let buf = pd.register(vec![0; 4096], Access::LOCAL_WRITE).unwrap();
+/// qp.post_recv(1, Sge::whole(&buf)).unwrap();
+/// assert_eq!(qp.state(), QpState::Ready);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rdma {
     host: Ipv4Addr,

@@ -98,6 +98,32 @@ pub type TcpPd = InProcPd;
 pub type TcpRegion = InProcRegion;
 
 /// The TCP backend. A unit value: all state is per protection domain, connection and listener.
+///
+/// ```
+/// use std::net::SocketAddr;
+/// use std::time::Duration;
+/// use rpcrdma_verbs::*;
+/// let t = Duration::from_secs(5);
+/// let listener = Tcp.listen(&Tcp.any_address()).unwrap(); // an ephemeral loopback port
+/// let addr: SocketAddr = listener.local_addr().parse().unwrap();
+/// assert!(addr.ip().is_loopback() && addr.port() != 0);
+///
+/// let client = std::thread::spawn(move || {
+///     let pd = Tcp.alloc_pd().unwrap();
+///     let (qp, _) = Tcp.connect(&pd, &addr.to_string(), &[], QpCaps::default(), t).unwrap();
+///     let msg = pd.register(b"over tcp".to_vec(), Access::empty()).unwrap();
+///     qp.post_send(1, &[Sge::whole(&msg)], None).unwrap();
+///     assert!(qp.wait_cq(t).unwrap().is_ok());
+///     qp // keep the connection up until joined
+/// });
+/// let pd = Tcp.alloc_pd().unwrap();
+/// let buf = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+/// let req = listener.get_request(t).unwrap();
+/// let qp = req.accept_with(&pd, &[], QpCaps::default(), |qp| qp.post_recv(7, Sge::whole(&buf))).unwrap();
+/// let c = qp.wait_cq(t).unwrap();
+/// buf.with(|b| assert_eq!(&b[..c.byte_len as usize], b"over tcp"));
+/// client.join().unwrap();
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Tcp;
 

@@ -3,6 +3,22 @@
 
 /// Why decoding or encoding failed. Small and `Copy`: producing one never
 /// allocates.
+///
+/// ```
+/// use xdr_spec_rt::{Error, Reader, Xdr};
+/// let err = Reader::new(&[0, 0, 0, 2]).bool().unwrap_err();
+/// assert_eq!(err, Error::BadBool { value: 2, at: 0 });
+/// assert_eq!(err.to_string(), "byte 0: 2 is not a boolean");
+///
+/// // A count that could not fit in the input is refused before any work.
+/// match Reader::new(&[0xff, 0xff, 0xff, 0xff]).var_seq::<u32>(None, "ids") {
+///     Err(Error::CountExceedsInput { what, count, remaining, .. }) => {
+///         assert_eq!((what, count, remaining), ("ids", u32::MAX, 0));
+///     }
+///     other => panic!("{other:?}"),
+/// }
+/// assert_eq!(7u32.encode(&mut [0u8; 2]), Err(Error::BufferTooSmall { need: 4, have: 2 }));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Error {
     /// The input ended before the item at `at` was complete.

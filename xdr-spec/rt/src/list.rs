@@ -7,6 +7,18 @@ use crate::{Reader, Result, SeqIter, SeqRepr, Writer, Xdr};
 /// The entries of an optional-data list (RFC 4506 section 4.19), the XDR
 /// idiom `struct S { ... S *next; }`: validated bytes from the wire, decoded
 /// as iterated, or a caller's slice to encode.
+///
+/// ```
+/// use xdr_spec_rt::{List, Reader, Xdr};
+/// // Each entry follows a TRUE word; FALSE ends the list.
+/// let bytes = List::from_slice(&[7u32, 8]).to_vec().unwrap();
+/// assert_eq!(bytes, [0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 1, 0, 0, 0, 8, 0, 0, 0, 0]);
+///
+/// let list: List<u32> = Reader::new(&bytes).list("entries").unwrap();
+/// assert_eq!(list.len(), 2);
+/// assert_eq!(list.iter().collect::<Vec<_>>(), [7, 8]);
+/// assert_eq!(list, List::from_slice(&[7, 8]));
+/// ```
 pub struct List<'a, T> {
     pub(crate) repr: SeqRepr<'a, T>,
     pub(crate) _t: PhantomData<T>,

@@ -26,6 +26,24 @@ impl Default for Limits {
 }
 
 /// A bounds-checked cursor over the bytes being decoded.
+///
+/// ```
+/// use xdr_spec_rt::{Error, Limits, Reader};
+/// // A uint, a bool, then a string<8> of three bytes and its padding.
+/// let buf = [0, 0, 0, 42, 0, 0, 0, 1, 0, 0, 0, 3, b'a', b'b', b'c', 0];
+/// let mut r = Reader::new(&buf);
+/// assert_eq!(r.u32(), Ok(42));
+/// assert_eq!(r.bool(), Ok(true));
+/// assert_eq!(r.string(Some(8), "name"), Ok("abc"));
+/// assert_eq!((r.position(), r.remaining()), (16, 0));
+/// assert_eq!(r.u32(), Err(Error::Truncated { at: 16, need: 4 }));
+///
+/// // A declared bound, and a caller's limit, are checked before the body is read.
+/// let mut r = Reader::new(&buf[8..]);
+/// assert!(matches!(r.opaque_var(Some(2), "name"), Err(Error::OverBound { len: 3, max: 2, .. })));
+/// let mut r = Reader::with_limits(&buf[8..], Limits { max_array_len: 2, ..Limits::default() });
+/// assert!(matches!(r.var_seq::<u32>(None, "ids"), Err(Error::LimitExceeded { limit: 2, .. })));
+/// ```
 #[derive(Debug, Clone)]
 pub struct Reader<'a> {
     /// The length of the whole input, for positions.

@@ -50,6 +50,21 @@ impl<'a, T> SeqRepr<'a, T> {
 /// The elements of an XDR array: either validated bytes from the wire,
 /// decoded one element at a time as they are iterated, or a caller's slice to
 /// encode. Both compare equal when their elements do.
+///
+/// ```
+/// use xdr_spec_rt::{Reader, Seq, Writer};
+/// let mut buf = [0u8; 16];
+/// let mut w = Writer::new(&mut buf);
+/// Seq::from_slice(&[10u32, 20, 30]).encode_counted(&mut w); // uint<>: count, elements
+/// let n = w.position();
+///
+/// let seq: Seq<u32> = Reader::new(&buf[..n]).var_seq(Some(4), "values").unwrap();
+/// assert_eq!((seq.len(), seq.get(1), seq.get(3)), (3, Some(20), None));
+/// assert_eq!(seq.iter().sum::<u32>(), 60);
+/// assert_eq!(seq.wire_bytes(), Some(&buf[4..n])); // borrowed, not copied
+/// assert_eq!(seq, Seq::from_slice(&[10, 20, 30]));
+/// assert!(Seq::from_slice(&[1u32, 2]).validate_bounds(Some(1), None, "values").is_err());
+/// ```
 pub struct Seq<'a, T> {
     pub(crate) repr: SeqRepr<'a, T>,
     pub(crate) _t: PhantomData<T>,

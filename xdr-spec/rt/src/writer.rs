@@ -10,6 +10,24 @@ use crate::{pad, Xdr};
 /// implementation can get wrong. What keeps that cheap is [`Writer::fixed`]:
 /// a run of writes whose total length is a constant is checked once, and the
 /// writes inside check against a length the compiler knows, so it drops them.
+///
+/// ```
+/// use xdr_spec_rt::Writer;
+/// let mut buf = [0u8; 16];
+/// let mut w = Writer::new(&mut buf);
+/// w.put_u32(42);
+/// w.put_bool(true);
+/// w.put_opaque_var(b"abc"); // length, bytes, one byte of zero padding
+/// assert_eq!((w.position(), w.overflowed()), (16, false));
+/// assert_eq!(buf, [0, 0, 0, 42, 0, 0, 0, 1, 0, 0, 0, 3, b'a', b'b', b'c', 0]);
+///
+/// // A write that does not fit is refused, and remembered.
+/// let mut small = [0u8; 6];
+/// let mut w = Writer::new(&mut small);
+/// w.put_u32(1);
+/// w.put_u32(2);
+/// assert_eq!((w.position(), w.overflowed()), (4, true));
+/// ```
 #[derive(Debug)]
 pub struct Writer<'b> {
     /// The space not written yet.

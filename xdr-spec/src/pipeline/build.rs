@@ -67,6 +67,24 @@ pub struct Build {
 }
 
 /// What a [`Build`] generated.
+///
+/// ```
+/// use xdr_spec::pipeline::Build;
+/// # let dir = std::env::temp_dir().join(format!("xdr-spec-generated-doc-{}", std::process::id()));
+/// # std::fs::create_dir_all(&dir).unwrap();
+/// let spec = dir.join("spec.txt");
+/// std::fs::write(&spec, "2.  XDR\n\n   /// struct item { unsigend int id; };\n").unwrap();
+/// let errata = dir.join("spec.errata");
+/// let fix = "erratum: typo\nlocation: 2\nreason: misspelt\nreplace-identifier: unsigend unsigned\nexpect-count: 1\n";
+/// std::fs::write(&errata, fix).unwrap();
+///
+/// let generated = Build::new(&spec).errata(&errata).generate().unwrap();
+/// assert!(generated.rust.contains("pub struct Item"));
+/// assert_eq!(generated.base.xdr, "struct item { unsigned int id; };\n");
+/// assert!(generated.extensions.is_empty());
+/// assert!(generated.report().contains("typo"), "{}", generated.report());
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// ```
 #[derive(Debug, Clone)]
 pub struct Generated {
     /// The Rust source: the base's items, then a module per extension.

@@ -4,12 +4,12 @@
 //! RFC 8267 section 3 makes exactly two items DDP-eligible for what this server serves: the
 //! `data` of WRITE3args (so a large WRITE's data may arrive through a Read chunk) and the
 //! `data` of a successful READ3res (sent through the client's Write chunk); the path of
-//! SYMLINK and READLINK is the third. This server implements neither, but the Linux client
-//! sends a SYMLINK's path through a Read chunk, so [`symlink_path`] locates it: otherwise the
-//! call's chunk would break DDP-eligibility and be answered GARBAGE_ARGS (RFC 8166 section
-//! 4.5.2) instead of NFS3ERR_NOTSUPP. Every other reply
-//! goes inline or, when large (READDIR and READDIRPLUS), through the Reply chunk (section 3.2
-//! of RFC 8267 leaves that to the transport).
+//! SYMLINK and READLINK is the third. The Linux client sends a SYMLINK's path through a Read
+//! chunk, so [`symlink_path`] locates it (otherwise the call's chunk would break
+//! DDP-eligibility and be answered GARBAGE_ARGS, RFC 8166 section 4.5.2). A READLINK's path
+//! is not moved by DDP here: its reply goes inline or, when long, through the Reply chunk,
+//! like every other reply that can be large (READDIR and READDIRPLUS; section 3.2 of RFC 8267
+//! leaves that to the transport).
 //!
 //! The items are located by decoding the XDR: the RPC header with
 //! [`CallHeader::decode`](negotiate::onc::CallHeader::decode) or
@@ -25,12 +25,15 @@ use rpcrdma_v1::ulb::{roundup, DdpItem, UpperLayerBinding};
 use xdr_spec_rt::{Reader, Xdr};
 
 use crate::xdr::{Diropargs3, NfsFh3, PostOpAttr, Sattr3, StableHow, NFSPROC3_READ, NFSPROC3_READDIR};
-use crate::xdr::{NFSPROC3_READDIRPLUS, NFSPROC3_SYMLINK, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3};
+use crate::xdr::{NFSPROC3_READDIRPLUS, NFSPROC3_READLINK, NFSPROC3_SYMLINK, NFSPROC3_WRITE, NFS_PROGRAM, NFS_V3};
 
 /// The largest reply other than READDIR's and READDIRPLUS's, with a READ's data reduced: the
 /// RPC reply header and the largest fixed results (CREATE3resok: a handle, two `fattr3`s and
 /// a `wcc_attr`, about 300 bytes).
 pub const MAX_SMALL_REPLY: usize = 1024;
+
+/// The most a READLINK reply adds to [`MAX_SMALL_REPLY`]: a path of up to PATH_MAX bytes.
+pub const MAX_LINK_REPLY: usize = 4096;
 
 /// The largest directory listing a client may ask for in one READDIR or READDIRPLUS: replies
 /// up to this (and [`MAX_SMALL_REPLY`] more) go through the Reply chunk.
@@ -135,7 +138,8 @@ impl UpperLayerBinding for Nfs3Binding {
             r.u32().ok()
         };
         let listing = listing_bound(NFSPROC3_READDIR, 8 + 8).or_else(|| listing_bound(NFSPROC3_READDIRPLUS, 8 + 8 + 4));
-        MAX_SMALL_REPLY + listing.map_or(0, |n| (n as usize).min(MAX_DIR_REPLY))
+        let readlink = arguments_of(call, NFSPROC3_READLINK).map_or(0, |_| MAX_LINK_REPLY);
+        MAX_SMALL_REPLY + readlink + listing.map_or(0, |n| (n as usize).min(MAX_DIR_REPLY))
     }
 
     fn reply_ddp_items(&self, call: &[u8], reply: &[u8], reduced: usize, out: &mut Vec<DdpItem>) {

@@ -2,17 +2,32 @@
 //! only the server interprets) and the table that maps them to paths under the export root.
 //!
 //! A handle is 24 bytes: this server run's 8-byte generation, then the file's device and
-//! inode numbers. The table maps (device, inode) to the path, relative to the root, where the
-//! file was last seen: it learns a path on LOOKUP, CREATE, MKDIR and READDIRPLUS, and forgets
-//! it on REMOVE and RMDIR. It only ever holds files that exist under the root, so a client
-//! cannot grow it beyond the export's own size.
+//! inode numbers. The table maps (device, inode) to the paths, relative to the root, where the
+//! file was seen (a file with several hard links may be known by several, the latest first, at
+//! most [`MAX_PATHS`]): it learns a path on LOOKUP, CREATE, MKDIR, SYMLINK, LINK and
+//! READDIRPLUS, and forgets it on REMOVE and RMDIR. RENAME moves the path of the renamed file
+//! and rewrites the paths of everything known under a renamed directory
+//! ([`Handles::renamed`]); the paths of a file a RENAME replaced are forgotten. It only ever
+//! holds files that exist under the root, so a client cannot grow it beyond the export's own
+//! size.
+//!
+//! Hard links: a REMOVE of one link forgets that path only. While another path of the file
+//! is known (made by LINK, or seen by LOOKUP or READDIRPLUS), its handle keeps resolving
+//! through it. If none is known, the handle is NFS3ERR_STALE until a LOOKUP (or READDIRPLUS)
+//! of a remaining link relearns a path: the Linux client does that itself on ESTALE, so `cat`
+//! of the other link works.
 //!
 //! Resolving a handle checks everything a client could get wrong or forge: a handle of the
 //! wrong length is NFS3ERR_BADHANDLE ("failed internal consistency checks"); one from an
-//! earlier run (another generation), of a file never seen, or whose path now holds another
-//! file (removed, renamed behind the server's back) is NFS3ERR_STALE. Paths are only ever
-//! built from the root and names checked by [`check_name`], so no handle or name reaches
-//! outside the root.
+//! earlier run (another generation), of a file never seen, or whose paths now all hold other
+//! files (removed, renamed behind the server's back) is NFS3ERR_STALE. Paths are only ever
+//! built from the root and names checked by [`check_name`], and a handle only names a
+//! directory to look in when it is one (not a symbolic link to one), so no handle or name
+//! reaches outside the root.
+//!
+//! Paths are resolved again by the kernel on every call: a client that swaps a directory on a
+//! path for a symbolic link between this server's check and its use (two calls racing) is not
+//! guarded against; this is an example server, not a hardened one.
 
 use std::collections::HashMap;
 use std::fs::Metadata;
@@ -30,6 +45,9 @@ pub type FileHandle = [u8; HANDLE_LEN];
 
 /// The longest name a directory entry may have (PATHCONF's `name_max`).
 pub const NAME_MAX: usize = 255;
+
+/// The most paths (hard links) remembered for one file; beyond it the oldest is forgotten.
+pub const MAX_PATHS: usize = 8;
 
 /// A file, identified as the kernel does: device and inode number.
 type FileId = (u64, u64);
@@ -50,7 +68,7 @@ pub struct Resolved {
 pub struct Handles {
     root: PathBuf,
     generation: [u8; 8],
-    known: Mutex<HashMap<FileId, PathBuf>>,
+    known: Mutex<HashMap<FileId, Vec<PathBuf>>>,
 }
 
 impl Handles {
@@ -69,7 +87,7 @@ impl Handles {
                 format!("the export root {} is not a directory", root.display()),
             ));
         }
-        let known = Mutex::new(HashMap::from([(id(&meta), PathBuf::new())]));
+        let known = Mutex::new(HashMap::from([(id(&meta), vec![PathBuf::new()])]));
         Ok(Handles { root, generation, known })
     }
 
@@ -88,19 +106,46 @@ impl Handles {
     }
 
     /// The handle of the file at `relative` (relative to the root) whose attributes are
-    /// `meta`, remembered so that it resolves.
+    /// `meta`, remembered (as its latest path) so that it resolves.
     pub fn remember(&self, relative: &Path, meta: &Metadata) -> FileHandle {
-        self.known.lock().unwrap_or_else(PoisonError::into_inner).insert(id(meta), relative.to_path_buf());
+        let mut known = self.lock();
+        let paths = known.entry(id(meta)).or_default();
+        paths.retain(|p| p != relative);
+        paths.insert(0, relative.to_path_buf());
+        paths.truncate(MAX_PATHS);
+        drop(known);
         self.make(meta)
     }
 
-    /// Forgets the file `meta` describes, if it was last seen at `relative` (another hard
-    /// link to it may have been seen since).
+    /// Forgets the path `relative` of the file `meta` describes (its other hard links, if
+    /// known, stay).
     pub fn forget(&self, relative: &Path, meta: &Metadata) {
-        let mut known = self.known.lock().unwrap_or_else(PoisonError::into_inner);
-        if known.get(&id(meta)).is_some_and(|p| p == relative) {
-            known.remove(&id(meta));
+        let mut known = self.lock();
+        if let Some(paths) = known.get_mut(&id(meta)) {
+            paths.retain(|p| p != relative);
+            if paths.is_empty() {
+                known.remove(&id(meta));
+            }
         }
+    }
+
+    /// What a successful `rename(from, to)` (paths relative to the root) changes: the path
+    /// `from`, and every known path under it (the entries of a renamed directory, at any
+    /// depth), now starts with `to`; whatever was known at `to` or under it (a file or empty
+    /// directory the rename replaced) is forgotten there. `from` and `to` must differ.
+    ///
+    /// This walks the whole table: a rename costs time in the number of files known.
+    pub fn renamed(&self, from: &Path, to: &Path) {
+        let mut known = self.lock();
+        known.retain(|_, paths| {
+            paths.retain(|p| !p.starts_with(to));
+            for p in paths.iter_mut() {
+                if let Ok(rest) = p.strip_prefix(from) {
+                    *p = if rest.as_os_str().is_empty() { to.to_path_buf() } else { to.join(rest) };
+                }
+            }
+            !paths.is_empty()
+        });
     }
 
     /// The file `handle` names, if it still exists where it was seen.
@@ -108,7 +153,7 @@ impl Handles {
     /// # Errors
     ///
     /// NFS3ERR_BADHANDLE for a handle this server cannot have made; NFS3ERR_STALE for one of
-    /// another run, of a file never seen, or of a file no longer at its path.
+    /// another run, of a file never seen, or of a file at none of its known paths.
     pub fn resolve(&self, handle: &[u8]) -> Result<Resolved, Nfsstat3> {
         let handle: &FileHandle = handle.try_into().map_err(|_| Nfsstat3::Nfs3errBadhandle)?;
         if handle[..8] != self.generation {
@@ -116,21 +161,33 @@ impl Handles {
         }
         let word = |at: usize| u64::from_be_bytes(handle[at..at + 8].try_into().expect("8 bytes"));
         let wanted = (word(8), word(16));
-        let relative = self
-            .known
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&wanted)
-            .cloned()
-            .ok_or(Nfsstat3::Nfs3errStale)?;
-        let path = self.root.join(&relative);
-        match std::fs::symlink_metadata(&path) {
-            Ok(meta) if id(&meta) == wanted => Ok(Resolved { relative, path, meta }),
-            _ => {
-                self.known.lock().unwrap_or_else(PoisonError::into_inner).remove(&wanted);
-                Err(Nfsstat3::Nfs3errStale)
+        let paths = self.lock().get(&wanted).cloned().ok_or(Nfsstat3::Nfs3errStale)?;
+        let mut gone = Vec::new();
+        let mut found = None;
+        for relative in paths {
+            let path = self.root.join(&relative);
+            match std::fs::symlink_metadata(&path) {
+                Ok(meta) if id(&meta) == wanted => {
+                    found = Some(Resolved { relative, path, meta });
+                    break;
+                }
+                _ => gone.push(relative),
             }
         }
+        if !gone.is_empty() {
+            let mut known = self.lock();
+            if let Some(paths) = known.get_mut(&wanted) {
+                paths.retain(|p| !gone.contains(p));
+                if paths.is_empty() {
+                    known.remove(&wanted);
+                }
+            }
+        }
+        found.ok_or(Nfsstat3::Nfs3errStale)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<FileId, Vec<PathBuf>>> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     fn make(&self, meta: &Metadata) -> FileHandle {

@@ -2,10 +2,12 @@
 //! [`Handler`] for [`negotiate::server::Server`] that takes whole RPC call messages and
 //! writes whole RPC replies.
 //!
-//! Served: NULL, GETATTR, SETATTR, LOOKUP, ACCESS, READ, WRITE, CREATE, MKDIR, REMOVE, RMDIR,
-//! READDIR, READDIRPLUS, FSSTAT, FSINFO, PATHCONF, COMMIT: what `mount`, `ls -l`, `stat`,
-//! `cat`, `cp`, `mkdir`, `rm` and `dd` need. READLINK, SYMLINK, MKNOD, RENAME and LINK answer
-//! NFS3ERR_NOTSUPP; a procedure number above 21 is PROC_UNAVAIL. Arguments that do not decode
+//! Served: NULL, GETATTR, SETATTR, LOOKUP, ACCESS, READLINK, READ, WRITE, CREATE (UNCHECKED,
+//! GUARDED and EXCLUSIVE, the verifier kept in the file's times), MKDIR, SYMLINK, REMOVE,
+//! RMDIR, RENAME, LINK, READDIR, READDIRPLUS, FSSTAT, FSINFO, PATHCONF, COMMIT: what `mount`,
+//! `ls -l`, `stat`, `cat`, `cp`, `mkdir`, `rm`, `mv`, `ln`, `ln -s`, `readlink` and `dd`
+//! need. MKNOD answers NFS3ERR_NOTSUPP (devices need privileges, and FIFOs and sockets are
+//! not worth serving here); a procedure number above 21 is PROC_UNAVAIL. Arguments that do not decode
 //! are GARBAGE_ARGS; a handle that does not resolve is NFS3ERR_BADHANDLE or NFS3ERR_STALE
 //! ([`crate::handles`]); nothing a client sends panics the server or reaches outside the
 //! export root.
@@ -138,17 +140,13 @@ impl Nfs3 {
             NFSPROC3_FSINFO => self.fsinfo(a, out),
             NFSPROC3_PATHCONF => self.pathconf(a, out),
             NFSPROC3_COMMIT => self.commit(a, out),
-            // READLINK, SYMLINK, MKNOD, RENAME, LINK: NFS3ERR_NOTSUPP with each one's failure
-            // body, every attribute absent (the status alone would be short of it).
-            NFSPROC3_READLINK => out.fail(Nfsstat3::Nfs3errNotsupp, &PostOpAttr::False),
-            NFSPROC3_SYMLINK | NFSPROC3_MKNOD => out.fail(Nfsstat3::Nfs3errNotsupp, &NO_WCC),
-            NFSPROC3_RENAME => {
-                out.fail(Nfsstat3::Nfs3errNotsupp, &RENAME3resfail { fromdir_wcc: NO_WCC, todir_wcc: NO_WCC })
-            }
-            NFSPROC3_LINK => out.fail(
-                Nfsstat3::Nfs3errNotsupp,
-                &LINK3resfail { file_attributes: PostOpAttr::False, linkdir_wcc: NO_WCC },
-            ),
+            NFSPROC3_READLINK => self.readlink(a, out),
+            NFSPROC3_SYMLINK => self.symlink(a, out),
+            NFSPROC3_RENAME => self.rename(a, out),
+            NFSPROC3_LINK => self.link(a, out),
+            // MKNOD: NFS3ERR_NOTSUPP with its failure body, no attributes (the status alone
+            // would be short of it).
+            NFSPROC3_MKNOD => out.fail(Nfsstat3::Nfs3errNotsupp, &NO_WCC),
             _ => {
                 out.buf.clear();
                 onc::reply_proc_unavail(out.xid, out.buf);
@@ -225,8 +223,8 @@ impl Nfs3 {
             dtpref: DIR_PREF,
             maxfilesize: i64::MAX as u64,
             time_delta: Nfstime3 { seconds: 0, nseconds: 1 },
-            // No LINK or SYMLINK here; SETATTR sets times.
-            properties: FSF3_HOMOGENEOUS | FSF3_CANSETTIME,
+            // Hard and symbolic links; SETATTR sets times.
+            properties: FSF3_LINK | FSF3_SYMLINK | FSF3_HOMOGENEOUS | FSF3_CANSETTIME,
         };
         out.results(&FSINFO3res::Nfs3Ok(res))
     }

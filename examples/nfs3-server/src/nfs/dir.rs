@@ -1,8 +1,18 @@
-//! The procedures on directories: LOOKUP, CREATE, MKDIR, REMOVE, RMDIR, READDIR and
-//! READDIRPLUS (RFC 1813 sections 3.3.3, 3.3.8, 3.3.9, 3.3.12, 3.3.13, 3.3.16, 3.3.17).
+//! The procedures on directories: LOOKUP, CREATE, MKDIR, SYMLINK, REMOVE, RMDIR, RENAME,
+//! LINK, READDIR and READDIRPLUS (RFC 1813 sections 3.3.3, 3.3.8, 3.3.9, 3.3.10, 3.3.12,
+//! 3.3.13, 3.3.14, 3.3.15, 3.3.16, 3.3.17).
 //!
-//! Every name is checked by [`check_name`] before it is joined to a directory's path, so a
-//! client names only entries of the directories it holds handles for.
+//! Every name is checked by [`check_name`] before it is joined to a directory's path, and a
+//! directory handle is used as one only when it names a directory itself (attributes read
+//! without following a symbolic link; a link to a directory is NFS3ERR_NOTDIR), so a client
+//! names only entries of the directories it holds handles for. A SYMLINK's target is the
+//! client's text, stored as given and never followed by this server.
+//!
+//! An EXCLUSIVE CREATE stores its verifier in the new file's times as Linux's nfsd does (the
+//! first four bytes, high bit cleared, as the mtime's seconds; the last four as the atime's),
+//! so that a retransmitted CREATE with the same verifier finds the file it made (still empty,
+//! with those times) and succeeds with the same handle; the client then sets the file's real
+//! attributes with SETATTR (RFC 1813 section 3.3.8).
 //!
 //! Directory cookies are positions in the directory's entries sorted by name (a cookie `c`
 //! resumes after the `c`-th entry), so a listing that takes several calls returns each name
@@ -15,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use super::file::set_attributes;
 use super::{args, Nfs3, Out, Served};
-use crate::attrs::{fattr, post_op, status, wcc};
+use crate::attrs::{fattr, post_op, status, wcc, NO_WCC};
 use crate::binding::MAX_DIR_REPLY;
 use crate::handles::{check_name, FileHandle, Resolved, HANDLE_LEN};
 use crate::xdr::*;
@@ -27,6 +37,36 @@ const COOKIEVERF: [u8; 8] = [0; 8];
 /// XDR bytes of a READDIR3res or READDIRPLUS3res before and after its entries: status,
 /// `post_op_attr` with attributes, cookie verifier, the list's final FALSE, `eof`.
 const LISTING_OVERHEAD: usize = 4 + 4 + 84 + 8 + 4 + 4;
+
+/// The longest symbolic link target Linux stores: PATH_MAX less its NUL.
+pub(crate) const PATH_MAX: usize = libc::PATH_MAX as usize;
+
+/// The times an EXCLUSIVE CREATE stores its verifier in, as Linux's nfsd does: the first four
+/// bytes (big-endian, high bit cleared, as some file systems keep 31-bit times) are the
+/// mtime's seconds, the last four the atime's; nanoseconds zero.
+fn verifier_times(v: &[u8; 8]) -> Sattr3 {
+    let word = |at: usize| u32::from_be_bytes(v[at..at + 4].try_into().expect("4 bytes")) & 0x7fff_ffff;
+    Sattr3 {
+        mode: SetMode3::Default { discriminant: false },
+        uid: SetUid3::Default { discriminant: false },
+        gid: SetGid3::Default { discriminant: false },
+        size: SetSize3::Default { discriminant: false },
+        atime: SetAtime::SetToClientTime(Nfstime3 { seconds: word(4), nseconds: 0 }),
+        mtime: SetMtime::SetToClientTime(Nfstime3 { seconds: word(0), nseconds: 0 }),
+    }
+}
+
+/// Whether `m` is the file an EXCLUSIVE CREATE with the verifier stored as `times` made: a
+/// regular file, still empty, with exactly those times.
+fn holds_verifier(m: &std::fs::Metadata, times: &Sattr3) -> bool {
+    let (SetAtime::SetToClientTime(at), SetMtime::SetToClientTime(mt)) = (times.atime, times.mtime) else {
+        return false;
+    };
+    m.is_file()
+        && m.size() == 0
+        && (m.atime(), m.atime_nsec(), m.mtime(), m.mtime_nsec())
+            == (i64::from(at.seconds), 0, i64::from(mt.seconds), 0)
+}
 
 /// The bytes an `entry3` takes in a READDIR reply: the "next" word, fileid, name, cookie.
 fn entry_len(name: &str) -> usize {
@@ -125,12 +165,13 @@ impl Nfs3 {
         let Some((d, relative, path)) = self.entry(a.r#where.dir.data, a.r#where.name.0, out, fail, no_dir) else {
             return Ok(());
         };
-        // UNCHECKED creates or reuses; GUARDED and EXCLUSIVE fail on an existing name. The
-        // EXCLUSIVE verifier is not stored, so a retransmitted EXCLUSIVE CREATE fails with
-        // NFS3ERR_EXIST (the Linux client uses EXCLUSIVE only for O_EXCL opens).
-        let (new_only, attrs) = match a.how {
-            Createhow3::ObjAttributes { discriminant, value } => (discriminant != Createmode3::Unchecked, Some(value)),
-            Createhow3::Exclusive(_) => (true, None),
+        // UNCHECKED creates or reuses; GUARDED and EXCLUSIVE fail on an existing name, unless
+        // an EXCLUSIVE CREATE's verifier is the one stored in it (a retransmission).
+        let (new_only, attrs, verifier) = match a.how {
+            Createhow3::ObjAttributes { discriminant, value } => {
+                (discriminant != Createmode3::Unchecked, Some(value), None)
+            }
+            Createhow3::Exclusive(v) => (true, None, Some(verifier_times(v.0))),
         };
         let mode = match attrs.map(|s| s.mode) {
             Some(SetMode3::True(m)) => m & 0o7777,
@@ -144,7 +185,17 @@ impl Nfs3 {
             .mode(mode)
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path);
-        let made = opened.map_err(|e| status(&e)).and_then(|_| self.created(&relative, &path, attrs.as_ref()));
+        let made = match (opened, verifier) {
+            (Ok(_), None) => self.created(&relative, &path, attrs.as_ref()),
+            (Ok(_), Some(times)) => self.created(&relative, &path, Some(&times)),
+            (Err(e), Some(times)) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                match std::fs::symlink_metadata(&path) {
+                    Ok(m) if holds_verifier(&m, &times) => Ok(self.handles.remember(&relative, &m)),
+                    _ => Err(Nfsstat3::Nfs3errExist),
+                }
+            }
+            (Err(e), _) => Err(status(&e)),
+        };
         match made {
             Ok(fh) => out.results(&CREATE3res::Nfs3Ok(CREATE3resok {
                 obj: PostOpFh3::True(NfsFh3 { data: &fh }),
@@ -181,6 +232,36 @@ impl Nfs3 {
         }
     }
 
+    pub(super) fn symlink(&self, a: &[u8], out: &mut Out<'_>) -> Served {
+        let a: SYMLINK3args = args(a)?;
+        let fail = |d: &Resolved| wcc(Some(&d.meta), &d.path);
+        let no_dir = crate::attrs::NO_WCC;
+        let Some((d, relative, path)) = self.entry(a.r#where.dir.data, a.r#where.name.0, out, fail, no_dir) else {
+            return Ok(());
+        };
+        // The target is stored as the client's text: never resolved, checked only for what
+        // symlink(2) cannot store. `symlink_attributes` are not applied (a Linux symbolic
+        // link's mode is always 0777 and its times follow its creation).
+        let target = a.symlink.symlink_data.0;
+        let made = if target.len() >= PATH_MAX {
+            Err(Nfsstat3::Nfs3errNametoolong)
+        } else if target.is_empty() || target.contains('\0') {
+            Err(Nfsstat3::Nfs3errInval)
+        } else {
+            std::os::unix::fs::symlink(target, &path)
+                .map_err(|e| status(&e))
+                .and_then(|()| self.created(&relative, &path, None))
+        };
+        match made {
+            Ok(fh) => out.results(&SYMLINK3res::Nfs3Ok(SYMLINK3resok {
+                obj: PostOpFh3::True(NfsFh3 { data: &fh }),
+                obj_attributes: post_op(&path),
+                dir_wcc: wcc(Some(&d.meta), &d.path),
+            })),
+            Err(why) => out.fail(why, &fail(&d)),
+        }
+    }
+
     /// REMOVE (`directory` false) and RMDIR (true); their arguments and results have one shape.
     pub(super) fn remove(&self, a: &[u8], out: &mut Out<'_>, directory: bool) -> Served {
         let a: Diropargs3 = args(a)?;
@@ -199,6 +280,71 @@ impl Nfs3 {
             (Ok(()), false) => out.results(&REMOVE3res::Nfs3Ok(REMOVE3resok { dir_wcc })),
             (Ok(()), true) => out.results(&RMDIR3res::Nfs3Ok(RMDIR3resok { dir_wcc })),
             (Err(e), _) => out.fail(status(&e), &dir_wcc),
+        }
+    }
+
+    /// RENAME (RFC 1813 section 3.3.14) with `rename(2)`'s semantics: a file or empty
+    /// directory at the target is replaced (its path forgotten), a directory cannot move into
+    /// its own subtree (EINVAL, NFS3ERR_INVAL), and renaming a name onto another link of the
+    /// same file changes nothing. The handles of the renamed file and of everything under it
+    /// stay valid ([`crate::handles::Handles::renamed`]).
+    pub(super) fn rename(&self, a: &[u8], out: &mut Out<'_>) -> Served {
+        let a: RENAME3args = args(a)?;
+        let no_dirs = RENAME3resfail { fromdir_wcc: NO_WCC, todir_wcc: NO_WCC };
+        let from_fail = |d: &Resolved| RENAME3resfail { fromdir_wcc: wcc(Some(&d.meta), &d.path), todir_wcc: NO_WCC };
+        let Some((from_d, from_rel, from_path)) = self.entry(a.from.dir.data, a.from.name.0, out, from_fail, no_dirs)
+        else {
+            return Ok(());
+        };
+        let from_wcc = || wcc(Some(&from_d.meta), &from_d.path);
+        let to_fail = |d: &Resolved| RENAME3resfail { fromdir_wcc: from_wcc(), todir_wcc: wcc(Some(&d.meta), &d.path) };
+        let no_to = RENAME3resfail { fromdir_wcc: from_wcc(), todir_wcc: NO_WCC };
+        let Some((to_d, to_rel, to_path)) = self.entry(a.to.dir.data, a.to.name.0, out, to_fail, no_to) else {
+            return Ok(());
+        };
+        let renamed = std::fs::symlink_metadata(&from_path).and_then(|from_meta| {
+            let replaced = std::fs::symlink_metadata(&to_path).ok();
+            std::fs::rename(&from_path, &to_path)?;
+            // Two links of one file: rename(2) leaves both (POSIX), and so does the table.
+            if !replaced.is_some_and(|r| (r.dev(), r.ino()) == (from_meta.dev(), from_meta.ino())) {
+                self.handles.renamed(&from_rel, &to_rel);
+            }
+            Ok(())
+        });
+        let (fromdir_wcc, todir_wcc) = (from_wcc(), wcc(Some(&to_d.meta), &to_d.path));
+        match renamed {
+            Ok(()) => out.results(&RENAME3res::Nfs3Ok(RENAME3resok { fromdir_wcc, todir_wcc })),
+            Err(e) => out.fail(status(&e), &RENAME3resfail { fromdir_wcc, todir_wcc }),
+        }
+    }
+
+    /// LINK (RFC 1813 section 3.3.15): a new hard link to a file that is not a directory (a
+    /// symbolic link is linked itself, never what it points to). The file's handle stays the
+    /// same and resolves through either name.
+    pub(super) fn link(&self, a: &[u8], out: &mut Out<'_>) -> Served {
+        let a: LINK3args = args(a)?;
+        let no_file = LINK3resfail { file_attributes: PostOpAttr::False, linkdir_wcc: NO_WCC };
+        let Some(f) = self.file(a.file.data, out, no_file) else { return Ok(()) };
+        let attrs = || PostOpAttr::True(fattr(&f.meta));
+        let fail = |d: &Resolved| LINK3resfail { file_attributes: attrs(), linkdir_wcc: wcc(Some(&d.meta), &d.path) };
+        let no_dir = LINK3resfail { file_attributes: attrs(), linkdir_wcc: NO_WCC };
+        let Some((d, relative, path)) = self.entry(a.link.dir.data, a.link.name.0, out, fail, no_dir) else {
+            return Ok(());
+        };
+        if f.meta.is_dir() {
+            return out.fail(Nfsstat3::Nfs3errIsdir, &fail(&d));
+        }
+        // linkat(2) without AT_SYMLINK_FOLLOW: a symbolic link is not followed.
+        let linked = std::fs::hard_link(&f.path, &path).and_then(|()| std::fs::symlink_metadata(&path));
+        match linked {
+            Ok(meta) => {
+                self.handles.remember(&relative, &meta);
+                out.results(&LINK3res::Nfs3Ok(LINK3resok {
+                    file_attributes: PostOpAttr::True(fattr(&meta)),
+                    linkdir_wcc: wcc(Some(&d.meta), &d.path),
+                }))
+            }
+            Err(e) => out.fail(status(&e), &fail(&d)),
         }
     }
 

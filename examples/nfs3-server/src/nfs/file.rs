@@ -1,8 +1,10 @@
-//! The procedures on a file's data and attributes: SETATTR, READ, WRITE, COMMIT (RFC 1813
-//! sections 3.3.2, 3.3.6, 3.3.7 and 3.3.21).
+//! The procedures on a file's data and attributes: SETATTR, READLINK, READ, WRITE, COMMIT
+//! (RFC 1813 sections 3.3.2, 3.3.5, 3.3.6, 3.3.7 and 3.3.21).
 //!
 //! Files are opened with O_NOFOLLOW and attributes never set through a symbolic link: a link
 //! inside the export may point outside it, and following it would let a client reach there.
+//! READ, WRITE and COMMIT of a symbolic link's handle are NFS3ERR_INVAL, any attribute
+//! change to one is NFS3ERR_INVAL, and READLINK only reads the link's own text.
 
 use std::fs::{File, Metadata, OpenOptions};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -110,6 +112,28 @@ impl Nfs3 {
         match set_attributes(&f.path, &f.meta, &a.new_attributes) {
             Ok(()) => out.results(&SETATTR3res::Nfs3Ok(SETATTR3resok { obj_wcc: wcc(Some(&f.meta), &f.path) })),
             Err(why) => out.fail(why, &wcc(Some(&f.meta), &f.path)),
+        }
+    }
+
+    /// READLINK (RFC 1813 section 3.3.5): the text of a symbolic link, as stored. Anything
+    /// else is NFS3ERR_INVAL; a target that is not UTF-8 (`nfspath3` is a string; only made
+    /// behind the server's back) is NFS3ERR_IO.
+    pub(super) fn readlink(&self, a: &[u8], out: &mut Out<'_>) -> Served {
+        let a: READLINK3args = args(a)?;
+        let Some(f) = self.file(a.symlink.data, out, PostOpAttr::False) else { return Ok(()) };
+        let attrs = PostOpAttr::True(fattr(&f.meta));
+        if !f.meta.file_type().is_symlink() {
+            return out.fail(Nfsstat3::Nfs3errInval, &attrs);
+        }
+        match std::fs::read_link(&f.path) {
+            Ok(target) => match target.into_os_string().into_string() {
+                Ok(text) => out.results(&READLINK3res::Nfs3Ok(READLINK3resok {
+                    symlink_attributes: attrs,
+                    data: Nfspath3(&text),
+                })),
+                Err(_) => out.fail(Nfsstat3::Nfs3errIo, &attrs),
+            },
+            Err(e) => out.fail(status(&e), &attrs),
         }
     }
 

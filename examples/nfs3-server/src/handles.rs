@@ -262,4 +262,29 @@ mod tests {
         assert_eq!(handles.resolve(&h).unwrap_err(), Nfsstat3::Nfs3errStale);
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    #[test]
+    fn renamed_moves_paths_under_the_directory_and_forgets_the_replaced() {
+        let dir = std::env::temp_dir().join(format!("nfs3-handles-renamed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        for d in ["a/sub", "ab", "t"] {
+            std::fs::create_dir_all(dir.join(d)).unwrap();
+        }
+        std::fs::write(dir.join("a/sub/f"), b"x").unwrap();
+        let handles = Handles::new(&dir, [7; 8]).unwrap();
+        let meta = |p: &str| std::fs::symlink_metadata(dir.join(p)).unwrap();
+        let known: Vec<_> =
+            ["a", "a/sub", "a/sub/f", "ab", "t"].iter().map(|p| handles.remember(Path::new(p), &meta(p))).collect();
+        // The empty directory "t" is replaced by "a" (as rename(2) would).
+        std::fs::remove_dir(dir.join("t")).unwrap();
+        std::fs::rename(dir.join("a"), dir.join("t")).unwrap();
+        handles.renamed(Path::new("a"), Path::new("t"));
+        let at = |h: &FileHandle| handles.resolve(h).map(|r| r.relative);
+        assert_eq!(at(&known[0]), Ok(PathBuf::from("t")));
+        assert_eq!(at(&known[1]), Ok(PathBuf::from("t/sub")));
+        assert_eq!(at(&known[2]), Ok(PathBuf::from("t/sub/f")));
+        assert_eq!(at(&known[3]), Ok(PathBuf::from("ab")), "a sibling whose name starts alike");
+        assert_eq!(at(&known[4]), Err(Nfsstat3::Nfs3errStale), "the replaced directory");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -132,6 +133,87 @@ impl<B: Backend> Rig<B> {
         let proc = if rmdir { NFSPROC3_RMDIR } else { NFSPROC3_REMOVE };
         let r = self.call(proc, &REMOVE3args { object: dirop(dir, name) });
         Nfsstat3::decode(&r).unwrap().0
+    }
+
+    fn create_exclusive(&self, dir: &[u8], name: &str, verf: &[u8; 8]) -> Result<Vec<u8>, Nfsstat3> {
+        let how = Createhow3::Exclusive(Createverf3(verf));
+        let r = self.call(NFSPROC3_CREATE, &CREATE3args { r#where: dirop(dir, name), how });
+        match CREATE3res::decode(&r).unwrap().0 {
+            CREATE3res::Nfs3Ok(CREATE3resok { obj: PostOpFh3::True(fh), .. }) => Ok(fh.data.to_vec()),
+            CREATE3res::Nfs3Ok(_) => panic!("CREATE {name}: no handle"),
+            CREATE3res::Default { discriminant, .. } => Err(discriminant),
+        }
+    }
+
+    fn symlink(&self, dir: &[u8], name: &str, target: &str) -> Result<Vec<u8>, Nfsstat3> {
+        let symlink = Symlinkdata3 { symlink_attributes: no_attrs(), symlink_data: Nfspath3(target) };
+        let r = self.call(NFSPROC3_SYMLINK, &SYMLINK3args { r#where: dirop(dir, name), symlink });
+        match SYMLINK3res::decode(&r).unwrap().0 {
+            SYMLINK3res::Nfs3Ok(SYMLINK3resok { obj: PostOpFh3::True(fh), obj_attributes, dir_wcc }) => {
+                assert!(matches!(obj_attributes, PostOpAttr::True(a) if a.r#type == Ftype3::Nf3lnk));
+                assert!(matches!((dir_wcc.before, dir_wcc.after), (PreOpAttr::True(_), PostOpAttr::True(_))));
+                Ok(fh.data.to_vec())
+            }
+            SYMLINK3res::Nfs3Ok(_) => panic!("SYMLINK {name}: no handle"),
+            SYMLINK3res::Default { discriminant, .. } => Err(discriminant),
+        }
+    }
+
+    fn readlink(&self, fh: &[u8]) -> Result<String, Nfsstat3> {
+        let r = self.call(NFSPROC3_READLINK, &READLINK3args { symlink: NfsFh3 { data: fh } });
+        match READLINK3res::decode(&r).unwrap().0 {
+            READLINK3res::Nfs3Ok(ok) => {
+                assert!(matches!(ok.symlink_attributes, PostOpAttr::True(a) if a.r#type == Ftype3::Nf3lnk));
+                Ok(ok.data.0.to_string())
+            }
+            READLINK3res::Default { discriminant, .. } => Err(discriminant),
+        }
+    }
+
+    /// RENAME: the status, after checking that a success carries both directories' wcc_data.
+    fn rename(&self, from: &[u8], from_name: &str, to: &[u8], to_name: &str) -> Nfsstat3 {
+        let r = self.call(NFSPROC3_RENAME, &RENAME3args { from: dirop(from, from_name), to: dirop(to, to_name) });
+        match RENAME3res::decode(&r).unwrap().0 {
+            RENAME3res::Nfs3Ok(ok) => {
+                for w in [ok.fromdir_wcc, ok.todir_wcc] {
+                    assert!(matches!((w.before, w.after), (PreOpAttr::True(_), PostOpAttr::True(_))));
+                }
+                Nfsstat3::Nfs3Ok
+            }
+            RENAME3res::Default { discriminant, .. } => discriminant,
+        }
+    }
+
+    /// LINK: the linked file's attributes after it.
+    fn link(&self, file: &[u8], dir: &[u8], name: &str) -> Result<Fattr3, Nfsstat3> {
+        let r = self.call(NFSPROC3_LINK, &LINK3args { file: NfsFh3 { data: file }, link: dirop(dir, name) });
+        match LINK3res::decode(&r).unwrap().0 {
+            LINK3res::Nfs3Ok(LINK3resok { file_attributes: PostOpAttr::True(a), linkdir_wcc }) => {
+                assert!(matches!(linkdir_wcc.after, PostOpAttr::True(_)));
+                Ok(a)
+            }
+            LINK3res::Nfs3Ok(_) => panic!("LINK {name}: no attributes"),
+            LINK3res::Default { discriminant, .. } => Err(discriminant),
+        }
+    }
+
+    fn read(&self, fh: &[u8]) -> Result<Vec<u8>, Nfsstat3> {
+        let r = self.call(NFSPROC3_READ, &READ3args { file: NfsFh3 { data: fh }, offset: 0, count: 1 << 16 });
+        match READ3res::decode(&r).unwrap().0 {
+            READ3res::Nfs3Ok(ok) => Ok(ok.data.to_vec()),
+            READ3res::Default { discriminant, .. } => Err(discriminant),
+        }
+    }
+
+    fn write(&self, fh: &[u8], data: &[u8]) -> Nfsstat3 {
+        let args = WRITE3args {
+            file: NfsFh3 { data: fh },
+            offset: 0,
+            count: data.len() as u32,
+            stable: StableHow::FileSync,
+            data,
+        };
+        Nfsstat3::decode(&self.call(NFSPROC3_WRITE, &args)).unwrap().0
     }
 
     fn getattr(&self, fh: &[u8]) -> Result<Fattr3, Nfsstat3> {
@@ -364,11 +446,13 @@ fn bad_arguments_and_unknown_procedures_are_answered_not_fatal() {
     assert_eq!(stat(NFSPROC3_WRITE, &write), AcceptStat::GarbageArgs);
     assert_eq!(stat(99, &[]), AcceptStat::ProcUnavail);
     assert_eq!(stat(NFSPROC3_NULL, &[]), AcceptStat::Success);
-    // A procedure not served: NFS3ERR_NOTSUPP, in a reply that decodes as its result type.
-    let r = rig.call(NFSPROC3_RENAME, &RENAME3args { from: dirop(&root, "a"), to: dirop(&root, "b") });
+    // A procedure not served (MKNOD): NFS3ERR_NOTSUPP, in a reply that decodes as its result
+    // type.
+    let what = Mknoddata3::PipeAttributes { discriminant: Ftype3::Nf3fifo, value: no_attrs() };
+    let r = rig.call(NFSPROC3_MKNOD, &MKNOD3args { r#where: dirop(&root, "fifo"), what });
     assert!(matches!(
-        RENAME3res::decode(&r).unwrap().0,
-        RENAME3res::Default { discriminant: Nfsstat3::Nfs3errNotsupp, .. }
+        MKNOD3res::decode(&r).unwrap().0,
+        MKNOD3res::Default { discriminant: Nfsstat3::Nfs3errNotsupp, .. }
     ));
     // WRITE to a directory, READ of one.
     let r = rig.call(
@@ -471,10 +555,11 @@ fn mount_program_over_tcp_survives_a_hostile_record() {
 }
 
 /// The Linux client sends a SYMLINK's path through a Read chunk (RFC 8267 section 3.1.1 makes
-/// it DDP-eligible): the binding must locate it, or the server answers GARBAGE_ARGS instead of
-/// NFS3ERR_NOTSUPP (seen with the kernel client in guest/test-kernel-nfs3).
+/// it DDP-eligible): the binding must locate it, or the server answers GARBAGE_ARGS (seen with
+/// the kernel client in guest/test-kernel-nfs3). The link is made, and READLINK gives the
+/// 4000 bytes back (a reply larger than the inline threshold: through the Reply chunk).
 #[test]
-fn a_long_symlink_path_is_ddp_eligible_and_answered_notsupp() {
+fn rfc8267_a_long_symlink_path_is_ddp_eligible_and_stored() {
     let rig = rig(InProcess, "symlink");
     let (root, _) = rig.mnt("/");
     let path = "p".repeat(4000);
@@ -488,5 +573,339 @@ fn a_long_symlink_path_is_ddp_eligible_and_answered_notsupp() {
     assert_eq!(&msg[item.offset..item.offset + item.len], path.as_bytes());
     let reply = rig.client.call(&msg, &rig.binding).unwrap();
     let results = onc::results(&reply, xid).unwrap();
-    assert_eq!(i32::from_be_bytes(results[..4].try_into().unwrap()), Nfsstat3::Nfs3errNotsupp as i32);
+    let SYMLINK3res::Nfs3Ok(SYMLINK3resok { obj: PostOpFh3::True(fh), .. }) = SYMLINK3res::decode(results).unwrap().0
+    else {
+        panic!("SYMLINK of a 4000-byte path failed")
+    };
+    assert_eq!(rig.readlink(fh.data).unwrap(), path);
+    assert_eq!(std::fs::read_link(rig.export.0.join("link")).unwrap().to_str().unwrap(), path);
+}
+
+/// A directory outside the export (beside it), removed when dropped.
+fn outside(name: &str) -> Export {
+    let dir = Export::new(&format!("outside-{name}"));
+    std::fs::write(dir.0.join("secret"), b"secret").unwrap();
+    dir
+}
+
+#[test]
+fn rfc1813_3_3_10_symlink_and_3_3_5_readlink() {
+    let rig = rig(InProcess, "rfc-symlink");
+    let (root, _) = rig.mnt("/");
+    let dir = rig.mkdir(&root, "d").unwrap();
+    let l = rig.symlink(&dir, "l", "some/where else").unwrap();
+    assert_eq!(rig.getattr(&l).unwrap().r#type, Ftype3::Nf3lnk);
+    assert_eq!(rig.lookup(&dir, "l").unwrap(), l, "LOOKUP gives the handle SYMLINK gave");
+    assert_eq!(rig.readlink(&l).unwrap(), "some/where else");
+    // Failures: an existing name, a name that is not one, an empty or over-long target.
+    assert_eq!(rig.symlink(&dir, "l", "x"), Err(Nfsstat3::Nfs3errExist));
+    assert_eq!(rig.symlink(&dir, "..", "x"), Err(Nfsstat3::Nfs3errAcces));
+    assert_eq!(rig.symlink(&dir, &"n".repeat(256), "x"), Err(Nfsstat3::Nfs3errNametoolong));
+    assert_eq!(rig.symlink(&dir, "empty", ""), Err(Nfsstat3::Nfs3errInval));
+    // READLINK of what is not a symbolic link: NFS3ERR_INVAL (section 3.3.5).
+    let f = rig.create(&dir, "f").unwrap();
+    assert_eq!(rig.readlink(&f), Err(Nfsstat3::Nfs3errInval), "a regular file");
+    assert_eq!(rig.readlink(&dir), Err(Nfsstat3::Nfs3errInval), "a directory");
+    assert_eq!(rig.readlink(&root[..3]), Err(Nfsstat3::Nfs3errBadhandle));
+    assert_eq!(rig.remove(&dir, "l", false), Nfsstat3::Nfs3Ok, "REMOVE of a symbolic link");
+    assert_eq!(rig.readlink(&l), Err(Nfsstat3::Nfs3errStale));
+    assert_eq!(rig.server.stats().handler_panics, 0);
+}
+
+#[test]
+fn attack_symlink_target_is_stored_as_given_and_bounded_by_path_max() {
+    let rig = rig(InProcess, "attack-target");
+    let (root, _) = rig.mnt("/");
+    let escape = "../../../../../../etc/passwd";
+    let l = rig.symlink(&root, "esc", escape).unwrap();
+    assert_eq!(rig.readlink(&l).unwrap(), escape, "the client's text, not resolved");
+    assert_eq!(std::fs::read_link(rig.export.0.join("esc")).unwrap().to_str().unwrap(), escape);
+    // READ through it is not reading /etc/passwd.
+    assert_eq!(rig.read(&l), Err(Nfsstat3::Nfs3errInval));
+    // PATH_MAX (4096 with its NUL): 4096 bytes are too long; a NUL cannot be stored.
+    assert_eq!(rig.symlink(&root, "long", &"p".repeat(4096)), Err(Nfsstat3::Nfs3errNametoolong));
+    assert_eq!(rig.symlink(&root, "nul", "a\0b"), Err(Nfsstat3::Nfs3errInval));
+    assert!(std::fs::symlink_metadata(rig.export.0.join("long")).is_err());
+    assert_eq!(rig.server.stats().handler_panics, 0);
+}
+
+/// Symbolic links to outside the export (`/etc`, `..`, another directory), made through
+/// SYMLINK or found in the export: no procedure takes one as a directory to work in.
+#[test]
+fn attack_symlink_as_directory_handle_is_notdir() {
+    let rig = rig(InProcess, "attack-dirlink");
+    let (root, _) = rig.mnt("/");
+    let out = outside("dirlink");
+    let keep = rig.create(&root, "keep").unwrap();
+    std::os::unix::fs::symlink(&out.0, rig.export.0.join("found")).unwrap();
+    let links = [
+        rig.symlink(&root, "etc", "/etc").unwrap(),
+        rig.symlink(&root, "up", "..").unwrap(),
+        rig.symlink(&root, "abs", out.0.to_str().unwrap()).unwrap(),
+        rig.lookup(&root, "found").unwrap(),
+    ];
+    let notdir = Err(Nfsstat3::Nfs3errNotdir);
+    for l in &links {
+        assert_eq!(rig.lookup(l, "secret"), notdir, "LOOKUP under a symlink");
+        assert_eq!(rig.lookup(l, "passwd"), notdir);
+        assert_eq!(rig.create(l, "new"), notdir, "CREATE");
+        assert_eq!(rig.create_exclusive(l, "new", &[1; 8]), notdir, "EXCLUSIVE CREATE");
+        assert_eq!(rig.mkdir(l, "new"), notdir, "MKDIR");
+        assert_eq!(rig.symlink(l, "new", "x"), notdir, "SYMLINK");
+        assert_eq!(rig.remove(l, "secret", false), Nfsstat3::Nfs3errNotdir, "REMOVE");
+        assert_eq!(rig.remove(l, "secret", true), Nfsstat3::Nfs3errNotdir, "RMDIR");
+        assert_eq!(rig.rename(l, "secret", &root, "stolen"), Nfsstat3::Nfs3errNotdir, "RENAME from");
+        assert_eq!(rig.rename(&root, "keep", l, "planted"), Nfsstat3::Nfs3errNotdir, "RENAME to");
+        assert_eq!(rig.link(&keep, l, "planted").map(|_| ()), Err(Nfsstat3::Nfs3errNotdir), "LINK into");
+        let args = READDIR3args { dir: NfsFh3 { data: l }, cookie: 0, cookieverf: Cookieverf3(&[0; 8]), count: 4096 };
+        let r = rig.call(NFSPROC3_READDIR, &args);
+        assert!(matches!(
+            READDIR3res::decode(&r).unwrap().0,
+            READDIR3res::Default { discriminant: Nfsstat3::Nfs3errNotdir, .. }
+        ));
+        let args = READDIRPLUS3args {
+            dir: NfsFh3 { data: l },
+            cookie: 0,
+            cookieverf: Cookieverf3(&[0; 8]),
+            dircount: 4096,
+            maxcount: 4096,
+        };
+        let r = rig.call(NFSPROC3_READDIRPLUS, &args);
+        assert!(matches!(
+            READDIRPLUS3res::decode(&r).unwrap().0,
+            READDIRPLUS3res::Default { discriminant: Nfsstat3::Nfs3errNotdir, .. }
+        ));
+    }
+    // Nothing changed outside, and the export's file is where it was.
+    let mut names: Vec<_> = std::fs::read_dir(&out.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    assert_eq!(names, ["secret"]);
+    assert_eq!(std::fs::read(out.0.join("secret")).unwrap(), b"secret");
+    assert!(rig.getattr(&keep).is_ok());
+    assert_eq!(rig.server.stats().handler_panics, 0);
+}
+
+/// READ, WRITE, SETATTR and COMMIT of a symbolic link's handle do not touch what it points
+/// to; LINK of one links the symbolic link itself.
+#[test]
+fn attack_symlink_handle_data_and_attributes_are_not_followed() {
+    let rig = rig(InProcess, "attack-filelink");
+    let (root, _) = rig.mnt("/");
+    let out = outside("filelink");
+    let target = out.0.join("secret");
+    let l = rig.symlink(&root, "s", target.to_str().unwrap()).unwrap();
+    let before = std::fs::metadata(&target).unwrap();
+    assert_eq!(rig.read(&l), Err(Nfsstat3::Nfs3errInval), "READ");
+    assert_eq!(rig.write(&l, b"owned"), Nfsstat3::Nfs3errInval, "WRITE");
+    let mut attrs = no_attrs();
+    attrs.mode = SetMode3::True(0o777);
+    attrs.size = SetSize3::True(0);
+    let r = rig.call(
+        NFSPROC3_SETATTR,
+        &SETATTR3args { object: NfsFh3 { data: &l }, new_attributes: attrs, guard: Sattrguard3::False },
+    );
+    assert_eq!(Nfsstat3::decode(&r).unwrap().0, Nfsstat3::Nfs3errInval, "SETATTR");
+    let r = rig.call(NFSPROC3_COMMIT, &COMMIT3args { file: NfsFh3 { data: &l }, offset: 0, count: 0 });
+    assert_eq!(Nfsstat3::decode(&r).unwrap().0, Nfsstat3::Nfs3errInval, "COMMIT");
+    // LINK: a second name for the symbolic link, not a hard link to the target.
+    let a = rig.link(&l, &root, "s2").unwrap();
+    assert_eq!((a.r#type, a.nlink), (Ftype3::Nf3lnk, 2));
+    let s2 = rig.lookup(&root, "s2").unwrap();
+    assert_eq!(rig.readlink(&s2).unwrap(), target.to_str().unwrap());
+    let after = std::fs::metadata(&target).unwrap();
+    assert_eq!(std::fs::read(&target).unwrap(), b"secret");
+    assert_eq!((after.permissions(), after.nlink()), (before.permissions(), 1));
+    assert_eq!(rig.server.stats().handler_panics, 0);
+}
+
+#[test]
+fn rfc1813_3_3_14_rename_keeps_handles_of_the_file_and_everything_under_a_directory() {
+    let rig = rig(InProcess, "rfc-rename");
+    let (root, _) = rig.mnt("/");
+    let d = rig.mkdir(&root, "d").unwrap();
+    let f = rig.create(&d, "f").unwrap();
+    assert_eq!(rig.write(&f, b"hello"), Nfsstat3::Nfs3Ok);
+    let sub = rig.mkdir(&d, "sub").unwrap();
+    let g = rig.create(&sub, "g").unwrap();
+    assert_eq!(rig.write(&g, b"deep"), Nfsstat3::Nfs3Ok);
+    // A file, within one directory.
+    assert_eq!(rig.rename(&d, "f", &d, "f2"), Nfsstat3::Nfs3Ok);
+    assert_eq!(rig.lookup(&d, "f"), Err(Nfsstat3::Nfs3errNoent));
+    assert_eq!(rig.lookup(&d, "f2").unwrap(), f);
+    assert_eq!(rig.read(&f).unwrap(), b"hello", "the handle held before the rename");
+    // A directory with files inside: every handle under it still resolves, at its new path.
+    assert_eq!(rig.rename(&root, "d", &root, "e"), Nfsstat3::Nfs3Ok);
+    assert_eq!(rig.getattr(&d).unwrap().r#type, Ftype3::Nf3dir);
+    assert_eq!(rig.read(&f).unwrap(), b"hello");
+    assert_eq!(rig.read(&g).unwrap(), b"deep");
+    assert!(rig.getattr(&sub).is_ok());
+    assert_eq!(rig.create(&sub, "h").map(|_| ()), Ok(()), "CREATE in a directory moved with its parent");
+    assert!(rig.export.0.join("e/sub/h").exists());
+    // Across two directories.
+    assert_eq!(rig.rename(&sub, "g", &root, "g"), Nfsstat3::Nfs3Ok);
+    assert_eq!(rig.read(&g).unwrap(), b"deep");
+    assert_eq!(rig.lookup(&root, "g").unwrap(), g);
+    // Failures: a name that is not there, a stale directory handle.
+    assert_eq!(rig.rename(&root, "missing", &root, "x"), Nfsstat3::Nfs3errNoent);
+    let mut stale = root.clone();
+    stale[23] ^= 1;
+    assert_eq!(rig.rename(&stale, "g", &root, "x"), Nfsstat3::Nfs3errStale);
+    assert_eq!(rig.rename(&root, "g", &stale, "x"), Nfsstat3::Nfs3errStale);
+    assert_eq!(rig.server.stats().handler_panics, 0);
+}
+
+/// RENAME onto an existing name: POSIX `rename`. The replaced file's handle is stale, the
+/// renamed one's is not; a directory replaces only an empty directory; a file and a
+/// directory do not replace each other; two links of one file are left alone.
+#[test]
+fn rfc1813_3_3_14_rename_over_an_existing_target() {
+    let rig = rig(InProcess, "rfc-rename-over");
+    let (root, _) = rig.mnt("/");
+    let a = rig.create(&root, "a").unwrap();
+    let b = rig.create(&root, "b").unwrap();
+    assert_eq!(rig.rename(&root, "a", &root, "b"), Nfsstat3::Nfs3Ok);
+    assert_eq!(rig.getattr(&b).unwrap_err(), Nfsstat3::Nfs3errStale, "the replaced file");
+    assert_eq!(rig.lookup(&root, "b").unwrap(), a);
+    assert!(rig.getattr(&a).is_ok());
+
+    let d1 = rig.mkdir(&root, "d1").unwrap();
+    let d2 = rig.mkdir(&root, "d2").unwrap();
+    let inner = rig.create(&d1, "inner").unwrap();
+    assert_eq!(rig.rename(&root, "d1", &root, "d2"), Nfsstat3::Nfs3Ok, "onto an empty directory");
+    assert_eq!(rig.getattr(&d2).unwrap_err(), Nfsstat3::Nfs3errStale);
+    assert!(rig.getattr(&inner).is_ok());
+    assert_eq!(rig.lookup(&d1, "inner").unwrap(), inner);
+    let d3 = rig.mkdir(&root, "d3").unwrap();
+    rig.create(&d3, "x").unwrap();
+    assert_eq!(rig.rename(&root, "d2", &root, "d3"), Nfsstat3::Nfs3errNotempty);
+    assert_eq!(rig.rename(&root, "d2", &root, "b"), Nfsstat3::Nfs3errNotdir, "a directory onto a file");
+    assert_eq!(rig.rename(&root, "b", &root, "d3"), Nfsstat3::Nfs3errIsdir, "a file onto a directory");
+    assert!(rig.getattr(&d1).is_ok() && rig.getattr(&d3).is_ok());
+
+    // Two links of one file: nothing happens, both names and the handle stay.
+    rig.link(&a, &root, "a2").unwrap();
+    assert_eq!(rig.rename(&root, "b", &root, "a2"), Nfsstat3::Nfs3Ok);
+    assert_eq!(rig.lookup(&root, "b").unwrap(), a);
+    assert_eq!(rig.lookup(&root, "a2").unwrap(), a);
+    assert_eq!(rig.getattr(&a).unwrap().nlink, 2);
+    // A name onto itself.
+    assert_eq!(rig.rename(&root, "b", &root, "b"), Nfsstat3::Nfs3Ok);
+    assert!(rig.getattr(&a).is_ok());
+}
+
+#[test]
+fn attack_rename_of_a_directory_into_its_own_subtree_is_inval() {
+    let rig = rig(InProcess, "attack-subtree");
+    let (root, _) = rig.mnt("/");
+    let a = rig.mkdir(&root, "a").unwrap();
+    let b = rig.mkdir(&a, "b").unwrap();
+    assert_eq!(rig.rename(&root, "a", &b, "c"), Nfsstat3::Nfs3errInval);
+    assert_eq!(rig.rename(&root, "a", &a, "c"), Nfsstat3::Nfs3errInval);
+    assert!(rig.getattr(&a).is_ok() && rig.getattr(&b).is_ok());
+    assert_eq!(rig.lookup(&root, "a").unwrap(), a);
+}
+
+/// RENAME's two names and LINK's name are checked like every other name, across two
+/// directory handles: nothing is named outside the export or outside a directory.
+#[test]
+fn attack_rename_and_link_names_are_checked() {
+    let rig = rig(InProcess, "attack-names");
+    let (root, _) = rig.mnt("/");
+    let out = outside("names");
+    let sub = rig.mkdir(&root, "sub").unwrap();
+    let f = rig.create(&sub, "f").unwrap();
+    let escape = format!("../{}", out.0.file_name().unwrap().to_str().unwrap());
+    for bad in ["..", ".", "", "a/b", "../x", "f/..", escape.as_str()] {
+        assert_eq!(rig.rename(&sub, bad, &root, "x"), Nfsstat3::Nfs3errAcces, "RENAME from {bad:?}");
+        assert_eq!(rig.rename(&sub, "f", &root, bad), Nfsstat3::Nfs3errAcces, "RENAME to {bad:?}");
+        assert_eq!(rig.rename(&root, "sub", &sub, bad), Nfsstat3::Nfs3errAcces, "RENAME to {bad:?}");
+        assert_eq!(rig.link(&f, &root, bad).map(|_| ()), Err(Nfsstat3::Nfs3errAcces), "LINK {bad:?}");
+        assert_eq!(rig.link(&f, &sub, bad).map(|_| ()), Err(Nfsstat3::Nfs3errAcces), "LINK {bad:?}");
+    }
+    let long = "n".repeat(256);
+    assert_eq!(rig.rename(&sub, &long, &root, "x"), Nfsstat3::Nfs3errNametoolong);
+    assert_eq!(rig.rename(&sub, "f", &root, &long), Nfsstat3::Nfs3errNametoolong);
+    assert_eq!(rig.link(&f, &root, &long).map(|_| ()), Err(Nfsstat3::Nfs3errNametoolong));
+    assert_eq!(rig.rename(&sub, "f", &root, &"n".repeat(255)), Nfsstat3::Nfs3Ok, "255 bytes is a name");
+    let mut names: Vec<_> = std::fs::read_dir(&out.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    names.sort();
+    assert_eq!(names, ["secret"]);
+    assert_eq!(rig.server.stats().handler_panics, 0);
+}
+
+#[test]
+fn rfc1813_3_3_15_link() {
+    let rig = rig(InProcess, "rfc-link");
+    let (root, _) = rig.mnt("/");
+    let d = rig.mkdir(&root, "d").unwrap();
+    let f = rig.create(&root, "f").unwrap();
+    assert_eq!(rig.write(&f, b"shared"), Nfsstat3::Nfs3Ok);
+    let a = rig.link(&f, &d, "g").unwrap();
+    assert_eq!(a.nlink, 2);
+    assert_eq!(rig.getattr(&f).unwrap().nlink, 2);
+    assert_eq!(rig.lookup(&d, "g").unwrap(), f, "one file, one handle");
+    assert_eq!(rig.lookup(&root, "f").unwrap(), f);
+    assert_eq!(rig.read(&f).unwrap(), b"shared");
+    // Failures: an existing name, a directory, a file as the directory, a stale file.
+    assert_eq!(rig.link(&f, &d, "g").map(|_| ()), Err(Nfsstat3::Nfs3errExist));
+    assert_eq!(rig.link(&d, &root, "d2").map(|_| ()), Err(Nfsstat3::Nfs3errIsdir));
+    assert_eq!(rig.link(&root, &d, "r").map(|_| ()), Err(Nfsstat3::Nfs3errIsdir));
+    assert_eq!(rig.link(&f, &f, "x").map(|_| ()), Err(Nfsstat3::Nfs3errNotdir));
+    let mut stale = f.clone();
+    stale[23] ^= 1;
+    assert_eq!(rig.link(&stale, &d, "x").map(|_| ()), Err(Nfsstat3::Nfs3errStale));
+}
+
+/// REMOVE of one of two links: the file's handle keeps resolving through the other when the
+/// server knows it (made by LINK, or looked up). A link made behind the server's back is not
+/// known: the handle is NFS3ERR_STALE until a LOOKUP of that link relearns it, after which
+/// the same handle works again.
+#[test]
+fn handle_table_remove_of_one_hard_link_keeps_the_file() {
+    let rig = rig(InProcess, "links-remove");
+    let (root, _) = rig.mnt("/");
+    let f = rig.create(&root, "f").unwrap();
+    assert_eq!(rig.write(&f, b"data"), Nfsstat3::Nfs3Ok);
+    rig.link(&f, &root, "g").unwrap();
+    assert_eq!(rig.remove(&root, "g", false), Nfsstat3::Nfs3Ok, "the newer link");
+    assert_eq!(rig.read(&f).unwrap(), b"data");
+    rig.link(&f, &root, "g").unwrap();
+    assert_eq!(rig.remove(&root, "f", false), Nfsstat3::Nfs3Ok, "the older link");
+    assert_eq!(rig.read(&f).unwrap(), b"data");
+    assert_eq!(rig.getattr(&f).unwrap().nlink, 1);
+    assert_eq!(rig.remove(&root, "g", false), Nfsstat3::Nfs3Ok, "the last link");
+    assert_eq!(rig.getattr(&f).unwrap_err(), Nfsstat3::Nfs3errStale);
+
+    let h = rig.create(&root, "h").unwrap();
+    std::fs::hard_link(rig.export.0.join("h"), rig.export.0.join("behind")).unwrap();
+    assert_eq!(rig.remove(&root, "h", false), Nfsstat3::Nfs3Ok);
+    assert_eq!(rig.getattr(&h).unwrap_err(), Nfsstat3::Nfs3errStale, "no other path known yet");
+    assert_eq!(rig.lookup(&root, "behind").unwrap(), h, "relearned");
+    assert!(rig.getattr(&h).is_ok());
+}
+
+#[test]
+fn rfc1813_3_3_8_exclusive_create_retransmitted_with_its_verifier() {
+    let rig = rig(InProcess, "rfc-exclusive");
+    let (root, _) = rig.mnt("/");
+    let verf = [0x81, 2, 3, 4, 5, 6, 7, 8];
+    let fh = rig.create_exclusive(&root, "x", &verf).unwrap();
+    // The verifier is in the file's times, as Linux's nfsd keeps it (high bits cleared).
+    let a = rig.getattr(&fh).unwrap();
+    assert_eq!((a.mtime.seconds, a.atime.seconds, a.size), (0x0102_0304, 0x0506_0708, 0));
+    // The retransmission: the same file, the same handle.
+    assert_eq!(rig.create_exclusive(&root, "x", &verf).unwrap(), fh);
+    // Another verifier, or a GUARDED CREATE: the name exists.
+    assert_eq!(rig.create_exclusive(&root, "x", &[9; 8]), Err(Nfsstat3::Nfs3errExist));
+    assert_eq!(rig.create(&root, "x"), Err(Nfsstat3::Nfs3errExist));
+    // Once the client has written (or set the times), the verifier no longer matches.
+    assert_eq!(rig.write(&fh, b"1"), Nfsstat3::Nfs3Ok);
+    assert_eq!(rig.create_exclusive(&root, "x", &verf), Err(Nfsstat3::Nfs3errExist));
+    // An existing file with no verifier, a directory, a symbolic link: EXIST.
+    rig.create(&root, "plain").unwrap();
+    rig.mkdir(&root, "dir").unwrap();
+    rig.symlink(&root, "sl", "plain").unwrap();
+    for name in ["plain", "dir", "sl"] {
+        assert_eq!(rig.create_exclusive(&root, name, &[0; 8]), Err(Nfsstat3::Nfs3errExist), "{name}");
+    }
 }

@@ -306,7 +306,7 @@ impl Nfs3 {
             let replaced = std::fs::symlink_metadata(&to_path).ok();
             std::fs::rename(&from_path, &to_path)?;
             // Two links of one file: rename(2) leaves both (POSIX), and so does the table.
-            if !replaced.is_some_and(|r| (r.dev(), r.ino()) == (from_meta.dev(), from_meta.ino())) {
+            if replaced.is_none_or(|r| (r.dev(), r.ino()) != (from_meta.dev(), from_meta.ino())) {
                 self.handles.renamed(&from_rel, &to_rel);
             }
             Ok(())

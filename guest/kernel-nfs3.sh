@@ -6,9 +6,10 @@
 # sha256sum compared, page cache dropped between), dd, ln -s (a 4000-byte target too) and
 # readlink, mv of a file and of a directory (a file opened before still readable), ln, mkdir, a
 # 1000-entry directory listed, rm, a Long call (a RENAME); then checks from the kernel's
-# rpcrdma trace and our Server's counters that Read, Write and Reply chunks and Long calls were used, with remote invalidation and 128
-# credits. Each step prints "ok:" or "FAIL:"; exits 1 when any failed, 3 when the server or the
-# mount could not be started (with the server's log and the kernel's last words).
+# rpcrdma trace and our Server's counters that Read, Write and Reply chunks and Long calls
+# were used, with remote invalidation and 128 credits. Each step prints "ok:" or "FAIL:";
+# exits 1 when any failed, 3 when the server or the mount could not be started (with the
+# server's log and the kernel's last words).
 set -u
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 ADDR=${RDMA_TEST_ADDR:-10.0.2.15}

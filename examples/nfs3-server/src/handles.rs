@@ -136,6 +136,9 @@ impl Handles {
     ///
     /// This walks the whole table: a rename costs time in the number of files known.
     pub fn renamed(&self, from: &Path, to: &Path) {
+        if from.as_os_str().is_empty() || to.as_os_str().is_empty() || from == to {
+            return; // the root is never renamed; every path starts with its empty path
+        }
         let mut known = self.lock();
         known.retain(|_, paths| {
             paths.retain(|p| !p.starts_with(to));

@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok((msg, consumed)) = RdmaMsg::decode(data) else {
         // A header that does not decode without limits does not decode with
         // them either.
-        assert!(RdmaMsg::decode_with_limits(data, Limits { max_list_entries: 17, max_array_len: 16 }).is_err());
+        assert!(RdmaMsg::decode_with_limits(data, Limits::default().max_list_entries(17).max_array_len(16)).is_err());
         return;
     };
     assert!(consumed <= data.len());
@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!((again, n), (msg, consumed));
     // Limits only ever turn a success into LimitExceeded, never into another
     // result.
-    match RdmaMsg::decode_with_limits(data, Limits { max_list_entries: 17, max_array_len: 16 }) {
+    match RdmaMsg::decode_with_limits(data, Limits::default().max_list_entries(17).max_array_len(16)) {
         Ok(limited) => assert_eq!(limited, (msg, consumed)),
         Err(e) => assert!(matches!(e, rpcrdma_v1::rt::Error::LimitExceeded { .. }), "{e:?}"),
     }

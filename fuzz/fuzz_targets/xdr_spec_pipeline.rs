@@ -48,7 +48,7 @@ fuzz_target!(|data: &[u8]| {
         }
     };
     for repair in [false, true] {
-        match extract(text, &ExtractOptions { repair }) {
+        match extract(text, &ExtractOptions::new().repair(repair)) {
             Ok(x) => {
                 assert_eq!(x.origins.len(), x.xdr.lines().count(), "one origin per line");
                 for r in &x.repairs {
@@ -60,6 +60,7 @@ fuzz_target!(|data: &[u8]| {
             Err(ExtractError::UnjustifiedRepair { line, .. }) => {
                 assert!(line >= 1 && line <= text.lines().count().max(1), "repair error at line {line}");
             }
+            Err(e) => panic!("an extraction error this target does not know: {e}"),
         }
     }
     // The bytes as XDR themselves (a `.x` file), which is what most of the

@@ -423,7 +423,7 @@ impl<'a> Header<'a> {
         // Segments are at least 16 bytes and list entries at least 20: with
         // these limits a hostile count stops the decoder early.
         let max = limits.max_segments;
-        let rt_limits = Limits { max_list_entries: max.saturating_add(1), max_array_len: max };
+        let rt_limits = Limits::default().max_list_entries(max.saturating_add(1)).max_array_len(max);
         // One reader over the whole message, so error offsets count from its
         // first byte.
         let mut r = Reader::with_limits(bytes, rt_limits);

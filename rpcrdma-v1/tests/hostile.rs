@@ -88,8 +88,7 @@ fn a_100000_entry_read_list_decodes_without_recursion() {
             let (msg, n) = RdmaMsg::decode(&bytes).unwrap();
             let RdmaBody::RdmaMsg(h) = msg.rdma_body else { panic!("not RDMA_MSG") };
             let last = h.rdma_reads.iter().last().map(|c| c.target.handle);
-            let limited =
-                RdmaMsg::decode_with_limits(&bytes, Limits { max_list_entries: 16, ..Default::default() }).err();
+            let limited = RdmaMsg::decode_with_limits(&bytes, Limits::default().max_list_entries(16)).err();
             (n == bytes.len(), h.rdma_reads.len(), last, limited)
         })
         .unwrap();

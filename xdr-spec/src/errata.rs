@@ -149,6 +149,7 @@ pub struct Applied {
 
 /// An errata file that cannot be read, or errata that do not fit the XDR.
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ErrataError {
     /// A line of the errata file is malformed.
     #[error("line {line}: {message}")]

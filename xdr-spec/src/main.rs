@@ -185,7 +185,7 @@ fn run_extended(args: &Args) -> Result<ExitCode, String> {
 /// as the XDR is what the text holds.
 fn run_extract(args: &Args) -> Result<ExitCode, String> {
     let text = read(&args.file)?;
-    let out = extract::extract(&text, &extract::ExtractOptions { repair: args.repair })
+    let out = extract::extract(&text, &extract::ExtractOptions::new().repair(args.repair))
         .map_err(|e| format!("{}: {e}", args.file))?;
     for r in &out.repairs {
         eprintln!("{}", r.to_report_line(&args.file));

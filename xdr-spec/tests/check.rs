@@ -658,7 +658,7 @@ fn v1_spec_without_the_uint_typedefs_reports_uint32() {
 
 #[test]
 fn v1_spec_through_the_extractor_checks_clean() {
-    let opts = ExtractOptions { repair: false };
+    let opts = ExtractOptions::new().repair(false);
     let extracted = extract(&spec_text("rfc5666bis-draft-rpcrdma-v1.txt"), &opts).unwrap();
     assert_eq!(extracted.xdr, slash_extract(&spec_text("rfc5666bis-draft-rpcrdma-v1.txt")));
     let spec = parse(&format!("{UINT_TYPEDEFS}{}", extracted.xdr)).unwrap();
@@ -670,7 +670,7 @@ fn v1_spec_through_the_extractor_checks_clean() {
 #[test]
 fn v2_draft_repaired_reports_rpcrdma2_chunks_twice() {
     let text = spec_text("draft-cel-nfsv4-rpcrdma-version-two-00.txt");
-    let extracted = extract(&text, &ExtractOptions { repair: true }).unwrap();
+    let extracted = extract(&text, &ExtractOptions::new().repair(true)).unwrap();
     let xdr = format!("{UINT_TYPEDEFS}{}", extracted.xdr);
     let spec = parse(&xdr).unwrap_or_else(|e| panic!("{e}\n{xdr}"));
     let diags = check(&spec);

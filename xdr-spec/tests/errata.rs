@@ -22,7 +22,7 @@ fn count_word(text: &str, word: &str) -> usize {
 }
 
 fn repaired_v2() -> String {
-    extract(V2, &ExtractOptions { repair: true }).unwrap().xdr
+    extract(V2, &ExtractOptions::new().repair(true)).unwrap().xdr
 }
 
 #[test]
@@ -89,7 +89,7 @@ fn v2_errata_apply_to_the_repaired_xdr() {
 fn v2_errata_do_not_fit_the_unrepaired_xdr() {
     // Without repair the union's arms are lost, so the erratum finds none of
     // the occurrences it expects: a stale erratum fails loudly.
-    let xdr = extract(V2, &ExtractOptions { repair: false }).unwrap().xdr;
+    let xdr = extract(V2, &ExtractOptions::new().repair(false)).unwrap().xdr;
     let err = parse(V2_ERRATA).unwrap().apply(&xdr).unwrap_err();
     assert_eq!(
         err,

@@ -10,8 +10,8 @@ const V2: &str =
 const RFC8166_PART1: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../specs/rfc8166-part1.txt"));
 const RFC8797: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../specs/rfc8797-cm-private-data.md"));
 
-const PLAIN: ExtractOptions = ExtractOptions { repair: false };
-const REPAIR: ExtractOptions = ExtractOptions { repair: true };
+const PLAIN: ExtractOptions = ExtractOptions::new().repair(false);
+const REPAIR: ExtractOptions = ExtractOptions::new().repair(true);
 
 /// Names of the top-level declarations (`struct X`, `enum X`, `union X`,
 /// `typedef ... X`, `const X`): the lines that start in column 0 with one of

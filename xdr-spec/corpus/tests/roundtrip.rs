@@ -195,7 +195,7 @@ fn list_limit_errors_name_their_field() {
     // Two list entries (TRUE, then a segment's four words), then FALSE.
     let two_entries = [1, 1, 2, 0, 3, 1, 4, 5, 0, 6, 0];
     let bytes = |words: &[&[u32]]| -> Vec<u8> { words.concat().iter().flat_map(|w| w.to_be_bytes()).collect() };
-    let limits = xdr_spec_rt::Limits { max_list_entries: 1, ..Default::default() };
+    let limits = xdr_spec_rt::Limits::default().max_list_entries(1);
     // `seglist *segs`, the first field of `holder`, then four empty fields.
     let segs = bytes(&[&two_entries, &[0; 5]]);
     assert!(matches!(
@@ -274,7 +274,7 @@ fn lists_roundtrip_and_walk_in_a_loop() {
     let (list, used) = lists::Seglist::decode(&long).unwrap();
     assert_eq!((list.len(), used), (100_000, long.len()));
     assert_eq!(list.iter().last().map(|s| s.handle), Some(99_999));
-    let limits = xdr_spec_rt::Limits { max_list_entries: 16, ..Default::default() };
+    let limits = xdr_spec_rt::Limits::default().max_list_entries(16);
     assert!(matches!(lists::Seglist::decode_with_limits(&long, limits), Err(Error::LimitExceeded { limit: 16, .. })));
 }
 

@@ -20,6 +20,7 @@
 /// assert_eq!(7u32.encode(&mut [0u8; 2]), Err(Error::BufferTooSmall { need: 4, have: 2 }));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// The input ended before the item at `at` was complete.
     #[error("truncated at byte {at}: {need} more bytes needed")]

@@ -8,10 +8,11 @@ use crate::{Error, List, Result, Seq, SeqRepr, Xdr};
 /// own size. The defaults only bound by the input.
 ///
 /// ```
-/// let lim = xdr_spec_rt::Limits { max_list_entries: 16, ..Default::default() };
-/// assert_eq!(lim.max_array_len, u32::MAX);
+/// let lim = xdr_spec_rt::Limits::default().max_list_entries(16);
+/// assert_eq!((lim.max_list_entries, lim.max_array_len), (16, u32::MAX));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Limits {
     /// Most entries accepted in one optional-data list.
     pub max_list_entries: u32,
@@ -19,9 +20,28 @@ pub struct Limits {
     pub max_array_len: u32,
 }
 
+impl Limits {
+    /// No limit but the input's own length (the default). A `const fn`, for limits in constants.
+    pub const fn unlimited() -> Self {
+        Limits { max_list_entries: u32::MAX, max_array_len: u32::MAX }
+    }
+
+    /// Sets [`max_list_entries`](Self::max_list_entries).
+    pub const fn max_list_entries(mut self, value: u32) -> Self {
+        self.max_list_entries = value;
+        self
+    }
+
+    /// Sets [`max_array_len`](Self::max_array_len).
+    pub const fn max_array_len(mut self, value: u32) -> Self {
+        self.max_array_len = value;
+        self
+    }
+}
+
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_list_entries: u32::MAX, max_array_len: u32::MAX }
+        Limits::unlimited()
     }
 }
 
@@ -41,7 +61,7 @@ impl Default for Limits {
 /// // A declared bound, and a caller's limit, are checked before the body is read.
 /// let mut r = Reader::new(&buf[8..]);
 /// assert!(matches!(r.opaque_var(Some(2), "name"), Err(Error::OverBound { len: 3, max: 2, .. })));
-/// let mut r = Reader::with_limits(&buf[8..], Limits { max_array_len: 2, ..Limits::default() });
+/// let mut r = Reader::with_limits(&buf[8..], Limits::default().max_array_len(2));
 /// assert!(matches!(r.var_seq::<u32>(None, "ids"), Err(Error::LimitExceeded { limit: 2, .. })));
 /// ```
 #[derive(Debug, Clone)]

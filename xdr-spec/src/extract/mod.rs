@@ -80,15 +80,29 @@ use scan::Source;
 /// How to extract.
 ///
 /// ```
-/// let opts = xdr_spec::extract::ExtractOptions { repair: true };
-/// assert!(!xdr_spec::extract::ExtractOptions::default().repair);
-/// # let _ = opts;
+/// use xdr_spec::extract::ExtractOptions;
+/// let opts = ExtractOptions::new().repair(true);
+/// assert!(opts.repair && !ExtractOptions::default().repair);
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ExtractOptions {
     /// Recover XDR from degraded renderings, reporting each change (see the
     /// [module documentation](self)). Off by default: only `///` lines.
     pub repair: bool,
+}
+
+impl ExtractOptions {
+    /// The defaults: only `///` lines, no repair. A `const fn`, for options in constants.
+    pub const fn new() -> Self {
+        ExtractOptions { repair: false }
+    }
+
+    /// Sets [`repair`](Self::repair).
+    pub const fn repair(mut self, on: bool) -> Self {
+        self.repair = on;
+        self
+    }
 }
 
 /// Where a line of extracted XDR came from.
@@ -144,6 +158,7 @@ pub struct Extracted {
 
 /// Why extraction failed.
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ExtractError {
     /// The document has no XDR: no `///` line (and, with repair, nothing
     /// recoverable), or only comments.

@@ -55,16 +55,15 @@ pub(crate) use naming::{const_pattern, list_names, screaming, snake_case, UNRAWA
 /// use xdr_spec::gen::{generate, GenOptions};
 /// let src = "struct point {\n  int x;\n  int y;\n};";
 /// let spec = xdr_spec::parse::parse(src).unwrap();
-/// let opts = GenOptions {
-///     source_name: "geometry.x".into(),
-///     line_origins: vec!["geometry.txt section 2, line 40".into()],
-///     ..Default::default()
-/// };
+/// let opts = GenOptions::default()
+///     .source_name("geometry.x")
+///     .line_origins(vec!["geometry.txt section 2, line 40".into()]);
 /// let rust = generate(&spec, src, &opts).unwrap();
 /// // Each generated item's documentation cites where its XDR came from.
 /// assert!(rust.contains("geometry.txt section 2, line 40"), "{rust}");
 /// ```
 #[derive(Debug, Clone, Default)]
+#[non_exhaustive]
 pub struct GenOptions {
     /// The name used in documentation for the XDR source, e.g. a spec file.
     pub source_name: String,
@@ -80,6 +79,27 @@ pub struct GenOptions {
     /// that fails where the generator computed a layout wrongly. For tests.
     #[doc(hidden)]
     pub layout_checks: bool,
+}
+
+impl GenOptions {
+    /// Sets [`source_name`](Self::source_name).
+    pub fn source_name(mut self, name: impl Into<String>) -> Self {
+        self.source_name = name.into();
+        self
+    }
+
+    /// Sets [`line_origins`](Self::line_origins).
+    pub fn line_origins(mut self, origins: Vec<String>) -> Self {
+        self.line_origins = origins;
+        self
+    }
+
+    /// Sets [`layout_checks`](Self::layout_checks).
+    #[doc(hidden)]
+    pub fn layout_checks(mut self, on: bool) -> Self {
+        self.layout_checks = on;
+        self
+    }
 }
 
 /// A construct the generator cannot turn into Rust.

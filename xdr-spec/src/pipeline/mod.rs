@@ -34,6 +34,7 @@ pub use document::Location;
 /// Why the pipeline stopped. Each variant's message names the file and, where
 /// there is one, the line.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum PipelineError {
     /// A file could not be read.
     #[error("{path}: {source}")]

@@ -910,9 +910,12 @@ fn rfc1813_3_3_8_exclusive_create_retransmitted_with_its_verifier() {
     }
 }
 
-/// What a directory holds, to tell whether anything in it changed: each entry's name, type,
-/// permissions, size, modification time, link count and (for a file) contents.
-fn snapshot(dir: &std::path::Path) -> Vec<(std::ffi::OsString, u32, u64, i64, i64, u64, Vec<u8>)> {
+/// One entry of a [`snapshot`]: name, type and permissions, size, modification time (seconds,
+/// nanoseconds), link count, contents (of a file).
+type Seen = (std::ffi::OsString, u32, u64, i64, i64, u64, Vec<u8>);
+
+/// What a directory holds, to tell whether anything in it changed.
+fn snapshot(dir: &std::path::Path) -> Vec<Seen> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| {
@@ -955,7 +958,8 @@ fn attack_directory_swapped_for_a_symlink_between_check_and_use() {
                 std::thread::yield_now();
                 std::fs::remove_file(&dir).unwrap();
                 std::fs::rename(&away, &dir).unwrap();
-                std::thread::yield_now();
+                // Long enough in place for calls to pass their check, and then be raced.
+                std::thread::sleep(Duration::from_micros(200));
                 swaps.fetch_add(1, Ordering::Relaxed);
             }
         });
@@ -977,10 +981,8 @@ fn attack_directory_swapped_for_a_symlink_between_check_and_use() {
                                 let ok = Nfsstat3::decode(onc::results(&reply, xid).unwrap()).unwrap().0;
                                 usize::from(ok == Nfsstat3::Nfs3Ok)
                             };
-                            let how = Createhow3::ObjAttributes {
-                                discriminant: Createmode3::Unchecked,
-                                value: no_attrs(),
-                            };
+                            let how =
+                                Createhow3::ObjAttributes { discriminant: Createmode3::Unchecked, value: no_attrs() };
                             let mut ok = 0;
                             let (c, m, sl, l, mv, r) = (n("c"), n("m"), n("s"), n("l"), n("mv"), n("r"));
                             let create = CREATE3args { r#where: dirop(dh, &c), how };

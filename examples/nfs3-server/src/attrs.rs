@@ -2,8 +2,8 @@
 //! and `nfsstat3` from the `std::io::Error` of a failed file system call.
 
 use std::fs::{FileType, Metadata};
+use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
-use std::path::Path;
 
 use crate::xdr::{Fattr3, Ftype3, Nfsstat3, Nfstime3, PostOpAttr, PreOpAttr, Specdata3, WccAttr, WccData};
 
@@ -55,9 +55,9 @@ pub fn fattr(m: &Metadata) -> Fattr3 {
     }
 }
 
-/// The attributes of the file at `path` now, if it can be read (`post_op_attr`).
-pub fn post_op(path: &Path) -> PostOpAttr {
-    match std::fs::symlink_metadata(path) {
+/// The attributes of the file `fd` holds now, if they can be read (`post_op_attr`).
+pub fn post_op(fd: impl AsFd) -> PostOpAttr {
+    match crate::fsat::metadata(fd.as_fd()) {
         Ok(m) => PostOpAttr::True(fattr(&m)),
         Err(_) => PostOpAttr::False,
     }
@@ -76,9 +76,9 @@ pub fn pre_op(m: Option<&Metadata>) -> PreOpAttr {
 }
 
 /// Weak cache consistency data (RFC 1813 section 2.6, `wcc_data`): the attributes `before`
-/// an operation and those of `path` after it.
-pub fn wcc(before: Option<&Metadata>, path: &Path) -> WccData {
-    WccData { before: pre_op(before), after: post_op(path) }
+/// an operation and those of the file `fd` holds after it.
+pub fn wcc(before: Option<&Metadata>, fd: impl AsFd) -> WccData {
+    WccData { before: pre_op(before), after: post_op(fd) }
 }
 
 /// No attributes either side (for a handle that did not resolve).
@@ -105,6 +105,7 @@ pub fn status(e: &std::io::Error) -> Nfsstat3 {
         Some(libc::ENAMETOOLONG) => Nfsstat3::Nfs3errNametoolong,
         Some(libc::ENOTEMPTY) => Nfsstat3::Nfs3errNotempty,
         Some(libc::EDQUOT) => Nfsstat3::Nfs3errDquot,
+        Some(libc::ESTALE) => Nfsstat3::Nfs3errStale,
         _ => Nfsstat3::Nfs3errIo,
     }
 }

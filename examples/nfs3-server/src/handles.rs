@@ -25,16 +25,29 @@
 //! directory to look in when it is one (not a symbolic link to one), so no handle or name
 //! reaches outside the root.
 //!
-//! Paths are resolved again by the kernel on every call: a client that swaps a directory on a
-//! path for a symbolic link between this server's check and its use (two calls racing) is not
-//! guarded against; this is an example server, not a hardened one.
+//! No path is resolved twice. The table holds one `O_PATH` descriptor of the export root, and
+//! a handle resolves by opening its path beneath it with `openat2(2)` (`RESOLVE_BENEATH |
+//! RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`, [`crate::fsat`]): a symbolic link anywhere on
+//! the path, or a way out of the root, fails the open instead of being followed. The
+//! descriptor's own (device, inode) is then compared with the handle's, and every procedure
+//! works through that descriptor ([`Resolved::fd`]): `*at` calls with one checked name in a
+//! directory, or the opened file itself. A client that renames a checked directory away and
+//! puts a symbolic link to `/etc` in its place (two calls racing, on one connection or
+//! several) changes nothing for a call already past the check: the descriptor still holds the
+//! directory that was checked, wherever it now is. Without `openat2` (Linux before 5.6) the
+//! table cannot be made ([`Handles::new`] fails) rather than falling back to paths.
+//!
+//! The paths themselves are remembered, not descriptors: descriptors for every file seen
+//! would hold open what a client removed and could exhaust the process's descriptor limit.
 
 use std::collections::HashMap;
-use std::fs::Metadata;
+use std::fs::{File, Metadata};
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
+use crate::fsat;
 use crate::xdr::Nfsstat3;
 
 /// Bytes in every handle this server makes.
@@ -55,18 +68,21 @@ type FileId = (u64, u64);
 /// A handle resolved to a file that exists now.
 #[derive(Debug)]
 pub struct Resolved {
-    /// The path relative to the export root (empty for the root itself).
+    /// The path relative to the export root (empty for the root itself) where it was found.
     pub relative: PathBuf,
-    /// The absolute path.
-    pub path: PathBuf,
     /// Its attributes, not following a final symbolic link.
     pub meta: Metadata,
+    /// An `O_PATH` descriptor of the file itself (of a symbolic link, the link): what every
+    /// operation on it goes through, so that it reaches this file even if its path changes.
+    pub fd: OwnedFd,
 }
 
 /// The export root and the handles of the files seen under it.
 #[derive(Debug)]
 pub struct Handles {
     root: PathBuf,
+    /// An `O_PATH` descriptor of the root: every path is opened beneath it.
+    root_fd: OwnedFd,
     generation: [u8; 8],
     known: Mutex<HashMap<FileId, Vec<PathBuf>>>,
 }
@@ -77,7 +93,8 @@ impl Handles {
     ///
     /// # Errors
     ///
-    /// `root` cannot be canonicalized or is not a directory.
+    /// `root` cannot be canonicalized or opened, or is not a directory; the kernel has no
+    /// `openat2(2)` (Linux before 5.6: [`crate::fsat::check_openat2`]).
     pub fn new(root: &Path, generation: [u8; 8]) -> std::io::Result<Self> {
         let root = root.canonicalize()?;
         let meta = std::fs::metadata(&root)?;
@@ -87,8 +104,11 @@ impl Handles {
                 format!("the export root {} is not a directory", root.display()),
             ));
         }
+        let root_fd = fsat::open_dir(&root)?;
+        fsat::check_openat2(root_fd.as_fd())?;
+        let meta = fsat::metadata(root_fd.as_fd())?;
         let known = Mutex::new(HashMap::from([(id(&meta), vec![PathBuf::new()])]));
-        Ok(Handles { root, generation, known })
+        Ok(Handles { root, root_fd, generation, known })
     }
 
     /// The export root, absolute.
@@ -102,7 +122,7 @@ impl Handles {
     ///
     /// The root can no longer be read.
     pub fn root_handle(&self) -> std::io::Result<FileHandle> {
-        Ok(self.make(&std::fs::symlink_metadata(&self.root)?))
+        Ok(self.make(&fsat::metadata(self.root_fd.as_fd())?))
     }
 
     /// The handle of the file at `relative` (relative to the root) whose attributes are
@@ -168,10 +188,13 @@ impl Handles {
         let mut gone = Vec::new();
         let mut found = None;
         for relative in paths {
-            let path = self.root.join(&relative);
-            match std::fs::symlink_metadata(&path) {
-                Ok(meta) if id(&meta) == wanted => {
-                    found = Some(Resolved { relative, path, meta });
+            // O_PATH | O_NOFOLLOW: a symbolic link's handle resolves to the link itself; a link
+            // on the way to it fails the open (ELOOP), as does any path out of the root.
+            let opened = fsat::open_beneath(self.root_fd.as_fd(), &relative, libc::O_PATH | libc::O_NOFOLLOW, 0)
+                .and_then(|fd| Ok((fsat::metadata(fd.as_fd())?, fd)));
+            match opened {
+                Ok((meta, fd)) if id(&meta) == wanted => {
+                    found = Some(Resolved { relative, meta, fd });
                     break;
                 }
                 _ => gone.push(relative),
@@ -187,6 +210,22 @@ impl Handles {
             }
         }
         found.ok_or(Nfsstat3::Nfs3errStale)
+    }
+
+    /// Opens the file `r` resolved to with `flags` (`O_RDONLY`, `O_RDWR`, ...; `O_NOFOLLOW`
+    /// added) beneath the root, as [`Handles::resolve`] does, and checks that it is still the
+    /// same file.
+    ///
+    /// # Errors
+    ///
+    /// ESTALE if another file is at its path now; the open's errors (ELOOP for a symbolic
+    /// link, among them that of a directory swapped for one since it was resolved).
+    pub fn reopen(&self, r: &Resolved, flags: libc::c_int) -> std::io::Result<File> {
+        let fd = fsat::open_beneath(self.root_fd.as_fd(), &r.relative, flags | libc::O_NOFOLLOW, 0)?;
+        if id(&fsat::metadata(fd.as_fd())?) != id(&r.meta) {
+            return Err(std::io::Error::from_raw_os_error(libc::ESTALE));
+        }
+        Ok(File::from(fd))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<FileId, Vec<PathBuf>>> {

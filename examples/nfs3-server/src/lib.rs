@@ -6,7 +6,8 @@
 //!
 //! - [`xdr`]: the NFSv3 and MOUNTv3 types, generated at build time from
 //!   `specs/nfs3-mount3.txt`.
-//! - [`handles`]: file handles (opaque, at most 64 bytes) to paths under the export root.
+//! - [`handles`]: file handles (opaque, at most 64 bytes) to paths under the export root,
+//!   opened beneath it with [`fsat`] (`openat2(2)`, `*at` calls on descriptors).
 //! - [`attrs`]: `fattr3` and `wcc_data` from `std::fs::Metadata`; `std::io::Error` to `nfsstat3`.
 //! - [`nfs`]: the NFS program's procedures, as a [`Handler`](negotiate::server::Handler).
 //! - [`binding`]: the RPC-over-RDMA Upper-Layer Binding for NFSv3 (RFC 8267 section 3).
@@ -15,6 +16,7 @@
 
 pub mod attrs;
 pub mod binding;
+pub mod fsat;
 pub mod handles;
 pub mod mount;
 pub mod nfs;

@@ -15,7 +15,6 @@
 mod dir;
 mod file;
 
-use std::path::Path;
 use std::sync::Arc;
 
 use negotiate::onc::{self, Auth, AuthStat, CallHeader, OncError};
@@ -187,7 +186,7 @@ impl Nfs3 {
     fn fsstat(&self, a: &[u8], out: &mut Out<'_>) -> Served {
         let a: FSSTAT3args = args(a)?;
         let Some(f) = self.file(a.fsroot.data, out, PostOpAttr::False) else { return Ok(()) };
-        let res = match statvfs(&f.path) {
+        let res = match crate::fsat::statvfs(std::os::fd::AsFd::as_fd(&f.fd)) {
             Ok(s) => {
                 let bsize = s.f_frsize;
                 FSSTAT3res::Nfs3Ok(FSSTAT3resok {
@@ -203,7 +202,7 @@ impl Nfs3 {
             }
             Err(e) => FSSTAT3res::Default {
                 discriminant: crate::attrs::status(&e),
-                value: FSSTAT3resfail { obj_attributes: post_op(&f.path) },
+                value: FSSTAT3resfail { obj_attributes: post_op(&f.fd) },
             },
         };
         out.results(&res)
@@ -271,20 +270,6 @@ fn allowed(f: &Resolved, caller: Caller) -> u32 {
         access |= if f.meta.is_dir() { ACCESS3_LOOKUP } else { ACCESS3_EXECUTE };
     }
     access
-}
-
-/// `statvfs(3)` of the file system holding `path`.
-fn statvfs(path: &Path) -> std::io::Result<libc::statvfs> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    let mut s = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: `c` is a NUL-terminated path and `s` points to writable memory of the struct's
-    // size; statvfs fills it entirely when it returns 0.
-    if unsafe { libc::statvfs(c.as_ptr(), s.as_mut_ptr()) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: initialized by the successful call above.
-    Ok(unsafe { s.assume_init() })
 }
 
 impl Handler for Nfs3 {

@@ -909,3 +909,127 @@ fn rfc1813_3_3_8_exclusive_create_retransmitted_with_its_verifier() {
         assert_eq!(rig.create_exclusive(&root, name, &[0; 8]), Err(Nfsstat3::Nfs3errExist), "{name}");
     }
 }
+
+/// One entry of a [`snapshot`]: name, type and permissions, size, modification time (seconds,
+/// nanoseconds), link count, contents (of a file).
+type Seen = (std::ffi::OsString, u32, u64, i64, i64, u64, Vec<u8>);
+
+/// What a directory holds, to tell whether anything in it changed.
+fn snapshot(dir: &std::path::Path) -> Vec<Seen> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            let m = std::fs::symlink_metadata(e.path()).unwrap();
+            let data = if m.is_file() { std::fs::read(e.path()).unwrap() } else { Vec::new() };
+            (e.file_name(), m.mode(), m.size(), m.mtime(), m.mtime_nsec(), m.nlink(), data)
+        })
+        .collect();
+    entries.sort();
+    entries
+}
+
+/// The race `handles.rs` once left open, attacked for real: one thread keeps swapping the
+/// directory `d` for a symbolic link to a directory outside the export (rename it away, put
+/// the link in its place, then the directory back), while other threads keep calling
+/// CREATE, MKDIR, SYMLINK, LINK, RENAME, LOOKUP, WRITE and SETATTR on `d`'s handle and on a
+/// file in it, each call checked then used by the server. Nothing outside may be created or
+/// changed, whichever way the calls fall.
+#[test]
+fn attack_directory_swapped_for_a_symlink_between_check_and_use() {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let rig = rig(InProcess, "attack-race");
+    let (root, _) = rig.mnt("/");
+    let out = outside("race");
+    std::fs::write(out.0.join("f"), b"outside").unwrap();
+    let before = snapshot(&out.0);
+    let d = rig.mkdir(&root, "d").unwrap();
+    let f = rig.create(&d, "f").unwrap();
+    let src = rig.create(&root, "src").unwrap();
+    let (dir, away) = (rig.export.0.join("d"), rig.export.0.join("d.away"));
+    let (stop, swaps, done) = (AtomicBool::new(false), AtomicUsize::new(0), AtomicUsize::new(0));
+    let deadline = std::time::Instant::now() + Duration::from_secs(4);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Stops by itself a little after the victims should have, should one of them fail.
+            while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < deadline + Duration::from_secs(5) {
+                std::fs::rename(&dir, &away).unwrap();
+                std::os::unix::fs::symlink(&out.0, &dir).unwrap();
+                std::thread::yield_now();
+                std::fs::remove_file(&dir).unwrap();
+                std::fs::rename(&away, &dir).unwrap();
+                // Long enough in place for calls to pass their check, and then be raced.
+                std::thread::sleep(Duration::from_micros(200));
+                swaps.fetch_add(1, Ordering::Relaxed);
+            }
+        });
+        let victims: Vec<_> = (0..3)
+            .map(|t| {
+                let (rig, root, d, f, src, done) = (&rig, &root, &d, &f, &src, &done);
+                s.spawn(move || {
+                    let mut i = 0;
+                    while std::time::Instant::now() < deadline {
+                        i += 1;
+                        // The handle the client holds, or the one a fresh LOOKUP gives (of
+                        // the directory or, mid-swap, of the link).
+                        let fresh = rig.lookup(root, "d").ok();
+                        for dh in [Some(d.clone()), fresh].iter().flatten() {
+                            let n = |what: &str| format!("{what}-{t}-{i}");
+                            // Only the status: the replies' other parts are checked elsewhere.
+                            let status = |proc: u32, args: &[u8]| {
+                                let (xid, reply) = rig.call_raw(proc, args);
+                                let ok = Nfsstat3::decode(onc::results(&reply, xid).unwrap()).unwrap().0;
+                                usize::from(ok == Nfsstat3::Nfs3Ok)
+                            };
+                            let how =
+                                Createhow3::ObjAttributes { discriminant: Createmode3::Unchecked, value: no_attrs() };
+                            let mut ok = 0;
+                            let (c, m, sl, l, mv, r) = (n("c"), n("m"), n("s"), n("l"), n("mv"), n("r"));
+                            let create = CREATE3args { r#where: dirop(dh, &c), how };
+                            ok += status(NFSPROC3_CREATE, &create.to_vec().unwrap());
+                            let mkdir = MKDIR3args { r#where: dirop(dh, &m), attributes: no_attrs() };
+                            ok += status(NFSPROC3_MKDIR, &mkdir.to_vec().unwrap());
+                            let symlink = SYMLINK3args {
+                                r#where: dirop(dh, &sl),
+                                symlink: Symlinkdata3 { symlink_attributes: no_attrs(), symlink_data: Nfspath3("x") },
+                            };
+                            ok += status(NFSPROC3_SYMLINK, &symlink.to_vec().unwrap());
+                            let link = LINK3args { file: NfsFh3 { data: src }, link: dirop(dh, &l) };
+                            ok += status(NFSPROC3_LINK, &link.to_vec().unwrap());
+                            if rig.create(root, &mv).is_ok() {
+                                let rename = RENAME3args { from: dirop(root, &mv), to: dirop(dh, &r) };
+                                ok += status(NFSPROC3_RENAME, &rename.to_vec().unwrap());
+                            }
+                            if let Ok(fh) = rig.lookup(dh, "f") {
+                                ok += usize::from(rig.write(&fh, b"owned") == Nfsstat3::Nfs3Ok);
+                                let mut attrs = no_attrs();
+                                attrs.mode = SetMode3::True(0o600);
+                                let args = SETATTR3args {
+                                    object: NfsFh3 { data: &fh },
+                                    new_attributes: attrs,
+                                    guard: Sattrguard3::False,
+                                };
+                                let r = rig.call(NFSPROC3_SETATTR, &args);
+                                ok += usize::from(Nfsstat3::decode(&r).unwrap().0 == Nfsstat3::Nfs3Ok);
+                            }
+                            ok += usize::from(rig.write(f, b"owned") == Nfsstat3::Nfs3Ok);
+                            done.fetch_add(ok, Ordering::Relaxed);
+                        }
+                    }
+                })
+            })
+            .collect();
+        let joined: Vec<_> = victims.into_iter().map(|v| v.join()).collect();
+        stop.store(true, Ordering::Relaxed);
+        for j in joined {
+            j.unwrap();
+        }
+    });
+    let swaps = swaps.load(Ordering::Relaxed);
+    let done = done.load(Ordering::Relaxed);
+    eprintln!("{swaps} swaps; {done} calls succeeded");
+    assert_eq!(snapshot(&out.0), before, "something outside the export was created or changed");
+    assert!(swaps > 10 && done > 10, "the race was not run: {swaps} swaps, {done} calls succeeded");
+    assert!(std::fs::symlink_metadata(&dir).unwrap().is_dir());
+    assert_eq!(rig.server.stats().handler_panics, 0);
+}

@@ -2,10 +2,12 @@
 //! LINK, READDIR and READDIRPLUS (RFC 1813 sections 3.3.3, 3.3.8, 3.3.9, 3.3.10, 3.3.12,
 //! 3.3.13, 3.3.14, 3.3.15, 3.3.16, 3.3.17).
 //!
-//! Every name is checked by [`check_name`] before it is joined to a directory's path, and a
-//! directory handle is used as one only when it names a directory itself (attributes read
-//! without following a symbolic link; a link to a directory is NFS3ERR_NOTDIR), so a client
-//! names only entries of the directories it holds handles for. A SYMLINK's target is the
+//! Every name is checked by [`check_name`] before it is used, and a directory handle is used
+//! as one only when it names a directory itself (attributes read without following a symbolic
+//! link; a link to a directory is NFS3ERR_NOTDIR), so a client names only entries of the
+//! directories it holds handles for. Each procedure works in the directory through the
+//! descriptor its handle resolved to (`mkdirat`, `unlinkat`, `renameat`, ... with that one
+//! name, [`crate::fsat`]), never through its path again. A SYMLINK's target is the
 //! client's text, stored as given and never followed by this server.
 //!
 //! An EXCLUSIVE CREATE stores its verifier in the new file's times as Linux's nfsd does (the
@@ -19,14 +21,16 @@
 //! once while the directory does not change; the cookie verifier is always zero (RFC 1813
 //! section 3.3.16 lets a server not use it). `.` and `..` are not listed.
 
-use std::fs::{DirBuilder, OpenOptions};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use super::file::set_attributes;
 use super::{args, Nfs3, Out, Served};
 use crate::attrs::{fattr, post_op, status, wcc, NO_WCC};
 use crate::binding::MAX_DIR_REPLY;
+use crate::fsat;
 use crate::handles::{check_name, FileHandle, Resolved, HANDLE_LEN};
 use crate::xdr::*;
 use xdr_spec_rt::List;
@@ -77,17 +81,11 @@ fn entry_len(name: &str) -> usize {
 /// handle.
 const PLUS_LEN: usize = 4 + 84 + 4 + 4 + HANDLE_LEN;
 
-/// The entries of directory `dir` (names that are UTF-8, as `filename3` is a string), sorted
-/// by name, with their inode numbers.
-fn listing(dir: &Path) -> std::io::Result<Vec<(String, u64)>> {
-    use std::os::unix::fs::DirEntryExt;
-    let mut entries = Vec::new();
-    for e in std::fs::read_dir(dir)? {
-        let e = e?;
-        if let Ok(name) = e.file_name().into_string() {
-            entries.push((name, e.ino()));
-        }
-    }
+/// The entries of the directory `dir` holds (names that are UTF-8, as `filename3` is a
+/// string), sorted by name, with their inode numbers.
+fn listing(dir: BorrowedFd<'_>) -> std::io::Result<Vec<(String, u64)>> {
+    let mut entries: Vec<_> =
+        fsat::read_dir(dir)?.into_iter().filter_map(|(name, ino)| Some((name.into_string().ok()?, ino))).collect();
     entries.sort_unstable();
     Ok(entries)
 }
@@ -102,8 +100,8 @@ struct Listing {
 }
 
 impl Nfs3 {
-    /// The directory `dir_fh` names and the path of its entry `name` (relative and absolute),
-    /// or the failure's reply written (with `fail` given the directory's attributes).
+    /// The directory `dir_fh` names and the path of its entry `name` relative to the root, or
+    /// the failure's reply written (with `fail` given the directory's attributes).
     fn entry<'a, F: xdr_spec_rt::Xdr<'a>>(
         &self,
         dir_fh: &[u8],
@@ -111,15 +109,15 @@ impl Nfs3 {
         out: &mut Out<'_>,
         fail: impl Fn(&Resolved) -> F,
         no_dir: F,
-    ) -> Option<(Resolved, PathBuf, PathBuf)> {
+    ) -> Option<(Resolved, PathBuf)> {
         let d = self.file(dir_fh, out, no_dir)?;
         let refused = if d.meta.is_dir() { check_name(name).err() } else { Some(Nfsstat3::Nfs3errNotdir) };
         if let Some(why) = refused {
             let _ = out.fail(why, &fail(&d));
             return None;
         }
-        let (relative, path) = (d.relative.join(name), d.path.join(name));
-        Some((d, relative, path))
+        let relative = d.relative.join(name);
+        Some((d, relative))
     }
 
     pub(super) fn lookup(&self, a: &[u8], out: &mut Out<'_>) -> Served {
@@ -127,15 +125,18 @@ impl Nfs3 {
         let dir_attrs = |d: &Resolved| LOOKUP3resfail { dir_attributes: PostOpAttr::True(fattr(&d.meta)) };
         let no_dir = LOOKUP3resfail { dir_attributes: PostOpAttr::False };
         // "." is the directory itself: harmless, and clients do look it up.
-        let (d, relative, path) = if a.what.name.0 == "." {
+        let (d, relative, found) = if a.what.name.0 == "." {
             let Some(d) = self.file(a.what.dir.data, out, no_dir) else { return Ok(()) };
-            let (r, p) = (d.relative.clone(), d.path.clone());
-            (d, r, p)
+            let (r, m) = (d.relative.clone(), fsat::metadata(d.fd.as_fd()));
+            (d, r, m)
         } else {
-            let Some(found) = self.entry(a.what.dir.data, a.what.name.0, out, dir_attrs, no_dir) else { return Ok(()) };
-            found
+            let Some((d, r)) = self.entry(a.what.dir.data, a.what.name.0, out, dir_attrs, no_dir) else {
+                return Ok(());
+            };
+            let m = fsat::stat_at(d.fd.as_fd(), a.what.name.0);
+            (d, r, m)
         };
-        match std::fs::symlink_metadata(&path) {
+        match found {
             Ok(m) => {
                 let fh = self.handles.remember(&relative, &m);
                 out.results(&LOOKUP3res::Nfs3Ok(LOOKUP3resok {
@@ -148,21 +149,32 @@ impl Nfs3 {
         }
     }
 
-    /// What CREATE and MKDIR do once the object exists at `path`: set the attributes the
-    /// client gave, and make its handle.
-    fn created(&self, relative: &Path, path: &Path, attrs: Option<&Sattr3>) -> Result<FileHandle, Nfsstat3> {
-        let meta = std::fs::symlink_metadata(path).map_err(|e| status(&e))?;
+    /// What CREATE, MKDIR and SYMLINK do once the object exists (held by `fd`; `file` when
+    /// it was opened for writing): set the attributes the client gave, and make its handle.
+    fn created(
+        &self,
+        relative: &Path,
+        fd: BorrowedFd<'_>,
+        file: Option<&File>,
+        attrs: Option<&Sattr3>,
+    ) -> Result<FileHandle, Nfsstat3> {
+        let meta = fsat::metadata(fd).map_err(|e| status(&e))?;
         if let Some(attrs) = attrs {
-            set_attributes(path, &meta, attrs)?;
+            let truncate = |size| match file {
+                Some(f) => f.set_len(size),
+                None => Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
+            };
+            set_attributes(fd, &meta, attrs, truncate)?;
         }
         Ok(self.handles.remember(relative, &meta))
     }
 
     pub(super) fn create(&self, a: &[u8], out: &mut Out<'_>) -> Served {
         let a: CREATE3args = args(a)?;
-        let fail = |d: &Resolved| wcc(Some(&d.meta), &d.path);
+        let fail = |d: &Resolved| wcc(Some(&d.meta), &d.fd);
         let no_dir = crate::attrs::NO_WCC;
-        let Some((d, relative, path)) = self.entry(a.r#where.dir.data, a.r#where.name.0, out, fail, no_dir) else {
+        let name = a.r#where.name.0;
+        let Some((d, relative)) = self.entry(a.r#where.dir.data, name, out, fail, no_dir) else {
             return Ok(());
         };
         // UNCHECKED creates or reuses; GUARDED and EXCLUSIVE fail on an existing name, unless
@@ -177,30 +189,30 @@ impl Nfs3 {
             Some(SetMode3::True(m)) => m & 0o7777,
             _ => 0o644,
         };
-        let opened = OpenOptions::new()
-            .write(true)
-            .create(!new_only)
-            .create_new(new_only)
-            .truncate(false)
-            .mode(mode)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path);
+        let flags = libc::O_WRONLY | libc::O_CREAT | if new_only { libc::O_EXCL } else { 0 };
+        let opened = fsat::open_at(d.fd.as_fd(), name, flags, mode).map(File::from);
         let made = match (opened, verifier) {
-            (Ok(_), None) => self.created(&relative, &path, attrs.as_ref()),
-            (Ok(_), Some(times)) => self.created(&relative, &path, Some(&times)),
+            (Ok(file), None) => {
+                self.created(&relative, file.as_fd(), Some(&file), attrs.as_ref()).map(|fh| (fh, post_op(&file)))
+            }
+            (Ok(file), Some(times)) => {
+                self.created(&relative, file.as_fd(), Some(&file), Some(&times)).map(|fh| (fh, post_op(&file)))
+            }
             (Err(e), Some(times)) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                match std::fs::symlink_metadata(&path) {
-                    Ok(m) if holds_verifier(&m, &times) => Ok(self.handles.remember(&relative, &m)),
+                match fsat::stat_at(d.fd.as_fd(), name) {
+                    Ok(m) if holds_verifier(&m, &times) => {
+                        Ok((self.handles.remember(&relative, &m), PostOpAttr::True(fattr(&m))))
+                    }
                     _ => Err(Nfsstat3::Nfs3errExist),
                 }
             }
             (Err(e), _) => Err(status(&e)),
         };
         match made {
-            Ok(fh) => out.results(&CREATE3res::Nfs3Ok(CREATE3resok {
+            Ok((fh, obj_attributes)) => out.results(&CREATE3res::Nfs3Ok(CREATE3resok {
                 obj: PostOpFh3::True(NfsFh3 { data: &fh }),
-                obj_attributes: post_op(&path),
-                dir_wcc: wcc(Some(&d.meta), &d.path),
+                obj_attributes,
+                dir_wcc: wcc(Some(&d.meta), &d.fd),
             })),
             Err(why) => out.fail(why, &fail(&d)),
         }
@@ -208,25 +220,27 @@ impl Nfs3 {
 
     pub(super) fn mkdir(&self, a: &[u8], out: &mut Out<'_>) -> Served {
         let a: MKDIR3args = args(a)?;
-        let fail = |d: &Resolved| wcc(Some(&d.meta), &d.path);
+        let fail = |d: &Resolved| wcc(Some(&d.meta), &d.fd);
         let no_dir = crate::attrs::NO_WCC;
-        let Some((d, relative, path)) = self.entry(a.r#where.dir.data, a.r#where.name.0, out, fail, no_dir) else {
+        let name = a.r#where.name.0;
+        let Some((d, relative)) = self.entry(a.r#where.dir.data, name, out, fail, no_dir) else {
             return Ok(());
         };
         let mode = match a.attributes.mode {
             SetMode3::True(m) => m & 0o7777,
             _ => 0o755,
         };
-        let made = DirBuilder::new()
-            .mode(mode)
-            .create(&path)
+        // The new directory is opened by its name (O_DIRECTORY | O_NOFOLLOW: not a symbolic
+        // link put in its place since), and its attributes set through that descriptor.
+        let made = fsat::mkdir_at(d.fd.as_fd(), name, mode)
+            .and_then(|()| fsat::open_at(d.fd.as_fd(), name, libc::O_PATH | libc::O_DIRECTORY, 0))
             .map_err(|e| status(&e))
-            .and_then(|()| self.created(&relative, &path, Some(&a.attributes)));
+            .and_then(|fd| Ok((self.created(&relative, fd.as_fd(), None, Some(&a.attributes))?, post_op(&fd))));
         match made {
-            Ok(fh) => out.results(&MKDIR3res::Nfs3Ok(MKDIR3resok {
+            Ok((fh, obj_attributes)) => out.results(&MKDIR3res::Nfs3Ok(MKDIR3resok {
                 obj: PostOpFh3::True(NfsFh3 { data: &fh }),
-                obj_attributes: post_op(&path),
-                dir_wcc: wcc(Some(&d.meta), &d.path),
+                obj_attributes,
+                dir_wcc: wcc(Some(&d.meta), &d.fd),
             })),
             Err(why) => out.fail(why, &fail(&d)),
         }
@@ -234,9 +248,10 @@ impl Nfs3 {
 
     pub(super) fn symlink(&self, a: &[u8], out: &mut Out<'_>) -> Served {
         let a: SYMLINK3args = args(a)?;
-        let fail = |d: &Resolved| wcc(Some(&d.meta), &d.path);
+        let fail = |d: &Resolved| wcc(Some(&d.meta), &d.fd);
         let no_dir = crate::attrs::NO_WCC;
-        let Some((d, relative, path)) = self.entry(a.r#where.dir.data, a.r#where.name.0, out, fail, no_dir) else {
+        let name = a.r#where.name.0;
+        let Some((d, relative)) = self.entry(a.r#where.dir.data, name, out, fail, no_dir) else {
             return Ok(());
         };
         // The target is stored as the client's text: never resolved, checked only for what
@@ -248,15 +263,16 @@ impl Nfs3 {
         } else if target.is_empty() || target.contains('\0') {
             Err(Nfsstat3::Nfs3errInval)
         } else {
-            std::os::unix::fs::symlink(target, &path)
+            fsat::symlink_at(target, d.fd.as_fd(), name)
+                .and_then(|()| fsat::open_at(d.fd.as_fd(), name, libc::O_PATH, 0))
                 .map_err(|e| status(&e))
-                .and_then(|()| self.created(&relative, &path, None))
+                .and_then(|fd| Ok((self.created(&relative, fd.as_fd(), None, None)?, post_op(&fd))))
         };
         match made {
-            Ok(fh) => out.results(&SYMLINK3res::Nfs3Ok(SYMLINK3resok {
+            Ok((fh, obj_attributes)) => out.results(&SYMLINK3res::Nfs3Ok(SYMLINK3resok {
                 obj: PostOpFh3::True(NfsFh3 { data: &fh }),
-                obj_attributes: post_op(&path),
-                dir_wcc: wcc(Some(&d.meta), &d.path),
+                obj_attributes,
+                dir_wcc: wcc(Some(&d.meta), &d.fd),
             })),
             Err(why) => out.fail(why, &fail(&d)),
         }
@@ -265,17 +281,17 @@ impl Nfs3 {
     /// REMOVE (`directory` false) and RMDIR (true); their arguments and results have one shape.
     pub(super) fn remove(&self, a: &[u8], out: &mut Out<'_>, directory: bool) -> Served {
         let a: Diropargs3 = args(a)?;
-        let fail = |d: &Resolved| wcc(Some(&d.meta), &d.path);
-        let Some((d, relative, path)) = self.entry(a.dir.data, a.name.0, out, fail, crate::attrs::NO_WCC) else {
+        let fail = |d: &Resolved| wcc(Some(&d.meta), &d.fd);
+        let Some((d, relative)) = self.entry(a.dir.data, a.name.0, out, fail, crate::attrs::NO_WCC) else {
             return Ok(());
         };
-        let removed = std::fs::symlink_metadata(&path).and_then(|meta| {
+        let removed = fsat::stat_at(d.fd.as_fd(), a.name.0).and_then(|meta| {
             // unlink(2) refuses a directory (EISDIR) and rmdir(2) anything else (ENOTDIR).
-            if directory { std::fs::remove_dir(&path) } else { std::fs::remove_file(&path) }?;
+            fsat::unlink_at(d.fd.as_fd(), a.name.0, directory)?;
             self.handles.forget(&relative, &meta);
             Ok(())
         });
-        let dir_wcc = wcc(Some(&d.meta), &d.path);
+        let dir_wcc = wcc(Some(&d.meta), &d.fd);
         match (removed, directory) {
             (Ok(()), false) => out.results(&REMOVE3res::Nfs3Ok(REMOVE3resok { dir_wcc })),
             (Ok(()), true) => out.results(&RMDIR3res::Nfs3Ok(RMDIR3resok { dir_wcc })),
@@ -291,27 +307,27 @@ impl Nfs3 {
     pub(super) fn rename(&self, a: &[u8], out: &mut Out<'_>) -> Served {
         let a: RENAME3args = args(a)?;
         let no_dirs = RENAME3resfail { fromdir_wcc: NO_WCC, todir_wcc: NO_WCC };
-        let from_fail = |d: &Resolved| RENAME3resfail { fromdir_wcc: wcc(Some(&d.meta), &d.path), todir_wcc: NO_WCC };
-        let Some((from_d, from_rel, from_path)) = self.entry(a.from.dir.data, a.from.name.0, out, from_fail, no_dirs)
-        else {
+        let from_fail = |d: &Resolved| RENAME3resfail { fromdir_wcc: wcc(Some(&d.meta), &d.fd), todir_wcc: NO_WCC };
+        let Some((from_d, from_rel)) = self.entry(a.from.dir.data, a.from.name.0, out, from_fail, no_dirs) else {
             return Ok(());
         };
-        let from_wcc = || wcc(Some(&from_d.meta), &from_d.path);
-        let to_fail = |d: &Resolved| RENAME3resfail { fromdir_wcc: from_wcc(), todir_wcc: wcc(Some(&d.meta), &d.path) };
+        let from_wcc = || wcc(Some(&from_d.meta), &from_d.fd);
+        let to_fail = |d: &Resolved| RENAME3resfail { fromdir_wcc: from_wcc(), todir_wcc: wcc(Some(&d.meta), &d.fd) };
         let no_to = RENAME3resfail { fromdir_wcc: from_wcc(), todir_wcc: NO_WCC };
-        let Some((to_d, to_rel, to_path)) = self.entry(a.to.dir.data, a.to.name.0, out, to_fail, no_to) else {
+        let Some((to_d, to_rel)) = self.entry(a.to.dir.data, a.to.name.0, out, to_fail, no_to) else {
             return Ok(());
         };
-        let renamed = std::fs::symlink_metadata(&from_path).and_then(|from_meta| {
-            let replaced = std::fs::symlink_metadata(&to_path).ok();
-            std::fs::rename(&from_path, &to_path)?;
+        let (from, to) = ((from_d.fd.as_fd(), a.from.name.0), (to_d.fd.as_fd(), a.to.name.0));
+        let renamed = fsat::stat_at(from.0, from.1).and_then(|from_meta| {
+            let replaced = fsat::stat_at(to.0, to.1).ok();
+            fsat::rename_at(from.0, from.1, to.0, to.1)?;
             // Two links of one file: rename(2) leaves both (POSIX), and so does the table.
             if replaced.is_none_or(|r| (r.dev(), r.ino()) != (from_meta.dev(), from_meta.ino())) {
                 self.handles.renamed(&from_rel, &to_rel);
             }
             Ok(())
         });
-        let (fromdir_wcc, todir_wcc) = (from_wcc(), wcc(Some(&to_d.meta), &to_d.path));
+        let (fromdir_wcc, todir_wcc) = (from_wcc(), wcc(Some(&to_d.meta), &to_d.fd));
         match renamed {
             Ok(()) => out.results(&RENAME3res::Nfs3Ok(RENAME3resok { fromdir_wcc, todir_wcc })),
             Err(e) => out.fail(status(&e), &RENAME3resfail { fromdir_wcc, todir_wcc }),
@@ -326,22 +342,23 @@ impl Nfs3 {
         let no_file = LINK3resfail { file_attributes: PostOpAttr::False, linkdir_wcc: NO_WCC };
         let Some(f) = self.file(a.file.data, out, no_file) else { return Ok(()) };
         let attrs = || PostOpAttr::True(fattr(&f.meta));
-        let fail = |d: &Resolved| LINK3resfail { file_attributes: attrs(), linkdir_wcc: wcc(Some(&d.meta), &d.path) };
+        let fail = |d: &Resolved| LINK3resfail { file_attributes: attrs(), linkdir_wcc: wcc(Some(&d.meta), &d.fd) };
         let no_dir = LINK3resfail { file_attributes: attrs(), linkdir_wcc: NO_WCC };
-        let Some((d, relative, path)) = self.entry(a.link.dir.data, a.link.name.0, out, fail, no_dir) else {
+        let Some((d, relative)) = self.entry(a.link.dir.data, a.link.name.0, out, fail, no_dir) else {
             return Ok(());
         };
         if f.meta.is_dir() {
             return out.fail(Nfsstat3::Nfs3errIsdir, &fail(&d));
         }
-        // linkat(2) without AT_SYMLINK_FOLLOW: a symbolic link is not followed.
-        let linked = std::fs::hard_link(&f.path, &path).and_then(|()| std::fs::symlink_metadata(&path));
+        // The file the handle resolved to, by its descriptor: a symbolic link is linked itself.
+        let linked = fsat::link_at(f.fd.as_fd(), d.fd.as_fd(), a.link.name.0)
+            .and_then(|()| fsat::stat_at(d.fd.as_fd(), a.link.name.0));
         match linked {
             Ok(meta) => {
                 self.handles.remember(&relative, &meta);
                 out.results(&LINK3res::Nfs3Ok(LINK3resok {
                     file_attributes: PostOpAttr::True(fattr(&meta)),
-                    linkdir_wcc: wcc(Some(&d.meta), &d.path),
+                    linkdir_wcc: wcc(Some(&d.meta), &d.fd),
                 }))
             }
             Err(e) => out.fail(status(&e), &fail(&d)),
@@ -356,7 +373,7 @@ impl Nfs3 {
             let _ = out.fail(Nfsstat3::Nfs3errNotdir, &PostOpAttr::True(fattr(&d.meta)));
             return None;
         }
-        match listing(&d.path) {
+        match listing(d.fd.as_fd()) {
             Ok(entries) => {
                 let start = usize::try_from(cookie).unwrap_or(usize::MAX).min(entries.len());
                 Some(Listing { dir: d, entries, start })
@@ -389,7 +406,7 @@ impl Nfs3 {
         }
         let eof = start + list.len() == entries.len();
         out.results(&READDIR3res::Nfs3Ok(READDIR3resok {
-            dir_attributes: post_op(&d.path),
+            dir_attributes: post_op(&d.fd),
             cookieverf: Cookieverf3(&COOKIEVERF),
             reply: Dirlist3 { entries: List::from_slice(&list), eof },
         }))
@@ -414,7 +431,7 @@ impl Nfs3 {
             }
             let relative = d.relative.join(name);
             // An entry removed since the listing keeps its place, without attributes.
-            let meta = std::fs::symlink_metadata(d.path.join(name)).ok();
+            let meta = fsat::stat_at(d.fd.as_fd(), name).ok();
             let fh = meta.as_ref().map(|m| self.handles.remember(&relative, m));
             found.push((i, name.as_str(), *ino, meta, fh));
         }
@@ -433,7 +450,7 @@ impl Nfs3 {
             .collect();
         let eof = start + list.len() == entries.len();
         out.results(&READDIRPLUS3res::Nfs3Ok(READDIRPLUS3resok {
-            dir_attributes: post_op(&d.path),
+            dir_attributes: post_op(&d.fd),
             cookieverf: Cookieverf3(&COOKIEVERF),
             reply: Dirlistplus3 { entries: List::from_slice(&list), eof },
         }))

@@ -1,23 +1,29 @@
 //! The procedures on a file's data and attributes: SETATTR, READLINK, READ, WRITE, COMMIT
 //! (RFC 1813 sections 3.3.2, 3.3.5, 3.3.6, 3.3.7 and 3.3.21).
 //!
-//! Files are opened with O_NOFOLLOW and attributes never set through a symbolic link: a link
-//! inside the export may point outside it, and following it would let a client reach there.
+//! Files are opened with O_NOFOLLOW beneath the export root ([`crate::handles::Handles::reopen`])
+//! and attributes are set on the resolved descriptor itself, never through a symbolic link: a
+//! link inside the export may point outside it, and following it would let a client reach
+//! there.
 //! READ, WRITE and COMMIT of a symbolic link's handle are NFS3ERR_INVAL, any attribute
 //! change to one is NFS3ERR_INVAL, and READLINK only reads the link's own text.
 
-use std::fs::{File, Metadata, OpenOptions};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::fs::Metadata;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::{FileExt, MetadataExt};
 
 use super::{args, Nfs3, Out, Served, MAX_IO};
 use crate::attrs::{fattr, status, time, wcc, NO_WCC};
+use crate::fsat;
 use crate::xdr::*;
 
-/// Opens the regular file at `path` for reading, or for writing too, without following a
-/// symbolic link.
-fn open(path: &Path, write: bool) -> std::io::Result<File> {
-    OpenOptions::new().read(true).write(write).custom_flags(libc::O_NOFOLLOW).open(path)
+/// The flags a file is opened with for reading, or for writing too.
+fn access(write: bool) -> libc::c_int {
+    if write {
+        libc::O_RDWR
+    } else {
+        libc::O_RDONLY
+    }
 }
 
 /// Why a file's data cannot be read or written: it is a directory, or not a regular file
@@ -32,14 +38,20 @@ fn not_regular(meta: &Metadata) -> Option<Nfsstat3> {
     }
 }
 
-/// Sets the attributes `s` asks for on the file at `path` whose attributes were `meta`
-/// (SETATTR, and the initial attributes of CREATE and MKDIR).
+/// Sets the attributes `s` asks for on the file `fd` holds, whose attributes were `meta`
+/// (SETATTR, and the initial attributes of CREATE and MKDIR); `truncate` sets a regular
+/// file's size (through a descriptor open for writing).
 ///
 /// # Errors
 ///
 /// The status of the first change that failed; NFS3ERR_INVAL for any change to a symbolic
 /// link (it would apply to what the link points to).
-pub(crate) fn set_attributes(path: &Path, meta: &Metadata, s: &Sattr3) -> Result<(), Nfsstat3> {
+pub(crate) fn set_attributes(
+    fd: BorrowedFd<'_>,
+    meta: &Metadata,
+    s: &Sattr3,
+    truncate: impl FnOnce(u64) -> std::io::Result<()>,
+) -> Result<(), Nfsstat3> {
     let times = !matches!(s.atime, SetAtime::Default { discriminant: TimeHow::DontChange })
         || !matches!(s.mtime, SetMtime::Default { discriminant: TimeHow::DontChange });
     let any = matches!(s.mode, SetMode3::True(_))
@@ -55,28 +67,27 @@ pub(crate) fn set_attributes(path: &Path, meta: &Metadata, s: &Sattr3) -> Result
     }
     let io = |e: std::io::Error| status(&e);
     if let SetMode3::True(mode) = s.mode {
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o7777)).map_err(io)?;
+        fsat::chmod(fd, mode).map_err(io)?;
     }
     let uid = if let SetUid3::True(uid) = s.uid { Some(uid) } else { None };
     let gid = if let SetGid3::True(gid) = s.gid { Some(gid) } else { None };
     if uid.is_some() || gid.is_some() {
-        std::os::unix::fs::lchown(path, uid, gid).map_err(io)?;
+        fsat::chown(fd, uid, gid).map_err(io)?;
     }
     if let SetSize3::True(size) = s.size {
         if let Some(why) = not_regular(meta) {
             return Err(why);
         }
-        open(path, true).and_then(|f| f.set_len(size)).map_err(io)?;
+        truncate(size).map_err(io)?;
     }
     if times {
-        set_times(path, s.atime, s.mtime).map_err(io)?;
+        set_times(fd, s.atime, s.mtime).map_err(io)?;
     }
     Ok(())
 }
 
-/// `utimensat(2)` on `path` itself (never through a final symbolic link).
-fn set_times(path: &Path, atime: SetAtime, mtime: SetMtime) -> std::io::Result<()> {
-    use std::os::unix::ffi::OsStrExt;
+/// `utimensat(2)` on the file `fd` holds (never a symbolic link: [`set_attributes`] refuses).
+fn set_times(fd: BorrowedFd<'_>, atime: SetAtime, mtime: SetMtime) -> std::io::Result<()> {
     let spec = |t: Option<Nfstime3>, server: bool| match (t, server) {
         (Some(t), _) => libc::timespec { tv_sec: t.seconds.into(), tv_nsec: t.nseconds.min(999_999_999).into() },
         (None, true) => libc::timespec { tv_sec: 0, tv_nsec: libc::UTIME_NOW },
@@ -90,13 +101,7 @@ fn set_times(path: &Path, atime: SetAtime, mtime: SetMtime) -> std::io::Result<(
         SetMtime::SetToClientTime(t) => spec(Some(t), false),
         SetMtime::Default { discriminant } => spec(None, discriminant == TimeHow::SetToServerTime),
     };
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).map_err(std::io::Error::other)?;
-    let times = [a, m];
-    // SAFETY: `c` is NUL-terminated and `times` holds the two timespecs utimensat reads.
-    if unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), libc::AT_SYMLINK_NOFOLLOW) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
+    fsat::set_times(fd, &[a, m])
 }
 
 impl Nfs3 {
@@ -106,12 +111,13 @@ impl Nfs3 {
         // The guard (RFC 1813 section 3.3.2): change nothing unless the ctime is the client's.
         if let Sattrguard3::True(ctime) = a.guard {
             if ctime != time(f.meta.ctime(), f.meta.ctime_nsec()) {
-                return out.fail(Nfsstat3::Nfs3errNotSync, &wcc(Some(&f.meta), &f.path));
+                return out.fail(Nfsstat3::Nfs3errNotSync, &wcc(Some(&f.meta), &f.fd));
             }
         }
-        match set_attributes(&f.path, &f.meta, &a.new_attributes) {
-            Ok(()) => out.results(&SETATTR3res::Nfs3Ok(SETATTR3resok { obj_wcc: wcc(Some(&f.meta), &f.path) })),
-            Err(why) => out.fail(why, &wcc(Some(&f.meta), &f.path)),
+        let truncate = |size| self.handles.reopen(&f, access(true))?.set_len(size);
+        match set_attributes(f.fd.as_fd(), &f.meta, &a.new_attributes, truncate) {
+            Ok(()) => out.results(&SETATTR3res::Nfs3Ok(SETATTR3resok { obj_wcc: wcc(Some(&f.meta), &f.fd) })),
+            Err(why) => out.fail(why, &wcc(Some(&f.meta), &f.fd)),
         }
     }
 
@@ -125,8 +131,8 @@ impl Nfs3 {
         if !f.meta.file_type().is_symlink() {
             return out.fail(Nfsstat3::Nfs3errInval, &attrs);
         }
-        match std::fs::read_link(&f.path) {
-            Ok(target) => match target.into_os_string().into_string() {
+        match fsat::readlink(f.fd.as_fd()) {
+            Ok(target) => match target.into_string() {
                 Ok(text) => out.results(&READLINK3res::Nfs3Ok(READLINK3resok {
                     symlink_attributes: attrs,
                     data: Nfspath3(&text),
@@ -144,7 +150,7 @@ impl Nfs3 {
             return out.fail(why, &PostOpAttr::True(fattr(&f.meta)));
         }
         let mut data = vec![0u8; a.count.min(MAX_IO) as usize];
-        let read = open(&f.path, false).and_then(|file| {
+        let read = self.handles.reopen(&f, access(false)).and_then(|file| {
             let mut n = 0;
             while n < data.len() {
                 match file.read_at(&mut data[n..], a.offset.saturating_add(n as u64)) {
@@ -172,19 +178,19 @@ impl Nfs3 {
         let Some(f) = self.file(a.file.data, out, NO_WCC) else { return Ok(()) };
         let before = Some(&f.meta);
         if let Some(why) = not_regular(&f.meta) {
-            return out.fail(why, &wcc(before, &f.path));
+            return out.fail(why, &wcc(before, &f.fd));
         }
         // RFC 1813 section 3.3.7: `count` bytes of `data` are written; data shorter than the
         // count is an invalid argument, not garbage (it decoded).
         let Some(data) = a.data.get(..a.count as usize) else {
-            return out.fail(Nfsstat3::Nfs3errInval, &wcc(before, &f.path));
+            return out.fail(Nfsstat3::Nfs3errInval, &wcc(before, &f.fd));
         };
         match a.offset.checked_add(data.len() as u64) {
             Some(end) if end <= i64::MAX as u64 => {}
-            _ => return out.fail(Nfsstat3::Nfs3errFbig, &wcc(before, &f.path)),
+            _ => return out.fail(Nfsstat3::Nfs3errFbig, &wcc(before, &f.fd)),
         }
         let stable = a.stable != StableHow::Unstable;
-        let written = open(&f.path, true).and_then(|file| {
+        let written = self.handles.reopen(&f, access(true)).and_then(|file| {
             file.write_all_at(data, a.offset)?;
             if stable {
                 file.sync_data()?;
@@ -193,12 +199,12 @@ impl Nfs3 {
         });
         match written {
             Ok(()) => out.results(&WRITE3res::Nfs3Ok(WRITE3resok {
-                file_wcc: wcc(before, &f.path),
+                file_wcc: wcc(before, &f.fd),
                 count: a.count,
                 committed: if stable { StableHow::FileSync } else { StableHow::Unstable },
                 verf: Writeverf3(&self.write_verifier),
             })),
-            Err(e) => out.fail(status(&e), &wcc(before, &f.path)),
+            Err(e) => out.fail(status(&e), &wcc(before, &f.fd)),
         }
     }
 
@@ -206,14 +212,14 @@ impl Nfs3 {
         let a: COMMIT3args = args(a)?;
         let Some(f) = self.file(a.file.data, out, NO_WCC) else { return Ok(()) };
         if let Some(why) = not_regular(&f.meta) {
-            return out.fail(why, &wcc(Some(&f.meta), &f.path));
+            return out.fail(why, &wcc(Some(&f.meta), &f.fd));
         }
-        match open(&f.path, false).and_then(|file| file.sync_all()) {
+        match self.handles.reopen(&f, access(false)).and_then(|file| file.sync_all()) {
             Ok(()) => out.results(&COMMIT3res::Nfs3Ok(COMMIT3resok {
-                file_wcc: wcc(Some(&f.meta), &f.path),
+                file_wcc: wcc(Some(&f.meta), &f.fd),
                 verf: Writeverf3(&self.write_verifier),
             })),
-            Err(e) => out.fail(status(&e), &wcc(Some(&f.meta), &f.path)),
+            Err(e) => out.fail(status(&e), &wcc(Some(&f.meta), &f.fd)),
         }
     }
 }

@@ -12,7 +12,7 @@ mod files;
 #[path = "support/rustc.rs"]
 mod rustc_support;
 use files::write;
-use rustc_support::{rustc, xdr_spec_rt_rlib};
+use rustc_support::compile_with_rt;
 
 use xdr_spec::pipeline::{build_script, spec_to_rust, Build, PipelineError};
 
@@ -99,18 +99,7 @@ fn main() {
     );
     let dir = scratch("compiles");
     let src = write(&dir, "main.rs", &program);
-    let (deps, rlib) = xdr_spec_rt_rlib();
-    let built = Command::new(rustc())
-        .args(["--edition", "2021", "--crate-type", "bin", "--crate-name", "ext_program"])
-        .arg("-o")
-        .arg(dir.join("ext_program"))
-        .arg("-L")
-        .arg(format!("dependency={}", deps.display()))
-        .arg("--extern")
-        .arg(format!("xdr_spec_rt={}", rlib.display()))
-        .arg(&src)
-        .output()
-        .expect("run rustc");
+    let built = compile_with_rt(&src, "bin", "ext_program", &dir.join("ext_program"), false);
     assert!(built.status.success(), "the generated module does not build:\n{}", String::from_utf8_lossy(&built.stderr));
     let ran = Command::new(dir.join("ext_program")).output().expect("run the program");
     assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));

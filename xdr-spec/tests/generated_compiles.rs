@@ -11,11 +11,10 @@
 //! tries other specifications.
 
 use std::fmt::Write as _;
-use std::process::Command;
 
 #[path = "support/rustc.rs"]
 mod rustc_support;
-use rustc_support::{rustc, xdr_spec_rt_rlib};
+use rustc_support::compile_with_rt;
 
 use xdr_spec::ast::LineIndex;
 use xdr_spec::check::{check, has_errors};
@@ -296,18 +295,7 @@ fn every_accepted_spec_compiles_and_every_rejection_has_a_position() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let lib = dir.join("generated.rs");
     std::fs::write(&lib, &krate).expect("write crate");
-    let (deps, rlib) = xdr_spec_rt_rlib();
-    let out = Command::new(rustc())
-        .args(["--edition", "2021", "--crate-type", "lib", "--crate-name", "generated", "--emit=metadata"])
-        .arg("--out-dir")
-        .arg(&dir)
-        .arg("-L")
-        .arg(format!("dependency={}", deps.display()))
-        .arg("--extern")
-        .arg(format!("xdr_spec_rt={}", rlib.display()))
-        .arg(&lib)
-        .output()
-        .expect("run rustc");
+    let out = compile_with_rt(&lib, "lib", "generated", &dir.join("libgenerated.rmeta"), true);
     let stderr = String::from_utf8_lossy(&out.stderr);
     if !out.status.success() {
         // Name the specifications whose modules the errors are in.

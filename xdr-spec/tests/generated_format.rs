@@ -14,7 +14,7 @@ use xdr_spec::pipeline::Build;
 mod files;
 #[path = "support/rustc.rs"]
 mod rustc_support;
-use rustc_support::{rustc, xdr_spec_rt_rlib};
+use rustc_support::compile_with_rt;
 
 fn repo(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
@@ -97,18 +97,7 @@ fn literal_layout_constants_equal_the_runtimes_composition() {
         lib.push_str(&format!("pub mod {name} {{\n    include!(\"{name}.rs\");\n}}\n"));
     }
     let src = files::write(&dir, "lib.rs", &lib);
-    let (deps, rlib) = xdr_spec_rt_rlib();
-    let built = Command::new(rustc())
-        .args(["--edition", "2021", "--crate-type", "lib", "--crate-name", "layouts", "--emit=metadata"])
-        .arg("-o")
-        .arg(dir.join("liblayouts.rmeta"))
-        .arg("-L")
-        .arg(format!("dependency={}", deps.display()))
-        .arg("--extern")
-        .arg(format!("xdr_spec_rt={}", rlib.display()))
-        .arg(&src)
-        .output()
-        .expect("run rustc");
+    let built = compile_with_rt(&src, "lib", "layouts", &dir.join("liblayouts.rmeta"), true);
     assert!(built.status.success(), "a layout constant is wrong:\n{}", String::from_utf8_lossy(&built.stderr));
     std::fs::remove_dir_all(&dir).expect("remove scratch");
 }
@@ -124,18 +113,7 @@ fn a_wrong_layout_constant_fails_the_checks() {
     assert!(rust.contains("const MIN_LEN: usize = 24;"), "{rust}");
     let wrong = rust.replace("const MIN_LEN: usize = 24;", "const MIN_LEN: usize = 20;");
     let src = files::write(&dir, "lib.rs", &format!("#![allow(warnings)]\n{wrong}"));
-    let (deps, rlib) = xdr_spec_rt_rlib();
-    let built = Command::new(rustc())
-        .args(["--edition", "2021", "--crate-type", "lib", "--crate-name", "wrong", "--emit=metadata"])
-        .arg("-o")
-        .arg(dir.join("libwrong.rmeta"))
-        .arg("-L")
-        .arg(format!("dependency={}", deps.display()))
-        .arg("--extern")
-        .arg(format!("xdr_spec_rt={}", rlib.display()))
-        .arg(&src)
-        .output()
-        .expect("run rustc");
+    let built = compile_with_rt(&src, "lib", "wrong", &dir.join("libwrong.rmeta"), true);
     let stderr = String::from_utf8_lossy(&built.stderr);
     assert!(!built.status.success() && stderr.contains("Pair MIN_LEN"), "{stderr}");
     std::fs::remove_dir_all(&dir).expect("remove scratch");

@@ -75,23 +75,18 @@ impl Code {
 
     /// `head(args)tail`: on one line if it fits, else one argument per line.
     pub(super) fn call(&mut self, head: &str, args: &[String], tail: &str) {
-        let joined = args.join(", ");
-        let one = format!("{head}({joined}){tail}");
-        if joined.len() <= CALL_WIDTH && self.fits(&one) {
-            return self.line(one);
-        }
-        self.line(format!("{head}("));
-        self.indent();
-        for a in args {
-            self.line(format!("{a},"));
-        }
-        self.dedent();
-        self.line(format!("){tail}"));
+        self.arguments(head, args, tail, true);
     }
 
     /// `head!(args)tail`: as [`Code::call`], but a macro's last argument
     /// takes no trailing comma when they go one per line.
     pub(super) fn macro_call(&mut self, head: &str, args: &[String], tail: &str) {
+        self.arguments(head, args, tail, false);
+    }
+
+    /// The layout [`Code::call`] and [`Code::macro_call`] share; `last_comma`:
+    /// whether the last argument, one per line, takes a comma too.
+    fn arguments(&mut self, head: &str, args: &[String], tail: &str, last_comma: bool) {
         let joined = args.join(", ");
         let one = format!("{head}({joined}){tail}");
         if joined.len() <= CALL_WIDTH && self.fits(&one) {
@@ -100,7 +95,7 @@ impl Code {
         self.line(format!("{head}("));
         self.indent();
         for (i, a) in args.iter().enumerate() {
-            self.line(if i + 1 == args.len() { a.clone() } else { format!("{a},") });
+            self.line(if i + 1 < args.len() || last_comma { format!("{a},") } else { a.clone() });
         }
         self.dedent();
         self.line(format!("){tail}"));

@@ -4,11 +4,12 @@
 //! with `#[path]`).
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 
 /// The directory of the `xdr_spec_rt` rlib this test was linked with and its
 /// dependencies (`target/debug/deps`), and the rlib itself: the newest, as
 /// the one cargo just built for this test.
-pub fn xdr_spec_rt_rlib() -> (PathBuf, PathBuf) {
+fn xdr_spec_rt_rlib() -> (PathBuf, PathBuf) {
     let exe = std::env::current_exe().expect("test executable");
     let deps = exe.parent().expect("deps directory").to_path_buf();
     let rlib = std::fs::read_dir(&deps)
@@ -26,7 +27,29 @@ pub fn xdr_spec_rt_rlib() -> (PathBuf, PathBuf) {
 
 /// The rustc of the toolchain that runs this test (next to its cargo), or
 /// the one on the PATH.
-pub fn rustc() -> PathBuf {
+fn rustc() -> PathBuf {
     let beside_cargo = std::env::var_os("CARGO").map(|c| Path::new(&c).with_file_name("rustc"));
     beside_cargo.filter(|p| p.exists()).unwrap_or_else(|| PathBuf::from("rustc"))
+}
+
+/// Runs [`rustc`] on `src`, a crate `name` of type `crate_type` (`lib`, `bin`) that may name
+/// `xdr_spec_rt` (the one this test was linked with), writing `out`: with `metadata_only`,
+/// type-checked only (`--emit=metadata`, `out` an `.rmeta`), else built.
+pub fn compile_with_rt(src: &Path, crate_type: &str, name: &str, out: &Path, metadata_only: bool) -> Output {
+    let (deps, rlib) = xdr_spec_rt_rlib();
+    let mut rustc = Command::new(rustc());
+    rustc.args(["--edition", "2021", "--crate-type", crate_type, "--crate-name", name]);
+    if metadata_only {
+        rustc.arg("--emit=metadata");
+    }
+    rustc
+        .arg("-o")
+        .arg(out)
+        .arg("-L")
+        .arg(format!("dependency={}", deps.display()))
+        .arg("--extern")
+        .arg(format!("xdr_spec_rt={}", rlib.display()))
+        .arg(src)
+        .output()
+        .expect("run rustc")
 }

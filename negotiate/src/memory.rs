@@ -1,10 +1,14 @@
 //! What a requester remembers about responders across connections: the v2 draft section 5.2
 //! lets it assume a responder does not support Version Two when its probe was lost, or when
 //! the connection was lost right after an RDMA_ERR_VERS, "to avoid a possible version
-//! negotiation loop when re-establishing another connection".
+//! negotiation loop when re-establishing another connection". What it learned is kept for a
+//! configured time ([`RequesterConfig::reprobe_after`](crate::requester::RequesterConfig)):
+//! a lost probe may have been bad luck, and a responder may be upgraded, so after that time
+//! the next connection probes again (one round trip, and one more RDMA_ERR_VERS at worst).
 
 use rpcrdma_v1::Version;
 use std::collections::HashMap;
+use std::time::Instant;
 
 /// Why a responder is taken to lack Version Two.
 ///
@@ -44,35 +48,47 @@ pub enum NoV2Reason {
 /// share one between requesters (behind a lock) to share what they learned.
 ///
 /// ```
+/// use std::time::{Duration, Instant};
 /// use negotiate::memory::{NoV2Reason, PeerMemory};
 /// use rpcrdma_v1::Version;
+/// let now = Instant::now();
 /// let mut m = PeerMemory::default();
-/// assert_eq!(m.highest_for("10.0.2.15:20049", Version::TWO), Version::TWO);
-/// m.remember_no_v2("10.0.2.15:20049", NoV2Reason::ProbeLost);
-/// assert_eq!(m.highest_for("10.0.2.15:20049", Version::TWO), Version::ONE);
-/// assert_eq!(m.highest_for("10.0.2.16:20049", Version::TWO), Version::TWO);
+/// assert_eq!(m.highest_for("10.0.2.15:20049", Version::TWO, now), Version::TWO);
+/// m.remember_no_v2("10.0.2.15:20049", NoV2Reason::ProbeLost, now + Duration::from_secs(600));
+/// assert_eq!(m.highest_for("10.0.2.15:20049", Version::TWO, now), Version::ONE);
+/// assert_eq!(m.highest_for("10.0.2.16:20049", Version::TWO, now), Version::TWO);
+/// // Ten minutes on, it is forgotten: the next connection probes again.
+/// assert_eq!(m.highest_for("10.0.2.15:20049", Version::TWO, now + Duration::from_secs(600)), Version::TWO);
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct PeerMemory {
-    no_v2: HashMap<String, NoV2Reason>,
+    /// Per address: why, and until when it holds.
+    no_v2: HashMap<String, (NoV2Reason, Instant)>,
 }
 
 impl PeerMemory {
-    /// Records that the responder at `addr` does not support Version Two.
-    pub fn remember_no_v2(&mut self, addr: &str, why: NoV2Reason) {
-        self.no_v2.insert(addr.to_string(), why);
+    /// Records that the responder at `addr` does not support Version Two, until `until`.
+    pub fn remember_no_v2(&mut self, addr: &str, why: NoV2Reason, until: Instant) {
+        self.no_v2.insert(addr.to_string(), (why, until));
     }
 
-    /// What was recorded for `addr`, if anything.
+    /// What was recorded for `addr`, if anything, whether or not it has expired.
     pub fn no_v2(&self, addr: &str) -> Option<NoV2Reason> {
-        self.no_v2.get(addr).copied()
+        self.no_v2.get(addr).map(|&(why, _)| why)
     }
 
-    /// The highest version to propose to `addr`, given our own highest `ours`.
-    pub fn highest_for(&self, addr: &str, ours: Version) -> Version {
+    /// Until when what was recorded for `addr` holds.
+    pub fn remembered_until(&self, addr: &str) -> Option<Instant> {
+        self.no_v2.get(addr).map(|&(_, until)| until)
+    }
+
+    /// The highest version to propose to `addr` at `now`, given our own highest `ours`: what
+    /// was recorded caps it until it expires.
+    pub fn highest_for(&self, addr: &str, ours: Version, now: Instant) -> Version {
         match self.no_v2.get(addr) {
+            Some(&(_, until)) if now >= until => ours,
             None => ours,
-            Some(NoV2Reason::ErrVers { high }) => ours.min(Version::from_wire(*high)),
+            Some((NoV2Reason::ErrVers { high }, _)) => ours.min(Version::from_wire(*high)),
             Some(_) => ours.min(Version::ONE),
         }
     }

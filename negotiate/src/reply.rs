@@ -157,6 +157,9 @@ pub fn reply_header<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Option<Header
 /// The part of a message that concerns a call in flight.
 pub(crate) struct Head<'a> {
     pub(crate) xid: u32,
+    /// The message's `rdma_vers` word: for an RDMA_ERROR, the version the responder read
+    /// and wrote it in.
+    pub(crate) vers: u32,
     pub(crate) credit: u32,
     pub(crate) outcome: Outcome<'a>,
 }
@@ -188,7 +191,9 @@ pub(crate) fn classify<'a>(
     options: Option<Options<'_>>,
     flight_version: impl Fn(u32) -> Option<Version>,
 ) -> Classified<'a> {
-    let credit = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(0);
+    let fixed = Fixed::read(bytes);
+    let credit = fixed.and_then(|f| f.credit).unwrap_or(0);
+    let vers = fixed.map_or(0, |f| f.vers);
     let (xid, outcome) = match judge(bytes, limits, options) {
         Judged::Discard(why) => return Classified::Done(Incoming::Dropped(why)),
         Judged::Option(incoming) => return Classified::Done(incoming),
@@ -214,5 +219,5 @@ pub(crate) fn classify<'a>(
     if flight_version(xid).is_none() {
         return Classified::Done(Incoming::Dropped(DropReason::UnknownXid(xid)));
     }
-    Classified::Head(Head { xid, credit, outcome })
+    Classified::Head(Head { xid, vers, credit, outcome })
 }

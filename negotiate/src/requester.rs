@@ -68,10 +68,17 @@ pub struct RequesterConfig {
     pub max_attempts: u32,
     /// Limits applied to received replies.
     pub limits: HeaderLimits,
+    /// How long a responder found to lack Version Two ([`PeerMemory`]) is offered Version One
+    /// only; after that a new connection probes again.
+    pub reprobe_after: Duration,
 }
 
+/// The default of [`RequesterConfig::reprobe_after`]: ten minutes.
+pub const REPROBE_AFTER: Duration = Duration::from_secs(600);
+
 impl Default for RequesterConfig {
-    /// Versions 1 to 2, 32 credits, 5 s, 3 attempts, Linux's header limits.
+    /// Versions 1 to 2, 32 credits, 5 s, 3 attempts, Linux's header limits, a responder
+    /// lacking Version Two probed again after [`REPROBE_AFTER`].
     fn default() -> Self {
         RequesterConfig {
             versions: (Version::ONE, Version::TWO),
@@ -79,6 +86,7 @@ impl Default for RequesterConfig {
             timeout: Duration::from_secs(5),
             max_attempts: 3,
             limits: HeaderLimits::default(),
+            reprobe_after: REPROBE_AFTER,
         }
     }
 }
@@ -89,6 +97,7 @@ rpcrdma_verbs::setters!(RequesterConfig {
     timeout: Duration,
     max_attempts: u32,
     limits: HeaderLimits,
+    reprobe_after: Duration,
 });
 
 /// Send call `xid` now: marshal it in `version`, asking for `credits`, within `thresholds`.
@@ -342,7 +351,7 @@ impl Requester {
             accepted.len()
         );
         let (low, high) = self.cfg.versions;
-        let highest = self.memory.highest_for(&self.addr, high);
+        let highest = self.memory.highest_for(&self.addr, high, now);
         if highest < high {
             log::info!("{} is remembered to speak versions up to {}: no Version Two probe", self.addr, highest.wire());
         }
@@ -472,6 +481,14 @@ impl Requester {
                 self.on_err_vers(xid, low, high, now);
                 Incoming::Consumed
             }
+            reply::Outcome::Error(e) if probe && head.vers == Version::ONE.wire() && self.cfg.versions.0 <= Version::ONE => {
+                // The responder read our probe and answered in Version One: it speaks Version
+                // One (a Version Two responder answers in Version Two, draft section 5.2), and
+                // the call was not run (RFC 8166 section 4.5). Fall back as after RDMA_ERR_VERS.
+                log::info!("{} answered the probe {xid:#010x} with RDMA_ERROR {e:?} in Version One", self.addr);
+                self.fall_back(xid, 1, 1, now);
+                Incoming::Consumed
+            }
             reply::Outcome::Error(e) => {
                 self.conn.as_mut().unwrap().credits.on_error_reply();
                 log::warn!("{} answered call {xid:#010x} with RDMA_ERROR {e:?}", self.addr);
@@ -545,10 +562,10 @@ impl Requester {
     /// an attempt), and the credit window starts again at one (RFC 8166 section 3.3.3). A probe
     /// still unanswered when its deadline passed, or RDMA_ERR_VERS with no reply since, makes
     /// the responder remembered as lacking Version Two (draft section 5.2).
-    pub fn on_disconnected(&mut self, _now: Instant) {
+    pub fn on_disconnected(&mut self, now: Instant) {
         let Some(conn) = self.conn.take() else { return };
         if conn.after_err_vers {
-            self.memory.remember_no_v2(&self.addr, NoV2Reason::LostAfterErrVers);
+            self.memory.remember_no_v2(&self.addr, NoV2Reason::LostAfterErrVers, now + self.cfg.reprobe_after);
         }
         let probe_lost = match conn.version {
             Negotiation::Probing(Some(xid)) => self.flight(xid).is_some_and(|f| f.timed_out),
@@ -556,7 +573,7 @@ impl Requester {
         };
         // A Version Two only requester has nothing to fall back to: it probes again.
         if probe_lost && self.cfg.versions.0 <= Version::ONE {
-            self.memory.remember_no_v2(&self.addr, NoV2Reason::ProbeLost);
+            self.memory.remember_no_v2(&self.addr, NoV2Reason::ProbeLost, now + self.cfg.reprobe_after);
         }
         // RDMA_OPTIONAL messages are not sent again: the next connection must settle Version
         // Two anew, and the extension's exchange belonged to this one.
@@ -675,11 +692,18 @@ impl Requester {
 
     /// RDMA_ERR_VERS: settle the highest common version and send the call again (draft 5.2).
     fn on_err_vers(&mut self, xid: u32, low: u32, high: u32, now: Instant) {
+        log::info!("{} answered call {xid:#010x} with RDMA_ERR_VERS: it speaks versions {low} to {high}", self.addr);
+        self.fall_back(xid, low, high, now);
+    }
+
+    /// Call `xid` was answered by a responder that speaks versions `low` to `high` only: on
+    /// the same connection, settle on the highest version both speak and send the call again
+    /// in it, or fail it if there is none (draft section 5.2).
+    fn fall_back(&mut self, xid: u32, low: u32, high: u32, now: Instant) {
         let (ours_low, ours_high) = self.cfg.versions;
         let common = Version::from_wire(high).min(ours_high);
         let conn = self.conn.as_mut().unwrap();
         conn.credits.on_error_reply();
-        log::info!("{} answered call {xid:#010x} with RDMA_ERR_VERS: it speaks versions {low} to {high}", self.addr);
         if common < Version::from_wire(low).max(ours_low) {
             log::warn!("no version in common with {}: call {xid:#010x} fails", self.addr);
             // That call ends; the next goes out (as the probe again, if this was it): an
@@ -690,7 +714,7 @@ impl Requester {
         }
         conn.after_err_vers = true;
         log::info!("falling back to version {} with {} on this connection", common.wire(), self.addr);
-        self.memory.remember_no_v2(&self.addr, NoV2Reason::ErrVers { high });
+        self.memory.remember_no_v2(&self.addr, NoV2Reason::ErrVers { high }, now + self.cfg.reprobe_after);
         if let Some(f) = self.calls.get_mut(&xid).unwrap().flight.take() {
             self.conn.as_mut().unwrap().credits.on_complete(f.credit);
         }

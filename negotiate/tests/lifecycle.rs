@@ -392,9 +392,13 @@ fn rfc8167_backward_direction_is_told_apart_in_both_versions() {
 
 #[test]
 fn remembered_memory_is_per_address() {
+    let now = Instant::now();
     let mut m = PeerMemory::default();
-    m.remember_no_v2("a:1", NoV2Reason::ProbeLost);
-    let mut req = Requester::with_memory(requester::RequesterConfig::default(), "b:1", m);
-    let t = start(&mut req, None, &[], 1, Instant::now());
+    m.remember_no_v2("a:1", NoV2Reason::ProbeLost, now + std::time::Duration::from_secs(600));
+    let mut req = Requester::with_memory(requester::RequesterConfig::default(), "b:1", m.clone());
+    let t = start(&mut req, None, &[], 1, now);
     assert!(t.probe);
+    let mut req = Requester::with_memory(requester::RequesterConfig::default(), "a:1", m);
+    let t = start(&mut req, None, &[], 1, now);
+    assert!(!t.probe, "the remembered address is not probed");
 }

@@ -143,7 +143,6 @@ fn rfc8166_5_5_2_an_rdma_error_answering_the_probe_fails_only_that_call_and_sett
     use rpcrdma_v1::verdict::PeerError::Chunk;
     let cases = [
         ("ERR_CHUNK in Version Two (RDMA_ERR_BAD_HEADER)", words(&[1, 2, 1, 4, 2]), PeerError::Common(Chunk)),
-        ("ERR_CHUNK with a Version One word", words(&[1, 1, 1, 4, 2]), PeerError::Common(Chunk)),
         ("RDMA_ERR_INVAL_OPTION", words(&[1, 2, 1, 4, 3]), PeerError::InvalOption),
     ];
     for (what, answer, error) in cases {
@@ -163,6 +162,37 @@ fn rfc8166_5_5_2_an_rdma_error_answering_the_probe_fails_only_that_call_and_sett
         assert_eq!(next, vec![3], "{what}: and the one after its reply");
         assert_eq!(req.memory().no_v2(ADDR), None, "{what}");
     }
+}
+
+/// Draft section 5.2 with RFC 8166 section 4.5: an RDMA_ERROR answering the probe whose
+/// `rdma_vers` is 1 was written by a responder that read the probe as Version One, so it
+/// speaks Version One (a Version Two responder answers in Version Two): the requester falls
+/// back on the same connection as after RDMA_ERR_VERS, sending the probe's call again in
+/// Version One (the error says it was not run), and remembers the responder. A requester that
+/// speaks only Version Two has nothing to fall back to: the call fails with the error.
+#[test]
+fn draft_5_2_an_rdma_error_in_version_one_answering_the_probe_means_fall_back() {
+    use rpcrdma_v1::verdict::PeerError::Chunk;
+    let now = Instant::now();
+    let mut req = requester((1, 2));
+    start(&mut req, 1, now);
+    req.call(2, now).unwrap();
+    assert_eq!(req.on_receive(&words(&[1, 1, 1, 4, 2]), now), Incoming::Consumed);
+    let ev = drain(&mut req);
+    assert!(!ev.iter().any(|e| matches!(e, Event::Failed { .. })), "no call fails: {ev:?}");
+    let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
+    assert_eq!(next, vec![(1, 1, false)], "the probe's call again, in Version One, alone");
+    assert_eq!(req.version(), Some(Version::ONE));
+    assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ErrVers { high: 1 }));
+    assert!(matches!(req.on_receive(&reply(1, 1, 32), now), Incoming::Reply { xid: 1, .. }));
+    let next: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| (t.xid, t.version.wire())).collect();
+    assert_eq!(next, vec![(2, 1)], "and the next call in Version One");
+
+    let mut only_v2 = requester((2, 2));
+    start(&mut only_v2, 1, now);
+    assert_eq!(only_v2.on_receive(&words(&[1, 1, 1, 4, 2]), now), Incoming::Consumed);
+    let ev = drain(&mut only_v2);
+    assert!(ev.contains(&Event::Failed { xid: 1, error: CallFailure::Peer(PeerError::Common(Chunk)) }), "{ev:?}");
 }
 
 /// RFC 8166 section 4.5 (a reply that breaks the header rules) and draft section 5: a
@@ -351,4 +381,42 @@ fn rfc8166_4_5_4_a_call_out_of_attempts_fails_with_its_last_attempt_s_cause() {
     for (attempts, want) in cases {
         assert_eq!(cause_after(attempts), want, "{attempts:?}");
     }
+}
+
+/// Draft section 5.2 lets a requester assume, after a lost probe, that the responder lacks
+/// Version Two "to avoid a possible version negotiation loop"; it does not make that forever
+/// true (the probe may have been unlucky, the responder may be upgraded). Within
+/// `reprobe_after` a new connection starts in Version One; after it, the next connection
+/// probes for Version Two again.
+#[test]
+fn draft_5_2_a_responder_remembered_as_lacking_version_two_is_probed_again_after_reprobe_after() {
+    let reprobe_after = Duration::from_secs(60);
+    let cfg = requester::RequesterConfig::default().timeout(TIMEOUT).reprobe_after(reprobe_after);
+    let mut req = Requester::new(cfg, ADDR);
+    let now = Instant::now();
+    assert!(start(&mut req, 1, now).probe);
+    let lost = now + 2 * TIMEOUT;
+    req.on_timeout(lost);
+    assert_eq!(drain(&mut req), vec![Event::Disconnect]);
+    req.on_disconnected(lost);
+    assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ProbeLost));
+    assert_eq!(req.memory().remembered_until(ADDR), Some(lost + reprobe_after));
+
+    // Before it expires: Version One at once, no probe.
+    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    req.on_connected(None, &[], lost);
+    let ev = drain(&mut req);
+    assert!(ev.iter().any(|e| matches!(e, Event::Settled { version: Version::ONE, .. })), "{ev:?}");
+    let got: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
+    assert_eq!(got, vec![(1, 1, false)]);
+    assert!(matches!(req.on_receive(&reply(1, 1, 32), lost), Incoming::Reply { xid: 1, .. }));
+
+    // The connection ends; the next one, after `reprobe_after`, probes again.
+    req.on_disconnected(lost);
+    let later = lost + reprobe_after;
+    req.call(2, later).unwrap();
+    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    req.on_connected(None, &[], later);
+    let got: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
+    assert_eq!(got, vec![(2, 2, true)], "the memory expired: the first call is the Version Two probe");
 }

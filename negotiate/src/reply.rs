@@ -84,7 +84,7 @@ pub enum DropReason {
 enum Judged<'a> {
     Accept(Header<'a>),
     PeerError { xid: u32, error: PeerError },
-    Malformed { xid: u32, reason: HeaderError },
+    Malformed { xid: u32, reason: v2::Reason },
     OptionAnswer(u32),
     Option(Incoming<'a>),
     Discard(DropReason),
@@ -100,7 +100,7 @@ fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits, options: Option<Options<'_>
     let policy = ReceivePolicy { limits: *limits, versions: (Version::ONE, Version::TWO), ..ReceivePolicy::default() };
     let from_v1 = |verdict| match verdict {
         v1::Verdict::Accept(h) => Judged::Accept(h),
-        v1::Verdict::Reply { reason, .. } => Judged::Malformed { xid: fixed.xid, reason },
+        v1::Verdict::Reply { reason, .. } => Judged::Malformed { xid: fixed.xid, reason: reason.into() },
         v1::Verdict::PeerError { xid, error } => Judged::PeerError { xid, error: PeerError::Common(error) },
         v1::Verdict::Discard(_) => Judged::Discard(DropReason::Undecodable),
     };
@@ -124,8 +124,15 @@ fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits, options: Option<Options<'_>
         v2::Verdict::Reply { reason: v2::Reason::Header(HeaderError::Version { vers }), .. } => {
             Judged::Discard(DropReason::UnknownVersion(vers))
         }
-        v2::Verdict::Reply { reason: v2::Reason::Header(reason), .. } => Judged::Malformed { xid: fixed.xid, reason },
-        // An RDMA_OPTIONAL or a payload after RDMA_NOMSG: not a reply to anything we sent.
+        v2::Verdict::Reply { reason: v2::Reason::Header(reason), .. } => {
+            Judged::Malformed { xid: fixed.xid, reason: reason.into() }
+        }
+        // A Version Two RDMA_NOMSG reply with bytes after it: a broken reply, which fails its
+        // call with that cause (draft section 4.2) rather than vanishing.
+        v2::Verdict::Reply { reason: reason @ v2::Reason::PayloadAfterNoMsg(_), .. } => {
+            Judged::Malformed { xid: fixed.xid, reason }
+        }
+        // An RDMA_OPTIONAL: not a reply to anything we sent.
         v2::Verdict::Reply { .. } | v2::Verdict::Handled { .. } => Judged::Discard(DropReason::Undecodable),
         v2::Verdict::Version1(v) => from_v1(v),
         v2::Verdict::Discard(_) => Judged::Discard(DropReason::Undecodable),
@@ -171,7 +178,7 @@ pub(crate) enum Outcome<'a> {
         high: u32,
     },
     Error(PeerError),
-    Malformed(HeaderError),
+    Malformed(v2::Reason),
     /// The answer to our RDMA_OPTIONAL.
     OptionAnswer,
 }

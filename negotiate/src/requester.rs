@@ -135,7 +135,7 @@ pub enum CallFailure {
     },
     /// The reply broke the protocol's rules.
     #[error("malformed reply: {0}")]
-    MalformedReply(rpcrdma_v1::header::HeaderError),
+    MalformedReply(rpcrdma_v2::verdict::Reason),
     /// No reply within the timeout on the last attempt (each timed-out attempt closed its
     /// connection, RFC 8166 section 4.5.4).
     #[error("no reply within the timeout; gave up after {attempts} attempts")]

@@ -420,3 +420,22 @@ fn draft_5_2_a_responder_remembered_as_lacking_version_two_is_probed_again_after
     let got: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
     assert_eq!(got, vec![(2, 2, true)], "the memory expired: the first call is the Version Two probe");
 }
+
+/// Draft section 4.2: "When the rdma_proc field has any other value [than RDMA_MSG], an RPC
+/// Payload Stream MUST NOT follow". A Version Two RDMA_NOMSG reply with bytes after its
+/// chunk lists breaks that rule: its call fails with that cause, at once, instead of the
+/// reply vanishing and the caller waiting out its timeout.
+#[test]
+fn draft_4_2_a_version_two_nomsg_reply_with_trailing_bytes_fails_its_call_with_the_cause() {
+    use rpcrdma_v2::verdict::Reason;
+    let now = Instant::now();
+    let mut req = requester((1, 2));
+    start(&mut req, 1, now);
+    // RDMA_NOMSG, no Read or Write list, a one-segment Reply chunk (the reply went there), then
+    // two words it must not carry.
+    let nomsg = words(&[1, 2, 32, 1, 0, 0, 1, 1, 0x77, 64, 0, 0x1000, 0xdead, 0xbeef]);
+    assert_eq!(req.on_receive(&nomsg, now), Incoming::Consumed);
+    let ev = drain(&mut req);
+    let failed = Event::Failed { xid: 1, error: CallFailure::MalformedReply(Reason::PayloadAfterNoMsg(8)) };
+    assert!(ev.contains(&failed), "{ev:?}");
+}

@@ -70,6 +70,11 @@ pub enum BackchannelError {
     /// Version One (draft section 3.1: only Version Two has RDMA_OPTIONAL).
     #[error("the connection's version is {0:?}, not Version Two")]
     NotVersionTwo(Version),
+    /// The client stated RDMA2_PROP_BACKWARD_CREDITS 0 in its transport properties: it serves
+    /// no backward-direction calls on this connection, so none is sent
+    /// (`specs/rpcrdma2-transport-properties.txt` section 2.4).
+    #[error("the client stated 0 backward credits: it serves no backward-direction calls")]
+    NoBackwardCredits,
     /// Another backward call is outstanding on this connection.
     #[error("a backward call is already outstanding on this connection")]
     Busy,
@@ -334,13 +339,23 @@ trait Caller: Send + Sync {
 pub(crate) struct ServerSide<B: Backend> {
     conn: Arc<Connection<B>>,
     limits: HeaderLimits,
-    state: Mutex<(BackwardSlot, Option<(Version, InlineThresholds)>)>,
+    state: Mutex<(BackwardSlot, Option<Forward>)>,
     cv: Condvar,
     /// The XID of our RDMA_OPTIONAL awaiting its answer, or [`NO_OPTION`]: the serving thread
     /// reads it for each message it judges, without taking `state`.
     awaiting: AtomicU64,
     /// The XID of our next RDMA_OPTIONAL.
     next_option_xid: AtomicU32,
+}
+
+/// What the latest forward call settled for the backward direction: its version, the
+/// connection's thresholds, and the backward credits the client stated in its transport
+/// properties, if it did.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Forward {
+    pub(crate) version: Version,
+    pub(crate) thresholds: InlineThresholds,
+    pub(crate) backward_credits: Option<u32>,
 }
 
 /// No RDMA_OPTIONAL of ours awaits an answer.
@@ -366,9 +381,10 @@ impl<B: Backend> ServerSide<B> {
         Backchannel { inner: self.clone() }
     }
 
-    /// A forward call of `version` arrived: backward calls use its version and thresholds.
-    pub(crate) fn on_forward_call(&self, version: Version, thresholds: InlineThresholds) {
-        self.lock().1 = Some((version, thresholds));
+    /// A forward call arrived: backward calls use its version and thresholds, and never
+    /// exceed the backward credits the client stated.
+    pub(crate) fn on_forward_call(&self, forward: Forward) {
+        self.lock().1 = Some(forward);
     }
 
     /// A backward reply with `xid` arrived ([`BackwardSlot::on_reply`]).
@@ -396,7 +412,7 @@ impl<B: Backend> ServerSide<B> {
         self.cv.notify_all();
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, (BackwardSlot, Option<(Version, InlineThresholds)>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (BackwardSlot, Option<Forward>)> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
@@ -405,9 +421,13 @@ impl<B: Backend> Caller for ServerSide<B> {
     fn call(&self, message: &[u8]) -> Result<Vec<u8>, BackchannelError> {
         let (version, t) = {
             let mut st = self.lock();
-            let Some((version, t)) = st.1 else {
+            let Some(Forward { version, thresholds: t, backward_credits }) = st.1 else {
                 return Err(if st.0.is_closed() { BackchannelError::Closed } else { BackchannelError::NoVersionYet });
             };
+            // One backward call at a time ([`SLOTS`]) is within any credit stated but 0.
+            if backward_credits == Some(0) {
+                return Err(BackchannelError::NoBackwardCredits);
+            }
             // An RPC message starts with its XID; a shorter one fails in send_call below.
             let xid = message.get(..4).map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
             st.0.start(xid)?;
@@ -465,7 +485,7 @@ impl<B: Backend> Caller for ServerSide<B> {
     fn send_option(&self, opttype: u32, optinfo: &[u8], payload: &[u8]) -> Result<OptionReply, BackchannelError> {
         let (t, xid) = {
             let mut st = self.lock();
-            let Some((version, t)) = st.1 else {
+            let Some(Forward { version, thresholds: t, .. }) = st.1 else {
                 return Err(if st.0.is_closed() { BackchannelError::Closed } else { BackchannelError::NoVersionYet });
             };
             if version != Version::TWO {

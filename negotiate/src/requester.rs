@@ -461,8 +461,14 @@ impl Requester {
     pub fn on_receive<'a>(&mut self, bytes: &'a [u8], now: Instant) -> Incoming<'a> {
         let calls = &self.calls;
         let awaiting = |xid: u32| calls.get(&xid).is_some_and(|c| c.option && c.flight.is_some());
-        let settled_v2 = matches!(self.conn.as_ref().map(|c| &c.version), Some(Negotiation::Settled(Version::TWO)));
-        let options = settled_v2.then_some(reply::Options { registry: &mut self.registry, awaiting: &awaiting });
+        // On Version Two: settled on it, or with the probe out (a responder that read the
+        // probe may send its own RDMA_OPTIONAL before answering; draft section 3.1's MUST to
+        // answer an unrecognized one with RDMA_ERR_INVAL_OPTION holds then too).
+        let on_v2 = matches!(
+            self.conn.as_ref().map(|c| &c.version),
+            Some(Negotiation::Settled(Version::TWO) | Negotiation::Probing(Some(_)))
+        );
+        let options = on_v2.then_some(reply::Options { registry: &mut self.registry, awaiting: &awaiting });
         let flight_version = |xid: u32| calls.get(&xid)?.flight.as_ref().map(|f| f.version);
         let head = match reply::classify(bytes, &self.cfg.limits, options, flight_version) {
             reply::Classified::Done(incoming) => return incoming,

@@ -23,7 +23,7 @@ use rpcrdma_v1::verdict::ErrorReply;
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
 
-use crate::backchannel::{self, Backchannel, ServerSide};
+use crate::backchannel::{self, Backchannel, Forward, ServerSide};
 use crate::datapath::{
     fetch_call, send_error, send_reply, send_reply_lent, Connection, DataPathError, Ended, ReceivePool, ReplyParams,
     ReplySent,

@@ -126,3 +126,46 @@ fn a_panicking_backchannel_handler_does_not_stall_the_client() {
     });
     assert_eq!(client.call(&rpc(2, 0, &[7; 4]), &ULB).unwrap(), rpc(2, 1, &[7; 4]));
 }
+
+/// `specs/rpcrdma2-transport-properties.txt` section 2.4 (RDMA2_PROP_BACKWARD_CREDITS: the
+/// most backward-direction calls the sender serves at once): a client that stated 0 serves
+/// none, so the server sends it none and says why; a client that stated 1 (or nothing) gets
+/// its backward call. Through the real exchange: the properties follow the first call.
+#[test]
+fn properties_2_4_a_stated_backward_credits_takes_effect_zero_included() {
+    use rpcrdma_v2::properties::TransportProperties;
+    for (stated, served) in [(Some(0), false), (Some(1), true), (None, true)] {
+        let props = TransportProperties { backward_credits: stated, ..Default::default() };
+        let server_cfg = ServerConfig::default().properties(Some(TransportProperties::default()));
+        let server = Server::start(InProcess, "inproc:*", server_cfg, Arc::new(ULB), echo).unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let handler = {
+            let seen = seen.clone();
+            Arc::new(move |call: &[u8]| {
+                seen.lock().unwrap().push(call.to_vec());
+                echo(call)
+            })
+        };
+        let client = Client::with_backchannel(InProcess, server.local_addr(), ClientConfig::default().properties(Some(props)), handler);
+        // The first call settles Version Two and is followed by the exchange; the second tells
+        // the server's backward direction what was stated.
+        for xid in 1..=2 {
+            assert_eq!(client.call(&rpc(xid, 0, &[0; 8]), &ULB).unwrap(), rpc(xid, 1, &[0; 8]));
+        }
+        assert!(matches!(client.peer_properties(), negotiate::client_core::PeerProperties::Stated(_)));
+        let back = backchannel(&server);
+        let call = rpc(0x8000_0001, 0, &[7; 4]);
+        match back.call(&call) {
+            Ok(reply) => {
+                assert!(served, "stated {stated:?}: a backward call was sent");
+                assert_eq!(reply, rpc(0x8000_0001, 1, &[7; 4]));
+                assert_eq!(seen.lock().unwrap().len(), 1);
+            }
+            Err(e) => {
+                assert!(!served, "stated {stated:?}: {e}");
+                assert!(matches!(e, BackchannelError::NoBackwardCredits), "{e:?}");
+                assert!(seen.lock().unwrap().is_empty(), "nothing reached the client");
+            }
+        }
+    }
+}

@@ -188,6 +188,33 @@ fn draft_3_1_only_a_requester_settled_on_version_two_answers_rdma_optional() {
     }
 }
 
+/// Draft section 3.1 (MUST answer an unrecognized RDMA_OPTIONAL with RDMA_ERR_INVAL_OPTION)
+/// holds whenever the connection is on Version Two, not only once settled: a responder that
+/// read the Version Two probe may send its own RDMA_OPTIONAL before answering it. Before the
+/// probe is out (nothing sent yet in Version Two) it is dropped.
+#[test]
+fn draft_3_1_a_requester_with_its_probe_out_answers_rdma_optional_with_inval_option() {
+    let mut optional = [0u8; 32];
+    let n = encode_optional(0x77, 1, 99, b"?", &mut optional).unwrap();
+    let now = Instant::now();
+    let mut r = Requester::new(requester::RequesterConfig::default(), "addr");
+    assert_eq!(r.poll_event(), Some(Event::Connect));
+    r.on_connected(None, &[], now);
+    assert!(matches!(r.on_receive(&optional[..n], now), Incoming::Dropped(_)), "no probe out yet");
+    r.call(1, now).unwrap();
+    let t = std::iter::from_fn(|| r.poll_event()).find_map(|e| if let Event::Transmit(t) = e { Some(t) } else { None });
+    assert!(t.unwrap().probe);
+    assert_eq!(r.version(), None, "not settled");
+    match r.on_receive(&optional[..n], now) {
+        Incoming::RefuseOption(e) => {
+            assert_eq!(e.as_bytes()[..4], 0x77u32.to_be_bytes());
+            assert_eq!(e.as_bytes()[12..20], [0, 0, 0, 4, 0, 0, 0, 3]);
+        }
+        other => panic!("with the probe out: {other:?}"),
+    }
+    assert!(r.is_active(1), "the probe's call is untouched");
+}
+
 #[test]
 fn draft_3_1_an_option_without_answer_times_out_alone_and_the_connection_stays() {
     let silent = Extension::new([30], |_: &OptionalMessage<'_>| OptionOutcome::Done);

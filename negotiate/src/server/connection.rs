@@ -369,7 +369,11 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
                     let xid = header.xid();
                     lock(self.peer).credits_requested = header.credit();
                     let version = header.version();
-                    self.back.on_forward_call(version, serve.responder().advertised().for_version(version));
+                    self.back.on_forward_call(Forward {
+                        version,
+                        thresholds: serve.responder().advertised().for_version(version),
+                        backward_credits: serve.responder().stated().requester.and_then(|p| p.backward_credits),
+                    });
                     self.unanswered.fetch_add(1, Ordering::SeqCst);
                     return Ok(Job { bytes: m.bytes, xid, params });
                 }

@@ -9,7 +9,7 @@
 //! | parent sends | child answers |
 //! |---|---|
 //! | (nothing: at start) | `LISTENING <addr>` |
-//! | `STATS` | `STATS <connections> <calls v1> <calls v2> <inline> <reply chunk> <write results> <errors> <overruns>` |
+//! | `STATS` | `STATS <connections> <calls v1> <calls v2> <read chunk calls> <long calls> <inline> <reply chunk> <write results> <errors> <overruns>` |
 //! | `BACK <hex>` | `BACK <hex of the reply>` or `ERR <why>` (a backward-direction call) |
 //! | end of input | exits |
 
@@ -81,12 +81,14 @@ impl ResponderEnd for RemoteServer {
             .split(' ')
             .map(|w| w.parse().map_err(|_| format!("child said {line:?}")))
             .collect::<Result<_, _>>()?;
-        let [connections, v1, v2, inline, reply_chunk, writes, errors, overruns] = n[..] else {
+        let [connections, v1, v2, read_chunks, long, inline, reply_chunk, writes, errors, overruns] = n[..] else {
             return Err(format!("child said {line:?}"));
         };
         Ok(ServerStats {
             connections,
             calls: CallsByVersion { v1, v2 },
+            read_chunk_calls: read_chunks,
+            long_calls: long,
             inline_replies: inline,
             reply_chunk_replies: reply_chunk,
             write_chunk_results: writes,
@@ -153,10 +155,12 @@ pub fn serve_cell_main(args: &[String]) -> i32 {
             ("STATS", _) => {
                 let s = server.stats();
                 format!(
-                    "STATS {} {} {} {} {} {} {} {}",
+                    "STATS {} {} {} {} {} {} {} {} {} {}",
                     s.connections,
                     s.calls.v1,
                     s.calls.v2,
+                    s.read_chunk_calls,
+                    s.long_calls,
                     s.inline_replies,
                     s.reply_chunk_replies,
                     s.write_chunk_results,

@@ -78,7 +78,8 @@ pub struct ClientConfig {
     /// The transport properties this client states on each connection that settles on
     /// Version Two (`specs/rpcrdma2-transport-properties.txt`, types in
     /// `rpcrdma_v2::properties`), or `None` to make no exchange. The exchange follows the
-    /// first call that settled the connection (one more round trip, on that caller's thread);
+    /// first call that settled the connection (one more round trip: on a blocking caller's
+    /// thread, or after an async call on the client's dispatcher thread, never on the executor);
     /// a responder's reply changes the thresholds of the calls after it, and a responder
     /// without the extension leaves private data and the defaults in effect
     /// ([`Client::peer_properties`]). The Receives are made no smaller than the stated
@@ -564,7 +565,7 @@ impl<B: Backend> Client<B> {
 
     /// What this client has sent so far, over all its connections.
     pub fn stats(&self) -> ClientStats {
-        self.lanes.iter().map(Lane::stats).fold(ClientStats::default(), |a, s| ClientStats {
+        self.lanes.iter().map(|l| l.stats()).fold(ClientStats::default(), |a, s| ClientStats {
             short: a.short + s.short,
             chunked: a.chunked + s.chunked,
             long: a.long + s.long,
@@ -577,13 +578,13 @@ impl<B: Backend> Client<B> {
     /// it). Each is followed by a reconnect when calls are waiting, and calls in flight on it
     /// were retransmitted. Empty while the first connections last.
     pub fn ended(&self) -> Vec<Ended> {
-        self.lanes.iter().flat_map(Lane::ended).collect()
+        self.lanes.iter().flat_map(|l| l.ended()).collect()
     }
 
     /// The credits this client holds: the calls it may have in flight at once (its credit
     /// window, RFC 8166 section 3.3), summed over its connections.
     pub fn credits(&self) -> u32 {
-        self.lanes.iter().map(Lane::window).sum()
+        self.lanes.iter().map(|l| l.window()).sum()
     }
 
     /// What the client learned about responders (which lack Version Two), on its first

@@ -199,3 +199,43 @@ mod responder_rules {
         assert_eq!(answer_to(&request(&reply[..n], &[])), (None, false));
     }
 }
+
+/// Section 2.1: the exchange follows the first call settled on Version Two, whichever API
+/// made it: after an async call it is made too (by the client's dispatcher, never blocking the
+/// caller's executor), and the stated sizes then take effect (a 10,000-byte call goes inline).
+#[test]
+fn properties_2_1_the_exchange_follows_an_async_first_call_too() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    fn block_on<F: Future + Unpin>(mut f: F) -> F::Output {
+        let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+        let mut cx = Context::from_waker(&waker);
+        loop {
+            if let Poll::Ready(v) = std::pin::Pin::new(&mut f).poll(&mut cx) {
+                return v;
+            }
+            std::thread::park_timeout(Duration::from_millis(10));
+        }
+    }
+    let b = rpcrdma_verbs::InProcess;
+    let server_cfg = ServerConfig::default().properties(Some(BIG));
+    let server = Server::start(b, b.any_address(), server_cfg, Arc::new(ULB), same_size).unwrap();
+    let client = Client::new(b, server.local_addr(), ClientConfig::default().properties(Some(BIG)));
+    assert_eq!(block_on(client.call_async(&message(1, 0, 64), &ULB)).unwrap(), message(1, 1, 64));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while client.peer_properties() == PeerProperties::NotExchanged {
+        assert!(std::time::Instant::now() < deadline, "no exchange followed the async call");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(client.peer_properties(), PeerProperties::Stated(BIG));
+    assert_eq!(client.thresholds().unwrap().call, 16384);
+    let short_before = client.stats().short;
+    assert_eq!(block_on(client.call_async(&message(2, 0, 10_000), &ULB)).unwrap(), message(2, 1, 10_000));
+    assert_eq!(client.stats().short, short_before + 1, "the 10,000-byte call went inline");
+}

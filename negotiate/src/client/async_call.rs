@@ -66,6 +66,9 @@ impl<B: Backend, U: UpperLayerBinding + ?Sized> Future for AsyncCall<'_, B, U> {
             {
                 this.done = true;
                 lane.end(xid, None);
+                if result.is_ok() {
+                    lane.exchange_properties_soon();
+                }
                 return Poll::Ready(result.map(|()| reply));
             }
         }

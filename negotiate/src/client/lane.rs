@@ -51,6 +51,9 @@ struct State<B: Backend> {
     abandoned: HashMap<u32, Sent<B>>,
     /// The connection whose transport properties were exchanged (or are being).
     properties_for: Option<Weak<Link<B>>>,
+    /// An async call settled the connection: the dispatcher makes the properties exchange
+    /// (blocking, so not on the caller's executor).
+    exchange_due: bool,
     /// Who receives on the connection now: one at a time, a caller waiting for its reply
     /// while calls are in progress (so that the reply to a lone caller reaches it with no
     /// hand-off between threads), the dispatcher otherwise (backward calls, a connection lost
@@ -127,7 +130,7 @@ impl<B: Backend> State<B> {
     }
 }
 
-struct Shared<B: Backend> {
+pub(super) struct Shared<B: Backend> {
     backend: B,
     addr: String,
     cfg: ClientConfig,
@@ -184,6 +187,7 @@ impl<B: Backend + Clone> Lane<B> {
                 tasks: 0,
                 abandoned: HashMap::new(),
                 properties_for: None,
+                exchange_due: false,
                 receiver: Receiver::Nobody,
                 last_active: Instant::now(),
             }),
@@ -227,7 +231,7 @@ impl Message<'_> {
     }
 }
 
-impl<B: Backend> Lane<B> {
+impl<B: Backend> Shared<B> {
     /// Makes call `xid` (`message`) and waits for it, as [`Client::call_into`](super::Client::call_into) says.
     pub(super) fn call_into<U: UpperLayerBinding + ?Sized>(
         &self,
@@ -254,7 +258,7 @@ impl<B: Backend> Lane<B> {
     /// Waits for the next step of `xid`, a blocking caller's call or RDMA_OPTIONAL,
     /// receiving on the connection meanwhile if nobody else does.
     fn wait_step(&self, xid: u32) -> CallStep<Arc<Link<B>>> {
-        let sh = &self.shared;
+        let sh = self;
         let mut st = lock(&sh.st);
         loop {
             if let Some(step) = st.core.take_step(xid) {
@@ -286,7 +290,7 @@ impl<B: Backend> Lane<B> {
 
     /// Starts call `xid`, whose caller `waiter` waits for its steps.
     pub(super) fn begin(&self, xid: u32, waiter: Waiter) -> Result<(), ClientError> {
-        let mut st = lock(&self.shared.st);
+        let mut st = lock(&self.st);
         let now = Instant::now();
         st.core.start_call(xid, now)?;
         st.last_active = now;
@@ -296,7 +300,7 @@ impl<B: Backend> Lane<B> {
         // A connection to make, or an async call to receive for, is the dispatcher's;
         // otherwise it need not wake.
         if st.core.has_action() || st.tasks_unserved() {
-            self.shared.cv.notify_one();
+            self.cv.notify_one();
         }
         Ok(())
     }
@@ -312,7 +316,7 @@ impl<B: Backend> Lane<B> {
         pending: &mut Option<Sent<B>>,
         reply: &mut Vec<u8>,
     ) -> Option<Result<(), ClientError>> {
-        let sh = &self.shared;
+        let sh = self;
         match step {
             CallStep::Transmit { transmit: t, link } => {
                 if let Some((old, old_link)) = pending.take() {
@@ -367,7 +371,7 @@ impl<B: Backend> Lane<B> {
     /// transmission it sent, if any: that keeps its credit and its memory until its reply or
     /// its connection's loss).
     pub(super) fn end(&self, xid: u32, abandoned: Option<Option<Sent<B>>>) {
-        let sh = &self.shared;
+        let sh = self;
         let mut st = lock(&sh.st);
         if let Some(Waiter::Task(_)) = st.waiters.remove(&xid) {
             st.tasks -= 1;
@@ -416,7 +420,7 @@ impl<B: Backend> Lane<B> {
     /// The next step of async call `xid`, or `None` after keeping `cx`'s waker for when it
     /// is ready (and waking the dispatcher to receive, if nobody does).
     pub(super) fn poll_step(&self, xid: u32, cx: &Context<'_>) -> Option<CallStep<Arc<Link<B>>>> {
-        let mut st = lock(&self.shared.st);
+        let mut st = lock(&self.st);
         if let Some(step) = st.core.take_step(xid) {
             return Some(step);
         }
@@ -427,39 +431,47 @@ impl<B: Backend> Lane<B> {
             }
         }
         if st.tasks_unserved() {
-            self.shared.cv.notify_one();
+            self.cv.notify_one();
         }
         None
     }
 
     /// The version the current connection settled on, if it has.
     pub(super) fn version(&self) -> Option<Version> {
-        lock(&self.shared.st).core.version()
+        lock(&self.st).core.version()
     }
 
     /// The current connection's inline thresholds, once its version is settled.
     pub(super) fn thresholds(&self) -> Option<InlineThresholds> {
-        lock(&self.shared.st).core.thresholds()
+        lock(&self.st).core.thresholds()
     }
 
     /// What this client has sent so far.
     pub(super) fn stats(&self) -> ClientStats {
-        lock(&self.shared.st).core.stats()
+        lock(&self.st).core.stats()
     }
 
     /// How this lane's connections ended, oldest first.
     pub(super) fn ended(&self) -> Vec<Ended> {
-        lock(&self.shared.st).core.ended().cloned().collect()
+        lock(&self.st).core.ended().cloned().collect()
     }
 
     /// The credit window of the current connection.
     pub(super) fn window(&self) -> u32 {
-        lock(&self.shared.st).core.window()
+        lock(&self.st).core.window()
     }
 
     /// What the client learned about responders (which lack Version Two).
     pub(super) fn memory(&self) -> crate::memory::PeerMemory {
-        lock(&self.shared.st).core.memory().clone()
+        lock(&self.st).core.memory().clone()
+    }
+}
+
+/// A lane is used through its shared state, which its dispatcher uses too.
+impl<B: Backend> std::ops::Deref for Lane<B> {
+    type Target = Shared<B>;
+    fn deref(&self) -> &Shared<B> {
+        &self.shared
     }
 }
 
@@ -490,6 +502,9 @@ impl<B: Backend> Shared<B> {
                 let actions: Vec<_> = std::iter::from_fn(|| st.core.poll_action()).collect();
                 (actions, st.core.link().cloned())
             };
+            if std::mem::take(&mut lock(&self.st).exchange_due) {
+                self.exchange_properties();
+            }
             for action in actions {
                 match action {
                     Action::Connect { after } => {

@@ -4,7 +4,7 @@
 
 use super::*;
 
-impl<B: Backend> Lane<B> {
+impl<B: Backend> Shared<B> {
     /// Sends an RDMA_OPTIONAL and waits for its outcome, as
     /// [`Client::send_option`](super::Client::send_option) says.
     pub(in crate::client) fn send_option(
@@ -14,7 +14,7 @@ impl<B: Backend> Lane<B> {
         payload: &[u8],
     ) -> Result<OptionReply, ClientError> {
         let xid = {
-            let mut st = lock(&self.shared.st);
+            let mut st = lock(&self.st);
             let now = Instant::now();
             let xid = st.core.start_option(now)?;
             st.last_active = now;
@@ -28,7 +28,7 @@ impl<B: Backend> Lane<B> {
                     let threshold = t.thresholds.call;
                     let Some(bytes) = option_message(xid, t.credits, opttype, optinfo, payload, threshold) else {
                         let len = 24 + optinfo.len().div_ceil(4) * 4 + payload.len();
-                        lock(&self.shared.st).core.cancel(xid, Instant::now());
+                        lock(&self.st).core.cancel(xid, Instant::now());
                         break Err(ClientError::OptionTooLarge { len, threshold });
                     };
                     match send_error(&link.conn, &bytes) {
@@ -36,7 +36,7 @@ impl<B: Backend> Lane<B> {
                         // A broken connection fails the option through the core.
                         Err(_) if link.conn.qp().state() == QpState::Error => {}
                         Err(e) => {
-                            lock(&self.shared.st).core.cancel(xid, Instant::now());
+                            lock(&self.st).core.cancel(xid, Instant::now());
                             break Err(e.into());
                         }
                     }
@@ -63,9 +63,9 @@ impl<B: Backend> Lane<B> {
     /// malformed reply or no reply leaves private data and the defaults in effect (sections
     /// 2.3 and 2.5).
     pub(super) fn exchange_properties(&self) {
-        let Some(ours) = self.shared.cfg.properties else { return };
+        let Some(ours) = self.cfg.properties else { return };
         let link = {
-            let mut st = lock(&self.shared.st);
+            let mut st = lock(&self.st);
             if st.core.version().is_none_or(|v| v < Version::TWO) {
                 return;
             }
@@ -87,7 +87,7 @@ impl<B: Backend> Lane<B> {
             }
             _ => None,
         };
-        let mut st = lock(&self.shared.st);
+        let mut st = lock(&self.st);
         // Only for the connection it was made on: a reconnect starts over.
         if st.core.link().is_some_and(|now| Arc::ptr_eq(now, &link)) {
             match theirs {
@@ -97,8 +97,23 @@ impl<B: Backend> Lane<B> {
         }
     }
 
+    /// After an async call succeeded: the exchange [`Shared::exchange_properties`] makes, by
+    /// the dispatcher, so that the caller's executor never blocks on it.
+    pub(in crate::client) fn exchange_properties_soon(&self) {
+        if self.cfg.properties.is_none() {
+            return;
+        }
+        let mut st = lock(&self.st);
+        let Some(link) = st.core.link() else { return };
+        let done = st.properties_for.as_ref().is_some_and(|done| done.ptr_eq(&Arc::downgrade(link)));
+        if !done && st.core.version().is_some_and(|v| v >= Version::TWO) {
+            st.exchange_due = true;
+            self.cv.notify_one();
+        }
+    }
+
     /// What the current connection's transport-properties exchange gave.
     pub(in crate::client) fn peer_properties(&self) -> PeerProperties {
-        lock(&self.shared.st).core.peer_properties()
+        lock(&self.st).core.peer_properties()
     }
 }

@@ -280,13 +280,40 @@ fn rfc8797_4_1_a_call_dropped_after_its_reply_arrived_releases_its_memory_withou
     let msg = call(2, 0);
     {
         let mut dropped = client.call_async(&msg, &ulb);
-        let waker = waker();
-        assert!(Pin::new(&mut dropped).poll(&mut Context::from_waker(&waker)).is_pending());
-        // The reply arrives (received by the dispatcher for this async call) and waits.
+        // The first poll starts the call and sends it (its waker is woken for that step).
+        let start = waker();
+        assert!(Pin::new(&mut dropped).poll(&mut Context::from_waker(&start)).is_pending());
+        assert_eq!(client.stats().short, 2, "the call went out");
+        // Polled again while the handler holds the reply: no step ready, so the call keeps
+        // this waker, which the client wakes only when the call's next step is: its reply.
+        let arrived = Arc::new(Flag::default());
+        let ready = Waker::from(arrived.clone());
+        assert!(Pin::new(&mut dropped).poll(&mut Context::from_waker(&ready)).is_pending());
+        assert!(!arrived.is_set(), "nothing arrived while the handler held the reply");
         release.send(()).unwrap();
-        assert!(eventually(|| server.stats().calls.v2 == 2));
-        std::thread::sleep(Duration::from_millis(50));
+        // The reply arrives (received by the dispatcher for this async call) and waits: the
+        // future is dropped without being polled again.
+        assert!(eventually(|| arrived.is_set()), "the reply never arrived: {:?}", server.stats());
+        assert!(client.ended().is_empty(), "its step is the reply, not a lost connection: {:?}", client.ended());
     }
+    assert!(eventually(|| server.stats().calls.v2 == 2), "{:?}", server.stats());
     assert_eq!(client.call(&call(3, 3), &ulb).unwrap().len(), 12 + 4096);
     assert!(client.ended().is_empty(), "no connection lost: {:?}", client.ended());
+    assert_eq!(client.stats().short, 3, "nothing sent again");
+}
+
+/// A waker that only records that it was woken.
+#[derive(Default)]
+struct Flag(std::sync::atomic::AtomicBool);
+
+impl Flag {
+    fn is_set(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+impl Wake for Flag {
+    fn wake(self: Arc<Self>) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
 }

@@ -58,7 +58,7 @@ use crate::{
 ///
 /// ```
 /// use rpcrdma_verbs::capture::CapturedMessage;
-/// let m = CapturedMessage { endpoint: 1, bytes: b"hello" };
+/// let m = CapturedMessage { endpoint: 1, bytes: b"hello", invalidate: None };
 /// assert_eq!(m.bytes.len(), 5);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +67,8 @@ pub struct CapturedMessage<'a> {
     pub endpoint: u64,
     /// The Send's bytes: its scatter/gather entries, concatenated.
     pub bytes: &'a [u8],
+    /// The rkey a Send with Invalidate asks the peer to invalidate, or `None` for a plain Send.
+    pub invalidate: Option<u32>,
 }
 
 /// What receives the captured Sends. It runs on the posting thread, before the Send is posted:
@@ -76,7 +78,7 @@ pub struct CapturedMessage<'a> {
 /// use std::sync::Arc;
 /// use rpcrdma_verbs::capture::{CapturedMessage, Sink};
 /// let sink: Sink = Arc::new(|m: &CapturedMessage<'_>| eprintln!("{} sent {} bytes", m.endpoint, m.bytes.len()));
-/// sink(&CapturedMessage { endpoint: 1, bytes: &[0; 28] });
+/// sink(&CapturedMessage { endpoint: 1, bytes: &[0; 28], invalidate: None });
 /// ```
 pub type Sink = Arc<dyn Fn(&CapturedMessage<'_>) + Send + Sync>;
 
@@ -88,10 +90,11 @@ struct Tap {
 }
 
 impl Tap {
-    /// Hands the sink the bytes of a Send on `endpoint` (drawing its number on its first Send).
+    /// Hands the sink the bytes of a Send on `endpoint` (drawing its number on its first Send)
+    /// and the rkey it asks the peer to invalidate, if any.
     /// A scatter/gather entry outside its region names no bytes, and the Send will fail
     /// locally without reaching the wire: nothing is captured then.
-    fn sent<R: MemoryRegion>(&self, endpoint: &OnceLock<u64>, sges: &[Sge<'_, R>]) {
+    fn sent<R: MemoryRegion>(&self, endpoint: &OnceLock<u64>, sges: &[Sge<'_, R>], invalidate: Option<u32>) {
         let mut bytes = Vec::with_capacity(sges.iter().map(|s| s.len).sum());
         for s in sges {
             let range = s.offset..s.offset.saturating_add(s.len);
@@ -101,7 +104,7 @@ impl Tap {
             }
         }
         let endpoint = *endpoint.get_or_init(|| self.next_endpoint.fetch_add(1, Ordering::Relaxed));
-        (self.sink)(&CapturedMessage { endpoint, bytes: &bytes });
+        (self.sink)(&CapturedMessage { endpoint, bytes: &bytes, invalidate });
     }
 }
 
@@ -330,7 +333,7 @@ impl<Q: QueuePair> QueuePair for CapturedQp<Q> {
     }
 
     fn post_send(&self, wr_id: u64, sges: &[Sge<'_, Q::Region>], invalidate: Option<u32>) -> Result<()> {
-        self.tap.sent(&self.endpoint, sges);
+        self.tap.sent(&self.endpoint, sges, invalidate);
         self.inner.post_send(wr_id, sges, invalidate)
     }
 
@@ -341,7 +344,7 @@ impl<Q: QueuePair> QueuePair for CapturedQp<Q> {
         invalidate: Option<u32>,
         flags: SendFlags,
     ) -> Result<()> {
-        self.tap.sent(&self.endpoint, sges);
+        self.tap.sent(&self.endpoint, sges, invalidate);
         self.inner.post_send_with(wr_id, sges, invalidate, flags)
     }
 

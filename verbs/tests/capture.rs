@@ -17,7 +17,7 @@ fn captures_each_send_with_its_endpoint<B: Backend + Clone>(inner: B) {
     let s = seen.clone();
     let b = Captured::new(
         inner,
-        Arc::new(move |m: &CapturedMessage<'_>| s.lock().unwrap().push((m.endpoint, m.bytes.to_vec()))),
+        Arc::new(move |m: &CapturedMessage<'_>| s.lock().unwrap().push((m.endpoint, m.bytes.to_vec(), m.invalidate))),
     );
     let listener = b.listen(&b.any_address()).unwrap();
     let addr = listener.local_addr();
@@ -46,7 +46,7 @@ fn captures_each_send_with_its_endpoint<B: Backend + Clone>(inner: B) {
     assert_eq!(client.wait_cq(T).unwrap().status, Status::LocalProtectionError);
 
     let seen = seen.lock().unwrap();
-    assert_eq!(*seen, [(1, b"call: xid 1".to_vec()), (2, b"reply: xid 1.".to_vec())]);
+    assert_eq!(*seen, [(1, b"call: xid 1".to_vec(), None), (2, b"reply: xid 1.".to_vec(), None)]);
     assert_eq!((client.endpoint(), server.endpoint()), (Some(1), Some(2)));
 }
 
@@ -69,6 +69,45 @@ fn only_the_wrapping_backend_is_captured<B: Backend + Clone>(inner: B) {
     client.post_send(1, &[Sge::whole(&msg)], None).unwrap();
     assert!(server.wait_cq(T).unwrap().is_ok());
     assert_eq!(*seen.lock().unwrap(), 0);
+}
+
+/// A Send with Invalidate is captured with the rkey it invalidates: the server binds a window
+/// over its chunk, and the client's Send asks for it to be invalidated.
+fn captures_the_rkey_a_send_with_invalidate_names<B: Backend + Clone>(inner: B) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let b = Captured::new(
+        inner,
+        Arc::new(move |m: &CapturedMessage<'_>| s.lock().unwrap().push((m.endpoint, m.bytes.to_vec(), m.invalidate))),
+    );
+    let listener = b.listen(&b.any_address()).unwrap();
+    let addr = listener.local_addr();
+    let (cpd, spd) = (b.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+    let sbuf = spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    let (client, server) = std::thread::scope(|sc| {
+        let c = sc.spawn(|| b.connect(&cpd, &addr, &[], QpCaps::default(), T).unwrap().0);
+        let req = listener.get_request(T).unwrap();
+        let server = req.accept_with(&spd, &[], QpCaps::default(), |qp| qp.post_recv(1, Sge::whole(&sbuf))).unwrap();
+        (c.join().unwrap(), server)
+    });
+    let chunk = spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    let window = server.post_bind_window(9, &chunk, 0, 64, Access::REMOTE_WRITE).unwrap();
+    assert!(server.wait_cq(T).unwrap().is_ok());
+    let msg = cpd.register(b"done".to_vec(), Access::empty()).unwrap();
+    client.post_send(2, &[Sge::whole(&msg)], Some(window.rkey)).unwrap();
+    assert!(client.wait_cq(T).unwrap().is_ok());
+    assert_eq!(server.wait_cq(T).unwrap().invalidated_rkey, Some(window.rkey));
+    assert_eq!(*seen.lock().unwrap(), [(1, b"done".to_vec(), Some(window.rkey))]);
+}
+
+#[test]
+fn inproc_captures_the_rkey_a_send_with_invalidate_names() {
+    captures_the_rkey_a_send_with_invalidate_names(InProcess);
+}
+
+#[test]
+fn tcp_captures_the_rkey_a_send_with_invalidate_names() {
+    captures_the_rkey_a_send_with_invalidate_names(Tcp);
 }
 
 #[test]

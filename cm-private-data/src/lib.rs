@@ -221,13 +221,29 @@ pub struct Negotiated {
     pub remote_invalidation: bool,
 }
 
+/// The one home of RFC 8797 section 4.2's rule: from each side's `(send,
+/// receive)` sizes, the client-to-server (call) threshold is min(client
+/// Send, server Receive) and the server-to-client (reply) threshold
+/// min(server Send, client Receive). Sizes from private data, a version's
+/// default or stated transport properties all meet here.
+///
+/// ```
+/// // A Linux client (4096/4096) and a server that receives 1024 and sends 8192.
+/// assert_eq!(cm_private_data::inline_thresholds((4096, 4096), (8192, 1024)), (1024, 4096));
+/// ```
+pub fn inline_thresholds(client: (u32, u32), server: (u32, u32)) -> (u32, u32) {
+    (client.0.min(server.1), server.0.min(client.1))
+}
+
 /// Both inline thresholds and the remote invalidation decision (RFC 8797
 /// sections 4.1 and 4.2). Pass [`PrivateData::default`] for a side that sent
 /// none.
 pub fn negotiate(client: &PrivateData, server: &PrivateData) -> Negotiated {
+    let (client_to_server, server_to_client) =
+        inline_thresholds((client.send_size, client.receive_size), (server.send_size, server.receive_size));
     Negotiated {
-        client_to_server: client.send_size.min(server.receive_size),
-        server_to_client: server.send_size.min(client.receive_size),
+        client_to_server,
+        server_to_client,
         remote_invalidation: client.flags.contains(Flags::REMOTE_INVALIDATE)
             && server.flags.contains(Flags::REMOTE_INVALIDATE),
     }

@@ -35,6 +35,7 @@ pub use async_call::AsyncCall;
 use lane::{Lane, Message};
 
 use crate::backchannel::Handler;
+use crate::thresholds::ADVERTISED_SIZE;
 use crate::client_core::PeerProperties;
 pub use crate::client_core::ENDED_KEPT;
 use crate::datapath::{DataPathError, Ended};
@@ -93,7 +94,7 @@ impl Default for ClientConfig {
     fn default() -> Self {
         ClientConfig {
             requester: requester::RequesterConfig::default(),
-            private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), 4096, 4096)),
+            private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), ADVERTISED_SIZE, ADVERTISED_SIZE)),
             foreign_private_data: None,
             caps: QpCaps::default(),
             connect_timeout: Duration::from_secs(5),

@@ -482,7 +482,7 @@ const CHUNK_BUFFERS_KEPT: usize = 8;
 
 /// The size of a pooled Send buffer: Version Two's default inline threshold, which every
 /// small message fits.
-const SEND_BUFFER_LEN: usize = 4096;
+const SEND_BUFFER_LEN: usize = rpcrdma_v2::DEFAULT_INLINE_THRESHOLD;
 
 /// How a connection ended, as far as this side can tell ([`Connection::ended`]): the record
 /// that says, after the fact, which side dropped a connection and why.

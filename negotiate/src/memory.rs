@@ -28,7 +28,7 @@ use std::time::Instant;
 /// let err_vers: Vec<u8> = [7u32, 2, 1, 4, 1, 1, 1].iter().flat_map(|w| w.to_be_bytes()).collect();
 /// core.handle_receive(err_vers, None, now);
 /// assert_eq!(core.memory().no_v2("10.0.2.15:20049"), Some(NoV2Reason::ErrVers { high: 1 }));
-/// assert_eq!(core.memory().highest_for("10.0.2.15:20049", Version::TWO), Version::ONE);
+/// assert_eq!(core.memory().highest_for("10.0.2.15:20049", Version::TWO, now), Version::ONE);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum NoV2Reason {

@@ -32,7 +32,7 @@ use crate::extension::Extension;
 use crate::limits::{Refusals, ServerLimits};
 use crate::responder::{self, ResponderConfig};
 use crate::serve::{Serve, Service, Step};
-use crate::thresholds::{self, Advertised};
+use crate::thresholds::{self, Advertised, ADVERTISED_SIZE};
 use rpcrdma_v2::properties::TransportProperties;
 
 mod async_handler;
@@ -106,7 +106,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             responder: responder::ResponderConfig::default(),
-            private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), 4096, 4096)),
+            private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), ADVERTISED_SIZE, ADVERTISED_SIZE)),
             foreign_private_data: None,
             caps: QpCaps::default(),
             timeout: Duration::from_secs(5),

@@ -7,11 +7,23 @@ use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::Version;
 use rpcrdma_v2::properties::TransportProperties;
 
-/// Version One's default inline threshold (RFC 8166 section 3.3.3).
-pub const V1_DEFAULT: u32 = 1024;
+/// Version One's default inline threshold (RFC 8166 section 3.3.3), as private data sizes it.
+const V1_DEFAULT: u32 = InlineThresholds::MINIMUM as u32;
 
 /// Version Two's default inline threshold (draft-cel-nfsv4-rpcrdma-version-two-00 section 2.3).
-pub const V2_DEFAULT: u32 = rpcrdma_v2::DEFAULT_INLINE_THRESHOLD as u32;
+const V2_DEFAULT: u32 = rpcrdma_v2::DEFAULT_INLINE_THRESHOLD as u32;
+
+/// The sizes a [`Client`](crate::client::Client) and a [`Server`](crate::server::Server)
+/// advertise by default in their private data, as the Linux client does: Version Two's default
+/// inline threshold, which their Receives are sized for.
+pub const ADVERTISED_SIZE: u32 = V2_DEFAULT;
+
+/// RFC 8797 section 4.2's rule on each side's `(send, receive)` sizes
+/// ([`cm_private_data::inline_thresholds`], its one home).
+fn combine(requester: (u32, u32), responder: (u32, u32)) -> InlineThresholds {
+    let (call, reply) = cm_private_data::inline_thresholds(requester, responder);
+    InlineThresholds { call: call as usize, reply: reply as usize }
+}
 
 /// What a receiver of `version` supports when its peer learns nothing else about it.
 ///
@@ -123,9 +135,7 @@ impl Stated {
             let props = props.unwrap_or_default();
             (valid(props.max_send_size).unwrap_or(send), valid(props.max_recv_size).unwrap_or(recv))
         };
-        let (rq_send, rq_recv) = sizes(advertised.requester, self.requester);
-        let (rs_send, rs_recv) = sizes(advertised.responder, self.responder);
-        InlineThresholds { call: rq_send.min(rs_recv) as usize, reply: rs_send.min(rq_recv) as usize }
+        combine(sizes(advertised.requester, self.requester), sizes(advertised.responder, self.responder))
     }
 
     /// Whether replies may use Send with Invalidate: the requester's stated
@@ -182,9 +192,8 @@ impl Advertised {
     /// ```
     pub fn for_version(&self, version: Version) -> InlineThresholds {
         let d = default_for(version);
-        let (rq_send, rq_recv) = self.requester.map_or((d, d), |p| (p.send_size(), p.receive_size()));
-        let (rs_send, rs_recv) = self.responder.map_or((d, d), |p| (p.send_size(), p.receive_size()));
-        InlineThresholds { call: rq_send.min(rs_recv) as usize, reply: rs_send.min(rq_recv) as usize }
+        let sizes = |pd: Option<PrivateData>| pd.map_or((d, d), |p| (p.send_size(), p.receive_size()));
+        combine(sizes(self.requester), sizes(self.responder))
     }
 
     /// The thresholds of a version probe: the call threshold capped at Version One's default,
@@ -199,7 +208,7 @@ impl Advertised {
     /// ```
     pub fn for_probe(&self) -> InlineThresholds {
         let t = self.for_version(Version::TWO);
-        InlineThresholds { call: t.call.min(V1_DEFAULT as usize), reply: t.reply }
+        InlineThresholds { call: t.call.min(rpcrdma_v2::PROBE_MAX_LEN), reply: t.reply }
     }
 
     /// Whether replies may use Send with Invalidate: both sides set the R flag (RFC 8797

@@ -118,8 +118,10 @@ pub struct InlineThresholds {
 
 impl InlineThresholds {
     /// The threshold every receiver supports and every sender must assume
-    /// when it knows no better (RFC 8166 section 3.3.3).
-    pub const MINIMUM: usize = 1024;
+    /// when it knows no better (RFC 8166 section 3.3.3): 1024 bytes, kept in
+    /// one place, [`cm_private_data::MIN_INLINE`] (the smallest size RFC 8797's
+    /// private data can advertise is this same default).
+    pub const MINIMUM: usize = cm_private_data::MIN_INLINE as usize;
 }
 
 impl Default for InlineThresholds {

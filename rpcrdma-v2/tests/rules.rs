@@ -16,7 +16,7 @@ use rpcrdma_v2::options::{encode_optional, OptionOutcome, OptionalAnswer, Option
 use rpcrdma_v2::verdict::{
     default_policy, receive, receive_awaiting, DiscardReason, PeerError, Reason, ReceivePolicy, Verdict,
 };
-use rpcrdma_v2::{MessageKind, DEFAULT_INLINE_THRESHOLD, DEFAULT_THRESHOLDS, PROBE_MAX_LEN, RPCRDMA2_VERSION};
+use rpcrdma_v2::{MessageKind, DEFAULT_INLINE_THRESHOLD, DEFAULT_THRESHOLDS, RPCRDMA2_VERSION};
 
 fn bytes(words: &[u32]) -> Vec<u8> {
     words.iter().flat_map(|w| w.to_be_bytes()).collect()
@@ -274,11 +274,6 @@ fn draft_4_2_backward_direction_calls_are_classified_on_the_client() {
         assert_eq!(classify(&h, Role::Client), Some(Direction::BackwardCall));
         assert_eq!(classify(&h, Role::Server), Some(Direction::ForwardCall));
     }
-}
-
-#[test]
-fn draft_5_probe_fits_version_one_threshold() {
-    assert_eq!(PROBE_MAX_LEN, InlineThresholds::MINIMUM);
 }
 
 #[test]

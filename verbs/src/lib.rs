@@ -69,6 +69,7 @@ pub mod rdma;
 mod rules;
 mod setters;
 pub mod tcp;
+pub mod test_env;
 
 use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};

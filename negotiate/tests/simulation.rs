@@ -1,7 +1,9 @@
 //! The deterministic simulator (tests/sim) over many seeds: the requester and responder state
 //! machines, marshaling and reassembly, under injected faults, with every invariant checked
-//! after every step. A failing seed prints itself; replay it exactly with
-//! `SIM_SEED=<seed> cargo test -p negotiate --test simulation replay -- --nocapture`.
+//! after every step. A sweep must also have injected every fault kind and seen every outcome
+//! ([`sim::trace::Kind`]) at least once. A failing seed prints itself with the command that
+//! replays it exactly (`SIM_SEED=<seed> SIM_EXTRAS=<faults> cargo test -p negotiate --test
+//! simulation replay -- --nocapture`).
 //!
 //! `cargo test` runs a few thousand seeds; the ignored `long_run` runs 100,000
 //! (`cargo test --release -p negotiate --test simulation -- --ignored long_run --nocapture`).
@@ -10,14 +12,24 @@ mod sim;
 
 use std::time::Instant;
 
-/// Runs `seeds` seeds from `first`; fails with every violation found (the first few printed
-/// in full).
-fn run_seeds(first: u64, seeds: u64) {
+use sim::trace::{Coverage, Kind};
+use sim::{Config, Extras, Report, Violation};
+
+/// What a sweep of seeds gave.
+struct Sweep {
+    seeds: u64,
+    coverage: Coverage,
+    violations: Vec<Violation>,
+}
+
+/// Runs `seeds` seeds from `first` with `extras`, and prints what they did.
+fn sweep(first: u64, seeds: u64, extras: Extras) -> Sweep {
     let start = Instant::now();
-    let mut totals = sim::Report::default();
+    let mut totals = Report::default();
+    let mut coverage = Coverage::default();
     let mut violations = Vec::new();
     for seed in first..first + seeds {
-        match sim::run(seed) {
+        match (Config { seed, extras }).run() {
             Ok(r) => {
                 totals.calls += r.calls;
                 totals.succeeded += r.succeeded;
@@ -30,12 +42,13 @@ fn run_seeds(first: u64, seeds: u64) {
                 totals.backward.2 += r.backward.2;
                 totals.abandoned.0 += r.abandoned.0;
                 totals.abandoned.1 += r.abandoned.1;
+                coverage.merge(&r.trace.coverage());
             }
             Err(v) => violations.push(v),
         }
     }
     eprintln!(
-        "simulation: {seeds} seeds from {first} in {:.2?}: {} calls ({} ok, {} failed), {} connections, {} executions, {} steps, backward calls ended by reply/RDMA_ERROR/disconnect {:?}, calls abandoned unsent/sent {:?}; {} violations",
+        "simulation: {seeds} seeds from {first} (extras {extras}) in {:.2?}: {} calls ({} ok, {} failed), {} connections, {} executions, {} steps, backward calls ended by reply/RDMA_ERROR/disconnect {:?}, calls abandoned unsent/sent {:?}; {} violations\n{coverage}",
         start.elapsed(),
         totals.calls,
         totals.succeeded,
@@ -59,14 +72,35 @@ fn run_seeds(first: u64, seeds: u64) {
         eprintln!("  {n} x {kind} (e.g. seed {seed})");
     }
     for v in violations.iter().take(5) {
-        eprintln!("  seed {} at {:?}: {}  (replay: SIM_SEED={} cargo test -p negotiate --test simulation replay -- --nocapture)", v.seed, v.at, v.what, v.seed);
+        eprintln!("  {v}");
     }
-    assert!(
-        violations.is_empty(),
-        "{} of {seeds} seeds broke an invariant; first: {:?}",
-        violations.len(),
-        violations[0]
-    );
+    Sweep { seeds, coverage, violations }
+}
+
+impl Sweep {
+    /// What is wrong with the sweep: a broken invariant, or a fault kind never injected or an
+    /// outcome never seen (a sweep that injects nothing, or whose faults stopped reaching
+    /// what they were for, checks nothing).
+    fn failures(&self) -> Vec<String> {
+        let mut failures = Vec::new();
+        if let Some(v) = self.violations.first() {
+            failures.push(format!("{} of {} seeds broke an invariant; first: {v}", self.violations.len(), self.seeds));
+        }
+        let missing = self.coverage.missing();
+        if !missing.is_empty() {
+            let named: Vec<String> = missing.iter().map(|k| format!("{k:?} ({})", k.what())).collect();
+            failures.push(format!("never happened in {} seeds: {}", self.seeds, named.join("; ")));
+        }
+        failures
+    }
+}
+
+/// Runs `seeds` seeds from `first` with every fault; fails with every violation found (the
+/// first few printed in full), and unless every fault kind was injected and every outcome seen.
+fn run_seeds(first: u64, seeds: u64) {
+    let sweep = sweep(first, seeds, Extras::ALL);
+    let failures = sweep.failures();
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 #[test]
@@ -74,27 +108,261 @@ fn two_thousand_seeds_keep_every_invariant() {
     run_seeds(0, 2_000);
 }
 
+/// What each named seed is about, as a check of its trace: the fault it is named for was
+/// injected and led to the outcome it is about. A seed whose run changes (a new fault drawn
+/// from the main stream, a changed requester) stops reaching its scenario and fails here,
+/// instead of passing on without checking anything; `scan_for_scenarios` finds seeds that do.
+mod scenario {
+    use super::sim::trace::{BackwardEnd, Closer, End, Event, Got, Lie, Refusal, Trace};
+
+    pub type Check = fn(&Trace) -> bool;
+
+    fn transmit(e: &Event) -> Option<(u32, u32, bool, u32)> {
+        match *e {
+            Event::Transmit { xid, link, probe, attempt, .. } => Some((xid, link, probe, attempt)),
+            _ => None,
+        }
+    }
+
+    /// Whether another call goes out on `link` after position `at` with no connection loss
+    /// between, and ends: the connection was kept and the calls behind went on.
+    fn calls_go_on(t: &Trace, at: usize, link: u32, not: u32) -> bool {
+        let Some((next, (y, _, _, _))) =
+            t.next(Some(at), |e| transmit(e).filter(|&(y, l, _, _)| l == link && y != not))
+        else {
+            return false;
+        };
+        !t.between(at, next, |e| matches!(*e, Event::LinkDown { link: l, .. } if l == link))
+            && t.next(Some(next), |e| matches!(*e, Event::Ended { xid, .. } if xid == y).then_some(())).is_some()
+    }
+
+    /// RFC 8166 section 3.3.3 (seed 16): the probe, executed slower than the timeout, timed
+    /// out; the requester closed its connection and sent it again, on a new connection, where
+    /// it was executed (once per connection: invariant 2).
+    pub fn slow_probe_sent_again_on_a_new_connection(t: &Trace) -> bool {
+        t.all(|e| transmit(e).filter(|&(_, _, probe, _)| probe)).any(|(i, (x, link, _, _))| {
+            let slow =
+                |e: &Event| matches!(*e, Event::Executed { xid, link: l, slow: true, .. } if xid == x && l == link);
+            let Some((j, ())) = t.next(Some(i), |e| slow(e).then_some(())) else { return false };
+            let closed =
+                |e: &Event| matches!(*e, Event::LinkDown { link: l, by: Closer::ClientTimeout, .. } if l == link);
+            let Some((k, ())) = t.next(Some(j), |e| closed(e).then_some(())) else { return false };
+            let again = t.next(Some(k), |e| transmit(e).filter(|&(y, l, _, a)| y == x && l != link && a > 1));
+            again.is_some_and(|(m, (_, l2, _, _))| {
+                t.next(Some(m), |e| {
+                    matches!(*e, Event::Executed { xid, link, .. } if xid == x && link == l2).then_some(())
+                })
+                .is_some()
+            })
+        })
+    }
+
+    /// Draft section 5 (seed 7): the probe was answered ERR_CHUNK (RDMA2_ERR_BAD_HEADER), its
+    /// call failed so, and the calls behind it went on on the same connection.
+    pub fn probe_answered_err_chunk_then_calls_go_on(t: &Trace) -> bool {
+        probe_failed_then_calls_go_on(t, End::ErrChunk)
+    }
+
+    /// Draft section 5.2 (seed 540's finding): the probe was answered RDMA_ERR_VERS with no
+    /// version in common (the lie), its call failed so, and the calls behind it went on.
+    pub fn probe_answered_no_common_version_then_calls_go_on(t: &Trace) -> bool {
+        probe_failed_then_calls_go_on(t, End::NoCommonVersion)
+            && t.all(|e| matches!(e, Event::Lie { lie: Lie::ErrVersNone, .. }).then_some(())).next().is_some()
+    }
+
+    fn probe_failed_then_calls_go_on(t: &Trace, how: End) -> bool {
+        t.all(|e| transmit(e).filter(|&(_, _, probe, _)| probe)).any(|(i, (x, link, _, _))| {
+            let ended = t.next(Some(i), |e| match *e {
+                Event::Ended { xid, how } if xid == x => Some(how),
+                _ => None,
+            });
+            let again = t.next(Some(i), |e| transmit(e).filter(|&(y, _, _, _)| y == x));
+            match ended {
+                Some((j, h)) if h == how && again.is_none_or(|(a, _)| a > j) => calls_go_on(t, j, link, x),
+                _ => false,
+            }
+        })
+    }
+
+    /// Issue 13, finding 7 (seed 19): a call whose last attempt had no reply within the
+    /// timeout, whose connection the requester closed, failed with `ReplyTimeout`.
+    pub fn failed_reply_timeout_after_its_connection_was_closed(t: &Trace) -> bool {
+        t.all(|e| match *e {
+            Event::Ended { xid, how: End::ReplyTimeout } => Some(xid),
+            _ => None,
+        })
+        .any(|(j, x)| {
+            let last = t.all(|e| transmit(e).filter(|&(y, ..)| y == x)).take_while(|(i, _)| *i < j).last();
+            last.is_some_and(|(i, (_, link, _, _))| {
+                t.between(
+                    i,
+                    j,
+                    |e| matches!(*e, Event::LinkDown { link: l, by: Closer::ClientTimeout, .. } if l == link),
+                )
+            })
+        })
+    }
+
+    /// Issue 13, finding 7 (seed 281): a call whose connection was lost and whose reconnect
+    /// was refused failed with `Refused`.
+    pub fn failed_refused_after_a_refused_connect(t: &Trace) -> bool {
+        t.all(|e| matches!(e, Event::Ended { how: End::Refused, .. }).then_some(())).any(|(j, ())| {
+            let refused =
+                t.all(|e| matches!(e, Event::ConnectRefused).then_some(())).take_while(|(i, _)| *i < j).last();
+            refused.is_some_and(|(i, ())| !t.between(i, j, |e| matches!(e, Event::Connected { .. })))
+        })
+    }
+
+    /// RFC 8166 section 4.5.2 (seed 0): a call sent as RDMA_NOMSG with no call message was
+    /// answered ERR_CHUNK, its call failed so, and the connection was kept.
+    pub fn no_message_answered_err_chunk_and_connection_kept(t: &Trace) -> bool {
+        unusable_answered(t, true, Refusal::ErrChunk, End::ErrChunk)
+    }
+
+    /// RFC 8166 section 4.5.2 (seed 19): a call with a Read chunk past its payload was
+    /// answered GARBAGE_ARGS, its caller got that reply, and the connection was kept.
+    pub fn past_payload_answered_garbage_args_and_connection_kept(t: &Trace) -> bool {
+        unusable_answered(t, false, Refusal::GarbageArgs, End::GarbageArgs)
+    }
+
+    fn unusable_answered(t: &Trace, nomsg: bool, answer: Refusal, end: End) -> bool {
+        t.all(|e| match *e {
+            Event::Unusable { xid, no_message } if no_message == nomsg => Some(xid),
+            _ => None,
+        })
+        .any(|(i, x)| {
+            let Some((j, link)) = t.next(Some(i), |e| match *e {
+                Event::Refused { xid, link, with } if xid == x && with == answer => Some(link),
+                _ => None,
+            }) else {
+                return false;
+            };
+            let ended = t.next(Some(j), |e| match *e {
+                Event::Ended { xid, how } if xid == x => Some(how),
+                _ => None,
+            });
+            ended.is_some_and(|(_, how)| how == end) && calls_go_on(t, j, link, x)
+        })
+    }
+
+    /// RFC 8166 section 4.5 (seed 2): a backward call the requester answered with RDMA_ERROR
+    /// ended by it.
+    pub fn backward_call_ended_by_rdma_error(t: &Trace) -> bool {
+        t.all(|e| match *e {
+            Event::BackwardAnswered { xid, error: true } => Some(xid),
+            _ => None,
+        })
+        .any(|(i, _)| {
+            t.next(Some(i), |e| match *e {
+                Event::BackwardEnded { by, .. } => Some(by),
+                _ => None,
+            })
+            .is_some_and(|(_, by)| by == BackwardEnd::Error)
+        })
+    }
+
+    /// RFC 8166 section 3.3.1 (seed 588): a call given up with its transmission out was held
+    /// by the core past that step, never sent again, until the responder's answer to it or
+    /// its connection's loss let it go.
+    pub fn abandoned_call_held_until_answered_or_lost(t: &Trace) -> bool {
+        t.all(|e| match *e {
+            Event::Abandoned { xid, sent: true } => Some(xid),
+            _ => None,
+        })
+        .any(|(i, x)| {
+            let ended = t.next(Some(i), |e| matches!(*e, Event::AbandonedEnded { xid, .. } if xid == x).then_some(()));
+            ended.is_some_and(|(j, ())| {
+                t.events[j].step > t.events[i].step
+                    && t.next(Some(i), |e| transmit(e).filter(|&(y, ..)| y == x)).is_none()
+            })
+        })
+    }
+
+    /// RFC 8166 section 3.3.1 (seeds 734, 833): a call given up with its transmission out
+    /// on a connection with one credit (no reply accepted there yet) kept that credit: no
+    /// other call went out on the connection until the responder answered it, and then one
+    /// that had waited did.
+    pub fn abandoned_call_kept_its_credit(t: &Trace) -> bool {
+        t.all(|e| match *e {
+            Event::Abandoned { xid, sent: true } => Some(xid),
+            _ => None,
+        })
+        .any(|(i, x)| {
+            let Some((s, (_, link, _, _))) =
+                t.all(transmit).take_while(|(s, _)| *s < i).filter(|(_, (y, ..))| *y == x).last()
+            else {
+                return false;
+            };
+            let connected = t.all(|e| matches!(*e, Event::Connected { link: l, .. } if l == link).then_some(())).next();
+            let Some((c, ())) = connected else { return false };
+            let one_credit =
+                !t.between(c, i, |e| matches!(*e, Event::Received { link: l, got: Got::Reply(_) } if l == link));
+            let Some((j, by_answer)) = t.next(Some(i), |e| match *e {
+                Event::AbandonedEnded { xid, by_answer } if xid == x => Some(by_answer),
+                _ => None,
+            }) else {
+                return false;
+            };
+            let held = !t.between(s, j, |e| matches!(*e, Event::Transmit { link: l, .. } if l == link));
+            let waited = t.next(Some(j), transmit).is_some_and(|(k, (y, l, _, _))| {
+                l == link
+                    && t.all(|e| matches!(*e, Event::CallMade { xid, .. } if xid == y).then_some(()))
+                        .next()
+                        .is_some_and(|(m, ())| m < j)
+                    && k > j
+            });
+            one_credit && by_answer && held && waited
+        })
+    }
+}
+
+/// Runs `config` and checks that it keeps every invariant and that its trace shows
+/// `scenario`.
+fn named(config: Config, name: &str, scenario: scenario::Check) {
+    match config.run() {
+        Ok(r) => assert!(
+            scenario(&r.trace),
+            "{name}: the run no longer shows its scenario (trace {:016x}); replay: SIM_TRACE=1 {}",
+            r.trace.hash(),
+            config.replay_command()
+        ),
+        Err(v) => panic!("{name}: {v}"),
+    }
+}
+
+fn none(seed: u64) -> Config {
+    Config { seed, extras: Extras::NONE }
+}
+
+fn all(seed: u64) -> Config {
+    Config { seed, extras: Extras::ALL }
+}
+
 /// Seeds that found the requester's bugs before they were fixed (issue 13), kept as named
-/// regressions: with the old requester each broke an invariant.
+/// regressions: with the old requester each broke an invariant. Each checks that its run
+/// still shows what it was named for.
 #[test]
-fn rfc8166_3_3_3_seed_16_a_slow_first_call_is_not_run_twice_on_one_connection() {
+fn rfc8166_3_3_3_seed_6_a_slow_first_call_is_not_run_twice_on_one_connection() {
     // Before: the probe timed out and went out again in Version One on the same connection;
-    // the responder ran it twice ("call 0x1002 executed 2 times on connection 1").
-    assert!(sim::run_with(16, sim::Extras::NONE).is_ok(), "{:?}", sim::run_with(16, sim::Extras::NONE));
+    // the responder ran it twice (seed 16: "call 0x1002 executed 2 times on connection 1").
+    // Seed 16's run has changed since (its probe is now answered with a lie, never run), so
+    // it no longer shows a slow probe; seed 6 is the first that does (`scan_for_scenarios`).
+    named(none(6), "seed 6", scenario::slow_probe_sent_again_on_a_new_connection);
 }
 
 #[test]
 fn draft_5_seed_7_a_probe_answered_err_chunk_does_not_stall_the_calls_behind_it() {
     // Before: ERR_CHUNK to the probe left the version state probing; no later call was ever
     // sent, and none timed out ("calls ... are open and nothing is scheduled").
-    assert!(sim::run_with(7, sim::Extras::NONE).is_ok(), "{:?}", sim::run_with(7, sim::Extras::NONE));
+    named(none(7), "seed 7", scenario::probe_answered_err_chunk_then_calls_go_on);
 }
 
 #[test]
-fn draft_5_2_seed_540_a_probe_answered_with_no_common_version_does_not_stall_the_calls_behind_it() {
+fn draft_5_2_seed_274_a_probe_answered_with_no_common_version_does_not_stall_the_calls_behind_it() {
     // Before (after the first fix): RDMA_ERR_VERS with no common version failed the probe but
-    // sent nothing more.
-    assert!(sim::run_with(540, sim::Extras::NONE).is_ok(), "{:?}", sim::run_with(540, sim::Extras::NONE));
+    // sent nothing more (seed 540). Seed 540's run has changed since and its probe is no
+    // longer answered so; seed 274 is the first whose is (`scan_for_scenarios`).
+    named(none(274), "seed 274", scenario::probe_answered_no_common_version_then_calls_go_on);
 }
 
 #[test]
@@ -102,10 +370,8 @@ fn issue_13_finding_7_seeds_19_and_281_a_failed_call_reports_what_happened_to_it
     // With every failure reported as "connection lost" (as `Client` did before), seed 19 has a
     // call that timed out and seed 281 one whose reconnect was refused: each broke the cause
     // invariant ("failed with connection lost ..., but its latest attempt was TimedOut").
-    for seed in [19, 281] {
-        let run = sim::run_with(seed, sim::Extras::NONE);
-        assert!(run.is_ok(), "seed {seed}: {run:?}");
-    }
+    named(none(19), "seed 19", scenario::failed_reply_timeout_after_its_connection_was_closed);
+    named(none(281), "seed 281", scenario::failed_refused_after_a_refused_connect);
 }
 
 #[test]
@@ -114,11 +380,9 @@ fn rfc8166_4_5_2_seeds_0_and_19_a_call_with_unusable_chunks_is_answered_and_the_
     // `Server` did before), seed 0 (RDMA_NOMSG with only a Reply chunk) and seed 19 (a Read
     // chunk past the payload) broke invariant 5: "connection closed over call ..., which it
     // could answer". Answering GARBAGE_ARGS where ERR_CHUNK is due breaks seed 0 too.
-    let unusable = sim::Extras { unusable_calls: true, ..sim::Extras::NONE };
-    for seed in [0, 19] {
-        let run = sim::run_with(seed, unusable);
-        assert!(run.is_ok(), "seed {seed}: {run:?}");
-    }
+    let unusable = |seed| Config { seed, extras: Extras { unusable_calls: true, ..Extras::NONE } };
+    named(unusable(0), "seed 0", scenario::no_message_answered_err_chunk_and_connection_kept);
+    named(unusable(19), "seed 19", scenario::past_payload_answered_garbage_args_and_connection_kept);
 }
 
 #[test]
@@ -126,8 +390,7 @@ fn rfc8166_4_5_seed_2_a_backward_call_ends_at_once_with_the_requesters_rdma_erro
     // With the backward slot ignoring the requester's RDMA_ERROR (as `Server` did before),
     // 2,000 seeds give 430 violations, the first seed 2's: "backward call 0xb0000001 on
     // connection 1 still waits after the client's answer".
-    let run = sim::run(2);
-    assert!(run.as_ref().is_ok_and(|r| r.backward.1 > 0), "{run:?}");
+    named(all(2), "seed 2", scenario::backward_call_ended_by_rdma_error);
 }
 
 #[test]
@@ -135,28 +398,155 @@ fn rfc8166_3_3_1_seeds_588_734_833_a_call_given_up_keeps_its_credit_until_its_re
     // With `ClientCore::abandon` giving a sent call's credit back at once (as cancelling an
     // unsent one does), 2,000 seeds give 6 violations, these three among them: "2 calls
     // outstanding on connection 3, beyond its 1 credits": the responder still serves the
-    // call its caller gave up.
-    for seed in [588, 734, 833] {
-        let run = sim::run(seed);
-        assert!(run.as_ref().is_ok_and(|r| r.abandoned.1 > 0), "seed {seed}: {run:?}");
+    // call its caller gave up. (The simulator's emulation of that change, `abandon` told the
+    // call was unsent, still gives these three among its 6 violations.) In 734 and 833 the
+    // call given up holds a connection's only credit; in 588 the core holds one across its
+    // connection's loss, and the runs part from there.
+    named(all(588), "seed 588", scenario::abandoned_call_held_until_answered_or_lost);
+    for seed in [734, 833] {
+        named(all(seed), &format!("seed {seed}"), scenario::abandoned_call_kept_its_credit);
     }
 }
 
-/// The same seed, twice: the same run, step for step.
+/// Not a check: lists, for each named scenario, the seeds below 3,000 whose runs show it (to
+/// replace a named seed that stopped reaching its scenario).
+#[test]
+#[ignore = "a search, run by hand"]
+fn scan_for_scenarios() {
+    let unusable = Extras { unusable_calls: true, ..Extras::NONE };
+    let scenarios: [(&str, Extras, scenario::Check); 10] = [
+        ("slow probe sent again", Extras::NONE, scenario::slow_probe_sent_again_on_a_new_connection),
+        ("probe ERR_CHUNK", Extras::NONE, scenario::probe_answered_err_chunk_then_calls_go_on),
+        ("probe no common version", Extras::NONE, scenario::probe_answered_no_common_version_then_calls_go_on),
+        ("ReplyTimeout", Extras::NONE, scenario::failed_reply_timeout_after_its_connection_was_closed),
+        ("Refused", Extras::NONE, scenario::failed_refused_after_a_refused_connect),
+        ("NOMSG ERR_CHUNK", unusable, scenario::no_message_answered_err_chunk_and_connection_kept),
+        ("past payload GARBAGE_ARGS", unusable, scenario::past_payload_answered_garbage_args_and_connection_kept),
+        ("backward RDMA_ERROR", Extras::ALL, scenario::backward_call_ended_by_rdma_error),
+        ("abandoned keeps credit", Extras::ALL, scenario::abandoned_call_kept_its_credit),
+        ("abandoned held", Extras::ALL, scenario::abandoned_call_held_until_answered_or_lost),
+    ];
+    for (name, extras, check) in scenarios {
+        let seeds: Vec<u64> =
+            (0..3_000).filter(|&seed| Config { seed, extras }.run().is_ok_and(|r| check(&r.trace))).collect();
+        eprintln!("{name} ({extras}): {} seeds, first {:?}", seeds.len(), &seeds[..seeds.len().min(12)]);
+    }
+}
+
+/// The same seed, twice: the same run, event for event (the trace's hash covers every
+/// event of every step, each message's bytes included); another seed, or the same seed with
+/// other faults, gives another trace.
 #[test]
 fn a_seed_replays_exactly() {
-    for seed in [1, 77, 1234] {
-        assert_eq!(sim::run(seed), sim::run(seed), "seed {seed}");
+    let mut hashes = std::collections::BTreeMap::new();
+    for seed in [1, 2, 77, 1234] {
+        let (a, b) = (sim::run(seed).expect("keeps the invariants"), sim::run(seed).expect("keeps the invariants"));
+        assert!(!a.trace.events.is_empty(), "seed {seed}");
+        assert_eq!(a.trace.hash(), b.trace.hash(), "seed {seed}");
+        assert_eq!(a.trace.events, b.trace.events, "seed {seed}");
+        assert_eq!(a, b, "seed {seed}");
+        if let Some(other) = hashes.insert(a.trace.hash(), seed) {
+            panic!("seeds {other} and {seed} give the same trace hash {:016x}", a.trace.hash());
+        }
+    }
+    // Seed 2 with and without the later faults (its backward calls).
+    let (with, without) = (sim::run(2).unwrap(), sim::run_with(2, Extras::NONE).unwrap());
+    assert_ne!(with.trace.hash(), without.trace.hash());
+    // One event changed, or two swapped, changes the hash.
+    let mut trace = sim::trace::Trace::default();
+    let mut swapped = sim::trace::Trace::default();
+    let events = &with.trace.events;
+    for e in events {
+        trace.push(e.clone());
+    }
+    assert_eq!(trace.hash(), with.trace.hash());
+    for e in [&events[1], &events[0]].into_iter().chain(&events[2..]) {
+        swapped.push(e.clone());
+    }
+    assert_ne!(swapped.hash(), with.trace.hash());
+}
+
+/// Every replay command printed (a violation's, a named seed's) reads back as the run it was
+/// printed for, and running what it reads back as (the `replay` test's own path) gives the
+/// same trace.
+#[test]
+fn a_printed_replay_command_reproduces_its_run() {
+    let unusable = Extras { unusable_calls: true, ..Extras::NONE };
+    let two = Extras { backward_calls: true, abandoned_calls: true, ..Extras::NONE };
+    for config in [all(2), none(6), Config { seed: 19, extras: unusable }, Config { seed: 833, extras: two }] {
+        let command = config.replay_command();
+        assert_eq!(Config::parse_command(&command), Ok(config), "{command}");
+        let vars: std::collections::HashMap<String, String> = command
+            .split_whitespace()
+            .map_while(|w| w.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let (replayed, got) = replay_from(|k| vars.get(k).cloned()).expect("the command sets SIM_SEED");
+        assert_eq!(replayed, config, "{command}");
+        let (got, want) = (got.expect("keeps the invariants"), config.run().expect("keeps the invariants"));
+        assert_eq!(got.trace.hash(), want.trace.hash(), "{command}");
+        // What a violation prints ends with the same command.
+        let v = Violation {
+            seed: config.seed,
+            extras: config.extras,
+            at: got.virtual_time,
+            what: "x".into(),
+            trace_hash: 0,
+        };
+        let printed = v.to_string();
+        let tail = printed.rsplit_once("replay: ").map(|(_, c)| c.trim_end_matches(')'));
+        assert_eq!(tail.map(Config::parse_command), Some(Ok(config)), "{printed}");
+    }
+    // Without SIM_EXTRAS, the replay test runs every fault, as the sweeps do.
+    assert_eq!(
+        Config::parse_command("SIM_SEED=5 cargo test -p negotiate --test simulation replay -- --nocapture"),
+        Ok(all(5))
+    );
+    for bad in [
+        "SIM_SEED=x SIM_EXTRAS=all cargo test -p negotiate --test simulation replay -- --nocapture",
+        "SIM_EXTRAS=all cargo test -p negotiate --test simulation replay -- --nocapture",
+        "SIM_SEED=1 SIM_EXTRAS=most cargo test -p negotiate --test simulation replay -- --nocapture",
+        "SIM_SEED=1 SIM_EXTRAS=backward,backward cargo test -p negotiate --test simulation replay -- --nocapture",
+        "SIM_SEED=1 SIM_EXTRAS=all cargo test -p negotiate --test simulation long_run -- --nocapture",
+        "SIM_SEED=1 SIM_FAULTS=all cargo test -p negotiate --test simulation replay -- --nocapture",
+    ] {
+        assert!(Config::parse_command(bad).is_err(), "{bad} read as {:?}", Config::parse_command(bad));
     }
 }
 
-/// `SIM_SEED=n`: that run alone, with its outcome printed.
+/// A sweep that injected no fault, or whose faults never reached an outcome, fails: the
+/// check counts what happened, not only what did not go wrong.
+#[test]
+fn a_sweep_that_injects_nothing_fails() {
+    let nothing = Sweep { seeds: 0, coverage: Coverage::default(), violations: Vec::new() };
+    assert_eq!(nothing.coverage.missing(), Kind::ALL);
+    assert_eq!(nothing.failures().len(), 1);
+    // Without the later faults, what only they inject is missing, and the sweep fails.
+    let older = sweep(0, 20, Extras::NONE);
+    assert!(older.violations.is_empty(), "{:?}", older.violations);
+    let missing = older.coverage.missing();
+    for kind in [Kind::UnusableNoMessage, Kind::BackwardCall, Kind::AbandonedSent, Kind::BackwardEndedError] {
+        assert!(missing.contains(&kind), "{kind:?} happened without its fault: {missing:?}");
+    }
+    assert!(!older.failures().is_empty());
+}
+
+/// `SIM_SEED=n` (and `SIM_EXTRAS`, by default `all`): that run alone, with its outcome and
+/// its trace's hash printed (`SIM_TRACE=1`: every event too).
 #[test]
 fn replay() {
-    let Some(seed) = std::env::var("SIM_SEED").ok().and_then(|s| s.parse().ok()) else { return };
-    let got = sim::run(seed);
-    eprintln!("seed {seed}: {got:?}");
+    let Some((config, got)) = replay_from(|k| std::env::var(k).ok()) else { return };
+    match &got {
+        Ok(r) => eprintln!("{}: ok, trace {:016x}: {r:?}", config.replay_command(), r.trace.hash()),
+        Err(v) => eprintln!("{v}"),
+    }
     assert!(got.is_ok());
+}
+
+/// The run the `replay` test makes of the variables `var` gives it.
+fn replay_from(var: impl Fn(&str) -> Option<String>) -> Option<(Config, Result<Report, Violation>)> {
+    let config = Config::from_vars(var).unwrap_or_else(|e| panic!("{e}"))?;
+    Some((config, config.run()))
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! memory. Beside it, the simulator keeps its own account of what happened to each call's
 //! latest attempt, to check that a failed call reports that cause (issue 13, finding 7).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use cm_private_data::{Flags, PrivateData};
 use negotiate::client::{ClientConfig, ClientError};
 use negotiate::client_core::{Action, CallStep, ClientCore, Received};
 use negotiate::datapath::{DataPathError, Ended};
-use negotiate::reply::PeerError;
+use negotiate::reply::{DropReason, PeerError};
 use negotiate::requester::{self, CallFailure};
 use negotiate::thresholds;
 use rpcrdma_v1::marshal_call::{marshal_call, CallDescription, ChunkPurpose, MarshaledCall, Registrar};
@@ -20,6 +20,7 @@ use rpcrdma_v1::reassemble::reassemble_reply_with_ulb;
 use rpcrdma_v1::ulb::{roundup_pad, OpaqueAtUlb};
 use rpcrdma_v1::xdr::XdrRdmaSegment;
 
+use super::trace::{Closer, Dropped, End, Event, Got};
 use super::{Faults, Mem, Rng, Sim, MAX_ATTEMPTS, TIMEOUT};
 
 /// Calls carry an `opaque<>` after XID, message type and a spare word; it may go in a Read
@@ -61,7 +62,7 @@ struct Record {
     started: Duration,
     /// When its caller gives it up, if it does and it has not ended by then.
     abandon: Option<Duration>,
-    ended: Option<Result<Vec<u8>, String>>,
+    ended: Option<Result<Vec<u8>, End>>,
     /// What happened to its latest attempt, as the simulator saw it.
     fate: Fate,
     /// Its latest attempt went out with unusable chunks, and how.
@@ -124,6 +125,12 @@ pub struct SimClient {
     bound: Duration,
     /// Calls given up: (unsent, with a transmission out).
     pub abandoned: (u32, u32),
+    /// Calls given up with a transmission out that the core still holds.
+    held: BTreeSet<u32>,
+    /// The connection the latest Version Two probe went out on.
+    probed: Option<u32>,
+    /// The connection and version the core was last seen settled on.
+    settled: Option<(u32, u32)>,
 }
 
 /// The registrar of one transmission: every chunk a region of its own, bound on `link`.
@@ -203,6 +210,9 @@ impl SimClient {
             wrong: None,
             bound,
             abandoned: (0, 0),
+            held: BTreeSet::new(),
+            probed: None,
+            settled: None,
         }
     }
 
@@ -253,17 +263,19 @@ impl SimClient {
             .collect();
         for xid in due {
             let sent = self.attempts.contains_key(&xid);
-            sim.log(|| format!("client: call {xid:#x} given up by its caller (sent: {sent})"));
+            sim.record(Event::Abandoned { xid, sent });
             self.core.abandon(xid, sent, sim.instant());
             if sent {
                 self.abandoned.1 += 1;
             } else {
                 self.abandoned.0 += 1;
             }
-            if !self.core.is_abandoned(xid) {
+            if self.core.is_abandoned(xid) {
+                self.held.insert(xid);
+            } else {
                 self.release(&mut sim.mem, xid);
             }
-            self.end(xid, Err("given up by its caller".into()));
+            self.end(sim, xid, Err(End::GivenUp));
         }
     }
 
@@ -281,12 +293,14 @@ impl SimClient {
     }
 
     /// The API calls whose time has come.
-    pub fn start_due_calls(&mut self, now: Duration, base: std::time::Instant) {
+    pub fn start_due_calls(&mut self, sim: &mut Sim) {
+        let (now, base) = (sim.now, sim.base);
         let (due, later): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.planned).into_iter().partition(|p| p.start <= now);
         self.planned = later;
         for p in due {
             self.core.start_call(p.xid, base + now).expect("unique XIDs");
+            sim.record(Event::CallMade { xid: p.xid, len: p.message.len() as u32 });
             self.records.insert(
                 p.xid,
                 Record {
@@ -304,6 +318,7 @@ impl SimClient {
     /// Carries out the core's actions and its callers' steps, as `Client`'s dispatcher and
     /// callers do, until it has nothing more.
     pub fn route(&mut self, sim: &mut Sim) {
+        self.note_core(sim, None);
         self.release_abandoned(&mut sim.mem);
         loop {
             // Callers first: what reached the core before an action (a reply or an RDMA_ERROR
@@ -313,9 +328,9 @@ impl SimClient {
                 continue;
             }
             let Some(action) = self.core.poll_action() else { return };
-            sim.log(|| format!("client core: {action:?}"));
             match action {
                 Action::Connect { after } => {
+                    sim.record(Event::ConnectAsked { after });
                     if self.connect_at.is_none() && self.core.link().is_none() {
                         self.connect_at = Some(sim.now + after + sim.rng.millis(5));
                     }
@@ -324,8 +339,8 @@ impl SimClient {
                 // its memory; the core requeues what was in flight on it.
                 Action::Disconnect(link) => {
                     if sim.link.as_ref().is_some_and(|l| l.id == link) {
-                        if let Some(id) = sim.link_down() {
-                            sim.with_server(|s, _| s.on_disconnected(id));
+                        if let Some(id) = sim.link_down(Closer::ClientTimeout) {
+                            sim.with_server(|s, sim| s.on_disconnected(sim, id));
                             self.on_link_down(sim, id, true);
                         }
                     }
@@ -344,12 +359,28 @@ impl SimClient {
                 self.core.finish_call(xid);
             }
             CallStep::Failed(error) => {
-                sim.log(|| format!("call {xid:#x} fails: {error}"));
                 self.release(&mut sim.mem, xid);
                 self.check_cause(xid, &error);
-                self.end(xid, Err(format!("{error}")));
+                self.end(sim, xid, Err(end_of(&error)));
                 self.core.finish_call(xid);
             }
+        }
+    }
+
+    /// Records what the core decided out of sight: the version it settled on, and the
+    /// abandoned calls it let go (`answer`: the XID of the message it just received, which
+    /// lets go the call it answers; any other it lets go for another reason: a retransmission
+    /// due after its connection's loss).
+    fn note_core(&mut self, sim: &mut Sim, answer: Option<u32>) {
+        let settled = self.core.link().copied().zip(self.core.version().map(|v| v.wire()));
+        if let Some((link, version)) = settled.filter(|_| settled != self.settled) {
+            sim.record(Event::Settled { link, version, probed: self.probed == Some(link) });
+        }
+        self.settled = settled;
+        let let_go: Vec<u32> = self.held.iter().copied().filter(|&x| !self.core.is_abandoned(x)).collect();
+        for xid in let_go {
+            self.held.remove(&xid);
+            sim.record(Event::AbandonedEnded { xid, by_answer: answer == Some(xid) });
         }
     }
 
@@ -360,6 +391,7 @@ impl SimClient {
         self.connect_at = None;
         let now = sim.instant();
         if sim.rng.chance(sim.faults.refuse_connect) {
+            sim.record(Event::ConnectRefused);
             for r in self.records.values_mut().filter(|r| r.ended.is_none()) {
                 if !matches!(r.fate, Fate::InFlight { .. }) {
                     r.fate = Fate::Refused;
@@ -375,12 +407,20 @@ impl SimClient {
         sim.link = Some(super::Link::new(id));
         let (ours, sent) = thresholds::what_to_send(self.cfg.private_data, self.cfg.sends_foreign_private_data());
         let accepted = sim.with_server(|s, _| s.on_connected(id, &sent, now));
+        let private_data = (!sent.is_empty(), !accepted.is_empty());
+        sim.record(Event::Connected { link: id, private_data, v1_only: sim.faults.v1_only_responder });
         self.core.handle_connected(id, ours, &accepted, now);
+        self.note_core(sim, None);
     }
 
     fn transmit(&mut self, sim: &mut Sim, t: requester::Transmit, link: u32) {
         // A retransmission: the earlier attempt's chunks must not stay open.
         self.release(&mut sim.mem, t.xid);
+        let (xid, version, probe, attempt) = (t.xid, t.version.wire(), t.probe, t.attempt);
+        sim.record(Event::Transmit { xid, link, version, probe, attempt });
+        if probe {
+            self.probed = Some(link);
+        }
         let record = self.records.get_mut(&t.xid).expect("a transmitted call was made");
         record.fate = Fate::InFlight { link, deadline: sim.now + self.cfg.requester.timeout };
         let message = record.message.clone();
@@ -397,7 +437,8 @@ impl SimClient {
         if let Err(e) = marshaled {
             self.release(&mut sim.mem, t.xid);
             self.core.cancel(t.xid, sim.instant());
-            self.end(t.xid, Err(format!("marshaling: {e}")));
+            sim.record(Event::Marshaling { xid: t.xid, error: e.to_string() });
+            self.end(sim, t.xid, Err(End::Marshaling));
             self.core.finish_call(t.xid);
             return;
         }
@@ -414,8 +455,8 @@ impl SimClient {
             }
         });
         if let Some(how) = unusable {
+            sim.record(Event::Unusable { xid: t.xid, no_message: how == Unusable::NoMessage });
             send = self.unusable(sim, link, &t, &message, how);
-            sim.log(|| format!("client: call {:#x} goes out with unusable chunks: {how:?}", t.xid));
         }
         self.records.get_mut(&t.xid).expect("made").unusable = unusable;
         sim.send(true, send);
@@ -455,7 +496,21 @@ impl SimClient {
             return;
         }
         let received = self.core.handle_receive(bytes.to_vec(), None, sim.instant());
-        sim.log(|| format!("client receives {} bytes: {received:?}", bytes.len()));
+        let got = match &received {
+            Received::Reply(xid) => Got::Reply(*xid),
+            Received::SendBack(_) => Got::SendBack,
+            Received::BackwardCall(_) => Got::BackwardCall,
+            Received::Consumed => Got::Consumed,
+            Received::Dropped(why) => Got::Dropped(match why {
+                DropReason::Undecodable => Dropped::Undecodable,
+                DropReason::UnknownVersion(_) => Dropped::UnknownVersion,
+                DropReason::UnknownXid(_) => Dropped::UnknownXid,
+                DropReason::WrongVersion { .. } => Dropped::WrongVersion,
+            }),
+        };
+        sim.record(Event::Received { link, got });
+        let xid = bytes.get(..4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+        self.note_core(sim, xid);
         if let Received::BackwardCall(call) = &received {
             self.answer_backward(sim, call);
         }
@@ -479,7 +534,9 @@ impl SimClient {
             return;
         };
         let (xid, vers) = (header.xid(), header.version().wire());
-        let answer = if self.answers.chance(self.backward_errors) {
+        let error = self.answers.chance(self.backward_errors);
+        sim.record(Event::BackwardAnswered { xid, error });
+        let answer = if error {
             super::words(&[xid, vers, 1, 4, 2])
         } else {
             super::words(&[xid, vers, 1, 0, 0, 0, 0, xid, 1, 0, 0, 0, 0])
@@ -520,13 +577,13 @@ impl SimClient {
             &mut Vec::new(),
             &mut out,
         );
-        self.end(xid, got.map(|()| out).map_err(|e| format!("reassembly: {e}")));
+        if let Err(e) = &got {
+            sim.record(Event::Reassembly { xid, error: e.to_string() });
+        }
+        self.end(sim, xid, got.map(|()| out).map_err(|_| End::Reassembly));
     }
 
     pub fn on_timer(&mut self, sim: &mut Sim) {
-        if self.core.poll_timeout().is_some_and(|t| t <= sim.instant()) {
-            sim.log(|| "client core: timer".into());
-        }
         self.core.handle_timeout(sim.instant());
     }
 
@@ -561,6 +618,7 @@ impl SimClient {
             Ended::Lost { first_error: None }
         };
         self.core.handle_link_down(ended, sim.instant());
+        self.note_core(sim, None);
     }
 
     /// A failed call must report what happened to its latest attempt (issue 13, finding 7).
@@ -598,7 +656,7 @@ impl SimClient {
         }
     }
 
-    fn end(&mut self, xid: u32, outcome: Result<Vec<u8>, String>) {
+    fn end(&mut self, sim: &mut Sim, xid: u32, outcome: Result<Vec<u8>, End>) {
         let Some(r) = self.records.get_mut(&xid) else {
             self.wrong = Some(format!("call {xid:#x} ended before it was made"));
             return;
@@ -623,7 +681,15 @@ impl SimClient {
                 self.wrong = Some(format!("call {xid:#x} got a reply of {} bytes that is not its own", reply.len()));
             }
         }
+        let how = match &outcome {
+            Err(how) => *how,
+            Ok(reply) if *reply == echo(&r.message) => End::Echo,
+            Ok(reply) if *reply == super::words(&[xid, 1, 0, 0, 0, 5]) => End::SystemErr,
+            Ok(reply) if *reply == super::words(&[xid, 1, 0, 0, 0, 4]) => End::GarbageArgs,
+            Ok(_) => End::NotOwn,
+        };
         r.ended = Some(outcome);
+        sim.record(Event::Ended { xid, how });
     }
 
     /// A call past its deadline.
@@ -635,5 +701,21 @@ impl SimClient {
 
     pub fn wrong_reply(&self) -> Option<String> {
         self.wrong.clone()
+    }
+}
+
+/// How a call that failed with `error` ended.
+fn end_of(error: &ClientError) -> End {
+    use rpcrdma_v1::verdict::PeerError as V1;
+    match error {
+        ClientError::Refused { .. } => End::Refused,
+        ClientError::ReplyTimeout { .. } => End::ReplyTimeout,
+        ClientError::ConnectionLost { ended, .. } => End::Lost { closed_here: ended.closed_here() },
+        ClientError::Call(CallFailure::Peer(PeerError::Common(V1::Chunk))) => End::ErrChunk,
+        ClientError::Call(CallFailure::Peer(PeerError::Common(V1::Vers { .. }))) => End::ErrVers,
+        ClientError::Call(CallFailure::Peer(PeerError::InvalOption)) => End::InvalOption,
+        ClientError::Call(CallFailure::NoCommonVersion { .. }) => End::NoCommonVersion,
+        ClientError::Call(CallFailure::MalformedReply(_)) => End::Malformed,
+        _ => End::Other,
     }
 }

@@ -12,7 +12,12 @@
 //! deadline; no call is executed twice on one connection; the requester never sends beyond
 //! its credits; every successful reply is its own call's; a failed call reports what happened
 //! to its last attempt; and no registration is left once the calls have ended. A failing seed
-//! prints itself; `SIM_SEED=n` replays exactly that run.
+//! prints itself with the command that replays exactly that run ([`Config::replay_command`]:
+//! `SIM_SEED=n SIM_EXTRAS=...`).
+//!
+//! Every run records its events, step by step ([`trace`]): what a named seed checks its
+//! scenario against, what a sweep counts its faults and outcomes from, and, as one hash, what
+//! a replay is compared by.
 //!
 //! What stays outside: the I/O around the two cores (`Client`'s dispatcher thread and
 //! condition variables, `Server`'s threads and queue pairs), which this file replaces with
@@ -20,12 +25,14 @@
 
 mod client;
 mod server;
+pub mod trace;
 
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use client::SimClient;
 use server::SimServer;
+use trace::{Closer, Entry, Event, Trace};
 
 /// SplitMix64: small, fast, and the same sequence on every machine.
 pub struct Rng(u64);
@@ -122,12 +129,37 @@ impl Faults {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Violation {
     pub seed: u64,
+    /// The faults the run had beside the seed's own.
+    pub extras: Extras,
     pub at: Duration,
     pub what: String,
+    /// The hash of the run's trace up to the violation.
+    pub trace_hash: u64,
+}
+
+impl Violation {
+    pub fn config(&self) -> Config {
+        Config { seed: self.seed, extras: self.extras }
+    }
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "seed {} (extras {}) at {:?}: {}  (trace {:016x}; replay: {})",
+            self.seed,
+            self.extras,
+            self.at,
+            self.what,
+            self.trace_hash,
+            self.config().replay_command()
+        )
+    }
 }
 
 /// How a run went, when no invariant broke.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
     pub calls: u32,
     pub succeeded: u32,
@@ -141,6 +173,8 @@ pub struct Report {
     pub backward: (u32, u32, u32),
     /// Calls given up by their caller: (before they were sent, while a transmission was out).
     pub abandoned: (u32, u32),
+    /// Every step's events, and their hash.
+    pub trace: Trace,
 }
 
 /// Simulated registered memory, both sides' (the simulated peers share one address space):
@@ -225,6 +259,7 @@ const GRANTED: u32 = 32;
 /// The whole simulated world.
 pub struct Sim {
     pub seed: u64,
+    extras: Extras,
     pub rng: Rng,
     /// The delays of backward-direction messages ([`Rng::side`] stream 3).
     backward_delays: Rng,
@@ -241,8 +276,10 @@ pub struct Sim {
     pub steps: u32,
     /// The client sent beyond the credits (RFC 8166 sections 3.3.1 and 3.3.3).
     overrun: Option<String>,
-    /// `SIM_TRACE` set: every step is printed.
-    trace: bool,
+    /// Every step's events.
+    trace: Trace,
+    /// `SIM_TRACE` set: every event is printed.
+    print: bool,
 }
 
 /// The requester's per-attempt timeout and attempts, in virtual time.
@@ -273,6 +310,7 @@ impl Sim {
         let client = SimClient::new(&mut rng, side, Rng::side(seed, 2), abandons, calls, faults);
         Sim {
             seed,
+            extras,
             rng,
             backward_delays: Rng::side(seed, 3),
             faults,
@@ -285,7 +323,8 @@ impl Sim {
             server: Some(server),
             steps: 0,
             overrun: None,
-            trace: std::env::var_os("SIM_TRACE").is_some(),
+            trace: Trace::default(),
+            print: std::env::var_os("SIM_TRACE").is_some(),
         }
     }
 
@@ -311,11 +350,12 @@ impl Sim {
         self.server.as_ref().expect("the server is in place between steps")
     }
 
-    /// Prints `what` when tracing (`SIM_TRACE`).
-    pub fn log(&self, what: impl FnOnce() -> String) {
-        if self.trace {
-            eprintln!("[{:>9.3?}] {}", self.now, what());
+    /// Records `event` in the trace (and prints it with `SIM_TRACE`).
+    pub fn record(&mut self, event: Event) {
+        if self.print {
+            eprintln!("[{:>9.3?}] {:>6} {event:?}", self.now, self.steps);
         }
+        self.trace.push(Entry { step: self.steps, at: self.now, event });
     }
 
     pub fn instant(&self) -> Instant {
@@ -323,7 +363,8 @@ impl Sim {
     }
 
     pub fn violation(&self, what: impl Into<String>) -> Violation {
-        Violation { seed: self.seed, at: self.now, what: what.into() }
+        let (seed, extras, at, trace_hash) = (self.seed, self.extras, self.now, self.trace.hash());
+        Violation { seed, extras, at, what: what.into(), trace_hash }
     }
 
     /// A message on the current link, arriving after a random delay but never before the one
@@ -347,10 +388,11 @@ impl Sim {
         let rng = if forward { &mut self.rng } else { &mut self.backward_delays };
         let delay = rng.millis(self.faults.max_delay_ms);
         let now = self.now + wait;
-        let n = bytes.len();
-        let head: Vec<u32> = bytes.chunks(4).take(5).map(|w| w.iter().fold(0, |a, &b| a << 8 | u32::from(b))).collect();
-        self.log(|| format!("{} sends {n} bytes {head:x?}", if to_server { "client" } else { "server" }));
-        let Some(link) = self.link.as_mut().filter(|l| l.up) else { return };
+        let len = bytes.len() as u32;
+        let Some(link) = self.link.as_mut().filter(|l| l.up) else {
+            self.record(Event::SentNowhere { to_server, len });
+            return;
+        };
         // Every forward message the server sends answers one the client sent.
         if forward && to_server {
             link.outstanding += 1;
@@ -362,23 +404,28 @@ impl Sim {
         } else if forward {
             link.outstanding = link.outstanding.saturating_sub(1);
         }
+        let outstanding = if forward && to_server { link.outstanding } else { 0 };
         let q = if to_server { &mut link.to_server } else { &mut link.to_client };
         let at = q.back().map_or(now + delay, |(last, _)| (*last).max(now + delay));
+        let (link, digest) = (link.id, trace::digest(&bytes));
         q.push_back((at, bytes));
+        self.record(Event::Sent { to_server, forward, link, delay, arrives: at, len, digest, outstanding });
     }
 
     /// The link goes down (a fault, or either side closing it): nothing more is delivered on
     /// it. Returns its id; the caller tells both sides, each of which fences what it bound on
     /// it.
-    pub fn link_down(&mut self) -> Option<u32> {
-        self.link.take().filter(|l| l.up).map(|l| l.id)
+    pub fn link_down(&mut self, by: Closer) -> Option<u32> {
+        let link = self.link.take().filter(|l| l.up)?;
+        let undelivered = (link.to_server.len() + link.to_client.len()) as u32;
+        self.record(Event::LinkDown { link: link.id, by, undelivered });
+        Some(link.id)
     }
 
     /// A fault: the link breaks under both sides.
     fn break_link(&mut self) {
-        let Some(id) = self.link_down() else { return };
-        self.log(|| format!("fault: connection {id} breaks"));
-        self.with_server(|s, _| s.on_disconnected(id));
+        let Some(id) = self.link_down(Closer::Fault) else { return };
+        self.with_server(|s, sim| s.on_disconnected(sim, id));
         self.with_client(|c, sim| c.on_disconnected(sim, id));
     }
 
@@ -425,9 +472,8 @@ impl Sim {
     /// Everything due now, in a fixed order.
     fn step(&mut self) {
         let now = self.now;
-        let base = self.base;
         self.with_client(|c, sim| {
-            c.start_due_calls(now, base);
+            c.start_due_calls(sim);
             c.abandon_due_calls(sim);
             c.connect_if_due(sim);
         });
@@ -439,6 +485,7 @@ impl Sim {
                 let l = self.link.as_mut().unwrap();
                 (l.id, l.to_server.pop_front().unwrap().1)
             };
+            self.record(Event::Delivered { to_server: true, link: link_id });
             self.with_server(|s, sim| s.on_message(sim, link_id, &bytes));
         }
         let due_client =
@@ -448,6 +495,7 @@ impl Sim {
                 let l = self.link.as_mut().unwrap();
                 (l.id, l.to_client.pop_front().unwrap().1)
             };
+            self.record(Event::Delivered { to_server: false, link: link_id });
             self.with_client(|c, sim| c.on_message(sim, link_id, &bytes));
         }
         self.with_client(|c, sim| c.on_timer(sim));
@@ -480,7 +528,7 @@ impl Sim {
     }
 
     /// The invariants of the end.
-    fn finish(self) -> Result<Report, Violation> {
+    fn finish(mut self) -> Result<Report, Violation> {
         if self.mem.live() > 0 {
             let what = format!("{} registrations left after every call ended", self.mem.live());
             return Err(self.violation(what));
@@ -496,6 +544,7 @@ impl Sim {
             virtual_time: self.now,
             backward: self.server().backward_ended,
             abandoned: self.client().abandoned,
+            trace: std::mem::take(&mut self.trace),
         })
     }
 }
@@ -511,9 +560,64 @@ pub fn run_with(seed: u64, extras: Extras) -> Result<Report, Violation> {
     Sim::new(seed, extras).run()
 }
 
+/// What decides a run: its seed, and which of the later faults it has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Config {
+    pub seed: u64,
+    pub extras: Extras,
+}
+
+/// The test that replays one run; [`Config::replay_command`] names it.
+const REPLAY: &str = "cargo test -p negotiate --test simulation replay -- --nocapture";
+
+impl Config {
+    pub fn run(self) -> Result<Report, Violation> {
+        run_with(self.seed, self.extras)
+    }
+
+    /// The command line that replays this run exactly (`SIM_TRACE=1` before it prints every
+    /// event).
+    pub fn replay_command(&self) -> String {
+        format!("SIM_SEED={} SIM_EXTRAS={} {REPLAY}", self.seed, self.extras)
+    }
+
+    /// The run the `replay` test makes of its environment (`var` reads it): `SIM_SEED` (none:
+    /// no run), `SIM_EXTRAS` (by default `all`, as the sweeps run).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Config>, String> {
+        let Some(seed) = var("SIM_SEED") else { return Ok(None) };
+        let seed = seed.trim().parse().map_err(|e| format!("SIM_SEED={seed}: {e}"))?;
+        let extras = match var("SIM_EXTRAS") {
+            Some(e) => e.parse()?,
+            None => Extras::ALL,
+        };
+        Ok(Some(Config { seed, extras }))
+    }
+
+    /// Reads back a command line [`Config::replay_command`] printed: its variables, as the
+    /// shell would set them for the `replay` test.
+    pub fn parse_command(command: &str) -> Result<Config, String> {
+        let mut vars = HashMap::new();
+        let mut words = command.split_whitespace().peekable();
+        while let Some((name, value)) = words.peek().and_then(|w| w.split_once('=')) {
+            if vars.insert(name.to_string(), value.to_string()).is_some() {
+                return Err(format!("{name} set twice in {command:?}"));
+            }
+            words.next();
+        }
+        let rest: Vec<&str> = words.collect();
+        if rest.join(" ") != REPLAY {
+            return Err(format!("{command:?} does not run the replay test ({REPLAY})"));
+        }
+        if let Some(other) = vars.keys().find(|k| !["SIM_SEED", "SIM_EXTRAS", "SIM_TRACE"].contains(&k.as_str())) {
+            return Err(format!("{command:?} sets {other}, which the replay test does not read"));
+        }
+        Config::from_vars(|k| vars.get(k).cloned())?.ok_or_else(|| format!("{command:?} sets no SIM_SEED"))
+    }
+}
+
 /// The faults added after the simulator's first version, each drawn from a stream of its own
 /// ([`Rng::side`]), so that switching them off gives the older runs back exactly.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Extras {
     /// Calls with unusable chunks (finding 4).
     pub unusable_calls: bool,
@@ -527,6 +631,49 @@ pub struct Extras {
 impl Extras {
     pub const ALL: Extras = Extras { unusable_calls: true, backward_calls: true, abandoned_calls: true };
     pub const NONE: Extras = Extras { unusable_calls: false, backward_calls: false, abandoned_calls: false };
+
+    fn names(self) -> [(&'static str, bool); 3] {
+        [("unusable", self.unusable_calls), ("backward", self.backward_calls), ("abandon", self.abandoned_calls)]
+    }
+}
+
+/// `all`, `none`, or the names of those on, comma-separated: `unusable,backward,abandon`.
+impl std::fmt::Display for Extras {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Extras::ALL => f.write_str("all"),
+            Extras::NONE => f.write_str("none"),
+            e => {
+                let on: Vec<&str> = e.names().iter().filter(|(_, on)| *on).map(|(n, _)| *n).collect();
+                f.write_str(&on.join(","))
+            }
+        }
+    }
+}
+
+impl std::str::FromStr for Extras {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Extras, String> {
+        match s.trim() {
+            "all" => return Ok(Extras::ALL),
+            "none" => return Ok(Extras::NONE),
+            _ => {}
+        }
+        let mut e = Extras::NONE;
+        for name in s.trim().split(',') {
+            let on = match name {
+                "unusable" => &mut e.unusable_calls,
+                "backward" => &mut e.backward_calls,
+                "abandon" => &mut e.abandoned_calls,
+                _ => return Err(format!("SIM_EXTRAS={s}: {name:?} is not all, none, unusable, backward or abandon")),
+            };
+            if std::mem::replace(on, true) {
+                return Err(format!("SIM_EXTRAS={s}: {name} named twice"));
+            }
+        }
+        Ok(e)
+    }
 }
 
 /// The words of a simulated message, big-endian.

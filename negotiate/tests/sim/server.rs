@@ -26,6 +26,7 @@ use rpcrdma_v1::Version;
 use rpcrdma_verbs::{Completion, Status};
 
 use super::client::{echo, oversized, ULB};
+use super::trace::{BackwardEnd as Ended, Closer, Event, Lie, Refusal};
 use super::{words, Faults, Rng, Sim, TIMEOUT};
 
 pub struct SimServer {
@@ -95,18 +96,18 @@ impl SimServer {
     pub fn close_if_idle(&mut self, sim: &mut Sim, link: u32) {
         let busy = self.busy_until(link) > sim.now;
         if !busy && self.conns.get(&link).is_some_and(|c| c.is_idle(sim.instant())) {
-            sim.log(|| format!("server: connection {link} idle, closed"));
-            self.close(sim, link);
+            self.close(sim, link, Closer::ServerIdle);
         }
     }
 
-    pub fn on_disconnected(&mut self, id: u32) {
+    pub fn on_disconnected(&mut self, sim: &mut Sim, id: u32) {
         self.conns.remove(&id);
         self.busy.remove(&id);
         if let Some(mut slot) = self.backward.remove(&id) {
             slot.close();
             if slot.take() == Some(BackwardEnd::Closed) {
                 self.backward_ended.2 += 1;
+                sim.record(Event::BackwardEnded { link: id, by: Ended::Closed });
             }
         }
     }
@@ -126,13 +127,19 @@ impl SimServer {
         self.backward_sent += 1;
         let xid = 0xb000_0000 | self.backward_sent;
         if self.backward.entry(link).or_default().start(xid).is_ok() {
-            sim.log(|| format!("server: backward call {xid:#x} on {link}"));
+            sim.record(Event::BackwardCall { xid, link });
             sim.send_backward(false, words(&[xid, version, 1, 0, 0, 0, 0, xid, 0, 2, 0x4000_0000, 1, 0]));
         }
     }
 
     /// A message from the client that the responder took for an answer to a backward call.
-    fn backward_answer(&mut self, link: u32, xid: u32, end: Result<Vec<u8>, negotiate::reply::PeerError>) {
+    fn backward_answer(
+        &mut self,
+        sim: &mut Sim,
+        link: u32,
+        xid: u32,
+        end: Result<Vec<u8>, negotiate::reply::PeerError>,
+    ) {
         let Some(slot) = self.backward.get_mut(&link) else { return };
         let taken = match end {
             Ok(bytes) => slot.on_reply(xid, bytes),
@@ -140,8 +147,14 @@ impl SimServer {
         };
         if taken {
             match slot.take() {
-                Some(BackwardEnd::Reply(_)) => self.backward_ended.0 += 1,
-                Some(BackwardEnd::Error(_)) => self.backward_ended.1 += 1,
+                Some(BackwardEnd::Reply(_)) => {
+                    self.backward_ended.0 += 1;
+                    sim.record(Event::BackwardEnded { link, by: Ended::Reply });
+                }
+                Some(BackwardEnd::Error(_)) => {
+                    self.backward_ended.1 += 1;
+                    sim.record(Event::BackwardEnded { link, by: Ended::Error });
+                }
                 _ => {}
             }
             slot.finish();
@@ -185,8 +198,8 @@ impl SimServer {
                         Some(format!("call {xid:#x} arrived beyond the credits granted on connection {link}"));
                 }
                 if sim.rng.chance(self.faults.hostile) {
-                    let lie = hostile(sim, xid, p.version.wire(), p.credits);
-                    sim.log(|| format!("server: call {xid:#x} on {link} answered with a lie"));
+                    let (what, lie) = hostile(sim, xid, p.version.wire(), p.credits);
+                    sim.record(Event::Lie { xid, link, lie: what });
                     sim.send(false, lie);
                     return;
                 }
@@ -196,13 +209,6 @@ impl SimServer {
                     self.twice = Some(format!("call {xid:#x} executed {runs} times on connection {link}"));
                 }
                 let served = serve(sim, conn, link, &header, &p);
-                sim.log(|| {
-                    format!(
-                        "server: call {xid:#x} v{} on {link}: {:?}",
-                        p.version,
-                        served.as_ref().map(|s| (s.send.len(), s.took)).map_err(|e| e.to_string())
-                    )
-                });
                 match served {
                     Ok(served) => {
                         self.busy.insert(link, sim.now + served.took);
@@ -211,15 +217,17 @@ impl SimServer {
                     }
                     Err(e) => match self.conns.get(&link).and_then(|c| c.on_failure(&e)) {
                         Some(FailureAnswer::ErrChunk) => {
+                            sim.record(Event::Refused { xid, link, with: Refusal::ErrChunk });
                             sim.send(false, ErrorReply::err_chunk(xid, p.version, p.credits).as_bytes().to_vec())
                         }
                         Some(FailureAnswer::GarbageArgs) => {
                             let mut reply = [0u8; GARBAGE_ARGS_REPLY_LEN];
                             let n = encode_garbage_args_reply(xid, &mut reply).expect("sized");
+                            sim.record(Event::Refused { xid, link, with: Refusal::GarbageArgs });
                             // The call was not received whole: the binding gets none.
                             match marshal(sim, link, &header, &[], &p, &reply[..n]) {
                                 Ok(send) => sim.send(false, send),
-                                Err(_) => self.close(sim, link),
+                                Err(_) => self.close(sim, link, Closer::ServerFailure),
                             }
                         }
                         // Nothing can be sent: close (RFC 8166 section 4.5.4).
@@ -229,20 +237,26 @@ impl SimServer {
                                     "connection {link} closed over call {xid:#x}, which it could answer: {e}"
                                 ));
                             }
-                            self.close(sim, link)
+                            self.close(sim, link, Closer::ServerFailure)
                         }
                     },
                 }
             }
-            Step::SendError(e) => sim.send(false, e.as_bytes().to_vec()),
+            Step::SendError(e) => {
+                let bytes = e.as_bytes().to_vec();
+                let word = |i: usize| bytes.get(i * 4..i * 4 + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+                let (xid, vers) = (word(0).unwrap_or_default(), word(4) == Some(1));
+                sim.record(Event::ResponderError { xid, link, vers });
+                sim.send(false, bytes)
+            }
             // The simulated server registers no extension and sends no RDMA_OPTIONAL.
             Step::SendBack(answer) => sim.send(false, answer),
             Step::OptionAnswer { .. } => {}
             Step::BackwardReply(h) => {
                 let xid = h.xid();
-                self.backward_answer(link, xid, Ok(bytes.to_vec()));
+                self.backward_answer(sim, link, xid, Ok(bytes.to_vec()));
             }
-            Step::PeerError { xid, error } => self.backward_answer(link, xid, Err(error)),
+            Step::PeerError { xid, error } => self.backward_answer(sim, link, xid, Err(error)),
             Step::Nothing => {}
         }
         // Whatever the responder made of it: a message carrying the outstanding backward
@@ -255,10 +269,10 @@ impl SimServer {
         }
     }
 
-    fn close(&mut self, sim: &mut Sim, link: u32) {
+    fn close(&mut self, sim: &mut Sim, link: u32, by: Closer) {
         if sim.link.as_ref().is_some_and(|l| l.id == link) {
-            if let Some(id) = sim.link_down() {
-                self.on_disconnected(id);
+            if let Some(id) = sim.link_down(by) {
+                self.on_disconnected(sim, id);
                 sim.with_client(|c, sim| c.on_disconnected(sim, id));
             }
         }
@@ -288,8 +302,11 @@ fn serve(
     // The service, run as `Server` runs it (`Serve::run_service`): slow now and then (past
     // the requester's timeout), panicking now and then, and too large for the requester for
     // some calls.
-    let took = if sim.rng.chance(50) { TIMEOUT * 3 / 2 } else { sim.rng.millis(2) };
+    let slow = sim.rng.chance(50);
+    let took = if slow { TIMEOUT * 3 / 2 } else { sim.rng.millis(2) };
     let panics = sim.rng.chance(20);
+    let version = p.version.wire();
+    sim.record(Event::Executed { xid, link, version, slow, panicked: panics, oversized: !panics && oversized(xid) });
     let service = || {
         if panics {
             std::panic::panic_any(SimulatedPanic);
@@ -362,26 +379,27 @@ fn remote_access_error() -> DataPathError {
 
 /// What a lying responder sends instead of a call's reply: every RDMA_ERROR kind, an
 /// undecodable one, RDMA_OPTIONAL, a reply in another version, or garbage.
-fn hostile(sim: &mut Sim, xid: u32, vers: u32, credits: u32) -> Vec<u8> {
+fn hostile(sim: &mut Sim, xid: u32, vers: u32, credits: u32) -> (Lie, Vec<u8>) {
     let error = 4; // RDMA_ERROR
     match sim.rng.below(10) {
-        0 => words(&[xid, vers, credits, error, 2]), // ERR_CHUNK / RDMA2_ERR_BAD_HEADER
-        1 => words(&[xid, vers, credits, error, 1, 1, 1]), // ERR_VERS 1..1
-        2 => words(&[xid, vers, credits, error, 1, 3, 5]), // ERR_VERS with no common version
-        3 => words(&[xid, 2, credits, error, 3]),    // RDMA2_ERR_INVAL_OPTION
-        4 => words(&[xid, vers, credits, error, 77]), // undecodable: dropped
-        5 => words(&[xid, 2, credits, 5, 0x99, 0]),  // RDMA_OPTIONAL
+        0 => (Lie::ErrChunk, words(&[xid, vers, credits, error, 2])), // ERR_CHUNK / RDMA2_ERR_BAD_HEADER
+        1 => (Lie::ErrVersOne, words(&[xid, vers, credits, error, 1, 1, 1])), // ERR_VERS 1..1
+        2 => (Lie::ErrVersNone, words(&[xid, vers, credits, error, 1, 3, 5])), // ERR_VERS with no common version
+        3 => (Lie::InvalOption, words(&[xid, 2, credits, error, 3])), // RDMA2_ERR_INVAL_OPTION
+        4 => (Lie::Undecodable, words(&[xid, vers, credits, error, 77])), // undecodable: dropped
+        5 => (Lie::Optional, words(&[xid, 2, credits, 5, 0x99, 0])),  // RDMA_OPTIONAL
         // A version nobody speaks, and a reply whose RPC XID is another call's: neither may
         // complete the call (a lie the requester cannot tell from a real reply, a well-formed
         // reply of its own XID, is out of any requester's reach and not injected).
-        6 => words(&[xid, 7, credits, 0, 0, 0, 0, xid, 1, 0, 0, 0, 0]),
-        7 => words(&[xid, vers, credits, 0, 0, 0, 0, xid ^ 0x8000, 1, 0, 0, 0, 0]),
-        8 => words(&[0xffff_0000 ^ xid, vers, credits, 0, 0, 0, 0, 0xffff_0000 ^ xid, 1]), // no such call
+        6 => (Lie::UnknownVersion, words(&[xid, 7, credits, 0, 0, 0, 0, xid, 1, 0, 0, 0, 0])),
+        7 => (Lie::OtherXid, words(&[xid, vers, credits, 0, 0, 0, 0, xid ^ 0x8000, 1, 0, 0, 0, 0])),
+        // No such call.
+        8 => (Lie::NoSuchCall, words(&[0xffff_0000 ^ xid, vers, credits, 0, 0, 0, 0, 0xffff_0000 ^ xid, 1])),
         _ => {
             let len = sim.rng.below(40) as usize;
             let mut b = words(&[xid]);
             b.extend((0..len).map(|_| sim.rng.next() as u8));
-            b
+            (Lie::Garbage, b)
         }
     }
 }

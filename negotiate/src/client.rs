@@ -35,12 +35,12 @@ pub use async_call::AsyncCall;
 use lane::{Lane, Message};
 
 use crate::backchannel::Handler;
-use crate::thresholds::ADVERTISED_SIZE;
 use crate::client_core::PeerProperties;
 pub use crate::client_core::ENDED_KEPT;
 use crate::datapath::{DataPathError, Ended};
 use crate::extension::{Extension, OptionReply};
 use crate::requester::{self, CallFailure, DuplicateXid, RequesterConfig};
+use crate::thresholds::ADVERTISED_SIZE;
 use rpcrdma_v2::properties::TransportProperties;
 
 /// How a [`Client`] connects and behaves. Build one from [`Default`] with the setters, each

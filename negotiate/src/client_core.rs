@@ -279,6 +279,24 @@ impl<L: Clone> ClientCore<L> {
         }
     }
 
+    /// The transmission ready for the caller of `xid`, if that is its step, left in place.
+    pub fn ready_transmit(&self, xid: u32) -> Option<(&Transmit, &L)> {
+        match self.slots.get(&xid) {
+            Some(Slot::Ready(CallStep::Transmit { transmit, link })) => Some((transmit, link)),
+            _ => None,
+        }
+    }
+
+    /// Hands back a step [`ClientCore::take_step`] gave, untaken: its caller takes it.
+    pub fn untake_step(&mut self, xid: u32, step: CallStep<L>) {
+        self.put(xid, step);
+    }
+
+    /// What the next transmission will carry ([`Requester::next_transmit`]).
+    pub fn next_transmit(&self) -> Option<(Version, u32, InlineThresholds)> {
+        self.req.next_transmit()
+    }
+
     /// Whether the caller of `xid` has a step to take.
     pub fn has_ready(&self, xid: u32) -> bool {
         matches!(self.slots.get(&xid), Some(Slot::Ready(_)))

@@ -88,7 +88,7 @@ use rpcrdma_v1::marshal_reply::ReplyError;
 use rpcrdma_v1::reassemble::{DdpViolation, ReassemblyError};
 use rpcrdma_verbs::{Access, Backend, Completion, MemoryRegion, ProtectionDomain, QpState, QueuePair, SendFlags, Sge};
 
-pub use call::{send_call, send_call_lent, CallParams, PendingCall};
+pub use call::{prepare_call, send_call, send_call_lent, CallParams, PendingCall, PreparedCall};
 pub use receive::{ReceivePool, Received};
 pub use registrar::{ChunkMemory, Landed, WindowRegistrar};
 pub use reply::{fetch_call, send_error, send_reply, send_reply_lent, ReplyParams, ReplySent};
@@ -361,14 +361,24 @@ impl<B: Backend> Connection<B> {
         capacity: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<usize, DataPathError>,
     ) -> Result<(), DataPathError> {
+        let filled = self.fill_send(capacity, fill)?;
+        self.post_filled(id, invalidate, filled)
+    }
+
+    /// The first half of [`Connection::post_send_filled`]: a Send buffer of at least
+    /// `capacity` bytes filled by `fill`, to be posted later ([`Connection::post_filled`]) or
+    /// handed back ([`Connection::discard_filled`]).
+    fn fill_send(
+        &self,
+        capacity: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize, DataPathError>,
+    ) -> Result<FilledSend<B>, DataPathError> {
         if capacity > SEND_BUFFER_LEN {
             let mut bytes = vec![0; capacity];
             let len = fill(&mut bytes)?;
             bytes.truncate(len);
             let region = self.pd.register(bytes, Access::empty())?;
-            // The posted Send keeps the region registered until it completes.
-            self.post_sq(id, None, |qp, flags| qp.post_send_with(id, &[Sge::whole(&region)], invalidate, flags))?;
-            return Ok(());
+            return Ok(FilledSend { region, len, pooled: false });
         }
         // A free buffer, or a registration counted here.
         let reused = self.sends().take_free();
@@ -376,16 +386,31 @@ impl<B: Backend> Connection<B> {
             Some(region) => region,
             None => self.pd.register(vec![0; SEND_BUFFER_LEN], Access::empty())?,
         };
-        let len = match region.with_mut(|b| fill(&mut b[..capacity])) {
-            Ok(len) => len,
+        match region.with_mut(|b| fill(&mut b[..capacity])) {
+            Ok(len) => Ok(FilledSend { region, len, pooled: true }),
             Err(e) => {
                 self.sends().give_back(region);
-                return Err(e);
+                Err(e)
             }
-        };
+        }
+    }
+
+    /// Posts a Send buffer [`Connection::fill_send`] filled, as send-queue work request `id`.
+    fn post_filled(&self, id: u64, invalidate: Option<u32>, filled: FilledSend<B>) -> Result<(), DataPathError> {
+        let FilledSend { region, len, pooled } = filled;
         let sge = [Sge::new(&region, 0, len)];
-        self.post_sq(id, Some(region.clone()), |qp, flags| qp.post_send_with(id, &sge, invalidate, flags))?;
+        // The posted Send keeps its region registered until it completes; a pooled one is
+        // recorded to be given back then.
+        let buffer = pooled.then(|| region.clone());
+        self.post_sq(id, buffer, |qp, flags| qp.post_send_with(id, &sge, invalidate, flags))?;
         Ok(())
+    }
+
+    /// Gives back a Send buffer filled and never posted.
+    fn discard_filled(&self, filled: FilledSend<B>) {
+        if filled.pooled {
+            self.sends().give_back(filled.region);
+        }
     }
 
     /// Posts send-queue work request `wr_id` with `post`, which gets the flags to post it
@@ -483,6 +508,15 @@ const CHUNK_BUFFERS_KEPT: usize = 8;
 /// The size of a pooled Send buffer: Version Two's default inline threshold, which every
 /// small message fits.
 const SEND_BUFFER_LEN: usize = rpcrdma_v2::DEFAULT_INLINE_THRESHOLD;
+
+/// A Send buffer filled and not yet posted ([`Connection::fill_send`]).
+struct FilledSend<B: Backend> {
+    region: B::Region,
+    len: usize,
+    /// One of the connection's pooled buffers (given back when its Send completes), or one
+    /// registered for this message alone.
+    pooled: bool,
+}
 
 /// How a connection ended, as far as this side can tell ([`Connection::ended`]): the record
 /// that says, after the fact, which side dropped a connection and why.

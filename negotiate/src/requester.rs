@@ -487,7 +487,9 @@ impl Requester {
                 self.on_err_vers(xid, low, high, now);
                 Incoming::Consumed
             }
-            reply::Outcome::Error(e) if probe && head.vers == Version::ONE.wire() && self.cfg.versions.0 <= Version::ONE => {
+            reply::Outcome::Error(e)
+                if probe && head.vers == Version::ONE.wire() && self.cfg.versions.0 <= Version::ONE =>
+            {
                 // The responder read our probe and answered in Version One: it speaks Version
                 // One (a Version Two responder answers in Version Two, draft section 5.2), and
                 // the call was not run (RFC 8166 section 4.5). Fall back as after RDMA_ERR_VERS.
@@ -612,6 +614,17 @@ impl Requester {
             self.connecting = true;
             self.events.push_back(Event::Connect);
         }
+    }
+
+    /// What the next transmission of a call will carry while nothing changes on the
+    /// connection: its version, credits requested and thresholds; `None` until the version is
+    /// settled, or while the connection closes. A driver may marshal a call ahead on this
+    /// guess ([`crate::datapath::prepare_call`]) and must check it against the
+    /// [`Transmit`] when that comes.
+    pub fn next_transmit(&self) -> Option<(Version, u32, InlineThresholds)> {
+        let conn = self.conn.as_ref().filter(|c| !c.closing)?;
+        let Negotiation::Settled(version) = conn.version else { return None };
+        Some((version, conn.credits.requested(), conn.stated.thresholds(&conn.advertised, version)))
     }
 
     /// Sends what the connection, the version state and the credits allow.

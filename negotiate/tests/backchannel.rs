@@ -146,7 +146,12 @@ fn properties_2_4_a_stated_backward_credits_takes_effect_zero_included() {
                 echo(call)
             })
         };
-        let client = Client::with_backchannel(InProcess, server.local_addr(), ClientConfig::default().properties(Some(props)), handler);
+        let client = Client::with_backchannel(
+            InProcess,
+            server.local_addr(),
+            ClientConfig::default().properties(Some(props)),
+            handler,
+        );
         // The first call settles Version Two and is followed by the exchange; the second tells
         // the server's backward direction what was stated.
         for xid in 1..=2 {

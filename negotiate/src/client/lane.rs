@@ -18,7 +18,8 @@ use super::{ClientConfig, ClientError, ClientStats};
 use crate::backchannel::{self, Handler};
 use crate::client_core::{Action, CallStep, ClientCore, PeerProperties, Received};
 use crate::datapath::{
-    send_call, send_call_lent, send_error, CallParams, Connection, DataPathError, Ended, PendingCall, ReceivePool,
+    prepare_call, send_call, send_call_lent, send_error, CallParams, Connection, DataPathError, Ended, PendingCall,
+    PreparedCall, ReceivePool,
 };
 use crate::extension::{option_message, OptionReply};
 use crate::reply::reply_header;
@@ -54,6 +55,13 @@ struct State<B: Backend> {
     /// An async call settled the connection: the dispatcher makes the properties exchange
     /// (blocking, so not on the caller's executor).
     exchange_due: bool,
+    /// Blocking calls waiting for a credit, marshaled ahead by their callers on the
+    /// connection they expect to go out on: whoever makes such a call's transmission ready
+    /// (most often the thread that received the reply freeing a credit) posts it then
+    /// ([`State::wake`]), and its caller sleeps once, until its reply.
+    prepared: HashMap<u32, (PreparedCall<B>, Arc<Link<B>>)>,
+    /// Calls posted that way, for their callers to take when their reply (or failure) comes.
+    posted: HashMap<u32, Sent<B>>,
     /// Who receives on the connection now: one at a time, a caller waiting for its reply
     /// while calls are in progress (so that the reply to a lone caller reaches it with no
     /// hand-off between threads), the dispatcher otherwise (backward calls, a connection lost
@@ -95,11 +103,44 @@ enum Receiver {
 }
 
 impl<B: Backend> State<B> {
-    /// Wakes the callers whose step the core has ready.
+    /// Wakes the callers whose step the core has ready; a transmission whose call was
+    /// prepared ahead is posted here instead, and its caller sleeps on.
     fn wake(&mut self) {
         while let Some(xid) = self.core.poll_ready() {
+            if self.prepared.contains_key(&xid) && self.post_prepared(xid) {
+                continue;
+            }
             if let Some(caller) = self.waiters.get(&xid) {
                 caller.wake();
+            }
+        }
+    }
+
+    /// Posts call `xid`'s prepared transmission if the core has it ready, on the connection
+    /// and with the parameters it was prepared with: true if the caller need not wake. A
+    /// prepared call that no longer fits is discarded, and its caller sends it itself.
+    fn post_prepared(&mut self, xid: u32) -> bool {
+        let Some((t, link)) = self.core.ready_transmit(xid) else { return false };
+        let (prepared, on) = self.prepared.remove(&xid).expect("checked by the caller");
+        let params = CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds };
+        if !Arc::ptr_eq(link, &on) || prepared.params() != params {
+            prepared.discard(&on.conn);
+            return false;
+        }
+        let step = self.core.take_step(xid).expect("a transmission is ready");
+        match prepared.post(&on.conn) {
+            Ok(pending) => {
+                self.core.handle_sent(pending.form());
+                self.posted.insert(xid, (pending, on));
+                true
+            }
+            // A broken connection sends it again on the next one, as when its caller posts.
+            Err(_) if on.conn.qp().state() == QpState::Error => true,
+            // Anything else: its caller sends it itself, and meets the failure there.
+            Err(_) => {
+                // (Ready again, it comes out of `poll_ready` once more: a second wake-up, harmless.)
+                self.core.untake_step(xid, step);
+                false
             }
         }
     }
@@ -188,6 +229,8 @@ impl<B: Backend + Clone> Lane<B> {
                 abandoned: HashMap::new(),
                 properties_for: None,
                 exchange_due: false,
+                prepared: HashMap::new(),
+                posted: HashMap::new(),
                 receiver: Receiver::Nobody,
                 last_active: Instant::now(),
             }),
@@ -241,6 +284,9 @@ impl<B: Backend> Shared<B> {
         reply: &mut Vec<u8>,
     ) -> Result<(), ClientError> {
         self.begin(xid, Waiter::Thread(std::thread::current()))?;
+        if let Message::Borrowed(bytes) = message {
+            self.prepare_if_waiting(xid, bytes, ulb);
+        }
         let mut pending = None;
         let result = loop {
             let step = self.wait_step(xid);
@@ -253,6 +299,26 @@ impl<B: Backend> Shared<B> {
             self.exchange_properties();
         }
         result
+    }
+
+    /// A blocking call that must wait for a credit is marshaled now, on the connection and
+    /// with the parameters it will most likely go out with ([`State::prepared`]).
+    fn prepare_if_waiting<U: UpperLayerBinding + ?Sized>(&self, xid: u32, bytes: &[u8], ulb: &U) {
+        let (link, params) = {
+            let st = lock(&self.st);
+            if st.core.has_ready(xid) {
+                return; // it goes out at once
+            }
+            let (Some(link), Some((version, credits, thresholds))) = (st.core.link(), st.core.next_transmit()) else {
+                return; // no settled connection: nothing to guess from
+            };
+            (link.clone(), CallParams { version, credits, thresholds })
+        };
+        let Ok(prepared) = prepare_call(&link.conn, bytes, ulb, &params) else { return };
+        let mut st = lock(&self.st);
+        st.prepared.insert(xid, (prepared, link));
+        // Its transmission may have become ready meanwhile, its caller woken already: then
+        // the caller finds it prepared; otherwise it is posted when it becomes ready.
     }
 
     /// Waits for the next step of `xid`, a blocking caller's call or RDMA_OPTIONAL,
@@ -317,6 +383,16 @@ impl<B: Backend> Shared<B> {
         reply: &mut Vec<u8>,
     ) -> Option<Result<(), ClientError>> {
         let sh = self;
+        // What another thread did for this call: posted it (its reply or failure is this
+        // step), or not yet (prepared, and this step is its transmission, or its failure).
+        let (posted, prepared) = {
+            let mut st = lock(&sh.st);
+            (st.posted.remove(&xid), st.prepared.remove(&xid))
+        };
+        if let Some(sent) = posted {
+            debug_assert!(pending.is_none(), "a call posted by another thread was not sent by its caller");
+            *pending = Some(sent);
+        }
         match step {
             CallStep::Transmit { transmit: t, link } => {
                 if let Some((old, old_link)) = pending.take() {
@@ -324,9 +400,17 @@ impl<B: Backend> Shared<B> {
                     let _ = message.abandon(old, &old_link.conn, None);
                 }
                 let params = CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds };
-                let sent = match message {
-                    Message::Borrowed(bytes) => send_call(&link.conn, bytes, ulb, &params),
-                    Message::Lent(buffer) => send_call_lent(&link.conn, buffer, ulb, &params),
+                let sent = match (message, prepared) {
+                    (_, Some((p, on))) if Arc::ptr_eq(&on, &link) && p.params() == params => p.post(&link.conn),
+                    (message, prepared) => {
+                        if let Some((p, on)) = prepared {
+                            p.discard(&on.conn);
+                        }
+                        match message {
+                            Message::Borrowed(bytes) => send_call(&link.conn, bytes, ulb, &params),
+                            Message::Lent(buffer) => send_call_lent(&link.conn, buffer, ulb, &params),
+                        }
+                    }
                 };
                 match sent {
                     Ok(p) => {
@@ -346,6 +430,7 @@ impl<B: Backend> Shared<B> {
                 }
             }
             CallStep::Reply { message: bytes, invalidated } => {
+                debug_assert!(prepared.is_none(), "a reply answers a call posted");
                 let (p, link) = pending.take().expect("a reply answers a transmitted call");
                 let header = reply_header(&bytes, &sh.cfg.requester.limits).expect("judged by the core");
                 reply.clear();
@@ -361,6 +446,9 @@ impl<B: Backend> Shared<B> {
             CallStep::Failed(e) => {
                 if let Some((p, link)) = pending.take() {
                     let _ = message.abandon(p, &link.conn, None);
+                }
+                if let Some((p, on)) = prepared {
+                    p.discard(&on.conn);
                 }
                 Some(Err(e))
             }

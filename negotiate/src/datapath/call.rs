@@ -99,22 +99,94 @@ pub fn send_call_lent<B: Backend, U: UpperLayerBinding + ?Sized>(
     })
 }
 
+/// A call marshaled into its Send buffer, with the windows of its chunks bound, and not yet
+/// posted ([`prepare_call`]): a call that must wait for a credit is prepared by its caller,
+/// and whichever thread receives the reply that frees the credit posts it
+/// ([`PreparedCall::post`]), so that the caller sleeps once, until its reply.
+#[must_use = "a prepared call holds a Send buffer and open windows until posted or discarded"]
+pub struct PreparedCall<B: Backend> {
+    send: super::FilledSend<B>,
+    pending: PendingCall<B>,
+    params: CallParams,
+}
+
+/// Everything [`send_call`] does but the post: the call marshaled with `params` into a Send
+/// buffer of `conn`, its chunks' windows bound. `call` is needed again only to complete it.
+pub fn prepare_call<B: Backend, U: UpperLayerBinding + ?Sized>(
+    conn: &Connection<B>,
+    call: &[u8],
+    ulb: &U,
+    params: &CallParams,
+) -> Result<PreparedCall<B>, DataPathError> {
+    SCRATCH.with_borrow_mut(|(desc, out)| {
+        desc.describe(ulb, call);
+        prepare_described(conn, WindowRegistrar::new(conn, call), desc, out, params, None)
+    })
+}
+
+impl<B: Backend> PreparedCall<B> {
+    /// What it was marshaled with: post it only under the same.
+    pub fn params(&self) -> CallParams {
+        self.params
+    }
+
+    /// Posts its Send on `conn` (the connection it was prepared on): from here it is a call
+    /// sent, as [`send_call`] returns it. On failure its memory is released.
+    pub fn post(self, conn: &Connection<B>) -> Result<PendingCall<B>, DataPathError> {
+        match conn.post_filled(conn.unwaited_wr_id(), None, self.send) {
+            Ok(()) => Ok(self.pending),
+            Err(e) => {
+                // No reply will come for it on this connection: fence its chunks now.
+                let _ = self.pending.finish(conn, None, None);
+                Err(e)
+            }
+        }
+    }
+
+    /// Gives it up unsent: the Send buffer goes back and the windows close.
+    pub fn discard(self, conn: &Connection<B>) {
+        conn.discard_filled(self.send);
+        let _ = self.pending.finish(conn, None, None);
+    }
+}
+
 /// Marshals the call `reg` holds, as `desc` describes it, straight into a Send buffer, and
 /// posts it. On failure the call's memory is released, and a lent message goes `home`.
 fn send_described<B: Backend>(
+    conn: &Connection<B>,
+    reg: WindowRegistrar<'_, B>,
+    desc: &CallDescription,
+    out: &mut MarshaledCall,
+    params: &CallParams,
+    mut home: Option<&mut Vec<u8>>,
+) -> Result<PendingCall<B>, DataPathError> {
+    let prepared = prepare_described(conn, reg, desc, out, params, home.as_deref_mut())?;
+    match conn.post_filled(conn.unwaited_wr_id(), None, prepared.send) {
+        Ok(()) => Ok(prepared.pending),
+        Err(e) => {
+            // After a failed post no reply will come on this connection: fence the chunks now.
+            let _ = prepared.pending.finish(conn, None, home);
+            Err(e)
+        }
+    }
+}
+
+/// Marshals the call `reg` holds, as `desc` describes it, straight into a Send buffer, not
+/// posted. On failure the call's memory is released, and a lent message goes `home`.
+fn prepare_described<B: Backend>(
     conn: &Connection<B>,
     mut reg: WindowRegistrar<'_, B>,
     desc: &CallDescription,
     out: &mut MarshaledCall,
     params: &CallParams,
     home: Option<&mut Vec<u8>>,
-) -> Result<PendingCall<B>, DataPathError> {
+) -> Result<PreparedCall<B>, DataPathError> {
     let req = desc.request(params.credits, params.thresholds);
     out.set_version(params.version);
     let shape = reg.with_call(CallShape::of);
     // The header and the inline ranges are written straight into the Send's registered
     // buffer; marshal_call never writes more than the call inline threshold in all.
-    let posted = conn.post_send_filled(conn.unwaited_wr_id(), None, params.thresholds.call, |buf| {
+    let filled = conn.fill_send(params.thresholds.call, |buf| {
         marshal_call_shaped(shape, &req, &mut reg, buf, out)?;
         let at = reg.with_call(|call| {
             let mut at = out.header_len();
@@ -128,11 +200,15 @@ fn send_described<B: Backend>(
     });
     let (memory, finished) = reg.finish_parts();
     let pending = PendingCall { xid: out.xid(), form: out.form(), memory };
-    match posted.and(finished) {
-        Ok(()) => Ok(pending),
-        Err(e) => {
-            // marshal_call released what it registered on failure; after a failed post no
-            // reply will come on this connection: fence the chunks now.
+    // marshal_call released what it registered on failure; the rest is fenced here.
+    match (filled, finished) {
+        (Ok(send), Ok(())) => Ok(PreparedCall { send, pending, params: *params }),
+        (Ok(send), Err(e)) => {
+            conn.discard_filled(send);
+            let _ = pending.finish(conn, None, home);
+            Err(e)
+        }
+        (Err(e), _) => {
             let _ = pending.finish(conn, None, home);
             Err(e)
         }

@@ -71,6 +71,13 @@ pub struct ServerLimits {
     /// Closed connections [`Server::peers`](crate::server::Server::peers) still reports, most
     /// recent first kept; open ones are always reported.
     pub closed_peers_kept: usize,
+    /// How long the thread that received a call runs it before another of the connection's
+    /// threads takes over receiving: a call served within this (a short handler) runs to
+    /// completion on the thread that received it, with no hand-off between threads, and the
+    /// calls queued behind it follow on the same thread; a longer one no longer holds them up
+    /// (they are received and served beside it, up to
+    /// [`ServerLimits::calls_in_progress_per_connection`]).
+    pub run_inline_for: Duration,
 }
 
 rpcrdma_verbs::setters!(ServerLimits {
@@ -80,12 +87,13 @@ rpcrdma_verbs::setters!(ServerLimits {
     handshake_timeout: Duration,
     idle_timeout: Duration,
     closed_peers_kept: usize,
+    run_inline_for: Duration,
 });
 
 impl Default for ServerLimits {
     /// 256 connections, 8 calls served at once on each, 64 handshakes of at most 5 s, 360 s
     /// idle (Linux's nfsd closes idle transports after 6 minutes), 64 closed connections
-    /// remembered.
+    /// remembered, calls run inline for up to 1 ms.
     fn default() -> Self {
         ServerLimits {
             max_connections: 256,
@@ -94,6 +102,7 @@ impl Default for ServerLimits {
             handshake_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(360),
             closed_peers_kept: 64,
+            run_inline_for: Duration::from_millis(1),
         }
     }
 }

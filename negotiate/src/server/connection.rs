@@ -126,28 +126,25 @@ pub(super) fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>
 
 /// One connection's serving, shared by the threads that serve its calls.
 ///
-/// They take turns at receiving, leader/follower style: the thread that holds the receiving
-/// role receives and judges messages one at a time with the connection's [`Serve`] (its
-/// credits, version and idle decisions need one order), and when a message is a call it
-/// serves that call itself: fetches its chunks, runs the handler, sends the reply. If another
-/// message is already waiting, the role goes to the next waiting thread at once; if not, the
-/// thread keeps it while it serves, and a waiting thread takes it over only once the call
-/// has run for [`SERVE_ALONE_FOR`]; and only when no other call is being served (under load
-/// the next message comes while this one is served). Handing the role on for every call cost
-/// a lone caller a thread switch per call on the server (64-byte round trip 0.5 of the raw
-/// one, against 0.8 to 0.85 now, docs/benchmarks.md); keeping it for a call that runs long
-/// would hold up the calls behind it.
+/// Run to completion, as eRPC runs a short handler on the thread that polls its completions:
+/// the thread that holds the receiving role receives and judges messages one at a time with
+/// the connection's [`Serve`] (its credits, version and idle decisions need one order), and
+/// when a message is a call it serves that call itself (fetches its chunks, runs the
+/// handler, sends the reply) and then receives the next one, already queued under load: no
+/// thread hands a call to another, and nobody waits for a wake-up on the common path.
+/// Only when a call runs longer than [`ServerLimits::run_inline_for`] does a waiting thread
+/// take the role over, so that a long handler does not hold up the calls behind it; while
+/// such a call is being served, each further call is served beside it, on the thread that
+/// received it, with the role handed on at once (up to
+/// [`ServerLimits::calls_in_progress_per_connection`] threads).
 ///
-/// Why not a receiver handing each call to a pool of workers: that wakes a worker for every
-/// call, on the call's own path (the call waits for the wake-up), moves the message to
-/// another thread's cache, and keeps a receiving thread beside the workers even when calls
-/// come one at a time. Here the call goes on at once on the thread that received it; the
-/// wake-up of the next leader happens beside it, and only when a thread waits for the lead
-/// (when every thread is busy, the first to finish takes the lead uncontended and finds the
-/// next message already there). Both were measured (docs/benchmarks.md, "Load"): on the
-/// 64-caller in-process load the pool took 8.1 to 10.5 thread switches per call, this 8.1 to
-/// 9.2 (one call at a time: 6.1 to 7.2); with a handler that sleeps 200 us, 32 callers, the
-/// pool served 17-18k calls/s in-process, this 24-28k.
+/// Measured (docs/benchmarks.md, "Load"), 64 callers in-process: handing the role on
+/// whenever another message waited (the design before) cost 4.8 thread switches per call on
+/// this 2-core machine, keeping it 3.8, with less CPU per call; a pool of workers fed by a
+/// receiver, measured earlier, 8.1 to 10.5.
+///
+/// [`ServerLimits::run_inline_for`]: crate::limits::ServerLimits::run_inline_for
+/// [`ServerLimits::calls_in_progress_per_connection`]: crate::limits::ServerLimits::calls_in_progress_per_connection
 struct Serving<'a, B: Backend, U: ?Sized> {
     cfg: &'a ServerConfig,
     ulb: &'a U,
@@ -192,20 +189,15 @@ struct Crew {
     last_finished: Instant,
     /// The receiving role is free: the next waiting thread takes it.
     free: bool,
-    /// The role's holder is serving a call itself, since when, under which ticket: it took no
-    /// other message waiting, so it kept the role (a lone caller's calls then need no thread
-    /// hand-off); a waiting thread takes the role over once this is [`SERVE_ALONE_FOR`] old.
+    /// The role's holder is serving a call itself, since when, under which ticket: it kept
+    /// the role (the calls behind then need no thread hand-off); a waiting thread takes the
+    /// role over once this is
+    /// [`ServerLimits::run_inline_for`](crate::limits::ServerLimits::run_inline_for) old.
     alone: Option<(Instant, u64)>,
     next_ticket: u64,
     /// The connection is done: every thread leaves.
     ended: bool,
 }
-
-/// How long the holder of the receiving role may serve a call itself before a waiting thread
-/// takes the role over: a longer call then no longer holds up the next ones (they are
-/// received and served beside it), while a short one keeps the role and the next call needs
-/// no thread hand-off.
-const SERVE_ALONE_FOR: Duration = Duration::from_millis(1);
 
 /// A call the leader took: its message, moved to the thread that serves it.
 struct Job {
@@ -238,9 +230,8 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
                     }
                 }
             };
-            // With another message waiting the role goes on at once; without, this thread
-            // keeps it while it serves, unless the call runs long.
-            let ticket = self.take_on(scope, self.conn.receives_waiting() == 0);
+            // This thread keeps the role while it serves, unless the call runs long.
+            let ticket = self.take_on(scope);
             match self.serve_call(&job, &mut call, &mut reply) {
                 Ok(served) => self.count(served),
                 // RFC 8166 section 4.5.4: a reply that could not be sent is signaled by closing
@@ -263,7 +254,8 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
     }
 
     /// Waits for the receiving role: free, or held by a thread serving a call alone for
-    /// [`SERVE_ALONE_FOR`]; false once the connection has ended. While a call is served alone
+    /// [`ServerLimits::run_inline_for`](crate::limits::ServerLimits::run_inline_for); false once
+    /// the connection has ended. While a call is served alone
     /// the wait has a deadline, so that it notices the call running long without being told;
     /// otherwise it waits to be told (the role freed, or a call begun alone).
     fn take_role(&self) -> bool {
@@ -274,7 +266,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
                 return false;
             }
             let now = Instant::now();
-            let overdue = crew.alone.map(|(since, _)| since + SERVE_ALONE_FOR);
+            let overdue = crew.alone.map(|(since, _)| since + self.cfg.limits.run_inline_for);
             if crew.free || overdue.is_some_and(|t| t <= now) {
                 crew.free = false;
                 crew.alone = None;
@@ -291,16 +283,16 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
         }
     }
 
-    /// A call was taken: counts it, and either frees the receiving role (`keep` false) or
-    /// keeps it while this thread serves the call, returning the ticket that says whether it
-    /// still holds it afterwards. When no other thread waits to receive and the bound allows,
-    /// spawns one (so a connection whose requester makes one call at a time keeps two
-    /// threads, never [`Serving::most`]).
-    fn take_on<'s>(&'s self, scope: &'s Scope<'s, '_>, keep: bool) -> Option<u64> {
+    /// A call was taken: counts it, and either keeps the receiving role while this thread
+    /// serves the call (returning the ticket that says whether it still holds it afterwards),
+    /// or, when another call is being served beside (one that ran long), frees it. When no
+    /// other thread waits to receive and the bound allows, spawns one (so a connection whose
+    /// calls are all short keeps two threads, never [`Serving::most`]).
+    fn take_on<'s>(&'s self, scope: &'s Scope<'s, '_>) -> Option<u64> {
         let mut crew = lock(&self.crew);
-        // Only a call with none beside it keeps the role: under load the next message comes
-        // while this one is served, and must not wait for it.
-        let keep = keep && crew.in_progress == 0;
+        // A call with none beside it keeps the role: the calls queued behind it follow on
+        // this thread. Beside a long one, the next message must not wait for this one.
+        let keep = crew.in_progress == 0;
         crew.in_progress += 1;
         let ticket = if keep {
             let t = crew.next_ticket;

@@ -213,6 +213,16 @@ fn write_chunk_1mib_vs_raw_write(c: &mut Criterion) {
             assert_eq!(reply.len(), 12 + MIB);
         })
     });
+    // The same reply read where it landed (`Client::call_in_place`): the result stays in the
+    // Write chunk buffer the server's RDMA Write filled, with no copy out of it.
+    g.bench_function("rpc_write_chunk_reply_in_place", |bench| {
+        bench.iter(|| {
+            xid = xid.wrapping_add(1);
+            call[..4].copy_from_slice(&xid.to_be_bytes());
+            let reply = client.call_in_place(&call, &ulb).unwrap();
+            assert_eq!(reply.result(0).map(<[u8]>::len), Some(MIB));
+        })
+    });
     // The server counts a reply once it is sent, which may be after the client has it.
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while xid > 0 && server.stats().write_chunk_results == 0 && std::time::Instant::now() < deadline {

@@ -20,6 +20,7 @@
 //! the deterministic simulator drives; these files are only its I/O.
 
 mod async_call;
+mod in_place;
 mod lane;
 
 use std::sync::Arc;
@@ -32,7 +33,8 @@ use rpcrdma_v1::Version;
 use rpcrdma_verbs::{Address, Backend, QpCaps};
 
 pub use async_call::AsyncCall;
-use lane::{Lane, Message};
+pub use in_place::InPlaceReply;
+use lane::{Lane, Message, Sink};
 
 use crate::backchannel::Handler;
 use crate::client_core::PeerProperties;
@@ -399,7 +401,7 @@ impl<B: Backend> Client<B> {
         reply: &mut Vec<u8>,
     ) -> Result<(), ClientError> {
         let xid = xid_of(message)?;
-        self.lane(xid).call_into(xid, Message::Borrowed(message), ulb, reply)
+        self.lane(xid).call_into(xid, Message::Borrowed(message), ulb, Sink::Copy(reply))
     }
 
     /// [`Client::call_into`] with `message`'s buffer lent to the call instead of copied: its
@@ -439,7 +441,47 @@ impl<B: Backend> Client<B> {
         reply: &mut Vec<u8>,
     ) -> Result<(), ClientError> {
         let xid = xid_of(message)?;
-        self.lane(xid).call_into(xid, Message::Lent(message), ulb, reply)
+        self.lane(xid).call_into(xid, Message::Lent(message), ulb, Sink::Copy(reply))
+    }
+
+    /// [`Client::call`] without copying the results out of the Write chunks: the reply is
+    /// handed over where it landed ([`InPlaceReply`]): its DDP-eligible results in the
+    /// buffers the server RDMA-Wrote them into, the rest in the received message. A large
+    /// result is copied once, by the RDMA Write, as with raw verbs; read it with
+    /// [`InPlaceReply::result`] or walk the whole reply with [`InPlaceReply::pieces`]. The
+    /// buffers go back to the connection when the reply is dropped.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use rpcrdma_verbs::InProcess;
+    ///
+    /// // Replies carry a DDP-eligible opaque after the XID and msg_type words: 64 KiB here.
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: 1 << 16, max_reply: 256 };
+    /// let big = |call: &[u8]| {
+    ///     let mut r = [&call[..4], &[0, 0, 0, 1], &(1u32 << 16).to_be_bytes()].concat();
+    ///     r.resize(12 + (1 << 16), 7);
+    ///     r
+    /// };
+    /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), big).unwrap();
+    /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+    /// let reply = client.call_in_place(&[0, 0, 0, 9, 0, 0, 0, 0], &ulb).unwrap();
+    /// assert_eq!(reply.len(), 12 + (1 << 16));
+    /// let result = reply.result(0).unwrap(); // where the server's RDMA Write put it
+    /// assert!(result.len() == 1 << 16 && result.iter().all(|&b| b == 7));
+    /// assert_eq!(reply.to_vec()[..12], [0, 0, 0, 9, 0, 0, 0, 1, 0, 1, 0, 0]);
+    /// ```
+    pub fn call_in_place<U: UpperLayerBinding + ?Sized>(
+        &self,
+        message: &[u8],
+        ulb: &U,
+    ) -> Result<InPlaceReply<B>, ClientError> {
+        let xid = xid_of(message)?;
+        let mut reply = None;
+        self.lane(xid).call_into(xid, Message::Borrowed(message), ulb, Sink::InPlace(&mut reply))?;
+        Ok(reply.expect("a call that succeeded in place left its reply"))
     }
 
     /// [`Client::call`] as a [`Future`](std::future::Future), for any executor: it never blocks on the network

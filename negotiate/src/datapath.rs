@@ -88,7 +88,9 @@ use rpcrdma_v1::marshal_reply::ReplyError;
 use rpcrdma_v1::reassemble::{DdpViolation, ReassemblyError};
 use rpcrdma_verbs::{Access, Backend, Completion, MemoryRegion, ProtectionDomain, QpState, QueuePair, SendFlags, Sge};
 
-pub use call::{prepare_call, send_call, send_call_lent, CallParams, PendingCall, PreparedCall};
+pub use call::{
+    prepare_call, send_call, send_call_lent, CallParams, PendingCall, PreparedCall, ReducedAt, ReplyInPlace,
+};
 pub use receive::{ReceivePool, Received};
 pub use registrar::{ChunkMemory, Landed, WindowRegistrar};
 pub use reply::{fetch_call, send_error, send_reply, send_reply_lent, ReplyParams, ReplySent};
@@ -482,6 +484,14 @@ impl<B: Backend> Connection<B> {
             buf.resize(len, 0);
         }
         buf
+    }
+
+    /// Gives back the chunk buffers of a reply completed in place
+    /// ([`PendingCall::complete_in_place`]) once its results have been read.
+    pub fn recycle_landed(&self, landed: Landed) {
+        for buf in landed.writes.into_iter().chain([landed.reply]) {
+            self.recycle_chunk(buf);
+        }
     }
 
     /// Keeps a chunk buffer for [`Connection::chunk_buffer`], within [`CHUNK_BYTES_KEPT`].

@@ -882,7 +882,94 @@ pub fn reassemble_reply(
     out: &mut Vec<u8>,
 ) -> Result<(), ReassemblyError> {
     out.clear();
-    out.reserve(reduced.len() + results.iter().take(writes.len()).map(DdpItem::padded_len).sum::<usize>());
+    // Every length is checked before anything is reserved: what is reserved is what the
+    // Requester holds (the reduced stream and its own Write chunk buffers), never a length
+    // the reply's words alone claim.
+    let len = walk_reply(reduced.len(), writes, results, write_bufs, |_| {})?;
+    out.reserve(len);
+    walk_reply(reduced.len(), writes, results, write_bufs, |piece| match piece {
+        ReplyPiece::Reduced { start, end } => out.extend_from_slice(&reduced[start..end]),
+        ReplyPiece::Result { chunk, len } => {
+            out.extend_from_slice(&write_bufs[chunk][..len]);
+            out.extend_from_slice(&PADDING[..roundup_pad(len)]);
+        }
+    })?;
+    Ok(())
+}
+
+/// One piece of a reassembled reply, in stream order ([`walk_reply`]).
+///
+/// ```
+/// use rpcrdma_v1::reassemble::ReplyPiece;
+/// let p = ReplyPiece::Result { chunk: 0, len: 5 };
+/// assert_eq!(p.padded_len(), 8);
+/// assert_eq!(ReplyPiece::Reduced { start: 4, end: 8 }.padded_len(), 4);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyPiece {
+    /// These bytes of the reduced Payload stream.
+    Reduced {
+        /// The first byte's offset in the reduced stream.
+        start: usize,
+        /// One past the last byte's.
+        end: usize,
+    },
+    /// The first `len` bytes of Write chunk `chunk`'s buffer, where the Responder wrote
+    /// them, followed by the result's XDR roundup padding (RFC 8166 section 3.4.6.2: never
+    /// written by the Responder; zeros).
+    Result {
+        /// The Write chunk's index in the Write list.
+        chunk: usize,
+        /// The result's length, padding excluded.
+        len: usize,
+    },
+}
+
+impl ReplyPiece {
+    /// The bytes it contributes to the reassembled reply, padding included.
+    pub fn padded_len(&self) -> usize {
+        match *self {
+            ReplyPiece::Reduced { start, end } => end - start,
+            ReplyPiece::Result { len, .. } => len + roundup_pad(len),
+        }
+    }
+}
+
+/// Checks a received reply's Write chunks against the results the ULB located, as
+/// [`reassemble_reply`] does (its rules and errors), and hands each piece of the unreduced
+/// reply to `each` in stream order, without copying anything: a Requester that reads its
+/// results where they landed ([`ReplyPiece::Result`]) walks the reply with this. Returns the
+/// reassembled length. Empty stretches of the reduced stream are left out. Nothing reaches
+/// `each` before a piece is checked, but a later piece may still fail: collect the pieces
+/// and use them only on `Ok`.
+///
+/// ```
+/// use rpcrdma_v1::reassemble::{walk_reply, ReplyPiece};
+/// use rpcrdma_v1::rt::{List, Seq};
+/// use rpcrdma_v1::ulb::DdpItem;
+/// use rpcrdma_v1::xdr::*;
+/// // One Write chunk returned 5 bytes; the ULB put the result at offset 8 of a 12-byte
+/// // reduced stream.
+/// let seg = [XdrRdmaSegment { handle: 1, length: 5, offset: 0x10000 }];
+/// let writes = [XdrWriteChunk { target: Seq::from_slice(&seg) }];
+/// let buf = *b"hello, and more";
+/// let mut pieces = Vec::new();
+/// let len = walk_reply(12, List::from_slice(&writes), &[DdpItem::new(8, 5)], &[&buf[..]], |p| pieces.push(p)).unwrap();
+/// assert_eq!(len, 20);
+/// assert_eq!(pieces, [
+///     ReplyPiece::Reduced { start: 0, end: 8 },
+///     ReplyPiece::Result { chunk: 0, len: 5 },
+///     ReplyPiece::Reduced { start: 8, end: 12 },
+/// ]);
+/// ```
+pub fn walk_reply(
+    reduced_len: usize,
+    writes: List<'_, XdrWriteChunk<'_>>,
+    results: &[DdpItem],
+    write_bufs: &[&[u8]],
+    mut each: impl FnMut(ReplyPiece),
+) -> Result<usize, ReassemblyError> {
+    let mut total = 0;
     let mut taken = 0;
     for (chunk, write) in writes.iter().enumerate() {
         let returned = chunk_len(&write);
@@ -898,25 +985,27 @@ pub fn reassemble_reply(
         if returned != item.len as u64 {
             return Err(ReassemblyError::WriteChunkLengthMismatch { chunk, returned, result: item.len });
         }
-        let data =
-            write_bufs.get(chunk).and_then(|b| b.get(..item.len)).ok_or(ReassemblyError::WriteBufferTooShort {
-                chunk,
-                need: returned,
-                have: write_bufs.get(chunk).map_or(0, |b| b.len()),
-            })?;
+        let have = write_bufs.get(chunk).map_or(0, |b| b.len());
+        if have < item.len {
+            return Err(ReassemblyError::WriteBufferTooShort { chunk, need: returned, have });
+        }
         if item.offset < taken {
             return Err(ReassemblyError::OutOfOrder { position: item.offset as u64, placed: taken });
         }
-        if item.offset > reduced.len() {
-            return Err(ReassemblyError::PositionBeyondPayload { position: item.offset as u64, end: reduced.len() });
+        if item.offset > reduced_len {
+            return Err(ReassemblyError::PositionBeyondPayload { position: item.offset as u64, end: reduced_len });
         }
-        out.extend_from_slice(&reduced[taken..item.offset]);
-        out.extend_from_slice(data);
-        out.extend_from_slice(&PADDING[..roundup_pad(data.len())]);
+        if item.offset > taken {
+            each(ReplyPiece::Reduced { start: taken, end: item.offset });
+        }
+        each(ReplyPiece::Result { chunk, len: item.len });
+        total += item.offset - taken + item.len + roundup_pad(item.len);
         taken = item.offset;
     }
-    out.extend_from_slice(&reduced[taken..]);
-    Ok(())
+    if reduced_len > taken {
+        each(ReplyPiece::Reduced { start: taken, end: reduced_len });
+    }
+    Ok(total + reduced_len - taken)
 }
 
 /// Reassemble a received reply to the RPC Call message `call` with the help

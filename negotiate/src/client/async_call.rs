@@ -7,7 +7,7 @@ use std::task::{Context, Poll};
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_verbs::Backend;
 
-use super::lane::{Message, Sent, Waiter};
+use super::lane::{Message, Sent, Sink, Waiter};
 use super::{xid_of, Client, ClientError};
 
 /// An async call in progress ([`Client::call_async`]): a [`Future`] of the RPC reply.
@@ -61,9 +61,14 @@ impl<B: Backend, U: UpperLayerBinding + ?Sized> Future for AsyncCall<'_, B, U> {
         loop {
             let Some(step) = lane.poll_step(xid, cx) else { return Poll::Pending };
             let mut reply = Vec::new();
-            if let Some(result) =
-                lane.take(xid, step, &mut Message::Borrowed(this.message), this.ulb, &mut this.pending, &mut reply)
-            {
+            if let Some(result) = lane.take(
+                xid,
+                step,
+                &mut Message::Borrowed(this.message),
+                this.ulb,
+                &mut this.pending,
+                &mut Sink::Copy(&mut reply),
+            ) {
                 this.done = true;
                 lane.end(xid, None);
                 if result.is_ok() {

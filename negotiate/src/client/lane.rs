@@ -14,7 +14,7 @@ use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::{Backend, QpState, QueuePair};
 
-use super::{ClientConfig, ClientError, ClientStats};
+use super::{ClientConfig, ClientError, ClientStats, InPlaceReply};
 use crate::backchannel::{self, Handler};
 use crate::client_core::{Action, CallStep, ClientCore, PeerProperties, Received};
 use crate::datapath::{
@@ -33,8 +33,8 @@ pub(super) type Sent<B> = (PendingCall<B>, Arc<Link<B>>);
 
 /// A connection's verbs resources.
 pub(super) struct Link<B: Backend> {
-    conn: Connection<B>,
-    pool: ReceivePool<B>,
+    pub(super) conn: Connection<B>,
+    pub(super) pool: ReceivePool<B>,
 }
 
 struct State<B: Backend> {
@@ -252,6 +252,13 @@ impl<B: Backend + Clone> Lane<B> {
     }
 }
 
+/// Where a call's reply goes: reassembled into the caller's buffer, or left where it landed
+/// ([`InPlaceReply`]).
+pub(super) enum Sink<'r, B: Backend> {
+    Copy(&'r mut Vec<u8>),
+    InPlace(&'r mut Option<InPlaceReply<B>>),
+}
+
 /// A call's message as its caller gave it: borrowed (copied where a Read chunk needs it), or
 /// lent to the call ([`send_call_lent`]), and handed back when the call's memory is released.
 pub(super) enum Message<'m> {
@@ -281,7 +288,7 @@ impl<B: Backend> Shared<B> {
         xid: u32,
         mut message: Message<'_>,
         ulb: &U,
-        reply: &mut Vec<u8>,
+        mut reply: Sink<'_, B>,
     ) -> Result<(), ClientError> {
         self.begin(xid, Waiter::Thread(std::thread::current()))?;
         if let Message::Borrowed(bytes) = message {
@@ -290,7 +297,7 @@ impl<B: Backend> Shared<B> {
         let mut pending = None;
         let result = loop {
             let step = self.wait_step(xid);
-            if let Some(result) = self.take(xid, step, &mut message, ulb, &mut pending, reply) {
+            if let Some(result) = self.take(xid, step, &mut message, ulb, &mut pending, &mut reply) {
                 break result;
             }
         };
@@ -380,7 +387,7 @@ impl<B: Backend> Shared<B> {
         message: &mut Message<'_>,
         ulb: &U,
         pending: &mut Option<Sent<B>>,
-        reply: &mut Vec<u8>,
+        reply: &mut Sink<'_, B>,
     ) -> Option<Result<(), ClientError>> {
         let sh = self;
         // What another thread did for this call: posted it (its reply or failure is this
@@ -433,10 +440,21 @@ impl<B: Backend> Shared<B> {
                 debug_assert!(prepared.is_none(), "a reply answers a call posted");
                 let (p, link) = pending.take().expect("a reply answers a transmitted call");
                 let header = reply_header(&bytes, &sh.cfg.requester.limits).expect("judged by the core");
-                reply.clear();
-                let done = match message {
-                    Message::Borrowed(call) => p.complete(&link.conn, call, &header, invalidated, ulb, reply),
-                    Message::Lent(buffer) => p.complete_lent(&link.conn, &header, invalidated, ulb, reply, buffer),
+                let done = match (message, reply) {
+                    (Message::Borrowed(call), Sink::InPlace(out)) => {
+                        let parts = p.complete_in_place(&link.conn, call, &bytes, &header, invalidated, ulb);
+                        let done = parts.map(|parts| **out = Some(InPlaceReply::new(link.clone(), bytes, parts)));
+                        return Some(done.map_err(Into::into));
+                    }
+                    (Message::Lent(_), Sink::InPlace(_)) => unreachable!("an in-place call borrows its message"),
+                    (Message::Borrowed(call), Sink::Copy(out)) => {
+                        out.clear();
+                        p.complete(&link.conn, call, &header, invalidated, ulb, out)
+                    }
+                    (Message::Lent(buffer), Sink::Copy(out)) => {
+                        out.clear();
+                        p.complete_lent(&link.conn, &header, invalidated, ulb, out, buffer)
+                    }
                 };
                 let done = done.map_err(Into::into);
                 // The message's buffer takes the next message received.

@@ -6,8 +6,9 @@ use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_call::{
     marshal_call_shaped, CallDescription, CallForm, CallShape, InlineThresholds, MarshaledCall,
 };
-use rpcrdma_v1::reassemble::reassemble_reply_with_ulb;
+use rpcrdma_v1::reassemble::{reassemble_reply_with_ulb, reply_payload, walk_reply, ReplyPiece};
 use rpcrdma_v1::ulb::UpperLayerBinding;
+use rpcrdma_v1::xdr::RdmaBody;
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::Backend;
 
@@ -215,6 +216,71 @@ fn prepare_described<B: Backend>(
     }
 }
 
+/// Where a reply's reduced Payload stream lies ([`ReplyInPlace`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReducedAt {
+    /// In the received message, at these offsets (an RDMA_MSG: inline).
+    Message {
+        /// The first byte's offset in the message.
+        start: usize,
+        /// One past the last byte's.
+        end: usize,
+    },
+    /// At the start of the Reply chunk's buffer, this long (an RDMA_NOMSG, Long Reply).
+    ReplyChunk {
+        /// Its length.
+        len: usize,
+    },
+}
+
+/// A reply completed without copying its results ([`PendingCall::complete_in_place`]): the
+/// unreduced RPC reply as pieces in stream order, each either part of the reduced stream
+/// (`reduced`) or a result where the Responder wrote it (`landed.writes[chunk]`), and the
+/// chunk buffers that hold them.
+#[derive(Debug, Default)]
+pub struct ReplyInPlace {
+    /// Where the reduced stream is.
+    pub reduced: Option<ReducedAt>,
+    /// The pieces, in stream order; the offsets of [`ReplyPiece::Reduced`] are in the reduced
+    /// stream.
+    pub pieces: Vec<ReplyPiece>,
+    /// The unreduced reply's length, padding included.
+    pub len: usize,
+    /// The Write chunks' and the Reply chunk's buffers.
+    pub landed: Landed,
+}
+
+/// The pieces of `message`'s reply to `call`, checked as [`reassemble_reply_with_ulb`] checks.
+fn describe_in_place<U: UpperLayerBinding + ?Sized>(
+    call: &[u8],
+    message: &[u8],
+    reply: &Header<'_>,
+    landed: &Landed,
+    ulb: &U,
+    want: u32,
+) -> Result<(Option<ReducedAt>, Vec<ReplyPiece>, usize), DataPathError> {
+    if reply.xid() != want {
+        return Err(DataPathError::XidMismatch { want, got: reply.xid() });
+    }
+    let msg = reply.to_msg();
+    let reduced = reply_payload(&msg, reply.payload(), &landed.reply)?;
+    let (at, writes) = match msg.rdma_body {
+        RdmaBody::RdmaMsg(h) => {
+            // The inline payload is a part of the message: its offset there.
+            let start = reply.payload().as_ptr() as usize - message.as_ptr() as usize;
+            (ReducedAt::Message { start, end: start + reduced.len() }, h.rdma_writes)
+        }
+        RdmaBody::RdmaNomsg(h) => (ReducedAt::ReplyChunk { len: reduced.len() }, h.rdma_writes),
+        _ => return Err(rpcrdma_v1::reassemble::ReassemblyError::NoRpcMessage.into()),
+    };
+    let mut results = Vec::new();
+    ulb.reply_ddp_items(call, reduced, writes.len(), &mut results);
+    let write_bufs: Vec<&[u8]> = landed.writes.iter().map(Vec::as_slice).collect();
+    let mut pieces = Vec::with_capacity(2 * results.len() + 1);
+    let len = walk_reply(reduced.len(), writes, &results, &write_bufs, |p| pieces.push(p))?;
+    Ok((Some(at), pieces, len))
+}
+
 thread_local! {
     /// Each thread's marshaling state, kept between calls so that a small call allocates
     /// nothing: the binding's description of the call and the marshaled call's lists.
@@ -318,6 +384,33 @@ impl<B: Backend> PendingCall<B> {
             conn.recycle_chunk(buf);
         }
         Ok(reassembled?)
+    }
+
+    /// Completes the call from its reply like [`complete`](PendingCall::complete), but
+    /// without copying its results: they stay in the Write chunk buffers the Responder wrote
+    /// them into, and the reply is described as pieces ([`ReplyInPlace`]) of the received
+    /// `message` (whose accepted header `reply` is), of those buffers and of the Reply chunk's.
+    /// Only a reply with chunks keeps its buffers; give them back with
+    /// [`Connection::recycle_landed`] when read.
+    pub fn complete_in_place<U: UpperLayerBinding + ?Sized>(
+        self,
+        conn: &Connection<B>,
+        call: &[u8],
+        message: &[u8],
+        reply: &Header<'_>,
+        invalidated: Option<u32>,
+        ulb: &U,
+    ) -> Result<ReplyInPlace, DataPathError> {
+        let want = self.xid;
+        let landed = self.finish(conn, invalidated, None)?;
+        let described = describe_in_place(call, message, reply, &landed, ulb, want);
+        match described {
+            Ok((reduced, pieces, len)) => Ok(ReplyInPlace { reduced, pieces, len, landed }),
+            Err(e) => {
+                conn.recycle_landed(landed);
+                Err(e)
+            }
+        }
     }
 
     /// Ends the call without a reply to reassemble: the peer answered RDMA_ERROR (RFC 8166

@@ -1,0 +1,115 @@
+//! [`InPlaceReply`]: a reply read where it landed ([`Client::call_in_place`]).
+//!
+//! [`Client::call_in_place`]: super::Client::call_in_place
+
+use std::sync::Arc;
+
+use rpcrdma_v1::reassemble::ReplyPiece;
+use rpcrdma_verbs::Backend;
+
+use super::lane::Link;
+use crate::datapath::{ReducedAt, ReplyInPlace};
+
+/// XDR roundup padding a result lacks in its chunk (RFC 8166 section 3.4.6.2: never written).
+const PADDING: [u8; 3] = [0; 3];
+
+/// An RPC reply left where it landed ([`Client::call_in_place`](super::Client::call_in_place)):
+/// its DDP-eligible results in the Write chunk buffers the server RDMA-Wrote them into, the
+/// rest in the received message (or, for a Long Reply, in the Reply chunk). The buffers go back
+/// to the connection, for the next calls' chunks, when it is dropped.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use negotiate::client::{Client, ClientConfig};
+/// # use negotiate::server::{Server, ServerConfig};
+/// # use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// # use rpcrdma_verbs::InProcess;
+/// # let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: 8192, max_reply: 256 };
+/// # let big = |call: &[u8]| { let mut r = [&call[..4], &[0, 0, 0, 1], &5000u32.to_be_bytes()].concat(); r.resize(12 + 5000, 7); r };
+/// # let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), big).unwrap();
+/// # let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+/// let reply = client.call_in_place(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap();
+/// // The whole reply as slices, in order: the 12 bytes before the result, the result
+/// // itself where it landed, its padding.
+/// let lens: Vec<usize> = reply.pieces().map(<[u8]>::len).collect();
+/// assert_eq!(lens, [12, 5000]);
+/// assert_eq!(reply.pieces().map(<[u8]>::len).sum::<usize>(), reply.len());
+/// ```
+pub struct InPlaceReply<B: Backend> {
+    link: Arc<Link<B>>,
+    /// The received message (the transport header and the inline part of the reply).
+    message: Vec<u8>,
+    parts: ReplyInPlace,
+}
+
+impl<B: Backend> InPlaceReply<B> {
+    pub(super) fn new(link: Arc<Link<B>>, message: Vec<u8>, parts: ReplyInPlace) -> Self {
+        InPlaceReply { link, message, parts }
+    }
+
+    /// The whole reply's length, as [`Client::call`](super::Client::call) would return it.
+    pub fn len(&self) -> usize {
+        self.parts.len
+    }
+
+    /// Whether the reply is empty (never, for an RPC reply).
+    pub fn is_empty(&self) -> bool {
+        self.parts.len == 0
+    }
+
+    /// The result the server wrote into Write chunk `chunk`, where it landed (padding
+    /// excluded); `None` if the reply placed no result there.
+    pub fn result(&self, chunk: usize) -> Option<&[u8]> {
+        self.parts.pieces.iter().find_map(|p| match *p {
+            ReplyPiece::Result { chunk: c, len } if c == chunk => Some(&self.parts.landed.writes[c][..len]),
+            _ => None,
+        })
+    }
+
+    /// The reply in stream order, as slices of where each piece lies: concatenated, they are
+    /// the bytes [`Client::call`](super::Client::call) returns.
+    pub fn pieces(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let reduced = match self.parts.reduced {
+            Some(ReducedAt::Message { start, end }) => &self.message[start..end],
+            Some(ReducedAt::ReplyChunk { len }) => &self.parts.landed.reply[..len],
+            None => &[][..],
+        };
+        self.parts.pieces.iter().flat_map(move |p| {
+            let (data, pad): (&[u8], &[u8]) = match *p {
+                ReplyPiece::Reduced { start, end } => (&reduced[start..end], &[]),
+                ReplyPiece::Result { chunk, len } => {
+                    (&self.parts.landed.writes[chunk][..len], &PADDING[..rpcrdma_v1::ulb::roundup_pad(len)])
+                }
+            };
+            [data, pad].into_iter().filter(|s| !s.is_empty())
+        })
+    }
+
+    /// The whole reply, copied into `out` (cleared first).
+    pub fn copy_into(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(self.len());
+        self.pieces().for_each(|p| out.extend_from_slice(p));
+    }
+
+    /// The whole reply, copied.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.copy_into(&mut out);
+        out
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for InPlaceReply<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InPlaceReply").field("len", &self.parts.len).field("pieces", &self.parts.pieces).finish()
+    }
+}
+
+impl<B: Backend> Drop for InPlaceReply<B> {
+    /// The chunk buffers go back to the connection, the message's buffer to its Receives.
+    fn drop(&mut self) {
+        self.link.conn.recycle_landed(std::mem::take(&mut self.parts.landed));
+        self.link.pool.recycle(std::mem::take(&mut self.message));
+    }
+}

@@ -28,7 +28,7 @@
 //! Every call ends in exactly one [`Incoming::Reply`] (returned by [`Requester::on_receive`]),
 //! one [`Event::Failed`], or a [`Requester::cancel`] by the driver.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use cm_private_data::PrivateData;
@@ -247,7 +247,10 @@ pub struct Requester {
     memory: PeerMemory,
     conn: Option<Conn>,
     connecting: bool,
-    calls: BTreeMap<u32, Call>,
+    /// Calls in progress by XID. A hash map: it keeps its memory as calls come and go (a
+    /// B-tree's nodes were allocated and freed as calls did); where the order matters, the
+    /// XIDs are sorted.
+    calls: HashMap<u32, Call>,
     queue: VecDeque<u32>,
     events: VecDeque<Event>,
     /// The extensions' handlers for RDMA_OPTIONAL messages from the responder (Version Two).
@@ -273,7 +276,7 @@ impl Requester {
             memory,
             conn: None,
             connecting: true,
-            calls: BTreeMap::new(),
+            calls: HashMap::new(),
             queue: VecDeque::new(),
             events: VecDeque::from([Event::Connect]),
             registry: Registry::new(),
@@ -540,10 +543,11 @@ impl Requester {
         // stays: it fenced no memory (it is always inline), and the responder judges it on
         // receipt (its Receive is reposted then), so the credit is not counted twice; a late
         // answer is then dropped as answering nothing.
-        let late_options: Vec<u32> = (self.calls.iter())
+        let mut late_options: Vec<u32> = (self.calls.iter())
             .filter(|(_, c)| c.option && c.flight.as_ref().is_some_and(|f| f.deadline <= now))
             .map(|(&x, _)| x)
             .collect();
+        late_options.sort_unstable();
         for xid in late_options {
             self.complete_failed(xid, CallFailure::TimedOut { attempts: 1 });
         }
@@ -585,12 +589,15 @@ impl Requester {
         }
         // RDMA_OPTIONAL messages are not sent again: the next connection must settle Version
         // Two anew, and the extension's exchange belonged to this one.
-        let options: Vec<u32> = self.calls.iter().filter(|(_, c)| c.option).map(|(&x, _)| x).collect();
+        let mut options: Vec<u32> = self.calls.iter().filter(|(_, c)| c.option).map(|(&x, _)| x).collect();
+        options.sort_unstable();
         for xid in options {
             self.complete_failed(xid, CallFailure::ConnectionLost { attempts: 1 });
         }
-        let in_flight: Vec<(u32, bool)> =
-            self.calls.iter().filter_map(|(&x, c)| c.flight.as_ref().map(|f| (x, f.timed_out))).rev().collect();
+        // Requeued at the front, highest XID first: they go out again in XID order.
+        let mut in_flight: Vec<(u32, bool)> =
+            self.calls.iter().filter_map(|(&x, c)| c.flight.as_ref().map(|f| (x, f.timed_out))).collect();
+        in_flight.sort_unstable_by_key(|&(xid, _)| std::cmp::Reverse(xid));
         for (xid, timed_out) in in_flight {
             // The credit belonged to the old connection; dropping it is what `on_reconnect`
             // would make of it (stale).
@@ -798,7 +805,8 @@ impl Requester {
     }
 
     fn fail_all(&mut self, error: CallFailure) {
-        let xids: Vec<u32> = self.calls.keys().copied().collect();
+        let mut xids: Vec<u32> = self.calls.keys().copied().collect();
+        xids.sort_unstable();
         for xid in xids {
             self.complete_failed(xid, error);
         }

@@ -56,7 +56,15 @@ struct OutQ {
     /// Answers queued (an ACK run counts once), and the bytes of those that are frames.
     answers: usize,
     answer_bytes: usize,
+    /// Frames written, kept for the next ones ([`Outbox::frame`]): a steady stream of
+    /// messages allocates nothing.
+    spare: Vec<Vec<u8>>,
 }
+
+/// How many written frames an [`Outbox`] keeps for reuse, and the largest it keeps: what a
+/// steady stream of small messages needs, and no more memory than that.
+const SPARE_FRAMES: usize = 16;
+const SPARE_FRAME_MAX: usize = 64 << 10;
 
 /// Why writing stopped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,6 +76,27 @@ enum Broke {
 }
 
 impl Outbox {
+    /// An empty frame of at least `capacity` bytes: a written one kept for reuse, or new.
+    fn frame(&self, capacity: usize) -> Vec<u8> {
+        let mut q = lock(&self.q);
+        match q.spare.iter().position(|f| f.capacity() >= capacity) {
+            Some(i) => q.spare.swap_remove(i),
+            None => Vec::with_capacity(capacity),
+        }
+    }
+
+    /// Keeps a written frame for [`Outbox::frame`], within [`SPARE_FRAMES`] and
+    /// [`SPARE_FRAME_MAX`].
+    fn recycle(&self, mut f: Vec<u8>) {
+        if f.capacity() <= SPARE_FRAME_MAX {
+            let mut q = lock(&self.q);
+            if q.spare.len() < SPARE_FRAMES {
+                f.clear();
+                q.spare.push(f);
+            }
+        }
+    }
+
     fn push(&self, m: Out) {
         let mut q = lock(&self.q);
         match &m {
@@ -149,7 +178,11 @@ impl Outbox {
             };
             let r = match m {
                 None => return w.flush().map_err(|e| self.broken(&e)),
-                Some(Out::Request(f) | Out::Answer(f)) => w.write_all(&f),
+                Some(Out::Request(f) | Out::Answer(f)) => {
+                    let r = w.write_all(&f);
+                    self.recycle(f);
+                    r
+                }
                 Some(Out::Acks(n)) => Head::write_acks(w, n),
                 Some(Out::Shutdown) => {
                     lock(&self.q).closed = true;
@@ -338,7 +371,13 @@ impl TcpQp {
         let _ = stream.set_nodelay(true);
         let rd = clone(&stream)?;
         let out = Arc::new(Outbox {
-            q: Mutex::new(OutQ { frames: VecDeque::new(), closed: false, answers: 0, answer_bytes: 0 }),
+            q: Mutex::new(OutQ {
+                frames: VecDeque::new(),
+                closed: false,
+                answers: 0,
+                answer_bytes: 0,
+                spare: Vec::new(),
+            }),
             cv: Condvar::new(),
             sock: clone(&stream)?,
             stream: Mutex::new(BufWriter::with_capacity(64 << 10, stream)),
@@ -390,6 +429,11 @@ impl TcpQp {
     /// Locks the state for a send-queue work request: refuses it if the send queue is full,
     /// and completes it as flushed (returning `None`) if the queue pair is in Error or a local
     /// error is queued ahead of it.
+    /// The connection's outbox (for a frame to fill before posting).
+    fn outbox(&self) -> Arc<Outbox> {
+        lock(&self.sh.st).out.clone()
+    }
+
     fn begin(&self, wr_id: u64, opcode: Opcode, flags: SendFlags) -> Result<Option<MutexGuard<'_, State>>> {
         let mut st = lock(&self.sh.st);
         if st.q.sq_outstanding >= st.caps.max_send_wr {
@@ -457,7 +501,7 @@ impl TcpQp {
     ) -> Result<()> {
         let total = rules::total_len(sges, self.caps.max_sge)?;
         let write = opcode == Opcode::RdmaWrite;
-        let mut frame = Vec::with_capacity(frame::MAX_HEAD_LEN + if write { total as usize } else { 0 });
+        let mut frame = self.outbox().frame(frame::MAX_HEAD_LEN + if write { total as usize } else { 0 });
         let (addr, rkey, len) = (remote.addr, remote.rkey, total);
         let head = if write { Head::Write { addr, rkey, len } } else { Head::ReadReq { addr, rkey, len } };
         head.encode(&mut frame);
@@ -506,7 +550,7 @@ impl QueuePair for TcpQp {
         flags: SendFlags,
     ) -> Result<()> {
         let total = rules::total_len(sges, self.caps.max_sge)?;
-        let mut frame = Vec::with_capacity(frame::MAX_HEAD_LEN + total as usize);
+        let mut frame = self.outbox().frame(frame::MAX_HEAD_LEN + total as usize);
         let head = match invalidate {
             Some(rkey) => Head::SendInv { rkey, len: total },
             None => Head::Send { len: total },

@@ -382,7 +382,9 @@ struct Live<B: Backend> {
     conn: Arc<OnceLock<Arc<Connection<B>>>>,
 }
 
-const TICK: Duration = Duration::from_millis(10);
+/// How long the acceptor waits for a connect request before it looks at the stop flag again:
+/// one wake-up per server every 50 ms, none per connection.
+const ACCEPT_WAIT: Duration = Duration::from_millis(50);
 
 impl Server {
     /// Listens on `addr` and serves each call with `handler` ([`Handler`]: a closure from
@@ -434,7 +436,7 @@ impl Server {
             .spawn(move || {
                 let mut live: Vec<Live<B>> = Vec::new();
                 while !s.load(Ordering::Relaxed) {
-                    let req = listener.get_request(TICK * 5);
+                    let req = listener.get_request(ACCEPT_WAIT);
                     // A finished connection's thread is gone; dropping its handle releases it.
                     live.retain(|c| !c.thread.is_finished());
                     sh.prune(cfg.limits.closed_peers_kept);

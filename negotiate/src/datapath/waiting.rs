@@ -4,10 +4,6 @@
 
 use super::*;
 
-/// How long one poller holds the completion queue before letting another waiter look at what
-/// it set aside.
-const POLL_SLICE: Duration = Duration::from_millis(10);
-
 /// How many completions one poll reaps at most: the first blocks, the rest are what the queue
 /// already holds, so that a burst is handed out in one pass.
 pub(super) const REAP_BATCH: usize = 16;
@@ -107,7 +103,10 @@ impl<B: Backend> Connection<B> {
             drop(st);
             let mut batch = [Completion::default(); REAP_BATCH];
             let mut n = 0;
-            if let Some(c) = self.qp.wait_cq(left.min(POLL_SLICE)) {
+            // Blocks until a completion or the deadline, with no slice: a waiter whose
+            // completion this reaps is woken as it is set aside, and a connection closed meanwhile
+            // flushes its work requests, which wakes this wait too.
+            if let Some(c) = self.qp.wait_cq(left) {
                 batch[0] = c;
                 n = 1 + self.qp.poll_cq(&mut batch[1..]);
             }

@@ -331,7 +331,10 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
             if self.conn.qp().state() != QpState::Ready {
                 return Err("the queue pair went down".to_string());
             }
-            let m = match self.pool.receive_within(self.conn, TICK) {
+            // No polling tick: the wait lasts until the connection would be idle; the server
+            // stopping, or the connection going down, ends it at once (the close flushes the
+            // Receives).
+            let m = match self.pool.receive_within(self.conn, self.until_idle(serve)) {
                 Ok(m) => m,
                 Err(DataPathError::Timeout { .. }) => {
                     if self.is_idle(serve) {
@@ -404,6 +407,14 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
     }
 
     /// Idle: no message for the idle timeout, and no call in progress nor answered within it.
+    /// How long until the connection would be idle ([`Serving::is_idle`]) if nothing
+    /// arrives.
+    fn until_idle(&self, serve: &Serve) -> Duration {
+        let after_last_call = lock(&self.crew).last_finished + self.cfg.limits.idle_timeout;
+        let until = serve.idle_deadline().max(after_last_call);
+        until.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))
+    }
+
     fn is_idle(&self, serve: &Serve) -> bool {
         let now = Instant::now();
         let crew = lock(&self.crew);

@@ -51,7 +51,14 @@ const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, ma
 fn steady_state_allocations<B: Backend + Clone>(backend: B, callers: usize, credits: u32, n: usize) -> usize {
     // The reply: the call with its message type set to REPLY, written into the server's
     // buffer.
+    // A call marked 0xee runs 3 ms: longer than `run_inline_for`, so that the connection's
+    // other thread takes the receiving role and serves calls too during the warm-up (a short
+    // call runs to completion on the thread that received it, so only a long one brings the
+    // second thread in, which then sizes its own buffers).
     let echo = WriteReply(|c: &[u8], r: &mut Vec<u8>| {
+        if c[1] == 0xee {
+            std::thread::sleep(std::time::Duration::from_millis(3));
+        }
         r.extend_from_slice(c);
         r[7] = 1;
     });
@@ -63,8 +70,9 @@ fn steady_state_allocations<B: Backend + Clone>(backend: B, callers: usize, cred
     let server = Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(ULB), echo).unwrap();
     let client = Client::new(backend, server.local_addr(), ClientConfig::default());
     // Warm up: the connection made, the version settled, and the pools, maps and threads at
-    // their steady size. Eight callers at once make the server start every thread it may
-    // serve the connection's calls on (a thread's first call sizes its own buffers).
+    // their steady size. Eight callers at once, some calls long, make the server start and
+    // use every thread it may serve the connection's calls on (a thread's first call sizes
+    // its own buffers).
     std::thread::scope(|s| {
         for t in 0..8u8 {
             let client = &client;
@@ -72,6 +80,7 @@ fn steady_state_allocations<B: Backend + Clone>(backend: B, callers: usize, cred
                 let mut call = [0u8; 64];
                 let mut reply = Vec::with_capacity(1024);
                 for i in 0..200u8 {
+                    call[1] = if t == 0 && i % 10 == 0 { 0xee } else { 0 };
                     call[2] = t + 1;
                     call[3] = i;
                     client.call_into(&call, &ULB, &mut reply).unwrap();

@@ -165,6 +165,14 @@ impl<B: Backend> State<B> {
         }
     }
 
+    /// How long a wait may last: until the core's next deadline, at least 1 ms; at most
+    /// [`LINGER`] while calls are in progress, [`IDLE_WAIT`] without.
+    fn wait_for_deadline(&self) -> Duration {
+        let most = if self.core.has_calls() { LINGER } else { IDLE_WAIT };
+        let until = self.core.poll_timeout().map(|d| d.saturating_duration_since(Instant::now()));
+        until.unwrap_or(most).min(most).max(Duration::from_millis(1))
+    }
+
     /// Whether an async call waits with nobody receiving for it: the dispatcher's to do.
     fn tasks_unserved(&self) -> bool {
         self.tasks > 0 && self.receiver == Receiver::Nobody
@@ -191,8 +199,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// How long the dispatcher waits for a message before it looks at the clock again.
-const TICK: Duration = Duration::from_millis(5);
+/// How long calls in progress may go without anybody receiving for them before the
+/// dispatcher does (a caller between two steps would otherwise take the role itself).
+const GRACE: Duration = Duration::from_millis(5);
+
+/// How long a receiver or the dispatcher waits when the lane has no calls and the core no
+/// deadline: an idle client polls nothing; a message, the connection going down, the
+/// client's drop (which closes the connection) or a caller's notification ends the wait
+/// sooner. While calls are in progress a wait lasts at most [`LINGER`], so that whatever
+/// they leave to the dispatcher (an async call's properties exchange, a call whose step is
+/// ready and not yet taken) is looked at again.
+const IDLE_WAIT: Duration = Duration::from_secs(60);
 
 impl<B: Backend + Clone> Lane<B> {
     /// Starts a lane per connection [`ClientConfig::connections`] asks for; with `eager`, each
@@ -587,6 +604,11 @@ impl<B: Backend> Drop for Lane<B> {
             let mut st = lock(&self.shared.st);
             st.core.close();
             st.wake();
+            // The dispatcher may be waiting for a message with no deadline: closing the
+            // connection ends that wait (its Receives are flushed).
+            if let Some(link) = st.core.link() {
+                link.conn.close("the client was dropped");
+            }
         }
         self.shared.cv.notify_all();
         if let Some(d) = self.dispatcher.take() {
@@ -625,12 +647,11 @@ impl<B: Backend> Shared<B> {
             }
             let Some(link) = link else {
                 let st = lock(&self.st);
-                if st.core.link().is_none()
-                    && !st.core.is_closing()
-                    && !st.core.has_action()
-                    && st.core.poll_timeout().is_none()
-                {
-                    drop(self.cv.wait_timeout(st, TICK * 20));
+                if st.core.link().is_none() && !st.core.is_closing() && !st.core.has_action() {
+                    // Until the core's next deadline (a backoff, a call's), or a caller's
+                    // notification.
+                    let wait = st.wait_for_deadline();
+                    drop(self.cv.wait_timeout(st, wait));
                 }
                 continue;
             };
@@ -638,8 +659,15 @@ impl<B: Backend> Shared<B> {
             let idle = !st.core.has_calls() && st.last_active.elapsed() >= LINGER;
             if !st.tasks_unserved() && (!idle || st.receiver != Receiver::Nobody) {
                 // Callers receive (or will, when the next call starts); the clock is still
-                // ours to read.
-                let (guard, waited) = self.cv.wait_timeout(st, TICK).unwrap_or_else(PoisonError::into_inner);
+                // ours to read, at the core's next deadline. Calls nobody receives for get
+                // GRACE; without calls, the receiving role is the dispatcher's after LINGER.
+                let mut wait = st.wait_for_deadline();
+                if st.core.has_calls() && st.receiver == Receiver::Nobody {
+                    wait = wait.min(GRACE);
+                } else if !st.core.has_calls() {
+                    wait = wait.min(LINGER.saturating_sub(st.last_active.elapsed()).max(Duration::from_millis(1)));
+                }
+                let (guard, waited) = self.cv.wait_timeout(st, wait).unwrap_or_else(PoisonError::into_inner);
                 st = guard;
                 st.core.handle_timeout(Instant::now());
                 st = self.release_abandoned(st, None);
@@ -664,13 +692,16 @@ impl<B: Backend> Shared<B> {
     /// backward call is answered here. Also tells the core when the connection is down (once
     /// every message that arrived before is handled) and reads the clock.
     fn receive_once<'a>(&'a self, st: MutexGuard<'a, State<B>>, link: &Arc<Link<B>>) -> MutexGuard<'a, State<B>> {
+        let wait = st.wait_for_deadline();
         drop(st);
         // Read before receiving: once the queue pair is down, the messages that arrived
         // before it went down are already complete and come out first, so the link is given
         // up only when none is left: a reply or an RDMA_ERR_VERS (draft 5.2: lost right after
-        // it means no Version Two) received just before a disconnect counts.
+        // it means no Version Two) received just before a disconnect counts. Those are
+        // there already: once down, they are reaped without waiting for more.
         let was_down = link.conn.qp().state() == QpState::Error;
-        let got = link.pool.receive_within(&link.conn, TICK);
+        let wait = if was_down { Duration::from_millis(1) } else { wait };
+        let got = link.pool.receive_within(&link.conn, wait);
         let drained = matches!(got, Err(DataPathError::Timeout { .. }));
         let now = Instant::now();
         let mut st = lock(&self.st);

@@ -890,7 +890,9 @@ pub fn reassemble_reply(
     walk_reply(reduced.len(), writes, results, write_bufs, |piece| match piece {
         ReplyPiece::Reduced { start, end } => out.extend_from_slice(&reduced[start..end]),
         ReplyPiece::Result { chunk, len } => {
-            out.extend_from_slice(&write_bufs[chunk][..len]);
+            // Checked by the walk: the buffer holds `len` bytes (none for an empty result,
+            // which may have no buffer at all).
+            out.extend_from_slice(write_bufs.get(chunk).map_or(&[][..], |b| &b[..len]));
             out.extend_from_slice(&PADDING[..roundup_pad(len)]);
         }
     })?;

@@ -37,3 +37,23 @@ fn rfc8166_3_4_6_1_a_reply_cannot_make_the_requester_reserve_what_it_claims() {
     assert!(got.is_err(), "{got:?}");
     assert!(out.capacity() <= 4 * held, "reserved {} bytes for a reply whose memory is {held}", out.capacity());
 }
+
+/// RFC 8166 section 3.4.6: a result of length zero (an NFS READ of count 0) in a Write chunk
+/// that returned zero bytes reassembles, whether or not the Requester registered a buffer for
+/// it (a buffer of zero bytes is no buffer): nothing is to be read from it.
+#[test]
+fn rfc8166_3_4_6_an_empty_result_in_a_chunk_that_returned_nothing_reassembles() {
+    use rpcrdma_v1::reassemble::reassemble_reply;
+    use rpcrdma_v1::rt::{List, Seq};
+    use rpcrdma_v1::ulb::DdpItem;
+    use rpcrdma_v1::xdr::{XdrRdmaSegment, XdrWriteChunk};
+    let seg = [XdrRdmaSegment { handle: 1, length: 0, offset: 0x1000 }];
+    let writes = [XdrWriteChunk { target: Seq::from_slice(&seg) }];
+    // XID, REPLY, then the result's length word (0), the result in the chunk.
+    let reduced = [0, 0, 0, 9, 0, 0, 0, 1, 0, 0, 0, 0];
+    let mut out = Vec::new();
+    for bufs in [&[][..], &[&[][..]][..]] {
+        reassemble_reply(&reduced, List::from_slice(&writes), &[DdpItem::new(12, 0)], bufs, &mut out).unwrap();
+        assert_eq!(out, reduced);
+    }
+}

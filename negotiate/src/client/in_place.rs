@@ -61,7 +61,7 @@ impl<B: Backend> InPlaceReply<B> {
     /// excluded); `None` if the reply placed no result there.
     pub fn result(&self, chunk: usize) -> Option<&[u8]> {
         self.parts.pieces.iter().find_map(|p| match *p {
-            ReplyPiece::Result { chunk: c, len } if c == chunk => Some(&self.parts.landed.writes[c][..len]),
+            ReplyPiece::Result { chunk: c, len } if c == chunk => Some(self.landed(c, len)),
             _ => None,
         })
     }
@@ -78,11 +78,17 @@ impl<B: Backend> InPlaceReply<B> {
             let (data, pad): (&[u8], &[u8]) = match *p {
                 ReplyPiece::Reduced { start, end } => (&reduced[start..end], &[]),
                 ReplyPiece::Result { chunk, len } => {
-                    (&self.parts.landed.writes[chunk][..len], &PADDING[..rpcrdma_v1::ulb::roundup_pad(len)])
+                    (self.landed(chunk, len), &PADDING[..rpcrdma_v1::ulb::roundup_pad(len)])
                 }
             };
             [data, pad].into_iter().filter(|s| !s.is_empty())
         })
+    }
+
+    /// The first `len` bytes of Write chunk `chunk`'s buffer, which the reply's walk checked
+    /// it holds (an empty result may have no buffer at all).
+    fn landed(&self, chunk: usize, len: usize) -> &[u8] {
+        self.parts.landed.writes.get(chunk).map_or(&[][..], |b| &b[..len])
     }
 
     /// The whole reply, copied into `out` (cleared first).

@@ -10,10 +10,23 @@ use rpcrdma_verbs::*;
 
 const T: Duration = Duration::from_secs(10);
 
-/// A call and its reply, the reply gathered from two scatter/gather entries; then a Send whose
-/// entry lies outside its region (it fails locally and is not captured).
-fn captures_each_send_with_its_endpoint<B: Backend + Clone>(inner: B) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
+/// What a capturing backend saw: each Send's endpoint, bytes and the rkey it invalidates.
+type Seen = Arc<Mutex<Vec<(u64, Vec<u8>, Option<u32>)>>>;
+
+/// A client and a server queue pair over `inner` wrapped in capture, with what it captures,
+/// both protection domains and the server's one Receive posted (64 bytes).
+#[allow(clippy::type_complexity)]
+fn captured_pair<B: Backend + Clone>(
+    inner: B,
+) -> (
+    Seen,
+    <Captured<B> as Backend>::Pd,
+    <Captured<B> as Backend>::Pd,
+    <Captured<B> as Backend>::Qp,
+    <Captured<B> as Backend>::Qp,
+    <<Captured<B> as Backend>::Pd as ProtectionDomain>::Region,
+) {
+    let seen: Seen = Arc::new(Mutex::new(Vec::new()));
     let s = seen.clone();
     let b = Captured::new(
         inner,
@@ -22,7 +35,6 @@ fn captures_each_send_with_its_endpoint<B: Backend + Clone>(inner: B) {
     let listener = b.listen(&b.any_address()).unwrap();
     let addr = listener.local_addr();
     let (cpd, spd) = (b.alloc_pd().unwrap(), b.alloc_pd().unwrap());
-    let cbuf = cpd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
     let sbuf = spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
     let (client, server) = std::thread::scope(|sc| {
         let c = sc.spawn(|| b.connect(&cpd, &addr, &[], QpCaps::default(), T).unwrap().0);
@@ -30,6 +42,14 @@ fn captures_each_send_with_its_endpoint<B: Backend + Clone>(inner: B) {
         let server = req.accept_with(&spd, &[], QpCaps::default(), |qp| qp.post_recv(1, Sge::whole(&sbuf))).unwrap();
         (c.join().unwrap(), server)
     });
+    (seen, cpd, spd, client, server, sbuf)
+}
+
+/// A call and its reply, the reply gathered from two scatter/gather entries; then a Send whose
+/// entry lies outside its region (it fails locally and is not captured).
+fn captures_each_send_with_its_endpoint<B: Backend + Clone>(inner: B) {
+    let (seen, cpd, spd, client, server, _sbuf) = captured_pair(inner);
+    let cbuf = cpd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
     client.post_recv(2, Sge::whole(&cbuf)).unwrap();
 
     let call = cpd.register(b"call: xid 1".to_vec(), Access::empty()).unwrap();
@@ -74,22 +94,7 @@ fn only_the_wrapping_backend_is_captured<B: Backend + Clone>(inner: B) {
 /// A Send with Invalidate is captured with the rkey it invalidates: the server binds a window
 /// over its chunk, and the client's Send asks for it to be invalidated.
 fn captures_the_rkey_a_send_with_invalidate_names<B: Backend + Clone>(inner: B) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let s = seen.clone();
-    let b = Captured::new(
-        inner,
-        Arc::new(move |m: &CapturedMessage<'_>| s.lock().unwrap().push((m.endpoint, m.bytes.to_vec(), m.invalidate))),
-    );
-    let listener = b.listen(&b.any_address()).unwrap();
-    let addr = listener.local_addr();
-    let (cpd, spd) = (b.alloc_pd().unwrap(), b.alloc_pd().unwrap());
-    let sbuf = spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
-    let (client, server) = std::thread::scope(|sc| {
-        let c = sc.spawn(|| b.connect(&cpd, &addr, &[], QpCaps::default(), T).unwrap().0);
-        let req = listener.get_request(T).unwrap();
-        let server = req.accept_with(&spd, &[], QpCaps::default(), |qp| qp.post_recv(1, Sge::whole(&sbuf))).unwrap();
-        (c.join().unwrap(), server)
-    });
+    let (seen, cpd, spd, client, server, _sbuf) = captured_pair(inner);
     let chunk = spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
     let window = server.post_bind_window(9, &chunk, 0, 64, Access::REMOTE_WRITE).unwrap();
     assert!(server.wait_cq(T).unwrap().is_ok());

@@ -59,10 +59,7 @@ pub fn send_call<B: Backend, U: UpperLayerBinding + ?Sized>(
     ulb: &U,
     params: &CallParams,
 ) -> Result<PendingCall<B>, DataPathError> {
-    SCRATCH.with_borrow_mut(|(desc, out)| {
-        desc.describe(ulb, call);
-        send_described(conn, WindowRegistrar::new(conn, call), desc, out, params, None)
-    })
+    prepare_call(conn, call, ulb, params)?.post(conn)
 }
 
 /// [`send_call`] without copying the call: `message`'s buffer is lent to the call, and its

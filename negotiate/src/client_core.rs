@@ -292,6 +292,13 @@ impl<L: Clone> ClientCore<L> {
         self.put(xid, step);
     }
 
+    /// How long a transmitted call may wait for its reply ([`RequesterConfig::timeout`]).
+    ///
+    /// [`RequesterConfig::timeout`]: crate::requester::RequesterConfig::timeout
+    pub fn timeout(&self) -> Duration {
+        self.cfg.requester.timeout
+    }
+
     /// What the next transmission will carry ([`Requester::next_transmit`]).
     pub fn next_transmit(&self) -> Option<(Version, u32, InlineThresholds)> {
         self.req.next_transmit()

@@ -577,7 +577,7 @@ impl Requester {
     pub fn on_disconnected(&mut self, now: Instant) {
         let Some(conn) = self.conn.take() else { return };
         if conn.after_err_vers {
-            self.memory.remember_no_v2(&self.addr, NoV2Reason::LostAfterErrVers, now + self.cfg.reprobe_after);
+            self.memory.remember_no_v2(&self.addr, NoV2Reason::LostAfterErrVers, self.reprobe_at(now));
         }
         let probe_lost = match conn.version {
             Negotiation::Probing(Some(xid)) => self.flight(xid).is_some_and(|f| f.timed_out),
@@ -585,7 +585,7 @@ impl Requester {
         };
         // A Version Two only requester has nothing to fall back to: it probes again.
         if probe_lost && self.cfg.versions.0 <= Version::ONE {
-            self.memory.remember_no_v2(&self.addr, NoV2Reason::ProbeLost, now + self.cfg.reprobe_after);
+            self.memory.remember_no_v2(&self.addr, NoV2Reason::ProbeLost, self.reprobe_at(now));
         }
         // RDMA_OPTIONAL messages are not sent again: the next connection must settle Version
         // Two anew, and the extension's exchange belonged to this one.
@@ -632,6 +632,12 @@ impl Requester {
         let conn = self.conn.as_ref().filter(|c| !c.closing)?;
         let Negotiation::Settled(version) = conn.version else { return None };
         Some((version, conn.credits.requested(), conn.stated.thresholds(&conn.advertised, version)))
+    }
+
+    /// Until when what is learned about the responder at `now` holds: `reprobe_after` on, or
+    /// practically forever when that is too long to add (`Duration::MAX`: never probe again).
+    fn reprobe_at(&self, now: Instant) -> Instant {
+        now.checked_add(self.cfg.reprobe_after).unwrap_or(now + Duration::from_secs(100 * 365 * 86_400))
     }
 
     /// Sends what the connection, the version state and the credits allow.
@@ -740,7 +746,7 @@ impl Requester {
         }
         conn.after_err_vers = true;
         log::info!("falling back to version {} with {} on this connection", common.wire(), self.addr);
-        self.memory.remember_no_v2(&self.addr, NoV2Reason::ErrVers { high }, now + self.cfg.reprobe_after);
+        self.memory.remember_no_v2(&self.addr, NoV2Reason::ErrVers { high }, self.reprobe_at(now));
         if let Some(f) = self.calls.get_mut(&xid).unwrap().flight.take() {
             self.conn.as_mut().unwrap().credits.on_complete(f.credit);
         }

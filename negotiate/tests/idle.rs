@@ -62,3 +62,49 @@ fn an_idle_connection_wakes_no_thread_on_either_side() {
     idle_threads_stay_asleep(InProcess);
     idle_threads_stay_asleep(Tcp);
 }
+
+/// A configured time too long to add to an instant (`Duration::MAX`: "never idle", "never
+/// take the role over", "never probe again") is taken as that, not as a panic.
+#[test]
+fn durations_of_forever_in_the_configuration_are_accepted() {
+    let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    let mut cfg = ServerConfig::default();
+    cfg.limits.idle_timeout = Duration::MAX;
+    cfg.limits.run_inline_for = Duration::MAX;
+    let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ULB), echo).unwrap();
+    let mut client_cfg = ClientConfig::default();
+    client_cfg.requester.reprobe_after = Duration::MAX;
+    client_cfg.requester.versions = (rpcrdma_v1::Version::ONE, rpcrdma_v1::Version::TWO);
+    let client = Client::new(InProcess, server.local_addr(), client_cfg);
+    for xid in 1..=3u32 {
+        let call = [&xid.to_be_bytes()[..], &[0, 0, 0, 0]].concat();
+        assert_eq!(client.call(&call, &ULB).unwrap()[..8], [0, 0, 0, xid as u8, 0, 0, 0, 1]);
+    }
+}
+
+/// RFC 8166 section 4.5.4 (a call without a reply in time): a call made while the client's
+/// dispatcher waits for a message on an idle connection still times out on time. The
+/// dispatcher's idle wait is bounded by the requester's timeout, so the deadline is looked
+/// at with nobody told (it once waited a minute).
+#[test]
+fn a_call_made_while_the_client_idles_still_times_out_on_time() {
+    let stuck = |call: &[u8]| {
+        if call[3] == 2 {
+            std::thread::sleep(Duration::from_secs(3));
+        }
+        [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat()
+    };
+    let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), stuck).unwrap();
+    let mut cfg = ClientConfig::default();
+    cfg.requester.timeout = Duration::from_millis(300);
+    cfg.requester.max_attempts = 1;
+    let client = Client::new(InProcess, server.local_addr(), cfg);
+    client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ULB).unwrap();
+    // Idle past LINGER: the dispatcher now waits for a message.
+    std::thread::sleep(Duration::from_millis(200));
+    let start = std::time::Instant::now();
+    let got = client.call(&[0, 0, 0, 2, 0, 0, 0, 0], &ULB);
+    let took = start.elapsed();
+    assert!(got.is_err(), "{got:?}");
+    assert!(took < Duration::from_millis(2500), "the 300 ms timeout was noticed after {took:?}");
+}

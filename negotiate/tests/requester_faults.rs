@@ -439,3 +439,19 @@ fn draft_4_2_a_version_two_nomsg_reply_with_trailing_bytes_fails_its_call_with_t
     let failed = Event::Failed { xid: 1, error: CallFailure::MalformedReply(Reason::PayloadAfterNoMsg(8)) };
     assert!(ev.contains(&failed), "{ev:?}");
 }
+
+/// `reprobe_after` of `Duration::MAX` means a responder found lacking Version Two is never
+/// probed again: remembered practically forever, not a panic adding it to the clock.
+#[test]
+fn draft_5_2_a_reprobe_after_of_forever_remembers_forever() {
+    let cfg = requester::RequesterConfig::default().timeout(TIMEOUT).reprobe_after(Duration::MAX);
+    let mut req = Requester::new(cfg, ADDR);
+    let now = Instant::now();
+    assert!(start(&mut req, 1, now).probe);
+    let lost = now + 2 * TIMEOUT;
+    req.on_timeout(lost);
+    req.on_disconnected(lost);
+    assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ProbeLost));
+    let until = req.memory().remembered_until(ADDR).unwrap();
+    assert!(until >= lost + Duration::from_secs(50 * 365 * 86_400), "{until:?}");
+}

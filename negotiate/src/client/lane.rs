@@ -124,7 +124,9 @@ impl<B: Backend> State<B> {
         let (prepared, on) = self.prepared.remove(&xid).expect("checked by the caller");
         let params = CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds };
         if !Arc::ptr_eq(link, &on) || prepared.params() != params {
-            prepared.discard(&on.conn);
+            // Its caller discards it (closing its windows may wait for Local Invalidates:
+            // not with the lane's state locked) and sends the call itself.
+            self.prepared.insert(xid, (prepared, on));
             return false;
         }
         let step = self.core.take_step(xid).expect("a transmission is ready");
@@ -168,7 +170,11 @@ impl<B: Backend> State<B> {
     /// How long a wait may last: until the core's next deadline, at least 1 ms; at most
     /// [`LINGER`] while calls are in progress, [`IDLE_WAIT`] without.
     fn wait_for_deadline(&self) -> Duration {
-        let most = if self.core.has_calls() { LINGER } else { IDLE_WAIT };
+        // Idle, at most the requester's timeout: a call started while the dispatcher waits
+        // for a message (its caller parks, or its task waits) has its deadline looked at in
+        // time, with nobody told.
+        let idle = IDLE_WAIT.min(self.core.timeout());
+        let most = if self.core.has_calls() { LINGER } else { idle };
         let until = self.core.poll_timeout().map(|d| d.saturating_duration_since(Instant::now()));
         until.unwrap_or(most).min(most).max(Duration::from_millis(1))
     }
@@ -460,8 +466,16 @@ impl<B: Backend> Shared<B> {
                 let done = match (message, reply) {
                     (Message::Borrowed(call), Sink::InPlace(out)) => {
                         let parts = p.complete_in_place(&link.conn, call, &bytes, &header, invalidated, ulb);
-                        let done = parts.map(|parts| **out = Some(InPlaceReply::new(link.clone(), bytes, parts)));
-                        return Some(done.map_err(Into::into));
+                        return Some(match parts {
+                            Ok(parts) => {
+                                **out = Some(InPlaceReply::new(link.clone(), bytes, parts));
+                                Ok(())
+                            }
+                            Err(e) => {
+                                link.pool.recycle(bytes);
+                                Err(e.into())
+                            }
+                        });
                     }
                     (Message::Lent(_), Sink::InPlace(_)) => unreachable!("an in-place call borrows its message"),
                     (Message::Borrowed(call), Sink::Copy(out)) => {

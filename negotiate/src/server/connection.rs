@@ -199,6 +199,9 @@ struct Crew {
     ended: bool,
 }
 
+/// The longest a receiving thread waits for a message before it looks at the idle rule again.
+const LONGEST_WAIT: Duration = Duration::from_secs(3600);
+
 /// A call the leader took: its message, moved to the thread that serves it.
 struct Job {
     bytes: Vec<u8>,
@@ -272,7 +275,8 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
                 return false;
             }
             let now = Instant::now();
-            let overdue = crew.alone.map(|(since, _)| since + self.cfg.limits.run_inline_for);
+            // (A `run_inline_for` too long to add to an instant: never overdue.)
+            let overdue = crew.alone.and_then(|(since, _)| since.checked_add(self.cfg.limits.run_inline_for));
             if crew.free || overdue.is_some_and(|t| t <= now) {
                 crew.free = false;
                 crew.alone = None;
@@ -417,10 +421,21 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
     /// Idle: no message for the idle timeout, and no call in progress nor answered within it.
     /// How long until the connection would be idle ([`Serving::is_idle`]) if nothing
     /// arrives.
+    /// A call being served keeps the connection from being idle until it ends: then the wait
+    /// is a whole idle timeout. At most [`LONGEST_WAIT`] (an idle timeout of `Duration::MAX`
+    /// means never idle), at least 1 ms.
     fn until_idle(&self, serve: &Serve) -> Duration {
-        let after_last_call = lock(&self.crew).last_finished + self.cfg.limits.idle_timeout;
-        let until = serve.idle_deadline().max(after_last_call);
-        until.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))
+        let timeout = self.cfg.limits.idle_timeout;
+        let crew = lock(&self.crew);
+        let wait = if crew.in_progress > 0 {
+            timeout
+        } else {
+            let now = Instant::now();
+            let after_last_call = crew.last_finished.checked_add(timeout).map(|t| t.saturating_duration_since(now));
+            let after_last_message = serve.idle_deadline().saturating_duration_since(now);
+            after_last_call.unwrap_or(LONGEST_WAIT).max(after_last_message)
+        };
+        wait.clamp(Duration::from_millis(1), LONGEST_WAIT)
     }
 
     fn is_idle(&self, serve: &Serve) -> bool {

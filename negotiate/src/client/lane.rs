@@ -24,7 +24,7 @@ use crate::datapath::{
 use crate::extension::{option_message, OptionReply};
 use crate::reply::reply_header;
 use crate::reply::PeerError;
-use crate::requester::CallFailure;
+use crate::requester::{CallFailure, Transmit};
 use crate::thresholds;
 use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERTIES};
 
@@ -122,8 +122,7 @@ impl<B: Backend> State<B> {
     fn post_prepared(&mut self, xid: u32) -> bool {
         let Some((t, link)) = self.core.ready_transmit(xid) else { return false };
         let (prepared, on) = self.prepared.remove(&xid).expect("checked by the caller");
-        let params = CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds };
-        if !Arc::ptr_eq(link, &on) || prepared.params() != params {
+        if !fits(&prepared, &on, t, link) {
             // Its caller discards it (closing its windows may wait for Local Invalidates:
             // not with the lane's state locked) and sends the call itself.
             self.prepared.insert(xid, (prepared, on));
@@ -275,6 +274,17 @@ impl<B: Backend + Clone> Lane<B> {
     }
 }
 
+/// What transmission `t` is marshaled with.
+fn params_of(t: &Transmit) -> CallParams {
+    CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds }
+}
+
+/// Whether a call prepared ahead on connection `on` can go out as transmission `t` on `link`:
+/// the same connection, the same parameters.
+fn fits<B: Backend>(prepared: &PreparedCall<B>, on: &Arc<Link<B>>, t: &Transmit, link: &Arc<Link<B>>) -> bool {
+    Arc::ptr_eq(on, link) && prepared.params() == params_of(t)
+}
+
 /// Where a call's reply goes: reassembled into the caller's buffer, or left where it landed
 /// ([`InPlaceReply`]).
 pub(super) enum Sink<'r, B: Backend> {
@@ -354,8 +364,7 @@ impl<B: Backend> Shared<B> {
     /// Waits for the next step of `xid`, a blocking caller's call or RDMA_OPTIONAL,
     /// receiving on the connection meanwhile if nobody else does.
     fn wait_step(&self, xid: u32) -> CallStep<Arc<Link<B>>> {
-        let sh = self;
-        let mut st = lock(&sh.st);
+        let mut st = lock(&self.st);
         loop {
             if let Some(step) = st.core.take_step(xid) {
                 return step;
@@ -364,10 +373,10 @@ impl<B: Backend> Shared<B> {
             match (st.receiver, st.core.link().cloned()) {
                 (Receiver::Nobody, Some(link)) => {
                     st.receiver = Receiver::Caller;
-                    st = sh.receive_once(st, &link);
+                    st = self.receive_once(st, &link);
                     if st.core.has_ready(xid) {
                         if st.stop_receiving(Some(xid)) {
-                            sh.cv.notify_one();
+                            self.cv.notify_one();
                         }
                     } else {
                         st.receiver = Receiver::Nobody;
@@ -378,7 +387,7 @@ impl<B: Backend> Shared<B> {
                 _ => {
                     drop(st);
                     std::thread::park();
-                    st = lock(&sh.st);
+                    st = lock(&self.st);
                 }
             }
         }
@@ -412,11 +421,10 @@ impl<B: Backend> Shared<B> {
         pending: &mut Option<Sent<B>>,
         reply: &mut Sink<'_, B>,
     ) -> Option<Result<(), ClientError>> {
-        let sh = self;
         // What another thread did for this call: posted it (its reply or failure is this
         // step), or not yet (prepared, and this step is its transmission, or its failure).
         let (posted, prepared) = {
-            let mut st = lock(&sh.st);
+            let mut st = lock(&self.st);
             (st.posted.remove(&xid), st.prepared.remove(&xid))
         };
         if let Some(sent) = posted {
@@ -429,9 +437,9 @@ impl<B: Backend> Shared<B> {
                     // A retransmission: the old attempt's windows must not stay open.
                     let _ = message.abandon(old, &old_link.conn, None);
                 }
-                let params = CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds };
+                let params = params_of(&t);
                 let sent = match (message, prepared) {
-                    (_, Some((p, on))) if Arc::ptr_eq(&on, &link) && p.params() == params => p.post(&link.conn),
+                    (_, Some((p, on))) if fits(&p, &on, &t, &link) => p.post(&link.conn),
                     (message, prepared) => {
                         if let Some((p, on)) = prepared {
                             p.discard(&on.conn);
@@ -444,7 +452,7 @@ impl<B: Backend> Shared<B> {
                 };
                 match sent {
                     Ok(p) => {
-                        lock(&sh.st).core.handle_sent(p.form());
+                        lock(&self.st).core.handle_sent(p.form());
                         *pending = Some((p, link));
                         None
                     }
@@ -452,7 +460,7 @@ impl<B: Backend> Shared<B> {
                     // the call here (RFC 8166 section 4.5.4).
                     Err(_) if link.conn.qp().state() == QpState::Error => None,
                     Err(e) => {
-                        let mut st = lock(&sh.st);
+                        let mut st = lock(&self.st);
                         st.core.cancel(xid, Instant::now());
                         st.wake();
                         Some(Err(e.into()))
@@ -462,7 +470,7 @@ impl<B: Backend> Shared<B> {
             CallStep::Reply { message: bytes, invalidated } => {
                 debug_assert!(prepared.is_none(), "a reply answers a call posted");
                 let (p, link) = pending.take().expect("a reply answers a transmitted call");
-                let header = reply_header(&bytes, &sh.cfg.requester.limits).expect("judged by the core");
+                let header = reply_header(&bytes, &self.cfg.requester.limits).expect("judged by the core");
                 let done = match (message, reply) {
                     (Message::Borrowed(call), Sink::InPlace(out)) => {
                         let parts = p.complete_in_place(&link.conn, call, &bytes, &header, invalidated, ulb);
@@ -508,8 +516,7 @@ impl<B: Backend> Shared<B> {
     /// transmission it sent, if any: that keeps its credit and its memory until its reply or
     /// its connection's loss).
     pub(super) fn end(&self, xid: u32, abandoned: Option<Option<Sent<B>>>) {
-        let sh = self;
-        let mut st = lock(&sh.st);
+        let mut st = lock(&self.st);
         if let Some(Waiter::Task(_)) = st.waiters.remove(&xid) {
             st.tasks -= 1;
         }
@@ -544,13 +551,13 @@ impl<B: Backend> Shared<B> {
                     st.abandoned.insert(xid, sent);
                 }
                 // Released now unless the core keeps it waiting for its reply.
-                st = sh.release_abandoned(st, reply);
+                st = self.release_abandoned(st, reply);
             }
             None => st.core.finish_call(xid),
         }
         st.wake();
         if st.receiver == Receiver::Nobody && st.stop_receiving(None) {
-            sh.cv.notify_one();
+            self.cv.notify_one();
         }
     }
 

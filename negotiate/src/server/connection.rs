@@ -136,12 +136,15 @@ pub(super) fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>
 /// take the role over, so that a long handler does not hold up the calls behind it; while
 /// such a call is being served, each further call is served beside it, on the thread that
 /// received it, with the role handed on at once (up to
-/// [`ServerLimits::calls_in_progress_per_connection`] threads).
+/// [`ServerLimits::calls_in_progress_per_connection`] threads). A call whose arguments come
+/// by RDMA Read hands the role on at once when other messages wait: over TCP a Read is a
+/// network round trip.
 ///
-/// Measured (docs/benchmarks.md, "Load"), 64 callers in-process: handing the role on
-/// whenever another message waited (the design before) cost 4.8 thread switches per call on
-/// this 2-core machine, keeping it 3.8, with less CPU per call; a pool of workers fed by a
-/// receiver, measured earlier, 8.1 to 10.5.
+/// Measured (docs/benchmarks.md, "Issue 25"), the 64-caller in-process load, with prepared
+/// transmissions on the client: handing the role on whenever another message waited (the
+/// design before) 4.8 thread switches per call, keeping it for every call 3.8, and with the
+/// Read-chunk rule 5.0 (keeping it for every call cost TCP 16 switches a call against 10); a
+/// pool of workers fed by a receiver, measured earlier, 8.1 to 10.5.
 ///
 /// [`ServerLimits::run_inline_for`]: crate::limits::ServerLimits::run_inline_for
 /// [`ServerLimits::calls_in_progress_per_connection`]: crate::limits::ServerLimits::calls_in_progress_per_connection

@@ -36,10 +36,12 @@ use crate::thresholds::{self, Advertised, ADVERTISED_SIZE};
 use rpcrdma_v2::properties::TransportProperties;
 
 mod async_handler;
+mod call;
 mod connection;
 mod failure;
 pub use async_handler::{AsyncHandler, CallTask, OnExecutor, STOP_CHECK};
-use connection::{serve_connection, Served};
+pub use call::{serve_call, ArrivedAs, CallBuffers, Served};
+use connection::serve_connection;
 pub use failure::FailureAnswer;
 use failure::{answer_failure, send_rpc_error};
 

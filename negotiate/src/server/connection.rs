@@ -3,38 +3,6 @@
 //! threads in a leader/follower pattern (one thread receives, the others serve).
 
 use super::*;
-/// What one call came to.
-pub(super) enum Served {
-    /// A call served with its handler's reply, in this version.
-    Call(Version, CallForm, ReplySent),
-    /// An RDMA_ERROR sent.
-    Error,
-    /// A call answered with an RPC GARBAGE_ARGS reply.
-    GarbageArgs,
-    /// A call whose handler panicked, answered with an RPC SYSTEM_ERR reply.
-    Panicked,
-}
-
-/// How a call's arguments arrived (RFC 8166 section 3.5): inline, with Read chunks beside the
-/// inline part (section 3.5.2, chunked), or whole in a Position-zero Read chunk (3.5.3, long).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum CallForm {
-    Inline,
-    ReadChunks,
-    Long,
-}
-
-impl CallForm {
-    fn of(header: &rpcrdma_v1::header::Header<'_>) -> Self {
-        if header.position_zero_chunk().is_some() {
-            CallForm::Long
-        } else if !header.read_list().is_empty() {
-            CallForm::ReadChunks
-        } else {
-            CallForm::Inline
-        }
-    }
-}
 
 /// Serves one connection until it goes down or the server stops: accepts it, then serves its
 /// calls on up to [`ServerLimits::calls_in_progress`] threads of its own (this one the first),
@@ -219,7 +187,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
     /// and again, until the connection ends.
     fn work<'s>(&'s self, scope: &'s Scope<'s, '_>) {
         // This thread's call and reply buffers, kept from one call to the next.
-        let (mut call, mut reply) = (Vec::new(), Vec::new());
+        let mut buffers = CallBuffers::default();
         let mut holding = false;
         loop {
             if !holding && !self.take_role() {
@@ -244,7 +212,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
             // 16 thread switches a call against 10 handing it on).
             let keep = !job.reads || self.conn.receives_waiting() == 0;
             let ticket = self.take_on(scope, keep);
-            match self.serve_call(&job, &mut call, &mut reply) {
+            match self.serve_call(&job, &mut buffers) {
                 Ok(served) => self.count(served),
                 // RFC 8166 section 4.5.4: a reply that could not be sent is signaled by closing
                 // the connection; the receiving thread sees it down and ends the others.
@@ -449,42 +417,17 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
             && now.saturating_duration_since(crew.last_finished) >= self.cfg.limits.idle_timeout
     }
 
-    /// Serves one call taken by the leader: fetches its Read chunks into `call`, runs the
-    /// handler, and answers it: the reply, or what [`FailureAnswer::for_error`] says when it
-    /// could not be served; `Err` with the reason to close the connection.
-    fn serve_call(&self, job: &Job, call: &mut Vec<u8>, reply: &mut Vec<u8>) -> Result<Served, String> {
-        let conn = &**self.conn;
-        let params = &job.params;
+    /// Serves one call taken by the leader ([`serve_call`]); `Err` with the reason to close
+    /// the connection.
+    fn serve_call(&self, job: &Job, buffers: &mut CallBuffers) -> Result<Served, String> {
         // The leader's Serve accepted these bytes as a call; the same rules, with the same
         // limits, give the same header view here, where the bytes now are.
         let header = crate::reply::reply_header(&job.bytes, &self.cfg.responder.limits)
             .expect("a message the responder accepted as a call has a valid header");
-        let service = fetch_call(conn, &header, self.ulb, call).map(|()| {
-            Service::of(|| {
-                let mut r = std::mem::take(reply);
-                r.clear();
-                self.handler.handle(call, &mut r);
-                r
-            })
-        });
-        self.unanswered.fetch_sub(1, Ordering::SeqCst);
-        service
-            .and_then(|service| match service {
-                Service::Replied(mut r) => {
-                    let sent = send_reply_lent(conn, &header, call, &mut r, self.ulb, params)
-                        .map(|s| Served::Call(params.version, CallForm::of(&header), s));
-                    // Its memory takes the next reply of this thread.
-                    *reply = r;
-                    sent
-                }
-                Service::Panicked => send_rpc_error(conn, &header, call, self.ulb, params, encode_system_err_reply)
-                    .map(|()| Served::Panicked),
-            })
-            .or_else(|e| match FailureAnswer::for_error(&e) {
-                // What of the call was received: a binding copes with a short one.
-                Some(answer) => answer_failure(conn, &header, call, self.ulb, params, answer),
-                None => Err(e),
-            })
+        let answering = || {
+            self.unanswered.fetch_sub(1, Ordering::SeqCst);
+        };
+        serve_call(self.conn, &header, &job.params, self.ulb, self.handler, buffers, answering)
             .map_err(|e| format!("serving call {:#x}: {e}", job.xid))
     }
 
@@ -494,9 +437,9 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
             Served::Call(v, form, sent) => {
                 s.calls.count(v);
                 match form {
-                    CallForm::Inline => {}
-                    CallForm::ReadChunks => s.read_chunk_calls += 1,
-                    CallForm::Long => s.long_calls += 1,
+                    ArrivedAs::Inline => {}
+                    ArrivedAs::ReadChunks => s.read_chunk_calls += 1,
+                    ArrivedAs::Long => s.long_calls += 1,
                 }
                 match sent.form {
                     ReplyForm::Inline => s.inline_replies += 1,

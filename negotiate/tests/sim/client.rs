@@ -406,7 +406,7 @@ impl SimClient {
         sim.next_link += 1;
         sim.link = Some(super::Link::new(id));
         let (ours, sent) = thresholds::what_to_send(self.cfg.private_data, self.cfg.sends_foreign_private_data());
-        let accepted = sim.with_server(|s, _| s.on_connected(id, &sent, now));
+        let accepted = sim.with_server(|s, sim| s.on_connected(id, &sent, &sim.mem, now));
         let private_data = (!sent.is_empty(), !accepted.is_empty());
         sim.record(Event::Connected { link: id, private_data, v1_only: sim.faults.v1_only_responder });
         self.core.handle_connected(id, ours, &accepted, now);

@@ -26,8 +26,10 @@
 mod client;
 mod server;
 pub mod trace;
+mod verbs;
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use client::SimClient;
@@ -177,11 +179,15 @@ pub struct Report {
     pub trace: Trace,
 }
 
-/// Simulated registered memory, both sides' (the simulated peers share one address space):
-/// a region per handle, reachable by RDMA only from the connection it was bound on, and only
-/// while it is valid.
+/// Simulated registered memory of the requester: a region per handle, reachable by RDMA only
+/// from the connection it was bound on, and only while it is valid. A cheap handle: the
+/// responder's simulated queue pairs ([`verbs::SimQp`]) reach the same regions with their
+/// RDMA Reads and Writes.
+#[derive(Clone, Default)]
+pub struct Mem(Arc<Mutex<Regions>>);
+
 #[derive(Default)]
-pub struct Mem {
+struct Regions {
     regions: HashMap<u32, Region>,
     next_handle: u32,
 }
@@ -194,29 +200,42 @@ pub struct Region {
 }
 
 impl Mem {
-    pub fn register(&mut self, link: u32, bytes: Vec<u8>, writable: bool) -> (u32, u64) {
-        self.next_handle = self.next_handle.wrapping_add(0x101);
-        let handle = self.next_handle;
+    fn regions(&self) -> std::sync::MutexGuard<'_, Regions> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn register(&self, link: u32, bytes: Vec<u8>, writable: bool) -> (u32, u64) {
+        let mut m = self.regions();
+        m.next_handle = m.next_handle.wrapping_add(0x101);
+        let handle = m.next_handle;
         let base = u64::from(handle) << 20;
-        self.regions.insert(handle, Region { bytes, base, link, writable });
+        m.regions.insert(handle, Region { bytes, base, link, writable });
         (handle, base)
     }
 
     /// Invalidates and deregisters `handle`, giving its bytes back.
-    pub fn release(&mut self, handle: u32) -> Vec<u8> {
-        self.regions.remove(&handle).map(|r| r.bytes).unwrap_or_default()
+    pub fn release(&self, handle: u32) -> Vec<u8> {
+        self.regions().regions.remove(&handle).map(|r| r.bytes).unwrap_or_default()
     }
 
-    /// An RDMA Read by the peer of `link`: `None` is a remote access error.
-    pub fn read(&self, link: u32, handle: u32, offset: u64, len: usize) -> Option<&[u8]> {
-        let r = self.regions.get(&handle).filter(|r| r.link == link)?;
-        let at = usize::try_from(offset.checked_sub(r.base)?).ok()?;
-        r.bytes.get(at..at.checked_add(len)?)
+    /// An RDMA Read by the peer of `link` into `into`: false is a remote access error.
+    pub fn read(&self, link: u32, handle: u32, offset: u64, into: &mut [u8]) -> bool {
+        let m = self.regions();
+        let Some(r) = m.regions.get(&handle).filter(|r| r.link == link) else { return false };
+        let Some(at) = offset.checked_sub(r.base).and_then(|a| usize::try_from(a).ok()) else { return false };
+        match r.bytes.get(at..at.saturating_add(into.len())) {
+            Some(src) if src.len() == into.len() => {
+                into.copy_from_slice(src);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// An RDMA Write by the peer of `link`: false is a remote access error.
-    pub fn write(&mut self, link: u32, handle: u32, offset: u64, data: &[u8]) -> bool {
-        let Some(r) = self.regions.get_mut(&handle).filter(|r| r.link == link && r.writable) else { return false };
+    pub fn write(&self, link: u32, handle: u32, offset: u64, data: &[u8]) -> bool {
+        let mut m = self.regions();
+        let Some(r) = m.regions.get_mut(&handle).filter(|r| r.link == link && r.writable) else { return false };
         let Some(at) = offset.checked_sub(r.base).and_then(|a| usize::try_from(a).ok()) else { return false };
         match r.bytes.get_mut(at..at.saturating_add(data.len())) {
             Some(dst) if dst.len() == data.len() => {
@@ -228,7 +247,7 @@ impl Mem {
     }
 
     pub fn live(&self) -> usize {
-        self.regions.len()
+        self.regions().regions.len()
     }
 }
 
@@ -515,7 +534,7 @@ impl Sim {
         if let Some(what) = self.server().backward_call_stuck() {
             return Err(self.violation(what));
         }
-        if let Some(what) = self.server().closed_over_an_answerable_call() {
+        if let Some(what) = self.server().closed_over_an_answerable_call().or_else(|| self.server().left_unanswered()) {
             return Err(self.violation(what));
         }
         if let Some(what) = self.server().credit_overrun().or_else(|| self.overrun.clone()) {

@@ -1,42 +1,47 @@
-//! The responder's side: the real `Responder` state machine per connection, served as
-//! `Server`'s connection loop serves it (negotiate/src/server.rs): the call's Read chunks
-//! fetched from simulated memory, reassembled, run by a service that may be slow, panic or
-//! answer too much, and answered with a reply marshaled by `rpcrdma-v1`, or with what
-//! `FailureAnswer` says when it cannot be served. With the hostile fault on, the responder
-//! sometimes answers a call with something else altogether.
+//! The responder's side: per connection, the production `Serve` (with the `Responder` state
+//! machine inside) judges each message, and the production serving path,
+//! `negotiate::server::serve_call`, serves each call over the simulated verbs backend
+//! ([`super::verbs`]): its Read chunks read in place from the requester's simulated memory,
+//! its handler run (slow, panicking or answering too much now and then), and its answer
+//! written and sent: the reply, SYSTEM_ERR for a panic, or ERR_CHUNK / GARBAGE_ARGS as
+//! `FailureAnswer` says when it cannot be served. What stays the simulator's own: one call
+//! at a time per connection (the `Server` serves a connection's calls on several threads),
+//! and, with the hostile fault on, answering a call with something else altogether.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use cm_private_data::{Flags, PrivateData};
 use negotiate::backchannel::{BackwardEnd, BackwardSlot};
-use negotiate::datapath::DataPathError;
-use negotiate::responder::{self, ReplyParams};
-use negotiate::serve::{Serve, Service, Step};
-use negotiate::server::FailureAnswer;
-use rpcrdma_v1::header::Header;
-use rpcrdma_v1::marshal_reply::{marshal_reply, MarshaledReply, ProvidedChunks, ReplyRequest};
-use rpcrdma_v1::reassemble::{
-    check_call_ddp_eligibility, encode_garbage_args_reply, encode_system_err_reply, fetch_len, read_list_fetches,
-    reassemble_call, GARBAGE_ARGS_REPLY_LEN,
-};
-use rpcrdma_v1::ulb::UpperLayerBinding;
-use rpcrdma_v1::verdict::ErrorReply;
+use negotiate::datapath::{Connection, DataPathError};
+use negotiate::responder;
+use negotiate::serve::{Serve, Step};
+use negotiate::server::{serve_call, CallBuffers, Handler, Served};
 use rpcrdma_v1::Version;
-use rpcrdma_verbs::{Completion, Status};
 
 use super::client::{echo, oversized, ULB};
 use super::trace::{BackwardEnd as Ended, Closer, Event, Lie, Refusal};
+use super::verbs::{SimPd, SimQp, SimVerbs};
 use super::{words, Faults, Rng, Sim, TIMEOUT};
+
+/// One accepted connection: its decisions and its queue pair.
+struct SimConn {
+    serve: Serve,
+    conn: Connection<SimVerbs>,
+    buffers: CallBuffers,
+}
 
 pub struct SimServer {
     faults: Faults,
-    conns: HashMap<u32, Serve>,
+    conns: HashMap<u32, SimConn>,
     /// Executions of each call on each connection.
     executions: HashMap<(u32, u32), u32>,
     twice: Option<String>,
     /// A connection closed over a call the server could have answered.
     closed_instead: Option<String>,
+    /// A call served with nothing sent on a connection that stays up.
+    unanswered: Option<String>,
     overrun: Option<String>,
     /// Per connection, the service is running a call until then; that connection's later
     /// messages wait (one serving thread per connection, as `Server` has).
@@ -52,12 +57,6 @@ pub struct SimServer {
     backward_stuck: Option<String>,
 }
 
-/// The reply a call got, and how long its service took.
-struct Served {
-    send: Vec<u8>,
-    took: Duration,
-}
-
 impl SimServer {
     pub fn new(faults: Faults, side: Rng) -> SimServer {
         SimServer {
@@ -71,31 +70,36 @@ impl SimServer {
             executions: HashMap::new(),
             twice: None,
             closed_instead: None,
+            unanswered: None,
             overrun: None,
             busy: HashMap::new(),
         }
     }
 
     /// Accepts link `id` at `now`; returns the private data of the accept.
-    pub fn on_connected(&mut self, id: u32, received: &[u8], now: Instant) -> Vec<u8> {
+    pub fn on_connected(&mut self, id: u32, received: &[u8], sim_mem: &super::Mem, now: Instant) -> Vec<u8> {
         let versions =
             if self.faults.v1_only_responder { (Version::ONE, Version::ONE) } else { (Version::ONE, Version::TWO) };
         let cfg = responder::ResponderConfig::default().versions(versions);
         let ours = self.faults.private_data.1.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
-        self.conns.insert(id, Serve::new(cfg, self.faults.idle_timeout, received, ours, now));
+        let serve = Serve::new(cfg, self.faults.idle_timeout, received, ours, now);
+        // The server's completion timeout; never reached: every simulated work request
+        // completes when it is posted.
+        let conn = Connection::new(SimPd, SimQp::new(id, sim_mem.clone()), TIMEOUT);
+        self.conns.insert(id, SimConn { serve, conn, buffers: CallBuffers::default() });
         ours.map(|p| p.encode().to_vec()).unwrap_or_default()
     }
 
     /// When connection `link` turns idle if nothing arrives before.
     pub fn idle_deadline(&self, link: u32) -> Option<Instant> {
-        self.conns.get(&link).map(Serve::idle_deadline)
+        self.conns.get(&link).map(|c| c.serve.idle_deadline())
     }
 
     /// Closes connection `link` if it has been idle for the idle timeout (as `Server` does),
     /// unless its serving thread is still running a call.
     pub fn close_if_idle(&mut self, sim: &mut Sim, link: u32) {
         let busy = self.busy_until(link) > sim.now;
-        if !busy && self.conns.get(&link).is_some_and(|c| c.is_idle(sim.instant())) {
+        if !busy && self.conns.get(&link).is_some_and(|c| c.serve.is_idle(sim.instant())) {
             self.close(sim, link, Closer::ServerIdle);
         }
     }
@@ -177,6 +181,12 @@ impl SimServer {
         self.closed_instead.clone()
     }
 
+    /// RFC 8166 section 4.5.4: a responder that cannot reply closes the connection; a call it
+    /// served answers something on it (its reply, an RPC error reply, or RDMA_ERROR).
+    pub fn left_unanswered(&self) -> Option<String> {
+        self.unanswered.clone()
+    }
+
     pub fn twice_on_one_connection(&self) -> Option<String> {
         self.twice.clone()
     }
@@ -189,11 +199,11 @@ impl SimServer {
         let now = sim.instant();
         // What arrived behind it already (due now), as a Receive queue would hold it.
         let waiting = sim.link.as_ref().map_or(0, |l| l.to_server.iter().take_while(|(t, _)| *t <= sim.now).count());
-        let Some(conn) = self.conns.get_mut(&link) else { return };
-        match conn.on_message(bytes, waiting, now) {
+        let Some(c) = self.conns.get_mut(&link) else { return };
+        match c.serve.on_message(bytes, waiting, now) {
             Step::Call { header, params: p } => {
                 let xid = header.xid();
-                if conn.responder().overruns() > 0 {
+                if c.serve.responder().overruns() > 0 {
                     self.overrun =
                         Some(format!("call {xid:#x} arrived beyond the credits granted on connection {link}"));
                 }
@@ -203,43 +213,56 @@ impl SimServer {
                     sim.send(false, lie);
                     return;
                 }
-                let runs = self.executions.entry((link, xid)).or_default();
-                *runs += 1;
-                if *runs > 1 {
-                    self.twice = Some(format!("call {xid:#x} executed {runs} times on connection {link}"));
+                // The production serving path, with the simulator's service as its handler,
+                // which draws its behaviour from the main stream when it runs.
+                let service = Arc::new(SimService::new(std::mem::replace(&mut sim.rng, Rng::new(0))));
+                let served = serve_call(&c.conn, &header, &p, &ULB, &*service, &mut c.buffers, || {});
+                let sent = c.conn.qp().take_sent();
+                let ran = service.take(&mut sim.rng);
+                let mut took = Duration::ZERO;
+                if let Some(run) = ran {
+                    let version = p.version.wire();
+                    let (slow, panicked, oversized) = (run.slow, run.panicked, !run.panicked && oversized(xid));
+                    sim.record(Event::Executed { xid, link, version, slow, panicked, oversized });
+                    let runs = self.executions.entry((link, xid)).or_default();
+                    *runs += 1;
+                    if *runs > 1 {
+                        self.twice = Some(format!("call {xid:#x} executed {runs} times on connection {link}"));
+                    }
+                    // Its answer leaves when the service is done; the connection's later
+                    // messages wait for it (one call at a time per connection).
+                    took = run.took;
+                    self.busy.insert(link, sim.now + took);
                 }
-                let served = serve(sim, conn, link, &header, &p);
                 match served {
                     Ok(served) => {
-                        self.busy.insert(link, sim.now + served.took);
-                        sim.send_after(false, served.send, served.took);
-                        self.maybe_call_backward(sim, link, p.version.wire());
+                        if sent.is_empty() && self.unanswered.is_none() {
+                            self.unanswered = Some(format!(
+                                "call {xid:#x} on connection {link} was served ({served:?}) and nothing was sent"
+                            ));
+                        }
+                        match served {
+                            Served::Error => sim.record(Event::Refused { xid, link, with: Refusal::ErrChunk }),
+                            Served::GarbageArgs => sim.record(Event::Refused { xid, link, with: Refusal::GarbageArgs }),
+                            Served::Call(..) | Served::Panicked => {}
+                        }
+                        for send in sent {
+                            sim.send_after(false, send, took);
+                        }
+                        if matches!(served, Served::Call(..) | Served::Panicked) {
+                            self.maybe_call_backward(sim, link, p.version.wire());
+                        }
                     }
-                    Err(e) => match self.conns.get(&link).and_then(|c| c.on_failure(&e)) {
-                        Some(FailureAnswer::ErrChunk) => {
-                            sim.record(Event::Refused { xid, link, with: Refusal::ErrChunk });
-                            sim.send(false, ErrorReply::err_chunk(xid, p.version, p.credits).as_bytes().to_vec())
+                    // Nothing could be sent: the server closes the connection (RFC 8166
+                    // section 4.5.4). Only a failed work request may bring that about.
+                    Err(e) => {
+                        if !matches!(e, DataPathError::Completion(_)) {
+                            self.closed_instead = Some(format!(
+                                "connection {link} closed over call {xid:#x}, which it could answer: {e}"
+                            ));
                         }
-                        Some(FailureAnswer::GarbageArgs) => {
-                            let mut reply = [0u8; GARBAGE_ARGS_REPLY_LEN];
-                            let n = encode_garbage_args_reply(xid, &mut reply).expect("sized");
-                            sim.record(Event::Refused { xid, link, with: Refusal::GarbageArgs });
-                            // The call was not received whole: the binding gets none.
-                            match marshal(sim, link, &header, &[], &p, &reply[..n]) {
-                                Ok(send) => sim.send(false, send),
-                                Err(_) => self.close(sim, link, Closer::ServerFailure),
-                            }
-                        }
-                        // Nothing can be sent: close (RFC 8166 section 4.5.4).
-                        None => {
-                            if !matches!(e, DataPathError::Completion(_)) {
-                                self.closed_instead = Some(format!(
-                                    "connection {link} closed over call {xid:#x}, which it could answer: {e}"
-                                ));
-                            }
-                            self.close(sim, link, Closer::ServerFailure)
-                        }
-                    },
+                        self.close(sim, link, Closer::ServerFailure)
+                    }
                 }
             }
             Step::SendError(e) => {
@@ -279,82 +302,55 @@ impl SimServer {
     }
 }
 
-/// Fetches, reassembles and runs one call, and marshals its reply.
-fn serve(
-    sim: &mut Sim,
-    conn: &mut Serve,
-    link: u32,
-    header: &Header<'_>,
-    p: &ReplyParams,
-) -> Result<Served, DataPathError> {
-    let msg = header.to_msg();
-    let mut landing = vec![0u8; fetch_len(header.read_list()) as usize];
-    for f in read_list_fetches(header.read_list()).filter(|f| f.length > 0) {
-        let Some(data) = sim.mem.read(link, f.handle, f.offset, f.length as usize) else {
-            return Err(remote_access_error());
-        };
-        landing[f.landing..f.landing + f.length as usize].copy_from_slice(data);
-    }
-    let mut call = Vec::new();
-    reassemble_call(&msg, header.payload(), &landing, &mut call)?;
-    check_call_ddp_eligibility(&msg, &call, &ULB, &mut Vec::new())?;
-    let xid = header.xid();
-    // The service, run as `Server` runs it (`Serve::run_service`): slow now and then (past
-    // the requester's timeout), panicking now and then, and too large for the requester for
-    // some calls.
-    let slow = sim.rng.chance(50);
-    let took = if slow { TIMEOUT * 3 / 2 } else { sim.rng.millis(2) };
-    let panics = sim.rng.chance(20);
-    let version = p.version.wire();
-    sim.record(Event::Executed { xid, link, version, slow, panicked: panics, oversized: !panics && oversized(xid) });
-    let service = || {
-        if panics {
-            std::panic::panic_any(SimulatedPanic);
-        }
-        let mut r = echo(&call);
-        if oversized(xid) {
-            r.resize(ULB.max_reply + 4096, 0);
-        }
-        r
-    };
-    let reply = match conn.run_service(service) {
-        Service::Replied(r) => r,
-        Service::Panicked => {
-            let mut r = vec![0u8; GARBAGE_ARGS_REPLY_LEN];
-            encode_system_err_reply(xid, &mut r).expect("sized");
-            r
-        }
-    };
-    Ok(Served { send: marshal(sim, link, header, &call, p, &reply)?, took })
+/// The simulated service, as the production serving path runs it (`Handler`): slow now and
+/// then (past the requester's timeout), panicking now and then, and too large for the
+/// requester for some calls; otherwise the call echoed. It draws from the simulator's main
+/// stream, lent to it for the call ([`SimService::take`] gives it back), in the order the
+/// simulator drew before it served through the production path, so that seeds keep their
+/// runs.
+struct SimService(Mutex<(Rng, Option<Run>)>);
+
+/// What the service did when it ran.
+#[derive(Clone, Copy)]
+struct Run {
+    slow: bool,
+    took: Duration,
+    panicked: bool,
 }
 
-/// Places `reply` in the call's chunks (simulated RDMA Writes) and returns the Send.
-fn marshal(
-    sim: &mut Sim,
-    link: u32,
-    header: &Header<'_>,
-    call: &[u8],
-    p: &ReplyParams,
-    reply: &[u8],
-) -> Result<Vec<u8>, DataPathError> {
-    let mut results = Vec::new();
-    ULB.reply_ddp_items(call, reply, 0, &mut results);
-    let provided = ProvidedChunks { writes: header.write_list(), reply: header.reply_chunk() };
-    let req =
-        ReplyRequest { credits: p.credits, reply_inline_threshold: p.reply_inline_threshold, ddp_results: &results };
-    let mut out = MarshaledReply::with_version(p.version);
-    let mut send = vec![0; p.reply_inline_threshold];
-    marshal_reply(reply, provided, &req, &mut send, &mut out)?;
-    for w in out.writes() {
-        if !sim.mem.write(link, w.handle, w.offset, &reply[w.src.clone()]) {
-            return Err(remote_access_error());
+impl SimService {
+    fn new(rng: Rng) -> SimService {
+        SimService(Mutex::new((rng, None)))
+    }
+
+    /// Gives the main stream back to `rng`; what the service did, if it ran.
+    fn take(&self, rng: &mut Rng) -> Option<Run> {
+        let mut st = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        *rng = std::mem::replace(&mut st.0, Rng::new(0));
+        st.1.take()
+    }
+}
+
+impl Handler for SimService {
+    fn handle(&self, call: &[u8], reply: &mut Vec<u8>) {
+        let xid = call.get(..4).map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+        let panicked = {
+            let mut st = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+            let rng = &mut st.0;
+            let slow = rng.chance(50);
+            let took = if slow { TIMEOUT * 3 / 2 } else { rng.millis(2) };
+            let panicked = rng.chance(20);
+            st.1 = Some(Run { slow, took, panicked });
+            panicked
+        };
+        if panicked {
+            std::panic::panic_any(SimulatedPanic);
+        }
+        reply.extend_from_slice(&echo(call));
+        if oversized(xid) {
+            reply.resize(ULB.max_reply + 4096, 0);
         }
     }
-    send.truncate(out.header_len());
-    for r in out.inline() {
-        send.extend_from_slice(&reply[r.clone()]);
-    }
-    Ok(send)
 }
 
 /// The payload of the simulated service's panics, which the quiet hook leaves unprinted.
@@ -371,10 +367,6 @@ pub fn quiet_simulated_panics() {
             }
         }));
     });
-}
-
-fn remote_access_error() -> DataPathError {
-    DataPathError::Completion(Completion { status: Status::RemoteAccessError, ..Completion::default() })
 }
 
 /// What a lying responder sends instead of a call's reply: every RDMA_ERROR kind, an

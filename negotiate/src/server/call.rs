@@ -1,0 +1,158 @@
+//! Serving one call: the one path from an accepted call header to its answer on the wire.
+//! The [`Server`](super::Server)'s threads run it, and the deterministic simulator
+//! (negotiate/tests/sim) runs it over its simulated verbs backend, so what the simulator
+//! checks is this code, not a copy of it.
+
+use super::*;
+
+/// What one call came to ([`serve_call`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Served {
+    /// Served with its handler's reply: the call's version, how its arguments arrived, and
+    /// how the reply went out.
+    Call(Version, ArrivedAs, ReplySent),
+    /// Answered with RDMA_ERROR ERR_CHUNK (RFC 8166 section 4.5.2 or 4.5.3).
+    Error,
+    /// Answered with an RPC GARBAGE_ARGS reply (RFC 8166 sections 4.5.2 and 6.1.1).
+    GarbageArgs,
+    /// Its handler panicked: answered with an RPC SYSTEM_ERR reply (RFC 5531 section 9).
+    Panicked,
+}
+
+/// How a call's arguments arrived (RFC 8166 section 3.5): inline, with Read chunks beside the
+/// inline part (section 3.5.2), or whole in a Position-Zero Read chunk (section 3.5.3).
+///
+/// ```
+/// use negotiate::server::ArrivedAs;
+/// use rpcrdma_v1::header::{Header, HeaderLimits};
+/// // An RDMA_MSG with no chunks and a 4-byte payload.
+/// let msg: Vec<u8> = [7u32, 1, 32, 0, 0, 0, 0, 7].iter().flat_map(|w| w.to_be_bytes()).collect();
+/// let header = Header::parse(&msg, &HeaderLimits::default()).unwrap();
+/// assert_eq!(ArrivedAs::of(&header), ArrivedAs::Inline);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArrivedAs {
+    /// In the Send, whole.
+    Inline,
+    /// Partly in the Send, with Read chunks for its DDP-eligible items.
+    ReadChunks,
+    /// Whole in a Position-Zero Read chunk (RDMA_NOMSG).
+    Long,
+}
+
+impl ArrivedAs {
+    /// How the call with this header brings its arguments.
+    pub fn of(header: &Header<'_>) -> Self {
+        if header.position_zero_chunk().is_some() {
+            ArrivedAs::Long
+        } else if !header.read_list().is_empty() {
+            ArrivedAs::ReadChunks
+        } else {
+            ArrivedAs::Inline
+        }
+    }
+}
+
+/// The memory one serving thread keeps from one call to the next: the call message the Read
+/// chunks land in, and the reply its handler writes. Kept, so that a steady stream of calls
+/// allocates nothing.
+#[derive(Debug, Default)]
+pub struct CallBuffers {
+    call: Vec<u8>,
+    reply: Vec<u8>,
+}
+
+/// Serves the call whose header the connection's [`Serve`] accepted (and whose reply
+/// parameters it gave): fetches its Read chunks straight to their place in the call message
+/// (RFC 8166 section 3.4.5), runs `handler` on the message (a panic inside it is caught and
+/// answered with SYSTEM_ERR), calls `answering` once the handler is done and before anything
+/// is posted (the call stops counting as in flight there: RFC 8166 section 3.3.1), and
+/// answers: the handler's reply, its RDMA Writes and Send together, or, when the call could
+/// not be served, what [`FailureAnswer::for_error`] says (RFC 8166 section 4.5). `Err`:
+/// nothing could be sent; the caller closes the connection to signal the lost reply (RFC 8166
+/// section 4.5.4).
+///
+/// ```
+/// use std::time::{Duration, Instant};
+/// use negotiate::datapath::{send_call, CallParams, Connection, ReceivePool};
+/// use negotiate::responder::ResponderConfig;
+/// use negotiate::serve::{Serve, Step};
+/// use negotiate::server::{serve_call, ArrivedAs, CallBuffers, Served};
+/// use rpcrdma_v1::marshal_call::InlineThresholds;
+/// use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// use rpcrdma_v1::verdict::{receive, ReceivePolicy, Verdict};
+/// use rpcrdma_verbs::{Backend, ConnectRequest, InProcess, Listener, QpCaps};
+///
+/// let t = Duration::from_secs(5);
+/// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 64 };
+/// let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+/// let addr = listener.local_addr();
+/// let (ready, posted) = std::sync::mpsc::channel();
+/// let server = std::thread::spawn(move || {
+///     let pd = InProcess.alloc_pd().unwrap();
+///     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+///     let conn = Connection::<InProcess>::new(pd, qp, t);
+///     let pool = ReceivePool::new(&conn, 4, 1024).unwrap();
+///     ready.send(()).unwrap();
+///     let got = pool.receive(&conn).unwrap();
+///     let mut serve = Serve::new(ResponderConfig::default(), Duration::from_secs(60), &[], None, Instant::now());
+///     let Step::Call { header, params } = serve.on_message(&got.bytes, 0, Instant::now()) else { panic!() };
+///     // The handler: the call echoed as a reply (msg_type 1).
+///     let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+///     let served = serve_call(&conn, &header, &params, &ulb, &echo, &mut CallBuffers::default(), || {});
+///     assert!(matches!(served, Ok(Served::Call(_, ArrivedAs::Inline, _))));
+///     conn
+/// });
+/// let pd = InProcess.alloc_pd().unwrap();
+/// let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+/// let conn = Connection::<InProcess>::new(pd, qp, t);
+/// let pool = ReceivePool::new(&conn, 4, 1024).unwrap();
+/// let params = CallParams { version: rpcrdma_v1::Version::ONE, credits: 4, thresholds: InlineThresholds::default() };
+/// posted.recv().unwrap();
+/// let call = [0, 0, 0, 7, 0, 0, 0, 0];
+/// let pending = send_call(&conn, &call, &ulb, &params).unwrap();
+/// let got = pool.receive(&conn).unwrap();
+/// let Verdict::Accept(reply) = receive(&got.bytes, &ReceivePolicy::default()) else { panic!() };
+/// let mut message = Vec::new();
+/// pending.complete(&conn, &call, &reply, got.invalidated_rkey, &ulb, &mut message).unwrap();
+/// assert_eq!(message, [0, 0, 0, 7, 0, 0, 0, 1]);
+/// server.join().unwrap();
+/// ```
+pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
+    conn: &Connection<B>,
+    header: &Header<'_>,
+    params: &ReplyParams,
+    ulb: &U,
+    handler: &dyn Handler,
+    buffers: &mut CallBuffers,
+    answering: impl FnOnce(),
+) -> Result<Served, DataPathError> {
+    let CallBuffers { call, reply } = buffers;
+    let service = fetch_call(conn, header, ulb, call).map(|()| {
+        Service::of(|| {
+            let mut r = std::mem::take(reply);
+            r.clear();
+            handler.handle(call, &mut r);
+            r
+        })
+    });
+    answering();
+    service
+        .and_then(|service| match service {
+            Service::Replied(mut r) => {
+                let sent = send_reply_lent(conn, header, call, &mut r, ulb, params)
+                    .map(|s| Served::Call(params.version, ArrivedAs::of(header), s));
+                // Its memory takes the next reply of this thread.
+                *reply = r;
+                sent
+            }
+            Service::Panicked => {
+                send_rpc_error(conn, header, call, ulb, params, encode_system_err_reply).map(|()| Served::Panicked)
+            }
+        })
+        .or_else(|e| match FailureAnswer::for_error(&e) {
+            // What of the call was received: a binding copes with a short one.
+            Some(answer) => answer_failure(conn, header, call, ulb, params, answer),
+            None => Err(e),
+        })
+}

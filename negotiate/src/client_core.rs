@@ -38,7 +38,7 @@ use cm_private_data::PrivateData;
 use rpcrdma_v1::marshal_call::{CallForm, InlineThresholds};
 use rpcrdma_v1::Version;
 
-use crate::client::{ClientConfig, ClientError, ClientStats};
+use crate::client::config::{ClientConfig, ClientError, ClientStats};
 use crate::datapath::{DataPathError, Ended};
 use crate::memory::PeerMemory;
 use crate::reply::{DropReason, Incoming};

@@ -100,7 +100,7 @@ use waiting::{Reaped, Want, REAP_BATCH};
 /// Why one step of the data path failed.
 ///
 /// The errors of the protocol crates convert into it with `?`;
-/// [`Serve::on_failure`](crate::serve::Serve::on_failure) says how a responder answers one.
+/// [`FailureAnswer::for_error`](crate::server::FailureAnswer::for_error) says how a responder answers one.
 ///
 /// ```
 /// use negotiate::datapath::DataPathError;

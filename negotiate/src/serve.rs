@@ -25,17 +25,15 @@ use cm_private_data::PrivateData;
 use rpcrdma_v1::header::Header;
 use rpcrdma_v1::verdict::ErrorReply;
 
-use crate::datapath::DataPathError;
 use crate::reply::PeerError;
 use crate::responder::{self, Received, ReplyParams, Responder};
-use crate::server::FailureAnswer;
 
 /// What a received message asks of the serving side.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Step<'a> {
     /// Serve this call: fetch its chunks, run the service, and reply with `params` (taken now,
     /// before anything can fail, so that whatever answers the call carries its version and
-    /// credit grant); if serving fails, answer what [`Serve::on_failure`] says.
+    /// credit grant); [`serve_call`](crate::server::serve_call) does all of it.
     Call {
         /// The call's validated header.
         header: Header<'a>,
@@ -68,38 +66,6 @@ pub enum Step<'a> {
     Nothing,
 }
 
-/// What the service made of a call ([`Serve::run_service`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Service {
-    /// The RPC reply it returned.
-    Replied(Vec<u8>),
-    /// It panicked: answer the call with an RPC SYSTEM_ERR reply
-    /// (`rpcrdma_v1::reassemble::encode_system_err_reply`; RFC 5531 section 9), and serve on.
-    Panicked,
-}
-
-impl Service {
-    /// Runs the service on a call, catching a panic inside it: it is the service's failure,
-    /// not the connection's, and other calls keep being served. It needs no [`Serve`], so
-    /// the threads that serve a connection's calls at once run it while one of them judges
-    /// the next message.
-    ///
-    /// ```
-    /// use negotiate::serve::Service;
-    /// assert_eq!(Service::of(|| vec![1, 2]), Service::Replied(vec![1, 2]));
-    /// # let hook = std::panic::take_hook();
-    /// # std::panic::set_hook(Box::new(|_| {}));
-    /// assert_eq!(Service::of(|| panic!("out of memory")), Service::Panicked);
-    /// # std::panic::set_hook(hook);
-    /// ```
-    pub fn of(service: impl FnOnce() -> Vec<u8>) -> Service {
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(service)) {
-            Ok(reply) => Service::Replied(reply),
-            Err(_) => Service::Panicked,
-        }
-    }
-}
-
 /// One accepted connection's serving decisions (see the [module documentation](self)).
 ///
 /// Driven with bytes only: a responder of Version One alone refuses a Version Two probe with
@@ -108,7 +74,7 @@ impl Service {
 /// ```
 /// use std::time::{Duration, Instant};
 /// use negotiate::responder::ResponderConfig;
-/// use negotiate::serve::{Serve, Service, Step};
+/// use negotiate::serve::{Serve, Step};
 /// use rpcrdma_v1::Version;
 /// let to_bytes = |words: &[u32]| -> Vec<u8> { words.iter().flat_map(|w| w.to_be_bytes()).collect() };
 /// let now = Instant::now();
@@ -124,8 +90,6 @@ impl Service {
 /// let call = to_bytes(&[5, 1, 32, 0, 0, 0, 0, 5, 0]);
 /// let Step::Call { header, params } = conn.on_message(&call, 0, now) else { panic!() };
 /// assert_eq!((header.xid(), params.version), (5, Version::ONE));
-/// let reply = header.payload()[..4].iter().chain(&[0, 0, 0, 1]).copied().collect::<Vec<u8>>();
-/// assert_eq!(conn.run_service(|| reply.clone()), Service::Replied(reply));
 /// assert_eq!(conn.idle_deadline(), now + Duration::from_secs(60));
 /// ```
 pub struct Serve {
@@ -203,29 +167,6 @@ impl Serve {
             Received::OptionAnswer { xid } => Step::OptionAnswer { xid },
             Received::Handled { answer: None, .. } | Received::Dropped => Step::Nothing,
         }
-    }
-
-    /// Runs the service on a call ([`Service::of`]). A panic inside it is caught: it is the
-    /// service's failure, not the connection's, and other calls keep being served.
-    ///
-    /// ```
-    /// # use std::time::{Duration, Instant};
-    /// # use negotiate::{responder, serve::{Serve, Service}};
-    /// # let mut conn = Serve::new(responder::ResponderConfig::default(), Duration::from_secs(60), &[], None, Instant::now());
-    /// assert_eq!(conn.run_service(|| vec![1, 2]), Service::Replied(vec![1, 2]));
-    /// # let hook = std::panic::take_hook();
-    /// # std::panic::set_hook(Box::new(|_| {}));
-    /// assert_eq!(conn.run_service(|| panic!("out of memory")), Service::Panicked);
-    /// # std::panic::set_hook(hook);
-    /// ```
-    pub fn run_service(&mut self, service: impl FnOnce() -> Vec<u8>) -> Service {
-        Service::of(service)
-    }
-
-    /// What to answer a call whose serving failed with `e` ([`FailureAnswer::for_error`]);
-    /// `None`: nothing can be sent, close the connection (RFC 8166 section 4.5.4).
-    pub fn on_failure(&self, e: &DataPathError) -> Option<FailureAnswer> {
-        FailureAnswer::for_error(e)
     }
 
     /// Whether the connection has been silent for the idle timeout at `now` (the serving side

@@ -31,7 +31,7 @@ use crate::datapath::{
 use crate::extension::Extension;
 use crate::limits::{Refusals, ServerLimits};
 use crate::responder::{self, ResponderConfig};
-use crate::serve::{Serve, Service, Step};
+use crate::serve::{Serve, Step};
 use crate::thresholds::{self, Advertised, ADVERTISED_SIZE};
 use rpcrdma_v2::properties::TransportProperties;
 
@@ -40,8 +40,8 @@ mod call;
 mod connection;
 mod failure;
 pub use async_handler::{AsyncHandler, CallTask, OnExecutor, STOP_CHECK};
-pub use call::{serve_call, ArrivedAs, CallBuffers, Served};
-use connection::serve_connection;
+pub use call::{serve_call, Answered, ArrivedAs, CallBuffers};
+use connection::run_connection;
 pub use failure::FailureAnswer;
 use failure::{answer_failure, send_rpc_error};
 
@@ -455,7 +455,7 @@ impl Server {
                     let slot = conn.clone();
                     let spawned = std::thread::Builder::new()
                         .name("negotiate-conn".into())
-                        .spawn(move || serve_connection(&b, req, &cfg, &*u, &*h, &s2, &sh2, &slot));
+                        .spawn(move || run_connection(&b, req, &cfg, &*u, &*h, &s2, &sh2, &slot));
                     // A thread that could not be spawned dropped its request: rejected.
                     live.extend(spawned.ok().map(|thread| Live { thread, conn }));
                 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use rpcrdma_v1::reassemble::ReplyPiece;
 use rpcrdma_verbs::Backend;
 
-use super::lane::Link;
+use super::link::Link;
 use crate::datapath::{ReducedAt, ReplyInPlace};
 
 /// XDR roundup padding a result lacks in its chunk (RFC 8166 section 3.4.6.2: never written).

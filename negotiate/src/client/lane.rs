@@ -14,7 +14,9 @@ use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::{Backend, QpState, QueuePair};
 
-use super::{ClientConfig, ClientError, ClientStats, InPlaceReply};
+use super::config::{ClientConfig, ClientError, ClientStats};
+use super::in_place::InPlaceReply;
+use super::link::Link;
 use crate::backchannel::{self, Handler};
 use crate::client_core::{Action, CallStep, ClientCore, PeerProperties, Received};
 use crate::datapath::{
@@ -30,12 +32,6 @@ use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERT
 
 /// A transmission sent, with the memory its reply releases and the connection it went on.
 pub(super) type Sent<B> = (PendingCall<B>, Arc<Link<B>>);
-
-/// A connection's verbs resources.
-pub(super) struct Link<B: Backend> {
-    pub(super) conn: Connection<B>,
-    pub(super) pool: ReceivePool<B>,
-}
 
 struct State<B: Backend> {
     core: ClientCore<Arc<Link<B>>>,

@@ -159,7 +159,7 @@ impl<H, S> std::fmt::Debug for OnExecutor<H, S> {
 pub const STOP_CHECK: Duration = Duration::from_millis(100);
 
 /// Why a call's future gave no reply: the payload its thread unwinds with, so that the server
-/// answers the call as it answers a blocking handler's panic ([`crate::serve::Service::of`]).
+/// answers the call as it answers a blocking handler's panic ([`serve_call`](super::serve_call)).
 /// `resume_unwind` runs no panic hook: a panicking future's message is printed once, by its
 /// own panic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

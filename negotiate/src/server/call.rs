@@ -1,22 +1,41 @@
-//! Serving one call: the one path from an accepted call header to its answer on the wire.
+//! ConnectionThreads one call: the one path from an accepted call header to its answer on the wire.
 //! The [`Server`](super::Server)'s threads run it, and the deterministic simulator
 //! (negotiate/tests/sim) runs it over its simulated verbs backend, so what the simulator
 //! checks is this code, not a copy of it.
 
 use super::*;
 
-/// What one call came to ([`serve_call`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Served {
-    /// Served with its handler's reply: the call's version, how its arguments arrived, and
-    /// how the reply went out.
-    Call(Version, ArrivedAs, ReplySent),
-    /// Answered with RDMA_ERROR ERR_CHUNK (RFC 8166 section 4.5.2 or 4.5.3).
-    Error,
-    /// Answered with an RPC GARBAGE_ARGS reply (RFC 8166 sections 4.5.2 and 6.1.1).
-    GarbageArgs,
-    /// Its handler panicked: answered with an RPC SYSTEM_ERR reply (RFC 5531 section 9).
+/// What the handler made of a call.
+enum HandlerOutcome {
+    /// The RPC reply it wrote.
+    Replied(Vec<u8>),
+    /// It panicked: the call is answered with an RPC SYSTEM_ERR reply (RFC 5531 section 9),
+    /// and the connection serves on. A panic is the handler's failure, not the connection's.
     Panicked,
+}
+
+impl HandlerOutcome {
+    /// Runs `handler`, catching a panic inside it.
+    fn of(handler: impl FnOnce() -> Vec<u8>) -> HandlerOutcome {
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(handler)) {
+            Ok(reply) => HandlerOutcome::Replied(reply),
+            Err(_) => HandlerOutcome::Panicked,
+        }
+    }
+}
+
+/// How [`serve_call`] answered a call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answered {
+    /// With its handler's reply: the call's version, how its arguments arrived, and how the
+    /// reply went out.
+    Reply(Version, ArrivedAs, ReplySent),
+    /// With RDMA_ERROR ERR_CHUNK (RFC 8166 section 4.5.2 or 4.5.3).
+    ErrChunk,
+    /// With an RPC GARBAGE_ARGS reply (RFC 8166 sections 4.5.2 and 6.1.1).
+    GarbageArgs,
+    /// With an RPC SYSTEM_ERR reply: its handler panicked (RFC 5531 section 9).
+    SystemErr,
 }
 
 /// How a call's arguments arrived (RFC 8166 section 3.5): inline, with Read chunks beside the
@@ -77,7 +96,7 @@ pub struct CallBuffers {
 /// use negotiate::datapath::{send_call, CallParams, Connection, ReceivePool};
 /// use negotiate::responder::ResponderConfig;
 /// use negotiate::serve::{Serve, Step};
-/// use negotiate::server::{serve_call, ArrivedAs, CallBuffers, Served};
+/// use negotiate::server::{serve_call, ArrivedAs, CallBuffers, Answered};
 /// use rpcrdma_v1::marshal_call::InlineThresholds;
 /// use rpcrdma_v1::ulb::OpaqueAtUlb;
 /// use rpcrdma_v1::verdict::{receive, ReceivePolicy, Verdict};
@@ -100,7 +119,7 @@ pub struct CallBuffers {
 ///     // The handler: the call echoed as a reply (msg_type 1).
 ///     let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
 ///     let served = serve_call(&conn, &header, &params, &ulb, &echo, &mut CallBuffers::default(), || {});
-///     assert!(matches!(served, Ok(Served::Call(_, ArrivedAs::Inline, _))));
+///     assert!(matches!(served, Ok(Answered::Reply(_, ArrivedAs::Inline, _))));
 ///     conn
 /// });
 /// let pd = InProcess.alloc_pd().unwrap();
@@ -126,10 +145,10 @@ pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
     handler: &dyn Handler,
     buffers: &mut CallBuffers,
     answering: impl FnOnce(),
-) -> Result<Served, DataPathError> {
+) -> Result<Answered, DataPathError> {
     let CallBuffers { call, reply } = buffers;
     let service = fetch_call(conn, header, ulb, call).map(|()| {
-        Service::of(|| {
+        HandlerOutcome::of(|| {
             let mut r = std::mem::take(reply);
             r.clear();
             handler.handle(call, &mut r);
@@ -139,15 +158,15 @@ pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
     answering();
     service
         .and_then(|service| match service {
-            Service::Replied(mut r) => {
+            HandlerOutcome::Replied(mut r) => {
                 let sent = send_reply_lent(conn, header, call, &mut r, ulb, params)
-                    .map(|s| Served::Call(params.version, ArrivedAs::of(header), s));
+                    .map(|s| Answered::Reply(params.version, ArrivedAs::of(header), s));
                 // Its memory takes the next reply of this thread.
                 *reply = r;
                 sent
             }
-            Service::Panicked => {
-                send_rpc_error(conn, header, call, ulb, params, encode_system_err_reply).map(|()| Served::Panicked)
+            HandlerOutcome::Panicked => {
+                send_rpc_error(conn, header, call, ulb, params, encode_system_err_reply).map(|()| Answered::SystemErr)
             }
         })
         .or_else(|e| match FailureAnswer::for_error(&e) {

@@ -8,7 +8,7 @@ use super::*;
 /// calls on up to [`ServerLimits::calls_in_progress`] threads of its own (this one the first),
 /// which all have ended when this returns.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
+pub(super) fn run_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
     backend: &B,
     req: B::Request,
     cfg: &ServerConfig,
@@ -57,7 +57,7 @@ pub(super) fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>
     let back = ServerSide::new(conn.clone(), cfg.responder.limits);
     lock(&shared.backchannels).push(back.handle());
     let now = Instant::now();
-    let served = Serving {
+    let served = ConnectionThreads {
         cfg,
         ulb,
         handler,
@@ -116,7 +116,7 @@ pub(super) fn serve_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>
 ///
 /// [`ServerLimits::run_inline_for`]: crate::limits::ServerLimits::run_inline_for
 /// [`ServerLimits::calls_in_progress_per_connection`]: crate::limits::ServerLimits::calls_in_progress_per_connection
-struct Serving<'a, B: Backend, U: ?Sized> {
+struct ConnectionThreads<'a, B: Backend, U: ?Sized> {
     cfg: &'a ServerConfig,
     ulb: &'a U,
     handler: &'a dyn Handler,
@@ -182,7 +182,7 @@ struct Job {
     reads: bool,
 }
 
-impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
+impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> ConnectionThreads<'a, B, U> {
     /// One thread's part: take the receiving role, receive until a call arrives, serve it,
     /// and again, until the connection ends.
     fn work<'s>(&'s self, scope: &'s Scope<'s, '_>) {
@@ -269,7 +269,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
     /// or, when `keep` is false or another call is being served beside (one that ran long),
     /// frees it. When no
     /// other thread waits to receive and the bound allows, spawns one (so a connection whose
-    /// calls are all short keeps two threads, never [`Serving::most`]).
+    /// calls are all short keeps two threads, never [`ConnectionThreads::most`]).
     fn take_on<'s>(&'s self, scope: &'s Scope<'s, '_>, keep: bool) -> Option<u64> {
         let mut crew = lock(&self.crew);
         // A call with none beside it keeps the role: the calls queued behind it follow on
@@ -390,7 +390,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
     }
 
     /// Idle: no message for the idle timeout, and no call in progress nor answered within it.
-    /// How long until the connection would be idle ([`Serving::is_idle`]) if nothing
+    /// How long until the connection would be idle ([`ConnectionThreads::is_idle`]) if nothing
     /// arrives.
     /// A call being served keeps the connection from being idle until it ends: then the wait
     /// is a whole idle timeout. At most [`LONGEST_WAIT`] (an idle timeout of `Duration::MAX`
@@ -419,7 +419,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
 
     /// Serves one call taken by the leader ([`serve_call`]); `Err` with the reason to close
     /// the connection.
-    fn serve_call(&self, job: &Job, buffers: &mut CallBuffers) -> Result<Served, String> {
+    fn serve_call(&self, job: &Job, buffers: &mut CallBuffers) -> Result<Answered, String> {
         // The leader's Serve accepted these bytes as a call; the same rules, with the same
         // limits, give the same header view here, where the bytes now are.
         let header = crate::reply::reply_header(&job.bytes, &self.cfg.responder.limits)
@@ -431,10 +431,10 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
             .map_err(|e| format!("serving call {:#x}: {e}", job.xid))
     }
 
-    fn count(&self, served: Served) {
+    fn count(&self, served: Answered) {
         let mut s = lock(&self.shared.stats);
         match served {
-            Served::Call(v, form, sent) => {
+            Answered::Reply(v, form, sent) => {
                 s.calls.count(v);
                 match form {
                     ArrivedAs::Inline => {}
@@ -447,9 +447,9 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> Serving<'a, B, U> {
                 }
                 s.write_chunk_results += sent.reduced_results as u64;
             }
-            Served::Error => s.errors_sent += 1,
-            Served::GarbageArgs => s.garbage_args_replies += 1,
-            Served::Panicked => s.handler_panics += 1,
+            Answered::ErrChunk => s.errors_sent += 1,
+            Answered::GarbageArgs => s.garbage_args_replies += 1,
+            Answered::SystemErr => s.handler_panics += 1,
         }
     }
 }

@@ -40,7 +40,7 @@ impl FailureAnswer {
     }
 }
 
-/// Sends `answer` ([`Serve::on_failure`]) for a call that could not be served; the
+/// Sends `answer` ([`FailureAnswer::for_error`]) for a call that could not be served; the
 /// connection stays up.
 pub(super) fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
     conn: &Connection<B>,
@@ -49,14 +49,14 @@ pub(super) fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
     ulb: &U,
     params: &ReplyParams,
     answer: FailureAnswer,
-) -> Result<Served, DataPathError> {
+) -> Result<Answered, DataPathError> {
     match answer {
         FailureAnswer::ErrChunk => {
             let err = ErrorReply::err_chunk(call.xid(), params.version, params.credits);
-            send_error(conn, err.as_bytes()).map(|()| Served::Error)
+            send_error(conn, err.as_bytes()).map(|()| Answered::ErrChunk)
         }
         FailureAnswer::GarbageArgs => send_rpc_error(conn, call, call_message, ulb, params, encode_garbage_args_reply)
-            .map(|()| Served::GarbageArgs),
+            .map(|()| Answered::GarbageArgs),
     }
 }
 

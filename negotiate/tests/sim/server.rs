@@ -17,7 +17,7 @@ use negotiate::backchannel::{BackwardEnd, BackwardSlot};
 use negotiate::datapath::{Connection, DataPathError};
 use negotiate::responder;
 use negotiate::serve::{Serve, Step};
-use negotiate::server::{serve_call, CallBuffers, Handler, Served};
+use negotiate::server::{serve_call, Answered, CallBuffers, Handler};
 use rpcrdma_v1::Version;
 
 use super::client::{echo, oversized, ULB};
@@ -242,14 +242,16 @@ impl SimServer {
                             ));
                         }
                         match served {
-                            Served::Error => sim.record(Event::Refused { xid, link, with: Refusal::ErrChunk }),
-                            Served::GarbageArgs => sim.record(Event::Refused { xid, link, with: Refusal::GarbageArgs }),
-                            Served::Call(..) | Served::Panicked => {}
+                            Answered::ErrChunk => sim.record(Event::Refused { xid, link, with: Refusal::ErrChunk }),
+                            Answered::GarbageArgs => {
+                                sim.record(Event::Refused { xid, link, with: Refusal::GarbageArgs })
+                            }
+                            Answered::Reply(..) | Answered::SystemErr => {}
                         }
                         for send in sent {
                             sim.send_after(false, send, took);
                         }
-                        if matches!(served, Served::Call(..) | Served::Panicked) {
+                        if matches!(served, Answered::Reply(..) | Answered::SystemErr) {
                             self.maybe_call_backward(sim, link, p.version.wire());
                         }
                     }

@@ -1,0 +1,254 @@
+//! What a [`Client`](super::Client) is configured with, what it counts, and why a call fails:
+//! the types the client's core ([`ClientCore`](crate::client_core::ClientCore)) and its I/O
+//! ([`Client`](super::Client), `lane.rs`) both speak, kept apart from both so that neither
+//! imports the other to name them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cm_private_data::PrivateData;
+use rpcrdma_v1::Version;
+use rpcrdma_verbs::QpCaps;
+
+use crate::datapath::{DataPathError, Ended};
+use crate::extension::Extension;
+use crate::requester::{self, CallFailure, DuplicateXid, RequesterConfig};
+use crate::thresholds::ADVERTISED_SIZE;
+use rpcrdma_v2::properties::TransportProperties;
+
+/// How a [`Client`](super::Client) connects and behaves. Build one from [`Default`] with the setters, each
+/// named after the field it sets (the requester's most used fields have their own):
+///
+/// ```
+/// use std::time::Duration;
+/// use negotiate::client::ClientConfig;
+/// let cfg = ClientConfig::default().credits(64).connections(2).connect_timeout(Duration::from_secs(1));
+/// assert_eq!((cfg.requester.credits, cfg.connections), (64, 2));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClientConfig {
+    /// Versions, credits, timeouts, limits.
+    pub requester: requester::RequesterConfig,
+    /// The RFC 8797 private data to send at connect, or `None` to send none.
+    pub private_data: Option<PrivateData>,
+    /// Eight bytes to send at connect *instead of* `private_data`, for interop tests only
+    /// ([`ClientConfig::foreign_private_data`]).
+    pub(crate) foreign_private_data: Option<[u8; 8]>,
+    /// Queue pair capacities.
+    pub caps: QpCaps,
+    /// How long one connection attempt may take.
+    pub connect_timeout: Duration,
+    /// How many connections to make to the responder (at least one; 0 counts as 1): each has
+    /// its own credits, Receives and dispatcher, and a call goes on the one its XID picks
+    /// (XID mod connections), so that consecutive XIDs spread evenly, as the Linux client's
+    /// `nconnect` spreads its calls.
+    pub connections: usize,
+    /// Version Two extensions (draft section 3.1): the RDMA_OPTIONAL messages the server
+    /// sends on a connection settled on Version Two go to these handlers; any other opttype
+    /// is answered with RDMA_ERR_INVAL_OPTION. Each connection registers them anew
+    /// ([`crate::extension`]). None by default.
+    pub extensions: Vec<Extension>,
+    /// The transport properties this client states on each connection that settles on
+    /// Version Two (`specs/rpcrdma2-transport-properties.txt`, types in
+    /// `rpcrdma_v2::properties`), or `None` to make no exchange. The exchange follows the
+    /// first call that settled the connection (one more round trip: on a blocking caller's
+    /// thread, or after an async call on the client's dispatcher thread, never on the executor);
+    /// a responder's reply changes the thresholds of the calls after it, and a responder
+    /// without the extension leaves private data and the defaults in effect
+    /// ([`Client::peer_properties`](super::Client::peer_properties)). The Receives are made no smaller than the stated
+    /// `max_recv_size`. `None` by default.
+    pub properties: Option<TransportProperties>,
+}
+
+impl Default for ClientConfig {
+    /// Versions 1 to 2 and private data advertising 4096-byte Sends and Receives with the R flag
+    /// clear.
+    fn default() -> Self {
+        ClientConfig {
+            requester: requester::RequesterConfig::default(),
+            private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), ADVERTISED_SIZE, ADVERTISED_SIZE)),
+            foreign_private_data: None,
+            caps: QpCaps::default(),
+            connect_timeout: Duration::from_secs(5),
+            connections: 1,
+            extensions: Vec::new(),
+            properties: None,
+        }
+    }
+}
+
+rpcrdma_verbs::setters!(ClientConfig {
+    requester: RequesterConfig,
+    private_data: Option<PrivateData>,
+    caps: QpCaps,
+    connect_timeout: Duration,
+    connections: usize,
+    extensions: Vec<Extension>,
+    properties: Option<TransportProperties>,
+});
+
+nested_setters!(
+    ClientConfig,
+    requester { versions: (Version, Version), credits: u32, timeout: Duration, max_attempts: u32 }
+);
+
+impl ClientConfig {
+    /// For interop tests only: send these eight bytes at connect *instead of* `private_data`
+    /// (another layer's private data, or garbage), to see a responder treat them as absent
+    /// (RFC 8797 section 5.1). The interop matrix's "garbage private data" axis uses it.
+    #[doc(hidden)]
+    #[must_use]
+    pub fn foreign_private_data(mut self, bytes: Option<[u8; 8]>) -> Self {
+        self.foreign_private_data = bytes;
+        self
+    }
+
+    /// For interop tests only: the bytes [`ClientConfig::foreign_private_data`] set.
+    #[doc(hidden)]
+    pub fn sends_foreign_private_data(&self) -> Option<[u8; 8]> {
+        self.foreign_private_data
+    }
+}
+
+/// Why a call failed, or (from [`Client::connect`](super::Client::connect)) why the first connection could not be
+/// made. A call that ran out of attempts says what happened to its last attempt, with the
+/// cause: the verbs error of the connection attempt, or how the connection ended.
+///
+/// ```
+/// use negotiate::client::{Client, ClientConfig, ClientError};
+/// use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// use rpcrdma_verbs::InProcess;
+/// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+/// let cfg = ClientConfig::default();
+/// let client = Client::new(InProcess, "inproc:nobody-listens-here", cfg);
+/// // Refused before any connection is tried: a message too short to have an XID.
+/// assert!(matches!(client.call(&[0, 0], &ulb), Err(ClientError::NoXid(2))));
+/// match client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb) {
+///     Err(e @ ClientError::Refused { .. }) => assert!(e.to_string().contains("nothing listens there")),
+///     other => panic!("{other:?}"),
+/// }
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// Nothing listens at the address (`ECONNREFUSED`, `RDMA_CM_EVENT_UNREACHABLE`).
+    #[error("connecting to {addr}: refused, nothing listens there (gave up after {attempts} attempts)")]
+    Refused {
+        /// The responder's address.
+        addr: String,
+        /// Attempts made.
+        attempts: u32,
+        /// The verbs error ([`rpcrdma_verbs::Error::ConnectionRefused`]).
+        #[source]
+        source: rpcrdma_verbs::Error,
+    },
+    /// The address is malformed for the backend or names no host: no attempt can succeed.
+    #[error("connecting to {addr}: bad address")]
+    BadAddress {
+        /// The responder's address.
+        addr: String,
+        /// The verbs error ([`rpcrdma_verbs::Error::BadAddress`]).
+        #[source]
+        source: rpcrdma_verbs::Error,
+    },
+    /// The responder did not accept within [`ClientConfig::connect_timeout`] (a listener that
+    /// never accepts, a hung or stopped server).
+    #[error("connecting to {addr}: not accepted within {timeout:?} (gave up after {attempts} attempts)")]
+    ConnectTimeout {
+        /// The responder's address.
+        addr: String,
+        /// The connect timeout.
+        timeout: Duration,
+        /// Attempts made.
+        attempts: u32,
+        /// The verbs error ([`rpcrdma_verbs::Error::Timeout`]).
+        #[source]
+        source: rpcrdma_verbs::Error,
+    },
+    /// Connecting failed otherwise: rejected, aborted, or out of local resources.
+    #[error("connecting to {addr} failed (gave up after {attempts} attempts)")]
+    ConnectFailed {
+        /// The responder's address.
+        addr: String,
+        /// Attempts made.
+        attempts: u32,
+        /// What failed (shared: one connection attempt can fail several calls).
+        #[source]
+        source: Arc<DataPathError>,
+    },
+    /// No reply within the requester's timeout on the last attempt; each attempt that timed
+    /// out closed its connection (RFC 8166 section 4.5.4).
+    #[error("no reply within {timeout:?} (gave up after {attempts} attempts)")]
+    ReplyTimeout {
+        /// The requester's timeout ([`requester::RequesterConfig::timeout`]).
+        timeout: Duration,
+        /// Attempts made.
+        attempts: u32,
+    },
+    /// The connection went down under the last attempt before its reply: the responder closed
+    /// it (a server that stopped, or whose handler failed), or the transport failed.
+    #[error("connection lost (gave up after {attempts} attempts): {ended}")]
+    ConnectionLost {
+        /// Attempts made.
+        attempts: u32,
+        /// How that connection ended ([`Ended::Lost`] with the first error completion reaped
+        /// on it, if any).
+        ended: Ended,
+    },
+    /// The protocol's verdict on the call: the responder's RDMA_ERROR
+    /// ([`CallFailure::Peer`]), no common version, a malformed reply.
+    #[error(transparent)]
+    Call(CallFailure),
+    /// Its XID is in use by another call in progress on this client.
+    #[error(transparent)]
+    DuplicateXid(#[from] DuplicateXid),
+    /// The message is not an RPC message (shorter than its XID).
+    #[error("an RPC message of {0} bytes has no XID")]
+    NoXid(usize),
+    /// Moving its bytes failed: marshaling, registration, reassembly.
+    #[error(transparent)]
+    DataPath(#[from] DataPathError),
+    /// An RDMA_OPTIONAL ([`Client::send_option`](super::Client::send_option)) larger than the server's inline threshold.
+    #[error("an RDMA_OPTIONAL of {len} bytes exceeds the inline threshold of {threshold}")]
+    OptionTooLarge {
+        /// Its length, transport header included.
+        len: usize,
+        /// The threshold.
+        threshold: usize,
+    },
+    /// The client is shutting down.
+    #[error("the client is closed")]
+    Closed,
+}
+
+/// Calls sent, by the form marshaling chose (RFC 8166 section 3.5); retransmissions count
+/// again.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use negotiate::client::{Client, ClientConfig};
+/// # use negotiate::server::{Server, ServerConfig};
+/// # use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// # use rpcrdma_verbs::InProcess;
+/// # let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+/// // Every reply is 8 bytes: the call's XID, then REPLY.
+/// let handler = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..]].concat();
+/// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), handler).unwrap();
+/// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+/// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // fits inline: Short
+/// let mut big = vec![0u8; 8192]; // over the inline threshold, nothing DDP-eligible: Long
+/// big[3] = 2;
+/// client.call(&big, &ulb).unwrap();
+/// let stats = client.stats();
+/// assert_eq!((stats.short, stats.chunked, stats.long), (1, 0, 1));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClientStats {
+    /// Short: RDMA_MSG, all inline.
+    pub short: u64,
+    /// Chunked: RDMA_MSG with DDP-eligible arguments in Read chunks.
+    pub chunked: u64,
+    /// Long: RDMA_NOMSG, the whole call in a position-zero Read chunk.
+    pub long: u64,
+}

@@ -1,8 +1,11 @@
 //! The requester's side: `Client`'s own decision maker, `ClientCore` (with the `Requester`
 //! state machine inside), driven as `Client`'s dispatcher and callers drive it
-//! (negotiate/src/client.rs), with calls marshaled by `rpcrdma-v1` into simulated registered
-//! memory. Beside it, the simulator keeps its own account of what happened to each call's
-//! latest attempt, to check that a failed call reports that cause (issue 13, finding 7).
+//! (negotiate/src/client.rs), with each transmission made by the production data path over
+//! the simulated verbs backend ([`super::verbs`]): `datapath::send_call` marshals it and
+//! opens its chunks' memory windows, `PendingCall::complete` invalidates them and
+//! reassembles the reply from what landed, `PendingCall::abandon` gives up an attempt.
+//! Beside it, the simulator keeps its own account of what happened to each call's latest
+//! attempt, to check that a failed call reports that cause (issue 13, finding 7).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -11,17 +14,16 @@ use std::time::Duration;
 use cm_private_data::{Flags, PrivateData};
 use negotiate::client::{ClientConfig, ClientError};
 use negotiate::client_core::{Action, CallStep, ClientCore, Received};
-use negotiate::datapath::{DataPathError, Ended};
+use negotiate::datapath::{send_call, CallParams, Connection, DataPathError, Ended, PendingCall};
 use negotiate::reply::{DropReason, PeerError};
 use negotiate::requester::{self, CallFailure};
 use negotiate::thresholds;
-use rpcrdma_v1::marshal_call::{marshal_call, CallDescription, ChunkPurpose, MarshaledCall, Registrar};
-use rpcrdma_v1::reassemble::reassemble_reply_with_ulb;
 use rpcrdma_v1::ulb::{roundup_pad, OpaqueAtUlb};
-use rpcrdma_v1::xdr::XdrRdmaSegment;
+use rpcrdma_verbs::{Access, MemoryRegion, ProtectionDomain, QueuePair, SendFlags};
 
 use super::trace::{Closer, Dropped, End, Event, Got};
-use super::{Faults, Mem, Rng, Sim, MAX_ATTEMPTS, TIMEOUT};
+use super::verbs::{SimPd, SimQp, SimVerbs};
+use super::{Faults, Rng, Sim, MAX_ATTEMPTS, TIMEOUT};
 
 /// Calls carry an `opaque<>` after XID, message type and a spare word; it may go in a Read
 /// chunk; replies (echoes) up to 32 KiB, through the Reply chunk when large.
@@ -97,11 +99,12 @@ enum Fate {
     Lost { closed_here: bool },
 }
 
-/// One transmission's registrations.
+/// One transmission: the data path's account of its memory, and the windows the simulator
+/// opened itself for an unusable call.
 struct Attempt {
-    handles: Vec<u32>,
-    writes: Vec<u32>,
-    reply: Option<u32>,
+    pending: PendingCall<SimVerbs>,
+    link: u32,
+    extra: Vec<u32>,
     /// Its reply arrived: its caller completes it from what landed, even if the connection
     /// goes down first (as `datapath`'s release hands back what landed).
     answered: bool,
@@ -119,6 +122,8 @@ pub struct SimClient {
     planned: Vec<Planned>,
     records: BTreeMap<u32, Record>,
     attempts: HashMap<u32, Attempt>,
+    /// The requester's end of every link made, by link.
+    conns: HashMap<u32, Connection<SimVerbs>>,
     connect_at: Option<Duration>,
     connects: u32,
     wrong: Option<String>,
@@ -131,47 +136,6 @@ pub struct SimClient {
     probed: Option<u32>,
     /// The connection and version the core was last seen settled on.
     settled: Option<(u32, u32)>,
-}
-
-/// The registrar of one transmission: every chunk a region of its own, bound on `link`.
-struct SimRegistrar<'a> {
-    mem: &'a mut Mem,
-    link: u32,
-    message: &'a [u8],
-    attempt: Attempt,
-}
-
-impl Registrar for SimRegistrar<'_> {
-    type Error = std::convert::Infallible;
-
-    fn register(&mut self, purpose: ChunkPurpose, out: &mut Vec<XdrRdmaSegment>) -> Result<(), Self::Error> {
-        let (bytes, writable) = match purpose {
-            ChunkPurpose::Read { offset, len } => (self.message[offset..offset + len].to_vec(), false),
-            ChunkPurpose::PositionZero { len } => (self.message[..len].to_vec(), false),
-            ChunkPurpose::Write { len, .. } | ChunkPurpose::Reply { len } => (vec![0; len], true),
-        };
-        let length = bytes.len() as u32;
-        let (handle, offset) = self.mem.register(self.link, bytes, writable);
-        self.attempt.handles.push(handle);
-        match purpose {
-            ChunkPurpose::Write { .. } => self.attempt.writes.push(handle),
-            ChunkPurpose::Reply { .. } => self.attempt.reply = Some(handle),
-            _ => {}
-        }
-        out.push(XdrRdmaSegment { handle, length, offset });
-        Ok(())
-    }
-
-    fn release(&mut self, _purpose: ChunkPurpose, segments: &[XdrRdmaSegment]) {
-        for s in segments {
-            self.mem.release(s.handle);
-            self.attempt.handles.retain(|&h| h != s.handle);
-            self.attempt.writes.retain(|&h| h != s.handle);
-            if self.attempt.reply == Some(s.handle) {
-                self.attempt.reply = None;
-            }
-        }
-    }
 }
 
 impl SimClient {
@@ -205,6 +169,7 @@ impl SimClient {
             planned,
             records: BTreeMap::new(),
             attempts: HashMap::new(),
+            conns: HashMap::new(),
             connect_at: None,
             connects: 0,
             wrong: None,
@@ -273,14 +238,14 @@ impl SimClient {
             if self.core.is_abandoned(xid) {
                 self.held.insert(xid);
             } else {
-                self.release(&mut sim.mem, xid);
+                self.release(sim, xid);
             }
             self.end(sim, xid, Err(End::GivenUp));
         }
     }
 
     /// Releases the memory of abandoned calls the core no longer holds.
-    fn release_abandoned(&mut self, mem: &mut Mem) {
+    fn release_abandoned(&mut self, sim: &mut Sim) {
         let ended: Vec<u32> = self
             .attempts
             .keys()
@@ -288,7 +253,7 @@ impl SimClient {
             .filter(|x| self.records.get(x).is_some_and(|r| r.ended.is_some()) && !self.core.is_abandoned(*x))
             .collect();
         for xid in ended {
-            self.release(mem, xid);
+            self.release(sim, xid);
         }
     }
 
@@ -319,7 +284,7 @@ impl SimClient {
     /// callers do, until it has nothing more.
     pub fn route(&mut self, sim: &mut Sim) {
         self.note_core(sim, None);
-        self.release_abandoned(&mut sim.mem);
+        self.release_abandoned(sim);
         loop {
             // Callers first: what reached the core before an action (a reply or an RDMA_ERROR
             // received before a disconnect) is theirs, as it is `Client`'s callers'.
@@ -352,14 +317,29 @@ impl SimClient {
     /// What the caller of `xid` does with its next step, as `Client::call` does.
     fn take_step(&mut self, sim: &mut Sim, xid: u32) {
         let Some(step) = self.core.take_step(xid) else { return };
+        self.take(sim, xid, step);
+        // The data path closes a connection only when it cannot invalidate or unbind a
+        // call's memory, which the simulated backend always can while the link is up: a
+        // connection it closed under a live link is a bug the simulator would otherwise
+        // miss (nothing here tells the link).
+        let up = sim.link.as_ref().filter(|l| l.up).map(|l| l.id);
+        if let Some(conn) = up.and_then(|id| self.conns.get(&id)) {
+            if conn.qp().state() != rpcrdma_verbs::QpState::Ready && self.wrong.is_none() {
+                self.wrong =
+                    Some(format!("the data path closed connection {:?} under a live link: {:?}", up, conn.ended()));
+            }
+        }
+    }
+
+    fn take(&mut self, sim: &mut Sim, xid: u32, step: CallStep<u32>) {
         match step {
             CallStep::Transmit { transmit, link } => self.transmit(sim, transmit, link),
-            CallStep::Reply { message, .. } => {
-                self.complete(sim, xid, &message);
+            CallStep::Reply { message, invalidated } => {
+                self.complete(sim, xid, &message, invalidated);
                 self.core.finish_call(xid);
             }
             CallStep::Failed(error) => {
-                self.release(&mut sim.mem, xid);
+                self.release(sim, xid);
                 self.check_cause(xid, &error);
                 self.end(sim, xid, Err(end_of(&error)));
                 self.core.finish_call(xid);
@@ -406,7 +386,9 @@ impl SimClient {
         sim.next_link += 1;
         sim.link = Some(super::Link::new(id));
         let (ours, sent) = thresholds::what_to_send(self.cfg.private_data, self.cfg.sends_foreign_private_data());
-        let accepted = sim.with_server(|s, sim| s.on_connected(id, &sent, &sim.mem, now));
+        let accepted = sim.with_server(|s, sim| s.on_connected(id, &sent, &sim.net, now));
+        // The requester's end: its calls' memory windows are bound on it.
+        self.conns.insert(id, Connection::new(SimPd, SimQp::new(id, sim.net.clone()), TIMEOUT));
         let private_data = (!sent.is_empty(), !accepted.is_empty());
         sim.record(Event::Connected { link: id, private_data, v1_only: sim.faults.v1_only_responder });
         self.core.handle_connected(id, ours, &accepted, now);
@@ -415,7 +397,7 @@ impl SimClient {
 
     fn transmit(&mut self, sim: &mut Sim, t: requester::Transmit, link: u32) {
         // A retransmission: the earlier attempt's chunks must not stay open.
-        self.release(&mut sim.mem, t.xid);
+        self.release(sim, t.xid);
         let (xid, version, probe, attempt) = (t.xid, t.version.wire(), t.probe, t.attempt);
         sim.record(Event::Transmit { xid, link, version, probe, attempt });
         if probe {
@@ -424,29 +406,24 @@ impl SimClient {
         let record = self.records.get_mut(&t.xid).expect("a transmitted call was made");
         record.fate = Fate::InFlight { link, deadline: sim.now + self.cfg.requester.timeout };
         let message = record.message.clone();
-        let mut desc = CallDescription::default();
-        desc.describe(&ULB, &message);
-        let request = desc.request(t.credits, t.thresholds);
-        let mut out = MarshaledCall::with_version(t.version);
-        let mut send = vec![0; t.thresholds.call];
-        let attempt = Attempt { handles: Vec::new(), writes: Vec::new(), reply: None, answered: false };
-        let mut reg = SimRegistrar { mem: &mut sim.mem, link, message: &message, attempt };
-        let marshaled = marshal_call(&message, &request, &mut reg, &mut send, &mut out);
-        let attempt = reg.attempt;
-        self.attempts.insert(t.xid, attempt);
-        if let Err(e) = marshaled {
-            self.release(&mut sim.mem, t.xid);
-            self.core.cancel(t.xid, sim.instant());
-            sim.record(Event::Marshaling { xid: t.xid, error: e.to_string() });
-            self.end(sim, t.xid, Err(End::Marshaling));
-            self.core.finish_call(t.xid);
-            return;
-        }
-        self.core.handle_sent(out.form());
-        send.truncate(out.header_len());
-        for r in out.inline() {
-            send.extend_from_slice(&message[r.clone()]);
-        }
+        let conn = self.conns.get(&link).expect("a transmission goes on a link made");
+        let params = CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds };
+        let pending = match send_call(conn, &message, &ULB, &params) {
+            Ok(pending) => pending,
+            Err(e) => {
+                conn.qp().take_sent();
+                self.core.cancel(t.xid, sim.instant());
+                sim.record(Event::Marshaling { xid: t.xid, error: e.to_string() });
+                self.end(sim, t.xid, Err(End::Marshaling));
+                self.core.finish_call(t.xid);
+                return;
+            }
+        };
+        self.core.handle_sent(pending.form());
+        let mut sends = conn.qp().take_sent();
+        assert_eq!(sends.len(), 1, "send_call posts one Send");
+        let mut send = sends.pop().expect("one Send");
+        self.attempts.insert(t.xid, Attempt { pending, link, extra: Vec::new(), answered: false });
         let unusable = self.side.chance(self.unusable_calls).then(|| {
             if self.side.chance(500) {
                 Unusable::NoMessage
@@ -456,7 +433,7 @@ impl SimClient {
         });
         if let Some(how) = unusable {
             sim.record(Event::Unusable { xid: t.xid, no_message: how == Unusable::NoMessage });
-            send = self.unusable(sim, link, &t, &message, how);
+            send = self.unusable(link, &t, &message, how);
         }
         self.records.get_mut(&t.xid).expect("made").unusable = unusable;
         sim.send(true, send);
@@ -464,20 +441,18 @@ impl SimClient {
 
     /// The Send of call `t` made unusable as `how` says. Its segments are real registrations,
     /// so that a responder that used them would not fail on memory.
-    fn unusable(
-        &mut self,
-        sim: &mut Sim,
-        link: u32,
-        t: &requester::Transmit,
-        message: &[u8],
-        how: Unusable,
-    ) -> Vec<u8> {
+    fn unusable(&mut self, link: u32, t: &requester::Transmit, message: &[u8], how: Unusable) -> Vec<u8> {
         let (xid, vers, credits) = (t.xid, t.version.wire(), t.credits);
         let nomsg = how == Unusable::NoMessage;
-        let (handle, offset) = sim.mem.register(link, vec![0; 64], nomsg);
+        let conn = self.conns.get(&link).expect("a transmission goes on a link made");
+        let access = if nomsg { Access::LOCAL_WRITE | Access::REMOTE_WRITE } else { Access::REMOTE_READ };
+        let region = conn.pd().register(vec![0; 64], Access::LOCAL_WRITE).expect("simulated memory registers");
+        let window = conn.qp().post_bind_window_with(0, &region, 0, region.len(), access, SendFlags::empty());
+        let remote = window.expect("a 64-byte window over a 64-byte region binds");
         if let Some(a) = self.attempts.get_mut(&xid) {
-            a.handles.push(handle);
+            a.extra.push(remote.rkey);
         }
+        let (handle, offset) = (remote.rkey, remote.addr);
         let (hi, lo) = ((offset >> 32) as u32, offset as u32);
         if nomsg {
             // RDMA_NOMSG, no Read list, no Write list, a Reply chunk of one segment.
@@ -544,43 +519,32 @@ impl SimClient {
         sim.send_backward(true, answer);
     }
 
-    /// The reply to `xid` arrived: reassemble it from the message and the chunks the responder
-    /// wrote, as the caller does.
-    fn complete(&mut self, sim: &mut Sim, xid: u32, message: &[u8]) {
+    /// The reply to `xid` arrived: the data path invalidates its windows and reassembles it
+    /// from the message and what the responder wrote into its chunks, as the caller does.
+    fn complete(&mut self, sim: &mut Sim, xid: u32, message: &[u8], invalidated: Option<u32>) {
         let Some(attempt) = self.attempts.remove(&xid) else {
             self.wrong = Some(format!("a reply matched call {xid:#x}, which has no transmission"));
             return;
         };
+        for rkey in &attempt.extra {
+            sim.net.invalidate(*rkey);
+        }
         let limits = self.cfg.requester.limits;
         let Some(header) = negotiate::reply::reply_header(message, &limits) else {
             self.wrong = Some(format!("the reply to call {xid:#x} does not parse though the core took it"));
             return;
         };
-        let writes: Vec<Vec<u8>> = attempt.writes.iter().map(|&h| sim.mem.release(h)).collect();
-        let reply = attempt.reply.map(|h| sim.mem.release(h)).unwrap_or_default();
-        for h in attempt.handles {
-            sim.mem.release(h);
-        }
-        let write_bufs: Vec<&[u8]> = writes.iter().map(Vec::as_slice).collect();
         if self.records.get(&xid).is_some_and(|r| r.unusable == Some(Unusable::NoMessage)) && self.wrong.is_none() {
             self.wrong = Some(format!("call {xid:#x} went out with no call message and got a reply, not ERR_CHUNK"));
         }
+        let conn = self.conns.get(&attempt.link).expect("an attempt went on a link made");
         let mut out = Vec::new();
         let call = self.records.get(&xid).map_or(&[][..], |r| &r.message[..]);
-        let got = reassemble_reply_with_ulb(
-            call,
-            &header.to_msg(),
-            header.payload(),
-            &reply,
-            &write_bufs,
-            &ULB,
-            &mut Vec::new(),
-            &mut out,
-        );
+        let got = attempt.pending.complete(conn, call, &header, invalidated, &ULB, &mut out);
         if let Err(e) = &got {
             sim.record(Event::Reassembly { xid, error: e.to_string() });
         }
-        self.end(sim, xid, got.map(|()| out).map_err(|_| End::Reassembly));
+        self.end(sim, xid, got.map(|_| out).map_err(|_| End::Reassembly));
     }
 
     pub fn on_timer(&mut self, sim: &mut Sim) {
@@ -608,9 +572,13 @@ impl SimClient {
                 }
             }
         }
+        // Its queue pair goes down with it (the windows bound on it already died).
+        if let Some(conn) = self.conns.get(&link) {
+            conn.qp().disconnect();
+        }
         let fenced: Vec<u32> = self.attempts.iter().filter(|(_, a)| !a.answered).map(|(x, _)| *x).collect();
         for xid in fenced {
-            self.release(&mut sim.mem, xid);
+            self.release(sim, xid);
         }
         let ended = if closed_here {
             Ended::Closed("a call had no reply within the requester's timeout".into())
@@ -648,11 +616,16 @@ impl SimClient {
         }
     }
 
-    fn release(&mut self, mem: &mut Mem, xid: u32) {
+    /// Gives up call `xid`'s latest attempt, as its caller does: the data path closes its
+    /// windows (on a connection already down, closing it fences them).
+    fn release(&mut self, sim: &mut Sim, xid: u32) {
         if let Some(a) = self.attempts.remove(&xid) {
-            for h in a.handles {
-                mem.release(h);
+            for rkey in a.extra {
+                sim.net.invalidate(rkey);
             }
+            let conn = self.conns.get(&a.link).expect("an attempt went on a link made");
+            // An error here closes the connection, which is the fence (RFC 8166 4.5.4).
+            let _ = a.pending.abandon(conn, None);
         }
     }
 

@@ -26,10 +26,9 @@
 mod client;
 mod server;
 pub mod trace;
-mod verbs;
+pub mod verbs;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use client::SimClient;
@@ -179,78 +178,6 @@ pub struct Report {
     pub trace: Trace,
 }
 
-/// Simulated registered memory of the requester: a region per handle, reachable by RDMA only
-/// from the connection it was bound on, and only while it is valid. A cheap handle: the
-/// responder's simulated queue pairs ([`verbs::SimQp`]) reach the same regions with their
-/// RDMA Reads and Writes.
-#[derive(Clone, Default)]
-pub struct Mem(Arc<Mutex<Regions>>);
-
-#[derive(Default)]
-struct Regions {
-    regions: HashMap<u32, Region>,
-    next_handle: u32,
-}
-
-pub struct Region {
-    pub bytes: Vec<u8>,
-    pub base: u64,
-    pub link: u32,
-    pub writable: bool,
-}
-
-impl Mem {
-    fn regions(&self) -> std::sync::MutexGuard<'_, Regions> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    pub fn register(&self, link: u32, bytes: Vec<u8>, writable: bool) -> (u32, u64) {
-        let mut m = self.regions();
-        m.next_handle = m.next_handle.wrapping_add(0x101);
-        let handle = m.next_handle;
-        let base = u64::from(handle) << 20;
-        m.regions.insert(handle, Region { bytes, base, link, writable });
-        (handle, base)
-    }
-
-    /// Invalidates and deregisters `handle`, giving its bytes back.
-    pub fn release(&self, handle: u32) -> Vec<u8> {
-        self.regions().regions.remove(&handle).map(|r| r.bytes).unwrap_or_default()
-    }
-
-    /// An RDMA Read by the peer of `link` into `into`: false is a remote access error.
-    pub fn read(&self, link: u32, handle: u32, offset: u64, into: &mut [u8]) -> bool {
-        let m = self.regions();
-        let Some(r) = m.regions.get(&handle).filter(|r| r.link == link) else { return false };
-        let Some(at) = offset.checked_sub(r.base).and_then(|a| usize::try_from(a).ok()) else { return false };
-        match r.bytes.get(at..at.saturating_add(into.len())) {
-            Some(src) if src.len() == into.len() => {
-                into.copy_from_slice(src);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// An RDMA Write by the peer of `link`: false is a remote access error.
-    pub fn write(&self, link: u32, handle: u32, offset: u64, data: &[u8]) -> bool {
-        let mut m = self.regions();
-        let Some(r) = m.regions.get_mut(&handle).filter(|r| r.link == link && r.writable) else { return false };
-        let Some(at) = offset.checked_sub(r.base).and_then(|a| usize::try_from(a).ok()) else { return false };
-        match r.bytes.get_mut(at..at.saturating_add(data.len())) {
-            Some(dst) if dst.len() == data.len() => {
-                dst.copy_from_slice(data);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    pub fn live(&self) -> usize {
-        self.regions().regions.len()
-    }
-}
-
 /// One reliable connection: messages in each direction, in order, each with the virtual time
 /// it arrives. A closed link delivers nothing more.
 pub struct Link {
@@ -285,7 +212,8 @@ pub struct Sim {
     pub faults: Faults,
     pub base: Instant,
     pub now: Duration,
-    pub mem: Mem,
+    /// The memory windows the requester's connections opened to the responder.
+    pub net: verbs::Net,
     pub link: Option<Link>,
     pub next_link: u32,
     /// The two sides; each is taken out while it acts (`with_client`, `with_server`), so that
@@ -335,7 +263,7 @@ impl Sim {
             faults,
             base: Instant::now(),
             now: Duration::ZERO,
-            mem: Mem::default(),
+            net: verbs::Net::default(),
             link: None,
             next_link: 1,
             client: Some(client),
@@ -436,6 +364,9 @@ impl Sim {
     /// it.
     pub fn link_down(&mut self, by: Closer) -> Option<u32> {
         let link = self.link.take().filter(|l| l.up)?;
+        // The windows bound on it die with it (each side's queue pair goes to Error as it
+        // hears).
+        self.net.drop_link(link.id);
         let undelivered = (link.to_server.len() + link.to_client.len()) as u32;
         self.record(Event::LinkDown { link: link.id, by, undelivered });
         Some(link.id)
@@ -548,8 +479,8 @@ impl Sim {
 
     /// The invariants of the end.
     fn finish(mut self) -> Result<Report, Violation> {
-        if self.mem.live() > 0 {
-            let what = format!("{} registrations left after every call ended", self.mem.live());
+        if self.net.live() > 0 {
+            let what = format!("{} memory windows left open after every call ended", self.net.live());
             return Err(self.violation(what));
         }
         let (succeeded, failed) = self.client().outcomes();

@@ -19,10 +19,11 @@ use negotiate::responder;
 use negotiate::serve::{Serve, Step};
 use negotiate::server::{serve_call, Answered, CallBuffers, Handler};
 use rpcrdma_v1::Version;
+use rpcrdma_verbs::QueuePair;
 
 use super::client::{echo, oversized, ULB};
 use super::trace::{BackwardEnd as Ended, Closer, Event, Lie, Refusal};
-use super::verbs::{SimPd, SimQp, SimVerbs};
+use super::verbs::{Net, SimPd, SimQp, SimVerbs};
 use super::{words, Faults, Rng, Sim, TIMEOUT};
 
 /// One accepted connection: its decisions and its queue pair.
@@ -77,7 +78,7 @@ impl SimServer {
     }
 
     /// Accepts link `id` at `now`; returns the private data of the accept.
-    pub fn on_connected(&mut self, id: u32, received: &[u8], sim_mem: &super::Mem, now: Instant) -> Vec<u8> {
+    pub fn on_connected(&mut self, id: u32, received: &[u8], net: &Net, now: Instant) -> Vec<u8> {
         let versions =
             if self.faults.v1_only_responder { (Version::ONE, Version::ONE) } else { (Version::ONE, Version::TWO) };
         let cfg = responder::ResponderConfig::default().versions(versions);
@@ -85,7 +86,7 @@ impl SimServer {
         let serve = Serve::new(cfg, self.faults.idle_timeout, received, ours, now);
         // The server's completion timeout; never reached: every simulated work request
         // completes when it is posted.
-        let conn = Connection::new(SimPd, SimQp::new(id, sim_mem.clone()), TIMEOUT);
+        let conn = Connection::new(SimPd, SimQp::new(id, net.clone()), TIMEOUT);
         self.conns.insert(id, SimConn { serve, conn, buffers: CallBuffers::default() });
         ours.map(|p| p.encode().to_vec()).unwrap_or_default()
     }
@@ -105,7 +106,9 @@ impl SimServer {
     }
 
     pub fn on_disconnected(&mut self, sim: &mut Sim, id: u32) {
-        self.conns.remove(&id);
+        if let Some(c) = self.conns.remove(&id) {
+            c.conn.qp().disconnect();
+        }
         self.busy.remove(&id);
         if let Some(mut slot) = self.backward.remove(&id) {
             slot.close();

@@ -12,7 +12,7 @@ use negotiate::client::{Client, ClientConfig};
 use negotiate::responder;
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
-use rpcrdma_verbs::InProcess;
+use rpcrdma_verbs::{Backend, InProcess};
 
 const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
 
@@ -316,4 +316,77 @@ impl Wake for Flag {
     fn wake(self: Arc<Self>) {
         self.0.store(true, std::sync::atomic::Ordering::SeqCst);
     }
+}
+
+/// A waker that records the name of each thread that woke it, and unparks the test's thread.
+struct Witness {
+    thread: std::thread::Thread,
+    by: Mutex<Vec<String>>,
+}
+
+impl Wake for Witness {
+    fn wake(self: Arc<Self>) {
+        let me = std::thread::current();
+        self.by.lock().unwrap().push(me.name().unwrap_or("unnamed").to_string());
+        self.thread.unpark();
+    }
+}
+
+/// Issue 25 item 3 ("an async caller's task only through its waker"): on a backend whose
+/// connections wake a waker (`QueuePair::arm_waker`), a reply reaches its task from the
+/// thread that delivered it (the server's, in process; the TCP backend's reader), never by
+/// way of the client's dispatcher thread. Polled on this thread with a waker that records who
+/// woke it, parking without end between polls except for a 10 s guard: a lost wake-up fails.
+fn replies_wake_tasks_without_the_dispatcher<B: Backend + Clone>(backend: B) {
+    let server =
+        Server::start(backend.clone(), backend.any_address(), ServerConfig::default(), Arc::new(ULB), reply_to)
+            .unwrap();
+    let client = Client::new(backend, server.local_addr(), ClientConfig::default());
+    assert_eq!(client.call(&call(1, 1), &ULB).unwrap(), reply_to(&call(1, 1)));
+    let witness = Arc::new(Witness { thread: std::thread::current(), by: Mutex::new(Vec::new()) });
+    let waker = Waker::from(witness.clone());
+    let mut cx = Context::from_waker(&waker);
+    for round in 0..20u32 {
+        let msgs: Vec<Vec<u8>> = (0..8).map(|i| call(1000 + round * 8 + i, i)).collect();
+        let mut futures: Vec<_> = msgs.iter().map(|m| Some(client.call_async(m, &ULB))).collect();
+        let mut left = futures.len();
+        let mut seen = witness.by.lock().unwrap().len();
+        while left > 0 {
+            for (f, m) in futures.iter_mut().zip(&msgs) {
+                if let Some(Poll::Ready(r)) = f.as_mut().map(|f| Pin::new(f).poll(&mut cx)) {
+                    assert_eq!(r.unwrap(), reply_to(m));
+                    *f = None;
+                    left -= 1;
+                }
+            }
+            if left > 0 {
+                // Until woken (a wake-up between the polls above and here counts: its count
+                // is past the one seen before the polls, and its unpark token is kept).
+                let deadline = std::time::Instant::now() + Duration::from_secs(10);
+                while witness.by.lock().unwrap().len() == seen {
+                    let now = std::time::Instant::now();
+                    assert!(now < deadline, "round {round}: {left} calls wait and nothing woke their task in 10 s");
+                    std::thread::park_timeout(deadline - now);
+                }
+            }
+            seen = witness.by.lock().unwrap().len();
+        }
+    }
+    let by = witness.by.lock().unwrap();
+    assert!(!by.is_empty(), "the replies woke the tasks");
+    assert!(
+        by.iter().all(|t| t != "negotiate-client"),
+        "woken by the client's dispatcher thread: {:?}",
+        by.iter().filter(|t| *t == "negotiate-client").count()
+    );
+}
+
+#[test]
+fn issue_25_an_async_reply_wakes_its_task_from_the_connection_in_process() {
+    replies_wake_tasks_without_the_dispatcher(InProcess);
+}
+
+#[test]
+fn issue_25_an_async_reply_wakes_its_task_from_the_connection_over_tcp() {
+    replies_wake_tasks_without_the_dispatcher(rpcrdma_verbs::Tcp);
 }

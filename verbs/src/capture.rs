@@ -418,6 +418,10 @@ impl<Q: QueuePair> QueuePair for CapturedQp<Q> {
         self.inner.req_notify_cq()
     }
 
+    fn arm_waker(&self, waker: &std::task::Waker) -> crate::Arm {
+        self.inner.arm_waker(waker)
+    }
+
     fn cm_event(&self, timeout: Duration) -> Option<CmEvent> {
         self.inner.cm_event(timeout)
     }

@@ -821,6 +821,59 @@ pub trait QueuePair: Send + Sync {
         true
     }
 
+    /// Registers `waker` to be woken once, when the next completion is queued on this queue
+    /// pair (a failure's and a flush's included), so that an async executor can wait for
+    /// completions with no thread of its own blocked in [`wait_cq`](QueuePair::wait_cq):
+    /// poll with [`poll_cq`](QueuePair::poll_cq) until it returns 0, then arm, and sleep only
+    /// on [`Arm::Armed`]. [`Arm::Waiting`]: completions were queued meanwhile (poll again;
+    /// nothing was armed). One waker per queue pair: an arm replaces the one before. The
+    /// waker is woken on the thread that queued the completion, after it released the queue
+    /// pair's locks.
+    ///
+    /// The in-process and TCP backends support it; the others return [`Arm::Unsupported`]
+    /// (the rdma-core backend's [`completion_fd`](QueuePair::completion_fd) serves an event
+    /// loop instead).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use rpcrdma_verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let client = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     (InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap().0, pd)
+    /// # });
+    /// # let pd = InProcess.alloc_pd().unwrap();
+    /// # let server = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+    /// # let (client, cpd) = client.join().unwrap();
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// use std::task::{Wake, Waker};
+    /// struct Count(AtomicUsize);
+    /// impl Wake for Count {
+    ///     fn wake(self: Arc<Self>) { self.0.fetch_add(1, Ordering::SeqCst); }
+    /// }
+    /// let count = Arc::new(Count(AtomicUsize::new(0)));
+    /// let waker = Waker::from(count.clone());
+    /// assert_eq!(server.arm_waker(&waker), Arm::Armed);
+    /// // A Receive posted and a Send into it: the server's Receive completes and wakes it.
+    /// let buf = pd.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
+    /// server.post_recv(1, Sge::whole(&buf)).unwrap();
+    /// # let msg = cpd.register(b"ping".to_vec(), Access::empty()).unwrap();
+    /// client.post_send(2, &[Sge::whole(&msg)], None).unwrap();
+    /// assert_eq!(count.0.load(Ordering::SeqCst), 1);
+    /// // Not reaped yet: arming says so, and arms nothing.
+    /// assert_eq!(server.arm_waker(&waker), Arm::Waiting);
+    /// let mut c = [Completion::default()];
+    /// assert_eq!((server.poll_cq(&mut c), c[0].status, c[0].byte_len), (1, Status::Success, 4));
+    /// assert_eq!(server.arm_waker(&waker), Arm::Armed);
+    /// ```
+    fn arm_waker(&self, waker: &std::task::Waker) -> Arm {
+        let _ = waker;
+        Arm::Unsupported
+    }
+
     /// Waits up to `timeout` (zero: just polls) for a connection-manager event on this
     /// connection (`rdma_get_cm_event`).
     fn cm_event(&self, timeout: Duration) -> Option<CmEvent>;
@@ -832,6 +885,23 @@ pub trait QueuePair: Send + Sync {
     /// Receives are flushed, and each gets [`CmEvent::Disconnected`]. Dropping the queue pair
     /// does the same. Idempotent.
     fn disconnect(&self);
+}
+
+/// What [`QueuePair::arm_waker`] did.
+///
+/// ```
+/// use rpcrdma_verbs::Arm;
+/// assert_ne!(Arm::Armed, Arm::Waiting);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arm {
+    /// The waker is woken when the next completion is queued.
+    Armed,
+    /// Completions are queued already: poll them; nothing was armed.
+    Waiting,
+    /// This backend cannot wake a waker; wait with [`QueuePair::wait_cq`] or
+    /// [`QueuePair::completion_fd`].
+    Unsupported,
 }
 
 /// Locks a mutex, ignoring poisoning: every critical section of the backends leaves its data

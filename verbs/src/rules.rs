@@ -10,10 +10,11 @@
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use crate::inproc::region::{check, InProcRegion, PdShared, RegionInner, Rule};
-use crate::{lock, Completion, Error, RemoteBuf, Result, SendFlags, Sge, Status};
+use crate::{lock, Arm, Completion, Error, RemoteBuf, Result, SendFlags, Sge, Status};
 
 /// A Receive waiting for a Send: `len` bytes at `offset` of `region`, validated only when a
 /// Send lands in it, as hardware does.
@@ -142,6 +143,11 @@ pub(crate) struct Queues {
     uncovered: u32,
     /// Completions queued so far.
     queued: u64,
+    /// The waker [`QueuePair::arm_waker`](crate::QueuePair::arm_waker) registered, until a
+    /// completion is queued.
+    armed: Option<Waker>,
+    /// The armed waker a completion fired, for the backend to wake once it has unlocked.
+    fired: Option<Waker>,
 }
 
 impl Queues {
@@ -151,6 +157,27 @@ impl Queues {
         let slots = if c.opcode.is_send_queue() { 1 + std::mem::take(&mut self.uncovered) } else { 0 };
         self.cq.push_back((c, slots));
         self.queued += 1;
+        if let Some(w) = self.armed.take() {
+            self.fired = Some(w);
+        }
+    }
+
+    /// Arms `waker` for the next completion queued ([`QueuePair::arm_waker`](crate::QueuePair::arm_waker)),
+    /// replacing any armed before, unless completions are queued already.
+    pub(crate) fn arm(&mut self, waker: &Waker) -> Arm {
+        if !self.cq.is_empty() {
+            return Arm::Waiting;
+        }
+        match &mut self.armed {
+            Some(w) if w.will_wake(waker) => {}
+            slot => *slot = Some(waker.clone()),
+        }
+        Arm::Armed
+    }
+
+    /// The waker a completion fired since the last call: wake it once the lock is released.
+    pub(crate) fn take_fired(&mut self) -> Option<Waker> {
+        self.fired.take()
     }
 
     /// How many completions were ever queued: a waiter need only be woken when it changed.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::Version;
-use rpcrdma_verbs::{Backend, QpState, QueuePair};
+use rpcrdma_verbs::{Arm, Backend, QpState, QueuePair};
 
 use super::config::{ClientConfig, ClientError, ClientStats};
 use super::in_place::InPlaceReply;
@@ -66,6 +66,12 @@ struct State<B: Backend> {
     /// When a call last started or ended: the dispatcher receives only after [`LINGER`]
     /// without calls, so that back-to-back calls keep receiving their own replies.
     last_active: Instant,
+    /// Whether the backend's connections wake a task when a message arrives
+    /// ([`Connection::arm_receive`]); `None` until a connection was made.
+    arms: Option<bool>,
+    /// The async call whose task the connection was last armed to wake: when that call ends,
+    /// another waiting task is armed in its place ([`Shared::poll_step`]).
+    armed_task: Option<u32>,
 }
 
 /// How long the connection must be without calls before the dispatcher takes over receiving
@@ -73,6 +79,10 @@ struct State<B: Backend> {
 mod options;
 
 const LINGER: Duration = Duration::from_millis(20);
+
+/// The most messages an async call's poll receives before it lets its executor run the
+/// tasks they woke.
+const TASK_DRAIN_MOST: usize = 64;
 
 /// How a waiting caller is woken.
 pub(super) enum Waiter {
@@ -149,13 +159,27 @@ impl<B: Backend> State<B> {
     #[must_use]
     fn stop_receiving(&mut self, leaving: Option<u32>) -> bool {
         self.receiver = Receiver::Nobody;
-        let next = self
-            .waiters
-            .iter()
-            .find(|(&x, w)| Some(x) != leaving && matches!(w, Waiter::Thread(_)) && !self.core.has_ready(x));
+        // Blocking callers are the waiters that are not tasks: none, no search.
+        let threads = self.waiters.len() > self.tasks;
+        let next = threads
+            .then(|| {
+                self.waiters
+                    .iter()
+                    .find(|(&x, w)| Some(x) != leaving && matches!(w, Waiter::Thread(_)) && !self.core.has_ready(x))
+            })
+            .flatten();
         match next {
             Some((_, caller)) => {
                 caller.wake();
+                false
+            }
+            // Async calls wait: on a backend that wakes tasks, one of them receives next (it
+            // takes what is there and arms the connection); otherwise the dispatcher does.
+            None if self.arms == Some(true) => {
+                let task = self.waiters.iter().find(|(&x, w)| matches!(w, Waiter::Task(_)) && !self.core.has_ready(x));
+                if let Some((_, task)) = task {
+                    task.wake();
+                }
                 false
             }
             None => self.tasks > 0,
@@ -174,9 +198,10 @@ impl<B: Backend> State<B> {
         until.unwrap_or(most).min(most).max(Duration::from_millis(1))
     }
 
-    /// Whether an async call waits with nobody receiving for it: the dispatcher's to do.
+    /// Whether an async call waits with nobody receiving for it: the dispatcher's to do, on a
+    /// backend whose connections cannot wake a task ([`Shared::poll_step`]).
     fn tasks_unserved(&self) -> bool {
-        self.tasks > 0 && self.receiver == Receiver::Nobody
+        self.tasks > 0 && self.receiver == Receiver::Nobody && self.arms != Some(true)
     }
 }
 
@@ -251,6 +276,8 @@ impl<B: Backend + Clone> Lane<B> {
                 posted: HashMap::new(),
                 receiver: Receiver::Nobody,
                 last_active: Instant::now(),
+                arms: None,
+                armed_task: None,
             }),
             cv: Condvar::new(),
         });
@@ -559,21 +586,105 @@ impl<B: Backend> Shared<B> {
 
     /// The next step of async call `xid`, or `None` after keeping `cx`'s waker for when it
     /// is ready (and waking the dispatcher to receive, if nobody does).
+    ///
+    /// Run to completion on the executor's thread: when nobody receives, the poll itself takes
+    /// what the completion queue holds (without waiting) and hands each reply to its task (a
+    /// wake-up on this same thread), then arms the connection to wake this task when the next
+    /// message arrives ([`Connection::arm_receive`]): no thread of the client's stands between
+    /// the completion and the task. On a backend that cannot wake a waker the dispatcher
+    /// receives for the tasks instead.
     pub(super) fn poll_step(&self, xid: u32, cx: &Context<'_>) -> Option<CallStep<Arc<Link<B>>>> {
         let mut st = lock(&self.st);
-        if let Some(step) = st.core.take_step(xid) {
-            return Some(step);
-        }
-        // The waker to use now: an executor may move the task between polls.
-        if let Some(Waiter::Task(w)) = st.waiters.get_mut(&xid) {
-            if !w.will_wake(cx.waker()) {
-                *w = cx.waker().clone();
+        loop {
+            if st.receiver == Receiver::Nobody {
+                if let Some(link) = st.core.link().cloned() {
+                    st = self.receive_for_tasks(st, &link);
+                }
+            }
+            if let Some(step) = st.core.take_step(xid) {
+                // The waker armed may have been this task's: another waiting task takes over.
+                self.arm_for_other_tasks(&mut st, xid);
+                return Some(step);
+            }
+            // The waker to use now: an executor may move the task between polls.
+            if let Some(Waiter::Task(w)) = st.waiters.get_mut(&xid) {
+                if !w.will_wake(cx.waker()) {
+                    *w = cx.waker().clone();
+                }
+            }
+            match self.arm_receive(&mut st, cx.waker()) {
+                Arm::Armed => {
+                    st.armed_task = Some(xid);
+                    return None;
+                }
+                Arm::Waiting => continue,
+                Arm::Unsupported => {
+                    if st.tasks_unserved() {
+                        self.cv.notify_one();
+                    }
+                    return None;
+                }
             }
         }
-        if st.tasks_unserved() {
-            self.cv.notify_one();
+    }
+
+    /// Takes, as the receiver for the moment, up to [`TASK_DRAIN_MOST`] messages that are on
+    /// `link` now, without waiting, and hands the role back.
+    fn receive_for_tasks<'a>(
+        &'a self,
+        mut st: MutexGuard<'a, State<B>>,
+        link: &Arc<Link<B>>,
+    ) -> MutexGuard<'a, State<B>> {
+        st.receiver = Receiver::Caller;
+        for _ in 0..TASK_DRAIN_MOST {
+            let (guard, came) = self.receive_within(st, link, Duration::ZERO);
+            st = guard;
+            if !came {
+                break;
+            }
         }
-        None
+        // A blocking caller waiting for the role takes it; tasks arm for themselves.
+        if st.waiters.len() > st.tasks {
+            let _ = st.stop_receiving(None);
+        } else {
+            st.receiver = Receiver::Nobody;
+        }
+        st
+    }
+
+    /// Arms the current connection to wake `waker` when a message arrives while nobody
+    /// receives; [`Arm::Armed`] too while somebody does (it hands each task its reply).
+    fn arm_receive(&self, st: &mut State<B>, waker: &Waker) -> Arm {
+        if st.arms != Some(true) {
+            return Arm::Unsupported;
+        }
+        match (st.receiver, st.core.link()) {
+            (Receiver::Nobody, Some(link)) => link.conn.arm_receive(waker),
+            // No connection: the dispatcher makes one, and each waiting call's step (its
+            // transmission) wakes its task. Somebody receiving: it wakes the task, and whoever
+            // takes the role after it ([`State::stop_receiving`]).
+            _ => Arm::Armed,
+        }
+    }
+
+    /// Call `xid`, an async one, has its step: if other async calls wait, one of them is armed
+    /// to be woken for the next message (or woken now, if one is there already).
+    fn arm_for_other_tasks(&self, st: &mut State<B>, xid: u32) {
+        if st.arms != Some(true) || st.tasks < 2 || st.armed_task != Some(xid) {
+            return;
+        }
+        st.armed_task = None;
+        let other = st.waiters.iter().find_map(|(&x, w)| match w {
+            Waiter::Task(w) if x != xid && !st.core.has_ready(x) => Some((x, w.clone())),
+            _ => None,
+        });
+        if let Some((x, w)) = other {
+            match self.arm_receive(st, &w) {
+                Arm::Armed => st.armed_task = Some(x),
+                Arm::Waiting => w.wake(),
+                Arm::Unsupported => {}
+            }
+        }
     }
 
     /// The version the current connection settled on, if it has.
@@ -690,9 +801,12 @@ impl<B: Backend> Shared<B> {
                 st = self.release_abandoned(st, None);
                 st.wake();
                 // Calls in progress and none of their callers took the role for a whole tick:
-                // receive for them rather than leave their replies waiting. Async calls
-                // cannot receive: for them at once.
-                let unserved = waited.timed_out() && st.receiver == Receiver::Nobody && st.core.has_calls();
+                // receive for them rather than leave their replies waiting. Async calls on a
+                // backend that cannot wake their tasks: for them at once; on one that can,
+                // never while they wait (the connection wakes them).
+                let tasks_armed = st.arms == Some(true) && st.tasks > 0 && st.waiters.len() == st.tasks;
+                let unserved =
+                    waited.timed_out() && st.receiver == Receiver::Nobody && st.core.has_calls() && !tasks_armed;
                 if !unserved && !st.tasks_unserved() {
                     continue;
                 }
@@ -710,6 +824,17 @@ impl<B: Backend> Shared<B> {
     /// every message that arrived before is handled) and reads the clock.
     fn receive_once<'a>(&'a self, st: MutexGuard<'a, State<B>>, link: &Arc<Link<B>>) -> MutexGuard<'a, State<B>> {
         let wait = st.wait_for_deadline();
+        self.receive_within(st, link, wait).0
+    }
+
+    /// [`Shared::receive_once`], waiting at most `wait` (zero: only what is there now) for
+    /// the message; true if one came.
+    fn receive_within<'a>(
+        &'a self,
+        st: MutexGuard<'a, State<B>>,
+        link: &Arc<Link<B>>,
+        wait: Duration,
+    ) -> (MutexGuard<'a, State<B>>, bool) {
         drop(st);
         // Read before receiving: once the queue pair is down, the messages that arrived
         // before it went down are already complete and come out first, so the link is given
@@ -720,6 +845,7 @@ impl<B: Backend> Shared<B> {
         let wait = if was_down { Duration::from_millis(1) } else { wait };
         let got = link.pool.receive_within(&link.conn, wait);
         let drained = matches!(got, Err(DataPathError::Timeout { .. }));
+        let came = got.is_ok();
         let now = Instant::now();
         let mut st = lock(&self.st);
         let mut reply = None;
@@ -767,7 +893,7 @@ impl<B: Backend> Shared<B> {
         if st.core.has_action() {
             self.cv.notify_one();
         }
-        st
+        (st, came)
     }
 
     /// Releases the memory of abandoned calls the core has ended (their reply arrived, or it
@@ -813,6 +939,9 @@ impl<B: Backend> Shared<B> {
         let mut st = lock(&self.st);
         let result = match attempt {
             Ok((link, accepted)) => {
+                // Whether its tasks can be woken by the connection itself ([`Shared::poll_step`]):
+                // asked once, with a waker that does nothing (the first task's arm replaces it).
+                st.arms = Some(link.conn.arm_receive(Waker::noop()) != Arm::Unsupported);
                 st.core.handle_connected(Arc::new(link), ours, &accepted, now);
                 Ok(())
             }

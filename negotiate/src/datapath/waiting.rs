@@ -2,6 +2,11 @@
 //! time, reaps a burst, and sets aside what belongs to other waiters, each woken alone
 //! (`Want`, `Reaped`); Receives are handed out oldest first.
 
+use std::sync::MutexGuard;
+use std::task::Waker;
+
+use rpcrdma_verbs::Arm;
+
 use super::*;
 
 /// How many completions one poll reaps at most: the first blocks, the rest are what the queue
@@ -74,6 +79,7 @@ impl<B: Backend> Connection<B> {
     pub(super) fn wait_within(&self, want: Want, timeout: Duration) -> Result<Completion, DataPathError> {
         let deadline = Instant::now() + timeout;
         let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut reaped = false;
         loop {
             // The oldest one it claims: set-aside completions leave in the order they were
             // reaped, as from the completion queue itself.
@@ -83,6 +89,14 @@ impl<B: Backend> Connection<B> {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
+                // Out of time, or a zero timeout: what the queue holds now, reaped without
+                // blocking (unless another waiter polls), is still looked at once.
+                if !reaped && !st.polling {
+                    reaped = true;
+                    self.reap_ready(&mut st);
+                    st = self.wake_receive_waker(st);
+                    continue;
+                }
                 st.hand_over_polling();
                 return Err(DataPathError::Timeout { wr_id: want.wr_id(), timeout });
             }
@@ -121,6 +135,7 @@ impl<B: Backend> Connection<B> {
                     self.keep_for_owner(&mut st, c);
                 }
             }
+            st = self.wake_receive_waker(st);
             if let Some(c) = found {
                 st.hand_over_polling();
                 return checked(c);
@@ -142,10 +157,77 @@ impl<B: Backend> Connection<B> {
     pub(super) fn keep_for_owner(&self, st: &mut Reaped, c: Completion) {
         self.note_reaped(st, &c);
         if c.wr_id & UNWAITED_WR_BIT == 0 {
-            if let Some(w) = st.waiting.iter().find(|w| w.want.claims(&c)) {
-                w.thread.unpark();
+            match st.waiting.iter().find(|w| w.want.claims(&c)) {
+                Some(w) => w.thread.unpark(),
+                // A message nobody's thread waits for: the task that armed for one wakes
+                // (once the lock is released: `wake_receive_waker`).
+                None if Want::AnyReceive.claims(&c) => {
+                    if let Some(w) = st.receive_waker.take() {
+                        st.fired.push(w);
+                    }
+                }
+                None => {}
             }
             st.completions.push_back(c);
+        }
+    }
+
+    /// Wakes the waker a message set aside fired ([`Connection::arm_receive`]) with the
+    /// lock released, then locks again.
+    fn wake_receive_waker<'a>(&'a self, mut st: MutexGuard<'a, Reaped>) -> MutexGuard<'a, Reaped> {
+        if st.fired.is_empty() {
+            return st;
+        }
+        let fired = std::mem::take(&mut st.fired);
+        drop(st);
+        for w in fired {
+            w.wake();
+        }
+        self.set_aside.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Arms `waker` to be woken when a message arrives on this connection and no thread waits
+    /// for one, so that an async caller's executor receives without a thread of its own
+    /// blocked on the completion queue ([`QueuePair::arm_waker`]). [`Arm::Waiting`]: one
+    /// arrived already (receive it); [`Arm::Unsupported`]: the backend cannot wake a waker.
+    /// One waker at a time: an arm replaces the one before.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use negotiate::datapath::{Connection, ReceivePool};
+    /// # use rpcrdma_verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let peer = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     (InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap().0, pd)
+    /// # });
+    /// # let pd = InProcess.alloc_pd().unwrap();
+    /// # let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+    /// # let (peer_qp, ppd) = peer.join().unwrap();
+    /// let conn = Connection::<InProcess>::new(pd, qp, t);
+    /// let pool = ReceivePool::new(&conn, 2, 64).unwrap();
+    /// let waker = std::task::Waker::noop();
+    /// assert_eq!(conn.arm_receive(waker), Arm::Armed);
+    /// # let msg = ppd.register(b"ping".to_vec(), Access::empty()).unwrap();
+    /// peer_qp.post_send(1, &[Sge::whole(&msg)], None).unwrap();
+    /// assert_eq!(conn.arm_receive(waker), Arm::Waiting); // the message is there: receive it
+    /// assert_eq!(&pool.receive_within(&conn, Duration::ZERO).unwrap().bytes[..], b"ping");
+    /// ```
+    pub fn arm_receive(&self, waker: &Waker) -> Arm {
+        let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
+        if st.completions.iter().any(|c| Want::AnyReceive.claims(c)) {
+            return Arm::Waiting;
+        }
+        // Armed with the lock held: a poller that reaps the message meanwhile sets it aside
+        // only after this, and so finds the waker.
+        match self.qp.arm_waker(waker) {
+            Arm::Unsupported => Arm::Unsupported,
+            arm => {
+                st.receive_waker = Some(waker.clone());
+                arm
+            }
         }
     }
 
@@ -156,6 +238,7 @@ impl<B: Backend> Connection<B> {
         let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
         if !st.polling {
             self.reap_ready(&mut st);
+            st = self.wake_receive_waker(st);
         }
         st.completions.iter().filter(|c| Want::AnyReceive.claims(c)).count()
     }
@@ -193,6 +276,10 @@ pub(super) struct Reaped {
     pub(super) first_error: Option<Completion>,
     /// Why this side closed the connection ([`Connection::close`]), if it did.
     pub(super) closed: Option<String>,
+    /// The waker [`Connection::arm_receive`] armed, for a message nobody's thread waits for.
+    pub(super) receive_waker: Option<Waker>,
+    /// Wakers a message set aside fired, to wake once the lock is released.
+    pub(super) fired: Vec<Waker>,
 }
 
 impl Reaped {

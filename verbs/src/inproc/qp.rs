@@ -96,11 +96,15 @@ impl Conn {
     /// Unlocks, then wakes the waiters of each side given something under the lock.
     fn wake(&self, mut st: MutexGuard<'_, ConnState>) {
         let to_wake = std::mem::take(&mut st.to_wake);
+        let fired = [st.sides[0].q.take_fired(), st.sides[1].q.take_fired()];
         drop(st);
         for (side, cv) in self.cv.iter().enumerate() {
             if to_wake[side] {
                 cv.notify_all();
             }
+        }
+        for waker in fired.into_iter().flatten() {
+            waker.wake();
         }
     }
 }
@@ -366,6 +370,10 @@ impl QueuePair for InProcQp {
 
     fn wait_cq(&self, timeout: Duration) -> Option<Completion> {
         self.wait_for(timeout, |st| st.sides[self.me].q.pop())
+    }
+
+    fn arm_waker(&self, waker: &std::task::Waker) -> crate::Arm {
+        lock(&self.conn.st).sides[self.me].q.arm(waker)
     }
 
     fn cm_event(&self, timeout: Duration) -> Option<CmEvent> {

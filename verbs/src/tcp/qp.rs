@@ -421,8 +421,7 @@ impl TcpQp {
     }
 
     fn notify(&self, st: MutexGuard<'_, State>) -> Result<()> {
-        drop(st);
-        self.sh.cv.notify_all();
+        self.sh.signal(st);
         Ok(())
     }
 
@@ -635,6 +634,10 @@ impl QueuePair for TcpQp {
         self.wait_for(timeout, |st| st.q.pop())
     }
 
+    fn arm_waker(&self, waker: &std::task::Waker) -> crate::Arm {
+        lock(&self.sh.st).q.arm(waker)
+    }
+
     fn cm_event(&self, timeout: Duration) -> Option<CmEvent> {
         self.wait_for(timeout, |st| st.events.pop_front())
     }
@@ -653,8 +656,7 @@ impl QueuePair for TcpQp {
         let mut st = lock(&self.sh.st);
         st.fail();
         let out = st.out.clone();
-        drop(st);
-        self.sh.cv.notify_all();
+        self.sh.signal(st);
         if matches!(out.stream.try_lock(), Err(std::sync::TryLockError::WouldBlock)) {
             out.cut();
         }
@@ -683,8 +685,19 @@ impl Shared {
             Broke::Stalled => st.stall(),
             Broke::Reset => st.fail(),
         }
+        self.signal(st);
+    }
+
+    /// Unlocks `st`, then wakes whoever waits on what changed under it: the threads in
+    /// `wait_cq` and `cm_event`, and the waker a queued completion fired
+    /// ([`QueuePair::arm_waker`]).
+    fn signal(&self, mut st: MutexGuard<'_, State>) {
+        let fired = st.q.take_fired();
         drop(st);
         self.cv.notify_all();
+        if let Some(waker) = fired {
+            waker.wake();
+        }
     }
 }
 
@@ -703,8 +716,9 @@ fn writer(sh: Arc<Shared>, out: Arc<Outbox>, retry: Duration) {
                 q = g;
                 if waited.timed_out() {
                     drop(q);
-                    if lock(&sh.st).expire(retry) {
-                        sh.cv.notify_all();
+                    let mut st = lock(&sh.st);
+                    if st.expire(retry) {
+                        sh.signal(st);
                     }
                     q = lock(&out.q);
                 }
@@ -718,8 +732,9 @@ fn writer(sh: Arc<Shared>, out: Arc<Outbox>, retry: Duration) {
             sh.broke(how);
             break;
         }
-        if lock(&sh.st).expire(retry) {
-            sh.cv.notify_all();
+        let mut st = lock(&sh.st);
+        if st.expire(retry) {
+            sh.signal(st);
             break;
         }
     }
@@ -738,8 +753,9 @@ fn writer(sh: Arc<Shared>, out: Arc<Outbox>, retry: Duration) {
 fn reader(sh: Arc<Shared>, stream: TcpStream) {
     let mut r = BufReader::with_capacity(256 << 10, stream);
     let _ = apply_frames(&sh, &mut r);
-    lock(&sh.st).fail();
-    sh.cv.notify_all();
+    let mut st = lock(&sh.st);
+    st.fail();
+    sh.signal(st);
     let _ = io::copy(&mut r, &mut io::sink());
     lock(&sh.st).reader_running = false;
     sh.cv.notify_all();
@@ -763,10 +779,8 @@ fn with_state(sh: &Shared, f: impl FnOnce(&mut State) -> bool) -> Result<(), Sto
     let mark = |st: &State| (st.q.queued(), st.events.len(), st.connected);
     let before = mark(&st);
     let go = f(&mut st);
-    let woken = mark(&st) != before;
-    drop(st);
-    if woken {
-        sh.cv.notify_all();
+    if mark(&st) != before {
+        sh.signal(st);
     }
     if go {
         Ok(())

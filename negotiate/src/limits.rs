@@ -16,6 +16,7 @@
 //! | one chunk | [`HeaderLimits::max_chunk_len`] | 2 MiB | ERR_CHUNK (RFC 8166 section 3.4.4: "sanity check chunk sizes") |
 //! | all chunks of one message | [`HeaderLimits::max_message_len`] | 4 MiB | ERR_CHUNK, before anything is fetched or allocated |
 //! | Receives per connection | `responder.credits` | 32 (+ backward slots) | a Send beyond them is a credit overrun, counted |
+//! | CPU spent looking at an empty completion queue | [`ServerLimits::poll_before_wait`] | 30 us each time a connection's queue runs dry | the thread sleeps until the next message |
 //! | closed connections remembered | [`ServerLimits::closed_peers_kept`] | 64 | the oldest record is forgotten |
 //! | TCP answers queued for a peer that never reads | the TCP backend | 4096 answers, 64 MiB | NAK, the connection closes |
 //!
@@ -78,6 +79,16 @@ pub struct ServerLimits {
     /// (they are received and served beside it, up to
     /// [`ServerLimits::calls_in_progress_per_connection`]).
     pub run_inline_for: Duration,
+    /// How long the receiving thread keeps looking at an empty completion queue before it
+    /// sleeps until a message arrives, as `ib_send_lat` polls: a call that arrives within it
+    /// costs no wake-up of a sleeping thread. It spends that much CPU each time the queue
+    /// runs dry, and costs nothing while calls keep coming. Zero: sleep at once.
+    ///
+    /// Measured (docs/benchmarks.md, "Issue 25, second session"): 64 async tasks on one
+    /// executor thread, in-process, 0.24-0.44 thread switches per call without it and
+    /// 0.035-0.08 with 30 us, where the server's thread slept and was woken for almost every
+    /// call; the 64-thread blocking load unchanged.
+    pub poll_before_wait: Duration,
 }
 
 rpcrdma_verbs::setters!(ServerLimits {
@@ -88,12 +99,14 @@ rpcrdma_verbs::setters!(ServerLimits {
     idle_timeout: Duration,
     closed_peers_kept: usize,
     run_inline_for: Duration,
+    poll_before_wait: Duration,
 });
 
 impl Default for ServerLimits {
     /// 256 connections, 8 calls served at once on each, 64 handshakes of at most 5 s, 360 s
     /// idle (Linux's nfsd closes idle transports after 6 minutes), 64 closed connections
-    /// remembered, calls run inline for up to 1 ms.
+    /// remembered, calls run inline for up to 1 ms, an empty completion queue polled for
+    /// 30 us before the receiving thread sleeps.
     fn default() -> Self {
         ServerLimits {
             max_connections: 256,
@@ -103,6 +116,7 @@ impl Default for ServerLimits {
             idle_timeout: Duration::from_secs(360),
             closed_peers_kept: 64,
             run_inline_for: Duration::from_millis(1),
+            poll_before_wait: Duration::from_micros(30),
         }
     }
 }

@@ -390,3 +390,131 @@ fn issue_25_an_async_reply_wakes_its_task_from_the_connection_in_process() {
 fn issue_25_an_async_reply_wakes_its_task_from_the_connection_over_tcp() {
     replies_wake_tasks_without_the_dispatcher(rpcrdma_verbs::Tcp);
 }
+
+/// Async calls on one current-thread executor beside blocking callers on their own threads,
+/// on one lane, some async calls given up half-way (their futures dropped): every call that
+/// is not given up gets its own reply, and nobody is left waiting: the roles the blocking
+/// receivers, the dispatcher and the armed tasks hand each other never leave a message
+/// without someone to receive it (a lost hand-off stalls a call until the 60 s guard).
+fn mixed_callers_all_finish<B: Backend + Clone>(backend: B) {
+    let slow = |c: &[u8]| {
+        // Every 16th call answers late, so that some dropped futures are still in flight.
+        if u32::from_be_bytes(c[..4].try_into().unwrap()) % 16 == 0 {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        reply_to(c)
+    };
+    let server =
+        Server::start(backend.clone(), backend.any_address(), ServerConfig::default(), Arc::new(ULB), slow).unwrap();
+    let client = Arc::new(Client::new(backend, server.local_addr(), ClientConfig::default()));
+    let (done, finished) = mpsc::channel();
+    let blocking: Vec<_> = (0..4u32)
+        .map(|t| {
+            let (client, done) = (client.clone(), done.clone());
+            std::thread::spawn(move || {
+                for i in 0..200u32 {
+                    let m = call(0x1000_0000 + t * 1000 + i, i);
+                    assert_eq!(client.call(&m, &ULB).unwrap(), reply_to(&m));
+                }
+                done.send(()).unwrap();
+            })
+        })
+        .collect();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let async_client = client.clone();
+    let async_done = done.clone();
+    let tasks = std::thread::spawn(move || {
+        runtime.block_on(async {
+            let handles: Vec<_> = (0..8u32)
+                .map(|t| {
+                    let client = async_client.clone();
+                    tokio::spawn(async move {
+                        for i in 0..200u32 {
+                            let m = call(0x2000_0000 + t * 1000 + i, i);
+                            if i % 50 == 7 {
+                                // Given up at once, or after it went out.
+                                let _ =
+                                    tokio::time::timeout(Duration::from_micros(50), client.call_async(&m, &ULB)).await;
+                                continue;
+                            }
+                            assert_eq!(client.call_async(&m, &ULB).await.unwrap(), reply_to(&m));
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.await.unwrap();
+            }
+        });
+        async_done.send(()).unwrap();
+    });
+    for _ in 0..5 {
+        finished.recv_timeout(Duration::from_secs(60)).expect("every caller finishes");
+    }
+    for b in blocking {
+        b.join().unwrap();
+    }
+    tasks.join().unwrap();
+}
+
+#[test]
+fn issue_25_async_and_blocking_callers_on_one_lane_all_finish_in_process() {
+    mixed_callers_all_finish(InProcess);
+}
+
+#[test]
+fn issue_25_async_and_blocking_callers_on_one_lane_all_finish_over_tcp() {
+    mixed_callers_all_finish(rpcrdma_verbs::Tcp);
+}
+
+/// Parks this thread until `witness` was woken more than `seen` times; false after 10 s.
+fn woken_past(witness: &Witness, seen: usize) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while witness.by.lock().unwrap().len() <= seen {
+        let now = std::time::Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        std::thread::park_timeout(deadline - now);
+    }
+    true
+}
+
+/// One waker per connection is armed at a time, the last task's to ask. When that task's
+/// call ends while another task still waits, the other is armed in its place: its reply,
+/// coming later, wakes it (here B waits in the handler until released; A, armed last, gets
+/// its reply and is never polled again).
+#[test]
+fn issue_25_when_the_armed_tasks_call_ends_another_waiting_task_is_armed() {
+    let (server, release, _) = gated_server(32);
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
+    assert_eq!(client.call(&call(1, 1), &ULB).unwrap(), reply_to(&call(1, 1)));
+    let witness = |_: ()| Arc::new(Witness { thread: std::thread::current(), by: Mutex::new(Vec::new()) });
+    let (wa, wb) = (witness(()), witness(()));
+    let (waker_a, waker_b) = (Waker::from(wa.clone()), Waker::from(wb.clone()));
+    let (ma, mb) = (call(0xa, 1), call(0xb, 0)); // B (argument 0) waits for the release
+    let mut fb = client.call_async(&mb, &ULB);
+    let mut fa = client.call_async(&ma, &ULB);
+    assert!(Pin::new(&mut fb).poll(&mut Context::from_waker(&waker_b)).is_pending());
+    // A is polled until ready, each time after its waker fired (a wake between the poll and
+    // the wait counts: the count is taken before the poll).
+    let reply_a = loop {
+        let seen = wa.by.lock().unwrap().len();
+        if let Poll::Ready(r) = Pin::new(&mut fa).poll(&mut Context::from_waker(&waker_a)) {
+            break r.unwrap();
+        }
+        assert!(woken_past(&wa, seen), "A's reply woke A");
+    };
+    assert_eq!(reply_a, reply_to(&ma));
+    drop(fa);
+    release.send(()).unwrap();
+    // B is polled whenever woken, as an executor would, until its reply is there.
+    let reply_b = loop {
+        let seen = wb.by.lock().unwrap().len();
+        if let Poll::Ready(r) = Pin::new(&mut fb).poll(&mut Context::from_waker(&waker_b)) {
+            break r;
+        }
+        assert!(woken_past(&wb, seen), "B's reply woke B, though A was armed last");
+    };
+    assert_eq!(reply_b.unwrap(), reply_to(&mb));
+}

@@ -222,18 +222,31 @@ pub(crate) fn wait_for<S, T>(
     state: &Mutex<S>,
     cv: &Condvar,
     timeout: Duration,
+    mut sleepers: impl FnMut(&mut S) -> Option<&mut u32>,
     mut take: impl FnMut(&mut S) -> Option<T>,
 ) -> Option<T> {
-    let deadline = Instant::now().checked_add(timeout);
     let mut st = lock(state);
+    if let Some(v) = take(&mut st) {
+        return Some(v);
+    }
+    // Only a wait that sleeps reads the clock: a poll with nothing there costs none.
+    let deadline = Instant::now().checked_add(timeout);
     loop {
-        if let Some(v) = take(&mut st) {
-            return Some(v);
-        }
         let left = match deadline {
             Some(d) => d.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?,
             None => Duration::from_secs(3600),
         };
+        // Counted (where the backend counts) while the lock is held, until it is held again:
+        // whoever signals `cv` may skip it when nobody sleeps.
+        if let Some(n) = sleepers(&mut st) {
+            *n += 1;
+        }
         st = cv.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
+        if let Some(n) = sleepers(&mut st) {
+            *n -= 1;
+        }
+        if let Some(v) = take(&mut st) {
+            return Some(v);
+        }
     }
 }

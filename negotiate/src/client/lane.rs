@@ -174,7 +174,9 @@ impl<B: Backend> State<B> {
                 false
             }
             // Async calls wait: on a backend that wakes tasks, one of them receives next (it
-            // takes what is there and arms the connection); otherwise the dispatcher does.
+            // takes what is there and arms the connection) unless one is armed already;
+            // otherwise the dispatcher does.
+            None if self.arms == Some(true) && self.armed_task.is_some() => false,
             None if self.arms == Some(true) => {
                 let task = self.waiters.iter().find(|(&x, w)| matches!(w, Waiter::Task(_)) && !self.core.has_ready(x));
                 if let Some((_, task)) = task {
@@ -396,6 +398,9 @@ impl<B: Backend> Shared<B> {
             match (st.receiver, st.core.link().cloned()) {
                 (Receiver::Nobody, Some(link)) => {
                     st.receiver = Receiver::Caller;
+                    // Receiving for the tasks too now: whether one is armed is unknown once this
+                    // receiver leaves, so it then wakes one (`State::stop_receiving`).
+                    st.armed_task = None;
                     st = self.receive_once(st, &link);
                     if st.core.has_ready(xid) {
                         if st.stop_receiving(Some(xid)) {
@@ -543,6 +548,11 @@ impl<B: Backend> Shared<B> {
         if let Some(Waiter::Task(_)) = st.waiters.remove(&xid) {
             st.tasks -= 1;
         }
+        // Its task was the one armed: it will not look again; another is woken to look and
+        // arm in its place (`State::stop_receiving`, below).
+        if st.armed_task == Some(xid) {
+            st.armed_task = None;
+        }
         let now = Instant::now();
         st.last_active = now;
         match abandoned {
@@ -602,8 +612,8 @@ impl<B: Backend> Shared<B> {
                 }
             }
             if let Some(step) = st.core.take_step(xid) {
-                // The waker armed may have been this task's: another waiting task takes over.
-                self.arm_for_other_tasks(&mut st, xid);
+                // (If this task was the one armed and its call now ends, `Shared::end` arms
+                // another in its place.)
                 return Some(step);
             }
             // The waker to use now: an executor may move the task between polls.
@@ -612,11 +622,8 @@ impl<B: Backend> Shared<B> {
                     *w = cx.waker().clone();
                 }
             }
-            match self.arm_receive(&mut st, cx.waker()) {
-                Arm::Armed => {
-                    st.armed_task = Some(xid);
-                    return None;
-                }
+            match self.arm_receive(&mut st, cx.waker(), xid) {
+                Arm::Armed => return None,
                 Arm::Waiting => continue,
                 Arm::Unsupported => {
                     if st.tasks_unserved() {
@@ -652,38 +659,25 @@ impl<B: Backend> Shared<B> {
         st
     }
 
-    /// Arms the current connection to wake `waker` when a message arrives while nobody
-    /// receives; [`Arm::Armed`] too while somebody does (it hands each task its reply).
-    fn arm_receive(&self, st: &mut State<B>, waker: &Waker) -> Arm {
+    /// Arms the current connection to wake `waker`, async call `xid`'s task, when a message
+    /// arrives while nobody receives; [`Arm::Armed`] too while somebody does (it hands each
+    /// task its reply, and wakes one when it leaves the role: [`State::stop_receiving`]).
+    fn arm_receive(&self, st: &mut State<B>, waker: &Waker, xid: u32) -> Arm {
         if st.arms != Some(true) {
             return Arm::Unsupported;
         }
         match (st.receiver, st.core.link()) {
-            (Receiver::Nobody, Some(link)) => link.conn.arm_receive(waker),
+            (Receiver::Nobody, Some(link)) => {
+                let arm = link.conn.arm_receive(waker);
+                if arm == Arm::Armed {
+                    st.armed_task = Some(xid);
+                }
+                arm
+            }
             // No connection: the dispatcher makes one, and each waiting call's step (its
             // transmission) wakes its task. Somebody receiving: it wakes the task, and whoever
             // takes the role after it ([`State::stop_receiving`]).
             _ => Arm::Armed,
-        }
-    }
-
-    /// Call `xid`, an async one, has its step: if other async calls wait, one of them is armed
-    /// to be woken for the next message (or woken now, if one is there already).
-    fn arm_for_other_tasks(&self, st: &mut State<B>, xid: u32) {
-        if st.arms != Some(true) || st.tasks < 2 || st.armed_task != Some(xid) {
-            return;
-        }
-        st.armed_task = None;
-        let other = st.waiters.iter().find_map(|(&x, w)| match w {
-            Waiter::Task(w) if x != xid && !st.core.has_ready(x) => Some((x, w.clone())),
-            _ => None,
-        });
-        if let Some((x, w)) = other {
-            match self.arm_receive(st, &w) {
-                Arm::Armed => st.armed_task = Some(x),
-                Arm::Waiting => w.wake(),
-                Arm::Unsupported => {}
-            }
         }
     }
 
@@ -812,6 +806,9 @@ impl<B: Backend> Shared<B> {
                 }
             }
             st.receiver = Receiver::Dispatcher;
+            // Receiving for the tasks too now: whether one is armed is unknown once this
+            // receiver leaves, so it then wakes one (`State::stop_receiving`).
+            st.armed_task = None;
             st = self.receive_once(st, &link);
             // With async calls waiting, the dispatcher goes on receiving itself.
             let _ = st.stop_receiving(None);

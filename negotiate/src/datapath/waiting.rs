@@ -77,7 +77,8 @@ impl<B: Backend> Connection<B> {
     /// every completion reaped (as a shared condition variable would) cost two thread
     /// switches per call under load.
     pub(super) fn wait_within(&self, want: Want, timeout: Duration) -> Result<Completion, DataPathError> {
-        let deadline = Instant::now() + timeout;
+        // A zero timeout (a look at what is there) reads no clock.
+        let deadline = (!timeout.is_zero()).then(|| Instant::now() + timeout);
         let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
         let mut reaped = false;
         loop {
@@ -87,7 +88,7 @@ impl<B: Backend> Connection<B> {
                 st.hand_over_polling();
                 return checked(c);
             }
-            let left = deadline.saturating_duration_since(Instant::now());
+            let left = deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(Instant::now()));
             if left.is_zero() {
                 // Out of time, or a zero timeout: what the queue holds now, reaped without
                 // blocking (unless another waiter polls), is still looked at once.

@@ -316,6 +316,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> ConnectionThreads<'a,
             // No polling tick: the wait lasts until the connection would be idle; the server
             // stopping, or the connection going down, ends it at once (the close flushes the
             // Receives).
+            self.poll_before_wait();
             let m = match self.pool.receive_within(self.conn, self.until_idle(serve)) {
                 Ok(m) => m,
                 Err(DataPathError::Timeout { .. }) => {
@@ -386,6 +387,22 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> ConnectionThreads<'a,
                 }
                 Step::Nothing => {}
             }
+        }
+    }
+
+    /// Looks at the completion queue for up to [`ServerLimits::poll_before_wait`] while it is
+    /// empty, so that a message arriving meanwhile is taken without the thread having slept.
+    ///
+    /// [`ServerLimits::poll_before_wait`]: crate::limits::ServerLimits::poll_before_wait
+    fn poll_before_wait(&self) {
+        let limit = self.cfg.limits.poll_before_wait;
+        if limit.is_zero() {
+            return;
+        }
+        // (A limit too long to add to an instant: a second at a time.)
+        let until = Instant::now().checked_add(limit).unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+        while self.conn.receives_waiting() == 0 && Instant::now() < until && !self.stop.load(Ordering::Relaxed) {
+            std::hint::spin_loop();
         }
     }
 

@@ -40,6 +40,9 @@ struct ConnState {
     sides: [Side; 2],
     /// The sides given a completion or an event since the last wake-up.
     to_wake: [bool; 2],
+    /// The threads asleep on each side's condition variable: a side with none is not
+    /// signalled (a futex wake with no sleeper is still a system call, on every post).
+    sleepers: [u32; 2],
 }
 
 struct Side {
@@ -95,7 +98,12 @@ impl ConnState {
 impl Conn {
     /// Unlocks, then wakes the waiters of each side given something under the lock.
     fn wake(&self, mut st: MutexGuard<'_, ConnState>) {
-        let to_wake = std::mem::take(&mut st.to_wake);
+        let mut to_wake = std::mem::take(&mut st.to_wake);
+        // Read under the lock: a thread about to sleep has counted itself before it
+        // released the lock in its wait, so none is missed.
+        for (side, wake) in to_wake.iter_mut().enumerate() {
+            *wake &= st.sleepers[side] > 0;
+        }
         let fired = [st.sides[0].q.take_fired(), st.sides[1].q.take_fired()];
         drop(st);
         for (side, cv) in self.cv.iter().enumerate() {
@@ -119,7 +127,12 @@ pub(crate) fn connect_pair(a: &InProcPd, a_caps: QpCaps, b: &InProcPd, b_caps: Q
         events: VecDeque::new(),
     };
     let conn = Arc::new(Conn {
-        st: Mutex::new(ConnState { connected: true, sides: [side(a, a_caps), side(b, b_caps)], to_wake: [false; 2] }),
+        st: Mutex::new(ConnState {
+            connected: true,
+            sides: [side(a, a_caps), side(b, b_caps)],
+            to_wake: [false; 2],
+            sleepers: [0; 2],
+        }),
         cv: [Condvar::new(), Condvar::new()],
     });
     (InProcQp { conn: conn.clone(), me: 0, caps: a_caps }, InProcQp { conn, me: 1, caps: b_caps })
@@ -213,7 +226,8 @@ impl InProcQp {
 
     /// Waits on this side's condvar until `take` yields something or `timeout` passes.
     fn wait_for<T>(&self, timeout: Duration, take: impl FnMut(&mut ConnState) -> Option<T>) -> Option<T> {
-        rules::wait_for(&self.conn.st, &self.conn.cv[self.me], timeout, take)
+        let me = self.me;
+        rules::wait_for(&self.conn.st, &self.conn.cv[me], timeout, |st| Some(&mut st.sleepers[me]), take)
     }
 }
 

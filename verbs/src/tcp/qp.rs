@@ -516,7 +516,8 @@ impl TcpQp {
     }
 
     fn wait_for<T>(&self, timeout: Duration, take: impl FnMut(&mut State) -> Option<T>) -> Option<T> {
-        rules::wait_for(&self.sh.st, &self.sh.cv, timeout, take)
+        // Not counted: this condition variable has other waiters too (the writer's linger).
+        rules::wait_for(&self.sh.st, &self.sh.cv, timeout, |_| None, take)
     }
 }
 

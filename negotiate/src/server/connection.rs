@@ -170,6 +170,10 @@ struct Crew {
     ended: bool,
 }
 
+/// Spin-loop hints between two looks at an empty completion queue
+/// ([`ServerLimits::poll_before_wait`](crate::limits::ServerLimits::poll_before_wait)).
+const SPINS_BETWEEN_LOOKS: u32 = 128;
+
 /// The longest a receiving thread waits for a message before it looks at the idle rule again.
 const LONGEST_WAIT: Duration = Duration::from_secs(3600);
 
@@ -401,8 +405,12 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> ConnectionThreads<'a,
         }
         // (A limit too long to add to an instant: a second at a time.)
         let until = Instant::now().checked_add(limit).unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+        // A look every few hundred nanoseconds, not continuously: each takes the completion
+        // queue's lock, which the peer posting to it needs too.
         while self.conn.receives_waiting() == 0 && Instant::now() < until && !self.stop.load(Ordering::Relaxed) {
-            std::hint::spin_loop();
+            for _ in 0..SPINS_BETWEEN_LOOKS {
+                std::hint::spin_loop();
+            }
         }
     }
 

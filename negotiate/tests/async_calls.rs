@@ -518,3 +518,35 @@ fn issue_25_when_the_armed_tasks_call_ends_another_waiting_task_is_armed() {
     };
     assert_eq!(reply_b.unwrap(), reply_to(&mb));
 }
+
+/// An armed task whose connection goes down under it (here: its call has no reply within the
+/// requester's timeout, so the client closes the connection, RFC 8166 section 4.5.4) is woken
+/// by the flushes, sees the link down, and its call goes out again on a new connection and
+/// fails there in time, all through its waker: polled only when woken, with a 20 s guard.
+#[test]
+fn issue_25_an_armed_task_whose_connection_goes_down_is_woken_and_its_call_ends() {
+    let (server, release, seen) = gated_server(32);
+    let requester =
+        negotiate::requester::RequesterConfig::default().timeout(Duration::from_millis(300)).max_attempts(2);
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default().requester(requester));
+    assert_eq!(client.call(&call(1, 1), &ULB).unwrap(), reply_to(&call(1, 1)));
+    let witness = Arc::new(Witness { thread: std::thread::current(), by: Mutex::new(Vec::new()) });
+    let waker = Waker::from(witness.clone());
+    let m = call(0x99, 0); // argument 0: held in the handler until released
+    let mut f = client.call_async(&m, &ULB);
+    let failed = loop {
+        let before = witness.by.lock().unwrap().len();
+        if let Poll::Ready(r) = Pin::new(&mut f).poll(&mut Context::from_waker(&waker)) {
+            break r;
+        }
+        assert!(woken_past(&witness, before), "the task was woken while its call went on");
+    };
+    match failed {
+        Err(negotiate::client::ClientError::ReplyTimeout { attempts: 2, .. }) => {}
+        other => panic!("expected a reply timeout after 2 attempts, got {other:?}"),
+    }
+    // Both attempts reached the handler, one per connection.
+    assert_eq!(seen.lock().unwrap().iter().filter(|&&x| x == 0x99).count(), 2);
+    release.send(()).unwrap();
+    release.send(()).unwrap();
+}

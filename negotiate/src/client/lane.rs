@@ -38,8 +38,9 @@ struct State<B: Backend> {
     /// Each caller waiting, by XID, to be woken alone (waking all 64 callers of a busy client
     /// for every reply is what a shared condition variable would cost).
     waiters: HashMap<u32, Waiter>,
-    /// How many of them are async calls ([`Waiter::Task`]), which cannot receive: while any
-    /// waits and no thread receives, the dispatcher does.
+    /// How many of them are async calls ([`Waiter::Task`]). Their polls receive for them
+    /// and arm the connection ([`Shared::poll_step`]); on a backend that cannot wake a waker,
+    /// the dispatcher receives while any waits and no thread does.
     tasks: usize,
     /// The memory of calls given up while their transmission was out
     /// ([`ClientCore::abandon`]): open to the responder, which may still write its reply
@@ -83,6 +84,10 @@ const LINGER: Duration = Duration::from_millis(20);
 /// The most messages an async call's poll receives before it lets its executor run the
 /// tasks they woke.
 const TASK_DRAIN_MOST: usize = 64;
+
+/// The most times an async call's poll looks again because something waited to be received,
+/// before it yields to its executor.
+const TASK_LOOKS_MOST: u32 = 8;
 
 /// How a waiting caller is woken.
 pub(super) enum Waiter {
@@ -153,9 +158,11 @@ impl<B: Backend> State<B> {
     }
 
     /// Gives up the receiver's role (`leaving`: the caller that had it and is done): another
-    /// blocking caller still waiting for its step takes it over (woken here); with none, the
-    /// next call takes it when it starts, or the dispatcher after [`LINGER`], or at once when
-    /// async calls wait (true then: the caller must wake the dispatcher).
+    /// blocking caller still waiting for its step takes it over (woken here); with none, a
+    /// waiting async call's task is woken to receive and arm, unless one is armed; with
+    /// neither, the next call takes it when it starts, or the dispatcher after [`LINGER`], or
+    /// at once when async calls wait on a backend that cannot wake them (true then: the caller
+    /// must wake the dispatcher).
     #[must_use]
     fn stop_receiving(&mut self, leaving: Option<u32>) -> bool {
         self.receiver = Receiver::Nobody;
@@ -228,7 +235,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// How long calls in progress may go without anybody receiving for them before the
-/// dispatcher does (a caller between two steps would otherwise take the role itself).
+/// dispatcher does (a caller between two steps would otherwise take the role itself); not
+/// while every waiting call is an async one armed on its connection.
 const GRACE: Duration = Duration::from_millis(5);
 
 /// How long a receiver or the dispatcher waits when the lane has no calls and the core no
@@ -595,7 +603,7 @@ impl<B: Backend> Shared<B> {
     }
 
     /// The next step of async call `xid`, or `None` after keeping `cx`'s waker for when it
-    /// is ready (and waking the dispatcher to receive, if nobody does).
+    /// is ready.
     ///
     /// Run to completion on the executor's thread: when nobody receives, the poll itself takes
     /// what the completion queue holds (without waiting) and hands each reply to its task (a
@@ -605,10 +613,12 @@ impl<B: Backend> Shared<B> {
     /// receives for the tasks instead.
     pub(super) fn poll_step(&self, xid: u32, cx: &Context<'_>) -> Option<CallStep<Arc<Link<B>>>> {
         let mut st = lock(&self.st);
+        let mut looks = 0;
         loop {
+            let mut down = false;
             if st.receiver == Receiver::Nobody {
                 if let Some(link) = st.core.link().cloned() {
-                    st = self.receive_for_tasks(st, &link);
+                    (st, down) = self.receive_for_tasks(st, &link);
                 }
             }
             if let Some(step) = st.core.take_step(xid) {
@@ -622,9 +632,19 @@ impl<B: Backend> Shared<B> {
                     *w = cx.waker().clone();
                 }
             }
-            match self.arm_receive(&mut st, cx.waker(), xid) {
+            // A connection gone down queues nothing more to wake a waker with: its flushes are
+            // taken by receiving until the link-down is reported.
+            let arm = if down { Arm::Waiting } else { self.arm_receive(&mut st, cx.waker(), xid) };
+            match arm {
                 Arm::Armed => return None,
-                Arm::Waiting => continue,
+                // Something is there to receive; but while another thread polls, it may not be
+                // reapable yet: after a few looks, let the executor run its other tasks and
+                // come back (woken now).
+                Arm::Waiting if looks < TASK_LOOKS_MOST => looks += 1,
+                Arm::Waiting => {
+                    cx.waker().wake_by_ref();
+                    return None;
+                }
                 Arm::Unsupported => {
                     if st.tasks_unserved() {
                         self.cv.notify_one();
@@ -636,16 +656,19 @@ impl<B: Backend> Shared<B> {
     }
 
     /// Takes, as the receiver for the moment, up to [`TASK_DRAIN_MOST`] messages that are on
-    /// `link` now, without waiting, and hands the role back.
+    /// `link` now, without waiting, and hands the role back; true if the connection is down
+    /// (its flushes are still being taken: nothing more will be queued to wake a waker).
     fn receive_for_tasks<'a>(
         &'a self,
         mut st: MutexGuard<'a, State<B>>,
         link: &Arc<Link<B>>,
-    ) -> MutexGuard<'a, State<B>> {
+    ) -> (MutexGuard<'a, State<B>>, bool) {
         st.receiver = Receiver::Caller;
+        let mut down = false;
         for _ in 0..TASK_DRAIN_MOST {
-            let (guard, came) = self.receive_within(st, link, Duration::ZERO);
+            let (guard, came, was_down) = self.receive_within(st, link, Duration::ZERO);
             st = guard;
+            down = was_down;
             if !came {
                 break;
             }
@@ -656,7 +679,7 @@ impl<B: Backend> Shared<B> {
         } else {
             st.receiver = Receiver::Nobody;
         }
-        st
+        (st, down)
     }
 
     /// Arms the current connection to wake `waker`, async call `xid`'s task, when a message
@@ -676,7 +699,13 @@ impl<B: Backend> Shared<B> {
             }
             // No connection: the dispatcher makes one, and each waiting call's step (its
             // transmission) wakes its task. Somebody receiving: it wakes the task, and whoever
-            // takes the role after it ([`State::stop_receiving`]).
+            // takes the role after it ([`State::stop_receiving`]); the task armed before may
+            // have been fired by what that receiver takes, so none counts as armed now: the
+            // receiver, or the end of its call, wakes one to arm.
+            (Receiver::Caller, _) => {
+                st.armed_task = None;
+                Arm::Armed
+            }
             _ => Arm::Armed,
         }
     }
@@ -825,13 +854,13 @@ impl<B: Backend> Shared<B> {
     }
 
     /// [`Shared::receive_once`], waiting at most `wait` (zero: only what is there now) for
-    /// the message; true if one came.
+    /// the message; whether one came, and whether the connection was down before.
     fn receive_within<'a>(
         &'a self,
         st: MutexGuard<'a, State<B>>,
         link: &Arc<Link<B>>,
         wait: Duration,
-    ) -> (MutexGuard<'a, State<B>>, bool) {
+    ) -> (MutexGuard<'a, State<B>>, bool, bool) {
         drop(st);
         // Read before receiving: once the queue pair is down, the messages that arrived
         // before it went down are already complete and come out first, so the link is given
@@ -890,7 +919,7 @@ impl<B: Backend> Shared<B> {
         if st.core.has_action() {
             self.cv.notify_one();
         }
-        (st, came)
+        (st, came, was_down)
     }
 
     /// Releases the memory of abandoned calls the core has ended (their reply arrived, or it

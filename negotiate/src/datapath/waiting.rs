@@ -187,11 +187,13 @@ impl<B: Backend> Connection<B> {
         self.set_aside.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Arms `waker` to be woken when a message arrives on this connection and no thread waits
-    /// for one, so that an async caller's executor receives without a thread of its own
-    /// blocked on the completion queue ([`QueuePair::arm_waker`]). [`Arm::Waiting`]: one
-    /// arrived already (receive it); [`Arm::Unsupported`]: the backend cannot wake a waker.
-    /// One waker at a time: an arm replaces the one before.
+    /// Arms `waker` to be woken when a completion is queued on this connection (a message, or
+    /// anything else: the waker's owner looks and arms again) or a message another thread
+    /// reaped is set aside with no thread waiting for it, so that an async caller's executor
+    /// receives without a thread of its own blocked on the completion queue
+    /// ([`QueuePair::arm_waker`]). [`Arm::Waiting`]: a message is there already (receive
+    /// it); [`Arm::Unsupported`]: the backend cannot wake a waker. One waker at a time: an
+    /// arm replaces the one before.
     ///
     /// ```
     /// # use std::time::Duration;

@@ -689,6 +689,18 @@ impl Shared {
         self.signal(st);
     }
 
+    /// Fails the oldest work request on the wire if it has waited longer than `retry`
+    /// ([`State::expire`]) and wakes its waiters; true if it did. The state is locked only
+    /// for that: the writer that calls this locks its outbox next.
+    fn expire(&self, retry: Duration) -> bool {
+        let mut st = lock(&self.st);
+        let expired = st.expire(retry);
+        if expired {
+            self.signal(st);
+        }
+        expired
+    }
+
     /// Unlocks `st`, then wakes whoever waits on what changed under it: the threads in
     /// `wait_cq` and `cm_event`, and the waker a queued completion fired
     /// ([`QueuePair::arm_waker`]).
@@ -717,10 +729,7 @@ fn writer(sh: Arc<Shared>, out: Arc<Outbox>, retry: Duration) {
                 q = g;
                 if waited.timed_out() {
                     drop(q);
-                    let mut st = lock(&sh.st);
-                    if st.expire(retry) {
-                        sh.signal(st);
-                    }
+                    sh.expire(retry);
                     q = lock(&out.q);
                 }
             }
@@ -733,9 +742,7 @@ fn writer(sh: Arc<Shared>, out: Arc<Outbox>, retry: Duration) {
             sh.broke(how);
             break;
         }
-        let mut st = lock(&sh.st);
-        if st.expire(retry) {
-            sh.signal(st);
+        if sh.expire(retry) {
             break;
         }
     }

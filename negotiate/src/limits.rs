@@ -27,7 +27,14 @@
 //! docs/hostile.md lists the attacks tried against these bounds and what each costs at its
 //! bound.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The instant `after` past `from`; for a configured time too long to add (`Duration::MAX`:
+/// never), a century on, which is as good as never for any deadline here. The one place a
+/// configured duration becomes a deadline without panicking on the addition.
+pub(crate) fn deadline(from: Instant, after: Duration) -> Instant {
+    from.checked_add(after).unwrap_or(from + Duration::from_secs(100 * 365 * 86_400))
+}
 
 /// The connection-level bounds of a [`Server`](crate::server::Server) (see the [module
 /// documentation](self) for all of them, message limits included).

@@ -637,7 +637,7 @@ impl Requester {
     /// Until when what is learned about the responder at `now` holds: `reprobe_after` on, or
     /// practically forever when that is too long to add (`Duration::MAX`: never probe again).
     fn reprobe_at(&self, now: Instant) -> Instant {
-        now.checked_add(self.cfg.reprobe_after).unwrap_or(now + Duration::from_secs(100 * 365 * 86_400))
+        crate::limits::deadline(now, self.cfg.reprobe_after)
     }
 
     /// Sends what the connection, the version state and the credits allow.

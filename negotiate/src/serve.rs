@@ -177,9 +177,8 @@ impl Serve {
 
     /// When the connection becomes idle if nothing arrives before.
     pub fn idle_deadline(&self) -> Instant {
-        // An idle timeout too long to add (`Duration::MAX`: never idle) ends a year on, which
-        // is as good as never for a deadline that moves with every message.
-        (self.last_heard.checked_add(self.idle_timeout)).unwrap_or(self.last_heard + Duration::from_secs(365 * 86_400))
+        // (An idle timeout of `Duration::MAX`: never idle.)
+        crate::limits::deadline(self.last_heard, self.idle_timeout)
     }
 
     /// Header-limit refusals since the last time this was asked, for a sum over connections.

@@ -68,10 +68,11 @@ struct State<B: Backend> {
     /// without calls, so that back-to-back calls keep receiving their own replies.
     last_active: Instant,
     /// Whether the backend's connections wake a task when a message arrives
-    /// ([`Connection::arm_receive`]); `None` until a connection was made.
-    arms: Option<bool>,
-    /// The async call whose task the connection was last armed to wake: when that call ends,
-    /// another waiting task is armed in its place ([`Shared::poll_step`]).
+    /// ([`Connection::arm_receive`]); learned when a connection is made.
+    arms: bool,
+    /// The async call whose task the connection was last armed to wake; `None` once a
+    /// receiver other than a task took the role or that call ended: then whoever leaves the
+    /// role, or ends the call, wakes a task to look and arm ([`State::stop_receiving`]).
     armed_task: Option<u32>,
 }
 
@@ -166,9 +167,9 @@ impl<B: Backend> State<B> {
     #[must_use]
     fn stop_receiving(&mut self, leaving: Option<u32>) -> bool {
         self.receiver = Receiver::Nobody;
-        // Blocking callers are the waiters that are not tasks: none, no search.
-        let threads = self.waiters.len() > self.tasks;
-        let next = threads
+        // None waiting, no search.
+        let next = self
+            .threads_wait()
             .then(|| {
                 self.waiters
                     .iter()
@@ -183,8 +184,8 @@ impl<B: Backend> State<B> {
             // Async calls wait: on a backend that wakes tasks, one of them receives next (it
             // takes what is there and arms the connection) unless one is armed already;
             // otherwise the dispatcher does.
-            None if self.arms == Some(true) && self.armed_task.is_some() => false,
-            None if self.arms == Some(true) => {
+            None if self.arms && self.armed_task.is_some() => false,
+            None if self.arms => {
                 let task = self.waiters.iter().find(|(&x, w)| matches!(w, Waiter::Task(_)) && !self.core.has_ready(x));
                 if let Some((_, task)) = task {
                     task.wake();
@@ -210,7 +211,19 @@ impl<B: Backend> State<B> {
     /// Whether an async call waits with nobody receiving for it: the dispatcher's to do, on a
     /// backend whose connections cannot wake a task ([`Shared::poll_step`]).
     fn tasks_unserved(&self) -> bool {
-        self.tasks > 0 && self.receiver == Receiver::Nobody && self.arms != Some(true)
+        self.tasks > 0 && self.receiver == Receiver::Nobody && !self.arms
+    }
+
+    /// Whether blocking callers wait: the waiters that are not async calls' tasks.
+    fn threads_wait(&self) -> bool {
+        self.waiters.len() > self.tasks
+    }
+
+    /// A blocking caller or the dispatcher takes the receiving role, for every call: whether
+    /// a task is armed is unknown once it leaves, so it then wakes one (`stop_receiving`).
+    fn receive_for_all(&mut self, who: Receiver) {
+        self.receiver = who;
+        self.armed_task = None;
     }
 }
 
@@ -286,7 +299,7 @@ impl<B: Backend + Clone> Lane<B> {
                 posted: HashMap::new(),
                 receiver: Receiver::Nobody,
                 last_active: Instant::now(),
-                arms: None,
+                arms: false,
                 armed_task: None,
             }),
             cv: Condvar::new(),
@@ -405,10 +418,7 @@ impl<B: Backend> Shared<B> {
             // Receive ourselves if nobody does: most often what arrives is our reply.
             match (st.receiver, st.core.link().cloned()) {
                 (Receiver::Nobody, Some(link)) => {
-                    st.receiver = Receiver::Caller;
-                    // Receiving for the tasks too now: whether one is armed is unknown once this
-                    // receiver leaves, so it then wakes one (`State::stop_receiving`).
-                    st.armed_task = None;
+                    st.receive_for_all(Receiver::Caller);
                     st = self.receive_once(st, &link);
                     if st.core.has_ready(xid) {
                         if st.stop_receiving(Some(xid)) {
@@ -674,7 +684,7 @@ impl<B: Backend> Shared<B> {
             }
         }
         // A blocking caller waiting for the role takes it; tasks arm for themselves.
-        if st.waiters.len() > st.tasks {
+        if st.threads_wait() {
             let _ = st.stop_receiving(None);
         } else {
             st.receiver = Receiver::Nobody;
@@ -686,7 +696,7 @@ impl<B: Backend> Shared<B> {
     /// arrives while nobody receives; [`Arm::Armed`] too while somebody does (it hands each
     /// task its reply, and wakes one when it leaves the role: [`State::stop_receiving`]).
     fn arm_receive(&self, st: &mut State<B>, waker: &Waker, xid: u32) -> Arm {
-        if st.arms != Some(true) {
+        if !st.arms {
             return Arm::Unsupported;
         }
         match (st.receiver, st.core.link()) {
@@ -827,17 +837,14 @@ impl<B: Backend> Shared<B> {
                 // receive for them rather than leave their replies waiting. Async calls on a
                 // backend that cannot wake their tasks: for them at once; on one that can,
                 // never while they wait (the connection wakes them).
-                let tasks_armed = st.arms == Some(true) && st.tasks > 0 && st.waiters.len() == st.tasks;
+                let tasks_armed = st.arms && st.tasks > 0 && !st.threads_wait();
                 let unserved =
                     waited.timed_out() && st.receiver == Receiver::Nobody && st.core.has_calls() && !tasks_armed;
                 if !unserved && !st.tasks_unserved() {
                     continue;
                 }
             }
-            st.receiver = Receiver::Dispatcher;
-            // Receiving for the tasks too now: whether one is armed is unknown once this
-            // receiver leaves, so it then wakes one (`State::stop_receiving`).
-            st.armed_task = None;
+            st.receive_for_all(Receiver::Dispatcher);
             st = self.receive_once(st, &link);
             // With async calls waiting, the dispatcher goes on receiving itself.
             let _ = st.stop_receiving(None);
@@ -967,7 +974,7 @@ impl<B: Backend> Shared<B> {
             Ok((link, accepted)) => {
                 // Whether its tasks can be woken by the connection itself ([`Shared::poll_step`]):
                 // asked once, with a waker that does nothing (the first task's arm replaces it).
-                st.arms = Some(link.conn.arm_receive(Waker::noop()) != Arm::Unsupported);
+                st.arms = link.conn.arm_receive(Waker::noop()) != Arm::Unsupported;
                 st.core.handle_connected(Arc::new(link), ours, &accepted, now);
                 Ok(())
             }

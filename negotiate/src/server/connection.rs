@@ -403,7 +403,8 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> ConnectionThreads<'a,
         if limit.is_zero() {
             return;
         }
-        // (A limit too long to add to an instant: a second at a time.)
+        // (A limit too long to add to an instant: a second at a time, so that the idle rule
+        // is still looked at.)
         let until = Instant::now().checked_add(limit).unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
         // A look every few hundred nanoseconds, not continuously: each takes the completion
         // queue's lock, which the peer posting to it needs too.

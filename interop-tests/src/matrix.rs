@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use cm_private_data::{Flags, PrivateData};
 use negotiate::client::{Client, ClientConfig, ClientStats};
-use negotiate::client_core::PeerProperties;
+use negotiate::connection::PeerProperties;
 use negotiate::requester;
 use negotiate::responder;
 use negotiate::server::{Server, ServerConfig, ServerStats};

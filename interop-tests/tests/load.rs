@@ -199,7 +199,7 @@ fn load<B: Backend + Clone>(backend: B, label: &str, callers: usize, calls: usiz
     // The server's completion timeout is its default (5 s): over TCP beside four CPU hogs on
     // two cores its longest wait in a full run was 64 ms. The connection once lost here was
     // the client's 60 s timeout closing it on calls the server had received and not served
-    // (set-aside Receives overtaken, fixed in negotiate::datapath::Connection).
+    // (set-aside Receives overtaken, fixed in negotiate::datapath::Transport).
     let scfg = ServerConfig::default().responder(responder::ResponderConfig::default().credits(SERVER_CREDITS));
     let server = Server::start(backend.clone(), backend.any_address(), scfg, Arc::new(SERVER_ULB), handler)
         .expect("server starts");

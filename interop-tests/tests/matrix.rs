@@ -9,7 +9,7 @@
 //! (`interop_tests::matrix`'s `form_used`).
 
 use interop_tests::matrix::{all_cells, run_cell, table, Outcome, CELLS};
-use negotiate::client_core::PeerProperties;
+use negotiate::connection::PeerProperties;
 use rpcrdma_v1::Version;
 
 /// Every cell ran and passed, and the run covered what the matrix is for.

@@ -22,7 +22,7 @@ use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::Backend;
 
-use crate::datapath::{send_call, send_error, send_reply, CallParams, Connection, DataPathError, ReplyParams};
+use crate::datapath::{send_call, send_error, send_reply, CallParams, DataPathError, ReplyParams, Transport};
 use crate::extension::{option_message, OptionReply};
 use crate::reply::PeerError;
 
@@ -34,7 +34,7 @@ pub type Handler = Arc<dyn Fn(&[u8]) -> Vec<u8> + Send + Sync>;
 pub const SLOTS: usize = 1;
 
 /// The credits a backward call requests and its reply grants.
-const CREDITS: u32 = 1;
+pub(crate) const CREDITS: u32 = 1;
 
 /// The binding of the backward direction: nothing is DDP-eligible and the reply must fit
 /// inline, so no chunk is ever provisioned or used.
@@ -93,24 +93,19 @@ pub enum BackchannelError {
     DataPath(#[from] DataPathError),
 }
 
-/// The client's side: answers a backward call that arrived on `conn`, inline, in the call's
-/// version, with the reply inline threshold being the forward call threshold (the server's
-/// Receives).
+/// The client's side: answers a backward call that arrived on `conn`, inline, with the
+/// parameters its connection core gave it ([`Received::Call`](crate::connection::Received::Call):
+/// the call's version, the forward call threshold as the reply's, the server's Receives).
 pub(crate) fn answer<B: Backend>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     call: &Header<'_>,
+    params: &ReplyParams,
     handler: &Handler,
-    forward: InlineThresholds,
 ) -> Result<(), DataPathError> {
     let message = call.payload();
     let reply = handler(message);
-    let params = ReplyParams {
-        version: call.version(),
-        credits: CREDITS,
-        reply_inline_threshold: forward.call,
-        remote_invalidation: false,
-    };
-    send_reply(conn, call, message, &reply, &InlineOnly { max_reply: forward.call }, &params).map(drop)
+    let ulb = InlineOnly { max_reply: params.reply_inline_threshold };
+    send_reply(conn, call, message, &reply, &ulb, params).map(drop)
 }
 
 /// The backward-direction call of one connection, decided without I/O: one at a time, and
@@ -337,7 +332,7 @@ trait Caller: Send + Sync {
 /// The server side of one connection's backward direction: the serving thread records the
 /// connection's version and thresholds and delivers replies; callers wait here.
 pub(crate) struct ServerSide<B: Backend> {
-    conn: Arc<Connection<B>>,
+    conn: Arc<Transport<B>>,
     limits: HeaderLimits,
     state: Mutex<(BackwardSlot, Option<Forward>)>,
     cv: Condvar,
@@ -362,11 +357,11 @@ pub(crate) struct Forward {
 const NO_OPTION: u64 = u64::MAX;
 
 /// Where the XIDs of a server's own RDMA_OPTIONAL messages start (the client's answer is
-/// matched to one by its XID; see `ClientCore`'s for the other direction).
+/// matched to one by its XID; see a client's `Connection` for the other direction).
 const FIRST_OPTION_XID: u32 = 0x5350_0000;
 
 impl<B: Backend> ServerSide<B> {
-    pub(crate) fn new(conn: Arc<Connection<B>>, limits: HeaderLimits) -> Arc<Self> {
+    pub(crate) fn new(conn: Arc<Transport<B>>, limits: HeaderLimits) -> Arc<Self> {
         Arc::new(ServerSide {
             conn,
             limits,

@@ -16,7 +16,7 @@
 //! thread per connection (`client/lane.rs`) makes connections, reads the clock, and receives when no
 //! call has been in progress for a while (backward calls, a connection lost while idle) or
 //! when async calls wait. What happens in response is decided by one
-//! [`ClientCore`](crate::client_core::ClientCore) per connection under a mutex, the same value
+//! [`Connection`](crate::connection::Connection) per connection under a mutex, the same value
 //! the deterministic simulator drives; these files are only its I/O.
 
 mod async_call;
@@ -36,8 +36,8 @@ pub use in_place::InPlaceReply;
 use lane::{Lane, Message, Sink};
 
 use crate::backchannel::Handler;
-use crate::client_core::PeerProperties;
-pub use crate::client_core::ENDED_KEPT;
+use crate::connection::PeerProperties;
+pub use crate::connection::ENDED_KEPT;
 use crate::datapath::Ended;
 use crate::extension::OptionReply;
 
@@ -334,7 +334,7 @@ impl<B: Backend> Client<B> {
     /// ```
     /// use std::sync::Arc;
     /// use negotiate::client::{Client, ClientConfig};
-    /// use negotiate::client_core::PeerProperties;
+    /// use negotiate::connection::PeerProperties;
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
     /// use rpcrdma_v2::properties::TransportProperties;

@@ -8,8 +8,8 @@
 //! the credit value and the inline thresholds are parameters: the negotiation state machines
 //! decide them.
 //!
-//! * [`Connection`] wraps a protection domain and a queue pair, allocates work-request ids and
-//!   holds the one place where a caller waits for *its* completion ([`Connection::wait`]),
+//! * [`Transport`] wraps a protection domain and a queue pair, allocates work-request ids and
+//!   holds the one place where a caller waits for *its* completion ([`Transport::wait`]),
 //!   setting aside completions that belong to other work requests, so that calls in flight on
 //!   one completion queue can be told apart by `wr_id`.
 //! * [`ReceivePool`]: the pre-posted Receives RPC-over-RDMA needs, one per credit (RFC 8166
@@ -25,7 +25,7 @@
 //!   [`send_error`].
 //!
 //! The helpers block (post, then wait up to the connection's timeout). A later dispatcher that
-//! polls one completion queue for many calls replaces [`Connection::wait`] and nothing else.
+//! polls one completion queue for many calls replaces [`Transport::wait`] and nothing else.
 //!
 //! ```
 //! use std::time::Duration;
@@ -43,7 +43,7 @@
 //! let responder = std::thread::spawn(move || {
 //!     let pd = InProcess.alloc_pd().unwrap();
 //!     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
-//!     let conn = Connection::<InProcess>::new(pd, qp, t);
+//!     let conn = Transport::<InProcess>::new(pd, qp, t);
 //!     let pool = ReceivePool::new(&conn, 4, 1024).unwrap();
 //!     ready.send(()).unwrap(); // a Send that finds no Receive posted kills the connection
 //!     let got = pool.receive(&conn).unwrap();
@@ -57,7 +57,7 @@
 //! });
 //! let pd = InProcess.alloc_pd().unwrap();
 //! let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
-//! let conn = Connection::<InProcess>::new(pd, qp, t);
+//! let conn = Transport::<InProcess>::new(pd, qp, t);
 //! let pool = ReceivePool::new(&conn, 4, 1024).unwrap();
 //! let params = CallParams { version: rpcrdma_v1::Version::ONE, credits: 4, thresholds: InlineThresholds::default() };
 //! posted.recv().unwrap();
@@ -169,20 +169,20 @@ pub enum DataPathError {
 }
 
 /// The bit that marks a Receive's `wr_id` ([`ReceivePool`]); send-queue work requests take ids
-/// from [`Connection::wr_id`], which never sets it.
+/// from [`Transport::wr_id`], which never sets it.
 const RECV_WR_BIT: u64 = 1 << 63;
 
 /// Marks a send-queue work request nobody waits for (a call's Send: its reply says it
 /// arrived, and a failure shows as the connection going down): it is posted unsignaled but
 /// for every few ([`send_queue`]), and whoever reaps a completion of one drops it, keeping
-/// only an error for [`Connection::ended`]. One fewer wait, and so one fewer wake-up of the
+/// only an error for [`Transport::ended`]. One fewer wait, and so one fewer wake-up of the
 /// caller, per call.
 const UNWAITED_WR_BIT: u64 = 1 << 62;
 
 /// A connected queue pair, its protection domain, the work-request ids handed out on it, and the
 /// completions reaped but not yet claimed.
 ///
-/// Every wait for a completion goes through [`Connection::wait`] (or [`Connection::wait_all`],
+/// Every wait for a completion goes through [`Transport::wait`] (or [`Transport::wait_all`],
 /// [`ReceivePool::receive`]), which reaps the queue and sets aside completions of other work
 /// requests until their owner asks: calls in flight at once never steal each other's
 /// completions. What is set aside is handed out in the order it was reaped, as a completion
@@ -191,7 +191,7 @@ const UNWAITED_WR_BIT: u64 = 1 << 62;
 ///
 /// ```
 /// # use std::time::Duration;
-/// # use negotiate::datapath::Connection;
+/// # use negotiate::datapath::Transport;
 /// # use rpcrdma_verbs::*;
 /// # let t = Duration::from_secs(5);
 /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
@@ -202,7 +202,7 @@ const UNWAITED_WR_BIT: u64 = 1 << 62;
 /// # });
 /// let pd = InProcess.alloc_pd().unwrap();
 /// let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
-/// let conn = Connection::<InProcess>::new(pd, qp, t);
+/// let conn = Transport::<InProcess>::new(pd, qp, t);
 /// let region = conn.pd().register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
 /// let (a, b) = (conn.wr_id(), conn.wr_id());
 /// conn.qp().post_bind_window(a, &region, 0, 32, Access::REMOTE_READ).unwrap();
@@ -212,7 +212,7 @@ const UNWAITED_WR_BIT: u64 = 1 << 62;
 /// assert_eq!(conn.wait(a).unwrap().wr_id, a);
 /// # drop(peer.join());
 /// ```
-pub struct Connection<B: Backend> {
+pub struct Transport<B: Backend> {
     pd: B::Pd,
     qp: B::Qp,
     timeout: Duration,
@@ -222,18 +222,18 @@ pub struct Connection<B: Backend> {
     /// sets aside.
     set_aside: Mutex<Reaped>,
     /// The send queue's signaling and what is known of its posting order, and the registered
-    /// Send buffers, reused once their Send is known complete ([`Connection::post_sq`]).
+    /// Send buffers, reused once their Send is known complete ([`Transport::post_sq`]).
     sends: Mutex<SendQueue<B::Region>>,
-    /// Chunk buffers of earlier calls, reused ([`Connection::chunk_buffer`]).
+    /// Chunk buffers of earlier calls, reused ([`Transport::chunk_buffer`]).
     chunks: Mutex<Vec<Vec<u8>>>,
 }
 
-impl<B: Backend> Connection<B> {
+impl<B: Backend> Transport<B> {
     /// Wraps a connected queue pair and the protection domain it was created in; every wait
     /// gives up after `timeout`.
     pub fn new(pd: B::Pd, qp: B::Qp, timeout: Duration) -> Self {
         let sends = Mutex::new(SendQueue::new(qp.caps().max_send_wr));
-        Connection {
+        Transport {
             pd,
             qp,
             timeout,
@@ -276,7 +276,7 @@ impl<B: Backend> Connection<B> {
     }
 
     /// A fresh `wr_id` for a send-queue work request nobody will wait for: whoever reaps its
-    /// completion drops it, keeping an error for [`Connection::ended`]. For work requests whose
+    /// completion drops it, keeping an error for [`Transport::ended`]. For work requests whose
     /// effect the send queue's order already guarantees to what follows them (a memory
     /// window bound before the Send that advertises it: a send queue executes its work
     /// requests in order), as the Linux client chains its registrations before its Send
@@ -286,7 +286,7 @@ impl<B: Backend> Connection<B> {
     }
 
     /// Closes the connection (its queue pair goes to the Error state, flushing what is
-    /// outstanding), remembering `why` for [`Connection::ended`] if it was still up: a
+    /// outstanding), remembering `why` for [`Transport::ended`] if it was still up: a
     /// connection this side gives up on says so afterwards instead of looking lost.
     pub fn close(&self, why: impl std::fmt::Display) {
         if self.qp.state() == QpState::Ready {
@@ -297,11 +297,11 @@ impl<B: Backend> Connection<B> {
     }
 
     /// How the connection ended; `None` while its queue pair is up. [`Ended::Closed`] when this
-    /// side closed it with [`Connection::close`] first, [`Ended::Lost`] otherwise.
+    /// side closed it with [`Transport::close`] first, [`Ended::Lost`] otherwise.
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use negotiate::datapath::{Connection, Ended};
+    /// # use negotiate::datapath::{Transport, Ended};
     /// # use rpcrdma_verbs::*;
     /// # let t = Duration::from_secs(5);
     /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
@@ -309,11 +309,11 @@ impl<B: Backend> Connection<B> {
     /// # let peer = std::thread::spawn(move || {
     /// #     let pd = InProcess.alloc_pd().unwrap();
     /// #     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
-    /// #     Connection::<InProcess>::new(pd, qp, t)
+    /// #     Transport::<InProcess>::new(pd, qp, t)
     /// # });
     /// let pd = InProcess.alloc_pd().unwrap();
     /// let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
-    /// let conn = Connection::<InProcess>::new(pd, qp, t);
+    /// let conn = Transport::<InProcess>::new(pd, qp, t);
     /// let other = peer.join().unwrap();
     /// assert_eq!(conn.ended(), None);
     /// conn.close("done with it");
@@ -355,7 +355,7 @@ impl<B: Backend> Connection<B> {
     /// most on a real device, and marshaling straight into it saves a copy and an allocation);
     /// a larger one gets a buffer of its own. Whoever reaps the Send's completion, or that of a
     /// work request posted after it (the Send may be unsignaled), gives the buffer back
-    /// ([`Connection::send_done`]); the posted Send keeps it registered until then.
+    /// ([`Transport::send_done`]); the posted Send keeps it registered until then.
     fn post_send_filled(
         &self,
         id: u64,
@@ -367,9 +367,9 @@ impl<B: Backend> Connection<B> {
         self.post_filled(id, invalidate, filled)
     }
 
-    /// The first half of [`Connection::post_send_filled`]: a Send buffer of at least
-    /// `capacity` bytes filled by `fill`, to be posted later ([`Connection::post_filled`]) or
-    /// handed back ([`Connection::discard_filled`]).
+    /// The first half of [`Transport::post_send_filled`]: a Send buffer of at least
+    /// `capacity` bytes filled by `fill`, to be posted later ([`Transport::post_filled`]) or
+    /// handed back ([`Transport::discard_filled`]).
     fn fill_send(
         &self,
         capacity: usize,
@@ -397,7 +397,7 @@ impl<B: Backend> Connection<B> {
         }
     }
 
-    /// Posts a Send buffer [`Connection::fill_send`] filled, as send-queue work request `id`.
+    /// Posts a Send buffer [`Transport::fill_send`] filled, as send-queue work request `id`.
     fn post_filled(&self, id: u64, invalidate: Option<u32>, filled: FilledSend<B>) -> Result<(), DataPathError> {
         let FilledSend { region, len, pooled } = filled;
         let sge = [Sge::new(&region, 0, len)];
@@ -418,8 +418,8 @@ impl<B: Backend> Connection<B> {
     /// Posts send-queue work request `wr_id` with `post`, which gets the flags to post it
     /// with, holding `buffer` (a pooled Send buffer) until it is known complete. Every
     /// send-queue work request of the data path is posted here. Someone waits for the
-    /// completion of a `wr_id` from [`Connection::wr_id`], so it is signaled; one from
-    /// [`Connection::unwaited_wr_id`] is signaled only when [`send_queue`]'s rule says so,
+    /// completion of a `wr_id` from [`Transport::wr_id`], so it is signaled; one from
+    /// [`Transport::unwaited_wr_id`] is signaled only when [`send_queue`]'s rule says so,
     /// which also says how a completion frees what was posted before it without a lock held
     /// across the post.
     fn post_sq<T>(
@@ -460,7 +460,7 @@ impl<B: Backend> Connection<B> {
 
     /// Registers a buffer of `len` bytes the local queue pair (and, through a window, the
     /// peer) may write. It is one this connection used before when one is kept
-    /// ([`Connection::chunk_buffer`]): its bytes are not zeroed, and only what the peer or a
+    /// ([`Transport::chunk_buffer`]): its bytes are not zeroed, and only what the peer or a
     /// local RDMA Read writes into it is ever read.
     fn register_writable(&self, len: usize) -> rpcrdma_verbs::Result<B::Region> {
         self.pd.register(self.chunk_buffer(len), Access::LOCAL_WRITE)
@@ -494,7 +494,7 @@ impl<B: Backend> Connection<B> {
         }
     }
 
-    /// Keeps a chunk buffer for [`Connection::chunk_buffer`], within [`CHUNK_BYTES_KEPT`].
+    /// Keeps a chunk buffer for [`Transport::chunk_buffer`], within [`CHUNK_BYTES_KEPT`].
     fn recycle_chunk(&self, buf: Vec<u8>) {
         if buf.capacity() == 0 {
             return;
@@ -507,7 +507,7 @@ impl<B: Backend> Connection<B> {
     }
 }
 
-/// The most bytes of chunk buffers a connection keeps for reuse ([`Connection::chunk_buffer`]):
+/// The most bytes of chunk buffers a connection keeps for reuse ([`Transport::chunk_buffer`]):
 /// one 1 MiB chunk's worth and some smaller ones. A bound of its own, so that what a peer's
 /// chunk lengths make the server allocate is not kept beyond it.
 const CHUNK_BYTES_KEPT: usize = 2 << 20;
@@ -519,7 +519,7 @@ const CHUNK_BUFFERS_KEPT: usize = 8;
 /// small message fits.
 const SEND_BUFFER_LEN: usize = rpcrdma_v2::DEFAULT_INLINE_THRESHOLD;
 
-/// A Send buffer filled and not yet posted ([`Connection::fill_send`]).
+/// A Send buffer filled and not yet posted ([`Transport::fill_send`]).
 struct FilledSend<B: Backend> {
     region: B::Region,
     len: usize,
@@ -528,7 +528,7 @@ struct FilledSend<B: Backend> {
     pooled: bool,
 }
 
-/// How a connection ended, as far as this side can tell ([`Connection::ended`]): the record
+/// How a connection ended, as far as this side can tell ([`Transport::ended`]): the record
 /// that says, after the fact, which side dropped a connection and why.
 ///
 /// ```
@@ -540,7 +540,7 @@ struct FilledSend<B: Backend> {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Ended {
-    /// This side closed it ([`Connection::close`]) while it was up, for this reason.
+    /// This side closed it ([`Transport::close`]) while it was up, for this reason.
     Closed(String),
     /// It went down under this side: the peer disconnected, or the transport failed a work
     /// request. `first_error` is the first error completion this side reaped on it: a

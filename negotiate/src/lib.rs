@@ -108,7 +108,7 @@ mod setters;
 
 pub mod backchannel;
 pub mod client;
-pub mod client_core;
+pub mod connection;
 pub mod datapath;
 pub mod extension;
 pub mod limits;
@@ -117,6 +117,5 @@ pub mod onc;
 pub mod reply;
 pub mod requester;
 pub mod responder;
-pub mod serve;
 pub mod server;
 pub mod thresholds;

@@ -15,18 +15,18 @@ use std::time::Instant;
 /// ```
 /// use std::time::Instant;
 /// use negotiate::client::ClientConfig;
-/// use negotiate::client_core::{CallStep, ClientCore};
+/// use negotiate::connection::{Arrival, CallStep, Connection};
 /// use negotiate::memory::NoV2Reason;
 /// use rpcrdma_v1::Version;
 /// let now = Instant::now();
-/// let mut core: ClientCore<u32> = ClientCore::new(ClientConfig::default(), "10.0.2.15:20049");
+/// let mut core: Connection<u32> = Connection::client(ClientConfig::default(), "10.0.2.15:20049");
 /// core.start_call(7, now).unwrap();
 /// core.handle_connected(1, None, &[], now);
 /// let Some(CallStep::Transmit { transmit, .. }) = core.take_step(7) else { panic!() };
 /// assert!(transmit.probe);
 /// // The responder answers the probe with ERR_VERS, versions 1..=1.
 /// let err_vers: Vec<u8> = [7u32, 2, 1, 4, 1, 1, 1].iter().flat_map(|w| w.to_be_bytes()).collect();
-/// core.handle_receive(err_vers, None, now);
+/// core.handle_receive(&err_vers, Arrival::default(), now);
 /// assert_eq!(core.memory().no_v2("10.0.2.15:20049"), Some(NoV2Reason::ErrVers { high: 1 }));
 /// assert_eq!(core.memory().highest_for("10.0.2.15:20049", Version::TWO, now), Version::ONE);
 /// ```

@@ -139,11 +139,11 @@ fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits, options: Option<Options<'_>
     }
 }
 
-/// The header view of a received message that the requester (or [`ClientCore`]) already
+/// The header view of a received message that the requester (or a client's [`Connection`]) already
 /// accepted as a reply or a backward call: the driver re-derives it from the same bytes in the
 /// thread that owns the call's chunks. `None` for anything the requester would not accept.
 ///
-/// [`ClientCore`]: crate::client_core::ClientCore
+/// [`Connection`]: crate::connection::Connection
 ///
 /// ```
 /// use negotiate::reply::reply_header;

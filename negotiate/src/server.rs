@@ -4,7 +4,7 @@
 //! several calls of one connection at once up to
 //! [`ServerLimits::calls_in_progress`] (the credits granted, RFC 8166 section 3.3.1, and a
 //! bound of the server's own); replies go out as their calls finish, in any order (RPC
-//! matches them by XID). Each connection's decisions are a [`Serve`] value's (the
+//! matches them by XID). Each connection's decisions are its [`Connection`](crate::connection::Connection) core's (the
 //! [`Responder`](crate::responder::Responder) state machine judges each message by its
 //! version's rules and says how to reply); the data path fetches Read chunks and fills Write
 //! and Reply chunks; [`crate::limits`] lists every bound the server keeps.
@@ -25,13 +25,12 @@ use rpcrdma_verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePai
 
 use crate::backchannel::{self, Backchannel, Forward, ServerSide};
 use crate::datapath::{
-    fetch_call, send_error, send_reply, send_reply_lent, Connection, DataPathError, Ended, ReceivePool, ReplyParams,
-    ReplySent,
+    fetch_call, send_error, send_reply, send_reply_lent, DataPathError, Ended, ReceivePool, ReplyParams, ReplySent,
+    Transport,
 };
 use crate::extension::Extension;
 use crate::limits::{Refusals, ServerLimits};
 use crate::responder::{self, ResponderConfig};
-use crate::serve::{Serve, Step};
 use crate::thresholds::{self, Advertised, ADVERTISED_SIZE};
 use rpcrdma_v2::properties::TransportProperties;
 
@@ -381,7 +380,7 @@ impl Shared {
 /// stops).
 struct Live<B: Backend> {
     thread: JoinHandle<()>,
-    conn: Arc<OnceLock<Arc<Connection<B>>>>,
+    conn: Arc<OnceLock<Arc<Transport<B>>>>,
 }
 
 /// How long the acceptor waits for a connect request before it looks at the stop flag again:

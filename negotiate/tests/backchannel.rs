@@ -157,7 +157,7 @@ fn properties_2_4_a_stated_backward_credits_takes_effect_zero_included() {
         for xid in 1..=2 {
             assert_eq!(client.call(&rpc(xid, 0, &[0; 8]), &ULB).unwrap(), rpc(xid, 1, &[0; 8]));
         }
-        assert!(matches!(client.peer_properties(), negotiate::client_core::PeerProperties::Stated(_)));
+        assert!(matches!(client.peer_properties(), negotiate::connection::PeerProperties::Stated(_)));
         let back = backchannel(&server);
         let call = rpc(0x8000_0001, 0, &[7; 4]);
         match back.call(&call) {

@@ -19,7 +19,7 @@ use std::time::Duration;
 use cm_private_data::{Flags, PrivateData, FORMAT_IDENTIFIER};
 use negotiate::client::{Client, ClientConfig, ClientError, ClientStats};
 use negotiate::datapath::{
-    fetch_call, send_error, send_reply, Connection, DataPathError, Ended, ReceivePool, ReplyParams,
+    fetch_call, send_error, send_reply, DataPathError, Ended, ReceivePool, ReplyParams, Transport,
 };
 use negotiate::memory::NoV2Reason;
 use negotiate::requester;
@@ -377,7 +377,7 @@ fn raw_serve(
         Ok(())
     });
     let (Ok(qp), Some(pool)) = (accepted, pool) else { return };
-    let conn = Connection::<InProcess>::new(pd, qp, T);
+    let conn = Transport::<InProcess>::new(pd, qp, T);
     while !stop.load(Ordering::Relaxed) && conn.qp().state() == QpState::Ready {
         let m = match pool.receive_within(&conn, TICK) {
             Ok(m) => m,
@@ -683,7 +683,7 @@ fn draft_3_1_unknown_rdma_optional_gets_err_inval_option_and_the_connection_serv
     let (server, service) = start_server("inproc:*", ServerConfig::default(), PLAIN);
     let pd = InProcess.alloc_pd().unwrap();
     let (qp, _) = InProcess.connect(&pd, &server.local_addr(), &[], QpCaps::default(), T).unwrap();
-    let conn = Connection::<InProcess>::new(pd, qp, T);
+    let conn = Transport::<InProcess>::new(pd, qp, T);
     let pool = ReceivePool::new(&conn, 4, 4096).unwrap();
 
     let mut optional = [0u8; 64];

@@ -27,9 +27,9 @@ const OPAQUE_AT: usize = 16;
 
 /// A requester and a responder connection, each with its receive buffers posted.
 struct Ends<B: Backend> {
-    req: Connection<B>,
+    req: Transport<B>,
     req_pool: ReceivePool<B>,
-    resp: Connection<B>,
+    resp: Transport<B>,
     resp_pool: ReceivePool<B>,
 }
 
@@ -42,8 +42,8 @@ fn connect<B: Backend>(b: &B) -> Ends<B> {
         let server = listener.get_request(T).unwrap().accept(&spd, &[], QpCaps::default()).unwrap();
         (c.join().unwrap(), server)
     });
-    let req = Connection::new(cpd, client, T);
-    let resp = Connection::new(spd, server, T);
+    let req = Transport::new(cpd, client, T);
+    let resp = Transport::new(spd, server, T);
     let req_pool = ReceivePool::new(&req, CREDITS as usize, SMALL.reply).unwrap();
     let resp_pool = ReceivePool::new(&resp, CREDITS as usize, SMALL.call).unwrap();
     Ends { req, req_pool, resp, resp_pool }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use negotiate::client::{Client, ClientConfig};
-use negotiate::client_core::PeerProperties;
+use negotiate::connection::PeerProperties;
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;

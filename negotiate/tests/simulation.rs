@@ -395,7 +395,7 @@ fn rfc8166_4_5_seed_2_a_backward_call_ends_at_once_with_the_requesters_rdma_erro
 
 #[test]
 fn rfc8166_3_3_1_seeds_588_734_833_a_call_given_up_keeps_its_credit_until_its_reply() {
-    // With `ClientCore::abandon` giving a sent call's credit back at once (as cancelling an
+    // With `Connection::abandon` giving a sent call's credit back at once (as cancelling an
     // unsent one does), 2,000 seeds give 6 violations, these three among them: "2 calls
     // outstanding on connection 3, beyond its 1 credits": the responder still serves the
     // call its caller gave up. (The simulator's emulation of that change, `abandon` told the

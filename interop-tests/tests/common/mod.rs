@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use cm_private_data::PrivateData;
 use negotiate::client::{Client, ClientError};
-use negotiate::datapath::{fetch_call, send_call, send_error, send_reply, CallParams, Connection, ReceivePool};
+use negotiate::datapath::{fetch_call, send_call, send_error, send_reply, CallParams, ReceivePool, Transport};
 use negotiate::responder::{self, Received, Responder};
 use negotiate::server::{Server, ServerStats};
 use rpcrdma_v1::header::Header;
@@ -117,7 +117,7 @@ pub fn stats_once(server: &Server, what: &str, done: impl Fn(&ServerStats) -> bo
 
 /// A raw requester's connection to a server.
 pub struct RawRequester<B: Backend> {
-    pub conn: Connection<B>,
+    pub conn: Transport<B>,
     pub pool: ReceivePool<B>,
 }
 
@@ -126,7 +126,7 @@ impl<B: Backend> RawRequester<B> {
         let t = Duration::from_secs(5);
         let pd = backend.alloc_pd().expect("pd");
         let (qp, _) = backend.connect(&pd, addr, &[], QpCaps::default(), t).expect("connect");
-        let conn = Connection::<B>::new(pd, qp, t);
+        let conn = Transport::<B>::new(pd, qp, t);
         let pool = ReceivePool::new(&conn, 4, 4096).expect("receives");
         RawRequester { conn, pool }
     }
@@ -172,7 +172,7 @@ pub fn accept_raw<B: Backend>(
     req: B::Request,
     versions: (Version, Version),
     ours: PrivateData,
-) -> Option<(Responder, Connection<B>, ReceivePool<B>)> {
+) -> Option<(Responder, Transport<B>, ReceivePool<B>)> {
     let credits = responder::ResponderConfig::default().credits;
     let mut responder = Responder::new(responder::ResponderConfig::default().versions(versions));
     responder.on_connected(req.private_data(), Some(ours));
@@ -183,7 +183,7 @@ pub fn accept_raw<B: Backend>(
         Ok(())
     });
     let (Ok(qp), Some(pool)) = (accepted, pool) else { return None };
-    Some((responder, Connection::<B>::new(pd, qp, Duration::from_secs(5)), pool))
+    Some((responder, Transport::<B>::new(pd, qp, Duration::from_secs(5)), pool))
 }
 
 /// One message as a raw responder received it.

@@ -81,7 +81,7 @@ impl<B: Backend, U: UpperLayerBinding + ?Sized> Future for AsyncCall<'_, B, U> {
 }
 
 impl<B: Backend, U: ?Sized> Drop for AsyncCall<'_, B, U> {
-    /// Gives up a call still in progress ([`ClientCore::abandon`](crate::client_core::ClientCore::abandon)).
+    /// Gives up a call still in progress ([`Connection::abandon`](crate::connection::Connection::abandon)).
     fn drop(&mut self) {
         if let (Some(xid), false) = (self.xid, self.done) {
             self.client.lane(xid).end(xid, Some(self.pending.take()));

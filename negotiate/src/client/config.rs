@@ -1,5 +1,5 @@
 //! What a [`Client`](super::Client) is configured with, what it counts, and why a call fails:
-//! the types the client's core ([`ClientCore`](crate::client_core::ClientCore)) and its I/O
+//! the types the client's core ([`Connection`](crate::connection::Connection)) and its I/O
 //! ([`Client`](super::Client), `lane.rs`) both speak, kept apart from both so that neither
 //! imports the other to name them.
 

@@ -1,4 +1,4 @@
-//! One connection's worth of a [`Client`](super::Client): the [`ClientCore`] deciding it, the
+//! One connection's worth of a [`Client`](super::Client): the [`Connection`](crate::connection::Connection) core deciding it, the
 //! callers waiting on it, and the dispatcher thread that connects, reads the clock and
 //! receives when no caller does. A client with several connections
 //! ([`ClientConfig::connections`]) has one lane for each.
@@ -18,10 +18,10 @@ use super::config::{ClientConfig, ClientError, ClientStats};
 use super::in_place::InPlaceReply;
 use super::link::Link;
 use crate::backchannel::{self, Handler};
-use crate::client_core::{Action, CallStep, ClientCore, PeerProperties, Received};
+use crate::connection::{self, Arrival, CallStep, Event, PeerProperties, Received};
 use crate::datapath::{
-    prepare_call, send_call, send_call_lent, send_error, CallParams, Connection, DataPathError, Ended, PendingCall,
-    PreparedCall, ReceivePool,
+    prepare_call, send_call, send_call_lent, send_error, CallParams, DataPathError, Ended, PendingCall, PreparedCall,
+    ReceivePool, Transport,
 };
 use crate::extension::{option_message, OptionReply};
 use crate::reply::reply_header;
@@ -34,7 +34,7 @@ use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERT
 pub(super) type Sent<B> = (PendingCall<B>, Arc<Link<B>>);
 
 struct State<B: Backend> {
-    core: ClientCore<Arc<Link<B>>>,
+    core: connection::Connection<Arc<Link<B>>>,
     /// Each caller waiting, by XID, to be woken alone (waking all 64 callers of a busy client
     /// for every reply is what a shared condition variable would cost).
     waiters: HashMap<u32, Waiter>,
@@ -43,7 +43,7 @@ struct State<B: Backend> {
     /// the dispatcher receives while any waits and no thread does.
     tasks: usize,
     /// The memory of calls given up while their transmission was out
-    /// ([`ClientCore::abandon`]): open to the responder, which may still write its reply
+    /// ([`connection::Connection::abandon`]): open to the responder, which may still write its reply
     /// into it, until the reply arrives or the connection is lost; released then
     /// ([`Shared::release_abandoned`]).
     abandoned: HashMap<u32, Sent<B>>,
@@ -289,7 +289,7 @@ impl<B: Backend + Clone> Lane<B> {
             cfg: cfg.clone(),
             backchannel,
             st: Mutex::new(State {
-                core: ClientCore::new(cfg, addr),
+                core: connection::Connection::client(cfg, addr),
                 waiters: HashMap::new(),
                 tasks: 0,
                 abandoned: HashMap::new(),
@@ -307,8 +307,8 @@ impl<B: Backend + Clone> Lane<B> {
         if eager {
             // The core's first action asks for the connection: made here, not by the
             // dispatcher.
-            let first = lock(&shared.st).core.poll_action();
-            debug_assert!(matches!(first, Some(Action::Connect { .. })));
+            let first = lock(&shared.st).core.poll_event();
+            debug_assert!(matches!(first, Some(Event::Connect { .. })));
             if let Err(e) = shared.connect() {
                 return Err(lock(&shared.st).core.connect_failure(&e, 1));
             }
@@ -350,7 +350,7 @@ impl Message<'_> {
     fn abandon<B: Backend>(
         &mut self,
         sent: PendingCall<B>,
-        conn: &Connection<B>,
+        conn: &Transport<B>,
         invalidated: Option<u32>,
     ) -> Result<(), DataPathError> {
         match self {
@@ -450,7 +450,7 @@ impl<B: Backend> Shared<B> {
         st.wake();
         // A connection to make, or an async call to receive for, is the dispatcher's;
         // otherwise it need not wake.
-        if st.core.has_action() || st.tasks_unserved() {
+        if st.core.has_event() || st.tasks_unserved() {
             self.cv.notify_one();
         }
         Ok(())
@@ -788,7 +788,7 @@ impl<B: Backend> Shared<B> {
                 if st.core.is_closing() {
                     return;
                 }
-                let actions: Vec<_> = std::iter::from_fn(|| st.core.poll_action()).collect();
+                let actions: Vec<_> = std::iter::from_fn(|| st.core.poll_event()).collect();
                 (actions, st.core.link().cloned())
             };
             if std::mem::take(&mut lock(&self.st).exchange_due) {
@@ -796,19 +796,21 @@ impl<B: Backend> Shared<B> {
             }
             for action in actions {
                 match action {
-                    Action::Connect { after } => {
+                    Event::Connect { after } => {
                         std::thread::sleep(after);
                         let _ = self.connect();
                     }
-                    Action::Disconnect(l) => {
+                    Event::Disconnect(l) => {
                         let t = self.cfg.requester.timeout;
                         l.conn.close(format_args!("a call had no reply within the requester's timeout ({t:?})"));
                     }
+                    // (A server's connection's: a client's never is idle.)
+                    Event::Idle => {}
                 }
             }
             let Some(link) = link else {
                 let st = lock(&self.st);
-                if st.core.link().is_none() && !st.core.is_closing() && !st.core.has_action() {
+                if st.core.link().is_none() && !st.core.is_closing() && !st.core.has_event() {
                     // Until the core's next deadline (a backoff, a call's), or a caller's
                     // notification.
                     let wait = st.wait_for_deadline();
@@ -883,9 +885,18 @@ impl<B: Backend> Shared<B> {
         let mut st = lock(&self.st);
         let mut reply = None;
         if let Ok(m) = got {
-            let received = st.core.handle_receive(m.bytes, m.invalidated_rkey, now);
-            match received {
-                Received::Reply(xid) => reply = Some((xid, m.invalidated_rkey)),
+            match st.core.handle_receive(&m.bytes, Arrival::default(), now) {
+                Received::Reply { xid } => {
+                    st.core.deliver(xid, m.bytes, m.invalidated_rkey);
+                    reply = Some((xid, m.invalidated_rkey));
+                }
+                Received::SendError(e) => {
+                    // RDMA_ERR_INVAL_OPTION for the server's RDMA_OPTIONAL (draft section 3.1).
+                    drop(st);
+                    let _ = send_error(&link.conn, e.as_bytes());
+                    link.pool.recycle(m.bytes);
+                    st = lock(&self.st);
+                }
                 Received::SendBack(bytes) => {
                     // The answer to the server's RDMA_OPTIONAL, on the connection it came on
                     // (draft section 3.1); sent and waited for before the next message is
@@ -893,23 +904,24 @@ impl<B: Backend> Shared<B> {
                     // A failure is the connection's: seen below as its state.
                     drop(st);
                     let _ = send_error(&link.conn, &bytes);
+                    link.pool.recycle(m.bytes);
                     st = lock(&self.st);
                 }
-                Received::BackwardCall(call) => {
-                    let forward = st.core.forward_thresholds();
+                Received::Call { header, params } => {
                     drop(st);
-                    let header = reply_header(&call, &self.cfg.requester.limits);
-                    if let (Some(handler), Some(header)) = (&self.backchannel, header) {
+                    if let Some(handler) = &self.backchannel {
                         // A failure here is the connection's: seen below as its state. A
                         // panicking handler leaves that call unanswered (the server's backward
                         // call times out) but must not unwind through a caller that holds the
                         // receiver's role.
-                        let answer = || backchannel::answer(&link.conn, &header, handler, forward);
+                        let answer = || backchannel::answer(&link.conn, &header, &params, handler);
                         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(answer));
                     }
+                    link.pool.recycle(m.bytes);
                     st = lock(&self.st);
                 }
-                Received::Consumed | Received::Dropped(_) => {}
+                // Its effect, if any, is in the calls' steps.
+                Received::PeerError { .. } | Received::Nothing(_) => link.pool.recycle(m.bytes),
             }
         }
         // The core may have moved on to another connection meanwhile.
@@ -923,7 +935,7 @@ impl<B: Backend> Shared<B> {
         st = self.release_abandoned(st, reply);
         st.wake();
         // Actions (a reconnect after the link went down) are the dispatcher's.
-        if st.core.has_action() {
+        if st.core.has_event() {
             self.cv.notify_one();
         }
         (st, came, was_down)
@@ -962,7 +974,7 @@ impl<B: Backend> Shared<B> {
         let attempt = (|| -> Result<(Link<B>, Vec<u8>), DataPathError> {
             let pd = self.backend.alloc_pd()?;
             let (qp, accepted) = self.backend.connect(&pd, &self.addr, &pdata, cfg.caps, cfg.connect_timeout)?;
-            let conn = Connection::new(pd, qp, cfg.requester.timeout);
+            let conn = Transport::new(pd, qp, cfg.requester.timeout);
             // Our Receives hold what a responder may send us.
             let size = thresholds::receive_size_stating(ours, cfg.requester.versions.1, cfg.properties.as_ref());
             let pool = ReceivePool::new(&conn, cfg.requester.credits as usize + backchannel::SLOTS, size)?;

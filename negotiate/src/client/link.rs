@@ -3,10 +3,10 @@
 
 use rpcrdma_verbs::Backend;
 
-use crate::datapath::{Connection, ReceivePool};
+use crate::datapath::{ReceivePool, Transport};
 
 /// A connection's verbs resources: its queue pair and the Receives posted on it.
 pub(super) struct Link<B: Backend> {
-    pub(super) conn: Connection<B>,
+    pub(super) conn: Transport<B>,
     pub(super) pool: ReceivePool<B>,
 }

@@ -12,7 +12,7 @@ use rpcrdma_v1::xdr::RdmaBody;
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::Backend;
 
-use super::{ChunkMemory, Connection, DataPathError, Landed, WindowRegistrar};
+use super::{ChunkMemory, DataPathError, Landed, Transport, WindowRegistrar};
 
 /// What the negotiation decided for the calls of a connection.
 ///
@@ -54,7 +54,7 @@ pub struct PendingCall<B: Backend> {
 /// copied after it (at most the call inline threshold, draft 5.2.4). See the [module
 /// documentation](super) for a whole exchange.
 pub fn send_call<B: Backend, U: UpperLayerBinding + ?Sized>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     call: &[u8],
     ulb: &U,
     params: &CallParams,
@@ -72,7 +72,7 @@ pub fn send_call<B: Backend, U: UpperLayerBinding + ?Sized>(
 ///
 /// ```no_run
 /// # use negotiate::datapath::*;
-/// # fn demo(conn: &Connection<rpcrdma_verbs::InProcess>, ulb: &rpcrdma_v1::ulb::OpaqueAtUlb, params: &CallParams,
+/// # fn demo(conn: &Transport<rpcrdma_verbs::InProcess>, ulb: &rpcrdma_v1::ulb::OpaqueAtUlb, params: &CallParams,
 /// #         pool: &ReceivePool<rpcrdma_verbs::InProcess>) {
 /// let mut message = vec![0u8; 64 << 10];
 /// let pending = send_call_lent(conn, &mut message, ulb, params).unwrap();
@@ -85,7 +85,7 @@ pub fn send_call<B: Backend, U: UpperLayerBinding + ?Sized>(
 /// # }
 /// ```
 pub fn send_call_lent<B: Backend, U: UpperLayerBinding + ?Sized>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     message: &mut Vec<u8>,
     ulb: &U,
     params: &CallParams,
@@ -111,7 +111,7 @@ pub struct PreparedCall<B: Backend> {
 /// Everything [`send_call`] does but the post: the call marshaled with `params` into a Send
 /// buffer of `conn`, its chunks' windows bound. `call` is needed again only to complete it.
 pub fn prepare_call<B: Backend, U: UpperLayerBinding + ?Sized>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     call: &[u8],
     ulb: &U,
     params: &CallParams,
@@ -130,7 +130,7 @@ impl<B: Backend> PreparedCall<B> {
 
     /// Posts its Send on `conn` (the connection it was prepared on): from here it is a call
     /// sent, as [`send_call`] returns it. On failure its memory is released.
-    pub fn post(self, conn: &Connection<B>) -> Result<PendingCall<B>, DataPathError> {
+    pub fn post(self, conn: &Transport<B>) -> Result<PendingCall<B>, DataPathError> {
         match conn.post_filled(conn.unwaited_wr_id(), None, self.send) {
             Ok(()) => Ok(self.pending),
             Err(e) => {
@@ -142,7 +142,7 @@ impl<B: Backend> PreparedCall<B> {
     }
 
     /// Gives it up unsent: the Send buffer goes back and the windows close.
-    pub fn discard(self, conn: &Connection<B>) {
+    pub fn discard(self, conn: &Transport<B>) {
         conn.discard_filled(self.send);
         let _ = self.pending.finish(conn, None, None);
     }
@@ -151,7 +151,7 @@ impl<B: Backend> PreparedCall<B> {
 /// Marshals the call `reg` holds, as `desc` describes it, straight into a Send buffer, and
 /// posts it. On failure the call's memory is released, and a lent message goes `home`.
 fn send_described<B: Backend>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     reg: WindowRegistrar<'_, B>,
     desc: &CallDescription,
     out: &mut MarshaledCall,
@@ -172,7 +172,7 @@ fn send_described<B: Backend>(
 /// Marshals the call `reg` holds, as `desc` describes it, straight into a Send buffer, not
 /// posted. On failure the call's memory is released, and a lent message goes `home`.
 fn prepare_described<B: Backend>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     mut reg: WindowRegistrar<'_, B>,
     desc: &CallDescription,
     out: &mut MarshaledCall,
@@ -319,7 +319,7 @@ impl<B: Backend> PendingCall<B> {
     /// See the [module documentation](super) for an example.
     pub fn complete<U: UpperLayerBinding + ?Sized>(
         self,
-        conn: &Connection<B>,
+        conn: &Transport<B>,
         call: &[u8],
         reply: &Header<'_>,
         invalidated: Option<u32>,
@@ -334,7 +334,7 @@ impl<B: Backend> PendingCall<B> {
     /// the binding reads it there.
     pub fn complete_lent<U: UpperLayerBinding + ?Sized>(
         self,
-        conn: &Connection<B>,
+        conn: &Transport<B>,
         reply: &Header<'_>,
         invalidated: Option<u32>,
         ulb: &U,
@@ -346,7 +346,7 @@ impl<B: Backend> PendingCall<B> {
 
     fn complete_into<U: UpperLayerBinding + ?Sized>(
         self,
-        conn: &Connection<B>,
+        conn: &Transport<B>,
         reply: &Header<'_>,
         invalidated: Option<u32>,
         ulb: &U,
@@ -388,10 +388,10 @@ impl<B: Backend> PendingCall<B> {
     /// them into, and the reply is described as pieces ([`ReplyInPlace`]) of the received
     /// `message` (whose accepted header `reply` is), of those buffers and of the Reply chunk's.
     /// Only a reply with chunks keeps its buffers; give them back with
-    /// [`Connection::recycle_landed`] when read.
+    /// [`Transport::recycle_landed`] when read.
     pub fn complete_in_place<U: UpperLayerBinding + ?Sized>(
         self,
-        conn: &Connection<B>,
+        conn: &Transport<B>,
         call: &[u8],
         message: &[u8],
         reply: &Header<'_>,
@@ -413,7 +413,7 @@ impl<B: Backend> PendingCall<B> {
     /// Ends the call without a reply to reassemble: the peer answered RDMA_ERROR (RFC 8166
     /// section 4.5; the caller has decoded it), or the call is given up. Releases its chunks
     /// like [`complete`](PendingCall::complete).
-    pub fn abandon(self, conn: &Connection<B>, invalidated: Option<u32>) -> Result<(), DataPathError> {
+    pub fn abandon(self, conn: &Transport<B>, invalidated: Option<u32>) -> Result<(), DataPathError> {
         self.finish(conn, invalidated, None).map(drop)
     }
 
@@ -421,7 +421,7 @@ impl<B: Backend> PendingCall<B> {
     /// lent message back into `message`.
     pub fn abandon_lent(
         self,
-        conn: &Connection<B>,
+        conn: &Transport<B>,
         invalidated: Option<u32>,
         message: &mut Vec<u8>,
     ) -> Result<(), DataPathError> {
@@ -431,7 +431,7 @@ impl<B: Backend> PendingCall<B> {
     /// Releases the call's memory, the lent message (if any) going `home`.
     fn finish(
         self,
-        conn: &Connection<B>,
+        conn: &Transport<B>,
         invalidated: Option<u32>,
         home: Option<&mut Vec<u8>>,
     ) -> Result<Landed, DataPathError> {

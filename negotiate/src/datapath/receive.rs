@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair, Sge};
 
-use super::{Connection, DataPathError, Want, RECV_WR_BIT};
+use super::{DataPathError, Transport, Want, RECV_WR_BIT};
 
 /// One received message: its bytes, copied out of the receive buffer (which is posted again at
 /// once), and the rkey a Send with Invalidate killed on the way in (RFC 8797 section 4.1), for
@@ -36,7 +36,7 @@ pub struct Received {
 /// # });
 /// # let pd = InProcess.alloc_pd().unwrap();
 /// # let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
-/// # let conn = Connection::<InProcess>::new(pd, qp, t);
+/// # let conn = Transport::<InProcess>::new(pd, qp, t);
 /// let pool = ReceivePool::new(&conn, 2, 1024).unwrap();
 /// pool.grow(&conn, 2).unwrap(); // four credits' worth
 /// assert_eq!((pool.len(), pool.buffer_size()), (4, 1024));
@@ -53,11 +53,11 @@ pub struct ReceivePool<B: Backend> {
 impl<B: Backend> ReceivePool<B> {
     /// Registers `count` buffers of `size` bytes (the local receive inline threshold) and posts
     /// a Receive into each.
-    pub fn new(conn: &Connection<B>, count: usize, size: usize) -> Result<Self, DataPathError> {
+    pub fn new(conn: &Transport<B>, count: usize, size: usize) -> Result<Self, DataPathError> {
         Self::post(conn.pd(), conn.qp(), count, size).map_err(Into::into)
     }
 
-    /// [`ReceivePool::new`] on a queue pair that no [`Connection`] wraps yet: a responder posts
+    /// [`ReceivePool::new`] on a queue pair that no [`Transport`] wraps yet: a responder posts
     /// its Receives from `ConnectRequest::accept_with`, before the requester's first call can
     /// arrive.
     pub fn post(pd: &B::Pd, qp: &B::Qp, count: usize, size: usize) -> rpcrdma_verbs::Result<Self> {
@@ -67,7 +67,7 @@ impl<B: Backend> ReceivePool<B> {
     }
 
     /// Adds and posts `more` buffers, for when the credits granted go up.
-    pub fn grow(&self, conn: &Connection<B>, more: usize) -> Result<(), DataPathError> {
+    pub fn grow(&self, conn: &Transport<B>, more: usize) -> Result<(), DataPathError> {
         self.grow_on(conn.pd(), conn.qp(), more).map_err(Into::into)
     }
 
@@ -99,13 +99,13 @@ impl<B: Backend> ReceivePool<B> {
 
     /// Waits (up to the connection's timeout) for the next message, copies it out and posts
     /// the buffer again.
-    pub fn receive(&self, conn: &Connection<B>) -> Result<Received, DataPathError> {
+    pub fn receive(&self, conn: &Transport<B>) -> Result<Received, DataPathError> {
         self.receive_within(conn, conn.timeout())
     }
 
     /// [`ReceivePool::receive`], waiting at most `timeout` ([`DataPathError::Timeout`] then):
     /// for a dispatcher that also watches the clock and the connection.
-    pub fn receive_within(&self, conn: &Connection<B>, timeout: Duration) -> Result<Received, DataPathError> {
+    pub fn receive_within(&self, conn: &Transport<B>, timeout: Duration) -> Result<Received, DataPathError> {
         let c = conn.wait_within(Want::AnyReceive, timeout)?;
         let region = {
             let buffers = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
@@ -137,7 +137,7 @@ impl<B: Backend> ReceivePool<B> {
     /// # });
     /// # let pd = InProcess.alloc_pd().unwrap();
     /// # let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
-    /// # let conn = Connection::<InProcess>::new(pd, qp, t);
+    /// # let conn = Transport::<InProcess>::new(pd, qp, t);
     /// let pool = ReceivePool::new(&conn, 2, 1024).unwrap();
     /// pool.recycle(Vec::with_capacity(1024)); // the next message lands in this one
     /// # drop(peer.join());

@@ -4,7 +4,7 @@ use rpcrdma_v1::marshal_call::{ChunkPurpose, Registrar};
 use rpcrdma_v1::xdr::XdrRdmaSegment;
 use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair};
 
-use super::{take_bytes, Connection, DataPathError};
+use super::{take_bytes, DataPathError, Transport};
 
 /// The memory one call exposes to the Responder: a copy of the call message behind its Read
 /// chunks (RFC 8166 section 3.4.5.1: it must stay unchanged until the reply arrives), receive
@@ -60,7 +60,7 @@ impl<B: Backend> ChunkMemory<B> {
     /// # });
     /// # let pd = InProcess.alloc_pd().unwrap();
     /// # let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
-    /// # let conn = Connection::<InProcess>::new(pd, qp, t);
+    /// # let conn = Transport::<InProcess>::new(pd, qp, t);
     /// // A 2 KiB call with a 512-byte result: a Long call and one Write chunk.
     /// let call = vec![0u8; 2048];
     /// let req = CallRequest { credits: 8, thresholds: InlineThresholds::default(), ddp_args: &[],
@@ -95,7 +95,7 @@ impl<B: Backend> ChunkMemory<B> {
     ///
     /// An `invalidated` rkey that is none of this call's is [`DataPathError::ForeignInvalidation`],
     /// reported after the release.
-    pub fn release(self, conn: &Connection<B>, invalidated: Option<u32>) -> Result<Landed, DataPathError> {
+    pub fn release(self, conn: &Transport<B>, invalidated: Option<u32>) -> Result<Landed, DataPathError> {
         let (landed, _, foreign) = self.release_parts(conn, invalidated);
         foreign.map(|()| landed)
     }
@@ -105,7 +105,7 @@ impl<B: Backend> ChunkMemory<B> {
     /// third part.
     pub(super) fn release_parts(
         self,
-        conn: &Connection<B>,
+        conn: &Transport<B>,
         invalidated: Option<u32>,
     ) -> (Landed, Option<Vec<u8>>, Result<(), DataPathError>) {
         let mut foreign = invalidated;
@@ -177,7 +177,7 @@ enum Lent {
 /// call goes out again on the next connection. One wait, and one thread switch, fewer per
 /// chunk. See [`ChunkMemory::rkeys`] for an example.
 pub struct WindowRegistrar<'c, B: Backend> {
-    conn: &'c Connection<B>,
+    conn: &'c Transport<B>,
     /// The call message when it is borrowed; `None` when it was lent ([`ChunkMemory`]'s `lent`).
     call: Option<&'c [u8]>,
     memory: ChunkMemory<B>,
@@ -187,7 +187,7 @@ pub struct WindowRegistrar<'c, B: Backend> {
 
 impl<'c, B: Backend> WindowRegistrar<'c, B> {
     /// A registrar for the call message `call` (the bytes given to `marshal_call`) on `conn`.
-    pub fn new(conn: &'c Connection<B>, call: &'c [u8]) -> Self {
+    pub fn new(conn: &'c Transport<B>, call: &'c [u8]) -> Self {
         WindowRegistrar { conn, call: Some(call), memory: ChunkMemory::new(), failed: None }
     }
 
@@ -196,7 +196,7 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
     /// it back on release (RFC 8166 section 3.4.5.1: it stays unchanged until the reply,
     /// since nobody else holds it). Marshal with `marshal_call_shaped`, since the bytes are
     /// the registrar's; [`WindowRegistrar::with_call`] reads them.
-    pub(super) fn lending(conn: &'c Connection<B>, message: Vec<u8>) -> Self {
+    pub(super) fn lending(conn: &'c Transport<B>, message: Vec<u8>) -> Self {
         let mut memory = ChunkMemory::new();
         memory.lent = Lent::Unregistered(message);
         WindowRegistrar { conn, call: None, memory, failed: None }

@@ -13,7 +13,7 @@ use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg};
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::{Access, Backend, ProtectionDomain, QueuePair, RemoteBuf, Sge};
 
-use super::{take_bytes, Connection, DataPathError};
+use super::{take_bytes, DataPathError, Transport};
 
 /// What the negotiation decided for the replies of a connection.
 ///
@@ -63,7 +63,7 @@ pub struct ReplySent {
 /// The chunk sizes were bounded by the header's limits when it was accepted (RFC 8166 section
 /// 3.4.4). See the [module documentation](super) for an example.
 pub fn fetch_call<B: Backend, U: UpperLayerBinding + ?Sized>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     call: &Header<'_>,
     ulb: &U,
     out: &mut Vec<u8>,
@@ -90,7 +90,7 @@ pub fn fetch_call<B: Backend, U: UpperLayerBinding + ?Sized>(
 /// Builds an `RDMA_MSG` call in `out` with each Read chunk read straight to its place: the
 /// inline pieces and padding are written first, then `out` is registered for the Reads.
 fn read_in_place<B: Backend>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     msg: &RdmaMsg<'_>,
     inline: &[u8],
     landing_len: usize,
@@ -140,7 +140,7 @@ fn read_in_place<B: Backend>(
 /// Posts one RDMA Read per `(where in region, segment)` and waits for them all, even after a
 /// post failed (what was posted still completes or flushes into `region`).
 fn post_reads<B: Backend>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     region: &B::Region,
     fetches: impl Iterator<Item = (usize, Fetch)>,
 ) -> Result<(), DataPathError> {
@@ -181,7 +181,7 @@ fn post_reads<B: Backend>(
 /// cannot carry this reply: answer with [`send_error`]. See the [module documentation](super)
 /// for an example.
 pub fn send_reply<B: Backend, U: UpperLayerBinding + ?Sized>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     call: &Header<'_>,
     call_message: &[u8],
     reply: &[u8],
@@ -197,7 +197,7 @@ pub fn send_reply<B: Backend, U: UpperLayerBinding + ?Sized>(
 /// copy of a result's bytes, as with raw verbs.
 ///
 /// ```no_run
-/// # fn demo(conn: &negotiate::datapath::Connection<rpcrdma_verbs::InProcess>, call: &rpcrdma_v1::header::Header<'_>,
+/// # fn demo(conn: &negotiate::datapath::Transport<rpcrdma_verbs::InProcess>, call: &rpcrdma_v1::header::Header<'_>,
 /// #         ulb: &rpcrdma_v1::ulb::OpaqueAtUlb, params: &negotiate::datapath::ReplyParams) {
 /// let mut reply = vec![0, 0, 0, 7, 0, 0, 0, 1];
 /// let call_message = [0, 0, 0, 7, 0, 0, 0, 0]; // the RPC call it answers
@@ -206,7 +206,7 @@ pub fn send_reply<B: Backend, U: UpperLayerBinding + ?Sized>(
 /// # }
 /// ```
 pub fn send_reply_lent<B: Backend, U: UpperLayerBinding + ?Sized>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     call: &Header<'_>,
     call_message: &[u8],
     reply: &mut Vec<u8>,
@@ -234,7 +234,7 @@ impl ReplyBytes<'_> {
 }
 
 fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     call: &Header<'_>,
     call_message: &[u8],
     reply: ReplyBytes<'_>,
@@ -290,7 +290,7 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
 /// back once the Send completed.
 #[allow(clippy::type_complexity)]
 fn post_writes<'r, B: Backend>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     reply: ReplyBytes<'r>,
     out: &MarshaledReply,
 ) -> Result<Option<(B::Region, Option<&'r mut Vec<u8>>)>, DataPathError> {
@@ -330,13 +330,13 @@ thread_local! {
 /// (docs/design.md, as the Linux server).
 ///
 /// ```no_run
-/// # fn demo(conn: &negotiate::datapath::Connection<rpcrdma_verbs::InProcess>) {
+/// # fn demo(conn: &negotiate::datapath::Transport<rpcrdma_verbs::InProcess>) {
 /// use rpcrdma_v1::verdict::ErrorReply;
 /// let err = ErrorReply::err_chunk(0x1234, rpcrdma_v1::Version::ONE, 32);
 /// negotiate::datapath::send_error(conn, err.as_bytes()).unwrap();
 /// # }
 /// ```
-pub fn send_error<B: Backend>(conn: &Connection<B>, bytes: &[u8]) -> Result<(), DataPathError> {
+pub fn send_error<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(), DataPathError> {
     let id = conn.post_send_bytes(bytes, None)?;
     conn.wait(id).map(drop)
 }

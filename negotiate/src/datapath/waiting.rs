@@ -1,4 +1,4 @@
-//! Waiting for completions on a [`Connection`]: one thread polls the completion queue at a
+//! Waiting for completions on a [`Transport`]: one thread polls the completion queue at a
 //! time, reaps a burst, and sets aside what belongs to other waiters, each woken alone
 //! (`Want`, `Reaped`); Receives are handed out oldest first.
 
@@ -13,7 +13,7 @@ use super::*;
 /// already holds, so that a burst is handed out in one pass.
 pub(super) const REAP_BATCH: usize = 16;
 
-/// What a waiter on a [`Connection`] waits for.
+/// What a waiter on a [`Transport`] waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Want {
     /// The completion of this send-queue work request.
@@ -39,13 +39,13 @@ impl Want {
     }
 }
 
-/// A thread waiting on a [`Connection`] while another polls.
+/// A thread waiting on a [`Transport`] while another polls.
 pub(super) struct Waiting {
     want: Want,
     thread: std::thread::Thread,
 }
 
-impl<B: Backend> Connection<B> {
+impl<B: Backend> Transport<B> {
     /// Waits for the completion of work request `wr_id`; an error completion is
     /// [`DataPathError::Completion`].
     pub fn wait(&self, wr_id: u64) -> Result<Completion, DataPathError> {
@@ -145,7 +145,7 @@ impl<B: Backend> Connection<B> {
     }
 
     /// What every reaped completion tells the connection, whoever reaped it: a Send's buffer
-    /// is free again, and the first error is kept for [`Connection::ended`].
+    /// is free again, and the first error is kept for [`Transport::ended`].
     pub(super) fn note_reaped(&self, st: &mut Reaped, c: &Completion) {
         self.send_done(c.wr_id);
         if !c.is_ok() && st.first_error.is_none() {
@@ -173,7 +173,7 @@ impl<B: Backend> Connection<B> {
         }
     }
 
-    /// Wakes the waker a message set aside fired ([`Connection::arm_receive`]) with the
+    /// Wakes the waker a message set aside fired ([`Transport::arm_receive`]) with the
     /// lock released, then locks again.
     fn wake_receive_waker<'a>(&'a self, mut st: MutexGuard<'a, Reaped>) -> MutexGuard<'a, Reaped> {
         if st.fired.is_empty() {
@@ -197,7 +197,7 @@ impl<B: Backend> Connection<B> {
     ///
     /// ```
     /// # use std::time::Duration;
-    /// # use negotiate::datapath::{Connection, ReceivePool};
+    /// # use negotiate::datapath::{Transport, ReceivePool};
     /// # use rpcrdma_verbs::*;
     /// # let t = Duration::from_secs(5);
     /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
@@ -209,7 +209,7 @@ impl<B: Backend> Connection<B> {
     /// # let pd = InProcess.alloc_pd().unwrap();
     /// # let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
     /// # let (peer_qp, ppd) = peer.join().unwrap();
-    /// let conn = Connection::<InProcess>::new(pd, qp, t);
+    /// let conn = Transport::<InProcess>::new(pd, qp, t);
     /// let pool = ReceivePool::new(&conn, 2, 64).unwrap();
     /// let waker = std::task::Waker::noop();
     /// assert_eq!(conn.arm_receive(waker), Arm::Armed);
@@ -247,7 +247,7 @@ impl<B: Backend> Connection<B> {
     }
 
     /// Reaps what the completion queue holds, without blocking, for the owners; only while
-    /// nobody polls (see [`Connection::wait_within`]).
+    /// nobody polls (see [`Transport::wait_within`]).
     pub(super) fn reap_ready(&self, st: &mut Reaped) {
         debug_assert!(!st.polling);
         let mut batch = [Completion::default(); REAP_BATCH];
@@ -263,7 +263,7 @@ impl<B: Backend> Connection<B> {
     }
 }
 
-/// What [`Connection`]'s waiters share.
+/// What [`Transport`]'s waiters share.
 #[derive(Default)]
 pub(super) struct Reaped {
     /// Reaped and not yet claimed, oldest first. Claimed oldest first too: taking the first
@@ -275,11 +275,11 @@ pub(super) struct Reaped {
     /// Who waits while another polls, and for what: each is woken alone when its completion is
     /// set aside, and one of them when the poller leaves.
     pub(super) waiting: Vec<Waiting>,
-    /// The first error completion reaped, for [`Connection::ended`].
+    /// The first error completion reaped, for [`Transport::ended`].
     pub(super) first_error: Option<Completion>,
-    /// Why this side closed the connection ([`Connection::close`]), if it did.
+    /// Why this side closed the connection ([`Transport::close`]), if it did.
     pub(super) closed: Option<String>,
-    /// The waker [`Connection::arm_receive`] armed, for a message nobody's thread waits for.
+    /// The waker [`Transport::arm_receive`] armed, for a message nobody's thread waits for.
     pub(super) receive_waker: Option<Waker>,
     /// Wakers a message set aside fired, to wake once the lock is released.
     pub(super) fired: Vec<Waker>,

@@ -81,7 +81,7 @@ pub struct CallBuffers {
     reply: Vec<u8>,
 }
 
-/// Serves the call whose header the connection's [`Serve`] accepted (and whose reply
+/// Serves the call whose header the connection's core ([`Connection`](crate::connection::Connection)) accepted (and whose reply
 /// parameters it gave): fetches its Read chunks straight to their place in the call message
 /// (RFC 8166 section 3.4.5), runs `handler` on the message (a panic inside it is caught and
 /// answered with SYSTEM_ERR), calls `answering` once the handler is done and before anything
@@ -93,9 +93,9 @@ pub struct CallBuffers {
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use negotiate::datapath::{send_call, CallParams, Connection, ReceivePool};
+/// use negotiate::datapath::{send_call, CallParams, Transport, ReceivePool};
 /// use negotiate::responder::ResponderConfig;
-/// use negotiate::serve::{Serve, Step};
+/// use negotiate::connection::{Arrival, Connection as Core, Received};
 /// use negotiate::server::{serve_call, ArrivedAs, CallBuffers, Answered};
 /// use rpcrdma_v1::marshal_call::InlineThresholds;
 /// use rpcrdma_v1::ulb::OpaqueAtUlb;
@@ -110,12 +110,14 @@ pub struct CallBuffers {
 /// let server = std::thread::spawn(move || {
 ///     let pd = InProcess.alloc_pd().unwrap();
 ///     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
-///     let conn = Connection::<InProcess>::new(pd, qp, t);
+///     let conn = Transport::<InProcess>::new(pd, qp, t);
 ///     let pool = ReceivePool::new(&conn, 4, 1024).unwrap();
 ///     ready.send(()).unwrap();
 ///     let got = pool.receive(&conn).unwrap();
-///     let mut serve = Serve::new(ResponderConfig::default(), Duration::from_secs(60), &[], None, Instant::now());
-///     let Step::Call { header, params } = serve.on_message(&got.bytes, 0, Instant::now()) else { panic!() };
+///     let mut core: Core<()> = Core::server(ResponderConfig::default(), Duration::from_secs(60), &[], None, Instant::now());
+///     let Received::Call { header, params } = core.handle_receive(&got.bytes, Arrival::default(), Instant::now()) else {
+///         panic!()
+///     };
 ///     // The handler: the call echoed as a reply (msg_type 1).
 ///     let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
 ///     let served = serve_call(&conn, &header, &params, &ulb, &echo, &mut CallBuffers::default(), || {});
@@ -124,7 +126,7 @@ pub struct CallBuffers {
 /// });
 /// let pd = InProcess.alloc_pd().unwrap();
 /// let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
-/// let conn = Connection::<InProcess>::new(pd, qp, t);
+/// let conn = Transport::<InProcess>::new(pd, qp, t);
 /// let pool = ReceivePool::new(&conn, 4, 1024).unwrap();
 /// let params = CallParams { version: rpcrdma_v1::Version::ONE, credits: 4, thresholds: InlineThresholds::default() };
 /// posted.recv().unwrap();
@@ -138,7 +140,7 @@ pub struct CallBuffers {
 /// server.join().unwrap();
 /// ```
 pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     header: &Header<'_>,
     params: &ReplyParams,
     ulb: &U,

@@ -3,6 +3,11 @@
 //! threads in a leader/follower pattern (one thread receives, the others serve).
 
 use super::*;
+use crate::connection::{Arrival, Received};
+use rpcrdma_v1::header::Header;
+
+/// The decisions of one connection (the sans-I/O core), for a server: no transport handle.
+type Core = crate::connection::Connection<()>;
 
 /// Serves one connection until it goes down or the server stops: accepts it, then serves its
 /// calls on up to [`ServerLimits::calls_in_progress`] threads of its own (this one the first),
@@ -16,14 +21,15 @@ pub(super) fn run_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
     handler: &dyn Handler,
     stop: &AtomicBool,
     shared: &Shared,
-    slot: &OnceLock<Arc<Connection<B>>>,
+    slot: &OnceLock<Arc<Transport<B>>>,
 ) {
     let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
-    let mut serve = Serve::new(cfg.responder, cfg.limits.idle_timeout, req.private_data(), ours, Instant::now());
+    let now = Instant::now();
+    let mut core = Core::server(cfg.responder, cfg.limits.idle_timeout, req.private_data(), ours, now);
     // This connection's own handlers for RDMA_OPTIONAL (each connection has its Responder).
-    serve.set_registry(crate::extension::registry(&cfg.extensions));
+    core.set_registry(crate::extension::registry(&cfg.extensions));
     if let Some(ours) = cfg.properties {
-        serve.set_properties(ours);
+        core.set_properties(ours);
     }
     let received = req.private_data().to_vec();
     // Receives of the largest size a requester may send us, one per credit (RFC 8166 section
@@ -39,19 +45,19 @@ pub(super) fn run_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
     let (Ok(qp), Some(pool)) = (accepted, pool) else { return };
     log::info!(
         "accepted a connection: private data received {:?} ({} bytes), sent {:?}",
-        serve.responder().advertised().requester,
+        core.responder().advertised().requester,
         received.len(),
         ours
     );
     lock(&shared.stats).connections += 1;
     let peer = Arc::new(Mutex::new(Peer {
         private_data: received,
-        advertised: serve.responder().advertised(),
+        advertised: core.responder().advertised(),
         credits_requested: 0,
         ended: None,
     }));
     lock(&shared.peers).push(peer.clone());
-    let conn = Arc::new(Connection::<B>::new(pd, qp, cfg.timeout));
+    let conn = Arc::new(Transport::<B>::new(pd, qp, cfg.timeout));
     // The server closes it when it stops; it cannot be set twice (one slot per connection).
     let _ = slot.set(conn.clone());
     let back = ServerSide::new(conn.clone(), cfg.responder.limits);
@@ -68,7 +74,7 @@ pub(super) fn run_connection<B: Backend, U: UpperLayerBinding + Sync + ?Sized>(
         peer: &peer,
         back: &back,
         most: cfg.limits.calls_in_progress(cfg.responder.credits),
-        lead: Mutex::new(Lead { serve }),
+        lead: Mutex::new(Lead { core }),
         crew: Mutex::new(Crew {
             threads: 1,
             waiting: 1,
@@ -122,7 +128,7 @@ struct ConnectionThreads<'a, B: Backend, U: ?Sized> {
     handler: &'a dyn Handler,
     stop: &'a AtomicBool,
     shared: &'a Shared,
-    conn: &'a Arc<Connection<B>>,
+    conn: &'a Arc<Transport<B>>,
     pool: ReceivePool<B>,
     peer: &'a Mutex<Peer>,
     back: &'a ServerSide<B>,
@@ -142,7 +148,7 @@ struct ConnectionThreads<'a, B: Backend, U: ?Sized> {
 }
 
 struct Lead {
-    serve: Serve,
+    core: Core,
 }
 
 /// The connection's threads.
@@ -177,15 +183,6 @@ const SPINS_BETWEEN_LOOKS: u32 = 128;
 /// The longest a receiving thread waits for a message before it looks at the idle rule again.
 const LONGEST_WAIT: Duration = Duration::from_secs(3600);
 
-/// A call the leader took: its message, moved to the thread that serves it.
-struct Job {
-    bytes: Vec<u8>,
-    xid: u32,
-    params: ReplyParams,
-    /// Its arguments are fetched with RDMA Reads: serving it waits on the network.
-    reads: bool,
-}
-
 impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> ConnectionThreads<'a, B, U> {
     /// One thread's part: take the receiving role, receive until a call arrives, serve it,
     /// and again, until the connection ends.
@@ -197,33 +194,60 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> ConnectionThreads<'a,
             if !holding && !self.take_role() {
                 break;
             }
-            let job = {
-                let mut lead = lock(&self.lead);
-                match self.receive_call(&mut lead.serve) {
-                    Ok(job) => job,
-                    Err(why) => {
-                        self.back.close();
-                        self.conn.close(why);
-                        lock(&self.crew).ended = true;
-                        self.turn.notify_all();
-                        break;
-                    }
+            // Receive and judge (one thread at a time: the role's holder) until a message is a
+            // call; the others are answered here, and the role kept.
+            let mut lead = lock(&self.lead);
+            let m = match self.next_message(&lead.core) {
+                Ok(m) => m,
+                Err(why) => {
+                    drop(lead);
+                    self.end(why);
+                    break;
                 }
             };
+            let (header, params) = match self.judge(&mut lead.core, &m.bytes) {
+                Received::Call { header, params } => (header, params),
+                // A reply to our backward call, or the answer to our RDMA_OPTIONAL: for whoever
+                // waits on its XID (one that answers nothing of ours is dropped there).
+                Received::Reply { xid } => {
+                    drop(lead);
+                    self.back.on_reply(xid, m.bytes);
+                    holding = true;
+                    continue;
+                }
+                other => {
+                    drop(lead);
+                    let answered = self.answer(other);
+                    self.pool.recycle(m.bytes);
+                    if let Err(why) = answered {
+                        self.end(why);
+                        break;
+                    }
+                    holding = true;
+                    continue;
+                }
+            };
+            self.take_call(&lead.core, &header);
+            drop(lead);
             // This thread keeps the role while it serves, unless the call runs long, or waits
             // on the network for its Read chunks while other messages wait (over TCP an RDMA
             // Read is a round trip: keeping the role through it held the calls behind up,
             // 16 thread switches a call against 10 handing it on).
-            let keep = !job.reads || self.conn.receives_waiting() == 0;
+            let keep = header.read_list().is_empty() || self.conn.receives_waiting() == 0;
             let ticket = self.take_on(scope, keep);
-            match self.serve_call(&job, &mut buffers) {
+            let answering = || {
+                self.unanswered.fetch_sub(1, Ordering::SeqCst);
+            };
+            // The header the core judged, read in place: nothing parses the message again.
+            let served = serve_call(self.conn, &header, &params, self.ulb, self.handler, &mut buffers, answering);
+            match served {
                 Ok(served) => self.count(served),
                 // RFC 8166 section 4.5.4: a reply that could not be sent is signaled by closing
                 // the connection; the receiving thread sees it down and ends the others.
-                Err(why) => self.conn.close(why),
+                Err(e) => self.conn.close(format_args!("serving call {:#x}: {e}", header.xid())),
             }
             // The message's buffer takes the next message received.
-            self.pool.recycle(job.bytes);
+            self.pool.recycle(m.bytes);
             let mut crew = lock(&self.crew);
             crew.in_progress -= 1;
             crew.last_finished = Instant::now();
@@ -307,9 +331,18 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> ConnectionThreads<'a,
         ticket
     }
 
-    /// The leader's part: receives and judges messages until one is a call to serve, and
-    /// answers the others itself; `Err` with the reason to close the connection.
-    fn receive_call(&self, serve: &mut Serve) -> Result<Job, String> {
+    /// The connection ends, for `why`: every thread leaves, and the backward call waiting,
+    /// if any, fails.
+    fn end(&self, why: String) {
+        self.back.close();
+        self.conn.close(why);
+        lock(&self.crew).ended = true;
+        self.turn.notify_all();
+    }
+
+    /// The role holder's wait for the next message; `Err` with the reason to close the
+    /// connection (the server stopping, the queue pair down, idle).
+    fn next_message(&self, core: &Core) -> Result<crate::datapath::Received, String> {
         loop {
             if self.stop.load(Ordering::Relaxed) {
                 return Err("the server stopped".to_string());
@@ -321,77 +354,79 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> ConnectionThreads<'a,
             // stopping, or the connection going down, ends it at once (the close flushes the
             // Receives).
             self.poll_before_wait();
-            let m = match self.pool.receive_within(self.conn, self.until_idle(serve)) {
-                Ok(m) => m,
+            match self.pool.receive_within(self.conn, self.until_idle(core)) {
+                Ok(m) => return Ok(m),
                 Err(DataPathError::Timeout { .. }) => {
-                    if self.is_idle(serve) {
+                    if self.is_idle(core) {
                         lock(&self.shared.stats).refused.idle += 1;
                         return Err(format!("idle for {:?}", self.cfg.limits.idle_timeout));
                     }
-                    continue;
                 }
                 Err(e) => return Err(format!("receiving: {e}")),
-            };
-            // Behind this message: the ones received and not judged, and the calls being
-            // served, all in flight for the requester.
-            let behind = self.conn.receives_waiting() + self.unanswered.load(Ordering::SeqCst);
-            // The answer to our own RDMA_OPTIONAL (Backchannel::send_option), if one waits.
-            let awaited = self.back.awaiting_option();
-            let step = serve.on_message_awaiting(&m.bytes, behind, Instant::now(), &|x| Some(x) == awaited);
-            // The stats are shared with the threads serving calls: locked only when there is
-            // something to add (overruns are cumulative, kept as the most seen).
-            let (overruns, over_limits) = (serve.responder().overruns(), serve.new_over_limits());
-            if overruns > 0 || over_limits > 0 {
-                let mut s = lock(&self.shared.stats);
-                s.credit_overruns = s.credit_overruns.max(overruns);
-                s.refused.over_limits += over_limits;
-            }
-            match step {
-                Step::Call { header, params } => {
-                    let xid = header.xid();
-                    lock(self.peer).credits_requested = header.credit();
-                    let version = header.version();
-                    self.back.on_forward_call(Forward {
-                        version,
-                        thresholds: serve.responder().advertised().for_version(version),
-                        backward_credits: serve.responder().stated().requester.and_then(|p| p.backward_credits),
-                    });
-                    self.unanswered.fetch_add(1, Ordering::SeqCst);
-                    let reads = !header.read_list().is_empty();
-                    return Ok(Job { bytes: m.bytes, xid, params, reads });
-                }
-                Step::SendError(e) => {
-                    // ERR_VERS answers a probe from a requester with a version we lack: part of
-                    // negotiating (draft section 5.2), not misbehaviour.
-                    let level = if e.code() == 1 { log::Level::Info } else { log::Level::Warn };
-                    log::log!(level, "answering message {:#010x} with RDMA_ERROR code {}", e.xid(), e.code());
-                    send_error(self.conn, e.as_bytes()).map_err(|e| format!("sending an RDMA_ERROR: {e}"))?;
-                    lock(&self.shared.stats).errors_sent += 1;
-                }
-                // An extension's answer (draft section 3.1), sent and waited for here, before
-                // the next message is read: a client flooding RDMA_OPTIONAL messages has at
-                // most one answer outstanding.
-                Step::SendBack(bytes) => {
-                    send_error(self.conn, &bytes).map_err(|e| format!("sending an RDMA_OPTIONAL: {e}"))?;
-                }
-                Step::OptionAnswer { xid } => {
-                    self.back.on_reply(xid, m.bytes);
-                }
-                // A reply that answers no backward call of ours (another XID, or none
-                // outstanding) is dropped.
-                Step::BackwardReply(h) => {
-                    let xid = h.xid();
-                    self.back.on_reply(xid, m.bytes);
-                }
-                // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166
-                // section 4.5); one that names no call of ours is dropped.
-                Step::PeerError { xid, error } => {
-                    log::warn!("the client answered backward call {xid:#010x} with RDMA_ERROR {error:?}");
-                    self.back.on_peer_error(xid, error);
-                }
-                Step::Nothing => {}
             }
         }
+    }
+
+    /// Judges a received message once, with the connection's core.
+    fn judge<'m>(&self, core: &mut Core, bytes: &'m [u8]) -> Received<'m> {
+        // Behind this message: the ones received and not judged, and the calls being
+        // served, all in flight for the requester.
+        let behind = self.conn.receives_waiting() + self.unanswered.load(Ordering::SeqCst);
+        // The answer to our own RDMA_OPTIONAL (Backchannel::send_option), if one waits.
+        let arrival = Arrival { behind, awaiting: self.back.awaiting_option() };
+        let received = core.handle_receive(bytes, arrival, Instant::now());
+        // The stats are shared with the threads serving calls: locked only when there is
+        // something to add (overruns are cumulative, kept as the most seen).
+        let (overruns, over_limits) = (core.responder().overruns(), core.new_over_limits());
+        if overruns > 0 || over_limits > 0 {
+            let mut s = lock(&self.shared.stats);
+            s.credit_overruns = s.credit_overruns.max(overruns);
+            s.refused.over_limits += over_limits;
+        }
+        received
+    }
+
+    /// A call was judged: it is in flight until answered, and the backward direction follows
+    /// the version and thresholds of the latest forward call.
+    fn take_call(&self, core: &Core, header: &Header<'_>) {
+        lock(self.peer).credits_requested = header.credit();
+        let version = header.version();
+        let responder = core.responder();
+        self.back.on_forward_call(Forward {
+            version,
+            thresholds: responder.advertised().for_version(version),
+            backward_credits: responder.stated().requester.and_then(|p| p.backward_credits),
+        });
+        self.unanswered.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Answers a message that is not a call nor a reply; `Err` with the reason to close the
+    /// connection.
+    fn answer(&self, received: Received<'_>) -> Result<(), String> {
+        match received {
+            Received::SendError(e) => {
+                // ERR_VERS answers a probe from a requester with a version we lack: part of
+                // negotiating (draft section 5.2), not misbehaviour.
+                let level = if e.code() == 1 { log::Level::Info } else { log::Level::Warn };
+                log::log!(level, "answering message {:#010x} with RDMA_ERROR code {}", e.xid(), e.code());
+                send_error(self.conn, e.as_bytes()).map_err(|e| format!("sending an RDMA_ERROR: {e}"))?;
+                lock(&self.shared.stats).errors_sent += 1;
+            }
+            // An extension's answer (draft section 3.1), sent and waited for here, before
+            // the next message is read: a client flooding RDMA_OPTIONAL messages has at
+            // most one answer outstanding.
+            Received::SendBack(bytes) => {
+                send_error(self.conn, &bytes).map_err(|e| format!("sending an RDMA_OPTIONAL: {e}"))?;
+            }
+            // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166
+            // section 4.5); one that names no call of ours is dropped.
+            Received::PeerError { xid, error } => {
+                log::warn!("the client answered backward call {xid:#010x} with RDMA_ERROR {error:?}");
+                self.back.on_peer_error(xid, error);
+            }
+            Received::Call { .. } | Received::Reply { .. } | Received::Nothing(_) => {}
+        }
+        Ok(())
     }
 
     /// Looks at the completion queue for up to [`ServerLimits::poll_before_wait`] while it is
@@ -421,7 +456,7 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> ConnectionThreads<'a,
     /// A call being served keeps the connection from being idle until it ends: then the wait
     /// is a whole idle timeout. At most [`LONGEST_WAIT`] (an idle timeout of `Duration::MAX`
     /// means never idle), at least 1 ms.
-    fn until_idle(&self, serve: &Serve) -> Duration {
+    fn until_idle(&self, core: &Core) -> Duration {
         let timeout = self.cfg.limits.idle_timeout;
         let crew = lock(&self.crew);
         let wait = if crew.in_progress > 0 {
@@ -429,32 +464,18 @@ impl<'a, B: Backend, U: UpperLayerBinding + Sync + ?Sized> ConnectionThreads<'a,
         } else {
             let now = Instant::now();
             let after_last_call = crew.last_finished.checked_add(timeout).map(|t| t.saturating_duration_since(now));
-            let after_last_message = serve.idle_deadline().saturating_duration_since(now);
+            let after_last_message = core.poll_timeout().map_or(LONGEST_WAIT, |t| t.saturating_duration_since(now));
             after_last_call.unwrap_or(LONGEST_WAIT).max(after_last_message)
         };
         wait.clamp(Duration::from_millis(1), LONGEST_WAIT)
     }
 
-    fn is_idle(&self, serve: &Serve) -> bool {
+    fn is_idle(&self, core: &Core) -> bool {
         let now = Instant::now();
         let crew = lock(&self.crew);
-        serve.is_idle(now)
+        core.is_idle(now)
             && crew.in_progress == 0
             && now.saturating_duration_since(crew.last_finished) >= self.cfg.limits.idle_timeout
-    }
-
-    /// Serves one call taken by the leader ([`serve_call`]); `Err` with the reason to close
-    /// the connection.
-    fn serve_call(&self, job: &Job, buffers: &mut CallBuffers) -> Result<Answered, String> {
-        // The leader's Serve accepted these bytes as a call; the same rules, with the same
-        // limits, give the same header view here, where the bytes now are.
-        let header = crate::reply::reply_header(&job.bytes, &self.cfg.responder.limits)
-            .expect("a message the responder accepted as a call has a valid header");
-        let answering = || {
-            self.unanswered.fetch_sub(1, Ordering::SeqCst);
-        };
-        serve_call(self.conn, &header, &job.params, self.ulb, self.handler, buffers, answering)
-            .map_err(|e| format!("serving call {:#x}: {e}", job.xid))
     }
 
     fn count(&self, served: Answered) {

@@ -43,7 +43,7 @@ impl FailureAnswer {
 /// Sends `answer` ([`FailureAnswer::for_error`]) for a call that could not be served; the
 /// connection stays up.
 pub(super) fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     call: &Header<'_>,
     call_message: &[u8],
     ulb: &U,
@@ -64,7 +64,7 @@ pub(super) fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
 /// `call`, inline and without invalidation (error replies never invalidate, as the Linux
 /// server).
 pub(super) fn send_rpc_error<B: Backend, U: UpperLayerBinding + ?Sized>(
-    conn: &Connection<B>,
+    conn: &Transport<B>,
     call: &Header<'_>,
     call_message: &[u8],
     ulb: &U,

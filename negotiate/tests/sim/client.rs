@@ -1,4 +1,4 @@
-//! The requester's side: `Client`'s own decision maker, `ClientCore` (with the `Requester`
+//! The requester's side: `Client`'s own decision maker, the client's `Connection` core (with the `Requester`
 //! state machine inside), driven as `Client`'s dispatcher and callers drive it
 //! (negotiate/src/client.rs), with each transmission made by the production data path over
 //! the simulated verbs backend ([`super::verbs`]): `datapath::send_call` marshals it and
@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use cm_private_data::{Flags, PrivateData};
 use negotiate::client::{ClientConfig, ClientError};
-use negotiate::client_core::{Action, CallStep, ClientCore, Received};
-use negotiate::datapath::{send_call, CallParams, Connection, DataPathError, Ended, PendingCall};
+use negotiate::connection::{Arrival, CallStep, Connection as Core, Event as CoreEvent, Received};
+use negotiate::datapath::{send_call, CallParams, DataPathError, Ended, PendingCall, Transport};
 use negotiate::reply::{DropReason, PeerError};
 use negotiate::requester::{self, CallFailure};
 use negotiate::thresholds;
@@ -117,13 +117,13 @@ pub struct SimClient {
     answers: Rng,
     unusable_calls: u32,
     backward_errors: u32,
-    core: ClientCore<u32>,
+    core: Core<u32>,
     cfg: ClientConfig,
     planned: Vec<Planned>,
     records: BTreeMap<u32, Record>,
     attempts: HashMap<u32, Attempt>,
     /// The requester's end of every link made, by link.
-    conns: HashMap<u32, Connection<SimVerbs>>,
+    conns: HashMap<u32, Transport<SimVerbs>>,
     connect_at: Option<Duration>,
     connects: u32,
     wrong: Option<String>,
@@ -164,7 +164,7 @@ impl SimClient {
             answers,
             unusable_calls: faults.unusable_calls,
             backward_errors: faults.backward_errors,
-            core: ClientCore::new(cfg.clone(), "sim:responder"),
+            core: Core::client(cfg.clone(), "sim:responder"),
             cfg,
             planned,
             records: BTreeMap::new(),
@@ -292,9 +292,9 @@ impl SimClient {
                 self.take_step(sim, xid);
                 continue;
             }
-            let Some(action) = self.core.poll_action() else { return };
+            let Some(action) = self.core.poll_event() else { return };
             match action {
-                Action::Connect { after } => {
+                CoreEvent::Connect { after } => {
                     sim.record(Event::ConnectAsked { after });
                     if self.connect_at.is_none() && self.core.link().is_none() {
                         self.connect_at = Some(sim.now + after + sim.rng.millis(5));
@@ -302,7 +302,7 @@ impl SimClient {
                 }
                 // A call timed out: close the connection (RFC 8166 section 4.5.4), which fences
                 // its memory; the core requeues what was in flight on it.
-                Action::Disconnect(link) => {
+                CoreEvent::Disconnect(link) => {
                     if sim.link.as_ref().is_some_and(|l| l.id == link) {
                         if let Some(id) = sim.link_down(Closer::ClientTimeout) {
                             sim.with_server(|s, sim| s.on_disconnected(sim, id));
@@ -310,6 +310,7 @@ impl SimClient {
                         }
                     }
                 }
+                CoreEvent::Idle => self.wrong = Some("a client's connection reported itself idle".into()),
             }
         }
     }
@@ -388,7 +389,7 @@ impl SimClient {
         let (ours, sent) = thresholds::what_to_send(self.cfg.private_data, self.cfg.sends_foreign_private_data());
         let accepted = sim.with_server(|s, sim| s.on_connected(id, &sent, &sim.net, now));
         // The requester's end: its calls' memory windows are bound on it.
-        self.conns.insert(id, Connection::new(SimPd, SimQp::new(id, sim.net.clone()), TIMEOUT));
+        self.conns.insert(id, Transport::new(SimPd, SimQp::new(id, sim.net.clone()), TIMEOUT));
         let private_data = (!sent.is_empty(), !accepted.is_empty());
         sim.record(Event::Connected { link: id, private_data, v1_only: sim.faults.v1_only_responder });
         self.core.handle_connected(id, ours, &accepted, now);
@@ -470,13 +471,13 @@ impl SimClient {
         if self.core.link() != Some(&link) {
             return;
         }
-        let received = self.core.handle_receive(bytes.to_vec(), None, sim.instant());
+        let received = self.core.handle_receive(bytes, Arrival::default(), sim.instant());
         let got = match &received {
-            Received::Reply(xid) => Got::Reply(*xid),
-            Received::SendBack(_) => Got::SendBack,
-            Received::BackwardCall(_) => Got::BackwardCall,
-            Received::Consumed => Got::Consumed,
-            Received::Dropped(why) => Got::Dropped(match why {
+            Received::Reply { xid } => Got::Reply(*xid),
+            Received::SendError(_) | Received::SendBack(_) => Got::SendBack,
+            Received::Call { .. } => Got::BackwardCall,
+            Received::PeerError { .. } | Received::Nothing(None) => Got::Consumed,
+            Received::Nothing(Some(why)) => Got::Dropped(match why {
                 DropReason::Undecodable => Dropped::Undecodable,
                 DropReason::UnknownVersion(_) => Dropped::UnknownVersion,
                 DropReason::UnknownXid(_) => Dropped::UnknownXid,
@@ -484,12 +485,16 @@ impl SimClient {
             }),
         };
         sim.record(Event::Received { link, got });
+        if let Received::Reply { xid } = received {
+            // As `Client`'s receiving thread does: the bytes go to the call's caller.
+            self.core.deliver(xid, bytes.to_vec(), None);
+        }
         let xid = bytes.get(..4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
         self.note_core(sim, xid);
-        if let Received::BackwardCall(call) = &received {
-            self.answer_backward(sim, call);
+        if let Received::Call { header, .. } = &received {
+            self.answer_backward(sim, header);
         }
-        if let Received::Reply(xid) = received {
+        if let Received::Reply { xid } = received {
             // Its credit grant opens the window beyond one (RFC 8166 section 3.3.3).
             if let Some(l) = sim.link.as_mut() {
                 l.opened = true;
@@ -503,11 +508,7 @@ impl SimClient {
     /// A backward-direction call from the responder (RFC 8167): answered as `Client`'s
     /// dispatcher answers it, inline in the call's version, or, as a fault, with RDMA_ERROR
     /// ERR_CHUNK naming it (RFC 8166 section 4.5), which must end it at the responder at once.
-    fn answer_backward(&mut self, sim: &mut Sim, call: &[u8]) {
-        let Some(header) = negotiate::reply::reply_header(call, &self.cfg.requester.limits) else {
-            self.wrong = Some("the core took a backward call whose header does not parse".into());
-            return;
-        };
+    fn answer_backward(&mut self, sim: &mut Sim, header: &rpcrdma_v1::header::Header<'_>) {
         let (xid, vers) = (header.xid(), header.version().wire());
         let error = self.answers.chance(self.backward_errors);
         sim.record(Event::BackwardAnswered { xid, error });

@@ -1,8 +1,8 @@
 //! A deterministic simulator of a requester and a responder (issue 13), in the spirit of
 //! FoundationDB's simulation testing and TigerBeetle's VOPR: one seed drives everything, one
 //! virtual clock, no threads and no sleeps. It runs the crate's real decision makers — the
-//! client's `ClientCore` (with the `Requester` inside) and the server's per-connection `Serve`
-//! (with the `Responder` inside), `rpcrdma-v1`'s marshaling and reassembly, and the server's
+//! one `negotiate::connection::Connection` core per side (the client's, with the `Requester`
+//! inside; each server connection's, with the `Responder` inside), `rpcrdma-v1`'s marshaling and reassembly, and the server's
 //! rule for failed calls (`FailureAnswer`) — over a simulated reliable connection
 //! and simulated registered memory, and injects faults: message delays, disconnects at any
 //! step, refused connects, slow, panicking and oversized handlers, and a responder that

@@ -1,4 +1,4 @@
-//! The responder's side: per connection, the production `Serve` (with the `Responder` state
+//! The responder's side: per connection, the production `Connection` core (with the `Responder` state
 //! machine inside) judges each message, and the production serving path,
 //! `negotiate::server::serve_call`, serves each call over the simulated verbs backend
 //! ([`super::verbs`]): its Read chunks read in place from the requester's simulated memory,
@@ -14,9 +14,9 @@ use std::time::{Duration, Instant};
 
 use cm_private_data::{Flags, PrivateData};
 use negotiate::backchannel::{BackwardEnd, BackwardSlot};
-use negotiate::datapath::{Connection, DataPathError};
+use negotiate::connection::{Arrival, Connection as Core, Received};
+use negotiate::datapath::{DataPathError, Transport};
 use negotiate::responder;
-use negotiate::serve::{Serve, Step};
 use negotiate::server::{serve_call, Answered, CallBuffers, Handler};
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::QueuePair;
@@ -28,8 +28,8 @@ use super::{words, Faults, Rng, Sim, TIMEOUT};
 
 /// One accepted connection: its decisions and its queue pair.
 struct SimConn {
-    serve: Serve,
-    conn: Connection<SimVerbs>,
+    core: Core<()>,
+    conn: Transport<SimVerbs>,
     buffers: CallBuffers,
 }
 
@@ -83,24 +83,24 @@ impl SimServer {
             if self.faults.v1_only_responder { (Version::ONE, Version::ONE) } else { (Version::ONE, Version::TWO) };
         let cfg = responder::ResponderConfig::default().versions(versions);
         let ours = self.faults.private_data.1.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
-        let serve = Serve::new(cfg, self.faults.idle_timeout, received, ours, now);
+        let core = Core::server(cfg, self.faults.idle_timeout, received, ours, now);
         // The server's completion timeout; never reached: every simulated work request
         // completes when it is posted.
-        let conn = Connection::new(SimPd, SimQp::new(id, net.clone()), TIMEOUT);
-        self.conns.insert(id, SimConn { serve, conn, buffers: CallBuffers::default() });
+        let conn = Transport::new(SimPd, SimQp::new(id, net.clone()), TIMEOUT);
+        self.conns.insert(id, SimConn { core, conn, buffers: CallBuffers::default() });
         ours.map(|p| p.encode().to_vec()).unwrap_or_default()
     }
 
     /// When connection `link` turns idle if nothing arrives before.
     pub fn idle_deadline(&self, link: u32) -> Option<Instant> {
-        self.conns.get(&link).map(|c| c.serve.idle_deadline())
+        self.conns.get(&link).and_then(|c| c.core.poll_timeout())
     }
 
     /// Closes connection `link` if it has been idle for the idle timeout (as `Server` does),
     /// unless its serving thread is still running a call.
     pub fn close_if_idle(&mut self, sim: &mut Sim, link: u32) {
         let busy = self.busy_until(link) > sim.now;
-        if !busy && self.conns.get(&link).is_some_and(|c| c.serve.is_idle(sim.instant())) {
+        if !busy && self.conns.get(&link).is_some_and(|c| c.core.is_idle(sim.instant())) {
             self.close(sim, link, Closer::ServerIdle);
         }
     }
@@ -203,10 +203,10 @@ impl SimServer {
         // What arrived behind it already (due now), as a Receive queue would hold it.
         let waiting = sim.link.as_ref().map_or(0, |l| l.to_server.iter().take_while(|(t, _)| *t <= sim.now).count());
         let Some(c) = self.conns.get_mut(&link) else { return };
-        match c.serve.on_message(bytes, waiting, now) {
-            Step::Call { header, params: p } => {
+        match c.core.handle_receive(bytes, Arrival { behind: waiting, awaiting: None }, now) {
+            Received::Call { header, params: p } => {
                 let xid = header.xid();
-                if c.serve.responder().overruns() > 0 {
+                if c.core.responder().overruns() > 0 {
                     self.overrun =
                         Some(format!("call {xid:#x} arrived beyond the credits granted on connection {link}"));
                 }
@@ -270,7 +270,7 @@ impl SimServer {
                     }
                 }
             }
-            Step::SendError(e) => {
+            Received::SendError(e) => {
                 let bytes = e.as_bytes().to_vec();
                 let word = |i: usize| bytes.get(i * 4..i * 4 + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
                 let (xid, vers) = (word(0).unwrap_or_default(), word(4) == Some(1));
@@ -278,14 +278,11 @@ impl SimServer {
                 sim.send(false, bytes)
             }
             // The simulated server registers no extension and sends no RDMA_OPTIONAL.
-            Step::SendBack(answer) => sim.send(false, answer),
-            Step::OptionAnswer { .. } => {}
-            Step::BackwardReply(h) => {
-                let xid = h.xid();
-                self.backward_answer(sim, link, xid, Ok(bytes.to_vec()));
-            }
-            Step::PeerError { xid, error } => self.backward_answer(sim, link, xid, Err(error)),
-            Step::Nothing => {}
+            Received::SendBack(answer) => sim.send(false, answer),
+            // (It sends no RDMA_OPTIONAL: a reply is to its backward call.)
+            Received::Reply { xid } => self.backward_answer(sim, link, xid, Ok(bytes.to_vec())),
+            Received::PeerError { xid, error } => self.backward_answer(sim, link, xid, Err(error)),
+            Received::Nothing(_) => {}
         }
         // Whatever the responder made of it: a message carrying the outstanding backward
         // call's XID is the client's answer to it (its reply or its RDMA_ERROR), which ends it.

@@ -46,7 +46,7 @@ pub enum Dropped {
     WrongVersion,
 }
 
-/// What the requester's core made of a message (`client_core::Received`).
+/// What the requester's core made of a message (`connection::Received`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Got {
     Reply(u32),

@@ -1,7 +1,7 @@
 //! The simulated verbs backend both sides' production data paths run over: the requester's
 //! (`negotiate::datapath::send_call`, `PendingCall::complete` and `abandon`, with
 //! `WindowRegistrar`'s memory windows) and the responder's (`negotiate::server::serve_call`),
-//! each on a `negotiate::datapath::Connection<SimVerbs>`.
+//! each on a `negotiate::datapath::Transport<SimVerbs>`.
 //!
 //! Every work request executes when it is posted, as the in-process backend's do, and its
 //! completion (when signaled, or failed) is queued at once, so the data path's waits never

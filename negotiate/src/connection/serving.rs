@@ -1,0 +1,146 @@
+//! The responder half: a server's connection, deciding what each received message asks of
+//! the serving side, with the parameters its answer must carry, and when the connection has
+//! been idle too long.
+//!
+//! ```
+//! use std::time::{Duration, Instant};
+//! use negotiate::connection::{Arrival, Connection, Event, Received};
+//! use negotiate::responder::ResponderConfig;
+//! use rpcrdma_v1::Version;
+//! let to_bytes = |words: &[u32]| -> Vec<u8> { words.iter().flat_map(|w| w.to_be_bytes()).collect() };
+//! let now = Instant::now();
+//! let cfg = ResponderConfig::default().versions((Version::ONE, Version::ONE));
+//! let mut conn: Connection<()> = Connection::server(cfg, Duration::from_secs(60), &[], None, now);
+//!
+//! // XID 5 as the Version Two probe to a Version One responder: answered ERR_VERS (code 1),
+//! // range 1..=1.
+//! let probe = to_bytes(&[5, 2, 32, 0, 0, 0, 0, 5, 0]);
+//! let Received::SendError(err) = conn.handle_receive(&probe, Arrival::default(), now) else { panic!() };
+//! assert_eq!((err.xid(), err.code()), (5, 1));
+//!
+//! // Sent again in Version One: a call to serve, and how to reply to it.
+//! let call = to_bytes(&[5, 1, 32, 0, 0, 0, 0, 5, 0]);
+//! let Received::Call { header, params } = conn.handle_receive(&call, Arrival::default(), now) else { panic!() };
+//! assert_eq!((header.xid(), params.version, params.reply_inline_threshold), (5, Version::ONE, 1024));
+//!
+//! // Silent for its idle timeout: the serving side closes it.
+//! assert_eq!(conn.poll_timeout(), Some(now + Duration::from_secs(60)));
+//! conn.handle_timeout(now + Duration::from_secs(59));
+//! assert_eq!(conn.poll_event(), None);
+//! conn.handle_timeout(now + Duration::from_secs(60));
+//! assert_eq!(conn.poll_event(), Some(Event::Idle));
+//! ```
+
+use std::time::{Duration, Instant};
+
+use cm_private_data::PrivateData;
+
+use super::{Arrival, Connection, Event, Received};
+use crate::client::config::ClientConfig;
+use crate::responder::{self, Responder};
+
+/// What only a server's connection keeps.
+pub(super) struct Serving {
+    pub(super) responder: Responder,
+    idle_timeout: Duration,
+    last_heard: Instant,
+    over_limits_reported: u64,
+}
+
+impl Serving {
+    /// When the connection becomes idle if nothing arrives before.
+    pub(super) fn idle_deadline(&self) -> Instant {
+        // (An idle timeout of `Duration::MAX`: never idle.)
+        crate::limits::deadline(self.last_heard, self.idle_timeout)
+    }
+}
+
+impl<L: Clone> Connection<L> {
+    /// A server's connection accepted at `now`: `received` is the requester's private data as
+    /// the CM delivered it, `ours` what this side advertised in its accept; `idle_timeout` is
+    /// how long it may stay silent.
+    pub fn server(
+        cfg: responder::ResponderConfig,
+        idle_timeout: Duration,
+        received: &[u8],
+        ours: Option<PrivateData>,
+        now: Instant,
+    ) -> Self {
+        let mut responder = Responder::new(cfg);
+        responder.on_connected(received, ours);
+        let mut conn = Connection::empty(ClientConfig::default(), "");
+        conn.serving = Some(Serving { responder, idle_timeout, last_heard: now, over_limits_reported: 0 });
+        conn
+    }
+
+    /// The handlers of this connection's RDMA_OPTIONAL messages ([`crate::extension`]).
+    ///
+    /// # Panics
+    ///
+    /// On a client's connection, whose extensions come with its [`ClientConfig`].
+    pub fn set_registry(&mut self, registry: rpcrdma_v2::options::Registry) {
+        self.serving_mut().responder.set_registry(registry);
+    }
+
+    /// Gives this connection the transport-properties extension, stating `ours`
+    /// ([`Responder::set_properties`]).
+    ///
+    /// # Panics
+    ///
+    /// On a client's connection, whose properties come with its [`ClientConfig`].
+    pub fn set_properties(&mut self, ours: rpcrdma_v2::properties::TransportProperties) {
+        self.serving_mut().responder.set_properties(ours);
+    }
+
+    /// Whether the connection has been silent for the idle timeout at `now` (the serving side
+    /// then closes it); never on a client's connection.
+    pub fn is_idle(&self, now: Instant) -> bool {
+        self.serving.as_ref().is_some_and(|s| now >= s.idle_deadline())
+    }
+
+    /// Header-limit refusals since the last time this was asked, for a sum over connections.
+    pub fn new_over_limits(&mut self) -> u64 {
+        let Some(s) = self.serving.as_mut() else { return 0 };
+        let all = s.responder.over_limits();
+        std::mem::replace(&mut s.over_limits_reported, all).abs_diff(all)
+    }
+
+    /// A server's [`Connection::handle_receive`]: the responder judges the message once.
+    pub(super) fn receive_as_responder<'a>(&mut self, bytes: &'a [u8], arrival: Arrival, now: Instant) -> Received<'a> {
+        let s = self.serving_mut();
+        s.last_heard = now;
+        let awaiting = |x| Some(x) == arrival.awaiting;
+        match s.responder.on_receive_awaiting(bytes, arrival.behind, &awaiting) {
+            responder::Received::Call(header) => {
+                let params = s.responder.reply_params(header.xid()).expect("a call just received is in flight");
+                Received::Call { header, params }
+            }
+            responder::Received::SendError(e) => Received::SendError(e),
+            responder::Received::BackwardReply(h) => Received::Reply { xid: h.xid() },
+            responder::Received::OptionAnswer { xid } => Received::Reply { xid },
+            responder::Received::PeerError { xid, error } => Received::PeerError { xid, error },
+            responder::Received::Handled { xid, answer: Some(a), .. } => {
+                // Server to client: the requester's Receives, sized by the reply threshold.
+                let threshold = s.responder.advertised().for_version(rpcrdma_v2::RPCRDMA2_VERSION).reply;
+                if crate::extension::fits(&a, threshold) {
+                    Received::SendBack(a.to_message(xid, s.responder.credit_limit()))
+                } else {
+                    Received::Nothing(None)
+                }
+            }
+            responder::Received::Handled { answer: None, .. } | responder::Received::Dropped => Received::Nothing(None),
+        }
+    }
+
+    /// A server's [`Connection::handle_timeout`]: [`Event::Idle`] once silent for the idle
+    /// timeout (once).
+    pub(super) fn idle_check(&mut self, now: Instant) {
+        if self.is_idle(now) && !self.events.iter().any(|e| matches!(e, Event::Idle)) {
+            self.events.push_back(Event::Idle);
+        }
+    }
+
+    fn serving_mut(&mut self) -> &mut Serving {
+        self.serving.as_mut().expect("a responder's operation on a client's connection")
+    }
+}

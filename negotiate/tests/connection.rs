@@ -1,0 +1,141 @@
+//! The one connection core (`negotiate::connection::Connection`), both sides driven by bytes
+//! only: what a received message is for is judged once, in one vocabulary, whichever side
+//! receives it and whichever direction it travels (RFC 8167: each side of a connection is a
+//! requester and a responder).
+
+use std::time::{Duration, Instant};
+
+use cm_private_data::{Flags, PrivateData};
+use negotiate::client::ClientConfig;
+use negotiate::connection::{Arrival, CallStep, Connection, Event, Received};
+use negotiate::responder::ResponderConfig;
+use rpcrdma_v1::marshal_call::CallForm;
+use rpcrdma_v1::Version;
+
+fn bytes(words: &[u32]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_be_bytes()).collect()
+}
+
+/// An RDMA_MSG with no chunks around a tiny RPC message (`msg_type` 0 call, 1 reply).
+fn msg(xid: u32, vers: Version, credit: u32, msg_type: u32) -> Vec<u8> {
+    bytes(&[xid, vers.wire(), credit, 0, 0, 0, 0, xid, msg_type])
+}
+
+/// A client's connection and a server's, with the private data given, after one forward call
+/// settled the version (Version Two: both speak it).
+fn settled(client_pd: PrivateData, server_pd: PrivateData) -> (Connection<u32>, Connection<()>, Instant) {
+    let now = Instant::now();
+    let mut client: Connection<u32> = Connection::client(ClientConfig::default(), "test:server");
+    let mut server: Connection<()> = Connection::server(
+        ResponderConfig::default(),
+        Duration::from_secs(60),
+        &client_pd.encode(),
+        Some(server_pd),
+        now,
+    );
+    client.start_call(1, now).unwrap();
+    assert!(matches!(client.poll_event(), Some(Event::Connect { .. })));
+    client.handle_connected(7, Some(client_pd), &server_pd.encode(), now);
+    let Some(CallStep::Transmit { transmit: t, link: 7 }) = client.take_step(1) else { panic!("no transmission") };
+    client.handle_sent(CallForm::Short);
+    let call = msg(t.xid, t.version, t.credits, 0);
+    let Received::Call { header, params } = server.handle_receive(&call, Arrival::default(), now) else {
+        panic!("the forward call is a call to serve")
+    };
+    let reply = msg(header.xid(), params.version, params.credits, 1);
+    assert_eq!(client.handle_receive(&reply, Arrival::default(), now), Received::Reply { xid: 1 });
+    client.deliver(1, reply, None);
+    assert!(matches!(client.take_step(1), Some(CallStep::Reply { .. })));
+    client.finish_call(1);
+    assert_eq!(client.version(), Some(Version::TWO));
+    // (The wake-ups of that call's steps, which were taken above.)
+    while client.poll_ready().is_some() {}
+    (client, server, now)
+}
+
+/// RFC 8167 section 4 (and v2 draft section 4.2): a backward-direction call arriving on a
+/// client's connection is a call to serve, answered in its own version, within the server's
+/// Receives (the forward call threshold, RFC 8797 section 4.2: min of the client's send size
+/// and the server's receive size), granting the one backward credit, never by Send With
+/// Invalidate (the server registered nothing for it).
+#[test]
+fn rfc8167_a_backward_call_on_a_clients_connection_is_judged_with_how_to_answer_it() {
+    // The client sends up to 4096 and the server receives 2048: the forward call threshold is 2048.
+    let client_pd = PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096);
+    let server_pd = PrivateData::new(Flags::REMOTE_INVALIDATE, 8192, 2048);
+    let (mut client, _, now) = settled(client_pd, server_pd);
+    let backward = msg(0x99, Version::TWO, 1, 0);
+    let Received::Call { header, params } = client.handle_receive(&backward, Arrival::default(), now) else {
+        panic!("a backward call is a call to serve")
+    };
+    assert_eq!((header.xid(), header.version()), (0x99, Version::TWO));
+    assert_eq!(params.version, Version::TWO);
+    assert_eq!(params.credits, 1);
+    assert_eq!(params.reply_inline_threshold, 2048);
+    assert!(!params.remote_invalidation);
+    // It is no call of the client's: no caller is woken, no event raised.
+    assert_eq!(client.poll_ready(), None);
+    assert_eq!(client.poll_event(), None);
+}
+
+/// RFC 8166 section 4.5: on a server's connection, the client's reply to a backward call and
+/// its RDMA_ERROR naming one come out as the same `Reply` and `PeerError` a client's
+/// connection speaks of for its forward calls.
+#[test]
+fn rfc8166_4_5_replies_and_errors_to_a_servers_backward_call_in_the_same_vocabulary() {
+    let pd = PrivateData::new(Flags::empty(), 4096, 4096);
+    let (_, mut server, now) = settled(pd, pd);
+    let reply = msg(0x77, Version::TWO, 1, 1);
+    assert_eq!(server.handle_receive(&reply, Arrival::default(), now), Received::Reply { xid: 0x77 });
+    // RDMA_ERROR (proc 4), ERR_CHUNK (2) naming XID 0x78.
+    let error = bytes(&[0x78, 2, 1, 4, 2]);
+    assert!(matches!(server.handle_receive(&error, Arrival::default(), now), Received::PeerError { xid: 0x78, .. }));
+}
+
+/// The core's timers come from `poll_timeout`, and `handle_timeout` acts on them: a server's
+/// connection raises `Idle` once at its idle deadline, which a message received pushes back.
+#[test]
+fn a_servers_connection_is_idle_at_the_deadline_poll_timeout_gives() {
+    let now = Instant::now();
+    let idle = Duration::from_secs(5);
+    let mut server: Connection<()> = Connection::server(ResponderConfig::default(), idle, &[], None, now);
+    assert_eq!(server.poll_timeout(), Some(now + idle));
+    let later = now + Duration::from_secs(3);
+    server.handle_receive(&msg(1, Version::ONE, 1, 0), Arrival::default(), later);
+    assert_eq!(server.poll_timeout(), Some(later + idle));
+    server.handle_timeout(now + idle);
+    assert_eq!(server.poll_event(), None, "a message arrived since: not idle yet");
+    server.handle_timeout(later + idle);
+    server.handle_timeout(later + idle + Duration::from_secs(1));
+    assert_eq!(server.poll_event(), Some(Event::Idle));
+    assert_eq!(server.poll_event(), None, "raised once");
+}
+
+/// A reply's caller is woken before anything its credit lets go: the core routes the reply
+/// when its bytes are delivered, so the caller whose reply arrived is first in `poll_ready`.
+#[test]
+fn a_replys_caller_comes_before_the_transmission_its_credit_lets_go() {
+    let pd = PrivateData::new(Flags::empty(), 4096, 4096);
+    let (mut client, mut server, now) = settled(pd, pd);
+    // Fill the window the server's grant opened; one more call then waits for a credit.
+    let window = client.window();
+    let mut sent = Vec::new();
+    for xid in 10..10 + window {
+        client.start_call(xid, now).unwrap();
+        let Some(CallStep::Transmit { transmit, .. }) = client.take_step(xid) else { panic!("credit for {xid}") };
+        client.handle_sent(CallForm::Short);
+        sent.push(transmit);
+    }
+    let waiting = 10 + window;
+    client.start_call(waiting, now).unwrap();
+    while client.poll_ready().is_some() {}
+    assert!(client.take_step(waiting).is_none(), "no credit left");
+    let t = &sent[0];
+    let call = msg(t.xid, t.version, t.credits, 0);
+    let Received::Call { header, params } = server.handle_receive(&call, Arrival::default(), now) else { panic!() };
+    let reply = msg(header.xid(), params.version, params.credits, 1);
+    assert_eq!(client.handle_receive(&reply, Arrival::default(), now), Received::Reply { xid: t.xid });
+    client.deliver(t.xid, reply, None);
+    assert_eq!(client.poll_ready(), Some(t.xid));
+    assert_eq!(client.poll_ready(), Some(waiting));
+}

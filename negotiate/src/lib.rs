@@ -59,7 +59,7 @@
 //! The crate reports through the [`log`](https://docs.rs/log) facade; install any logger
 //! (`env_logger`, `tracing`'s bridge, or a few lines of your own) to see it. Targets are the
 //! modules' paths (`negotiate::requester`, `negotiate::client::lane`,
-//! `negotiate::server::connection`, ...; the rdma-core backend's are `rpcrdma_verbs::rdma::...`).
+//! `negotiate::server::accept`, `negotiate::server::event_loop`, ...; the rdma-core backend's are `rpcrdma_verbs::rdma::...`).
 //!
 //! - info: the lifecycle: each connection attempt (address, attempt number), the RFC 8797
 //!   private data sent and received (decoded), the Version Two probe, an RDMA_ERR_VERS answer

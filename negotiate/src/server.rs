@@ -10,8 +10,8 @@
 //! and Reply chunks; [`crate::limits`] lists every bound the server keeps.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
-use std::thread::{JoinHandle, Scope};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use cm_private_data::PrivateData;
@@ -34,13 +34,14 @@ use crate::responder::{self, ResponderConfig};
 use crate::thresholds::{self, Advertised, ADVERTISED_SIZE};
 use rpcrdma_v2::properties::TransportProperties;
 
+mod accept;
 mod async_handler;
 mod call;
-mod connection;
+mod event_loop;
 mod failure;
 pub use async_handler::{AsyncHandler, CallTask, OnExecutor, STOP_CHECK};
 pub use call::{serve_call, Answered, ArrivedAs, CallBuffers};
-use connection::run_connection;
+use event_loop::Loop;
 pub use failure::FailureAnswer;
 use failure::{answer_failure, send_rpc_error};
 
@@ -376,13 +377,6 @@ impl Shared {
     }
 }
 
-/// One connection's thread and, once it is up, its connection (to close it when the server
-/// stops).
-struct Live<B: Backend> {
-    thread: JoinHandle<()>,
-    conn: Arc<OnceLock<Arc<Transport<B>>>>,
-}
-
 /// How long the acceptor waits for a connect request before it looks at the stop flag again:
 /// one wake-up per server every 50 ms, none per connection.
 const ACCEPT_WAIT: Duration = Duration::from_millis(50);
@@ -435,38 +429,46 @@ impl Server {
         let acceptor = std::thread::Builder::new()
             .name("negotiate-server".into())
             .spawn(move || {
-                let mut live: Vec<Live<B>> = Vec::new();
+                let handler: Arc<dyn Handler> = handler;
+                let new_loop = |arms| Loop::new(cfg.clone(), ulb.clone(), handler.clone(), s.clone(), sh.clone(), arms);
+                // Connections whose queue pairs wake a waker share one event loop; each of the
+                // others gets a loop of its own, whose first thread accepts it.
+                let shared_loop = backend.wakes_wakers().then(|| new_loop(true));
+                let mut own: Vec<Arc<Loop<B, U>>> = Vec::new();
                 while !s.load(Ordering::Relaxed) {
                     let req = listener.get_request(ACCEPT_WAIT);
-                    // A finished connection's thread is gone; dropping its handle releases it.
-                    live.retain(|c| !c.thread.is_finished());
+                    // A finished loop of one connection is gone.
+                    own.retain(|l| !l.is_finished());
                     sh.prune(cfg.limits.closed_peers_kept);
                     let Ok(req) = req else { continue };
-                    if live.len() >= cfg.limits.max_connections {
+                    let live = own.len() + shared_loop.as_ref().map_or(0, |l| l.live());
+                    if live >= cfg.limits.max_connections {
                         // Counted first: the connector may look at the stats once refused.
                         lock(&sh.stats).refused.connections += 1;
                         req.reject();
                         continue;
                     }
-                    let (b, u, h, s2, sh2) = (backend.clone(), ulb.clone(), handler.clone(), s.clone(), sh.clone());
-                    let cfg = cfg.clone();
-                    let conn = Arc::new(OnceLock::new());
-                    let slot = conn.clone();
-                    let spawned = std::thread::Builder::new()
-                        .name("negotiate-conn".into())
-                        .spawn(move || run_connection(&b, req, &cfg, &*u, &*h, &s2, &sh2, &slot));
-                    // A thread that could not be spawned dropped its request: rejected.
-                    live.extend(spawned.ok().map(|thread| Live { thread, conn }));
-                }
-                // Closing cuts every wait but a handler's; then no thread is left behind.
-                for c in &live {
-                    if let Some(conn) = c.conn.get() {
-                        conn.close("the server stopped");
+                    match &shared_loop {
+                        Some(lp) => {
+                            if let Some(served) = accept::accept(&backend, req, &cfg, &sh) {
+                                lp.add(served);
+                            }
+                        }
+                        None => {
+                            let lp = new_loop(false);
+                            lp.accept_on_own_thread(backend.clone(), req);
+                            own.push(lp);
+                        }
                     }
                 }
+                // Closing cuts every wait but a handler's; then no thread is left behind.
+                let loops: Vec<_> = shared_loop.into_iter().chain(own).collect();
+                for lp in &loops {
+                    lp.close_all();
+                }
                 handler.stopping();
-                for c in live {
-                    let _ = c.thread.join();
+                for lp in &loops {
+                    lp.join();
                 }
             })
             .map_err(|_| rpcrdma_verbs::Error::ConnectionAborted)?;

@@ -47,11 +47,11 @@ fn issue_16_the_log_tells_a_fallback_from_version_two_to_version_one() {
     let story = [
         format!("INFO negotiate::client::lane: connecting to {addr} (attempt 1)"),
         // The server decoded the client's RFC 8797 private data ...
-        "INFO negotiate::server::connection: accepted a connection: private data received Some(".into(),
+        "INFO negotiate::server::accept: accepted a connection: private data received Some(".into(),
         // ... and the client the server's.
         format!("INFO negotiate::requester: connected to {addr}: private data sent Some("),
         format!("INFO negotiate::requester: probing {addr} for Version Two with call 0x00000007"),
-        "INFO negotiate::server::connection: answering message 0x00000007 with RDMA_ERROR code 1".into(),
+        "INFO negotiate::server::event_loop: answering message 0x00000007 with RDMA_ERROR code 1".into(),
         format!(
             "INFO negotiate::requester: {addr} answered call 0x00000007 with RDMA_ERR_VERS: it speaks versions 1 to 1"
         ),

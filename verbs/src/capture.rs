@@ -178,6 +178,10 @@ impl<B: Backend> Backend for Captured<B> {
         self.inner.alloc_pd()
     }
 
+    fn wakes_wakers(&self) -> bool {
+        self.inner.wakes_wakers()
+    }
+
     fn listen_with(&self, addr: &str, opts: &ListenOptions) -> Result<Self::Listener> {
         Ok(CapturedListener { inner: self.inner.listen_with(addr, opts)?, tap: self.tap.clone() })
     }

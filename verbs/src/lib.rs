@@ -399,6 +399,18 @@ pub trait Backend: Send + Sync + 'static {
     /// Allocates a protection domain (`ibv_alloc_pd`).
     fn alloc_pd(&self) -> Result<Self::Pd>;
 
+    /// Whether this backend's queue pairs wake a waker ([`QueuePair::arm_waker`] arms
+    /// rather than answering [`Arm::Unsupported`]): then one thread can wait for many
+    /// connections at once. False by default.
+    ///
+    /// ```
+    /// use rpcrdma_verbs::{Backend, InProcess, Tcp};
+    /// assert!(InProcess.wakes_wakers() && Tcp.wakes_wakers());
+    /// ```
+    fn wakes_wakers(&self) -> bool {
+        false
+    }
+
     /// Binds and listens on `addr` (`rdma_bind_addr` + `rdma_listen`) with the default
     /// [`ListenOptions`].
     fn listen(&self, addr: &str) -> Result<Self::Listener> {

@@ -179,12 +179,17 @@ impl<B: Backend> Transport<B> {
         if st.fired.is_empty() {
             return st;
         }
-        let fired = std::mem::take(&mut st.fired);
+        let mut fired = std::mem::take(&mut st.fired);
         drop(st);
-        for w in fired {
+        for w in fired.drain(..) {
             w.wake();
         }
-        self.set_aside.lock().unwrap_or_else(PoisonError::into_inner)
+        let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
+        // Its memory back, for the next (a waker fired per message must not allocate).
+        if st.fired.is_empty() {
+            st.fired = fired;
+        }
+        st
     }
 
     /// Arms `waker` to be woken when a completion is queued on this connection (a message, or

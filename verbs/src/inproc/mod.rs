@@ -96,6 +96,10 @@ impl Backend for InProcess {
         Ok(InProcPd::new())
     }
 
+    fn wakes_wakers(&self) -> bool {
+        true
+    }
+
     fn listen_with(&self, addr: &str, opts: &ListenOptions) -> Result<InProcListener> {
         cm::listen(addr, opts)
     }

@@ -143,6 +143,10 @@ impl Backend for Tcp {
         Ok(InProcPd::new())
     }
 
+    fn wakes_wakers(&self) -> bool {
+        true
+    }
+
     fn listen_with(&self, addr: &str, opts: &ListenOptions) -> Result<TcpCmListener> {
         cm::listen(addr, opts)
     }

@@ -1,0 +1,103 @@
+//! Accepting one connection of a [`Server`](super::Server): its core, its Receives posted
+//! before the accept, its record and its backchannel; an event loop serves it from then on
+//! ([`super::event_loop`]).
+
+use std::sync::OnceLock;
+
+use super::*;
+
+/// The decisions of one connection (the sans-I/O core), for a server: no transport handle.
+pub(super) type Core = crate::connection::Connection<()>;
+
+/// One accepted connection, as its event loop serves it.
+pub(super) struct Served<B: Backend> {
+    pub(super) conn: Arc<Transport<B>>,
+    pub(super) pool: ReceivePool<B>,
+    /// Its decisions; locked by the thread judging a message (one at a time: the loop's role)
+    /// and by those reading what it settled.
+    pub(super) core: Mutex<Core>,
+    /// When the core says it turns idle if nothing arrives, as of the latest message judged:
+    /// for the loop's timers, read without locking the core.
+    idle_at: Mutex<Option<Instant>>,
+    pub(super) peer: Arc<Mutex<Peer>>,
+    pub(super) back: Arc<ServerSide<B>>,
+    /// The most calls served at once ([`ServerLimits::calls_in_progress`]).
+    pub(super) most: usize,
+    /// Calls taken whose answer has not been posted yet: each is still in flight for the
+    /// requester, so it counts against the credits of the next call judged (RFC 8166 section
+    /// 3.3.1). A call stops counting just before its answer is posted, so a requester that
+    /// sends its next call once it has that answer is never taken for one beyond its credits.
+    pub(super) unanswered: AtomicUsize,
+    /// What wakes its event loop for it: made once, when the loop takes it (arming the queue
+    /// pair with it then allocates nothing).
+    pub(super) waker: OnceLock<std::task::Waker>,
+}
+
+impl<B: Backend> Served<B> {
+    pub(super) fn idle_at(&self) -> Option<Instant> {
+        *lock(&self.idle_at)
+    }
+
+    pub(super) fn set_idle_at(&self, at: Option<Instant>) {
+        *lock(&self.idle_at) = at;
+    }
+}
+
+/// Accepts the connection `req` asks for: the private data, Receives of the largest size a
+/// requester may send, one per credit (RFC 8166 section 3.3.1), posted before it is
+/// established, its record in [`Server::peers`] and its backchannel. `None` when the accept
+/// failed (the requester went away, or memory ran out).
+pub(super) fn accept<B: Backend>(
+    backend: &B,
+    req: B::Request,
+    cfg: &ServerConfig,
+    shared: &Shared,
+) -> Option<Served<B>> {
+    let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
+    let now = Instant::now();
+    let mut core = Core::server(cfg.responder, cfg.limits.idle_timeout, req.private_data(), ours, now);
+    // This connection's own handlers for RDMA_OPTIONAL (each connection has its Responder).
+    core.set_registry(crate::extension::registry(&cfg.extensions));
+    if let Some(ours) = cfg.properties {
+        core.set_properties(ours);
+    }
+    let received = req.private_data().to_vec();
+    let size = thresholds::receive_size_stating(ours, cfg.responder.versions.1, cfg.properties.as_ref());
+    let pd = backend.alloc_pd().ok()?;
+    let mut pool = None;
+    let accepted = req.accept_with(&pd, &pdata, cfg.caps, |qp| {
+        let count = cfg.responder.credits as usize + backchannel::SLOTS;
+        pool = Some(ReceivePool::<B>::post(&pd, qp, count, size)?);
+        Ok(())
+    });
+    let (Ok(qp), Some(pool)) = (accepted, pool) else { return None };
+    log::info!(
+        "accepted a connection: private data received {:?} ({} bytes), sent {:?}",
+        core.responder().advertised().requester,
+        received.len(),
+        ours
+    );
+    lock(&shared.stats).connections += 1;
+    let peer = Arc::new(Mutex::new(Peer {
+        private_data: received,
+        advertised: core.responder().advertised(),
+        credits_requested: 0,
+        ended: None,
+    }));
+    lock(&shared.peers).push(peer.clone());
+    let conn = Arc::new(Transport::<B>::new(pd, qp, cfg.timeout));
+    let back = ServerSide::new(conn.clone(), cfg.responder.limits);
+    lock(&shared.backchannels).push(back.handle());
+    let idle_at = Mutex::new(core.poll_timeout());
+    Some(Served {
+        conn,
+        pool,
+        core: Mutex::new(core),
+        idle_at,
+        peer,
+        back,
+        most: cfg.limits.calls_in_progress(cfg.responder.credits),
+        unanswered: AtomicUsize::new(0),
+        waker: OnceLock::new(),
+    })
+}

@@ -1,0 +1,756 @@
+//! The server's event loop: one set of threads serving every connection whose queue pair can
+//! wake it ([`QueuePair::arm_waker`]: the in-process and TCP backends), in a leader/follower
+//! pattern; a connection whose backend cannot (rdma-core) gets a loop of its own, the same
+//! code waiting on its one completion queue.
+//!
+//! Run to completion, as eRPC runs a short handler on the thread that polls its completions:
+//! the thread holding the loop's role takes the next connection with something to receive,
+//! receives one message, judges it with that connection's [`Connection`] core, and when it is
+//! a call serves it itself (fetches its chunks, runs the handler, sends the reply) and goes on
+//! to the next message, of that connection or another, queued meanwhile: no thread hands a
+//! call to another, and nobody waits for a wake-up on the common path. A connection with
+//! nothing left is armed: its next completion puts it back on the ready queue and wakes the
+//! role's holder if it sleeps. Only when a call runs longer than
+//! [`ServerLimits::run_inline_for`] does a waiting thread take the role over, so that a long
+//! handler holds up neither the calls behind it nor the other connections; further calls are
+//! then served beside it (up to [`ServerLimits::calls_in_progress`] per connection). A call
+//! whose arguments come by RDMA Read hands the role on at once when other messages wait: over
+//! TCP a Read is a network round trip.
+//!
+//! Timers come from the connections' cores (`poll_timeout`, the idle deadline) and the
+//! loop's bookkeeping (calls in progress, the last answered): the role's holder sleeps until
+//! the earliest, with no polling tick.
+//!
+//! [`Connection`]: crate::connection::Connection
+//! [`QueuePair::arm_waker`]: rpcrdma_verbs::QueuePair::arm_waker
+//! [`ServerLimits::run_inline_for`]: crate::limits::ServerLimits::run_inline_for
+//! [`ServerLimits::calls_in_progress`]: crate::limits::ServerLimits::calls_in_progress
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Weak;
+use std::task::{Wake, Waker};
+
+use super::accept::{accept, Core, Served};
+use super::*;
+use crate::connection::{Arrival, Received};
+use rpcrdma_verbs::Arm;
+
+/// Spin-loop hints between two looks at an empty ready queue or completion queue
+/// ([`ServerLimits::poll_before_wait`]).
+const SPINS_BETWEEN_LOOKS: u32 = 128;
+
+/// How long a thread the loop no longer needs (one more than the one waiting for the role)
+/// waits before it leaves.
+const KEEP_ALIVE: Duration = Duration::from_secs(2);
+
+/// The longest the role's holder sleeps before it looks at the idle rule again.
+const LONGEST_WAIT: Duration = Duration::from_secs(3600);
+
+/// One event loop and the connections it serves (see the [module documentation](self)).
+pub(super) struct Loop<B: Backend, U: ?Sized> {
+    cfg: Arc<ServerConfig>,
+    ulb: Arc<U>,
+    handler: Arc<dyn Handler>,
+    stop: Arc<AtomicBool>,
+    shared: Arc<Shared>,
+    /// Whether its connections wake it ([`Loop::arm`]); otherwise it has one connection, and
+    /// the role's holder waits on that connection's completion queue.
+    arms: bool,
+    st: Mutex<State<B>>,
+    /// For the threads waiting for the role (with `st`): it is free, a call is being served
+    /// alone, or the loop ended.
+    turn: Condvar,
+    /// For the role's holder waiting for a connection to be ready (with `st`).
+    work: Condvar,
+    /// How many connections wait on the ready queue: looked at without the lock while the
+    /// role's holder polls before it sleeps.
+    ready_len: AtomicUsize,
+    me: Weak<Self>,
+}
+
+/// A connection of the loop, by its id there.
+type Member<B> = (u64, Arc<Served<B>>);
+
+/// One connection's place in the loop.
+struct Slot<B: Backend> {
+    served: Arc<Served<B>>,
+    /// Calls taken and not yet answered.
+    in_progress: usize,
+    /// When the last call in progress was answered: a call that ran long is activity too.
+    last_finished: Instant,
+    /// On the ready queue.
+    queued: bool,
+    /// Left off the ready queue while it has its most calls in progress; queued again when
+    /// one ends.
+    held: bool,
+}
+
+struct State<B: Backend> {
+    conns: HashMap<u64, Slot<B>>,
+    ready: VecDeque<u64>,
+    next_id: u64,
+    /// Spawned and not yet ended.
+    threads: usize,
+    /// Waiting for the role (or spawned to): a call arriving finds one of them to take the
+    /// role while it is served.
+    waiting: usize,
+    /// Of those, the ones waiting without a deadline (no call served alone when they began).
+    untimed: usize,
+    /// Calls taken and not yet answered, on every connection.
+    in_progress: usize,
+    /// The role is free: the next waiting thread takes it.
+    free: bool,
+    /// The role's holder is serving a call itself, since when, under which ticket: it kept
+    /// the role (the calls behind then need no thread hand-off); a waiting thread takes the
+    /// role over once this is [`ServerLimits::run_inline_for`] old.
+    alone: Option<(Instant, u64)>,
+    next_ticket: u64,
+    /// The loop is done (the server stops, or a loop of one connection lost it): every thread
+    /// leaves.
+    ended: bool,
+    handles: Vec<JoinHandle<()>>,
+}
+
+/// Wakes a loop for one of its connections: puts it on the ready queue.
+struct ConnWaker<B: Backend, U: ?Sized> {
+    lp: Weak<Loop<B, U>>,
+    id: u64,
+}
+
+impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Wake for ConnWaker<B, U> {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Some(lp) = self.lp.upgrade() {
+            let mut st = lock(&lp.st);
+            lp.enqueue(&mut st, self.id);
+        }
+    }
+}
+
+impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, U> {
+    /// A loop with no connection yet; `arms`: its connections wake it.
+    pub(super) fn new(
+        cfg: Arc<ServerConfig>,
+        ulb: Arc<U>,
+        handler: Arc<dyn Handler>,
+        stop: Arc<AtomicBool>,
+        shared: Arc<Shared>,
+        arms: bool,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Loop {
+            cfg,
+            ulb,
+            handler,
+            stop,
+            shared,
+            arms,
+            st: Mutex::new(State {
+                conns: HashMap::new(),
+                ready: VecDeque::new(),
+                next_id: 0,
+                threads: 0,
+                waiting: 0,
+                untimed: 0,
+                in_progress: 0,
+                free: true,
+                alone: None,
+                next_ticket: 0,
+                ended: false,
+                handles: Vec::new(),
+            }),
+            turn: Condvar::new(),
+            work: Condvar::new(),
+            ready_len: AtomicUsize::new(0),
+            me: me.clone(),
+        })
+    }
+
+    /// Serves `served` from now on: it is ready at once (its first messages may be there);
+    /// the loop's first thread starts with its first connection.
+    pub(super) fn add(&self, served: Served<B>) {
+        let mut st = lock(&self.st);
+        let id = st.next_id;
+        st.next_id += 1;
+        if let Some(me) = self.me.upgrade() {
+            let _ = served.waker.set(Waker::from(Arc::new(ConnWaker { lp: Arc::downgrade(&me), id })));
+        }
+        let slot = Slot {
+            served: Arc::new(served),
+            in_progress: 0,
+            last_finished: Instant::now(),
+            queued: false,
+            held: false,
+        };
+        st.conns.insert(id, slot);
+        self.enqueue(&mut st, id);
+        if st.threads == 0 {
+            self.spawn(&mut st);
+        }
+    }
+
+    /// A loop of one connection, `req`'s: its first thread accepts it, then serves it (the
+    /// accept may wait for the connection to be established: rdma-core).
+    pub(super) fn accept_on_own_thread(&self, backend: B, req: B::Request)
+    where
+        B: Clone,
+    {
+        let Some(me) = self.me.upgrade() else { return };
+        let mut st = lock(&self.st);
+        let spawned = std::thread::Builder::new().name("negotiate-conn".into()).spawn(move || {
+            match accept(&backend, req, &me.cfg, &me.shared) {
+                Some(served) => me.add(served),
+                None => lock(&me.st).ended = true,
+            }
+            me.run();
+        });
+        // A thread that could not be spawned dropped its request: rejected.
+        match spawned {
+            Ok(h) => {
+                st.threads += 1;
+                st.waiting += 1;
+                st.handles.push(h);
+            }
+            Err(_) => st.ended = true,
+        }
+    }
+
+    /// Connections served now.
+    pub(super) fn live(&self) -> usize {
+        lock(&self.st).conns.len()
+    }
+
+    /// Whether every thread has left (a loop of one connection, after it ended).
+    pub(super) fn is_finished(&self) -> bool {
+        let st = lock(&self.st);
+        st.ended && st.threads == 0
+    }
+
+    /// The server stops: every connection is closed (which cuts every wait but a handler's),
+    /// and every thread is told to leave ([`Loop::join`] waits for them).
+    pub(super) fn close_all(&self) {
+        let open: Vec<_> = {
+            let mut st = lock(&self.st);
+            st.ended = true;
+            self.turn.notify_all();
+            self.work.notify_all();
+            st.conns.values().map(|s| s.served.clone()).collect()
+        };
+        // (Not with the state locked: a close flushes the Receives, whose completions wake
+        // the loop, which locks it.)
+        for served in open {
+            served.conn.close("the server stopped");
+        }
+    }
+
+    /// Returns once every thread of the loop has left ([`Loop::close_all`] first).
+    pub(super) fn join(&self) {
+        let handles = std::mem::take(&mut lock(&self.st).handles);
+        for h in handles {
+            let _ = h.join();
+        }
+        let ended: Vec<_> = lock(&self.st).conns.drain().map(|(_, s)| s.served).collect();
+        for served in ended {
+            self.record_end(&served, "the server stopped".to_string());
+        }
+    }
+
+    /// Puts connection `id` on the ready queue, once, and wakes the role's holder.
+    fn enqueue(&self, st: &mut State<B>, id: u64) {
+        // (A loop of one connection has no queue: its role's holder waits on the connection
+        // itself, or, with its most calls in progress, to be told.)
+        if !self.arms {
+            self.work.notify_one();
+            return;
+        }
+        let Some(slot) = st.conns.get_mut(&id) else { return };
+        if slot.queued {
+            return;
+        }
+        slot.queued = true;
+        st.ready.push_back(id);
+        self.ready_len.store(st.ready.len(), Ordering::Release);
+        self.work.notify_one();
+    }
+
+    /// Starts one more thread.
+    fn spawn(&self, st: &mut State<B>) {
+        let Some(me) = self.me.upgrade() else { return };
+        let spawned = std::thread::Builder::new().name("negotiate-call".into()).spawn(move || me.run());
+        // One that could not be spawned leaves the calls to the threads there are.
+        if let Ok(h) = spawned {
+            st.threads += 1;
+            st.waiting += 1;
+            st.handles.retain(|h| !h.is_finished());
+            st.handles.push(h);
+        }
+    }
+
+    /// One thread's part: take the role, serve what the connections send, and again, until
+    /// the loop ends.
+    fn run(&self) {
+        // This thread's call and reply buffers, kept from one call to the next.
+        let mut buffers = CallBuffers::default();
+        let mut holding = false;
+        loop {
+            if !holding && !self.take_role() {
+                break;
+            }
+            holding = true;
+            let Some((id, served)) = self.next_ready() else {
+                let mut st = lock(&self.st);
+                st.ended = true;
+                self.turn.notify_all();
+                break;
+            };
+            // A connection that ended (or with its most calls in progress: held) has nothing
+            // to receive now.
+            if served.conn.qp().state() != QpState::Ready {
+                self.end(id, &served, "the queue pair went down".to_string());
+                continue;
+            }
+            let wait = if self.arms { Duration::ZERO } else { self.until_idle(id) };
+            let m = match served.pool.receive_within(&served.conn, wait) {
+                Ok(m) => m,
+                Err(DataPathError::Timeout { .. }) if self.arms => {
+                    self.arm(id, &served);
+                    continue;
+                }
+                Err(DataPathError::Timeout { .. }) => {
+                    if self.is_idle(id) {
+                        lock(&self.shared.stats).refused.idle += 1;
+                        self.end(id, &served, format!("idle for {:?}", self.cfg.limits.idle_timeout));
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    self.end(id, &served, format!("receiving: {e}"));
+                    continue;
+                }
+            };
+            let mut core = lock(&served.core);
+            let (header, params) = match self.judge(&served, &mut core, &m.bytes) {
+                Received::Call { header, params } => (header, params),
+                // A reply to our backward call, or the answer to our RDMA_OPTIONAL: for
+                // whoever waits on its XID (one that answers nothing of ours is dropped there).
+                Received::Reply { xid } => {
+                    drop(core);
+                    served.back.on_reply(xid, m.bytes);
+                    self.requeue(id);
+                    continue;
+                }
+                other => {
+                    drop(core);
+                    let answered = self.answer(&served, other);
+                    served.pool.recycle(m.bytes);
+                    match answered {
+                        Ok(()) => self.requeue(id),
+                        Err(why) => self.end(id, &served, why),
+                    }
+                    continue;
+                }
+            };
+            self.take_call(&served, &core, &header);
+            drop(core);
+            // This thread keeps the role while it serves, unless the call runs long, or waits
+            // on the network for its Read chunks while other messages wait (over TCP an RDMA
+            // Read is a round trip: keeping the role through it held the calls behind up,
+            // 16 thread switches a call against 10 handing it on).
+            let keep = header.read_list().is_empty() || served.conn.receives_waiting() == 0;
+            let ticket = self.take_on(id, keep);
+            let answering = || {
+                served.unanswered.fetch_sub(1, Ordering::SeqCst);
+            };
+            // The header the core judged, read in place: nothing parses the message again.
+            let conn = &served.conn;
+            match serve_call(conn, &header, &params, &*self.ulb, &*self.handler, &mut buffers, answering) {
+                Ok(answered) => self.count(answered),
+                // RFC 8166 section 4.5.4: a reply that could not be sent is signaled by closing
+                // the connection; whoever receives on it next sees it down and ends it.
+                Err(e) => conn.close(format_args!("serving call {:#x}: {e}", header.xid())),
+            }
+            // The message's buffer takes the next message received.
+            served.pool.recycle(m.bytes);
+            holding = self.call_done(id, ticket);
+        }
+        lock(&self.st).threads -= 1;
+    }
+
+    /// The role holder's wait for a connection with something to receive: the next on the
+    /// ready queue (a loop of one connection: that one, whose completion queue it then waits
+    /// on); `None` once the loop ends. Polls for [`ServerLimits::poll_before_wait`] before it
+    /// sleeps, and closes the connections found idle meanwhile.
+    fn next_ready(&self) -> Option<Member<B>> {
+        loop {
+            if self.stop.load(Ordering::Relaxed) {
+                return None;
+            }
+            {
+                let mut st = lock(&self.st);
+                if st.ended {
+                    return None;
+                }
+                if !self.arms {
+                    // Its one connection, unless it has its most calls in progress: then the
+                    // end of one (`call_done`) tells.
+                    let (&id, slot) = st.conns.iter_mut().next()?;
+                    if slot.in_progress < slot.served.most {
+                        return Some((id, slot.served.clone()));
+                    }
+                    slot.held = true;
+                    drop(self.work.wait(st).unwrap_or_else(PoisonError::into_inner));
+                    continue;
+                }
+                if let Some(next) = self.pop_ready(&mut st) {
+                    return Some(next);
+                }
+            }
+            self.poll_before_wait();
+            let st = lock(&self.st);
+            if !st.ready.is_empty() || st.ended {
+                continue;
+            }
+            let (wait, idle) = self.idle_scan(&st);
+            if !idle.is_empty() {
+                drop(st);
+                self.close_idle(idle);
+                continue;
+            }
+            if st.ready.is_empty() && !st.ended && !self.stop.load(Ordering::Relaxed) {
+                let _ = self.work.wait_timeout(st, wait).unwrap_or_else(PoisonError::into_inner);
+            }
+        }
+    }
+
+    fn pop_ready(&self, st: &mut State<B>) -> Option<Member<B>> {
+        while let Some(id) = st.ready.pop_front() {
+            self.ready_len.store(st.ready.len(), Ordering::Release);
+            if let Some(slot) = st.conns.get_mut(&id) {
+                slot.queued = false;
+                if slot.in_progress >= slot.served.most {
+                    slot.held = true;
+                    continue;
+                }
+                return Some((id, slot.served.clone()));
+            }
+        }
+        None
+    }
+
+    /// The connections idle now, and how long until the next would be.
+    fn idle_scan(&self, st: &State<B>) -> (Duration, Vec<Member<B>>) {
+        let now = Instant::now();
+        let mut wait = LONGEST_WAIT;
+        let mut idle = Vec::new();
+        for (&id, slot) in st.conns.iter() {
+            match self.idle_in(slot, now) {
+                Some(after) => wait = wait.min(after),
+                None => idle.push((id, slot.served.clone())),
+            }
+        }
+        (wait.clamp(Duration::from_millis(1), LONGEST_WAIT), idle)
+    }
+
+    /// Closes idle connections (RFC 8166 leaves it to the server; ServerLimits::idle_timeout):
+    /// the flushed Receives wake the loop, which then ends each.
+    fn close_idle(&self, idle: Vec<Member<B>>) {
+        for (id, served) in idle {
+            lock(&self.shared.stats).refused.idle += 1;
+            served.back.close();
+            served.conn.close(format!("idle for {:?}", self.cfg.limits.idle_timeout));
+            let mut st = lock(&self.st);
+            self.enqueue(&mut st, id);
+        }
+    }
+
+    /// How long until `slot`'s connection would be idle if nothing arrives, `None` if it is
+    /// now: no message for the idle timeout, and no call in progress nor answered within it.
+    /// A call being served keeps it from being idle until it ends.
+    fn idle_in(&self, slot: &Slot<B>, now: Instant) -> Option<Duration> {
+        let timeout = self.cfg.limits.idle_timeout;
+        if slot.in_progress > 0 {
+            return Some(timeout.min(LONGEST_WAIT));
+        }
+        let after_last_call = slot.last_finished.checked_add(timeout).map(|t| t.saturating_duration_since(now));
+        let after_last_message = slot.served.idle_at().map(|t| t.saturating_duration_since(now));
+        let wait = after_last_call.unwrap_or(LONGEST_WAIT).max(after_last_message.unwrap_or(LONGEST_WAIT));
+        (!wait.is_zero()).then_some(wait)
+    }
+
+    /// A loop of one connection: how long its wait for a message may last.
+    fn until_idle(&self, id: u64) -> Duration {
+        let st = lock(&self.st);
+        let wait = st.conns.get(&id).map_or(Some(Duration::ZERO), |slot| self.idle_in(slot, Instant::now()));
+        wait.unwrap_or(Duration::ZERO).clamp(Duration::from_millis(1), LONGEST_WAIT)
+    }
+
+    /// A loop of one connection: whether its connection is idle now.
+    fn is_idle(&self, id: u64) -> bool {
+        let st = lock(&self.st);
+        st.conns.get(&id).is_some_and(|slot| self.idle_in(slot, Instant::now()).is_none())
+    }
+
+    /// Looks at the ready queue (a loop of one connection: its completion queue) for up to
+    /// [`ServerLimits::poll_before_wait`] while it is empty, so that a message arriving
+    /// meanwhile is taken without the thread having slept.
+    fn poll_before_wait(&self) {
+        let limit = self.cfg.limits.poll_before_wait;
+        if limit.is_zero() {
+            return;
+        }
+        // (A limit too long to add to an instant: a second at a time, so that the idle rule
+        // is still looked at.)
+        let until = Instant::now().checked_add(limit).unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
+        // A look every few hundred nanoseconds, not continuously.
+        while self.ready_len.load(Ordering::Acquire) == 0
+            && Instant::now() < until
+            && !self.stop.load(Ordering::Relaxed)
+        {
+            for _ in 0..SPINS_BETWEEN_LOOKS {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Arms connection `id` to wake the loop at its next completion; one whose messages are
+    /// there already goes back on the ready queue.
+    fn arm(&self, id: u64, served: &Served<B>) {
+        let Some(waker) = served.waker.get() else { return self.requeue(id) };
+        match served.conn.arm_receive(waker) {
+            // (A queue pair that went down before it was armed has no completion left to
+            // wake anyone: looked at again, it ends.)
+            Arm::Armed if served.conn.qp().state() == QpState::Ready => {}
+            Arm::Armed | Arm::Waiting | Arm::Unsupported => self.requeue(id),
+        }
+    }
+
+    /// Connection `id` may have more to receive: back on the ready queue (behind the others).
+    fn requeue(&self, id: u64) {
+        if self.arms {
+            let mut st = lock(&self.st);
+            self.enqueue(&mut st, id);
+        }
+    }
+
+    /// Judges a received message once, with the connection's core.
+    fn judge<'m>(&self, served: &Served<B>, core: &mut Core, bytes: &'m [u8]) -> Received<'m> {
+        // Behind this message: the ones received and not judged, and the calls being
+        // served, all in flight for the requester.
+        let behind = served.conn.receives_waiting() + served.unanswered.load(Ordering::SeqCst);
+        // The answer to our own RDMA_OPTIONAL (Backchannel::send_option), if one waits.
+        let arrival = Arrival { behind, awaiting: served.back.awaiting_option() };
+        let received = core.handle_receive(bytes, arrival, Instant::now());
+        served.set_idle_at(core.poll_timeout());
+        // The stats are shared with the threads serving calls: locked only when there is
+        // something to add (overruns are cumulative, kept as the most seen).
+        let (overruns, over_limits) = (core.responder().overruns(), core.new_over_limits());
+        if overruns > 0 || over_limits > 0 {
+            let mut s = lock(&self.shared.stats);
+            s.credit_overruns = s.credit_overruns.max(overruns);
+            s.refused.over_limits += over_limits;
+        }
+        received
+    }
+
+    /// A call was judged: it is in flight until answered, and the backward direction follows
+    /// the version and thresholds of the latest forward call.
+    fn take_call(&self, served: &Served<B>, core: &Core, header: &Header<'_>) {
+        lock(&served.peer).credits_requested = header.credit();
+        let version = header.version();
+        let responder = core.responder();
+        served.back.on_forward_call(Forward {
+            version,
+            thresholds: responder.advertised().for_version(version),
+            backward_credits: responder.stated().requester.and_then(|p| p.backward_credits),
+        });
+        served.unanswered.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Answers a message that is not a call nor a reply; `Err` with the reason to close the
+    /// connection.
+    fn answer(&self, served: &Served<B>, received: Received<'_>) -> Result<(), String> {
+        match received {
+            Received::SendError(e) => {
+                // ERR_VERS answers a probe from a requester with a version we lack: part of
+                // negotiating (draft section 5.2), not misbehaviour.
+                let level = if e.code() == 1 { log::Level::Info } else { log::Level::Warn };
+                log::log!(level, "answering message {:#010x} with RDMA_ERROR code {}", e.xid(), e.code());
+                send_error(&served.conn, e.as_bytes()).map_err(|e| format!("sending an RDMA_ERROR: {e}"))?;
+                lock(&self.shared.stats).errors_sent += 1;
+            }
+            // An extension's answer (draft section 3.1), sent and waited for here, before
+            // the next message is read: a client flooding RDMA_OPTIONAL messages has at
+            // most one answer outstanding.
+            Received::SendBack(bytes) => {
+                send_error(&served.conn, &bytes).map_err(|e| format!("sending an RDMA_OPTIONAL: {e}"))?;
+            }
+            // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166
+            // section 4.5); one that names no call of ours is dropped.
+            Received::PeerError { xid, error } => {
+                log::warn!("the client answered backward call {xid:#010x} with RDMA_ERROR {error:?}");
+                served.back.on_peer_error(xid, error);
+            }
+            Received::Call { .. } | Received::Reply { .. } | Received::Nothing(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Connection `id` ends, for `why`: its backward call waiting, if any, fails, and it
+    /// leaves the loop (a loop of one connection ends with it).
+    fn end(&self, id: u64, served: &Served<B>, why: String) {
+        served.back.close();
+        served.conn.close(&why);
+        let removed = {
+            let mut st = lock(&self.st);
+            let removed = st.conns.remove(&id);
+            st.ready.retain(|&r| r != id);
+            self.ready_len.store(st.ready.len(), Ordering::Release);
+            if !self.arms {
+                st.ended = true;
+                self.turn.notify_all();
+            }
+            removed
+        };
+        if let Some(slot) = removed {
+            self.record_end(&slot.served, why);
+        }
+    }
+
+    /// Records how a connection ended in its [`Peer`]; `why` if its queue pair is not down
+    /// yet (a close on TCP takes effect on the backend's own thread).
+    fn record_end(&self, served: &Served<B>, why: String) {
+        let ended = served.conn.ended().unwrap_or(Ended::Closed(why));
+        log::info!("a connection ended: {ended}");
+        lock(&served.peer).ended = Some(ended);
+    }
+
+    /// Waits for the role: free, or held by a thread serving a call alone for
+    /// [`ServerLimits::run_inline_for`]; false once the loop has ended. While a call is served
+    /// alone the wait has a deadline, so that it notices the call running long without being
+    /// told; otherwise it waits to be told (the role freed, or a call begun alone).
+    fn take_role(&self) -> bool {
+        let mut st = lock(&self.st);
+        loop {
+            if st.ended {
+                st.waiting -= 1;
+                return false;
+            }
+            let now = Instant::now();
+            // (A `run_inline_for` too long to add to an instant: never overdue.)
+            let overdue = st.alone.and_then(|(since, _)| since.checked_add(self.cfg.limits.run_inline_for));
+            if st.free || overdue.is_some_and(|t| t <= now) {
+                st.free = false;
+                st.alone = None;
+                st.waiting -= 1;
+                return true;
+            }
+            if let Some(until) = overdue {
+                st = self.turn.wait_timeout(st, until - now).unwrap_or_else(PoisonError::into_inner).0;
+            } else if st.waiting > 1 && st.threads > 2 {
+                // One thread waiting for the role is enough: one more, that served a call
+                // beside a long one, leaves if it is still not needed after KEEP_ALIVE (the
+                // loop keeps the threads its calls have needed lately, not the most they ever
+                // did, and does not make and end threads as calls come and go).
+                st.untimed += 1;
+                let (guard, waited) = self.turn.wait_timeout(st, KEEP_ALIVE).unwrap_or_else(PoisonError::into_inner);
+                st = guard;
+                st.untimed -= 1;
+                if waited.timed_out() && st.waiting > 1 && st.threads > 2 && !st.free && !st.ended {
+                    st.waiting -= 1;
+                    return false;
+                }
+            } else {
+                st.untimed += 1;
+                st = self.turn.wait(st).unwrap_or_else(PoisonError::into_inner);
+                st.untimed -= 1;
+            }
+        }
+    }
+
+    /// A call of connection `id` was taken: counts it, and either keeps the role while this
+    /// thread serves the call (returning the ticket that says whether it still holds it
+    /// afterwards), or, when `keep` is false or another call is being served beside (one that
+    /// ran long), frees it. When no other thread waits for the role and the bound allows,
+    /// spawns one (so a loop whose calls are all short keeps two threads).
+    fn take_on(&self, id: u64, keep: bool) -> Option<u64> {
+        let mut st = lock(&self.st);
+        // A call with none beside it keeps the role: the calls queued behind it follow on
+        // this thread. Beside a long one, the next message must not wait for this one.
+        let keep = keep && st.in_progress == 0;
+        st.in_progress += 1;
+        if let Some(slot) = st.conns.get_mut(&id) {
+            slot.in_progress += 1;
+        }
+        // The connection may have more: whoever holds the role next looks.
+        self.enqueue(&mut st, id);
+        let ticket = if keep {
+            let t = st.next_ticket;
+            st.next_ticket += 1;
+            st.alone = Some((Instant::now(), t));
+            // Only a thread waiting without a deadline must be told; the others wake by
+            // themselves when the call has run too long.
+            if st.untimed > 0 {
+                self.turn.notify_one();
+            }
+            Some(t)
+        } else {
+            st.free = true;
+            self.turn.notify_one();
+            None
+        };
+        // Each connection's calls may take up to its bound of threads, and one more receives:
+        // calls stuck in a handler on one connection never leave the others unserved.
+        let most: usize = st.conns.values().map(|s| s.served.most).sum::<usize>() + 1;
+        if st.waiting == 0 && st.threads < most && !st.ended {
+            self.spawn(&mut st);
+        }
+        ticket
+    }
+
+    /// A call of connection `id` was answered: whether this thread still holds the role (it
+    /// kept it, and nobody took it over meanwhile).
+    fn call_done(&self, id: u64, ticket: Option<u64>) -> bool {
+        let mut st = lock(&self.st);
+        st.in_progress -= 1;
+        let now = Instant::now();
+        let held = st.conns.get_mut(&id).is_some_and(|slot| {
+            slot.in_progress -= 1;
+            slot.last_finished = now;
+            std::mem::take(&mut slot.held)
+        });
+        if held {
+            self.enqueue(&mut st, id);
+        }
+        let holding = ticket.is_some() && st.alone.is_some_and(|(_, t)| Some(t) == ticket);
+        if holding {
+            st.alone = None;
+        } else {
+            st.waiting += 1;
+        }
+        holding
+    }
+
+    fn count(&self, served: Answered) {
+        let mut s = lock(&self.shared.stats);
+        match served {
+            Answered::Reply(v, form, sent) => {
+                s.calls.count(v);
+                match form {
+                    ArrivedAs::Inline => {}
+                    ArrivedAs::ReadChunks => s.read_chunk_calls += 1,
+                    ArrivedAs::Long => s.long_calls += 1,
+                }
+                match sent.form {
+                    ReplyForm::Inline => s.inline_replies += 1,
+                    ReplyForm::ReplyChunk => s.reply_chunk_replies += 1,
+                }
+                s.write_chunk_results += sent.reduced_results as u64;
+            }
+            Answered::ErrChunk => s.errors_sent += 1,
+            Answered::GarbageArgs => s.garbage_args_replies += 1,
+            Answered::SystemErr => s.handler_panics += 1,
+        }
+    }
+}

@@ -301,6 +301,32 @@ fn tcp_silent_or_dripping_handshakes_hold_up_no_other_client() {
     dripper.join().unwrap();
 }
 
+/// A peer that sends its connect request, reads the accept and never confirms it: its accept
+/// waits (up to the handshake timeout) on a thread of its own, and holds up neither other
+/// clients' connects nor the connections being served (issue 25: the server's event loop
+/// accepts off the acceptor's thread; done on it, the next client waited the whole 30 s).
+#[test]
+fn tcp_an_accept_never_confirmed_holds_up_no_other_client() {
+    let _g = serial();
+    let limits = ServerLimits::default().handshake_timeout(Duration::from_secs(30));
+    let s = server(&rpcrdma_verbs::Tcp, limits);
+    let served = client(&rpcrdma_verbs::Tcp, &s);
+    call_ok(&served, 1, SMALL);
+    let mut stuck = TcpStream::connect(s.local_addr()).unwrap();
+    stuck.set_read_timeout(Some(WAIT_LIMIT)).unwrap();
+    stuck.write_all(&TCP_REQUEST).unwrap();
+    let mut accept = [0u8; 197];
+    stuck.read_exact(&mut accept).expect("the accept");
+    // Never confirmed. Another client connects and is served, and so is the first, at once.
+    let start = Instant::now();
+    let next = client(&rpcrdma_verbs::Tcp, &s);
+    call_ok(&next, 2, SMALL);
+    call_ok(&served, 3, SMALL);
+    assert!(start.elapsed() < Duration::from_secs(10), "held up {:?} by an unconfirmed accept", start.elapsed());
+    assert_eq!(s.stats().connections, 2);
+    drop(stuck);
+}
+
 /// More handshakes at once than `max_handshakes`: the rest are turned away at once, counted;
 /// when the stuck ones go, a client connects.
 #[test]

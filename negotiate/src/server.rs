@@ -435,10 +435,16 @@ impl Server {
                 // others gets a loop of its own, whose first thread accepts it.
                 let shared_loop = backend.wakes_wakers().then(|| new_loop(true));
                 let mut own: Vec<Arc<Loop<B, U>>> = Vec::new();
+                // Accepts in progress for the shared loop, each on a thread of its own until
+                // its connection joins the loop: an accept may wait on the peer (TCP's
+                // confirmation, up to the handshake timeout), and other handshakes and the
+                // loop must not wait on it.
+                let mut accepting: Vec<JoinHandle<()>> = Vec::new();
                 while !s.load(Ordering::Relaxed) {
                     let req = listener.get_request(ACCEPT_WAIT);
-                    // A finished loop of one connection is gone.
+                    // A finished loop of one connection, or accept, is gone.
                     own.retain(|l| !l.is_finished());
+                    accepting.retain(|a| !a.is_finished());
                     sh.prune(cfg.limits.closed_peers_kept);
                     let Ok(req) = req else { continue };
                     let live = own.len() + shared_loop.as_ref().map_or(0, |l| l.live());
@@ -450,8 +456,16 @@ impl Server {
                     }
                     match &shared_loop {
                         Some(lp) => {
-                            if let Some(served) = accept::accept(&backend, req, &cfg, &sh) {
-                                lp.add(served);
+                            lp.accepting();
+                            let (l, b, cfg, sh) = (lp.clone(), backend.clone(), cfg.clone(), sh.clone());
+                            let spawned = std::thread::Builder::new()
+                                .name("negotiate-accept".into())
+                                .spawn(move || l.accepted(accept::accept(&b, req, &cfg, &sh)));
+                            match spawned {
+                                Ok(a) => accepting.push(a),
+                                // A thread that could not be spawned dropped its request:
+                                // rejected.
+                                Err(_) => lp.accepted(None),
                             }
                         }
                         None => {
@@ -467,6 +481,10 @@ impl Server {
                     lp.close_all();
                 }
                 handler.stopping();
+                // (An accept finishing now finds its loop ended and closes its connection.)
+                for a in accepting {
+                    let _ = a.join();
+                }
                 for lp in &loops {
                     lp.join();
                 }

@@ -63,13 +63,24 @@ fn an_idle_connection_closes_while_another_is_busy<B: Backend + Clone>(b: B) {
     // connections in the order they were accepted.)
     let quiet = Client::new(b.clone(), server.local_addr(), ClientConfig::default());
     quiet.call(&call(1), &ULB).unwrap();
-    let busy = Client::new(b, server.local_addr(), ClientConfig::default());
+    // Four callers back to back: the loop has a message waiting almost always, and must
+    // still look at the idle rule when it is due.
+    let busy = Arc::new(Client::new(b, server.local_addr(), ClientConfig::default()));
     let start = Instant::now();
-    let mut xid = 100;
-    while start.elapsed() < idle * 3 {
-        xid += 1;
-        assert_eq!(busy.call(&call(xid), &ULB).unwrap(), echo(&call(xid)));
-        std::thread::sleep(Duration::from_millis(5));
+    let callers: Vec<_> = (0..4u32)
+        .map(|t| {
+            let busy = busy.clone();
+            std::thread::spawn(move || {
+                let mut xid = (t + 1) << 20;
+                while start.elapsed() < idle * 3 {
+                    xid += 1;
+                    assert_eq!(busy.call(&call(xid), &ULB).unwrap(), echo(&call(xid)));
+                }
+            })
+        })
+        .collect();
+    for c in callers {
+        c.join().unwrap();
     }
     let peers = server.peers();
     assert_eq!(peers.len(), 2);

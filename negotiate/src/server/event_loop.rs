@@ -89,6 +89,8 @@ struct State<B: Backend> {
     conns: HashMap<u64, Slot<B>>,
     ready: VecDeque<u64>,
     next_id: u64,
+    /// Connections being accepted for it ([`Loop::accepting`]): counted as its own.
+    accepting: usize,
     /// Spawned and not yet ended.
     threads: usize,
     /// Waiting for the role (or spawned to): a call arriving finds one of them to take the
@@ -96,8 +98,14 @@ struct State<B: Backend> {
     waiting: usize,
     /// Of those, the ones waiting without a deadline (no call served alone when they began).
     untimed: usize,
-    /// Calls taken and not yet answered, on every connection.
-    in_progress: usize,
+    /// Calls taken and not yet answered whose connection has left the loop (their handlers
+    /// still run): they hold threads as the connections' calls do.
+    orphans: usize,
+    /// The role's holder sleeps on `work`: only then does a connection made ready tell it
+    /// (a notification is a system call).
+    sleeping: bool,
+    /// When the idle rule is next looked at, busy or not.
+    next_idle_check: Instant,
     /// The role is free: the next waiting thread takes it.
     free: bool,
     /// The role's holder is serving a call itself, since when, under which ticket: it kept
@@ -109,6 +117,26 @@ struct State<B: Backend> {
     /// leaves.
     ended: bool,
     handles: Vec<JoinHandle<()>>,
+}
+
+/// A thread of the loop on its way out, even by a panic (a bug: a handler's panic is caught
+/// and answered SYSTEM_ERR): counted out, and the role freed if it held it, so that the other
+/// connections are still served.
+struct Leaving<'a, B: Backend, U: ?Sized> {
+    lp: &'a Loop<B, U>,
+    holding: bool,
+}
+
+impl<B: Backend, U: ?Sized> Drop for Leaving<'_, B, U> {
+    fn drop(&mut self) {
+        let mut st = lock(&self.lp.st);
+        st.threads -= 1;
+        if self.holding {
+            st.free = true;
+            st.alone = None;
+            self.lp.turn.notify_all();
+        }
+    }
 }
 
 /// Wakes a loop for one of its connections: puts it on the ready queue.
@@ -151,10 +179,13 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 conns: HashMap::new(),
                 ready: VecDeque::new(),
                 next_id: 0,
+                accepting: 0,
                 threads: 0,
                 waiting: 0,
                 untimed: 0,
-                in_progress: 0,
+                orphans: 0,
+                sleeping: false,
+                next_idle_check: Instant::now(),
                 free: true,
                 alone: None,
                 next_ticket: 0,
@@ -171,7 +202,29 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// Serves `served` from now on: it is ready at once (its first messages may be there);
     /// the loop's first thread starts with its first connection.
     pub(super) fn add(&self, served: Served<B>) {
+        self.accepted(Some(served));
+    }
+
+    /// A connection is being accepted for the loop, on a thread of its own: it counts as the
+    /// loop's ([`Loop::live`]) until [`Loop::accepted`] says how the accept went.
+    pub(super) fn accepting(&self) {
+        lock(&self.st).accepting += 1;
+    }
+
+    /// An accept [`Loop::accepting`] announced is over: the connection joins the loop, or,
+    /// `None`, the accept failed.
+    pub(super) fn accepted(&self, served: Option<Served<B>>) {
         let mut st = lock(&self.st);
+        st.accepting = st.accepting.saturating_sub(1);
+        let Some(served) = served else { return };
+        if st.ended {
+            // Accepted as the server stopped: closed at once.
+            drop(st);
+            served.back.close();
+            served.conn.close("the server stopped");
+            self.record_end(&served, "the server stopped".to_string());
+            return;
+        }
         let id = st.next_id;
         st.next_id += 1;
         if let Some(me) = self.me.upgrade() {
@@ -185,6 +238,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             held: false,
         };
         st.conns.insert(id, slot);
+        st.next_idle_check =
+            st.next_idle_check.min(crate::limits::deadline(Instant::now(), self.cfg.limits.idle_timeout));
         self.enqueue(&mut st, id);
         if st.threads == 0 {
             self.spawn(&mut st);
@@ -217,9 +272,10 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         }
     }
 
-    /// Connections served now.
+    /// Connections served now, and being accepted for it.
     pub(super) fn live(&self) -> usize {
-        lock(&self.st).conns.len()
+        let st = lock(&self.st);
+        st.conns.len() + st.accepting
     }
 
     /// Whether every thread has left (a loop of one connection, after it ended).
@@ -241,6 +297,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         // (Not with the state locked: a close flushes the Receives, whose completions wake
         // the loop, which locks it.)
         for served in open {
+            served.back.close();
             served.conn.close("the server stopped");
         }
     }
@@ -262,7 +319,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         // (A loop of one connection has no queue: its role's holder waits on the connection
         // itself, or, with its most calls in progress, to be told.)
         if !self.arms {
-            self.work.notify_one();
+            if st.sleeping {
+                self.work.notify_one();
+            }
             return;
         }
         let Some(slot) = st.conns.get_mut(&id) else { return };
@@ -272,7 +331,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         slot.queued = true;
         st.ready.push_back(id);
         self.ready_len.store(st.ready.len(), Ordering::Release);
-        self.work.notify_one();
+        if st.sleeping {
+            self.work.notify_one();
+        }
     }
 
     /// Starts one more thread.
@@ -294,11 +355,13 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         // This thread's call and reply buffers, kept from one call to the next.
         let mut buffers = CallBuffers::default();
         let mut holding = false;
+        let mut leaving = Leaving { lp: self, holding: false };
         loop {
             if !holding && !self.take_role() {
                 break;
             }
             holding = true;
+            leaving.holding = true;
             let Some((id, served)) = self.next_ready() else {
                 let mut st = lock(&self.st);
                 st.ended = true;
@@ -311,7 +374,12 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 self.end(id, &served, "the queue pair went down".to_string());
                 continue;
             }
-            let wait = if self.arms { Duration::ZERO } else { self.until_idle(id) };
+            let wait = if self.arms {
+                Duration::ZERO
+            } else {
+                self.poll_before_wait(|| served.conn.receives_waiting() > 0);
+                self.until_idle(id)
+            };
             let m = match served.pool.receive_within(&served.conn, wait) {
                 Ok(m) => m,
                 Err(DataPathError::Timeout { .. }) if self.arms => {
@@ -343,12 +411,18 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 }
                 other => {
                     drop(core);
+                    // Sending an answer waits for its Send to complete, which a peer that
+                    // does not read holds up: like a call, it hands the role on if it takes
+                    // long.
+                    let ticket = Some(self.begin_alone(&mut lock(&self.st)));
                     let answered = self.answer(&served, other);
                     served.pool.recycle(m.bytes);
                     match answered {
                         Ok(()) => self.requeue(id),
                         Err(why) => self.end(id, &served, why),
                     }
+                    holding = self.end_alone(&mut lock(&self.st), ticket);
+                    leaving.holding = holding;
                     continue;
                 }
             };
@@ -374,8 +448,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             // The message's buffer takes the next message received.
             served.pool.recycle(m.bytes);
             holding = self.call_done(id, ticket);
+            leaving.holding = holding;
         }
-        lock(&self.st).threads -= 1;
+        leaving.holding = false;
     }
 
     /// The role holder's wait for a connection with something to receive: the next on the
@@ -387,40 +462,47 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             if self.stop.load(Ordering::Relaxed) {
                 return None;
             }
-            {
-                let mut st = lock(&self.st);
-                if st.ended {
-                    return None;
-                }
-                if !self.arms {
-                    // Its one connection, unless it has its most calls in progress: then the
-                    // end of one (`call_done`) tells.
-                    let (&id, slot) = st.conns.iter_mut().next()?;
-                    if slot.in_progress < slot.served.most {
-                        return Some((id, slot.served.clone()));
-                    }
-                    slot.held = true;
-                    drop(self.work.wait(st).unwrap_or_else(PoisonError::into_inner));
+            let mut st = lock(&self.st);
+            if st.ended {
+                return None;
+            }
+            // The idle rule, looked at when due even while the loop is busy: a silent
+            // connection must not wait for the others to fall quiet.
+            if self.arms && Instant::now() >= st.next_idle_check {
+                let (wait, idle) = self.idle_scan(&st);
+                st.next_idle_check = Instant::now() + wait;
+                if !idle.is_empty() {
+                    drop(st);
+                    self.close_idle(idle);
                     continue;
                 }
-                if let Some(next) = self.pop_ready(&mut st) {
-                    return Some(next);
+            }
+            if !self.arms {
+                // Its one connection, unless it has its most calls in progress: then the
+                // end of one (`call_done`) tells.
+                let (&id, slot) = st.conns.iter_mut().next()?;
+                if slot.in_progress < slot.served.most {
+                    return Some((id, slot.served.clone()));
                 }
-            }
-            self.poll_before_wait();
-            let st = lock(&self.st);
-            if !st.ready.is_empty() || st.ended {
+                slot.held = true;
+                st.sleeping = true;
+                let mut st = self.work.wait(st).unwrap_or_else(PoisonError::into_inner);
+                st.sleeping = false;
                 continue;
             }
-            let (wait, idle) = self.idle_scan(&st);
-            if !idle.is_empty() {
-                drop(st);
-                self.close_idle(idle);
+            if let Some(next) = self.pop_ready(&mut st) {
+                return Some(next);
+            }
+            drop(st);
+            self.poll_before_wait(|| self.ready_len.load(Ordering::Acquire) > 0);
+            let mut st = lock(&self.st);
+            if !st.ready.is_empty() || st.ended || self.stop.load(Ordering::Relaxed) {
                 continue;
             }
-            if st.ready.is_empty() && !st.ended && !self.stop.load(Ordering::Relaxed) {
-                let _ = self.work.wait_timeout(st, wait).unwrap_or_else(PoisonError::into_inner);
-            }
+            let wait = st.next_idle_check.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+            st.sleeping = true;
+            let mut st = self.work.wait_timeout(st, wait).unwrap_or_else(PoisonError::into_inner).0;
+            st.sleeping = false;
         }
     }
 
@@ -492,10 +574,10 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         st.conns.get(&id).is_some_and(|slot| self.idle_in(slot, Instant::now()).is_none())
     }
 
-    /// Looks at the ready queue (a loop of one connection: its completion queue) for up to
-    /// [`ServerLimits::poll_before_wait`] while it is empty, so that a message arriving
-    /// meanwhile is taken without the thread having slept.
-    fn poll_before_wait(&self) {
+    /// Looks for work (`arrived`: the ready queue, or a loop of one connection's completion
+    /// queue) for up to [`ServerLimits::poll_before_wait`] while there is none, so that a
+    /// message arriving meanwhile is taken without the thread having slept.
+    fn poll_before_wait(&self, arrived: impl Fn() -> bool) {
         let limit = self.cfg.limits.poll_before_wait;
         if limit.is_zero() {
             return;
@@ -504,10 +586,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         // is still looked at.)
         let until = Instant::now().checked_add(limit).unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
         // A look every few hundred nanoseconds, not continuously.
-        while self.ready_len.load(Ordering::Acquire) == 0
-            && Instant::now() < until
-            && !self.stop.load(Ordering::Relaxed)
-        {
+        while !arrived() && Instant::now() < until && !self.stop.load(Ordering::Relaxed) {
             for _ in 0..SPINS_BETWEEN_LOOKS {
                 std::hint::spin_loop();
             }
@@ -605,6 +684,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         let removed = {
             let mut st = lock(&self.st);
             let removed = st.conns.remove(&id);
+            st.orphans += removed.as_ref().map_or(0, |slot| slot.in_progress);
             st.ready.retain(|&r| r != id);
             self.ready_len.store(st.ready.len(), Ordering::Release);
             if !self.arms {
@@ -676,25 +756,18 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// spawns one (so a loop whose calls are all short keeps two threads).
     fn take_on(&self, id: u64, keep: bool) -> Option<u64> {
         let mut st = lock(&self.st);
-        // A call with none beside it keeps the role: the calls queued behind it follow on
-        // this thread. Beside a long one, the next message must not wait for this one.
-        let keep = keep && st.in_progress == 0;
-        st.in_progress += 1;
+        let mut beside = 0;
         if let Some(slot) = st.conns.get_mut(&id) {
+            beside = slot.in_progress;
             slot.in_progress += 1;
         }
         // The connection may have more: whoever holds the role next looks.
         self.enqueue(&mut st, id);
-        let ticket = if keep {
-            let t = st.next_ticket;
-            st.next_ticket += 1;
-            st.alone = Some((Instant::now(), t));
-            // Only a thread waiting without a deadline must be told; the others wake by
-            // themselves when the call has run too long.
-            if st.untimed > 0 {
-                self.turn.notify_one();
-            }
-            Some(t)
+        // A call with none of its connection's beside it keeps the role: the calls queued
+        // behind it follow on this thread. Beside a long one, its connection's next message
+        // must not wait for this one.
+        let ticket = if keep && beside == 0 {
+            Some(self.begin_alone(&mut st))
         } else {
             st.free = true;
             self.turn.notify_one();
@@ -702,27 +775,32 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         };
         // Each connection's calls may take up to its bound of threads, and one more receives:
         // calls stuck in a handler on one connection never leave the others unserved.
-        let most: usize = st.conns.values().map(|s| s.served.most).sum::<usize>() + 1;
+        let most = st.conns.values().map(|s| s.served.most).sum::<usize>() + st.orphans + 1;
         if st.waiting == 0 && st.threads < most && !st.ended {
             self.spawn(&mut st);
         }
         ticket
     }
 
-    /// A call of connection `id` was answered: whether this thread still holds the role (it
-    /// kept it, and nobody took it over meanwhile).
-    fn call_done(&self, id: u64, ticket: Option<u64>) -> bool {
-        let mut st = lock(&self.st);
-        st.in_progress -= 1;
-        let now = Instant::now();
-        let held = st.conns.get_mut(&id).is_some_and(|slot| {
-            slot.in_progress -= 1;
-            slot.last_finished = now;
-            std::mem::take(&mut slot.held)
-        });
-        if held {
-            self.enqueue(&mut st, id);
+    /// The role's holder begins something that may take long (a call, or sending an answer
+    /// that waits for its Send's completion): a waiting thread takes the role over if it runs
+    /// longer than [`ServerLimits::run_inline_for`]. The ticket tells [`Loop::end_alone`]
+    /// whether it did.
+    fn begin_alone(&self, st: &mut State<B>) -> u64 {
+        let t = st.next_ticket;
+        st.next_ticket += 1;
+        st.alone = Some((Instant::now(), t));
+        // Only a thread waiting without a deadline must be told; the others wake by
+        // themselves when the call has run too long.
+        if st.untimed > 0 {
+            self.turn.notify_one();
         }
+        t
+    }
+
+    /// What [`Loop::begin_alone`] began is done: whether this thread still holds the role
+    /// (nobody took it over meanwhile).
+    fn end_alone(&self, st: &mut State<B>, ticket: Option<u64>) -> bool {
         let holding = ticket.is_some() && st.alone.is_some_and(|(_, t)| Some(t) == ticket);
         if holding {
             st.alone = None;
@@ -730,6 +808,29 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             st.waiting += 1;
         }
         holding
+    }
+
+    /// A call of connection `id` was answered: whether this thread still holds the role (it
+    /// kept it, and nobody took it over meanwhile).
+    fn call_done(&self, id: u64, ticket: Option<u64>) -> bool {
+        let mut st = lock(&self.st);
+        let now = Instant::now();
+        let held = match st.conns.get_mut(&id) {
+            Some(slot) => {
+                slot.in_progress -= 1;
+                slot.last_finished = now;
+                std::mem::take(&mut slot.held)
+            }
+            // Its connection ended while it ran.
+            None => {
+                st.orphans -= 1;
+                false
+            }
+        };
+        if held {
+            self.enqueue(&mut st, id);
+        }
+        self.end_alone(&mut st, ticket)
     }
 
     fn count(&self, served: Answered) {

@@ -53,15 +53,17 @@ pub(crate) fn deadline(from: Instant, after: Duration) -> Instant {
 #[non_exhaustive]
 pub struct ServerLimits {
     /// Connections served at once; a connect beyond them is rejected and counted. Each costs
-    /// its serving threads (up to [`ServerLimits::calls_in_progress_per_connection`]; on TCP
-    /// two more and a socket), its Receives and its chunk memory.
+    /// the threads its calls in progress hold in the server's event loop (up to
+    /// [`ServerLimits::calls_in_progress_per_connection`]; on TCP two more and a socket, on
+    /// rdma-core a loop of its own), its Receives and its chunk memory.
     pub max_connections: usize,
     /// Calls one connection has served at once: fetched, in the handler, or being answered.
     /// The server serves up to this many, and never more than the credits it grants
     /// (`responder.credits`: a requester never has more in flight, RFC 8166 section 3.3.1),
-    /// each on a thread of the connection's own, spawned when a call arrives while all of them
-    /// are busy and kept until the connection ends. A requester that sends more than this
-    /// waits: its further calls stay in their Receives until a thread is free. So the threads
+    /// each on a thread of the server's event loop, spawned when a call arrives while all of
+    /// them are busy (one the loop no longer needs leaves after a while). A requester that
+    /// sends more than this waits: its further calls stay in their Receives until a thread is
+    /// free. So the threads
     /// and the memory a connection holds for its calls (each call's Read chunks, up to
     /// [`HeaderLimits::max_message_len`]) are sized by this server's configuration, never by
     /// what a peer sends. 0 counts as 1.
@@ -79,16 +81,17 @@ pub struct ServerLimits {
     /// Closed connections [`Server::peers`](crate::server::Server::peers) still reports, most
     /// recent first kept; open ones are always reported.
     pub closed_peers_kept: usize,
-    /// How long the thread that received a call runs it before another of the connection's
+    /// How long the thread that received a call runs it before another of the event loop's
     /// threads takes over receiving: a call served within this (a short handler) runs to
     /// completion on the thread that received it, with no hand-off between threads, and the
     /// calls queued behind it follow on the same thread; a longer one no longer holds them up
     /// (they are received and served beside it, up to
     /// [`ServerLimits::calls_in_progress_per_connection`]).
     pub run_inline_for: Duration,
-    /// How long the receiving thread keeps looking at an empty completion queue before it
-    /// sleeps until a message arrives, as `ib_send_lat` polls: a call that arrives within it
-    /// costs no wake-up of a sleeping thread. It spends that much CPU each time the queue
+    /// How long the receiving thread keeps looking for a message (the event loop's ready
+    /// queue; a loop of one connection, its completion queue) before it sleeps until one
+    /// arrives, as `ib_send_lat` polls: a call that arrives within it costs no wake-up of a
+    /// sleeping thread. It spends that much CPU each time the queue
     /// runs dry, and costs nothing while calls keep coming. Zero: sleep at once.
     ///
     /// Measured (docs/benchmarks.md, "Issue 25, second session"): 64 async tasks on one

@@ -147,7 +147,8 @@ impl ServerConfig {
 /// message. Any `Fn(&[u8]) -> Vec<u8>` closure is one; [`WriteReply`] wraps one that writes
 /// its reply into the buffer it is given instead, so that a steady small call allocates
 /// nothing. A panic inside it is caught: the call is answered with an RPC SYSTEM_ERR reply and
-/// the connection goes on. It runs on the connection's threads, several calls at once (up to
+/// the connection goes on. It runs on the server's event-loop threads, several calls of a
+/// connection at once (up to
 /// [`ServerLimits::calls_in_progress`]). An [`OnExecutor`] is one that serves each call with
 /// an [`AsyncHandler`]'s future on the caller's executor.
 ///
@@ -319,7 +320,7 @@ pub struct Peer {
 }
 
 /// A running responder. Dropping it stops accepting, closes every connection and waits for
-/// each connection's threads: it returns once the handlers running then have returned (every
+/// the event loops' threads: it returns once the handlers running then have returned (every
 /// other wait is cut by the close, and an [`OnExecutor`]'s wait for its futures by
 /// [`Handler::stopping`]), with no thread of the server left.
 ///

@@ -57,7 +57,7 @@ where
 /// A [`Handler`] that serves each call with an [`AsyncHandler`]'s future, run on the
 /// executor that `spawn` hands it to.
 ///
-/// Each call is still served by one of its connection's threads, as with a blocking
+/// Each call is still served by one of the server's event-loop threads, as with a blocking
 /// [`Handler`]: the thread fetches the call, spawns the handler's future as a [`CallTask`] and
 /// waits for its reply, then sends it. So:
 ///

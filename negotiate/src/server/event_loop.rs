@@ -701,6 +701,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// Records how a connection ended in its [`Peer`]; `why` if its queue pair is not down
     /// yet (a close on TCP takes effect on the backend's own thread).
     fn record_end(&self, served: &Served<B>, why: String) {
+        // What the completion queue still holds is reaped first: the first error among it (a
+        // reply's Send nobody waited for, cut by the retry timeout) is how it ended.
+        served.conn.receives_waiting();
         let ended = served.conn.ended().unwrap_or(Ended::Closed(why));
         log::info!("a connection ended: {ended}");
         lock(&served.peer).ended = Some(ended);

@@ -26,7 +26,9 @@
 //!
 //! A received message is judged once, by the one version dispatch
 //! (`rpcrdma_v2::verdict`), into [`Received`], which carries the validated header view:
-//! nothing downstream reads its words again. `L` is the driver's handle of one transport
+//! a server serves a call with that view, and nothing reads its words again (a client's
+//! reply is judged here on the receiving thread; the caller's thread, which the bytes move
+//! to, derives the view again to reassemble it). `L` is the driver's handle of one transport
 //! connection (an `Arc` of a queue pair for `Client`, a link number for the simulator).
 //!
 //! A forward call and its reply, bytes only: the client's call goes out as the Version Two

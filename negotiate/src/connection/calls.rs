@@ -372,12 +372,6 @@ impl<L: Clone> Connection<L> {
         self.settled.map(|(_, t)| t)
     }
 
-    /// The thresholds a backward-direction reply is bounded by: the forward ones, or the
-    /// defaults before they are settled.
-    pub fn forward_thresholds(&self) -> InlineThresholds {
-        self.requester_thresholds()
-    }
-
     /// What was sent so far.
     pub fn stats(&self) -> ClientStats {
         self.stats

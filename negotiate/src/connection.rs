@@ -73,7 +73,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rpcrdma_v1::header::Header;
+use rpcrdma_v1::header::{Detached, Header};
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::verdict::ErrorReply;
 use rpcrdma_v1::Version;
@@ -193,6 +193,10 @@ pub struct Connection<L> {
     now: Option<Instant>,
     /// The XID the next RDMA_OPTIONAL of ours tries first.
     next_option_xid: u32,
+    /// The header of the reply [`Connection::handle_receive`] judged last, kept as offsets
+    /// until [`Connection::deliver`] hands its bytes on with it: the caller's thread lays it
+    /// over them, with no second parse.
+    judged_reply: Option<Detached>,
     // ---- the responder of forward calls (a server's connection) ----
     serving: Option<serving::Serving>,
 }
@@ -270,6 +274,7 @@ impl<L: Clone> Connection<L> {
             failed_connects: 0,
             now: None,
             next_option_xid: calls::FIRST_OPTION_XID,
+            judged_reply: None,
             serving: None,
         }
     }

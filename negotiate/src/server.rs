@@ -104,11 +104,19 @@ pub struct ServerConfig {
 
 impl Default for ServerConfig {
     /// Versions 1 to 2, 32 credits, private data advertising 4096-byte Sends and Receives with
-    /// the R flag clear, a 5 s completion timeout (see [`ServerConfig::timeout`] for why).
+    /// the R flag set, a 5 s completion timeout (see [`ServerConfig::timeout`] for why).
+    ///
+    /// The R flag is set as the Linux server sets it: toward a requester that sets it too, a
+    /// reply whose call's chunks all use one rkey is a Send with Invalidate (RFC 8797 section
+    /// 4.1), which spares the requester a Local Invalidate and its wait for every such call.
     fn default() -> Self {
         ServerConfig {
             responder: responder::ResponderConfig::default(),
-            private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), ADVERTISED_SIZE, ADVERTISED_SIZE)),
+            private_data: Some(PrivateData::new(
+                cm_private_data::Flags::REMOTE_INVALIDATE,
+                ADVERTISED_SIZE,
+                ADVERTISED_SIZE,
+            )),
             foreign_private_data: None,
             caps: QpCaps::default(),
             timeout: Duration::from_secs(5),

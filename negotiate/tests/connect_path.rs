@@ -271,6 +271,49 @@ fn rfc8797_4_1_the_reply_invalidates_the_calls_rkey_only_when_both_sides_set_the
     }
 }
 
+/// The defaults set the R flag on both sides, as the Linux client and server do (RFC 8797
+/// section 4.1): a call whose one Write chunk has one rkey is answered with a Send with
+/// Invalidate naming that rkey, and the client's call ends without a Local Invalidate.
+#[test]
+fn rfc8797_4_1_by_default_both_sides_set_the_r_flag_and_the_reply_invalidates() {
+    let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: 8192, max_reply: 64 };
+    let (b, sends) = captured();
+    let server = Server::start(b.clone(), b.any_address(), ServerConfig::default(), Arc::new(ulb), |c: &[u8]| {
+        let mut r = [&c[..4], &[0, 0, 0, 1][..], &4096u32.to_be_bytes()[..]].concat();
+        r.resize(12 + 4096, 0x5a);
+        r
+    })
+    .unwrap();
+    let client = Client::new(b.clone(), server.local_addr(), ClientConfig::default());
+    let reply = client.call(&call(1, 16, 0), &ulb).unwrap();
+    assert_eq!((reply.len(), reply[12..].iter().all(|&x| x == 0x5a)), (12 + 4096, true));
+    let calls = sent(&sends, CLIENT, 1);
+    let c = &calls[0].0;
+    assert_eq!((word(c, 4), word(c, 5), word(c, 6)), (0, 1, 1), "one Write chunk of one segment");
+    assert_eq!(sent(&sends, SERVER, 1)[0].1, Some(word(c, 7)), "the reply invalidates the Write chunk's rkey");
+}
+
+/// Issue 25, data in place: a client keeps one protection domain across its connections. The
+/// server goes away and another listens at the same address; the client's next calls reconnect,
+/// in the protection domain its first connection was made in.
+#[test]
+fn a_client_keeps_its_protection_domain_across_reconnects() {
+    let addr = "inproc:connect-path-one-pd";
+    let plain = |c: &[u8]| reply_to(c);
+    let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 16 * 1024 };
+    let first = Server::start(InProcess, addr, ServerConfig::default(), Arc::new(ulb), plain).unwrap();
+    let (b, _) = captured();
+    let client = Client::new(b.clone(), addr, ClientConfig::default());
+    call_ok(&client, &call(1, 16, 32), &SMALL_REPLIES);
+    drop(first);
+    let _second = Server::start(InProcess, addr, ServerConfig::default(), Arc::new(ulb), plain).unwrap();
+    // The call across the drop may fail with the lost connection; the next one reconnects.
+    let _ = client.call(&call(2, 16, 32), &SMALL_REPLIES);
+    call_ok(&client, &call(3, 16, 32), &SMALL_REPLIES);
+    assert_eq!(client.ended().len(), 1, "one connection ended, a second made: {:?}", client.ended());
+    assert_eq!(b.protection_domains(), 1, "one protection domain for both connections");
+}
+
 // ---- Version Two draft sections 2.3 and 5 ----
 
 /// Draft section 2.3: with no private data on either side a Version Two connection's

@@ -26,6 +26,9 @@ use crate::xdr::*;
 
 use crate::Version;
 
+mod detached;
+pub use detached::Detached;
+
 /// The only version this crate's own rules speak (RFC 8166 section 4.2.2).
 pub const RPCRDMA_VERSION: Version = Version::ONE;
 

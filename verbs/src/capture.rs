@@ -87,6 +87,8 @@ pub type Sink = Arc<dyn Fn(&CapturedMessage<'_>) + Send + Sync>;
 struct Tap {
     sink: Sink,
     next_endpoint: AtomicU64,
+    /// Protection domains allocated through the backend and its clones.
+    pds: AtomicU64,
 }
 
 impl Tap {
@@ -134,7 +136,22 @@ impl<B> Captured<B> {
     /// # let _ = b;
     /// ```
     pub fn new(inner: B, sink: Sink) -> Self {
-        Captured { inner, tap: Arc::new(Tap { sink, next_endpoint: AtomicU64::new(1) }) }
+        Captured { inner, tap: Arc::new(Tap { sink, next_endpoint: AtomicU64::new(1), pds: AtomicU64::new(0) }) }
+    }
+
+    /// How many protection domains were allocated through this backend and its clones: a
+    /// user that keeps one across its connections allocates one.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use rpcrdma_verbs::capture::Captured;
+    /// use rpcrdma_verbs::{Backend, InProcess};
+    /// let b = Captured::new(InProcess, Arc::new(|_| {}));
+    /// let _pd = b.clone().alloc_pd().unwrap();
+    /// assert_eq!(b.protection_domains(), 1);
+    /// ```
+    pub fn protection_domains(&self) -> u64 {
+        self.tap.pds.load(Ordering::Relaxed)
     }
 
     /// The wrapped backend.
@@ -175,7 +192,9 @@ impl<B: Backend> Backend for Captured<B> {
     }
 
     fn alloc_pd(&self) -> Result<B::Pd> {
-        self.inner.alloc_pd()
+        let pd = self.inner.alloc_pd()?;
+        self.tap.pds.fetch_add(1, Ordering::Relaxed);
+        Ok(pd)
     }
 
     fn wakes_wakers(&self) -> bool {

@@ -437,6 +437,8 @@ pub trait Backend: Send + Sync + 'static {
 
 /// A protection domain (`struct ibv_pd`): memory registered in it is usable only by queue
 /// pairs created in it, and its rkeys are looked up only by those queue pairs' peers.
+/// Handles are cheap clones of one protection domain, so that one can outlive the connections
+/// made in it: a client keeps its domain across reconnects.
 ///
 /// ```
 /// use rpcrdma_verbs::{Access, Backend, Error, InProcess, MemoryRegion, ProtectionDomain};
@@ -447,7 +449,7 @@ pub trait Backend: Send + Sync + 'static {
 /// assert_ne!(a.rkey(), b.rkey()); // every registration gets its own keys
 /// assert!(matches!(pd.register(vec![], Access::REMOTE_WRITE), Err(Error::InvalidAccess(_))));
 /// ```
-pub trait ProtectionDomain: Send + Sync {
+pub trait ProtectionDomain: Send + Sync + Clone {
     /// The region type registration returns.
     type Region: MemoryRegion;
 

@@ -63,11 +63,17 @@ pub struct ClientConfig {
 
 impl Default for ClientConfig {
     /// Versions 1 to 2 and private data advertising 4096-byte Sends and Receives with the R flag
-    /// clear.
+    /// set, as the Linux client sets it: a responder that sets it too invalidates a call's one
+    /// rkey with its reply's Send (RFC 8797 section 4.1), so the call ends without a Local
+    /// Invalidate of its own to wait for.
     fn default() -> Self {
         ClientConfig {
             requester: requester::RequesterConfig::default(),
-            private_data: Some(PrivateData::new(cm_private_data::Flags::empty(), ADVERTISED_SIZE, ADVERTISED_SIZE)),
+            private_data: Some(PrivateData::new(
+                cm_private_data::Flags::REMOTE_INVALIDATE,
+                ADVERTISED_SIZE,
+                ADVERTISED_SIZE,
+            )),
             foreign_private_data: None,
             caps: QpCaps::default(),
             connect_timeout: Duration::from_secs(5),

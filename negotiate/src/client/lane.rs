@@ -4,7 +4,7 @@
 //! ([`ClientConfig::connections`]) has one lane for each.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
 use std::task::{Context, Waker};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -24,7 +24,6 @@ use crate::datapath::{
     ReceivePool, Transport,
 };
 use crate::extension::{option_message, OptionReply};
-use crate::reply::reply_header;
 use crate::reply::PeerError;
 use crate::requester::{CallFailure, Transmit};
 use crate::thresholds;
@@ -167,6 +166,11 @@ impl<B: Backend> State<B> {
     #[must_use]
     fn stop_receiving(&mut self, leaving: Option<u32>) -> bool {
         self.receiver = Receiver::Nobody;
+        // Several callers wait: the dispatcher receives for them all, so that each is woken
+        // once, by its reply, instead of once more to take the role.
+        if self.dispatcher_wanted() {
+            return true;
+        }
         // None waiting, no search.
         let next = self
             .threads_wait()
@@ -219,6 +223,15 @@ impl<B: Backend> State<B> {
         self.waiters.len() > self.tasks
     }
 
+    /// Whether the dispatcher should take the receiving role now: nobody has it and more
+    /// than one blocking caller waits. A lone caller receives its own reply (no hand-off);
+    /// with several, a caller that received would have to wake another to take the role on
+    /// (a second wake-up for that caller's call), so the dispatcher receives and wakes each
+    /// caller once, with its reply.
+    fn dispatcher_wanted(&self) -> bool {
+        self.receiver == Receiver::Nobody && self.waiters.len() > self.tasks + 1
+    }
+
     /// A blocking caller or the dispatcher takes the receiving role, for every call: whether
     /// a task is armed is unknown once it leaves, so it then wakes one (`stop_receiving`).
     fn receive_for_all(&mut self, who: Receiver) {
@@ -235,6 +248,9 @@ pub(super) struct Shared<B: Backend> {
     st: Mutex<State<B>>,
     /// The dispatcher's: the core may have an action for it.
     cv: Condvar,
+    /// The protection domain of every connection this lane makes, from the first on: it
+    /// outlives reconnects.
+    pd: OnceLock<B::Pd>,
 }
 
 /// One lane: its shared state and its dispatcher thread, stopped and joined on drop.
@@ -303,6 +319,7 @@ impl<B: Backend + Clone> Lane<B> {
                 armed_task: None,
             }),
             cv: Condvar::new(),
+            pd: OnceLock::new(),
         });
         if eager {
             // The core's first action asks for the connection: made here, not by the
@@ -417,6 +434,12 @@ impl<B: Backend> Shared<B> {
             }
             // Receive ourselves if nobody does: most often what arrives is our reply.
             match (st.receiver, st.core.link().cloned()) {
+                (Receiver::Nobody, Some(_)) if st.dispatcher_wanted() => {
+                    drop(st);
+                    self.cv.notify_one();
+                    std::thread::park();
+                    st = lock(&self.st);
+                }
                 (Receiver::Nobody, Some(link)) => {
                     st.receive_for_all(Receiver::Caller);
                     st = self.receive_once(st, &link);
@@ -513,10 +536,12 @@ impl<B: Backend> Shared<B> {
                     }
                 }
             }
-            CallStep::Reply { message: bytes, invalidated } => {
+            CallStep::Reply { message: bytes, header, invalidated } => {
                 debug_assert!(prepared.is_none(), "a reply answers a call posted");
                 let (p, link) = pending.take().expect("a reply answers a transmitted call");
-                let header = reply_header(&bytes, &self.cfg.requester.limits).expect("judged by the core");
+                // The header the core judged on the receiving thread, laid over the bytes
+                // again: nothing parses the reply twice.
+                let header = header.and_then(|h| h.attach(&bytes)).expect("a call's reply is judged by the core");
                 let done = match (message, reply) {
                     (Message::Borrowed(call), Sink::InPlace(out)) => {
                         let parts = p.complete_in_place(&link.conn, call, &bytes, &header, invalidated, ulb);
@@ -820,7 +845,7 @@ impl<B: Backend> Shared<B> {
             };
             let mut st = lock(&self.st);
             let idle = !st.core.has_calls() && st.last_active.elapsed() >= LINGER;
-            if !st.tasks_unserved() && (!idle || st.receiver != Receiver::Nobody) {
+            if !st.tasks_unserved() && !st.dispatcher_wanted() && (!idle || st.receiver != Receiver::Nobody) {
                 // Callers receive (or will, when the next call starts); the clock is still
                 // ours to read, at the core's next deadline. Calls nobody receives for get
                 // GRACE; without calls, the receiving role is the dispatcher's after LINGER.
@@ -842,7 +867,7 @@ impl<B: Backend> Shared<B> {
                 let tasks_armed = st.arms && st.tasks > 0 && !st.threads_wait();
                 let unserved =
                     waited.timed_out() && st.receiver == Receiver::Nobody && st.core.has_calls() && !tasks_armed;
-                if !unserved && !st.tasks_unserved() {
+                if !unserved && !st.tasks_unserved() && !st.dispatcher_wanted() {
                     continue;
                 }
             }
@@ -972,7 +997,15 @@ impl<B: Backend> Shared<B> {
         let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
         log::info!("connecting to {} (attempt {})", self.addr, lock(&self.st).core.connect_attempt());
         let attempt = (|| -> Result<(Link<B>, Vec<u8>), DataPathError> {
-            let pd = self.backend.alloc_pd()?;
+            // One protection domain for every connection of this lane, made with the first:
+            // what is registered in it can outlive a reconnect.
+            let pd = match self.pd.get() {
+                Some(pd) => pd.clone(),
+                None => {
+                    let pd = self.backend.alloc_pd()?;
+                    self.pd.get_or_init(|| pd).clone()
+                }
+            };
             let (qp, accepted) = self.backend.connect(&pd, &self.addr, &pdata, cfg.caps, cfg.connect_timeout)?;
             let conn = Transport::new(pd, qp, cfg.requester.timeout);
             // Our Receives hold what a responder may send us.

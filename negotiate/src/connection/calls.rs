@@ -3,6 +3,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cm_private_data::PrivateData;
+use rpcrdma_v1::header::Detached;
 use rpcrdma_v1::marshal_call::{CallForm, InlineThresholds};
 use rpcrdma_v1::Version;
 
@@ -56,6 +57,10 @@ pub enum CallStep<L> {
     Reply {
         /// The received message.
         message: Vec<u8>,
+        /// Its transport header as the core judged it, to lay over `message`
+        /// ([`Detached::attach`]) instead of parsing it again; `None` for the answer to an
+        /// RDMA_OPTIONAL of ours, which has no such header.
+        header: Option<Detached>,
         /// The R_key the responder invalidated with Send With Invalidate, if it did.
         invalidated: Option<u32>,
     },
@@ -251,7 +256,14 @@ impl<L: Clone> Connection<L> {
         let received = match self.requester().on_receive(bytes, now) {
             // Routed when its bytes are delivered: its caller's step comes first, then what
             // its credit let go.
-            Incoming::Reply { xid, .. } | Incoming::OptionAnswer { xid } => return Received::Reply { xid },
+            Incoming::Reply { xid, header } => {
+                self.judged_reply = Some(header.detach());
+                return Received::Reply { xid };
+            }
+            Incoming::OptionAnswer { xid } => {
+                self.judged_reply = None;
+                return Received::Reply { xid };
+            }
             // A backward call is answered inline, in its version, within the server's
             // Receives; its reply grants nothing (the client has no backward credits to give).
             Incoming::BackwardCall(header) => {
@@ -280,7 +292,8 @@ impl<L: Clone> Connection<L> {
     /// ([`Received::Reply`]) to its caller, with the R_key the responder invalidated with
     /// Send With Invalidate, if it did: its step is then [`CallStep::Reply`].
     pub fn deliver(&mut self, xid: u32, message: Vec<u8>, invalidated: Option<u32>) {
-        self.put(xid, CallStep::Reply { message, invalidated });
+        let header = self.judged_reply.take().filter(|h| h.xid() == xid);
+        self.put(xid, CallStep::Reply { message, header, invalidated });
         self.route();
     }
 

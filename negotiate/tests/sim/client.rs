@@ -18,6 +18,7 @@ use negotiate::datapath::{send_call, CallParams, DataPathError, Ended, PendingCa
 use negotiate::reply::{DropReason, PeerError};
 use negotiate::requester::{self, CallFailure};
 use negotiate::thresholds;
+use rpcrdma_v1::header::Detached;
 use rpcrdma_v1::ulb::{roundup_pad, OpaqueAtUlb};
 use rpcrdma_verbs::{Access, MemoryRegion, ProtectionDomain, QueuePair, SendFlags};
 
@@ -335,8 +336,8 @@ impl SimClient {
     fn take(&mut self, sim: &mut Sim, xid: u32, step: CallStep<u32>) {
         match step {
             CallStep::Transmit { transmit, link } => self.transmit(sim, transmit, link),
-            CallStep::Reply { message, invalidated } => {
-                self.complete(sim, xid, &message, invalidated);
+            CallStep::Reply { message, header, invalidated } => {
+                self.complete(sim, xid, &message, header, invalidated);
                 self.core.finish_call(xid);
             }
             CallStep::Failed(error) => {
@@ -522,7 +523,14 @@ impl SimClient {
 
     /// The reply to `xid` arrived: the data path invalidates its windows and reassembles it
     /// from the message and what the responder wrote into its chunks, as the caller does.
-    fn complete(&mut self, sim: &mut Sim, xid: u32, message: &[u8], invalidated: Option<u32>) {
+    fn complete(
+        &mut self,
+        sim: &mut Sim,
+        xid: u32,
+        message: &[u8],
+        header: Option<Detached>,
+        invalidated: Option<u32>,
+    ) {
         let Some(attempt) = self.attempts.remove(&xid) else {
             self.wrong = Some(format!("a reply matched call {xid:#x}, which has no transmission"));
             return;
@@ -530,11 +538,17 @@ impl SimClient {
         for rkey in &attempt.extra {
             sim.net.invalidate(*rkey);
         }
-        let limits = self.cfg.requester.limits;
-        let Some(header) = negotiate::reply::reply_header(message, &limits) else {
-            self.wrong = Some(format!("the reply to call {xid:#x} does not parse though the core took it"));
+        // The header the core judged, laid over the bytes as the caller's thread does; it must
+        // be the view a parse of them gives.
+        let Some(header) = header.and_then(|h| h.attach(message)) else {
+            self.wrong = Some(format!("the reply to call {xid:#x} came without the header the core judged"));
             return;
         };
+        let limits = self.cfg.requester.limits;
+        if negotiate::reply::reply_header(message, &limits) != Some(header) {
+            self.wrong = Some(format!("the header the core judged for call {xid:#x} is not the reply's own"));
+            return;
+        }
         if self.records.get(&xid).is_some_and(|r| r.unusable == Some(Unusable::NoMessage)) && self.wrong.is_none() {
             self.wrong = Some(format!("call {xid:#x} went out with no call message and got a reply, not ERR_CHUNK"));
         }

@@ -110,6 +110,7 @@ impl ConnectRequest for NoRequest {
 }
 
 /// A protection domain.
+#[derive(Clone)]
 pub struct SimPd;
 
 static NEXT_KEY: AtomicU32 = AtomicU32::new(1);

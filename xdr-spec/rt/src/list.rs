@@ -30,6 +30,22 @@ impl<'a, T: Xdr<'a>> List<'a, T> {
         List { repr: SeqRepr::Slice(items), _t: PhantomData }
     }
 
+    /// A list decoded earlier, laid over its bytes again without decoding them: `bytes` is
+    /// what [`List::wire_bytes`] gave and `len` what [`List::len`] gave. For a validated view
+    /// kept as offsets and rebuilt over the same bytes later, on another thread. Other bytes
+    /// are not checked here: iterating them ends at the first entry that does not decode.
+    ///
+    /// ```
+    /// use xdr_spec_rt::{List, Reader, Xdr};
+    /// let bytes = List::from_slice(&[7u32, 8]).to_vec().unwrap();
+    /// let list: List<u32> = Reader::new(&bytes).list("entries").unwrap();
+    /// let (wire, len) = (list.wire_bytes().unwrap(), list.len() as u32);
+    /// assert_eq!(List::<u32>::from_wire_bytes(wire, len), list);
+    /// ```
+    pub const fn from_wire_bytes(bytes: &'a [u8], len: u32) -> Self {
+        List { repr: SeqRepr::Wire { bytes, len }, _t: PhantomData }
+    }
+
     /// The number of entries.
     pub fn len(&self) -> usize {
         self.repr.len()

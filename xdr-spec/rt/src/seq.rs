@@ -76,6 +76,22 @@ impl<'a, T: Xdr<'a>> Seq<'a, T> {
         Seq { repr: SeqRepr::Slice(items), _t: PhantomData }
     }
 
+    /// A sequence decoded earlier, laid over its bytes again without decoding them: `bytes`
+    /// is what [`Seq::wire_bytes`] gave and `len` what [`Seq::len`] gave. For a validated
+    /// view kept as offsets and rebuilt over the same bytes later, on another thread. Other
+    /// bytes are not checked here: iterating them ends at the first element that does not
+    /// decode.
+    ///
+    /// ```
+    /// use xdr_spec_rt::Seq;
+    /// let bytes = [0u8, 0, 0, 10, 0, 0, 0, 20];
+    /// let seq = Seq::<u32>::from_wire_bytes(&bytes, 2);
+    /// assert_eq!((seq.get(1), seq.wire_bytes()), (Some(20), Some(&bytes[..])));
+    /// ```
+    pub const fn from_wire_bytes(bytes: &'a [u8], len: u32) -> Self {
+        Seq { repr: SeqRepr::Wire { bytes, len }, _t: PhantomData }
+    }
+
     /// The number of elements.
     pub fn len(&self) -> usize {
         self.repr.len()

@@ -243,6 +243,7 @@ impl<B: Backend> Transport<B> {
             set_aside: Mutex::new(Reaped {
                 completions: VecDeque::with_capacity(2 * REAP_BATCH),
                 waiting: Vec::with_capacity(16),
+                unpark: Vec::with_capacity(16),
                 ..Reaped::default()
             }),
             sends,

@@ -44,7 +44,7 @@ impl<B: Backend, U: UpperLayerBinding + ?Sized> Future for AsyncCall<'_, B, U> {
             None => {
                 let started = xid_of(this.message).and_then(|xid| {
                     let lane = this.client.lane(xid);
-                    lane.begin(xid, Waiter::Task(cx.waker().clone())).map(|()| (xid, lane))
+                    lane.begin(xid, Waiter::Task(cx.waker().clone())).map(|_| (xid, lane))
                 });
                 match started {
                     Ok((xid, lane)) => {
@@ -61,9 +61,11 @@ impl<B: Backend, U: UpperLayerBinding + ?Sized> Future for AsyncCall<'_, B, U> {
         loop {
             let Some(step) = lane.poll_step(xid, cx) else { return Poll::Pending };
             let mut reply = Vec::new();
+            // Only blocking calls are marshaled ahead or posted by another thread.
             if let Some(result) = lane.take(
                 xid,
                 step,
+                (None, None),
                 &mut Message::Borrowed(this.message),
                 this.ulb,
                 &mut this.pending,

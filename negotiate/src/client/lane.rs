@@ -4,7 +4,7 @@
 //! ([`ClientConfig::connections`]) has one lane for each.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::task::{Context, Waker};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -31,6 +31,10 @@ use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERT
 
 /// A transmission sent, with the memory its reply releases and the connection it went on.
 pub(super) type Sent<B> = (PendingCall<B>, Arc<Link<B>>);
+
+/// What another thread did for a blocking call while its caller slept, taken with its step:
+/// posted it ([`State::posted`]) or marshaled it ahead ([`State::prepared`]).
+pub(super) type Handed<B> = (Option<Sent<B>>, Option<(PreparedCall<B>, Arc<Link<B>>)>);
 
 struct State<B: Backend> {
     core: connection::Connection<Arc<Link<B>>>,
@@ -69,6 +73,8 @@ struct State<B: Backend> {
     /// Whether the backend's connections wake a task when a message arrives
     /// ([`Connection::arm_receive`]); learned when a connection is made.
     arms: bool,
+    /// Threads woken, to unpark once the lock is released ([`Locked`]).
+    unpark: Vec<Thread>,
     /// The async call whose task the connection was last armed to wake; `None` once a
     /// receiver other than a task took the role or that call ended: then whoever leaves the
     /// role, or ends the call, wakes a task to look and arm ([`State::stop_receiving`]).
@@ -77,7 +83,10 @@ struct State<B: Backend> {
 
 /// How long the connection must be without calls before the dispatcher takes over receiving
 /// (a caller that finds the dispatcher receiving waits for it to hand the reply over).
+mod locked;
 mod options;
+
+use locked::Locked;
 
 const LINGER: Duration = Duration::from_millis(20);
 
@@ -98,9 +107,11 @@ pub(super) enum Waiter {
 }
 
 impl Waiter {
-    fn wake(&self) {
+    /// Wakes a task now; a thread is put on `unpark`, woken once the state's lock is released
+    /// ([`Locked`]).
+    fn wake(&self, unpark: &mut Vec<Thread>) {
         match self {
-            Waiter::Thread(t) => t.unpark(),
+            Waiter::Thread(t) => unpark.push(t.clone()),
             Waiter::Task(w) => w.wake_by_ref(),
         }
     }
@@ -122,7 +133,7 @@ impl<B: Backend> State<B> {
                 continue;
             }
             if let Some(caller) = self.waiters.get(&xid) {
-                caller.wake();
+                caller.wake(&mut self.unpark);
             }
         }
     }
@@ -182,7 +193,7 @@ impl<B: Backend> State<B> {
             .flatten();
         match next {
             Some((_, caller)) => {
-                caller.wake();
+                caller.wake(&mut self.unpark);
                 false
             }
             // Async calls wait: on a backend that wakes tasks, one of them receives next (it
@@ -192,7 +203,7 @@ impl<B: Backend> State<B> {
             None if self.arms => {
                 let task = self.waiters.iter().find(|(&x, w)| matches!(w, Waiter::Task(_)) && !self.core.has_ready(x));
                 if let Some((_, task)) = task {
-                    task.wake();
+                    task.wake(&mut self.unpark);
                 }
                 false
             }
@@ -259,10 +270,6 @@ pub(super) struct Lane<B: Backend> {
     dispatcher: Option<JoinHandle<()>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// How long calls in progress may go without anybody receiving for them before the
 /// dispatcher does (a caller between two steps would otherwise take the role itself); not
 /// while every waiting call is an async one armed on its connection.
@@ -317,6 +324,7 @@ impl<B: Backend + Clone> Lane<B> {
                 last_active: Instant::now(),
                 arms: false,
                 armed_task: None,
+                unpark: Vec::new(),
             }),
             cv: Condvar::new(),
             pd: OnceLock::new(),
@@ -324,10 +332,10 @@ impl<B: Backend + Clone> Lane<B> {
         if eager {
             // The core's first action asks for the connection: made here, not by the
             // dispatcher.
-            let first = lock(&shared.st).core.poll_event();
+            let first = shared.lock().core.poll_event();
             debug_assert!(matches!(first, Some(Event::Connect { .. })));
             if let Err(e) = shared.connect() {
-                return Err(lock(&shared.st).core.connect_failure(&e, 1));
+                return Err(shared.lock().core.connect_failure(&e, 1));
             }
         }
         let s = shared.clone();
@@ -386,14 +394,14 @@ impl<B: Backend> Shared<B> {
         ulb: &U,
         mut reply: Sink<'_, B>,
     ) -> Result<(), ClientError> {
-        self.begin(xid, Waiter::Thread(std::thread::current()))?;
-        if let Message::Borrowed(bytes) = message {
+        let ready = self.begin(xid, Waiter::Thread(std::thread::current()))?;
+        if let (Message::Borrowed(bytes), false) = (&message, ready) {
             self.prepare_if_waiting(xid, bytes, ulb);
         }
         let mut pending = None;
         let result = loop {
-            let step = self.wait_step(xid);
-            if let Some(result) = self.take(xid, step, &mut message, ulb, &mut pending, &mut reply) {
+            let (step, handed) = self.wait_step(xid);
+            if let Some(result) = self.take(xid, step, handed, &mut message, ulb, &mut pending, &mut reply) {
                 break result;
             }
         };
@@ -408,7 +416,7 @@ impl<B: Backend> Shared<B> {
     /// with the parameters it will most likely go out with ([`State::prepared`]).
     fn prepare_if_waiting<U: UpperLayerBinding + ?Sized>(&self, xid: u32, bytes: &[u8], ulb: &U) {
         let (link, params) = {
-            let st = lock(&self.st);
+            let st = self.lock();
             if st.core.has_ready(xid) {
                 return; // it goes out at once
             }
@@ -418,19 +426,21 @@ impl<B: Backend> Shared<B> {
             (link.clone(), CallParams { version, credits, thresholds })
         };
         let Ok(prepared) = prepare_call(&link.conn, bytes, ulb, &params) else { return };
-        let mut st = lock(&self.st);
+        let mut st = self.lock();
         st.prepared.insert(xid, (prepared, link));
         // Its transmission may have become ready meanwhile, its caller woken already: then
         // the caller finds it prepared; otherwise it is posted when it becomes ready.
     }
 
     /// Waits for the next step of `xid`, a blocking caller's call or RDMA_OPTIONAL,
-    /// receiving on the connection meanwhile if nobody else does.
-    fn wait_step(&self, xid: u32) -> CallStep<Arc<Link<B>>> {
-        let mut st = lock(&self.st);
+    /// receiving on the connection meanwhile if nobody else does; with it, what another
+    /// thread did for the call, taken under the same lock.
+    fn wait_step(&self, xid: u32) -> (CallStep<Arc<Link<B>>>, Handed<B>) {
+        let mut st = self.lock();
         loop {
             if let Some(step) = st.core.take_step(xid) {
-                return step;
+                let handed = (st.posted.remove(&xid), st.prepared.remove(&xid));
+                return (step, handed);
             }
             // Receive ourselves if nobody does: most often what arrives is our reply.
             match (st.receiver, st.core.link().cloned()) {
@@ -438,7 +448,7 @@ impl<B: Backend> Shared<B> {
                     drop(st);
                     self.cv.notify_one();
                     std::thread::park();
-                    st = lock(&self.st);
+                    st = self.lock();
                 }
                 (Receiver::Nobody, Some(link)) => {
                     st.receive_for_all(Receiver::Caller);
@@ -456,15 +466,16 @@ impl<B: Backend> Shared<B> {
                 _ => {
                     drop(st);
                     std::thread::park();
-                    st = lock(&self.st);
+                    st = self.lock();
                 }
             }
         }
     }
 
-    /// Starts call `xid`, whose caller `waiter` waits for its steps.
-    pub(super) fn begin(&self, xid: u32, waiter: Waiter) -> Result<(), ClientError> {
-        let mut st = lock(&self.st);
+    /// Starts call `xid`, whose caller `waiter` waits for its steps; true when its first
+    /// step is ready already (a credit was free).
+    pub(super) fn begin(&self, xid: u32, waiter: Waiter) -> Result<bool, ClientError> {
+        let mut st = self.lock();
         let now = Instant::now();
         st.core.start_call(xid, now)?;
         st.last_active = now;
@@ -476,26 +487,26 @@ impl<B: Backend> Shared<B> {
         if st.core.has_event() || st.tasks_unserved() {
             self.cv.notify_one();
         }
-        Ok(())
+        Ok(st.core.has_ready(xid))
     }
 
     /// Takes one step of call `xid`: sends a transmission (the previous one's memory given
-    /// up), completes the reply, or fails. `Some` once the call is over.
+    /// up), completes the reply, or fails. `Some` once the call is over. `handed` is what
+    /// another thread did for the call (an async call's is always nothing): posted it (its
+    /// reply or failure is this step), or not yet (prepared, and this step is its
+    /// transmission, or its failure).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn take<U: UpperLayerBinding + ?Sized>(
         &self,
         xid: u32,
         step: CallStep<Arc<Link<B>>>,
+        handed: Handed<B>,
         message: &mut Message<'_>,
         ulb: &U,
         pending: &mut Option<Sent<B>>,
         reply: &mut Sink<'_, B>,
     ) -> Option<Result<(), ClientError>> {
-        // What another thread did for this call: posted it (its reply or failure is this
-        // step), or not yet (prepared, and this step is its transmission, or its failure).
-        let (posted, prepared) = {
-            let mut st = lock(&self.st);
-            (st.posted.remove(&xid), st.prepared.remove(&xid))
-        };
+        let (posted, prepared) = handed;
         if let Some(sent) = posted {
             debug_assert!(pending.is_none(), "a call posted by another thread was not sent by its caller");
             *pending = Some(sent);
@@ -521,7 +532,7 @@ impl<B: Backend> Shared<B> {
                 };
                 match sent {
                     Ok(p) => {
-                        lock(&self.st).core.handle_sent(p.form());
+                        self.lock().core.handle_sent(p.form());
                         *pending = Some((p, link));
                         None
                     }
@@ -529,7 +540,7 @@ impl<B: Backend> Shared<B> {
                     // the call here (RFC 8166 section 4.5.4).
                     Err(_) if link.conn.qp().state() == QpState::Error => None,
                     Err(e) => {
-                        let mut st = lock(&self.st);
+                        let mut st = self.lock();
                         st.core.cancel(xid, Instant::now());
                         st.wake();
                         Some(Err(e.into()))
@@ -587,7 +598,7 @@ impl<B: Backend> Shared<B> {
     /// transmission it sent, if any: that keeps its credit and its memory until its reply or
     /// its connection's loss).
     pub(super) fn end(&self, xid: u32, abandoned: Option<Option<Sent<B>>>) {
-        let mut st = lock(&self.st);
+        let mut st = self.lock();
         if let Some(Waiter::Task(_)) = st.waiters.remove(&xid) {
             st.tasks -= 1;
         }
@@ -647,7 +658,7 @@ impl<B: Backend> Shared<B> {
     /// the completion and the task. On a backend that cannot wake a waker the dispatcher
     /// receives for the tasks instead.
     pub(super) fn poll_step(&self, xid: u32, cx: &Context<'_>) -> Option<CallStep<Arc<Link<B>>>> {
-        let mut st = lock(&self.st);
+        let mut st = self.lock();
         let mut looks = 0;
         loop {
             let mut down = false;
@@ -693,11 +704,7 @@ impl<B: Backend> Shared<B> {
     /// Takes, as the receiver for the moment, up to [`TASK_DRAIN_MOST`] messages that are on
     /// `link` now, without waiting, and hands the role back; true if the connection is down
     /// (its flushes are still being taken: nothing more will be queued to wake a waker).
-    fn receive_for_tasks<'a>(
-        &'a self,
-        mut st: MutexGuard<'a, State<B>>,
-        link: &Arc<Link<B>>,
-    ) -> (MutexGuard<'a, State<B>>, bool) {
+    fn receive_for_tasks<'a>(&'a self, mut st: Locked<'a, B>, link: &Arc<Link<B>>) -> (Locked<'a, B>, bool) {
         st.receiver = Receiver::Caller;
         let mut down = false;
         for _ in 0..TASK_DRAIN_MOST {
@@ -747,32 +754,32 @@ impl<B: Backend> Shared<B> {
 
     /// The version the current connection settled on, if it has.
     pub(super) fn version(&self) -> Option<Version> {
-        lock(&self.st).core.version()
+        self.lock().core.version()
     }
 
     /// The current connection's inline thresholds, once its version is settled.
     pub(super) fn thresholds(&self) -> Option<InlineThresholds> {
-        lock(&self.st).core.thresholds()
+        self.lock().core.thresholds()
     }
 
     /// What this client has sent so far.
     pub(super) fn stats(&self) -> ClientStats {
-        lock(&self.st).core.stats()
+        self.lock().core.stats()
     }
 
     /// How this lane's connections ended, oldest first.
     pub(super) fn ended(&self) -> Vec<Ended> {
-        lock(&self.st).core.ended().cloned().collect()
+        self.lock().core.ended().cloned().collect()
     }
 
     /// The credit window of the current connection.
     pub(super) fn window(&self) -> u32 {
-        lock(&self.st).core.window()
+        self.lock().core.window()
     }
 
     /// What the client learned about responders (which lack Version Two).
     pub(super) fn memory(&self) -> crate::memory::PeerMemory {
-        lock(&self.st).core.memory().clone()
+        self.lock().core.memory().clone()
     }
 }
 
@@ -787,7 +794,7 @@ impl<B: Backend> std::ops::Deref for Lane<B> {
 impl<B: Backend> Drop for Lane<B> {
     fn drop(&mut self) {
         {
-            let mut st = lock(&self.shared.st);
+            let mut st = self.shared.lock();
             st.core.close();
             st.wake();
             // The dispatcher may be waiting for a message with no deadline: closing the
@@ -809,14 +816,14 @@ impl<B: Backend> Shared<B> {
     fn dispatch(&self) {
         loop {
             let (actions, link) = {
-                let mut st = lock(&self.st);
+                let mut st = self.lock();
                 if st.core.is_closing() {
                     return;
                 }
                 let actions: Vec<_> = std::iter::from_fn(|| st.core.poll_event()).collect();
                 (actions, st.core.link().cloned())
             };
-            if std::mem::take(&mut lock(&self.st).exchange_due) {
+            if std::mem::take(&mut self.lock().exchange_due) {
                 self.exchange_properties();
             }
             for action in actions {
@@ -834,16 +841,16 @@ impl<B: Backend> Shared<B> {
                 }
             }
             let Some(link) = link else {
-                let st = lock(&self.st);
+                let st = self.lock();
                 if st.core.link().is_none() && !st.core.is_closing() && !st.core.has_event() {
                     // Until the core's next deadline (a backoff, a call's), or a caller's
                     // notification.
                     let wait = st.wait_for_deadline();
-                    drop(self.cv.wait_timeout(st, wait));
+                    drop(self.cv.wait_timeout(st.into_guard(), wait));
                 }
                 continue;
             };
-            let mut st = lock(&self.st);
+            let mut st = self.lock();
             let idle = !st.core.has_calls() && st.last_active.elapsed() >= LINGER;
             if !st.tasks_unserved() && !st.dispatcher_wanted() && (!idle || st.receiver != Receiver::Nobody) {
                 // Callers receive (or will, when the next call starts); the clock is still
@@ -855,8 +862,9 @@ impl<B: Backend> Shared<B> {
                 } else if !st.core.has_calls() {
                     wait = wait.min(LINGER.saturating_sub(st.last_active.elapsed()).max(Duration::from_millis(1)));
                 }
-                let (guard, waited) = self.cv.wait_timeout(st, wait).unwrap_or_else(PoisonError::into_inner);
-                st = guard;
+                let (guard, waited) =
+                    self.cv.wait_timeout(st.into_guard(), wait).unwrap_or_else(PoisonError::into_inner);
+                st = Locked::from_guard(guard);
                 st.core.handle_timeout(Instant::now());
                 st = self.release_abandoned(st, None);
                 st.wake();
@@ -882,7 +890,7 @@ impl<B: Backend> Shared<B> {
     /// with the state unlocked meanwhile, and hands it to the core: a reply wakes its caller, a
     /// backward call is answered here. Also tells the core when the connection is down (once
     /// every message that arrived before is handled) and reads the clock.
-    fn receive_once<'a>(&'a self, st: MutexGuard<'a, State<B>>, link: &Arc<Link<B>>) -> MutexGuard<'a, State<B>> {
+    fn receive_once<'a>(&'a self, st: Locked<'a, B>, link: &Arc<Link<B>>) -> Locked<'a, B> {
         let wait = st.wait_for_deadline();
         self.receive_within(st, link, wait).0
     }
@@ -891,10 +899,10 @@ impl<B: Backend> Shared<B> {
     /// the message; whether one came, and whether the connection was down before.
     fn receive_within<'a>(
         &'a self,
-        st: MutexGuard<'a, State<B>>,
+        st: Locked<'a, B>,
         link: &Arc<Link<B>>,
         wait: Duration,
-    ) -> (MutexGuard<'a, State<B>>, bool, bool) {
+    ) -> (Locked<'a, B>, bool, bool) {
         drop(st);
         // Read before receiving: once the queue pair is down, the messages that arrived
         // before it went down are already complete and come out first, so the link is given
@@ -907,7 +915,7 @@ impl<B: Backend> Shared<B> {
         let drained = matches!(got, Err(DataPathError::Timeout { .. }));
         let came = got.is_ok();
         let now = Instant::now();
-        let mut st = lock(&self.st);
+        let mut st = self.lock();
         let mut reply = None;
         if let Ok(m) = got {
             match st.core.handle_receive(&m.bytes, Arrival::default(), now) {
@@ -920,7 +928,7 @@ impl<B: Backend> Shared<B> {
                     drop(st);
                     let _ = send_error(&link.conn, e.as_bytes());
                     link.pool.recycle(m.bytes);
-                    st = lock(&self.st);
+                    st = self.lock();
                 }
                 Received::SendBack(bytes) => {
                     // The answer to the server's RDMA_OPTIONAL, on the connection it came on
@@ -930,7 +938,7 @@ impl<B: Backend> Shared<B> {
                     drop(st);
                     let _ = send_error(&link.conn, &bytes);
                     link.pool.recycle(m.bytes);
-                    st = lock(&self.st);
+                    st = self.lock();
                 }
                 Received::Call { header, params } => {
                     drop(st);
@@ -943,7 +951,7 @@ impl<B: Backend> Shared<B> {
                         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(answer));
                     }
                     link.pool.recycle(m.bytes);
-                    st = lock(&self.st);
+                    st = self.lock();
                 }
                 // Its effect, if any, is in the calls' steps.
                 Received::PeerError { .. } | Received::Nothing(_) => link.pool.recycle(m.bytes),
@@ -970,11 +978,7 @@ impl<B: Backend> Shared<B> {
     /// failed them: their windows are invalidated, with the state unlocked meanwhile) or whose
     /// connection is lost (nothing to invalidate). `reply` is the call whose reply was just
     /// received and the rkey that reply's Send with Invalidate killed (RFC 8797 section 4.1).
-    fn release_abandoned<'a>(
-        &'a self,
-        mut st: MutexGuard<'a, State<B>>,
-        reply: Option<(u32, Option<u32>)>,
-    ) -> MutexGuard<'a, State<B>> {
+    fn release_abandoned<'a>(&'a self, mut st: Locked<'a, B>, reply: Option<(u32, Option<u32>)>) -> Locked<'a, B> {
         if st.abandoned.is_empty() {
             return st;
         }
@@ -988,14 +992,14 @@ impl<B: Backend> Shared<B> {
             let invalidated = reply.filter(|&(x, _)| x == xid).and_then(|(_, rkey)| rkey);
             let _ = p.abandon(&link.conn, invalidated);
         }
-        lock(&self.st)
+        self.lock()
     }
 
     /// One connection attempt, reported to the core; its error is also returned.
     fn connect(&self) -> Result<(), Arc<DataPathError>> {
         let cfg = &self.cfg;
         let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
-        log::info!("connecting to {} (attempt {})", self.addr, lock(&self.st).core.connect_attempt());
+        log::info!("connecting to {} (attempt {})", self.addr, self.lock().core.connect_attempt());
         let attempt = (|| -> Result<(Link<B>, Vec<u8>), DataPathError> {
             // One protection domain for every connection of this lane, made with the first:
             // what is registered in it can outlive a reconnect.
@@ -1014,7 +1018,7 @@ impl<B: Backend> Shared<B> {
             Ok((Link { conn, pool }, accepted))
         })();
         let now = Instant::now();
-        let mut st = lock(&self.st);
+        let mut st = self.lock();
         let result = match attempt {
             Ok((link, accepted)) => {
                 // Whether its tasks can be woken by the connection itself ([`Shared::poll_step`]):

@@ -159,7 +159,12 @@ impl<B: Backend> Transport<B> {
         self.note_reaped(st, &c);
         if c.wr_id & UNWAITED_WR_BIT == 0 {
             match st.waiting.iter().find(|w| w.want.claims(&c)) {
-                Some(w) => w.thread.unpark(),
+                // Unparked once the lock is released (`wake_receive_waker`): unparked under
+                // it, the owner woke only to block on the lock its waker still held.
+                Some(w) => {
+                    let thread = w.thread.clone();
+                    st.unpark.push(thread);
+                }
                 // A message nobody's thread waits for: the task that armed for one wakes
                 // (once the lock is released: `wake_receive_waker`).
                 None if Want::AnyReceive.claims(&c) => {
@@ -173,21 +178,28 @@ impl<B: Backend> Transport<B> {
         }
     }
 
-    /// Wakes the waker a message set aside fired ([`Transport::arm_receive`]) with the
-    /// lock released, then locks again.
+    /// Wakes the waker a message set aside fired ([`Transport::arm_receive`]) and the
+    /// threads whose completions were set aside, with the lock released, then locks again.
     fn wake_receive_waker<'a>(&'a self, mut st: MutexGuard<'a, Reaped>) -> MutexGuard<'a, Reaped> {
-        if st.fired.is_empty() {
+        if st.fired.is_empty() && st.unpark.is_empty() {
             return st;
         }
         let mut fired = std::mem::take(&mut st.fired);
+        let mut unpark = std::mem::take(&mut st.unpark);
         drop(st);
         for w in fired.drain(..) {
             w.wake();
         }
+        for t in unpark.drain(..) {
+            t.unpark();
+        }
         let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
-        // Its memory back, for the next (a waker fired per message must not allocate).
+        // Their memory back, for the next (a wake-up per message must not allocate).
         if st.fired.is_empty() {
             st.fired = fired;
+        }
+        if st.unpark.is_empty() {
+            st.unpark = unpark;
         }
         st
     }
@@ -288,6 +300,8 @@ pub(super) struct Reaped {
     pub(super) receive_waker: Option<Waker>,
     /// Wakers a message set aside fired, to wake once the lock is released.
     pub(super) fired: Vec<Waker>,
+    /// Waiting threads whose completions were set aside, to unpark once the lock is released.
+    pub(super) unpark: Vec<std::thread::Thread>,
 }
 
 impl Reaped {

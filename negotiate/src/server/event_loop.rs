@@ -152,8 +152,13 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Wake for
 
     fn wake_by_ref(self: &Arc<Self>) {
         if let Some(lp) = self.lp.upgrade() {
-            let mut st = lock(&lp.st);
-            lp.enqueue(&mut st, self.id);
+            // Notified once the lock is released: notified under it, the role's holder woke
+            // only to block on the lock this thread still held (a quarter of a thread switch
+            // per call under load).
+            let notify = lp.push_ready(&mut lock(&lp.st), self.id);
+            if notify {
+                lp.work.notify_one();
+            }
         }
     }
 }
@@ -316,24 +321,28 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// Puts connection `id` on the ready queue, once, and wakes the role's holder.
     fn enqueue(&self, st: &mut State<B>, id: u64) {
+        if self.push_ready(st, id) {
+            self.work.notify_one();
+        }
+    }
+
+    /// Puts connection `id` on the ready queue, once: true when the role's holder sleeps and
+    /// must be woken (`work`).
+    #[must_use]
+    fn push_ready(&self, st: &mut State<B>, id: u64) -> bool {
         // (A loop of one connection has no queue: its role's holder waits on the connection
         // itself, or, with its most calls in progress, to be told.)
         if !self.arms {
-            if st.sleeping {
-                self.work.notify_one();
-            }
-            return;
+            return st.sleeping;
         }
-        let Some(slot) = st.conns.get_mut(&id) else { return };
+        let Some(slot) = st.conns.get_mut(&id) else { return false };
         if slot.queued {
-            return;
+            return false;
         }
         slot.queued = true;
         st.ready.push_back(id);
         self.ready_len.store(st.ready.len(), Ordering::Release);
-        if st.sleeping {
-            self.work.notify_one();
-        }
+        st.sleeping
     }
 
     /// Starts one more thread.

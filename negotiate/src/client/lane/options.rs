@@ -14,7 +14,7 @@ impl<B: Backend> Shared<B> {
         payload: &[u8],
     ) -> Result<OptionReply, ClientError> {
         let xid = {
-            let mut st = lock(&self.st);
+            let mut st = self.lock();
             let now = Instant::now();
             let xid = st.core.start_option(now)?;
             st.last_active = now;
@@ -23,12 +23,13 @@ impl<B: Backend> Shared<B> {
             xid
         };
         let result = loop {
-            match self.wait_step(xid) {
+            // An RDMA_OPTIONAL is never marshaled ahead or posted by another thread.
+            match self.wait_step(xid).0 {
                 CallStep::Transmit { transmit: t, link } => {
                     let threshold = t.thresholds.call;
                     let Some(bytes) = option_message(xid, t.credits, opttype, optinfo, payload, threshold) else {
                         let len = 24 + optinfo.len().div_ceil(4) * 4 + payload.len();
-                        lock(&self.st).core.cancel(xid, Instant::now());
+                        self.lock().core.cancel(xid, Instant::now());
                         break Err(ClientError::OptionTooLarge { len, threshold });
                     };
                     match send_error(&link.conn, &bytes) {
@@ -36,7 +37,7 @@ impl<B: Backend> Shared<B> {
                         // A broken connection fails the option through the core.
                         Err(_) if link.conn.qp().state() == QpState::Error => {}
                         Err(e) => {
-                            lock(&self.st).core.cancel(xid, Instant::now());
+                            self.lock().core.cancel(xid, Instant::now());
                             break Err(e.into());
                         }
                     }
@@ -65,7 +66,7 @@ impl<B: Backend> Shared<B> {
     pub(super) fn exchange_properties(&self) {
         let Some(ours) = self.cfg.properties else { return };
         let link = {
-            let mut st = lock(&self.st);
+            let mut st = self.lock();
             if st.core.version().is_none_or(|v| v < Version::TWO) {
                 return;
             }
@@ -87,7 +88,7 @@ impl<B: Backend> Shared<B> {
             }
             _ => None,
         };
-        let mut st = lock(&self.st);
+        let mut st = self.lock();
         // Only for the connection it was made on: a reconnect starts over.
         if st.core.link().is_some_and(|now| Arc::ptr_eq(now, &link)) {
             match theirs {
@@ -103,7 +104,7 @@ impl<B: Backend> Shared<B> {
         if self.cfg.properties.is_none() {
             return;
         }
-        let mut st = lock(&self.st);
+        let mut st = self.lock();
         let Some(link) = st.core.link() else { return };
         let done = st.properties_for.as_ref().is_some_and(|done| done.ptr_eq(&Arc::downgrade(link)));
         if !done && st.core.version().is_some_and(|v| v >= Version::TWO) {
@@ -114,6 +115,6 @@ impl<B: Backend> Shared<B> {
 
     /// What the current connection's transport-properties exchange gave.
     pub(in crate::client) fn peer_properties(&self) -> PeerProperties {
-        lock(&self.st).core.peer_properties()
+        self.lock().core.peer_properties()
     }
 }

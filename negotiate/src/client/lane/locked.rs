@@ -1,0 +1,80 @@
+//! [`Locked`]: the lane's state, locked, waking the threads its changes woke only once the lock
+//! is released.
+//!
+//! Unparked under the lock, a caller woken for its reply ran only to block on the lock its
+//! waker still held (the dispatcher goes on receiving with it): under 64 callers that was
+//! most of a second thread switch per call. The threads to wake are gathered in
+//! [`State::unpark`] and woken by [`Locked`]'s drop, after the unlock.
+
+use std::cell::RefCell;
+use std::ops::{Deref, DerefMut};
+use std::sync::{MutexGuard, PoisonError};
+use std::thread::Thread;
+
+use super::{Shared, State};
+use rpcrdma_verbs::Backend;
+
+/// The lane's state, locked ([`Shared::lock`]).
+pub(super) struct Locked<'a, B: Backend> {
+    guard: Option<MutexGuard<'a, State<B>>>,
+}
+
+thread_local! {
+    /// This thread's list of threads to wake, swapped with the state's so that neither
+    /// allocates once both have room (a steady stream of calls allocates nothing).
+    static SPARE: RefCell<Vec<Thread>> = const { RefCell::new(Vec::new()) };
+}
+
+impl<B: Backend> Shared<B> {
+    /// Locks the lane's state.
+    pub(super) fn lock(&self) -> Locked<'_, B> {
+        Locked { guard: Some(self.st.lock().unwrap_or_else(PoisonError::into_inner)) }
+    }
+}
+
+impl<'a, B: Backend> Locked<'a, B> {
+    /// The guard itself, for a condition variable's wait; the threads gathered so far are
+    /// woken first, still under the lock (a wait releases it at once).
+    pub(super) fn into_guard(mut self) -> MutexGuard<'a, State<B>> {
+        let mut guard = self.guard.take().expect("held until dropped");
+        for t in guard.unpark.drain(..) {
+            t.unpark();
+        }
+        guard
+    }
+
+    /// Takes a guard back from a condition variable's wait.
+    pub(super) fn from_guard(guard: MutexGuard<'a, State<B>>) -> Self {
+        Locked { guard: Some(guard) }
+    }
+}
+
+impl<B: Backend> Deref for Locked<'_, B> {
+    type Target = State<B>;
+
+    fn deref(&self) -> &State<B> {
+        self.guard.as_ref().expect("held until dropped")
+    }
+}
+
+impl<B: Backend> DerefMut for Locked<'_, B> {
+    fn deref_mut(&mut self) -> &mut State<B> {
+        self.guard.as_mut().expect("held until dropped")
+    }
+}
+
+impl<B: Backend> Drop for Locked<'_, B> {
+    fn drop(&mut self) {
+        let Some(mut guard) = self.guard.take() else { return };
+        if guard.unpark.is_empty() {
+            return;
+        }
+        SPARE.with_borrow_mut(|spare| {
+            std::mem::swap(spare, &mut guard.unpark);
+            drop(guard);
+            for t in spare.drain(..) {
+                t.unpark();
+            }
+        });
+    }
+}

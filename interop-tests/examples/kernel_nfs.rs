@@ -191,6 +191,8 @@ fn main() {
     // RFC 8797 private data 4096/4096 with the R flag clear.
     let backend = Recorded { inner: rdma.clone(), connects: Arc::default() };
     let mut cfg = ClientConfig::default();
+    // (The default sets the R flag; (g) below is the client that sets it.)
+    cfg.private_data = Some(PrivateData::new(Flags::empty(), 4096, 4096));
     cfg.requester.credits = 100;
     cfg.caps = QpCaps::default().max_recv_wr(128);
     let ours = cfg.private_data.unwrap();

@@ -239,3 +239,72 @@ fn properties_2_1_the_exchange_follows_an_async_first_call_too() {
     assert_eq!(block_on(client.call_async(&message(2, 0, 10_000), &ULB)).unwrap(), message(2, 1, 10_000));
     assert_eq!(client.stats().short, short_before + 1, "the 10,000-byte call went inline");
 }
+
+/// Section 2.1, with blocking calls in progress: the exchange an async first call leaves to the
+/// client's dispatcher goes on while two blocking callers wait for their replies (the
+/// dispatcher receives for them then), and every call ends.
+/// (The dispatcher waits for the exchange's answer as a caller does; once it left the
+/// receiving to itself while it waited, so neither the answer nor the blocking call's reply
+/// was ever received.)
+#[test]
+fn properties_2_1_the_dispatchers_exchange_goes_on_beside_waiting_blocking_calls() {
+    use std::sync::mpsc;
+    let b = rpcrdma_verbs::InProcess;
+    // The async call (XID 1) is answered after 100 ms, the blocking ones (XIDs 2 and 3) after
+    // 400 ms: the exchange starts while they wait.
+    let slow = |call: &[u8]| {
+        let xid = u32::from_be_bytes(call[..4].try_into().unwrap());
+        std::thread::sleep(Duration::from_millis(match xid {
+            1 => 100,
+            2 | 3 => 400,
+            _ => 0,
+        }));
+        same_size(call)
+    };
+    let server_cfg = ServerConfig::default().properties(Some(BIG));
+    let server = Server::start(b, b.any_address(), server_cfg, Arc::new(ULB), slow).unwrap();
+    let client = Arc::new(Client::new(b, server.local_addr(), ClientConfig::default().properties(Some(BIG))));
+    let (tx, rx) = mpsc::channel();
+    let (c, t) = (client.clone(), tx.clone());
+    std::thread::spawn(move || {
+        let _ = t.send((1, run_to_end(c.call_async(&message(1, 0, 64), &ULB))));
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    for xid in [2, 3] {
+        let (c, t) = (client.clone(), tx.clone());
+        std::thread::spawn(move || {
+            let _ = t.send((xid, c.call(&message(xid, 0, 64), &ULB)));
+        });
+    }
+    // (On a hang the threads keep their clients: the test fails instead of waiting in a drop.)
+    for _ in 0..3 {
+        let (xid, result) = rx.recv_timeout(Duration::from_secs(10)).expect("every call ends");
+        assert_eq!(result.unwrap(), message(xid, 1, 64), "call {xid}");
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while client.peer_properties() == PeerProperties::NotExchanged {
+        assert!(std::time::Instant::now() < deadline, "no exchange followed the async call");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(client.peer_properties(), PeerProperties::Stated(BIG));
+}
+
+/// Runs a future to completion on this thread.
+fn run_to_end<F: std::future::Future>(f: F) -> F::Output {
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Unpark(std::thread::Thread);
+    impl Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let mut f = std::pin::pin!(f);
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    loop {
+        if let Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+        std::thread::park_timeout(Duration::from_millis(10));
+    }
+}

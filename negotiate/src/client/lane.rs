@@ -262,6 +262,8 @@ pub(super) struct Shared<B: Backend> {
     /// The protection domain of every connection this lane makes, from the first on: it
     /// outlives reconnects.
     pd: OnceLock<B::Pd>,
+    /// The dispatcher's thread, once it runs.
+    dispatcher: OnceLock<std::thread::ThreadId>,
 }
 
 /// One lane: its shared state and its dispatcher thread, stopped and joined on drop.
@@ -328,6 +330,7 @@ impl<B: Backend + Clone> Lane<B> {
             }),
             cv: Condvar::new(),
             pd: OnceLock::new(),
+            dispatcher: OnceLock::new(),
         });
         if eager {
             // The core's first action asks for the connection: made here, not by the
@@ -444,7 +447,9 @@ impl<B: Backend> Shared<B> {
             }
             // Receive ourselves if nobody does: most often what arrives is our reply.
             match (st.receiver, st.core.link().cloned()) {
-                (Receiver::Nobody, Some(_)) if st.dispatcher_wanted() => {
+                // (Not on the dispatcher's own thread: it waits here for the transport-
+                // properties exchange it makes, and must receive for itself and the others.)
+                (Receiver::Nobody, Some(_)) if st.dispatcher_wanted() && !self.on_dispatcher() => {
                     drop(st);
                     self.cv.notify_one();
                     std::thread::park();
@@ -717,7 +722,9 @@ impl<B: Backend> Shared<B> {
         }
         // A blocking caller waiting for the role takes it; tasks arm for themselves.
         if st.threads_wait() {
-            let _ = st.stop_receiving(None);
+            if st.stop_receiving(None) {
+                self.cv.notify_one();
+            }
         } else {
             st.receiver = Receiver::Nobody;
         }
@@ -814,6 +821,7 @@ impl<B: Backend> Shared<B> {
     /// The dispatcher: carries out the core's actions, receives, reads the clock, until the
     /// client is dropped.
     fn dispatch(&self) {
+        let _ = self.dispatcher.set(std::thread::current().id());
         loop {
             let (actions, link) = {
                 let mut st = self.lock();
@@ -884,6 +892,11 @@ impl<B: Backend> Shared<B> {
             // With async calls waiting, the dispatcher goes on receiving itself.
             let _ = st.stop_receiving(None);
         }
+    }
+
+    /// Whether this is the dispatcher's thread.
+    fn on_dispatcher(&self) -> bool {
+        self.dispatcher.get() == Some(&std::thread::current().id())
     }
 
     /// Receives one message on `link` (or waits up to a tick for one) as the one receiver,

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::Duration;
 
-use rpcrdma_v1::header::{Header, HeaderLimits};
+use rpcrdma_v1::header::{Detached, Header};
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use rpcrdma_v1::Version;
@@ -135,7 +135,14 @@ pub struct BackwardSlot {
 #[derive(Debug, PartialEq, Eq)]
 pub enum BackwardEnd {
     /// The client's reply, whole (to reassemble).
-    Reply(Vec<u8>),
+    Reply {
+        /// The received message.
+        message: Vec<u8>,
+        /// Its transport header as the connection's core judged it, to lay over `message`
+        /// ([`Detached::attach`]) instead of parsing it again; `None` for the answer to an
+        /// RDMA_OPTIONAL.
+        header: Option<Detached>,
+    },
     /// The client's RDMA_ERROR for it.
     Error(PeerError),
     /// The connection went down.
@@ -169,10 +176,12 @@ impl BackwardSlot {
         }
     }
 
-    /// A reply with `xid` arrived: it ends the outstanding call if it is that call's (true);
-    /// otherwise it answers nothing of ours (false).
-    pub fn on_reply(&mut self, xid: u32, message: Vec<u8>) -> bool {
-        self.end(xid, BackwardEnd::Reply(message))
+    /// A reply with `xid` arrived, with the header the core judged
+    /// ([`Connection::take_judged_reply`](crate::connection::Connection::take_judged_reply)):
+    /// it ends the outstanding call if it is that call's (true); otherwise it answers nothing
+    /// of ours (false).
+    pub fn on_reply(&mut self, xid: u32, message: Vec<u8>, header: Option<Detached>) -> bool {
+        self.end(xid, BackwardEnd::Reply { message, header })
     }
 
     /// The client's RDMA_ERROR naming `xid` arrived: it ends the outstanding call if it is
@@ -333,7 +342,6 @@ trait Caller: Send + Sync {
 /// connection's version and thresholds and delivers replies; callers wait here.
 pub(crate) struct ServerSide<B: Backend> {
     conn: Arc<Transport<B>>,
-    limits: HeaderLimits,
     state: Mutex<(BackwardSlot, Option<Forward>)>,
     cv: Condvar,
     /// The XID of our RDMA_OPTIONAL awaiting its answer, or [`NO_OPTION`]: the serving thread
@@ -361,10 +369,9 @@ const NO_OPTION: u64 = u64::MAX;
 const FIRST_OPTION_XID: u32 = 0x5350_0000;
 
 impl<B: Backend> ServerSide<B> {
-    pub(crate) fn new(conn: Arc<Transport<B>>, limits: HeaderLimits) -> Arc<Self> {
+    pub(crate) fn new(conn: Arc<Transport<B>>) -> Arc<Self> {
         Arc::new(ServerSide {
             conn,
-            limits,
             state: Mutex::new((BackwardSlot::default(), None)),
             cv: Condvar::new(),
             awaiting: AtomicU64::new(NO_OPTION),
@@ -383,8 +390,8 @@ impl<B: Backend> ServerSide<B> {
     }
 
     /// A backward reply with `xid` arrived ([`BackwardSlot::on_reply`]).
-    pub(crate) fn on_reply(&self, xid: u32, bytes: Vec<u8>) -> bool {
-        let ended = self.lock().0.on_reply(xid, bytes);
+    pub(crate) fn on_reply(&self, xid: u32, bytes: Vec<u8>, header: Option<Detached>) -> bool {
+        let ended = self.lock().0.on_reply(xid, bytes, header);
         self.cv.notify_all();
         ended
     }
@@ -439,7 +446,7 @@ impl<B: Backend> Caller for ServerSide<B> {
             let params = CallParams { version, credits: CREDITS, thresholds: backward };
             let pending = send_call(&self.conn, message, &ulb, &params)?;
             let timeout = self.conn.timeout();
-            let bytes = {
+            let (bytes, header) = {
                 let st = self.lock();
                 let (mut st, _) = self
                     .cv
@@ -447,7 +454,7 @@ impl<B: Backend> Caller for ServerSide<B> {
                     .unwrap_or_else(PoisonError::into_inner);
                 // Still ours (Busy to other callers) until `finish` below.
                 match st.0.take() {
-                    Some(BackwardEnd::Reply(b)) => b,
+                    Some(BackwardEnd::Reply { message, header }) => (message, header),
                     Some(BackwardEnd::Error(e)) => {
                         // An error reply never invalidates (RFC 8797 section 4.1's rule is for
                         // replies): release the call's chunks ourselves.
@@ -464,7 +471,8 @@ impl<B: Backend> Caller for ServerSide<B> {
                     }
                 }
             };
-            let header = crate::reply::reply_header(&bytes, &self.limits).ok_or(BackchannelError::Closed)?;
+            // The header the core judged on the receiving thread, laid over the bytes again.
+            let header = header.and_then(|h| h.attach(&bytes)).ok_or(BackchannelError::Closed)?;
             let mut out = Vec::new();
             pending.complete(&self.conn, message, &header, None, &ulb, &mut out)?;
             Ok(out)
@@ -504,7 +512,9 @@ impl<B: Backend> Caller for ServerSide<B> {
             let (mut st, _) =
                 self.cv.wait_timeout_while(st, timeout, |s| s.0.is_waiting()).unwrap_or_else(PoisonError::into_inner);
             match st.0.take() {
-                Some(BackwardEnd::Reply(b)) => OptionReply::from_message(&b).ok_or(BackchannelError::Closed),
+                Some(BackwardEnd::Reply { message, .. }) => {
+                    OptionReply::from_message(&message).ok_or(BackchannelError::Closed)
+                }
                 Some(BackwardEnd::Error(PeerError::InvalOption)) => Ok(OptionReply::NotSupported),
                 Some(BackwardEnd::Error(e)) => Err(BackchannelError::Peer(e)),
                 Some(BackwardEnd::Closed) => Err(BackchannelError::Closed),

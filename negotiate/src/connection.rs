@@ -202,6 +202,15 @@ pub struct Connection<L> {
 }
 
 impl<L: Clone> Connection<L> {
+    /// The transport header of the reply to `xid` that [`Connection::handle_receive`] just
+    /// judged ([`Received::Reply`]), kept as offsets to lay over the message's bytes wherever
+    /// they go ([`Detached::attach`]) instead of parsing them again; `None` for the answer to
+    /// an RDMA_OPTIONAL, which has no such header. A client's [`Connection::deliver`] takes
+    /// it itself; a server's driver takes it for its backward call.
+    pub fn take_judged_reply(&mut self, xid: u32) -> Option<Detached> {
+        self.judged_reply.take().filter(|h| h.xid() == xid)
+    }
+
     /// Judges a message received at `now` once, by its version's rules and this side's
     /// (see [`Received`]); `arrival` says what else the driver knows of it.
     pub fn handle_receive<'a>(&mut self, bytes: &'a [u8], arrival: Arrival, now: Instant) -> Received<'a> {

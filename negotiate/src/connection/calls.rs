@@ -292,7 +292,7 @@ impl<L: Clone> Connection<L> {
     /// ([`Received::Reply`]) to its caller, with the R_key the responder invalidated with
     /// Send With Invalidate, if it did: its step is then [`CallStep::Reply`].
     pub fn deliver(&mut self, xid: u32, message: Vec<u8>, invalidated: Option<u32>) {
-        let header = self.judged_reply.take().filter(|h| h.xid() == xid);
+        let header = self.take_judged_reply(xid);
         self.put(xid, CallStep::Reply { message, header, invalidated });
         self.route();
     }

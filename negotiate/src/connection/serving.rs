@@ -116,8 +116,14 @@ impl<L: Clone> Connection<L> {
                 Received::Call { header, params }
             }
             responder::Received::SendError(e) => Received::SendError(e),
-            responder::Received::BackwardReply(h) => Received::Reply { xid: h.xid() },
-            responder::Received::OptionAnswer { xid } => Received::Reply { xid },
+            responder::Received::BackwardReply(h) => {
+                self.judged_reply = Some(h.detach());
+                Received::Reply { xid: h.xid() }
+            }
+            responder::Received::OptionAnswer { xid } => {
+                self.judged_reply = None;
+                Received::Reply { xid }
+            }
             responder::Received::PeerError { xid, error } => Received::PeerError { xid, error },
             responder::Received::Handled { xid, answer: Some(a), .. } => {
                 // Server to client: the requester's Receives, sized by the reply threshold.

@@ -86,7 +86,7 @@ pub(super) fn accept<B: Backend>(
     }));
     lock(&shared.peers).push(peer.clone());
     let conn = Arc::new(Transport::<B>::new(pd, qp, cfg.timeout));
-    let back = ServerSide::new(conn.clone(), cfg.responder.limits);
+    let back = ServerSide::new(conn.clone());
     lock(&shared.backchannels).push(back.handle());
     let idle_at = Mutex::new(core.poll_timeout());
     Some(Served {

@@ -413,8 +413,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 // A reply to our backward call, or the answer to our RDMA_OPTIONAL: for
                 // whoever waits on its XID (one that answers nothing of ours is dropped there).
                 Received::Reply { xid } => {
+                    let header = core.take_judged_reply(xid);
                     drop(core);
-                    served.back.on_reply(xid, m.bytes);
+                    served.back.on_reply(xid, m.bytes, header);
                     self.requeue(id);
                     continue;
                 }

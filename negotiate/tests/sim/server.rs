@@ -18,6 +18,7 @@ use negotiate::connection::{Arrival, Connection as Core, Received};
 use negotiate::datapath::{DataPathError, Transport};
 use negotiate::responder;
 use negotiate::server::{serve_call, Answered, CallBuffers, Handler};
+use rpcrdma_v1::header::Detached;
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::QueuePair;
 
@@ -145,16 +146,16 @@ impl SimServer {
         sim: &mut Sim,
         link: u32,
         xid: u32,
-        end: Result<Vec<u8>, negotiate::reply::PeerError>,
+        end: Result<(Vec<u8>, Option<Detached>), negotiate::reply::PeerError>,
     ) {
         let Some(slot) = self.backward.get_mut(&link) else { return };
         let taken = match end {
-            Ok(bytes) => slot.on_reply(xid, bytes),
+            Ok((bytes, header)) => slot.on_reply(xid, bytes, header),
             Err(e) => slot.on_peer_error(xid, e),
         };
         if taken {
             match slot.take() {
-                Some(BackwardEnd::Reply(_)) => {
+                Some(BackwardEnd::Reply { .. }) => {
                     self.backward_ended.0 += 1;
                     sim.record(Event::BackwardEnded { link, by: Ended::Reply });
                 }
@@ -280,7 +281,10 @@ impl SimServer {
             // The simulated server registers no extension and sends no RDMA_OPTIONAL.
             Received::SendBack(answer) => sim.send(false, answer),
             // (It sends no RDMA_OPTIONAL: a reply is to its backward call.)
-            Received::Reply { xid } => self.backward_answer(sim, link, xid, Ok(bytes.to_vec())),
+            Received::Reply { xid } => {
+                let header = c.core.take_judged_reply(xid);
+                self.backward_answer(sim, link, xid, Ok((bytes.to_vec(), header)))
+            }
             Received::PeerError { xid, error } => self.backward_answer(sim, link, xid, Err(error)),
             Received::Nothing(_) => {}
         }

@@ -194,8 +194,9 @@ pub struct Connection<L> {
     /// The XID the next RDMA_OPTIONAL of ours tries first.
     next_option_xid: u32,
     /// The header of the reply [`Connection::handle_receive`] judged last, kept as offsets
-    /// until [`Connection::deliver`] hands its bytes on with it: the caller's thread lays it
-    /// over them, with no second parse.
+    /// until [`Connection::take_judged_reply`] takes it (a client's [`Connection::deliver`]
+    /// hands it on with the bytes; a server's driver gives it to its backward call): the
+    /// thread that completes the call lays it over the bytes, with no second parse.
     judged_reply: Option<Detached>,
     // ---- the responder of forward calls (a server's connection) ----
     serving: Option<serving::Serving>,

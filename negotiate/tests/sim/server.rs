@@ -155,7 +155,14 @@ impl SimServer {
         };
         if taken {
             match slot.take() {
-                Some(BackwardEnd::Reply { .. }) => {
+                Some(BackwardEnd::Reply { message, header }) => {
+                    // The backward caller lays the header the core judged over the reply, as
+                    // `Backchannel::call` does; a reply it could not read would fail that call.
+                    if header.and_then(|h| h.attach(&message)).is_none() && self.backward_stuck.is_none() {
+                        self.backward_stuck = Some(format!(
+                            "the reply to backward call {xid:#x} on connection {link} came without the header the core judged"
+                        ));
+                    }
                     self.backward_ended.0 += 1;
                     sim.record(Event::BackwardEnded { link, by: Ended::Reply });
                 }

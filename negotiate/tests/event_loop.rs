@@ -160,6 +160,12 @@ fn a_loop_per_connection_where_queue_pairs_cannot_wake(calls_in_progress: usize)
     for c in callers {
         c.join().unwrap();
     }
+    // The server counts a call once its reply's Send completed, which may be after the client
+    // has the reply: waited for, bounded.
+    let counted = std::time::Instant::now() + Duration::from_secs(5);
+    while server.stats().calls.total() < 16 * 20 && std::time::Instant::now() < counted {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     assert_eq!(server.stats().calls.total(), 16 * 20, "every call answered once");
     assert!(most <= 4 * (calls_in_progress + 1), "{most} serving threads for 4 connections");
     drop(clients);

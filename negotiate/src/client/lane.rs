@@ -81,13 +81,13 @@ struct State<B: Backend> {
     armed_task: Option<u32>,
 }
 
-/// How long the connection must be without calls before the dispatcher takes over receiving
-/// (a caller that finds the dispatcher receiving waits for it to hand the reply over).
 mod locked;
 mod options;
 
 use locked::Locked;
 
+/// How long the connection must be without calls before the dispatcher takes over receiving
+/// (a caller that finds the dispatcher receiving waits for it to hand the reply over).
 const LINGER: Duration = Duration::from_millis(20);
 
 /// The most messages an async call's poll receives before it lets its executor run the

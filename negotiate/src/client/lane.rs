@@ -916,6 +916,9 @@ impl<B: Backend> Shared<B> {
         link: &Arc<Link<B>>,
         wait: Duration,
     ) -> (Locked<'a, B>, bool, bool) {
+        // A lone call's receiver polls before it sleeps (ClientConfig::poll_before_wait): with
+        // more calls in progress, their callers and the server want the CPU it would spin on.
+        let poll_first = if st.waiters.len() <= 1 { self.cfg.poll_before_wait } else { Duration::ZERO };
         drop(st);
         // Read before receiving: once the queue pair is down, the messages that arrived
         // before it went down are already complete and come out first, so the link is given
@@ -924,7 +927,7 @@ impl<B: Backend> Shared<B> {
         // there already: once down, they are reaped without waiting for more.
         let was_down = link.conn.qp().state() == QpState::Error;
         let wait = if was_down { Duration::from_millis(1) } else { wait };
-        let got = link.pool.receive_within(&link.conn, wait);
+        let got = link.pool.receive_polling(&link.conn, wait, poll_first);
         let drained = matches!(got, Err(DataPathError::Timeout { .. }));
         let came = got.is_ok();
         let now = Instant::now();

@@ -13,6 +13,10 @@ use super::*;
 /// already holds, so that a burst is handed out in one pass.
 pub(super) const REAP_BATCH: usize = 16;
 
+/// Spin-loop hints between two looks at an empty completion queue while a waiter polls
+/// before it sleeps ([`Transport::poll_first`]).
+const SPINS_BETWEEN_POLLS: u32 = 128;
+
 /// What a waiter on a [`Transport`] waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Want {
@@ -49,7 +53,7 @@ impl<B: Backend> Transport<B> {
     /// Waits for the completion of work request `wr_id`; an error completion is
     /// [`DataPathError::Completion`].
     pub fn wait(&self, wr_id: u64) -> Result<Completion, DataPathError> {
-        self.wait_within(Want::WorkRequest(wr_id), self.timeout)
+        self.wait_within(Want::WorkRequest(wr_id), self.timeout, Duration::ZERO)
     }
 
     /// Waits for every work request in `wr_ids`, even after one failed (the others are flushed
@@ -76,7 +80,15 @@ impl<B: Backend> Transport<B> {
     /// when it leaves it wakes one other waiter to poll in its place. Waking every waiter for
     /// every completion reaped (as a shared condition variable would) cost two thread
     /// switches per call under load.
-    pub(super) fn wait_within(&self, want: Want, timeout: Duration) -> Result<Completion, DataPathError> {
+    ///
+    /// The waiter that polls looks at the empty queue for up to `poll_first` (no longer than
+    /// the timeout) before it sleeps ([`Transport::poll_first`]).
+    pub(super) fn wait_within(
+        &self,
+        want: Want,
+        timeout: Duration,
+        poll_first: Duration,
+    ) -> Result<Completion, DataPathError> {
         // A zero timeout (a look at what is there) reads no clock.
         let deadline = (!timeout.is_zero()).then(|| Instant::now() + timeout);
         let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
@@ -117,13 +129,16 @@ impl<B: Backend> Transport<B> {
             st.polling = true;
             drop(st);
             let mut batch = [Completion::default(); REAP_BATCH];
-            let mut n = 0;
+            let mut n = self.poll_first(&mut batch, poll_first.min(left));
+            let left = deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(Instant::now()));
             // Blocks until a completion or the deadline, with no slice: a waiter whose
             // completion this reaps is woken as it is set aside, and a connection closed meanwhile
             // flushes its work requests, which wakes this wait too.
-            if let Some(c) = self.qp.wait_cq(left) {
-                batch[0] = c;
-                n = 1 + self.qp.poll_cq(&mut batch[1..]);
+            if n == 0 && !left.is_zero() {
+                if let Some(c) = self.qp.wait_cq(left) {
+                    batch[0] = c;
+                    n = 1 + self.qp.poll_cq(&mut batch[1..]);
+                }
             }
             st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
             st.polling = false;
@@ -140,6 +155,27 @@ impl<B: Backend> Transport<B> {
             if let Some(c) = found {
                 st.hand_over_polling();
                 return checked(c);
+            }
+        }
+    }
+
+    /// Polls the completion queue without blocking for up to `limit`, a look every few
+    /// hundred nanoseconds, until it holds something: a completion arriving meanwhile is
+    /// reaped without this thread having slept and been woken, which is most of a short
+    /// round trip's time (`ib_send_lat` busy-polls for the same reason). Returns how many
+    /// completions it reaped into `batch`.
+    fn poll_first(&self, batch: &mut [Completion], limit: Duration) -> usize {
+        if limit.is_zero() {
+            return 0;
+        }
+        let until = Instant::now() + limit;
+        loop {
+            let n = self.qp.poll_cq(batch);
+            if n > 0 || Instant::now() >= until {
+                return n;
+            }
+            for _ in 0..SPINS_BETWEEN_POLLS {
+                std::hint::spin_loop();
             }
         }
     }

@@ -476,7 +476,8 @@ impl<B: Backend> Transport<B> {
         let best = kept.iter().enumerate().filter(|(_, b)| b.capacity() >= len).min_by_key(|(_, b)| b.capacity());
         let mut buf = match best.map(|(i, _)| i) {
             Some(i) => kept.swap_remove(i),
-            None => Vec::new(),
+            // Zeroed by the allocator: fresh pages, touched only as they are written.
+            None => return vec![0; len],
         };
         drop(kept);
         if buf.len() >= len {

@@ -107,6 +107,7 @@
 mod setters;
 
 pub mod backchannel;
+pub mod budget;
 pub mod client;
 pub mod connection;
 pub mod datapath;

@@ -17,6 +17,7 @@
 //! | all chunks of one message | [`HeaderLimits::max_message_len`] | 4 MiB | ERR_CHUNK, before anything is fetched or allocated |
 //! | Receives per connection | `responder.credits` | 32 (+ backward slots) | a Send beyond them is a credit overrun, counted |
 //! | CPU spent looking at an empty completion queue | [`ServerLimits::poll_before_wait`] | 30 us each time a connection's queue runs dry | the thread sleeps until the next message |
+//! | memory all peers make the server hold | [`ServerLimits::memory_budget`] ([`crate::budget`]) | 64 MiB | ERR_CHUNK for a call whose chunks do not fit, counted; memory kept for reuse given back while the budget is over half used |
 //! | closed connections remembered | [`ServerLimits::closed_peers_kept`] | 64 | the oldest record is forgotten |
 //! | TCP answers queued for a peer that never reads | the TCP backend | 4096 answers, 64 MiB | NAK, the connection closes |
 //!
@@ -99,6 +100,14 @@ pub struct ServerLimits {
     /// 0.035-0.08 with 30 us, where the server's thread slept and was woken for almost every
     /// call; the 64-thread blocking load unchanged.
     pub poll_before_wait: Duration,
+    /// The memory all peers together can make the server hold at once, in bytes
+    /// ([`crate::budget`]): every connection's Receives, and every call's chunk memory from
+    /// its fetch until its serving thread gives it up. A call whose chunks do not fit is
+    /// answered with RDMA_ERROR ERR_CHUNK (RFC 8166 section 4.5.2) and counted in
+    /// [`Refusals::memory`]; the Receives of a new connection are counted whatever the budget
+    /// holds (they are sized by `max_connections` and the credits, not by a peer). Memory
+    /// kept between calls for reuse is given back while more than half the budget is used.
+    pub memory_budget: usize,
 }
 
 rpcrdma_verbs::setters!(ServerLimits {
@@ -110,13 +119,14 @@ rpcrdma_verbs::setters!(ServerLimits {
     closed_peers_kept: usize,
     run_inline_for: Duration,
     poll_before_wait: Duration,
+    memory_budget: usize,
 });
 
 impl Default for ServerLimits {
     /// 256 connections, 8 calls served at once on each, 64 handshakes of at most 5 s, 360 s
     /// idle (Linux's nfsd closes idle transports after 6 minutes), 64 closed connections
     /// remembered, calls run inline for up to 1 ms, an empty completion queue polled for
-    /// 30 us before the receiving thread sleeps.
+    /// 30 us before the receiving thread sleeps, a memory budget of 64 MiB.
     fn default() -> Self {
         ServerLimits {
             max_connections: 256,
@@ -127,6 +137,7 @@ impl Default for ServerLimits {
             closed_peers_kept: 64,
             run_inline_for: Duration::from_millis(1),
             poll_before_wait: Duration::from_micros(30),
+            memory_budget: 64 << 20,
         }
     }
 }
@@ -183,4 +194,7 @@ pub struct Refusals {
     /// Calls refused with ERR_CHUNK for breaking a header limit: too many segments, a chunk or
     /// a whole message too long.
     pub over_limits: u64,
+    /// Calls refused with ERR_CHUNK because their chunk memory did not fit
+    /// [`ServerLimits::memory_budget`] with everything else the server held.
+    pub memory: u64,
 }

@@ -24,6 +24,7 @@ use rpcrdma_v1::Version;
 use rpcrdma_verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
 
 use crate::backchannel::{self, Backchannel, Forward, ServerSide};
+use crate::budget::{Charge, MemoryBudget};
 use crate::datapath::{
     fetch_call, send_error, send_reply, send_reply_lent, DataPathError, Ended, ReceivePool, ReplyParams, ReplySent,
     Transport,
@@ -268,6 +269,12 @@ pub struct ServerStats {
     /// the server go on. An [`OnExecutor`]'s calls whose future panicked or was dropped by its
     /// executor before it completed count here too.
     pub handler_panics: u64,
+    /// The bytes charged now against [`ServerLimits::memory_budget`]
+    /// ([`crate::budget`]): Receives, and the chunk memory of calls being served or kept for
+    /// the next call.
+    pub memory_held: usize,
+    /// The most bytes ever charged at once against [`ServerLimits::memory_budget`].
+    pub memory_peak: usize,
 }
 
 /// Calls counted by the RPC-over-RDMA version they used ([`ServerStats::calls`]).
@@ -358,9 +365,10 @@ pub struct Server {
 }
 
 /// What the acceptor, the connections and the [`Server`] handle share.
-#[derive(Default)]
 struct Shared {
     stats: Mutex<ServerStats>,
+    /// What every connection's Receives and calls' chunk memory are charged against.
+    budget: Arc<MemoryBudget>,
     /// Open connections' records and the most recent closed ones.
     peers: Mutex<Vec<Arc<Mutex<Peer>>>>,
     backchannels: Mutex<Vec<Backchannel>>,
@@ -430,7 +438,12 @@ impl Server {
         let l = listener.clone();
         let turned_away = Box::new(move || l.turned_away());
         let stop = Arc::new(AtomicBool::new(false));
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared {
+            stats: Mutex::default(),
+            budget: MemoryBudget::new(cfg.limits.memory_budget),
+            peers: Mutex::default(),
+            backchannels: Mutex::default(),
+        });
         let handler = Arc::new(handler);
         // Shared by every connection's thread (its extensions are not `Copy`).
         let cfg = Arc::new(cfg);
@@ -519,6 +532,8 @@ impl Server {
     pub fn stats(&self) -> ServerStats {
         let mut s = *lock(&self.shared.stats);
         s.refused.handshakes = (self.turned_away)();
+        let budget = &self.shared.budget;
+        (s.refused.memory, s.memory_held, s.memory_peak) = (budget.refused(), budget.used(), budget.peak());
         s
     }
 

@@ -282,8 +282,15 @@ pub struct ListenOptions {
     /// Connect requests held at once before [`Listener::get_request`] hands them out: those
     /// whose handshake is still arriving and those complete but not yet taken (the backlog of
     /// `rdma_listen`). Beyond it a new connection is turned away at once and counted in
-    /// [`Listener::turned_away`].
+    /// [`Listener::turned_away`]. On TCP a connection takes one of these only once it has
+    /// sent its first bytes ([`ListenOptions::max_silent`] bounds the others), so that sockets
+    /// that say nothing cannot shut newcomers out.
     pub max_pending: usize,
+    /// TCP: connections held that have sent nothing yet, beside `max_pending`. Each costs a
+    /// descriptor and a few bytes; beyond this many (or when the process runs out of
+    /// descriptors) the oldest silent one is closed, counted in [`Listener::turned_away`], so
+    /// that a newcomer that speaks at once is always heard.
+    pub max_silent: usize,
     /// How long a connection may take to deliver its whole connect request, and to confirm an
     /// accept, before it is dropped (and counted in [`Listener::turned_away`]). A handshake in
     /// progress never holds up another: the TCP listener reads every pending one without
@@ -292,13 +299,13 @@ pub struct ListenOptions {
 }
 
 impl Default for ListenOptions {
-    /// 64 pending requests, a 5 s handshake.
+    /// 64 pending requests, 1024 silent connections, a 5 s handshake.
     fn default() -> Self {
-        ListenOptions { max_pending: 64, handshake_timeout: Duration::from_secs(5) }
+        ListenOptions { max_pending: 64, max_silent: 1024, handshake_timeout: Duration::from_secs(5) }
     }
 }
 
-crate::setters!(ListenOptions { max_pending: usize, handshake_timeout: Duration });
+crate::setters!(ListenOptions { max_pending: usize, max_silent: usize, handshake_timeout: Duration });
 
 /// The state of a queue pair, reduced to what a connected user can observe
 /// (`IBV_QPS_RTS` or `IBV_QPS_ERR`).

@@ -79,9 +79,9 @@ pub fn fetch_call<B: Backend, U: UpperLayerBinding + ?Sized>(
         let landing = conn.register_writable(landing_len)?;
         let fetched = post_reads(conn, &landing, read_list_fetches(reads).map(|f| (f.landing, f)));
         let landing = take_bytes(landing);
-        let reassembled = fetched.and_then(|()| Ok(reassemble_call(&msg, call.payload(), &landing, out)?));
-        conn.recycle_chunk(landing);
-        reassembled?;
+        // (The landing buffer is freed, not kept for the connection's next call: its size is
+        // the peer's to choose, and a server's budget counts it only while the call is fetched.)
+        fetched.and_then(|()| Ok(reassemble_call(&msg, call.payload(), &landing, out)?))?;
     }
     check_call_ddp_eligibility(&msg, out, ulb, &mut Vec::new())?;
     Ok(())
@@ -101,6 +101,9 @@ fn read_in_place<B: Backend>(
     // buffer kept from the last call of the same size costs no memset.
     if out.len() >= len {
         out.truncate(len);
+    } else if out.capacity() < len {
+        // Fresh, zeroed by the allocator: pages touched only as the Reads write them.
+        *out = vec![0; len];
     } else {
         out.resize(len, 0);
     }

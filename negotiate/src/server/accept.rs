@@ -31,6 +31,8 @@ pub(super) struct Served<B: Backend> {
     /// What wakes its event loop for it: made once, when the loop takes it (arming the queue
     /// pair with it then allocates nothing).
     pub(super) waker: OnceLock<std::task::Waker>,
+    /// Its Receives, counted against the server's memory budget while it lives.
+    _receives: Charge,
 }
 
 impl<B: Backend> Served<B> {
@@ -65,8 +67,11 @@ pub(super) fn accept<B: Backend>(
     let size = thresholds::receive_size_stating(ours, cfg.responder.versions.1, cfg.properties.as_ref());
     let pd = backend.alloc_pd().ok()?;
     let mut pool = None;
+    let count = cfg.responder.credits as usize + backchannel::SLOTS;
+    // Counted whatever the budget holds: sized by this server's configuration, and calls in
+    // progress must not shut a new connection out.
+    let receives = shared.budget.charge(count * size);
     let accepted = req.accept_with(&pd, &pdata, cfg.caps, |qp| {
-        let count = cfg.responder.credits as usize + backchannel::SLOTS;
         pool = Some(ReceivePool::<B>::post(&pd, qp, count, size)?);
         Ok(())
     });
@@ -99,5 +104,6 @@ pub(super) fn accept<B: Backend>(
         most: cfg.limits.calls_in_progress(cfg.responder.credits),
         unanswered: AtomicUsize::new(0),
         waker: OnceLock::new(),
+        _receives: receives,
     })
 }

@@ -4,6 +4,7 @@
 //! checks is this code, not a copy of it.
 
 use super::*;
+use rpcrdma_v1::reassemble::fetch_len;
 
 /// What the handler made of a call.
 enum HandlerOutcome {
@@ -32,6 +33,9 @@ pub enum Answered {
     Reply(Version, ArrivedAs, ReplySent),
     /// With RDMA_ERROR ERR_CHUNK (RFC 8166 section 4.5.2 or 4.5.3).
     ErrChunk,
+    /// With RDMA_ERROR ERR_CHUNK, before anything was fetched: the call's chunk memory did
+    /// not fit the server's memory budget ([`crate::budget`]).
+    OverBudget,
     /// With an RPC GARBAGE_ARGS reply (RFC 8166 sections 4.5.2 and 6.1.1).
     GarbageArgs,
     /// With an RPC SYSTEM_ERR reply: its handler panicked (RFC 5531 section 9).
@@ -74,11 +78,71 @@ impl ArrivedAs {
 
 /// The memory one serving thread keeps from one call to the next: the call message the Read
 /// chunks land in, and the reply its handler writes. Kept, so that a steady stream of calls
-/// allocates nothing.
+/// allocates nothing; the call message's memory is counted against a server's memory budget
+/// ([`CallBuffers::with_budget`]) and given back while the budget is short.
+///
+/// ```
+/// use negotiate::budget::MemoryBudget;
+/// use negotiate::server::CallBuffers;
+/// let budget = MemoryBudget::new(1 << 20);
+/// let buffers = CallBuffers::with_budget(&budget);
+/// assert_eq!(buffers.charged(), 0); // nothing fetched yet
+/// ```
 #[derive(Debug, Default)]
 pub struct CallBuffers {
     call: Vec<u8>,
     reply: Vec<u8>,
+    /// The call message's memory (and, while a call is fetched, its landing buffer) counted
+    /// against the server's budget; nothing with the default (no budget).
+    charge: Charge,
+}
+
+impl CallBuffers {
+    /// Buffers whose chunk memory is counted against `budget`: a call whose chunks do not
+    /// fit is answered with ERR_CHUNK before anything is fetched ([`Answered::OverBudget`]).
+    pub fn with_budget(budget: &Arc<MemoryBudget>) -> Self {
+        CallBuffers { charge: Charge::empty(budget), ..CallBuffers::default() }
+    }
+
+    /// The bytes counted against the budget now.
+    pub fn charged(&self) -> usize {
+        self.charge.bytes()
+    }
+
+    /// Makes room for `header`'s call before its chunks are fetched, counted against the
+    /// budget: false if it does not fit. Only a call with Read chunks is counted: an inline
+    /// call is no larger than the Receive it came in, which is counted with the connection.
+    /// A call message that must grow is allocated anew, zeroed by the allocator (fresh pages,
+    /// touched only as the RDMA Reads write them), not grown and filled.
+    fn make_room(&mut self, header: &Header<'_>) -> bool {
+        let reads = header.read_list();
+        if reads.is_empty() {
+            return true;
+        }
+        let landing = usize::try_from(fetch_len(reads)).unwrap_or(usize::MAX);
+        // The whole message, and each chunk's XDR padding (RFC 8166 section 3.4.5.2).
+        let message = header.payload().len().saturating_add(landing).saturating_add(4 * reads.len());
+        // An RDMA_NOMSG call's chunks land in a buffer of their own first.
+        let landing_buffer = if header.position_zero_chunk().is_some() { landing } else { 0 };
+        let want = self.call.capacity().max(message).saturating_add(landing_buffer);
+        if !self.charge.try_grow_to(want) {
+            return false;
+        }
+        if self.call.capacity() < message {
+            self.call = vec![0; message];
+        }
+        true
+    }
+
+    /// After a call: the landing buffer's charge given back, and the call message's memory too
+    /// while the budget is short (more than half used).
+    fn settle(&mut self) {
+        if self.charge.give_back_if_short() {
+            self.call = Vec::new();
+        } else {
+            self.charge.shrink_to(self.call.capacity());
+        }
+    }
 }
 
 /// Serves the call whose header the connection's core ([`Connection`](crate::connection::Connection)) accepted (and whose reply
@@ -148,7 +212,27 @@ pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
     buffers: &mut CallBuffers,
     answering: impl FnOnce(),
 ) -> Result<Answered, DataPathError> {
-    let CallBuffers { call, reply } = buffers;
+    if !buffers.make_room(header) {
+        answering();
+        let err = ErrorReply::err_chunk(header.xid(), params.version, params.credits);
+        return send_error(conn, err.as_bytes()).map(|()| Answered::OverBudget);
+    }
+    let answered =
+        serve_counted(conn, header, params, ulb, handler, (&mut buffers.call, &mut buffers.reply), answering);
+    buffers.settle();
+    answered
+}
+
+/// [`serve_call`] once its memory is counted, with the thread's call and reply buffers.
+fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
+    conn: &Transport<B>,
+    header: &Header<'_>,
+    params: &ReplyParams,
+    ulb: &U,
+    handler: &dyn Handler,
+    (call, reply): (&mut Vec<u8>, &mut Vec<u8>),
+    answering: impl FnOnce(),
+) -> Result<Answered, DataPathError> {
     let service = fetch_call(conn, header, ulb, call).map(|()| {
         HandlerOutcome::of(|| {
             let mut r = std::mem::take(reply);

@@ -362,7 +362,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// the loop ends.
     fn run(&self) {
         // This thread's call and reply buffers, kept from one call to the next.
-        let mut buffers = CallBuffers::default();
+        let mut buffers = CallBuffers::with_budget(&self.shared.budget);
         let mut holding = false;
         let mut leaving = Leaving { lp: self, holding: false };
         loop {
@@ -862,7 +862,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 }
                 s.write_chunk_results += sent.reduced_results as u64;
             }
-            Answered::ErrChunk => s.errors_sent += 1,
+            // (An over-budget call is counted by the budget itself: `Server::stats`.)
+            Answered::ErrChunk | Answered::OverBudget => s.errors_sent += 1,
             Answered::GarbageArgs => s.garbage_args_replies += 1,
             Answered::SystemErr => s.handler_panics += 1,
         }

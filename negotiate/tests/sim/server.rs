@@ -253,7 +253,10 @@ impl SimServer {
                             ));
                         }
                         match served {
-                            Answered::ErrChunk => sim.record(Event::Refused { xid, link, with: Refusal::ErrChunk }),
+                            // (Over budget: the simulated server has no budget.)
+                            Answered::ErrChunk | Answered::OverBudget => {
+                                sim.record(Event::Refused { xid, link, with: Refusal::ErrChunk })
+                            }
                             Answered::GarbageArgs => {
                                 sim.record(Event::Refused { xid, link, with: Refusal::GarbageArgs })
                             }

@@ -3,10 +3,13 @@
 //! data both ways.
 //!
 //! The listener reads every handshake in progress without blocking, each against its own
-//! deadline ([`ListenOptions::handshake_timeout`]), and holds at most
-//! [`ListenOptions::max_pending`] of them: a connection that says nothing, or drips its request
-//! a byte at a time, holds up no other, and a thousand of them cost at most `max_pending`
-//! sockets.
+//! deadline ([`ListenOptions::handshake_timeout`]): a connection that says nothing, or drips its
+//! request a byte at a time, holds up no other. One that has spoken takes one of
+//! [`ListenOptions::max_pending`] places (beyond them it is dropped); one that has said
+//! nothing yet takes only a descriptor, and of those the oldest is closed when
+//! [`ListenOptions::max_silent`] are held or the process runs out of descriptors. So sockets
+//! that connect and say nothing, reopened as fast as they are dropped, never shut out a
+//! newcomer that speaks (issue 26: 64 of them once turned away every new client).
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -59,6 +62,11 @@ enum Progress {
 }
 
 impl Handshake {
+    /// Whether it has sent nothing yet.
+    fn is_silent(&self) -> bool {
+        self.filled == 0
+    }
+
     fn poll(&mut self, now: Instant) -> Progress {
         while self.filled < REQUEST_LEN {
             match self.stream.read(&mut self.got[self.filled..]) {
@@ -152,33 +160,66 @@ pub(super) fn connect(
 }
 
 impl TcpCmListener {
-    /// Takes every connection waiting on the listening socket into the handshakes in progress,
-    /// turning away those beyond `max_pending`.
+    /// Takes every connection waiting on the listening socket into the handshakes in progress.
+    /// A new one is silent until it is read: room is made for it by closing the oldest silent
+    /// one when `max_silent` are held, or when the process is out of descriptors.
     fn take_new(&self, pending: &mut Vec<Handshake>, now: Instant) {
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
-                    if pending.len() >= self.opts.max_pending || stream.set_nonblocking(true).is_err() {
+                    if stream.set_nonblocking(true).is_err() {
                         self.turned_away.fetch_add(1, Ordering::Relaxed);
                         continue; // dropped: the connector sees a reset, i.e. a rejection
+                    }
+                    if pending.iter().filter(|h| h.is_silent()).count() >= self.opts.max_silent.max(1) {
+                        self.close_oldest_silent(pending);
                     }
                     let deadline = now + self.opts.handshake_timeout;
                     pending.push(Handshake { stream, got: [0; REQUEST_LEN], filled: 0, deadline });
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // Out of descriptors (EMFILE, ENFILE): one silent socket makes room, and the
+                // connection waiting is taken.
+                Err(e) if matches!(e.raw_os_error(), Some(23 | 24)) => {
+                    if !self.close_oldest_silent(pending) {
+                        return;
+                    }
+                }
                 // WouldBlock, or a connection reset before we took it.
                 Err(_) => return,
             }
         }
     }
 
-    /// Advances every handshake in progress; returns the first complete one as a request.
+    /// Closes the silent handshake held longest, counted; false if none is silent.
+    fn close_oldest_silent(&self, pending: &mut Vec<Handshake>) -> bool {
+        let oldest = pending.iter().enumerate().filter(|(_, h)| h.is_silent()).min_by_key(|(_, h)| h.deadline);
+        let Some((i, _)) = oldest else { return false };
+        pending.swap_remove(i);
+        self.turned_away.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
+    /// Advances every handshake in progress; returns the first complete one as a request. One
+    /// that speaks for the first time while `max_pending` others are partway is dropped.
     fn next_complete(&self, pending: &mut Vec<Handshake>, now: Instant) -> Option<TcpRequest> {
+        let mut speaking = pending.iter().filter(|h| !h.is_silent()).count();
         let mut i = 0;
         while i < pending.len() {
+            let was_silent = pending[i].is_silent();
             match pending[i].poll(now) {
+                Progress::Waiting if was_silent && !pending[i].is_silent() => {
+                    if speaking >= self.opts.max_pending {
+                        pending.swap_remove(i);
+                        self.turned_away.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        speaking += 1;
+                        i += 1;
+                    }
+                }
                 Progress::Waiting => i += 1,
                 Progress::Dropped => {
+                    speaking -= usize::from(!was_silent);
                     pending.swap_remove(i);
                     self.turned_away.fetch_add(1, Ordering::Relaxed);
                 }
@@ -274,5 +315,49 @@ impl std::fmt::Debug for TcpRequest {
             .field("peer", &self.stream.peer_addr().ok())
             .field("private_data", &self.private_data)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the listener closed this socket (its read sees the end, or a reset).
+    fn closed(s: &mut TcpStream) -> bool {
+        s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+        !matches!(s.read(&mut [0u8; 8]), Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut))
+    }
+
+    /// Beyond `max_silent` connections that have said nothing, the oldest is closed to make
+    /// room, counted; a speaker is still heard, and silent sockets take no `max_pending` place.
+    #[test]
+    fn the_oldest_silent_connection_makes_room_and_silent_ones_take_no_handshake_place() {
+        let opts = ListenOptions::default().max_silent(2).max_pending(1);
+        let l = listen("127.0.0.1:0", &opts).unwrap();
+        let mut silent: Vec<TcpStream> = Vec::new();
+        for _ in 0..3 {
+            silent.push(TcpStream::connect(l.local_addr()).unwrap());
+            // Taken by the listener one at a time, in order.
+            assert!(matches!(l.get_request(Duration::from_millis(50)), Err(Error::Timeout)));
+        }
+        assert!(closed(&mut silent[0]), "the oldest silent connection is closed");
+        assert!(!closed(&mut silent[1]) && !closed(&mut silent[2]), "the two newest are held");
+        assert_eq!(l.turned_away(), 1);
+        // One place for a handshake under way, and two silent sockets held: a speaker is heard.
+        let addr = l.local_addr();
+        let speaker = std::thread::spawn(move || {
+            connect(
+                &crate::Backend::alloc_pd(&super::super::Tcp).unwrap(),
+                &addr,
+                &[],
+                QpCaps::default(),
+                Duration::from_secs(5),
+            )
+            .map(drop)
+        });
+        let req = l.get_request(Duration::from_secs(5)).expect("the speaker's request");
+        assert_eq!(req.private_data.len(), CONNECT_PRIVATE_DATA_MAX);
+        drop(req); // rejected
+        assert!(speaker.join().unwrap().is_err());
     }
 }

@@ -316,6 +316,30 @@ pub fn statvfs(fd: BorrowedFd<'_>) -> io::Result<libc::statvfs> {
 ///
 /// `openat2`'s, `fdopendir(3)`'s and `readdir(3)`'s.
 pub fn read_dir(dir: BorrowedFd<'_>) -> io::Result<Vec<(OsString, u64)>> {
+    let mut entries = Vec::new();
+    read_dir_from(dir, 0, |name, ino, _| {
+        entries.push((OsString::from_vec(name.to_vec()), ino));
+        true
+    })?;
+    Ok(entries)
+}
+
+/// Reads the entries of the directory `dir` (as [`read_dir`]) from the position `cookie`
+/// (0: the start; otherwise a cookie an earlier call handed out), handing each to `each` with
+/// its inode number and its own cookie (the position after it: `seekdir(3)`'s, the directory's
+/// `d_off`, as Linux's nfsd hands out) until `each` returns false. Returns whether the end was
+/// reached. What it costs is the entries it hands out, not the directory's size: a listing
+/// resumes where its cookie says, without reading what comes before.
+///
+/// # Errors
+///
+/// `openat2`'s, `fdopendir(3)`'s and `readdir(3)`'s (a cookie that names no position can fail
+/// with EINVAL, or resume at the next position: the file system's choice).
+pub fn read_dir_from(
+    dir: BorrowedFd<'_>,
+    cookie: u64,
+    mut each: impl FnMut(&[u8], u64, u64) -> bool,
+) -> io::Result<bool> {
     let fd = open_beneath(dir, Path::new("."), libc::O_RDONLY | libc::O_DIRECTORY, 0)?.into_raw_fd();
     // SAFETY: `fd` is an open directory descriptor; on success the DIR owns it.
     let stream = unsafe { libc::fdopendir(fd) };
@@ -325,7 +349,11 @@ pub fn read_dir(dir: BorrowedFd<'_>) -> io::Result<Vec<(OsString, u64)>> {
         drop(unsafe { OwnedFd::from_raw_fd(fd) });
         return Err(e);
     }
-    let mut entries = Vec::new();
+    if cookie != 0 {
+        // SAFETY: `stream` is an open DIR used by this thread alone; any position is accepted
+        // (a meaningless one makes the next readdir fail or resume at the next entry).
+        unsafe { libc::seekdir(stream, cookie as libc::c_long) };
+    }
     let result = loop {
         // SAFETY: errno is this thread's; readdir sets it only on error, so it is cleared first.
         unsafe { *libc::__errno_location() = 0 };
@@ -333,19 +361,19 @@ pub fn read_dir(dir: BorrowedFd<'_>) -> io::Result<Vec<(OsString, u64)>> {
         let e = unsafe { libc::readdir(stream) };
         if e.is_null() {
             let err = io::Error::last_os_error();
-            break if err.raw_os_error() == Some(0) { Ok(()) } else { Err(err) };
+            break if err.raw_os_error() == Some(0) { Ok(true) } else { Err(err) };
         }
         // SAFETY: a non-null entry is valid until the next readdir on `stream`; d_name is
         // NUL-terminated within it.
-        let (name, ino) = unsafe { (std::ffi::CStr::from_ptr((*e).d_name.as_ptr()), (*e).d_ino) };
+        let (name, ino, next) = unsafe { (std::ffi::CStr::from_ptr((*e).d_name.as_ptr()), (*e).d_ino, (*e).d_off) };
         let name = name.to_bytes();
-        if name != b"." && name != b".." {
-            entries.push((OsString::from_vec(name.to_vec()), ino));
+        if name != b"." && name != b".." && !each(name, ino, next as u64) {
+            break Ok(false);
         }
     };
     // SAFETY: `stream` is open and not used after this; closedir closes `fd` with it.
     unsafe { libc::closedir(stream) };
-    result.map(|()| entries)
+    result
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ echo 1 >"$TRACE/events/rpcrdma/enable" 2>/dev/null || say "no rpcrdma tracepoint
 mkdir -p "$EXPORT" "$MNT"
 echo "hello from the export" >"$EXPORT/hello.txt"
 
-./nfs3-server --root "$EXPORT" --listen "$ADDR:$PORT" --mount-port "$MPORT" --backend rdma --verbose ${NFS3_SERVER_ARGS:-} >/tmp/nfs3-server.log 2>&1 &
+./nfs3-server --root "$EXPORT" --listen "$ADDR:$PORT" --mount-port "$MPORT" --backend rdma --verbose --no-root-squash ${NFS3_SERVER_ARGS:-} >/tmp/nfs3-server.log 2>&1 &
 SERVER=$!
 for _ in $(seq 1 50); do
     grep -q "listening\|NFSv3 on" /tmp/nfs3-server.log 2>/dev/null && break
@@ -149,7 +149,7 @@ check "umount (exit 0)" umount "$MNT"
 # of 16 groups (RFC 5531 appendix A) exceeds it (764 bytes seen). The 64-byte node name is
 # margin; 6.1's credential did not grow with it here.
 ./nfs3-server --root "$EXPORT" --listen "$ADDR:$((PORT + 2))" --mount-port "$((MPORT + 2))" --backend rdma \
-    --verbose --receive 1024 >/tmp/nfs3-server-small.log 2>&1 &
+    --verbose --no-root-squash --receive 1024 >/tmp/nfs3-server-small.log 2>&1 &
 SMALL=$!
 for _ in $(seq 1 50); do grep -q "NFSv3 on" /tmp/nfs3-server-small.log 2>/dev/null && break; sleep 0.2; done
 SOPTS="vers=3,proto=rdma,port=$((PORT + 2)),mountport=$((MPORT + 2)),mountproto=tcp,nolock,soft,timeo=100,retrans=2"

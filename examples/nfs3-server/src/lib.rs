@@ -18,6 +18,7 @@ pub mod attrs;
 pub mod binding;
 pub mod fsat;
 pub mod handles;
+pub mod identity;
 pub mod mount;
 pub mod nfs;
 pub mod record;

@@ -6,6 +6,12 @@
 //! `--timeout SECS` is how long one RDMA Read, Write or Send may take (default 5 s);
 //! `--receive BYTES` the Receive size its RFC 8797 private data advertises (default 4096).
 //!
+//! Each call acts as its caller's AUTH_SYS identity (file-system uid, gid and groups), an
+//! AUTH_NONE caller and uid 0 as the anonymous id 65534 (`--no-root-squash`: uid 0 as root,
+//! for a client whose root is trusted); this needs the server to run as root, and without
+//! root every call acts as the server's user. AUTH_SYS is the caller's claim: serve only a
+//! network whose hosts are trusted to say who their users are (`nfs3_server::identity`).
+//!
 //! The Linux client mounts it with
 //! `mount -t nfs -o vers=3,proto=rdma,port=P,mountport=PORT,mountproto=tcp,nolock HOST:/ MNT`.
 
@@ -20,7 +26,7 @@ use nfs3_server::nfs::Nfs3;
 use rpcrdma_verbs::Backend;
 
 const USAGE: &str =
-    "usage: nfs3-server --root DIR --listen ADDR --mount-port PORT [--backend tcp|inproc|rdma] [--verbose] [--timeout SECS] [--receive BYTES]";
+    "usage: nfs3-server --root DIR --listen ADDR --mount-port PORT [--backend tcp|inproc|rdma] [--verbose] [--timeout SECS] [--receive BYTES] [--no-root-squash]";
 
 /// The credits granted: the 128 the Linux client asks for (see `start`).
 const CREDITS: u32 = 128;
@@ -31,6 +37,8 @@ struct Options {
     mount_port: u16,
     backend: String,
     verbose: bool,
+    /// Whether uid 0 acts as root (`--no-root-squash`) rather than the anonymous id.
+    no_root_squash: bool,
     /// `ServerConfig::timeout`: how long one RDMA Read, Write or Send may take to complete.
     timeout: Option<std::time::Duration>,
     /// The Receive size the private data advertises (RFC 8797 section 4.1): the requester's
@@ -40,7 +48,7 @@ struct Options {
 
 fn options() -> Result<Options, String> {
     let (mut root, mut listen, mut mount_port, mut backend) = (None, None, None, "tcp".to_string());
-    let (mut verbose, mut timeout, mut receive) = (false, None, 4096);
+    let (mut verbose, mut timeout, mut receive, mut no_root_squash) = (false, None, 4096, false);
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or(format!("{flag} needs a value"));
@@ -53,6 +61,7 @@ fn options() -> Result<Options, String> {
             }
             "--backend" => backend = value()?,
             "--verbose" => verbose = true,
+            "--no-root-squash" => no_root_squash = true,
             "--timeout" => {
                 let v = value()?;
                 let secs = v
@@ -82,6 +91,7 @@ fn options() -> Result<Options, String> {
         mount_port: mount_port.ok_or("--mount-port is required")?,
         backend,
         verbose,
+        no_root_squash,
         timeout,
         receive,
     })
@@ -111,7 +121,7 @@ fn run(o: &Options) -> Result<(), String> {
         Handles::new(o.root.as_ref(), nfs3_server::boot_verifier()).map_err(|e| format!("--root {}: {e}", o.root))?,
     );
     let binding = Arc::new(Nfs3Binding::new());
-    let nfs = Nfs3::new(handles.clone()).logging(o.verbose);
+    let nfs = Nfs3::new(handles.clone()).logging(o.verbose).root_squash(!o.no_root_squash);
     let server = match o.backend.as_str() {
         "tcp" => start(rpcrdma_verbs::Tcp, o, nfs, binding)?,
         "inproc" => start(rpcrdma_verbs::InProcess, o, nfs, binding)?,

@@ -17,6 +17,7 @@ mod file;
 
 use std::sync::Arc;
 
+use crate::identity::Identity;
 use negotiate::onc::{self, Auth, AuthStat, CallHeader, OncError};
 use negotiate::server::Handler;
 use xdr_spec_rt::Xdr;
@@ -31,16 +32,6 @@ pub const MAX_IO: u32 = 1 << 20;
 /// The directory listing size this server prefers (FSINFO's `dtpref`), in bytes.
 pub const DIR_PREF: u32 = 32 * 1024;
 
-/// The uid and gid AUTH_NONE calls act as ("nobody").
-const NOBODY: u32 = 65534;
-
-/// Who is calling, from the call's AUTH_SYS credential (RFC 5531 appendix A).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Caller {
-    uid: u32,
-    gid: u32,
-}
-
 /// The NFSv3 service over one export root.
 #[derive(Debug)]
 pub struct Nfs3 {
@@ -50,6 +41,8 @@ pub struct Nfs3 {
     write_verifier: [u8; 8],
     /// Whether each call is logged on stderr ([`Nfs3::logging`]).
     log: bool,
+    /// Whether a caller claiming uid 0 acts as the anonymous id ([`Nfs3::root_squash`]).
+    squash_root: bool,
 }
 
 /// Where one reply goes: the call's XID and the reply buffer.
@@ -107,7 +100,24 @@ pub(crate) fn args<'a, T: Xdr<'a>>(bytes: &'a [u8]) -> Result<T, Garbage> {
 impl Nfs3 {
     /// The service over the files `handles` maps.
     pub fn new(handles: Arc<Handles>) -> Self {
-        Nfs3 { handles, write_verifier: crate::boot_verifier(), log: false }
+        Nfs3 { handles, write_verifier: crate::boot_verifier(), log: false, squash_root: true }
+    }
+
+    /// Whether a caller whose AUTH_SYS credential claims uid 0 acts as the anonymous id (true,
+    /// the default, as nfsd's `root_squash`) or as root (false: `no_root_squash`, for a
+    /// client whose root is trusted, such as a test's). Every call acts as its caller
+    /// ([`crate::identity`]).
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// use nfs3_server::nfs::Nfs3;
+    /// # let dir = std::env::temp_dir();
+    /// # let handles = Arc::new(nfs3_server::handles::Handles::new(&dir, [0; 8]).unwrap());
+    /// let trusting = Nfs3::new(handles).root_squash(false);
+    /// # drop(trusting);
+    /// ```
+    pub fn root_squash(self, squash_root: bool) -> Self {
+        Nfs3 { squash_root, ..self }
     }
 
     /// The same service, logging each call on stderr (XID, procedure, and the status or RPC
@@ -116,7 +126,7 @@ impl Nfs3 {
         Nfs3 { log, ..self }
     }
 
-    fn dispatch(&self, proc: u32, caller: Caller, a: &[u8], out: &mut Out<'_>) -> Served {
+    fn dispatch(&self, proc: u32, caller: &Identity, a: &[u8], out: &mut Out<'_>) -> Served {
         match proc {
             NFSPROC3_NULL => {
                 out.buf.clear();
@@ -175,7 +185,7 @@ impl Nfs3 {
         out.results(&res)
     }
 
-    fn access(&self, a: &[u8], caller: Caller, out: &mut Out<'_>) -> Served {
+    fn access(&self, a: &[u8], caller: &Identity, out: &mut Out<'_>) -> Served {
         let a: ACCESS3args = args(a)?;
         let Some(f) = self.file(a.object.data, out, PostOpAttr::False) else { return Ok(()) };
         let res =
@@ -245,15 +255,16 @@ impl Nfs3 {
 }
 
 /// The ACCESS3 bits the mode of `f` allows `caller` (RFC 1813 section 3.3.4), from the owner,
-/// group or other permission bits; uid 0 may do anything but execute a file nobody may.
-fn allowed(f: &Resolved, caller: Caller) -> u32 {
+/// group (its primary or a supplementary one) or other permission bits; uid 0 (not squashed)
+/// may do anything but execute a file nobody may.
+fn allowed(f: &Resolved, caller: &Identity) -> u32 {
     use std::os::unix::fs::MetadataExt;
     let mode = f.meta.mode();
-    let bits = if caller.uid == 0 {
+    let bits = if caller.uid() == 0 {
         0o7 & if mode & 0o111 != 0 || f.meta.is_dir() { 0o7 } else { 0o6 }
-    } else if caller.uid == f.meta.uid() {
+    } else if caller.uid() == f.meta.uid() {
         (mode >> 6) & 0o7
-    } else if caller.gid == f.meta.gid() {
+    } else if caller.in_group(f.meta.gid()) {
         (mode >> 3) & 0o7
     } else {
         mode & 0o7
@@ -292,13 +303,18 @@ impl Handler for Nfs3 {
             return onc::reply_prog_mismatch(h.xid, NFS_V3, NFS_V3, reply);
         }
         let caller = match &h.cred {
-            Auth::Sys(sys) => Caller { uid: sys.uid, gid: sys.gid },
-            Auth::None => Caller { uid: NOBODY, gid: NOBODY },
+            Auth::Sys(sys) => Identity::new(sys.uid, sys.gid, &sys.gids, self.squash_root),
+            Auth::None => Identity::anonymous(),
             // MOUNT offered AUTH_SYS and AUTH_NONE only (RFC 1813 section 5.2.1).
             Auth::Other { .. } => return onc::reply_auth_error(h.xid, AuthStat::TOOWEAK, reply),
         };
         let mut out = Out { xid: h.xid, buf: reply };
-        if self.dispatch(h.proc, caller, &call[at..], &mut out).is_err() {
+        // The call acts as its caller: the kernel's permission checks apply, and what it
+        // creates is the caller's (until the guard drops, panics included).
+        let acting = caller.act();
+        let served = self.dispatch(h.proc, &caller, &call[at..], &mut out);
+        drop(acting);
+        if served.is_err() {
             reply.clear();
             onc::reply_garbage_args(h.xid, reply);
         }

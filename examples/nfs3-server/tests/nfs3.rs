@@ -54,7 +54,8 @@ fn rig<B: Backend + Clone>(backend: B, name: &str) -> Rig<B> {
     let export = Export::new(name);
     let handles = Arc::new(Handles::new(&export.0, nfs3_server::boot_verifier()).unwrap());
     let server_binding = Arc::new(Nfs3Binding::new());
-    let nfs = Nfs3::new(handles.clone());
+    // The tests call as root (`root_cred`) and expect root's powers: the export is theirs.
+    let nfs = Nfs3::new(handles.clone()).root_squash(false);
     let server =
         Server::start(backend.clone(), backend.any_address(), ServerConfig::default(), server_binding, nfs).unwrap();
     let mount = MountServer::start("127.0.0.1:0", Mount::new(handles)).unwrap();

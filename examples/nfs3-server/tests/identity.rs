@@ -1,0 +1,163 @@
+//! Each call acts as its caller (issue 26: every operation ran as the server process, so an
+//! anonymous caller of a server run as root created a root-owned mode 06755 file, made an
+//! existing file 04777 and removed a root-owned file). The NFS service is called directly on
+//! this thread with AUTH_NONE and AUTH_SYS credentials; the kernel's own permission checks
+//! decide, under the caller's file-system uid, gid and groups (`nfs3_server::identity`).
+//!
+//! Changing a thread's identity needs root: run as another user, these tests say SKIP and
+//! pass, except under `CI=true`, where they fail.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use negotiate::onc::{self, Auth, AuthSys, CallHeader};
+use negotiate::server::Handler;
+use nfs3_server::handles::Handles;
+use nfs3_server::identity::ANONYMOUS;
+use nfs3_server::nfs::Nfs3;
+use nfs3_server::rt::Xdr;
+use nfs3_server::xdr::*;
+
+fn is_root() -> bool {
+    // SAFETY: reading this process's effective uid.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI=true: these tests need root");
+        eprintln!("SKIP: acting as a caller needs root");
+    }
+    root
+}
+
+fn sys(uid: u32, gid: u32, gids: &[u32]) -> Auth {
+    Auth::Sys(AuthSys { stamp: 1, machine_name: "test".into(), uid, gid, gids: gids.to_vec() })
+}
+
+/// An export (removed when dropped) served by `nfs`, called on this thread.
+struct Rig {
+    dir: PathBuf,
+    handles: Arc<Handles>,
+    nfs: Nfs3,
+}
+
+impl Rig {
+    fn new(name: &str, squash_root: bool) -> Rig {
+        let dir = std::env::temp_dir().join(format!("nfs3-identity-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let handles = Arc::new(Handles::new(&dir, nfs3_server::boot_verifier()).unwrap());
+        let nfs = Nfs3::new(handles.clone()).root_squash(squash_root);
+        Rig { dir, handles, nfs }
+    }
+
+    fn handle(&self, relative: &str) -> Vec<u8> {
+        let meta = std::fs::symlink_metadata(self.dir.join(relative)).unwrap();
+        self.handles.remember(Path::new(relative), &meta).to_vec()
+    }
+
+    /// Calls `proc` as `cred`; the results' status.
+    fn call<'a, A: Xdr<'a>>(&self, cred: &Auth, proc: u32, args: &A) -> Nfsstat3 {
+        let msg =
+            CallHeader::new(9, NFS_PROGRAM, NFS_V3, proc).with_cred(cred.clone()).message(&args.to_vec().unwrap());
+        let mut reply = Vec::new();
+        self.nfs.handle(&msg.unwrap(), &mut reply);
+        Nfsstat3::decode(onc::results(&reply, 9).unwrap()).unwrap().0
+    }
+
+    fn create(&self, cred: &Auth, dir: &str, name: &str, mode: u32) -> Nfsstat3 {
+        let dir = self.handle(dir);
+        let how = Createhow3::ObjAttributes { discriminant: Createmode3::Guarded, value: mode_only(mode) };
+        let args = CREATE3args { r#where: Diropargs3 { dir: NfsFh3 { data: &dir }, name: Filename3(name) }, how };
+        self.call(cred, NFSPROC3_CREATE, &args)
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn mode_only(mode: u32) -> Sattr3 {
+    Sattr3 {
+        mode: SetMode3::True(mode),
+        uid: SetUid3::Default { discriminant: false },
+        gid: SetGid3::Default { discriminant: false },
+        size: SetSize3::Default { discriminant: false },
+        atime: SetAtime::Default { discriminant: TimeHow::DontChange },
+        mtime: SetMtime::Default { discriminant: TimeHow::DontChange },
+    }
+}
+
+/// The file-system uid of this thread now (setfsuid with an invalid id changes nothing and
+/// returns the current one).
+fn fsuid() -> i64 {
+    // SAFETY: a query: an invalid id changes nothing.
+    unsafe { libc::syscall(libc::SYS_setfsuid, -1i32) }
+}
+
+#[test]
+fn an_anonymous_caller_cannot_write_where_only_root_may() {
+    if !is_root() {
+        return;
+    }
+    let rig = Rig::new("anonymous", true);
+    std::fs::write(rig.dir.join("roots"), b"root's").unwrap();
+    for cred in [Auth::None, sys(0, 0, &[])] {
+        // A setuid file in the root-owned export root (0755): not for nobody.
+        assert_eq!(rig.create(&cred, "", "setuid", 0o6755), Nfsstat3::Nfs3errAcces, "{cred:?}");
+        assert!(!rig.dir.join("setuid").exists());
+        // Making root's file setuid and world-writable: only its owner may.
+        let roots = rig.handle("roots");
+        let args = SETATTR3args {
+            object: NfsFh3 { data: &roots },
+            new_attributes: mode_only(0o4777),
+            guard: Sattrguard3::False,
+        };
+        assert_eq!(rig.call(&cred, NFSPROC3_SETATTR, &args), Nfsstat3::Nfs3errPerm, "{cred:?}");
+        assert_eq!(std::fs::metadata(rig.dir.join("roots")).unwrap().mode() & 0o7777, 0o644);
+        // Removing root's file from root's directory.
+        let root = rig.handle("");
+        let args = REMOVE3args { object: Diropargs3 { dir: NfsFh3 { data: &root }, name: Filename3("roots") } };
+        assert_eq!(rig.call(&cred, NFSPROC3_REMOVE, &args), Nfsstat3::Nfs3errAcces, "{cred:?}");
+        assert!(rig.dir.join("roots").exists());
+    }
+    assert_eq!(fsuid(), 0, "the thread is root again after each call");
+}
+
+#[test]
+fn a_caller_acts_as_its_uid_gid_and_groups() {
+    if !is_root() {
+        return;
+    }
+    let rig = Rig::new("user", true);
+    std::fs::create_dir(rig.dir.join("open")).unwrap();
+    std::fs::set_permissions(rig.dir.join("open"), std::fs::Permissions::from_mode(0o777)).unwrap();
+    // What a user creates is the user's.
+    assert_eq!(rig.create(&sys(1000, 1000, &[]), "open", "mine", 0o644), Nfsstat3::Nfs3Ok);
+    let m = std::fs::metadata(rig.dir.join("open/mine")).unwrap();
+    assert_eq!((m.uid(), m.gid()), (1000, 1000));
+    // A group directory: writable through a supplementary group, not without it.
+    std::fs::create_dir(rig.dir.join("team")).unwrap();
+    std::os::unix::fs::chown(rig.dir.join("team"), Some(0), Some(4242)).unwrap();
+    std::fs::set_permissions(rig.dir.join("team"), std::fs::Permissions::from_mode(0o770)).unwrap();
+    assert_eq!(rig.create(&sys(1000, 1000, &[4242]), "team", "ours", 0o644), Nfsstat3::Nfs3Ok);
+    assert_eq!(rig.create(&sys(1001, 1001, &[7]), "team", "theirs", 0o644), Nfsstat3::Nfs3errAcces);
+    // An anonymous caller is the anonymous id.
+    assert_eq!(rig.create(&Auth::None, "open", "anon", 0o644), Nfsstat3::Nfs3Ok);
+    assert_eq!(std::fs::metadata(rig.dir.join("open/anon")).unwrap().uid(), ANONYMOUS);
+    assert_eq!(fsuid(), 0);
+}
+
+#[test]
+fn without_root_squash_uid_0_is_root() {
+    if !is_root() {
+        return;
+    }
+    let squashed = Rig::new("squashed", true);
+    assert_eq!(squashed.create(&sys(0, 0, &[]), "", "f", 0o644), Nfsstat3::Nfs3errAcces);
+    let trusted = Rig::new("trusted", false);
+    assert_eq!(trusted.create(&sys(0, 0, &[]), "", "f", 0o644), Nfsstat3::Nfs3Ok);
+    assert_eq!(std::fs::metadata(trusted.dir.join("f")).unwrap().uid(), 0);
+}

@@ -8,8 +8,8 @@
 
 use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -23,7 +23,10 @@ use crate::xdr::*;
 /// The auth flavors MNT offers (RFC 1813 section 5.2.1): AUTH_UNIX (1), then AUTH_NONE (0).
 pub const AUTH_FLAVORS: [i32; 2] = [1, 0];
 
-/// The most MOUNT connections served at once; more are closed as they come.
+/// The most MOUNT connections held at once. A connection beyond them takes the place of the
+/// one held longest that is not being answered (waiting for its next call, or silent since it
+/// connected): connections that say nothing never shut a newcomer out (issue 26: 64 silent
+/// sockets, each held up to [`IDLE`], once did).
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// How long a MOUNT connection may stay silent before it is closed.
@@ -105,8 +108,42 @@ impl Mount {
     }
 }
 
-/// A MOUNT server listening on TCP: one thread accepts, one thread serves each connection.
-/// Dropping it stops accepting; connections in progress end at their next idle timeout.
+/// A connection held by a [`MountServer`], as its acceptor sees it.
+struct Held {
+    /// The same socket, to shut it down when the connection gives its place up.
+    socket: TcpStream,
+    /// Whether a call of its is being answered (not to be cut then).
+    busy: Arc<AtomicBool>,
+    /// Whether its thread has ended.
+    done: Arc<AtomicBool>,
+}
+
+/// The connections a [`MountServer`] holds, oldest first.
+#[derive(Default)]
+struct Connections(Mutex<Vec<Held>>);
+
+impl Connections {
+    /// Makes room for one more connection: forgets those that ended, then, with
+    /// [`MAX_CONNECTIONS`] held, cuts the oldest one not being answered; false if every one is.
+    fn make_room(&self) -> bool {
+        let mut held = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        held.retain(|h| !h.done.load(Ordering::Acquire));
+        if held.len() < MAX_CONNECTIONS {
+            return true;
+        }
+        let Some(i) = held.iter().position(|h| !h.busy.load(Ordering::Acquire)) else { return false };
+        let _ = held.remove(i).socket.shutdown(Shutdown::Both);
+        true
+    }
+
+    fn hold(&self, h: Held) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).push(h);
+    }
+}
+
+/// A MOUNT server listening on TCP: one thread accepts, one thread serves each connection, at
+/// most [`MAX_CONNECTIONS`] held. Dropping it stops accepting; connections in progress end at
+/// their next idle timeout.
 pub struct MountServer {
     addr: SocketAddr,
     stop: Arc<AtomicBool>,
@@ -128,20 +165,22 @@ impl MountServer {
         let s = stop.clone();
         let mount = Arc::new(mount);
         let acceptor = std::thread::Builder::new().name("mount-accept".into()).spawn(move || {
-            let live = Arc::new(AtomicUsize::new(0));
+            let held = Connections::default();
             while !s.load(Ordering::Relaxed) {
                 match listener.accept() {
-                    Ok((stream, _)) if live.load(Ordering::Relaxed) < MAX_CONNECTIONS => {
-                        live.fetch_add(1, Ordering::Relaxed);
-                        let (m, l) = (mount.clone(), live.clone());
+                    Ok((stream, _)) if held.make_room() => {
+                        let Ok(socket) = stream.try_clone() else { continue };
+                        let (busy, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
+                        let (m, b, d) = (mount.clone(), busy.clone(), done.clone());
                         let spawned = std::thread::Builder::new().name("mount-conn".into()).spawn(move || {
-                            let _ = serve_connection(stream, &m);
-                            l.fetch_sub(1, Ordering::Relaxed);
+                            let _ = serve_connection(stream, &m, &b);
+                            d.store(true, Ordering::Release);
                         });
-                        if spawned.is_err() {
-                            live.fetch_sub(1, Ordering::Relaxed);
+                        if spawned.is_ok() {
+                            held.hold(Held { socket, busy, done });
                         }
                     }
+                    // Every connection held is being answered: this one is closed.
                     Ok((stream, _)) => drop(stream),
                     Err(_) => std::thread::sleep(Duration::from_millis(20)),
                 }
@@ -165,9 +204,10 @@ impl Drop for MountServer {
     }
 }
 
-/// Serves one connection's calls until it closes, idles past [`IDLE`], or sends a record
-/// beyond the bounds (then it is closed: record marking cannot resynchronize).
-fn serve_connection(mut stream: TcpStream, mount: &Mount) -> Result<(), crate::record::RecordError> {
+/// Serves one connection's calls until it closes, idles past [`IDLE`], sends a record beyond
+/// the bounds (then it is closed: record marking cannot resynchronize), or is cut to make room
+/// for a newcomer while it is not `busy` being answered.
+fn serve_connection(mut stream: TcpStream, mount: &Mount, busy: &AtomicBool) -> Result<(), crate::record::RecordError> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(IDLE))?;
     stream.set_write_timeout(Some(IDLE))?;
@@ -178,8 +218,11 @@ fn serve_connection(mut stream: TcpStream, mount: &Mount) -> Result<(), crate::r
             Ok(false) => break Ok(()),
             Err(e) => break Err(e),
         }
+        busy.store(true, Ordering::Release);
         mount.handle(&call, &mut reply);
-        if let Err(e) = write_record(&mut stream, &reply) {
+        let written = write_record(&mut stream, &reply);
+        busy.store(false, Ordering::Release);
+        if let Err(e) = written {
             break Err(e.into());
         }
     };

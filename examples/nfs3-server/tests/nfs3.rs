@@ -1034,3 +1034,52 @@ fn attack_directory_swapped_for_a_symlink_between_check_and_use() {
     assert!(std::fs::symlink_metadata(&dir).unwrap().is_dir());
     assert_eq!(rig.server.stats().handler_panics, 0);
 }
+
+/// Sockets that connect to MOUNT and say nothing, ten times `MAX_CONNECTIONS` of them, each
+/// reopened as soon as the server closes it, shut out no newcomer: each of ten fresh MNT
+/// calls is answered within a second (issue 26: 64 silent sockets, each held up to 60 s, once
+/// locked the MOUNT listener). A silent connection gives its place up to the next one.
+#[test]
+fn silent_mount_connections_shut_out_no_newcomer() {
+    use nfs3_server::mount::MAX_CONNECTIONS;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::Instant;
+    fn closed_by_server(s: &mut TcpStream) -> bool {
+        s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+        match s.read(&mut [0u8; 64]) {
+            // (MOUNT sends nothing unasked: bytes would be a reply, not a close.)
+            Ok(n) => n == 0,
+            Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        }
+    }
+    let rig = rig(InProcess, "mount-silent");
+    let addr = rig.mount.local_addr();
+    let stop = Arc::new(AtomicBool::new(false));
+    let reopened = Arc::new(AtomicUsize::new(0));
+    let (st, re) = (stop.clone(), reopened.clone());
+    let churn = std::thread::spawn(move || {
+        let mut silent: Vec<TcpStream> = (0..10 * MAX_CONNECTIONS).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        while !st.load(Ordering::Relaxed) {
+            for sock in &mut silent {
+                if closed_by_server(sock) {
+                    *sock = TcpStream::connect(addr).unwrap();
+                    re.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while reopened.load(Ordering::Relaxed) < MAX_CONNECTIONS {
+        assert!(Instant::now() < deadline, "the silent sockets were never closed to make room");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for n in 0..10 {
+        let started = Instant::now();
+        let (root, _) = rig.mnt("/");
+        let took = started.elapsed();
+        assert!(!root.is_empty());
+        assert!(took < Duration::from_secs(1), "MNT {n} took {took:?} beside {} silent sockets", 10 * MAX_CONNECTIONS);
+    }
+    stop.store(true, Ordering::Relaxed);
+    churn.join().unwrap();
+}

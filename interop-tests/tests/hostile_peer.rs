@@ -429,11 +429,7 @@ fn tcp_an_accept_never_confirmed_holds_up_no_other_client() {
     let s = server(&rpcrdma_verbs::Tcp, limits);
     let served = client(&rpcrdma_verbs::Tcp, &s);
     call_ok(&served, 1, SMALL);
-    let mut stuck = TcpStream::connect(s.local_addr()).unwrap();
-    stuck.set_read_timeout(Some(WAIT_LIMIT)).unwrap();
-    stuck.write_all(&TCP_REQUEST).unwrap();
-    let mut accept = [0u8; 197];
-    stuck.read_exact(&mut accept).expect("the accept");
+    let stuck = unconfirmed_accept(&s);
     // Never confirmed. Another client connects and is served, and so is the first, at once.
     let start = Instant::now();
     let next = client(&rpcrdma_verbs::Tcp, &s);
@@ -442,6 +438,33 @@ fn tcp_an_accept_never_confirmed_holds_up_no_other_client() {
     assert!(start.elapsed() < Duration::from_secs(10), "held up {:?} by an unconfirmed accept", start.elapsed());
     assert_eq!(s.stats().connections, 2);
     drop(stuck);
+}
+
+/// A TCP connection whose connect request the server accepted and that never confirms it: the
+/// server's accept waits on it once this returns.
+fn unconfirmed_accept(s: &Server) -> TcpStream {
+    let mut stuck = TcpStream::connect(s.local_addr()).unwrap();
+    stuck.set_read_timeout(Some(WAIT_LIMIT)).unwrap();
+    stuck.write_all(&TCP_REQUEST).unwrap();
+    let mut accept = [0u8; 197];
+    stuck.read_exact(&mut accept).expect("the accept");
+    stuck
+}
+
+/// Dropping a server whose accept waits for a peer's confirmation returns at once: the
+/// listener is closed first, and the accept gives up (issue 26: the drop waited the whole
+/// handshake timeout).
+#[test]
+fn tcp_server_drop_never_waits_on_a_handshake() {
+    let _g = serial();
+    const HANDSHAKE: Duration = Duration::from_secs(30);
+    let s = server(&rpcrdma_verbs::Tcp, ServerLimits::default().handshake_timeout(HANDSHAKE));
+    let mut stuck = unconfirmed_accept(&s);
+    let started = Instant::now();
+    drop(s);
+    let took = started.elapsed();
+    assert!(took < HANDSHAKE / 6, "the drop took {took:?}; the handshake timeout is {HANDSHAKE:?}");
+    assert!(closed_by_server(&mut stuck), "the unconfirmed connection is closed");
 }
 
 /// More handshakes under way at once than `max_handshakes` (each has sent the first bytes of

@@ -497,7 +497,9 @@ impl Server {
                         }
                     }
                 }
-                // Closing cuts every wait but a handler's; then no thread is left behind.
+                // Closing cuts every wait but a handler's, an accept's wait on its peer
+                // included; then no thread is left behind.
+                listener.close();
                 let loops: Vec<_> = shared_loop.into_iter().chain(own).collect();
                 for lp in &loops {
                     lp.close_all();

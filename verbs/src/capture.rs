@@ -247,6 +247,10 @@ impl<L: Listener> Listener for CapturedListener<L> {
     fn turned_away(&self) -> u64 {
         self.inner.turned_away()
     }
+
+    fn close(&self) {
+        self.inner.close()
+    }
 }
 
 /// A connect request taken from a [`CapturedListener`]; the queue pair accepting it creates is

@@ -982,6 +982,13 @@ pub trait Listener: Send + Sync {
     /// [`ListenOptions::max_pending`], past [`ListenOptions::handshake_timeout`], or not
     /// speaking this backend's handshake.
     fn turned_away(&self) -> u64;
+
+    /// Gives up the handshakes in progress: an accept of one of its requests that waits on
+    /// the peer (TCP's wait for the connector's confirmation, up to
+    /// [`ListenOptions::handshake_timeout`]) fails at once with [`Error::ConnectionAborted`],
+    /// so that a server stopping never waits on a peer. The default does nothing (a backend
+    /// whose accepts do not wait on the peer, or whose CM bounds the wait itself).
+    fn close(&self) {}
 }
 
 /// An incoming connect request (`RDMA_CM_EVENT_CONNECT_REQUEST`). Dropping it rejects it.

@@ -13,8 +13,8 @@
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::qp::TcpQp;
@@ -33,6 +33,9 @@ const READY: u8 = b'U';
 const REQUEST_LEN: usize = 5 + CONNECT_PRIVATE_DATA_MAX;
 /// How often `get_request` polls the listening socket and the handshakes in progress.
 const POLL: Duration = Duration::from_millis(1);
+/// How often an accept waiting for the connector's confirmation looks whether its listener
+/// was closed ([`Listener::close`]).
+const CONFIRM_SLICE: Duration = Duration::from_millis(20);
 
 /// A listening TCP endpoint; dropping it closes the socket, which resets connections not yet
 /// taken, so their connectors see [`Error::Rejected`].
@@ -43,6 +46,8 @@ pub struct TcpCmListener {
     /// Connections whose request frame is still arriving, or complete and not yet taken.
     pending: Mutex<Vec<Handshake>>,
     turned_away: AtomicU64,
+    /// Set by [`Listener::close`]: the accepts of its requests stop waiting.
+    closed: Arc<AtomicBool>,
 }
 
 /// A fresh connection and what it has sent of its request so far.
@@ -92,6 +97,10 @@ impl Handshake {
 pub struct TcpRequest {
     stream: TcpStream,
     private_data: Vec<u8>,
+    /// How long its accept waits for the connector's confirmation.
+    handshake_timeout: Duration,
+    /// Its listener's [`Listener::close`].
+    closed: Arc<AtomicBool>,
 }
 
 fn resolve(addr: &str) -> Result<SocketAddr> {
@@ -119,6 +128,7 @@ pub(super) fn listen(addr: &str, opts: &ListenOptions) -> Result<TcpCmListener> 
         opts: *opts,
         pending: Mutex::new(Vec::new()),
         turned_away: AtomicU64::new(0),
+        closed: Arc::new(AtomicBool::new(false)),
     })
 }
 
@@ -230,10 +240,15 @@ impl TcpCmListener {
                         continue;
                     }
                     let _ = h.stream.set_nodelay(true);
-                    // The accept's write and its wait for the ready-to-use.
-                    let _ = h.stream.set_read_timeout(Some(self.opts.handshake_timeout));
+                    // The accept's write; its wait for the ready-to-use looks at `closed` too.
+                    let _ = h.stream.set_read_timeout(Some(CONFIRM_SLICE));
                     let _ = h.stream.set_write_timeout(Some(self.opts.handshake_timeout));
-                    return Some(TcpRequest { stream: h.stream, private_data: h.got[5..].to_vec() });
+                    return Some(TcpRequest {
+                        stream: h.stream,
+                        private_data: h.got[5..].to_vec(),
+                        handshake_timeout: self.opts.handshake_timeout,
+                        closed: self.closed.clone(),
+                    });
                 }
             }
         }
@@ -267,6 +282,10 @@ impl Listener for TcpCmListener {
     fn turned_away(&self) -> u64 {
         self.turned_away.load(Ordering::Relaxed)
     }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+    }
 }
 
 impl ConnectRequest for TcpRequest {
@@ -289,12 +308,22 @@ impl ConnectRequest for TcpRequest {
         let mut rep = Vec::with_capacity(1 + ACCEPT_PRIVATE_DATA_MAX);
         rep.push(ACCEPT);
         rep.extend_from_slice(&private_data);
+        // Bounded by the handshake timeout, set on the stream when the request was taken.
         self.stream.write_all(&rep).map_err(|_| Error::ConnectionAborted)?;
-        // Both bounded by the handshake timeout, set on the stream when the request was taken.
+        // The confirmation, within the handshake timeout, a slice at a time so that a closed
+        // listener's accept gives up at once.
+        let deadline = Instant::now() + self.handshake_timeout;
         let mut ready = [0u8];
-        match self.stream.read_exact(&mut ready) {
-            Ok(()) if ready[0] == READY => TcpQp::start(self.stream, pd, caps, before),
-            _ => Err(Error::ConnectionAborted),
+        loop {
+            match self.stream.read(&mut ready) {
+                Ok(1) if ready[0] == READY => return TcpQp::start(self.stream, pd, caps, before),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {
+                    if self.closed.load(Ordering::Acquire) || Instant::now() >= deadline {
+                        return Err(Error::ConnectionAborted);
+                    }
+                }
+                _ => return Err(Error::ConnectionAborted),
+            }
         }
     }
 

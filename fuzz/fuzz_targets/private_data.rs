@@ -6,6 +6,14 @@
 use cm_private_data::{negotiate, PrivateData, FORMAT_IDENTIFIER, MAX_INLINE, MIN_INLINE};
 use libfuzzer_sys::fuzz_target;
 
+#[path = "bounded_alloc.rs"]
+mod bounded_alloc;
+
+/// Aborts on any allocation larger than 64 MiB: a length the input claims, not memory it
+/// brings (`bounded_alloc`).
+#[global_allocator]
+static ALLOC: bounded_alloc::Bounded = bounded_alloc::Bounded;
+
 fuzz_target!(|data: &[u8]| {
     let pd = PrivateData::from_received(data);
     assert!((MIN_INLINE..=MAX_INLINE).contains(&pd.send_size()));

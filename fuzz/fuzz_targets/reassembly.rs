@@ -14,6 +14,14 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+
+#[path = "bounded_alloc.rs"]
+mod bounded_alloc;
+
+/// Aborts on any allocation larger than 64 MiB: a length the input claims, not memory it
+/// brings (`bounded_alloc`).
+#[global_allocator]
+static ALLOC: bounded_alloc::Bounded = bounded_alloc::Bounded;
 use rpcrdma_v1::header::{chunk_len, Header, HeaderLimits, MessageKind};
 use rpcrdma_v1::reassemble::{
     fetch_len, read_list_fetches, reassemble_call, reassemble_reply_with_ulb, ReassemblyError,

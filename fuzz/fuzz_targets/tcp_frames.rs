@@ -12,6 +12,14 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
+
+#[path = "bounded_alloc.rs"]
+mod bounded_alloc;
+
+/// Aborts on any allocation larger than 64 MiB: a length the input claims, not memory it
+/// brings (`bounded_alloc`).
+#[global_allocator]
+static ALLOC: bounded_alloc::Bounded = bounded_alloc::Bounded;
 use rpcrdma_verbs::tcp::frame::Head;
 use rpcrdma_verbs::{
     Access, Backend, CmEvent, ConnectRequest, Listener, ProtectionDomain, QpCaps, QpState, QueuePair, Sge, Tcp,

@@ -6,6 +6,14 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+
+#[path = "bounded_alloc.rs"]
+mod bounded_alloc;
+
+/// Aborts on any allocation larger than 64 MiB: a length the input claims, not memory it
+/// brings (`bounded_alloc`).
+#[global_allocator]
+static ALLOC: bounded_alloc::Bounded = bounded_alloc::Bounded;
 use xdr_spec::ast::{source_text, LineIndex};
 use xdr_spec::check::{check, has_errors};
 use xdr_spec::extract::{extract, ExtractError, ExtractOptions};

@@ -335,6 +335,42 @@ fn the_server_as_a_whole_holds_no_more_than_its_memory_budget<B: Backend + Clone
     eventually("the chunk memory given back", WAIT_LIMIT, || s.stats().memory_held, |&h| h <= ARG + (64 << 10));
 }
 
+/// The attack of issue 26, on three connections: RDMA_NOMSG calls each naming 4 MiB of Read
+/// chunks (a 2 MiB Position-Zero chunk and a 2 MiB chunk at position 4: exactly the default
+/// per-message limit), eight at once per connection, and the server's RDMA Reads never
+/// answered. With the default configuration the server holds no more than its memory budget:
+/// the calls beyond it are refused before anything is fetched, counted, and a client is
+/// served meanwhile (before: each call's 4 MiB was allocated and zero-filled at once, and 250
+/// such connections held 8.6 GB).
+#[test]
+fn tcp_calls_whose_reads_are_never_answered_hold_no_more_than_the_memory_budget() {
+    let _g = serial();
+    let limits = ServerLimits::default();
+    let s = server(&rpcrdma_verbs::Tcp, limits);
+    let mut peers: Vec<TcpStream> = (0..3).map(|_| raw_tcp_connection(&s.local_addr())).collect();
+    const HALF: u32 = 2 << 20;
+    for (n, peer) in peers.iter_mut().enumerate() {
+        for k in 0..8 {
+            let xid = 0x4000 + 16 * n as u32 + k;
+            // RDMA_NOMSG; Read list: (position 0, 2 MiB), (position 4, 2 MiB); no Write list,
+            // no Reply chunk.
+            let header =
+                words(&[xid, 1, 32, 1, 1, 0, 0x100 + k, HALF, 0, 0x1000, 1, 4, 0x200 + k, HALF, 0, 0x1000, 0, 0, 0]);
+            let mut frame = Vec::new();
+            Head::Send { len: header.len() as u32 }.encode(&mut frame);
+            frame.extend(&header);
+            peer.write_all(&frame).unwrap();
+        }
+    }
+    let st = eventually("calls refused for want of memory", WAIT_LIMIT, || s.stats(), |st| st.refused.memory >= 1);
+    assert!(st.memory_peak <= limits.memory_budget, "{} bytes held, budget {}", st.memory_peak, limits.memory_budget);
+    let c = client(&rpcrdma_verbs::Tcp, &s);
+    call_ok(&c, 1, SMALL);
+    let st = s.stats();
+    assert!(st.memory_peak <= limits.memory_budget, "{} bytes held, budget {}", st.memory_peak, limits.memory_budget);
+    drop(peers);
+}
+
 on_both_backends! {
     the_server_as_a_whole_holds_no_more_than_its_memory_budget,
     a_thousand_connections_are_released_as_they_close,

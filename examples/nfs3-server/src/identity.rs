@@ -9,7 +9,12 @@
 //!
 //! The identity is set with the raw `setfsuid`, `setfsgid` and `setgroups` system calls,
 //! which change the calling thread alone (glibc's `setgroups` changes every thread of the
-//! process). Changing it needs `CAP_SETUID` and `CAP_SETGID`: a server not run as root cannot,
+//! process), on a short-lived thread of the call's own ([`Identity::run`]), never on the
+//! thread serving the connection: the kernel refuses (EACCES) a uverbs command written from a
+//! thread whose credentials are not the very ones that opened the device
+//! (`ib_safe_file_access` compares them by address), and credentials changed and changed back
+//! are new ones, so a serving thread that had acted as a caller could post nothing more on
+//! rdma-core (seen in the guest: `ibv_post_send failed: Permission denied`). Changing it needs `CAP_SETUID` and `CAP_SETGID`: a server not run as root cannot,
 //! and every call then acts as the server's own user (logged once). AUTH_SYS is a claim, not a
 //! proof: whoever can reach the server can claim any uid but 0 (squashed). Serve only networks
 //! whose hosts are trusted to say who their users are, as with any AUTH_SYS NFS server.
@@ -72,8 +77,36 @@ impl Identity {
         self.gid == gid || self.groups[..self.ngroups].contains(&gid)
     }
 
+    /// Runs `f` as this identity: on a thread of its own, whose file-system identity is this
+    /// one (see the [module documentation](self)), or here when this process cannot change
+    /// identities (not root). A panic in `f` is this thread's again.
+    ///
+    /// ```
+    /// use nfs3_server::identity::Identity;
+    /// let user = Identity::new(1000, 1000, &[], true);
+    /// assert_eq!(user.run(|| 6 * 7), 42);
+    /// ```
+    pub fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        if own().is_none() {
+            return f();
+        }
+        let me = *self;
+        std::thread::scope(|s| {
+            let acting = std::thread::Builder::new().name("nfs3-as-caller".into()).spawn_scoped(s, move || {
+                let _acting = me.act();
+                f()
+            });
+            match acting {
+                Ok(t) => t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                // No thread to be had: the call is not run as anyone else.
+                Err(e) => panic!("no thread to act as the caller on: {e}"),
+            }
+        })
+    }
+
     /// Makes this the calling thread's file-system identity until the guard drops, when the
-    /// process's own comes back; `None` when this process cannot change it (not root).
+    /// process's own comes back; `None` when this process cannot change it (not root). Only
+    /// on a thread that never posts to a verbs device ([`Identity::run`]).
     pub fn act(&self) -> Option<Acting> {
         let own = own()?;
         // SAFETY: plain system calls on this thread's credentials, with valid arguments; the

@@ -310,10 +310,9 @@ impl Handler for Nfs3 {
         };
         let mut out = Out { xid: h.xid, buf: reply };
         // The call acts as its caller: the kernel's permission checks apply, and what it
-        // creates is the caller's (until the guard drops, panics included).
-        let acting = caller.act();
-        let served = self.dispatch(h.proc, &caller, &call[at..], &mut out);
-        drop(acting);
+        // creates is the caller's. On a thread of its own (`identity::as_caller`): the serving
+        // thread's credentials must not change, or rdma-core refuses its next post.
+        let served = caller.run(|| self.dispatch(h.proc, &caller, &call[at..], &mut out));
         if served.is_err() {
             reply.clear();
             onc::reply_garbage_args(h.xid, reply);

@@ -158,6 +158,11 @@ impl MountServer {
     /// The address cannot be bound.
     pub fn start(addr: &str, mount: Mount) -> io::Result<MountServer> {
         let listener = TcpListener::bind(addr)?;
+        // A deeper accept queue than std's 128 (Linux caps it at net.core.somaxconn): under a
+        // churn of silent sockets a full queue drops a newcomer's SYN, which then waits 1 s
+        // for its retransmission.
+        // SAFETY: listen(2) again on a listening socket only changes its backlog.
+        unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&listener), 4096) };
         let local = listener.local_addr()?;
         // Non-blocking, polled, so that the acceptor sees `stop` without a connection.
         listener.set_nonblocking(true)?;
@@ -182,7 +187,10 @@ impl MountServer {
                     }
                     // Every connection held is being answered: this one is closed.
                     Ok((stream, _)) => drop(stream),
-                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                    // Nothing waiting: sleep until a connection arrives (or 100 ms, to see
+                    // `stop`). A fixed sleep let the kernel's backlog fill under a churn of
+                    // silent sockets, and a newcomer's dropped SYN cost it a 1 s retransmission.
+                    Err(_) => wait_readable(&listener, Duration::from_millis(100)),
                 }
             }
         })?;
@@ -202,6 +210,15 @@ impl Drop for MountServer {
             let _ = a.join();
         }
     }
+}
+
+/// Waits up to `limit` for `listener` to have a connection to accept (`poll(2)`).
+fn wait_readable(listener: &TcpListener, limit: Duration) {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let ms = libc::c_int::try_from(limit.as_millis()).unwrap_or(libc::c_int::MAX);
+    // SAFETY: one valid pollfd for the length of the call; the result is only a wake-up.
+    unsafe { libc::poll(&mut fd, 1, ms) };
 }
 
 /// Serves one connection's calls until it closes, idles past [`IDLE`], sends a record beyond

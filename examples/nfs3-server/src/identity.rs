@@ -21,6 +21,20 @@
 
 use std::sync::OnceLock;
 
+// The 32-bit-id system calls: on x86 and arm the plain ones take 16-bit ids.
+#[cfg(any(target_arch = "x86", target_arch = "arm"))]
+const SETGROUPS: libc::c_long = libc::SYS_setgroups32;
+#[cfg(any(target_arch = "x86", target_arch = "arm"))]
+const SETFSUID: libc::c_long = libc::SYS_setfsuid32;
+#[cfg(any(target_arch = "x86", target_arch = "arm"))]
+const SETFSGID: libc::c_long = libc::SYS_setfsgid32;
+#[cfg(not(any(target_arch = "x86", target_arch = "arm")))]
+const SETGROUPS: libc::c_long = libc::SYS_setgroups;
+#[cfg(not(any(target_arch = "x86", target_arch = "arm")))]
+const SETFSUID: libc::c_long = libc::SYS_setfsuid;
+#[cfg(not(any(target_arch = "x86", target_arch = "arm")))]
+const SETFSGID: libc::c_long = libc::SYS_setfsgid;
+
 /// The uid and gid of an anonymous caller (AUTH_NONE, or uid 0 squashed): "nobody".
 pub const ANONYMOUS: u32 = 65534;
 
@@ -33,6 +47,8 @@ const MAX_GROUPS: usize = 16;
 /// use nfs3_server::identity::{Identity, ANONYMOUS};
 /// let squashed = Identity::new(0, 0, &[0, 10], true);
 /// assert_eq!((squashed.uid(), squashed.gid()), (ANONYMOUS, ANONYMOUS));
+/// let claims_root_group = Identity::new(1000, 0, &[0], true);
+/// assert!(!claims_root_group.in_group(0) && claims_root_group.gid() == ANONYMOUS);
 /// let user = Identity::new(1000, 100, &[10, 20], true);
 /// assert!(user.in_group(20) && user.in_group(100) && !user.in_group(30));
 /// ```
@@ -45,16 +61,21 @@ pub struct Identity {
 }
 
 impl Identity {
-    /// The identity of an AUTH_SYS caller (groups beyond 16 ignored); uid 0 becomes the
-    /// anonymous id, with no groups, when `squash_root`.
+    /// The identity of an AUTH_SYS caller (groups beyond 16 ignored). With `squash_root`, as
+    /// nfsd's `root_squash`: uid 0 becomes the anonymous id with no groups, and gid 0, primary
+    /// or supplementary, the anonymous gid (a caller claiming group 0 would otherwise reach
+    /// root's group's files, and could make a setgid-root file of its own).
     pub fn new(uid: u32, gid: u32, gids: &[u32], squash_root: bool) -> Self {
         if uid == 0 && squash_root {
             return Identity::anonymous();
         }
+        let squash = |g: u32| if g == 0 && squash_root { ANONYMOUS } else { g };
         let mut groups = [0; MAX_GROUPS];
         let ngroups = gids.len().min(MAX_GROUPS);
-        groups[..ngroups].copy_from_slice(&gids[..ngroups]);
-        Identity { uid, gid, groups, ngroups }
+        for (to, &from) in groups.iter_mut().zip(&gids[..ngroups]) {
+            *to = squash(from);
+        }
+        Identity { uid, gid: squash(gid), groups, ngroups }
     }
 
     /// The anonymous identity: an AUTH_NONE caller.
@@ -78,45 +99,56 @@ impl Identity {
     }
 
     /// Runs `f` as this identity: on a thread of its own, whose file-system identity is this
-    /// one (see the [module documentation](self)), or here when this process cannot change
-    /// identities (not root). A panic in `f` is this thread's again.
+    /// one (see the [module documentation](self)), or here when this process is not root (it
+    /// then has only its own user's rights to lend). `Err` when the identity could not be
+    /// taken (a root without `CAP_SETUID`/`CAP_SETGID`, a uid a user namespace does not map):
+    /// `f` is not run, rather than run as root. A panic in `f` is this thread's again.
     ///
     /// ```
     /// use nfs3_server::identity::Identity;
     /// let user = Identity::new(1000, 1000, &[], true);
-    /// assert_eq!(user.run(|| 6 * 7), 42);
+    /// assert_eq!(user.run(|| 6 * 7).unwrap(), 42);
     /// ```
-    pub fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+    pub fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> std::io::Result<R> {
         if own().is_none() {
-            return f();
+            return Ok(f());
         }
         let me = *self;
         std::thread::scope(|s| {
             let acting = std::thread::Builder::new().name("nfs3-as-caller".into()).spawn_scoped(s, move || {
-                let _acting = me.act();
-                f()
+                // (Its credentials are this thread's alone, and the thread ends with the call.)
+                me.act().map(|_acting| f())
             });
             match acting {
                 Ok(t) => t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                // No thread to be had: the call is not run as anyone else.
-                Err(e) => panic!("no thread to act as the caller on: {e}"),
+                Err(e) => Err(e),
             }
         })
     }
 
     /// Makes this the calling thread's file-system identity until the guard drops, when the
-    /// process's own comes back; `None` when this process cannot change it (not root). Only
-    /// on a thread that never posts to a verbs device ([`Identity::run`]).
-    pub fn act(&self) -> Option<Acting> {
-        let own = own()?;
+    /// process's own comes back; `Ok(None)` when this process is not root. Each change is read
+    /// back: an identity that did not take is an error, never root's rights. Only on a
+    /// thread that never posts to a verbs device ([`Identity::run`]).
+    pub fn act(&self) -> std::io::Result<Option<Acting>> {
+        let Some(own) = own() else { return Ok(None) };
+        let acting = Acting { own };
         // SAFETY: plain system calls on this thread's credentials, with valid arguments; the
-        // group list outlives the call.
-        unsafe {
-            libc::syscall(libc::SYS_setgroups, self.ngroups, self.groups.as_ptr());
-            libc::syscall(libc::SYS_setfsgid, self.gid);
-            libc::syscall(libc::SYS_setfsuid, self.uid);
+        // group list outlives the call. setfs[ug]id(-1) changes nothing and returns the id in
+        // effect.
+        let (groups, fsgid, fsuid) = unsafe {
+            let groups = libc::syscall(SETGROUPS, self.ngroups, self.groups.as_ptr());
+            libc::syscall(SETFSGID, self.gid);
+            libc::syscall(SETFSUID, self.uid);
+            (groups, libc::syscall(SETFSGID, -1i32), libc::syscall(SETFSUID, -1i32))
+        };
+        if groups != 0 || fsgid != i64::from(self.gid) || fsuid != i64::from(self.uid) {
+            return Err(std::io::Error::other(format!(
+                "could not act as uid {} gid {} (setgroups {groups}, fsgid now {fsgid}, fsuid now {fsuid})",
+                self.uid, self.gid
+            )));
         }
-        Some(Acting { own })
+        Ok(Some(acting))
     }
 }
 
@@ -157,9 +189,9 @@ impl Drop for Acting {
         let own = self.own;
         // SAFETY: as in `Identity::act`.
         unsafe {
-            libc::syscall(libc::SYS_setfsuid, own.uid);
-            libc::syscall(libc::SYS_setfsgid, own.gid);
-            libc::syscall(libc::SYS_setgroups, own.groups.len(), own.groups.as_ptr());
+            libc::syscall(SETFSUID, own.uid);
+            libc::syscall(SETFSGID, own.gid);
+            libc::syscall(SETGROUPS, own.groups.len(), own.groups.as_ptr());
         }
     }
 }

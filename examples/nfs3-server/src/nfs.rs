@@ -312,7 +312,15 @@ impl Handler for Nfs3 {
         // The call acts as its caller: the kernel's permission checks apply, and what it
         // creates is the caller's. On a thread of its own (`identity::as_caller`): the serving
         // thread's credentials must not change, or rdma-core refuses its next post.
-        let served = caller.run(|| self.dispatch(h.proc, &caller, &call[at..], &mut out));
+        let served = match caller.run(|| self.dispatch(h.proc, &caller, &call[at..], &mut out)) {
+            Ok(served) => served,
+            // Not run as root instead: refused whole.
+            Err(e) => {
+                eprintln!("nfs3-server: xid {:#010x}: {e}", h.xid);
+                reply.clear();
+                return onc::reply_system_err(h.xid, reply);
+            }
+        };
         if served.is_err() {
             reply.clear();
             onc::reply_garbage_args(h.xid, reply);

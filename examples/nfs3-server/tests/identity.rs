@@ -144,6 +144,12 @@ fn a_caller_acts_as_its_uid_gid_and_groups() {
     std::fs::set_permissions(rig.dir.join("team"), std::fs::Permissions::from_mode(0o770)).unwrap();
     assert_eq!(rig.create(&sys(1000, 1000, &[4242]), "team", "ours", 0o644), Nfsstat3::Nfs3Ok);
     assert_eq!(rig.create(&sys(1001, 1001, &[7]), "team", "theirs", 0o644), Nfsstat3::Nfs3errAcces);
+    // Root's group is squashed as root is: claiming gid 0 (primary or supplementary) opens
+    // no root-group directory.
+    std::fs::create_dir(rig.dir.join("wheel")).unwrap();
+    std::fs::set_permissions(rig.dir.join("wheel"), std::fs::Permissions::from_mode(0o770)).unwrap();
+    assert_eq!(rig.create(&sys(1000, 0, &[0]), "wheel", "in", 0o2755), Nfsstat3::Nfs3errAcces);
+    assert!(!rig.dir.join("wheel/in").exists());
     // An anonymous caller is the anonymous id.
     assert_eq!(rig.create(&Auth::None, "open", "anon", 0o644), Nfsstat3::Nfs3Ok);
     assert_eq!(std::fs::metadata(rig.dir.join("open/anon")).unwrap().uid(), ANONYMOUS);

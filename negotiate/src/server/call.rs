@@ -4,6 +4,7 @@
 //! checks is this code, not a copy of it.
 
 use super::*;
+use rpcrdma_v1::header::MessageKind;
 use rpcrdma_v1::reassemble::fetch_len;
 
 /// What the handler made of a call.
@@ -122,8 +123,9 @@ impl CallBuffers {
         let landing = usize::try_from(fetch_len(reads)).unwrap_or(usize::MAX);
         // The whole message, and each chunk's XDR padding (RFC 8166 section 3.4.5.2).
         let message = header.payload().len().saturating_add(landing).saturating_add(4 * reads.len());
-        // An RDMA_NOMSG call's chunks land in a buffer of their own first.
-        let landing_buffer = if header.position_zero_chunk().is_some() { landing } else { 0 };
+        // An RDMA_NOMSG call's chunks land in a buffer of their own first (whether or not
+        // it has a Position-Zero chunk: `fetch_call` decides by the message's kind).
+        let landing_buffer = if header.kind() == MessageKind::NoMsg { landing } else { 0 };
         let want = self.call.capacity().max(message).saturating_add(landing_buffer);
         if !self.charge.try_grow_to(want) {
             return false;
@@ -213,6 +215,8 @@ pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
     answering: impl FnOnce(),
 ) -> Result<Answered, DataPathError> {
     if !buffers.make_room(header) {
+        // What this thread kept goes back too while the budget is short.
+        buffers.settle();
         answering();
         let err = ErrorReply::err_chunk(header.xid(), params.version, params.credits);
         return send_error(conn, err.as_bytes()).map(|()| Answered::OverBudget);

@@ -38,6 +38,8 @@ use std::sync::Arc;
 pub struct MemoryBudget {
     limit: usize,
     used: AtomicUsize,
+    /// The part of `used` charged whatever the budget holds ([`MemoryBudget::charge`]).
+    fixed: AtomicUsize,
     peak: AtomicUsize,
     refused: AtomicU64,
 }
@@ -48,6 +50,7 @@ impl MemoryBudget {
         Arc::new(MemoryBudget {
             limit,
             used: AtomicUsize::new(0),
+            fixed: AtomicUsize::new(0),
             peak: AtomicUsize::new(0),
             refused: AtomicU64::new(0),
         })
@@ -77,20 +80,24 @@ impl MemoryBudget {
     /// connection's Receives), which calls must not shut out.
     pub fn charge(self: &Arc<Self>, bytes: usize) -> Charge {
         let now = self.used.fetch_add(bytes, Ordering::AcqRel).saturating_add(bytes);
+        self.fixed.fetch_add(bytes, Ordering::AcqRel);
         self.peak.fetch_max(now, Ordering::AcqRel);
-        Charge { budget: Some(self.clone()), bytes }
+        Charge { budget: Some(self.clone()), bytes, fixed: true }
     }
 
     /// Charges `bytes` if they fit within the limit with everything charged now; `None` (and
     /// counted in [`MemoryBudget::refused`]) if not.
     pub fn try_charge(self: &Arc<Self>, bytes: usize) -> Option<Charge> {
-        self.try_add(bytes).then(|| Charge { budget: Some(self.clone()), bytes })
+        self.try_add(bytes).then(|| Charge { budget: Some(self.clone()), bytes, fixed: false })
     }
 
-    /// Whether the budget is more than half used: memory kept only for reuse is given back
-    /// then ([`Charge::give_back_if_short`]).
+    /// Whether calls have more than half of what the fixed charges (Receives) leave them:
+    /// memory kept only for reuse is given back then ([`Charge::give_back_if_short`]). The
+    /// fixed charges themselves never make it short: at the defaults the Receives of 256
+    /// connections are half the budget, and calls' buffers would be freed after every call.
     pub fn is_short(&self) -> bool {
-        self.used() > self.limit / 2
+        let (used, fixed) = (self.used(), self.fixed.load(Ordering::Acquire).min(self.used()));
+        used - fixed > self.limit.saturating_sub(fixed) / 2
     }
 
     fn try_add(&self, bytes: usize) -> bool {
@@ -109,7 +116,10 @@ impl MemoryBudget {
         }
     }
 
-    fn release(&self, bytes: usize) {
+    fn release(&self, bytes: usize, fixed: bool) {
+        if fixed {
+            self.fixed.fetch_sub(bytes, Ordering::AcqRel);
+        }
         self.used.fetch_sub(bytes, Ordering::AcqRel);
     }
 }
@@ -125,17 +135,28 @@ impl MemoryBudget {
 /// assert!(!c.try_grow_to(1001), "beyond the limit");
 /// assert_eq!((c.bytes(), budget.used()), (900, 900));
 /// assert_eq!(Charge::default().bytes(), 0);
+///
+/// // Short: calls hold more than half of what the fixed charges (Receives) leave them.
+/// let budget = MemoryBudget::new(1000);
+/// let receives = budget.charge(600);
+/// let mut call = budget.try_charge(200).unwrap();
+/// assert!(!budget.is_short(), "200 of the 400 left");
+/// assert!(call.try_grow_to(201) && budget.is_short());
+/// assert!(call.give_back_if_short() && budget.used() == 600);
+/// drop(receives);
 /// ```
 #[derive(Debug, Default)]
 pub struct Charge {
     budget: Option<Arc<MemoryBudget>>,
     bytes: usize,
+    /// Charged whatever the budget holds ([`MemoryBudget::charge`]).
+    fixed: bool,
 }
 
 impl Charge {
     /// A charge of nothing yet against `budget`, to grow ([`Charge::try_grow_to`]).
     pub fn empty(budget: &Arc<MemoryBudget>) -> Self {
-        Charge { budget: Some(budget.clone()), bytes: 0 }
+        Charge { budget: Some(budget.clone()), bytes: 0, fixed: false }
     }
 
     /// The bytes it counts.
@@ -172,7 +193,7 @@ impl Charge {
     pub fn shrink_to(&mut self, bytes: usize) {
         if bytes < self.bytes {
             if let Some(b) = &self.budget {
-                b.release(self.bytes - bytes);
+                b.release(self.bytes - bytes, self.fixed);
             }
             self.bytes = bytes;
         }
@@ -180,10 +201,7 @@ impl Charge {
 
     /// Gives the whole charge back; the charge stays tied to its budget.
     pub fn set_nothing(&mut self) {
-        if let Some(b) = &self.budget {
-            b.release(self.bytes);
-        }
-        self.bytes = 0;
+        self.shrink_to(0);
     }
 }
 

@@ -105,6 +105,7 @@
 
 #[macro_use]
 mod setters;
+mod spin;
 
 pub mod backchannel;
 pub mod budget;

@@ -112,7 +112,8 @@ impl Mount {
 struct Held {
     /// The same socket, to shut it down when the connection gives its place up.
     socket: TcpStream,
-    /// Whether a call of its is being answered (not to be cut then).
+    /// Whether a call of its is being answered (not to be cut then); not while its reply is
+    /// being written.
     busy: Arc<AtomicBool>,
     /// Whether its thread has ended.
     done: Arc<AtomicBool>,
@@ -223,7 +224,8 @@ fn wait_readable(listener: &TcpListener, limit: Duration) {
 
 /// Serves one connection's calls until it closes, idles past [`IDLE`], sends a record beyond
 /// the bounds (then it is closed: record marking cannot resynchronize), or is cut to make room
-/// for a newcomer while it is not `busy` being answered.
+/// for a newcomer while it is not `busy` answering a call (its reply's write, which a peer
+/// that does not read can block, may be cut).
 fn serve_connection(mut stream: TcpStream, mount: &Mount, busy: &AtomicBool) -> Result<(), crate::record::RecordError> {
     stream.set_nonblocking(false)?;
     stream.set_read_timeout(Some(IDLE))?;
@@ -235,11 +237,14 @@ fn serve_connection(mut stream: TcpStream, mount: &Mount, busy: &AtomicBool) -> 
             Ok(false) => break Ok(()),
             Err(e) => break Err(e),
         }
+        // Busy only while the call is being answered, not while its reply waits on the peer:
+        // a peer that pipelines calls and never reads its replies blocks this write, and
+        // counted busy it would hold its place (64 of them locked MOUNT out) until the write
+        // timed out. Not busy, it is the oldest idle connection, cut for a newcomer.
         busy.store(true, Ordering::Release);
         mount.handle(&call, &mut reply);
-        let written = write_record(&mut stream, &reply);
         busy.store(false, Ordering::Release);
-        if let Err(e) = written {
+        if let Err(e) = write_record(&mut stream, &reply) {
             break Err(e.into());
         }
     };

@@ -13,10 +13,6 @@ use super::*;
 /// already holds, so that a burst is handed out in one pass.
 pub(super) const REAP_BATCH: usize = 16;
 
-/// Spin-loop hints between two looks at an empty completion queue while a waiter polls
-/// before it sleeps ([`Transport::poll_first`]).
-const SPINS_BETWEEN_POLLS: u32 = 128;
-
 /// What a waiter on a [`Transport`] waits for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Want {
@@ -129,8 +125,14 @@ impl<B: Backend> Transport<B> {
             st.polling = true;
             drop(st);
             let mut batch = [Completion::default(); REAP_BATCH];
-            let mut n = self.poll_first(&mut batch, poll_first.min(left));
-            let left = deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(Instant::now()));
+            let polling = poll_first.min(left);
+            let mut n = self.poll_first(&mut batch, polling);
+            // The clock is read again only if time went by polling.
+            let left = if polling.is_zero() {
+                left
+            } else {
+                deadline.map_or(Duration::ZERO, |d| d.saturating_duration_since(Instant::now()))
+            };
             // Blocks until a completion or the deadline, with no slice: a waiter whose
             // completion this reaps is woken as it is set aside, and a connection closed meanwhile
             // flushes its work requests, which wakes this wait too.
@@ -159,25 +161,11 @@ impl<B: Backend> Transport<B> {
         }
     }
 
-    /// Polls the completion queue without blocking for up to `limit`, a look every few
-    /// hundred nanoseconds, until it holds something: a completion arriving meanwhile is
-    /// reaped without this thread having slept and been woken, which is most of a short
-    /// round trip's time (`ib_send_lat` busy-polls for the same reason). Returns how many
-    /// completions it reaped into `batch`.
+    /// Polls the completion queue without blocking for up to `limit` ([`crate::spin`]) until
+    /// it holds something: a completion arriving meanwhile is reaped without this thread
+    /// having slept and been woken. Returns how many completions it reaped into `batch`.
     fn poll_first(&self, batch: &mut [Completion], limit: Duration) -> usize {
-        if limit.is_zero() {
-            return 0;
-        }
-        let until = Instant::now() + limit;
-        loop {
-            let n = self.qp.poll_cq(batch);
-            if n > 0 || Instant::now() >= until {
-                return n;
-            }
-            for _ in 0..SPINS_BETWEEN_POLLS {
-                std::hint::spin_loop();
-            }
-        }
+        crate::spin::poll_for(limit, || Some(self.qp.poll_cq(batch)).filter(|&n| n > 0)).unwrap_or(0)
     }
 
     /// What every reaped completion tells the connection, whoever reaped it: a Send's buffer

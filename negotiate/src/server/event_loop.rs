@@ -35,10 +35,6 @@ use super::*;
 use crate::connection::{Arrival, Received};
 use rpcrdma_verbs::Arm;
 
-/// Spin-loop hints between two looks at an empty ready queue or completion queue
-/// ([`ServerLimits::poll_before_wait`]).
-const SPINS_BETWEEN_LOOKS: u32 = 128;
-
 /// How long a thread the loop no longer needs (one more than the one waiting for the role)
 /// waits before it leaves.
 const KEEP_ALIVE: Duration = Duration::from_secs(2);
@@ -588,19 +584,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// queue) for up to [`ServerLimits::poll_before_wait`] while there is none, so that a
     /// message arriving meanwhile is taken without the thread having slept.
     fn poll_before_wait(&self, arrived: impl Fn() -> bool) {
-        let limit = self.cfg.limits.poll_before_wait;
-        if limit.is_zero() {
-            return;
-        }
-        // (A limit too long to add to an instant: a second at a time, so that the idle rule
-        // is still looked at.)
-        let until = Instant::now().checked_add(limit).unwrap_or_else(|| Instant::now() + Duration::from_secs(1));
-        // A look every few hundred nanoseconds, not continuously.
-        while !arrived() && Instant::now() < until && !self.stop.load(Ordering::Relaxed) {
-            for _ in 0..SPINS_BETWEEN_LOOKS {
-                std::hint::spin_loop();
-            }
-        }
+        let stop = || self.stop.load(Ordering::Relaxed);
+        crate::spin::poll_for(self.cfg.limits.poll_before_wait, || (arrived() || stop()).then_some(()));
     }
 
     /// Arms connection `id` to wake the loop at its next completion; one whose messages are

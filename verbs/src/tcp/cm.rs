@@ -1,21 +1,28 @@
-//! The TCP connection manager: a non-blocking listening socket polled by `get_request`, and
-//! the three-message handshake (request, accept or reject, ready-to-use) that carries private
-//! data both ways.
+//! The TCP connection manager: a non-blocking listening socket and the three-message
+//! handshake (request, accept or reject, ready-to-use) that carries private data both ways.
 //!
-//! The listener reads every handshake in progress without blocking, each against its own
-//! deadline ([`ListenOptions::handshake_timeout`]): a connection that says nothing, or drips its
-//! request a byte at a time, holds up no other. One that has spoken takes one of
-//! [`ListenOptions::max_pending`] places (beyond them it is dropped); one that has said
-//! nothing yet takes only a descriptor, and of those the oldest is closed when
-//! [`ListenOptions::max_silent`] are held or the process runs out of descriptors. So sockets
-//! that connect and say nothing, reopened as fast as they are dropped, never shut out a
-//! newcomer that speaks (issue 26: 64 of them once turned away every new client).
+//! `get_request` sleeps on readiness (epoll, through mio) for the listening socket and every
+//! handshake in progress, and reads only the sockets that have something to read, each
+//! against its own deadline ([`ListenOptions::handshake_timeout`]): a connection that says
+//! nothing, or drips its request a byte at a time, holds up no other and costs no CPU. One that
+//! has spoken takes one of [`ListenOptions::max_pending`] places (beyond them it is dropped);
+//! one that has said nothing yet takes only a descriptor, and of those the oldest is closed
+//! when [`ListenOptions::max_silent`] are held or the process runs out of descriptors. A new
+//! connection is read once as it is taken, so one whose request is already there never counts
+//! as silent. So sockets that connect and say nothing, reopened as fast as they are dropped,
+//! never shut out a newcomer that speaks (issue 26: 64 of them once turned away every new
+//! client).
 
+use std::collections::{HashMap, VecDeque};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
 
 use super::qp::TcpQp;
 use super::TcpPd;
@@ -31,8 +38,11 @@ const REJECT: u8 = b'R';
 const READY: u8 = b'U';
 /// The request frame: magic, version, private data.
 const REQUEST_LEN: usize = 5 + CONNECT_PRIVATE_DATA_MAX;
-/// How often `get_request` polls the listening socket and the handshakes in progress.
-const POLL: Duration = Duration::from_millis(1);
+/// The listening socket's token; handshakes' tokens count up from 1.
+const LISTENING: Token = Token(0);
+/// How soon `get_request` tries again to take a connection it could not for want of
+/// descriptors (readiness is edge-triggered: the listening socket will not say so again).
+const RETRY_ACCEPT: Duration = Duration::from_millis(10);
 /// How often an accept waiting for the connector's confirmation looks whether its listener
 /// was closed ([`Listener::close`]).
 const CONFIRM_SLICE: Duration = Duration::from_millis(20);
@@ -43,11 +53,27 @@ pub struct TcpCmListener {
     listener: TcpListener,
     addr: String,
     opts: ListenOptions,
-    /// Connections whose request frame is still arriving, or complete and not yet taken.
-    pending: Mutex<Vec<Handshake>>,
+    /// Connections whose request frame is still arriving, and the readiness they wait on.
+    pending: Mutex<Pending>,
     turned_away: AtomicU64,
     /// Set by [`Listener::close`]: the accepts of its requests stop waiting.
     closed: Arc<AtomicBool>,
+}
+
+/// The handshakes in progress and the readiness set that wakes `get_request` for them.
+struct Pending {
+    poll: Poll,
+    events: Events,
+    handshakes: HashMap<Token, Handshake>,
+    /// Tokens in the order their connections came, with their deadlines: the oldest first.
+    arrived: VecDeque<(Instant, Token)>,
+    /// Tokens readiness named that are not yet read.
+    ready: Vec<Token>,
+    /// How many handshakes have spoken (the rest are silent).
+    speaking: usize,
+    next: usize,
+    /// The last accept failed for want of descriptors: try again soon.
+    starved: bool,
 }
 
 /// A fresh connection and what it has sent of its request so far.
@@ -56,6 +82,8 @@ struct Handshake {
     got: [u8; REQUEST_LEN],
     filled: usize,
     deadline: Instant,
+    /// It has spoken and holds one of the `max_pending` places.
+    holds_place: bool,
 }
 
 /// What reading a handshake without blocking came to.
@@ -122,11 +150,25 @@ pub(super) fn listen(addr: &str, opts: &ListenOptions) -> Result<TcpCmListener> 
     })?;
     let bound = listener.local_addr().map_err(|_| Error::BadAddress(addr.into()))?;
     listener.set_nonblocking(true).map_err(|_| Error::BadAddress(addr.into()))?;
+    let poll = Poll::new().map_err(|_| Error::BadAddress(addr.into()))?;
+    let fd = listener.as_raw_fd();
+    poll.registry()
+        .register(&mut SourceFd(&fd), LISTENING, Interest::READABLE)
+        .map_err(|_| Error::BadAddress(addr.into()))?;
     Ok(TcpCmListener {
         listener,
         addr: bound.to_string(),
         opts: *opts,
-        pending: Mutex::new(Vec::new()),
+        pending: Mutex::new(Pending {
+            poll,
+            events: Events::with_capacity(256),
+            handshakes: HashMap::new(),
+            arrived: VecDeque::new(),
+            ready: Vec::new(),
+            speaking: 0,
+            next: 1,
+            starved: false,
+        }),
         turned_away: AtomicU64::new(0),
         closed: Arc::new(AtomicBool::new(false)),
     })
@@ -169,11 +211,38 @@ pub(super) fn connect(
     Ok((TcpQp::start(s, pd, caps, |qp| (qp, Ok(())))?, accepted))
 }
 
+impl Pending {
+    fn silent(&self) -> usize {
+        self.handshakes.len() - self.speaking
+    }
+
+    /// Lets a handshake go (its socket closes, or is handed on) and forgets its readiness.
+    fn remove(&mut self, token: Token) -> Option<Handshake> {
+        let h = self.handshakes.remove(&token)?;
+        self.speaking -= usize::from(h.holds_place);
+        let _ = self.poll.registry().deregister(&mut SourceFd(&h.stream.as_raw_fd()));
+        Some(h)
+    }
+
+    /// The earliest deadline of a handshake still in progress (the oldest's).
+    fn next_deadline(&mut self) -> Option<Instant> {
+        while let Some(&(at, token)) = self.arrived.front() {
+            if self.handshakes.contains_key(&token) {
+                return Some(at);
+            }
+            self.arrived.pop_front();
+        }
+        None
+    }
+}
+
 impl TcpCmListener {
-    /// Takes every connection waiting on the listening socket into the handshakes in progress.
-    /// A new one is silent until it is read: room is made for it by closing the oldest silent
-    /// one when `max_silent` are held, or when the process is out of descriptors.
-    fn take_new(&self, pending: &mut Vec<Handshake>, now: Instant) {
+    /// Takes every connection waiting on the listening socket into the handshakes in progress,
+    /// reading each once: one whose request is already there is not silent. Room for a silent
+    /// one is made by closing the oldest silent one when `max_silent` are held, or when the
+    /// process is out of descriptors. A complete request found so is returned.
+    fn take_new(&self, p: &mut Pending, now: Instant) -> Option<TcpRequest> {
+        p.starved = false;
         loop {
             match self.listener.accept() {
                 Ok((stream, _)) => {
@@ -181,78 +250,104 @@ impl TcpCmListener {
                         self.turned_away.fetch_add(1, Ordering::Relaxed);
                         continue; // dropped: the connector sees a reset, i.e. a rejection
                     }
-                    if pending.iter().filter(|h| h.is_silent()).count() >= self.opts.max_silent.max(1) {
-                        self.close_oldest_silent(pending);
-                    }
+                    let token = Token(p.next);
+                    p.next += 1;
+                    let fd = stream.as_raw_fd();
                     let deadline = now + self.opts.handshake_timeout;
-                    pending.push(Handshake { stream, got: [0; REQUEST_LEN], filled: 0, deadline });
+                    let h = Handshake { stream, got: [0; REQUEST_LEN], filled: 0, deadline, holds_place: false };
+                    if p.poll.registry().register(&mut SourceFd(&fd), token, Interest::READABLE).is_err() {
+                        self.turned_away.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    p.handshakes.insert(token, h);
+                    p.arrived.push_back((deadline, token));
+                    if let Some(req) = self.advance(p, token, now) {
+                        return Some(req);
+                    }
+                    if p.handshakes.get(&token).is_some_and(Handshake::is_silent)
+                        && p.silent() > self.opts.max_silent.max(1)
+                    {
+                        self.close_oldest_silent(p);
+                    }
                 }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 // Out of descriptors (EMFILE, ENFILE): one silent socket makes room, and the
                 // connection waiting is taken.
                 Err(e) if matches!(e.raw_os_error(), Some(23 | 24)) => {
-                    if !self.close_oldest_silent(pending) {
-                        return;
+                    if !self.close_oldest_silent(p) {
+                        p.starved = true;
+                        return None;
                     }
                 }
                 // WouldBlock, or a connection reset before we took it.
-                Err(_) => return,
+                Err(_) => return None,
             }
         }
     }
 
     /// Closes the silent handshake held longest, counted; false if none is silent.
-    fn close_oldest_silent(&self, pending: &mut Vec<Handshake>) -> bool {
-        let oldest = pending.iter().enumerate().filter(|(_, h)| h.is_silent()).min_by_key(|(_, h)| h.deadline);
-        let Some((i, _)) = oldest else { return false };
-        pending.swap_remove(i);
+    fn close_oldest_silent(&self, p: &mut Pending) -> bool {
+        let oldest = p.arrived.iter().find(|(_, t)| p.handshakes.get(t).is_some_and(Handshake::is_silent));
+        let Some(&(_, token)) = oldest else { return false };
+        p.remove(token);
         self.turned_away.fetch_add(1, Ordering::Relaxed);
         true
     }
 
-    /// Advances every handshake in progress; returns the first complete one as a request. One
-    /// that speaks for the first time while `max_pending` others are partway is dropped.
-    fn next_complete(&self, pending: &mut Vec<Handshake>, now: Instant) -> Option<TcpRequest> {
-        let mut speaking = pending.iter().filter(|h| !h.is_silent()).count();
-        let mut i = 0;
-        while i < pending.len() {
-            let was_silent = pending[i].is_silent();
-            match pending[i].poll(now) {
-                Progress::Waiting if was_silent && !pending[i].is_silent() => {
-                    if speaking >= self.opts.max_pending {
-                        pending.swap_remove(i);
-                        self.turned_away.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        speaking += 1;
-                        i += 1;
-                    }
-                }
-                Progress::Waiting => i += 1,
-                Progress::Dropped => {
-                    speaking -= usize::from(!was_silent);
-                    pending.swap_remove(i);
+    /// Reads what a handshake has sent; returns it as a request when complete. One that speaks
+    /// for the first time while `max_pending` others are partway is dropped.
+    fn advance(&self, p: &mut Pending, token: Token, now: Instant) -> Option<TcpRequest> {
+        let speaking = p.speaking;
+        let h = p.handshakes.get_mut(&token)?;
+        let was_silent = h.is_silent();
+        match h.poll(now) {
+            Progress::Waiting if was_silent && !h.is_silent() => {
+                if speaking >= self.opts.max_pending {
+                    p.remove(token);
                     self.turned_away.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    h.holds_place = true;
+                    p.speaking += 1;
                 }
-                Progress::Complete => {
-                    let h = pending.swap_remove(i);
-                    if h.stream.set_nonblocking(false).is_err() {
-                        self.turned_away.fetch_add(1, Ordering::Relaxed);
-                        continue;
-                    }
-                    let _ = h.stream.set_nodelay(true);
-                    // The accept's write; its wait for the ready-to-use looks at `closed` too.
-                    let _ = h.stream.set_read_timeout(Some(CONFIRM_SLICE));
-                    let _ = h.stream.set_write_timeout(Some(self.opts.handshake_timeout));
-                    return Some(TcpRequest {
-                        stream: h.stream,
-                        private_data: h.got[5..].to_vec(),
-                        handshake_timeout: self.opts.handshake_timeout,
-                        closed: self.closed.clone(),
-                    });
+                None
+            }
+            Progress::Waiting => None,
+            Progress::Dropped => {
+                p.remove(token);
+                self.turned_away.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Progress::Complete => {
+                // Complete at once takes no place: it is handed on now.
+                let h = p.remove(token)?;
+                if h.stream.set_nonblocking(false).is_err() {
+                    self.turned_away.fetch_add(1, Ordering::Relaxed);
+                    return None;
                 }
+                let _ = h.stream.set_nodelay(true);
+                // The accept's write; its wait for the ready-to-use looks at `closed` too.
+                let _ = h.stream.set_read_timeout(Some(CONFIRM_SLICE));
+                let _ = h.stream.set_write_timeout(Some(self.opts.handshake_timeout));
+                Some(TcpRequest {
+                    stream: h.stream,
+                    private_data: h.got[5..].to_vec(),
+                    handshake_timeout: self.opts.handshake_timeout,
+                    closed: self.closed.clone(),
+                })
             }
         }
-        None
+    }
+
+    /// Drops the handshakes whose deadline has passed, oldest first.
+    fn expire(&self, p: &mut Pending, now: Instant) {
+        while let Some(at) = p.next_deadline() {
+            if at > now {
+                return;
+            }
+            let (_, token) = p.arrived.pop_front().expect("a deadline was found");
+            p.remove(token);
+            self.turned_away.fetch_add(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -265,17 +360,38 @@ impl Listener for TcpCmListener {
 
     fn get_request(&self, timeout: Duration) -> Result<TcpRequest> {
         let deadline = Instant::now().checked_add(timeout);
+        let mut p = lock(&self.pending);
+        let mut listening = true; // look at the listening socket first, whatever readiness said
         loop {
-            {
-                let now = Instant::now();
-                let mut pending = lock(&self.pending);
-                self.take_new(&mut pending, now);
-                if let Some(req) = self.next_complete(&mut pending, now) {
+            let now = Instant::now();
+            self.expire(&mut p, now);
+            if listening {
+                if let Some(req) = self.take_new(&mut p, now) {
+                    return Ok(req);
+                }
+            }
+            while let Some(token) = p.ready.pop() {
+                if let Some(req) = self.advance(&mut p, token, now) {
                     return Ok(req);
                 }
             }
             let l = left(deadline).ok_or(Error::Timeout)?;
-            std::thread::sleep(l.min(POLL));
+            let mut wait = p.next_deadline().map_or(l, |at| at.saturating_duration_since(now).min(l));
+            if p.starved {
+                wait = wait.min(RETRY_ACCEPT);
+            }
+            let Pending { poll, events, .. } = &mut *p;
+            // An interrupted wait is a wait with nothing ready.
+            let _ = poll.poll(events, Some(wait));
+            listening = p.starved;
+            let named: Vec<Token> = p.events.iter().map(|e| e.token()).collect();
+            for token in named {
+                if token == LISTENING {
+                    listening = true;
+                } else {
+                    p.ready.push(token);
+                }
+            }
         }
     }
 

@@ -5,7 +5,7 @@
 //! protection domain *is* an [`InProcPd`] and its regions are [`InProcRegion`]s (same
 //! unpredictable, never-reissued keys and random page-aligned addresses). What differs is how a
 //! work request reaches the peer: as a frame on the queue pair's TCP stream, applied by the
-//! peer's reader thread against the peer's own registrations. The **target enforces** every
+//! peer's readiness loop against the peer's own registrations. The **target enforces** every
 //! remote rule (rkey known in its protection domain and not invalidated, range inside the
 //! region, Remote Read / Remote Write granted); the initiator only checks its own local
 //! scatter/gather entries.
@@ -27,11 +27,18 @@
 //!
 //! # How the rules hold
 //!
-//! * **Ordering.** Frames are queued in posting order and written in that order (by the
-//!   posting thread itself when the stream is free, else by the queue pair's writer thread),
-//!   and the peer's one reader thread applies them in stream order, so a Write posted before a
-//!   Send has landed before the Send's Receive completion is queued. Responses come back in the same order, so
-//!   the initiator matches each `ACK`/`READ_RESP`/`NAK` to the oldest outstanding work request.
+//! * **Threads.** A queue pair has none of its own. The thread that posts a work request
+//!   writes its frame at once, without blocking; whatever a full socket holds back, the
+//!   process's one readiness loop (a thread named `verbs-tcp-io`, sleeping in epoll through
+//!   mio) writes when the socket drains. The same loop reads every connection's socket as it
+//!   becomes readable and applies the peer's frames, and fires the timers the queue pairs ask
+//!   for (the retry timeout below): there is no polling tick, so an idle connection costs a
+//!   socket and no CPU.
+//! * **Ordering.** Frames are queued in posting order and written in that order (whoever writes
+//!   takes them off the one queue), and the loop applies the peer's frames in stream order, so
+//!   a Write posted before a Send has landed before the Send's Receive completion is queued.
+//!   Responses come back in the same order, so the initiator matches each `ACK`/`READ_RESP`/
+//!   `NAK` to the oldest outstanding work request.
 //! * **Sender completions are generated on the responder's answer** (the `ACK`, as RC hardware
 //!   generates them on the transport ACK), never when the frame is written: that is what lets
 //!   a Send that finds no Receive fail the *sender* with
@@ -49,37 +56,36 @@
 //!   [`LocalProtectionError`](crate::Status::LocalProtectionError) in posting order, after the
 //!   work requests posted before them, and tear the connection down.
 //! * **Copies and locks.** A Send or Write gathers its bytes when posted (so, unlike hardware,
-//!   the source may be reused as soon as the post returns); the target's reader lands them
-//!   straight from the socket into the target region, under that region's lock. Only the reader
-//!   ever holds a region lock across socket I/O, and what it waits for is the rest of a frame
-//!   the peer is writing with no region lock held; the reader itself never writes to the socket
-//!   (its answers are queued for the writer thread). So crossing bulk transfers cannot deadlock
-//!   (a test checks this). Reading a source region at transmission time instead would save the
-//!   post-time copy, but a writer holding a region lock while blocked on the socket closes
-//!   exactly that cycle.
+//!   the source may be reused as soon as the post returns); the target's loop lands them from
+//!   its read buffer into the target region piece by piece as they arrive, each piece under
+//!   that region's lock and checked against the rule for the whole range. Nobody holds a lock
+//!   across a socket operation that could wait, and nobody ever waits on a socket, so crossing
+//!   bulk transfers cannot deadlock (a test checks this). Reading a source region at
+//!   transmission time instead would save the post-time copy, at the cost of holding the
+//!   region for as long as the peer takes to read.
 //! * **Queue depths** are enforced at post time: `max_recv_wr` posted Receives, `max_send_wr`
 //!   send-queue work requests posted and not yet reaped.
 //! * **A peer that stays connected but stops taking part** is what hardware's transport
-//!   retries catch: a frame write that moves nothing for [`QpCaps::retry_timeout`], or a work
-//!   request on the wire unanswered that long, fails with
-//!   [`RetryExceeded`](crate::Status::RetryExceeded) and the socket is cut. The answers queued
-//!   for a peer that sends requests but never reads are bounded (ACKs coalesce; at most 4096
-//!   answers and 64 MiB of Read responses, then a NAK), and after a disconnect the threads
-//!   linger at most the retry timeout for the peer's end of stream.
+//!   retries catch: when writing has moved nothing for [`QpCaps::retry_timeout`], or a work
+//!   request on the wire has gone unanswered that long, the oldest work request on the wire
+//!   fails with [`RetryExceeded`](crate::Status::RetryExceeded) and the socket is cut. The
+//!   answers queued for a peer that sends requests but never reads are bounded (ACKs coalesce;
+//!   at most 4096 answers and 64 MiB of Read responses, then a NAK), and after a disconnect
+//!   the socket is held at most the retry timeout for the peer's end of stream.
 //!
 //! Addresses are socket addresses, `HOST:PORT`; [`Tcp::any_address`](crate::Backend::any_address)
 //! is `127.0.0.1:0` and [`Listener::local_addr`](crate::Listener::local_addr) gives the bound port.
 //!
-//! Not modelled, besides what the in-process backend leaves out: a post that writes its own
-//! frame (when no other thread is writing) waits in the socket write, for at most the retry
-//! timeout; payloads are landed while the target region is locked, so its owner's
-//! [`with`](crate::MemoryRegion::with) waits for a frame that is arriving; no authentication or
-//! encryption: anyone who can reach the port and guess an rkey can use it, so listen on
-//! trusted networks only.
-
+//! Not modelled, besides what the in-process backend leaves out: payloads are landed while the
+//! target region is locked, one read's worth at a time, so its owner's
+//! [`with`](crate::MemoryRegion::with) may wait for a piece of a frame being landed; no
+//! authentication or encryption: anyone who can reach the port and guess an rkey can use it,
+//! so listen on trusted networks only.
 mod cm;
 pub mod frame;
+mod inbound;
 mod qp;
+mod reactor;
 
 use std::time::Duration;
 

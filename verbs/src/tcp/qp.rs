@@ -1,17 +1,21 @@
-//! The TCP queue pair: frames sent in posting order (by the poster or a writer thread), and a reader thread
-//! that applies the peer's frames in stream order against this side's registrations and turns
-//! the peer's answers into completions.
+//! The TCP queue pair: frames written in posting order by whichever thread posts (or, when the
+//! socket is full, by the process's readiness loop), and the peer's frames applied in stream
+//! order by that loop ([`super::reactor`]) against this side's registrations, the peer's
+//! answers turned into completions. No thread of its own: a connection costs a socket.
 
 use std::collections::VecDeque;
-use std::io::{self, BufReader, BufWriter, Read, Write};
+use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::frame::{self, Head, NakCode};
+use super::inbound::Inbound;
+use super::reactor::{self, Source, Step};
 use super::{lock, TcpPd, TcpRegion};
 use crate::inproc::region::Rule;
-use crate::rules::{self, PostedRecv, Queues, Refusal, UNUSABLE_RECEIVE};
+use crate::rules::{self, PostedRecv, Queues};
 use crate::{
     check_window, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf,
     Result, SendFlags, Sge, Status,
@@ -25,7 +29,13 @@ use crate::{
 const MAX_QUEUED_ANSWERS: usize = 4096;
 const MAX_QUEUED_ANSWER_BYTES: usize = 64 << 20;
 
-enum Out {
+/// Frames at least this long are written from their own buffer; shorter ones are gathered
+/// into one write of up to this many bytes.
+const GATHER: usize = 64 << 10;
+/// The gather buffer an idle connection keeps at most: enough for a steady stream of calls.
+const KEEP_GATHERED: usize = 8 << 10;
+
+pub(super) enum Out {
     /// A frame of a work request of ours, in posting order.
     Request(Vec<u8>),
     /// ACKs in a row, coalesced: a flood of zero-length Writes costs a counter, not a queue.
@@ -36,17 +46,18 @@ enum Out {
     Shutdown,
 }
 
-/// The frames waiting to go out, in order, and the stream they go to. Whoever holds `stream`
-/// writes queued frames until none are left: the posting thread itself when the stream is
-/// free (no thread hop on the hot path), else the writer thread, woken by `send`. The reader
-/// thread only queues (`send`, `answer`): it never blocks on a socket write, so two peers'
-/// readers can never wait on each other.
-struct Outbox {
+/// The frames waiting to go out, in order, and the bytes of them taken for writing. Any thread
+/// that queues a frame then writes what it can without blocking ([`Outbox::flush_here`]); what
+/// a full socket holds back the readiness loop writes when the socket drains. Nobody ever
+/// blocks on the socket, so two peers can never wait on each other.
+pub(super) struct Outbox {
     q: Mutex<OutQ>,
-    cv: Condvar,
-    stream: Mutex<BufWriter<TcpStream>>,
-    /// The same socket, to cut it (`shutdown(Both)`) while a writer is blocked on it.
+    wire: Mutex<Wire>,
+    /// The socket (non-blocking).
     sock: TcpStream,
+    /// Since when writing has moved nothing (the socket full, the peer not reading): a peer
+    /// that takes nothing for the retry timeout is cut, as a transport's retries give up.
+    stuck_since: Mutex<Option<Instant>>,
 }
 
 struct OutQ {
@@ -61,19 +72,36 @@ struct OutQ {
     spare: Vec<Vec<u8>>,
 }
 
+/// Bytes taken off the queue and partly written.
+struct Wire {
+    /// Short frames gathered, written from `at`.
+    gathered: Vec<u8>,
+    at: usize,
+    /// A long frame, written from its offset, after `gathered`.
+    long: Option<(Vec<u8>, usize)>,
+    /// FIN goes out once the bytes above have.
+    fin: bool,
+}
+
 /// How many written frames an [`Outbox`] keeps for reuse, and the largest it keeps: what a
 /// steady stream of small messages needs, and no more memory than that.
 const SPARE_FRAMES: usize = 16;
 const SPARE_FRAME_MAX: usize = 64 << 10;
 
-/// Why writing stopped.
+/// How far writing got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Broke {
-    /// The peer took nothing for the whole write timeout (the queue pair's retry timeout).
-    Stalled,
-    /// The stream failed (reset, or cut by this side).
-    Reset,
+enum Drained {
+    /// Everything queued is written.
+    Idle,
+    /// The socket is full; the readiness loop writes the rest when it drains.
+    Blocked,
+    /// FIN is out or the stream broke: nothing more goes out.
+    Closed,
 }
+
+/// The stream failed (reset, or cut by this side).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Broke;
 
 impl Outbox {
     /// An empty frame of at least `capacity` bytes: a written one kept for reuse, or new.
@@ -87,17 +115,15 @@ impl Outbox {
 
     /// Keeps a written frame for [`Outbox::frame`], within [`SPARE_FRAMES`] and
     /// [`SPARE_FRAME_MAX`].
-    fn recycle(&self, mut f: Vec<u8>) {
-        if f.capacity() <= SPARE_FRAME_MAX {
-            let mut q = lock(&self.q);
-            if q.spare.len() < SPARE_FRAMES {
-                f.clear();
-                q.spare.push(f);
-            }
+    fn recycle(q: &mut OutQ, mut f: Vec<u8>) {
+        if f.capacity() <= SPARE_FRAME_MAX && q.spare.len() < SPARE_FRAMES {
+            f.clear();
+            q.spare.push(f);
         }
     }
 
-    fn push(&self, m: Out) {
+    /// Queues `m`; whoever queues writes it next ([`Outbox::flush_here`], or the loop).
+    pub(super) fn push(&self, m: Out) {
         let mut q = lock(&self.q);
         match &m {
             Out::Acks(_) => q.answers += 1,
@@ -108,12 +134,6 @@ impl Outbox {
             _ => {}
         }
         q.frames.push_back(m);
-    }
-
-    /// Queues `m` and wakes the writer thread to send it.
-    fn send(&self, m: Out) {
-        self.push(m);
-        self.cv.notify_one();
     }
 
     /// Queues an answer ([`Out::Acks`] of one, or [`Out::Answer`]) within the bounds; false
@@ -137,82 +157,164 @@ impl Outbox {
             return false;
         }
         drop(q);
-        self.send(m);
+        self.push(m);
         true
     }
 
-    /// Sends what is queued from this thread if no other is sending, else leaves it to the
-    /// writer thread.
-    fn flush_here(&self) -> Result<(), Broke> {
-        let r = match self.stream.try_lock() {
-            Ok(mut w) => self.drain(&mut w),
-            Err(std::sync::TryLockError::Poisoned(e)) => self.drain(&mut e.into_inner()),
-            Err(std::sync::TryLockError::WouldBlock) => Ok(()),
-        };
-        // Frames queued while the stream was held (by us, or by whoever refused us) must not wait.
-        if !lock(&self.q).frames.is_empty() {
-            self.cv.notify_one();
-        }
-        r
-    }
-
-    /// Writes queued frames until none are left.
-    fn drain(&self, w: &mut BufWriter<TcpStream>) -> Result<(), Broke> {
+    /// Writes what is queued without blocking, unless another thread is writing: that one
+    /// looks at the queue again after it lets go, so nothing queued is left behind.
+    fn flush_here(&self) -> Result<Drained, Broke> {
         loop {
-            let m = {
-                let mut q = lock(&self.q);
-                if q.closed {
-                    q.frames.clear();
-                    return Ok(());
-                }
-                let m = q.frames.pop_front();
-                match &m {
-                    Some(Out::Acks(_)) => q.answers -= 1,
-                    Some(Out::Answer(f)) => {
-                        q.answers -= 1;
-                        q.answer_bytes -= f.len();
-                    }
-                    _ => {}
-                }
-                m
+            let mut w = match self.wire.try_lock() {
+                Ok(w) => w,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return Ok(Drained::Idle),
             };
-            let r = match m {
-                None => return w.flush().map_err(|e| self.broken(&e)),
-                Some(Out::Request(f) | Out::Answer(f)) => {
-                    let r = w.write_all(&f);
-                    self.recycle(f);
-                    r
-                }
-                Some(Out::Acks(n)) => Head::write_acks(w, n),
-                Some(Out::Shutdown) => {
-                    lock(&self.q).closed = true;
-                    let _ = w.flush();
-                    let _ = w.get_ref().shutdown(Shutdown::Write);
-                    self.cv.notify_all();
-                    return Ok(());
-                }
-            };
-            if let Err(e) = r {
-                return Err(self.broken(&e));
+            let r = self.drain(&mut w)?;
+            drop(w);
+            if r != Drained::Idle || lock(&self.q).frames.is_empty() {
+                return Ok(r);
             }
         }
     }
 
-    fn broken(&self, e: &io::Error) -> Broke {
-        lock(&self.q).closed = true;
-        let _ = self.sock.shutdown(Shutdown::Both);
-        self.cv.notify_all();
-        match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => Broke::Stalled,
-            _ => Broke::Reset,
+    /// [`Outbox::flush_here`] for the readiness loop: waits its turn rather than leave a
+    /// writable socket's readiness unused (it is edge-triggered: it will not be told again).
+    fn flush_from_loop(&self) -> Result<Drained, Broke> {
+        loop {
+            let r = self.drain(&mut lock(&self.wire))?;
+            if r != Drained::Idle || lock(&self.q).frames.is_empty() {
+                return Ok(r);
+            }
         }
     }
 
-    /// Cuts the socket: a writer blocked on it, and the reader, return at once.
+    /// Writes from `w`, refilling it from the queue, until all is written, the socket is full,
+    /// or FIN is out.
+    fn drain(&self, w: &mut Wire) -> Result<Drained, Broke> {
+        loop {
+            while w.at < w.gathered.len() {
+                let n = self.write(&w.gathered[w.at..])?;
+                if n == 0 {
+                    return Ok(Drained::Blocked);
+                }
+                w.at += n;
+            }
+            if let Some((f, at)) = &mut w.long {
+                while *at < f.len() {
+                    let n = self.write(&f[*at..])?;
+                    if n == 0 {
+                        return Ok(Drained::Blocked);
+                    }
+                    *at += n;
+                }
+            }
+            let mut q = lock(&self.q);
+            if let Some((f, _)) = w.long.take() {
+                Self::recycle(&mut q, f);
+            }
+            w.gathered.clear();
+            w.at = 0;
+            if q.closed {
+                q.frames.clear();
+                return Ok(Drained::Closed);
+            }
+            if w.fin {
+                q.closed = true;
+                q.frames.clear();
+                drop(q);
+                let _ = self.sock.shutdown(Shutdown::Write);
+                return Ok(Drained::Closed);
+            }
+            if !self.refill(&mut q, w) {
+                // What a burst of long gathers grew is not kept by an idle connection.
+                if w.gathered.capacity() > KEEP_GATHERED {
+                    w.gathered = Vec::new();
+                }
+                return Ok(Drained::Idle);
+            }
+        }
+    }
+
+    /// Takes queued frames into `w`: short ones gathered up to [`GATHER`] bytes, or one long
+    /// one; false if nothing was queued.
+    fn refill(&self, q: &mut OutQ, w: &mut Wire) -> bool {
+        let mut took = false;
+        while w.gathered.len() < GATHER && w.long.is_none() && !w.fin {
+            let long = matches!(q.frames.front(), Some(Out::Request(f) | Out::Answer(f)) if f.len() >= GATHER);
+            if long && !w.gathered.is_empty() {
+                break;
+            }
+            let Some(m) = q.frames.pop_front() else { break };
+            took = true;
+            match m {
+                Out::Request(f) => self.take(q, w, f, long),
+                Out::Answer(f) => {
+                    q.answers -= 1;
+                    q.answer_bytes -= f.len();
+                    self.take(q, w, f, long);
+                }
+                Out::Acks(n) => {
+                    // A long run goes out a gather at a time: its bytes are never all held.
+                    let k = n.min((GATHER - w.gathered.len()) as u32);
+                    let _ = Head::write_acks(&mut w.gathered, k);
+                    if k < n {
+                        q.frames.push_front(Out::Acks(n - k));
+                    } else {
+                        q.answers -= 1;
+                    }
+                }
+                Out::Shutdown => w.fin = true,
+            }
+        }
+        took
+    }
+
+    fn take(&self, q: &mut OutQ, w: &mut Wire, f: Vec<u8>, long: bool) {
+        if long {
+            w.long = Some((f, 0));
+        } else {
+            w.gathered.extend_from_slice(&f);
+            Self::recycle(q, f);
+        }
+    }
+
+    /// One non-blocking write; 0 when the socket is full.
+    fn write(&self, bytes: &[u8]) -> Result<usize, Broke> {
+        loop {
+            match (&self.sock).write(bytes) {
+                Ok(0) => return Err(self.broken()),
+                Ok(n) => {
+                    *lock(&self.stuck_since) = None;
+                    return Ok(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    lock(&self.stuck_since).get_or_insert_with(Instant::now);
+                    return Ok(0);
+                }
+                Err(_) => return Err(self.broken()),
+            }
+        }
+    }
+
+    fn stuck_since(&self) -> Option<Instant> {
+        *lock(&self.stuck_since)
+    }
+
+    fn broken(&self) -> Broke {
+        self.cut();
+        Broke
+    }
+
+    /// Cuts the socket both ways: nothing more is written, and reading sees the end.
     fn cut(&self) {
         lock(&self.q).closed = true;
         let _ = self.sock.shutdown(Shutdown::Both);
-        self.cv.notify_all();
+    }
+
+    fn is_closed(&self) -> bool {
+        lock(&self.q).closed
     }
 }
 
@@ -222,34 +324,42 @@ pub struct TcpQp {
     caps: QpCaps,
 }
 
-struct Shared {
-    st: Mutex<State>,
+/// A connection's state, shared by its [`TcpQp`] and the readiness loop.
+pub(super) struct Shared {
+    pub(super) st: Mutex<State>,
     /// Signals new completions and CM events.
     cv: Condvar,
-    pd: TcpPd,
-    /// Names this queue pair to the windows it binds.
-    qp: u64,
+    pub(super) pd: TcpPd,
+    /// Names this queue pair to the windows it binds, and to the readiness loop.
+    pub(super) qp: u64,
+    pub(super) out: Arc<Outbox>,
+    /// The peer's frames as they arrive, applied by the readiness loop only.
+    inbound: Mutex<Inbound>,
 }
 
-struct State {
-    connected: bool,
+pub(super) struct State {
+    pub(super) connected: bool,
     caps: QpCaps,
-    rq: VecDeque<PostedRecv>,
+    pub(super) rq: VecDeque<PostedRecv>,
     /// Completions; a send-queue work request holds its slot from its post until its
     /// completion is reaped.
-    q: Queues,
+    pub(super) q: Queues,
     /// Send-queue work requests posted and not yet completed, oldest first.
-    pending: VecDeque<Pending>,
+    pub(super) pending: VecDeque<Pending>,
     /// A local error is queued in `pending`: later work requests are flushed behind it.
     sq_error: bool,
-    events: VecDeque<CmEvent>,
+    pub(super) events: VecDeque<CmEvent>,
     out: Arc<Outbox>,
-    /// The reader thread has not finished yet (the writer lingers for it before cutting the
-    /// socket).
-    reader_running: bool,
+    qp: u64,
+    /// Torn down at this time; the socket is cut once the retry timeout has passed since,
+    /// if the peer has not closed its half by then.
+    closing_since: Option<Instant>,
+    /// The deadline the readiness loop holds for this connection, if any
+    /// ([`State::arm`]).
+    timer_at: Option<Instant>,
 }
 
-enum Pending {
+pub(super) enum Pending {
     /// On the wire since `since`, waiting for the peer's answer. `read_into` is a Read's
     /// scatter list.
     Wire {
@@ -266,8 +376,9 @@ enum Pending {
 
 impl State {
     /// Tears the connection down: Error state, posted Receives and outstanding work requests
-    /// flushed, one Disconnected event, FIN to the peer. Idempotent.
-    fn fail(&mut self) {
+    /// flushed, one Disconnected event, FIN to the peer (written by whoever flushes next).
+    /// Idempotent.
+    pub(super) fn fail(&mut self) {
         if !std::mem::replace(&mut self.connected, false) {
             return;
         }
@@ -283,22 +394,24 @@ impl State {
             self.q.push(c);
         }
         self.events.push_back(CmEvent::Disconnected);
-        self.out.send(Out::Shutdown);
+        self.out.push(Out::Shutdown);
+        self.closing_since = Some(Instant::now());
+        self.arm();
     }
 
     /// Refuses the peer's request: `NAK` with the status its work request gets, then tear down.
-    fn nak(&mut self, status: Status) {
+    pub(super) fn nak(&mut self, status: Status) {
         if self.connected {
             let mut f = Vec::with_capacity(2);
             Head::Nak(NakCode::for_status(status)).encode(&mut f);
-            self.out.send(Out::Answer(f));
+            self.out.push(Out::Answer(f));
         }
         self.fail();
     }
 
     /// Queues an answer to the peer's request; over the answer bounds the request is refused
     /// instead (false: stop applying the peer's frames).
-    fn answer(&mut self, m: Out) -> bool {
+    pub(super) fn answer(&mut self, m: Out) -> bool {
         if !self.connected || self.out.answer(m) {
             return true;
         }
@@ -308,7 +421,7 @@ impl State {
 
     /// The peer stopped acknowledging (see [`QpCaps::retry_timeout`]): the oldest work request
     /// on the wire fails with [`Status::RetryExceeded`], the rest are flushed, and the socket
-    /// is cut, so that a thread blocked writing to the peer returns at once.
+    /// is cut.
     fn stall(&mut self) {
         if let Some(Pending::Wire { wr_id, opcode, .. }) = self.pending.front() {
             let c = Completion::new(*wr_id, Status::RetryExceeded, *opcode, 0);
@@ -319,18 +432,40 @@ impl State {
         self.out.cut();
     }
 
-    /// [`State::stall`] if the oldest work request on the wire has waited longer than `limit`
-    /// for its answer; true if so.
-    fn expire(&mut self, limit: Duration) -> bool {
-        let stale = matches!(self.pending.front(), Some(Pending::Wire { since, .. }) if since.elapsed() > limit);
-        if stale {
-            self.stall();
+    /// When the readiness loop must look at this connection next: the retry timeout after a
+    /// teardown, after the oldest work request on the wire was posted, or after writing
+    /// last moved nothing.
+    fn deadline(&self) -> Option<Instant> {
+        let retry = self.caps.retry_timeout;
+        if let Some(since) = self.closing_since {
+            return Some(since + retry);
         }
-        stale
+        let oldest = match self.pending.front() {
+            Some(Pending::Wire { since, .. }) => Some(*since),
+            _ => None,
+        };
+        let since = match (oldest, self.out.stuck_since()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        since.map(|s| s + retry)
+    }
+
+    /// Asks the readiness loop for [`State::deadline`] unless it already holds an earlier one:
+    /// one deadline per connection at most, moved on when it comes.
+    fn arm(&mut self) {
+        let Some(at) = self.deadline() else { return };
+        if self.timer_at.is_some_and(|t| t <= at) {
+            return;
+        }
+        self.timer_at = Some(at);
+        if let Ok(r) = reactor::reactor() {
+            r.wake_at(self.qp, at);
+        }
     }
 
     /// Completes the locally decided work requests now at the head of the send queue.
-    fn drain_local(&mut self) {
+    pub(super) fn drain_local(&mut self) {
         while let Some(Pending::Local { .. }) = self.pending.front() {
             let Some(Pending::Local { wr_id, opcode, status, flags }) = self.pending.pop_front() else {
                 unreachable!()
@@ -355,21 +490,16 @@ impl State {
 
 impl TcpQp {
     /// Starts the queue pair on an established, handshaken stream. `before` runs before the
-    /// reader thread applies the peer's first frame, so the Receives it posts are in place.
+    /// readiness loop applies the peer's first frame, so the Receives it posts are in place.
     pub(super) fn start(
         stream: TcpStream,
         pd: &TcpPd,
         caps: QpCaps,
         before: impl FnOnce(TcpQp) -> (TcpQp, Result<()>),
     ) -> Result<TcpQp> {
-        let clone = |s: &TcpStream| s.try_clone().map_err(|_| Error::ConnectionAborted);
-        stream.set_read_timeout(None).map_err(|_| Error::ConnectionAborted)?;
-        // A write that moves nothing for this long is a peer that stopped reading.
-        stream
-            .set_write_timeout(Some(caps.retry_timeout.max(Duration::from_millis(1))))
-            .map_err(|_| Error::ConnectionAborted)?;
+        let r = reactor::reactor().map_err(|_| Error::ConnectionAborted)?;
+        stream.set_nonblocking(true).map_err(|_| Error::ConnectionAborted)?;
         let _ = stream.set_nodelay(true);
-        let rd = clone(&stream)?;
         let out = Arc::new(Outbox {
             q: Mutex::new(OutQ {
                 frames: VecDeque::new(),
@@ -378,10 +508,11 @@ impl TcpQp {
                 answer_bytes: 0,
                 spare: Vec::new(),
             }),
-            cv: Condvar::new(),
-            sock: clone(&stream)?,
-            stream: Mutex::new(BufWriter::with_capacity(64 << 10, stream)),
+            wire: Mutex::new(Wire { gathered: Vec::new(), at: 0, long: None, fin: false }),
+            sock: stream,
+            stuck_since: Mutex::new(None),
         });
+        let qp = crate::inproc::next_id();
         let sh = Arc::new(Shared {
             st: Mutex::new(State {
                 connected: true,
@@ -392,47 +523,44 @@ impl TcpQp {
                 sq_error: false,
                 events: VecDeque::new(),
                 out: out.clone(),
-                reader_running: true,
+                qp,
+                closing_since: None,
+                timer_at: None,
             }),
             cv: Condvar::new(),
             pd: pd.clone(),
-            qp: crate::inproc::next_id(),
+            qp,
+            out,
+            inbound: Mutex::new(Inbound::default()),
         });
-        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
-            std::thread::Builder::new().name(name.into()).spawn(f).map_err(|_| Error::ConnectionAborted)
-        };
-        let w = sh.clone();
-        let retry = caps.retry_timeout;
-        spawn("verbs-tcp-tx", Box::new(move || writer(w, out, retry)))?;
         // Dropping `qp` on an error disconnects, which the peer sees as end of stream.
         let (qp, before) = before(TcpQp { sh, caps });
-        if let Err(e) = before {
-            lock(&qp.sh.st).reader_running = false;
-            return Err(e);
-        }
-        let r = qp.sh.clone();
-        if let Err(e) = spawn("verbs-tcp-rx", Box::new(move || reader(r, rd))) {
+        before?;
+        if r.add(qp.sh.qp, qp.sh.clone()).is_err() {
             let mut st = lock(&qp.sh.st);
-            st.reader_running = false;
             st.fail();
-            return Err(e);
+            drop(st);
+            qp.sh.out.cut();
+            return Err(Error::ConnectionAborted);
         }
         Ok(qp)
     }
 
+    /// Wakes the waiters on what changed under `st`, then writes what it queued.
     fn notify(&self, st: MutexGuard<'_, State>) -> Result<()> {
         self.sh.signal(st);
+        self.sh.flush();
         Ok(())
+    }
+
+    /// The connection's outbox (for a frame to fill before posting).
+    fn outbox(&self) -> &Outbox {
+        &self.sh.out
     }
 
     /// Locks the state for a send-queue work request: refuses it if the send queue is full,
     /// and completes it as flushed (returning `None`) if the queue pair is in Error or a local
     /// error is queued ahead of it.
-    /// The connection's outbox (for a frame to fill before posting).
-    fn outbox(&self) -> Arc<Outbox> {
-        lock(&self.sh.st).out.clone()
-    }
-
     fn begin(&self, wr_id: u64, opcode: Opcode, flags: SendFlags) -> Result<Option<MutexGuard<'_, State>>> {
         let mut st = lock(&self.sh.st);
         if st.q.sq_outstanding >= st.caps.max_send_wr {
@@ -481,13 +609,9 @@ impl TcpQp {
             return self.notify(st);
         };
         st.pending.push_back(Pending::Wire { wr_id, opcode, len, read_into, since: Instant::now(), flags });
+        st.arm();
         st.out.push(Out::Request(frame));
-        let out = st.out.clone();
-        self.notify(st)?;
-        if let Err(broke) = out.flush_here() {
-            self.sh.broke(broke);
-        }
-        Ok(())
+        self.notify(st)
     }
 
     fn rdma(
@@ -651,16 +775,14 @@ impl QueuePair for TcpQp {
         }
     }
 
-    /// Queues the FIN behind what is already queued; if a thread is blocked writing to the
-    /// peer (which then is not reading), cuts the socket instead, so nothing waits on it.
+    /// Queues the FIN behind what is already queued and writes what it can; the readiness
+    /// loop writes the rest, and cuts the socket if the peer has not closed its half within
+    /// the retry timeout.
     fn disconnect(&self) {
         let mut st = lock(&self.sh.st);
         st.fail();
-        let out = st.out.clone();
         self.sh.signal(st);
-        if matches!(out.stream.try_lock(), Err(std::sync::TryLockError::WouldBlock)) {
-            out.cut();
-        }
+        self.sh.flush();
     }
 }
 
@@ -678,33 +800,10 @@ impl std::fmt::Debug for TcpQp {
 }
 
 impl Shared {
-    /// The stream broke under a writer: a stall fails the oldest work request on the wire with
-    /// [`Status::RetryExceeded`]; anything else just tears the connection down.
-    fn broke(&self, how: Broke) {
-        let mut st = lock(&self.st);
-        match how {
-            Broke::Stalled => st.stall(),
-            Broke::Reset => st.fail(),
-        }
-        self.signal(st);
-    }
-
-    /// Fails the oldest work request on the wire if it has waited longer than `retry`
-    /// ([`State::expire`]) and wakes its waiters; true if it did. The state is locked only
-    /// for that: the writer that calls this locks its outbox next.
-    fn expire(&self, retry: Duration) -> bool {
-        let mut st = lock(&self.st);
-        let expired = st.expire(retry);
-        if expired {
-            self.signal(st);
-        }
-        expired
-    }
-
     /// Unlocks `st`, then wakes whoever waits on what changed under it: the threads in
     /// `wait_cq` and `cm_event`, and the waker a queued completion fired
     /// ([`QueuePair::arm_waker`]).
-    fn signal(&self, mut st: MutexGuard<'_, State>) {
+    pub(super) fn signal(&self, mut st: MutexGuard<'_, State>) {
         let fired = st.q.take_fired();
         drop(st);
         self.cv.notify_all();
@@ -712,219 +811,130 @@ impl Shared {
             waker.wake();
         }
     }
-}
 
-/// Sends frames the posting threads left queued (responses, and posts made while the stream
-/// was busy) until the FIN is out or the stream breaks, and watches the oldest work request on
-/// the wire against the retry timeout. Then lingers up to the retry timeout for the reader to
-/// see the peer's end of stream, and cuts the socket: a peer that never closes its half keeps
-/// no thread of ours.
-fn writer(sh: Arc<Shared>, out: Arc<Outbox>, retry: Duration) {
-    let tick = (retry / 4).clamp(Duration::from_millis(10), Duration::from_secs(1));
-    loop {
-        {
-            let mut q = lock(&out.q);
-            while q.frames.is_empty() && !q.closed {
-                let (g, waited) = out.cv.wait_timeout(q, tick).unwrap_or_else(|e| e.into_inner());
-                q = g;
-                if waited.timed_out() {
-                    drop(q);
-                    sh.expire(retry);
-                    q = lock(&out.q);
-                }
-            }
-            if q.closed {
-                break;
-            }
-        }
-        let drained = out.drain(&mut lock(&out.stream));
-        if let Err(how) = drained {
-            sh.broke(how);
-            break;
-        }
-        if sh.expire(retry) {
-            break;
+    /// Writes what is queued, from a posting thread; a broken stream tears the connection down.
+    fn flush(&self) {
+        let r = self.out.flush_here();
+        self.wrote(r);
+    }
+
+    /// Acts on how writing went: a broken stream tears the connection down, and a full socket
+    /// starts the retry timeout ([`State::deadline`]).
+    fn wrote(&self, r: Result<Drained, Broke>) {
+        match r {
+            Ok(Drained::Blocked) => lock(&self.st).arm(),
+            Ok(_) => {}
+            Err(Broke) => self.reset(),
         }
     }
-    let deadline = Instant::now() + retry;
-    let mut st = lock(&sh.st);
-    while st.reader_running {
-        let Some(left) = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero()) else { break };
-        st = sh.cv.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
-    }
-    drop(st);
-    out.cut();
-}
 
-/// Applies the peer's frames until the stream ends or the connection fails, then drains the
-/// stream to its end (or until the writer cuts it) so the peer's writer never blocks on us.
-fn reader(sh: Arc<Shared>, stream: TcpStream) {
-    let mut r = BufReader::with_capacity(256 << 10, stream);
-    let _ = apply_frames(&sh, &mut r);
-    let mut st = lock(&sh.st);
-    st.fail();
-    sh.signal(st);
-    let _ = io::copy(&mut r, &mut io::sink());
-    lock(&sh.st).reader_running = false;
-    sh.cv.notify_all();
+    /// The stream broke under a writer: tear the connection down.
+    fn reset(&self) {
+        let mut st = lock(&self.st);
+        st.fail();
+        self.signal(st);
+    }
+
+    /// Runs `f` on the state and wakes waiters if it gave them something (a completion, a CM
+    /// event, the Error state); `f` returning false stops frame processing. An answer to the
+    /// peer's request, or an unsignaled work request's success ([`SendFlags`]), gives a waiter
+    /// nothing: waking it for that was a thread switch for nothing.
+    pub(super) fn with_state(&self, f: impl FnOnce(&mut State) -> bool) -> Result<(), Stop> {
+        let mut st = lock(&self.st);
+        let mark = |st: &State| (st.q.queued(), st.events.len(), st.connected);
+        let before = mark(&st);
+        let go = f(&mut st);
+        if mark(&st) != before {
+            self.signal(st);
+        }
+        if go {
+            Ok(())
+        } else {
+            Err(Stop)
+        }
+    }
 }
 
 /// Why frame processing stopped: the stream ended or broke, or the connection failed.
-struct Stop;
+#[derive(Debug)]
+pub(super) struct Stop;
 
-impl From<io::Error> for Stop {
-    fn from(_: io::Error) -> Self {
-        Stop
+impl Source for Shared {
+    fn fd(&self) -> RawFd {
+        self.out.sock.as_raw_fd()
     }
-}
 
-/// Runs `f` on the state and wakes waiters if it gave them something (a completion, a CM
-/// event, the Error state); `f` returning false stops frame processing. An answer to the
-/// peer's request, or an unsignaled work request's success ([`SendFlags`]), gives a waiter
-/// nothing: waking it for that was a thread switch for nothing.
-fn with_state(sh: &Shared, f: impl FnOnce(&mut State) -> bool) -> Result<(), Stop> {
-    let mut st = lock(&sh.st);
-    let mark = |st: &State| (st.q.queued(), st.events.len(), st.connected);
-    let before = mark(&st);
-    let go = f(&mut st);
-    if mark(&st) != before {
-        sh.signal(st);
-    }
-    if go {
-        Ok(())
-    } else {
-        Err(Stop)
-    }
-}
-
-fn apply_frames(sh: &Shared, r: &mut impl Read) -> Result<(), Stop> {
-    let pd = sh.pd.0.id;
-    loop {
-        if !lock(&sh.st).connected {
-            return Err(Stop);
-        }
-        match Head::read(r)? {
-            Head::Send { len } => recv_send(sh, r, None, len as usize)?,
-            Head::SendInv { rkey, len } => recv_send(sh, r, Some(rkey), len as usize)?,
-            head @ (Head::Write { addr, rkey, len } | Head::ReadReq { addr, rkey, len }) => {
-                let write = matches!(head, Head::Write { .. });
-                let len = len as usize;
-                let target = match rules::rdma_target(&sh.pd.0, sh.qp, RemoteBuf { addr, rkey }, len, write) {
-                    Ok(target) => target,
-                    Err(status) => return with_state(sh, |st| (st.nak(status), false).1),
-                };
-                let mut resp = Vec::new();
-                if let Some((t, off)) = target {
-                    let mut d = lock(&t.data);
-                    if !Rule::Remote.allows(&t, &d, off, len) {
-                        drop(d);
-                        return with_state(sh, |st| (st.nak(Status::RemoteAccessError), false).1);
-                    }
-                    if write {
-                        r.read_exact(&mut d.buf[off..off + len])?;
-                    } else {
-                        resp.reserve_exact(frame::MAX_HEAD_LEN + len);
-                        Head::ReadResp { len: len as u32 }.encode(&mut resp);
-                        resp.extend_from_slice(&d.buf[off..off + len]);
-                    }
-                } else if !write {
-                    Head::ReadResp { len: 0 }.encode(&mut resp);
-                }
-                let answer = if write { Out::Acks(1) } else { Out::Answer(resp) };
-                with_state(sh, |st| st.answer(answer))?;
-            }
-            Head::Ack => with_state(sh, |st| match st.pending.pop_front() {
-                Some(Pending::Wire { wr_id, opcode, len, flags, .. }) if opcode != Opcode::RdmaRead => {
-                    st.q.push_wr(Completion::new(wr_id, Status::Success, opcode, len), flags);
-                    st.drain_local();
-                    true
-                }
-                _ => false, // protocol violation
-            })?,
-            Head::ReadResp { len } => {
-                let front = match lock(&sh.st).pending.front() {
-                    Some(Pending::Wire { opcode: Opcode::RdmaRead, len: want, read_into, .. }) if *want == len => {
-                        read_into.clone()
-                    }
-                    _ => return Err(Stop),
-                };
-                let mut landed = true;
-                let rule = Rule::Local { pd, write: true };
-                for (region, off, l) in &front {
-                    let mut d = lock(&region.0.data);
-                    if !rule.allows(&region.0, &d, *off, *l) {
-                        landed = false;
-                        break;
-                    }
-                    r.read_exact(&mut d.buf[*off..*off + *l])?;
-                }
-                with_state(sh, |st| {
-                    if !st.connected {
-                        return false;
-                    }
-                    let Some(Pending::Wire { wr_id, len, flags, .. }) = st.pending.pop_front() else { return false };
-                    if landed {
-                        st.q.push_wr(Completion::new(wr_id, Status::Success, Opcode::RdmaRead, len), flags);
-                        st.drain_local();
-                    } else {
-                        st.q.push(Completion::new(wr_id, Status::LocalProtectionError, Opcode::RdmaRead, 0));
+    /// Reads and applies the peer's frames until the socket would block, then writes what
+    /// they (and anyone else) queued. Done once the stream has ended both ways.
+    fn on_ready(&self, scratch: &mut [u8]) -> Step {
+        let mut inbound = lock(&self.inbound);
+        let mut read = 0usize;
+        let ended = loop {
+            match (&self.out.sock).read(scratch) {
+                Ok(0) => break true,
+                Ok(n) => {
+                    read += n;
+                    if inbound.feed(self, &scratch[..n]).is_err() {
+                        // Torn down: what the peer still sends is read and dropped, so that
+                        // its writer never blocks on us, until its end of stream.
+                        let mut st = lock(&self.st);
                         st.fail();
+                        self.signal(st);
                     }
-                    landed
-                })?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break false,
+                Err(_) => break true,
             }
-            Head::Nak(code) => {
-                return with_state(sh, |st| {
-                    if let Some(Pending::Wire { wr_id, opcode, .. }) = st.pending.pop_front() {
-                        st.q.push(Completion::new(wr_id, code.status(), opcode, 0));
-                    }
-                    st.fail();
-                    false
-                });
+            // Other connections wait on this thread too.
+            if read >= FAIR_SHARE {
+                break false;
+            }
+        };
+        drop(inbound);
+        if ended {
+            let mut st = lock(&self.st);
+            st.fail();
+            self.signal(st);
+        }
+        let r = self.out.flush_from_loop();
+        self.wrote(r);
+        if ended && self.out.is_closed() {
+            self.out.cut();
+            return Step::Done;
+        }
+        if read >= FAIR_SHARE {
+            Step::More
+        } else {
+            Step::Idle
+        }
+    }
+
+    /// The retry timeout has passed for the oldest work request on the wire (it fails with
+    /// [`Status::RetryExceeded`]) or since the teardown (the socket is cut): either way the
+    /// connection is done. Otherwise asks for its next deadline.
+    fn on_deadline(&self, at: Instant, now: Instant) -> Step {
+        let mut st = lock(&self.st);
+        if st.timer_at != Some(at) {
+            return Step::Idle; // moved earlier since; that one is still held
+        }
+        st.timer_at = None;
+        match st.deadline() {
+            Some(d) if d <= now => {
+                if st.closing_since.is_none() {
+                    st.stall();
+                }
+                self.signal(st);
+                self.out.cut();
+                Step::Done
+            }
+            _ => {
+                st.arm();
+                Step::Idle
             }
         }
     }
 }
 
-/// Lands an incoming Send in the oldest posted Receive, or refuses it.
-fn recv_send(sh: &Shared, r: &mut impl Read, invalidate: Option<u32>, len: usize) -> Result<(), Stop> {
-    // Queues the Receive's error completion, if one was consumed, and refuses the Send.
-    let refuse = |refusal: Refusal| {
-        with_state(sh, |st| {
-            if let Some(p) = st.rq.pop_front() {
-                if let Some(status) = refusal.recv {
-                    st.q.push(Completion::new(p.wr_id, status, Opcode::Recv, 0));
-                }
-            }
-            st.nak(refusal.sender);
-            false
-        })
-    };
-    let front = {
-        let st = lock(&sh.st);
-        let admitted = rules::admit_send(st.rq.front(), len, invalidate, &sh.pd.0, sh.qp);
-        admitted.map(|()| st.rq.front().map(|p| (p.region.clone(), p.offset)))
-    };
-    let (region, off) = match front {
-        Ok(Some(front)) => front,
-        Ok(None) => return Err(Stop), // admitted, so a Receive was there
-        Err(refusal) => return refuse(refusal),
-    };
-    if len > 0 {
-        let mut d = lock(&region.data);
-        // Checked again under the lock that covers the copy: an invalidation may have raced.
-        if !PostedRecv::rule(&sh.pd.0).allows(&region, &d, off, len) {
-            drop(d);
-            return refuse(UNUSABLE_RECEIVE);
-        }
-        r.read_exact(&mut d.buf[off..off + len])?;
-    }
-    with_state(sh, |st| {
-        if !st.connected {
-            return false;
-        }
-        let Some(p) = st.rq.pop_front() else { return false };
-        st.q.push(p.received(len, invalidate));
-        st.answer(Out::Acks(1))
-    })
-}
+/// The most bytes the readiness loop reads from one connection before it serves the others.
+const FAIR_SHARE: usize = 1 << 20;

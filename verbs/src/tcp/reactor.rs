@@ -1,0 +1,203 @@
+//! The TCP backend's one readiness loop: a single thread per process, sleeping in
+//! `epoll_wait`, that does every queue pair's socket work the posting threads leave: it reads
+//! and applies the peer's frames, writes what a full socket held back, and fires the deadlines
+//! the queue pairs ask for (the retry timeout, the linger after a disconnect). So a connection
+//! costs a descriptor and a registration, not threads, and an idle one costs no CPU: there is
+//! no polling tick, the loop sleeps until a socket is ready or the earliest deadline.
+//!
+//! Sockets are registered edge-triggered for reading and writing: a source that is told it is
+//! ready must read until the socket would block (or say [`Step::More`] to be called again
+//! before the loop sleeps), so that no readiness is lost.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
+
+use crate::lock;
+
+/// What the loop does with a source after calling it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Step {
+    /// Wait for its socket's next readiness or deadline.
+    Idle,
+    /// It stopped before its socket would block (a fairness bound): call it again before
+    /// sleeping.
+    More,
+    /// It is finished: deregister it and let it go.
+    Done,
+}
+
+/// A socket the loop serves (a queue pair's connection).
+pub(super) trait Source: Send + Sync {
+    /// The socket's descriptor, as registered.
+    fn fd(&self) -> RawFd;
+    /// The socket is readable, writable or hung up (or [`Step::More`] was returned): advance
+    /// with `scratch` as the read buffer.
+    fn on_ready(&self, scratch: &mut [u8]) -> Step;
+    /// A deadline asked for by [`Reactor::wake_at`] has come.
+    fn on_deadline(&self, at: Instant, now: Instant) -> Step;
+}
+
+/// The loop's shared state: who is registered, the deadlines asked for, and how long the
+/// loop's thread is asleep for.
+struct Inner {
+    sources: HashMap<u64, Arc<dyn Source>>,
+    deadlines: BinaryHeap<Reverse<(Instant, u64)>>,
+    /// Sources to call again before sleeping.
+    again: VecDeque<u64>,
+    /// `Some(t)`: the thread sleeps until `t` at the latest, so a deadline before `t` must
+    /// wake it. `None`: it is awake and looks at the deadlines before it sleeps again.
+    asleep_until: Option<Instant>,
+}
+
+/// The readiness loop (see the [module documentation](self)).
+pub(super) struct Reactor {
+    registry: Registry,
+    /// Wakes the thread early, under token [`WAKE`].
+    waker: Waker,
+    inner: Mutex<Inner>,
+}
+
+/// The waker's token; queue pairs' tokens are their ids, which start at 1.
+const WAKE: Token = Token(0);
+/// Bytes read from one socket per read at most: the loop's one buffer.
+const SCRATCH: usize = 256 << 10;
+/// Readiness events taken per wait.
+const EVENTS: usize = 256;
+/// The longest sleep with no deadline due (the thread has nothing to look at meanwhile).
+const LONGEST_SLEEP: Duration = Duration::from_secs(3600);
+
+/// The process's readiness loop, started on first use.
+pub(super) fn reactor() -> io::Result<&'static Reactor> {
+    static LOOP: OnceLock<Result<&'static Reactor, io::ErrorKind>> = OnceLock::new();
+    let r = LOOP.get_or_init(|| {
+        let poll = Poll::new().map_err(|e| e.kind())?;
+        let r = Reactor {
+            registry: poll.registry().try_clone().map_err(|e| e.kind())?,
+            waker: Waker::new(poll.registry(), WAKE).map_err(|e| e.kind())?,
+            inner: Mutex::new(Inner {
+                sources: HashMap::new(),
+                deadlines: BinaryHeap::new(),
+                again: VecDeque::new(),
+                asleep_until: None,
+            }),
+        };
+        let r: &'static Reactor = Box::leak(Box::new(r));
+        std::thread::Builder::new().name("verbs-tcp-io".into()).spawn(move || r.run(poll)).map_err(|e| e.kind())?;
+        Ok(r)
+    });
+    r.map_err(io::Error::from)
+}
+
+impl Reactor {
+    /// Registers `source` under `token` (unique, not [`WAKE`]). Edge-triggered: the loop calls
+    /// it at once if its socket is already readable or writable.
+    pub(super) fn add(&self, token: u64, source: Arc<dyn Source>) -> io::Result<()> {
+        debug_assert_ne!(Token(token as usize), WAKE);
+        let fd = source.fd();
+        lock(&self.inner).sources.insert(token, source);
+        let r =
+            self.registry.register(&mut SourceFd(&fd), Token(token as usize), Interest::READABLE | Interest::WRITABLE);
+        r.inspect_err(|_| {
+            lock(&self.inner).sources.remove(&token);
+        })
+    }
+
+    /// Asks for `token`'s [`Source::on_deadline`] at `at` (or soon after), waking the loop's
+    /// thread if it sleeps past `at`.
+    pub(super) fn wake_at(&self, token: u64, at: Instant) {
+        let mut inner = lock(&self.inner);
+        inner.deadlines.push(Reverse((at, token)));
+        let wake = inner.asleep_until.is_some_and(|t| at < t);
+        if wake {
+            inner.asleep_until = None;
+        }
+        drop(inner);
+        if wake {
+            self.poke();
+        }
+    }
+
+    fn poke(&self) {
+        // A failed wake leaves the thread to its deadline: the next event or the next wait.
+        let _ = self.waker.wake();
+    }
+
+    fn source(&self, token: u64) -> Option<Arc<dyn Source>> {
+        lock(&self.inner).sources.get(&token).cloned()
+    }
+
+    /// Acts on what a source said.
+    fn after(&self, token: u64, step: Step) {
+        match step {
+            Step::Idle => {}
+            Step::More => lock(&self.inner).again.push_back(token),
+            Step::Done => {
+                if let Some(s) = lock(&self.inner).sources.remove(&token) {
+                    // A descriptor shared with other handles stays registered until removed.
+                    let _ = self.registry.deregister(&mut SourceFd(&s.fd()));
+                }
+            }
+        }
+    }
+
+    fn run(&self, mut poll: Poll) {
+        let mut scratch = vec![0u8; SCRATCH];
+        let mut events = Events::with_capacity(EVENTS);
+        loop {
+            // The deadlines due, and the sources to call again, then how long to sleep.
+            let now = Instant::now();
+            let (due, again) = {
+                let mut inner = lock(&self.inner);
+                let mut due = Vec::new();
+                while let Some(&Reverse((at, token))) = inner.deadlines.peek() {
+                    if at > now {
+                        break;
+                    }
+                    inner.deadlines.pop();
+                    due.push((at, token));
+                }
+                (due, std::mem::take(&mut inner.again))
+            };
+            for (at, token) in due {
+                if let Some(s) = self.source(token) {
+                    self.after(token, s.on_deadline(at, now));
+                }
+            }
+            for token in again {
+                if let Some(s) = self.source(token) {
+                    self.after(token, s.on_ready(&mut scratch));
+                }
+            }
+            let timeout = {
+                let mut inner = lock(&self.inner);
+                let now = Instant::now();
+                if !inner.again.is_empty() || inner.deadlines.peek().is_some_and(|Reverse((at, _))| *at <= now) {
+                    Duration::ZERO
+                } else {
+                    let until = inner.deadlines.peek().map_or(now + LONGEST_SLEEP, |Reverse((at, _))| *at);
+                    inner.asleep_until = Some(until);
+                    until.saturating_duration_since(now)
+                }
+            };
+            // An interrupted wait is a wait with no events.
+            let _ = poll.poll(&mut events, Some(timeout));
+            lock(&self.inner).asleep_until = None;
+            for ev in events.iter() {
+                let token = ev.token().0 as u64;
+                if ev.token() == WAKE {
+                    continue;
+                }
+                if let Some(s) = self.source(token) {
+                    self.after(token, s.on_ready(&mut scratch));
+                }
+            }
+        }
+    }
+}

@@ -289,7 +289,9 @@ pub struct ListenOptions {
     /// TCP: connections held that have sent nothing yet, beside `max_pending`. Each costs a
     /// descriptor and a few bytes; beyond this many (or when the process runs out of
     /// descriptors) the oldest silent one is closed, counted in [`Listener::turned_away`], so
-    /// that a newcomer that speaks at once is always heard.
+    /// that a newcomer that speaks at once is always heard. The listener holds at most a
+    /// quarter of the process's descriptor limit (`RLIMIT_NOFILE`) so, whatever this says:
+    /// silent sockets never take the descriptors the connections being served need.
     pub max_silent: usize,
     /// How long a connection may take to deliver its whole connect request, and to confirm an
     /// accept, before it is dropped (and counted in [`Listener::turned_away`]). A handshake in

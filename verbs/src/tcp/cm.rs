@@ -142,6 +142,26 @@ fn left(deadline: Option<Instant>) -> Option<Duration> {
     }
 }
 
+/// The process's soft limit on open descriptors (`RLIMIT_NOFILE`), read from
+/// `/proc/self/limits` (no system call needed); `None` where that is not there or unlimited.
+fn descriptor_limit() -> Option<usize> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    soft_limit(&limits, "Max open files")
+}
+
+/// The soft limit on the line of `limits` (as `/proc/self/limits` writes it) named `name`.
+fn soft_limit(limits: &str, name: &str) -> Option<usize> {
+    let line = limits.lines().find(|l| l.starts_with(name))?;
+    line[name.len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// The silent connections a listener holds at most: `max_silent`, and never more than a
+/// quarter of the descriptor limit, so that they do not take the descriptors the
+/// connections being served need.
+fn silent_cap(max_silent: usize, descriptors: Option<usize>) -> usize {
+    descriptors.map_or(max_silent, |d| max_silent.min(d / 4)).max(1)
+}
+
 pub(super) fn listen(addr: &str, opts: &ListenOptions) -> Result<TcpCmListener> {
     let sa = resolve(addr)?;
     let listener = TcpListener::bind(sa).map_err(|e| match e.kind() {
@@ -155,10 +175,11 @@ pub(super) fn listen(addr: &str, opts: &ListenOptions) -> Result<TcpCmListener> 
     poll.registry()
         .register(&mut SourceFd(&fd), LISTENING, Interest::READABLE)
         .map_err(|_| Error::BadAddress(addr.into()))?;
+    let opts = ListenOptions { max_silent: silent_cap(opts.max_silent, descriptor_limit()), ..*opts };
     Ok(TcpCmListener {
         listener,
         addr: bound.to_string(),
-        opts: *opts,
+        opts,
         pending: Mutex::new(Pending {
             poll,
             events: Events::with_capacity(256),
@@ -466,6 +487,22 @@ impl std::fmt::Debug for TcpRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Silent sockets never take more than a quarter of the descriptors: with the usual
+    /// `ulimit -n` of 1024, 256 of them at most, whatever `max_silent` says.
+    #[test]
+    fn silent_connections_hold_at_most_a_quarter_of_the_descriptor_limit() {
+        let limits = "Limit                     Soft Limit           Hard Limit           Units     \n\
+                      Max processes             63439                63439                processes \n\
+                      Max open files            1024                 524288               files     \n";
+        assert_eq!(soft_limit(limits, "Max open files"), Some(1024));
+        assert_eq!(soft_limit("Max open files            unlimited   unlimited  files", "Max open files"), None);
+        assert_eq!(silent_cap(1024, Some(1024)), 256);
+        assert_eq!(silent_cap(100, Some(1024)), 100);
+        assert_eq!(silent_cap(1024, None), 1024);
+        assert_eq!(silent_cap(1024, Some(2)), 1, "always room for one");
+        assert!(descriptor_limit().is_some(), "Linux says the limit in /proc/self/limits");
+    }
 
     /// Whether the listener closed this socket (its read sees the end, or a reset).
     fn closed(s: &mut TcpStream) -> bool {

@@ -13,6 +13,10 @@ const SPEC: &str = "draft-cel-nfsv4-rpcrdma-version-two-00.txt";
 const ERRATA: &str = "draft-cel-nfsv4-rpcrdma-version-two-00.errata";
 const REPAIR: bool = true;
 const PROPERTIES: &str = "rpcrdma2-transport-properties.txt";
+/// The working group's last revision of Version Two (issue 27): its own types, in
+/// `rpcrdma_v2::draft07`. Its `///` lines need no repair.
+const DRAFT_07: &str = "draft-ietf-nfsv4-rpcrdma-version-two-07.txt";
+const DRAFT_07_ERRATA: &str = "draft-ietf-nfsv4-rpcrdma-version-two-07.errata";
 
 fn main() {
     // Relative to the package (a build script runs there): the report the
@@ -28,5 +32,12 @@ fn main() {
         .out(out);
     if let Err(e) = build.run() {
         panic!("generating types from {SPEC} and {PROPERTIES} failed:\n{e}");
+    }
+    let draft07 = xdr_spec::pipeline::Build::new(specs.join(DRAFT_07))
+        .errata(specs.join(DRAFT_07_ERRATA))
+        .out_file("draft07.rs")
+        .out(PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")));
+    if let Err(e) = draft07.run() {
+        panic!("generating types from {DRAFT_07} failed:\n{e}");
     }
 }

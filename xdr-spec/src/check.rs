@@ -227,6 +227,59 @@ struct Checker<'s> {
     /// cells), so that a specification with very many undefined names still
     /// checks in linear time; past it, no more suggestions are made.
     suggest_budget: usize,
+    /// Typedefs evidently written backwards, by the undefined name they alias
+    /// ([`Backwards`]).
+    backwards: HashMap<&'s str, Backwards<'s>>,
+}
+
+/// `typedef T N;` where `T` is defined nowhere yet used as a type elsewhere:
+/// evidently written backwards (meant `typedef N T;`), as in
+/// draft-ietf-nfsv4-rpcrdma-version-two-07's `typedef rpcrdma2_propid uint32;`.
+/// "Undefined name `T`" alone would send a reader looking for a missing
+/// definition rather than at the typedef.
+#[derive(Debug, Clone, Copy)]
+struct Backwards<'s> {
+    /// Where `T` is written in the typedef.
+    at: Span,
+    /// The name the typedef declares (`N`).
+    declared: &'s str,
+    /// The first definition elsewhere that uses `T` as a type.
+    used_by: &'s str,
+}
+
+/// The typedefs evidently written backwards (see [`Backwards`]). Linear in the
+/// specification: one pass records, for each type name used, its first two uses.
+fn backwards_typedefs<'s>(spec: &'s Spec, syms: &Symbols<'s>) -> HashMap<&'s str, Backwards<'s>> {
+    let mut uses: HashMap<&'s str, Vec<(Span, &'s str)>> = HashMap::new();
+    for def in &spec.definitions {
+        definition_types(def, &mut |t| {
+            if let TypeSpec::Named { name, .. } = t {
+                let seen = uses.entry(name.name.as_str()).or_default();
+                if seen.len() < 2 {
+                    seen.push((name.span, def.name.name.as_str()));
+                }
+            }
+        });
+    }
+    let mut found = HashMap::new();
+    for def in &spec.definitions {
+        let DefinitionKind::Typedef(Declaration::Named {
+            ty: TypeSpec::Named { name: base, keyword: None },
+            shape: Shape::Scalar,
+            ..
+        }) = &def.kind
+        else {
+            continue;
+        };
+        if syms.get(&base.name).is_some() || rpcgen_meaning(&base.name).is_some() {
+            continue;
+        }
+        let elsewhere = uses.get(base.name.as_str()).and_then(|u| u.iter().find(|(span, _)| *span != base.span));
+        if let Some(&(_, used_by)) = elsewhere {
+            found.entry(base.name.as_str()).or_insert(Backwards { at: base.span, declared: &def.name.name, used_by });
+        }
+    }
+    found
 }
 
 impl<'s> Checker<'s> {
@@ -250,7 +303,9 @@ impl<'s> Checker<'s> {
         type_names.dedup();
         value_names.sort_unstable();
         value_names.dedup();
+        let backwards = backwards_typedefs(spec, &syms);
         Checker {
+            backwards,
             spec,
             syms,
             diags: Vec::new(),
@@ -621,7 +676,9 @@ impl<'s> Checker<'s> {
             Some((_, first)) if *first == this => self.note(
                 id.span,
                 format!(
-                    "{owner} has more than one arm named `{}`, all `{this}`; allowed, as the types are identical",
+                    "{owner} has more than one arm named `{}`, all `{this}`; allowed, as the types are identical \
+                     (RFC 4506 section 6.4 wants names unique in a union, and the C rpcgen makes of it does not \
+                     compile: one arm with several case labels says the same)",
                     id.name
                 ),
             ),
@@ -1007,6 +1064,20 @@ impl<'s> Checker<'s> {
     }
 
     fn undefined(&mut self, id: &'s Ident, as_type: bool) {
+        if let Some(b) = self.backwards.get(id.name.as_str()).copied().filter(|_| as_type) {
+            let (t, n) = (&id.name, b.declared);
+            let msg = if b.at == id.span {
+                format!(
+                    "`typedef {t} {n};` looks written backwards: it declares `{n}` as a new name for `{t}`, \
+                     which nothing defines, while `{t}` is used as a type (by `{}`); a typedef names the \
+                     existing type first: `typedef {n} {t};`",
+                    b.used_by
+                )
+            } else {
+                format!("undefined name `{t}` (the typedef `typedef {t} {n};` looks written backwards)")
+            };
+            return self.error(id.span, msg);
+        }
         let key = (id.name.as_str(), as_type);
         let suggestion = match self.suggestions.get(&key) {
             Some(s) => *s,

@@ -26,6 +26,13 @@
 //!       XDR code (not in comments) by `NEW`. Applying fails unless there are
 //!       exactly `N`: an erratum that no longer matches its spec fails loudly
 //!       instead of silently doing something else;
+//!     * `replace-text: OLD` and `with: NEW` together with `expect-count: N`:
+//!       replace every occurrence of the text `OLD` (spaces as written) by
+//!       `NEW`, for a defect that is not one identifier, such as a declaration
+//!       written backwards; the same count rule applies. Given no value on its
+//!       line, each takes the `|` lines below it instead (text over several
+//!       lines, indentation kept); `OLD` and `NEW` then have as many lines, so
+//!       that every line of the spec keeps its number;
 //!     * `prepend:` followed by lines starting with `|`: XDR text (one line
 //!       per `|` line, the text after `| `) put before the extracted XDR, for
 //!       definitions the spec uses but never gives.
@@ -102,6 +109,16 @@ pub enum Action {
     /// `expect_count` occurrences.
     ReplaceIdentifier {
         /// The identifier in the spec.
+        old: String,
+        /// Its replacement.
+        new: String,
+        /// How many occurrences the spec has.
+        expect_count: usize,
+    },
+    /// Replace the text `old` (one line's worth) by `new` wherever it occurs;
+    /// there must be exactly `expect_count` occurrences.
+    ReplaceText {
+        /// The text in the spec.
         old: String,
         /// Its replacement.
         new: String,
@@ -195,6 +212,8 @@ struct Draft {
     location: Option<String>,
     reason: Option<String>,
     replace: Option<(String, String)>,
+    replace_text: Option<String>,
+    with: Option<String>,
     expect_count: Option<usize>,
     prepend: Option<Vec<String>>,
 }
@@ -205,7 +224,16 @@ enum Last {
     None,
     Location,
     Reason,
+    /// A block of `|` lines: `prepend:`, or a `replace-text:` / `with:` given no value.
     Prepend,
+    ReplaceText,
+    With,
+}
+
+impl Last {
+    fn is_block(self) -> bool {
+        matches!(self, Last::Prepend | Last::ReplaceText | Last::With)
+    }
 }
 
 impl Draft {
@@ -217,16 +245,32 @@ impl Draft {
         };
         let location = self.location.clone().ok_or_else(|| incomplete("no `location:`"))?;
         let reason = self.reason.clone().ok_or_else(|| incomplete("no `reason:`"))?;
-        let action = match (self.replace.clone(), self.expect_count, self.prepend.clone()) {
-            (Some((old, new)), Some(expect_count), None) => Action::ReplaceIdentifier { old, new, expect_count },
-            (Some(_), None, None) => return Err(incomplete("`replace-identifier:` needs `expect-count:`")),
-            (None, Some(_), None) => return Err(incomplete("`expect-count:` without `replace-identifier:`")),
-            (None, None, Some(lines)) if lines.is_empty() => {
+        let text = match (self.replace_text.clone(), self.with.clone()) {
+            (Some(old), _) if old.is_empty() => return Err(incomplete("`replace-text:` has no text")),
+            (Some(old), Some(new)) if old.lines().count() != new.split('\n').count() => {
+                return Err(incomplete(
+                    "`replace-text:` and `with:` must have as many lines (lines keep their numbers)",
+                ))
+            }
+            (Some(old), Some(new)) => Some((old, new)),
+            (None, None) => None,
+            (Some(_), None) => return Err(incomplete("`replace-text:` needs `with:`")),
+            (None, Some(_)) => return Err(incomplete("`with:` without `replace-text:`")),
+        };
+        let action = match (self.replace.clone(), text, self.expect_count, self.prepend.clone()) {
+            (Some((old, new)), None, Some(expect_count), None) => Action::ReplaceIdentifier { old, new, expect_count },
+            (None, Some((old, new)), Some(expect_count), None) => Action::ReplaceText { old, new, expect_count },
+            (Some(_), None, None, None) => return Err(incomplete("`replace-identifier:` needs `expect-count:`")),
+            (None, Some(_), None, None) => return Err(incomplete("`replace-text:` needs `expect-count:`")),
+            (None, None, Some(_), None) => return Err(incomplete("`expect-count:` without a replacement")),
+            (None, None, None, Some(lines)) if lines.is_empty() => {
                 return Err(incomplete("`prepend:` is not followed by any `|` line"))
             }
-            (None, None, Some(lines)) => Action::Prepend { xdr: lines.join("\n") },
-            (None, None, None) => return Err(incomplete("no action (`replace-identifier:` or `prepend:`)")),
-            _ => return Err(incomplete("more than one action (`replace-identifier:` and `prepend:`)")),
+            (None, None, None, Some(lines)) => Action::Prepend { xdr: lines.join("\n") },
+            (None, None, None, None) => {
+                return Err(incomplete("no action (`replace-identifier:`, `replace-text:` or `prepend:`)"))
+            }
+            _ => return Err(incomplete("more than one action")),
         };
         Ok(Erratum { id: self.id, location, reason, action })
     }
@@ -274,17 +318,29 @@ pub fn parse(text: &str) -> Result<Errata, ErrataError> {
         if trimmed.is_empty() {
             // A blank line ends free text, but not a prepend block, which
             // only `|` lines continue anyway.
-            if last != Last::Prepend {
+            if !last.is_block() {
                 last = Last::None;
             }
             continue;
         }
         if let Some(rest) = raw.strip_prefix('|') {
-            let Some(d) = draft.as_mut().filter(|_| last == Last::Prepend) else {
-                return Err(syntax("a `|` line outside a `prepend:` block".into()));
+            let Some(d) = draft.as_mut().filter(|_| last.is_block()) else {
+                return Err(syntax("a `|` line outside a `prepend:`, `replace-text:` or `with:` block".into()));
             };
             let text = rest.strip_prefix(' ').unwrap_or(rest);
-            d.prepend.get_or_insert_with(Vec::new).push(text.to_string());
+            match last {
+                Last::Prepend => d.prepend.get_or_insert_with(Vec::new).push(text.to_string()),
+                _ => {
+                    let slot = if last == Last::With { &mut d.with } else { &mut d.replace_text };
+                    match slot {
+                        Some(block) if !block.is_empty() => {
+                            block.push('\n');
+                            block.push_str(text);
+                        }
+                        _ => *slot = Some(text.to_string()),
+                    }
+                }
+            }
             continue;
         }
         if raw.starts_with([' ', '\t']) {
@@ -351,6 +407,19 @@ pub fn parse(text: &str) -> Result<Errata, ErrataError> {
                 }
                 d.replace = Some(((*old).to_string(), (*new).to_string()));
                 last = Last::None;
+            }
+            "replace-text" | "with" => {
+                let slot = if key == "with" { &mut d.with } else { &mut d.replace_text };
+                if slot.is_some() {
+                    return Err(duplicate());
+                }
+                // Given no value, the text is the `|` lines below (several lines).
+                *slot = Some(value.to_string());
+                last = match (value.is_empty(), key) {
+                    (false, _) => Last::None,
+                    (true, "with") => Last::With,
+                    (true, _) => Last::ReplaceText,
+                };
             }
             "expect-count" => {
                 if d.expect_count.is_some() {
@@ -465,6 +534,22 @@ impl Errata {
                     let plural = if found.len() == 1 { "" } else { "s" };
                     format!("replaced {old} with {new} ({} occurrence{plural}): {}", found.len(), e.reason)
                 }
+                Action::ReplaceText { old, new, expect_count } => {
+                    let found = body.matches(old.as_str()).count();
+                    if found != *expect_count {
+                        return Err(ErrataError::CountMismatch {
+                            id: e.id.clone(),
+                            old: old.clone(),
+                            expected: *expect_count,
+                            found,
+                        });
+                    }
+                    body = body.replace(old.as_str(), new);
+                    let plural = if found == 1 { "" } else { "s" };
+                    // One line of report: the lines of a block joined by ` | `.
+                    let flat = |t: &str| t.split('\n').map(str::trim).collect::<Vec<_>>().join(" | ");
+                    format!("replaced `{}` with `{}` ({found} occurrence{plural}): {}", flat(old), flat(new), e.reason)
+                }
                 Action::Prepend { xdr: text } => {
                     let lines: Vec<&str> = text.split('\n').collect();
                     for l in &lines {
@@ -486,6 +571,35 @@ impl Errata {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn replace_text_swaps_a_declaration_and_counts() {
+        let e = parse(
+            "erratum: b\nlocation: 8.3\nreason: backwards\nreplace-text: typedef t uint32;\n\
+             with: typedef uint32 t;\nexpect-count: 1\n",
+        )
+        .unwrap();
+        let (xdr, applied) = e.apply("typedef t uint32;\nstruct s { t x; };").unwrap();
+        assert_eq!(xdr, "typedef uint32 t;\nstruct s { t x; };");
+        assert!(applied[0].summary.starts_with("replaced `typedef t uint32;` with `typedef uint32 t;` (1 occurrence)"));
+        assert!(matches!(e.apply("struct s { t x; };"), Err(ErrataError::CountMismatch { found: 0, .. })));
+        let missing = parse("erratum: b\nlocation: x\nreason: y\nreplace-text: a\nexpect-count: 1\n");
+        assert!(matches!(missing, Err(ErrataError::Incomplete { .. })));
+    }
+
+    #[test]
+    fn replace_text_over_several_lines_keeps_the_line_count() {
+        // `| ` then the text: the space after the bar is not part of it, the rest is.
+        let text = "erratum: m\nlocation: 8.4\nreason: one arm\nreplace-text:\n|   case 1:\n|     int a;\n\
+                    |   case 2:\nwith:\n|   case 1:\n|\n|   case 2:\nexpect-count: 1\n";
+        let e = parse(text).unwrap();
+        let xdr = "union u switch (int d) {\n  case 1:\n    int a;\n  case 2:\n    int a;\n};";
+        let (fixed, applied) = e.apply(xdr).unwrap();
+        assert_eq!(fixed, "union u switch (int d) {\n  case 1:\n\n  case 2:\n    int a;\n};");
+        assert!(applied[0].summary.starts_with("replaced `case 1: | int a; | case 2:` with `case 1: |  | case 2:`"));
+        let uneven = text.replace("with:\n|   case 1:\n|\n", "with:\n|   case 1:\n");
+        assert!(matches!(parse(&uneven), Err(ErrataError::Incomplete { .. })), "lines must keep their numbers");
+    }
 
     #[test]
     fn occurrences_skip_comments_and_partial_words() {

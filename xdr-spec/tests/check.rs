@@ -144,7 +144,9 @@ fn rule2_union_arms_may_share_a_name_only_with_the_same_type() {
         "union u switch (int d) {\n case 1: hyper v;\n case 2: hyper v;\n case 3: int v;\n};",
         &[
             "2:16: note: `v` is first declared here",
-            "3:16: note: union `u` has more than one arm named `v`, all `hyper v`; allowed, as the types are identical",
+            "3:16: note: union `u` has more than one arm named `v`, all `hyper v`; allowed, as the types are identical \
+             (RFC 4506 section 6.4 wants names unique in a union, and the C rpcgen makes of it does not compile: one \
+             arm with several case labels says the same)",
             "4:14: error: union arm `v` of union `u` is declared again with a different type: `int v`, not `hyper v`",
         ],
     );
@@ -513,7 +515,8 @@ fn rule7_generated_helper_names_collide_too() {
             "1:81: error: the anonymous struct of field `v` and the anonymous struct of field `v` both become `UV` \
              in the generated Rust, where they share the type namespace of one module; rename one of them",
             "1:81: note: union `u` has more than one arm named `v`, all `struct { int x; } v`; allowed, as the \
-             types are identical",
+             types are identical (RFC 4506 section 6.4 wants names unique in a union, and the C rpcgen makes of it \
+             does not compile: one arm with several case labels says the same)",
         ],
     );
 }
@@ -684,7 +687,8 @@ fn v2_draft_repaired_reports_rpcrdma2_chunks_twice() {
             "`rpcrdma2_read_list` is an optional-data list; generated as a sequence decoded in a loop",
             "`rpcrdma2_write_list` is an optional-data list; generated as a sequence decoded in a loop",
             "union `rpcrdma2_body` has more than one arm named `rdma_chunks`, all `rpcrdma2_chunks rdma_chunks`; \
-             allowed, as the types are identical",
+             allowed, as the types are identical (RFC 4506 section 6.4 wants names unique in a union, and the C \
+             rpcgen makes of it does not compile: one arm with several case labels says the same)",
         ]
     );
     for e in errors {
@@ -693,6 +697,51 @@ fn v2_draft_repaired_reports_rpcrdma2_chunks_twice() {
             "{got:#?}"
         );
     }
+}
+
+/// Issue 27: draft-ietf-nfsv4-rpcrdma-version-two-07's XDR as published, each defect
+/// diagnosed so that a person writing its erratum sees what is wrong, the typedef written
+/// backwards said to be so; with the errata beside the spec, it checks clean.
+#[test]
+fn v2_draft_07_as_published_reports_each_defect_and_the_backwards_typedef() {
+    let text = spec_text("draft-ietf-nfsv4-rpcrdma-version-two-07.txt");
+    let extracted = extract(&text, &ExtractOptions::new().repair(false)).unwrap();
+    let got = run(&extracted.xdr);
+    let errors: Vec<&str> = got.iter().map(String::as_str).filter(|d| d.contains(": error: ")).collect();
+    assert_eq!(
+        errors,
+        [
+            "65:9: error: undefined name `uint64` (did you mean `uint32`?)",
+            "94:9: error: `typedef rpcrdma2_propid uint32;` looks written backwards: it declares `uint32` as a new \
+             name for `rpcrdma2_propid`, which nothing defines, while `rpcrdma2_propid` is used as a type (by \
+             `rpcrdma2_propval`); a typedef names the existing type first: `typedef uint32 rpcrdma2_propid;`",
+            "97:9: error: undefined name `rpcrdma2_propid` (the typedef `typedef rpcrdma2_propid uint32;` looks \
+             written backwards)",
+            "182:34: error: undefined name `rpcrdma2_errcode` (did you mean `rpcrdma2_err_vers`?)",
+        ],
+        "{got:#?}"
+    );
+    let errata = xdr_spec::errata::parse(&spec_text("draft-ietf-nfsv4-rpcrdma-version-two-07.errata")).unwrap();
+    let (fixed, applied) = errata.apply(&extracted.xdr).unwrap();
+    assert_eq!(applied.len(), 4);
+    let diags = check(&parse(&fixed).unwrap());
+    assert!(!has_errors(&diags), "{diags:#?}");
+}
+
+/// A typedef whose base type is undefined is not called backwards unless that base is
+/// used as a type elsewhere: an ordinary missing definition stays "undefined name".
+#[test]
+fn rule1_a_typedef_is_called_backwards_only_when_its_base_is_used_as_a_type_elsewhere() {
+    expect(
+        "typedef id_t u;\nstruct s { id_t which; u n; };",
+        &[
+            "1:9: error: `typedef id_t u;` looks written backwards: it declares `u` as a new name for `id_t`, \
+             which nothing defines, while `id_t` is used as a type (by `s`); a typedef names the existing type \
+             first: `typedef u id_t;`",
+            "2:12: error: undefined name `id_t` (the typedef `typedef id_t u;` looks written backwards)",
+        ],
+    );
+    expect("typedef missing u;\nstruct s { u n; };", &["1:9: error: undefined name `missing`"]);
 }
 
 // ---- scale -------------------------------------------------------------------------

@@ -1,0 +1,68 @@
+//! A draft-ietf-nfsv4-rpcrdma-version-two-07 header on arbitrary bytes (issue 27): the
+//! `rpcrdma_common` prefix, then the body its `rdma_htype` names (`rpcrdma_v2::draft07`).
+//! The codec is canonical (booleans 0 or 1, exact counts, zero padding), so whenever a
+//! body decodes, encoding it again gives back exactly the bytes consumed, and
+//! `encoded_len` is that length; limits only ever turn a success into LimitExceeded; and no
+//! length the input claims is allocated (`bounded_alloc`).
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "bounded_alloc.rs"]
+mod bounded_alloc;
+
+/// Aborts on any allocation larger than 64 MiB: a length the input claims, not memory it
+/// brings (`bounded_alloc`).
+#[global_allocator]
+static ALLOC: bounded_alloc::Bounded = bounded_alloc::Bounded;
+
+use rpcrdma_v2::draft07::xdr::*;
+use rpcrdma_v2::rt::{Error, Limits, Xdr};
+
+/// Decodes `T` from `data`; when it decodes, checks the round trip and the limits.
+fn canonical<'a, T: Xdr<'a> + PartialEq + std::fmt::Debug>(data: &'a [u8]) {
+    let limits = Limits::default().max_list_entries(17).max_array_len(16);
+    let Ok((value, consumed)) = T::decode(data) else {
+        assert!(T::decode_with_limits(data, limits).is_err());
+        return;
+    };
+    assert!(consumed <= data.len());
+    assert_eq!(value.encoded_len(), consumed, "encoded_len differs from the bytes consumed");
+    let out = value.to_vec().expect("what decoded encodes");
+    assert_eq!(&out[..], &data[..consumed], "re-encoding is not the consumed prefix");
+    match T::decode_with_limits(data, limits) {
+        Ok(limited) => assert_eq!(limited, (value, consumed)),
+        Err(e) => assert!(matches!(e, Error::LimitExceeded { .. }), "{e:?}"),
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let Ok((prefix, used)) = RpcrdmaCommon::decode(data) else {
+        assert!(data.len() < 16, "any 16 bytes are a prefix");
+        return;
+    };
+    assert_eq!(used, 16);
+    let body = &data[used..];
+    match prefix.rdma_htype {
+        RDMA2_ERROR => canonical::<Rpcrdma2HdrError>(body),
+        RDMA2_CONNPROP_MIDDLE | RDMA2_CONNPROP_FINAL => canonical::<Rpcrdma2HdrConnprop>(body),
+        RDMA2_CALL_EXTERNAL => canonical::<Rpcrdma2HdrCallExternal>(body),
+        RDMA2_CALL_MIDDLE => canonical::<Rpcrdma2HdrCallMiddle>(body),
+        RDMA2_CALL_INLINE => canonical::<Rpcrdma2HdrCallInline>(body),
+        RDMA2_REPLY_EXTERNAL => canonical::<Rpcrdma2HdrReplyExternal>(body),
+        RDMA2_REPLY_MIDDLE => canonical::<Rpcrdma2HdrReplyMiddle>(body),
+        RDMA2_REPLY_INLINE => canonical::<Rpcrdma2HdrReplyInline>(body),
+        // RDMA2_GRANT has no body; an unknown type is the receiver's to refuse
+        // (RDMA2_ERR_INVAL_HTYPE, section 7.1.3), not the codec's.
+        _ => {}
+    }
+    // Every body type is also tried on the bytes after the prefix whatever the type says,
+    // so that each decoder sees every input.
+    canonical::<Rpcrdma2HdrError>(body);
+    canonical::<Rpcrdma2HdrConnprop>(body);
+    canonical::<Rpcrdma2HdrCallExternal>(body);
+    canonical::<Rpcrdma2HdrCallInline>(body);
+    canonical::<Rpcrdma2HdrReplyExternal>(body);
+    canonical::<Rpcrdma2HdrReplyInline>(body);
+});

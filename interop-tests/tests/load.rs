@@ -203,7 +203,12 @@ fn load<B: Backend + Clone>(backend: B, label: &str, callers: usize, calls: usiz
     // two cores its longest wait in a full run was 64 ms. The connection once lost here was
     // the client's 60 s timeout closing it on calls the server had received and not served
     // (set-aside Receives overtaken, fixed in negotiate::datapath::Transport).
-    let scfg = ServerConfig::default().responder(responder::ResponderConfig::default().credits(SERVER_CREDITS));
+    let mut scfg = ServerConfig::default().responder(responder::ResponderConfig::default().credits(SERVER_CREDITS));
+    // LOAD_SERVER_POLL_US=n sets ServerLimits::poll_before_wait (for docs/benchmarks.md's
+    // comparisons; the default otherwise).
+    if let Some(us) = std::env::var("LOAD_SERVER_POLL_US").ok().and_then(|n| n.parse().ok()) {
+        scfg = scfg.limits(ServerLimits::default().poll_before_wait(Duration::from_micros(us)));
+    }
     let server = Server::start(backend.clone(), backend.any_address(), scfg, Arc::new(SERVER_ULB), handler)
         .expect("server starts");
     // A long timeout: a retransmission would re-execute a call and spoil the duplicate check,

@@ -72,7 +72,7 @@ struct Pending {
     /// How many handshakes have spoken (the rest are silent).
     speaking: usize,
     next: usize,
-    /// The last accept failed for want of descriptors: try again soon.
+    /// The last accept failed (for want of descriptors, or otherwise): try again soon.
     starved: bool,
 }
 
@@ -300,8 +300,14 @@ impl TcpCmListener {
                         return None;
                     }
                 }
-                // WouldBlock, or a connection reset before we took it.
-                Err(_) => return None,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+                // Anything else (a connection reset before we took it, ENOBUFS, ...): the
+                // others waiting are taken soon, not at the next connection's readiness
+                // (which is edge-triggered).
+                Err(_) => {
+                    p.starved = true;
+                    return None;
+                }
             }
         }
     }

@@ -82,6 +82,12 @@ impl Inbound {
             match Head::decode(&self.head[..self.filled]) {
                 Ok((head, _)) => {
                     self.filled = 0;
+                    // A queue pair in Error accepts nothing more: no Write lands, no Read is
+                    // answered, once this side has torn down (as the old reader checked
+                    // before each frame).
+                    if !lock(&sh.st).connected {
+                        return Err(Stop);
+                    }
                     self.payload = start(sh, head)?;
                 }
                 Err(FrameError::Incomplete { .. }) => {}

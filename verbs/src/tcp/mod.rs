@@ -253,6 +253,72 @@ mod tests {
         assert_eq!(req.accept(&pd, &[], QpCaps::default()).err(), Some(Error::ConnectionAborted));
     }
 
+    /// A raw peer's side of the handshake with `listener`: the stream after the accept.
+    fn raw_peer(addr: &str) -> std::net::TcpStream {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        let mut req = b"VRBT\x01".to_vec();
+        req.resize(5 + crate::CONNECT_PRIVATE_DATA_MAX, 0);
+        s.write_all(&req).unwrap();
+        let mut accept = [0u8; 1 + crate::ACCEPT_PRIVATE_DATA_MAX];
+        s.read_exact(&mut accept).unwrap();
+        assert_eq!(accept[0], b'A');
+        s.write_all(b"U").unwrap();
+        s
+    }
+
+    /// A queue pair in Error accepts nothing: a Write its peer sends after this side tore the
+    /// connection down never lands, even in a region that outlives the queue pair (the peer
+    /// here ignores the FIN and writes anyway, as a hostile one would).
+    #[test]
+    fn a_write_after_this_side_disconnected_never_lands() {
+        use std::io::Write;
+        let l = Tcp.listen(&Tcp.any_address()).unwrap();
+        let addr = l.local_addr();
+        let pd = Tcp.alloc_pd().unwrap();
+        let target = pd.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+        let peer = std::thread::spawn(move || raw_peer(&addr));
+        let qp = l.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+        let mut peer = peer.join().unwrap();
+        qp.disconnect();
+        assert_eq!(qp.cm_event(T), Some(crate::CmEvent::Disconnected));
+        let mut frame = Vec::new();
+        let remote = target.remote_at(0);
+        frame::Head::Write { addr: remote.addr, rkey: remote.rkey, len: 8 }.encode(&mut frame);
+        frame.extend_from_slice(&[0xee; 8]);
+        let _ = peer.write_all(&frame);
+        std::thread::sleep(Duration::from_millis(200));
+        target.with(|b| assert!(b.iter().all(|&x| x == 0), "a Write landed after the disconnect"));
+    }
+
+    /// A retry timeout too long to add to an instant (`Duration::MAX`, "never") is no
+    /// deadline, not an overflow on the loop every connection shares: the connection works,
+    /// its peer's end is seen, and the process's other connections go on.
+    #[test]
+    fn a_retry_timeout_of_duration_max_is_no_deadline() {
+        let l = Tcp.listen(&Tcp.any_address()).unwrap();
+        let addr = l.local_addr();
+        let pd = Tcp.alloc_pd().unwrap();
+        let caps = QpCaps::default().retry_timeout(Duration::MAX);
+        let pd2 = pd.clone();
+        let t = std::thread::spawn(move || Tcp.connect(&pd2, &addr, &[], caps, T).unwrap().0);
+        let server = l.get_request(T).unwrap().accept(&pd, &[], caps).unwrap();
+        let client = t.join().unwrap();
+        let target = pd.register(vec![0; 8], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+        let src = pd.register(vec![1; 8], Access::empty()).unwrap();
+        client.post_write(1, &[Sge::whole(&src)], target.remote_at(0)).unwrap();
+        assert!(client.wait_cq(T).unwrap().is_ok());
+        drop(server);
+        assert_eq!(client.cm_event(T), Some(crate::CmEvent::Disconnected));
+        // The loop is alive: another pair still moves data.
+        let (pd, a, _b) = pair();
+        let t2 = pd.register(vec![0; 8], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+        let s2 = pd.register(vec![2; 8], Access::empty()).unwrap();
+        a.post_write(2, &[Sge::whole(&s2)], t2.remote_at(0)).unwrap();
+        assert!(a.wait_cq(T).unwrap().is_ok());
+        t2.with(|b| assert_eq!(b, &[2; 8]));
+    }
+
     #[test]
     fn crossing_bulk_writes_and_reads_do_not_deadlock() {
         // Each side writes from the region the other side writes into, and reads it back,

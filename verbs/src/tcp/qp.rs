@@ -436,9 +436,11 @@ impl State {
     /// teardown, after the oldest work request on the wire was posted, or after writing
     /// last moved nothing.
     fn deadline(&self) -> Option<Instant> {
+        // (A retry timeout too long to add to an instant, `Duration::MAX` for "never", has no
+        // deadline: an overflow here would panic on the loop that every connection shares.)
         let retry = self.caps.retry_timeout;
         if let Some(since) = self.closing_since {
-            return Some(since + retry);
+            return since.checked_add(retry);
         }
         let oldest = match self.pending.front() {
             Some(Pending::Wire { since, .. }) => Some(*since),
@@ -448,7 +450,7 @@ impl State {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        since.map(|s| s + retry)
+        since.and_then(|s| s.checked_add(retry))
     }
 
     /// Asks the readiness loop for [`State::deadline`] unless it already holds an earlier one:
@@ -543,6 +545,12 @@ impl TcpQp {
             qp.sh.out.cut();
             return Err(Error::ConnectionAborted);
         }
+        // A deadline asked for by what `before` posted may have come before the loop knew
+        // this connection (and been dropped there): asked for again now that it does.
+        let mut st = lock(&qp.sh.st);
+        st.timer_at = None;
+        st.arm();
+        drop(st);
         Ok(qp)
     }
 

@@ -78,7 +78,9 @@
 //!
 //! Not modelled, besides what the in-process backend leaves out: payloads are landed while the
 //! target region is locked, one read's worth at a time, so its owner's
-//! [`with`](crate::MemoryRegion::with) may wait for a piece of a frame being landed; no
+//! [`with`](crate::MemoryRegion::with) may wait for a piece of a frame being landed, and a
+//! `with` that runs long (or a waker that blocks) holds up the one loop, so every TCP
+//! connection of the process, not just its own; no
 //! authentication or encryption: anyone who can reach the port and guess an rkey can use it,
 //! so listen on trusted networks only.
 mod cm;

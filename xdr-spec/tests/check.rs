@@ -33,7 +33,23 @@ fn rule1_undefined_type_name_suggests_the_closest() {
 
 #[test]
 fn rule1_undefined_name_without_a_close_one() {
-    expect("struct s {\n  uint32 x;\n};", &["2:3: error: undefined name `uint32`"]);
+    expect("struct s {\n  quaternion x;\n};", &["2:3: error: undefined name `quaternion`"]);
+}
+
+/// A fixed-width integer name no definition gives (the RPC-over-RDMA drafts' `uint32`,
+/// `uint64`) is told what XDR calls it and the typedef that defines it, not "did you mean".
+#[test]
+fn rule1_an_undefined_fixed_width_integer_name_is_told_its_xdr_type() {
+    expect(
+        "struct s {\n  uint32 x;\n  uint64 y;\n  int64_t z;\n};",
+        &[
+            "2:3: error: undefined name `uint32` (XDR has no `uint32`: a 32-bit unsigned integer is `unsigned int` (RFC 4506 section 4.2); `typedef unsigned int uint32;` defines it)",
+            "3:3: error: undefined name `uint64` (XDR has no `uint64`: a 64-bit unsigned integer is `unsigned hyper` (RFC 4506 section 4.5); `typedef unsigned hyper uint64;` defines it)",
+            "4:3: error: undefined name `int64_t` (XDR has no `int64_t`: a 64-bit integer is `hyper` (RFC 4506 section \
+             4.5); `typedef hyper int64_t;` defines it)",
+        ],
+    );
+    expect("struct s { uint16 x; };", &["1:12: error: undefined name `uint16`"]);
 }
 
 #[test]
@@ -652,9 +668,9 @@ fn v1_spec_without_the_uint_typedefs_reports_uint32() {
     let first_use = xdr.find("uint32").unwrap();
     let (line, col) = xdr_spec::ast::line_col(&xdr, first_use);
     assert_eq!((line, col), (31, 4));
-    assert_eq!(got[0], "31:4: error: undefined name `uint32`", "{got:#?}");
-    let uint32 = got.iter().filter(|d| d.ends_with("error: undefined name `uint32`")).count();
-    let uint64 = got.iter().filter(|d| d.ends_with("error: undefined name `uint64`")).count();
+    assert_eq!(got[0], "31:4: error: undefined name `uint32` (XDR has no `uint32`: a 32-bit unsigned integer is `unsigned int` (RFC 4506 section 4.2); `typedef unsigned int uint32;` defines it)", "{got:#?}");
+    let uint32 = got.iter().filter(|d| d.ends_with("error: undefined name `uint32` (XDR has no `uint32`: a 32-bit unsigned integer is `unsigned int` (RFC 4506 section 4.2); `typedef unsigned int uint32;` defines it)")).count();
+    let uint64 = got.iter().filter(|d| d.ends_with("error: undefined name `uint64` (XDR has no `uint64`: a 64-bit unsigned integer is `unsigned hyper` (RFC 4506 section 4.5); `typedef unsigned hyper uint64;` defines it)")).count();
     let notes = got.iter().filter(|d| d.contains(": note: ")).count();
     assert_eq!((uint32, uint64, notes, got.len()), (10, 1, 2, 13), "{got:#?}");
 }
@@ -711,7 +727,7 @@ fn v2_draft_07_as_published_reports_each_defect_and_the_backwards_typedef() {
     assert_eq!(
         errors,
         [
-            "65:9: error: undefined name `uint64` (did you mean `uint32`?)",
+            "65:9: error: undefined name `uint64` (XDR has no `uint64`: a 64-bit unsigned integer is `unsigned hyper` (RFC 4506 section 4.5); `typedef unsigned hyper uint64;` defines it)",
             "94:9: error: `typedef rpcrdma2_propid uint32;` looks written backwards: it declares `uint32` as a new \
              name for `rpcrdma2_propid`, which nothing defines, while `rpcrdma2_propid` is used as a type (by \
              `rpcrdma2_propval`); a typedef names the existing type first: `typedef uint32 rpcrdma2_propid;`",

@@ -431,6 +431,14 @@ mod rdma {
         let Some(b) = backend() else { return };
         super::idle_connections_are_closed(b);
     }
+
+    /// Issue 26's budget over real verbs: the calls' chunk memory, fetched by real RDMA
+    /// Reads, held within the server's budget, the rest answered ERR_CHUNK.
+    #[test]
+    fn the_server_as_a_whole_holds_no_more_than_its_memory_budget() {
+        let Some(b) = backend() else { return };
+        super::the_server_as_a_whole_holds_no_more_than_its_memory_budget(b);
+    }
 }
 
 // ------------------------------------------------------------------------------------------

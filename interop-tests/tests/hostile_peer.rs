@@ -38,20 +38,20 @@ fn proc_count(dir: &str) -> usize {
 
 /// The threads of this process that belong to the library (the server's, its connections',
 /// the TCP backend's): the test harness's own come and go with the tests it starts. The TCP
-/// backend's one readiness loop ("verbs-tcp-io") lives as long as the process, once started,
+/// backend's one readiness loop ("verbs-io") lives as long as the process, once started,
 /// whatever the connections: it is counted by [`io_loops`], not here.
 fn threads() -> Vec<String> {
     let tasks = std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten();
     let names = tasks.filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok());
     let library = |n: &String| n.starts_with("negotiate") || n.starts_with("verbs");
-    names.map(|n| n.trim().to_string()).filter(|n| library(n) && n != "verbs-tcp-io").collect()
+    names.map(|n| n.trim().to_string()).filter(|n| library(n) && n != "verbs-io").collect()
 }
 
 /// How many TCP readiness loops the process runs: at most one, whatever the connections.
 fn io_loops() -> usize {
     let tasks = std::fs::read_dir("/proc/self/task").into_iter().flatten().flatten();
     let names = tasks.filter_map(|t| std::fs::read_to_string(t.path().join("comm")).ok());
-    names.filter(|n| n.trim() == "verbs-tcp-io").count()
+    names.filter(|n| n.trim() == "verbs-io").count()
 }
 
 /// CPU time this process has used (user and system), from `/proc/self/stat`, in clock ticks

@@ -55,8 +55,8 @@ pub(crate) fn deadline(from: Instant, after: Duration) -> Instant {
 pub struct ServerLimits {
     /// Connections served at once; a connect beyond them is rejected and counted. Each costs
     /// the threads its calls in progress hold in the server's event loop (up to
-    /// [`ServerLimits::calls_in_progress_per_connection`]; on TCP two more and a socket, on
-    /// rdma-core a loop of its own), its Receives and its chunk memory.
+    /// [`ServerLimits::calls_in_progress_per_connection`]; on TCP a socket, on rdma-core a
+    /// thread reading its CM events), its Receives and its chunk memory.
     pub max_connections: usize,
     /// Calls one connection has served at once: fetched, in the handler, or being answered.
     /// The server serves up to this many, and never more than the credits it grants

@@ -91,8 +91,9 @@ fn an_idle_connection_closes_while_another_is_busy<B: Backend + Clone>(b: B) {
     assert_eq!(server.stats().refused.idle, 1);
 }
 
-/// The in-process backend, saying its queue pairs cannot wake a waker (as rdma-core's
-/// cannot): the server then gives each connection a loop of its own, whose first thread
+/// The in-process backend, saying its queue pairs cannot wake a waker (as rdma-core's could
+/// not before the readiness loop watched them): the server then gives each connection a loop
+/// of its own, whose first thread
 /// accepts it and which waits on its one completion queue.
 #[derive(Clone, Copy)]
 struct NoWakers;

@@ -66,6 +66,7 @@ mod memory;
 #[cfg(feature = "rdma")]
 #[allow(unsafe_code)]
 pub mod rdma;
+mod reactor;
 mod rules;
 mod setters;
 pub mod tcp;

@@ -746,6 +746,54 @@ fn completion_fd_wakes_an_event_loop<B: Backend>(b: &B) {
     assert_eq!((c[0].wr_id, c[0].status), (3, Status::WorkRequestFlushed));
 }
 
+/// `QueuePair::arm_waker` on every backend that says it wakes wakers: an armed queue pair
+/// wakes the waker once at its next completion (a peer's Send into a posted Receive, and a
+/// completion the backend makes itself); arming while a completion waits says so and arms
+/// nothing.
+fn an_armed_waker_is_woken_by_the_next_completion<B: Backend>(b: &B) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Arc, Condvar, Mutex};
+    use std::task::{Wake, Waker};
+    #[derive(Default)]
+    struct Count(Mutex<usize>, Condvar, AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            *self.0.lock().unwrap() += 1;
+            self.2.fetch_add(1, Ordering::SeqCst);
+            self.1.notify_all();
+        }
+    }
+    let wait_for = |count: &Count, n: usize| {
+        let g = count.0.lock().unwrap();
+        let (g, _) = count.1.wait_timeout_while(g, T, |c| *c < n).unwrap();
+        *g
+    };
+    assert!(b.wakes_wakers(), "the rule is for backends whose queue pairs wake wakers");
+    let p = pair(b);
+    let count = Arc::new(Count::default());
+    let waker = Waker::from(count.clone());
+    let buf = p.spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    p.server.post_recv(1, Sge::whole(&buf)).unwrap();
+    assert_eq!(p.server.arm_waker(&waker), Arm::Armed);
+    std::thread::sleep(BRIEF);
+    assert_eq!(count.2.load(Ordering::SeqCst), 0, "woken with nothing completed");
+    let msg = p.cpd.register(b"wake".to_vec(), Access::empty()).unwrap();
+    p.client.post_send(2, &[Sge::whole(&msg)], None).unwrap();
+    assert_eq!(wait_for(&count, 1), 1, "the Receive's completion did not wake the armed waker");
+    // Not reaped yet: arming says so and arms nothing.
+    assert_eq!(p.server.arm_waker(&waker), Arm::Waiting);
+    let mut c = [Completion::default()];
+    assert_eq!(p.server.poll_cq(&mut c), 1);
+    assert_eq!((c[0].wr_id, c[0].byte_len), (1, 4));
+    expect(&p.client, 2, Opcode::Send, Status::Success);
+    // Armed again: a completion the backend makes itself (a Send posted in Error, flushed)
+    // wakes it too, once.
+    assert_eq!(p.server.arm_waker(&waker), Arm::Armed);
+    p.server.disconnect();
+    p.server.post_send(3, &[Sge::whole(&buf)], None).unwrap();
+    assert!(wait_for(&count, 2) >= 2, "a flushed work request's completion did not wake the armed waker");
+}
+
 fn rejected_and_unknown_connects_fail<B: Backend>(b: &B) {
     let listener = b.listen(&b.any_address()).unwrap();
     let addr = listener.local_addr();
@@ -832,6 +880,7 @@ macro_rules! instantiate {
                 unsignaled_work_requests_hold_send_queue_slots_until_a_later_completion_is_reaped,
                 an_unsignaled_send_that_fails_reports_its_error,
                 an_unsignaled_send_with_a_bad_lkey_reports_its_error,
+                an_armed_waker_is_woken_by_the_next_completion,
                 $($extra,)*
             );
         }

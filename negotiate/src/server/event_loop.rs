@@ -1,7 +1,7 @@
 //! The server's event loop: one set of threads serving every connection whose queue pair can
-//! wake it ([`QueuePair::arm_waker`]: the in-process and TCP backends), in a leader/follower
-//! pattern; a connection whose backend cannot (rdma-core) gets a loop of its own, the same
-//! code waiting on its one completion queue.
+//! wake it ([`QueuePair::arm_waker`]: all three backends), in a leader/follower pattern; a
+//! connection whose backend cannot would get a loop of its own, the same code waiting on its
+//! one completion queue.
 //!
 //! Run to completion, as eRPC runs a short handler on the thread that polls its completions:
 //! the thread holding the loop's role takes the next connection with something to receive,

@@ -149,6 +149,12 @@ impl Backend for Rdma {
         pd::alloc_pd()
     }
 
+    /// Its queue pairs wake a waker: the process's readiness loop watches an armed
+    /// completion queue's fd ([`QueuePair::arm_waker`](crate::QueuePair::arm_waker)).
+    fn wakes_wakers(&self) -> bool {
+        true
+    }
+
     fn listen_with(&self, addr: &str, opts: &ListenOptions) -> Result<RdmaListener> {
         cm::listen(addr, opts)
     }

@@ -1,9 +1,10 @@
 //! The connected RC queue pair: posting, polling, CM events, disconnect.
 
 use std::collections::{HashMap, VecDeque};
-use std::os::fd::BorrowedFd;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use rdma_sys::rdma_cm_event_type::*;
@@ -13,8 +14,9 @@ use super::conn::Conn;
 use super::cq::{wc_opcode, wc_status};
 use super::ffi::{self, os_error, Ptr};
 use super::pd::{PdInner, RdmaRegion};
+use crate::reactor::{self, Source, Step};
 use crate::{
-    check_window, lock, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair,
+    check_window, lock, Access, Arm, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair,
     RemoteBuf, Result, SendFlags, Sge, Status,
 };
 
@@ -30,6 +32,37 @@ const CM_TICK: Duration = Duration::from_millis(20);
 pub struct RdmaQp {
     s: Arc<Shared>,
     cm_thread: Option<std::thread::JoinHandle<()>>,
+    /// The waker armed on its completion queue, watched by the process's readiness loop
+    /// ([`QueuePair::arm_waker`]); registered there on the first arm.
+    watch: Arc<CqWatch>,
+}
+
+/// A completion queue's fd as the readiness loop watches it: its next readiness wakes the
+/// waker armed, once.
+struct CqWatch {
+    /// The CQ's epoll fd (the completion channel and the backend's own completions).
+    fd: RawFd,
+    /// Its name in the readiness loop.
+    token: u64,
+    waker: Mutex<Option<Waker>>,
+    registered: AtomicBool,
+}
+
+impl Source for CqWatch {
+    fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    fn on_ready(&self, _scratch: &mut [u8]) -> Step {
+        if let Some(w) = lock(&self.waker).take() {
+            w.wake();
+        }
+        Step::Idle
+    }
+
+    fn on_deadline(&self, _at: Instant, _now: Instant) -> Step {
+        Step::Idle
+    }
 }
 
 struct Shared {
@@ -118,7 +151,13 @@ impl RdmaQp {
             cm_cv: Condvar::new(),
             stop: AtomicBool::new(false),
         });
-        RdmaQp { s, cm_thread: None }
+        let watch = Arc::new(CqWatch {
+            fd: s.conn.cq().fd().as_raw_fd(),
+            token: crate::inproc::next_id(),
+            waker: Mutex::new(None),
+            registered: AtomicBool::new(false),
+        });
+        RdmaQp { s, cm_thread: None, watch }
     }
 
     /// Starts the thread that reads this connection's CM events from now on.
@@ -589,6 +628,24 @@ impl QueuePair for RdmaQp {
         self.s.arm()
     }
 
+    /// Arms the CQ and hands its fd to the process's readiness loop, which wakes `waker` at
+    /// the next completion (the channel's event, or a completion the backend made itself).
+    fn arm_waker(&self, waker: &Waker) -> Arm {
+        let Ok(r) = reactor::reactor() else { return Arm::Unsupported };
+        *lock(&self.watch.waker) = Some(waker.clone());
+        if !self.watch.registered.swap(true, Ordering::AcqRel) && r.add(self.watch.token, self.watch.clone()).is_err() {
+            self.watch.registered.store(false, Ordering::Release);
+            *lock(&self.watch.waker) = None;
+            return Arm::Unsupported;
+        }
+        if self.s.arm() {
+            // Completions wait already: the caller polls them; nothing is armed.
+            *lock(&self.watch.waker) = None;
+            return Arm::Waiting;
+        }
+        Arm::Armed
+    }
+
     fn cm_event(&self, timeout: Duration) -> Option<CmEvent> {
         let deadline = Instant::now() + timeout;
         let mut inner = lock(&self.s.inner);
@@ -620,6 +677,12 @@ impl QueuePair for RdmaQp {
 
 impl Drop for RdmaQp {
     fn drop(&mut self) {
+        // Out of the readiness loop while the CQ's fd is still open.
+        if self.watch.registered.load(Ordering::Acquire) {
+            if let Ok(r) = reactor::reactor() {
+                r.remove(self.watch.token);
+            }
+        }
         self.disconnect();
         self.s.stop.store(true, Ordering::Relaxed);
         if let Some(t) = self.cm_thread.take() {

@@ -29,7 +29,7 @@
 //!
 //! * **Threads.** A queue pair has none of its own. The thread that posts a work request
 //!   writes its frame at once, without blocking; whatever a full socket holds back, the
-//!   process's one readiness loop (a thread named `verbs-tcp-io`, sleeping in epoll through
+//!   process's one readiness loop (a thread named `verbs-io`, sleeping in epoll through
 //!   mio) writes when the socket drains. The same loop reads every connection's socket as it
 //!   becomes readable and applies the peer's frames, and fires the timers the queue pairs ask
 //!   for (the retry timeout below): there is no polling tick, so an idle connection costs a
@@ -87,7 +87,6 @@ mod cm;
 pub mod frame;
 mod inbound;
 mod qp;
-mod reactor;
 
 use std::time::Duration;
 

@@ -1,6 +1,6 @@
 //! The TCP queue pair: frames written in posting order by whichever thread posts (or, when the
 //! socket is full, by the process's readiness loop), and the peer's frames applied in stream
-//! order by that loop ([`super::reactor`]) against this side's registrations, the peer's
+//! order by that loop ([`crate::reactor`]) against this side's registrations, the peer's
 //! answers turned into completions. No thread of its own: a connection costs a socket.
 
 use std::collections::VecDeque;
@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 
 use super::frame::{self, Head, NakCode};
 use super::inbound::Inbound;
-use super::reactor::{self, Source, Step};
 use super::{lock, TcpPd, TcpRegion};
 use crate::inproc::region::Rule;
+use crate::reactor::{self, Source, Step};
 use crate::rules::{self, PostedRecv, Queues};
 use crate::{
     check_window, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf,

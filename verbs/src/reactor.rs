@@ -1,13 +1,15 @@
-//! The TCP backend's one readiness loop: a single thread per process, sleeping in
-//! `epoll_wait`, that does every queue pair's socket work the posting threads leave: it reads
-//! and applies the peer's frames, writes what a full socket held back, and fires the deadlines
-//! the queue pairs ask for (the retry timeout, the linger after a disconnect). So a connection
-//! costs a descriptor and a registration, not threads, and an idle one costs no CPU: there is
-//! no polling tick, the loop sleeps until a socket is ready or the earliest deadline.
+//! The process's one readiness loop: a single thread, sleeping in `epoll_wait` (through mio),
+//! that does the work the backends' posting threads leave. For the TCP backend it reads and
+//! applies the peer's frames, writes what a full socket held back, and fires the deadlines the
+//! queue pairs ask for (the retry timeout, the linger after a disconnect); for rdma-core it
+//! watches each armed completion queue's fd and wakes the waker armed on it
+//! ([`QueuePair::arm_waker`](crate::QueuePair::arm_waker)). So a connection costs a descriptor
+//! and a registration, not threads, and an idle one costs no CPU: there is no polling tick, the
+//! loop sleeps until a descriptor is ready or the earliest deadline.
 //!
-//! Sockets are registered edge-triggered for reading and writing: a source that is told it is
-//! ready must read until the socket would block (or say [`Step::More`] to be called again
-//! before the loop sleeps), so that no readiness is lost.
+//! Descriptors are registered edge-triggered for reading and writing: a source that is told
+//! it is ready must read until the descriptor would block (or say [`Step::More`] to be called
+//! again before the loop sleeps), so that no readiness is lost.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -23,7 +25,7 @@ use crate::lock;
 
 /// What the loop does with a source after calling it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Step {
+pub(crate) enum Step {
     /// Wait for its socket's next readiness or deadline.
     Idle,
     /// It stopped before its socket would block (a fairness bound): call it again before
@@ -34,7 +36,7 @@ pub(super) enum Step {
 }
 
 /// A socket the loop serves (a queue pair's connection).
-pub(super) trait Source: Send + Sync {
+pub(crate) trait Source: Send + Sync {
     /// The socket's descriptor, as registered.
     fn fd(&self) -> RawFd;
     /// The socket is readable, writable or hung up (or [`Step::More`] was returned): advance
@@ -57,7 +59,7 @@ struct Inner {
 }
 
 /// The readiness loop (see the [module documentation](self)).
-pub(super) struct Reactor {
+pub(crate) struct Reactor {
     registry: Registry,
     /// Wakes the thread early, under token [`WAKE`].
     waker: Waker,
@@ -74,7 +76,7 @@ const EVENTS: usize = 256;
 const LONGEST_SLEEP: Duration = Duration::from_secs(3600);
 
 /// The process's readiness loop, started on first use.
-pub(super) fn reactor() -> io::Result<&'static Reactor> {
+pub(crate) fn reactor() -> io::Result<&'static Reactor> {
     static LOOP: OnceLock<Result<&'static Reactor, io::ErrorKind>> = OnceLock::new();
     let r = LOOP.get_or_init(|| {
         let poll = Poll::new().map_err(|e| e.kind())?;
@@ -89,7 +91,7 @@ pub(super) fn reactor() -> io::Result<&'static Reactor> {
             }),
         };
         let r: &'static Reactor = Box::leak(Box::new(r));
-        std::thread::Builder::new().name("verbs-tcp-io".into()).spawn(move || r.run(poll)).map_err(|e| e.kind())?;
+        std::thread::Builder::new().name("verbs-io".into()).spawn(move || r.run(poll)).map_err(|e| e.kind())?;
         Ok(r)
     });
     r.map_err(io::Error::from)
@@ -98,7 +100,7 @@ pub(super) fn reactor() -> io::Result<&'static Reactor> {
 impl Reactor {
     /// Registers `source` under `token` (unique, not [`WAKE`]). Edge-triggered: the loop calls
     /// it at once if its socket is already readable or writable.
-    pub(super) fn add(&self, token: u64, source: Arc<dyn Source>) -> io::Result<()> {
+    pub(crate) fn add(&self, token: u64, source: Arc<dyn Source>) -> io::Result<()> {
         debug_assert_ne!(Token(token as usize), WAKE);
         let fd = source.fd();
         lock(&self.inner).sources.insert(token, source);
@@ -109,9 +111,16 @@ impl Reactor {
         })
     }
 
+    /// Deregisters `token` (if registered) while its descriptor is still open: its owner
+    /// calls this before closing the descriptor itself.
+    #[cfg_attr(not(feature = "rdma"), allow(dead_code))]
+    pub(crate) fn remove(&self, token: u64) {
+        self.after(token, Step::Done);
+    }
+
     /// Asks for `token`'s [`Source::on_deadline`] at `at` (or soon after), waking the loop's
     /// thread if it sleeps past `at`.
-    pub(super) fn wake_at(&self, token: u64, at: Instant) {
+    pub(crate) fn wake_at(&self, token: u64, at: Instant) {
         let mut inner = lock(&self.inner);
         inner.deadlines.push(Reverse((at, token)));
         let wake = inner.asleep_until.is_some_and(|t| at < t);

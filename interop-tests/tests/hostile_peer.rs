@@ -258,8 +258,6 @@ fn idle_connections_are_closed<B: Backend + Clone>(backend: B) {
 /// and counted; a small call is still served meanwhile; the memory is given back once the
 /// calls end and their clients go.
 fn the_server_as_a_whole_holds_no_more_than_its_memory_budget<B: Backend + Clone>(backend: B) {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Condvar;
     let _g = serial();
     const BUDGET: usize = 6 << 20;
     const ARG: usize = 1 << 20;
@@ -267,32 +265,18 @@ fn the_server_as_a_whole_holds_no_more_than_its_memory_budget<B: Backend + Clone
     let cfg = ServerConfig::default()
         .limits(ServerLimits::default().memory_budget(BUDGET))
         .caps(QpCaps::default().retry_timeout(Duration::from_millis(500)));
-    let gate = Arc::new((Mutex::new(false), Condvar::new()));
-    let inside = Arc::new(AtomicUsize::new(0));
-    let (g, i) = (gate.clone(), inside.clone());
+    let gate = Gate::new();
+    let g = gate.clone();
     // Large calls wait for the gate; small ones are answered at once. The reply: the call's
     // XID and message type 1, no body.
     let service = move |c: &[u8]| {
         if c.len() > ARG {
-            i.fetch_add(1, Ordering::SeqCst);
-            let mut open = g.0.lock().unwrap();
-            while !*open {
-                open = g.1.wait(open).unwrap();
-            }
+            g.hold();
         }
         [&c[..4], &[0, 0, 0, 1][..]].concat()
     };
-    // Opens the gate however the test ends: a failed assertion must not leave handlers
-    // waiting, which the server's drop would wait on.
-    struct Opens(Arc<(Mutex<bool>, Condvar)>);
-    impl Drop for Opens {
-        fn drop(&mut self) {
-            *self.0 .0.lock().unwrap_or_else(PoisonError::into_inner) = true;
-            self.0 .1.notify_all();
-        }
-    }
     let s = Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(ULB), service).expect("server");
-    let _opens = Opens(gate.clone());
+    let _opens = gate.opener();
     let cs: Vec<_> = (0..clients).map(|_| client(&backend, &s)).collect();
     // Each connection's version settled first by a small call, so that its big calls go out
     // together (the calls after a Version Two probe wait for its answer).
@@ -321,11 +305,11 @@ fn the_server_as_a_whole_holds_no_more_than_its_memory_budget<B: Backend + Clone
             while let Ok(r) = rx.try_recv() {
                 refused.push(r);
             }
-            (inside.load(Ordering::SeqCst), refused.len(), s.stats())
+            (gate.inside(), refused.len(), s.stats())
         },
         |(inside, refused, _)| inside + refused == total,
     );
-    let held = inside.load(Ordering::SeqCst);
+    let held = gate.inside();
     let st = s.stats();
     assert!(held >= 1, "some calls fit the budget");
     assert!(st.memory_peak <= BUDGET, "peak {} bytes charged, budget {BUDGET}", st.memory_peak);
@@ -340,8 +324,7 @@ fn the_server_as_a_whole_holds_no_more_than_its_memory_budget<B: Backend + Clone
     let other = client(&backend, &s);
     assert_eq!(word(&other.call(&call(0x77, SMALL), &ULB).expect("a small call"), 0), 0x77);
     // The gate opens: every call that fit completes.
-    *gate.0.lock().unwrap() = true;
-    gate.1.notify_all();
+    gate.open();
     for _ in 0..held {
         let r = rx.recv_timeout(CALL_LIMIT).expect("a held call's result");
         assert_eq!(r, Ok(true), "a call that fit the budget completes");

@@ -11,8 +11,7 @@
 #[macro_use]
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -70,20 +69,16 @@ fn the_memory_is_given_back<B: Backend + Clone>(backend: B) {
     let cfg = ServerConfig::default()
         .limits(ServerLimits::default().memory_budget(BUDGET))
         .caps(QpCaps::default().retry_timeout(Duration::from_secs(2)));
-    let gate = Arc::new((Mutex::new(false), Condvar::new()));
-    let inside = Arc::new(AtomicUsize::new(0));
-    let (g, i) = (gate.clone(), inside.clone());
+    let gate = Gate::new();
+    let g = gate.clone();
     let service = move |c: &[u8]| {
         if c.len() > ARG {
-            i.fetch_add(1, Ordering::SeqCst);
-            let mut open = g.0.lock().unwrap_or_else(PoisonError::into_inner);
-            while !*open {
-                open = g.1.wait(open).unwrap_or_else(PoisonError::into_inner);
-            }
+            g.hold();
         }
         [&c[..4], &[0, 0, 0, 1][..]].concat()
     };
     let s = Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(ULB), service).expect("server");
+    let _opens = gate.opener();
     let before = rss();
     let mut clients = std::process::Command::new(std::env::current_exe().expect("this test binary"))
         .args(["--exact", "client_process", "--nocapture", "--test-threads=1"])
@@ -95,15 +90,14 @@ fn the_memory_is_given_back<B: Backend + Clone>(backend: B) {
     let mut peak = before;
     while Instant::now() < deadline {
         peak = peak.max(rss());
-        if inside.load(Ordering::SeqCst) + s.stats().refused.memory as usize >= CLIENTS * PER_CLIENT {
+        if gate.inside() + s.stats().refused.memory as usize >= CLIENTS * PER_CLIENT {
             break;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
     peak = peak.max(rss());
     let held = s.stats().memory_peak;
-    *gate.0.lock().unwrap_or_else(PoisonError::into_inner) = true;
-    gate.1.notify_all();
+    gate.open();
     assert!(clients.wait().expect("the clients' process ends").success(), "the clients' process failed");
     // The connections close; what they held is let go.
     let deadline = Instant::now() + WAIT_LIMIT;

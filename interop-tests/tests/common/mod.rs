@@ -18,8 +18,8 @@ macro_rules! on_both_backends {
     };
 }
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -386,4 +386,55 @@ fn serve_raw<B: Backend>(
         }
     }
     conn.qp().disconnect();
+}
+
+/// A gate handlers wait at: [`Gate::hold`] counts the caller in and blocks until
+/// [`Gate::open`], so that a test can keep calls (and the memory they hold) in their handler
+/// while it looks. Dropping the gate's last [`Gate::opener`] opens it too, so that a failed
+/// assertion never leaves handlers waiting, which the server's drop would wait on.
+#[derive(Default)]
+pub struct Gate {
+    open: Mutex<bool>,
+    opened: Condvar,
+    inside: AtomicUsize,
+}
+
+impl Gate {
+    pub fn new() -> Arc<Gate> {
+        Arc::new(Gate::default())
+    }
+
+    /// Counts the caller in, then waits until the gate opens.
+    pub fn hold(&self) {
+        self.inside.fetch_add(1, Ordering::SeqCst);
+        let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
+        while !*open {
+            open = self.opened.wait(open).unwrap_or_else(PoisonError::into_inner);
+        }
+    }
+
+    /// How many callers [`Gate::hold`] has counted in.
+    pub fn inside(&self) -> usize {
+        self.inside.load(Ordering::SeqCst)
+    }
+
+    /// Lets every held caller go, and every later one through.
+    pub fn open(&self) {
+        *self.open.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.opened.notify_all();
+    }
+
+    /// A guard that opens the gate when dropped, however the test ends.
+    pub fn opener(self: &Arc<Self>) -> GateOpener {
+        GateOpener(self.clone())
+    }
+}
+
+/// Opens its [`Gate`] when dropped ([`Gate::opener`]).
+pub struct GateOpener(Arc<Gate>);
+
+impl Drop for GateOpener {
+    fn drop(&mut self) {
+        self.0.open();
+    }
 }

@@ -109,14 +109,14 @@ fn start(sh: &Shared, head: Head) -> Result<Option<Payload>, Stop> {
             let len = len as usize;
             let target = match rules::rdma_target(&sh.pd.0, sh.qp, RemoteBuf { addr, rkey }, len, write) {
                 Ok(target) => target,
-                Err(status) => return sh.with_state(|st| (st.nak(status), false).1).map(|()| None),
+                Err(status) => return refuse_request(sh, status).map(|()| None),
             };
             let mut resp = Vec::new();
             if let Some((t, off)) = target {
                 let d = lock(&t.data);
                 if !Rule::Remote.allows(&t, &d, off, len) {
                     drop(d);
-                    return sh.with_state(|st| (st.nak(Status::RemoteAccessError), false).1).map(|()| None);
+                    return refuse_request(sh, Status::RemoteAccessError).map(|()| None);
                 }
                 if write {
                     drop(d);
@@ -187,6 +187,15 @@ fn start_send(sh: &Shared, invalidate: Option<u32>, len: usize) -> Result<Option
     Ok(Some(p))
 }
 
+/// Refuses the peer's request (NAK with the status its work request gets) and tears the
+/// connection down: frame processing stops.
+fn refuse_request(sh: &Shared, status: Status) -> Result<(), Stop> {
+    sh.with_state(|st| {
+        st.nak(status);
+        false
+    })
+}
+
 /// Queues the Receive's error completion, if one was consumed, and refuses the Send.
 fn refuse(sh: &Shared, refusal: Refusal) -> Result<(), Stop> {
     sh.with_state(|st| {
@@ -218,7 +227,7 @@ impl Payload {
                 let mut d = lock(&region.data);
                 if !Rule::Remote.allows(region, &d, *off, len) {
                     drop(d);
-                    return sh.with_state(|st| (st.nak(Status::RemoteAccessError), false).1);
+                    return refuse_request(sh, Status::RemoteAccessError);
                 }
                 d.buf[off + done..off + done + bytes.len()].copy_from_slice(bytes);
             }

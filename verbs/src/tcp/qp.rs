@@ -787,9 +787,7 @@ impl QueuePair for TcpQp {
     /// loop writes the rest, and cuts the socket if the peer has not closed its half within
     /// the retry timeout.
     fn disconnect(&self) {
-        let mut st = lock(&self.sh.st);
-        st.fail();
-        self.sh.signal(st);
+        self.sh.tear_down();
         self.sh.flush();
     }
 }
@@ -832,12 +830,12 @@ impl Shared {
         match r {
             Ok(Drained::Blocked) => lock(&self.st).arm(),
             Ok(_) => {}
-            Err(Broke) => self.reset(),
+            Err(Broke) => self.tear_down(),
         }
     }
 
-    /// The stream broke under a writer: tear the connection down.
-    fn reset(&self) {
+    /// Tears the connection down ([`State::fail`]) and wakes whoever waits on it.
+    fn tear_down(&self) {
         let mut st = lock(&self.st);
         st.fail();
         self.signal(st);
@@ -885,9 +883,7 @@ impl Source for Shared {
                     if inbound.feed(self, &scratch[..n]).is_err() {
                         // Torn down: what the peer still sends is read and dropped, so that
                         // its writer never blocks on us, until its end of stream.
-                        let mut st = lock(&self.st);
-                        st.fail();
-                        self.signal(st);
+                        self.tear_down();
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -901,9 +897,7 @@ impl Source for Shared {
         };
         drop(inbound);
         if ended {
-            let mut st = lock(&self.st);
-            st.fail();
-            self.signal(st);
+            self.tear_down();
         }
         let r = self.out.flush_from_loop();
         self.wrote(r);

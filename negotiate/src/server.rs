@@ -361,6 +361,9 @@ pub struct Server {
     shared: Arc<Shared>,
     /// The listener's count of connections turned away ([`Refusals::handshakes`]).
     turned_away: Box<dyn Fn() -> u64 + Send + Sync>,
+    /// The listener's [`Listener::close`](rpcrdma_verbs::Listener::close), which wakes the
+    /// acceptor.
+    close_listener: Box<dyn Fn() + Send + Sync>,
     acceptor: Option<JoinHandle<()>>,
 }
 
@@ -381,7 +384,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     /// Forgets closed connections: their backchannels, and their records beyond the `kept`
     /// most recent, so that a peer connecting and closing a thousand times leaves nothing.
-    fn prune(&self, kept: usize) {
+    pub(super) fn prune(&self, kept: usize) {
         lock(&self.backchannels).retain(Backchannel::is_open);
         let mut peers = lock(&self.peers);
         let closed = peers.iter().filter(|p| lock(p).ended.is_some()).count();
@@ -394,9 +397,8 @@ impl Shared {
     }
 }
 
-/// How long the acceptor waits for a connect request before it looks at the stop flag again:
-/// one wake-up per server every 50 ms, none per connection.
-const ACCEPT_WAIT: Duration = Duration::from_millis(50);
+/// How long the acceptor pauses after its listener fails before it tries again.
+const LISTENER_RETRY: Duration = Duration::from_millis(50);
 
 impl Server {
     /// Listens on `addr` and serves each call with `handler` ([`Handler`]: a closure from
@@ -435,8 +437,9 @@ impl Server {
     {
         let listener = Arc::new(backend.listen_with(addr.into().as_str(), &cfg.limits.listen_options())?);
         let local = listener.local_addr();
-        let l = listener.clone();
+        let (l, l2) = (listener.clone(), listener.clone());
         let turned_away = Box::new(move || l.turned_away());
+        let close_listener = Box::new(move || l2.close());
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared {
             stats: Mutex::default(),
@@ -462,13 +465,26 @@ impl Server {
                 // confirmation, up to the handshake timeout), and other handshakes and the
                 // loop must not wait on it.
                 let mut accepting: Vec<JoinHandle<()>> = Vec::new();
+                // The acceptor sleeps until a request comes or `Server::drop` closes the
+                // listener: no tick.
                 while !s.load(Ordering::Relaxed) {
-                    let req = listener.get_request(ACCEPT_WAIT);
+                    let req = listener.get_request(Duration::MAX);
                     // A finished loop of one connection, or accept, is gone.
                     own.retain(|l| !l.is_finished());
                     accepting.retain(|a| !a.is_finished());
                     sh.prune(cfg.limits.closed_peers_kept);
-                    let Ok(req) = req else { continue };
+                    let req = match req {
+                        Ok(req) => req,
+                        // Closed by `Server::drop`: the loop sees the stop flag.
+                        Err(rpcrdma_verbs::Error::ConnectionAborted | rpcrdma_verbs::Error::Timeout) => continue,
+                        Err(e) => {
+                            // A listener that fails (a descriptor or device error) is tried
+                            // again after a pause, not in a busy loop.
+                            log::warn!("taking a connect request failed: {e}");
+                            std::thread::sleep(LISTENER_RETRY);
+                            continue;
+                        }
+                    };
                     let live = own.len() + shared_loop.as_ref().map_or(0, |l| l.live());
                     if live >= cfg.limits.max_connections {
                         // Counted first: the connector may look at the stats once refused.
@@ -514,7 +530,7 @@ impl Server {
                 }
             })
             .map_err(|_| rpcrdma_verbs::Error::ConnectionAborted)?;
-        Ok(Server { addr: local, stop, shared, turned_away, acceptor: Some(acceptor) })
+        Ok(Server { addr: local, stop, shared, turned_away, close_listener, acceptor: Some(acceptor) })
     }
 
     /// The address clients connect to.
@@ -551,6 +567,8 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        // Wakes the acceptor from its wait for a request.
+        (self.close_listener)();
         if let Some(a) = self.acceptor.take() {
             let _ = a.join();
         }

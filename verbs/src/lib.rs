@@ -986,12 +986,14 @@ pub trait Listener: Send + Sync {
     /// speaking this backend's handshake.
     fn turned_away(&self) -> u64;
 
-    /// Gives up the handshakes in progress: an accept of one of its requests that waits on
-    /// the peer (TCP's wait for the connector's confirmation, up to
-    /// [`ListenOptions::handshake_timeout`]) fails at once with [`Error::ConnectionAborted`],
-    /// so that a server stopping never waits on a peer. The default does nothing (a backend
-    /// whose accepts do not wait on the peer, or whose CM bounds the wait itself).
-    fn close(&self) {}
+    /// Stops taking requests, so that a server stopping never waits on a peer or a tick: a
+    /// [`get_request`](Self::get_request) waiting returns [`Error::ConnectionAborted`] at once,
+    /// as does every later one; and an accept of one of its requests that waits on the peer
+    /// (TCP's wait for the connector's confirmation, up to
+    /// [`ListenOptions::handshake_timeout`]) fails at once with the same error (rdma-core's
+    /// accept waits for its CM's answer, which the kernel bounds itself). Connections already
+    /// accepted are not touched. Idempotent.
+    fn close(&self);
 }
 
 /// An incoming connect request (`RDMA_CM_EVENT_CONNECT_REQUEST`). Dropping it rejects it.

@@ -3,7 +3,8 @@
 //! applies the peer's frames, writes what a full socket held back, and fires the deadlines the
 //! queue pairs ask for (the retry timeout, the linger after a disconnect); for rdma-core it
 //! watches each armed completion queue's fd and wakes the waker armed on it
-//! ([`QueuePair::arm_waker`](crate::QueuePair::arm_waker)). So a connection costs a descriptor
+//! ([`QueuePair::arm_waker`](crate::QueuePair::arm_waker)), and reads each connection's CM
+//! events (a peer's disconnect answered at once). So a connection costs a descriptor
 //! and a registration, not threads, and an idle one costs no CPU: there is no polling tick, the
 //! loop sleeps until a descriptor is ready or the earliest deadline.
 //!
@@ -35,7 +36,8 @@ pub(crate) enum Step {
     Done,
 }
 
-/// A socket the loop serves (a queue pair's connection).
+/// A descriptor the loop serves (a TCP queue pair's socket, an rdma-core completion queue's or
+/// CM event channel's).
 pub(crate) trait Source: Send + Sync {
     /// The socket's descriptor, as registered.
     fn fd(&self) -> RawFd;

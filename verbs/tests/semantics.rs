@@ -808,6 +808,24 @@ fn rejected_and_unknown_connects_fail<B: Backend>(b: &B) {
     assert!(matches!(b.connect(&pd, &addr, &[], QpCaps::default(), T), Err(Error::ConnectionRefused(_))));
 }
 
+/// `Listener::close` ends a `get_request` waiting with no deadline at once, and every later
+/// one, with `ConnectionAborted`: a server stopping waits on no tick and no peer.
+fn closing_a_listener_ends_a_waiting_get_request<B: Backend>(b: &B) {
+    let listener = std::sync::Arc::new(b.listen(&b.any_address()).unwrap());
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Not a scoped thread: where close does not wake it, the test fails instead of waiting
+    // for it.
+    let l = listener.clone();
+    std::thread::spawn(move || tx.send(l.get_request(Duration::MAX).err()).unwrap());
+    std::thread::sleep(BRIEF);
+    assert!(rx.try_recv().is_err(), "get_request returned before anything came or the listener closed");
+    listener.close();
+    let got = rx.recv_timeout(T).expect("close did not end the waiting get_request");
+    assert_eq!(got, Some(Error::ConnectionAborted));
+    assert_eq!(listener.get_request(T).err(), Some(Error::ConnectionAborted));
+    listener.close();
+}
+
 fn remote_write_needs_local_write_at_registration<B: Backend>(b: &B) {
     let pd = b.alloc_pd().unwrap();
     assert!(matches!(pd.register(vec![0; 8], Access::REMOTE_WRITE), Err(Error::InvalidAccess(_))));
@@ -881,6 +899,7 @@ macro_rules! instantiate {
                 an_unsignaled_send_that_fails_reports_its_error,
                 an_unsignaled_send_with_a_bad_lkey_reports_its_error,
                 an_armed_waker_is_woken_by_the_next_completion,
+                closing_a_listener_ends_a_waiting_get_request,
                 $($extra,)*
             );
         }

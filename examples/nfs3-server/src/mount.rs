@@ -165,7 +165,8 @@ impl MountServer {
         // SAFETY: listen(2) again on a listening socket only changes its backlog.
         unsafe { libc::listen(std::os::fd::AsRawFd::as_raw_fd(&listener), 4096) };
         let local = listener.local_addr()?;
-        // Non-blocking, polled, so that the acceptor sees `stop` without a connection.
+        // Non-blocking, so that the acceptor takes every connection waiting and then sleeps
+        // in poll(2) until the next (`MountServer::drop` wakes it with a connection of its own).
         listener.set_nonblocking(true)?;
         let stop = Arc::new(AtomicBool::new(false));
         let s = stop.clone();
@@ -188,10 +189,10 @@ impl MountServer {
                     }
                     // Every connection held is being answered: this one is closed.
                     Ok((stream, _)) => drop(stream),
-                    // Nothing waiting: sleep until a connection arrives (or 100 ms, to see
-                    // `stop`). A fixed sleep let the kernel's backlog fill under a churn of
-                    // silent sockets, and a newcomer's dropped SYN cost it a 1 s retransmission.
-                    Err(_) => wait_readable(&listener, Duration::from_millis(100)),
+                    // Nothing waiting: sleep until a connection arrives, with no tick. (A fixed
+                    // sleep let the kernel's backlog fill under a churn of silent sockets, and a
+                    // newcomer's dropped SYN cost it a 1 s retransmission.)
+                    Err(_) => wait_readable(&listener),
                 }
             }
         })?;
@@ -207,19 +208,25 @@ impl MountServer {
 impl Drop for MountServer {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        // The acceptor sleeps until a connection comes: this one wakes it to see `stop`. (If
+        // the connect fails the listener is gone, and so is the acceptor's wait.)
+        let mut wake = self.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
         if let Some(a) = self.acceptor.take() {
             let _ = a.join();
         }
     }
 }
 
-/// Waits up to `limit` for `listener` to have a connection to accept (`poll(2)`).
-fn wait_readable(listener: &TcpListener, limit: Duration) {
+/// Waits for `listener` to have a connection to accept (`poll(2)`, no timeout).
+fn wait_readable(listener: &TcpListener) {
     use std::os::fd::AsRawFd;
     let mut fd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    let ms = libc::c_int::try_from(limit.as_millis()).unwrap_or(libc::c_int::MAX);
     // SAFETY: one valid pollfd for the length of the call; the result is only a wake-up.
-    unsafe { libc::poll(&mut fd, 1, ms) };
+    unsafe { libc::poll(&mut fd, 1, -1) };
 }
 
 /// Serves one connection's calls until it closes, idles past [`IDLE`], sends a record beyond

@@ -702,6 +702,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         let ended = served.conn.ended().unwrap_or(Ended::Closed(why));
         log::info!("a connection ended: {ended}");
         lock(&served.peer).ended = Some(ended);
+        // Forgotten beyond the records kept now, not at the next connect request: the
+        // acceptor sleeps until one comes.
+        self.shared.prune(self.cfg.limits.closed_peers_kept);
     }
 
     /// Waits for the role: free, or held by a thread serving a call alone for

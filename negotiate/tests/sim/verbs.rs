@@ -84,6 +84,10 @@ impl Listener for NoListener {
     fn turned_away(&self) -> u64 {
         match *self {}
     }
+
+    fn close(&self) {
+        match *self {}
+    }
 }
 
 impl ConnectRequest for NoRequest {

@@ -2,7 +2,7 @@
 //! requests queued on the listener, and the accept travelling back on a channel.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -33,6 +33,8 @@ struct ListenerShared {
     max_pending: usize,
     /// Connects refused because `max_pending` requests were waiting.
     turned_away: AtomicU64,
+    /// [`Listener::close`] was called: no request is handed out any more.
+    closed: AtomicBool,
 }
 
 /// A listening in-process endpoint; dropping it frees the name and rejects pending requests.
@@ -61,6 +63,7 @@ pub(super) fn listen(addr: &str, opts: &ListenOptions) -> Result<InProcListener>
         cv: Condvar::new(),
         max_pending: opts.max_pending,
         turned_away: AtomicU64::new(0),
+        closed: AtomicBool::new(false),
     });
     reg.insert(addr.clone(), Arc::downgrade(&shared));
     Ok(InProcListener { addr, shared })
@@ -83,6 +86,10 @@ pub(super) fn connect(
     let req = InProcRequest { private_data, peer_pd: pd.clone(), peer_caps: caps, reply: tx };
     {
         let mut pending = lock(&listener.pending);
+        if listener.closed.load(Ordering::Acquire) {
+            // Nobody will take it: refused at once.
+            return Err(Error::Rejected);
+        }
         if pending.len() >= listener.max_pending {
             // The backlog is full: refused at once, as rdma_cm refuses past rdma_listen's.
             listener.turned_away.fetch_add(1, Ordering::Relaxed);
@@ -112,6 +119,9 @@ impl Listener for InProcListener {
         let deadline = Instant::now().checked_add(timeout);
         let mut pending = lock(&self.shared.pending);
         loop {
+            if self.shared.closed.load(Ordering::Acquire) {
+                return Err(Error::ConnectionAborted);
+            }
             if let Some(r) = pending.pop_front() {
                 return Ok(r);
             }
@@ -125,6 +135,15 @@ impl Listener for InProcListener {
 
     fn turned_away(&self) -> u64 {
         self.shared.turned_away.load(Ordering::Relaxed)
+    }
+
+    fn close(&self) {
+        // Set under the lock a waiter checks it under, so that none misses the notification;
+        // the requests waiting are dropped, which rejects them.
+        let mut pending = lock(&self.shared.pending);
+        self.shared.closed.store(true, Ordering::Release);
+        pending.clear();
+        self.shared.cv.notify_all();
     }
 }
 

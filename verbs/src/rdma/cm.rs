@@ -1,13 +1,15 @@
 //! Connection management on librdmacm: listen / get_request / accept / reject on the passive
 //! side, resolve_addr / resolve_route / connect on the active side.
 
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rdma_sys::rdma_cm_event_type::*;
 use rdma_sys::*;
 
 use super::conn::Conn;
-use super::ffi::{self, errno, os_error};
+use super::ffi::{self, errno, os_error, owned};
 use super::pd::RdmaPd;
 use super::qp::RdmaQp;
 use crate::{
@@ -65,7 +67,9 @@ pub(super) fn listen(addr: &str, opts: &ListenOptions) -> Result<RdmaListener> {
         });
     }
     let local = ffi::local_addr(conn.id).map(|a| a.to_string()).unwrap_or_else(|| addr.to_string());
-    Ok(RdmaListener { conn, local })
+    // SAFETY: a plain syscall; the fd it returns is owned at once.
+    let closing = owned("eventfd", unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) })?;
+    Ok(RdmaListener { conn, local, closing, closed: AtomicBool::new(false) })
 }
 
 /// A listening rdma_cm id on its own event channel. Dropping it destroys the id, which stops
@@ -73,6 +77,10 @@ pub(super) fn listen(addr: &str, opts: &ListenOptions) -> Result<RdmaListener> {
 pub struct RdmaListener {
     conn: Conn,
     local: String,
+    /// An eventfd made readable by [`Listener::close`], which a `get_request` waits on
+    /// beside the channel.
+    closing: OwnedFd,
+    closed: AtomicBool,
 }
 
 impl Listener for RdmaListener {
@@ -83,9 +91,20 @@ impl Listener for RdmaListener {
     }
 
     fn get_request(&self, timeout: Duration) -> Result<RdmaRequest> {
-        let deadline = Instant::now() + timeout;
+        let at = Instant::now().checked_add(timeout);
         loop {
-            let Some(ev) = self.conn.next_event(deadline)? else { return Err(Error::Timeout) };
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Error::ConnectionAborted);
+            }
+            // No deadline (`Duration::MAX`): an hour at a time.
+            let until = at.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            let closing = Some(self.closing.as_raw_fd());
+            let Some(ev) = ffi::next_event_unless(self.conn.channel, until, closing)? else {
+                if at.is_some_and(|at| Instant::now() >= at) {
+                    return Err(Error::Timeout);
+                }
+                continue;
+            };
             if ev.kind != RDMA_CM_EVENT_CONNECT_REQUEST {
                 continue;
             }
@@ -103,6 +122,14 @@ impl Listener for RdmaListener {
     /// handshakes itself, without telling user space.
     fn turned_away(&self) -> u64 {
         0
+    }
+
+    fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        let one = 1u64;
+        // SAFETY: eight bytes from a live u64 to an eventfd we own; it adds one to its counter
+        // (readable from now on) and does not block.
+        let _ = unsafe { libc::write(self.closing.as_raw_fd(), (&one as *const u64).cast(), 8) };
     }
 }
 
@@ -187,7 +214,7 @@ impl ConnectRequest for RdmaRequest {
             match qp.conn().next_event(deadline)? {
                 None => return Err(Error::Timeout),
                 Some(ev) if ev.kind == RDMA_CM_EVENT_ESTABLISHED => {
-                    qp.start_cm_thread();
+                    qp.watch_cm_events()?;
                     return Ok(qp);
                 }
                 Some(ev) if is_failure(ev.kind) => return Err(Error::ConnectionAborted),
@@ -262,7 +289,7 @@ pub(super) fn connect(
         match conn.next_event(deadline)? {
             None => return Err(Error::Timeout),
             Some(ev) if ev.kind == RDMA_CM_EVENT_ESTABLISHED => {
-                return Ok((RdmaQp::new(conn, pd.0.clone(), caps), ev.private_data));
+                return Ok((RdmaQp::new(conn, pd.0.clone(), caps)?, ev.private_data));
             }
             Some(ev) if ev.kind == RDMA_CM_EVENT_REJECTED => {
                 return Err(if ev.status == REJ_INVALID_SERVICE_ID { refused() } else { Error::Rejected });

@@ -101,6 +101,12 @@ impl Conn {
         Ptr(unsafe { (*self.id.0).qp })
     }
 
+    /// The event channel's descriptor, readable while a CM event waits.
+    pub(super) fn channel_fd(&self) -> std::os::fd::RawFd {
+        // SAFETY: the channel is live while `self` is.
+        unsafe { (*self.channel.0).fd }
+    }
+
     pub(super) fn next_event(&self, deadline: Instant) -> Result<Option<Event>> {
         ffi::next_event(self.channel, deadline)
     }

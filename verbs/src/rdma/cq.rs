@@ -12,12 +12,12 @@
 //! while such completions wait, stands for them. One epoll fd watches both the channel and the
 //! eventfd, level-triggered: it is what `wait_cq` sleeps on and what an event loop watches.
 
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 use rdma_sys::*;
 
-use super::ffi::{errno, os_error, Ptr};
+use super::ffi::{errno, os_error, owned, Ptr};
 use crate::{Opcode, Result, Status};
 
 /// A CQ created on its own completion channel, and the fds that wake its waiters. Dropping it
@@ -29,15 +29,6 @@ pub(super) struct Cq {
     wake: OwnedFd,
     /// Watches the channel's fd and `wake` (both for `EPOLLIN`, level-triggered).
     epoll: OwnedFd,
-}
-
-/// Takes ownership of an fd a libc call returned, or reports the call's errno.
-fn owned(call: &'static str, fd: i32) -> Result<OwnedFd> {
-    if fd < 0 {
-        return Err(os_error(call, errno()));
-    }
-    // SAFETY: `fd` was just returned open by the call, and nothing else owns it.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 impl Cq {

@@ -3,6 +3,7 @@
 //! rdma_cm event channel with a timeout.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::time::{Duration, Instant};
 
 use rdma_sys::*;
@@ -47,6 +48,15 @@ pub(super) fn errno() -> i32 {
 /// A failure of a setup call that has no better [`Error`] variant, named after the call.
 pub(super) fn os_error(call: &'static str, errno: i32) -> Error {
     Error::Os { call, errno }
+}
+
+/// Takes ownership of an fd a libc call returned, or reports the call's errno.
+pub(super) fn owned(call: &'static str, fd: i32) -> Result<OwnedFd> {
+    if fd < 0 {
+        return Err(os_error(call, errno()));
+    }
+    // SAFETY: `fd` was just returned open by the call, and nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// Parses "a.b.c.d:port".
@@ -98,15 +108,27 @@ pub(super) struct Event {
 /// Waits until `deadline` for the next event on `channel` (`poll` on its fd, then
 /// `rdma_get_cm_event`), copies it and acks it. `Ok(None)` on timeout.
 pub(super) fn next_event(channel: Ptr<rdma_event_channel>, deadline: Instant) -> Result<Option<Event>> {
+    next_event_unless(channel, deadline, None)
+}
+
+/// [`next_event`], ending early with `None` when `unless` (an eventfd, say) is readable.
+pub(super) fn next_event_unless(
+    channel: Ptr<rdma_event_channel>,
+    deadline: Instant,
+    unless: Option<RawFd>,
+) -> Result<Option<Event>> {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         // Round up so a sub-millisecond remainder still polls once.
         let ms = left.as_millis().min(i32::MAX as u128) as i32 + i32::from(left > Duration::ZERO);
         // SAFETY: `channel` is a live event channel owned by the caller.
         let fd = unsafe { (*channel.0).fd };
-        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd, count 1.
-        let n = unsafe { libc::poll(&mut pfd, 1, ms) };
+        let mut pfds = [
+            libc::pollfd { fd, events: libc::POLLIN, revents: 0 },
+            libc::pollfd { fd: unless.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
+        ];
+        // SAFETY: two valid pollfds (a negative fd is ignored by poll).
+        let n = unsafe { libc::poll(pfds.as_mut_ptr(), 2, ms) };
         if n < 0 {
             let e = errno();
             if e == libc::EINTR {
@@ -114,7 +136,7 @@ pub(super) fn next_event(channel: Ptr<rdma_event_channel>, deadline: Instant) ->
             }
             return Err(os_error("poll", e));
         }
-        if n == 0 {
+        if n == 0 || pfds[0].revents == 0 {
             return Ok(None);
         }
         return get_event(channel).map(Some);

@@ -3,7 +3,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, PoisonError, Weak};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
@@ -20,18 +20,17 @@ use crate::{
     RemoteBuf, Result, SendFlags, Sge, Status,
 };
 
-/// How often the CM thread looks at its stop flag.
-const CM_TICK: Duration = Duration::from_millis(20);
-
 /// A connected RC queue pair with its CQ and its connection's event channel.
 ///
-/// A thread per queue pair reads the connection's CM events as they come, so a peer's
-/// disconnect is answered (`rdma_disconnect`, which sends the DREP and moves the QP to Error,
-/// flushing it) even when the owner is not looking; it stashes [`CmEvent::Disconnected`] for
-/// [`QueuePair::cm_event`].
+/// The process's readiness loop reads the connection's CM events as they come (its channel's
+/// descriptor is registered there, [`CmWatch`]), so a peer's disconnect is answered
+/// (`rdma_disconnect`, which sends the DREP and moves the QP to Error, flushing it) even when
+/// the owner is not looking, with no thread of the queue pair's own; it stashes
+/// [`CmEvent::Disconnected`] for [`QueuePair::cm_event`].
 pub struct RdmaQp {
     s: Arc<Shared>,
-    cm_thread: Option<std::thread::JoinHandle<()>>,
+    /// The CM events' registration in the readiness loop, from [`Self::watch_cm_events`].
+    cm_watch: Option<u64>,
     /// The waker armed on its completion queue, watched by the process's readiness loop
     /// ([`QueuePair::arm_waker`]); registered there on the first arm.
     watch: Arc<CqWatch>,
@@ -65,6 +64,30 @@ impl Source for CqWatch {
     }
 }
 
+/// A connection's CM event channel as the readiness loop watches it: each readiness reads
+/// every event waiting. It holds the queue pair weakly: the queue pair's drop deregisters it.
+struct CmWatch {
+    fd: RawFd,
+    qp: Weak<Shared>,
+}
+
+impl Source for CmWatch {
+    fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    fn on_ready(&self, _scratch: &mut [u8]) -> Step {
+        match self.qp.upgrade() {
+            Some(s) => s.read_cm_events(),
+            None => Step::Done,
+        }
+    }
+
+    fn on_deadline(&self, _at: Instant, _now: Instant) -> Step {
+        Step::Idle
+    }
+}
+
 struct Shared {
     conn: Conn,
     pd: Arc<PdInner>,
@@ -72,7 +95,6 @@ struct Shared {
     inner: Mutex<Inner>,
     /// Signalled when a CM event is stashed.
     cm_cv: Condvar,
-    stop: AtomicBool,
 }
 
 struct Inner {
@@ -120,15 +142,15 @@ unsafe impl Sync for Shared {}
 unsafe impl Send for Shared {}
 
 impl RdmaQp {
-    /// A queue pair on an established connection, its CM thread running.
-    pub(super) fn new(conn: Conn, pd: Arc<PdInner>, caps: QpCaps) -> Self {
+    /// A queue pair on an established connection, its CM events watched.
+    pub(super) fn new(conn: Conn, pd: Arc<PdInner>, caps: QpCaps) -> Result<Self> {
         let mut qp = Self::unstarted(conn, pd, caps);
-        qp.start_cm_thread();
-        qp
+        qp.watch_cm_events()?;
+        Ok(qp)
     }
 
     /// A queue pair whose connection is not established yet: work can be posted (Receives,
-    /// before `rdma_accept`), and nobody reads its CM events until [`Self::start_cm_thread`].
+    /// before `rdma_accept`), and nobody reads its CM events until [`Self::watch_cm_events`].
     pub(super) fn unstarted(conn: Conn, pd: Arc<PdInner>, caps: QpCaps) -> Self {
         let s = Arc::new(Shared {
             conn,
@@ -149,7 +171,6 @@ impl RdmaQp {
                 windows: HashMap::new(),
             }),
             cm_cv: Condvar::new(),
-            stop: AtomicBool::new(false),
         });
         let watch = Arc::new(CqWatch {
             fd: s.conn.cq().fd().as_raw_fd(),
@@ -157,17 +178,20 @@ impl RdmaQp {
             waker: Mutex::new(None),
             registered: AtomicBool::new(false),
         });
-        RdmaQp { s, cm_thread: None, watch }
+        RdmaQp { s, cm_watch: None, watch }
     }
 
-    /// Starts the thread that reads this connection's CM events from now on.
-    pub(super) fn start_cm_thread(&mut self) {
-        let t = self.s.clone();
-        let cm_thread = std::thread::Builder::new()
-            .name("verbs-rdma-cm".into())
-            .spawn(move || t.cm_loop())
-            .expect("spawning the CM event thread");
-        self.cm_thread = Some(cm_thread);
+    /// Hands the connection's CM event channel to the process's readiness loop, which reads
+    /// its events from now on (events already waiting included: the registration is
+    /// edge-triggered, and epoll reports a descriptor already readable at once).
+    pub(super) fn watch_cm_events(&mut self) -> Result<()> {
+        let errno = |e: std::io::Error| e.raw_os_error().unwrap_or(0);
+        let r = reactor::reactor().map_err(|e| os_error("starting the readiness loop", errno(e)))?;
+        let token = crate::inproc::next_id();
+        let watch = Arc::new(CmWatch { fd: self.s.conn.channel_fd(), qp: Arc::downgrade(&self.s) });
+        r.add(token, watch).map_err(|e| os_error("epoll_ctl", errno(e)))?;
+        self.cm_watch = Some(token);
+        Ok(())
     }
 
     /// The connection's cm_id and event channel.
@@ -406,10 +430,12 @@ impl Shared {
         inner.wake_on
     }
 
-    /// The CM thread: reads this connection's events until the queue pair is dropped.
-    fn cm_loop(&self) {
-        while !self.stop.load(Ordering::Relaxed) {
-            match ffi::next_event(self.conn.channel, Instant::now() + CM_TICK) {
+    /// Reads every CM event waiting on the connection's channel (the readiness loop calls
+    /// this when the channel is readable; edge-triggered, so it reads until none is left).
+    fn read_cm_events(&self) -> Step {
+        loop {
+            // A deadline of now: poll(2) with no wait, then the event it says is there.
+            match ffi::next_event(self.conn.channel, Instant::now()) {
                 Ok(Some(ev)) if ev.kind == RDMA_CM_EVENT_DISCONNECTED || ev.kind == RDMA_CM_EVENT_DEVICE_REMOVAL => {
                     log::info!("cm event {} (disconnected)", ev.kind);
                     let mut inner = lock(&self.inner);
@@ -419,10 +445,11 @@ impl Shared {
                     self.cm_cv.notify_all();
                 }
                 Ok(Some(ev)) => log::debug!("cm event {} status {}", ev.kind, ev.status),
-                Ok(None) => {}
+                Ok(None) => return Step::Idle,
                 Err(e) => {
+                    // The channel is broken: nothing more will come from it.
                     log::warn!("cm event error {e}");
-                    std::thread::sleep(CM_TICK);
+                    return Step::Done;
                 }
             }
         }
@@ -683,11 +710,11 @@ impl Drop for RdmaQp {
                 r.remove(self.watch.token);
             }
         }
-        self.disconnect();
-        self.s.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.cm_thread.take() {
-            let _ = t.join();
+        // The same for the CM event channel.
+        if let (Some(token), Ok(r)) = (self.cm_watch, reactor::reactor()) {
+            r.remove(token);
         }
+        self.disconnect();
         let mut inner = lock(&self.s.inner);
         for rkey in inner.windows.keys().copied().collect::<Vec<_>>() {
             Shared::free_window(&mut inner, rkey);

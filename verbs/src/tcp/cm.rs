@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
-use mio::{Events, Interest, Poll, Token};
+use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::qp::TcpQp;
 use super::TcpPd;
@@ -40,6 +40,8 @@ const READY: u8 = b'U';
 const REQUEST_LEN: usize = 5 + CONNECT_PRIVATE_DATA_MAX;
 /// The listening socket's token; handshakes' tokens count up from 1.
 const LISTENING: Token = Token(0);
+/// The token of the waker [`Listener::close`] fires.
+const CLOSING: Token = Token(usize::MAX);
 /// How soon `get_request` tries again to take a connection it could not for want of
 /// descriptors (readiness is edge-triggered: the listening socket will not say so again).
 const RETRY_ACCEPT: Duration = Duration::from_millis(10);
@@ -58,6 +60,8 @@ pub struct TcpCmListener {
     turned_away: AtomicU64,
     /// Set by [`Listener::close`]: the accepts of its requests stop waiting.
     closed: Arc<AtomicBool>,
+    /// Wakes a `get_request` asleep in the readiness wait when the listener closes.
+    closing: Waker,
 }
 
 /// The handshakes in progress and the readiness set that wakes `get_request` for them.
@@ -175,6 +179,7 @@ pub(super) fn listen(addr: &str, opts: &ListenOptions) -> Result<TcpCmListener> 
     poll.registry()
         .register(&mut SourceFd(&fd), LISTENING, Interest::READABLE)
         .map_err(|_| Error::BadAddress(addr.into()))?;
+    let closing = Waker::new(poll.registry(), CLOSING).map_err(|_| Error::BadAddress(addr.into()))?;
     let opts = ListenOptions { max_silent: silent_cap(opts.max_silent, descriptor_limit()), ..*opts };
     Ok(TcpCmListener {
         listener,
@@ -192,6 +197,7 @@ pub(super) fn listen(addr: &str, opts: &ListenOptions) -> Result<TcpCmListener> 
         }),
         turned_away: AtomicU64::new(0),
         closed: Arc::new(AtomicBool::new(false)),
+        closing,
     })
 }
 
@@ -390,6 +396,9 @@ impl Listener for TcpCmListener {
         let mut p = lock(&self.pending);
         let mut listening = true; // look at the listening socket first, whatever readiness said
         loop {
+            if self.closed.load(Ordering::Acquire) {
+                return Err(Error::ConnectionAborted);
+            }
             let now = Instant::now();
             self.expire(&mut p, now);
             if listening {
@@ -415,7 +424,7 @@ impl Listener for TcpCmListener {
             for token in named {
                 if token == LISTENING {
                     listening = true;
-                } else {
+                } else if token != CLOSING {
                     p.ready.push(token);
                 }
             }
@@ -428,6 +437,8 @@ impl Listener for TcpCmListener {
 
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
+        // A failed wake leaves a waiting `get_request` to its own deadline.
+        let _ = self.closing.wake();
     }
 }
 

@@ -32,6 +32,29 @@ pub const MAX_CONNECTIONS: usize = 64;
 /// How long a MOUNT connection may stay silent before it is closed.
 pub const IDLE: Duration = Duration::from_secs(60);
 
+/// The kernel buffers of a MOUNT connection, each way (`SO_SNDBUF`, `SO_RCVBUF`; Linux
+/// doubles them for its bookkeeping). MOUNT's records are small; left to autotuning, a peer
+/// that pipelines calls and never reads could make the kernel hold megabytes per connection.
+pub const SOCKET_BUFFER: usize = 64 * 1024;
+
+/// Sets both kernel buffers of `stream` to [`SOCKET_BUFFER`] (a failure leaves the defaults).
+fn bound_buffers(stream: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let size = SOCKET_BUFFER as libc::c_int;
+    for option in [libc::SO_SNDBUF, libc::SO_RCVBUF] {
+        // SAFETY: a live socket, and a c_int option value of the length given.
+        unsafe {
+            libc::setsockopt(
+                stream.as_raw_fd(),
+                libc::SOL_SOCKET,
+                option,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    }
+}
+
 /// The MOUNT service for one export root.
 #[derive(Debug)]
 pub struct Mount {
@@ -176,6 +199,7 @@ impl MountServer {
             while !s.load(Ordering::Relaxed) {
                 match listener.accept() {
                     Ok((stream, _)) if held.make_room() => {
+                        bound_buffers(&stream);
                         let Ok(socket) = stream.try_clone() else { continue };
                         let (busy, done) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
                         let (m, b, d) = (mount.clone(), busy.clone(), done.clone());

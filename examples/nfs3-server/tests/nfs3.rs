@@ -1035,6 +1035,93 @@ fn attack_directory_swapped_for_a_symlink_between_check_and_use() {
     assert_eq!(rig.server.stats().handler_panics, 0);
 }
 
+/// `MAX_CONNECTIONS` peers that pipeline MNT calls and never read a reply, until the server's
+/// write of a reply blocks on each (seen as the server no longer reading their calls), shut
+/// out no newcomer: its MNT is answered, as a blocked writer gives its place up (issue 26's
+/// review: counted busy while its reply's write waited on the peer, each held its place for up
+/// to `IDLE`, and 64 of them locked MOUNT out).
+#[test]
+fn mount_peers_that_never_read_their_replies_shut_out_no_newcomer() {
+    use nfs3_server::mount::MAX_CONNECTIONS;
+    use std::io::ErrorKind;
+    use std::os::fd::AsRawFd;
+    use std::time::Instant;
+    let rig = rig(InProcess, "mount-unread");
+    let addr = rig.mount.local_addr();
+    // 256 MNT call records back to back.
+    let msg =
+        CallHeader::new(1, MOUNT_PROGRAM, MOUNT_V3, MOUNTPROC3_MNT).message(&Dirpath("/").to_vec().unwrap()).unwrap();
+    let mut batch = Vec::new();
+    for _ in 0..256 {
+        write_record(&mut batch, &msg).unwrap();
+    }
+    // A small send buffer, so that the calls wait in the server's socket, not the peer's.
+    let small = |s: &TcpStream| {
+        let size: libc::c_int = 4096;
+        // SAFETY: a live socket, and a c_int option value of the length given.
+        unsafe {
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                (&size as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+    };
+    // Writes what the socket takes now; the bytes taken.
+    let push = |s: &mut TcpStream, at: &mut usize| -> usize {
+        let mut taken = 0;
+        loop {
+            match s.write(&batch[*at..]) {
+                Ok(n) => (taken, *at) = (taken + n, (*at + n) % batch.len()),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return taken,
+                Err(e) => panic!("a pipelining peer's write: {e}"),
+            }
+        }
+    };
+    let mut peers: Vec<(TcpStream, usize, usize)> = (0..MAX_CONNECTIONS)
+        .map(|_| {
+            let s = TcpStream::connect(addr).unwrap();
+            small(&s);
+            s.set_nonblocking(true).unwrap();
+            (s, 0, 0)
+        })
+        .collect();
+    // The MOUNT server's connection threads blocked in a write(2) (Linux: the system call a
+    // thread is in, from /proc).
+    let writing = || {
+        let tasks = std::fs::read_dir("/proc/self/task").unwrap().flatten();
+        let conns =
+            tasks.filter(|t| std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim() == "mount-conn"));
+        let in_write = |t: &std::fs::DirEntry| {
+            let call = std::fs::read_to_string(t.path().join("syscall")).unwrap_or_default();
+            let nr = call.split_whitespace().next().and_then(|n| n.parse::<libc::c_long>().ok());
+            nr.is_some_and(|nr| [libc::SYS_write, libc::SYS_writev, libc::SYS_sendto, libc::SYS_sendmsg].contains(&nr))
+        };
+        conns.filter(in_write).count()
+    };
+    // Pipelined until every connection's server thread is blocked writing a reply nobody reads.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while writing() < MAX_CONNECTIONS {
+        assert!(Instant::now() < deadline, "only {} of the server's writes blocked", writing());
+        for (s, at, total) in &mut peers {
+            *total += push(s, at);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let least = peers.iter().map(|p| p.2).min().unwrap();
+    let started = Instant::now();
+    let (root, _) = rig.mnt("/");
+    assert!(!root.is_empty());
+    eprintln!(
+        "{MAX_CONNECTIONS} peers blocked the server's writes after {least} bytes of calls at least; \
+         a newcomer's MNT took {:?}",
+        started.elapsed()
+    );
+    drop(peers);
+}
+
 /// Sockets that connect to MOUNT and say nothing, ten times `MAX_CONNECTIONS` of them, each
 /// reopened as soon as the server closes it, shut out no newcomer: each of ten fresh MNT
 /// calls is answered within a second (issue 26: 64 silent sockets, each held up to 60 s, once

@@ -3,7 +3,9 @@
 //! The codec is canonical (booleans 0 or 1, exact counts, zero padding), so whenever a
 //! body decodes, encoding it again gives back exactly the bytes consumed, and
 //! `encoded_len` is that length; limits only ever turn a success into LimitExceeded; and no
-//! length the input claims is allocated (`bounded_alloc`).
+//! length the input claims is allocated (`bounded_alloc`). The validated view
+//! (`draft07::header::Header`) judges the same bytes: what it accepts lies within the input
+//! and the limits, and what it refuses gets the answer section 7 gives.
 
 #![no_main]
 
@@ -17,8 +19,42 @@ mod bounded_alloc;
 #[global_allocator]
 static ALLOC: bounded_alloc::Bounded = bounded_alloc::Bounded;
 
+use rpcrdma_v2::draft07::header::{Answer, Header, HeaderError, PREFIX_LEN};
 use rpcrdma_v2::draft07::xdr::*;
 use rpcrdma_v2::rt::{Error, Limits, Xdr};
+use rpcrdma_v2::HeaderLimits;
+
+/// The validated view under the default limits and tight ones: an accepted header's payload
+/// is the input after it, its chunks within the limits; a refusal is answered as section 7
+/// says (a short message never, an RDMA2_ERROR never).
+fn view(data: &[u8]) {
+    let supported = Rpcrdma2ErrVers { rdma_vers_low: 1, rdma_vers_high: 2 };
+    for limits in [HeaderLimits::default(), HeaderLimits::default().max_segments(2).max_chunk_len(64)] {
+        match Header::parse(data, &limits) {
+            Ok(h) => {
+                assert!(h.header_len() >= PREFIX_LEN && h.header_len() <= data.len());
+                assert_eq!(h.payload(), &data[h.header_len()..]);
+                let lists = h.chunk_lists();
+                let segments = h.call_chunk().len()
+                    + lists.reads.len()
+                    + lists.writes.iter().map(|w| w.target.len()).sum::<usize>()
+                    + lists.reply.map_or(0, |r| r.target.len());
+                assert!(segments <= limits.max_segments as usize, "{segments} segments accepted");
+                assert!(h.read_chunks().all(|c| c.len() <= limits.max_chunk_len));
+            }
+            Err(e) => {
+                let is_error = data.get(12..16) == Some(&RDMA2_ERROR.to_be_bytes()[..]);
+                let answer = e.answer(supported, is_error);
+                if data.len() < PREFIX_LEN || is_error {
+                    assert_eq!(answer, Answer::Drop, "{e}");
+                } else {
+                    assert!(matches!(answer, Answer::Error(_)), "{e}");
+                    assert!(!matches!(e, HeaderError::TooShort { .. }));
+                }
+            }
+        }
+    }
+}
 
 /// Decodes `T` from `data`; when it decodes, checks the round trip and the limits.
 fn canonical<'a, T: Xdr<'a> + PartialEq + std::fmt::Debug>(data: &'a [u8]) {
@@ -38,6 +74,7 @@ fn canonical<'a, T: Xdr<'a> + PartialEq + std::fmt::Debug>(data: &'a [u8]) {
 }
 
 fuzz_target!(|data: &[u8]| {
+    view(data);
     let Ok((prefix, used)) = RpcrdmaCommon::decode(data) else {
         assert!(data.len() < 16, "any 16 bytes are a prefix");
         return;

@@ -423,19 +423,13 @@ impl<'a> Header<'a> {
         else {
             return Err(truncated_at_word(bytes.len()));
         };
-        // Segments are at least 16 bytes and list entries at least 20: with
-        // these limits a hostile count stops the decoder early.
-        let max = limits.max_segments;
-        let rt_limits = Limits::default().max_list_entries(max.saturating_add(1)).max_array_len(max);
         // One reader over the whole message, so error offsets count from its
         // first byte.
-        let mut r = Reader::with_limits(bytes, rt_limits);
-        let lists = r.take(offsets::BODY).and_then(|_| RpcRdmaHeader::decode_from(&mut r)).map_err(|e| match e {
-            xdr_spec_rt::Error::LimitExceeded { .. } => {
-                HeaderError::TooManySegments { count: max.saturating_add(1), limit: max }
-            }
-            e => HeaderError::Xdr(e),
-        })?;
+        let mut r = ChunkLists::reader(bytes, limits);
+        let lists = r
+            .take(offsets::BODY)
+            .and_then(|_| RpcRdmaHeader::decode_from(&mut r))
+            .map_err(|e| ChunkLists::decode_error(e, limits))?;
         let header_len = r.position();
         let header = Header {
             xid,
@@ -448,77 +442,14 @@ impl<'a> Header<'a> {
             header_len,
             payload: &bytes[header_len..],
         };
-        header.check_segments(limits)?;
-        header.check_read_list(limits)?;
-        header.check_message_len(limits)?;
+        header.chunk_lists().check(limits)?;
         header.check_message()?;
         Ok(header)
     }
 
-    /// The segment limit, over all three lists together.
-    fn check_segments(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
-        if self.writes.is_empty() && self.reply.is_none() && self.reads.len() as u64 <= u64::from(limits.max_segments) {
-            return Ok(());
-        }
-        let count = self.reads.len() as u64
-            + self.writes.iter().map(|w| w.target.len() as u64).sum::<u64>()
-            + self.reply.map_or(0, |r| r.target.len() as u64);
-        if count > u64::from(limits.max_segments) {
-            let count = u32::try_from(count).unwrap_or(u32::MAX);
-            return Err(HeaderError::TooManySegments { count, limit: limits.max_segments });
-        }
-        for len in self.writes.iter().map(|w| chunk_len(&w)).chain(self.reply.as_ref().map(chunk_len)) {
-            if len > limits.max_chunk_len {
-                return Err(HeaderError::ChunkTooLong { len, limit: limits.max_chunk_len });
-            }
-        }
-        Ok(())
-    }
-
-    /// All chunks together within [`HeaderLimits::max_message_len`] (each
-    /// chunk, and the segment count, already checked: the sum cannot
-    /// overflow).
-    fn check_message_len(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
-        let reads = self.reads.iter().map(|r| u64::from(r.target.length));
-        let writes = self.writes.iter().map(|w| chunk_len(&w));
-        let len = reads.chain(writes).chain(self.reply.as_ref().map(chunk_len)).fold(0u64, u64::saturating_add);
-        if len > limits.max_message_len {
-            return Err(HeaderError::MessageTooLong { len, limit: limits.max_message_len });
-        }
-        Ok(())
-    }
-
-    /// RFC 8166 section 3.4.5: positions are multiples of four, the segments
-    /// of one chunk share a position and sit together, and chunks are in
-    /// ascending order without overlapping (the Position-zero chunk, which
-    /// holds the whole reduced message, excepted).
-    fn check_read_list(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
-        if self.reads.is_empty() {
-            return Ok(());
-        }
-        let mut previous: Option<(u32, u64)> = None;
-        for chunk in self.read_chunks() {
-            let position = chunk.position();
-            if position % 4 != 0 {
-                return Err(HeaderError::MisalignedPosition(position));
-            }
-            let len = chunk.len();
-            if len > limits.max_chunk_len {
-                return Err(HeaderError::ChunkTooLong { len, limit: limits.max_chunk_len });
-            }
-            if let Some((prev, prev_len)) = previous {
-                let prev_end = if prev == 0 { 0 } else { u64::from(prev) + prev_len };
-                if position <= prev || u64::from(position) < prev_end {
-                    return Err(HeaderError::OverlappingReadChunks {
-                        position,
-                        previous: prev,
-                        previous_len: prev_len,
-                    });
-                }
-            }
-            previous = Some((position, len));
-        }
-        Ok(())
+    /// The three chunk lists, as the chunk rules see them.
+    pub fn chunk_lists(&self) -> ChunkLists<'a> {
+        ChunkLists { reads: self.reads, writes: self.writes, reply: self.reply }
     }
 
     /// RFC 8166 section 4.5.2's examples of XDR errors: an RDMA_NOMSG with
@@ -593,7 +524,7 @@ impl<'a> Header<'a> {
 
     /// The Read list, grouped into Read chunks by position.
     pub fn read_chunks(&self) -> ReadChunks<'a> {
-        ReadChunks { list: self.reads, iter: self.reads.iter(), pending: None, index: 0 }
+        self.chunk_lists().read_chunks()
     }
 
     /// The Position-zero Read chunk (the whole RPC call of a Long call,
@@ -639,6 +570,138 @@ impl<'a> Header<'a> {
             MessageKind::NoMsg => RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply }),
         };
         RdmaMsg { rdma_xid: self.xid, rdma_vers: self.vers, rdma_credit: self.credit, rdma_body }
+    }
+}
+
+/// The three chunk lists of a message (RFC 8166 section 4.2: the Read list, the Write list,
+/// the Reply chunk), and the one place the chunk rules a receiver depends on are checked.
+/// Version One's header, and both Version Two drafts' (-00's `rpcrdma2_chunk_lists`, -07's
+/// `rpcrdma2_read_list`, `rpcrdma2_write_list` and `rpcrdma2_write_chunk`, the same
+/// structures renamed, word for word), carry these lists in one wire shape.
+///
+/// ```
+/// use rpcrdma_v1::header::{ChunkLists, HeaderError, HeaderLimits};
+/// use rpcrdma_v1::rt::Xdr;
+/// use rpcrdma_v1::xdr::RpcRdmaHeader;
+/// // A Read list of two chunks out of order (positions 12, then 8), no Write list, no Reply
+/// // chunk.
+/// let words = [1u32, 12, 0x11, 4, 0, 0, 1, 8, 0x12, 4, 0, 0, 0, 0, 0];
+/// let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+/// let limits = HeaderLimits::default();
+/// let mut r = ChunkLists::reader(&bytes, &limits);
+/// let l = RpcRdmaHeader::decode_from(&mut r).unwrap();
+/// let lists = ChunkLists { reads: l.rdma_reads, writes: l.rdma_writes, reply: l.rdma_reply };
+/// assert!(matches!(lists.check(&limits), Err(HeaderError::OverlappingReadChunks { position: 8, .. })));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChunkLists<'a> {
+    /// The Read list: one entry per read segment.
+    pub reads: List<'a, XdrReadChunk>,
+    /// The Write list: one entry per Write chunk.
+    pub writes: List<'a, XdrWriteChunk<'a>>,
+    /// The Reply chunk, if any.
+    pub reply: Option<XdrWriteChunk<'a>>,
+}
+
+impl<'a> ChunkLists<'a> {
+    /// A reader over a whole received message whose decoder limits follow `limits`:
+    /// segments are at least 16 bytes and list entries at least 20, so with these limits a
+    /// hostile count stops the decoder early. Decode errors go through
+    /// [`ChunkLists::decode_error`].
+    pub fn reader(bytes: &'a [u8], limits: &HeaderLimits) -> Reader<'a> {
+        let max = limits.max_segments;
+        Reader::with_limits(bytes, Limits::default().max_list_entries(max.saturating_add(1)).max_array_len(max))
+    }
+
+    /// The header error for a decode error of a [`ChunkLists::reader`]: its decoder limit
+    /// is the segment limit.
+    pub fn decode_error(e: xdr_spec_rt::Error, limits: &HeaderLimits) -> HeaderError {
+        let max = limits.max_segments;
+        match e {
+            xdr_spec_rt::Error::LimitExceeded { .. } => {
+                HeaderError::TooManySegments { count: max.saturating_add(1), limit: max }
+            }
+            e => HeaderError::Xdr(e),
+        }
+    }
+
+    /// Every chunk rule: the segment limit over all three lists, each chunk's and the
+    /// message's length limits, and RFC 8166 section 3.4.5's Read list order.
+    pub fn check(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
+        self.check_segments(limits)?;
+        self.check_read_list(limits)?;
+        self.check_message_len(limits)
+    }
+
+    /// The Read list, grouped into Read chunks by position.
+    pub fn read_chunks(&self) -> ReadChunks<'a> {
+        ReadChunks { list: self.reads, iter: self.reads.iter(), pending: None, index: 0 }
+    }
+
+    /// The segment limit, over all three lists together.
+    fn check_segments(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
+        if self.writes.is_empty() && self.reply.is_none() && self.reads.len() as u64 <= u64::from(limits.max_segments) {
+            return Ok(());
+        }
+        let count = self.reads.len() as u64
+            + self.writes.iter().map(|w| w.target.len() as u64).sum::<u64>()
+            + self.reply.map_or(0, |r| r.target.len() as u64);
+        if count > u64::from(limits.max_segments) {
+            let count = u32::try_from(count).unwrap_or(u32::MAX);
+            return Err(HeaderError::TooManySegments { count, limit: limits.max_segments });
+        }
+        for len in self.writes.iter().map(|w| chunk_len(&w)).chain(self.reply.as_ref().map(chunk_len)) {
+            if len > limits.max_chunk_len {
+                return Err(HeaderError::ChunkTooLong { len, limit: limits.max_chunk_len });
+            }
+        }
+        Ok(())
+    }
+
+    /// All chunks together within [`HeaderLimits::max_message_len`] (each
+    /// chunk, and the segment count, already checked: the sum cannot
+    /// overflow).
+    fn check_message_len(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
+        let reads = self.reads.iter().map(|r| u64::from(r.target.length));
+        let writes = self.writes.iter().map(|w| chunk_len(&w));
+        let len = reads.chain(writes).chain(self.reply.as_ref().map(chunk_len)).fold(0u64, u64::saturating_add);
+        if len > limits.max_message_len {
+            return Err(HeaderError::MessageTooLong { len, limit: limits.max_message_len });
+        }
+        Ok(())
+    }
+
+    /// RFC 8166 section 3.4.5: positions are multiples of four, the segments
+    /// of one chunk share a position and sit together, and chunks are in
+    /// ascending order without overlapping (the Position-zero chunk, which
+    /// holds the whole reduced message, excepted).
+    fn check_read_list(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
+        if self.reads.is_empty() {
+            return Ok(());
+        }
+        let mut previous: Option<(u32, u64)> = None;
+        for chunk in self.read_chunks() {
+            let position = chunk.position();
+            if position % 4 != 0 {
+                return Err(HeaderError::MisalignedPosition(position));
+            }
+            let len = chunk.len();
+            if len > limits.max_chunk_len {
+                return Err(HeaderError::ChunkTooLong { len, limit: limits.max_chunk_len });
+            }
+            if let Some((prev, prev_len)) = previous {
+                let prev_end = if prev == 0 { 0 } else { u64::from(prev) + prev_len };
+                if position <= prev || u64::from(position) < prev_end {
+                    return Err(HeaderError::OverlappingReadChunks {
+                        position,
+                        previous: prev,
+                        previous_len: prev_len,
+                    });
+                }
+            }
+            previous = Some((position, len));
+        }
+        Ok(())
     }
 }
 

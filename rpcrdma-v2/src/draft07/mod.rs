@@ -42,6 +42,8 @@
 //! assert_eq!(b.rdma_rpc_first_word, 7);
 //! ```
 
+pub mod continuation;
+pub mod credits;
 pub mod header;
 
 /// The generated types (draft sections 8.3 and 8.4), one per XDR definition; each item's

@@ -1,0 +1,366 @@
+//! -07 message continuation (draft-ietf-nfsv4-rpcrdma-version-two-07 sections 4.1, 6.3.3,
+//! 6.3.4, 6.3.6, 6.3.9 and 7.1.4): an RPC message longer than one Send goes as
+//! RDMA2_CALL_MIDDLE (or _REPLY_MIDDLE) parts, each saying how many bytes remain after it,
+//! and a final RDMA2_CALL_INLINE (or _REPLY_INLINE) that carries the chunk lists; the
+//! transport properties may likewise go as CONNPROP_MIDDLE messages and a CONNPROP_FINAL.
+//! Sans-I/O: [`Reassembly::receive`] takes each validated [`Header`] as it arrives, and
+//! [`split`] says where a sender cuts.
+//!
+//! The rules a receiver applies, each answered RDMA2_ERR_INVAL_CONT with the offending
+//! message's XID, the message dropped, and every later message of that XID dropped silently
+//! until its sequence ends (7.1.4):
+//! - after a CALL_MIDDLE only a CALL_MIDDLE or CALL_INLINE of the same XID may come, after a
+//!   REPLY_MIDDLE only a REPLY_MIDDLE or REPLY_INLINE (6.3.6, 6.3.9; 4.1: payload streams of
+//!   two messages MUST NOT interleave);
+//! - each part's length plus the bytes it says remain equals what the part before it said
+//!   remained, and the final part brings exactly what remained;
+//! - after a CONNPROP_MIDDLE only a CONNPROP_MIDDLE or CONNPROP_FINAL (6.3.3); no CONNPROP
+//!   after a CONNPROP_FINAL (6.3.4).
+//!
+//! One reading: an RDMA2_ERROR in the middle of a sequence is taken as it is, not refused
+//! (section 7 never answers an error with another, and it answers one of this side's
+//! messages, not the sequence).
+//!
+//! What a peer can make this side hold is bounded by [`Reassembly::new`]'s `max_message_len`:
+//! a sequence whose bytes so far and bytes said to remain exceed it is refused
+//! (RDMA2_ERR_SYSTEM, section 7.4.1), and memory is taken only as parts arrive, never for a
+//! length a header claims.
+//!
+//! ```
+//! use rpcrdma_v2::draft07::continuation::{Reassembly, Step};
+//! use rpcrdma_v2::draft07::header::Header;
+//! use rpcrdma_v2::HeaderLimits;
+//! let w = |words: &[u32]| -> Vec<u8> { words.iter().flat_map(|w| w.to_be_bytes()).collect() };
+//! // A 12-byte RPC call in two Sends: CALL_MIDDLE with 4 bytes remaining after its 8, then
+//! // CALL_INLINE with the last 4.
+//! let middle = w(&[7, 2, 32, 9, 4, 7, 0]);
+//! let last = w(&[7, 2, 32, 10, 0, 0, 0, 0, 2]);
+//! let limits = HeaderLimits::default();
+//! let mut r = Reassembly::new(1 << 20);
+//! assert!(matches!(r.receive(Header::parse(&middle, &limits).unwrap()), Step::Held));
+//! let Step::Whole { message, .. } = r.receive(Header::parse(&last, &limits).unwrap()) else { panic!() };
+//! assert_eq!(&message[..], &w(&[7, 0, 2])[..]);
+//! ```
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use super::header::{Header, HeaderType};
+use super::xdr::{Rpcrdma2HdrError, RDMA2_ERR_INVAL_CONT, RDMA2_ERR_SYSTEM};
+
+/// What [`Reassembly::receive`] made of a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step<'a> {
+    /// A whole RPC message: one INLINE's payload borrowed from its Receive, or the parts of a
+    /// sequence assembled. `header` is the final INLINE's, with the chunk lists.
+    Whole {
+        /// The final (or only) header.
+        header: Header<'a>,
+        /// The RPC message.
+        message: Cow<'a, [u8]>,
+    },
+    /// A part kept; the rest of its message is to come.
+    Held,
+    /// A message with no payload stream to assemble (RDMA2_ERROR, GRANT, CONNPROP_*,
+    /// CALL_EXTERNAL, REPLY_EXTERNAL): the caller acts on its header.
+    Other(Header<'a>),
+    /// Refused: answer RDMA2_ERROR with `answer`, XID `xid` (section 7); the message is
+    /// dropped, and so are later messages of that XID until its sequence ends. A sequence in
+    /// progress that the message broke is abandoned too: `abandoned` is its XID.
+    Refused {
+        /// The offending message's XID.
+        xid: u32,
+        /// The error body to answer with.
+        answer: Rpcrdma2HdrError,
+        /// Why.
+        reason: ContinuationError,
+        /// The XID of a sequence in progress given up because of it.
+        abandoned: Option<u32>,
+    },
+    /// Dropped silently: a message of a sequence already refused (section 7.1.4).
+    Dropped {
+        /// Its XID.
+        xid: u32,
+    },
+}
+
+/// Which continuation rule a message broke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ContinuationError {
+    /// A message other than the sequence's next part came while an RPC message was being
+    /// continued (sections 4.1, 6.3.6, 6.3.9).
+    #[error(
+        "{got:?} (xid {xid}) while a {held:?} sequence of xid {held_xid} was being continued (sections 6.3.6, 6.3.9)"
+    )]
+    Interleaved {
+        /// The message's type.
+        got: HeaderType,
+        /// Its XID.
+        xid: u32,
+        /// The type of the sequence's last part.
+        held: HeaderType,
+        /// The sequence's XID.
+        held_xid: u32,
+    },
+    /// A part whose length and remaining count do not add up to what the part before it said
+    /// remained.
+    #[error("a part of {len} bytes with {remaining} remaining after it, where {expected} remained")]
+    Inconsistent {
+        /// The part's payload length.
+        len: usize,
+        /// What it says remains after it (0 for the final part).
+        remaining: u32,
+        /// What the previous part said remained.
+        expected: u32,
+    },
+    /// A sequence longer than this side holds.
+    #[error("a continued message of at least {len} bytes: more than the {limit} held at most")]
+    TooLong {
+        /// Its bytes so far plus those said to remain.
+        len: u64,
+        /// The configured limit.
+        limit: usize,
+    },
+    /// A message other than a CONNPROP after a CONNPROP_MIDDLE (section 6.3.3).
+    #[error("{0:?} after RDMA2_CONNPROP_MIDDLE (section 6.3.3)")]
+    AfterConnPropMiddle(HeaderType),
+    /// A CONNPROP after the CONNPROP_FINAL (section 6.3.4).
+    #[error("{0:?} after RDMA2_CONNPROP_FINAL (section 6.3.4)")]
+    AfterConnPropFinal(HeaderType),
+}
+
+impl ContinuationError {
+    /// The error body section 7 answers it with: RDMA2_ERR_INVAL_CONT (7.1.4), or
+    /// RDMA2_ERR_SYSTEM for this side's own length limit (7.4.1).
+    pub fn answer(&self) -> Rpcrdma2HdrError {
+        let discriminant = match self {
+            ContinuationError::TooLong { .. } => RDMA2_ERR_SYSTEM,
+            _ => RDMA2_ERR_INVAL_CONT,
+        };
+        Rpcrdma2HdrError::Default { discriminant }
+    }
+}
+
+/// How many refused sequences' XIDs a [`Reassembly`] remembers.
+pub const DISCARDING: usize = 4;
+
+/// A sequence of MIDDLE parts being assembled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Assembling {
+    xid: u32,
+    /// The last part's type: CALL_MIDDLE or REPLY_MIDDLE.
+    kind: HeaderType,
+    held: Vec<u8>,
+    /// What the last part said remains.
+    remaining: u32,
+}
+
+/// Where the peer's CONNPROP messages stand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConnProps {
+    None,
+    Middle,
+    Final,
+}
+
+/// The receive side of one connection's continuation (see the [module documentation](self)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reassembly {
+    max_message_len: usize,
+    assembling: Option<Assembling>,
+    /// Refused sequences' XIDs, whose later parts are dropped until their final part; the
+    /// most recent [`DISCARDING`] (a peer breaking more sequences at once than that is dropped
+    /// part by part anyway: each stray part breaks a rule of its own).
+    discarding: Vec<u32>,
+    props: ConnProps,
+}
+
+impl Reassembly {
+    /// A connection's reassembly, holding at most `max_message_len` bytes of a continued
+    /// message.
+    pub fn new(max_message_len: usize) -> Reassembly {
+        Reassembly { max_message_len, assembling: None, discarding: Vec::new(), props: ConnProps::None }
+    }
+
+    /// The bytes held for a sequence in progress.
+    pub fn held(&self) -> usize {
+        self.assembling.as_ref().map_or(0, |a| a.held.len())
+    }
+
+    /// Takes the next received header (validated by [`Header::parse`]).
+    pub fn receive<'a>(&mut self, header: Header<'a>) -> Step<'a> {
+        let (xid, htype) = (header.xid(), header.header_type());
+        if htype == HeaderType::Error {
+            return Step::Other(header);
+        }
+        if let Some(i) = self.discarding.iter().position(|&d| d == xid) {
+            if htype.is_call() || htype.is_reply() {
+                if !matches!(htype, HeaderType::CallMiddle | HeaderType::ReplyMiddle) {
+                    // Its final part: the sequence is over.
+                    self.discarding.remove(i);
+                }
+                return Step::Dropped { xid };
+            }
+        }
+        // While a message is being continued only its next part may come (anything else,
+        // a CONNPROP included, breaks the sequence); otherwise the CONNPROP rules, then a
+        // message of its own.
+        if let Some(a) = self.assembling.take() {
+            return self.next_part(a, header);
+        }
+        if let Some(step) = self.connprop_rule(&header) {
+            return step;
+        }
+        self.first_part(header)
+    }
+
+    /// The CONNPROP rules (6.3.3, 6.3.4); `None` when the message is not theirs to judge.
+    fn connprop_rule<'a>(&mut self, header: &Header<'a>) -> Option<Step<'a>> {
+        let htype = header.header_type();
+        let is_connprop = matches!(htype, HeaderType::ConnPropMiddle | HeaderType::ConnPropFinal);
+        let broken = match self.props {
+            ConnProps::Middle if !is_connprop => Some(ContinuationError::AfterConnPropMiddle(htype)),
+            ConnProps::Final if is_connprop => Some(ContinuationError::AfterConnPropFinal(htype)),
+            _ => None,
+        };
+        if let Some(reason) = broken {
+            // A CONNPROP sequence broken off is over: its properties are not applied.
+            if self.props == ConnProps::Middle {
+                self.props = ConnProps::None;
+            }
+            return Some(self.refuse(header.xid(), reason));
+        }
+        match htype {
+            HeaderType::ConnPropMiddle => self.props = ConnProps::Middle,
+            HeaderType::ConnPropFinal => self.props = ConnProps::Final,
+            _ => return None,
+        }
+        Some(Step::Other(*header))
+    }
+
+    fn first_part<'a>(&mut self, header: Header<'a>) -> Step<'a> {
+        let payload = header.payload();
+        match header.header_type() {
+            kind @ (HeaderType::CallMiddle | HeaderType::ReplyMiddle) => {
+                let remaining = header.remaining().unwrap_or(0);
+                if let Some(refused) = self.over_limit(header.xid(), payload.len(), remaining) {
+                    return refused;
+                }
+                let held = payload.to_vec();
+                self.assembling = Some(Assembling { xid: header.xid(), kind, held, remaining });
+                Step::Held
+            }
+            HeaderType::CallInline | HeaderType::ReplyInline => Step::Whole { header, message: Cow::Borrowed(payload) },
+            _ => Step::Other(header),
+        }
+    }
+
+    fn next_part<'a>(&mut self, mut a: Assembling, header: Header<'a>) -> Step<'a> {
+        let (xid, htype, payload) = (header.xid(), header.header_type(), header.payload());
+        let (middle, last) = match a.kind {
+            HeaderType::CallMiddle => (HeaderType::CallMiddle, HeaderType::CallInline),
+            _ => (HeaderType::ReplyMiddle, HeaderType::ReplyInline),
+        };
+        if xid != a.xid || (htype != middle && htype != last) {
+            let reason = ContinuationError::Interleaved { got: htype, xid, held: a.kind, held_xid: a.xid };
+            // The sequence in progress cannot be completed: its later parts are dropped too,
+            // so that none is taken for the start of a new message.
+            let abandoned = (a.xid != xid).then_some(a.xid);
+            if let Some(held_xid) = abandoned {
+                self.discard(held_xid);
+            }
+            let mut step = self.refuse(xid, reason);
+            if let Step::Refused { abandoned: slot, .. } = &mut step {
+                *slot = abandoned;
+            }
+            return step;
+        }
+        let remaining = if htype == middle { header.remaining().unwrap_or(0) } else { 0 };
+        let brings = payload.len() as u64 + u64::from(remaining);
+        if brings != u64::from(a.remaining) {
+            let reason = ContinuationError::Inconsistent { len: payload.len(), remaining, expected: a.remaining };
+            return self.refuse(xid, reason);
+        }
+        if let Some(refused) = self.over_limit(xid, a.held.len() + payload.len(), remaining) {
+            return refused;
+        }
+        a.held.extend_from_slice(payload);
+        if htype == middle {
+            a.remaining = remaining;
+            self.assembling = Some(a);
+            return Step::Held;
+        }
+        Step::Whole { header, message: Cow::Owned(a.held) }
+    }
+
+    /// Refuses a sequence that would hold more than the limit: its bytes so far, `len`, and
+    /// those it says remain.
+    fn over_limit<'a>(&mut self, xid: u32, len: usize, remaining: u32) -> Option<Step<'a>> {
+        let total = len as u64 + u64::from(remaining);
+        (total > self.max_message_len as u64)
+            .then(|| self.refuse(xid, ContinuationError::TooLong { len: total, limit: self.max_message_len }))
+    }
+
+    fn discard(&mut self, xid: u32) {
+        if !self.discarding.contains(&xid) {
+            if self.discarding.len() == DISCARDING {
+                self.discarding.remove(0);
+            }
+            self.discarding.push(xid);
+        }
+    }
+
+    fn refuse<'a>(&mut self, xid: u32, reason: ContinuationError) -> Step<'a> {
+        self.discard(xid);
+        Step::Refused { xid, answer: reason.answer(), reason, abandoned: None }
+    }
+}
+
+/// One Send of a message cut by [`split`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Part {
+    /// The bytes of the RPC message this Send carries.
+    pub bytes: Range<usize>,
+    /// For a MIDDLE part, the bytes that remain after it (its `rdma_remaining`); `None` for
+    /// the final INLINE part.
+    pub remaining: Option<u32>,
+}
+
+/// Where a sender cuts an RPC message of `len` bytes (section 4.1: "at any convenient
+/// boundary", in XDR stream order): MIDDLE parts of `middle_room` bytes each (what a Send
+/// holds after a MIDDLE header), then one INLINE part of at most `inline_room` bytes (what a
+/// Send holds after the INLINE header with its chunk lists). One INLINE part when the message
+/// fits it. `None` when no cut works: a message that does not fit one INLINE with no room in
+/// a MIDDLE, or a length `rdma_remaining` cannot say.
+///
+/// ```
+/// use rpcrdma_v2::draft07::continuation::split;
+/// let parts = split(10_000, 4076, 4060).unwrap();
+/// let cuts: Vec<_> = parts.iter().map(|p| (p.bytes.clone(), p.remaining)).collect();
+/// assert_eq!(cuts, [(0..4076, Some(5924)), (4076..8152, Some(1848)), (8152..10_000, None)]);
+/// assert_eq!(split(100, 0, 4060).unwrap().len(), 1); // fits one INLINE
+/// assert_eq!(split(5000, 0, 4060), None);
+/// ```
+pub fn split(len: usize, middle_room: usize, inline_room: usize) -> Option<Vec<Part>> {
+    if len <= inline_room {
+        return Some(vec![Part { bytes: 0..len, remaining: None }]);
+    }
+    if u32::try_from(len).is_err() {
+        return None;
+    }
+    // Every part carries at least its `rdma_rpc_first_word` (the bodies of 6.3.6 to 6.3.10
+    // end with it), the final one included.
+    let min_last = len.min(4);
+    let mut parts = Vec::with_capacity(len / middle_room.max(1) + 1);
+    let mut at = 0;
+    while len - at > inline_room {
+        let take = middle_room.min(len - at - min_last);
+        if take < 4 {
+            return None;
+        }
+        at += take;
+        parts.push(Part { bytes: at - take..at, remaining: Some((len - at) as u32) });
+    }
+    parts.push(Part { bytes: at..len, remaining: None });
+    Some(parts)
+}

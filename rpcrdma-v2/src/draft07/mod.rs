@@ -45,6 +45,7 @@
 pub mod continuation;
 pub mod credits;
 pub mod header;
+pub mod marshal;
 pub mod properties;
 
 /// The generated types (draft sections 8.3 and 8.4), one per XDR definition; each item's

@@ -638,6 +638,13 @@ impl<'a> ChunkLists<'a> {
         ReadChunks { list: self.reads, iter: self.reads.iter(), pending: None, index: 0 }
     }
 
+    /// The bytes all the chunks name together (saturating: the limits are checked against it).
+    pub fn total_len(&self) -> u64 {
+        let reads = self.reads.iter().map(|r| u64::from(r.target.length));
+        let writes = self.writes.iter().map(|w| chunk_len(&w));
+        reads.chain(writes).chain(self.reply.as_ref().map(chunk_len)).fold(0u64, u64::saturating_add)
+    }
+
     /// The segment limit, over all three lists together.
     fn check_segments(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
         if self.writes.is_empty() && self.reply.is_none() && self.reads.len() as u64 <= u64::from(limits.max_segments) {
@@ -662,9 +669,7 @@ impl<'a> ChunkLists<'a> {
     /// chunk, and the segment count, already checked: the sum cannot
     /// overflow).
     fn check_message_len(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
-        let reads = self.reads.iter().map(|r| u64::from(r.target.length));
-        let writes = self.writes.iter().map(|w| chunk_len(&w));
-        let len = reads.chain(writes).chain(self.reply.as_ref().map(chunk_len)).fold(0u64, u64::saturating_add);
+        let len = self.total_len();
         if len > limits.max_message_len {
             return Err(HeaderError::MessageTooLong { len, limit: limits.max_message_len });
         }

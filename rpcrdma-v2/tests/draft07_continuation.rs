@@ -116,7 +116,6 @@ fn section_6_3_6_after_call_middle_only_its_own_middle_or_inline() {
         inline(2, RDMA2_CALL_INLINE, &rpc(8)),
         inline(1, RDMA2_REPLY_INLINE, &rpc(8)),
         middle(1, RDMA2_REPLY_MIDDLE, 4, &rpc(4)),
-        control(0, RDMA2_GRANT),
         control(1, RDMA2_CONNPROP_FINAL),
     ];
     for b in &breakers {
@@ -158,7 +157,8 @@ fn section_7_1_4_a_refused_sequences_later_parts_are_dropped_until_it_ends() {
     assert!(matches!(step(&mut r, &inline(4, RDMA2_CALL_INLINE, &rpc(8))), Step::Whole { .. }));
 }
 
-/// The final part brings exactly what remained: fewer or more bytes break the sequence.
+/// The final part brings exactly what remained: fewer or more bytes break the sequence, and
+/// only that sequence.
 #[test]
 fn a_final_part_of_the_wrong_length_is_refused() {
     for len in [4, 12] {
@@ -166,6 +166,9 @@ fn a_final_part_of_the_wrong_length_is_refused() {
         assert_eq!(step(&mut r, &middle(6, RDMA2_CALL_MIDDLE, 8, &rpc(8))), Step::Held);
         let (reason, _) = refused_inval_cont(&mut r, &inline(6, RDMA2_CALL_INLINE, &rpc(len)), 6);
         assert_eq!(reason, ContinuationError::Inconsistent { len, remaining: 0, expected: 8 });
+        // The refused part ended its sequence: a retransmission of the call under the same XID
+        // (as RPC retransmits) is a new message, served.
+        assert!(matches!(step(&mut r, &inline(6, RDMA2_CALL_INLINE, &rpc(8))), Step::Whole { .. }));
     }
 }
 
@@ -189,16 +192,32 @@ fn section_6_3_3_and_6_3_4_connprop_sequences() {
     }
 }
 
-/// One reading (the module's documentation): an RDMA2_ERROR in the middle of a sequence is
-/// taken as it is (section 7 never answers an error with another), and the sequence goes on.
+/// Two readings (the module's documentation): an RDMA2_ERROR or an RDMA2_GRANT in the middle
+/// of a sequence is taken as it is, and the sequence goes on. Neither carries a payload
+/// stream (4.1); section 7 never answers an error with another; and section 4.2.1.1 has a
+/// receiver "always" able to take an asynchronous credit update.
 #[test]
-fn an_error_in_the_middle_of_a_sequence_is_taken_and_the_sequence_goes_on() {
-    let mut r = Reassembly::new(1 << 20);
-    assert_eq!(step(&mut r, &middle(1, RDMA2_CALL_MIDDLE, 8, &rpc(8))), Step::Held);
+fn an_error_or_a_grant_in_the_middle_of_a_sequence_is_taken_and_the_sequence_goes_on() {
     let mut error = prefix(77, RDMA2_ERROR);
     error.extend(words(&[RDMA2_ERR_SYSTEM]));
-    assert!(matches!(step(&mut r, &error), Step::Other(h) if h.header_type() == HeaderType::Error));
-    assert!(matches!(step(&mut r, &inline(1, RDMA2_CALL_INLINE, &rpc(8))), Step::Whole { .. }));
+    for (between, kind) in [(error, HeaderType::Error), (control(0, RDMA2_GRANT), HeaderType::Grant)] {
+        let mut r = Reassembly::new(1 << 20);
+        assert_eq!(step(&mut r, &middle(1, RDMA2_CALL_MIDDLE, 8, &rpc(8))), Step::Held);
+        assert!(matches!(step(&mut r, &between), Step::Other(h) if h.header_type() == kind));
+        assert!(matches!(step(&mut r, &inline(1, RDMA2_CALL_INLINE, &rpc(8))), Step::Whole { .. }));
+    }
+}
+
+/// A MIDDLE part saying fewer than 4 bytes remain can never be followed by a valid final part
+/// (each carries at least a word): refused at once, its later parts dropped.
+#[test]
+fn a_middle_part_with_less_than_a_word_remaining_is_refused_at_once() {
+    for remaining in 0..4 {
+        let mut r = Reassembly::new(1 << 20);
+        let (reason, _) = refused_inval_cont(&mut r, &middle(2, RDMA2_CALL_MIDDLE, remaining, &rpc(8)), 2);
+        assert_eq!(reason, ContinuationError::ShortRemainder(remaining));
+        assert_eq!(step(&mut r, &inline(2, RDMA2_CALL_INLINE, &rpc(4))), Step::Dropped { xid: 2 });
+    }
 }
 
 /// Issue 27: "a configured limit on how much a peer can make us hold". A sequence whose
@@ -227,7 +246,7 @@ fn a_peer_can_make_a_receiver_hold_no_more_than_its_limit() {
 fn section_4_2_1_one_message_before_the_peers_first_header() {
     let mut w = CreditWindow::new(32).unwrap();
     assert_eq!(w.window(), 1);
-    w.sent();
+    w.send();
     assert!(!w.may_send(), "a second message before the peer's first header");
     w.received(32).unwrap();
     assert_eq!(w.window(), 31);
@@ -239,11 +258,11 @@ fn section_4_2_1_one_message_before_the_peers_first_header() {
 #[test]
 fn section_4_2_1_credits_are_running_totals() {
     let mut w = CreditWindow::new(4).unwrap();
-    w.sent();
+    w.send();
     w.received(4).unwrap(); // the peer received none of ours yet when it wrote this
     let mut sent = 1;
     while w.may_send() {
-        w.sent();
+        w.send();
         sent += 1;
     }
     assert_eq!(sent, 4, "exactly the total the peer gave");
@@ -275,10 +294,10 @@ fn section_4_2_1_credit_limits_are_below_2_31_minus_1() {
 fn section_4_2_1_1_one_grant_beyond_the_window() {
     let mut w = CreditWindow::new(8).unwrap();
     assert_eq!(w.receives_to_post(), 9);
-    w.sent();
+    w.send();
     assert!(!w.may_send());
     assert!(w.may_send_grant(), "the Receive kept for an asynchronous credit update");
-    w.sent();
+    w.send();
     assert!(!w.may_send_grant(), "only one message beyond the window");
 }
 
@@ -293,9 +312,7 @@ fn section_4_2_1_1_grants_keep_a_call_only_peer_going_within_the_receives_posted
     let (mut in_flight_to_b, mut delivered, mut grants) = (Vec::<u32>::new(), 0u32, 0u32);
     for _ in 0..10_000 {
         if a.may_send() {
-            a.sent();
-            in_flight_to_b.push(a.credit_field());
-            a.credit_sent();
+            in_flight_to_b.push(a.send());
             // B never holds more of A's messages than the Receives it keeps posted.
             assert!(in_flight_to_b.len() as u32 <= b.receives_to_post());
         } else if let Some(total) = (!in_flight_to_b.is_empty()).then(|| in_flight_to_b.remove(0)) {
@@ -303,9 +320,7 @@ fn section_4_2_1_1_grants_keep_a_call_only_peer_going_within_the_receives_posted
             delivered += 1;
             if b.grant_due() {
                 assert!(b.may_send_grant());
-                b.sent();
-                a.received(b.credit_field()).unwrap();
-                b.credit_sent();
+                a.received(b.send()).unwrap();
                 grants += 1;
             }
         } else {

@@ -48,6 +48,18 @@ fn call_inline(reads: &[Rpcrdma2ReadSegment]) -> Vec<u8> {
     message(7, RDMA2_CALL_INLINE, &body, &RPC[4..])
 }
 
+/// An RDMA2_CALL_EXTERNAL with Call chunk `call` and Read list `reads`, nothing else.
+fn call_external(call: &[Rpcrdma2ReadSegment], reads: &[Rpcrdma2ReadSegment]) -> Vec<u8> {
+    let body = Rpcrdma2HdrCallExternal {
+        rdma_inv_handle: 0,
+        rdma_call: List::from_slice(call),
+        rdma_reads: List::from_slice(reads),
+        rdma_provisional_writes: List::from_slice(&[]),
+        rdma_provisional_reply: None,
+    };
+    message(7, RDMA2_CALL_EXTERNAL, &body, &[])
+}
+
 fn bad_xdr() -> Answer {
     Answer::Error(Rpcrdma2HdrError::Default { discriminant: RDMA2_ERR_BAD_XDR })
 }
@@ -248,17 +260,42 @@ fn section_7_3_3_more_segments_than_supported_are_answered_err_segments_with_the
     let e = Header::parse(&m, &limits).unwrap_err();
     assert_eq!(e.answer(SUPPORTED, false), Answer::Error(Rpcrdma2HdrError::Rdma2ErrSegments(4)), "{e}");
     // The Call chunk counts too: 3 Call segments and 2 Read segments are 5.
-    let call = [read(0, 1, 8), read(0, 2, 8), read(0, 3, 8)];
-    let reads = [read(8, 4, 8), read(16, 5, 8)];
-    let body = Rpcrdma2HdrCallExternal {
-        rdma_inv_handle: 0,
-        rdma_call: List::from_slice(&call),
-        rdma_reads: List::from_slice(&reads),
-        rdma_provisional_writes: List::from_slice(&[]),
-        rdma_provisional_reply: None,
-    };
-    let e = Header::parse(&message(7, RDMA2_CALL_EXTERNAL, &body, &[]), &limits).unwrap_err();
+    let m = call_external(&[read(0, 1, 8), read(0, 2, 8), read(0, 3, 8)], &[read(8, 4, 8), read(16, 5, 8)]);
+    let e = Header::parse(&m, &limits).unwrap_err();
     assert_eq!(e.answer(SUPPORTED, false), Answer::Error(Rpcrdma2HdrError::Rdma2ErrSegments(4)), "{e}");
+}
+
+/// Section 5.1: a receiver "returns this error [RDMA2_ERR_BAD_PROPVAL] if the length of
+/// rdma_data is greater than the length of the transferred message".
+#[test]
+fn section_5_1_a_property_longer_than_the_message_is_answered_bad_propval() {
+    // CONNPROP_FINAL, one property: rdma_which 2, rdma_data claiming 8192 bytes, none there.
+    let mut m = prefix(0, RDMA2_CONNPROP_FINAL);
+    m.extend([1u32, 2, 8192].iter().flat_map(|w| w.to_be_bytes()));
+    let e = parse(&m).unwrap_err();
+    assert!(matches!(e, HeaderError::Body { htype: HeaderType::ConnPropFinal, .. }), "{e}");
+    assert_eq!(
+        e.answer(SUPPORTED, false),
+        Answer::Error(Rpcrdma2HdrError::Default { discriminant: RDMA2_ERR_BAD_PROPVAL })
+    );
+}
+
+/// The Call chunk and the other chunks together are held to the message length limit, as
+/// Version One's chunks are (each within it alone is not enough).
+#[test]
+fn the_call_chunk_and_the_other_chunks_together_are_within_the_message_limit() {
+    let limits = HeaderLimits::default().max_message_len(1000);
+    let e = Header::parse(&call_external(&[read(0, 1, 600)], &[read(8, 2, 600)]), &limits).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            HeaderError::Chunks {
+                source: rpcrdma_v1::header::HeaderError::MessageTooLong { len: 1200, limit: 1000 },
+                ..
+            }
+        ),
+        "{e}"
+    );
 }
 
 /// Table 2: the header types with no RPC message ("Msg: No") carry nothing after their body;

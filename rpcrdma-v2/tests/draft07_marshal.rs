@@ -49,8 +49,8 @@ fn every_writer_reads_back_as_written() {
         (HeaderType::CallExternal, List::from_slice(&call[..]), chunks)
     );
 
-    for (reply, kind) in [(false, HeaderType::CallMiddle), (true, HeaderType::ReplyMiddle)] {
-        let n = middle(&mut out, 9, 32, reply, 4000, &rpc).unwrap();
+    for (of, kind) in [(MessageType::Call, HeaderType::CallMiddle), (MessageType::Reply, HeaderType::ReplyMiddle)] {
+        let n = middle(&mut out, 9, 32, of, 4000, &rpc).unwrap();
         let h = parse(&out[..n]);
         assert_eq!((h.header_type(), h.remaining(), h.payload()), (kind, Some(4000), &rpc[..]));
     }
@@ -142,20 +142,17 @@ impl Peer {
     /// Posts its next Send onto `wire` if its credits allow, else a GRANT if one is due and
     /// allowed; false when it posted nothing.
     fn post(&mut self, wire: &mut VecDeque<Vec<u8>>) -> bool {
-        let credit = self.credits.credit_field();
         let message = if self.credits.may_send() && !self.outgoing.is_empty() {
             let mut m = self.outgoing.pop_front().unwrap();
-            m[8..12].copy_from_slice(&credit.to_be_bytes());
+            m[8..12].copy_from_slice(&self.credits.send().to_be_bytes());
             m
         } else if self.credits.grant_due() && self.credits.may_send_grant() {
             let mut g = [0u8; 16];
-            grant(&mut g, credit).unwrap();
+            grant(&mut g, self.credits.send()).unwrap();
             g.to_vec()
         } else {
             return false;
         };
-        self.credits.sent();
-        self.credits.credit_sent();
         wire.push_back(message);
         true
     }
@@ -174,49 +171,72 @@ impl Peer {
     }
 }
 
-/// The pieces together: a requester sends three calls of 10,000 bytes, each continued
-/// across 4096-byte Sends, to a responder advertising 4 credits; the responder answers each
-/// with a reply of the call's own bytes, continued the same way; each side sends a GRANT when
-/// one is due and it has nothing else to send. Every call is answered with its own bytes, no
-/// more Sends are ever in flight towards a side than the Receives it keeps posted, and nothing
-/// deadlocks.
-#[test]
-fn two_peers_exchange_continued_calls_within_their_credits() {
-    const RECEIVE: usize = 4096;
-    let (mut requester, mut responder) = (Peer::new(4), Peer::new(4));
-    let (mut to_responder, mut to_requester) = (VecDeque::new(), VecDeque::new());
-    let calls: Vec<Vec<u8>> = (0..3u32).map(|x| (0..10_000u32).map(|i| (i + x) as u8).collect()).collect();
-    for (x, call) in calls.iter().enumerate() {
-        requester.outgoing.extend(sends(x as u32 + 1, 0, 0, &NO_CHUNKS, call, RECEIVE).unwrap());
-    }
-    let mut rounds = 0;
-    while requester.whole.len() < calls.len() {
-        rounds += 1;
-        assert!(rounds < 1000, "deadlock: {} of {} calls answered", requester.whole.len(), calls.len());
-        // Each side posts all its credits allow: a burst, as a busy connection would.
-        while requester.post(&mut to_responder) {}
-        while responder.post(&mut to_requester) {}
-        responder.receive(&mut to_responder);
-        requester.receive(&mut to_requester);
-        // Each whole call the responder got is answered: its bytes back, continued.
-        for (xid, call) in std::mem::take(&mut responder.whole) {
-            let parts = rpcrdma_v2::draft07::continuation::split(call.len(), RECEIVE - 20, RECEIVE - 20).unwrap();
-            for p in parts {
-                let mut out = vec![0u8; RECEIVE];
-                let n = match p.remaining {
-                    Some(rem) => middle(&mut out, xid, 0, true, rem, &call[p.bytes]),
-                    None => reply_inline(&mut out, xid, 0, List::from_slice(&[]), &call[p.bytes]),
-                }
-                .unwrap();
-                out.truncate(n);
-                responder.outgoing.push_back(out);
+/// Sends `message` as `of`, continued across Sends of `receive` bytes.
+fn continued(xid: u32, of: MessageType, message: &[u8], receive: usize) -> Vec<Vec<u8>> {
+    let room = receive - MIDDLE_HEADER_LEN;
+    let parts = rpcrdma_v2::draft07::continuation::split(message.len(), room, room).unwrap();
+    parts
+        .into_iter()
+        .map(|p| {
+            let mut out = vec![0u8; receive];
+            let part = &message[p.bytes];
+            let n = match (p.remaining, of) {
+                (Some(rem), _) => middle(&mut out, xid, 0, of, rem, part),
+                (None, MessageType::Call) => call_inline(&mut out, xid, 0, 0, &NO_CHUNKS, part),
+                (None, MessageType::Reply) => reply_inline(&mut out, xid, 0, List::from_slice(&[]), part),
+            }
+            .unwrap();
+            out.truncate(n);
+            out
+        })
+        .collect()
+}
+
+proptest! {
+    /// The pieces together, under any schedule: a requester sends three calls of 10,000
+    /// bytes, each continued across 4096-byte Sends, to a responder advertising 4 credits; the
+    /// responder answers each with a reply of the call's own bytes, continued the same way;
+    /// each side bursts all its credits allow, and sends a GRANT when one is due and it has
+    /// nothing else to send. In whatever order the two sides post and receive, every call is
+    /// answered with its own bytes, no more Sends are ever in flight towards a side than the
+    /// Receives it keeps posted, no message is refused, and nothing deadlocks.
+    #[test]
+    fn two_peers_exchange_continued_calls_within_their_credits(schedule in proptest::collection::vec(0u8..4, 64)) {
+        const RECEIVE: usize = 4096;
+        let (mut requester, mut responder) = (Peer::new(4), Peer::new(4));
+        let (mut to_responder, mut to_requester) = (VecDeque::new(), VecDeque::new());
+        let calls: Vec<Vec<u8>> = (0..3u32).map(|x| (0..10_000u32).map(|i| (i + x) as u8).collect()).collect();
+        for (x, call) in calls.iter().enumerate() {
+            requester.outgoing.extend(continued(x as u32 + 1, MessageType::Call, call, RECEIVE));
+        }
+        let mut rounds = 0;
+        while requester.whole.len() < calls.len() {
+            rounds += 1;
+            prop_assert!(rounds < 10_000, "deadlock: {} of {} calls answered", requester.whole.len(), calls.len());
+            // The schedule, over and over: who acts next.
+            match schedule[rounds % schedule.len()] {
+                0 => while requester.post(&mut to_responder) {},
+                1 => while responder.post(&mut to_requester) {},
+                2 => responder.receive(&mut to_responder),
+                _ => requester.receive(&mut to_requester),
+            }
+            // Each whole call the responder got is answered: its bytes back, continued.
+            for (xid, call) in std::mem::take(&mut responder.whole) {
+                responder.outgoing.extend(continued(xid, MessageType::Reply, &call, RECEIVE));
+            }
+            // A schedule that starves one side still ends: every fourth round all act.
+            if rounds % 4 == 0 {
+                while requester.post(&mut to_responder) {}
+                while responder.post(&mut to_requester) {}
+                responder.receive(&mut to_responder);
+                requester.receive(&mut to_requester);
             }
         }
+        for (xid, reply) in &requester.whole {
+            prop_assert_eq!(reply, &calls[*xid as usize - 1], "xid {}'s reply", xid);
+        }
+        // Each side keeps 5 Receives posted (4 credits and one for a GRANT).
+        prop_assert!(responder.most_in_flight_to_it <= responder.credits.receives_to_post() as usize);
+        prop_assert!(requester.most_in_flight_to_it <= requester.credits.receives_to_post() as usize);
     }
-    for (xid, reply) in &requester.whole {
-        assert_eq!(reply, &calls[*xid as usize - 1], "xid {xid}'s reply");
-    }
-    // Each side keeps 5 Receives posted (4 credits and one for a GRANT).
-    assert!(responder.most_in_flight_to_it <= responder.credits.receives_to_post() as usize);
-    assert!(requester.most_in_flight_to_it <= requester.credits.receives_to_post() as usize);
 }

@@ -17,9 +17,11 @@
 //! - after a CONNPROP_MIDDLE only a CONNPROP_MIDDLE or CONNPROP_FINAL (6.3.3); no CONNPROP
 //!   after a CONNPROP_FINAL (6.3.4).
 //!
-//! One reading: an RDMA2_ERROR in the middle of a sequence is taken as it is, not refused
-//! (section 7 never answers an error with another, and it answers one of this side's
-//! messages, not the sequence).
+//! Two readings: an RDMA2_ERROR or an RDMA2_GRANT in the middle of a sequence is taken as it
+//! is, not refused as breaking it. Neither carries a payload stream (so 4.1's rule against
+//! interleaving does not touch them); section 7 never answers an error with another; and
+//! section 4.2.1.1 has every receiver "always" able to take an asynchronous credit update,
+//! which a peer sending a long message may need to send meanwhile.
 //!
 //! What a peer can make this side hold is bounded by [`Reassembly::new`]'s `max_message_len`:
 //! a sequence whose bytes so far and bytes said to remain exceed it is refused
@@ -113,6 +115,11 @@ pub enum ContinuationError {
         /// What the previous part said remained.
         expected: u32,
     },
+    /// A MIDDLE part saying fewer than 4 bytes remain: the final part carries at least the
+    /// message's next word (`rdma_rpc_first_word`, sections 6.3.7, 6.3.10), so such a sequence
+    /// can never end.
+    #[error("a MIDDLE part with {0} bytes remaining: a final part carries at least 4")]
+    ShortRemainder(u32),
     /// A sequence longer than this side holds.
     #[error("a continued message of at least {len} bytes: more than the {limit} held at most")]
     TooLong {
@@ -163,6 +170,11 @@ enum ConnProps {
     Final,
 }
 
+/// Whether `htype` is a MIDDLE part, whose sequence goes on after it.
+fn is_middle(htype: HeaderType) -> bool {
+    matches!(htype, HeaderType::CallMiddle | HeaderType::ReplyMiddle)
+}
+
 /// The receive side of one connection's continuation (see the [module documentation](self)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reassembly {
@@ -188,14 +200,29 @@ impl Reassembly {
     }
 
     /// Takes the next received header (validated by [`Header::parse`]).
+    ///
+    /// ```
+    /// use rpcrdma_v2::draft07::continuation::{ContinuationError, Reassembly, Step};
+    /// use rpcrdma_v2::draft07::header::Header;
+    /// use rpcrdma_v2::HeaderLimits;
+    /// let w = |words: &[u32]| -> Vec<u8> { words.iter().flat_map(|w| w.to_be_bytes()).collect() };
+    /// let mut r = Reassembly::new(1 << 20);
+    /// let limits = HeaderLimits::default();
+    /// // CALL_MIDDLE, xid 7, 4 bytes to come; then a CALL_INLINE of xid 8 breaks in.
+    /// let (first, other) = (w(&[7, 2, 32, 9, 4, 7, 0]), w(&[8, 2, 32, 10, 0, 0, 0, 0, 8]));
+    /// assert_eq!(r.receive(Header::parse(&first, &limits).unwrap()), Step::Held);
+    /// let Step::Refused { xid, reason, abandoned, .. } = r.receive(Header::parse(&other, &limits).unwrap()) else { panic!() };
+    /// assert_eq!((xid, abandoned), (8, Some(7)));
+    /// assert!(matches!(reason, ContinuationError::Interleaved { .. }));
+    /// ```
     pub fn receive<'a>(&mut self, header: Header<'a>) -> Step<'a> {
         let (xid, htype) = (header.xid(), header.header_type());
-        if htype == HeaderType::Error {
+        if matches!(htype, HeaderType::Error | HeaderType::Grant) {
             return Step::Other(header);
         }
         if let Some(i) = self.discarding.iter().position(|&d| d == xid) {
             if htype.is_call() || htype.is_reply() {
-                if !matches!(htype, HeaderType::CallMiddle | HeaderType::ReplyMiddle) {
+                if !is_middle(htype) {
                     // Its final part: the sequence is over.
                     self.discarding.remove(i);
                 }
@@ -228,7 +255,7 @@ impl Reassembly {
             if self.props == ConnProps::Middle {
                 self.props = ConnProps::None;
             }
-            return Some(self.refuse(header.xid(), reason));
+            return Some(self.refuse(header.xid(), false, reason));
         }
         match htype {
             HeaderType::ConnPropMiddle => self.props = ConnProps::Middle,
@@ -243,7 +270,10 @@ impl Reassembly {
         match header.header_type() {
             kind @ (HeaderType::CallMiddle | HeaderType::ReplyMiddle) => {
                 let remaining = header.remaining().unwrap_or(0);
-                if let Some(refused) = self.over_limit(header.xid(), payload.len(), remaining) {
+                if remaining < 4 {
+                    return self.refuse(header.xid(), true, ContinuationError::ShortRemainder(remaining));
+                }
+                if let Some(refused) = self.over_limit(header.xid(), true, payload.len(), remaining) {
                     return refused;
                 }
                 let held = payload.to_vec();
@@ -263,25 +293,27 @@ impl Reassembly {
         };
         if xid != a.xid || (htype != middle && htype != last) {
             let reason = ContinuationError::Interleaved { got: htype, xid, held: a.kind, held_xid: a.xid };
-            // The sequence in progress cannot be completed: its later parts are dropped too,
-            // so that none is taken for the start of a new message.
+            // The sequence in progress cannot be completed: its later parts are dropped too
+            // (whatever the offender's XID), so that none is taken for the start of a new
+            // message. `abandoned` names it when it is another XID than the one answered.
+            self.discard(a.xid);
             let abandoned = (a.xid != xid).then_some(a.xid);
-            if let Some(held_xid) = abandoned {
-                self.discard(held_xid);
-            }
-            let mut step = self.refuse(xid, reason);
+            let mut step = self.refuse(xid, is_middle(htype), reason);
             if let Step::Refused { abandoned: slot, .. } = &mut step {
                 *slot = abandoned;
             }
             return step;
         }
         let remaining = if htype == middle { header.remaining().unwrap_or(0) } else { 0 };
+        if htype == middle && remaining < 4 {
+            return self.refuse(xid, true, ContinuationError::ShortRemainder(remaining));
+        }
         let brings = payload.len() as u64 + u64::from(remaining);
         if brings != u64::from(a.remaining) {
             let reason = ContinuationError::Inconsistent { len: payload.len(), remaining, expected: a.remaining };
-            return self.refuse(xid, reason);
+            return self.refuse(xid, htype == middle, reason);
         }
-        if let Some(refused) = self.over_limit(xid, a.held.len() + payload.len(), remaining) {
+        if let Some(refused) = self.over_limit(xid, htype == middle, a.held.len() + payload.len(), remaining) {
             return refused;
         }
         a.held.extend_from_slice(payload);
@@ -295,10 +327,10 @@ impl Reassembly {
 
     /// Refuses a sequence that would hold more than the limit: its bytes so far, `len`, and
     /// those it says remain.
-    fn over_limit<'a>(&mut self, xid: u32, len: usize, remaining: u32) -> Option<Step<'a>> {
+    fn over_limit<'a>(&mut self, xid: u32, continues: bool, len: usize, remaining: u32) -> Option<Step<'a>> {
         let total = len as u64 + u64::from(remaining);
-        (total > self.max_message_len as u64)
-            .then(|| self.refuse(xid, ContinuationError::TooLong { len: total, limit: self.max_message_len }))
+        let limit = self.max_message_len;
+        (total > limit as u64).then(|| self.refuse(xid, continues, ContinuationError::TooLong { len: total, limit }))
     }
 
     fn discard(&mut self, xid: u32) {
@@ -310,8 +342,13 @@ impl Reassembly {
         }
     }
 
-    fn refuse<'a>(&mut self, xid: u32, reason: ContinuationError) -> Step<'a> {
-        self.discard(xid);
+    /// Refuses a message; `continues` when it is a MIDDLE part, whose sequence's later parts
+    /// are then dropped (a refused final or only part ends its sequence: a retransmission of
+    /// its XID is a new message).
+    fn refuse<'a>(&mut self, xid: u32, continues: bool, reason: ContinuationError) -> Step<'a> {
+        if continues {
+            self.discard(xid);
+        }
         Step::Refused { xid, answer: reason.answer(), reason, abandoned: None }
     }
 }
@@ -345,13 +382,14 @@ pub fn split(len: usize, middle_room: usize, inline_room: usize) -> Option<Vec<P
     if len <= inline_room {
         return Some(vec![Part { bytes: 0..len, remaining: None }]);
     }
-    if u32::try_from(len).is_err() {
-        return None;
-    }
     // Every part carries at least its `rdma_rpc_first_word` (the bodies of 6.3.6 to 6.3.10
     // end with it), the final one included.
+    if u32::try_from(len).is_err() || middle_room < 4 {
+        return None;
+    }
     let min_last = len.min(4);
-    let mut parts = Vec::with_capacity(len / middle_room.max(1) + 1);
+    // Grown as parts are cut: the count is the caller's lengths' to decide, not reserved.
+    let mut parts = Vec::new();
     let mut at = 0;
     while len - at > inline_room {
         let take = middle_room.min(len - at - min_last);

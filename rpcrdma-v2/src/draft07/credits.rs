@@ -24,7 +24,7 @@
 //! use rpcrdma_v2::draft07::credits::CreditWindow;
 //! let mut w = CreditWindow::new(32).unwrap();
 //! assert!(w.may_send()); // one message before the peer's first header
-//! w.sent();
+//! assert_eq!(w.send(), 32); // its rdma_credit: nothing received yet, 32 advertised
 //! assert!(!w.may_send());
 //! w.received(0 + 32).unwrap(); // the peer had received nothing, and advertises 32
 //! assert_eq!(w.window(), 31);
@@ -105,14 +105,31 @@ impl CreditWindow {
         self.may_send() || self.sent == self.peer_total
     }
 
-    /// Counts a Send posted (any header type).
-    pub fn sent(&mut self) {
+    /// Posts a Send (any header type): returns the `rdma_credit` to write in its header (the
+    /// Receives this side is prepared to have completed, see the module documentation),
+    /// remembers it as the total the peer now holds, and counts the Send. Call it once per
+    /// Send, after [`CreditWindow::may_send`] (or [`CreditWindow::may_send_grant`] for an
+    /// RDMA2_GRANT) said yes.
+    pub fn send(&mut self) -> u32 {
+        let total = self.credit_field();
+        self.last_sent_total = total;
         self.sent = self.sent.wrapping_add(1);
+        total
     }
 
     /// Counts a Receive completed whose header carried `rdma_credit` `total`; refuses a total
     /// that no limit below 2^31 - 1 gives (the count is kept either way: the Receive was
-    /// consumed).
+    /// consumed). That check is all a receiver can make of one number: a total within 2^31 - 2
+    /// ahead of this side's Sends is a window, one behind them a lowered limit, and only the
+    /// three values between are impossible.
+    ///
+    /// ```
+    /// use rpcrdma_v2::draft07::credits::{CreditError, CreditWindow};
+    /// let mut w = CreditWindow::new(8).unwrap();
+    /// w.received(100).unwrap();
+    /// assert_eq!(w.window(), 100);
+    /// assert!(matches!(w.received(1 << 31), Err(CreditError::WindowTooLarge { .. })));
+    /// ```
     pub fn received(&mut self, total: u32) -> Result<(), CreditError> {
         self.received = self.received.wrapping_add(1);
         let window = total.wrapping_sub(self.sent);
@@ -127,16 +144,9 @@ impl CreditWindow {
         Ok(())
     }
 
-    /// The `rdma_credit` for the next header this side sends: the Receives it is prepared to
-    /// have completed (see the module documentation). Record it with
-    /// [`CreditWindow::credit_sent`] once the header is posted.
+    /// The `rdma_credit` the next header would carry ([`CreditWindow::send`] returns it).
     pub fn credit_field(&self) -> u32 {
         self.received.wrapping_add(self.advertised)
-    }
-
-    /// Records that a header carrying [`CreditWindow::credit_field`] was posted.
-    pub fn credit_sent(&mut self) {
-        self.last_sent_total = self.credit_field();
     }
 
     /// Changes the credits this side advertises from the next header on (section 4.2.1: "A
@@ -158,7 +168,8 @@ impl CreditWindow {
     /// side last gave it, and a larger one is there to give (section 4.2.1.1: "a good
     /// receiver implementation provides a credit refresh before half its credit limit is
     /// exceeded"). A message this side sends anyway carries the refresh; call this when none
-    /// is ready.
+    /// is ready. True on a new connection too: until this side's first header the peer may
+    /// send only one message (4.2.1), and a GRANT opens the window.
     pub fn grant_due(&self) -> bool {
         let left = self.last_sent_total.wrapping_sub(self.received);
         let left = if left > MAX_CREDITS { 0 } else { left };
@@ -191,7 +202,7 @@ mod tests {
         assert_eq!(w.credit_field(), near.wrapping_add(1).wrapping_add(8));
         for left in (0..4).rev() {
             assert!(w.may_send());
-            w.sent();
+            w.send();
             assert_eq!(w.window(), left);
         }
         assert!(!w.may_send());

@@ -192,6 +192,7 @@ impl HeaderError {
     /// | shorter than the prefix | drop (section 7) |
     /// | another version | RDMA2_ERR_VERS with the range (7.1.1) |
     /// | unknown header type | RDMA2_ERR_INVAL_HTYPE (6.1, 7.1.3) |
+    /// | a CONNPROP whose property set does not parse | RDMA2_ERR_BAD_PROPVAL (5.1) |
     /// | a body or chunk list that does not parse, chunks out of order, a rule of 6.3.x | RDMA2_ERR_BAD_XDR (4.5.1.1, 7.2.1) |
     /// | more segments than this side takes | RDMA2_ERR_SEGMENTS with the limit (7.3.3) |
     /// | a chunk or message longer than this side takes | RDMA2_ERR_SYSTEM (7.4.1: no code of 7.3 fits a length limit) |
@@ -222,6 +223,11 @@ impl HeaderError {
             HeaderError::Chunks {
                 source: ChunkError::ChunkTooLong { .. } | ChunkError::MessageTooLong { .. }, ..
             } => code(RDMA2_ERR_SYSTEM),
+            // Section 5.1: a property set that does not decode (an rdma_data "greater than the
+            // length of the transferred message", say) is answered BAD_PROPVAL.
+            HeaderError::Body { htype: HeaderType::ConnPropMiddle | HeaderType::ConnPropFinal, .. } => {
+                code(RDMA2_ERR_BAD_PROPVAL)
+            }
             HeaderError::Body { .. }
             | HeaderError::Chunks { .. }
             | HeaderError::PositionZeroInCallInline
@@ -341,7 +347,7 @@ impl<'a> Header<'a> {
         let htype = self.htype;
         let chunks = |source| HeaderError::Chunks { htype, source };
         // The Call chunk counts against the same limits as the other lists: checked as a
-        // Read list of its own, and with the rest for the segment total.
+        // Read list of its own, and with the rest for the segment and length totals.
         if !self.call.is_empty() {
             let call = ChunkLists { reads: self.call, writes: List::from_slice(&[]), reply: None };
             call.check(limits).map_err(chunks)?;
@@ -356,6 +362,11 @@ impl<'a> Header<'a> {
             if total > u64::from(limits.max_segments) {
                 let count = u32::try_from(total).unwrap_or(u32::MAX);
                 return Err(chunks(ChunkError::TooManySegments { count, limit: limits.max_segments }));
+            }
+            let call_len = self.call.iter().map(|c| u64::from(c.target.length)).fold(0u64, u64::saturating_add);
+            let len = call_len.saturating_add(lists.total_len());
+            if len > limits.max_message_len {
+                return Err(chunks(ChunkError::MessageTooLong { len, limit: limits.max_message_len }));
             }
         }
         self.chunks.check(limits).map_err(chunks)?;

@@ -24,7 +24,31 @@ use super::header::{PREFIX_LEN, VERSION};
 use super::xdr::*;
 
 /// Why a message was not written.
-pub type MarshalError = xdr_spec_rt::Error;
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum MarshalError {
+    /// The Send buffer is shorter than the message.
+    #[error("the message needs {need} bytes; the buffer holds {have}")]
+    BufferTooSmall {
+        /// The bytes the message needs.
+        need: usize,
+        /// The buffer's length.
+        have: usize,
+    },
+    /// A MIDDLE or INLINE part of fewer than 4 bytes: each carries at least the message's
+    /// next word (`rdma_rpc_first_word`, sections 6.3.6 to 6.3.10), and a receiver refuses a
+    /// shorter one.
+    #[error("a message part of {0} bytes: each carries at least 4")]
+    PartTooShort(usize),
+}
+
+/// Which RPC message a MIDDLE part belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MessageType {
+    /// An RPC Call: RDMA2_CALL_MIDDLE.
+    Call,
+    /// An RPC Reply: RDMA2_REPLY_MIDDLE.
+    Reply,
+}
 
 /// No chunks: an empty Read list and Write list, no Reply chunk.
 pub const NO_CHUNKS: ChunkLists<'static> =
@@ -35,15 +59,22 @@ pub const MIDDLE_HEADER_LEN: usize = PREFIX_LEN + 4;
 
 /// Writes `value` at `out[at..]`, returning where it ends.
 fn put<'a>(out: &mut [u8], at: usize, value: &impl Xdr<'a>) -> Result<usize, MarshalError> {
-    let tail = out.get_mut(at..).ok_or(MarshalError::BufferTooSmall { need: at, have: 0 })?;
-    Ok(at + value.encode_into(tail)?)
+    let have = out.len();
+    let too_small = || MarshalError::BufferTooSmall { need: at + value.encoded_len(), have };
+    let tail = out.get_mut(at..).ok_or_else(too_small)?;
+    match value.encode_into(tail) {
+        Ok(n) => Ok(at + n),
+        Err(_) => Err(too_small()),
+    }
 }
 
-/// Writes `bytes` at `out[at..]`, returning where they end.
-fn put_bytes(out: &mut [u8], at: usize, bytes: &[u8]) -> Result<usize, MarshalError> {
-    let end = at + bytes.len();
-    let have = out.len().saturating_sub(at);
-    out.get_mut(at..end).ok_or(MarshalError::BufferTooSmall { need: bytes.len(), have })?.copy_from_slice(bytes);
+/// Writes message part `bytes` at `out[at..]`, returning where they end.
+fn put_part(out: &mut [u8], at: usize, bytes: &[u8]) -> Result<usize, MarshalError> {
+    if bytes.len() < 4 {
+        return Err(MarshalError::PartTooShort(bytes.len()));
+    }
+    let (end, have) = (at + bytes.len(), out.len());
+    out.get_mut(at..end).ok_or(MarshalError::BufferTooSmall { need: end, have })?.copy_from_slice(bytes);
     Ok(end)
 }
 
@@ -71,7 +102,7 @@ pub fn call_inline(
     let at = prefix(out, xid, credit, RDMA2_CALL_INLINE)?;
     let at = put(out, at, &inv_handle)?;
     let at = put(out, at, &call_lists(chunks))?;
-    put_bytes(out, at, part)
+    put_part(out, at, part)
 }
 
 /// RDMA2_CALL_EXTERNAL (6.3.5): `inv_handle`, the Call chunk `call` (at position zero), then
@@ -90,20 +121,34 @@ pub fn call_external(
     put(out, at, &call_lists(chunks))
 }
 
-/// RDMA2_CALL_MIDDLE (6.3.6) or, with `reply`, RDMA2_REPLY_MIDDLE (6.3.9): `remaining` (the
+/// RDMA2_CALL_MIDDLE (6.3.6) or RDMA2_REPLY_MIDDLE (6.3.9), as `of` says: `remaining` (the
 /// message's bytes after this part), then `part`.
+///
+/// ```
+/// use rpcrdma_v2::draft07::header::{Header, HeaderType};
+/// use rpcrdma_v2::draft07::marshal::{middle, MarshalError, MessageType};
+/// use rpcrdma_v2::HeaderLimits;
+/// let mut send = [0u8; 64];
+/// let n = middle(&mut send, 7, 32, MessageType::Reply, 100, &[1, 2, 3, 4]).unwrap();
+/// let h = Header::parse(&send[..n], &HeaderLimits::default()).unwrap();
+/// assert_eq!((h.header_type(), h.remaining()), (HeaderType::ReplyMiddle, Some(100)));
+/// assert_eq!(middle(&mut send, 7, 32, MessageType::Call, 100, &[1, 2]), Err(MarshalError::PartTooShort(2)));
+/// ```
 pub fn middle(
     out: &mut [u8],
     xid: u32,
     credit: u32,
-    reply: bool,
+    of: MessageType,
     remaining: u32,
     part: &[u8],
 ) -> Result<usize, MarshalError> {
-    let htype = if reply { RDMA2_REPLY_MIDDLE } else { RDMA2_CALL_MIDDLE };
+    let htype = match of {
+        MessageType::Call => RDMA2_CALL_MIDDLE,
+        MessageType::Reply => RDMA2_REPLY_MIDDLE,
+    };
     let at = prefix(out, xid, credit, htype)?;
     let at = put(out, at, &remaining)?;
-    put_bytes(out, at, part)
+    put_part(out, at, part)
 }
 
 /// RDMA2_REPLY_INLINE (6.3.10): the Write list `writes`, then `part`.
@@ -116,7 +161,7 @@ pub fn reply_inline(
 ) -> Result<usize, MarshalError> {
     let at = prefix(out, xid, credit, RDMA2_REPLY_INLINE)?;
     let at = put(out, at, &writes)?;
-    put_bytes(out, at, part)
+    put_part(out, at, part)
 }
 
 /// RDMA2_REPLY_EXTERNAL (6.3.8): the Write list `writes` and the Reply chunk `reply` (the
@@ -134,6 +179,14 @@ pub fn reply_external(
 }
 
 /// RDMA2_ERROR (6.3.1): `body` answers the message whose XID is `xid` (section 7).
+///
+/// ```
+/// use rpcrdma_v2::draft07::marshal::error;
+/// use rpcrdma_v2::draft07::xdr::{Rpcrdma2HdrError, RDMA2_ERR_INVAL_CONT};
+/// let mut send = [0u8; 32];
+/// let n = error(&mut send, 9, 32, &Rpcrdma2HdrError::Default { discriminant: RDMA2_ERR_INVAL_CONT }).unwrap();
+/// assert_eq!(&send[..n], &[0, 0, 0, 9, 0, 0, 0, 2, 0, 0, 0, 32, 0, 0, 0, 4, 0, 0, 0, 5]);
+/// ```
 pub fn error(out: &mut [u8], xid: u32, credit: u32, body: &Rpcrdma2HdrError) -> Result<usize, MarshalError> {
     let at = prefix(out, xid, credit, RDMA2_ERROR)?;
     put(out, at, body)
@@ -141,6 +194,13 @@ pub fn error(out: &mut [u8], xid: u32, credit: u32, body: &Rpcrdma2HdrError) -> 
 
 /// RDMA2_GRANT (6.3.2): the prefix alone, `rdma_xid` zero ("Senders MUST set the rdma_xid
 /// field to zero").
+///
+/// ```
+/// use rpcrdma_v2::draft07::marshal::grant;
+/// let mut send = [0u8; 16];
+/// assert_eq!(grant(&mut send, 40), Ok(16));
+/// assert_eq!(send, [0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 40, 0, 0, 0, 5]);
+/// ```
 pub fn grant(out: &mut [u8], credit: u32) -> Result<usize, MarshalError> {
     prefix(out, 0, credit, RDMA2_GRANT)
 }
@@ -178,9 +238,10 @@ pub fn sends(
         .into_iter()
         .map(|p| {
             let part = &message[p.bytes];
-            let mut out = vec![0u8; receive_size];
+            // The header and the part, not the peer's Receive size: that is the peer's to state.
+            let mut out = vec![0u8; inline_len.max(MIDDLE_HEADER_LEN) + part.len()];
             let n = match p.remaining {
-                Some(remaining) => middle(&mut out, xid, credit, false, remaining, part),
+                Some(remaining) => middle(&mut out, xid, credit, MessageType::Call, remaining, part),
                 None => call_inline(&mut out, xid, credit, inv_handle, chunks, part),
             }
             .ok()?;

@@ -165,6 +165,12 @@ impl Properties {
 
     /// Each property that differs from its default, as `(rdma_which, rdma_data)`: what this
     /// side states (a property at its default need not be sent; its receiver assumes it).
+    ///
+    /// ```
+    /// use rpcrdma_v2::draft07::properties::Properties;
+    /// let ours = Properties { receive_buffer_size: 8192, ..Properties::default() };
+    /// assert_eq!(ours.to_propvals(), [(2, vec![0, 0, 0x20, 0])]); // RDMA2_PROPID_RBSIZ
+    /// ```
     pub fn to_propvals(&self) -> Vec<(u32, Vec<u8>)> {
         let d = Properties::default();
         let word = |v: u32| v.to_be_bytes().to_vec();

@@ -20,6 +20,7 @@ mod bounded_alloc;
 static ALLOC: bounded_alloc::Bounded = bounded_alloc::Bounded;
 
 use rpcrdma_v2::draft07::header::{Answer, Header, HeaderError, PREFIX_LEN};
+use rpcrdma_v2::draft07::verdict::{self, Verdict};
 use rpcrdma_v2::draft07::xdr::*;
 use rpcrdma_v2::rt::{Error, Limits, Xdr};
 use rpcrdma_v2::HeaderLimits;
@@ -73,8 +74,24 @@ fn canonical<'a, T: Xdr<'a> + PartialEq + std::fmt::Debug>(data: &'a [u8]) {
     }
 }
 
+/// The verdict on the same bytes: an answer echoes the message's XID and version word and is
+/// an RDMA2_ERROR; an error message is never answered.
+fn judged(data: &[u8]) {
+    match verdict::receive(data, &verdict::Policy::default()) {
+        Verdict::Reply { reply, .. } => {
+            let r = reply.as_bytes();
+            assert_eq!((&r[..8], &r[12..16]), (&data[..8], &RDMA2_ERROR.to_be_bytes()[..]));
+            assert_ne!(data.get(12..16), Some(&RDMA2_ERROR.to_be_bytes()[..]), "an error answered");
+        }
+        Verdict::Accept(h) => assert_eq!(h.payload(), &data[h.header_len()..]),
+        Verdict::PeerError { xid, .. } => assert_eq!(Some(&xid.to_be_bytes()[..]), data.get(..4)),
+        Verdict::Discard(_) => {}
+    }
+}
+
 fuzz_target!(|data: &[u8]| {
     view(data);
+    judged(data);
     let Ok((prefix, used)) = RpcrdmaCommon::decode(data) else {
         assert!(data.len() < 16, "any 16 bytes are a prefix");
         return;

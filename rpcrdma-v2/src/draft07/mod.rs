@@ -47,6 +47,7 @@ pub mod credits;
 pub mod header;
 pub mod marshal;
 pub mod properties;
+pub mod verdict;
 
 /// The generated types (draft sections 8.3 and 8.4), one per XDR definition; each item's
 /// documentation names the spec section and line it came from.

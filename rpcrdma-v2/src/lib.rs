@@ -42,6 +42,7 @@ pub mod xdr {
     include!(concat!(env!("OUT_DIR"), "/generated.rs"));
 }
 
+pub mod dialect;
 pub mod draft07;
 pub mod options;
 pub mod properties;

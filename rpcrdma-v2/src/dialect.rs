@@ -1,0 +1,165 @@
+//! Version Two's two dialects (issue 27; docs/design.md, "Version Two's two dialects"):
+//! draft-cel-nfsv4-rpcrdma-version-two-00 and draft-ietf-nfsv4-rpcrdma-version-two-07 both put
+//! 2 in `rdma_vers` and are not wire-compatible. Their headers share the first four words
+//! (xid, vers, credit, then -00's `rdma_proc` or -07's `rdma_htype`), so each side learns the
+//! other's dialect from the fourth word of a first message and from the error code its first
+//! message draws. This module holds the two decisions, sans-I/O:
+//! - [`first_message_dialect`]: which dialect a responder that speaks both takes from the
+//!   first Version Two message of a connection (it keeps it: -07 section 4.3.3);
+//! - [`after_refusal`]: where a requester goes after the answer to its first message is an
+//!   RDMA_ERROR: on in Version One, on the same connection in the other dialect, or nowhere.
+//!
+//! ```
+//! use rpcrdma_v2::dialect::{after_refusal, Dialect, Next, Speaks};
+//! // A -07 first message refused by a -00 responder (RDMA_ERR_BAD_HEADER, 2): a requester that
+//! // also speaks -00 sends its call again in -00, on the same connection.
+//! let answer: Vec<u8> = [7u32, 2, 32, 4, 2].iter().flat_map(|w| w.to_be_bytes()).collect();
+//! let both = Speaks::both(Dialect::Ietf07);
+//! assert_eq!(after_refusal(&both, Dialect::Ietf07, &answer), Next::Retry(Some(Dialect::Cel00)));
+//! ```
+
+use rpcrdma_v1::header::Fixed;
+
+/// A Version Two dialect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// draft-cel-nfsv4-rpcrdma-version-two-00: RDMA_MSG, RDMA_NOMSG, RDMA_OPTIONAL
+    /// (`rpcrdma_v2::verdict`).
+    Cel00,
+    /// draft-ietf-nfsv4-rpcrdma-version-two-07: header types 4 to 13
+    /// (`rpcrdma_v2::draft07`).
+    Ietf07,
+}
+
+impl Dialect {
+    /// The other one.
+    pub fn other(self) -> Dialect {
+        match self {
+            Dialect::Cel00 => Dialect::Ietf07,
+            Dialect::Ietf07 => Dialect::Cel00,
+        }
+    }
+}
+
+/// What one side speaks: Version One, and which Version Two dialects, the preferred one
+/// first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Speaks {
+    /// Version One (RFC 8166).
+    pub v1: bool,
+    /// The Version Two dialects, in order of preference (empty: Version One only).
+    pub v2: Vec<Dialect>,
+}
+
+impl Speaks {
+    /// Version One only.
+    pub fn v1_only() -> Speaks {
+        Speaks { v1: true, v2: Vec::new() }
+    }
+
+    /// Version One and one dialect of Version Two.
+    pub fn one(d: Dialect) -> Speaks {
+        Speaks { v1: true, v2: vec![d] }
+    }
+
+    /// Version One and both dialects, `preferred` first.
+    pub fn both(preferred: Dialect) -> Speaks {
+        Speaks { v1: true, v2: vec![preferred, preferred.other()] }
+    }
+
+    /// Whether it speaks dialect `d`.
+    pub fn speaks(&self, d: Dialect) -> bool {
+        self.v2.contains(&d)
+    }
+
+    /// The dialect a requester's first message uses: its preferred one (`None`: Version One).
+    pub fn first(&self) -> Option<Dialect> {
+        self.v2.first().copied()
+    }
+}
+
+/// The dialect of the first Version Two message a responder that speaks both receives on a
+/// connection, from its fourth word (and length): `rdma_proc` 0 to 3 is -00 (RDMA_MSG,
+/// RDMA_NOMSG, and the reserved RDMA_MSGP and RDMA_DONE, which -00 answers BAD_HEADER); 6 to
+/// 13 is -07; 5 is -00's RDMA_OPTIONAL when a body follows the four words and -07's
+/// RDMA2_GRANT when the message is the 16-byte prefix alone. `None` for 4 (an error as a first
+/// message: discarded, it settles nothing), for any other value, and for a message shorter than
+/// four words: the responder judges those by its preferred dialect.
+///
+/// ```
+/// use rpcrdma_v2::dialect::{first_message_dialect, Dialect};
+/// let w = |words: &[u32]| -> Vec<u8> { words.iter().flat_map(|w| w.to_be_bytes()).collect() };
+/// assert_eq!(first_message_dialect(&w(&[7, 2, 1, 0, 0, 0, 0])), Some(Dialect::Cel00));
+/// assert_eq!(first_message_dialect(&w(&[7, 2, 1, 10, 0, 0, 0, 0, 7])), Some(Dialect::Ietf07));
+/// assert_eq!(first_message_dialect(&w(&[0, 2, 1, 5])), Some(Dialect::Ietf07)); // a GRANT
+/// assert_eq!(first_message_dialect(&w(&[7, 2, 1, 5, 9, 0])), Some(Dialect::Cel00)); // RDMA_OPTIONAL
+/// ```
+pub fn first_message_dialect(bytes: &[u8]) -> Option<Dialect> {
+    match Fixed::read(bytes)?.proc? {
+        0..=3 => Some(Dialect::Cel00),
+        5 if bytes.len() > 16 => Some(Dialect::Cel00),
+        5 => Some(Dialect::Ietf07),
+        6..=13 => Some(Dialect::Ietf07),
+        _ => None,
+    }
+}
+
+/// Where a requester goes after its first message drew an RDMA_ERROR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Next {
+    /// Send the call again on the same connection: in this dialect, or (`None`) in Version
+    /// One. Remember the responder's answer for the next connections.
+    Retry(Option<Dialect>),
+    /// The error is about the call, not the version: the call fails with it, and the version
+    /// stays as sent (the responder understood the message).
+    CallFails,
+    /// Nothing both sides speak: fail the connection, naming both sides' versions.
+    NoCommonVersion,
+}
+
+/// The error code -00 uses for a header it cannot parse (RDMA_ERR_BAD_HEADER), which a -00
+/// responder answers a -07 first message with (an unknown procedure); -07's RDMA2_ERR_BAD_XDR
+/// has the same value.
+const BAD_HEADER: u32 = 2;
+/// RDMA_ERR_VERS and RDMA2_ERR_VERS: the same value and layout in every version.
+const ERR_VERS: u32 = 1;
+/// -07's RDMA2_ERR_INVAL_HTYPE, which a -07 responder answers a -00 first message with (an
+/// `rdma_htype` 0 or 1 it does not define); -00 defines no code 4.
+const INVAL_HTYPE: u32 = 4;
+
+/// Reads the RDMA_ERROR `answer` that the first message, sent in dialect `sent`, drew, for a
+/// requester that speaks `speaks` (see the [module documentation](self) and the table in
+/// docs/design.md):
+/// - an answer in Version One (`rdma_vers` 1), or ERR_VERS whose range leaves out 2: go on in
+///   Version One;
+/// - -00's BAD_HEADER to a -07 first message, or -07's INVAL_HTYPE to a -00 one: the responder
+///   speaks the other dialect (neither answer comes from a responder of the requester's own
+///   dialect to a first message this implementation encoded): go on in it if the requester
+///   speaks it, else in Version One;
+/// - any other code: the call itself was refused.
+///
+/// With Version One not spoken either, a move to Version One is [`Next::NoCommonVersion`].
+pub fn after_refusal(speaks: &Speaks, sent: Dialect, answer: &[u8]) -> Next {
+    let word = |at: usize| answer.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+    let to_v1 = if speaks.v1 { Next::Retry(None) } else { Next::NoCommonVersion };
+    let (Some(vers), Some(code)) = (word(4), word(16)) else { return Next::CallFails };
+    if vers == 1 {
+        return to_v1;
+    }
+    if code == ERR_VERS {
+        let (low, high) = (word(20).unwrap_or(0), word(24).unwrap_or(0));
+        return if (low..=high).contains(&2) { Next::CallFails } else { to_v1 };
+    }
+    let other_dialect = match sent {
+        Dialect::Ietf07 => code == BAD_HEADER,
+        Dialect::Cel00 => code == INVAL_HTYPE,
+    };
+    if !other_dialect {
+        return Next::CallFails;
+    }
+    if speaks.speaks(sent.other()) {
+        Next::Retry(Some(sent.other()))
+    } else {
+        to_v1
+    }
+}

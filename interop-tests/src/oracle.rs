@@ -59,6 +59,30 @@ pub fn ci() -> bool {
     std::env::var("CI").is_ok_and(|v| v == "true")
 }
 
+/// How to install tshark on Debian (what `.ci/run` does).
+pub const TSHARK_INSTALL: &str = "echo 'wireshark-common wireshark-common/install-setuid boolean false' | \
+    debconf-set-selections; DEBIAN_FRONTEND=noninteractive apt-get install -y tshark";
+
+/// Whether tshark runs. If not, prints `SKIP: ...` with how to install it and returns false,
+/// except under `CI=true`, where it fails the test.
+pub fn tshark_present() -> bool {
+    match Command::new("tshark").arg("--version").output() {
+        Ok(o) if o.status.success() => true,
+        other => {
+            let why = match other {
+                Ok(o) => format!("tshark --version exited with {}", o.status),
+                Err(e) => format!("tshark: {e}"),
+            };
+            assert!(
+                !ci(),
+                "{why}\n(CI=true: the oracles must be installed; .ci/run installs tshark: {TSHARK_INSTALL})"
+            );
+            println!("SKIP: tshark missing ({why}); install it: {TSHARK_INSTALL}");
+            false
+        }
+    }
+}
+
 fn run(cmd: &mut Command, what: &str) -> Result<(), OracleMissing> {
     let program = cmd.get_program().to_string_lossy().into_owned();
     let out = cmd.output().map_err(|e| {

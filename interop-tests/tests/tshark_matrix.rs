@@ -37,7 +37,7 @@ use std::path::Path;
 use std::process::Command;
 
 use interop_tests::matrix::{all_cells, run_cell};
-use interop_tests::oracle::ci;
+use interop_tests::oracle::tshark_present;
 use interop_tests::pcap::{flow_of, record, roce_frame, write_capture, Sent};
 use rpcrdma_v1::header::{Header, HeaderLimits, MessageKind};
 use rpcrdma_v1::rt::Xdr;
@@ -74,25 +74,6 @@ const PROTOCOLS: usize = 17;
 const RDMA_OPTIONAL: u32 = 5;
 /// The layers below RPC-over-RDMA in every frame.
 const BELOW: &str = "eth:ethertype:ip:udp:infiniband";
-
-const INSTALL: &str = "echo 'wireshark-common wireshark-common/install-setuid boolean false' | \
-    debconf-set-selections; DEBIAN_FRONTEND=noninteractive apt-get install -y tshark";
-
-/// Whether tshark runs; if not, SKIP (or fail under CI=true).
-fn tshark_present() -> bool {
-    match Command::new("tshark").arg("--version").output() {
-        Ok(o) if o.status.success() => true,
-        other => {
-            let why = match other {
-                Ok(o) => format!("tshark --version exited with {}", o.status),
-                Err(e) => format!("tshark: {e}"),
-            };
-            assert!(!ci(), "{why}\n(CI=true: the oracles must be installed; .ci/run installs tshark: {INSTALL})");
-            println!("SKIP: tshark missing ({why}); install it: {INSTALL}");
-            false
-        }
-    }
-}
 
 /// One tshark row per frame, split into [`FIELDS`].
 fn tshark_rows(pcap: &Path) -> Vec<Vec<String>> {

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use cm_private_data::{Flags, PrivateData};
 use rpcrdma_v1::verdict::{receive, ReceivePolicy, Verdict};
+use rpcrdma_v2::draft07::marshal as draft07;
 #[path = "common/onc_rpc.rs"]
 mod onc_rpc;
 use onc_rpc::{rpc_call, word, words, NFS_PROGRAM};
@@ -266,6 +267,8 @@ impl Conn {
 struct Case {
     name: &'static str,
     bytes: Vec<u8>,
+    /// Sent as the first message of a connection of its own.
+    first: bool,
 }
 
 fn cases(read_target: (u32, u64)) -> Vec<Case> {
@@ -273,7 +276,7 @@ fn cases(read_target: (u32, u64)) -> Vec<Case> {
     let hi = (addr >> 32) as u32;
     let lo = addr as u32;
     let mut v = Vec::new();
-    let mut case = |name: &'static str, bytes: Vec<u8>| v.push(Case { name, bytes });
+    let mut case = |name: &'static str, bytes: Vec<u8>| v.push(Case { name, bytes, first: false });
     case("valid NFSv3 NULL (baseline)", rdma_msg(0x4800_0001, 1, &null_call(0x4800_0001)));
     case("rdma_vers 2", rdma_msg(0x4800_0002, 2, &null_call(0x4800_0002)));
     case("rdma_vers 0", rdma_msg(0x4800_0003, 0, &null_call(0x4800_0003)));
@@ -294,6 +297,16 @@ fn cases(read_target: (u32, u64)) -> Vec<Case> {
     case("RDMA_MSG with no body", words(&[0x4800_000a, 1, CREDITS, RDMA_MSG, 0, 0, 0]));
     case("rdma_xid != RPC xid", rdma_msg(0x4800_000b, 1, &null_call(0x4800_0b0b)));
     case("client-sent RDMA_ERROR ERR_CHUNK", words(&[0x4800_000c, 1, CREDITS, RDMA_ERROR, ERR_CHUNK]));
+    // draft-ietf-nfsv4-rpcrdma-version-two-07 first messages (issue 27), written by
+    // rpcrdma_v2::draft07::marshal: the kernel speaks Version One only, so each must draw
+    // ERR_VERS (-07 section 4.3.2) and the connection go on in Version One (the NULL after it).
+    let mut call = [0u8; 256];
+    let rpc = null_call(0x4800_000d);
+    let n = draft07::call_inline(&mut call, 0x4800_000d, CREDITS, 0, &draft07::NO_CHUNKS, &rpc).expect("fits");
+    v.push(Case { name: "draft-07 RDMA2_CALL_INLINE first message", bytes: call[..n].to_vec(), first: true });
+    let mut grant = [0u8; 16];
+    let n = draft07::grant(&mut grant, CREDITS).expect("fits");
+    v.push(Case { name: "draft-07 RDMA2_GRANT first message", bytes: grant[..n].to_vec(), first: true });
     v
 }
 
@@ -373,7 +386,8 @@ fn main() {
     let mut rows = Vec::new();
     let mut failed = Vec::new();
     for (i, case) in cases.iter().enumerate() {
-        if conn.as_ref().is_none_or(|c| c.down) {
+        if case.first || conn.as_ref().is_none_or(|c| c.down) {
+            drop(conn.take());
             match Conn::open(&rdma, &pd, &addr) {
                 Ok(c) => conn = Some(c),
                 Err(e) => {

@@ -97,11 +97,19 @@ local function cursor(tvb, tree)
     local n = c.word(nil)
     local padded = n + (4 - n % 4) % 4
     c.need(padded)
-    if n > 0 then (t or c.tree):add(field, tvb(c.at, n)) else (t or c.tree):add(field, ByteArray.new()) end
+    local tr = t or c.tree
+    tr:add(field, tvb(c.at, n))
     c.at = c.at + padded
     return n
   end
   return c
+end
+
+-- An XDR optional-data or boolean word: 1 or 0; anything else is not XDR.
+local function present(c)
+  local w = c.word(nil)
+  if w > 1 then error("a list or optional word of " .. w .. ", not 0 or 1", 0) end
+  return w == 1
 end
 
 local function segment(c, t)
@@ -114,7 +122,7 @@ end
 local function read_list(c, name, count_field)
   local t = c.tree:add(p, c.tvb(c.at, 0), name)
   local n = 0
-  while c.word(nil) == 1 do
+  while present(c) do
     c.word(f.position, t)
     segment(c, t)
     n = n + 1
@@ -132,7 +140,7 @@ end
 local function write_list(c, name)
   local t = c.tree:add(p, c.tvb(c.at, 0), name)
   local n = 0
-  while c.word(nil) == 1 do
+  while present(c) do
     write_chunk(c, t)
     n = n + 1
   end
@@ -140,9 +148,9 @@ local function write_list(c, name)
 end
 
 local function reply_chunk(c, name)
-  local present = c.word(nil)
-  c.tree:add(f.reply_count, present == 1 and 1 or 0)
-  if present == 1 then write_chunk(c, c.tree:add(p, c.tvb(c.at, 0), name)) end
+  local here = present(c)
+  c.tree:add(f.reply_count, here and 1 or 0)
+  if here then write_chunk(c, c.tree:add(p, c.tvb(c.at, 0), name)) end
 end
 
 local function error_body(c)
@@ -220,8 +228,23 @@ local function dialect_of(tvb)
   return "unknown"
 end
 
+-- The InfiniBand opcodes whose payload starts an RPC-over-RDMA message: RC SEND_FIRST,
+-- SEND_ONLY, SEND_ONLY with Immediate, SEND_ONLY with Invalidate. An RDMA Read response or
+-- Write, or the middle of a Send, carries data that only looks like a header.
+local SENDS = { [0x00] = true, [0x04] = true, [0x05] = true, [0x17] = true }
+local bth_opcode = Field.new("infiniband.bth.opcode")
+
+-- The header types (-07) and procedures (-00) that carry an RPC message after the header.
+local function carries_payload(dialect, fourth)
+  if dialect == "-07" then return fourth == 9 or fourth == 10 or fourth == 12 or fourth == 13 end
+  return fourth == 0 or fourth == 5
+end
+
 local function heuristic(tvb, pinfo, tree)
   if tvb:len() < 16 or tvb(4, 4):uint() ~= 2 then return false end
+  local op = bth_opcode()
+  if op and not SENDS[op.value] then return false end
+  if dialect_of(tvb) == "unknown" then return false end
   pinfo.cols.protocol = "RPCoRDMAv2"
   local t = tree:add(p, tvb())
   local c = cursor(tvb, t)
@@ -247,7 +270,13 @@ local function heuristic(tvb, pinfo, tree)
   end
   local name = dialect == "-07" and (HTYPES[fourth] or "unknown") or (PROCS[fourth] or "unknown")
   pinfo.cols.info = string.format("RPC-over-RDMA v2 %s %s xid 0x%08x", dialect, name, tvb(0, 4):uint())
-  if tvb:len() > c.at then t:add(f.payload_len, tvb:len() - c.at) end
+  if tvb:len() > c.at then
+    if carries_payload(dialect, fourth) then
+      t:add(f.payload_len, tvb:len() - c.at)
+    else
+      t:add(f.malformed, string.format("%d bytes after a header that carries no RPC message", tvb:len() - c.at))
+    end
+  end
   return true
 end
 

@@ -27,7 +27,7 @@ use rpcrdma_v2::options::{encode_optional, OptionalMessage};
 use rpcrdma_v2::rt::{List, Seq};
 
 /// The fields asked of tshark, in column order.
-const FIELDS: [&str; 24] = [
+const FIELDS: [&str; 32] = [
     "frame.number",
     "rpcrdma2.xid",
     "rpcrdma2.vers",
@@ -43,16 +43,29 @@ const FIELDS: [&str; 24] = [
     "rpcrdma2.reply_count",
     "rpcrdma2.position",
     "rpcrdma2.handle",
+    "rpcrdma2.length",
+    "rpcrdma2.offset",
     "rpcrdma2.err",
     "rpcrdma2.vers_low",
     "rpcrdma2.vers_high",
+    "rpcrdma2.max_chunks",
+    "rpcrdma2.max_segments",
+    "rpcrdma2.chunk_index",
+    "rpcrdma2.length_needed",
     "rpcrdma2.props_count",
     "rpcrdma2.prop_which",
+    "rpcrdma2.prop_data",
     "rpcrdma2.opttype",
+    "rpcrdma2.optinfo",
     "rpcrdma2.payload_len",
     "rpcrdma2.malformed",
     "rpcordma.version",
 ];
+
+/// The column of field `name` in a row.
+fn col<'a>(row: &[&'a str], name: &str) -> &'a str {
+    row[FIELDS.iter().position(|f| *f == name).expect("a field asked for")]
+}
 
 fn plugin() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../wireshark/rpcrdma2.lua")
@@ -74,108 +87,151 @@ fn hex(v: u32) -> String {
     format!("0x{v:08x}")
 }
 
-/// Columns 1.. as the plugin must show a -07 message, from `draft07::header::Header`.
+/// What the plugin must show of a message, by field name (the rest empty).
+type Row = std::collections::HashMap<&'static str, String>;
+
+/// The row's columns 1.. in [`FIELDS`] order.
+fn columns(row: &Row) -> Vec<String> {
+    FIELDS[1..].iter().map(|f| row.get(f).cloned().unwrap_or_default()).collect()
+}
+
+/// The segments' handles, lengths and offsets, in the order the plugin lists them.
+fn segments(row: &mut Row, segs: impl Iterator<Item = XdrRdmaSegment> + Clone) {
+    row.insert("rpcrdma2.handle", joined(segs.clone().map(|s| hex(s.handle))));
+    row.insert("rpcrdma2.length", joined(segs.clone().map(|s| s.length)));
+    row.insert("rpcrdma2.offset", joined(segs.map(|s| format!("0x{:016x}", s.offset))));
+}
+
+/// The segments of `lists` after `reads_first` (a Call chunk), as the plugin walks them.
+fn all_segments(reads_first: &[XdrReadChunk], lists: &ChunkLists<'_>) -> Vec<XdrRdmaSegment> {
+    let mut v: Vec<XdrRdmaSegment> = reads_first.iter().map(|r| r.target).collect();
+    v.extend(lists.reads.iter().map(|r| r.target));
+    for w in lists.writes.iter() {
+        v.extend(w.target.iter());
+    }
+    if let Some(r) = lists.reply {
+        v.extend(r.target.iter());
+    }
+    v
+}
+
+/// What the plugin must show of a -07 message, from `draft07::header::Header`.
 fn expected_07(bytes: &[u8]) -> Vec<String> {
     let h = Header::parse(bytes, &HeaderLimits::default()).expect("a valid -07 header");
-    let mut e = vec![String::new(); FIELDS.len() - 1];
-    e[0] = hex(h.xid());
-    e[1] = "2".into();
-    e[2] = h.credit().to_string();
-    e[3] = "-07".into();
-    e[4] = h.header_type().wire().to_string();
-    e[6] = h.inv_handle().map(hex).unwrap_or_default();
-    e[7] = h.remaining().map(|r| r.to_string()).unwrap_or_default();
+    let mut e = Row::new();
+    let htype = h.header_type().wire();
+    e.insert("rpcrdma2.xid", hex(h.xid()));
+    e.insert("rpcrdma2.vers", "2".into());
+    e.insert("rpcrdma2.credit", h.credit().to_string());
+    e.insert("rpcrdma2.dialect", "-07".into());
+    e.insert("rpcrdma2.htype", htype.to_string());
+    if let Some(i) = h.inv_handle() {
+        e.insert("rpcrdma2.inv_handle", hex(i));
+    }
+    if let Some(r) = h.remaining() {
+        e.insert("rpcrdma2.remaining", r.to_string());
+    }
     let lists = h.chunk_lists();
-    let (call, reads) = (h.call_chunk(), lists.reads);
-    let has_lists = matches!(h.header_type().wire(), 8 | 10 | 11 | 13);
-    if h.header_type().wire() == 8 {
-        e[8] = call.len().to_string();
+    let call: Vec<XdrReadChunk> = h.call_chunk().iter().collect();
+    if htype == RDMA2_CALL_EXTERNAL {
+        e.insert("rpcrdma2.call_count", call.len().to_string());
     }
-    if matches!(h.header_type().wire(), 8 | 10) {
-        e[9] = reads.len().to_string();
+    if htype == RDMA2_CALL_EXTERNAL || htype == RDMA2_CALL_INLINE {
+        e.insert("rpcrdma2.reads_count", lists.reads.len().to_string());
     }
-    if has_lists {
-        e[10] = lists.writes.len().to_string();
+    if matches!(htype, RDMA2_CALL_EXTERNAL | RDMA2_CALL_INLINE | RDMA2_REPLY_EXTERNAL | RDMA2_REPLY_INLINE) {
+        e.insert("rpcrdma2.writes_count", lists.writes.len().to_string());
     }
-    if matches!(h.header_type().wire(), 8 | 10 | 11) {
-        e[11] = u32::from(lists.reply.is_some()).to_string();
+    if matches!(htype, RDMA2_CALL_EXTERNAL | RDMA2_CALL_INLINE | RDMA2_REPLY_EXTERNAL) {
+        e.insert("rpcrdma2.reply_count", u32::from(lists.reply.is_some()).to_string());
     }
-    let positions = call.iter().chain(reads.iter()).map(|r| r.position);
-    e[12] = joined(positions);
-    let handles = call
-        .iter()
-        .chain(reads.iter())
-        .map(|r| r.target.handle)
-        .chain(lists.writes.iter().flat_map(|w| w.target.iter().map(|s| s.handle).collect::<Vec<_>>()))
-        .chain(lists.reply.iter().flat_map(|r| r.target.iter().map(|s| s.handle).collect::<Vec<_>>()));
-    e[13] = joined(handles.map(hex));
+    e.insert(
+        "rpcrdma2.position",
+        joined(call.iter().chain(lists.reads.iter().collect::<Vec<_>>().iter()).map(|r| r.position)),
+    );
+    segments(&mut e, all_segments(&call, &lists).into_iter());
     if let Some(err) = h.error() {
-        let (code, range) = match err {
-            Rpcrdma2HdrError::Rdma2ErrVers(r) => (RDMA2_ERR_VERS, Some((r.rdma_vers_low, r.rdma_vers_high))),
-            Rpcrdma2HdrError::RdmaMaxChunks { discriminant, .. } => (discriminant, None),
-            Rpcrdma2HdrError::Rdma2ErrSegments(_) => (RDMA2_ERR_SEGMENTS, None),
-            Rpcrdma2HdrError::Rdma2ErrWriteResource(_) => (RDMA2_ERR_WRITE_RESOURCE, None),
-            Rpcrdma2HdrError::Rdma2ErrReplyResource(_) => (RDMA2_ERR_REPLY_RESOURCE, None),
-            Rpcrdma2HdrError::Default { discriminant } => (discriminant, None),
+        let (code, arms): (u32, Vec<(&str, u32)>) = match err {
+            Rpcrdma2HdrError::Rdma2ErrVers(r) => {
+                (RDMA2_ERR_VERS, vec![("rpcrdma2.vers_low", r.rdma_vers_low), ("rpcrdma2.vers_high", r.rdma_vers_high)])
+            }
+            Rpcrdma2HdrError::RdmaMaxChunks { discriminant, value } => {
+                (discriminant, vec![("rpcrdma2.max_chunks", value)])
+            }
+            Rpcrdma2HdrError::Rdma2ErrSegments(n) => (RDMA2_ERR_SEGMENTS, vec![("rpcrdma2.max_segments", n)]),
+            Rpcrdma2HdrError::Rdma2ErrWriteResource(w) => (
+                RDMA2_ERR_WRITE_RESOURCE,
+                vec![("rpcrdma2.chunk_index", w.rdma_chunk_index), ("rpcrdma2.length_needed", w.rdma_length_needed)],
+            ),
+            Rpcrdma2HdrError::Rdma2ErrReplyResource(n) => {
+                (RDMA2_ERR_REPLY_RESOURCE, vec![("rpcrdma2.length_needed", n)])
+            }
+            Rpcrdma2HdrError::Default { discriminant } => (discriminant, vec![]),
         };
-        e[14] = code.to_string();
-        if let Some((low, high)) = range {
-            (e[15], e[16]) = (low.to_string(), high.to_string());
+        e.insert("rpcrdma2.err", code.to_string());
+        for (field, value) in arms {
+            e.insert(field, value.to_string());
         }
         // Codes 1 to 3 mean the same layout in both drafts (ERR_VERS; BAD_HEADER or BAD_XDR;
         // INVAL_OPTION or BAD_PROPVAL): the plugin cannot tell the dialect, and says so.
         if code <= 3 {
-            e[3] = "-00 or -07".into();
-            (e[4], e[5]) = (String::new(), RDMA2_ERROR.to_string());
+            e.insert("rpcrdma2.dialect", "-00 or -07".into());
+            e.remove("rpcrdma2.htype");
+            e.insert("rpcrdma2.proc", RDMA2_ERROR.to_string());
         }
     }
     if let Some(props) = h.properties() {
-        e[17] = props.0.len().to_string();
-        e[18] = joined(props.0.iter().map(|p| p.rdma_which));
+        e.insert("rpcrdma2.props_count", props.0.len().to_string());
+        e.insert("rpcrdma2.prop_which", joined(props.0.iter().map(|p| p.rdma_which)));
+        e.insert("rpcrdma2.prop_data", joined(props.0.iter().map(|p| hex_bytes(p.rdma_data))));
     }
     if !h.payload().is_empty() {
-        e[20] = h.payload().len().to_string();
+        e.insert("rpcrdma2.payload_len", h.payload().len().to_string());
     }
-    e
+    columns(&e)
 }
 
-/// Columns 1.. as the plugin must show a -00 RDMA_MSG, RDMA_NOMSG or RDMA_OPTIONAL, from
-/// Version One's header view at version 2 (the same chunk lists) or `OptionalMessage`.
+/// tshark's rendering of a bytes field in `-T fields`: hex pairs, and `<MISSING>` for a field
+/// present with no bytes (an empty `rdma_data` or `rdma_optinfo`, shown, not an error).
+fn hex_bytes(b: &[u8]) -> String {
+    if b.is_empty() {
+        return "<MISSING>".into();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// What the plugin must show of a -00 RDMA_MSG, RDMA_NOMSG or RDMA_OPTIONAL, from Version
+/// One's header view at version 2 (the same chunk lists) or `OptionalMessage`.
 fn expected_00(bytes: &[u8]) -> Vec<String> {
     let word = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
-    let mut e = vec![String::new(); FIELDS.len() - 1];
-    e[0] = hex(word(0));
-    e[1] = "2".into();
-    e[2] = word(8).to_string();
-    e[3] = "-00".into();
-    e[5] = word(12).to_string();
+    let mut e = Row::new();
+    e.insert("rpcrdma2.xid", hex(word(0)));
+    e.insert("rpcrdma2.vers", "2".into());
+    e.insert("rpcrdma2.credit", word(8).to_string());
+    e.insert("rpcrdma2.dialect", "-00".into());
+    e.insert("rpcrdma2.proc", word(12).to_string());
     match word(12) {
         p @ (0 | 1) => {
             let kind = if p == 0 { MessageKind::Msg } else { MessageKind::NoMsg };
             let h = rpcrdma_v1::header::Header::parse_chunk_lists(bytes, kind, &HeaderLimits::default()).unwrap();
             let lists = h.chunk_lists();
-            e[9] = lists.reads.len().to_string();
-            e[10] = lists.writes.len().to_string();
-            e[11] = u32::from(lists.reply.is_some()).to_string();
-            e[12] = joined(lists.reads.iter().map(|r| r.position));
-            let handles = lists
-                .reads
-                .iter()
-                .map(|r| r.target.handle)
-                .chain(lists.writes.iter().flat_map(|w| w.target.iter().map(|s| s.handle).collect::<Vec<_>>()))
-                .chain(lists.reply.iter().flat_map(|r| r.target.iter().map(|s| s.handle).collect::<Vec<_>>()));
-            e[13] = joined(handles.map(hex));
+            e.insert("rpcrdma2.reads_count", lists.reads.len().to_string());
+            e.insert("rpcrdma2.writes_count", lists.writes.len().to_string());
+            e.insert("rpcrdma2.reply_count", u32::from(lists.reply.is_some()).to_string());
+            e.insert("rpcrdma2.position", joined(lists.reads.iter().map(|r| r.position)));
+            segments(&mut e, all_segments(&[], &lists).into_iter());
             if !h.payload().is_empty() {
-                e[20] = h.payload().len().to_string();
+                e.insert("rpcrdma2.payload_len", h.payload().len().to_string());
             }
         }
         5 => {
             let m = OptionalMessage::decode(bytes, word(0), word(8)).unwrap();
-            e[19] = m.opttype.to_string();
+            e.insert("rpcrdma2.opttype", m.opttype.to_string());
+            e.insert("rpcrdma2.optinfo", hex_bytes(m.optinfo));
         }
         other => panic!("no -00 expectation for rdma_proc {other}"),
     }
-    e
+    columns(&e)
 }
 
 /// The -07 messages: every header type, with chunks, error arms and properties.
@@ -224,6 +280,8 @@ fn messages_07() -> Vec<Vec<u8>> {
     for m in ours.connprop_messages(0, 23, 48).unwrap() {
         out.push(m);
     }
+    // A property stated with an empty rdma_data (its default, section 5.1).
+    out.push(words(&[0, 2, 22, RDMA2_CONNPROP_FINAL, 1, RDMA2_PROPID_RBSIZ, 0]));
     out
 }
 
@@ -231,6 +289,8 @@ fn messages_07() -> Vec<Vec<u8>> {
 fn messages_00() -> Vec<Vec<u8>> {
     let mut optional = [0u8; 64];
     let n = encode_optional(0x0803, 20, 7, b"optinfo!", &mut optional).unwrap();
+    let mut empty = [0u8; 64];
+    let e = encode_optional(0x0804, 19, 8, b"", &mut empty).unwrap();
     vec![
         // RDMA_MSG: a Read chunk at 8, a Write chunk of one segment, a Reply chunk; then an
         // RPC call.
@@ -241,6 +301,7 @@ fn messages_00() -> Vec<Vec<u8>> {
         // RDMA_NOMSG, a Long call's Position-zero chunk.
         words(&[0x0802, 2, 21, 1, 1, 0, 0x44, 4096, 0, 0x4000, 0, 0, 0]),
         optional[..n].to_vec(),
+        empty[..e].to_vec(),
     ]
 }
 
@@ -251,17 +312,33 @@ fn the_plugin_shows_both_version_two_drafts_field_by_field() {
     }
     let (m07, m00) = (messages_07(), messages_00());
     let v1 = words(&[0x0901, 1, 32, 0, 0, 0, 0, 0x0901, 0, 2, 100_003, 3, 0]);
-    // A -07 CALL_INLINE cut inside its Read list: 16 prefix bytes, the handle, a list entry's
-    // discriminant and position, then the message ends.
+    // Hostile frames, each with what the plugin must make of it:
+    // a -07 CALL_INLINE cut inside its Read list (prefix, handle, a list entry's discriminant
+    // and position, then the end);
     let cut = m07[0][..28].to_vec();
+    // a list discriminant of 2, which is not XDR;
+    let not_xdr = words(&[0x0a01, 2, 1, RDMA2_CALL_INLINE, 0, 2, 0, 0, 0x0a01, 0]);
+    // bytes after an RDMA2_ERROR, which carries no RPC message;
+    let trailing = words(&[0x0a02, 2, 1, RDMA2_ERROR, RDMA2_ERR_INVAL_CONT, 7, 7]);
+    // a fourth word neither draft defines: not claimed;
+    let unknown = words(&[0x0a03, 2, 1, 0xdead_beef, 0, 0]);
+    // and a valid-looking header carried by an RDMA Write (opcode 0x0a), not a Send: not
+    // claimed (its bytes are data, not a message).
+    let in_a_write = m07[1].clone();
     let dir = std::env::temp_dir().join(format!("tshark_v2-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pcap_path = dir.join("v2.pcap");
     let mut pcap = PcapWriter::new(std::fs::File::create(&pcap_path).unwrap()).unwrap();
     let flow = flow_of(0, true);
-    let all: Vec<&Vec<u8>> = m07.iter().chain(&m00).chain([&v1, &cut]).collect();
+    let all: Vec<&Vec<u8>> =
+        m07.iter().chain(&m00).chain([&v1, &cut, &not_xdr, &trailing, &unknown, &in_a_write]).collect();
     for (i, m) in all.iter().enumerate() {
-        pcap.frame(Duration::from_millis(i as u64), &roce_frame(&flow, i as u32, m)).unwrap();
+        let mut frame = roce_frame(&flow, i as u32, m);
+        if std::ptr::eq(*m, &in_a_write) {
+            // The BTH opcode, after Ethernet (14), IPv4 (20) and UDP (8): RC RDMA WRITE ONLY.
+            frame[42] = 0x0a;
+        }
+        pcap.frame(Duration::from_millis(i as u64), &frame).unwrap();
     }
     drop(pcap);
 
@@ -285,23 +362,32 @@ fn the_plugin_shows_both_version_two_drafts_field_by_field() {
         } else {
             continue;
         };
-        for (col, (got, want)) in row[1..].iter().zip(&want).enumerate() {
+        for (c, (got, want)) in row[1..].iter().zip(&want).enumerate() {
             assert_eq!(
                 got,
                 want,
                 "frame {} ({}), field {}: tshark {got:?}, ours {want:?}",
                 i + 1,
                 hex_head(m),
-                FIELDS[col + 1]
+                FIELDS[c + 1]
             );
         }
     }
+    let special = &rows[m07.len() + m00.len()..];
     // Version One, with the plugin loaded: tshark's own dissector, untouched by ours.
-    let v1_row = &rows[m07.len() + m00.len()];
-    assert_eq!((v1_row[1], v1_row[23]), ("", "1"), "Version One: {v1_row:?}");
+    assert_eq!((col(&special[0], "rpcrdma2.xid"), col(&special[0], "rpcordma.version")), ("", "1"), "{:?}", special[0]);
     // The cut header: its prefix shown, flagged malformed.
-    let cut_row = &rows[all.len() - 1];
-    assert_eq!((cut_row[1], cut_row[4], cut_row[22]), ("0x00000701", "-07", "the header ends early"), "{cut_row:?}");
+    let cut_row = &special[1];
+    assert_eq!(
+        (col(cut_row, "rpcrdma2.xid"), col(cut_row, "rpcrdma2.dialect"), col(cut_row, "rpcrdma2.malformed")),
+        ("0x00000701", "-07", "the header ends early"),
+        "{cut_row:?}"
+    );
+    assert!(col(&special[2], "rpcrdma2.malformed").contains("not 0 or 1"), "{:?}", special[2]);
+    assert!(col(&special[3], "rpcrdma2.malformed").contains("carries no RPC message"), "{:?}", special[3]);
+    for (row, what) in [(&special[4], "an undefined fourth word"), (&special[5], "an RDMA Write's payload")] {
+        assert_eq!(col(row, "rpcrdma2.xid"), "", "{what} claimed: {row:?}");
+    }
     let _ = std::fs::remove_dir_all(&dir);
 }
 

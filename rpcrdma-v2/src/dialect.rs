@@ -7,7 +7,8 @@
 //! - [`first_message_dialect`]: which dialect a responder that speaks both takes from the
 //!   first Version Two message of a connection (it keeps it: -07 section 4.3.3);
 //! - [`after_refusal`]: where a requester goes after the answer to its first message is an
-//!   RDMA_ERROR: on in Version One, on the same connection in the other dialect, or nowhere.
+//!   RDMA_ERROR: on in Version One, on the same connection in the other dialect (once), or
+//!   nowhere.
 //!
 //! ```
 //! use rpcrdma_v2::dialect::{after_refusal, Dialect, Next, Speaks};
@@ -15,7 +16,7 @@
 //! // also speaks -00 sends its call again in -00, on the same connection.
 //! let answer: Vec<u8> = [7u32, 2, 32, 4, 2].iter().flat_map(|w| w.to_be_bytes()).collect();
 //! let both = Speaks::both(Dialect::Ietf07);
-//! assert_eq!(after_refusal(&both, Dialect::Ietf07, &answer), Next::Retry(Some(Dialect::Cel00)));
+//! assert_eq!(after_refusal(&both, Dialect::Ietf07, &[], 7, &answer), Next::Retry(Some(Dialect::Cel00)));
 //! ```
 
 use rpcrdma_v1::header::Fixed;
@@ -104,7 +105,7 @@ pub fn first_message_dialect(bytes: &[u8]) -> Option<Dialect> {
     }
 }
 
-/// Where a requester goes after its first message drew an RDMA_ERROR.
+/// Where a requester goes after its first message drew an answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Next {
     /// Send the call again on the same connection: in this dialect, or (`None`) in Version
@@ -115,6 +116,9 @@ pub enum Next {
     CallFails,
     /// Nothing both sides speak: fail the connection, naming both sides' versions.
     NoCommonVersion,
+    /// Not a refusal of the first message: not an RDMA_ERROR, or not for its XID (section
+    /// 4.3.2: the answer carries "an XID that matches the client's first message").
+    NotARefusal,
 }
 
 /// The error code -00 uses for a header it cannot parse (RDMA_ERR_BAD_HEADER), which a -00
@@ -126,29 +130,46 @@ const ERR_VERS: u32 = 1;
 /// -07's RDMA2_ERR_INVAL_HTYPE, which a -07 responder answers a -00 first message with (an
 /// `rdma_htype` 0 or 1 it does not define); -00 defines no code 4.
 const INVAL_HTYPE: u32 = 4;
+/// RDMA_ERROR and RDMA2_ERROR: the fourth word 4 in every version.
+const RDMA_ERROR: u32 = 4;
 
-/// Reads the RDMA_ERROR `answer` that the first message, sent in dialect `sent`, drew, for a
-/// requester that speaks `speaks` (see the [module documentation](self) and the table in
-/// docs/design.md):
-/// - an answer in Version One (`rdma_vers` 1), or ERR_VERS whose range leaves out 2: go on in
-///   Version One;
+/// Reads `answer`, what the first message (XID `xid`, sent in dialect `sent`) drew, for a
+/// requester that speaks `speaks` and has already been refused in the dialects `tried` on this
+/// connection (see the [module documentation](self) and the table in docs/design.md):
+/// - not an RDMA_ERROR for `xid`: [`Next::NotARefusal`];
+/// - an answer in Version One (`rdma_vers` 1): go on in Version One;
+/// - ERR_VERS: in Version One when its range holds 1, else no common version (section 7.1.1:
+///   the requester "MUST NOT subsequently send a message that uses a version that the
+///   Responder has indicated it does not support"); a range that holds 2, or no range, fails
+///   the call;
 /// - -00's BAD_HEADER to a -07 first message, or -07's INVAL_HTYPE to a -00 one: the responder
 ///   speaks the other dialect (neither answer comes from a responder of the requester's own
-///   dialect to a first message this implementation encoded): go on in it if the requester
-///   speaks it, else in Version One;
+///   dialect to a valid first message): go on in it if the requester speaks it and has not
+///   been refused in it already on this connection, else in Version One. So a responder that
+///   refuses both dialects (a malformed first message to one that keeps the first message's
+///   dialect, -07 section 4.3.3) ends the switching after two refusals;
 /// - any other code: the call itself was refused.
 ///
 /// With Version One not spoken either, a move to Version One is [`Next::NoCommonVersion`].
-pub fn after_refusal(speaks: &Speaks, sent: Dialect, answer: &[u8]) -> Next {
+pub fn after_refusal(speaks: &Speaks, sent: Dialect, tried: &[Dialect], xid: u32, answer: &[u8]) -> Next {
     let word = |at: usize| answer.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+    if word(0) != Some(xid) || word(12) != Some(RDMA_ERROR) {
+        return Next::NotARefusal;
+    }
     let to_v1 = if speaks.v1 { Next::Retry(None) } else { Next::NoCommonVersion };
     let (Some(vers), Some(code)) = (word(4), word(16)) else { return Next::CallFails };
     if vers == 1 {
         return to_v1;
     }
     if code == ERR_VERS {
-        let (low, high) = (word(20).unwrap_or(0), word(24).unwrap_or(0));
-        return if (low..=high).contains(&2) { Next::CallFails } else { to_v1 };
+        let (Some(low), Some(high)) = (word(20), word(24)) else { return Next::CallFails };
+        return if (low..=high).contains(&2) {
+            Next::CallFails
+        } else if (low..=high).contains(&1) {
+            to_v1
+        } else {
+            Next::NoCommonVersion
+        };
     }
     let other_dialect = match sent {
         Dialect::Ietf07 => code == BAD_HEADER,
@@ -157,8 +178,9 @@ pub fn after_refusal(speaks: &Speaks, sent: Dialect, answer: &[u8]) -> Next {
     if !other_dialect {
         return Next::CallFails;
     }
-    if speaks.speaks(sent.other()) {
-        Next::Retry(Some(sent.other()))
+    let other = sent.other();
+    if speaks.speaks(other) && !tried.contains(&other) {
+        Next::Retry(Some(other))
     } else {
         to_v1
     }

@@ -68,12 +68,15 @@ impl Responder {
                 other => panic!("a first message judged {other:?}"),
             };
         }
-        // A dialect settled stays (-07 section 4.3.3); else the one it speaks, or, speaking
-        // both, the first message's.
+        // A dialect taken stays (-07 section 4.3.3); else the one it speaks, or, speaking
+        // both, the first Version Two message's, kept whatever that message's fate.
         let dialect = self.dialect.unwrap_or_else(|| match self.speaks.v2.as_slice() {
             [only] => *only,
             _ => first_message_dialect(bytes).unwrap_or(self.speaks.v2[0]),
         });
+        if self.speaks.v2.len() > 1 {
+            self.dialect = Some(dialect);
+        }
         let served = match dialect {
             Dialect::Cel00 => {
                 let policy = ReceivePolicy { versions: (Version::ONE, Version::TWO), ..Default::default() };
@@ -95,9 +98,6 @@ impl Responder {
                 }
             }
         };
-        if served.is_ok() {
-            self.dialect = Some(dialect);
-        }
         served
     }
 }
@@ -105,17 +105,27 @@ impl Responder {
 /// Runs one call's first message between `requester` and `responder` on one connection:
 /// where it settled, and how many first messages were refused on the way.
 fn pair(requester: Speaks, responder: Speaks) -> (Settled, usize) {
+    pair_with(requester, responder, first_message, 1)
+}
+
+/// [`pair`] with the first messages `encode` makes, allowing `most` refusals.
+fn pair_with(
+    requester: Speaks,
+    responder: Speaks,
+    encode: fn(Option<Dialect>) -> Vec<u8>,
+    most: usize,
+) -> (Settled, usize) {
     let mut r = Responder { speaks: responder, dialect: None };
     let mut dialect = requester.first();
-    let mut refused = 0;
+    let mut tried = Vec::new();
     loop {
-        match r.judge(&first_message(dialect)) {
-            Ok(settled) => return (settled, refused),
+        match r.judge(&encode(dialect)) {
+            Ok(settled) => return (settled, tried.len()),
             Err(answer) => {
-                refused += 1;
-                assert!(refused <= 1, "a second refusal: {answer:?}");
                 let sent = dialect.expect("a Version One first message is refused only by a responder without it");
-                match after_refusal(&requester, sent, &answer) {
+                tried.push(sent);
+                assert!(tried.len() <= most, "refusal {}: {answer:?}", tried.len());
+                match after_refusal(&requester, sent, &tried, XID, &answer) {
                     Next::Retry(next) => dialect = next,
                     other => panic!("{other:?} after {answer:?}"),
                 }
@@ -235,5 +245,54 @@ fn a_requester_without_version_one_and_no_shared_dialect_fails_the_connection() 
     let requester = Speaks { v1: false, v2: vec![D07] };
     let mut r = Responder { speaks: Speaks::one(D00), dialect: None };
     let answer = r.judge(&first_message(Some(D07))).unwrap_err();
-    assert_eq!(after_refusal(&requester, D07, &answer), Next::NoCommonVersion);
+    assert_eq!(after_refusal(&requester, D07, &[D07], XID, &answer), Next::NoCommonVersion);
+}
+
+/// A first message refused for its own sake (a malformed -07 message to a responder that
+/// speaks both and keeps the first message's dialect, -07 section 4.3.3) draws BAD_XDR, which
+/// reads like -00's BAD_HEADER: the requester tries -00 once, is refused in it (INVAL_HTYPE:
+/// the responder kept -07), and goes on in Version One instead of switching back and forth.
+#[test]
+fn a_responder_refusing_both_dialects_ends_the_switching_after_two_refusals() {
+    fn misaligned(dialect: Option<Dialect>) -> Vec<u8> {
+        match dialect {
+            // A Read chunk at position 2: not a multiple of four (RFC 8166 3.4.5's rule).
+            Some(Dialect::Ietf07) => words(&[XID, 2, 32, 10, 0, 1, 2, 9, 4, 0, 0, 0, 0, 0, XID, 0]),
+            other => first_message(other),
+        }
+    }
+    assert_eq!(pair_with(Speaks::both(D07), Speaks::both(D00), misaligned, 2), (Settled::V1, 2));
+}
+
+fn err(code: u32, arm: &[u32]) -> Vec<u8> {
+    [words(&[XID, 2, 32, 4, code]), words(arm)].concat()
+}
+
+/// Section 7.1.1: after ERR_VERS the requester "MUST NOT subsequently send a message that uses
+/// a version that the Responder has indicated it does not support": Version One only when the
+/// range holds it; a range without 1 or 2 leaves nothing to speak; a range that holds 2, or an
+/// ERR_VERS without its range, fails the call.
+#[test]
+fn section_7_1_1_err_vers_goes_only_where_its_range_allows() {
+    let both = Speaks::both(D07);
+    assert_eq!(after_refusal(&both, D07, &[D07], XID, &err(1, &[1, 1])), Next::Retry(None));
+    assert_eq!(after_refusal(&both, D07, &[D07], XID, &err(1, &[3, 3])), Next::NoCommonVersion);
+    assert_eq!(after_refusal(&both, D07, &[D07], XID, &err(1, &[3, 1])), Next::NoCommonVersion);
+    assert_eq!(after_refusal(&both, D07, &[D07], XID, &err(1, &[1, 2])), Next::CallFails);
+    assert_eq!(after_refusal(&both, D07, &[D07], XID, &err(1, &[])), Next::CallFails);
+}
+
+/// An error about the call, not the version, fails the call: the responder understood it.
+/// And an answer that is not an RDMA_ERROR for the first message's XID is no refusal.
+#[test]
+fn errors_about_the_call_fail_it_and_other_answers_are_no_refusal() {
+    let both = Speaks::both(D07);
+    for (sent, code, arm) in
+        [(D07, 8u32, vec![16u32]), (D07, 100, vec![]), (D07, 4, vec![]), (D00, 2, vec![]), (D00, 3, vec![])]
+    {
+        assert_eq!(after_refusal(&both, sent, &[sent], XID, &err(code, &arm)), Next::CallFails, "{sent:?} code {code}");
+    }
+    let reply_inline = words(&[XID, 2, 32, 13, 1, 1, 9, 64, 0, 0, 0, XID, 1]);
+    assert_eq!(after_refusal(&both, D07, &[D07], XID, &reply_inline), Next::NotARefusal);
+    assert_eq!(after_refusal(&both, D07, &[D07], XID + 1, &err(2, &[])), Next::NotARefusal);
 }

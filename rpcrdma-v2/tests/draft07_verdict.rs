@@ -60,7 +60,7 @@ fn section_7_an_unrecognized_error_code_is_discarded_and_a_known_one_ends_its_tr
 #[test]
 fn section_7_errors_and_short_messages_are_never_answered() {
     let m = words(&[7, 2, 1, RDMA2_ERROR, RDMA2_ERR_SEGMENTS]);
-    assert_eq!(receive(&m, &Policy::default()), Verdict::Discard(Discard::UndecodableError));
+    assert_eq!(receive(&m, &Policy::default()), Verdict::Discard(Discard::ErrorNotTaken));
     for len in 0..16 {
         assert_eq!(receive(&[0u8; 16][..len], &Policy::default()), Verdict::Discard(Discard::TooShort(len)));
     }

@@ -56,8 +56,9 @@ impl Default for Policy {
 pub enum Discard {
     /// Shorter than the prefix: its XID cannot be trusted (section 7).
     TooShort(usize),
-    /// An RDMA2_ERROR whose body does not decode: an error is never answered with another.
-    UndecodableError,
+    /// An RDMA_ERROR not taken: its body does not decode as -07's, or it is written in another
+    /// version (an error is never answered with another).
+    ErrorNotTaken,
     /// An RDMA2_ERROR whose `rdma_err` this draft does not define (section 7: "MUST silently
     /// discard the message").
     UnknownErrorCode(u32),
@@ -100,7 +101,7 @@ pub fn receive<'a>(bytes: &'a [u8], policy: &Policy) -> Verdict<'a> {
     let is_error = word(bytes, 12) == Some(RDMA2_ERROR);
     match Header::parse(bytes, &policy.limits) {
         Ok(h) if h.header_type() == HeaderType::Error => {
-            let Some(error) = h.error() else { return Verdict::Discard(Discard::UndecodableError) };
+            let Some(error) = h.error() else { return Verdict::Discard(Discard::ErrorNotTaken) };
             let code = match error {
                 Rpcrdma2HdrError::Rdma2ErrVers(_) => RDMA2_ERR_VERS,
                 Rpcrdma2HdrError::RdmaMaxChunks { discriminant, .. } => discriminant,
@@ -118,7 +119,7 @@ pub fn receive<'a>(bytes: &'a [u8], policy: &Policy) -> Verdict<'a> {
         Ok(h) => Verdict::Accept(h),
         Err(HeaderError::TooShort { len }) => Verdict::Discard(Discard::TooShort(len)),
         Err(reason) => match reason.answer(policy.supported, is_error) {
-            Answer::Drop => Verdict::Discard(Discard::UndecodableError),
+            Answer::Drop => Verdict::Discard(Discard::ErrorNotTaken),
             Answer::Error(body) => {
                 // Both words were read: the message is at least the prefix.
                 let (xid, vers) = (word(bytes, 0).unwrap_or(0), word(bytes, 4).unwrap_or(0));

@@ -638,6 +638,13 @@ impl<'a> ChunkLists<'a> {
         ReadChunks { list: self.reads, iter: self.reads.iter(), pending: None, index: 0 }
     }
 
+    /// The segments of all three lists together (what [`HeaderLimits::max_segments`] bounds).
+    pub fn segment_count(&self) -> u64 {
+        self.reads.len() as u64
+            + self.writes.iter().map(|w| w.target.len() as u64).sum::<u64>()
+            + self.reply.map_or(0, |r| r.target.len() as u64)
+    }
+
     /// The bytes all the chunks name together (saturating: the limits are checked against it).
     pub fn total_len(&self) -> u64 {
         let reads = self.reads.iter().map(|r| u64::from(r.target.length));
@@ -650,9 +657,7 @@ impl<'a> ChunkLists<'a> {
         if self.writes.is_empty() && self.reply.is_none() && self.reads.len() as u64 <= u64::from(limits.max_segments) {
             return Ok(());
         }
-        let count = self.reads.len() as u64
-            + self.writes.iter().map(|w| w.target.len() as u64).sum::<u64>()
-            + self.reply.map_or(0, |r| r.target.len() as u64);
+        let count = self.segment_count();
         if count > u64::from(limits.max_segments) {
             let count = u32::try_from(count).unwrap_or(u32::MAX);
             return Err(HeaderError::TooManySegments { count, limit: limits.max_segments });

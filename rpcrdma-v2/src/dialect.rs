@@ -20,6 +20,9 @@
 //! ```
 
 use rpcrdma_v1::header::Fixed;
+use rpcrdma_v1::rt::Xdr;
+
+use crate::draft07::xdr::Rpcrdma2HdrError;
 
 /// A Version Two dialect.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -125,13 +128,9 @@ pub enum Next {
 /// responder answers a -07 first message with (an unknown procedure); -07's RDMA2_ERR_BAD_XDR
 /// has the same value.
 const BAD_HEADER: u32 = 2;
-/// RDMA_ERR_VERS and RDMA2_ERR_VERS: the same value and layout in every version.
-const ERR_VERS: u32 = 1;
 /// -07's RDMA2_ERR_INVAL_HTYPE, which a -07 responder answers a -00 first message with (an
 /// `rdma_htype` 0 or 1 it does not define); -00 defines no code 4.
 const INVAL_HTYPE: u32 = 4;
-/// RDMA_ERROR and RDMA2_ERROR: the fourth word 4 in every version.
-const RDMA_ERROR: u32 = 4;
 
 /// Reads `answer`, what the first message (XID `xid`, sent in dialect `sent`) drew, for a
 /// requester that speaks `speaks` and has already been refused in the dialects `tried` on this
@@ -152,25 +151,29 @@ const RDMA_ERROR: u32 = 4;
 ///
 /// With Version One not spoken either, a move to Version One is [`Next::NoCommonVersion`].
 pub fn after_refusal(speaks: &Speaks, sent: Dialect, tried: &[Dialect], xid: u32, answer: &[u8]) -> Next {
-    let word = |at: usize| answer.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
-    if word(0) != Some(xid) || word(12) != Some(RDMA_ERROR) {
+    let Some(fixed) = Fixed::read(answer).filter(|f| f.xid == xid && f.is_error()) else {
         return Next::NotARefusal;
-    }
+    };
     let to_v1 = if speaks.v1 { Next::Retry(None) } else { Next::NoCommonVersion };
-    let (Some(vers), Some(code)) = (word(4), word(16)) else { return Next::CallFails };
-    if vers == 1 {
+    if fixed.vers == 1 {
         return to_v1;
     }
-    if code == ERR_VERS {
-        let (Some(low), Some(high)) = (word(20), word(24)) else { return Next::CallFails };
-        return if (low..=high).contains(&2) {
-            Next::CallFails
-        } else if (low..=high).contains(&1) {
-            to_v1
-        } else {
-            Next::NoCommonVersion
-        };
-    }
+    // The error body in -07's union, whose ERR_VERS and codes 2 and 3 are -00's layout too.
+    let Some(Ok((error, _))) = answer.get(16..).map(Rpcrdma2HdrError::decode) else { return Next::CallFails };
+    let code = match error {
+        Rpcrdma2HdrError::Rdma2ErrVers(range) => {
+            let versions = range.rdma_vers_low..=range.rdma_vers_high;
+            return if versions.contains(&2) {
+                Next::CallFails
+            } else if versions.contains(&1) {
+                to_v1
+            } else {
+                Next::NoCommonVersion
+            };
+        }
+        Rpcrdma2HdrError::Default { discriminant } => discriminant,
+        _ => return Next::CallFails,
+    };
     let other_dialect = match sent {
         Dialect::Ietf07 => code == BAD_HEADER,
         Dialect::Cel00 => code == INVAL_HTYPE,

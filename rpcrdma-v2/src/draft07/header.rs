@@ -10,7 +10,7 @@
 //! Version One's types and checked by Version One's one home for the chunk rules
 //! ([`ChunkLists`]); reassembly and reply marshaling take them as they are.
 
-use rpcrdma_v1::header::{ChunkLists, HeaderError as ChunkError, HeaderLimits, ReadChunks};
+use rpcrdma_v1::header::{ChunkLists, Fixed, HeaderError as ChunkError, HeaderLimits, ReadChunks};
 use rpcrdma_v1::xdr::{RpcRdmaHeader, XdrReadChunk, XdrWriteChunk};
 use xdr_spec_rt::{List, Reader, Xdr};
 
@@ -270,17 +270,13 @@ pub struct Header<'a> {
     payload: &'a [u8],
 }
 
-fn word(bytes: &[u8], at: usize) -> Option<u32> {
-    bytes.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
-}
-
 impl<'a> Header<'a> {
     /// Decodes and validates the header at the start of `bytes` (a whole received message);
     /// `limits` bound the chunk lists as they bound Version One's.
     pub fn parse(bytes: &'a [u8], limits: &HeaderLimits) -> Result<Header<'a>, HeaderError> {
-        let (Some(xid), Some(vers), Some(credit), Some(htype)) =
-            (word(bytes, 0), word(bytes, 4), word(bytes, 8), word(bytes, 12))
-        else {
+        // The four words every version keeps at the same offsets (section 6.2.1), read where
+        // Version One reads them.
+        let Some(Fixed { xid, vers, credit: Some(credit), proc: Some(htype) }) = Fixed::read(bytes) else {
             return Err(HeaderError::TooShort { len: bytes.len() });
         };
         if vers != VERSION {
@@ -354,17 +350,12 @@ impl<'a> Header<'a> {
             if let Some(c) = self.call.iter().find(|c| c.position != 0) {
                 return Err(HeaderError::CallChunkPosition(c.position));
             }
-            let lists = &self.chunks;
-            let total = self.call.len() as u64
-                + lists.reads.len() as u64
-                + lists.writes.iter().map(|w| w.target.len() as u64).sum::<u64>()
-                + lists.reply.map_or(0, |r| r.target.len() as u64);
+            let total = call.segment_count() + self.chunks.segment_count();
             if total > u64::from(limits.max_segments) {
                 let count = u32::try_from(total).unwrap_or(u32::MAX);
                 return Err(chunks(ChunkError::TooManySegments { count, limit: limits.max_segments }));
             }
-            let call_len = self.call.iter().map(|c| u64::from(c.target.length)).fold(0u64, u64::saturating_add);
-            let len = call_len.saturating_add(lists.total_len());
+            let len = call.total_len().saturating_add(self.chunks.total_len());
             if len > limits.max_message_len {
                 return Err(chunks(ChunkError::MessageTooLong { len, limit: limits.max_message_len }));
             }

@@ -22,6 +22,8 @@
 
 pub use rpcrdma_v1::verdict::ErrorReply;
 
+use rpcrdma_v1::header::Fixed;
+
 use super::header::{Answer, Header, HeaderError, HeaderType};
 use super::marshal;
 use super::xdr::*;
@@ -92,13 +94,10 @@ fn is_known(code: u32) -> bool {
     matches!(code, RDMA2_ERR_VERS..=RDMA2_ERR_VERS_MISMATCH | RDMA2_ERR_SYSTEM)
 }
 
-fn word(bytes: &[u8], at: usize) -> Option<u32> {
-    bytes.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
-}
-
 /// Judges a received message (see the [module documentation](self)). Allocates nothing.
 pub fn receive<'a>(bytes: &'a [u8], policy: &Policy) -> Verdict<'a> {
-    let is_error = word(bytes, 12) == Some(RDMA2_ERROR);
+    let fixed = Fixed::read(bytes);
+    let is_error = fixed.is_some_and(|f| f.is_error());
     match Header::parse(bytes, &policy.limits) {
         Ok(h) if h.header_type() == HeaderType::Error => {
             let Some(error) = h.error() else { return Verdict::Discard(Discard::ErrorNotTaken) };
@@ -121,8 +120,8 @@ pub fn receive<'a>(bytes: &'a [u8], policy: &Policy) -> Verdict<'a> {
         Err(reason) => match reason.answer(policy.supported, is_error) {
             Answer::Drop => Verdict::Discard(Discard::ErrorNotTaken),
             Answer::Error(body) => {
-                // Both words were read: the message is at least the prefix.
-                let (xid, vers) = (word(bytes, 0).unwrap_or(0), word(bytes, 4).unwrap_or(0));
+                // Answered only past the prefix: both words are there.
+                let (xid, vers) = fixed.map_or((0, 0), |f| (f.xid, f.vers));
                 let mut buf = [0u8; ErrorReply::MAX_LEN];
                 let n = marshal::error(&mut buf, xid, policy.credit, &body).expect("an error body fits 28 bytes");
                 // Section 7: "The rdma_vers field MUST contain the same version that was in

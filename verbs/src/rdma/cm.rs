@@ -126,10 +126,7 @@ impl Listener for RdmaListener {
 
     fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        let one = 1u64;
-        // SAFETY: eight bytes from a live u64 to an eventfd we own; it adds one to its counter
-        // (readable from now on) and does not block.
-        let _ = unsafe { libc::write(self.closing.as_raw_fd(), (&one as *const u64).cast(), 8) };
+        ffi::eventfd_signal(self.closing.as_raw_fd());
     }
 }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use rdma_sys::*;
 
-use super::ffi::{errno, os_error, owned, Ptr};
+use super::ffi::{self, errno, os_error, owned, Ptr};
 use crate::{Opcode, Result, Status};
 
 /// A CQ created on its own completion channel, and the fds that wake its waiters. Dropping it
@@ -114,17 +114,14 @@ impl Cq {
     /// Makes the wake eventfd readable (`on`) or not: the caller keeps it readable exactly
     /// while completions wait outside the CQ.
     pub(super) fn set_wake(&self, on: bool) {
-        let mut one = 1u64;
-        let buf = (&mut one as *mut u64).cast();
-        // SAFETY: eight bytes to or from a live u64, on an eventfd we own. Writing adds one to
-        // its counter (readable); reading resets it (EAGAIN if already zero). Neither blocks.
-        let _ = unsafe {
-            if on {
-                libc::write(self.wake.as_raw_fd(), buf, 8)
-            } else {
-                libc::read(self.wake.as_raw_fd(), buf, 8)
-            }
-        };
+        if on {
+            ffi::eventfd_signal(self.wake.as_raw_fd());
+            return;
+        }
+        let mut counter = 0u64;
+        // SAFETY: eight bytes into a live u64, from an eventfd we own: reading resets it
+        // (EAGAIN if already zero); it does not block.
+        let _ = unsafe { libc::read(self.wake.as_raw_fd(), (&mut counter as *mut u64).cast(), 8) };
     }
 
     /// Sleeps until the channel or the wake eventfd is readable, or `timeout` has passed

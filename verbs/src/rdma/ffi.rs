@@ -59,6 +59,13 @@ pub(super) fn owned(call: &'static str, fd: i32) -> Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Makes eventfd `fd` readable (adds one to its counter); never blocks on a non-blocking one.
+pub(super) fn eventfd_signal(fd: RawFd) {
+    let one = 1u64;
+    // SAFETY: eight bytes from a live u64 to an eventfd the caller owns.
+    let _ = unsafe { libc::write(fd, (&one as *const u64).cast(), 8) };
+}
+
 /// Parses "a.b.c.d:port".
 pub(super) fn parse_addr(addr: &str) -> Result<SocketAddrV4> {
     addr.parse::<SocketAddrV4>().map_err(|_| Error::BadAddress(addr.to_string()))

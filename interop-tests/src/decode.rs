@@ -225,6 +225,8 @@ fn verdict(bytes: &[u8]) -> Json {
                 // RDMA_ERR_BAD_HEADER's value 2 (draft section 4.2).
                 PeerError::Common(e) => v1_peer_error(e, bytes.get(4..8) == Some(&[0, 0, 0, 2])),
                 PeerError::InvalOption => "RDMA_ERR_INVAL_OPTION".into(),
+                // Never from the -00 dispatch, which reads -00's error union.
+                PeerError::Draft07(e) => format!("RDMA2_ERROR {e:?}"),
             };
             (V2_RULES, peer_error(xid, name))
         }

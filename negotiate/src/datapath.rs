@@ -51,7 +51,7 @@
 //!     let mut message = Vec::new();
 //!     fetch_call(&conn, &call, &ulb, &mut message).unwrap();
 //!     assert_eq!(message, [0, 0, 0, 7, 0, 0, 0, 0]);
-//!     let params = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 4, reply_inline_threshold: 1024, remote_invalidation: false };
+//!     let params = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 4, reply_inline_threshold: 1024, remote_invalidation: false, draft07: false };
 //!     send_reply(&conn, &call, &message, &[0, 0, 0, 7, 0, 0, 0, 1], &ulb, &params).unwrap();
 //!     conn
 //! });
@@ -147,6 +147,10 @@ pub enum DataPathError {
     /// `ERR_CHUNK` with [`send_error`] instead.
     #[error("marshaling the reply: {0}")]
     Reply(#[from] ReplyError),
+    /// A draft-ietf-nfsv4-rpcrdma-version-two-07 header could not be written
+    /// (`rpcrdma_v2::draft07::marshal`).
+    #[error("marshaling the -07 header: {0}")]
+    Draft07(#[from] rpcrdma_v2::draft07::marshal::MarshalError),
     /// The received message could not be reassembled from its chunks.
     #[error("reassembly: {0}")]
     Reassembly(#[from] ReassemblyError),

@@ -15,6 +15,18 @@ use rpcrdma_v1::verdict::{self as v1, ErrorReply, ReceivePolicy};
 use rpcrdma_v1::Version;
 use rpcrdma_v2::options::{OptionalAnswer, Registry};
 use rpcrdma_v2::verdict as v2;
+use std::borrow::Cow;
+
+use rpcrdma_v1::header::{Fixed, MessageKind};
+use rpcrdma_v2::dialect::{first_message_dialect, Dialect};
+use rpcrdma_v2::draft07::continuation::{Reassembly, Step};
+use rpcrdma_v2::draft07::credits::{self as credits07, CreditWindow};
+use rpcrdma_v2::draft07::header::{HeaderError as HeaderError07, HeaderType};
+use rpcrdma_v2::draft07::marshal as marshal07;
+use rpcrdma_v2::draft07::verdict as verdict07;
+use rpcrdma_v2::draft07::xdr::{
+    Rpcrdma2ErrVers, Rpcrdma2HdrError, RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_HTYPE, RDMA2_ERR_SYSTEM,
+};
 
 use crate::reply::PeerError;
 use crate::thresholds::{Advertised, Stated};
@@ -39,16 +51,32 @@ pub struct ResponderConfig {
     pub credits: u32,
     /// Limits applied to received headers.
     pub limits: HeaderLimits,
+    /// Whether it also speaks draft-ietf-nfsv4-rpcrdma-version-two-07 (Version Two's later
+    /// dialect) beside -00: a connection whose first Version Two message is written in -07
+    /// is then judged and answered in -07 (section 4.3.3 keeps the dialect per connection;
+    /// `rpcrdma_v2::dialect::first_message_dialect`). Off by default: on a connection -07
+    /// serves RDMA2_CALL_INLINE calls so far (docs/design.md, "Version Two's two dialects").
+    pub draft07: bool,
 }
 
 impl Default for ResponderConfig {
-    /// Versions 1 to 2, 32 credits, Linux's header limits.
+    /// Versions 1 to 2 (Version Two in -00), 32 credits, Linux's header limits.
     fn default() -> Self {
-        ResponderConfig { versions: (Version::ONE, Version::TWO), credits: 32, limits: HeaderLimits::default() }
+        ResponderConfig {
+            versions: (Version::ONE, Version::TWO),
+            credits: 32,
+            limits: HeaderLimits::default(),
+            draft07: false,
+        }
     }
 }
 
-rpcrdma_verbs::setters!(ResponderConfig { versions: (Version, Version), credits: u32, limits: HeaderLimits });
+rpcrdma_verbs::setters!(ResponderConfig {
+    versions: (Version, Version),
+    credits: u32,
+    limits: HeaderLimits,
+    draft07: bool
+});
 
 /// What a received message asks of the responder.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -81,6 +109,9 @@ pub enum Received<'a> {
     },
     /// A reply to a backward-direction call this side sent.
     BackwardReply(Header<'a>),
+    /// Taken with nothing to answer: a -07 RDMA2_GRANT (its credits counted), or a part of a
+    /// continued message kept until its sequence ends.
+    Taken,
     /// Dropped silently (too short, or an RDMA_ERROR that cannot be decoded).
     Dropped,
 }
@@ -115,6 +146,32 @@ pub struct Responder {
     in_flight: HashMap<u32, (Version, u32)>,
     overruns: u64,
     over_limits: u64,
+    /// The connection's Version Two dialect, once its first Version Two message said.
+    dialect: Option<Dialect>,
+    /// A -07 connection's state.
+    d07: Draft07,
+}
+
+/// What a connection that speaks -07 keeps: its credit totals (section 4.2) and its
+/// continuation reassembly (section 4.1).
+struct Draft07 {
+    credits: CreditWindow,
+    reassembly: Reassembly,
+}
+
+/// The most a -07 connection holds of a continued call. Continued calls are not served yet
+/// (each is answered RDMA2_ERR_SYSTEM at its final part), so parts are kept only to check the
+/// sequence rules (section 4.1), and a longer sequence is refused as soon as it says so
+/// (RDMA2_ERR_SYSTEM, 7.4.1): a peer can make a connection hold no more than a Receive does,
+/// outside the server's memory budget.
+const CONTINUED_HELD: usize = 4096;
+
+impl Draft07 {
+    fn new(cfg: &ResponderConfig) -> Draft07 {
+        // A limit of 2^31 - 1 or more is clamped: section 4.2.1 allows no more.
+        let credits = CreditWindow::new(cfg.credits.min(credits07::MAX_CREDITS)).expect("clamped to the limit");
+        Draft07 { credits, reassembly: Reassembly::new(CONTINUED_HELD) }
+    }
 }
 
 impl Responder {
@@ -135,6 +192,8 @@ impl Responder {
             in_flight: HashMap::new(),
             overruns: 0,
             over_limits: 0,
+            dialect: None,
+            d07: Draft07::new(&cfg),
         }
     }
 
@@ -205,6 +264,14 @@ impl Responder {
         }
         self.credits.on_reconnect();
         self.in_flight.clear();
+        self.dialect = None;
+        self.d07 = Draft07::new(&self.cfg);
+    }
+
+    /// The connection's Version Two dialect: `None` until its first Version Two message
+    /// (and always `-00` for a responder that speaks only -00).
+    pub fn dialect(&self) -> Option<Dialect> {
+        self.dialect
     }
 
     /// What each side advertised at connect.
@@ -269,6 +336,17 @@ impl Responder {
         waiting: usize,
         awaiting: &dyn Fn(u32) -> bool,
     ) -> Received<'a> {
+        if self.speaks_draft07(bytes) {
+            return match self.judge_draft07(bytes) {
+                Ok(h) => {
+                    // The requester may have as many calls in flight as the credits this
+                    // side advertises in every header (section 4.2.1).
+                    self.credits.grant(self.cfg.credits);
+                    self.take_call(h, waiting)
+                }
+                Err(r) => r,
+            };
+        }
         let policy = ReceivePolicy { limits: self.cfg.limits, versions: self.cfg.versions, credit: self.cfg.credits };
         let header = match self.judge(bytes, &policy, awaiting) {
             Ok(h) => h,
@@ -277,6 +355,12 @@ impl Responder {
         if classify(&header, Role::Server) == Some(Direction::BackwardReply) {
             return Received::BackwardReply(header);
         }
+        self.take_call(header, waiting)
+    }
+
+    /// A call judged acceptable: counted against the credits granted, and in flight until
+    /// its reply's parameters are taken.
+    fn take_call<'a>(&mut self, header: Header<'a>, waiting: usize) -> Received<'a> {
         let behind = u32::try_from(waiting.saturating_sub(crate::backchannel::SLOTS)).unwrap_or(u32::MAX);
         let in_flight = (self.in_flight.len() as u32 + 1).saturating_add(behind);
         if self.credits.on_call(in_flight).is_err() {
@@ -333,14 +417,129 @@ impl Responder {
     }
 
     /// How to reply to call `xid` (its version, the credit grant, the thresholds), and the
-    /// call leaves the in-flight set. `None` for an XID with no call in flight.
+    /// call leaves the in-flight set. `None` for an XID with no call in flight. On a -07
+    /// connection the reply is counted as sent now, and `credits` is the running total it
+    /// carries (section 4.2.1).
     pub fn reply_params(&mut self, xid: u32) -> Option<ReplyParams> {
         let (version, requested) = self.in_flight.remove(&xid)?;
+        let draft07 = version == Version::TWO && self.dialect == Some(Dialect::Ietf07);
+        let credits = if draft07 {
+            if !self.d07.credits.may_send() {
+                // Replies are not yet held for the requester's RDMA2_GRANT: said, and sent.
+                log::warn!(
+                    "the reply to {xid:#010x} goes beyond the credits the requester granted (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.2.1): replies are not held for a GRANT yet"
+                );
+                self.overruns += 1;
+            }
+            self.d07.credits.send()
+        } else {
+            self.credits.grant(requested)
+        };
         Some(ReplyParams {
             version,
-            credits: self.credits.grant(requested),
+            credits,
             reply_inline_threshold: self.stated.thresholds(&self.advertised, version).reply,
             remote_invalidation: self.stated.remote_invalidation(&self.advertised),
+            draft07,
         })
+    }
+
+    /// Whether `bytes` is to be judged by -07's rules: a Version Two message on a connection
+    /// whose dialect is -07, or whose first Version Two message this is and is written in -07
+    /// (settling the dialect either way).
+    fn speaks_draft07(&mut self, bytes: &[u8]) -> bool {
+        if Fixed::read(bytes).is_none_or(|f| f.vers != rpcrdma_v2::RPCRDMA2_VERSION.wire()) {
+            return false;
+        }
+        if self.dialect.is_none() {
+            self.dialect = match first_message_dialect(bytes) {
+                Some(Dialect::Ietf07) if self.cfg.draft07 => Some(Dialect::Ietf07),
+                Some(_) => Some(Dialect::Cel00),
+                // An error as a first message, or one too short to say: it settles nothing.
+                None => None,
+            };
+        }
+        self.dialect == Some(Dialect::Ietf07)
+    }
+
+    /// Judges a -07 message (draft-ietf-nfsv4-rpcrdma-version-two-07 sections 4 to 7): the
+    /// header's rules (`draft07::verdict`), the credit total it carries (4.2.1), continuation
+    /// (4.1), then what its type asks. A whole RDMA2_CALL_INLINE becomes the call to serve,
+    /// as a Version One header view over its chunk lists (the same lists, section 6.3.7).
+    fn judge_draft07<'a>(&mut self, bytes: &'a [u8]) -> Result<Header<'a>, Received<'a>> {
+        let (low, high) = (self.cfg.versions.0.wire(), self.cfg.versions.1.wire());
+        let policy = verdict07::Policy {
+            limits: self.cfg.limits,
+            supported: Rpcrdma2ErrVers { rdma_vers_low: low, rdma_vers_high: high },
+            credit: self.d07.credits.credit_field(),
+        };
+        let header = match verdict07::receive(bytes, &policy) {
+            verdict07::Verdict::Accept(h) => h,
+            verdict07::Verdict::PeerError { xid, error } => {
+                self.d07.credits.note_received();
+                return Err(Received::PeerError { xid, error: PeerError::Draft07(error) });
+            }
+            verdict07::Verdict::Reply { reply, reason } => {
+                self.d07.credits.note_received();
+                self.over_limits +=
+                    u64::from(matches!(reason, HeaderError07::Chunks { source, .. } if source.is_over_limit()));
+                return Err(Received::SendError(reply));
+            }
+            verdict07::Verdict::Discard(_) => {
+                self.d07.credits.note_received();
+                return Err(Received::Dropped);
+            }
+        };
+        if let Err(e) = self.d07.credits.received(header.credit()) {
+            log::warn!("{e}: the requester's credit total is kept as it was");
+        }
+        let answer = |xid: u32, code: u32, credit: u32| {
+            let mut buf = [0u8; ErrorReply::MAX_LEN];
+            let body = Rpcrdma2HdrError::Default { discriminant: code };
+            let n = marshal07::error(&mut buf, xid, credit, &body).expect("an error body fits 28 bytes");
+            Received::SendError(ErrorReply::from_bytes(&buf[..n]).expect("at most 28 bytes"))
+        };
+        let credit = self.d07.credits.credit_field();
+        match self.d07.reassembly.receive(header) {
+            Step::Whole { header, message: Cow::Borrowed(message) }
+                if header.header_type() == HeaderType::CallInline =>
+            {
+                let (xid, vers) = (header.xid(), rpcrdma_v2::RPCRDMA2_VERSION.wire());
+                let kind = MessageKind::Msg;
+                Header::from_lists(xid, vers, header.credit(), kind, header.chunk_lists(), header.header_len(), message)
+                    .map_err(|e| {
+                        log::warn!("-07 call {xid:#010x} refused: {e}");
+                        answer(xid, RDMA2_ERR_BAD_XDR, credit)
+                    })
+            }
+            Step::Whole { header, .. } | Step::Other(header) => match header.header_type() {
+                HeaderType::Grant => Err(Received::Taken),
+                HeaderType::CallInline | HeaderType::CallExternal => {
+                    // A continued call, or one whose message is in a Call chunk: not served
+                    // on a connection yet (docs/design.md).
+                    log::warn!(
+                        "-07 {:?} {:#010x}: continued and external calls are not served yet; answered RDMA2_ERR_SYSTEM",
+                        header.header_type(),
+                        header.xid()
+                    );
+                    Err(answer(header.xid(), RDMA2_ERR_SYSTEM, credit))
+                }
+                // A reply, or a CONNPROP: this responder offers no reverse direction and
+                // states no properties yet (section 6.3: a header type the receiver does not
+                // take is RDMA2_ERR_INVAL_HTYPE).
+                t => {
+                    log::warn!("-07 {t:?} {:#010x} not taken on a responder's connection", header.xid());
+                    Err(answer(header.xid(), RDMA2_ERR_INVAL_HTYPE, credit))
+                }
+            },
+            Step::Held => Err(Received::Taken),
+            Step::Refused { xid, answer: body, reason, .. } => {
+                log::warn!("-07 message {xid:#010x} refused: {reason}");
+                let mut buf = [0u8; ErrorReply::MAX_LEN];
+                let n = marshal07::error(&mut buf, xid, credit, &body).expect("an error body fits 28 bytes");
+                Err(Received::SendError(ErrorReply::from_bytes(&buf[..n]).expect("at most 28 bytes")))
+            }
+            Step::Dropped { .. } => Err(Received::Dropped),
+        }
     }
 }

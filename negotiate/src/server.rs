@@ -289,7 +289,8 @@ pub struct ServerStats {
 pub struct CallsByVersion {
     /// Version One (RFC 8166).
     pub v1: u64,
-    /// Version Two (draft-cel-nfsv4-rpcrdma-version-two).
+    /// Version Two, in either dialect (draft-cel-nfsv4-rpcrdma-version-two-00, or -07 on a
+    /// server whose responder speaks it).
     pub v2: u64,
 }
 

@@ -148,6 +148,7 @@ fn serve<B: Backend>(e: &Ends<B>, case: &Case) -> (Vec<Segment>, ReplySent) {
         credits: CREDITS,
         reply_inline_threshold: SMALL.reply,
         remote_invalidation: case.remote_invalidation,
+        draft07: false,
     };
     let sent = send_reply(&e.resp, &call, &message, &case.reply, &case.ulb, &params).unwrap();
     (segments(&call), sent)
@@ -433,6 +434,7 @@ fn reply_too_long_for_the_chunks_is_err_chunk<B: Backend>(b: &B) {
                 credits: 1,
                 reply_inline_threshold: 1024,
                 remote_invalidation: false,
+                draft07: false,
             };
             match send_reply(&e.resp, &call, call_message, &message(0xb00, 1, 2048, None), &ulb, &params) {
                 Err(DataPathError::Reply(r)) => assert!(r.errcode().is_some(), "{r:?}"),

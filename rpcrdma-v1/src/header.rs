@@ -447,6 +447,39 @@ impl<'a> Header<'a> {
         Ok(header)
     }
 
+    /// The seam for a version whose header has another shape but carries Version One's
+    /// chunk lists (draft-ietf-nfsv4-rpcrdma-version-two-07's RDMA2_CALL_INLINE): a header
+    /// view made of parts its own decoder found, `lists` already checked by
+    /// [`ChunkLists::check`], `payload` the RPC message. Only the message rules are checked
+    /// here (those of [`Header::parse`] that are not chunk rules: the RPC message's XID is the
+    /// header's, an RDMA_MSG carries no Position-zero chunk, a reply no Read list).
+    ///
+    /// ```
+    /// use rpcrdma_v1::header::{ChunkLists, Header, HeaderError, MessageKind};
+    /// use rpcrdma_v1::rt::List;
+    /// let none = ChunkLists { reads: List::from_slice(&[]), writes: List::from_slice(&[]), reply: None };
+    /// let rpc: Vec<u8> = [7u32, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+    /// let h = Header::from_lists(7, 2, 32, MessageKind::Msg, none, 20, &rpc).unwrap();
+    /// assert_eq!((h.xid(), h.version().wire(), h.payload()), (7, 2, &rpc[..]));
+    /// let wrong = Header::from_lists(8, 2, 32, MessageKind::Msg, none, 20, &rpc);
+    /// assert_eq!(wrong, Err(HeaderError::XidMismatch { header: 8, rpc: 7 }));
+    /// ```
+    #[allow(clippy::too_many_arguments)]
+    pub fn from_lists(
+        xid: u32,
+        vers: u32,
+        credit: u32,
+        kind: MessageKind,
+        lists: ChunkLists<'a>,
+        header_len: usize,
+        payload: &'a [u8],
+    ) -> Result<Header<'a>, HeaderError> {
+        let ChunkLists { reads, writes, reply } = lists;
+        let header = Header { xid, vers, credit, kind, reads, writes, reply, header_len, payload };
+        header.check_message()?;
+        Ok(header)
+    }
+
     /// The three chunk lists, as the chunk rules see them.
     pub fn chunk_lists(&self) -> ChunkLists<'a> {
         ChunkLists { reads: self.reads, writes: self.writes, reply: self.reply }

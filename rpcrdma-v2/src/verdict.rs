@@ -95,6 +95,9 @@ pub enum PeerError {
     /// RDMA_ERR_INVAL_OPTION: the peer does not support our RDMA_OPTIONAL
     /// (section 3.1).
     InvalOption,
+    /// An RDMA2_ERROR of draft-ietf-nfsv4-rpcrdma-version-two-07 (section 7): its code and
+    /// the arm's values.
+    Draft07(crate::draft07::xdr::Rpcrdma2HdrError),
 }
 
 impl PeerError {

@@ -272,6 +272,7 @@ impl<L: Clone> Connection<L> {
                     credits: crate::backchannel::CREDITS,
                     reply_inline_threshold: threshold,
                     remote_invalidation: false,
+                    draft07: false,
                 };
                 Received::Call { header, params }
             }

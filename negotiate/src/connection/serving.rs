@@ -134,7 +134,9 @@ impl<L: Clone> Connection<L> {
                     Received::Nothing(None)
                 }
             }
-            responder::Received::Handled { answer: None, .. } | responder::Received::Dropped => Received::Nothing(None),
+            responder::Received::Handled { answer: None, .. }
+            | responder::Received::Taken
+            | responder::Received::Dropped => Received::Nothing(None),
         }
     }
 

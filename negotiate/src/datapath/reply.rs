@@ -8,9 +8,11 @@ use rpcrdma_v1::marshal_reply::{marshal_reply, MarshaledReply, ProvidedChunks, R
 use rpcrdma_v1::reassemble::{
     check_call_ddp_eligibility, fetch_len, lay_out_call, read_list_fetches, reassemble_call, CallPiece, Fetch,
 };
+use rpcrdma_v1::rt::{List, Seq};
 use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
-use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg};
+use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg, XdrWriteChunk};
 use rpcrdma_v1::Version;
+use rpcrdma_v2::draft07::marshal as marshal07;
 use rpcrdma_verbs::{Access, Backend, ProtectionDomain, QueuePair, RemoteBuf, Sge};
 
 use super::{take_bytes, DataPathError, Transport};
@@ -19,7 +21,7 @@ use super::{take_bytes, DataPathError, Transport};
 ///
 /// ```
 /// use negotiate::datapath::ReplyParams;
-/// let p = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 32, reply_inline_threshold: 1024, remote_invalidation: true };
+/// let p = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 32, reply_inline_threshold: 1024, remote_invalidation: true, draft07: false };
 /// assert!(p.remote_invalidation);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +36,9 @@ pub struct ReplyParams {
     /// Whether both peers set the R flag in their private data (RFC 8797 section 4.1; see
     /// `cm_private_data::negotiate`), so the reply may be a Send with Invalidate.
     pub remote_invalidation: bool,
+    /// Whether the reply is written in draft-ietf-nfsv4-rpcrdma-version-two-07's header types
+    /// (RDMA2_REPLY_INLINE, RDMA2_REPLY_EXTERNAL), as its call was; `version` is then 2.
+    pub draft07: bool,
 }
 
 /// What [`send_reply`] did.
@@ -264,7 +269,7 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         let posted = conn.post_send_filled(id, invalidated, params.reply_inline_threshold, |buf| {
             let bytes = reply.bytes();
             marshal_reply(bytes, provided, &req, buf, out)?;
-            let mut at = out.header_len();
+            let mut at = if params.draft07 { draft07_header(out, params.credits, buf)? } else { out.header_len() };
             for range in out.inline() {
                 buf[at..at + range.len()].copy_from_slice(&bytes[range.clone()]);
                 at += range.len();
@@ -283,6 +288,26 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         sent?;
         Ok(ReplySent { form: out.form(), reduced_results: out.reduced_results(), invalidated })
     })
+}
+
+/// Rewrites the header `marshal_reply` wrote (Version One's shape) in
+/// draft-ietf-nfsv4-rpcrdma-version-two-07's: RDMA2_REPLY_INLINE with the Write list, or
+/// RDMA2_REPLY_EXTERNAL with the Write list and the Reply chunk the reply went in (sections
+/// 6.3.8 and 6.3.10; the lists are Version One's, word for word). Returns its length, where the
+/// inline reply starts. It is 8 bytes shorter than the Version One header `marshal_reply`
+/// judged the inline threshold by, so a reply that fits that way fits this way too.
+fn draft07_header(out: &MarshaledReply, credit: u32, buf: &mut [u8]) -> Result<usize, DataPathError> {
+    let written = out.write_list().with_xdr(|writes| {
+        let writes = List::from_slice(writes);
+        match (out.form(), out.reply_chunk()) {
+            (ReplyForm::ReplyChunk, Some(target)) => {
+                let reply = XdrWriteChunk { target: Seq::from_slice(target) };
+                marshal07::reply_external(buf, out.xid(), credit, writes, reply)
+            }
+            _ => marshal07::reply_inline_header(buf, out.xid(), credit, writes),
+        }
+    });
+    Ok(written?)
 }
 
 /// Posts the RDMA Writes of a reply's DDP-eligible results and Reply chunk from a registered

@@ -144,6 +144,20 @@ impl CreditWindow {
         Ok(())
     }
 
+    /// Counts a Receive completed whose header's `rdma_credit` cannot be taken (a message
+    /// refused or dropped before its header was valid): it consumed a Receive all the same,
+    /// and the peer's total stays as it was.
+    ///
+    /// ```
+    /// use rpcrdma_v2::draft07::credits::CreditWindow;
+    /// let mut w = CreditWindow::new(8).unwrap();
+    /// w.note_received();
+    /// assert_eq!((w.credit_field(), w.window()), (1 + 8, 1));
+    /// ```
+    pub fn note_received(&mut self) {
+        self.received = self.received.wrapping_add(1);
+    }
+
     /// The `rdma_credit` the next header would carry ([`CreditWindow::send`] returns it).
     pub fn credit_field(&self) -> u32 {
         self.received.wrapping_add(self.advertised)

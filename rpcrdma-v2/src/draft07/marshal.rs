@@ -159,9 +159,29 @@ pub fn reply_inline(
     writes: List<'_, XdrWriteChunk<'_>>,
     part: &[u8],
 ) -> Result<usize, MarshalError> {
-    let at = prefix(out, xid, credit, RDMA2_REPLY_INLINE)?;
-    let at = put(out, at, &writes)?;
+    let at = reply_inline_header(out, xid, credit, writes)?;
     put_part(out, at, part)
+}
+
+/// The header of an RDMA2_REPLY_INLINE (6.3.10) alone, for a sender that gathers the reply's
+/// bytes after it itself (they must be at least 4: see [`MarshalError::PartTooShort`]).
+/// Returns the header's length.
+///
+/// ```
+/// use rpcrdma_v2::draft07::marshal::reply_inline_header;
+/// use rpcrdma_v2::rt::List;
+/// let mut send = [0u8; 64];
+/// assert_eq!(reply_inline_header(&mut send, 7, 33, List::from_slice(&[])), Ok(20));
+/// assert_eq!(&send[12..20], &[0, 0, 0, 13, 0, 0, 0, 0]); // RDMA2_REPLY_INLINE, no Write chunks
+/// ```
+pub fn reply_inline_header(
+    out: &mut [u8],
+    xid: u32,
+    credit: u32,
+    writes: List<'_, XdrWriteChunk<'_>>,
+) -> Result<usize, MarshalError> {
+    let at = prefix(out, xid, credit, RDMA2_REPLY_INLINE)?;
+    put(out, at, &writes)
 }
 
 /// RDMA2_REPLY_EXTERNAL (6.3.8): the Write list `writes` and the Reply chunk `reply` (the

@@ -10,6 +10,8 @@ use libfuzzer_sys::fuzz_target;
 
 #[path = "bounded_alloc.rs"]
 mod bounded_alloc;
+#[path = "length_prefixed.rs"]
+mod length_prefixed;
 
 /// Aborts on any allocation larger than 64 MiB: a length the input claims, not memory it
 /// brings (`bounded_alloc`).
@@ -25,11 +27,7 @@ const LIMIT: usize = 4096;
 fuzz_target!(|data: &[u8]| {
     let limits = HeaderLimits::default();
     let mut r = Reassembly::new(LIMIT);
-    let mut rest = data;
-    while rest.len() >= 2 {
-        let len = usize::from(u16::from_be_bytes([rest[0], rest[1]]));
-        let message = &rest[2..(2 + len).min(rest.len())];
-        rest = &rest[(2 + len).min(rest.len())..];
+    for message in length_prefixed::messages(data) {
         let Ok(header) = Header::parse(message, &limits) else { continue };
         match r.receive(header) {
             Step::Whole { message, header: h } => {

@@ -75,6 +75,11 @@ pub enum BackchannelError {
     /// (`specs/rpcrdma2-transport-properties.txt` section 2.4).
     #[error("the client stated 0 backward credits: it serves no backward-direction calls")]
     NoBackwardCredits,
+    /// The connection speaks draft-ietf-nfsv4-rpcrdma-version-two-07: its reverse direction
+    /// (section 4.6, the RVRSDIR property) and its CONNPROP messages are not built, and a
+    /// message in -00's format would break its section 4.3.3 (one dialect per connection).
+    #[error("the connection speaks draft-ietf-nfsv4-rpcrdma-version-two-07, whose reverse direction is not built")]
+    Draft07,
     /// Another backward call is outstanding on this connection.
     #[error("a backward call is already outstanding on this connection")]
     Busy,
@@ -359,6 +364,9 @@ pub(crate) struct Forward {
     pub(crate) version: Version,
     pub(crate) thresholds: InlineThresholds,
     pub(crate) backward_credits: Option<u32>,
+    /// The connection speaks draft-ietf-nfsv4-rpcrdma-version-two-07, whose reverse direction
+    /// (the RVRSDIR property, section 4.6) is not built: nothing goes backward on it.
+    pub(crate) draft07: bool,
 }
 
 /// No RDMA_OPTIONAL of ours awaits an answer.
@@ -423,9 +431,12 @@ impl<B: Backend> Caller for ServerSide<B> {
     fn call(&self, message: &[u8]) -> Result<Vec<u8>, BackchannelError> {
         let (version, t) = {
             let mut st = self.lock();
-            let Some(Forward { version, thresholds: t, backward_credits }) = st.1 else {
+            let Some(Forward { version, thresholds: t, backward_credits, draft07 }) = st.1 else {
                 return Err(if st.0.is_closed() { BackchannelError::Closed } else { BackchannelError::NoVersionYet });
             };
+            if draft07 {
+                return Err(BackchannelError::Draft07);
+            }
             // One backward call at a time ([`SLOTS`]) is within any credit stated but 0.
             if backward_credits == Some(0) {
                 return Err(BackchannelError::NoBackwardCredits);
@@ -488,9 +499,12 @@ impl<B: Backend> Caller for ServerSide<B> {
     fn send_option(&self, opttype: u32, optinfo: &[u8], payload: &[u8]) -> Result<OptionReply, BackchannelError> {
         let (t, xid) = {
             let mut st = self.lock();
-            let Some(Forward { version, thresholds: t, .. }) = st.1 else {
+            let Some(Forward { version, thresholds: t, draft07, .. }) = st.1 else {
                 return Err(if st.0.is_closed() { BackchannelError::Closed } else { BackchannelError::NoVersionYet });
             };
+            if draft07 {
+                return Err(BackchannelError::Draft07);
+            }
             if version != Version::TWO {
                 return Err(BackchannelError::NotVersionTwo(version));
             }

@@ -129,6 +129,11 @@ pub enum Received<'a> {
     /// Nothing to do: a malformed reply whose call's step says so, an RDMA_OPTIONAL taken
     /// without an answer, or a message dropped by the rules (why, when this side can say).
     Nothing(Option<DropReason>),
+    /// A call whose message is not in the bytes received (a -07 continued call, or a
+    /// CALL_EXTERNAL, on a server's connection): it was written into a buffer of its own;
+    /// take that with [`Connection::take_rewritten`], keep it while the call is served, and
+    /// judge it with [`Connection::handle_rewritten`].
+    Rewritten,
 }
 
 /// What a driver knows of a received message besides its bytes

@@ -22,10 +22,9 @@ use rpcrdma_v2::dialect::{first_message_dialect, Dialect};
 use rpcrdma_v2::draft07::continuation::{Reassembly, Step};
 use rpcrdma_v2::draft07::credits::{self as credits07, CreditWindow};
 use rpcrdma_v2::draft07::header::{HeaderError as HeaderError07, HeaderType};
-use rpcrdma_v2::draft07::marshal as marshal07;
 use rpcrdma_v2::draft07::verdict as verdict07;
 use rpcrdma_v2::draft07::xdr::{
-    Rpcrdma2ErrVers, Rpcrdma2HdrError, RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_HTYPE, RDMA2_ERR_SYSTEM,
+    Rpcrdma2ErrVers, Rpcrdma2HdrError, RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_HTYPE, RDMA2_ERR_VERS_MISMATCH,
 };
 
 use crate::reply::PeerError;
@@ -57,6 +56,11 @@ pub struct ResponderConfig {
     /// `rpcrdma_v2::dialect::first_message_dialect`). Off by default: on a connection -07
     /// serves RDMA2_CALL_INLINE calls so far (docs/design.md, "Version Two's two dialects").
     pub draft07: bool,
+    /// The most a -07 connection holds of one continued call (section 4.1): its parts are
+    /// assembled up to this many bytes, and a longer sequence is refused with RDMA2_ERR_SYSTEM
+    /// as soon as it says so (section 7.4.1). A server counts this much per connection
+    /// against its memory budget when its responder speaks -07.
+    pub max_continued: usize,
 }
 
 impl Default for ResponderConfig {
@@ -67,6 +71,7 @@ impl Default for ResponderConfig {
             credits: 32,
             limits: HeaderLimits::default(),
             draft07: false,
+            max_continued: 64 << 10,
         }
     }
 }
@@ -75,7 +80,8 @@ rpcrdma_verbs::setters!(ResponderConfig {
     versions: (Version, Version),
     credits: u32,
     limits: HeaderLimits,
-    draft07: bool
+    draft07: bool,
+    max_continued: usize
 });
 
 /// What a received message asks of the responder.
@@ -112,6 +118,11 @@ pub enum Received<'a> {
     /// Taken with nothing to answer: a -07 RDMA2_GRANT (its credits counted), or a part of a
     /// continued message kept until its sequence ends.
     Taken,
+    /// A -07 call whose message is not in the Receive it came in (a continued call, or a
+    /// CALL_EXTERNAL): its header and message are written into a buffer of their own, in
+    /// Version One's shape; take it with [`Responder::take_rewritten`] and judge it with
+    /// [`Responder::on_rewritten`].
+    Rewritten,
     /// Dropped silently (too short, or an RDMA_ERROR that cannot be decoded).
     Dropped,
 }
@@ -157,20 +168,15 @@ pub struct Responder {
 struct Draft07 {
     credits: CreditWindow,
     reassembly: Reassembly,
+    /// The last [`Received::Rewritten`] call, until taken.
+    rewritten: Option<Vec<u8>>,
 }
-
-/// The most a -07 connection holds of a continued call. Continued calls are not served yet
-/// (each is answered RDMA2_ERR_SYSTEM at its final part), so parts are kept only to check the
-/// sequence rules (section 4.1), and a longer sequence is refused as soon as it says so
-/// (RDMA2_ERR_SYSTEM, 7.4.1): a peer can make a connection hold no more than a Receive does,
-/// outside the server's memory budget.
-const CONTINUED_HELD: usize = 4096;
 
 impl Draft07 {
     fn new(cfg: &ResponderConfig) -> Draft07 {
         // A limit of 2^31 - 1 or more is clamped: section 4.2.1 allows no more.
         let credits = CreditWindow::new(cfg.credits.min(credits07::MAX_CREDITS)).expect("clamped to the limit");
-        Draft07 { credits, reassembly: Reassembly::new(CONTINUED_HELD) }
+        Draft07 { credits, reassembly: Reassembly::new(cfg.max_continued), rewritten: None }
     }
 }
 
@@ -279,7 +285,9 @@ impl Responder {
         self.advertised
     }
 
-    /// Calls that arrived beyond the credits granted (RFC 8166 section 3.3.1 forbids them).
+    /// Calls that arrived beyond the credits granted (RFC 8166 section 3.3.1 forbids them), and
+    /// on a -07 connection also this side's replies sent beyond the requester's credit total
+    /// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.2.1: not yet held for its GRANT).
     pub fn overruns(&self) -> u64 {
         self.overruns
     }
@@ -336,7 +344,7 @@ impl Responder {
         waiting: usize,
         awaiting: &dyn Fn(u32) -> bool,
     ) -> Received<'a> {
-        if self.speaks_draft07(bytes) {
+        if self.dialect == Some(Dialect::Ietf07) || self.speaks_draft07(bytes) {
             return match self.judge_draft07(bytes) {
                 Ok(h) => {
                     // The requester may have as many calls in flight as the credits this
@@ -439,9 +447,53 @@ impl Responder {
             version,
             credits,
             reply_inline_threshold: self.stated.thresholds(&self.advertised, version).reply,
-            remote_invalidation: self.stated.remote_invalidation(&self.advertised),
+            // Section 6.5: a -07 Send With Invalidate must invalidate the call's
+            // `rdma_inv_handle`, which the reply path does not carry yet: none is sent.
+            remote_invalidation: !draft07 && self.stated.remote_invalidation(&self.advertised),
             draft07,
         })
+    }
+
+    /// The buffer of the last [`Received::Rewritten`] call: its header in Version One's shape
+    /// (the chunk lists as the -07 header carried them, a CALL_EXTERNAL's Call chunk first at
+    /// position zero), then the RPC call when it came inline. The driver keeps it while the
+    /// call is served, as it keeps a Receive's bytes.
+    pub fn take_rewritten(&mut self) -> Option<Vec<u8>> {
+        self.d07.rewritten.take()
+    }
+
+    /// Judges a call [`Responder::take_rewritten`] gave, `waiting` as for
+    /// [`Responder::on_receive_behind`]: its message rules (an RPC XID unlike the header's is
+    /// RDMA2_ERR_BAD_XDR, section 7.2), then it is a call in flight like any other. (The
+    /// chunk rules, checked when its -07 header was received, hold again: the lists are the
+    /// same.)
+    pub fn on_rewritten<'a>(&mut self, bytes: &'a [u8], waiting: usize) -> Received<'a> {
+        let Some(f) = Fixed::read(bytes) else { return Received::Dropped };
+        let kind = if f.proc == Some(1) { MessageKind::NoMsg } else { MessageKind::Msg };
+        match Header::parse_chunk_lists(bytes, kind, &self.cfg.limits) {
+            Ok(h) => {
+                self.credits.grant(self.cfg.credits);
+                self.take_call(h, waiting)
+            }
+            Err(e) => {
+                log::warn!("-07 call {:#010x} refused: {e}", f.xid);
+                Received::SendError(self.error07(f.xid, None, RDMA2_ERR_BAD_XDR))
+            }
+        }
+    }
+
+    /// An RDMA2_ERROR with `code` (and no body) answering message `xid` of a -07 connection,
+    /// written in `vers` (the message's, section 7; Version Two when `None`), counted as a Send
+    /// and carrying the running total after it.
+    fn error07(&mut self, xid: u32, vers: Option<u32>, code: u32) -> ErrorReply {
+        let body = Rpcrdma2HdrError::Default { discriminant: code };
+        let reply = verdict07::error_reply(xid, self.d07.credits.send(), &body);
+        let Some(vers) = vers else { return reply };
+        let mut bytes = [0u8; ErrorReply::MAX_LEN];
+        let n = reply.as_bytes().len();
+        bytes[..n].copy_from_slice(reply.as_bytes());
+        bytes[4..8].copy_from_slice(&vers.to_be_bytes());
+        ErrorReply::from_bytes(&bytes[..n]).expect("the same length")
     }
 
     /// Whether `bytes` is to be judged by -07's rules: a Version Two message on a connection
@@ -452,8 +504,9 @@ impl Responder {
             return false;
         }
         if self.dialect.is_none() {
+            let two = self.cfg.versions.1 >= Version::TWO;
             self.dialect = match first_message_dialect(bytes) {
-                Some(Dialect::Ietf07) if self.cfg.draft07 => Some(Dialect::Ietf07),
+                Some(Dialect::Ietf07) if self.cfg.draft07 && two => Some(Dialect::Ietf07),
                 Some(_) => Some(Dialect::Cel00),
                 // An error as a first message, or one too short to say: it settles nothing.
                 None => None,
@@ -467,6 +520,17 @@ impl Responder {
     /// (4.1), then what its type asks. A whole RDMA2_CALL_INLINE becomes the call to serve,
     /// as a Version One header view over its chunk lists (the same lists, section 6.3.7).
     fn judge_draft07<'a>(&mut self, bytes: &'a [u8]) -> Result<Header<'a>, Received<'a>> {
+        if let Some(f) = Fixed::read(bytes).filter(|f| f.vers != rpcrdma_v2::RPCRDMA2_VERSION.wire()) {
+            // Section 7.1.2: another version than the connection's: RDMA2_ERR_VERS_MISMATCH
+            // (an error is never answered), the message discarded. The answer's `rdma_vers`
+            // is the message's (section 7).
+            self.d07.credits.note_received();
+            if f.is_error() {
+                return Err(Received::Dropped);
+            }
+            log::warn!("message {:#010x} in version {} on a -07 connection (section 7.1.2)", f.xid, f.vers);
+            return Err(Received::SendError(self.error07(f.xid, Some(f.vers), RDMA2_ERR_VERS_MISMATCH)));
+        }
         let (low, high) = (self.cfg.versions.0.wire(), self.cfg.versions.1.wire());
         let policy = verdict07::Policy {
             limits: self.cfg.limits,
@@ -483,7 +547,12 @@ impl Responder {
                 self.d07.credits.note_received();
                 self.over_limits +=
                     u64::from(matches!(reason, HeaderError07::Chunks { source, .. } if source.is_over_limit()));
-                return Err(Received::SendError(reply));
+                // Its `rdma_credit` is the total after this Receive, and the answer is a Send.
+                let mut bytes = [0u8; ErrorReply::MAX_LEN];
+                let n = reply.as_bytes().len();
+                bytes[..n].copy_from_slice(reply.as_bytes());
+                bytes[8..12].copy_from_slice(&self.d07.credits.send().to_be_bytes());
+                return Err(Received::SendError(ErrorReply::from_bytes(&bytes[..n]).expect("the same length")));
             }
             verdict07::Verdict::Discard(_) => {
                 self.d07.credits.note_received();
@@ -493,53 +562,83 @@ impl Responder {
         if let Err(e) = self.d07.credits.received(header.credit()) {
             log::warn!("{e}: the requester's credit total is kept as it was");
         }
-        let answer = |xid: u32, code: u32, credit: u32| {
-            let mut buf = [0u8; ErrorReply::MAX_LEN];
-            let body = Rpcrdma2HdrError::Default { discriminant: code };
-            let n = marshal07::error(&mut buf, xid, credit, &body).expect("an error body fits 28 bytes");
-            Received::SendError(ErrorReply::from_bytes(&buf[..n]).expect("at most 28 bytes"))
-        };
-        let credit = self.d07.credits.credit_field();
+        // A CONNPROP or a reply: this responder states no properties and offers no reverse
+        // direction yet (section 6.3: a header type the receiver does not take is
+        // RDMA2_ERR_INVAL_HTYPE). Answered before continuation sees it, which would otherwise
+        // keep a CONNPROP_MIDDLE's sequence open against the calls after it.
+        let htype = header.header_type();
+        if matches!(htype, HeaderType::ConnPropMiddle | HeaderType::ConnPropFinal) || htype.is_reply() {
+            log::warn!("-07 {htype:?} {:#010x} not taken on a responder's connection", header.xid());
+            return Err(Received::SendError(self.error07(header.xid(), None, RDMA2_ERR_INVAL_HTYPE)));
+        }
         match self.d07.reassembly.receive(header) {
             Step::Whole { header, message: Cow::Borrowed(message) }
                 if header.header_type() == HeaderType::CallInline =>
             {
                 let (xid, vers) = (header.xid(), rpcrdma_v2::RPCRDMA2_VERSION.wire());
                 let kind = MessageKind::Msg;
-                Header::from_lists(xid, vers, header.credit(), kind, header.chunk_lists(), header.header_len(), message)
-                    .map_err(|e| {
-                        log::warn!("-07 call {xid:#010x} refused: {e}");
-                        answer(xid, RDMA2_ERR_BAD_XDR, credit)
-                    })
+                let view = Header::from_lists(
+                    xid,
+                    vers,
+                    header.credit(),
+                    kind,
+                    header.chunk_lists(),
+                    header.header_len(),
+                    message,
+                );
+                view.map_err(|e| {
+                    log::warn!("-07 call {xid:#010x} refused: {e}");
+                    Received::SendError(self.error07(xid, None, RDMA2_ERR_BAD_XDR))
+                })
+            }
+            Step::Whole { header, message } if header.header_type() == HeaderType::CallInline => {
+                // The parts assembled: the call and its header go into a buffer of their own.
+                self.d07.rewritten = Some(version_one_shaped(&header, MessageKind::Msg, &message));
+                Err(Received::Rewritten)
             }
             Step::Whole { header, .. } | Step::Other(header) => match header.header_type() {
                 HeaderType::Grant => Err(Received::Taken),
-                HeaderType::CallInline | HeaderType::CallExternal => {
-                    // A continued call, or one whose message is in a Call chunk: not served
-                    // on a connection yet (docs/design.md).
-                    log::warn!(
-                        "-07 {:?} {:#010x}: continued and external calls are not served yet; answered RDMA2_ERR_SYSTEM",
-                        header.header_type(),
-                        header.xid()
-                    );
-                    Err(answer(header.xid(), RDMA2_ERR_SYSTEM, credit))
+                HeaderType::CallExternal => {
+                    // The whole call is in the Call chunk (section 6.3.5): Version One's
+                    // RDMA_NOMSG with that chunk at position zero, as the serving path reads it.
+                    self.d07.rewritten = Some(version_one_shaped(&header, MessageKind::NoMsg, &[]));
+                    Err(Received::Rewritten)
                 }
-                // A reply, or a CONNPROP: this responder offers no reverse direction and
-                // states no properties yet (section 6.3: a header type the receiver does not
-                // take is RDMA2_ERR_INVAL_HTYPE).
+                // (CONNPROP and replies were answered above; an ERROR is a PeerError.)
                 t => {
                     log::warn!("-07 {t:?} {:#010x} not taken on a responder's connection", header.xid());
-                    Err(answer(header.xid(), RDMA2_ERR_INVAL_HTYPE, credit))
+                    Err(Received::SendError(self.error07(header.xid(), None, RDMA2_ERR_INVAL_HTYPE)))
                 }
             },
             Step::Held => Err(Received::Taken),
             Step::Refused { xid, answer: body, reason, .. } => {
                 log::warn!("-07 message {xid:#010x} refused: {reason}");
-                let mut buf = [0u8; ErrorReply::MAX_LEN];
-                let n = marshal07::error(&mut buf, xid, credit, &body).expect("an error body fits 28 bytes");
-                Err(Received::SendError(ErrorReply::from_bytes(&buf[..n]).expect("at most 28 bytes")))
+                Err(Received::SendError(verdict07::error_reply(xid, self.d07.credits.send(), &body)))
             }
             Step::Dropped { .. } => Err(Received::Dropped),
         }
     }
+}
+
+/// A -07 call's header written in Version One's shape (RDMA_MSG, or RDMA_NOMSG for a
+/// CALL_EXTERNAL, whose Call chunk leads the Read list at position zero), the chunk lists
+/// word for word as received (section 8.4 takes them from Version One), then `message`: what
+/// the serving path reads for every call.
+fn version_one_shaped(h: &rpcrdma_v2::draft07::header::Header<'_>, kind: MessageKind, message: &[u8]) -> Vec<u8> {
+    use rpcrdma_v1::rt::{List, Xdr};
+    use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg, RpcRdmaHeader, RpcRdmaHeaderNomsg};
+    let lists = h.chunk_lists();
+    let reads: Vec<_> = h.call_chunk().iter().chain(lists.reads.iter()).collect();
+    let writes: Vec<_> = lists.writes.iter().collect();
+    let (rdma_reads, rdma_writes, rdma_reply) = (List::from_slice(&reads), List::from_slice(&writes), lists.reply);
+    let rdma_body = match kind {
+        MessageKind::Msg => RdmaBody::RdmaMsg(RpcRdmaHeader { rdma_reads, rdma_writes, rdma_reply }),
+        MessageKind::NoMsg => RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply }),
+    };
+    let vers = rpcrdma_v2::RPCRDMA2_VERSION.wire();
+    let msg = RdmaMsg { rdma_xid: h.xid(), rdma_vers: vers, rdma_credit: h.credit(), rdma_body };
+    let mut out = Vec::with_capacity(msg.encoded_len() + message.len());
+    out.extend(msg.to_vec().expect("lists decoded from a header encode again"));
+    out.extend_from_slice(message);
+    out
 }

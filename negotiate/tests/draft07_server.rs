@@ -4,6 +4,8 @@
 //! backends. Each test names the section whose rule it checks.
 
 use std::sync::Arc;
+
+use cm_private_data::{Flags, PrivateData};
 use std::time::Duration;
 
 use negotiate::datapath::{send_error as post_raw, DataPathError, ReceivePool, Transport};
@@ -12,7 +14,7 @@ use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::header::ChunkLists;
 use rpcrdma_v1::rt::{List, Seq};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
-use rpcrdma_v1::xdr::{XdrRdmaSegment, XdrWriteChunk};
+use rpcrdma_v1::xdr::{XdrRdmaSegment, XdrReadChunk, XdrWriteChunk};
 use rpcrdma_v2::draft07::header::{Header, HeaderType};
 use rpcrdma_v2::draft07::marshal::{self, MessageType, NO_CHUNKS};
 use rpcrdma_v2::draft07::xdr::*;
@@ -107,6 +109,17 @@ fn served(server: &Server) -> u64 {
     c.v1 + c.v2
 }
 
+/// Whether the handler's runs reach `n` within a second (a call is counted once its reply's
+/// Send completed, which may be after the requester has the reply), and stay there.
+fn served_eventually(server: &Server, n: u64) -> bool {
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    while served(server) < n && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(20));
+    served(server) == n
+}
+
 fn parsed(bytes: &[u8]) -> Header<'_> {
     Header::parse(bytes, &HeaderLimits::default()).unwrap()
 }
@@ -129,7 +142,7 @@ fn error_code(bytes: &[u8]) -> u32 {
 /// call's XID, Version 2, the handler's reply as its payload, and in `rdma_credit` the
 /// responder's running total (the calls it received plus the credits it advertises), which
 /// grows by one per call. A -00 RDMA_MSG on that connection is then judged by -07's rules
-/// (section 4.3.3: the dialect is kept): `rdma_htype` 0 is RDMA2_ERR_INVAL_HTYPE (7.2.3), and the
+/// (section 4.3.3: the dialect is kept): `rdma_htype` 0 is RDMA2_ERR_INVAL_HTYPE (7.1.3), and the
 /// connection serves on.
 fn calls_are_answered_reply_inline_with_running_totals<B: Backend + Clone>(backend: B) {
     let server = start(backend.clone(), true);
@@ -222,6 +235,83 @@ fn draft07_7_1_4_a_call_breaking_into_a_continued_one_is_inval_cont() {
     assert_eq!(parsed(&req.receive()).payload(), &reply_for(&call)[..]);
 }
 
+/// Sections 4.1, 6.3.6 and 6.3.7: a call sent as RDMA2_CALL_MIDDLE parts and a final
+/// RDMA2_CALL_INLINE, each Send of 1024 bytes at most, is reassembled in XDR stream order and
+/// served once, whole, and every part's Receive counts in the responder's running total.
+#[test]
+fn draft07_4_1_a_continued_call_is_reassembled_and_served() {
+    let backend = rpcrdma_verbs::InProcess;
+    let server = start(backend, true);
+    let mut req = Requester::connect(&backend, &server);
+    // A 3,000-byte call: [xid, 0, n = 0 words asked], then filler the reply does not echo.
+    let mut call = rpc_call(0xe0, 0);
+    call.extend((0..747u32).flat_map(|i| (i ^ 0xe0).to_be_bytes()));
+    assert_eq!(call.len(), 3000);
+    let parts = marshal::sends(0xe0, req.credit(), 0, &NO_CHUNKS, &call, 1024).unwrap();
+    assert!(parts.len() >= 3, "{} parts", parts.len());
+    for (i, p) in parts.iter().enumerate() {
+        let h = parsed(p);
+        let want = if i + 1 < parts.len() { HeaderType::CallMiddle } else { HeaderType::CallInline };
+        assert_eq!(h.header_type(), want);
+        req.send(p);
+    }
+    let reply = req.receive();
+    let h = parsed(&reply);
+    assert_eq!((h.header_type(), h.xid()), (HeaderType::ReplyInline, 0xe0), "{reply:?}");
+    assert_eq!(h.payload(), &reply_for(&call)[..]);
+    assert!(served_eventually(&server, 1), "served once, whole");
+    // The running total counted every part's Receive.
+    assert_eq!(h.credit(), parts.len() as u32 + ADVERTISED);
+}
+
+/// Sections 4.1 and 7.4.1: a continued call longer than the server holds
+/// (`ResponderConfig::max_continued`) is refused with RDMA2_ERR_SYSTEM as soon as a part says
+/// so, its later parts are dropped silently (7.1.4's rule for a refused sequence), and the
+/// connection serves on.
+#[test]
+fn draft07_7_4_1_a_continued_call_beyond_the_limit_is_err_system() {
+    let backend = rpcrdma_verbs::InProcess;
+    let cfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true).max_continued(2048));
+    let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1 << 16 };
+    let server = Server::start(backend, backend.any_address(), cfg, Arc::new(ulb), |c: &[u8]| reply_for(c)).unwrap();
+    let mut req = Requester::connect(&backend, &server);
+    let mut call = rpc_call(0xe8, 0);
+    call.resize(4000, 0);
+    let parts = marshal::sends(0xe8, req.credit(), 0, &NO_CHUNKS, &call, 1024).unwrap();
+    for p in &parts {
+        req.send(p);
+    }
+    let err = req.receive();
+    assert_eq!((error_code(&err), word(&err, 0)), (RDMA2_ERR_SYSTEM, 0xe8));
+    assert!(req.hears_nothing(), "one answer for the whole sequence");
+    assert_eq!(served(&server), 0);
+    let small = rpc_call(0xe9, 1);
+    req.call_inline(0xe9, &NO_CHUNKS, &small);
+    assert_eq!(parsed(&req.receive()).payload(), &reply_for(&small)[..]);
+}
+
+/// Section 6.3.5: an RDMA2_CALL_EXTERNAL's whole RPC call is in its Call chunk; the server
+/// reads it from there (RDMA Read) and serves it.
+#[test]
+fn draft07_6_3_5_an_external_call_is_read_from_its_call_chunk_and_served() {
+    let backend = rpcrdma_verbs::InProcess;
+    let server = start(backend, true);
+    let mut req = Requester::connect(&backend, &server);
+    let mut call = rpc_call(0xf0, 2);
+    call.resize(5000, 0);
+    let source = req.conn.pd().register(call.clone(), Access::REMOTE_READ).unwrap();
+    let seg = XdrRdmaSegment { handle: source.rkey(), length: call.len() as u32, offset: source.addr() };
+    let chunk = [XdrReadChunk { position: 0, target: seg }];
+    let mut send = [0u8; 256];
+    let n = marshal::call_external(&mut send, 0xf0, req.credit(), 0, List::from_slice(&chunk), &NO_CHUNKS).unwrap();
+    req.send(&send[..n]);
+    let reply = req.receive();
+    let h = parsed(&reply);
+    assert_eq!((h.header_type(), h.xid()), (HeaderType::ReplyInline, 0xf0), "{reply:?}");
+    assert_eq!(h.payload(), &reply_for(&call)[..]);
+    assert!(served_eventually(&server, 1));
+}
+
 /// Sections 4.5.2.1 and 6.3.10: a DDP-eligible result goes by RDMA Write, in its entirety,
 /// into the Write chunk the call provided, and the RDMA2_REPLY_INLINE's Write list says how
 /// much was written; the reduced reply follows inline.
@@ -263,7 +353,7 @@ fn draft07_6_3_8_a_reply_over_the_inline_threshold_goes_external() {
         writes: List::from_slice(&[]),
         reply: Some(XdrWriteChunk { target: Seq::from_slice(&seg) }),
     };
-    // 1,500 words: more than the 1024-byte threshold of a connection without private data.
+    // 1,500 words: more than the 4096-byte threshold of Version Two without private data.
     let call = rpc_call(0xc0, 1500);
     req.call_inline(0xc0, &chunks, &call);
     let reply = req.receive();
@@ -273,6 +363,112 @@ fn draft07_6_3_8_a_reply_over_the_inline_threshold_goes_external() {
     let target: Vec<_> = h.chunk_lists().reply.unwrap().target.iter().collect();
     assert_eq!(target[0].length as usize, full.len(), "the Reply chunk's length is the reply's");
     assert_eq!(sink.with(|b| b[..full.len()].to_vec()), full);
+}
+
+/// Section 7.3.5: a reply that fits neither the requester's Receives nor a Reply chunk (none
+/// was provided) is answered RDMA2_ERR_REPLY_RESOURCE with the bytes needed, and the
+/// connection serves on.
+#[test]
+fn draft07_7_3_5_a_reply_with_nowhere_to_go_is_reply_resource() {
+    let backend = rpcrdma_verbs::InProcess;
+    let server = start(backend, true);
+    let mut req = Requester::connect(&backend, &server);
+    req.call_inline(0x100, &NO_CHUNKS, &rpc_call(0x100, 1500));
+    let err = req.receive();
+    let h = parsed(&err);
+    let Some(Rpcrdma2HdrError::Rdma2ErrReplyResource(need)) = h.error() else { panic!("{err:?}") };
+    assert_eq!(h.xid(), 0x100);
+    assert!(need as usize >= reply_for(&rpc_call(0x100, 1500)).len() - 4 * 1500, "{need}");
+    let call = rpc_call(0x101, 1);
+    req.call_inline(0x101, &NO_CHUNKS, &call);
+    assert_eq!(parsed(&req.receive()).payload(), &reply_for(&call)[..]);
+}
+
+/// Section 7.3.4: a Write chunk too short for its DDP-eligible result is answered
+/// RDMA2_ERR_WRITE_RESOURCE naming the chunk (counted from one) and the result's length.
+#[test]
+fn draft07_7_3_4_a_write_chunk_too_short_is_write_resource() {
+    let backend = rpcrdma_verbs::InProcess;
+    let server = start(backend, true);
+    let mut req = Requester::connect(&backend, &server);
+    let sink = req.conn.pd().register(vec![0u8; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    let seg = [XdrRdmaSegment { handle: sink.rkey(), length: 64, offset: sink.addr() }];
+    let writes = [XdrWriteChunk { target: Seq::from_slice(&seg) }];
+    let chunks = ChunkLists { reads: List::from_slice(&[]), writes: List::from_slice(&writes), reply: None };
+    req.call_inline(0x110, &chunks, &rpc_call(0x110, 100));
+    let err = req.receive();
+    let want = Rpcrdma2ErrWrite { rdma_chunk_index: 1, rdma_length_needed: 400 };
+    assert_eq!(parsed(&err).error(), Some(Rpcrdma2HdrError::Rdma2ErrWriteResource(want)));
+    assert_eq!(word(&err, 0), 0x110);
+}
+
+/// Section 7.1.2: once a connection speaks -07, a message in another version (here a Version
+/// One RDMA_MSG) is answered RDMA2_ERR_VERS_MISMATCH, whose `rdma_vers` is the message's
+/// (section 7), and discarded: the handler never runs it, and the connection serves on.
+#[test]
+fn draft07_7_1_2_another_version_on_a_draft07_connection_is_vers_mismatch() {
+    let backend = rpcrdma_verbs::InProcess;
+    let server = start(backend, true);
+    let mut req = Requester::connect(&backend, &server);
+    let call = rpc_call(0x120, 1);
+    req.call_inline(0x120, &NO_CHUNKS, &call);
+    assert_eq!(parsed(&req.receive()).payload(), &reply_for(&call)[..]);
+    let mut v1 = words(&[0x121, 1, 4, 0, 0, 0, 0]);
+    v1.extend(rpc_call(0x121, 1));
+    req.send(&v1);
+    let err = req.receive();
+    assert_eq!([word(&err, 0), word(&err, 1), word(&err, 3), word(&err, 4)], [0x121, 1, 4, RDMA2_ERR_VERS_MISMATCH]);
+    assert!(served_eventually(&server, 1), "the Version One call was not run");
+    let call = rpc_call(0x122, 1);
+    req.call_inline(0x122, &NO_CHUNKS, &call);
+    assert_eq!(parsed(&req.receive()).payload(), &reply_for(&call)[..]);
+}
+
+/// Section 6.3 (a header type the receiver does not take is RDMA2_ERR_INVAL_HTYPE, 7.1.3): a
+/// server that states no properties answers a CONNPROP_MIDDLE so, and leaves no sequence
+/// open behind it: the call after it is served, not refused as breaking a CONNPROP sequence.
+#[test]
+fn draft07_6_3_a_connprop_it_does_not_take_is_inval_htype_and_leaves_nothing_open() {
+    let backend = rpcrdma_verbs::InProcess;
+    let server = start(backend, true);
+    let mut req = Requester::connect(&backend, &server);
+    let call = rpc_call(0x130, 1);
+    req.call_inline(0x130, &NO_CHUNKS, &call);
+    assert_eq!(parsed(&req.receive()).payload(), &reply_for(&call)[..]);
+    // CONNPROP_MIDDLE, xid 0x131, an empty property set.
+    req.send(&words(&[0x131, 2, req.credit(), RDMA2_CONNPROP_MIDDLE, 0]));
+    let err = req.receive();
+    assert_eq!((error_code(&err), word(&err, 0)), (RDMA2_ERR_INVAL_HTYPE, 0x131));
+    let call = rpc_call(0x132, 1);
+    req.call_inline(0x132, &NO_CHUNKS, &call);
+    assert_eq!(parsed(&req.receive()).payload(), &reply_for(&call)[..]);
+}
+
+/// Section 4.2.1: an RDMA2_ERROR is a Send like any other, so the responder counts it against
+/// the credits the requester granted. A requester whose total grants one message (it received
+/// nothing and advertises one credit) gets an RDMA2_ERROR for a malformed message; its next
+/// call's reply would then be a second message beyond that grant, which the responder counts as
+/// an overrun (it sends the reply, and says so: replies are not held for a GRANT yet).
+#[test]
+fn draft07_4_2_1_an_error_answer_uses_a_credit() {
+    use negotiate::responder::{Received, Responder};
+    let mut r = Responder::new(ResponderConfig::default().draft07(true));
+    // Both sides set the R flag (RFC 8797 section 4.1): a Version One reply could invalidate.
+    let with_r = PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096);
+    r.on_connected(&with_r.encode(), Some(with_r));
+    // A CALL_INLINE with an unknown extra word where its Read list count belongs (BAD_XDR):
+    // xid 1, total 1.
+    let bad = words(&[1, 2, 1, RDMA2_CALL_INLINE, 0, 0xffff_ffff]);
+    assert!(matches!(r.on_receive(&bad), Received::SendError(_)));
+    let mut call = vec![0u8; 64];
+    let n = marshal::call_inline(&mut call, 2, 1, 0, &NO_CHUNKS, &rpc_call(2, 1)).unwrap();
+    let Received::Call(h) = r.on_receive(&call[..n]) else { panic!() };
+    assert_eq!(r.overruns(), 0);
+    let params = r.reply_params(h.xid()).unwrap();
+    assert!(params.draft07);
+    assert!(!params.remote_invalidation, "section 6.5: no Send With Invalidate without rdma_inv_handle's key");
+    assert_eq!(r.overruns(), 1, "the error took the one message granted");
+    assert_eq!(params.credits, 2 + ADVERTISED, "two messages received");
 }
 
 /// The dialect pairing of a -07 requester and a responder that speaks only -00 (issue 27,

@@ -970,7 +970,8 @@ impl<B: Backend> Shared<B> {
                     st = self.lock();
                 }
                 // Its effect, if any, is in the calls' steps.
-                Received::PeerError { .. } | Received::Nothing(_) => link.pool.recycle(m.bytes),
+                // (Rewritten is a server's connection's: never here.)
+                Received::PeerError { .. } | Received::Nothing(_) | Received::Rewritten => link.pool.recycle(m.bytes),
             }
         }
         // The core may have moved on to another connection meanwhile.

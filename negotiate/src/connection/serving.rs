@@ -134,9 +134,32 @@ impl<L: Clone> Connection<L> {
                     Received::Nothing(None)
                 }
             }
+            responder::Received::Rewritten => Received::Rewritten,
             responder::Received::Handled { answer: None, .. }
             | responder::Received::Taken
             | responder::Received::Dropped => Received::Nothing(None),
+        }
+    }
+
+    /// The buffer a [`Received::Rewritten`] call was written into (a -07 continued call, or
+    /// a CALL_EXTERNAL), to keep while the call is served; judge it with
+    /// [`Connection::handle_rewritten`]. `None` on a client's connection or when nothing was
+    /// rewritten.
+    pub fn take_rewritten(&mut self) -> Option<Vec<u8>> {
+        self.serving.as_mut()?.responder.take_rewritten()
+    }
+
+    /// Judges the call [`Connection::take_rewritten`] gave, as [`Connection::handle_receive`]
+    /// judges a message: a [`Received::Call`] to serve from `bytes`, or its answer.
+    pub fn handle_rewritten<'a>(&mut self, bytes: &'a [u8], arrival: Arrival) -> Received<'a> {
+        let s = self.serving_mut();
+        match s.responder.on_rewritten(bytes, arrival.behind) {
+            responder::Received::Call(header) => {
+                let params = s.responder.reply_params(header.xid()).expect("a call just received is in flight");
+                Received::Call { header, params }
+            }
+            responder::Received::SendError(e) => Received::SendError(e),
+            _ => Received::Nothing(None),
         }
     }
 

@@ -31,7 +31,8 @@ pub(super) struct Served<B: Backend> {
     /// What wakes its event loop for it: made once, when the loop takes it (arming the queue
     /// pair with it then allocates nothing).
     pub(super) waker: OnceLock<std::task::Waker>,
-    /// Its Receives, counted against the server's memory budget while it lives.
+    /// Its Receives (and on a -07 connection what it may hold of a continued call), counted
+    /// against the server's memory budget while it lives.
     _receives: Charge,
 }
 
@@ -69,8 +70,10 @@ pub(super) fn accept<B: Backend>(
     let mut pool = None;
     let count = cfg.responder.credits as usize + backchannel::SLOTS;
     // Counted whatever the budget holds: sized by this server's configuration, and calls in
-    // progress must not shut a new connection out.
-    let receives = shared.budget.charge(count * size);
+    // progress must not shut a new connection out. With them, what a -07 connection may hold
+    // of a continued call (ResponderConfig::max_continued).
+    let continued = if cfg.responder.draft07 { cfg.responder.max_continued } else { 0 };
+    let receives = shared.budget.charge(count * size + continued);
     let accepted = req.accept_with(&pd, &pdata, cfg.caps, |qp| {
         pool = Some(ReceivePool::<B>::post(&pd, qp, count, size)?);
         Ok(())

@@ -218,7 +218,7 @@ pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
         // What this thread kept goes back too while the budget is short.
         buffers.settle();
         answering();
-        let err = ErrorReply::err_chunk(header.xid(), params.version, params.credits);
+        let err = super::failure::unservable(header.xid(), params, None);
         return send_error(conn, err.as_bytes()).map(|()| Answered::OverBudget);
     }
     let answered =
@@ -261,7 +261,7 @@ fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
         })
         .or_else(|e| match FailureAnswer::for_error(&e) {
             // What of the call was received: a binding copes with a short one.
-            Some(answer) => answer_failure(conn, header, call, ulb, params, answer),
+            Some(answer) => answer_failure(conn, header, call, ulb, params, answer, &e),
             None => Err(e),
         })
 }

@@ -404,7 +404,17 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 }
             };
             let mut core = lock(&served.core);
-            let (header, params) = match self.judge(&served, &mut core, &m.bytes) {
+            let mut m = m;
+            let mut judged = self.judge(&served, &mut core, &m.bytes);
+            if judged == Received::Rewritten {
+                // A -07 continued or external call, written into a buffer of its own: served
+                // from that, which takes the Receive's place here (the Receive's buffer goes
+                // back to the pool now).
+                let Some(bytes) = core.take_rewritten() else { continue };
+                served.pool.recycle(std::mem::replace(&mut m.bytes, bytes));
+                judged = self.judge_rewritten(&served, &mut core, &m.bytes);
+            }
+            let (header, params) = match judged {
                 Received::Call { header, params } => (header, params),
                 // A reply to our backward call, or the answer to our RDMA_OPTIONAL: for
                 // whoever waits on its XID (one that answers nothing of ours is dropped there).
@@ -628,6 +638,13 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         received
     }
 
+    /// Judges a call [`Connection::take_rewritten`] gave, as [`Loop::judge`] judges a
+    /// message.
+    fn judge_rewritten<'m>(&self, served: &Served<B>, core: &mut Core, bytes: &'m [u8]) -> Received<'m> {
+        let behind = served.conn.receives_waiting() + served.unanswered.load(Ordering::SeqCst);
+        core.handle_rewritten(bytes, Arrival { behind, awaiting: None })
+    }
+
     /// A call was judged: it is in flight until answered, and the backward direction follows
     /// the version and thresholds of the latest forward call.
     fn take_call(&self, served: &Served<B>, core: &Core, header: &Header<'_>) {
@@ -638,6 +655,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             version,
             thresholds: responder.advertised().for_version(version),
             backward_credits: responder.stated().requester.and_then(|p| p.backward_credits),
+            draft07: responder.dialect() == Some(rpcrdma_v2::dialect::Dialect::Ietf07),
         });
         served.unanswered.fetch_add(1, Ordering::SeqCst);
     }
@@ -666,7 +684,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 log::warn!("the client answered backward call {xid:#010x} with RDMA_ERROR {error:?}");
                 served.back.on_peer_error(xid, error);
             }
-            Received::Call { .. } | Received::Reply { .. } | Received::Nothing(_) => {}
+            Received::Call { .. } | Received::Reply { .. } | Received::Nothing(_) | Received::Rewritten => {}
         }
         Ok(())
     }

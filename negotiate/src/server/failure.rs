@@ -49,11 +49,11 @@ pub(super) fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
     ulb: &U,
     params: &ReplyParams,
     answer: FailureAnswer,
+    cause: &DataPathError,
 ) -> Result<Answered, DataPathError> {
     match answer {
         FailureAnswer::ErrChunk => {
-            let err = ErrorReply::err_chunk(call.xid(), params.version, params.credits);
-            send_error(conn, err.as_bytes()).map(|()| Answered::ErrChunk)
+            send_error(conn, unservable(call.xid(), params, Some(cause)).as_bytes()).map(|()| Answered::ErrChunk)
         }
         FailureAnswer::GarbageArgs => send_rpc_error(conn, call, call_message, ulb, params, encode_garbage_args_reply)
             .map(|()| Answered::GarbageArgs),
@@ -75,4 +75,25 @@ pub(super) fn send_rpc_error<B: Backend, U: UpperLayerBinding + ?Sized>(
     let n = encode(call.xid(), &mut reply).expect("the buffer holds the reply");
     let params = ReplyParams { remote_invalidation: false, ..*params };
     send_reply(conn, call, call_message, &reply[..n], ulb, &params).map(drop)
+}
+
+/// The RDMA_ERROR that says no RPC-level reply is possible for call `xid`, in the call's
+/// version and dialect: Version One's (and -00's) ERR_CHUNK (RFC 8166 section 4.5.3); on a -07
+/// connection section 7's codes: RDMA2_ERR_WRITE_RESOURCE or RDMA2_ERR_REPLY_RESOURCE for
+/// chunks that cannot carry the reply (7.3.4, 7.3.5), RDMA2_ERR_BAD_XDR for a header whose
+/// chunks do not make a call (7.2.1), and RDMA2_ERR_SYSTEM for the responder's own shortage
+/// (`cause` `None`: its memory budget, 7.4.1).
+pub(super) fn unservable(xid: u32, params: &ReplyParams, cause: Option<&DataPathError>) -> ErrorReply {
+    use rpcrdma_v2::draft07::verdict::{error_reply, reply_error_answer};
+    use rpcrdma_v2::draft07::xdr::{Rpcrdma2HdrError, RDMA2_ERR_BAD_XDR, RDMA2_ERR_SYSTEM};
+    if !params.draft07 {
+        return ErrorReply::err_chunk(xid, params.version, params.credits);
+    }
+    let code = |discriminant| Rpcrdma2HdrError::Default { discriminant };
+    let body = match cause {
+        Some(DataPathError::Reply(r)) => reply_error_answer(r).unwrap_or(code(RDMA2_ERR_SYSTEM)),
+        Some(DataPathError::Reassembly(_)) => code(RDMA2_ERR_BAD_XDR),
+        _ => code(RDMA2_ERR_SYSTEM),
+    };
+    error_reply(xid, params.credits, &body)
 }

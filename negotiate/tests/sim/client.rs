@@ -477,7 +477,8 @@ impl SimClient {
             Received::Reply { xid } => Got::Reply(*xid),
             Received::SendError(_) | Received::SendBack(_) => Got::SendBack,
             Received::Call { .. } => Got::BackwardCall,
-            Received::PeerError { .. } | Received::Nothing(None) => Got::Consumed,
+            // (Rewritten is a server's connection's: never on a client's.)
+            Received::PeerError { .. } | Received::Nothing(None) | Received::Rewritten => Got::Consumed,
             Received::Nothing(Some(why)) => Got::Dropped(match why {
                 DropReason::Undecodable => Dropped::Undecodable,
                 DropReason::UnknownVersion(_) => Dropped::UnknownVersion,

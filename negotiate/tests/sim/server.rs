@@ -296,7 +296,8 @@ impl SimServer {
                 self.backward_answer(sim, link, xid, Ok((bytes.to_vec(), header)))
             }
             Received::PeerError { xid, error } => self.backward_answer(sim, link, xid, Err(error)),
-            Received::Nothing(_) => {}
+            // (Its responder speaks no -07, whose continued and external calls this is.)
+            Received::Nothing(_) | Received::Rewritten => {}
         }
         // Whatever the responder made of it: a message carrying the outstanding backward
         // call's XID is the client's answer to it (its reply or its RDMA_ERROR), which ends it.

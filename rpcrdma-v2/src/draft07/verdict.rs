@@ -23,6 +23,7 @@
 pub use rpcrdma_v1::verdict::ErrorReply;
 
 use rpcrdma_v1::header::Fixed;
+use rpcrdma_v1::marshal_reply::ReplyError;
 
 use super::header::{Answer, Header, HeaderError, HeaderType};
 use super::marshal;
@@ -123,7 +124,9 @@ pub fn receive<'a>(bytes: &'a [u8], policy: &Policy) -> Verdict<'a> {
                 // Answered only past the prefix: both words are there.
                 let (xid, vers) = fixed.map_or((0, 0), |f| (f.xid, f.vers));
                 let mut buf = [0u8; ErrorReply::MAX_LEN];
-                let n = marshal::error(&mut buf, xid, policy.credit, &body).expect("an error body fits 28 bytes");
+                let reply = error_reply(xid, policy.credit, &body);
+                let n = reply.as_bytes().len();
+                buf[..n].copy_from_slice(reply.as_bytes());
                 // Section 7: "The rdma_vers field MUST contain the same version that was in
                 // the rdma_vers field in the ingress request."
                 buf[4..8].copy_from_slice(&vers.to_be_bytes());
@@ -132,4 +135,58 @@ pub fn receive<'a>(bytes: &'a [u8], policy: &Policy) -> Verdict<'a> {
             }
         },
     }
+}
+
+/// Section 7.3's answer to a reply the requester's chunks cannot carry (what Version One
+/// answers ERR_CHUNK, `rpcrdma_v1::marshal_reply::ReplyError::errcode`):
+/// - a Write chunk too short for its result: RDMA2_ERR_WRITE_RESOURCE with the chunk's index,
+///   counted from one, and the result's length (7.3.4);
+/// - a reply that fits neither inline nor the Reply chunk (or there is none):
+///   RDMA2_ERR_REPLY_RESOURCE with the bytes needed (7.3.5); for want of a Reply chunk that is
+///   the whole reduced reply with its header, an upper bound of what the chunk must hold;
+/// - a reply whose transport header alone exceeds the threshold: RDMA2_ERR_REPLY_RESOURCE
+///   with length zero, "not possible to determine" (no Reply chunk carries a header).
+///
+/// `None` for the responder's own mistakes, which no requester resource fixes.
+///
+/// ```
+/// use rpcrdma_v1::marshal_reply::ReplyError;
+/// use rpcrdma_v2::draft07::verdict::reply_error_answer;
+/// use rpcrdma_v2::draft07::xdr::{Rpcrdma2ErrWrite, Rpcrdma2HdrError};
+/// let e = ReplyError::WriteChunkTooSmall { chunk: 0, need: 8192, have: 4096 };
+/// let want = Rpcrdma2ErrWrite { rdma_chunk_index: 1, rdma_length_needed: 8192 };
+/// assert_eq!(reply_error_answer(&e), Some(Rpcrdma2HdrError::Rdma2ErrWriteResource(want)));
+/// assert_eq!(reply_error_answer(&ReplyError::NotXdr { len: 3 }), None);
+/// ```
+pub fn reply_error_answer(e: &ReplyError) -> Option<Rpcrdma2HdrError> {
+    let clamp = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+    Some(match *e {
+        ReplyError::WriteChunkTooSmall { chunk, need, .. } => {
+            Rpcrdma2HdrError::Rdma2ErrWriteResource(Rpcrdma2ErrWrite {
+                rdma_chunk_index: clamp(chunk as u64 + 1),
+                rdma_length_needed: clamp(need),
+            })
+        }
+        ReplyError::ReplyChunkTooSmall { need, .. } | ReplyError::NoReplyChunk { need, .. } => {
+            Rpcrdma2HdrError::Rdma2ErrReplyResource(clamp(need as u64))
+        }
+        ReplyError::HeaderExceedsThreshold { .. } => Rpcrdma2HdrError::Rdma2ErrReplyResource(0),
+        _ => return None,
+    })
+}
+
+/// An RDMA2_ERROR answering the message `xid` with `body`, carrying `credit` (section 7), in
+/// the buffer type every answer of this workspace travels in.
+///
+/// ```
+/// use rpcrdma_v2::draft07::verdict::error_reply;
+/// use rpcrdma_v2::draft07::xdr::{Rpcrdma2HdrError, RDMA2_ERR_SYSTEM};
+/// let e = error_reply(9, 33, &Rpcrdma2HdrError::Default { discriminant: RDMA2_ERR_SYSTEM });
+/// assert_eq!((e.xid(), e.code()), (9, 100));
+/// assert_eq!(&e.as_bytes()[4..8], &[0, 0, 0, 2]);
+/// ```
+pub fn error_reply(xid: u32, credit: u32, body: &Rpcrdma2HdrError) -> ErrorReply {
+    let mut buf = [0u8; ErrorReply::MAX_LEN];
+    let n = marshal::error(&mut buf, xid, credit, body).expect("every error body fits 28 bytes");
+    ErrorReply::from_bytes(&buf[..n]).expect("at most 28 bytes")
 }

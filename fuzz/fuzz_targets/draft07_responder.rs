@@ -1,0 +1,64 @@
+//! A server's responder on a -07 connection (issue 27), fed arbitrary message sequences: the
+//! input is cut into messages (each a 2-byte length, then that many bytes), each judged by
+//! `negotiate::responder::Responder` with `ResponderConfig::draft07` set, as a server's
+//! connection judges what it receives. A call in flight has its reply parameters taken (its
+//! reply's Send counted); a call written into a buffer of its own (`Received::Rewritten`: a
+//! continued call, a CALL_EXTERNAL) is taken and judged from there. Whatever the peer sends:
+//! nothing panics, no allocation exceeds what the input brings and the configured continuation
+//! limit (`bounded_alloc`), every answer is an RDMA_ERROR of at most 28 bytes, and once the
+//! connection speaks -07 every answer is written in -07's error header.
+
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "bounded_alloc.rs"]
+mod bounded_alloc;
+#[path = "length_prefixed.rs"]
+mod length_prefixed;
+
+/// Aborts on any allocation larger than 64 MiB: a length the input claims, not memory it
+/// brings (`bounded_alloc`).
+#[global_allocator]
+static ALLOC: bounded_alloc::Bounded = bounded_alloc::Bounded;
+
+use negotiate::responder::{Received, Responder, ResponderConfig};
+use rpcrdma_v2::dialect::Dialect;
+
+/// What a connection holds of a continued call at most.
+const LIMIT: usize = 4096;
+
+fuzz_target!(|data: &[u8]| {
+    let mut r = Responder::new(ResponderConfig::default().draft07(true).max_continued(LIMIT));
+    r.on_connected(&[], None);
+    for message in length_prefixed::messages(data) {
+        let xid = match r.on_receive(message) {
+            Received::Call(h) => Some(h.xid()),
+            Received::Rewritten => {
+                let bytes = r.take_rewritten().expect("a rewritten call is there to take");
+                assert!(bytes.len() <= LIMIT + 4096, "{} bytes rewritten", bytes.len());
+                match r.on_rewritten(&bytes, 0) {
+                    Received::Call(h) => Some(h.xid()),
+                    Received::SendError(e) => {
+                        assert!(e.as_bytes().len() <= 28);
+                        None
+                    }
+                    other => panic!("a rewritten call judged {other:?}"),
+                }
+            }
+            Received::SendError(e) => {
+                assert!(e.as_bytes().len() <= 28);
+                if r.dialect() == Some(Dialect::Ietf07) {
+                    // -07's error header: RDMA2_ERROR (4) in the fourth word.
+                    assert_eq!(&e.as_bytes()[12..16], &[0, 0, 0, 4], "{e:?}");
+                }
+                None
+            }
+            _ => None,
+        };
+        if let Some(xid) = xid {
+            let params = r.reply_params(xid).expect("a call judged is in flight");
+            assert_eq!(params.draft07, r.dialect() == Some(Dialect::Ietf07) && params.version.wire() == 2);
+        }
+    }
+});

@@ -5,8 +5,9 @@
 //! reply's Send counted); a call written into a buffer of its own (`Received::Rewritten`: a
 //! continued call, a CALL_EXTERNAL) is taken and judged from there. Whatever the peer sends:
 //! nothing panics, no allocation exceeds what the input brings and the configured continuation
-//! limit (`bounded_alloc`), every answer is an RDMA_ERROR of at most 28 bytes, and once the
-//! connection speaks -07 every answer is written in -07's error header.
+//! limit (`bounded_alloc`), every error answer is an RDMA_ERROR of at most 28 bytes (once the
+//! connection speaks -07, written in -07's error header), and the only other answer is this
+//! side's RDMA2_CONNPROP_FINAL within the default inline threshold.
 
 #![no_main]
 
@@ -52,6 +53,11 @@ fuzz_target!(|data: &[u8]| {
                     // -07's error header: RDMA2_ERROR (4) in the fourth word.
                     assert_eq!(&e.as_bytes()[12..16], &[0, 0, 0, 4], "{e:?}");
                 }
+                None
+            }
+            Received::SendBack(m) => {
+                // This side's RDMA2_CONNPROP_FINAL (type 7), within the default threshold.
+                assert!(m.len() <= 4096 && m.get(12..16) == Some(&[0, 0, 0, 7][..]), "{m:?}");
                 None
             }
             _ => None,

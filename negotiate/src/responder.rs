@@ -22,6 +22,7 @@ use rpcrdma_v2::dialect::{first_message_dialect, Dialect};
 use rpcrdma_v2::draft07::continuation::{Reassembly, Step};
 use rpcrdma_v2::draft07::credits::{self as credits07, CreditWindow};
 use rpcrdma_v2::draft07::header::{HeaderError as HeaderError07, HeaderType};
+use rpcrdma_v2::draft07::properties::Properties;
 use rpcrdma_v2::draft07::verdict as verdict07;
 use rpcrdma_v2::draft07::xdr::{
     Rpcrdma2ErrVers, Rpcrdma2HdrError, RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_HTYPE, RDMA2_ERR_VERS_MISMATCH,
@@ -115,6 +116,9 @@ pub enum Received<'a> {
     },
     /// A reply to a backward-direction call this side sent.
     BackwardReply(Header<'a>),
+    /// Send these bytes back: this side's RDMA2_CONNPROP_FINAL, answering the requester's
+    /// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 6.3.4).
+    SendBack(Vec<u8>),
     /// Taken with nothing to answer: a -07 RDMA2_GRANT (its credits counted), or a part of a
     /// continued message kept until its sequence ends.
     Taken,
@@ -163,20 +167,39 @@ pub struct Responder {
     d07: Draft07,
 }
 
-/// What a connection that speaks -07 keeps: its credit totals (section 4.2) and its
-/// continuation reassembly (section 4.1).
+/// What a connection that speaks -07 keeps: its credit totals (section 4.2), its
+/// continuation reassembly (section 4.1) and the transport properties of both sides
+/// (section 5).
 struct Draft07 {
     credits: CreditWindow,
     reassembly: Reassembly,
     /// The last [`Received::Rewritten`] call, until taken.
     rewritten: Option<Vec<u8>>,
+    /// The properties this side states ([`Responder::set_draft07_properties`]).
+    ours: Properties,
+    /// The requester's properties as its CONNPROP messages so far state them, applied when
+    /// its RDMA2_CONNPROP_FINAL comes (a sequence broken off is not applied).
+    pending: Properties,
+    /// The requester's properties once its RDMA2_CONNPROP_FINAL came.
+    theirs: Option<Properties>,
 }
+
+/// -07's default inline threshold (Table 1's receive buffer size): the most an
+/// RDMA2_CONNPROP_FINAL may take (section 6.3.4).
+const DEFAULT_INLINE_07: usize = 4096;
 
 impl Draft07 {
     fn new(cfg: &ResponderConfig) -> Draft07 {
         // A limit of 2^31 - 1 or more is clamped: section 4.2.1 allows no more.
         let credits = CreditWindow::new(cfg.credits.min(credits07::MAX_CREDITS)).expect("clamped to the limit");
-        Draft07 { credits, reassembly: Reassembly::new(cfg.max_continued), rewritten: None }
+        Draft07 {
+            credits,
+            reassembly: Reassembly::new(cfg.max_continued),
+            rewritten: None,
+            ours: Properties::default(),
+            pending: Properties::default(),
+            theirs: None,
+        }
     }
 }
 
@@ -271,7 +294,23 @@ impl Responder {
         self.credits.on_reconnect();
         self.in_flight.clear();
         self.dialect = None;
+        let ours = std::mem::take(&mut self.d07.ours);
         self.d07 = Draft07::new(&self.cfg);
+        self.d07.ours = ours;
+    }
+
+    /// The transport properties this side states on a -07 connection (section 5.2), sent in
+    /// an RDMA2_CONNPROP_FINAL when the requester's RDMA2_CONNPROP_FINAL comes (section 6.3.4:
+    /// each peer sends one). Table 1's defaults until set: a server states the size of the
+    /// Receives it posts.
+    pub fn set_draft07_properties(&mut self, ours: Properties) {
+        self.d07.ours = ours;
+    }
+
+    /// The requester's transport properties on a -07 connection, once its
+    /// RDMA2_CONNPROP_FINAL came (section 5).
+    pub fn draft07_peer_properties(&self) -> Option<&Properties> {
+        self.d07.theirs.as_ref()
     }
 
     /// The connection's Version Two dialect: `None` until its first Version Two message
@@ -446,7 +485,13 @@ impl Responder {
         Some(ReplyParams {
             version,
             credits,
-            reply_inline_threshold: self.stated.thresholds(&self.advertised, version).reply,
+            reply_inline_threshold: match (&self.d07.theirs, draft07) {
+                // Section 5.2.2: the requester's Receive size as it stated it, capped where
+                // RFC 8797 caps a threshold: the number is the peer's, and a Send buffer of
+                // this size is allocated for a reply that needs it.
+                (Some(p), true) => (p.receive_buffer_size as usize).min(cm_private_data::MAX_INLINE as usize),
+                _ => self.stated.thresholds(&self.advertised, version).reply,
+            },
             // Section 6.5: a -07 Send With Invalidate must invalidate the call's
             // `rdma_inv_handle`, which the reply path does not carry yet: none is sent.
             remote_invalidation: !draft07 && self.stated.remote_invalidation(&self.advertised),
@@ -478,6 +523,41 @@ impl Responder {
             Err(e) => {
                 log::warn!("-07 call {:#010x} refused: {e}", f.xid);
                 Received::SendError(self.error07(f.xid, None, RDMA2_ERR_BAD_XDR))
+            }
+        }
+    }
+
+    /// A CONNPROP in its place in the sequence (continuation checked 6.3.3 and 6.3.4): its
+    /// properties are added to those pending, or none of them when one does not decode
+    /// (RDMA2_ERR_BAD_PROPVAL, section 5.1); the FINAL's make the requester's properties,
+    /// answered with this side's own RDMA2_CONNPROP_FINAL (6.3.4: each peer sends one).
+    fn take_properties<'a>(&mut self, header: &rpcrdma_v2::draft07::header::Header<'_>) -> Received<'a> {
+        let set = header.properties().expect("a CONNPROP header carries a property set");
+        match self.d07.pending.apply(&set) {
+            Ok(p) => self.d07.pending = p,
+            Err(bad) => {
+                log::warn!("-07 CONNPROP {:#010x}: {bad}", header.xid());
+                let total = self.d07.credits.send();
+                return Received::SendError(verdict07::error_reply(header.xid(), total, &bad.answer()));
+            }
+        }
+        if header.header_type() != HeaderType::ConnPropFinal {
+            return Received::Taken;
+        }
+        let theirs = std::mem::take(&mut self.d07.pending);
+        log::info!("-07 connection: the requester states {theirs:?}");
+        self.d07.theirs = Some(theirs);
+        // Within the default inline threshold (6.3.4): a server's own properties fit one.
+        match self.d07.ours.connprop_messages(header.xid(), 0, DEFAULT_INLINE_07) {
+            Some(mut messages) if messages.len() == 1 => {
+                // Counted as the Send it is, its total written once counted.
+                let mut m = messages.remove(0);
+                m[8..12].copy_from_slice(&self.d07.credits.send().to_be_bytes());
+                Received::SendBack(m)
+            }
+            _ => {
+                log::warn!("-07: this side's properties take more than one CONNPROP message; none sent");
+                Received::Taken
             }
         }
     }
@@ -562,12 +642,12 @@ impl Responder {
         if let Err(e) = self.d07.credits.received(header.credit()) {
             log::warn!("{e}: the requester's credit total is kept as it was");
         }
-        // A CONNPROP or a reply: this responder states no properties and offers no reverse
-        // direction yet (section 6.3: a header type the receiver does not take is
-        // RDMA2_ERR_INVAL_HTYPE). Answered before continuation sees it, which would otherwise
-        // keep a CONNPROP_MIDDLE's sequence open against the calls after it.
+        // A reply: this responder offers no reverse direction yet (section 6.3: a header type
+        // the receiver does not take is RDMA2_ERR_INVAL_HTYPE). Answered before continuation
+        // sees it, which would otherwise keep a REPLY_MIDDLE's sequence open against the calls
+        // after it.
         let htype = header.header_type();
-        if matches!(htype, HeaderType::ConnPropMiddle | HeaderType::ConnPropFinal) || htype.is_reply() {
+        if htype.is_reply() {
             log::warn!("-07 {htype:?} {:#010x} not taken on a responder's connection", header.xid());
             return Err(Received::SendError(self.error07(header.xid(), None, RDMA2_ERR_INVAL_HTYPE)));
         }
@@ -598,6 +678,7 @@ impl Responder {
             }
             Step::Whole { header, .. } | Step::Other(header) => match header.header_type() {
                 HeaderType::Grant => Err(Received::Taken),
+                HeaderType::ConnPropMiddle | HeaderType::ConnPropFinal => Err(self.take_properties(&header)),
                 HeaderType::CallExternal => {
                     // The whole call is in the Call chunk (section 6.3.5): Version One's
                     // RDMA_NOMSG with that chunk at position zero, as the serving path reads it.

@@ -425,23 +425,88 @@ fn draft07_7_1_2_another_version_on_a_draft07_connection_is_vers_mismatch() {
 }
 
 /// Section 6.3 (a header type the receiver does not take is RDMA2_ERR_INVAL_HTYPE, 7.1.3): a
-/// server that states no properties answers a CONNPROP_MIDDLE so, and leaves no sequence
-/// open behind it: the call after it is served, not refused as breaking a CONNPROP sequence.
+/// server that offers no reverse direction answers a reply so, and leaves no sequence open
+/// behind it: the call after a REPLY_MIDDLE is served, not refused as breaking the reply's
+/// sequence.
 #[test]
-fn draft07_6_3_a_connprop_it_does_not_take_is_inval_htype_and_leaves_nothing_open() {
+fn draft07_6_3_a_reply_it_does_not_take_is_inval_htype_and_leaves_nothing_open() {
     let backend = rpcrdma_verbs::InProcess;
     let server = start(backend, true);
     let mut req = Requester::connect(&backend, &server);
     let call = rpc_call(0x130, 1);
     req.call_inline(0x130, &NO_CHUNKS, &call);
     assert_eq!(parsed(&req.receive()).payload(), &reply_for(&call)[..]);
-    // CONNPROP_MIDDLE, xid 0x131, an empty property set.
-    req.send(&words(&[0x131, 2, req.credit(), RDMA2_CONNPROP_MIDDLE, 0]));
+    // REPLY_MIDDLE, xid 0x131, 8 bytes to come, its first word.
+    req.send(&words(&[0x131, 2, req.credit(), RDMA2_REPLY_MIDDLE, 8, 0x131]));
     let err = req.receive();
     assert_eq!((error_code(&err), word(&err, 0)), (RDMA2_ERR_INVAL_HTYPE, 0x131));
     let call = rpc_call(0x132, 1);
     req.call_inline(0x132, &NO_CHUNKS, &call);
     assert_eq!(parsed(&req.receive()).payload(), &reply_for(&call)[..]);
+}
+
+/// An RDMA2_CONNPROP_FINAL stating `props` ((id, XDR of the value) pairs), XID `xid`.
+fn connprop_final(xid: u32, credit: u32, props: &[(u32, Vec<u8>)]) -> Vec<u8> {
+    let mut bytes = words(&[xid, 2, credit, RDMA2_CONNPROP_FINAL, props.len() as u32]);
+    for (which, data) in props {
+        bytes.extend(words(&[*which, data.len() as u32]));
+        bytes.extend(data);
+        bytes.resize(bytes.len().div_ceil(4) * 4, 0);
+    }
+    bytes
+}
+
+/// Sections 5.2.2, 6.3.4 and 5.1: the requester's RDMA2_CONNPROP_FINAL is answered with the
+/// server's own (each peer sends one), stating the size of the Receives it posts; the
+/// requester's stated receive buffer size then bounds the server's inline replies: a 6 KB
+/// reply that drew RDMA2_ERR_REPLY_RESOURCE under the default 4096 goes inline once the
+/// requester states 8192. A second CONNPROP after the FINAL is RDMA2_ERR_INVAL_CONT (6.3.4).
+#[test]
+fn draft07_6_3_4_properties_are_exchanged_and_honoured() {
+    use rpcrdma_v2::draft07::properties::Properties;
+    let backend = rpcrdma_verbs::InProcess;
+    let server = start(backend, true);
+    let mut req = Requester::connect(&backend, &server);
+    let big = rpc_call(0x140, 1500);
+    req.call_inline(0x140, &NO_CHUNKS, &big);
+    assert!(matches!(parsed(&req.receive()).error(), Some(Rpcrdma2HdrError::Rdma2ErrReplyResource(_))));
+
+    req.send(&connprop_final(0x141, req.credit(), &[(RDMA2_PROPID_RBSIZ, 8192u32.to_be_bytes().to_vec())]));
+    let ours = req.receive();
+    let h = parsed(&ours);
+    assert_eq!(h.header_type(), HeaderType::ConnPropFinal);
+    let stated = Properties::from_propset(&h.properties().unwrap()).unwrap();
+    assert!(stated.receive_buffer_size >= 1024, "the server's Receives: {stated:?}");
+
+    req.call_inline(0x142, &NO_CHUNKS, &rpc_call(0x142, 1500));
+    let reply = req.receive();
+    let h = parsed(&reply);
+    assert_eq!(h.header_type(), HeaderType::ReplyInline, "{:?}", h.error());
+    assert_eq!(h.payload(), &reply_for(&rpc_call(0x142, 1500))[..]);
+
+    req.send(&connprop_final(0x143, req.credit(), &[]));
+    let err = req.receive();
+    assert_eq!((error_code(&err), word(&err, 0)), (RDMA2_ERR_INVAL_CONT, 0x143));
+}
+
+/// Section 5.1: a property value that is not the XDR of its type is RDMA2_ERR_BAD_PROPVAL, and
+/// none of the set is applied: the server's inline replies stay within the default.
+#[test]
+fn draft07_5_1_a_bad_property_value_is_bad_propval_and_nothing_is_applied() {
+    let backend = rpcrdma_verbs::InProcess;
+    let server = start(backend, true);
+    let mut req = Requester::connect(&backend, &server);
+    let call = rpc_call(0x150, 1);
+    req.call_inline(0x150, &NO_CHUNKS, &call);
+    assert_eq!(parsed(&req.receive()).payload(), &reply_for(&call)[..]);
+    // RBSIZ 8192 and a 2-byte SBSIZ: the set is refused whole.
+    let props = [(RDMA2_PROPID_RBSIZ, 8192u32.to_be_bytes().to_vec()), (RDMA2_PROPID_SBSIZ, vec![0, 1])];
+    req.send(&connprop_final(0x151, req.credit(), &props));
+    let err = req.receive();
+    assert_eq!((error_code(&err), word(&err, 0)), (RDMA2_ERR_BAD_PROPVAL, 0x151));
+    req.call_inline(0x152, &NO_CHUNKS, &rpc_call(0x152, 1500));
+    let h = parsed(&req.receive()).error();
+    assert!(matches!(h, Some(Rpcrdma2HdrError::Rdma2ErrReplyResource(_))), "{h:?}");
 }
 
 /// Section 4.2.1: an RDMA2_ERROR is a Send like any other, so the responder counts it against

@@ -92,6 +92,16 @@ impl<L: Clone> Connection<L> {
         self.serving_mut().responder.set_properties(ours);
     }
 
+    /// The transport properties this side states if the connection speaks
+    /// draft-ietf-nfsv4-rpcrdma-version-two-07 ([`Responder::set_draft07_properties`]).
+    ///
+    /// # Panics
+    ///
+    /// On a client's connection.
+    pub fn set_draft07_properties(&mut self, ours: rpcrdma_v2::draft07::properties::Properties) {
+        self.serving_mut().responder.set_draft07_properties(ours);
+    }
+
     /// Whether the connection has been silent for the idle timeout at `now` (the serving side
     /// then closes it); never on a client's connection.
     pub fn is_idle(&self, now: Instant) -> bool {
@@ -135,6 +145,7 @@ impl<L: Clone> Connection<L> {
                 }
             }
             responder::Received::Rewritten => Received::Rewritten,
+            responder::Received::SendBack(bytes) => Received::SendBack(bytes),
             responder::Received::Handled { answer: None, .. }
             | responder::Received::Taken
             | responder::Received::Dropped => Received::Nothing(None),

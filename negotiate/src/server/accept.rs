@@ -5,6 +5,7 @@
 use std::sync::OnceLock;
 
 use super::*;
+use rpcrdma_v2::draft07::properties::Properties;
 
 /// The decisions of one connection (the sans-I/O core), for a server: no transport handle.
 pub(super) type Core = crate::connection::Connection<()>;
@@ -66,6 +67,9 @@ pub(super) fn accept<B: Backend>(
     }
     let received = req.private_data().to_vec();
     let size = thresholds::receive_size_stating(ours, cfg.responder.versions.1, cfg.properties.as_ref());
+    // On a -07 connection the server states the Receives it posts (section 5.2.2).
+    let receive_buffer_size = u32::try_from(size).unwrap_or(u32::MAX);
+    core.set_draft07_properties(Properties { receive_buffer_size, ..Properties::default() });
     let pd = backend.alloc_pd().ok()?;
     let mut pool = None;
     let count = cfg.responder.credits as usize + backchannel::SLOTS;

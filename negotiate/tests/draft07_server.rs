@@ -238,10 +238,8 @@ fn draft07_7_1_4_a_call_breaking_into_a_continued_one_is_inval_cont() {
 /// Sections 4.1, 6.3.6 and 6.3.7: a call sent as RDMA2_CALL_MIDDLE parts and a final
 /// RDMA2_CALL_INLINE, each Send of 1024 bytes at most, is reassembled in XDR stream order and
 /// served once, whole, and every part's Receive counts in the responder's running total.
-#[test]
-fn draft07_4_1_a_continued_call_is_reassembled_and_served() {
-    let backend = rpcrdma_verbs::InProcess;
-    let server = start(backend, true);
+fn continued_call_is_reassembled_and_served<B: Backend + Clone>(backend: B) {
+    let server = start(backend.clone(), true);
     let mut req = Requester::connect(&backend, &server);
     // A 3,000-byte call: [xid, 0, n = 0 words asked], then filler the reply does not echo.
     let mut call = rpc_call(0xe0, 0);
@@ -262,6 +260,11 @@ fn draft07_4_1_a_continued_call_is_reassembled_and_served() {
     assert!(served_eventually(&server, 1), "served once, whole");
     // The running total counted every part's Receive.
     assert_eq!(h.credit(), parts.len() as u32 + ADVERTISED);
+}
+
+#[test]
+fn draft07_4_1_a_continued_call_is_reassembled_and_served() {
+    continued_call_is_reassembled_and_served(rpcrdma_verbs::InProcess);
 }
 
 /// Sections 4.1 and 7.4.1: a continued call longer than the server holds
@@ -292,10 +295,8 @@ fn draft07_7_4_1_a_continued_call_beyond_the_limit_is_err_system() {
 
 /// Section 6.3.5: an RDMA2_CALL_EXTERNAL's whole RPC call is in its Call chunk; the server
 /// reads it from there (RDMA Read) and serves it.
-#[test]
-fn draft07_6_3_5_an_external_call_is_read_from_its_call_chunk_and_served() {
-    let backend = rpcrdma_verbs::InProcess;
-    let server = start(backend, true);
+fn external_call_is_read_from_its_call_chunk_and_served<B: Backend + Clone>(backend: B) {
+    let server = start(backend.clone(), true);
     let mut req = Requester::connect(&backend, &server);
     let mut call = rpc_call(0xf0, 2);
     call.resize(5000, 0);
@@ -312,13 +313,16 @@ fn draft07_6_3_5_an_external_call_is_read_from_its_call_chunk_and_served() {
     assert!(served_eventually(&server, 1));
 }
 
+#[test]
+fn draft07_6_3_5_an_external_call_is_read_from_its_call_chunk_and_served() {
+    external_call_is_read_from_its_call_chunk_and_served(rpcrdma_verbs::InProcess);
+}
+
 /// Sections 4.5.2.1 and 6.3.10: a DDP-eligible result goes by RDMA Write, in its entirety,
 /// into the Write chunk the call provided, and the RDMA2_REPLY_INLINE's Write list says how
 /// much was written; the reduced reply follows inline.
-#[test]
-fn draft07_6_3_10_a_result_goes_in_the_write_chunk_provided() {
-    let backend = rpcrdma_verbs::InProcess;
-    let server = start(backend, true);
+fn result_goes_in_the_write_chunk_provided<B: Backend + Clone>(backend: B) {
+    let server = start(backend.clone(), true);
     let mut req = Requester::connect(&backend, &server);
     let sink = req.conn.pd().register(vec![0u8; 4096], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
     let seg = [XdrRdmaSegment { handle: sink.rkey(), length: 4096, offset: sink.addr() }];
@@ -337,14 +341,17 @@ fn draft07_6_3_10_a_result_goes_in_the_write_chunk_provided() {
     assert_eq!(sink.with(|b| b[..400].to_vec()), full[12..]);
 }
 
+#[test]
+fn draft07_6_3_10_a_result_goes_in_the_write_chunk_provided() {
+    result_goes_in_the_write_chunk_provided(rpcrdma_verbs::InProcess);
+}
+
 /// Sections 6.3.8 and 6.6.3: a reply larger than the requester's inline threshold goes in the
 /// Reply chunk it provided ("the Responder MUST use the Requester-provided Reply chunk"),
 /// announced by an RDMA2_REPLY_EXTERNAL with no payload whose `rdma_xid` is the RPC reply's
 /// XID.
-#[test]
-fn draft07_6_3_8_a_reply_over_the_inline_threshold_goes_external() {
-    let backend = rpcrdma_verbs::InProcess;
-    let server = start(backend, true);
+fn reply_over_the_inline_threshold_goes_external<B: Backend + Clone>(backend: B) {
+    let server = start(backend.clone(), true);
     let mut req = Requester::connect(&backend, &server);
     let sink = req.conn.pd().register(vec![0u8; 8192], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
     let seg = [XdrRdmaSegment { handle: sink.rkey(), length: 8192, offset: sink.addr() }];
@@ -363,6 +370,11 @@ fn draft07_6_3_8_a_reply_over_the_inline_threshold_goes_external() {
     let target: Vec<_> = h.chunk_lists().reply.unwrap().target.iter().collect();
     assert_eq!(target[0].length as usize, full.len(), "the Reply chunk's length is the reply's");
     assert_eq!(sink.with(|b| b[..full.len()].to_vec()), full);
+}
+
+#[test]
+fn draft07_6_3_8_a_reply_over_the_inline_threshold_goes_external() {
+    reply_over_the_inline_threshold_goes_external(rpcrdma_verbs::InProcess);
 }
 
 /// Section 7.3.5: a reply that fits neither the requester's Receives nor a Reply chunk (none
@@ -461,11 +473,8 @@ fn connprop_final(xid: u32, credit: u32, props: &[(u32, Vec<u8>)]) -> Vec<u8> {
 /// requester's stated receive buffer size then bounds the server's inline replies: a 6 KB
 /// reply that drew RDMA2_ERR_REPLY_RESOURCE under the default 4096 goes inline once the
 /// requester states 8192. A second CONNPROP after the FINAL is RDMA2_ERR_INVAL_CONT (6.3.4).
-#[test]
-fn draft07_6_3_4_properties_are_exchanged_and_honoured() {
-    use rpcrdma_v2::draft07::properties::Properties;
-    let backend = rpcrdma_verbs::InProcess;
-    let server = start(backend, true);
+fn properties_are_exchanged_and_honoured<B: Backend + Clone>(backend: B) {
+    let server = start(backend.clone(), true);
     let mut req = Requester::connect(&backend, &server);
     let big = rpc_call(0x140, 1500);
     req.call_inline(0x140, &NO_CHUNKS, &big);
@@ -475,7 +484,7 @@ fn draft07_6_3_4_properties_are_exchanged_and_honoured() {
     let ours = req.receive();
     let h = parsed(&ours);
     assert_eq!(h.header_type(), HeaderType::ConnPropFinal);
-    let stated = Properties::from_propset(&h.properties().unwrap()).unwrap();
+    let stated = rpcrdma_v2::draft07::properties::Properties::from_propset(&h.properties().unwrap()).unwrap();
     assert!(stated.receive_buffer_size >= 1024, "the server's Receives: {stated:?}");
 
     req.call_inline(0x142, &NO_CHUNKS, &rpc_call(0x142, 1500));
@@ -487,6 +496,11 @@ fn draft07_6_3_4_properties_are_exchanged_and_honoured() {
     req.send(&connprop_final(0x143, req.credit(), &[]));
     let err = req.receive();
     assert_eq!((error_code(&err), word(&err, 0)), (RDMA2_ERR_INVAL_CONT, 0x143));
+}
+
+#[test]
+fn draft07_6_3_4_properties_are_exchanged_and_honoured() {
+    properties_are_exchanged_and_honoured(rpcrdma_verbs::InProcess);
 }
 
 /// Section 5.1: a property value that is not the XDR of its type is RDMA2_ERR_BAD_PROPVAL, and
@@ -551,4 +565,51 @@ fn a_draft07_first_message_to_a_responder_of_00_only_draws_bad_header() {
     let both = Speaks::both(Dialect::Ietf07);
     assert_eq!(after_refusal(&both, Dialect::Ietf07, &[], 0xd0, &err), Next::Retry(Some(Dialect::Cel00)));
     assert_eq!(after_refusal(&Speaks::one(Dialect::Ietf07), Dialect::Ietf07, &[], 0xd0, &err), Next::Retry(None));
+}
+
+/// The same conversations over real verbs (rdma-core on rdma_rxe): run inside the Soft-RoCE
+/// guest by `guest/test-draft07`, which sets `RDMA_TEST_ADDR`; elsewhere each says SKIP and
+/// returns. The continued call's parts are real Sends, the external call's message and the
+/// Write chunk's result move by real RDMA Read and Write.
+#[cfg(feature = "rdma")]
+mod rdma {
+    fn backend() -> Option<rpcrdma_verbs::Rdma> {
+        rpcrdma_verbs::Rdma::from_test_env()
+    }
+
+    #[test]
+    fn calls_are_answered_reply_inline_with_running_totals() {
+        let Some(b) = backend() else { return };
+        super::calls_are_answered_reply_inline_with_running_totals(b);
+    }
+
+    #[test]
+    fn a_continued_call_is_reassembled_and_served() {
+        let Some(b) = backend() else { return };
+        super::continued_call_is_reassembled_and_served(b);
+    }
+
+    #[test]
+    fn an_external_call_is_read_from_its_call_chunk_and_served() {
+        let Some(b) = backend() else { return };
+        super::external_call_is_read_from_its_call_chunk_and_served(b);
+    }
+
+    #[test]
+    fn a_result_goes_in_the_write_chunk_provided() {
+        let Some(b) = backend() else { return };
+        super::result_goes_in_the_write_chunk_provided(b);
+    }
+
+    #[test]
+    fn a_reply_over_the_inline_threshold_goes_external() {
+        let Some(b) = backend() else { return };
+        super::reply_over_the_inline_threshold_goes_external(b);
+    }
+
+    #[test]
+    fn properties_are_exchanged_and_honoured() {
+        let Some(b) = backend() else { return };
+        super::properties_are_exchanged_and_honoured(b);
+    }
 }

@@ -51,7 +51,7 @@
 //!     let mut message = Vec::new();
 //!     fetch_call(&conn, &call, &ulb, &mut message).unwrap();
 //!     assert_eq!(message, [0, 0, 0, 7, 0, 0, 0, 0]);
-//!     let params = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 4, reply_inline_threshold: 1024, remote_invalidation: false, draft07: false };
+//!     let params = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 4, reply_inline_threshold: 1024, remote_invalidation: false, draft07: false, invalidate: None };
 //!     send_reply(&conn, &call, &message, &[0, 0, 0, 7, 0, 0, 0, 1], &ulb, &params).unwrap();
 //!     conn
 //! });

@@ -182,6 +182,9 @@ struct Draft07 {
     pending: Properties,
     /// The requester's properties once its RDMA2_CONNPROP_FINAL came.
     theirs: Option<Properties>,
+    /// Calls in flight whose `rdma_inv_handle` solicits remote invalidation (section 6.5):
+    /// XID -> the handle, one of the call's own.
+    inv_handles: HashMap<u32, u32>,
 }
 
 /// -07's default inline threshold (Table 1's receive buffer size): the most an
@@ -199,6 +202,7 @@ impl Draft07 {
             ours: Properties::default(),
             pending: Properties::default(),
             theirs: None,
+            inv_handles: HashMap::new(),
         }
     }
 }
@@ -470,6 +474,7 @@ impl Responder {
     pub fn reply_params(&mut self, xid: u32) -> Option<ReplyParams> {
         let (version, requested) = self.in_flight.remove(&xid)?;
         let draft07 = version == Version::TWO && self.dialect == Some(Dialect::Ietf07);
+        let invalidate = self.d07.inv_handles.remove(&xid).filter(|_| draft07);
         let credits = if draft07 {
             if !self.d07.credits.may_send() {
                 // Replies are not yet held for the requester's RDMA2_GRANT: said, and sent.
@@ -492,10 +497,15 @@ impl Responder {
                 (Some(p), true) => (p.receive_buffer_size as usize).min(cm_private_data::MAX_INLINE as usize),
                 _ => self.stated.thresholds(&self.advertised, version).reply,
             },
-            // Section 6.5: a -07 Send With Invalidate must invalidate the call's
-            // `rdma_inv_handle`, which the reply path does not carry yet: none is sent.
-            remote_invalidation: !draft07 && self.stated.remote_invalidation(&self.advertised),
+            // Section 6.5: on -07 the call solicits it, naming the handle; elsewhere RFC 8797's
+            // R flags allow it.
+            remote_invalidation: if draft07 {
+                invalidate.is_some()
+            } else {
+                self.stated.remote_invalidation(&self.advertised)
+            },
             draft07,
+            invalidate,
         })
     }
 
@@ -522,8 +532,25 @@ impl Responder {
             }
             Err(e) => {
                 log::warn!("-07 call {:#010x} refused: {e}", f.xid);
+                self.d07.inv_handles.remove(&f.xid);
                 Received::SendError(self.error07(f.xid, None, RDMA2_ERR_BAD_XDR))
             }
+        }
+    }
+
+    /// Section 6.5: a call's non-zero `rdma_inv_handle` that names one of the handles of its
+    /// own header solicits remote invalidation of that handle; kept for its reply. (One that
+    /// names none of them is the requester's mistake: its reply is a plain Send rather than
+    /// one that would fail on a handle the requester did not offer.)
+    /// (Kept only once the call is taken, so that a refused call leaves nothing behind.)
+    fn note_inv_handle(&mut self, header: &rpcrdma_v2::draft07::header::Header<'_>) {
+        let Some(handle) = header.inv_handle().filter(|&h| h != 0) else { return };
+        let lists = header.chunk_lists();
+        let reads = header.call_chunk().iter().chain(lists.reads.iter()).any(|r| r.target.handle == handle);
+        let writes = lists.writes.iter().any(|c| c.target.iter().any(|s| s.handle == handle));
+        let reply = lists.reply.is_some_and(|c| c.target.iter().any(|s| s.handle == handle));
+        if reads || writes || reply {
+            self.d07.inv_handles.insert(header.xid(), handle);
         }
     }
 
@@ -666,14 +693,21 @@ impl Responder {
                     header.header_len(),
                     message,
                 );
-                view.map_err(|e| {
-                    log::warn!("-07 call {xid:#010x} refused: {e}");
-                    Received::SendError(self.error07(xid, None, RDMA2_ERR_BAD_XDR))
-                })
+                match view {
+                    Ok(view) => {
+                        self.note_inv_handle(&header);
+                        Ok(view)
+                    }
+                    Err(e) => {
+                        log::warn!("-07 call {xid:#010x} refused: {e}");
+                        Err(Received::SendError(self.error07(xid, None, RDMA2_ERR_BAD_XDR)))
+                    }
+                }
             }
             Step::Whole { header, message } if header.header_type() == HeaderType::CallInline => {
                 // The parts assembled: the call and its header go into a buffer of their own.
                 self.d07.rewritten = Some(version_one_shaped(&header, MessageKind::Msg, &message));
+                self.note_inv_handle(&header);
                 Err(Received::Rewritten)
             }
             Step::Whole { header, .. } | Step::Other(header) => match header.header_type() {
@@ -683,6 +717,7 @@ impl Responder {
                     // The whole call is in the Call chunk (section 6.3.5): Version One's
                     // RDMA_NOMSG with that chunk at position zero, as the serving path reads it.
                     self.d07.rewritten = Some(version_one_shaped(&header, MessageKind::NoMsg, &[]));
+                    self.note_inv_handle(&header);
                     Err(Received::Rewritten)
                 }
                 // (CONNPROP and replies were answered above; an ERROR is a PeerError.)

@@ -149,6 +149,7 @@ fn serve<B: Backend>(e: &Ends<B>, case: &Case) -> (Vec<Segment>, ReplySent) {
         reply_inline_threshold: SMALL.reply,
         remote_invalidation: case.remote_invalidation,
         draft07: false,
+        invalidate: None,
     };
     let sent = send_reply(&e.resp, &call, &message, &case.reply, &case.ulb, &params).unwrap();
     (segments(&call), sent)
@@ -435,6 +436,7 @@ fn reply_too_long_for_the_chunks_is_err_chunk<B: Backend>(b: &B) {
                 reply_inline_threshold: 1024,
                 remote_invalidation: false,
                 draft07: false,
+                invalidate: None,
             };
             match send_reply(&e.resp, &call, call_message, &message(0xb00, 1, 2048, None), &ulb, &params) {
                 Err(DataPathError::Reply(r)) => assert!(r.errcode().is_some(), "{r:?}"),

@@ -19,7 +19,7 @@ use rpcrdma_v2::draft07::header::{Header, HeaderType};
 use rpcrdma_v2::draft07::marshal::{self, MessageType, NO_CHUNKS};
 use rpcrdma_v2::draft07::xdr::*;
 use rpcrdma_v2::HeaderLimits;
-use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QpCaps};
+use rpcrdma_verbs::{Access, Backend, MemoryRegion, Opcode, ProtectionDomain, QpCaps, QueuePair};
 
 const T: Duration = Duration::from_secs(10);
 /// The credits the server advertises (its default).
@@ -86,14 +86,24 @@ impl<B: Backend> Requester<B> {
     }
 
     fn receive(&mut self) -> Vec<u8> {
-        let m = self.pool.receive(&self.conn).unwrap().bytes;
+        self.receive_invalidating().0
+    }
+
+    /// The next message, and the handle its Send With Invalidate invalidated, if it was one.
+    fn receive_invalidating(&mut self) -> (Vec<u8>, Option<u32>) {
+        let m = self.pool.receive(&self.conn).unwrap();
         self.received += 1;
-        m
+        (m.bytes, m.invalidated_rkey)
     }
 
     fn call_inline(&self, xid: u32, chunks: &ChunkLists<'_>, message: &[u8]) {
+        self.call_inline_inv(xid, 0, chunks, message);
+    }
+
+    /// An RDMA2_CALL_INLINE whose `rdma_inv_handle` is `inv`.
+    fn call_inline_inv(&self, xid: u32, inv: u32, chunks: &ChunkLists<'_>, message: &[u8]) {
         let mut send = vec![0u8; 4096 + message.len()];
-        let n = marshal::call_inline(&mut send, xid, self.credit(), 0, chunks, message).unwrap();
+        let n = marshal::call_inline(&mut send, xid, self.credit(), inv, chunks, message).unwrap();
         self.send(&send[..n]);
     }
 
@@ -316,6 +326,38 @@ fn external_call_is_read_from_its_call_chunk_and_served<B: Backend + Clone>(back
 #[test]
 fn draft07_6_3_5_an_external_call_is_read_from_its_call_chunk_and_served() {
     external_call_is_read_from_its_call_chunk_and_served(rpcrdma_verbs::InProcess);
+}
+
+/// Section 6.5: a call whose `rdma_inv_handle` names one of its own handles (here its Write
+/// chunk's) is answered by a Send With Invalidate of exactly that handle; one naming a handle
+/// the call does not carry, or zero, by a plain Send.
+fn remote_invalidation_follows_rdma_inv_handle<B: Backend + Clone>(backend: B) {
+    let server = start(backend.clone(), true);
+    let mut req = Requester::connect(&backend, &server);
+    for (xid, solicited) in [(0x160u32, true), (0x161, false), (0x162, false)] {
+        // A memory window: the kind of key a Send With Invalidate may name.
+        let sink = req.conn.pd().register(vec![0u8; 4096], Access::LOCAL_WRITE).unwrap();
+        let window = req.conn.qp().post_bind_window(xid.into(), &sink, 0, 4096, Access::REMOTE_WRITE).unwrap();
+        assert_eq!(req.conn.qp().wait_cq(T).map(|c| c.opcode), Some(Opcode::BindWindow));
+        let seg = [XdrRdmaSegment { handle: window.rkey, length: 4096, offset: window.addr }];
+        let writes = [XdrWriteChunk { target: Seq::from_slice(&seg) }];
+        let chunks = ChunkLists { reads: List::from_slice(&[]), writes: List::from_slice(&writes), reply: None };
+        let inv = match xid {
+            0x160 => window.rkey,
+            0x161 => window.rkey ^ 0x5a5a, // not a handle of this call
+            _ => 0,
+        };
+        req.call_inline_inv(xid, inv, &chunks, &rpc_call(xid, 10));
+        let (reply, invalidated) = req.receive_invalidating();
+        assert_eq!(parsed(&reply).header_type(), HeaderType::ReplyInline);
+        assert_eq!(invalidated, solicited.then_some(window.rkey), "call {xid:#x}");
+        assert_eq!(sink.with(|b| b[..40].to_vec()), reply_for(&rpc_call(xid, 10))[12..]);
+    }
+}
+
+#[test]
+fn draft07_6_5_remote_invalidation_follows_rdma_inv_handle() {
+    remote_invalidation_follows_rdma_inv_handle(rpcrdma_verbs::InProcess);
 }
 
 /// Sections 4.5.2.1 and 6.3.10: a DDP-eligible result goes by RDMA Write, in its entirety,
@@ -545,7 +587,7 @@ fn draft07_4_2_1_an_error_answer_uses_a_credit() {
     assert_eq!(r.overruns(), 0);
     let params = r.reply_params(h.xid()).unwrap();
     assert!(params.draft07);
-    assert!(!params.remote_invalidation, "section 6.5: no Send With Invalidate without rdma_inv_handle's key");
+    assert!(!params.remote_invalidation, "section 6.5: no Send With Invalidate unless the call's rdma_inv_handle asks");
     assert_eq!(r.overruns(), 1, "the error took the one message granted");
     assert_eq!(params.credits, 2 + ADVERTISED, "two messages received");
 }
@@ -611,5 +653,11 @@ mod rdma {
     fn properties_are_exchanged_and_honoured() {
         let Some(b) = backend() else { return };
         super::properties_are_exchanged_and_honoured(b);
+    }
+
+    #[test]
+    fn remote_invalidation_follows_rdma_inv_handle() {
+        let Some(b) = backend() else { return };
+        super::remote_invalidation_follows_rdma_inv_handle(b);
     }
 }

@@ -273,6 +273,7 @@ impl<L: Clone> Connection<L> {
                     reply_inline_threshold: threshold,
                     remote_invalidation: false,
                     draft07: false,
+                    invalidate: None,
                 };
                 Received::Call { header, params }
             }

@@ -21,7 +21,7 @@ use super::{take_bytes, DataPathError, Transport};
 ///
 /// ```
 /// use negotiate::datapath::ReplyParams;
-/// let p = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 32, reply_inline_threshold: 1024, remote_invalidation: true, draft07: false };
+/// let p = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 32, reply_inline_threshold: 1024, remote_invalidation: true, draft07: false, invalidate: None };
 /// assert!(p.remote_invalidation);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,6 +39,10 @@ pub struct ReplyParams {
     /// Whether the reply is written in draft-ietf-nfsv4-rpcrdma-version-two-07's header types
     /// (RDMA2_REPLY_INLINE, RDMA2_REPLY_EXTERNAL), as its call was; `version` is then 2.
     pub draft07: bool,
+    /// On a -07 connection, the handle the call's `rdma_inv_handle` named for remote
+    /// invalidation (section 6.5): the reply is a Send With Invalidate of it when
+    /// `remote_invalidation` holds too. Elsewhere `None`: RFC 8797's rule picks the key.
+    pub invalidate: Option<u32>,
 }
 
 /// What [`send_reply`] did.
@@ -261,7 +265,11 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         out.set_version(params.version);
         let rules =
             Negotiated { client_to_server: 0, server_to_client: 0, remote_invalidation: params.remote_invalidation };
-        let invalidated = reply_invalidate_rkey(&rules, call_rkeys(call));
+        let invalidated = if params.draft07 {
+            params.invalidate.filter(|_| params.remote_invalidation)
+        } else {
+            reply_invalidate_rkey(&rules, call_rkeys(call))
+        };
         let id = conn.wr_id();
         let mut source = None;
         // Marshaled straight into the Send's registered buffer (marshal_reply never writes more

@@ -117,7 +117,8 @@ pub enum Received<'a> {
     /// A reply to a backward-direction call this side sent.
     BackwardReply(Header<'a>),
     /// Send these bytes back: this side's RDMA2_CONNPROP_FINAL, answering the requester's
-    /// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 6.3.4).
+    /// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 6.3.4), or an RDMA2_GRANT opening the
+    /// requester's window while it sends a continued call (4.2.1.1).
     SendBack(Vec<u8>),
     /// Taken with nothing to answer: a -07 RDMA2_GRANT (its credits counted), or a part of a
     /// continued message kept until its sequence ends.
@@ -627,7 +628,11 @@ impl Responder {
     /// (4.1), then what its type asks. A whole RDMA2_CALL_INLINE becomes the call to serve,
     /// as a Version One header view over its chunk lists (the same lists, section 6.3.7).
     fn judge_draft07<'a>(&mut self, bytes: &'a [u8]) -> Result<Header<'a>, Received<'a>> {
-        if let Some(f) = Fixed::read(bytes).filter(|f| f.vers != rpcrdma_v2::RPCRDMA2_VERSION.wire()) {
+        // (A message shorter than the four words is left to the verdict, which drops it:
+        // its XID cannot be trusted, section 7.)
+        let whole_prefix = |f: &Fixed| f.proc.is_some();
+        if let Some(f) = Fixed::read(bytes).filter(|f| whole_prefix(f) && f.vers != rpcrdma_v2::RPCRDMA2_VERSION.wire())
+        {
             // Section 7.1.2: another version than the connection's: RDMA2_ERR_VERS_MISMATCH
             // (an error is never answered), the message discarded. The answer's `rdma_vers`
             // is the message's (section 7).
@@ -726,6 +731,16 @@ impl Responder {
                     Err(Received::SendError(self.error07(header.xid(), None, RDMA2_ERR_INVAL_HTYPE)))
                 }
             },
+            // A part kept: the requester may have no credit left for the next one (before this
+            // side's first header it has one message in all, section 4.2.1), and nothing else
+            // goes back until the sequence ends, so a GRANT opens its window when one is due
+            // (4.2.1.1).
+            Step::Held if self.d07.credits.grant_due() && self.d07.credits.may_send_grant() => {
+                let mut grant = vec![0u8; rpcrdma_v2::draft07::header::PREFIX_LEN];
+                let total = self.d07.credits.send();
+                rpcrdma_v2::draft07::marshal::grant(&mut grant, total).expect("the prefix fits its buffer");
+                Err(Received::SendBack(grant))
+            }
             Step::Held => Err(Received::Taken),
             Step::Refused { xid, answer: body, reason, .. } => {
                 log::warn!("-07 message {xid:#010x} refused: {reason}");

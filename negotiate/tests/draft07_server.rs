@@ -235,7 +235,9 @@ fn draft07_7_1_4_a_call_breaking_into_a_continued_one_is_inval_cont() {
     let mut send = [0u8; 256];
     let n = marshal::middle(&mut send, 0xa0, req.credit(), MessageType::Call, 16, &first).unwrap();
     req.send(&send[..n]);
-    assert!(req.hears_nothing(), "a MIDDLE part is held without an answer");
+    // Held: answered only by the GRANT that lets the requester send past its first message.
+    assert_eq!(parsed(&req.receive()).header_type(), HeaderType::Grant);
+    assert!(req.hears_nothing(), "nothing more for a part held");
     req.call_inline(0xa1, &NO_CHUNKS, &rpc_call(0xa1, 1));
     let err = req.receive();
     assert_eq!((error_code(&err), word(&err, 0)), (RDMA2_ERR_INVAL_CONT, 0xa1));
@@ -247,7 +249,9 @@ fn draft07_7_1_4_a_call_breaking_into_a_continued_one_is_inval_cont() {
 
 /// Sections 4.1, 6.3.6 and 6.3.7: a call sent as RDMA2_CALL_MIDDLE parts and a final
 /// RDMA2_CALL_INLINE, each Send of 1024 bytes at most, is reassembled in XDR stream order and
-/// served once, whole, and every part's Receive counts in the responder's running total.
+/// served once, whole, and every part's Receive counts in the responder's running total. The
+/// requester keeps to its credits: its first part is the one message it may send before the
+/// server's first header, and the server's RDMA2_GRANT lets the rest go (4.2.1, 4.2.1.1).
 fn continued_call_is_reassembled_and_served<B: Backend + Clone>(backend: B) {
     let server = start(backend.clone(), true);
     let mut req = Requester::connect(&backend, &server);
@@ -262,6 +266,14 @@ fn continued_call_is_reassembled_and_served<B: Backend + Clone>(backend: B) {
         let want = if i + 1 < parts.len() { HeaderType::CallMiddle } else { HeaderType::CallInline };
         assert_eq!(h.header_type(), want);
         req.send(p);
+        if i == 0 {
+            // Section 4.2.1: before the server's first header the requester may send one
+            // message; the server's GRANT (4.2.1.1, 6.3.2: XID zero) opens its window for
+            // the rest: one part received, the credits it advertises.
+            let grant = req.receive();
+            let g = parsed(&grant);
+            assert_eq!((g.header_type(), g.xid(), g.credit()), (HeaderType::Grant, 0, 1 + ADVERTISED));
+        }
     }
     let reply = req.receive();
     let h = parsed(&reply);

@@ -406,13 +406,21 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             let mut core = lock(&served.core);
             let mut m = m;
             let mut judged = self.judge(&served, &mut core, &m.bytes);
+            // The memory of a rewritten call, counted against the server's budget while it is
+            // served (its size is within ResponderConfig::max_continued and the header limits).
+            let mut _rewritten_charge = None;
             if judged == Received::Rewritten {
                 // A -07 continued or external call, written into a buffer of its own: served
                 // from that, which takes the Receive's place here (the Receive's buffer goes
                 // back to the pool now).
-                let Some(bytes) = core.take_rewritten() else { continue };
-                served.pool.recycle(std::mem::replace(&mut m.bytes, bytes));
-                judged = self.judge_rewritten(&served, &mut core, &m.bytes);
+                judged = match core.take_rewritten() {
+                    Some(bytes) => {
+                        _rewritten_charge = Some(self.shared.budget.charge(bytes.len()));
+                        served.pool.recycle(std::mem::replace(&mut m.bytes, bytes));
+                        self.judge_rewritten(&served, &mut core, &m.bytes)
+                    }
+                    None => Received::Nothing(None),
+                };
             }
             let (header, params) = match judged {
                 Received::Call { header, params } => (header, params),

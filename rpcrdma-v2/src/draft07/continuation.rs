@@ -316,6 +316,8 @@ impl Reassembly {
         if let Some(refused) = self.over_limit(xid, htype == middle, a.held.len() + payload.len(), remaining) {
             return refused;
         }
+        // Grown exactly: what is held is what came, within the limit, never twice that.
+        a.held.reserve_exact(payload.len());
         a.held.extend_from_slice(payload);
         if htype == middle {
             a.remaining = remaining;

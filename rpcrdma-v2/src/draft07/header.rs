@@ -149,6 +149,11 @@ pub enum HeaderError {
     /// Requester MUST NOT insert Position-zero Read chunks in this list").
     #[error("a Position-zero Read chunk in RDMA2_CALL_INLINE's Read list (section 6.3.7)")]
     PositionZeroInCallInline,
+    /// An RDMA2_CALL_EXTERNAL's Read list (its data item chunks) holds a Position-zero chunk:
+    /// position zero is its Call chunk's (section 6.3.5), and a data item there would be read
+    /// into the call's own bytes.
+    #[error("a Position-zero data item chunk beside RDMA2_CALL_EXTERNAL's Call chunk (section 6.3.5)")]
+    PositionZeroInCallExternal,
     /// An RDMA2_CALL_EXTERNAL whose Call chunk is empty (section 6.3.5: "one or more Read
     /// segments").
     #[error("RDMA2_CALL_EXTERNAL without a Call chunk (section 6.3.5)")]
@@ -231,6 +236,7 @@ impl HeaderError {
             HeaderError::Body { .. }
             | HeaderError::Chunks { .. }
             | HeaderError::PositionZeroInCallInline
+            | HeaderError::PositionZeroInCallExternal
             | HeaderError::NoCallChunk
             | HeaderError::CallChunkPosition(_)
             | HeaderError::NoReplyChunk
@@ -365,6 +371,9 @@ impl<'a> Header<'a> {
             HeaderType::CallExternal if self.call.is_empty() => Err(HeaderError::NoCallChunk),
             HeaderType::CallInline if self.read_chunks().any(|c| c.position() == 0) => {
                 Err(HeaderError::PositionZeroInCallInline)
+            }
+            HeaderType::CallExternal if self.read_chunks().any(|c| c.position() == 0) => {
+                Err(HeaderError::PositionZeroInCallExternal)
             }
             HeaderType::ReplyExternal if self.chunks.reply.is_none() => Err(HeaderError::NoReplyChunk),
             // Table 2's "Msg" column; a message part must be at least its first word (the

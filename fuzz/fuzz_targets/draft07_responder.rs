@@ -6,8 +6,8 @@
 //! continued call, a CALL_EXTERNAL) is taken and judged from there. Whatever the peer sends:
 //! nothing panics, no allocation exceeds what the input brings and the configured continuation
 //! limit (`bounded_alloc`), every error answer is an RDMA_ERROR of at most 28 bytes (once the
-//! connection speaks -07, written in -07's error header), and the only other answer is this
-//! side's RDMA2_CONNPROP_FINAL within the default inline threshold.
+//! connection speaks -07, written in -07's error header), and the only other answers are this
+//! side's RDMA2_CONNPROP_FINAL within the default inline threshold and its RDMA2_GRANT.
 
 #![no_main]
 
@@ -56,8 +56,11 @@ fuzz_target!(|data: &[u8]| {
                 None
             }
             Received::SendBack(m) => {
-                // This side's RDMA2_CONNPROP_FINAL (type 7), within the default threshold.
-                assert!(m.len() <= 4096 && m.get(12..16) == Some(&[0, 0, 0, 7][..]), "{m:?}");
+                // This side's RDMA2_CONNPROP_FINAL (type 7) within the default threshold, or an
+                // RDMA2_GRANT (type 5: the prefix alone, XID zero).
+                let connprop = m.len() <= 4096 && m.get(12..16) == Some(&[0, 0, 0, 7][..]);
+                let grant = m.len() == 16 && m[..4] == [0; 4] && m[12..16] == [0, 0, 0, 5];
+                assert!(connprop || grant, "{m:?}");
                 None
             }
             _ => None,

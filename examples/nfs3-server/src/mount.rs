@@ -155,7 +155,13 @@ impl Connections {
         if held.len() < MAX_CONNECTIONS {
             return true;
         }
-        let Some(i) = held.iter().position(|h| !h.busy.load(Ordering::Acquire)) else { return false };
+        // The oldest idle one whose call has not arrived: a newcomer whose call waits unread
+        // (its thread not yet scheduled, on a loaded machine) is not cut by the connections
+        // behind it. Failing that, the oldest idle one, so that silent sockets never shut a
+        // newcomer out.
+        let idle = |h: &&Held| !h.busy.load(Ordering::Acquire);
+        let i = held.iter().position(|h| idle(&h) && !has_bytes_waiting(&h.socket));
+        let Some(i) = i.or_else(|| held.iter().position(|h| idle(&h))) else { return false };
         let _ = held.remove(i).socket.shutdown(Shutdown::Both);
         true
     }
@@ -163,6 +169,20 @@ impl Connections {
     fn hold(&self, h: Held) {
         self.0.lock().unwrap_or_else(PoisonError::into_inner).push(h);
     }
+}
+
+/// Whether bytes wait unread on `socket`: one byte peeked without blocking (`MSG_PEEK |
+/// MSG_DONTWAIT`, flags of this one call: the socket's own, which its serving thread's
+/// blocking reads share, are left alone).
+fn has_bytes_waiting(socket: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut byte = 0u8;
+    // SAFETY: `recv` writes at most one byte into `byte`, which lives across the call; the
+    // descriptor is `socket`'s, open for as long as it is borrowed.
+    let n = unsafe {
+        libc::recv(socket.as_raw_fd(), (&mut byte as *mut u8).cast(), 1, libc::MSG_PEEK | libc::MSG_DONTWAIT)
+    };
+    n > 0
 }
 
 /// A MOUNT server listening on TCP: one thread accepts, one thread serves each connection, at

@@ -17,7 +17,7 @@ use rpcrdma_v2::options::{OptionalAnswer, Registry};
 use rpcrdma_v2::verdict as v2;
 use std::borrow::Cow;
 
-use rpcrdma_v1::header::{Fixed, MessageKind};
+use rpcrdma_v1::header::{offsets, Fixed, MessageKind};
 use rpcrdma_v2::dialect::{first_message_dialect, Dialect};
 use rpcrdma_v2::draft07::continuation::{Reassembly, Step};
 use rpcrdma_v2::draft07::credits::{self as credits07, CreditWindow};
@@ -596,12 +596,10 @@ impl Responder {
     fn error07(&mut self, xid: u32, vers: Option<u32>, code: u32) -> ErrorReply {
         let body = Rpcrdma2HdrError::Default { discriminant: code };
         let reply = verdict07::error_reply(xid, self.d07.credits.send(), &body);
-        let Some(vers) = vers else { return reply };
-        let mut bytes = [0u8; ErrorReply::MAX_LEN];
-        let n = reply.as_bytes().len();
-        bytes[..n].copy_from_slice(reply.as_bytes());
-        bytes[4..8].copy_from_slice(&vers.to_be_bytes());
-        ErrorReply::from_bytes(&bytes[..n]).expect("the same length")
+        match vers {
+            Some(vers) => reply.with_word(offsets::VERS, vers),
+            None => reply,
+        }
     }
 
     /// Whether `bytes` is to be judged by -07's rules: a Version Two message on a connection
@@ -660,11 +658,7 @@ impl Responder {
                 self.over_limits +=
                     u64::from(matches!(reason, HeaderError07::Chunks { source, .. } if source.is_over_limit()));
                 // Its `rdma_credit` is the total after this Receive, and the answer is a Send.
-                let mut bytes = [0u8; ErrorReply::MAX_LEN];
-                let n = reply.as_bytes().len();
-                bytes[..n].copy_from_slice(reply.as_bytes());
-                bytes[8..12].copy_from_slice(&self.d07.credits.send().to_be_bytes());
-                return Err(Received::SendError(ErrorReply::from_bytes(&bytes[..n]).expect("the same length")));
+                return Err(Received::SendError(reply.with_word(offsets::CREDIT, self.d07.credits.send())));
             }
             verdict07::Verdict::Discard(_) => {
                 self.d07.credits.note_received();

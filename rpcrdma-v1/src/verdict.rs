@@ -118,6 +118,28 @@ impl ErrorReply {
         ErrorReply { buf, len }
     }
 
+    /// The same reply with one of its fixed words (at `offset`, one of
+    /// [`crate::header::offsets`]: `VERS`, `CREDIT`) set to `value`: an answer
+    /// another encoder wrote, given the version of the message it answers or the
+    /// credit total in effect once it is counted.
+    ///
+    /// ```
+    /// use rpcrdma_v1::header::offsets;
+    /// use rpcrdma_v1::verdict::ErrorReply;
+    /// use rpcrdma_v1::Version;
+    /// let e = ErrorReply::err_chunk(9, Version::ONE, 32).with_word(offsets::CREDIT, 33);
+    /// assert_eq!(&e.as_bytes()[8..12], &[0, 0, 0, 33]);
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the word does not lie within the reply's four fixed words.
+    pub fn with_word(mut self, offset: usize, value: u32) -> Self {
+        assert!(offset + 4 <= crate::header::offsets::BODY, "a fixed word");
+        self.buf[offset..offset + 4].copy_from_slice(&value.to_be_bytes());
+        self
+    }
+
     /// The bytes to send.
     pub fn as_bytes(&self) -> &[u8] {
         &self.buf[..usize::from(self.len)]

@@ -22,7 +22,7 @@
 
 pub use rpcrdma_v1::verdict::ErrorReply;
 
-use rpcrdma_v1::header::Fixed;
+use rpcrdma_v1::header::{offsets, Fixed};
 use rpcrdma_v1::marshal_reply::ReplyError;
 
 use super::header::{Answer, Header, HeaderError, HeaderType};
@@ -123,14 +123,9 @@ pub fn receive<'a>(bytes: &'a [u8], policy: &Policy) -> Verdict<'a> {
             Answer::Error(body) => {
                 // Answered only past the prefix: both words are there.
                 let (xid, vers) = fixed.map_or((0, 0), |f| (f.xid, f.vers));
-                let mut buf = [0u8; ErrorReply::MAX_LEN];
-                let reply = error_reply(xid, policy.credit, &body);
-                let n = reply.as_bytes().len();
-                buf[..n].copy_from_slice(reply.as_bytes());
                 // Section 7: "The rdma_vers field MUST contain the same version that was in
                 // the rdma_vers field in the ingress request."
-                buf[4..8].copy_from_slice(&vers.to_be_bytes());
-                let reply = ErrorReply::from_bytes(&buf[..n]).expect("at most 28 bytes");
+                let reply = error_reply(xid, policy.credit, &body).with_word(offsets::VERS, vers);
                 Verdict::Reply { reply, reason }
             }
         },

@@ -158,8 +158,12 @@ fn issue14_a_requester_beyond_its_credits_gets_no_more_calls_served_at_once<B: B
         i.gather(3, Duration::from_secs(1));
     });
     let raw = RawRequester::connect(&backend, &server.local_addr());
-    let params =
-        CallParams { version: Version::ONE, credits: 2, thresholds: InlineThresholds { call: 1024, reply: 1024 } };
+    let params = CallParams {
+        version: Version::ONE,
+        credits: 2,
+        thresholds: InlineThresholds { call: 1024, reply: 1024 },
+        dialect: None,
+    };
     let xids = [0x31, 0x32, 0x33];
     let mut pending: Vec<_> =
         xids.iter().map(|&x| (x, send_call(&raw.conn, &call(x, SMALL), &ULB, &params).expect("send"))).collect();

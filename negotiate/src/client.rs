@@ -360,6 +360,32 @@ impl<B: Backend> Client<B> {
         self.lanes[0].version()
     }
 
+    /// The first connection's Version Two dialect, once it settled on Version Two: -00 or -07
+    /// (`ClientConfig::version_two` says which it speaks; docs/design.md, "Version Two's two
+    /// dialects", how a connection ends on one).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::responder::ResponderConfig;
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use rpcrdma_v2::dialect::{Dialect, VersionTwo};
+    /// use rpcrdma_verbs::InProcess;
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+    /// let cfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1]].concat();
+    /// let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ulb), echo).unwrap();
+    /// let cfg = ClientConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
+    /// let client = Client::new(InProcess, &server.local_addr(), cfg);
+    /// let reply = client.call(&[0, 0, 0, 7, 0, 0, 0, 0], &ulb).unwrap();
+    /// assert_eq!(reply, [0, 0, 0, 7, 0, 0, 0, 1]);
+    /// assert_eq!(client.dialect(), Some(Dialect::Ietf07));
+    /// ```
+    pub fn dialect(&self) -> Option<rpcrdma_v2::dialect::Dialect> {
+        self.lanes[0].dialect()
+    }
+
     /// The first connection's inline thresholds, once its version is settled.
     pub fn thresholds(&self) -> Option<InlineThresholds> {
         self.lanes[0].thresholds()

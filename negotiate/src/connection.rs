@@ -203,6 +203,9 @@ pub struct Connection<L> {
     /// hands it on with the bytes; a server's driver gives it to its backward call): the
     /// thread that completes the call lays it over the bytes, with no second parse.
     judged_reply: Option<Detached>,
+    /// A -07 continued reply assembled by [`Connection::handle_receive`], with its call's XID,
+    /// until [`Connection::deliver`] hands it to that call in place of the Receive's bytes.
+    rewritten_reply: Option<(u32, Vec<u8>)>,
     // ---- the responder of forward calls (a server's connection) ----
     serving: Option<serving::Serving>,
 }
@@ -290,6 +293,7 @@ impl<L: Clone> Connection<L> {
             now: None,
             next_option_xid: calls::FIRST_OPTION_XID,
             judged_reply: None,
+            rewritten_reply: None,
             serving: None,
         }
     }

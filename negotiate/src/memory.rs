@@ -7,6 +7,7 @@
 //! the next connection probes again (one round trip, and one more RDMA_ERR_VERS at worst).
 
 use rpcrdma_v1::Version;
+use rpcrdma_v2::dialect::Dialect;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -64,6 +65,8 @@ pub enum NoV2Reason {
 pub struct PeerMemory {
     /// Per address: why, and until when it holds.
     no_v2: HashMap<String, (NoV2Reason, Instant)>,
+    /// Per address: the Version Two dialect it answered in, and until when that holds.
+    dialects: HashMap<String, (Dialect, Instant)>,
 }
 
 impl PeerMemory {
@@ -93,8 +96,33 @@ impl PeerMemory {
         }
     }
 
+    /// Records that the responder at `addr` settled Version Two in dialect `d`, until `until`:
+    /// the next connection's first message uses it, if the requester speaks it (docs/design.md,
+    /// "Version Two's two dialects": a requester that speaks both tries its preferred one once
+    /// per responder, not once per connection).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use negotiate::memory::PeerMemory;
+    /// use rpcrdma_v2::dialect::Dialect;
+    /// let now = Instant::now();
+    /// let mut m = PeerMemory::default();
+    /// m.remember_dialect("a", Dialect::Cel00, now + Duration::from_secs(600));
+    /// assert_eq!(m.dialect_for("a", now), Some(Dialect::Cel00));
+    /// assert_eq!(m.dialect_for("a", now + Duration::from_secs(600)), None);
+    /// ```
+    pub fn remember_dialect(&mut self, addr: &str, d: Dialect, until: Instant) {
+        self.dialects.insert(addr.to_string(), (d, until));
+    }
+
+    /// The dialect `addr` was last seen to settle in, while that holds at `now`.
+    pub fn dialect_for(&self, addr: &str, now: Instant) -> Option<Dialect> {
+        self.dialects.get(addr).filter(|&&(_, until)| now < until).map(|&(d, _)| d)
+    }
+
     /// Forgets `addr` (an administrator knows it was upgraded).
     pub fn forget(&mut self, addr: &str) {
         self.no_v2.remove(addr);
+        self.dialects.remove(addr);
     }
 }

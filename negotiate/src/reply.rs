@@ -12,6 +12,9 @@ use rpcrdma_v1::Version;
 use rpcrdma_v2::options::{OptionalAnswer, Registry};
 use rpcrdma_v2::verdict as v2;
 
+pub(crate) mod draft07;
+pub use draft07::MAX_CONTINUED_REPLY;
+
 /// An RDMA_ERROR a responder sent: Version One's (RDMA_ERR_VERS, ERR_CHUNK, which Version Two
 /// calls RDMA_ERR_BAD_HEADER) or Version Two's RDMA_ERR_INVAL_OPTION.
 pub type PeerError = v2::PeerError;
@@ -51,6 +54,21 @@ pub enum Incoming<'a> {
         /// The extension's answer.
         answer: Option<OptionalAnswer>,
     },
+    /// The reply to call `xid` whose message is not in the bytes received: a -07 reply
+    /// continued across Sends (section 4.1), assembled into `message`, a buffer of its own in
+    /// Version One's shape. Reassemble the reply from it in place of the Receive's bytes.
+    ReplyRewritten {
+        /// The call's XID.
+        xid: u32,
+        /// The reply's header and RPC message.
+        message: Vec<u8>,
+    },
+    /// A message whose effect is on the connection's state alone: a -07 RDMA2_GRANT, a
+    /// CONNPROP, or a part of a continued reply kept for the rest.
+    Taken,
+    /// Send this RDMA2_ERROR back (-07 section 7: a header type or version this side does
+    /// not take); any call it concerns already came out as events.
+    Refuse(ErrorReply),
     /// Nothing to do with it.
     Dropped(DropReason),
 }
@@ -164,9 +182,6 @@ pub fn reply_header<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Option<Header
 /// The part of a message that concerns a call in flight.
 pub(crate) struct Head<'a> {
     pub(crate) xid: u32,
-    /// The message's `rdma_vers` word: for an RDMA_ERROR, the version the responder read
-    /// and wrote it in.
-    pub(crate) vers: u32,
     pub(crate) credit: u32,
     pub(crate) outcome: Outcome<'a>,
 }
@@ -179,6 +194,10 @@ pub(crate) enum Outcome<'a> {
     },
     Error(PeerError),
     Malformed(v2::Reason),
+    /// A broken reply the responder is to hear of: fail the call, send the RDMA2_ERROR.
+    MalformedAnswered(v2::Reason, ErrorReply),
+    /// A -07 continued reply, assembled in a buffer of its own.
+    Rewritten(Vec<u8>),
     /// The answer to our RDMA_OPTIONAL.
     OptionAnswer,
 }
@@ -200,7 +219,6 @@ pub(crate) fn classify<'a>(
 ) -> Classified<'a> {
     let fixed = Fixed::read(bytes);
     let credit = fixed.and_then(|f| f.credit).unwrap_or(0);
-    let vers = fixed.map_or(0, |f| f.vers);
     let (xid, outcome) = match judge(bytes, limits, options) {
         Judged::Discard(why) => return Classified::Done(Incoming::Dropped(why)),
         Judged::Option(incoming) => return Classified::Done(incoming),
@@ -226,5 +244,5 @@ pub(crate) fn classify<'a>(
     if flight_version(xid).is_none() {
         return Classified::Done(Incoming::Dropped(DropReason::UnknownXid(xid)));
     }
-    Classified::Head(Head { xid, vers, credit, outcome })
+    Classified::Head(Head { xid, credit, outcome })
 }

@@ -39,8 +39,11 @@ use rpcrdma_v1::Version;
 
 use rpcrdma_v2::options::Registry;
 
+use rpcrdma_v1::header::Fixed;
+use rpcrdma_v2::dialect::{after_refusal, Dialect, Next, Speaks, VersionTwo};
+
 use crate::memory::{NoV2Reason, PeerMemory};
-use crate::reply::{self, Incoming, PeerError};
+use crate::reply::{self, draft07, Incoming, PeerError};
 use crate::thresholds::{Advertised, Stated};
 use rpcrdma_v2::properties::TransportProperties;
 
@@ -69,8 +72,13 @@ pub struct RequesterConfig {
     /// Limits applied to received replies.
     pub limits: HeaderLimits,
     /// How long a responder found to lack Version Two ([`PeerMemory`]) is offered Version One
-    /// only; after that a new connection probes again.
+    /// only; after that a new connection probes again. What was learned of its dialect is
+    /// kept as long.
     pub reprobe_after: Duration,
+    /// Which Version Two it speaks when `versions` reaches 2: draft-cel-00, draft-ietf-07, or
+    /// both with one preferred (docs/design.md, "Version Two's two dialects").
+    /// [`VersionTwo::None`] makes it a Version One requester.
+    pub version_two: VersionTwo,
 }
 
 /// The default of [`RequesterConfig::reprobe_after`]: ten minutes.
@@ -87,6 +95,7 @@ impl Default for RequesterConfig {
             max_attempts: 3,
             limits: HeaderLimits::default(),
             reprobe_after: REPROBE_AFTER,
+            version_two: VersionTwo::One(Dialect::Cel00),
         }
     }
 }
@@ -98,6 +107,7 @@ rpcrdma_verbs::setters!(RequesterConfig {
     max_attempts: u32,
     limits: HeaderLimits,
     reprobe_after: Duration,
+    version_two: VersionTwo,
 });
 
 /// Send call `xid` now: marshal it in `version`, asking for `credits`, within `thresholds`.
@@ -113,6 +123,8 @@ pub struct Transmit {
     pub thresholds: InlineThresholds,
     /// Whether this is the Version Two probe.
     pub probe: bool,
+    /// For `version` 2, the dialect to write its header in; `None` for Version One.
+    pub dialect: Option<Dialect>,
     /// 1 for the first transmission, then one more per retransmission.
     pub attempt: u32,
 }
@@ -209,6 +221,15 @@ struct Conn {
     /// A call timed out and [`Event::Disconnect`] went out: nothing more is sent on this
     /// connection (RFC 8166 section 4.5.4: its calls are retransmitted on the next one).
     closing: bool,
+    /// The Version Two dialect the probe goes out in, and the connection speaks once settled
+    /// on Version Two.
+    dialect: Dialect,
+    /// The dialects whose first message the responder refused on this connection
+    /// ([`after_refusal`]).
+    refused: Vec<Dialect>,
+    /// The -07 connection's credit totals and reply reassembly, while its dialect is -07 and
+    /// it has not fallen back to Version One.
+    d07: Option<draft07::State>,
 }
 
 struct Call {
@@ -303,6 +324,12 @@ impl Requester {
         }
     }
 
+    /// The Version Two dialect of the connection, once settled on Version Two.
+    pub fn dialect(&self) -> Option<Dialect> {
+        let c = self.conn.as_ref()?;
+        matches!(c.version, Negotiation::Settled(Version::TWO)).then_some(c.dialect)
+    }
+
     /// The connection's thresholds for the version calls go out in now.
     pub fn thresholds(&self) -> Option<InlineThresholds> {
         let c = self.conn.as_ref()?;
@@ -354,6 +381,7 @@ impl Requester {
             accepted.len()
         );
         let (low, high) = self.cfg.versions;
+        let high = if self.cfg.version_two.first().is_none() { high.min(Version::ONE) } else { high };
         let highest = self.memory.highest_for(&self.addr, high, now);
         if highest < high {
             log::info!("{} is remembered to speak versions up to {}: no Version Two probe", self.addr, highest.wire());
@@ -361,7 +389,24 @@ impl Requester {
         let version = if highest >= Version::TWO { Negotiation::Probing(None) } else { Negotiation::Settled(highest) };
         let credits = RequesterCredits::new(self.cfg.credits);
         let stated = Stated::default();
-        self.conn = Some(Conn { advertised, stated, version, credits, after_err_vers: false, closing: false });
+        // The dialect the responder was last seen to settle in, if this side speaks it; else
+        // its preferred one.
+        let v2 = self.cfg.version_two;
+        let dialect =
+            self.memory.dialect_for(&self.addr, now).filter(|&d| v2.speaks(d)).or(v2.first()).unwrap_or(Dialect::Cel00);
+        let d07 =
+            (highest >= Version::TWO && dialect == Dialect::Ietf07).then(|| draft07::State::new(self.cfg.credits));
+        self.conn = Some(Conn {
+            advertised,
+            stated,
+            version,
+            credits,
+            after_err_vers: false,
+            closing: false,
+            dialect,
+            refused: Vec::new(),
+            d07,
+        });
         if highest < low {
             // What we learned earlier: the responder's versions end below ours.
             self.fail_all(CallFailure::NoCommonVersion { low: Version::ONE.wire(), high: highest.wire() });
@@ -462,8 +507,6 @@ impl Requester {
     /// to the registry ([`Requester::set_registry`]) and comes back as
     /// [`Incoming::OptionHandled`] or [`Incoming::RefuseOption`], for the driver to send.
     pub fn on_receive<'a>(&mut self, bytes: &'a [u8], now: Instant) -> Incoming<'a> {
-        let calls = &self.calls;
-        let awaiting = |xid: u32| calls.get(&xid).is_some_and(|c| c.option && c.flight.is_some());
         // On Version Two: settled on it, or with the probe out (a responder that read the
         // probe may send its own RDMA_OPTIONAL before answering; draft section 3.1's MUST to
         // answer an unrecognized one with RDMA_ERR_INVAL_OPTION holds then too).
@@ -471,9 +514,36 @@ impl Requester {
             self.conn.as_ref().map(|c| &c.version),
             Some(Negotiation::Settled(Version::TWO) | Negotiation::Probing(Some(_)))
         );
-        let options = on_v2.then_some(reply::Options { registry: &mut self.registry, awaiting: &awaiting });
+        // The probe's refusal: by either dialect's rules, or none (a code the dialect sent does
+        // not define is what tells the other dialect apart, docs/design.md).
+        if let Some(Negotiation::Probing(Some(probe))) = self.conn.as_ref().map(|c| &c.version) {
+            let probe = *probe;
+            if Fixed::read(bytes).is_some_and(|f| f.xid == probe && f.is_error()) && self.refusal(probe, bytes, now) {
+                return Incoming::Consumed;
+            }
+        }
+        let calls = &self.calls;
+        let awaiting = |xid: u32| calls.get(&xid).is_some_and(|c| c.option && c.flight.is_some());
         let flight_version = |xid: u32| calls.get(&xid)?.flight.as_ref().map(|f| f.version);
-        let head = match reply::classify(bytes, &self.cfg.limits, options, flight_version) {
+        // A -07 connection's Version Two messages are read by -07's rules; an answer in
+        // Version One (to the probe) by the common ones.
+        let d07 = self.conn.as_mut().and_then(|c| c.d07.as_mut());
+        let classified = match d07 {
+            Some(st) if Fixed::read(bytes).is_some_and(|f| f.vers == Version::TWO.wire()) => {
+                let supported = (self.cfg.versions.0, self.cfg.versions.1);
+                draft07::classify(bytes, &self.cfg.limits, supported, st, flight_version)
+            }
+            _ => {
+                let options = on_v2.then_some(reply::Options { registry: &mut self.registry, awaiting: &awaiting });
+                reply::classify(bytes, &self.cfg.limits, options, flight_version)
+            }
+        };
+        let head = match classified {
+            reply::Classified::Done(Incoming::Taken) => {
+                // A GRANT, say: the window may have opened.
+                self.pump(now);
+                return Incoming::Taken;
+            }
             reply::Classified::Done(incoming) => return incoming,
             reply::Classified::Head(h) => h,
         };
@@ -481,23 +551,25 @@ impl Requester {
         let probe = self.calls[&xid].flight.as_ref().is_some_and(|f| f.probe);
         match head.outcome {
             reply::Outcome::Reply(header) => {
-                self.settle_on_reply(probe, head.credit);
+                self.settle_on_reply(probe, head.credit, now);
                 self.finish(xid);
                 self.pump(now);
                 Incoming::Reply { xid, header }
             }
+            reply::Outcome::Rewritten(message) => {
+                self.settle_on_reply(probe, head.credit, now);
+                self.finish(xid);
+                self.pump(now);
+                Incoming::ReplyRewritten { xid, message }
+            }
+            reply::Outcome::MalformedAnswered(e, answer) => {
+                log::warn!("{} answered call {xid:#010x} with a broken reply: {e}", self.addr);
+                self.complete_failed(xid, CallFailure::MalformedReply(e));
+                self.pump(now);
+                Incoming::Refuse(answer)
+            }
             reply::Outcome::Vers { low, high } => {
                 self.on_err_vers(xid, low, high, now);
-                Incoming::Consumed
-            }
-            reply::Outcome::Error(e)
-                if probe && head.vers == Version::ONE.wire() && self.cfg.versions.0 <= Version::ONE =>
-            {
-                // The responder read our probe and answered in Version One: it speaks Version
-                // One (a Version Two responder answers in Version Two, draft section 5.2), and
-                // the call was not run (RFC 8166 section 4.5). Fall back as after RDMA_ERR_VERS.
-                log::info!("{} answered the probe {xid:#010x} with RDMA_ERROR {e:?} in Version One", self.addr);
-                self.fall_back(xid, 1, 1, now);
                 Incoming::Consumed
             }
             reply::Outcome::Error(e) => {
@@ -508,7 +580,7 @@ impl Requester {
                     // RFC 8166 section 5.5.2: ERR_CHUNK answers a header whose `rdma_vers` the
                     // responder recognized; RDMA_ERR_INVAL_OPTION exists only in Version Two.
                     // The window stays at one: an error carries no grant (draft section 5).
-                    self.settle(Version::TWO);
+                    self.settle(Version::TWO, now);
                 }
                 self.pump(now);
                 Incoming::Consumed
@@ -631,6 +703,9 @@ impl Requester {
     pub fn next_transmit(&self) -> Option<(Version, u32, InlineThresholds)> {
         let conn = self.conn.as_ref().filter(|c| !c.closing)?;
         let Negotiation::Settled(version) = conn.version else { return None };
+        if conn.d07.is_some() {
+            return None; // each -07 Send's `rdma_credit` is the total when it is taken
+        }
         Some((version, conn.credits.requested(), conn.stated.thresholds(&conn.advertised, version)))
     }
 
@@ -656,6 +731,11 @@ impl Requester {
                 Negotiation::Probing(None) => (Version::TWO, true),
                 Negotiation::Settled(v) => (v, false),
             };
+            // On -07 each Send also needs room under the responder's running total (section
+            // 4.2.1: one message until its first header).
+            if conn.d07.as_ref().is_some_and(|st| !st.credits.may_send()) {
+                return;
+            }
             let Ok(credit) = conn.credits.try_acquire() else { return };
             self.queue.pop_front();
             if probe {
@@ -664,7 +744,13 @@ impl Requester {
             }
             let thresholds =
                 if probe { conn.advertised.for_probe() } else { conn.stated.thresholds(&conn.advertised, version) };
-            let credits = conn.credits.requested();
+            // -07's `rdma_credit` is a running total, counted per Send; the others' the credits
+            // requested.
+            let credits = match conn.d07.as_mut() {
+                Some(st) if version == Version::TWO => st.credits.send(),
+                _ => conn.credits.requested(),
+            };
+            let dialect = (version == Version::TWO).then_some(conn.dialect);
             let call = self.calls.get_mut(&xid).unwrap();
             call.attempts += 1;
             call.flight = Some(Flight { credit, version, deadline: now + self.cfg.timeout, probe, timed_out: false });
@@ -672,13 +758,28 @@ impl Requester {
             if attempt > 1 {
                 log::info!("call {xid:#010x} to {} goes out again (attempt {attempt})", self.addr);
             }
-            self.events.push_back(Event::Transmit(Transmit { xid, version, credits, thresholds, probe, attempt }));
+            self.events.push_back(Event::Transmit(Transmit {
+                xid,
+                version,
+                credits,
+                thresholds,
+                probe,
+                attempt,
+                dialect,
+            }));
         }
     }
 
-    fn settle(&mut self, version: Version) {
+    fn settle(&mut self, version: Version, now: Instant) {
+        let until = self.reprobe_at(now);
         let conn = self.conn.as_mut().unwrap();
         conn.version = Negotiation::Settled(version);
+        if version == Version::TWO {
+            // Its dialect: the next connection's first message uses it (docs/design.md).
+            self.memory.remember_dialect(&self.addr, conn.dialect, until);
+        } else {
+            conn.d07 = None;
+        }
         let thresholds = conn.stated.thresholds(&conn.advertised, version);
         log::info!(
             "settled on version {} with {}: inline thresholds {} (calls) and {} (replies)",
@@ -713,12 +814,70 @@ impl Requester {
         self.events.push_back(Event::Settled { version, thresholds });
     }
 
-    fn settle_on_reply(&mut self, probe: bool, granted: u32) {
+    fn settle_on_reply(&mut self, probe: bool, granted: u32, now: Instant) {
         let conn = self.conn.as_mut().unwrap();
+        // On -07 the running totals gate each Send (`CreditWindow::may_send`, in `pump`);
+        // the per-call window is opened to what this side asks for.
+        let granted = if conn.d07.is_some() { self.cfg.credits } else { granted };
         conn.credits.on_reply(granted);
         conn.after_err_vers = false;
         if probe {
-            self.settle(Version::TWO);
+            self.settle(Version::TWO, now);
+        }
+    }
+
+    /// What this requester speaks, as `rpcrdma_v2::dialect` reads it.
+    fn speaks(&self) -> Speaks {
+        let v2 = if self.cfg.versions.1 >= Version::TWO { self.cfg.version_two } else { VersionTwo::None };
+        Speaks { v1: self.cfg.versions.0 <= Version::ONE, v2 }
+    }
+
+    /// The probe `xid` drew the RDMA_ERROR `bytes`: where to go, by [`after_refusal`]. True
+    /// when that settled it (the call goes out again in Version One, or in the other dialect
+    /// on the same connection); false when the error concerns the call itself, or is an
+    /// RDMA_ERR_VERS, whose range the common rules read ([`Requester::fall_back`]).
+    fn refusal(&mut self, xid: u32, bytes: &[u8], now: Instant) -> bool {
+        let code = bytes.get(16..20).map_or(0, |w| u32::from_be_bytes(w.try_into().unwrap()));
+        if code == rpcrdma_v2::draft07::xdr::RDMA2_ERR_VERS {
+            return false;
+        }
+        // What the call fails with if it has no attempt left to go again: the code as sent.
+        let e = PeerError::Draft07(rpcrdma_v2::draft07::xdr::Rpcrdma2HdrError::Default { discriminant: code });
+        let speaks = self.speaks();
+        let conn = self.conn.as_mut().unwrap();
+        let sent = conn.dialect;
+        match after_refusal(&speaks, sent, &conn.refused, xid, bytes) {
+            Next::Retry(None) => {
+                // Version One: the responder answered in it, or refused every dialect this
+                // side speaks. The call was not run (RFC 8166 section 4.5).
+                log::info!("{} refused the probe {xid:#010x} ({e:?}): falling back to Version One", self.addr);
+                self.fall_back(xid, 1, 1, now);
+                true
+            }
+            Next::Retry(Some(d)) => {
+                log::info!("{} refused the {sent:?} probe {xid:#010x} ({e:?}): it speaks {d:?}", self.addr);
+                conn.refused.push(sent);
+                conn.credits.on_error_reply();
+                conn.dialect = d;
+                conn.d07 = (d == Dialect::Ietf07).then(|| {
+                    // The refused message and its answer were this connection's first Send
+                    // and Receive: a -07 responder counted them (section 4.2.1).
+                    let mut st = draft07::State::new(self.cfg.credits);
+                    st.credits.send();
+                    let total = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(1);
+                    let _ = st.credits.received(total);
+                    st
+                });
+                conn.version = Negotiation::Probing(None);
+                self.requeue_front(xid, CallFailure::Peer(e));
+                self.pump(now);
+                true
+            }
+            Next::NoCommonVersion => {
+                log::warn!("{} refused the probe {xid:#010x} ({e:?}) and this side speaks nothing else", self.addr);
+                false
+            }
+            Next::CallFails | Next::NotARefusal => false,
         }
     }
 
@@ -750,7 +909,7 @@ impl Requester {
         if let Some(f) = self.calls.get_mut(&xid).unwrap().flight.take() {
             self.conn.as_mut().unwrap().credits.on_complete(f.credit);
         }
-        self.settle(common);
+        self.settle(common, now);
         self.requeue_front(xid, CallFailure::NoCommonVersion { low, high });
         self.pump(now);
     }

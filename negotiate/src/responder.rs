@@ -705,7 +705,7 @@ impl Responder {
             }
             Step::Whole { header, message } if header.header_type() == HeaderType::CallInline => {
                 // The parts assembled: the call and its header go into a buffer of their own.
-                self.d07.rewritten = Some(version_one_shaped(&header, MessageKind::Msg, &message));
+                self.d07.rewritten = Some(header.version_one_shaped(MessageKind::Msg, &message));
                 self.note_inv_handle(&header);
                 Err(Received::Rewritten)
             }
@@ -715,7 +715,7 @@ impl Responder {
                 HeaderType::CallExternal => {
                     // The whole call is in the Call chunk (section 6.3.5): Version One's
                     // RDMA_NOMSG with that chunk at position zero, as the serving path reads it.
-                    self.d07.rewritten = Some(version_one_shaped(&header, MessageKind::NoMsg, &[]));
+                    self.d07.rewritten = Some(header.version_one_shaped(MessageKind::NoMsg, &[]));
                     self.note_inv_handle(&header);
                     Err(Received::Rewritten)
                 }
@@ -743,27 +743,4 @@ impl Responder {
             Step::Dropped { .. } => Err(Received::Dropped),
         }
     }
-}
-
-/// A -07 call's header written in Version One's shape (RDMA_MSG, or RDMA_NOMSG for a
-/// CALL_EXTERNAL, whose Call chunk leads the Read list at position zero), the chunk lists
-/// word for word as received (section 8.4 takes them from Version One), then `message`: what
-/// the serving path reads for every call.
-fn version_one_shaped(h: &rpcrdma_v2::draft07::header::Header<'_>, kind: MessageKind, message: &[u8]) -> Vec<u8> {
-    use rpcrdma_v1::rt::{List, Xdr};
-    use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg, RpcRdmaHeader, RpcRdmaHeaderNomsg};
-    let lists = h.chunk_lists();
-    let reads: Vec<_> = h.call_chunk().iter().chain(lists.reads.iter()).collect();
-    let writes: Vec<_> = lists.writes.iter().collect();
-    let (rdma_reads, rdma_writes, rdma_reply) = (List::from_slice(&reads), List::from_slice(&writes), lists.reply);
-    let rdma_body = match kind {
-        MessageKind::Msg => RdmaBody::RdmaMsg(RpcRdmaHeader { rdma_reads, rdma_writes, rdma_reply }),
-        MessageKind::NoMsg => RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply }),
-    };
-    let vers = rpcrdma_v2::RPCRDMA2_VERSION.wire();
-    let msg = RdmaMsg { rdma_xid: h.xid(), rdma_vers: vers, rdma_credit: h.credit(), rdma_body };
-    let mut out = Vec::with_capacity(msg.encoded_len() + message.len());
-    out.extend(msg.to_vec().expect("lists decoded from a header encode again"));
-    out.extend_from_slice(message);
-    out
 }

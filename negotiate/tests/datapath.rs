@@ -156,7 +156,7 @@ fn serve<B: Backend>(e: &Ends<B>, case: &Case) -> (Vec<Segment>, ReplySent) {
 }
 
 fn call_params(version: u32) -> CallParams {
-    CallParams { version: Version::from_wire(version), credits: CREDITS, thresholds: SMALL }
+    CallParams { version: Version::from_wire(version), credits: CREDITS, thresholds: SMALL, dialect: None }
 }
 
 /// One whole exchange on `e`, checked against `case`.

@@ -45,40 +45,83 @@ impl Dialect {
     }
 }
 
-/// What one side speaks: Version One, and which Version Two dialects, the preferred one
-/// first.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Which Version Two dialects one side speaks, the preferred one first. `Copy`, so that a
+/// configuration can hold it.
+///
+/// ```
+/// use rpcrdma_v2::dialect::{Dialect, VersionTwo};
+/// let both = VersionTwo::Both { preferred: Dialect::Ietf07 };
+/// assert_eq!(both.dialects().collect::<Vec<_>>(), [Dialect::Ietf07, Dialect::Cel00]);
+/// assert!(!VersionTwo::One(Dialect::Cel00).speaks(Dialect::Ietf07));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum VersionTwo {
+    /// No Version Two.
+    None,
+    /// One dialect.
+    One(Dialect),
+    /// Both dialects, `preferred` first.
+    Both {
+        /// The one a first message uses.
+        preferred: Dialect,
+    },
+}
+
+impl VersionTwo {
+    /// The dialects, the preferred one first.
+    pub fn dialects(self) -> impl Iterator<Item = Dialect> {
+        let (first, second) = match self {
+            VersionTwo::None => (None, None),
+            VersionTwo::One(d) => (Some(d), None),
+            VersionTwo::Both { preferred } => (Some(preferred), Some(preferred.other())),
+        };
+        first.into_iter().chain(second)
+    }
+
+    /// Whether dialect `d` is one of them.
+    pub fn speaks(self, d: Dialect) -> bool {
+        self.dialects().any(|x| x == d)
+    }
+
+    /// The preferred one (`None`: no Version Two).
+    pub fn first(self) -> Option<Dialect> {
+        self.dialects().next()
+    }
+}
+
+/// What one side speaks: Version One, and which Version Two dialects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Speaks {
     /// Version One (RFC 8166).
     pub v1: bool,
-    /// The Version Two dialects, in order of preference (empty: Version One only).
-    pub v2: Vec<Dialect>,
+    /// The Version Two dialects.
+    pub v2: VersionTwo,
 }
 
 impl Speaks {
     /// Version One only.
     pub fn v1_only() -> Speaks {
-        Speaks { v1: true, v2: Vec::new() }
+        Speaks { v1: true, v2: VersionTwo::None }
     }
 
     /// Version One and one dialect of Version Two.
     pub fn one(d: Dialect) -> Speaks {
-        Speaks { v1: true, v2: vec![d] }
+        Speaks { v1: true, v2: VersionTwo::One(d) }
     }
 
     /// Version One and both dialects, `preferred` first.
     pub fn both(preferred: Dialect) -> Speaks {
-        Speaks { v1: true, v2: vec![preferred, preferred.other()] }
+        Speaks { v1: true, v2: VersionTwo::Both { preferred } }
     }
 
     /// Whether it speaks dialect `d`.
     pub fn speaks(&self, d: Dialect) -> bool {
-        self.v2.contains(&d)
+        self.v2.speaks(d)
     }
 
     /// The dialect a requester's first message uses: its preferred one (`None`: Version One).
     pub fn first(&self) -> Option<Dialect> {
-        self.v2.first().copied()
+        self.v2.first()
     }
 }
 

@@ -76,6 +76,11 @@ pub enum Reason {
     /// field has any other value, an RPC Payload Stream MUST NOT follow").
     #[error("{0} bytes follow an RDMA_NOMSG transport header")]
     PayloadAfterNoMsg(usize),
+    /// A draft-ietf-nfsv4-rpcrdma-version-two-07 message that breaks one of that draft's
+    /// rules, which section 7 answers with this RDMA2_ERROR code (the receiver logs the
+    /// rule itself).
+    #[error("a draft-07 message that section 7 answers with RDMA2_ERROR code {0}")]
+    Draft07(u32),
 }
 
 /// The error a peer's RDMA_ERROR reported: one of Version One's, whose

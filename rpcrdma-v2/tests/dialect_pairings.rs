@@ -9,7 +9,7 @@
 //! Version One too, as every requester does.
 
 use rpcrdma_v1::verdict::{ReceivePolicy, Verdict as V1Verdict};
-use rpcrdma_v2::dialect::{after_refusal, first_message_dialect, Dialect, Next, Speaks};
+use rpcrdma_v2::dialect::{after_refusal, first_message_dialect, Dialect, Next, Speaks, VersionTwo};
 use rpcrdma_v2::draft07::marshal::{call_inline, NO_CHUNKS};
 use rpcrdma_v2::draft07::verdict::{self as verdict07, Verdict as Verdict07};
 use rpcrdma_v2::draft07::xdr::Rpcrdma2ErrVers;
@@ -58,8 +58,8 @@ impl Responder {
     /// it served, or `Err` with the RDMA_ERROR it answered.
     fn judge(&mut self, bytes: &[u8]) -> Result<Settled, Vec<u8>> {
         let vers = u32::from_be_bytes(bytes[4..8].try_into().unwrap());
-        let (low, high) = (1, if self.speaks.v2.is_empty() { 1 } else { 2 });
-        if vers != 2 || self.speaks.v2.is_empty() {
+        let (low, high) = (1, if self.speaks.first().is_none() { 1 } else { 2 });
+        if vers != 2 || self.speaks.first().is_none() {
             let policy =
                 ReceivePolicy { versions: (Version::from_wire(low), Version::from_wire(high)), ..Default::default() };
             return match rpcrdma_v1::verdict::receive(bytes, &policy) {
@@ -70,11 +70,11 @@ impl Responder {
         }
         // A dialect taken stays (-07 section 4.3.3); else the one it speaks, or, speaking
         // both, the first Version Two message's, kept whatever that message's fate.
-        let dialect = self.dialect.unwrap_or_else(|| match self.speaks.v2.as_slice() {
-            [only] => *only,
-            _ => first_message_dialect(bytes).unwrap_or(self.speaks.v2[0]),
+        let dialect = self.dialect.unwrap_or_else(|| match self.speaks.v2 {
+            VersionTwo::Both { preferred } => first_message_dialect(bytes).unwrap_or(preferred),
+            v2 => v2.first().expect("a Version Two responder"),
         });
-        if self.speaks.v2.len() > 1 {
+        if matches!(self.speaks.v2, VersionTwo::Both { .. }) {
             self.dialect = Some(dialect);
         }
         let served = match dialect {
@@ -242,7 +242,7 @@ fn both_preferring_cel00_with_both_responder() {
 /// whose other dialect it does not speak, is told so instead of trying on.
 #[test]
 fn a_requester_without_version_one_and_no_shared_dialect_fails_the_connection() {
-    let requester = Speaks { v1: false, v2: vec![D07] };
+    let requester = Speaks { v1: false, v2: VersionTwo::One(D07) };
     let mut r = Responder { speaks: Speaks::one(D00), dialect: None };
     let answer = r.judge(&first_message(Some(D07))).unwrap_err();
     assert_eq!(after_refusal(&requester, D07, &[D07], XID, &answer), Next::NoCommonVersion);

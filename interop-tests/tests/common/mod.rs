@@ -147,8 +147,12 @@ impl<B: Backend> RawRequester<B> {
     /// A valid call in `vers`; the next message must be its reply, with its bytes.
     pub fn valid_call(&self, xid: u32, vers: Version) {
         let message = call(xid, SMALL);
-        let params =
-            CallParams { version: vers, credits: 32, thresholds: InlineThresholds { call: 1024, reply: 1024 } };
+        let params = CallParams {
+            version: vers,
+            credits: 32,
+            thresholds: InlineThresholds { call: 1024, reply: 1024 },
+            dialect: None,
+        };
         let pending = send_call(&self.conn, &message, &ULB, &params).expect("send call");
         let got = self.pool.receive(&self.conn).expect("the reply");
         let policy = v2::ReceivePolicy { versions: (Version::ONE, Version::TWO), ..v2::default_policy() };

@@ -108,7 +108,13 @@ rpcrdma_verbs::setters!(ClientConfig {
 
 nested_setters!(
     ClientConfig,
-    requester { versions: (Version, Version), credits: u32, timeout: Duration, max_attempts: u32 }
+    requester {
+        versions: (Version, Version),
+        credits: u32,
+        timeout: Duration,
+        max_attempts: u32,
+        version_two: rpcrdma_v2::dialect::VersionTwo
+    }
 );
 
 impl ClientConfig {

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::Version;
+use rpcrdma_v2::dialect::Dialect;
 use rpcrdma_verbs::{Arm, Backend, QpState, QueuePair};
 
 use super::config::{ClientConfig, ClientError, ClientStats};
@@ -350,7 +351,7 @@ impl<B: Backend + Clone> Lane<B> {
 
 /// What transmission `t` is marshaled with.
 fn params_of(t: &Transmit) -> CallParams {
-    CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds }
+    CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds, dialect: t.dialect }
 }
 
 /// Whether a call prepared ahead on connection `on` can go out as transmission `t` on `link`:
@@ -426,7 +427,9 @@ impl<B: Backend> Shared<B> {
             let (Some(link), Some((version, credits, thresholds))) = (st.core.link(), st.core.next_transmit()) else {
                 return; // no settled connection: nothing to guess from
             };
-            (link.clone(), CallParams { version, credits, thresholds })
+            // (Only a connection off -07 gives a guess: -07's credit word changes per Send.)
+            let dialect = (version == Version::TWO).then_some(Dialect::Cel00);
+            (link.clone(), CallParams { version, credits, thresholds, dialect })
         };
         let Ok(prepared) = prepare_call(&link.conn, bytes, ulb, &params) else { return };
         let mut st = self.lock();
@@ -762,6 +765,11 @@ impl<B: Backend> Shared<B> {
     /// The version the current connection settled on, if it has.
     pub(super) fn version(&self) -> Option<Version> {
         self.lock().core.version()
+    }
+
+    /// The current connection's Version Two dialect, once settled on Version Two.
+    pub(super) fn dialect(&self) -> Option<Dialect> {
+        self.lock().core.dialect()
     }
 
     /// The current connection's inline thresholds, once its version is settled.

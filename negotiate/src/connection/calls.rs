@@ -264,6 +264,16 @@ impl<L: Clone> Connection<L> {
                 self.judged_reply = None;
                 return Received::Reply { xid };
             }
+            // A -07 continued reply, assembled: its own buffer goes to the caller in place of
+            // the Receive's bytes ([`Connection::deliver`]).
+            Incoming::ReplyRewritten { xid, message } => {
+                let limits = self.cfg.requester.limits;
+                self.judged_reply = crate::reply::reply_header(&message, &limits).map(|h| h.detach());
+                self.rewritten_reply = Some((xid, message));
+                return Received::Reply { xid };
+            }
+            Incoming::Taken => Received::Nothing(None),
+            Incoming::Refuse(e) => Received::SendError(e),
             // A backward call is answered inline, in its version, within the server's
             // Receives; its reply grants nothing (the client has no backward credits to give).
             Incoming::BackwardCall(header) => {
@@ -295,6 +305,11 @@ impl<L: Clone> Connection<L> {
     /// Send With Invalidate, if it did: its step is then [`CallStep::Reply`].
     pub fn deliver(&mut self, xid: u32, message: Vec<u8>, invalidated: Option<u32>) {
         let header = self.take_judged_reply(xid);
+        // A continued reply was assembled in a buffer of its own: the caller reads that.
+        let message = match self.rewritten_reply.take() {
+            Some((x, rewritten)) if x == xid => rewritten,
+            _ => message,
+        };
         self.put(xid, CallStep::Reply { message, header, invalidated });
         self.route();
     }
@@ -380,6 +395,12 @@ impl<L: Clone> Connection<L> {
     /// The version the current connection settled on, if it has.
     pub fn version(&self) -> Option<Version> {
         self.settled.map(|(v, _)| v)
+    }
+
+    /// The current connection's Version Two dialect, once settled on Version Two (docs/design.md,
+    /// "Version Two's two dialects").
+    pub fn dialect(&self) -> Option<rpcrdma_v2::dialect::Dialect> {
+        self.req.as_ref().and_then(Requester::dialect)
     }
 
     /// The current connection's inline thresholds, once its version is settled.

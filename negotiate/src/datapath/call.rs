@@ -10,6 +10,7 @@ use rpcrdma_v1::reassemble::{reassemble_reply_with_ulb, reply_payload, walk_repl
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::xdr::RdmaBody;
 use rpcrdma_v1::Version;
+use rpcrdma_v2::dialect::Dialect;
 use rpcrdma_verbs::Backend;
 
 use super::{ChunkMemory, DataPathError, Landed, Transport, WindowRegistrar};
@@ -19,7 +20,7 @@ use super::{ChunkMemory, DataPathError, Landed, Transport, WindowRegistrar};
 /// ```
 /// use negotiate::datapath::CallParams;
 /// use rpcrdma_v1::marshal_call::InlineThresholds;
-/// let v2 = CallParams { version: rpcrdma_v1::Version::TWO, credits: 32, thresholds: InlineThresholds { call: 4096, reply: 4096 } };
+/// let v2 = CallParams { version: rpcrdma_v1::Version::TWO, credits: 32, thresholds: InlineThresholds { call: 4096, reply: 4096 }, dialect: None };
 /// assert_eq!(v2.thresholds.call, 4096);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +33,10 @@ pub struct CallParams {
     /// The call inline threshold (the peer's receive size) and the reply inline threshold (this
     /// side's receive size, which decides whether a Reply chunk is needed).
     pub thresholds: InlineThresholds,
+    /// For `version` 2, the dialect its header is written in (`None` and -00 write Version
+    /// One's shape with `rdma_vers` 2). -07 writes RDMA2_CALL_INLINE, or RDMA2_CALL_EXTERNAL
+    /// for a call that travels in a Position-zero Read chunk.
+    pub dialect: Option<Dialect>,
 }
 
 /// A call sent and not yet answered: its XID, its form, and the memory its chunks expose until
@@ -179,15 +184,23 @@ fn prepare_described<B: Backend>(
     params: &CallParams,
     home: Option<&mut Vec<u8>>,
 ) -> Result<PreparedCall<B>, DataPathError> {
-    let req = desc.request(params.credits, params.thresholds);
+    let draft07 = params.version == Version::TWO && params.dialect == Some(Dialect::Ietf07);
+    // A -07 header is longer than Version One's by at most DRAFT07_LONGER: the form is chosen
+    // with that much less room, so that the -07 Send fits the peer's Receive too.
+    let mut shaped = params.thresholds;
+    if draft07 {
+        shaped.call = shaped.call.saturating_sub(DRAFT07_LONGER);
+    }
+    let req = desc.request(params.credits, shaped);
     out.set_version(params.version);
     let shape = reg.with_call(CallShape::of);
     // The header and the inline ranges are written straight into the Send's registered
     // buffer; marshal_call never writes more than the call inline threshold in all.
     let filled = conn.fill_send(params.thresholds.call, |buf| {
         marshal_call_shaped(shape, &req, &mut reg, buf, out)?;
+        let header_len = if draft07 { draft07_header(buf, out.header_len())? } else { out.header_len() };
         let at = reg.with_call(|call| {
-            let mut at = out.header_len();
+            let mut at = header_len;
             for range in out.inline() {
                 buf[at..at + range.len()].copy_from_slice(&call[range.clone()]);
                 at += range.len();
@@ -211,6 +224,47 @@ fn prepare_described<B: Backend>(
             Err(e)
         }
     }
+}
+
+/// How much longer a -07 call header is than the Version One header with the same chunks:
+/// `rdma_inv_handle`, and for RDMA2_CALL_EXTERNAL the end of the Call chunk's list.
+const DRAFT07_LONGER: usize = 8;
+
+/// Rewrites the Version One call header `marshal_call` wrote at the start of `buf`
+/// (`v1_len` bytes) in draft-ietf-nfsv4-rpcrdma-version-two-07's shape, returning its length,
+/// where the inline payload goes: RDMA_MSG becomes RDMA2_CALL_INLINE (section 6.3.7) and
+/// RDMA_NOMSG, whose message is in the Position-zero Read chunk, RDMA2_CALL_EXTERNAL with that
+/// chunk as its Call chunk (6.3.5); the lists are Version One's word for word (8.4).
+/// `rdma_inv_handle` is zero: no remote invalidation is asked for (6.5).
+fn draft07_header(buf: &mut [u8], v1_len: usize) -> Result<usize, DataPathError> {
+    use rpcrdma_v1::header::ChunkLists;
+    use rpcrdma_v1::rt::{List, Xdr};
+    use rpcrdma_v1::xdr::RdmaMsg;
+    use rpcrdma_v2::draft07::marshal as marshal07;
+    HEADER07.with_borrow_mut(|scratch| {
+        let (msg, _) = RdmaMsg::decode(&buf[..v1_len]).expect("marshal_call's header decodes");
+        scratch.clear();
+        scratch.resize(v1_len + DRAFT07_LONGER, 0);
+        let (xid, credit) = (msg.rdma_xid, msg.rdma_credit);
+        let n = match msg.rdma_body {
+            RdmaBody::RdmaMsg(h) => {
+                let lists = ChunkLists { reads: h.rdma_reads, writes: h.rdma_writes, reply: h.rdma_reply };
+                marshal07::call_inline_header(scratch, xid, credit, 0, &lists)?
+            }
+            RdmaBody::RdmaNomsg(h) => {
+                let (call, reads): (Vec<_>, Vec<_>) = h.rdma_reads.iter().partition(|c| c.position == 0);
+                let reads = List::from_slice(&reads);
+                let lists = ChunkLists { reads, writes: h.rdma_writes, reply: h.rdma_reply };
+                marshal07::call_external(scratch, xid, credit, 0, List::from_slice(&call), &lists)?
+            }
+            _ => unreachable!("marshal_call writes RDMA_MSG or RDMA_NOMSG"),
+        };
+        let have = buf.len();
+        buf.get_mut(..n)
+            .ok_or(marshal07::MarshalError::BufferTooSmall { need: n, have })?
+            .copy_from_slice(&scratch[..n]);
+        Ok(n)
+    })
 }
 
 /// Where a reply's reduced Payload stream lies ([`ReplyInPlace`]).
@@ -282,6 +336,9 @@ thread_local! {
     /// Each thread's marshaling state, kept between calls so that a small call allocates
     /// nothing: the binding's description of the call and the marshaled call's lists.
     static SCRATCH: RefCell<(CallDescription, MarshaledCall)> = RefCell::new(Default::default());
+    /// Each thread's buffer for a -07 call header, written there before it replaces the
+    /// Version One header it is made from.
+    static HEADER07: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Where a completing call's RPC message is: still the caller's, or lent to the call and

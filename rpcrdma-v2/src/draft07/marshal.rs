@@ -99,10 +99,30 @@ pub fn call_inline(
     chunks: &ChunkLists<'_>,
     part: &[u8],
 ) -> Result<usize, MarshalError> {
+    let at = call_inline_header(out, xid, credit, inv_handle, chunks)?;
+    put_part(out, at, part)
+}
+
+/// The header of an RDMA2_CALL_INLINE (6.3.7) alone, for a sender that gathers the call's
+/// bytes after it itself (at least 4: see [`MarshalError::PartTooShort`]). Returns its
+/// length, [`call_inline_header_len`].
+///
+/// ```
+/// use rpcrdma_v2::draft07::marshal::{call_inline_header, NO_CHUNKS};
+/// let mut send = [0u8; 64];
+/// assert_eq!(call_inline_header(&mut send, 7, 33, 0, &NO_CHUNKS), Ok(32));
+/// assert_eq!(&send[12..16], &[0, 0, 0, 10]); // RDMA2_CALL_INLINE
+/// ```
+pub fn call_inline_header(
+    out: &mut [u8],
+    xid: u32,
+    credit: u32,
+    inv_handle: u32,
+    chunks: &ChunkLists<'_>,
+) -> Result<usize, MarshalError> {
     let at = prefix(out, xid, credit, RDMA2_CALL_INLINE)?;
     let at = put(out, at, &inv_handle)?;
-    let at = put(out, at, &call_lists(chunks))?;
-    put_part(out, at, part)
+    put(out, at, &call_lists(chunks))
 }
 
 /// RDMA2_CALL_EXTERNAL (6.3.5): `inv_handle`, the Call chunk `call` (at position zero), then

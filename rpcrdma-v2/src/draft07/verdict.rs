@@ -90,6 +90,25 @@ pub enum Verdict<'a> {
     Discard(Discard),
 }
 
+impl Rpcrdma2HdrError {
+    /// Its `rdma_err`, the union's discriminant.
+    ///
+    /// ```
+    /// use rpcrdma_v2::draft07::xdr::Rpcrdma2HdrError;
+    /// assert_eq!(Rpcrdma2HdrError::Rdma2ErrSegments(8).code(), 8);
+    /// ```
+    pub fn code(&self) -> u32 {
+        match *self {
+            Rpcrdma2HdrError::Rdma2ErrVers(_) => RDMA2_ERR_VERS,
+            Rpcrdma2HdrError::RdmaMaxChunks { discriminant, .. } => discriminant,
+            Rpcrdma2HdrError::Rdma2ErrSegments(_) => RDMA2_ERR_SEGMENTS,
+            Rpcrdma2HdrError::Rdma2ErrWriteResource(_) => RDMA2_ERR_WRITE_RESOURCE,
+            Rpcrdma2HdrError::Rdma2ErrReplyResource(_) => RDMA2_ERR_REPLY_RESOURCE,
+            Rpcrdma2HdrError::Default { discriminant } => discriminant,
+        }
+    }
+}
+
 /// The error codes section 7 defines.
 fn is_known(code: u32) -> bool {
     matches!(code, RDMA2_ERR_VERS..=RDMA2_ERR_VERS_MISMATCH | RDMA2_ERR_SYSTEM)
@@ -102,14 +121,7 @@ pub fn receive<'a>(bytes: &'a [u8], policy: &Policy) -> Verdict<'a> {
     match Header::parse(bytes, &policy.limits) {
         Ok(h) if h.header_type() == HeaderType::Error => {
             let Some(error) = h.error() else { return Verdict::Discard(Discard::ErrorNotTaken) };
-            let code = match error {
-                Rpcrdma2HdrError::Rdma2ErrVers(_) => RDMA2_ERR_VERS,
-                Rpcrdma2HdrError::RdmaMaxChunks { discriminant, .. } => discriminant,
-                Rpcrdma2HdrError::Rdma2ErrSegments(_) => RDMA2_ERR_SEGMENTS,
-                Rpcrdma2HdrError::Rdma2ErrWriteResource(_) => RDMA2_ERR_WRITE_RESOURCE,
-                Rpcrdma2HdrError::Rdma2ErrReplyResource(_) => RDMA2_ERR_REPLY_RESOURCE,
-                Rpcrdma2HdrError::Default { discriminant } => discriminant,
-            };
+            let code = error.code();
             if is_known(code) {
                 Verdict::PeerError { xid: h.xid(), error }
             } else {

@@ -1,0 +1,205 @@
+//! What a received message means to a requester on a connection that speaks
+//! draft-ietf-nfsv4-rpcrdma-version-two-07 (its probe was sent in -07, or the connection
+//! settled on it): the draft's own verdict (`rpcrdma_v2::draft07::verdict`), the credit total
+//! every header carries (section 4.2.1), continuation of replies (4.1), then what the header
+//! type asks. A reply becomes the same Version One header view the rest of the requester
+//! reads (section 8.4 takes the chunk lists from Version One word for word), so nothing after
+//! this module knows which dialect carried it.
+
+use std::borrow::Cow;
+
+use rpcrdma_v1::header::{Fixed, Header, HeaderLimits, MessageKind};
+use rpcrdma_v1::verdict::ErrorReply;
+use rpcrdma_v1::Version;
+use rpcrdma_v2::draft07::continuation::{Reassembly, Step};
+use rpcrdma_v2::draft07::credits::CreditWindow;
+use rpcrdma_v2::draft07::header::{Header as Header07, HeaderError, HeaderType};
+use rpcrdma_v2::draft07::verdict::{self as verdict07, error_reply, Verdict};
+use rpcrdma_v2::draft07::xdr::{Rpcrdma2ErrVers, Rpcrdma2HdrError, RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_HTYPE};
+use rpcrdma_v2::verdict::Reason;
+
+use super::{Classified, DropReason, Head, Incoming, Outcome, PeerError};
+
+/// The most a requester holds of one continued reply (section 4.1) before it refuses the
+/// sequence: the same bound a responder puts on a continued call by default
+/// ([`ResponderConfig::max_continued`](crate::responder::ResponderConfig::max_continued)).
+pub const MAX_CONTINUED_REPLY: usize = 64 << 10;
+
+/// A -07 connection's state on the requester's side: the credit totals both ways and the
+/// reply being reassembled.
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) credits: CreditWindow,
+    reassembly: Reassembly,
+}
+
+impl State {
+    /// A connection just established, on which this side advertises `credits` (it keeps one
+    /// Receive more posted, section 4.2.1.1: the client posts its backchannel's too).
+    pub(crate) fn new(credits: u32) -> State {
+        let advertised = credits.min(rpcrdma_v2::draft07::credits::MAX_CREDITS);
+        State {
+            credits: CreditWindow::new(advertised).expect("clamped to the limit"),
+            reassembly: Reassembly::new(MAX_CONTINUED_REPLY),
+        }
+    }
+
+    /// An RDMA2_ERROR to send back for message `xid`, counted as a Send (section 4.2.1:
+    /// every Send carries the running total and counts against the peer's).
+    fn answer(&mut self, xid: u32, code: u32) -> ErrorReply {
+        let total = self.credits.send();
+        error_reply(xid, total, &Rpcrdma2HdrError::Default { discriminant: code })
+    }
+}
+
+/// Judges `bytes`, a -07 message, for a requester with state `st` that speaks versions
+/// `supported`, and matches it to a call in flight, whose version `flight_version` gives.
+pub(crate) fn classify<'a>(
+    bytes: &'a [u8],
+    limits: &HeaderLimits,
+    supported: (Version, Version),
+    st: &mut State,
+    flight_version: impl Fn(u32) -> Option<Version>,
+) -> Classified<'a> {
+    let credit = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(0);
+    let vers = Version::TWO.wire();
+    let head = |xid: u32, outcome: Outcome<'a>| match flight_version(xid) {
+        Some(_) => Classified::Head(Head { xid, credit, outcome }),
+        None => Classified::Done(Incoming::Dropped(DropReason::UnknownXid(xid))),
+    };
+    let policy = verdict07::Policy {
+        limits: *limits,
+        supported: Rpcrdma2ErrVers { rdma_vers_low: supported.0.wire(), rdma_vers_high: supported.1.wire() },
+        credit: st.credits.credit_field(),
+    };
+    let header = match verdict07::receive(bytes, &policy) {
+        Verdict::Accept(h) => h,
+        Verdict::PeerError { xid, error } => {
+            take_total(st, credit);
+            let outcome = match error {
+                Rpcrdma2HdrError::Rdma2ErrVers(r) => Outcome::Vers { low: r.rdma_vers_low, high: r.rdma_vers_high },
+                e => Outcome::Error(PeerError::Draft07(e)),
+            };
+            return head(xid, outcome);
+        }
+        Verdict::Reply { reply, reason } => {
+            st.credits.note_received();
+            log::warn!("a -07 message {:#010x} refused: {reason}", reply.xid());
+            return refused(st, reply, &reason, head);
+        }
+        Verdict::Discard(why) => {
+            st.credits.note_received();
+            log::debug!("a -07 message dropped: {why:?}");
+            return Classified::Done(Incoming::Dropped(DropReason::Undecodable));
+        }
+    };
+    take_total(st, header.credit());
+    let htype = header.header_type();
+    if htype.is_call() {
+        // Section 4.6: this requester offers no reverse direction (it states no RVRSDIR), so
+        // a call from the responder is a header type it does not take (7.1.3).
+        log::warn!("-07 {htype:?} {:#010x} from the responder: no reverse direction is offered", header.xid());
+        return Classified::Done(Incoming::Refuse(st.answer(header.xid(), RDMA2_ERR_INVAL_HTYPE)));
+    }
+    match st.reassembly.receive(header) {
+        Step::Whole { header, message: Cow::Borrowed(message) } => {
+            let lists = header.chunk_lists();
+            let view =
+                Header::from_lists(header.xid(), vers, credit, MessageKind::Msg, lists, header.header_len(), message);
+            match view {
+                Ok(view) => head(header.xid(), Outcome::Reply(view)),
+                Err(e) => head(header.xid(), Outcome::Malformed(Reason::Header(e))),
+            }
+        }
+        Step::Whole { header, message: Cow::Owned(message) } => {
+            // Its parts assembled: a buffer of its own, in Version One's shape, held to the same
+            // rules as a reply in one Send (an RPC XID unlike `rdma_xid` is refused, 7.2).
+            let rewritten = header.version_one_shaped(MessageKind::Msg, &message);
+            match super::reply_header(&rewritten, limits) {
+                Some(_) => head(header.xid(), Outcome::Rewritten(rewritten)),
+                None => head(header.xid(), Outcome::Malformed(Reason::Draft07(RDMA2_ERR_BAD_XDR))),
+            }
+        }
+        Step::Other(header) => other(header, bytes, head),
+        Step::Held => Classified::Done(Incoming::Taken),
+        Step::Refused { xid, answer, reason, abandoned } => {
+            log::warn!("-07 reply {xid:#010x} refused: {reason}");
+            let code = answer.code();
+            let total = st.credits.send();
+            let reply = error_reply(xid, total, &answer);
+            // The call whose continued reply was abandoned fails with the cause; the
+            // responder hears of it (section 7.1.4).
+            match abandoned.filter(|&x| flight_version(x).is_some()) {
+                Some(x) => Classified::Head(Head {
+                    xid: x,
+                    credit,
+                    outcome: Outcome::MalformedAnswered(Reason::Draft07(code), reply),
+                }),
+                None => Classified::Done(Incoming::Refuse(reply)),
+            }
+        }
+        Step::Dropped { .. } => Classified::Done(Incoming::Dropped(DropReason::Undecodable)),
+    }
+}
+
+/// A header with no payload stream: REPLY_EXTERNAL, GRANT, CONNPROP.
+fn other<'a>(
+    header: Header07<'a>,
+    bytes: &'a [u8],
+    head: impl Fn(u32, Outcome<'a>) -> Classified<'a>,
+) -> Classified<'a> {
+    match header.header_type() {
+        HeaderType::ReplyExternal => {
+            // The reply is in the Reply chunk (section 6.3.8): Version One's RDMA_NOMSG, whose
+            // payload (none) ends the message.
+            let (xid, end) = (header.xid(), &bytes[bytes.len()..]);
+            let lists = header.chunk_lists();
+            let view = Header::from_lists(xid, 2, header.credit(), MessageKind::NoMsg, lists, header.header_len(), end);
+            match view {
+                Ok(view) => head(xid, Outcome::Reply(view)),
+                Err(e) => head(xid, Outcome::Malformed(Reason::Header(e))),
+            }
+        }
+        // Its total is taken (section 4.2.1.1); nothing answers it.
+        HeaderType::Grant => Classified::Done(Incoming::Taken),
+        // The responder's properties: this requester states none and uses none of theirs yet
+        // (docs/design.md, "Not yet"); a CONNPROP needs no answer (section 6.3.4).
+        HeaderType::ConnPropMiddle | HeaderType::ConnPropFinal => {
+            log::info!("-07 {:?} from the responder taken without effect", header.header_type());
+            Classified::Done(Incoming::Taken)
+        }
+        t => {
+            log::warn!("-07 {t:?} {:#010x} not taken on a requester's connection", header.xid());
+            Classified::Done(Incoming::Dropped(DropReason::Undecodable))
+        }
+    }
+}
+
+/// A message the verdict refused, with the answer section 7 gives. A receiver of either role
+/// answers a version or header type it does not take (7.1.1, 7.1.3); the other answers (7.2.1
+/// and on) are the Responder's to send, so a requester fails the call the message names with
+/// the cause and sends nothing.
+fn refused<'a>(
+    st: &mut State,
+    reply: ErrorReply,
+    reason: &HeaderError,
+    head: impl Fn(u32, Outcome<'a>) -> Classified<'a>,
+) -> Classified<'a> {
+    let xid = reply.xid();
+    let any_receiver = matches!(reason, HeaderError::Version { .. } | HeaderError::UnknownType(_));
+    if any_receiver {
+        let total = st.credits.send();
+        return Classified::Done(Incoming::Refuse(reply.with_word(rpcrdma_v1::header::offsets::CREDIT, total)));
+    }
+    match head(xid, Outcome::Malformed(Reason::Draft07(reply.code()))) {
+        Classified::Head(h) => Classified::Head(h),
+        Classified::Done(_) => Classified::Done(Incoming::Dropped(DropReason::Undecodable)),
+    }
+}
+
+/// Counts a Receive whose header carried total `total` (section 4.2.1).
+fn take_total(st: &mut State, total: u32) {
+    if let Err(e) = st.credits.received(total) {
+        log::warn!("{e}: the responder's credit total is kept as it was");
+    }
+}

@@ -1,0 +1,411 @@
+//! draft-ietf-nfsv4-rpcrdma-version-two-07 from the requester's side: a real [`Client`] whose
+//! configuration speaks -07 ([`RequesterConfig::version_two`]) against a real [`Server`], with
+//! every Send captured off the wire ([`Captured`]); and the client's connection core
+//! ([`Connection::client`]) driven by bytes alone, for what a well-behaved server never sends
+//! (refusals in each dialect, a GRANT, a continued reply, a reverse-direction call). Each test
+//! names the section whose rule it checks.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use negotiate::client::{Client, ClientConfig};
+use negotiate::connection::{Arrival, CallStep, Connection, Received};
+use negotiate::datapath::Ended;
+use negotiate::requester::RequesterConfig;
+use negotiate::responder::ResponderConfig;
+use negotiate::server::{Server, ServerConfig};
+use rpcrdma_v1::marshal_call::CallForm;
+use rpcrdma_v1::ulb::OpaqueAtUlb;
+use rpcrdma_v1::Version;
+use rpcrdma_v2::dialect::{Dialect, VersionTwo};
+use rpcrdma_v2::draft07::header::{Header, HeaderType};
+use rpcrdma_v2::draft07::marshal::{self, MessageType};
+use rpcrdma_v2::HeaderLimits;
+use rpcrdma_verbs::capture::{Captured, CapturedMessage};
+use rpcrdma_verbs::{Backend, InProcess, Tcp};
+
+const D07: VersionTwo = VersionTwo::One(Dialect::Ietf07);
+
+fn words(w: &[u32]) -> Vec<u8> {
+    w.iter().flat_map(|x| x.to_be_bytes()).collect()
+}
+
+fn word(bytes: &[u8], i: usize) -> u32 {
+    u32::from_be_bytes(bytes[4 * i..4 * i + 4].try_into().unwrap())
+}
+
+/// The message forms a call can take, and what each makes the wire carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Short,
+    ChunkedRead,
+    ChunkedWrite,
+    LongCall,
+    LongReply,
+}
+
+const FORMS: [Form; 5] = [Form::Short, Form::ChunkedRead, Form::ChunkedWrite, Form::LongCall, Form::LongReply];
+/// Beyond every inline threshold here.
+const BIG: usize = 16 * 1024;
+/// Where the `opaque<>`'s length word sits: after the XID, the message type and the form.
+const OPAQUE_AT: usize = 12;
+
+impl Form {
+    fn code(self) -> u32 {
+        FORMS.iter().position(|&f| f == self).unwrap() as u32
+    }
+
+    /// The requester's binding: what marshaling may reduce, and how large a reply it provisions.
+    fn ulb(self) -> OpaqueAtUlb {
+        let (call, reply, max_result, max_reply) = match self {
+            Form::Short | Form::ChunkedRead => (Some(OPAQUE_AT), None, 0, 128),
+            Form::ChunkedWrite => (None, Some(OPAQUE_AT), BIG, 128),
+            Form::LongCall => (None, None, 0, 128),
+            Form::LongReply => (None, None, 0, 2 * BIG),
+        };
+        OpaqueAtUlb { call_opaque: call, reply_opaque: reply, max_result, max_reply }
+    }
+
+    /// The -07 header types the call and its reply travel in.
+    fn htypes(self) -> (HeaderType, HeaderType) {
+        let call = if self == Form::LongCall { HeaderType::CallExternal } else { HeaderType::CallInline };
+        let reply = if self == Form::LongReply { HeaderType::ReplyExternal } else { HeaderType::ReplyInline };
+        (call, reply)
+    }
+}
+
+/// An RPC message: XID, type (0 call, 1 reply), form code, then an `opaque<>` of `len`
+/// pattern bytes.
+fn message(xid: u32, msg_type: u32, form_code: u32, len: usize) -> Vec<u8> {
+    let mut m = words(&[xid, msg_type, form_code, len as u32]);
+    m.extend((0..len).map(|i| (i as u8).wrapping_mul(7) ^ (xid as u8)));
+    m.resize(m.len() + rpcrdma_v1::ulb::roundup_pad(len), 0);
+    m
+}
+
+fn call_for(form: Form, xid: u32) -> Vec<u8> {
+    let len = if matches!(form, Form::ChunkedRead | Form::LongCall) { BIG } else { 16 };
+    message(xid, 0, form.code(), len)
+}
+
+/// The service: a reply from the call's XID and form, large for the forms whose reply is.
+fn serve(call: &[u8]) -> Vec<u8> {
+    let form = FORMS.get(word(call, 2) as usize).copied().unwrap_or(Form::Short);
+    let len = if matches!(form, Form::ChunkedWrite | Form::LongReply) { BIG } else { 16 };
+    message(word(call, 0), 1, form.code(), len)
+}
+
+const SERVER_ULB: OpaqueAtUlb = OpaqueAtUlb {
+    call_opaque: Some(OPAQUE_AT),
+    reply_opaque: Some(OPAQUE_AT),
+    max_result: 4 * BIG,
+    max_reply: 4 * BIG,
+};
+
+/// Every Send one side posted, in order.
+type Seen = Arc<Mutex<Vec<Vec<u8>>>>;
+
+fn capturing<B: Backend>(inner: B) -> (Captured<B>, Seen) {
+    let seen: Seen = Arc::default();
+    let s = seen.clone();
+    (Captured::new(inner, Arc::new(move |m: &CapturedMessage<'_>| s.lock().unwrap().push(m.bytes.to_vec()))), seen)
+}
+
+/// Which Version Two a responder speaks: none, -00 only, or both (`ResponderConfig::draft07`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Responds {
+    V1Only,
+    Cel00,
+    Both,
+}
+
+fn start<B: Backend + Clone>(backend: B, responds: Responds) -> Server {
+    let versions =
+        if responds == Responds::V1Only { (Version::ONE, Version::ONE) } else { (Version::ONE, Version::TWO) };
+    let responder = ResponderConfig::default().versions(versions).draft07(responds == Responds::Both);
+    let cfg = ServerConfig::default().responder(responder);
+    Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(SERVER_ULB), serve).unwrap()
+}
+
+fn client_config(versions: (Version, Version), v2: VersionTwo) -> ClientConfig {
+    ClientConfig::default()
+        .requester(RequesterConfig::default().versions(versions).version_two(v2).timeout(Duration::from_secs(5)))
+}
+
+fn htype(send: &[u8]) -> HeaderType {
+    Header::parse(send, &HeaderLimits::default()).expect("a -07 header").header_type()
+}
+
+/// Sections 6.3.5, 6.3.7, 6.3.8 and 6.3.10: on a -07 connection every call goes as
+/// RDMA2_CALL_INLINE (its Read, Write and Reply chunks in the lists) or, when the whole call is
+/// in a Position-zero Read chunk, RDMA2_CALL_EXTERNAL; every reply as RDMA2_REPLY_INLINE or,
+/// through the Reply chunk, RDMA2_REPLY_EXTERNAL; every byte of every reply arrives. Both
+/// sides' Sends are read off the wire and parsed by -07's own parser.
+fn every_form_travels_in_draft07_headers<B: Backend + Clone>(backend: B) {
+    let (server_side, replies) = capturing(backend.clone());
+    let server = start(server_side, Responds::Both);
+    let (client_side, calls) = capturing(backend);
+    let client = Client::new(client_side, server.local_addr(), client_config((Version::ONE, Version::TWO), D07));
+    for (i, form) in FORMS.into_iter().enumerate() {
+        let xid = 0x700 + i as u32;
+        let call = call_for(form, xid);
+        let reply = client.call(&call, &form.ulb()).unwrap_or_else(|e| panic!("{form:?}: {e}"));
+        assert_eq!(reply, serve(&call), "{form:?}: the reply's bytes");
+        let sent = calls.lock().unwrap().pop().unwrap();
+        let (call_type, reply_type) = form.htypes();
+        assert_eq!((word(&sent, 0), htype(&sent)), (xid, call_type), "{form:?}: the call's header");
+        // The server's Send is posted before the reply reaches the caller.
+        let answered = replies.lock().unwrap().pop().unwrap();
+        assert_eq!((word(&answered, 0), htype(&answered)), (xid, reply_type), "{form:?}: the reply's header");
+    }
+    assert_eq!((client.version(), client.dialect()), (Some(Version::TWO), Some(Dialect::Ietf07)));
+    let stats = client.stats();
+    // (A call whose result goes in a Write chunk is a short call: its reply is chunked.)
+    assert_eq!((stats.short, stats.chunked, stats.long), (3, 1, 1), "{stats:?}");
+    // Nothing in -00's shape went either way: every Send parsed as -07 above, and none else.
+    assert!(calls.lock().unwrap().is_empty() && replies.lock().unwrap().is_empty());
+}
+
+#[test]
+fn draft07_6_3_every_form_travels_in_draft07_headers_in_process() {
+    every_form_travels_in_draft07_headers(InProcess);
+}
+
+#[test]
+fn draft07_6_3_every_form_travels_in_draft07_headers_over_tcp() {
+    every_form_travels_in_draft07_headers(Tcp);
+}
+
+/// Section 4.2.1: with 16 callers on one -07 connection to a responder that advertises 4
+/// credits, every call is answered and the requester never sends beyond the responder's
+/// running total (the server counts a call beyond its credits in `credit_overruns`): the
+/// totals gate each Send, not the requester's own window of 32.
+#[test]
+fn draft07_4_2_1_many_callers_stay_within_the_running_totals() {
+    // The responder advertises 4; the requester would allow itself 32 by its own window.
+    let responder = ResponderConfig::default().draft07(true).credits(4);
+    let scfg = ServerConfig::default().responder(responder);
+    let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(SERVER_ULB), serve).unwrap();
+    let cfg = client_config((Version::ONE, Version::TWO), D07).credits(32);
+    let client = Arc::new(Client::new(InProcess, server.local_addr(), cfg));
+    let threads: Vec<_> = (0..16u32)
+        .map(|t| {
+            let client = client.clone();
+            std::thread::spawn(move || {
+                for i in 0..50u32 {
+                    let call = call_for(Form::Short, (t << 16) | i);
+                    assert_eq!(client.call(&call, &Form::Short.ulb()).unwrap(), serve(&call));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(client.dialect(), Some(Dialect::Ietf07));
+    assert_eq!(served(&server, 16 * 50), 16 * 50);
+    let stats = server.stats();
+    assert_eq!(stats.credit_overruns, 0, "{stats:?}");
+}
+
+/// docs/design.md's table, through a real Client and Server for each pairing: the requester
+/// speaks Version One only, -00, -07, or both with either preferred; the responder Version
+/// One only, -00, or both. Every pair ends on a version both speak, on the one connection, and
+/// the call is answered.
+#[test]
+fn draft07_4_3_every_pairing_of_dialects_ends_on_a_version_both_speak() {
+    let v1 = (Version::ONE, Version::ONE);
+    let v2 = (Version::ONE, Version::TWO);
+    let both07 = VersionTwo::Both { preferred: Dialect::Ietf07 };
+    let both00 = VersionTwo::Both { preferred: Dialect::Cel00 };
+    let c00 = VersionTwo::One(Dialect::Cel00);
+    let (one, zero, seven) =
+        ((Version::ONE, None), (Version::TWO, Some(Dialect::Cel00)), (Version::TWO, Some(Dialect::Ietf07)));
+    #[rustfmt::skip]
+    let table = [
+        // requester                 v1 only  -00    both
+        ("v1",             v1, c00,    [one,    one,   one]),
+        ("-00",            v2, c00,    [one,    zero,  zero]),
+        ("-07",            v2, D07,    [one,    one,   seven]),
+        ("both, -07 first", v2, both07, [one,    zero,  seven]),
+        ("both, -00 first", v2, both00, [one,    zero,  zero]),
+    ];
+    for (name, versions, speaks, want) in table {
+        for (responds, want) in [Responds::V1Only, Responds::Cel00, Responds::Both].into_iter().zip(want) {
+            let server = start(InProcess, responds);
+            let client = Client::new(InProcess, server.local_addr(), client_config(versions, speaks));
+            let call = call_for(Form::Short, 0x44);
+            let reply = client.call(&call, &Form::Short.ulb()).unwrap_or_else(|e| panic!("{name} x {responds:?}: {e}"));
+            assert_eq!(reply, serve(&call), "{name} x {responds:?}");
+            let got = (client.version().unwrap(), client.dialect());
+            assert_eq!(got, want, "{name} x {responds:?}");
+            assert_eq!(served(&server, 1), 1, "{name} x {responds:?}: the call ran once");
+        }
+    }
+}
+
+/// The calls `server` served, once it served `n` or five seconds passed: it counts a call when
+/// its reply's Send completes, which may be after the reply reached the caller.
+fn served(server: &Server, n: u64) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server.stats().calls.total() < n && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    server.stats().calls.total()
+}
+
+// ---- the client's connection core, driven by bytes ----
+
+const ADDR: &str = "10.0.2.15:20049";
+
+fn core(v2: VersionTwo) -> Connection<u32> {
+    Connection::client(client_config((Version::ONE, Version::TWO), v2), ADDR)
+}
+
+/// The next transmission of `xid`, reported sent.
+fn transmit(c: &mut Connection<u32>, xid: u32) -> negotiate::requester::Transmit {
+    let Some(CallStep::Transmit { transmit, .. }) = c.take_step(xid) else { panic!("no transmission of {xid}") };
+    c.handle_sent(CallForm::Short);
+    transmit
+}
+
+/// A -07 RDMA2_REPLY_INLINE answering `xid` with total `total`, around an RPC reply.
+fn reply_inline(xid: u32, total: u32) -> Vec<u8> {
+    let mut out = vec![0u8; 64];
+    let n =
+        marshal::reply_inline(&mut out, xid, total, rpcrdma_v1::rt::List::from_slice(&[]), &words(&[xid, 1])).unwrap();
+    out.truncate(n);
+    out
+}
+
+fn receive(c: &mut Connection<u32>, bytes: &[u8]) -> String {
+    format!("{:?}", c.handle_receive(bytes, Arrival::default(), Instant::now()))
+}
+
+/// Section 4.3.2 and docs/design.md: a requester that speaks both, -07 first, whose -07 first
+/// message a -00 responder refuses (RDMA_ERR_BAD_HEADER, which -07 reads as BAD_XDR), sends
+/// the call again in -00 on the same connection, settles there, and its next connection to
+/// that responder starts in -00 (the memory of its dialect).
+#[test]
+fn draft07_4_3_a_refused_draft07_probe_goes_again_in_draft00_and_is_remembered() {
+    let now = Instant::now();
+    let mut c = core(VersionTwo::Both { preferred: Dialect::Ietf07 });
+    c.start_call(7, now).unwrap();
+    c.poll_event();
+    c.handle_connected(1, None, &[], now);
+    let t = transmit(&mut c, 7);
+    assert_eq!((t.probe, t.dialect), (true, Some(Dialect::Ietf07)));
+    // A -00 responder's RDMA_ERROR (4), ERR_CHUNK / BAD_HEADER (2).
+    assert_eq!(receive(&mut c, &words(&[7, 2, 1, 4, 2])), "Nothing(None)");
+    let t = transmit(&mut c, 7);
+    assert_eq!((t.probe, t.dialect, t.attempt), (true, Some(Dialect::Cel00), 2));
+    // The -00 reply: RDMA_MSG, no chunks, the RPC reply.
+    let reply = words(&[7, 2, 32, 0, 0, 0, 0, 7, 1]);
+    assert_eq!(c.handle_receive(&reply, Arrival::default(), now), Received::Reply { xid: 7 });
+    c.deliver(7, reply, None);
+    assert!(matches!(c.take_step(7), Some(CallStep::Reply { .. })));
+    c.finish_call(7);
+    assert_eq!((c.version(), c.dialect()), (Some(Version::TWO), Some(Dialect::Cel00)));
+    // The next connection to that responder: its probe goes in -00 at once.
+    c.handle_link_down(Ended::Lost { first_error: None }, now);
+    c.start_call(8, now).unwrap();
+    while c.poll_event().is_some() {}
+    c.handle_connected(2, None, &[], now);
+    let t = transmit(&mut c, 8);
+    assert_eq!((t.probe, t.dialect), (true, Some(Dialect::Cel00)));
+}
+
+/// Section 7.1.3 read by a -00 requester: a -07 responder answers a -00 first message with
+/// RDMA2_ERR_INVAL_HTYPE (4), which no -00 responder sends; a requester that speaks -00 only
+/// goes on in Version One on the same connection (before, it failed the call and settled
+/// Version Two with a responder that cannot read it).
+#[test]
+fn draft07_7_1_3_inval_htype_to_a_draft00_probe_falls_back_to_version_one() {
+    let now = Instant::now();
+    let mut c = core(VersionTwo::One(Dialect::Cel00));
+    c.start_call(7, now).unwrap();
+    c.poll_event();
+    c.handle_connected(1, None, &[], now);
+    assert_eq!(transmit(&mut c, 7).dialect, Some(Dialect::Cel00));
+    assert_eq!(receive(&mut c, &words(&[7, 2, 1, 4, 4])), "Nothing(None)");
+    let t = transmit(&mut c, 7);
+    assert_eq!((t.version, t.probe, t.dialect), (Version::ONE, false, None));
+}
+
+/// Section 4.2.1: until the responder's first header a -07 requester sends one message; then
+/// each Send needs room under the responder's running total, whatever the per-call window;
+/// an RDMA2_GRANT raising the total lets the waiting calls go (4.2.1.1), and each call's
+/// `rdma_credit` is this side's own running total (received count plus advertised).
+#[test]
+fn draft07_4_2_1_the_running_total_gates_each_send_and_a_grant_opens_it() {
+    let now = Instant::now();
+    let mut c = core(D07);
+    for xid in 1..=4 {
+        c.start_call(xid, now).unwrap();
+    }
+    c.poll_event();
+    c.handle_connected(1, None, &[], now);
+    let first = transmit(&mut c, 1);
+    assert_eq!((first.probe, first.credits), (true, 32), "nothing received yet, 32 advertised");
+    assert!(c.take_step(2).is_none(), "one message until the responder's first header");
+    // The reply's total is 1: the one Send made, no room for another.
+    assert_eq!(c.handle_receive(&reply_inline(1, 1), Arrival::default(), now), Received::Reply { xid: 1 });
+    c.deliver(1, reply_inline(1, 1), None);
+    c.take_step(1);
+    c.finish_call(1);
+    assert_eq!(c.dialect(), Some(Dialect::Ietf07));
+    assert!(c.take_step(2).is_none(), "the total leaves no room");
+    // A GRANT: the prefix alone, XID zero, total 3 (two more Sends).
+    let mut grant = [0u8; 16];
+    marshal::grant(&mut grant, 3).unwrap();
+    assert_eq!(receive(&mut c, &grant), "Nothing(None)");
+    assert_eq!(transmit(&mut c, 2).credits, 2 + 32, "two received, 32 advertised");
+    assert_eq!(transmit(&mut c, 3).credits, 2 + 32);
+    assert!(c.take_step(4).is_none(), "the granted room is used up");
+}
+
+/// Section 4.1: a reply continued across Sends (RDMA2_REPLY_MIDDLE parts, then the final
+/// RDMA2_REPLY_INLINE) is reassembled; the caller gets the whole RPC reply, in a header view
+/// over a buffer of its own.
+#[test]
+fn draft07_4_1_a_continued_reply_is_reassembled_for_its_caller() {
+    let now = Instant::now();
+    let mut c = core(D07);
+    c.start_call(9, now).unwrap();
+    c.poll_event();
+    c.handle_connected(1, None, &[], now);
+    transmit(&mut c, 9);
+    let rpc = [words(&[9, 1]), (0..200u8).collect::<Vec<u8>>()].concat();
+    let (a, b) = rpc.split_at(100);
+    let mut middle = vec![0u8; 256];
+    let n = marshal::middle(&mut middle, 9, 40, MessageType::Reply, b.len() as u32, a).unwrap();
+    middle.truncate(n);
+    assert_eq!(receive(&mut c, &middle), "Nothing(None)", "a part is held");
+    let mut last = vec![0u8; 256];
+    let n = marshal::reply_inline(&mut last, 9, 40, rpcrdma_v1::rt::List::from_slice(&[]), b).unwrap();
+    last.truncate(n);
+    assert_eq!(c.handle_receive(&last, Arrival::default(), now), Received::Reply { xid: 9 });
+    c.deliver(9, last, None);
+    let Some(CallStep::Reply { message, header: Some(h), .. }) = c.take_step(9) else { panic!("no reply") };
+    let view = h.attach(&message).unwrap();
+    assert_eq!(view.payload(), rpc.as_slice());
+}
+
+/// Sections 4.6 and 7.1.3: this requester offers no reverse direction, so a call from the
+/// responder is a header type it does not take: RDMA2_ERR_INVAL_HTYPE goes back, in version 2,
+/// naming the call's XID.
+#[test]
+fn draft07_7_1_3_a_reverse_direction_call_is_answered_inval_htype() {
+    let now = Instant::now();
+    let mut c = core(D07);
+    c.start_call(1, now).unwrap();
+    c.poll_event();
+    c.handle_connected(1, None, &[], now);
+    transmit(&mut c, 1);
+    let mut call = vec![0u8; 64];
+    let n = marshal::call_inline(&mut call, 0x55, 33, 0, &marshal::NO_CHUNKS, &words(&[0x55, 0])).unwrap();
+    let Received::SendError(e) = c.handle_receive(&call[..n], Arrival::default(), now) else { panic!() };
+    let back = Header::parse(e.as_bytes(), &HeaderLimits::default()).unwrap();
+    assert_eq!((back.xid(), back.header_type(), e.code()), (0x55, HeaderType::Error, 4));
+    assert_eq!(word(e.as_bytes(), 1), 2);
+}

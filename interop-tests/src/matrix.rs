@@ -1,12 +1,16 @@
 //! The cross-version interop matrix, the workspace's main job: every combination of
-//! requester {Version One only, Version Two capable} x responder {the same two} x RFC 8797
-//! private data {none, both, requester only, garbage} x transport-properties extension
-//! {none, requester only, responder only, both} x message form {short, chunked read, chunked
-//! write, long call, long reply, backward-direction call}, each cell a fresh `Server` and
-//! `Client` pair from `negotiate` over one verbs backend. The extension axis exists only where
-//! both sides are Version Two capable: Version One never exchanges properties
-//! (`specs/rpcrdma2-transport-properties.txt` section 2.1), so the other pairs have only
-//! [`Extension::None`]. That makes 3 x 4 x 6 + 4 x 4 x 6 = 168 cells ([`CELLS`]).
+//! requester {Version One only, Version Two in draft-cel-00, in draft-ietf-07, in both with -07
+//! preferred} x responder {Version One only, -00, both dialects} x RFC 8797 private data
+//! {none, both, requester only, garbage} x transport-properties extension {none, requester
+//! only, responder only, both} x message form {short, chunked read, chunked write, long call,
+//! long reply, backward-direction call}, each cell a fresh `Server` and `Client` pair from
+//! `negotiate` over one verbs backend. Each pair settles where docs/design.md's table of
+//! dialects says ([`settles`]). The extension axis exists only where a pair settles on -00:
+//! Version One never exchanges properties (`specs/rpcrdma2-transport-properties.txt` section
+//! 2.1) and -07 states its own in CONNPROP, so the other pairs have only [`Extension::None`];
+//! and a pair settled on -07 has no backward-direction form (the server's backchannel speaks
+//! -00). That makes 9 pairs x 4 x 6 + 3 pairs x 4 x 4 x 6, less 2 x 4 backward cells on -07:
+//! 496 cells ([`CELLS`]).
 //!
 //! A cell makes its form's call twice: the first settles the version (and, when the requester
 //! has the extension on a Version Two connection, is followed by the properties exchange), the
@@ -28,28 +32,56 @@ use negotiate::thresholds::{Advertised, Stated};
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
+use rpcrdma_v2::dialect::{Dialect, VersionTwo};
 use rpcrdma_v2::properties::TransportProperties;
 use rpcrdma_verbs::Backend;
 
 use crate::json::Json;
 
-/// Which versions a side speaks.
+/// Which versions, and which dialects of Version Two, a side speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Speaks {
     /// Version One only.
     V1Only,
-    /// Versions One and Two.
+    /// Versions One and Two, Version Two as draft-cel-nfsv4-rpcrdma-version-two-00.
     V2Capable,
+    /// Versions One and Two, Version Two as draft-ietf-nfsv4-rpcrdma-version-two-07 (a
+    /// requester only: a responder that speaks -07 speaks -00 too, [`Speaks::BothDrafts`]).
+    Draft07,
+    /// Versions One and Two in both dialects: a requester prefers -07; a responder takes the
+    /// dialect of each connection's first message (`ResponderConfig::draft07`).
+    BothDrafts,
 }
 
 impl Speaks {
-    /// Every kind, in table order.
-    pub const ALL: [Speaks; 2] = [Speaks::V1Only, Speaks::V2Capable];
+    /// Every kind, in table order: the requesters.
+    pub const ALL: [Speaks; 4] = [Speaks::V1Only, Speaks::V2Capable, Speaks::Draft07, Speaks::BothDrafts];
+    /// The responders, in table order.
+    pub const RESPONDERS: [Speaks; 3] = [Speaks::V1Only, Speaks::V2Capable, Speaks::BothDrafts];
 
     fn versions(self) -> (Version, Version) {
         match self {
             Speaks::V1Only => (Version::ONE, Version::ONE),
-            Speaks::V2Capable => (Version::ONE, Version::TWO),
+            _ => (Version::ONE, Version::TWO),
+        }
+    }
+
+    /// Its Version Two dialects.
+    fn version_two(self) -> VersionTwo {
+        match self {
+            Speaks::V1Only => VersionTwo::None,
+            Speaks::V2Capable => VersionTwo::One(Dialect::Cel00),
+            Speaks::Draft07 => VersionTwo::One(Dialect::Ietf07),
+            Speaks::BothDrafts => VersionTwo::Both { preferred: Dialect::Ietf07 },
+        }
+    }
+
+    /// Whether a responder of this kind answers Version Two in dialect `d`.
+    fn answers(self, d: Dialect) -> bool {
+        match self {
+            Speaks::V1Only => false,
+            Speaks::V2Capable => d == Dialect::Cel00,
+            Speaks::Draft07 | Speaks::BothDrafts => true,
         }
     }
 
@@ -58,7 +90,22 @@ impl Speaks {
         match self {
             Speaks::V1Only => "v1-only",
             Speaks::V2Capable => "v2-capable",
+            Speaks::Draft07 => "v2-ietf-07",
+            Speaks::BothDrafts => "v2-both",
         }
+    }
+}
+
+/// Where a requester and a responder settle, by docs/design.md's table of dialects: the
+/// requester's first message goes in its preferred dialect; a responder that answers it
+/// settles there; one that speaks the other dialect refuses it in a way that names it, and a
+/// requester that speaks that one too goes on in it; everything else ends on Version One.
+pub fn settles(requester: Speaks, responder: Speaks) -> (Version, Option<Dialect>) {
+    let v2 = requester.version_two();
+    match v2.first() {
+        Some(d) if responder.answers(d) => (Version::TWO, Some(d)),
+        Some(d) if v2.speaks(d.other()) && responder.answers(d.other()) => (Version::TWO, Some(d.other())),
+        _ => (Version::ONE, None),
     }
 }
 
@@ -208,32 +255,41 @@ pub struct Cell {
 }
 
 impl Cell {
-    /// Both sides speak Version Two, so the connection settles on it.
+    /// Where the pair settles ([`settles`]).
+    pub fn settles(&self) -> (Version, Option<Dialect>) {
+        settles(self.requester, self.responder)
+    }
+
+    /// The pair settles on Version Two in -00, where the properties extension lives.
     pub fn both_v2(&self) -> bool {
-        both_v2(self.requester, self.responder)
+        on_cel00(self.requester, self.responder)
     }
 }
 
-/// Whether a pair settles on Version Two: only when both sides speak it (draft section 5).
-fn both_v2(requester: Speaks, responder: Speaks) -> bool {
-    requester == Speaks::V2Capable && responder == Speaks::V2Capable
+/// Whether a pair settles on -00: only there is the transport-properties extension spoken.
+fn on_cel00(requester: Speaks, responder: Speaks) -> bool {
+    settles(requester, responder) == (Version::TWO, Some(Dialect::Cel00))
 }
 
-/// How many cells [`all_cells`] gives: three pairs that settle on Version One with the
-/// extension axis collapsed to [`Extension::None`], one Version Two pair with all four.
-pub const CELLS: usize = (3 + Extension::ALL.len()) * Pdata::ALL.len() * Form::ALL.len();
+/// How many cells [`all_cells`] gives: nine pairs with the extension axis collapsed to
+/// [`Extension::None`], three that settle on -00 with all four, less the backward form of the
+/// two pairs that settle on -07 (for each private data).
+pub const CELLS: usize = (9 + 3 * Extension::ALL.len()) * Pdata::ALL.len() * Form::ALL.len() - 2 * Pdata::ALL.len();
 
 /// Every cell, in table order.
 pub fn all_cells() -> Vec<Cell> {
     let mut cells = Vec::new();
     for requester in Speaks::ALL {
-        for responder in Speaks::ALL {
-            // Version One never exchanges properties (properties document section 2.1).
+        for responder in Speaks::RESPONDERS {
+            // Version One never exchanges properties (properties document section 2.1), nor
+            // does -07 (its own are CONNPROP's).
             let extensions: &[Extension] =
-                if both_v2(requester, responder) { &Extension::ALL } else { &[Extension::None] };
+                if on_cel00(requester, responder) { &Extension::ALL } else { &[Extension::None] };
+            // The server's backchannel speaks -00's RDMA_MSG only: it refuses a -07 connection.
+            let on_07 = settles(requester, responder).1 == Some(Dialect::Ietf07);
             for pdata in Pdata::ALL {
                 for &extension in extensions {
-                    for form in Form::ALL {
+                    for form in Form::ALL.into_iter().filter(|&f| !(on_07 && f == Form::Backward)) {
                         cells.push(Cell { requester, responder, pdata, extension, form });
                     }
                 }
@@ -256,6 +312,8 @@ pub struct Outcome {
     pub properties: Option<PeerProperties>,
     /// The requester's credit window after the exchange.
     pub credits: u32,
+    /// The Version Two dialect the connection settled in, if on Version Two.
+    pub dialect: Option<Dialect>,
     /// `Ok` or why the cell failed.
     pub verdict: Result<(), String>,
     /// Wall time of the cell: connect, negotiate, exchange.
@@ -265,7 +323,16 @@ pub struct Outcome {
 impl Outcome {
     /// A cell that failed before its requester ran (its responder did not start).
     pub fn not_run(cell: Cell, why: String, elapsed: Duration) -> Outcome {
-        Outcome { cell, version: None, thresholds: None, properties: None, credits: 0, verdict: Err(why), elapsed }
+        Outcome {
+            cell,
+            version: None,
+            thresholds: None,
+            properties: None,
+            credits: 0,
+            dialect: None,
+            verdict: Err(why),
+            elapsed,
+        }
     }
 }
 
@@ -336,7 +403,11 @@ pub fn server_config(responder: Speaks, pdata: Pdata, extension: Extension) -> S
     let (_, server_pd) = pdata.advertised();
     let (_, server_props) = extension.stated();
     ServerConfig::default()
-        .responder(responder::ResponderConfig::default().versions(responder.versions()))
+        .responder(
+            responder::ResponderConfig::default()
+                .versions(responder.versions())
+                .draft07(matches!(responder, Speaks::Draft07 | Speaks::BothDrafts)),
+        )
         .private_data(server_pd)
         .foreign_private_data((pdata == Pdata::Garbage).then_some(GARBAGE))
         .properties(server_props)
@@ -397,7 +468,10 @@ pub fn run_cell_against<B: Backend + Clone>(
     let (client_props, _) = cell.extension.stated();
     let ccfg = ClientConfig::default()
         .requester(
-            requester::RequesterConfig::default().versions(cell.requester.versions()).timeout(Duration::from_secs(5)),
+            requester::RequesterConfig::default()
+                .versions(cell.requester.versions())
+                .version_two(cell.requester.version_two())
+                .timeout(Duration::from_secs(5)),
         )
         .private_data(client_pd)
         .foreign_private_data((cell.pdata == Pdata::Garbage).then_some(GARBAGE))
@@ -415,6 +489,7 @@ pub fn run_cell_against<B: Backend + Clone>(
     out.thresholds = client.thresholds();
     out.properties = Some(client.peer_properties());
     out.credits = client.credits();
+    out.dialect = client.dialect();
     if out.verdict.is_ok() {
         out.verdict = check_negotiation(&out, client_pd, server_pd);
     }
@@ -463,15 +538,20 @@ fn exchange<B: Backend>(
             .map_err(|why| format!("call {n}: the {} form was not used: {why}", cell.form.label()))?;
         before = (c, s);
     }
-    // A refused properties request is answered with RDMA_ERR_INVAL_OPTION (section 2.3), the
-    // only RDMA_ERROR of a Version Two pair's cell. It was counted before the second call was
-    // read, so the count is final here. (Other pairs' counts include the version probe's
-    // RDMA_ERR_VERS: not this axis's business.)
-    if cell.both_v2() {
-        let want = u64::from(cell.extension == Extension::RequesterOnly);
-        if before.1.errors_sent != want {
-            return Err(format!("the responder sent {} RDMA_ERRORs, expected {want}", before.1.errors_sent));
-        }
+    // The RDMA_ERRORs the responder sent: one refusing the first message where the pair does
+    // not settle in the requester's first choice (RDMA_ERR_VERS, or the other dialect's
+    // refusal), and one RDMA_ERR_INVAL_OPTION refusing a properties request the responder
+    // lacks (section 2.3). The server counts each once its Send completed, which may be after
+    // the requester read it and went on: wait (bounded) for the count, then it must be exact.
+    let want = (transmissions(cell, 1) - 1) + u64::from(cell.both_v2() && cell.extension == Extension::RequesterOnly);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut errors = before.1.errors_sent;
+    while errors < want && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+        errors = server.stats()?.errors_sent;
+    }
+    if errors != want {
+        return Err(format!("the responder sent {errors} RDMA_ERRORs, expected {want}"));
     }
     if cell.form == Form::Backward {
         let bcall = message(0x8000_0000 | (0x1000 + cell.form.code()), 0, Form::Short, SMALL);
@@ -483,12 +563,14 @@ fn exchange<B: Backend>(
     Ok(())
 }
 
-/// How many times the requester sends call `n` (1 or 2) of `cell`: a Version Two capable
-/// requester's first call to a Version One only responder goes twice, the version probe that
-/// RDMA_ERR_VERS answers and the same call again in Version One on the same connection (draft
-/// section 5.2); every other call goes once.
+/// How many times the requester sends call `n` (1 or 2) of `cell`: a Version Two requester's
+/// first call goes twice when the pair does not settle in its preferred dialect, the first
+/// message the responder refuses (RDMA_ERR_VERS, or the other dialect's refusal) and the same
+/// call again in what the pair settles on, on the same connection (draft section 5.2, -07
+/// section 4.3); every other call goes once.
 fn transmissions(cell: Cell, n: u64) -> u64 {
-    let probe_refused = cell.requester == Speaks::V2Capable && cell.responder == Speaks::V1Only;
+    let first = cell.requester.version_two().first();
+    let probe_refused = first.is_some() && cell.settles() != (Version::TWO, first);
     if n == 1 && probe_refused {
         2
     } else {
@@ -564,9 +646,9 @@ fn check_negotiation(
     client_pd: Option<PrivateData>,
     server_pd: Option<PrivateData>,
 ) -> Result<(), String> {
-    let want = if out.cell.both_v2() { Version::TWO } else { Version::ONE };
-    if out.version != Some(want) {
-        return Err(format!("negotiated {:?}, expected version {want}", out.version));
+    let (want, dialect) = out.cell.settles();
+    if (out.version, out.dialect) != (Some(want), dialect) {
+        return Err(format!("negotiated {:?} {:?}, expected version {want} {dialect:?}", out.version, out.dialect));
     }
     let props = expected_properties(want, out.cell.extension);
     if out.properties != Some(props) {
@@ -588,6 +670,14 @@ fn check_negotiation(
         return Err(format!("credit window {}, expected 32", out.credits));
     }
     Ok(())
+}
+
+/// How a table or JSON shows a Version Two dialect.
+fn dialect_label(d: Dialect) -> &'static str {
+    match d {
+        Dialect::Cel00 => "cel-00",
+        Dialect::Ietf07 => "ietf-07",
+    }
 }
 
 /// How a table or JSON shows what the properties exchange gave (`-`: no client ran).
@@ -666,6 +756,7 @@ fn cell_json(o: &Outcome) -> Json {
         ("extension", Json::str(o.cell.extension.label())),
         ("form", Json::str(o.cell.form.label())),
         ("version", o.version.map_or(Json::Null, |v| v.wire().into())),
+        ("dialect", o.dialect.map_or(Json::Null, |d| Json::str(dialect_label(d)))),
         ("properties", o.properties.map_or(Json::Null, |p| Json::str(properties_label(Some(p))))),
         ("thresholds", thresholds),
         ("credits", o.credits.into()),

@@ -4,36 +4,48 @@
 //!
 //! A cell passes only when each of its two calls was made the exact number of times it should
 //! have been, in its form: the client's transmissions by form (two for a Version Two
-//! requester's first call to a Version One responder, the refused probe and the call again;
-//! one otherwise) and the responder's one call served, by call form and reply form
+//! requester's first call where the pair does not settle in its preferred dialect, the refused
+//! first message and the call again; one otherwise) and the responder's one call served, by call form and reply form
 //! (`interop_tests::matrix`'s `form_used`).
 
-use interop_tests::matrix::{all_cells, run_cell, table, Outcome, CELLS};
+use interop_tests::matrix::{all_cells, run_cell, table, Outcome, Speaks, CELLS};
 use negotiate::connection::PeerProperties;
 use rpcrdma_v1::Version;
+use rpcrdma_v2::dialect::Dialect;
 
 /// Every cell ran and passed, and the run covered what the matrix is for.
 fn all_pass(outcomes: &[Outcome]) {
-    // 3 pairs x 4 private data x 6 forms, and the Version Two pair x 4 extensions on top.
-    assert_eq!((outcomes.len(), CELLS), (168, 168));
+    // 9 pairs x 4 private data x 6 forms, the three -00 pairs x 4 extensions on top, less the
+    // backward form of the two -07 pairs.
+    assert_eq!((outcomes.len(), CELLS), (496, 496));
     let mut cells: Vec<_> = outcomes.iter().map(|o| o.cell).collect();
     cells.dedup();
     assert_eq!(cells, all_cells(), "each cell once, in table order");
     let failed: Vec<_> = outcomes.iter().filter(|o| o.verdict.is_err()).cloned().collect();
     assert!(failed.is_empty(), "{} cells failed:\n{}", failed.len(), table(&failed));
-    // Both versions were negotiated: Version Two only where both sides speak it (one pair of
-    // four: 4 private data x 4 extensions x 6 forms), Version One everywhere else.
-    let v2 = outcomes.iter().filter(|o| o.version == Some(Version::TWO)).count();
-    let v1 = outcomes.iter().filter(|o| o.version == Some(Version::ONE)).count();
-    assert_eq!((v2, v1), (4 * 4 * 6, 3 * 4 * 6));
+    // Every ending of docs/design.md's table of dialects happened, as often as the pairs ask:
+    // -00 for three pairs (-00 with -00 or both, both-preferring-07 with -00 after a refusal)
+    // with 4 extensions each; -07 for two (-07 or both with both), without the backward form;
+    // Version One for the other seven.
+    let settled =
+        |v: Version, d: Option<Dialect>| outcomes.iter().filter(|o| (o.version, o.dialect) == (Some(v), d)).count();
+    assert_eq!(settled(Version::TWO, Some(Dialect::Cel00)), 3 * 4 * 4 * 6);
+    assert_eq!(settled(Version::TWO, Some(Dialect::Ietf07)), 2 * 4 * 5);
+    assert_eq!(settled(Version::ONE, None), 7 * 4 * 6);
+    // The pairs that settle away from the requester's first choice did so after a refusal:
+    // -07 with -00 (to Version One) and both with -00 (to -00), besides Version Two requesters
+    // with a Version One responder.
+    let pair = |r: Speaks, s: Speaks| outcomes.iter().filter(move |o| (o.cell.requester, o.cell.responder) == (r, s));
+    assert!(pair(Speaks::Draft07, Speaks::V2Capable).all(|o| o.version == Some(Version::ONE)));
+    assert!(pair(Speaks::BothDrafts, Speaks::V2Capable).all(|o| o.dialect == Some(Dialect::Cel00)));
     // Every outcome of the properties exchange happened, as often as the cells ask, and a
     // completed one took effect (12 KiB stated by both sides, above anything private data
     // gives).
     let with = |p: PeerProperties| outcomes.iter().filter(|o| o.properties == Some(p)).count();
-    assert_eq!(with(PeerProperties::Refused), 4 * 6, "the Version Two pair with the requester's extension only");
-    assert_eq!(with(PeerProperties::NotExchanged), 168 - 2 * 4 * 6);
+    assert_eq!(with(PeerProperties::Refused), 3 * 4 * 6, "the -00 pairs with the requester's extension only");
+    assert_eq!(with(PeerProperties::NotExchanged), 496 - 2 * 3 * 4 * 6);
     let stated: Vec<_> = outcomes.iter().filter(|o| matches!(o.properties, Some(PeerProperties::Stated(_)))).collect();
-    assert_eq!(stated.len(), 4 * 6, "the Version Two pair with both extensions, each private data and form");
+    assert_eq!(stated.len(), 3 * 4 * 6, "the -00 pairs with both extensions, each private data and form");
     assert!(stated.iter().all(|o| o.thresholds.is_some_and(|t| (t.call, t.reply) == (12288, 12288))));
 }
 

@@ -1,6 +1,6 @@
 //! Wireshark's RPC-over-RDMA dissector as an oracle on the matrix's own traffic.
 //!
-//! The 168-cell matrix runs in process on a backend wrapped in `rpcrdma_verbs::capture::Captured`; every message sent
+//! The matrix's cells whose requester writes Version One or -00 headers (288 of its 496) run in process on a backend wrapped in `rpcrdma_verbs::capture::Captured`; every message sent
 //! becomes a RoCEv2 frame in one pcap ([`interop_tests::pcap`]), followed by a few frames made
 //! here: Version One RDMA_ERRORs (the matrix sends none: a Version One responder answers a
 //! Version Two probe with `rdma_vers` 2) and Version One headers truncated inside their chunk
@@ -36,7 +36,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
-use interop_tests::matrix::{all_cells, run_cell};
+use interop_tests::matrix::{all_cells, run_cell, Speaks};
 use interop_tests::oracle::tshark_present;
 use interop_tests::pcap::{flow_of, record, roce_frame, write_capture, Sent};
 use rpcrdma_v1::header::{Header, HeaderLimits, MessageKind};
@@ -198,7 +198,12 @@ fn tshark_agrees_with_every_message_of_the_matrix() {
     if !tshark_present() {
         return;
     }
-    let (outcomes, sent) = record(rpcrdma_verbs::InProcess, &all_cells(), run_cell);
+    // tshark 4.0 knows Version One and reads no Version Two; the cells whose requester writes
+    // draft-ietf-07 headers are the Lua dissector's (tests/tshark_v2.rs), not this test's,
+    // whose expectations for Version Two frames are those of -00.
+    let cells: Vec<_> =
+        all_cells().into_iter().filter(|c| !matches!(c.requester, Speaks::Draft07 | Speaks::BothDrafts)).collect();
+    let (outcomes, sent) = record(rpcrdma_verbs::InProcess, &cells, run_cell);
     assert!(outcomes.iter().all(|o| o.verdict.is_ok()), "matrix cells failed: {outcomes:?}");
     let extras = extras(&sent);
     let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tshark_matrix.pcap");
@@ -282,10 +287,11 @@ fn tshark_agrees_with_every_message_of_the_matrix() {
             }
         }
     }
-    // The extension axis's exchanges: a request in each cell where the requester has the
+    // The extension axis's exchanges, in the two -00 pairs run here (v2-capable with
+    // v2-capable and with v2-both): a request in each cell where the requester has the
     // extension (requester only, both), a reply where both have it; 24 cells each.
-    assert_eq!(counts.get("v2 RDMA_OPTIONAL"), Some(&(3 * 24)), "{counts:?}");
-    assert_eq!(counts.get("v2 properties"), Some(&(3 * 24)), "{counts:?}");
+    assert_eq!(counts.get("v2 RDMA_OPTIONAL"), Some(&(2 * 3 * 24)), "{counts:?}");
+    assert_eq!(counts.get("v2 properties"), Some(&(2 * 3 * 24)), "{counts:?}");
     println!(
         "tshark agreed on {} frames: {} Version One messages compared field by field ({} with the RPC layer above \
          malformed), {} Version Two shown without a tree ({} of them RDMA_OPTIONAL shown as data, decoded by us), \

@@ -123,8 +123,9 @@ pub enum Received<'a> {
     /// 4.5; RDMA_ERR_INVAL_OPTION for an RDMA_OPTIONAL no extension supports, draft section
     /// 3.1); nothing else happens.
     SendError(ErrorReply),
-    /// Send this RDMA_OPTIONAL back: an extension's answer (draft section 3.1), already
-    /// checked to fit the peer's Receives.
+    /// Send these bytes back: an extension's RDMA_OPTIONAL answer (draft section 3.1), already
+    /// checked to fit the peer's Receives, or a -07 RDMA2_GRANT (section 4.2.1.1) while a
+    /// continued message's parts arrive.
     SendBack(Vec<u8>),
     /// Nothing to do: a malformed reply whose call's step says so, an RDMA_OPTIONAL taken
     /// without an answer, or a message dropped by the rules (why, when this side can say).

@@ -66,6 +66,9 @@ pub enum Incoming<'a> {
     /// A message whose effect is on the connection's state alone: a -07 RDMA2_GRANT, a
     /// CONNPROP, or a part of a continued reply kept for the rest.
     Taken,
+    /// Send this RDMA2_GRANT back (-07 section 4.2.1.1): a continued reply's parts have used
+    /// half the window this side last gave.
+    Grant(Vec<u8>),
     /// Send this RDMA2_ERROR back (-07 section 7: a header type or version this side does
     /// not take); any call it concerns already came out as events.
     Refuse(ErrorReply),
@@ -194,8 +197,9 @@ pub(crate) enum Outcome<'a> {
     },
     Error(PeerError),
     Malformed(v2::Reason),
-    /// A broken reply the responder is to hear of: fail the call, send the RDMA2_ERROR.
-    MalformedAnswered(v2::Reason, ErrorReply),
+    /// A broken reply the responder is to hear of: fail the call (and the one whose
+    /// continued reply it abandoned, if another), send the RDMA2_ERROR.
+    MalformedAnswered(v2::Reason, ErrorReply, Option<u32>),
     /// A -07 continued reply, assembled in a buffer of its own.
     Rewritten(Vec<u8>),
     /// The answer to our RDMA_OPTIONAL.

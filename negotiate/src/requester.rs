@@ -278,6 +278,18 @@ pub struct Requester {
     registry: Registry,
 }
 
+/// What an RDMA_ERROR answering the probe means ([`after_refusal`]).
+enum Refusal {
+    /// The call goes out again, on the same connection: in Version One or the other dialect.
+    GoesOn,
+    /// The error is about the call: it fails with it, and the version is settled (the
+    /// responder read the probe).
+    CallFails,
+    /// The responder speaks nothing this requester does: the call fails with the error and
+    /// the version stays unsettled (the next call probes again).
+    Nowhere,
+}
+
 /// [`Requester::call`] with an XID that is already in use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("XID {0:#010x} is already in use by a call in progress")]
@@ -465,7 +477,7 @@ impl Requester {
         if self.calls.contains_key(&xid) {
             return Err(DuplicateXid(xid));
         }
-        if self.version() != Some(Version::TWO) {
+        if self.dialect() != Some(Dialect::Cel00) {
             self.events.push_back(Event::Failed { xid, error: CallFailure::NotVersionTwo });
             return Ok(());
         }
@@ -486,6 +498,12 @@ impl Requester {
     pub fn cancel(&mut self, xid: u32, now: Instant) -> bool {
         if !self.calls.contains_key(&xid) {
             return false;
+        }
+        // Its -07 Send was counted when it was handed out, and never posted (-07 section
+        // 4.2.1 counts Sends posted): the window gets it back.
+        let unposted_v2 = self.flight(xid).is_some_and(|f| f.version == Version::TWO);
+        if let Some(st) = self.conn.as_mut().and_then(|c| c.d07.as_mut()).filter(|_| unposted_v2) {
+            st.credits.withdraw();
         }
         self.finish(xid);
         self.queue.retain(|&x| x != xid);
@@ -516,10 +534,17 @@ impl Requester {
         );
         // The probe's refusal: by either dialect's rules, or none (a code the dialect sent does
         // not define is what tells the other dialect apart, docs/design.md).
+        // An error answering the probe settles Version Two (the responder read it), unless
+        // the requester has nothing the responder speaks.
+        let mut error_settles = true;
         if let Some(Negotiation::Probing(Some(probe))) = self.conn.as_ref().map(|c| &c.version) {
             let probe = *probe;
-            if Fixed::read(bytes).is_some_and(|f| f.xid == probe && f.is_error()) && self.refusal(probe, bytes, now) {
-                return Incoming::Consumed;
+            if Fixed::read(bytes).is_some_and(|f| f.xid == probe && f.is_error()) {
+                match self.refusal(probe, bytes, now) {
+                    Refusal::GoesOn => return Incoming::Consumed,
+                    Refusal::Nowhere => error_settles = false,
+                    Refusal::CallFails => {}
+                }
             }
         }
         let calls = &self.calls;
@@ -528,10 +553,17 @@ impl Requester {
         // A -07 connection's Version Two messages are read by -07's rules; an answer in
         // Version One (to the probe) by the common ones.
         let d07 = self.conn.as_mut().and_then(|c| c.d07.as_mut());
+        let on_07 = d07.is_some();
         let classified = match d07 {
             Some(st) if Fixed::read(bytes).is_some_and(|f| f.vers == Version::TWO.wire()) => {
                 let supported = (self.cfg.versions.0, self.cfg.versions.1);
                 draft07::classify(bytes, &self.cfg.limits, supported, st, flight_version)
+            }
+            Some(st) => {
+                // Another version on a -07 connection (a Version One answer to the probe): it
+                // took a Receive all the same (section 4.2.1).
+                st.credits.note_received();
+                reply::classify(bytes, &self.cfg.limits, None, flight_version)
             }
             _ => {
                 let options = on_v2.then_some(reply::Options { registry: &mut self.registry, awaiting: &awaiting });
@@ -539,12 +571,14 @@ impl Requester {
             }
         };
         let head = match classified {
-            reply::Classified::Done(Incoming::Taken) => {
-                // A GRANT, say: the window may have opened.
-                self.pump(now);
-                return Incoming::Taken;
+            reply::Classified::Done(incoming) => {
+                // On -07 every header carries the responder's total: a GRANT, or any message,
+                // may have opened the window.
+                if on_07 {
+                    self.pump(now);
+                }
+                return incoming;
             }
-            reply::Classified::Done(incoming) => return incoming,
             reply::Classified::Head(h) => h,
         };
         let xid = head.xid;
@@ -562,9 +596,12 @@ impl Requester {
                 self.pump(now);
                 Incoming::ReplyRewritten { xid, message }
             }
-            reply::Outcome::MalformedAnswered(e, answer) => {
+            reply::Outcome::MalformedAnswered(e, answer, also) => {
                 log::warn!("{} answered call {xid:#010x} with a broken reply: {e}", self.addr);
                 self.complete_failed(xid, CallFailure::MalformedReply(e));
+                if let Some(other) = also.filter(|&x| x != xid && self.calls.contains_key(&x)) {
+                    self.complete_failed(other, CallFailure::MalformedReply(e));
+                }
                 self.pump(now);
                 Incoming::Refuse(answer)
             }
@@ -576,7 +613,7 @@ impl Requester {
                 self.conn.as_mut().unwrap().credits.on_error_reply();
                 log::warn!("{} answered call {xid:#010x} with RDMA_ERROR {e:?}", self.addr);
                 self.complete_failed(xid, CallFailure::Peer(e));
-                if probe {
+                if probe && error_settles {
                     // RFC 8166 section 5.5.2: ERR_CHUNK answers a header whose `rdma_vers` the
                     // responder recognized; RDMA_ERR_INVAL_OPTION exists only in Version Two.
                     // The window stays at one: an error carries no grant (draft section 5).
@@ -721,7 +758,9 @@ impl Requester {
             if conn.closing {
                 return; // RFC 8166 section 4.5.4: its calls go out again on the next connection
             }
-            if self.calls[&xid].option && !matches!(conn.version, Negotiation::Settled(Version::TWO)) {
+            if self.calls[&xid].option
+                && (conn.d07.is_some() || !matches!(conn.version, Negotiation::Settled(Version::TWO)))
+            {
                 self.queue.pop_front();
                 self.complete_failed(xid, CallFailure::NotVersionTwo);
                 continue;
@@ -832,14 +871,13 @@ impl Requester {
         Speaks { v1: self.cfg.versions.0 <= Version::ONE, v2 }
     }
 
-    /// The probe `xid` drew the RDMA_ERROR `bytes`: where to go, by [`after_refusal`]. True
-    /// when that settled it (the call goes out again in Version One, or in the other dialect
-    /// on the same connection); false when the error concerns the call itself, or is an
-    /// RDMA_ERR_VERS, whose range the common rules read ([`Requester::fall_back`]).
-    fn refusal(&mut self, xid: u32, bytes: &[u8], now: Instant) -> bool {
+    /// The probe `xid` drew the RDMA_ERROR `bytes`: where to go, by [`after_refusal`]
+    /// ([`Refusal`]). An RDMA_ERR_VERS is left to the common rules, which read its range
+    /// ([`Requester::fall_back`]).
+    fn refusal(&mut self, xid: u32, bytes: &[u8], now: Instant) -> Refusal {
         let code = bytes.get(16..20).map_or(0, |w| u32::from_be_bytes(w.try_into().unwrap()));
         if code == rpcrdma_v2::draft07::xdr::RDMA2_ERR_VERS {
-            return false;
+            return Refusal::CallFails;
         }
         // What the call fails with if it has no attempt left to go again: the code as sent.
         let e = PeerError::Draft07(rpcrdma_v2::draft07::xdr::Rpcrdma2HdrError::Default { discriminant: code });
@@ -852,7 +890,7 @@ impl Requester {
                 // side speaks. The call was not run (RFC 8166 section 4.5).
                 log::info!("{} refused the probe {xid:#010x} ({e:?}): falling back to Version One", self.addr);
                 self.fall_back(xid, 1, 1, now);
-                true
+                Refusal::GoesOn
             }
             Next::Retry(Some(d)) => {
                 log::info!("{} refused the {sent:?} probe {xid:#010x} ({e:?}): it speaks {d:?}", self.addr);
@@ -871,13 +909,13 @@ impl Requester {
                 conn.version = Negotiation::Probing(None);
                 self.requeue_front(xid, CallFailure::Peer(e));
                 self.pump(now);
-                true
+                Refusal::GoesOn
             }
             Next::NoCommonVersion => {
                 log::warn!("{} refused the probe {xid:#010x} ({e:?}) and this side speaks nothing else", self.addr);
-                false
+                Refusal::Nowhere
             }
-            Next::CallFails | Next::NotARefusal => false,
+            Next::CallFails | Next::NotARefusal => Refusal::CallFails,
         }
     }
 

@@ -262,6 +262,29 @@ fn core(v2: VersionTwo) -> Connection<u32> {
     Connection::client(client_config((Version::ONE, Version::TWO), v2), ADDR)
 }
 
+/// A -07 core with calls `xids` started and connected, the first one's probe sent.
+fn probing(xids: std::ops::RangeInclusive<u32>) -> Connection<u32> {
+    let now = Instant::now();
+    let mut c = core(D07);
+    let first = *xids.start();
+    for xid in xids {
+        c.start_call(xid, now).unwrap();
+    }
+    c.poll_event();
+    c.handle_connected(1, None, &[], now);
+    assert!(transmit(&mut c, first).probe);
+    c
+}
+
+/// Completes call `xid` with a -07 reply carrying total `total`.
+fn answer(c: &mut Connection<u32>, xid: u32, total: u32) {
+    let reply = reply_inline(xid, total);
+    assert_eq!(c.handle_receive(&reply, Arrival::default(), Instant::now()), Received::Reply { xid });
+    c.deliver(xid, reply, None);
+    assert!(matches!(c.take_step(xid), Some(CallStep::Reply { .. })));
+    c.finish_call(xid);
+}
+
 /// The next transmission of `xid`, reported sent.
 fn transmit(c: &mut Connection<u32>, xid: u32) -> negotiate::requester::Transmit {
     let Some(CallStep::Transmit { transmit, .. }) = c.take_step(xid) else { panic!("no transmission of {xid}") };
@@ -408,4 +431,99 @@ fn draft07_7_1_3_a_reverse_direction_call_is_answered_inval_htype() {
     let back = Header::parse(e.as_bytes(), &HeaderLimits::default()).unwrap();
     assert_eq!((back.xid(), back.header_type(), e.code()), (0x55, HeaderType::Error, 4));
     assert_eq!(word(e.as_bytes(), 1), 2);
+}
+
+/// Section 4.2.1 counts the Sends posted: a -07 call handed out and then given up unsent (it
+/// could not be marshaled, or its caller went away) gives its place in the window back, so
+/// such calls never close the window for good.
+#[test]
+fn draft07_4_2_1_a_call_given_up_unsent_gives_its_place_in_the_window_back() {
+    let now = Instant::now();
+    let mut c = probing(1..=3);
+    answer(&mut c, 1, 2); // room for one more Send
+    assert!(matches!(c.take_step(2), Some(CallStep::Transmit { .. })));
+    c.cancel(2, now); // never posted
+    assert!(matches!(c.take_step(3), Some(CallStep::Transmit { .. })), "the window is back");
+}
+
+/// Sections 4.1 and 7.1.4: a continued reply longer than this side holds is refused with
+/// RDMA2_ERR_INVAL_CONT's kin (the responder hears of it), and the call it answers fails with
+/// the cause at once instead of waiting out its timeout and going out again.
+#[test]
+fn draft07_4_1_a_continued_reply_too_long_to_hold_fails_its_call() {
+    let mut c = probing(9..=9);
+    let mut middle = vec![0u8; 64];
+    let too_long = negotiate::reply::MAX_CONTINUED_REPLY as u32;
+    let n = marshal::middle(&mut middle, 9, 40, MessageType::Reply, too_long, &words(&[9, 1])).unwrap();
+    let Received::SendError(e) = c.handle_receive(&middle[..n], Arrival::default(), Instant::now()) else {
+        panic!("no RDMA2_ERROR back")
+    };
+    assert_eq!((e.xid(), word(e.as_bytes(), 3)), (9, 4), "an RDMA2_ERROR naming the reply");
+    let Some(CallStep::Failed(why)) = c.take_step(9) else { panic!("the call did not fail") };
+    assert!(why.to_string().contains("draft-07"), "{why}");
+}
+
+/// Section 4.2.1.1: while a continued reply's parts arrive this side sends nothing else, so
+/// once they have used half the window it last gave, it sends an RDMA2_GRANT (XID zero, the
+/// prefix alone) raising the total.
+#[test]
+fn draft07_4_2_1_1_a_long_continued_reply_draws_a_grant() {
+    let now = Instant::now();
+    let mut c = probing(9..=9);
+    let (parts, part) = (20u32, words(&[9, 1]));
+    let mut grants = Vec::new();
+    for i in 0..parts {
+        let mut middle = vec![0u8; 64];
+        let remaining = (parts - i) * 8;
+        let n = marshal::middle(&mut middle, 9, 40, MessageType::Reply, remaining, &part).unwrap();
+        match c.handle_receive(&middle[..n], Arrival::default(), now) {
+            Received::SendBack(g) => grants.push((i, g)),
+            Received::Nothing(None) => {}
+            other => panic!("part {i}: {other:?}"),
+        }
+    }
+    let (i, g) = grants.first().expect("no GRANT");
+    assert_eq!((word(g, 0), word(g, 1), htype(g), g.len()), (0, 2, HeaderType::Grant, 16));
+    // 32 advertised: due once more than 16 of the window are used.
+    assert_eq!(*i, 16);
+    assert_eq!(word(g, 2), 17 + 32, "17 received, 32 advertised");
+}
+
+/// Section 4.3 and docs/design.md: a requester that speaks -07 and nothing else (no Version
+/// One), refused by a -00 responder, has nowhere to go: the call fails with the responder's
+/// answer and the version stays unsettled (it does not settle on a dialect the responder
+/// cannot read).
+#[test]
+fn draft07_4_3_a_draft07_only_requester_refused_fails_the_call_and_settles_nothing() {
+    let now = Instant::now();
+    let mut c = Connection::client(client_config((Version::TWO, Version::TWO), D07), ADDR);
+    c.start_call(7, now).unwrap();
+    c.poll_event();
+    c.handle_connected(1, None, &[], now);
+    transmit(&mut c, 7);
+    receive(&mut c, &words(&[7, 2, 1, 4, 2]));
+    assert!(matches!(c.take_step(7), Some(CallStep::Failed(_))));
+    assert_eq!(c.version(), None);
+}
+
+/// -00's transport-properties exchange is an RDMA_OPTIONAL, header type 5, which on -07 is
+/// RDMA2_GRANT (a GRANT has no body): a -07 client with properties to state never sends it,
+/// and its calls go on.
+#[test]
+fn draft07_6_3_2_no_draft00_rdma_optional_goes_out_on_a_draft07_connection() {
+    let (server_side, replies) = capturing(InProcess);
+    let server = start(server_side, Responds::Both);
+    let (client_side, calls) = capturing(InProcess);
+    let stated = rpcrdma_v2::properties::TransportProperties { max_send_size: Some(8192), ..Default::default() };
+    let cfg = client_config((Version::ONE, Version::TWO), D07).properties(Some(stated));
+    let client = Client::new(client_side, server.local_addr(), cfg);
+    for xid in 1..=3 {
+        let call = call_for(Form::Short, xid);
+        assert_eq!(client.call(&call, &Form::Short.ulb()).unwrap(), serve(&call));
+    }
+    assert_eq!(client.peer_properties(), negotiate::connection::PeerProperties::NotExchanged);
+    let sent = calls.lock().unwrap().clone();
+    assert_eq!(sent.len(), 3, "three calls and nothing else");
+    assert!(sent.iter().all(|m| htype(m) == HeaderType::CallInline));
+    assert!(replies.lock().unwrap().iter().all(|m| htype(m) == HeaderType::ReplyInline));
 }

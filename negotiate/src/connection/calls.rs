@@ -273,6 +273,7 @@ impl<L: Clone> Connection<L> {
                 return Received::Reply { xid };
             }
             Incoming::Taken => Received::Nothing(None),
+            Incoming::Grant(bytes) => Received::SendBack(bytes),
             Incoming::Refuse(e) => Received::SendError(e),
             // A backward call is answered inline, in its version, within the server's
             // Receives; its reply grants nothing (the client has no backward credits to give).

@@ -37,7 +37,7 @@ impl State {
     /// A connection just established, on which this side advertises `credits` (it keeps one
     /// Receive more posted, section 4.2.1.1: the client posts its backchannel's too).
     pub(crate) fn new(credits: u32) -> State {
-        let advertised = credits.min(rpcrdma_v2::draft07::credits::MAX_CREDITS);
+        let advertised = credits.clamp(1, rpcrdma_v2::draft07::credits::MAX_CREDITS);
         State {
             credits: CreditWindow::new(advertised).expect("clamped to the limit"),
             reassembly: Reassembly::new(MAX_CONTINUED_REPLY),
@@ -121,19 +121,30 @@ pub(crate) fn classify<'a>(
             }
         }
         Step::Other(header) => other(header, bytes, head),
+        // A part kept: while a continued reply arrives nothing else may go back, and the
+        // responder's window for its parts is ours to refresh (section 4.2.1.1).
+        Step::Held if st.credits.grant_due() && st.credits.may_send_grant() => {
+            let mut grant = vec![0u8; rpcrdma_v2::draft07::header::PREFIX_LEN];
+            let total = st.credits.send();
+            rpcrdma_v2::draft07::marshal::grant(&mut grant, total).expect("the prefix fits its buffer");
+            Classified::Done(Incoming::Grant(grant))
+        }
         Step::Held => Classified::Done(Incoming::Taken),
         Step::Refused { xid, answer, reason, abandoned } => {
             log::warn!("-07 reply {xid:#010x} refused: {reason}");
             let code = answer.code();
             let total = st.credits.send();
             let reply = error_reply(xid, total, &answer);
-            // The call whose continued reply was abandoned fails with the cause; the
-            // responder hears of it (section 7.1.4).
-            match abandoned.filter(|&x| flight_version(x).is_some()) {
+            // The call whose reply was refused, and the one whose continued reply it broke
+            // off, fail with the cause (otherwise each would wait out its timeout and go out
+            // again: run twice); the responder hears of it (section 7.1.4).
+            let failing = [Some(xid), abandoned].into_iter().flatten().filter(|&x| flight_version(x).is_some());
+            let mut failing = failing.collect::<Vec<_>>().into_iter();
+            match failing.next() {
                 Some(x) => Classified::Head(Head {
                     xid: x,
                     credit,
-                    outcome: Outcome::MalformedAnswered(Reason::Draft07(code), reply),
+                    outcome: Outcome::MalformedAnswered(Reason::Draft07(code), reply, failing.next()),
                 }),
                 None => Classified::Done(Incoming::Refuse(reply)),
             }

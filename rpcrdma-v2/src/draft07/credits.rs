@@ -117,6 +117,23 @@ impl CreditWindow {
         total
     }
 
+    /// Takes back a Send counted by [`CreditWindow::send`] that was never posted (its message
+    /// could not be marshaled, or its caller went away first): the peer never receives it, so
+    /// it uses none of the peer's window. The total it would have carried stays given: a
+    /// later header carries one at least as high.
+    ///
+    /// ```
+    /// use rpcrdma_v2::draft07::credits::CreditWindow;
+    /// let mut w = CreditWindow::new(8).unwrap();
+    /// w.send();
+    /// assert!(!w.may_send());
+    /// w.withdraw();
+    /// assert!(w.may_send());
+    /// ```
+    pub fn withdraw(&mut self) {
+        self.sent = self.sent.wrapping_sub(1);
+    }
+
     /// Counts a Receive completed whose header carried `rdma_credit` `total`; refuses a total
     /// that no limit below 2^31 - 1 gives (the count is kept either way: the Receive was
     /// consumed). That check is all a receiver can make of one number: a total within 2^31 - 2

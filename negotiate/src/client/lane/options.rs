@@ -3,6 +3,7 @@
 //! (`specs/rpcrdma2-transport-properties.txt`).
 
 use super::*;
+use rpcrdma_v2::dialect::Dialect;
 
 impl<B: Backend> Shared<B> {
     /// Sends an RDMA_OPTIONAL and waits for its outcome, as
@@ -67,7 +68,9 @@ impl<B: Backend> Shared<B> {
         let Some(ours) = self.cfg.properties else { return };
         let link = {
             let mut st = self.lock();
-            if st.core.version().is_none_or(|v| v < Version::TWO) {
+            // -00's RDMA_OPTIONAL: on -07, header type 5 is RDMA2_GRANT, and properties travel
+            // in CONNPROP (section 5).
+            if st.core.version().is_none_or(|v| v < Version::TWO) || st.core.dialect() != Some(Dialect::Cel00) {
                 return;
             }
             let Some(link) = st.core.link().cloned() else { return };
@@ -107,7 +110,7 @@ impl<B: Backend> Shared<B> {
         let mut st = self.lock();
         let Some(link) = st.core.link() else { return };
         let done = st.properties_for.as_ref().is_some_and(|done| done.ptr_eq(&Arc::downgrade(link)));
-        if !done && st.core.version().is_some_and(|v| v >= Version::TWO) {
+        if !done && st.core.dialect() == Some(Dialect::Cel00) {
             st.exchange_due = true;
             self.cv.notify_one();
         }

@@ -8,6 +8,8 @@
 //! `rpcrdma_v1::header::Header` at version 2 and `OptionalMessage`) says was sent. Two more
 //! frames: a Version One message, still decoded by tshark's own dissector with the plugin
 //! loaded, and a -07 header cut inside its Read list, which the plugin flags as malformed.
+//! A second test does the same with the matrix's own -07 traffic, recorded as the `pcap`
+//! subcommand records it.
 //!
 //! Without tshark this prints `SKIP: ...` and passes, except under `CI=true`.
 
@@ -16,7 +18,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use interop_tests::oracle::tshark_present;
-use interop_tests::pcap::{flow_of, roce_frame, PcapWriter};
+use interop_tests::matrix::{all_cells, run_cell};
+use interop_tests::pcap::{flow_of, record, roce_frame, write_capture, PcapWriter};
+use rpcrdma_v2::dialect::Dialect;
 use rpcrdma_v1::header::{ChunkLists, HeaderLimits, MessageKind};
 use rpcrdma_v1::xdr::{XdrRdmaSegment, XdrReadChunk, XdrWriteChunk};
 use rpcrdma_v2::draft07::header::Header;
@@ -342,15 +346,7 @@ fn the_plugin_shows_both_version_two_drafts_field_by_field() {
     }
     drop(pcap);
 
-    let mut cmd = Command::new("tshark");
-    cmd.arg("-X").arg(format!("lua_script:{}", plugin().display()));
-    cmd.arg("-r").arg(&pcap_path).args(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=;"]);
-    for f in FIELDS {
-        cmd.args(["-e", f]);
-    }
-    let out = cmd.output().expect("running tshark");
-    assert!(out.status.success(), "tshark failed: {}", String::from_utf8_lossy(&out.stderr));
-    let text = String::from_utf8(out.stdout).unwrap();
+    let text = tshark_fields(&pcap_path);
     let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
     assert_eq!(rows.len(), all.len(), "one row per frame:\n{text}");
     for (i, (row, m)) in rows.iter().zip(&all).enumerate() {
@@ -388,6 +384,53 @@ fn the_plugin_shows_both_version_two_drafts_field_by_field() {
     for (row, what) in [(&special[4], "an undefined fourth word"), (&special[5], "an RDMA Write's payload")] {
         assert_eq!(col(row, "rpcrdma2.xid"), "", "{what} claimed: {row:?}");
     }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// tshark's [`FIELDS`] for every frame of `pcap_path`, the plugin loaded: one line a frame,
+/// tab-separated, several values of a field joined by `;`.
+fn tshark_fields(pcap_path: &Path) -> String {
+    let mut cmd = Command::new("tshark");
+    cmd.arg("-X").arg(format!("lua_script:{}", plugin().display()));
+    cmd.arg("-r").arg(pcap_path).args(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=;"]);
+    for f in FIELDS {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("running tshark");
+    assert!(out.status.success(), "tshark failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The matrix's own -07 traffic (issue 27: "pcap output carries -07 frames"): the cells whose
+/// pair settles on -07 run in this process with every Send recorded, the recording is written
+/// as the `pcap` subcommand writes it, and the plugin must show every frame, calls and replies
+/// of every form, field by field as `draft07::header::Header` reads the same bytes.
+#[test]
+fn the_plugin_reads_every_draft07_message_of_the_matrix() {
+    if !tshark_present() {
+        return;
+    }
+    let cells: Vec<_> = all_cells().into_iter().filter(|c| c.settles().1 == Some(Dialect::Ietf07)).collect();
+    assert_eq!(cells.len(), 2 * 4 * 5, "the two -07 pairs x private data x forms");
+    let (outcomes, sent) = record(rpcrdma_verbs::InProcess, &cells, run_cell);
+    assert!(outcomes.iter().all(|o| o.verdict.is_ok()), "matrix cells failed: {outcomes:?}");
+    let dir = std::env::temp_dir().join(format!("tshark_v2-matrix-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap_path = dir.join("matrix07.pcap");
+    drop(write_capture(std::fs::File::create(&pcap_path).unwrap(), &sent).unwrap());
+    let text = tshark_fields(&pcap_path);
+    let rows: Vec<Vec<&str>> = text.lines().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(rows.len(), sent.len(), "one row per frame");
+    let mut types = std::collections::BTreeSet::new();
+    for (i, (row, s)) in rows.iter().zip(&sent).enumerate() {
+        let want = expected_07(&s.bytes);
+        for (c, (got, want)) in row[1..].iter().zip(&want).enumerate() {
+            assert_eq!(got, want, "frame {} ({}), field {}", i + 1, hex_head(&s.bytes), FIELDS[c + 1]);
+        }
+        types.insert(col(row, "rpcrdma2.htype").to_string());
+    }
+    // Both call types and both reply types went by (every form of the matrix but backward).
+    assert_eq!(types.len(), 4, "{types:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -527,3 +527,71 @@ fn draft07_6_3_2_no_draft00_rdma_optional_goes_out_on_a_draft07_connection() {
     assert!(sent.iter().all(|m| htype(m) == HeaderType::CallInline));
     assert!(replies.lock().unwrap().iter().all(|m| htype(m) == HeaderType::ReplyInline));
 }
+
+/// Section 4.3: "this initial message MUST be no larger than 1024 bytes" (a responder that
+/// speaks Version One only may have Receives no larger), so a -07 first call of 2 KiB goes as
+/// RDMA2_CALL_EXTERNAL within 1024 bytes; and section 4.3.3: once settled, the client keeps
+/// the version (and dialect): every later Send is -07.
+#[test]
+fn draft07_4_3_the_first_message_fits_1024_bytes_and_the_version_stays() {
+    let server = start(InProcess, Responds::Both);
+    let (client_side, calls) = capturing(InProcess);
+    let client = Client::new(client_side, server.local_addr(), client_config((Version::ONE, Version::TWO), D07));
+    let first = message(0x51, 0, Form::LongCall.code(), 2048);
+    assert_eq!(client.call(&first, &Form::LongCall.ulb()).unwrap(), serve(&first));
+    for xid in 0x52..0x56 {
+        let call = call_for(Form::Short, xid);
+        assert_eq!(client.call(&call, &Form::Short.ulb()).unwrap(), serve(&call));
+    }
+    let sent = calls.lock().unwrap().clone();
+    assert_eq!(sent.len(), 5);
+    assert!(sent[0].len() <= 1024 && htype(&sent[0]) == HeaderType::CallExternal, "{} bytes", sent[0].len());
+    assert!(sent[1..].iter().all(|m| word(m, 1) == 2 && htype(m) == HeaderType::CallInline));
+}
+
+/// Section 7.1.2: after RDMA2_ERR_VERS (here a Version One responder's RDMA_ERR_VERS to the -07
+/// first message), the requester sends nothing more in the version refused: the call goes
+/// again in Version One, and so does every later one.
+#[test]
+fn draft07_7_1_2_after_err_vers_no_message_goes_in_the_version_refused() {
+    let server = start(InProcess, Responds::V1Only);
+    let (client_side, calls) = capturing(InProcess);
+    let client = Client::new(client_side, server.local_addr(), client_config((Version::ONE, Version::TWO), D07));
+    for xid in 0x61..0x64 {
+        let call = call_for(Form::Short, xid);
+        assert_eq!(client.call(&call, &Form::Short.ulb()).unwrap(), serve(&call));
+    }
+    let versions: Vec<u32> = calls.lock().unwrap().iter().map(|m| word(m, 1)).collect();
+    assert_eq!(versions, [2, 1, 1, 1], "the first message, then Version One only");
+}
+
+/// Sections 7.3.1 to 7.3.5 and 7.4.1: a requester that receives RDMA2_ERR_READ_CHUNKS,
+/// WRITE_CHUNKS, SEGMENTS, WRITE_RESOURCE, REPLY_RESOURCE or SYSTEM for a call, and does not
+/// send it again, "MUST terminate this RPC transaction with an error": the call fails at once
+/// with the responder's error, arm values and all, and is not sent again.
+#[test]
+fn draft07_7_3_each_responder_error_ends_its_call_with_that_error() {
+    use rpcrdma_v2::draft07::xdr::*;
+    let errors = [
+        Rpcrdma2HdrError::RdmaMaxChunks { discriminant: RDMA2_ERR_READ_CHUNKS, value: 0 },
+        Rpcrdma2HdrError::RdmaMaxChunks { discriminant: RDMA2_ERR_WRITE_CHUNKS, value: 2 },
+        Rpcrdma2HdrError::Rdma2ErrSegments(8),
+        Rpcrdma2HdrError::Rdma2ErrWriteResource(Rpcrdma2ErrWrite { rdma_chunk_index: 1, rdma_length_needed: 9000 }),
+        Rpcrdma2HdrError::Rdma2ErrReplyResource(70000),
+        Rpcrdma2HdrError::Default { discriminant: RDMA2_ERR_SYSTEM },
+    ];
+    for (i, body) in errors.into_iter().enumerate() {
+        let now = Instant::now();
+        let mut c = probing(1..=2);
+        answer(&mut c, 1, 8);
+        transmit(&mut c, 2);
+        let mut e = [0u8; 32];
+        let n = marshal::error(&mut e, 2, 8, &body).unwrap();
+        receive(&mut c, &e[..n]);
+        let Some(CallStep::Failed(why)) = c.take_step(2) else { panic!("{i}: the call did not end") };
+        assert!(format!("{why:?}").contains(&format!("{body:?}")), "{i}: {why:?} names {body:?}");
+        c.finish_call(2);
+        c.handle_timeout(now + Duration::from_secs(60));
+        assert!(c.take_step(2).is_none() && !c.has_calls() && c.poll_event().is_none(), "{i}: not sent again");
+    }
+}

@@ -17,12 +17,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use interop_tests::oracle::tshark_present;
 use interop_tests::matrix::{all_cells, run_cell};
+use interop_tests::oracle::tshark_present;
 use interop_tests::pcap::{flow_of, record, roce_frame, write_capture, PcapWriter};
-use rpcrdma_v2::dialect::Dialect;
 use rpcrdma_v1::header::{ChunkLists, HeaderLimits, MessageKind};
 use rpcrdma_v1::xdr::{XdrRdmaSegment, XdrReadChunk, XdrWriteChunk};
+use rpcrdma_v2::dialect::Dialect;
 use rpcrdma_v2::draft07::header::Header;
 use rpcrdma_v2::draft07::marshal::*;
 use rpcrdma_v2::draft07::properties::{Properties, ReverseDirection};

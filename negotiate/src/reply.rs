@@ -162,7 +162,9 @@ fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits, options: Option<Options<'_>
 
 /// The header view of a received message that the requester (or a client's [`Connection`]) already
 /// accepted as a reply or a backward call: the driver re-derives it from the same bytes in the
-/// thread that owns the call's chunks. `None` for anything the requester would not accept.
+/// thread that owns the call's chunks. `None` for anything the requester would not accept. A
+/// draft-ietf-07 reply (RDMA2_REPLY_INLINE or RDMA2_REPLY_EXTERNAL, whole) gives the same Version
+/// One view its own lists make.
 ///
 /// [`Connection`]: crate::connection::Connection
 ///
@@ -176,6 +178,11 @@ fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits, options: Option<Options<'_>
 /// assert!(reply_header(&reply[..12], &HeaderLimits::default()).is_none());
 /// ```
 pub fn reply_header<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Option<Header<'a>> {
+    // A -07 reply names its dialect in its fourth word (docs/design.md, "Version Two's two
+    // dialects"): its view is made from its own header's lists.
+    if rpcrdma_v2::dialect::first_message_dialect(bytes) == Some(rpcrdma_v2::dialect::Dialect::Ietf07) {
+        return draft07::reply_view(bytes, limits);
+    }
     match judge(bytes, limits, None) {
         Judged::Accept(h) => Some(h),
         _ => None,

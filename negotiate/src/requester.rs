@@ -773,6 +773,18 @@ impl Requester {
             // On -07 each Send also needs room under the responder's running total (section
             // 4.2.1: one message until its first header).
             if conn.d07.as_ref().is_some_and(|st| !st.credits.may_send()) {
+                // With nothing of ours in flight, nothing is coming that would raise the total
+                // (the responder's last answer was one this side could not take): the window
+                // stays shut for good. Close the connection; its calls go out on the next,
+                // whose window starts anew (RFC 8166 section 4.5.4's remedy for a stuck one).
+                if self.calls.values().all(|c| c.flight.is_none()) {
+                    log::warn!(
+                        "the -07 connection to {} has no credit left and nothing in flight: closing it",
+                        self.addr
+                    );
+                    conn.closing = true;
+                    self.events.push_back(Event::Disconnect);
+                }
                 return;
             }
             let Ok(credit) = conn.credits.try_acquire() else { return };

@@ -595,3 +595,14 @@ fn draft07_7_3_each_responder_error_ends_its_call_with_that_error() {
         assert!(c.take_step(2).is_none() && !c.has_calls() && c.poll_event().is_none(), "{i}: not sent again");
     }
 }
+
+/// The conversations above over real verbs (rdma-core, the Soft-RoCE guest:
+/// `guest/test-draft07`).
+#[cfg(feature = "rdma")]
+mod rdma {
+    #[test]
+    fn every_form_travels_in_draft07_headers() {
+        let Some(b) = rpcrdma_verbs::Rdma::from_test_env() else { return };
+        super::every_form_travels_in_draft07_headers(b);
+    }
+}

@@ -8,7 +8,7 @@
 
 use std::borrow::Cow;
 
-use rpcrdma_v1::header::{Fixed, Header, HeaderLimits, MessageKind};
+use rpcrdma_v1::header::{Fixed, Header, HeaderError as HeaderError1, HeaderLimits, MessageKind};
 use rpcrdma_v1::verdict::ErrorReply;
 use rpcrdma_v1::Version;
 use rpcrdma_v2::draft07::continuation::{Reassembly, Step};
@@ -62,7 +62,6 @@ pub(crate) fn classify<'a>(
     flight_version: impl Fn(u32) -> Option<Version>,
 ) -> Classified<'a> {
     let credit = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(0);
-    let vers = Version::TWO.wire();
     let head = |xid: u32, outcome: Outcome<'a>| match flight_version(xid) {
         Some(_) => Classified::Head(Head { xid, credit, outcome }),
         None => Classified::Done(Incoming::Dropped(DropReason::UnknownXid(xid))),
@@ -102,15 +101,10 @@ pub(crate) fn classify<'a>(
         return Classified::Done(Incoming::Refuse(st.answer(header.xid(), RDMA2_ERR_INVAL_HTYPE)));
     }
     match st.reassembly.receive(header) {
-        Step::Whole { header, message: Cow::Borrowed(message) } => {
-            let lists = header.chunk_lists();
-            let view =
-                Header::from_lists(header.xid(), vers, credit, MessageKind::Msg, lists, header.header_len(), message);
-            match view {
-                Ok(view) => head(header.xid(), Outcome::Reply(view)),
-                Err(e) => head(header.xid(), Outcome::Malformed(Reason::Header(e))),
-            }
-        }
+        Step::Whole { header, message: Cow::Borrowed(_) } => match version_one_view(&header, bytes) {
+            Ok(view) => head(header.xid(), Outcome::Reply(view)),
+            Err(e) => head(header.xid(), Outcome::Malformed(Reason::Header(e))),
+        },
         Step::Whole { header, message: Cow::Owned(message) } => {
             // Its parts assembled: a buffer of its own, in Version One's shape, held to the same
             // rules as a reply in one Send (an RPC XID unlike `rdma_xid` is refused, 7.2).
@@ -153,6 +147,28 @@ pub(crate) fn classify<'a>(
     }
 }
 
+/// The Version One header view of a whole -07 reply in one Send, `bytes` (section 8.4 takes
+/// the chunk lists from Version One word for word): an RDMA2_REPLY_INLINE is RDMA_MSG with its
+/// Write list and its RPC reply after the header; an RDMA2_REPLY_EXTERNAL is RDMA_NOMSG, the
+/// reply in its Reply chunk (section 6.3.8), nothing after the header. Held to the same
+/// message rules (an RPC XID unlike `rdma_xid` is refused, 7.2).
+pub(crate) fn version_one_view<'a>(header: &Header07<'a>, bytes: &'a [u8]) -> Result<Header<'a>, HeaderError1> {
+    let kind = match header.header_type() {
+        HeaderType::ReplyExternal => MessageKind::NoMsg,
+        _ => MessageKind::Msg,
+    };
+    let len = header.header_len();
+    Header::from_lists(header.xid(), 2, header.credit(), kind, header.chunk_lists(), len, &bytes[len..])
+}
+
+/// A whole -07 reply's Version One header view, as [`super::reply_header`] gives it: `None`
+/// for anything else (a part of a continued reply, another header type, a broken one).
+pub(crate) fn reply_view<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Option<Header<'a>> {
+    let header = Header07::parse(bytes, limits).ok()?;
+    let whole = matches!(header.header_type(), HeaderType::ReplyInline | HeaderType::ReplyExternal);
+    whole.then(|| version_one_view(&header, bytes).ok()).flatten()
+}
+
 /// A header with no payload stream: REPLY_EXTERNAL, GRANT, CONNPROP.
 fn other<'a>(
     header: Header07<'a>,
@@ -160,17 +176,10 @@ fn other<'a>(
     head: impl Fn(u32, Outcome<'a>) -> Classified<'a>,
 ) -> Classified<'a> {
     match header.header_type() {
-        HeaderType::ReplyExternal => {
-            // The reply is in the Reply chunk (section 6.3.8): Version One's RDMA_NOMSG, whose
-            // payload (none) ends the message.
-            let (xid, end) = (header.xid(), &bytes[bytes.len()..]);
-            let lists = header.chunk_lists();
-            let view = Header::from_lists(xid, 2, header.credit(), MessageKind::NoMsg, lists, header.header_len(), end);
-            match view {
-                Ok(view) => head(xid, Outcome::Reply(view)),
-                Err(e) => head(xid, Outcome::Malformed(Reason::Header(e))),
-            }
-        }
+        HeaderType::ReplyExternal => match version_one_view(&header, bytes) {
+            Ok(view) => head(header.xid(), Outcome::Reply(view)),
+            Err(e) => head(header.xid(), Outcome::Malformed(Reason::Header(e))),
+        },
         // Its total is taken (section 4.2.1.1); nothing answers it.
         HeaderType::Grant => Classified::Done(Incoming::Taken),
         // The responder's properties: this requester states none and uses none of theirs yet

@@ -141,7 +141,10 @@ pub struct SimClient {
 
 impl SimClient {
     pub fn new(rng: &mut Rng, side: Rng, answers: Rng, mut abandons: Rng, calls: u32, faults: Faults) -> SimClient {
-        let cfg = requester::RequesterConfig::default().timeout(TIMEOUT).max_attempts(MAX_ATTEMPTS);
+        let cfg = requester::RequesterConfig::default()
+            .timeout(TIMEOUT)
+            .max_attempts(MAX_ATTEMPTS)
+            .version_two(faults.version_two);
         let sizes = [0, 16, 200, 900, 3000, 5000, 12000];
         let planned = (0..calls)
             .map(|i| {
@@ -356,7 +359,8 @@ impl SimClient {
     fn note_core(&mut self, sim: &mut Sim, answer: Option<u32>) {
         let settled = self.core.link().copied().zip(self.core.version().map(|v| v.wire()));
         if let Some((link, version)) = settled.filter(|_| settled != self.settled) {
-            sim.record(Event::Settled { link, version, probed: self.probed == Some(link) });
+            let draft07 = self.core.dialect() == Some(rpcrdma_v2::dialect::Dialect::Ietf07);
+            sim.record(Event::Settled { link, version, probed: self.probed == Some(link), draft07 });
         }
         self.settled = settled;
         let let_go: Vec<u32> = self.held.iter().copied().filter(|&x| !self.core.is_abandoned(x)).collect();
@@ -392,7 +396,8 @@ impl SimClient {
         // The requester's end: its calls' memory windows are bound on it.
         self.conns.insert(id, Transport::new(SimPd, SimQp::new(id, sim.net.clone()), TIMEOUT));
         let private_data = (!sent.is_empty(), !accepted.is_empty());
-        sim.record(Event::Connected { link: id, private_data, v1_only: sim.faults.v1_only_responder });
+        let draft07 = sim.faults.version_two.speaks(rpcrdma_v2::dialect::Dialect::Ietf07);
+        sim.record(Event::Connected { link: id, private_data, v1_only: sim.faults.v1_only_responder, draft07 });
         self.core.handle_connected(id, ours, &accepted, now);
         self.note_core(sim, None);
     }
@@ -457,6 +462,19 @@ impl SimClient {
         }
         let (handle, offset) = (remote.rkey, remote.addr);
         let (hi, lo) = ((offset >> 32) as u32, offset as u32);
+        if t.dialect == Some(rpcrdma_v2::dialect::Dialect::Ietf07) {
+            return if nomsg {
+                // RDMA2_CALL_EXTERNAL (8) with no Call chunk, a Reply chunk of one segment
+                // (section 6.3.5: RDMA2_ERR_BAD_XDR).
+                super::words(&[xid, vers, credits, 8, 0, 0, 0, 0, 1, 1, handle, 64, hi, lo])
+            } else {
+                // RDMA2_CALL_INLINE (10), one Read segment 8 bytes past the payload's end.
+                let position = message.len() as u32 + 8;
+                let mut m = super::words(&[xid, vers, credits, 10, 0, 1, position, handle, 4, hi, lo, 0, 0, 0]);
+                m.extend_from_slice(message);
+                m
+            };
+        }
         if nomsg {
             // RDMA_NOMSG, no Read list, no Write list, a Reply chunk of one segment.
             super::words(&[xid, vers, credits, 1, 0, 0, 1, 1, handle, 64, hi, lo])
@@ -612,10 +630,14 @@ impl SimClient {
         let unusable = self.records.get(&xid).and_then(|r| r.unusable);
         let matches = match (fate, error) {
             // RFC 8166 section 4.5.2 (draft section 4: RDMA2_ERR_BAD_HEADER, the same code).
+            // -07 section 6.3.5 / 7.2.1: RDMA2_ERR_BAD_XDR, the same code again.
             (Fate::InFlight { .. }, ClientError::Call(CallFailure::Peer(e)))
                 if unusable == Some(Unusable::NoMessage) =>
             {
-                *e == PeerError::BAD_HEADER
+                let bad_xdr = rpcrdma_v2::draft07::xdr::Rpcrdma2HdrError::Default {
+                    discriminant: rpcrdma_v2::draft07::xdr::RDMA2_ERR_BAD_XDR,
+                };
+                *e == PeerError::BAD_HEADER || *e == PeerError::Draft07(bad_xdr)
             }
             (Fate::InFlight { .. }, ClientError::Call(_)) if unusable.is_some() => false,
             (Fate::Refused, ClientError::Refused { .. }) => true,

@@ -32,6 +32,7 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use client::SimClient;
+use rpcrdma_v2::dialect::{Dialect, VersionTwo};
 use server::SimServer;
 use trace::{Closer, Entry, Event, Trace};
 
@@ -106,6 +107,12 @@ pub struct Faults {
     /// stream), as dropping `Client::call_async`'s future does: an abandoned call that was
     /// sent keeps its credit and its memory until its reply or its connection's loss.
     pub abandon: u32,
+    /// The Version Two the requester speaks (side stream 5): -00 (the first simulator's), or,
+    /// with the `draft07` extra, -07 alone or both with -07 preferred.
+    pub version_two: VersionTwo,
+    /// The responder also speaks -07 (`ResponderConfig::draft07`), taking each connection's
+    /// dialect from its first message: on with the `draft07` extra.
+    pub responder_draft07: bool,
 }
 
 impl Faults {
@@ -122,6 +129,8 @@ impl Faults {
             backward_calls: 0,
             backward_errors: 0,
             abandon: 0,
+            version_two: VersionTwo::One(Dialect::Cel00),
+            responder_draft07: false,
         }
     }
 }
@@ -251,6 +260,15 @@ impl Sim {
         let mut abandons = Rng::side(seed, 4);
         if extras.abandoned_calls {
             faults.abandon = [0, 0, 100, 400][abandons.below(4) as usize];
+        }
+        if extras.draft07 {
+            let mut dialects = Rng::side(seed, 5);
+            faults.responder_draft07 = true;
+            faults.version_two = [
+                VersionTwo::One(Dialect::Cel00),
+                VersionTwo::One(Dialect::Ietf07),
+                VersionTwo::Both { preferred: Dialect::Ietf07 },
+            ][dialects.below(3) as usize];
         }
         let calls = 1 + rng.below(24) as u32;
         let server = SimServer::new(faults, backward);
@@ -576,18 +594,27 @@ pub struct Extras {
     /// Callers that give their call up before it ends, as a dropped `AsyncCall` does
     /// (issue 14).
     pub abandoned_calls: bool,
+    /// draft-ietf-nfsv4-rpcrdma-version-two-07 (issue 27): a responder that speaks both
+    /// Version Two dialects, and a requester that speaks -00, -07, or both.
+    pub draft07: bool,
 }
 
 impl Extras {
-    pub const ALL: Extras = Extras { unusable_calls: true, backward_calls: true, abandoned_calls: true };
-    pub const NONE: Extras = Extras { unusable_calls: false, backward_calls: false, abandoned_calls: false };
+    pub const ALL: Extras = Extras { unusable_calls: true, backward_calls: true, abandoned_calls: true, draft07: true };
+    pub const NONE: Extras =
+        Extras { unusable_calls: false, backward_calls: false, abandoned_calls: false, draft07: false };
 
-    fn names(self) -> [(&'static str, bool); 3] {
-        [("unusable", self.unusable_calls), ("backward", self.backward_calls), ("abandon", self.abandoned_calls)]
+    fn names(self) -> [(&'static str, bool); 4] {
+        [
+            ("unusable", self.unusable_calls),
+            ("backward", self.backward_calls),
+            ("abandon", self.abandoned_calls),
+            ("draft07", self.draft07),
+        ]
     }
 }
 
-/// `all`, `none`, or the names of those on, comma-separated: `unusable,backward,abandon`.
+/// `all`, `none`, or the names of those on, comma-separated: `unusable,backward,abandon,draft07`.
 impl std::fmt::Display for Extras {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
@@ -616,7 +643,12 @@ impl std::str::FromStr for Extras {
                 "unusable" => &mut e.unusable_calls,
                 "backward" => &mut e.backward_calls,
                 "abandon" => &mut e.abandoned_calls,
-                _ => return Err(format!("SIM_EXTRAS={s}: {name:?} is not all, none, unusable, backward or abandon")),
+                "draft07" => &mut e.draft07,
+                _ => {
+                    return Err(format!(
+                        "SIM_EXTRAS={s}: {name:?} is not all, none, unusable, backward, abandon or draft07"
+                    ))
+                }
             };
             if std::mem::replace(on, true) {
                 return Err(format!("SIM_EXTRAS={s}: {name} named twice"));

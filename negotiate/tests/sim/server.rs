@@ -82,7 +82,7 @@ impl SimServer {
     pub fn on_connected(&mut self, id: u32, received: &[u8], net: &Net, now: Instant) -> Vec<u8> {
         let versions =
             if self.faults.v1_only_responder { (Version::ONE, Version::ONE) } else { (Version::ONE, Version::TWO) };
-        let cfg = responder::ResponderConfig::default().versions(versions);
+        let cfg = responder::ResponderConfig::default().versions(versions).draft07(self.faults.responder_draft07);
         let ours = self.faults.private_data.1.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
         let core = Core::server(cfg, self.faults.idle_timeout, received, ours, now);
         // The server's completion timeout; never reached: every simulated work request
@@ -130,6 +130,12 @@ impl SimServer {
     /// (an RPC CALL inline in an RDMA_MSG, as `Backchannel::call` sends it).
     fn maybe_call_backward(&mut self, sim: &mut Sim, link: u32, version: u32) {
         if !self.side.chance(self.faults.backward_calls) {
+            return;
+        }
+        // The server's backchannel speaks -00's messages only: it refuses a -07 connection
+        // (`BackchannelError::Draft07`), so no backward call goes on one.
+        let draft07 = rpcrdma_v2::dialect::Dialect::Ietf07;
+        if self.conns.get(&link).is_some_and(|c| c.core.responder().dialect() == Some(draft07)) {
             return;
         }
         self.backward_sent += 1;
@@ -211,7 +217,22 @@ impl SimServer {
         // What arrived behind it already (due now), as a Receive queue would hold it.
         let waiting = sim.link.as_ref().map_or(0, |l| l.to_server.iter().take_while(|(t, _)| *t <= sim.now).count());
         let Some(c) = self.conns.get_mut(&link) else { return };
-        match c.core.handle_receive(bytes, Arrival { behind: waiting, awaiting: None }, now) {
+        let arrival = Arrival { behind: waiting, awaiting: None };
+        let rewritten;
+        let received = match c.core.handle_receive(bytes, arrival, now) {
+            // A -07 call whose message is not in the Receive (an RDMA2_CALL_EXTERNAL): served
+            // from the buffer the core wrote in Version One's shape, as the event loop does.
+            Received::Rewritten => {
+                rewritten = c.core.take_rewritten().expect("a rewritten call's buffer");
+                let received = c.core.handle_rewritten(&rewritten, arrival);
+                if let Received::Call { header, .. } = &received {
+                    sim.record(Event::ServedRewritten { xid: header.xid(), link });
+                }
+                received
+            }
+            received => received,
+        };
+        match received {
             Received::Call { header, params: p } => {
                 let xid = header.xid();
                 if c.core.responder().overruns() > 0 {
@@ -296,7 +317,7 @@ impl SimServer {
                 self.backward_answer(sim, link, xid, Ok((bytes.to_vec(), header)))
             }
             Received::PeerError { xid, error } => self.backward_answer(sim, link, xid, Err(error)),
-            // (Its responder speaks no -07, whose continued and external calls this is.)
+            // (A rewritten call was judged above.)
             Received::Nothing(_) | Received::Rewritten => {}
         }
         // Whatever the responder made of it: a message carrying the outstanding backward

@@ -138,7 +138,7 @@ pub enum Event {
     ConnectRefused,
     /// Connection `link` was made: which sides sent private data, whether the responder
     /// speaks Version One only.
-    Connected { link: u32, private_data: (bool, bool), v1_only: bool },
+    Connected { link: u32, private_data: (bool, bool), v1_only: bool, draft07: bool },
     /// The requester sent call `xid` on `link` (`attempt` 1 first, then each retransmission).
     Transmit { xid: u32, link: u32, version: u32, probe: bool, attempt: u32 },
     /// ... with unusable chunks (the fault): RDMA_NOMSG without a call message (`no_message`),
@@ -148,7 +148,7 @@ pub enum Event {
     Received { link: u32, got: Got },
     /// The requester's core settled `link` on `version`; `probed`: the Version Two probe went
     /// out on it.
-    Settled { link: u32, version: u32, probed: bool },
+    Settled { link: u32, version: u32, probed: bool, draft07: bool },
     /// The requester answered backward call `xid`: with RDMA_ERROR (`error`), or a reply.
     BackwardAnswered { xid: u32, error: bool },
     /// The caller gave call `xid` up: `sent` with a transmission out.
@@ -166,6 +166,9 @@ pub enum Event {
     Lie { xid: u32, link: u32, lie: Lie },
     /// The responder ran call `xid`'s service on `link`.
     Executed { xid: u32, link: u32, version: u32, slow: bool, panicked: bool, oversized: bool },
+    /// The responder served a -07 call from the buffer its core rewrote it into (an
+    /// RDMA2_CALL_EXTERNAL: its message read from the Call chunk).
+    ServedRewritten { xid: u32, link: u32 },
     /// The responder could not serve call `xid` and answered it so.
     Refused { xid: u32, link: u32, with: Refusal },
     /// The responder answered a message with its own RDMA_ERROR (`vers`: ERR_VERS).
@@ -316,6 +319,7 @@ kinds! {
         BackwardAnsweredWithError: "a backward call answered with RDMA_ERROR",
         AbandonedUnsent: "a call given up before it was sent",
         AbandonedSent: "a call given up with its transmission out",
+        Draft07Requester: "a connection whose requester speaks -07",
     }
     outcomes {
         ReplyEcho: "a call answered with its echo",
@@ -333,6 +337,7 @@ kinds! {
         SettledTwo: "a connection settled on Version Two",
         Fallback: "a probe answered, the connection settled on Version One",
         Remembered: "a connection began in Version One, no probe",
+        SettledDraft07: "a connection settled on -07",
         Retransmission: "a call sent again",
         Reconnect: "a connection after the first",
         ClientTimeoutClose: "a connection closed by the requester (a timeout)",
@@ -376,9 +381,12 @@ impl Event {
                 }
             }
             Event::ConnectRefused => k(Kind::ConnectRefused),
-            Event::Connected { link, private_data, v1_only } => {
+            Event::Connected { link, private_data, v1_only, draft07 } => {
                 if v1_only {
                     k(Kind::V1OnlyResponder);
+                }
+                if draft07 {
+                    k(Kind::Draft07Requester);
                 }
                 if link > 1 {
                     k(Kind::Reconnect);
@@ -400,8 +408,11 @@ impl Event {
                 Dropped::UnknownXid => k(Kind::DroppedUnknownXid),
                 Dropped::WrongVersion => {}
             },
-            Event::Settled { version, probed, .. } => {
+            Event::Settled { version, probed, draft07, .. } => {
                 k(if version == 1 { Kind::SettledOne } else { Kind::SettledTwo });
+                if draft07 {
+                    k(Kind::SettledDraft07);
+                }
                 if version == 1 {
                     k(if probed { Kind::Fallback } else { Kind::Remembered });
                 }

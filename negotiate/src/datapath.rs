@@ -93,6 +93,7 @@ pub use call::{
 };
 pub use receive::{ReceivePool, Received};
 pub use registrar::{ChunkMemory, Landed, WindowRegistrar};
+pub(crate) use reply::send_draft07;
 pub use reply::{fetch_call, send_error, send_reply, send_reply_lent, ReplyParams, ReplySent};
 use send_queue::SendQueue;
 use waiting::{Reaped, Want, REAP_BATCH};
@@ -230,6 +231,9 @@ pub struct Transport<B: Backend> {
     sends: Mutex<SendQueue<B::Region>>,
     /// Chunk buffers of earlier calls, reused ([`Transport::chunk_buffer`]).
     chunks: Mutex<Vec<Vec<u8>>>,
+    /// The highest draft-ietf-07 running credit total a Send posted here carried, held while
+    /// such a Send is stamped and posted ([`Transport::post_send_filled_draft07`]).
+    draft07_total: Mutex<Option<u32>>,
 }
 
 impl<B: Backend> Transport<B> {
@@ -252,6 +256,7 @@ impl<B: Backend> Transport<B> {
             }),
             sends,
             chunks: Mutex::default(),
+            draft07_total: Mutex::default(),
         }
     }
 
@@ -411,6 +416,33 @@ impl<B: Backend> Transport<B> {
         let buffer = pooled.then(|| region.clone());
         self.post_sq(id, buffer, |qp, flags| qp.post_send_with(id, &sge, invalidate, flags))?;
         Ok(())
+    }
+
+    /// [`Transport::post_send_filled`] for a draft-ietf-nfsv4-rpcrdma-version-two-07 message
+    /// whose `rdma_credit` is the running total `total`: the Send carries instead the highest
+    /// total any Send of this connection has carried, stamped and posted under one lock.
+    /// Messages answered on several threads would otherwise leave with their totals out of
+    /// order (each is taken when its call is judged), and a peer reads a total below the last
+    /// as a lowered limit (section 4.2.1), which can leave its window shut with nothing in
+    /// flight. Totals compare modulo 2^32.
+    pub(crate) fn post_send_filled_draft07(
+        &self,
+        id: u64,
+        invalidate: Option<u32>,
+        capacity: usize,
+        total: u32,
+        fill: impl FnOnce(&mut [u8]) -> Result<usize, DataPathError>,
+    ) -> Result<(), DataPathError> {
+        let filled = self.fill_send(capacity, fill)?;
+        let mut highest = self.draft07_total.lock().unwrap_or_else(PoisonError::into_inner);
+        let stamped = match *highest {
+            Some(h) if (total.wrapping_sub(h) as i32) < 0 => h,
+            _ => total,
+        };
+        let at = rpcrdma_v1::header::offsets::CREDIT;
+        filled.region.with_mut(|b| b[at..at + 4].copy_from_slice(&stamped.to_be_bytes()));
+        *highest = Some(stamped);
+        self.post_filled(id, invalidate, filled)
     }
 
     /// Gives back a Send buffer filled and never posted.

@@ -230,6 +230,8 @@ struct Conn {
     /// The -07 connection's credit totals and reply reassembly, while its dialect is -07 and
     /// it has not fallen back to Version One.
     d07: Option<draft07::State>,
+    /// Since when the -07 window has been shut with calls waiting and none in flight.
+    shut_since: Option<Instant>,
 }
 
 struct Call {
@@ -374,10 +376,14 @@ impl Requester {
     /// When [`Requester::on_timeout`] must be called next. `None` while the connection is being
     /// closed: what is awaited then is [`Requester::on_disconnected`].
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.conn.as_ref().is_some_and(|c| c.closing) {
+        let conn = self.conn.as_ref();
+        if conn.is_some_and(|c| c.closing) {
             return None;
         }
-        self.calls.values().filter_map(|c| c.flight.as_ref().filter(|f| !f.timed_out).map(|f| f.deadline)).min()
+        let shut = conn.and_then(|c| c.shut_since).map(|t| t + self.cfg.timeout);
+        let flights =
+            self.calls.values().filter_map(|c| c.flight.as_ref().filter(|f| !f.timed_out).map(|f| f.deadline));
+        flights.chain(shut).min()
     }
 
     /// A connection is up. `ours` is the private data this requester sent (if any), `accepted`
@@ -418,6 +424,7 @@ impl Requester {
             dialect,
             refused: Vec::new(),
             d07,
+            shut_since: None,
         });
         if highest < low {
             // What we learned earlier: the responder's versions end below ours.
@@ -661,6 +668,16 @@ impl Requester {
             self.complete_failed(xid, CallFailure::TimedOut { attempts: 1 });
         }
         let Some(conn) = self.conn.as_mut() else { return };
+        if conn.shut_since.is_some_and(|t| t + self.cfg.timeout <= now) {
+            log::warn!(
+                "the -07 window to {} stayed shut for {:?} with calls waiting and none in flight: closing the connection",
+                self.addr,
+                self.cfg.timeout
+            );
+            conn.closing = true;
+            self.events.push_back(Event::Disconnect);
+            return;
+        }
         let mut late = false;
         for f in self.calls.values_mut().filter_map(|c| c.flight.as_mut()) {
             if !f.timed_out && f.deadline <= now {
@@ -773,21 +790,18 @@ impl Requester {
             // On -07 each Send also needs room under the responder's running total (section
             // 4.2.1: one message until its first header).
             if conn.d07.as_ref().is_some_and(|st| !st.credits.may_send()) {
-                // With nothing of ours in flight, nothing is coming that would raise the total
-                // (the responder's last answer was one this side could not take): the window
-                // stays shut for good. Close the connection; its calls go out on the next,
-                // whose window starts anew (RFC 8166 section 4.5.4's remedy for a stuck one).
+                // With nothing of ours in flight, only the responder's GRANT can raise the total
+                // (4.2.1.1); if its last answer was one this side could not take, none may
+                // come. `on_timeout` closes the connection if the window stays shut that way
+                // for the call timeout; its calls go out on the next connection, whose window
+                // starts anew (RFC 8166 section 4.5.4's remedy for a stuck connection).
                 if self.calls.values().all(|c| c.flight.is_none()) {
-                    log::warn!(
-                        "the -07 connection to {} has no credit left and nothing in flight: closing it",
-                        self.addr
-                    );
-                    conn.closing = true;
-                    self.events.push_back(Event::Disconnect);
+                    conn.shut_since.get_or_insert(now);
                 }
                 return;
             }
             let Ok(credit) = conn.credits.try_acquire() else { return };
+            conn.shut_since = None;
             self.queue.pop_front();
             if probe {
                 log::info!("probing {} for Version Two with call {xid:#010x}", self.addr);

@@ -187,9 +187,9 @@ mod scenario {
     /// Issue 27 (seed 16, with the `draft07` extra): on a -07 connection the probe's answer was
     /// a lie the requester could not take (a -00 RDMA_OPTIONAL, which -07 reads as a GRANT
     /// with a body), so the responder's total never rose above the one message sent; with
-    /// nothing in flight the requester closed the connection, and the calls waiting behind
-    /// went out on the next one and ended. (Before, they waited until the responder's idle
-    /// timeout.)
+    /// nothing in flight and the window shut for the call timeout, the requester closed the
+    /// connection, and the calls waiting behind went out on the next one and ended. (Before,
+    /// they waited until the responder's idle timeout.)
     pub fn draft07_shut_window_closed_and_calls_go_on(t: &Trace) -> bool {
         let on_07 = |e: &Event| matches!(*e, Event::Connected { draft07: true, .. }).then_some(());
         let Some((c, ())) = t.next(None, on_07) else { return false };

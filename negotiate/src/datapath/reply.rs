@@ -274,7 +274,7 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         let mut source = None;
         // Marshaled straight into the Send's registered buffer (marshal_reply never writes more
         // than the reply inline threshold), and the Writes posted before the Send is.
-        let posted = conn.post_send_filled(id, invalidated, params.reply_inline_threshold, |buf| {
+        let fill = |buf: &mut [u8]| {
             let bytes = reply.bytes();
             marshal_reply(bytes, provided, &req, buf, out)?;
             let mut at = if params.draft07 { draft07_header(out, params.credits, buf)? } else { out.header_len() };
@@ -284,7 +284,13 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
             }
             source = post_writes(conn, reply, out)?;
             Ok(at)
-        });
+        };
+        let threshold = params.reply_inline_threshold;
+        let posted = if params.draft07 {
+            conn.post_send_filled_draft07(id, invalidated, threshold, params.credits, fill)
+        } else {
+            conn.post_send_filled(id, invalidated, threshold, fill)
+        };
         let sent = posted.and_then(|()| conn.wait(id));
         // The Send completed after the Writes before it (or the connection is down): the
         // source is free again.
@@ -374,6 +380,19 @@ thread_local! {
 /// ```
 pub fn send_error<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(), DataPathError> {
     let id = conn.post_send_bytes(bytes, None)?;
+    conn.wait(id).map(drop)
+}
+
+/// [`send_error`] for a message on a draft-ietf-07 connection (RDMA2_ERROR, RDMA2_GRANT,
+/// CONNPROP): its running credit total is kept in order with the replies' (see
+/// `Transport::post_send_filled_draft07`).
+pub(crate) fn send_draft07<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(), DataPathError> {
+    let id = conn.wr_id();
+    let total = bytes.get(8..12).map_or(0, |w| u32::from_be_bytes(w.try_into().expect("four bytes")));
+    conn.post_send_filled_draft07(id, None, bytes.len(), total, |buf| {
+        buf.copy_from_slice(bytes);
+        Ok(bytes.len())
+    })?;
     conn.wait(id).map(drop)
 }
 

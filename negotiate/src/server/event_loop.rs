@@ -33,6 +33,7 @@ use std::task::{Wake, Waker};
 use super::accept::{accept, Core, Served};
 use super::*;
 use crate::connection::{Arrival, Received};
+use crate::datapath::send_draft07;
 use rpcrdma_verbs::Arm;
 
 /// How long a thread the loop no longer needs (one more than the one waiting for the role)
@@ -434,12 +435,13 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     continue;
                 }
                 other => {
+                    let draft07 = core.responder().dialect() == Some(rpcrdma_v2::dialect::Dialect::Ietf07);
                     drop(core);
                     // Sending an answer waits for its Send to complete, which a peer that
                     // does not read holds up: like a call, it hands the role on if it takes
                     // long.
                     let ticket = Some(self.begin_alone(&mut lock(&self.st)));
-                    let answered = self.answer(&served, other);
+                    let answered = self.answer(&served, other, draft07);
                     served.pool.recycle(m.bytes);
                     match answered {
                         Ok(()) => self.requeue(id),
@@ -670,21 +672,30 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// Answers a message that is not a call nor a reply; `Err` with the reason to close the
     /// connection.
-    fn answer(&self, served: &Served<B>, received: Received<'_>) -> Result<(), String> {
+    /// On a -07 connection (`draft07`) each message keeps its running credit total in order
+    /// with the replies' (`send_draft07`).
+    fn answer(&self, served: &Served<B>, received: Received<'_>, draft07: bool) -> Result<(), String> {
+        let send = |bytes: &[u8]| {
+            if draft07 {
+                send_draft07(&served.conn, bytes)
+            } else {
+                send_error(&served.conn, bytes)
+            }
+        };
         match received {
             Received::SendError(e) => {
                 // ERR_VERS answers a probe from a requester with a version we lack: part of
                 // negotiating (draft section 5.2), not misbehaviour.
                 let level = if e.code() == 1 { log::Level::Info } else { log::Level::Warn };
                 log::log!(level, "answering message {:#010x} with RDMA_ERROR code {}", e.xid(), e.code());
-                send_error(&served.conn, e.as_bytes()).map_err(|e| format!("sending an RDMA_ERROR: {e}"))?;
+                send(e.as_bytes()).map_err(|e| format!("sending an RDMA_ERROR: {e}"))?;
                 lock(&self.shared.stats).errors_sent += 1;
             }
             // An extension's answer (draft section 3.1), sent and waited for here, before
             // the next message is read: a client flooding RDMA_OPTIONAL messages has at
             // most one answer outstanding.
             Received::SendBack(bytes) => {
-                send_error(&served.conn, &bytes).map_err(|e| format!("sending an RDMA_OPTIONAL: {e}"))?;
+                send(&bytes).map_err(|e| format!("sending an RDMA_OPTIONAL: {e}"))?;
             }
             // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166
             // section 4.5); one that names no call of ours is dropped.

@@ -25,9 +25,15 @@
 //!   Write chunk;
 //! - (g) the same chunked calls from a client whose private data sets the R flag (remote
 //!   invalidation: the kernel then answers with Send With Invalidate of our chunks' rkeys;
-//!   our chunks are memory windows).
+//!   our chunks are memory windows);
+//! - (h) a client that speaks draft-ietf-nfsv4-rpcrdma-version-two-07 (issue 27): its first
+//!   call leaves as an RDMA2_CALL_INLINE, the kernel (Version One only) answers RDMA_ERR_VERS,
+//!   and the call goes again in Version One on the same connection (-07 section 4.3.2), and
+//!   so do the calls after it.
 
 use std::sync::{Arc, Mutex};
+
+use rpcrdma_v2::dialect::{Dialect, VersionTwo};
 use std::time::Duration;
 
 use cm_private_data::{Flags, PrivateData};
@@ -400,7 +406,7 @@ fn main() {
     drop(long_client);
 
     // (g) remote invalidation: the R flag set, then the chunked calls again.
-    let ri_backend = Recorded { inner: rdma, connects: Arc::default() };
+    let ri_backend = Recorded { inner: rdma.clone(), connects: Arc::default() };
     let mut ri_cfg = ClientConfig::default();
     ri_cfg.requester.versions = (Version::ONE, Version::ONE);
     ri_cfg.private_data = Some(PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096));
@@ -432,6 +438,32 @@ fn main() {
         format!("CM connects {}", ri_backend.connects().len()),
     );
     drop(ri);
+
+    // (h) draft-ietf-07: the first message in -07, ERR_VERS, then Version One.
+    let d07_backend = Recorded { inner: rdma.clone(), connects: Arc::default() };
+    let d07_cfg = ClientConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
+    let d07 = Client::new(d07_backend.clone(), &addr, d07_cfg);
+    let before = sent.lock().unwrap().len();
+    r.call_ok("(h) -07: NFSv3 NULL (the first call)", &d07, &rpc_call(0x4b4e_0040, NFS_PROGRAM, 3, 0, false).0, &small);
+    r.call_ok("(h) -07: NFSv4 NULL", &d07, &rpc_call(0x4b4e_0041, NFS_PROGRAM, 4, 0, false).0, &small);
+    let of_d07: Vec<Sent> = sent.lock().unwrap()[before..].to_vec();
+    let shape: Vec<(u32, u32, u32)> = of_d07.iter().map(|s| (s.xid, s.vers, s.proc_)).collect();
+    r.check(
+        "(h) -07: RDMA2_CALL_INLINE, then Version One",
+        shape == [(0x4b4e_0040, 2, 10), (0x4b4e_0040, 1, 0), (0x4b4e_0041, 1, 0)],
+        format!("(xid, rdma_vers, fourth word) of each Send: {shape:x?}"),
+    );
+    r.check(
+        "(h) -07: same connection",
+        d07_backend.connects().len() == 1 && of_d07.windows(2).all(|w| w[0].endpoint == w[1].endpoint),
+        format!("CM connects {}", d07_backend.connects().len()),
+    );
+    r.check(
+        "(h) -07: version",
+        (d07.version(), d07.dialect()) == (Some(Version::ONE), None),
+        format!("client.version() = {:?}, dialect {:?}", d07.version(), d07.dialect()),
+    );
+    drop(d07);
 
     // The main client is still on its first connection.
     r.call_ok("(b) NFSv3 NULL at the end", &client, &rpc_call(0x4b4e_0030, NFS_PROGRAM, 3, 0, false).0, &small);

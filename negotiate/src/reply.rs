@@ -189,6 +189,28 @@ pub fn reply_header<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Option<Header
     }
 }
 
+/// What the RDMA_ERROR `bytes` answering a first message sent in dialect `sent` reports, read
+/// by the rules of the version and dialect it is written in: Version One's or -00's, or -07's
+/// when it answers a -07 message in version 2. A code the reading does not define (-07's
+/// RDMA2_ERR_INVAL_HTYPE in -00's reading, say) is kept as the -07 code it is.
+pub(crate) fn refusal_error(bytes: &[u8], sent: rpcrdma_v2::dialect::Dialect) -> PeerError {
+    use rpcrdma_v1::rt::Xdr;
+    use rpcrdma_v2::draft07::xdr::Rpcrdma2HdrError;
+    let code = bytes.get(16..20).map_or(0, |w| u32::from_be_bytes(w.try_into().expect("four bytes")));
+    let as_sent = Rpcrdma2HdrError::Default { discriminant: code };
+    let vers = Fixed::read(bytes).map_or(0, |f| f.vers);
+    if vers == Version::TWO.wire() && sent == rpcrdma_v2::dialect::Dialect::Ietf07 {
+        return match bytes.get(16..).map(Rpcrdma2HdrError::decode) {
+            Some(Ok((e, _))) => PeerError::Draft07(e),
+            _ => PeerError::Draft07(as_sent),
+        };
+    }
+    match judge(bytes, &HeaderLimits::default(), None) {
+        Judged::PeerError { error, .. } => error,
+        _ => PeerError::Draft07(as_sent),
+    }
+}
+
 /// The part of a message that concerns a call in flight.
 pub(crate) struct Head<'a> {
     pub(crate) xid: u32,

@@ -905,9 +905,9 @@ impl Requester {
         if code == rpcrdma_v2::draft07::xdr::RDMA2_ERR_VERS {
             return Refusal::CallFails;
         }
-        // What the call fails with if it has no attempt left to go again: the code as sent.
-        let e = PeerError::Draft07(rpcrdma_v2::draft07::xdr::Rpcrdma2HdrError::Default { discriminant: code });
         let speaks = self.speaks();
+        // What the call fails with if it has no attempt left to go again.
+        let e = reply::refusal_error(bytes, self.conn.as_ref().unwrap().dialect);
         let conn = self.conn.as_mut().unwrap();
         let sent = conn.dialect;
         match after_refusal(&speaks, sent, &conn.refused, xid, bytes) {
@@ -915,7 +915,7 @@ impl Requester {
                 // Version One: the responder answered in it, or refused every dialect this
                 // side speaks. The call was not run (RFC 8166 section 4.5).
                 log::info!("{} refused the probe {xid:#010x} ({e:?}): falling back to Version One", self.addr);
-                self.fall_back(xid, 1, 1, now);
+                self.fall_back(xid, 1, 1, CallFailure::Peer(e), now);
                 Refusal::GoesOn
             }
             Next::Retry(Some(d)) => {
@@ -948,13 +948,14 @@ impl Requester {
     /// RDMA_ERR_VERS: settle the highest common version and send the call again (draft 5.2).
     fn on_err_vers(&mut self, xid: u32, low: u32, high: u32, now: Instant) {
         log::info!("{} answered call {xid:#010x} with RDMA_ERR_VERS: it speaks versions {low} to {high}", self.addr);
-        self.fall_back(xid, low, high, now);
+        self.fall_back(xid, low, high, CallFailure::NoCommonVersion { low, high }, now);
     }
 
     /// Call `xid` was answered by a responder that speaks versions `low` to `high` only: on
     /// the same connection, settle on the highest version both speak and send the call again
-    /// in it, or fail it if there is none (draft section 5.2).
-    fn fall_back(&mut self, xid: u32, low: u32, high: u32, now: Instant) {
+    /// in it, or fail it if there is none (draft section 5.2). A call with no attempt left to
+    /// go again fails with `answered`, what the responder said.
+    fn fall_back(&mut self, xid: u32, low: u32, high: u32, answered: CallFailure, now: Instant) {
         let (ours_low, ours_high) = self.cfg.versions;
         let common = Version::from_wire(high).min(ours_high);
         let conn = self.conn.as_mut().unwrap();
@@ -974,7 +975,7 @@ impl Requester {
             self.conn.as_mut().unwrap().credits.on_complete(f.credit);
         }
         self.settle(common, now);
-        self.requeue_front(xid, CallFailure::NoCommonVersion { low, high });
+        self.requeue_front(xid, answered);
         self.pump(now);
     }
 

@@ -606,3 +606,25 @@ mod rdma {
         super::every_form_travels_in_draft07_headers(b);
     }
 }
+
+/// Section 4.3 with RFC 8166 section 4.5: a first message refused on its call's last attempt
+/// fails that call with what the responder answered, not with "no version in common" (the
+/// requester speaks Version One, where it would have gone on). Found by the simulator's
+/// 100,000-seed run with the `draft07` extra (13 violations of "a failed call reports what
+/// happened to its last attempt").
+#[test]
+fn draft07_4_3_a_first_message_refused_on_its_last_attempt_fails_with_the_answer() {
+    let now = Instant::now();
+    let cfg = ClientConfig::default()
+        .requester(RequesterConfig::default().version_two(D07).max_attempts(1).timeout(Duration::from_secs(5)));
+    let mut c = Connection::client(cfg, ADDR);
+    c.start_call(7, now).unwrap();
+    c.poll_event();
+    c.handle_connected(1, None, &[], now);
+    transmit(&mut c, 7);
+    receive(&mut c, &words(&[7, 2, 1, 4, 2])); // a -00 responder's BAD_HEADER
+    let Some(CallStep::Failed(why)) = c.take_step(7) else { panic!("the call did not end") };
+    let text = format!("{why:?}");
+    assert!(text.contains("Peer(Draft07(Default { discriminant: 2 }))"), "{text}");
+    assert_eq!(c.version(), Some(Version::ONE), "and the connection goes on in Version One");
+}

@@ -439,6 +439,12 @@ impl SimClient {
                 Unusable::PositionPastPayload
             }
         });
+        // (Drawn, then dropped for) the first message of a requester that speaks -07: its
+        // refusal is read as naming the responder's dialect (docs/design.md, "Version Two's two
+        // dialects"), which holds for the first messages this implementation encodes, never
+        // malformed; a malformed one would be read as the other dialect's refusal.
+        let speaks_07 = sim.faults.version_two.speaks(rpcrdma_v2::dialect::Dialect::Ietf07);
+        let unusable = unusable.filter(|_| !(t.probe && speaks_07));
         if let Some(how) = unusable {
             sim.record(Event::Unusable { xid: t.xid, no_message: how == Unusable::NoMessage });
             send = self.unusable(link, &t, &message, how);
@@ -719,11 +725,16 @@ impl SimClient {
 /// How a call that failed with `error` ended.
 fn end_of(error: &ClientError) -> End {
     use rpcrdma_v1::verdict::PeerError as V1;
+    use rpcrdma_v2::draft07::xdr::Rpcrdma2HdrError;
     match error {
         ClientError::Refused { .. } => End::Refused,
         ClientError::ReplyTimeout { .. } => End::ReplyTimeout,
         ClientError::ConnectionLost { ended, .. } => End::Lost { closed_here: ended.closed_here() },
         ClientError::Call(CallFailure::Peer(PeerError::Common(V1::Chunk))) => End::ErrChunk,
+        // -07's RDMA2_ERR_BAD_XDR: the same code, 2.
+        ClientError::Call(CallFailure::Peer(PeerError::Draft07(Rpcrdma2HdrError::Default { discriminant: 2 }))) => {
+            End::ErrChunk
+        }
         ClientError::Call(CallFailure::Peer(PeerError::Common(V1::Vers { .. }))) => End::ErrVers,
         ClientError::Call(CallFailure::Peer(PeerError::InvalOption)) => End::InvalOption,
         ClientError::Call(CallFailure::NoCommonVersion { .. }) => End::NoCommonVersion,

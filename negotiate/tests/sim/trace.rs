@@ -329,7 +329,7 @@ kinds! {
         FailedReplyTimeout: "a call failed: ReplyTimeout",
         FailedLostClosedHere: "a call failed: ConnectionLost, closed by the requester",
         FailedLostClosedThere: "a call failed: ConnectionLost, not closed by the requester",
-        FailedErrChunk: "a call failed: the responder's ERR_CHUNK / BAD_HEADER",
+        FailedErrChunk: "a call failed: the responder's ERR_CHUNK / BAD_HEADER / BAD_XDR",
         FailedInvalOption: "a call failed: the responder's INVAL_OPTION",
         FailedNoCommonVersion: "a call failed: no common version",
         FailedMalformed: "a call failed: a malformed reply",

@@ -40,7 +40,7 @@ fuzz_target!(|data: &[u8]| {
     };
     let requester = RequesterConfig::default().version_two(v2).timeout(Duration::from_secs(5));
     let mut c: Connection<u32> = Connection::client(ClientConfig::default().requester(requester), "fuzz:responder");
-    let now = Instant::now();
+    let mut now = Instant::now();
     for xid in 1..=8 {
         c.start_call(xid, now).expect("distinct XIDs");
     }
@@ -76,6 +76,14 @@ fuzz_target!(|data: &[u8]| {
                 c.finish_call(xid);
             }
         }
+        // Time moves by the message's last byte, in tenths of a second: calls time out, and a
+        // window left shut closes the connection, as the input makes them.
+        now += Duration::from_millis(100 * u64::from(message.last().copied().unwrap_or(0)));
         c.handle_timeout(now);
+        while let Some(event) = c.poll_event() {
+            if let negotiate::connection::Event::Disconnect(_) = event {
+                c.handle_link_down(negotiate::datapath::Ended::Closed("fuzz".into()), now);
+            }
+        }
     }
 });

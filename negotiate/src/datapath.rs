@@ -93,8 +93,8 @@ pub use call::{
 };
 pub use receive::{ReceivePool, Received};
 pub use registrar::{ChunkMemory, Landed, WindowRegistrar};
-pub(crate) use reply::send_draft07;
-pub use reply::{fetch_call, send_error, send_reply, send_reply_lent, ReplyParams, ReplySent};
+pub(crate) use reply::send_answer;
+pub use reply::{fetch_call, send_draft07, send_error, send_reply, send_reply_lent, ReplyParams, ReplySent};
 use send_queue::SendQueue;
 use waiting::{Reaped, Want, REAP_BATCH};
 

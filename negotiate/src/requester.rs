@@ -771,6 +771,9 @@ impl Requester {
 
     /// Sends what the connection, the version state and the credits allow.
     fn pump(&mut self, now: Instant) {
+        if let Some(conn) = self.conn.as_mut().filter(|_| self.queue.is_empty()) {
+            conn.shut_since = None; // nothing waits for the window
+        }
         while let (Some(conn), Some(&xid)) = (self.conn.as_mut(), self.queue.front()) {
             if conn.closing {
                 return; // RFC 8166 section 4.5.4: its calls go out again on the next connection

@@ -370,7 +370,7 @@ fn draft07_4_2_1_the_running_total_gates_each_send_and_a_grant_opens_it() {
     c.handle_connected(1, None, &[], now);
     let first = transmit(&mut c, 1);
     assert_eq!((first.probe, first.credits), (true, 32), "nothing received yet, 32 advertised");
-    assert!(c.take_step(2).is_none(), "one message until the responder's first header");
+    assert!(c.take_step(2).is_none(), "one message until the first answer (the probe's rule and -07's alike)");
     // The reply's total is 1: the one Send made, no room for another.
     assert_eq!(c.handle_receive(&reply_inline(1, 1), Arrival::default(), now), Received::Reply { xid: 1 });
     c.deliver(1, reply_inline(1, 1), None);
@@ -530,8 +530,9 @@ fn draft07_6_3_2_no_draft00_rdma_optional_goes_out_on_a_draft07_connection() {
 
 /// Section 4.3: "this initial message MUST be no larger than 1024 bytes" (a responder that
 /// speaks Version One only may have Receives no larger), so a -07 first call of 2 KiB goes as
-/// RDMA2_CALL_EXTERNAL within 1024 bytes; and section 4.3.3: once settled, the client keeps
-/// the version (and dialect): every later Send is -07.
+/// RDMA2_CALL_EXTERNAL within 1024 bytes, while the same call once settled (4096-byte
+/// Receives) goes inline; and section 4.3.3: once settled, the client keeps the version (and
+/// dialect): every later Send is -07.
 #[test]
 fn draft07_4_3_the_first_message_fits_1024_bytes_and_the_version_stays() {
     let server = start(InProcess, Responds::Both);
@@ -539,13 +540,16 @@ fn draft07_4_3_the_first_message_fits_1024_bytes_and_the_version_stays() {
     let client = Client::new(client_side, server.local_addr(), client_config((Version::ONE, Version::TWO), D07));
     let first = message(0x51, 0, Form::LongCall.code(), 2048);
     assert_eq!(client.call(&first, &Form::LongCall.ulb()).unwrap(), serve(&first));
-    for xid in 0x52..0x56 {
+    let again = message(0x52, 0, Form::LongCall.code(), 2048);
+    assert_eq!(client.call(&again, &Form::LongCall.ulb()).unwrap(), serve(&again));
+    for xid in 0x53..0x56 {
         let call = call_for(Form::Short, xid);
         assert_eq!(client.call(&call, &Form::Short.ulb()).unwrap(), serve(&call));
     }
     let sent = calls.lock().unwrap().clone();
     assert_eq!(sent.len(), 5);
     assert!(sent[0].len() <= 1024 && htype(&sent[0]) == HeaderType::CallExternal, "{} bytes", sent[0].len());
+    assert!(sent[1].len() > 2048 && htype(&sent[1]) == HeaderType::CallInline, "the same call, settled, inline");
     assert!(sent[1..].iter().all(|m| word(m, 1) == 2 && htype(m) == HeaderType::CallInline));
 }
 

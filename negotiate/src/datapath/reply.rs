@@ -384,9 +384,38 @@ pub fn send_error<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(), D
 }
 
 /// [`send_error`] for a message on a draft-ietf-07 connection (RDMA2_ERROR, RDMA2_GRANT,
-/// CONNPROP): its running credit total is kept in order with the replies' (see
-/// `Transport::post_send_filled_draft07`).
-pub(crate) fn send_draft07<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(), DataPathError> {
+/// CONNPROP) whose `rdma_credit` is a running total: the Send carries the highest total this
+/// connection's Sends have carried, so that totals never go down on the wire (section 4.2.1:
+/// the peer reads a lower one as a lowered limit), whichever thread posts first.
+///
+/// ```
+/// # use negotiate::datapath::{send_draft07, ReceivePool, Transport};
+/// # use rpcrdma_verbs::{Backend, InProcess, QpCaps};
+/// # use std::time::Duration;
+/// # let t = Duration::from_secs(5);
+/// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+/// # let addr = listener.local_addr();
+/// # let peer = std::thread::spawn(move || {
+/// #     let pd = InProcess.alloc_pd().unwrap();
+/// #     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+/// #     let conn = Transport::new(pd, qp, t);
+/// #     let pool = ReceivePool::new(&conn, 4, 64).unwrap();
+/// #     let got: Vec<Vec<u8>> = (0..3).map(|_| pool.receive(&conn).unwrap().bytes).collect();
+/// #     got
+/// # });
+/// # let pd = InProcess.alloc_pd().unwrap();
+/// # let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+/// # let conn = Transport::new(pd, qp, t);
+/// let grant = |total: u32| [[0u8; 8].as_slice(), &total.to_be_bytes(), &[0, 0, 0, 5]].concat();
+/// for total in [40, 36, 44] {
+///     send_draft07(&conn, &grant(total)).unwrap();
+/// }
+/// # let got = peer.join().unwrap();
+/// # let totals: Vec<u32> = got.iter().map(|m| u32::from_be_bytes(m[8..12].try_into().unwrap())).collect();
+/// // The peer received totals 40, 40, 44: never one below the last.
+/// # assert_eq!(totals, [40, 40, 44]);
+/// ```
+pub fn send_draft07<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(), DataPathError> {
     let id = conn.wr_id();
     let total = bytes.get(8..12).map_or(0, |w| u32::from_be_bytes(w.try_into().expect("four bytes")));
     conn.post_send_filled_draft07(id, None, bytes.len(), total, |buf| {
@@ -394,6 +423,21 @@ pub(crate) fn send_draft07<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Res
         Ok(bytes.len())
     })?;
     conn.wait(id).map(drop)
+}
+
+/// Sends an answer to a call that has its reply parameters (an RDMA_ERROR that says why no
+/// reply is possible): in order with the replies' running totals on a -07 connection
+/// ([`send_draft07`]), else as [`send_error`].
+pub(crate) fn send_answer<B: Backend>(
+    conn: &Transport<B>,
+    bytes: &[u8],
+    params: &ReplyParams,
+) -> Result<(), DataPathError> {
+    if params.draft07 {
+        send_draft07(conn, bytes)
+    } else {
+        send_error(conn, bytes)
+    }
 }
 
 /// The handles of every segment of every chunk a call provided: Read list, Write list, Reply

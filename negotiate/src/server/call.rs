@@ -4,6 +4,7 @@
 //! checks is this code, not a copy of it.
 
 use super::*;
+use crate::datapath::send_answer;
 use rpcrdma_v1::header::MessageKind;
 use rpcrdma_v1::reassemble::fetch_len;
 
@@ -219,7 +220,7 @@ pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
         buffers.settle();
         answering();
         let err = super::failure::unservable(header.xid(), params, None);
-        return send_error(conn, err.as_bytes()).map(|()| Answered::OverBudget);
+        return send_answer(conn, err.as_bytes(), params).map(|()| Answered::OverBudget);
     }
     let answered =
         serve_counted(conn, header, params, ulb, handler, (&mut buffers.call, &mut buffers.reply), answering);

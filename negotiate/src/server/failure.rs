@@ -3,6 +3,7 @@
 //! the simulator share.
 
 use super::*;
+use crate::datapath::send_answer;
 /// How a responder answers a call it could not serve, and keeps the connection (RFC 8166
 /// section 4.5); see [`FailureAnswer::for_error`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,9 +53,8 @@ pub(super) fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
     cause: &DataPathError,
 ) -> Result<Answered, DataPathError> {
     match answer {
-        FailureAnswer::ErrChunk => {
-            send_error(conn, unservable(call.xid(), params, Some(cause)).as_bytes()).map(|()| Answered::ErrChunk)
-        }
+        FailureAnswer::ErrChunk => send_answer(conn, unservable(call.xid(), params, Some(cause)).as_bytes(), params)
+            .map(|()| Answered::ErrChunk),
         FailureAnswer::GarbageArgs => send_rpc_error(conn, call, call_message, ulb, params, encode_garbage_args_reply)
             .map(|()| Answered::GarbageArgs),
     }

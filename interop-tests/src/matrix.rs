@@ -662,7 +662,14 @@ fn check_negotiation(
         }
         PeerProperties::NotExchanged | PeerProperties::Refused => Stated::default(),
     };
-    let t = stated.thresholds(&Advertised { requester: client_pd, responder: server_pd }, want);
+    let mut t = stated.thresholds(&Advertised { requester: client_pd, responder: server_pd }, want);
+    if dialect == Some(Dialect::Ietf07) {
+        // On -07 the responder states its Receives in its RDMA2_CONNPROP_FINAL (section
+        // 5.2.2), which the requester takes as its call threshold once it has arrived (after
+        // the first call): 4096 in every cell, the v2 default its Receives are never below
+        // (private data asking for less does not shrink them).
+        t.call = 4096;
+    }
     if out.thresholds != Some(t) {
         return Err(format!("thresholds {:?}, expected {t:?}", out.thresholds));
     }

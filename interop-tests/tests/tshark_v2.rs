@@ -429,8 +429,9 @@ fn the_plugin_reads_every_draft07_message_of_the_matrix() {
         }
         types.insert(col(row, "rpcrdma2.htype").to_string());
     }
-    // Both call types and both reply types went by (every form of the matrix but backward).
-    assert_eq!(types.len(), 4, "{types:?}");
+    // Both call types and both reply types went by (every form of the matrix but backward),
+    // and each side's RDMA2_CONNPROP_FINAL.
+    assert_eq!(types.len(), 5, "{types:?}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

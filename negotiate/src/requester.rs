@@ -81,6 +81,10 @@ pub struct RequesterConfig {
     pub version_two: VersionTwo,
 }
 
+/// -07's default inline threshold (section 4.2.2: 4096 octets), the most a CONNPROP_FINAL may
+/// take (6.3.4).
+const DEFAULT_INLINE_07: usize = 4096;
+
 /// The default of [`RequesterConfig::reprobe_after`]: ten minutes.
 pub const REPROBE_AFTER: Duration = Duration::from_secs(600);
 
@@ -234,6 +238,19 @@ struct Conn {
     shut_since: Option<Instant>,
 }
 
+impl Conn {
+    /// The thresholds calls go out with in `version` once settled: what private data and the
+    /// -00 properties exchange give (`Stated::thresholds`), with, on -07, the call threshold
+    /// the responder's stated receive buffer size gives (section 5.2.2) once it stated one.
+    fn thresholds(&self, version: Version) -> InlineThresholds {
+        let t = self.stated.thresholds(&self.advertised, version);
+        match self.d07.as_ref().and_then(draft07::State::peer_receive_size) {
+            Some(call) if version == Version::TWO => InlineThresholds { call: call as usize, ..t },
+            _ => t,
+        }
+    }
+}
+
 struct Call {
     attempts: u32,
     flight: Option<Flight>,
@@ -278,6 +295,9 @@ pub struct Requester {
     events: VecDeque<Event>,
     /// The extensions' handlers for RDMA_OPTIONAL messages from the responder (Version Two).
     registry: Registry,
+    /// Messages of this side's own to send on the current connection, already marshaled and
+    /// counted: a -07 RDMA2_CONNPROP_FINAL ([`Requester::poll_transmit`]).
+    transmits: VecDeque<Vec<u8>>,
 }
 
 /// What an RDMA_ERROR answering the probe means ([`after_refusal`]).
@@ -315,6 +335,7 @@ impl Requester {
             queue: VecDeque::new(),
             events: VecDeque::from([Event::Connect]),
             registry: Registry::new(),
+            transmits: VecDeque::new(),
         }
     }
 
@@ -348,7 +369,7 @@ impl Requester {
     pub fn thresholds(&self) -> Option<InlineThresholds> {
         let c = self.conn.as_ref()?;
         Some(match c.version {
-            Negotiation::Settled(v) => c.stated.thresholds(&c.advertised, v),
+            Negotiation::Settled(v) => c.thresholds(v),
             Negotiation::Probing(_) => c.advertised.for_probe(),
         })
     }
@@ -371,6 +392,14 @@ impl Requester {
     /// The next thing for the driver to do.
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
+    }
+
+    /// The next message of this side's own the driver must send on the current connection,
+    /// marshaled and counted against the responder's credits: a -07 RDMA2_CONNPROP_FINAL,
+    /// queued when the connection settles on -07 (section 6.3.4: "Each peer sends an
+    /// RDMA2_CONNPROP_FINAL ... after the client has established a connection").
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.transmits.pop_front()
     }
 
     /// When [`Requester::on_timeout`] must be called next. `None` while the connection is being
@@ -554,6 +583,7 @@ impl Requester {
                 }
             }
         }
+        let thresholds_before = self.thresholds();
         let calls = &self.calls;
         let awaiting = |xid: u32| calls.get(&xid).is_some_and(|c| c.option && c.flight.is_some());
         let flight_version = |xid: u32| calls.get(&xid)?.flight.as_ref().map(|f| f.version);
@@ -580,8 +610,15 @@ impl Requester {
         let head = match classified {
             reply::Classified::Done(incoming) => {
                 // On -07 every header carries the responder's total: a GRANT, or any message,
-                // may have opened the window.
+                // may have opened the window; and the responder's CONNPROP_FINAL may have
+                // stated the size of its Receives (section 5.2.2): calls from now on use it.
                 if on_07 {
+                    if let (Some(version), Some(thresholds)) = (self.version(), self.thresholds()) {
+                        if thresholds != thresholds_before.unwrap_or(thresholds) {
+                            log::info!("{} states its Receives: inline thresholds now {thresholds:?}", self.addr);
+                            self.events.push_back(Event::Settled { version, thresholds });
+                        }
+                    }
                     self.pump(now);
                 }
                 return incoming;
@@ -702,6 +739,7 @@ impl Requester {
     /// the responder remembered as lacking Version Two (draft section 5.2).
     pub fn on_disconnected(&mut self, now: Instant) {
         let Some(conn) = self.conn.take() else { return };
+        self.transmits.clear(); // the old connection's
         if conn.after_err_vers {
             self.memory.remember_no_v2(&self.addr, NoV2Reason::LostAfterErrVers, self.reprobe_at(now));
         }
@@ -760,7 +798,7 @@ impl Requester {
         if conn.d07.is_some() {
             return None; // each -07 Send's `rdma_credit` is the total when it is taken
         }
-        Some((version, conn.credits.requested(), conn.stated.thresholds(&conn.advertised, version)))
+        Some((version, conn.credits.requested(), conn.thresholds(version)))
     }
 
     /// Until when what is learned about the responder at `now` holds: `reprobe_after` on, or
@@ -810,8 +848,7 @@ impl Requester {
                 log::info!("probing {} for Version Two with call {xid:#010x}", self.addr);
                 conn.version = Negotiation::Probing(Some(xid));
             }
-            let thresholds =
-                if probe { conn.advertised.for_probe() } else { conn.stated.thresholds(&conn.advertised, version) };
+            let thresholds = if probe { conn.advertised.for_probe() } else { conn.thresholds(version) };
             // -07's `rdma_credit` is a running total, counted per Send; the others' the credits
             // requested.
             let credits = match conn.d07.as_mut() {
@@ -845,10 +882,17 @@ impl Requester {
         if version == Version::TWO {
             // Its dialect: the next connection's first message uses it (docs/design.md).
             self.memory.remember_dialect(&self.addr, conn.dialect, until);
+            // On -07, this side's properties: the size of its Receives, within the
+            // responder's (section 6.3.4: at most the default inline threshold).
+            let t = conn.stated.thresholds(&conn.advertised, version);
+            let threshold = t.call.min(DEFAULT_INLINE_07);
+            if let Some(m) = conn.d07.as_mut().and_then(|st| st.our_connprop(t.reply as u32, threshold)) {
+                self.transmits.push_back(m);
+            }
         } else {
             conn.d07 = None;
         }
-        let thresholds = conn.stated.thresholds(&conn.advertised, version);
+        let thresholds = conn.thresholds(version);
         log::info!(
             "settled on version {} with {}: inline thresholds {} (calls) and {} (replies)",
             version.wire(),
@@ -872,7 +916,7 @@ impl Requester {
             return;
         }
         conn.stated = Stated { requester: Some(ours), responder: Some(theirs) };
-        let thresholds = conn.stated.thresholds(&conn.advertised, version);
+        let thresholds = conn.thresholds(version);
         log::info!(
             "transport properties exchanged with {}: it states {theirs:?}; inline thresholds now {} and {}",
             self.addr,

@@ -151,19 +151,69 @@ fn every_form_travels_in_draft07_headers<B: Backend + Clone>(backend: B) {
         let call = call_for(form, xid);
         let reply = client.call(&call, &form.ulb()).unwrap_or_else(|e| panic!("{form:?}: {e}"));
         assert_eq!(reply, serve(&call), "{form:?}: the reply's bytes");
-        let sent = calls.lock().unwrap().pop().unwrap();
         let (call_type, reply_type) = form.htypes();
-        assert_eq!((word(&sent, 0), htype(&sent)), (xid, call_type), "{form:?}: the call's header");
+        let sent = take_xid(&calls, xid);
+        assert_eq!(sent.iter().map(|m| htype(m)).collect::<Vec<_>>(), [call_type], "{form:?}: the call's header");
         // The server's Send is posted before the reply reaches the caller.
-        let answered = replies.lock().unwrap().pop().unwrap();
-        assert_eq!((word(&answered, 0), htype(&answered)), (xid, reply_type), "{form:?}: the reply's header");
+        let answered = take_xid(&replies, xid);
+        assert_eq!(answered.iter().map(|m| htype(m)).collect::<Vec<_>>(), [reply_type], "{form:?}: the reply's header");
     }
     assert_eq!((client.version(), client.dialect()), (Some(Version::TWO), Some(Dialect::Ietf07)));
     let stats = client.stats();
     // (A call whose result goes in a Write chunk is a short call: its reply is chunked.)
     assert_eq!((stats.short, stats.chunked, stats.long), (3, 1, 1), "{stats:?}");
-    // Nothing in -00's shape went either way: every Send parsed as -07 above, and none else.
-    assert!(calls.lock().unwrap().is_empty() && replies.lock().unwrap().is_empty());
+    // Besides: each side's one RDMA2_CONNPROP_FINAL (section 6.3.4), and nothing else, nothing
+    // in -00's shape either way.
+    let connprop = |seen: &Seen| seen.lock().unwrap().iter().map(|m| htype(m)).collect::<Vec<_>>();
+    assert_eq!(
+        (connprop(&calls), connprop(&replies)),
+        (vec![HeaderType::ConnPropFinal], vec![HeaderType::ConnPropFinal])
+    );
+}
+
+/// The Sends of `seen` that carry XID `xid`, taken out.
+fn take_xid(seen: &Seen, xid: u32) -> Vec<Vec<u8>> {
+    let mut all = seen.lock().unwrap();
+    let (these, rest): (Vec<_>, Vec<_>) = all.drain(..).partition(|m| word(m, 0) == xid);
+    *all = rest;
+    these
+}
+
+/// Sections 6.3.4 and 5.2.2: once the connection settles on -07, each peer sends its
+/// RDMA2_CONNPROP_FINAL; the requester states the size of its Receives, and takes the
+/// responder's as its call inline threshold. Here the server's Receives are 12 KiB (its -00
+/// properties configuration sizes them), which nothing but its CONNPROP tells a -07 client:
+/// once that has arrived, a 6000-byte call goes inline, where it went external before.
+#[test]
+fn draft07_6_3_4_each_side_states_its_receive_size_and_the_client_honours_the_servers() {
+    let big = rpcrdma_v2::properties::TransportProperties {
+        max_send_size: Some(12 << 10),
+        max_recv_size: Some(12 << 10),
+        ..Default::default()
+    };
+    let (server_side, replies) = capturing(InProcess);
+    let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true)).properties(Some(big));
+    let server = Server::start(server_side, "inproc:*", scfg, Arc::new(SERVER_ULB), serve).unwrap();
+    let (client_side, calls) = capturing(InProcess);
+    let client = Client::new(client_side, server.local_addr(), client_config((Version::ONE, Version::TWO), D07));
+    let six_k = |xid: u32| message(xid, 0, Form::LongCall.code(), 6000);
+    assert_eq!(client.call(&six_k(1), &Form::LongCall.ulb()).unwrap(), serve(&six_k(1)));
+    // The server's CONNPROP_FINAL answers the client's, ahead of the next reply.
+    let small = call_for(Form::Short, 2);
+    assert_eq!(client.call(&small, &Form::Short.ulb()).unwrap(), serve(&small));
+    assert_eq!(client.thresholds().map(|t| t.call), Some(12 << 10), "the server's RBSIZ");
+    assert_eq!(client.call(&six_k(3), &Form::LongCall.ulb()).unwrap(), serve(&six_k(3)));
+    let (first, third) = (take_xid(&calls, 1), take_xid(&calls, 3));
+    assert_eq!((htype(&first[0]), htype(&third[0])), (HeaderType::CallExternal, HeaderType::CallInline));
+    // The client's CONNPROP_FINAL states its Receives (RBSIZ, 4096: no private data); the
+    // server's, 12 KiB.
+    let rbsiz = |seen: &Seen| {
+        let all = seen.lock().unwrap();
+        let m = all.iter().find(|m| htype(m) == HeaderType::ConnPropFinal).expect("a CONNPROP_FINAL").clone();
+        let h = Header::parse(&m, &HeaderLimits::default()).unwrap();
+        rpcrdma_v2::draft07::properties::Properties::from_propset(&h.properties().unwrap()).unwrap().receive_buffer_size
+    };
+    assert_eq!((rbsiz(&calls), rbsiz(&replies)), (4096, 12 << 10));
 }
 
 #[test]
@@ -440,7 +490,8 @@ fn draft07_7_1_3_a_reverse_direction_call_is_answered_inval_htype() {
 fn draft07_4_2_1_a_call_given_up_unsent_gives_its_place_in_the_window_back() {
     let now = Instant::now();
     let mut c = probing(1..=3);
-    answer(&mut c, 1, 2); // room for one more Send
+    answer(&mut c, 1, 3); // room for two more Sends: this side's CONNPROP_FINAL and one call
+    assert!(c.poll_transmit().is_some_and(|m| htype(&m) == HeaderType::ConnPropFinal));
     assert!(matches!(c.take_step(2), Some(CallStep::Transmit { .. })));
     c.cancel(2, now); // never posted
     assert!(matches!(c.take_step(3), Some(CallStep::Transmit { .. })), "the window is back");
@@ -522,10 +573,11 @@ fn draft07_6_3_2_no_draft00_rdma_optional_goes_out_on_a_draft07_connection() {
         assert_eq!(client.call(&call, &Form::Short.ulb()).unwrap(), serve(&call));
     }
     assert_eq!(client.peer_properties(), negotiate::connection::PeerProperties::NotExchanged);
-    let sent = calls.lock().unwrap().clone();
-    assert_eq!(sent.len(), 3, "three calls and nothing else");
-    assert!(sent.iter().all(|m| htype(m) == HeaderType::CallInline));
-    assert!(replies.lock().unwrap().iter().all(|m| htype(m) == HeaderType::ReplyInline));
+    let types = |seen: &Seen| seen.lock().unwrap().iter().map(|m| htype(m)).collect::<Vec<_>>();
+    let (c, r) = (types(&calls), types(&replies));
+    assert_eq!(c.iter().filter(|&&t| t == HeaderType::CallInline).count(), 3, "{c:?}");
+    assert!(c.iter().all(|&t| matches!(t, HeaderType::CallInline | HeaderType::ConnPropFinal)), "{c:?}");
+    assert!(r.iter().all(|&t| matches!(t, HeaderType::ReplyInline | HeaderType::ConnPropFinal)), "{r:?}");
 }
 
 /// Section 4.3: "this initial message MUST be no larger than 1024 bytes" (a responder that
@@ -546,7 +598,8 @@ fn draft07_4_3_the_first_message_fits_1024_bytes_and_the_version_stays() {
         let call = call_for(Form::Short, xid);
         assert_eq!(client.call(&call, &Form::Short.ulb()).unwrap(), serve(&call));
     }
-    let sent = calls.lock().unwrap().clone();
+    let sent: Vec<Vec<u8>> =
+        calls.lock().unwrap().iter().filter(|m| htype(m) != HeaderType::ConnPropFinal).cloned().collect();
     assert_eq!(sent.len(), 5);
     assert!(sent[0].len() <= 1024 && htype(&sent[0]) == HeaderType::CallExternal, "{} bytes", sent[0].len());
     assert!(sent[1].len() > 2048 && htype(&sent[1]) == HeaderType::CallInline, "the same call, settled, inline");

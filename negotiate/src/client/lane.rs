@@ -982,6 +982,14 @@ impl<B: Backend> Shared<B> {
                 Received::PeerError { .. } | Received::Nothing(_) | Received::Rewritten => link.pool.recycle(m.bytes),
             }
         }
+        // What the core has of its own to send on this connection (a -07 CONNPROP_FINAL once
+        // settled), sent and waited for like an answer; a failure is the connection's.
+        while st.core.link().is_some_and(|l| Arc::ptr_eq(l, link)) {
+            let Some(bytes) = st.core.poll_transmit() else { break };
+            drop(st);
+            let _ = send_error(&link.conn, &bytes);
+            st = self.lock();
+        }
         // The core may have moved on to another connection meanwhile.
         let current = st.core.link().is_some_and(|l| Arc::ptr_eq(l, link));
         if was_down && drained && current {

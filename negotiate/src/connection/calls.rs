@@ -398,6 +398,12 @@ impl<L: Clone> Connection<L> {
         self.settled.map(|(v, _)| v)
     }
 
+    /// The next message of this side's own to send on the current transport connection, already
+    /// marshaled and counted ([`Requester::poll_transmit`]: a -07 RDMA2_CONNPROP_FINAL).
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.req.as_mut()?.poll_transmit()
+    }
+
     /// The current connection's Version Two dialect, once settled on Version Two (docs/design.md,
     /// "Version Two's two dialects").
     pub fn dialect(&self) -> Option<rpcrdma_v2::dialect::Dialect> {

@@ -14,6 +14,7 @@ use rpcrdma_v1::Version;
 use rpcrdma_v2::draft07::continuation::{Reassembly, Step};
 use rpcrdma_v2::draft07::credits::CreditWindow;
 use rpcrdma_v2::draft07::header::{Header as Header07, HeaderError, HeaderType};
+use rpcrdma_v2::draft07::properties::Properties;
 use rpcrdma_v2::draft07::verdict::{self as verdict07, error_reply, Verdict};
 use rpcrdma_v2::draft07::xdr::{Rpcrdma2ErrVers, Rpcrdma2HdrError, RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_HTYPE};
 use rpcrdma_v2::verdict::Reason;
@@ -31,6 +32,10 @@ pub const MAX_CONTINUED_REPLY: usize = 64 << 10;
 pub(crate) struct State {
     pub(crate) credits: CreditWindow,
     reassembly: Reassembly,
+    /// The responder's properties stated so far in CONNPROP messages (section 5.1).
+    pending: Properties,
+    /// The responder's properties, once its RDMA2_CONNPROP_FINAL arrived (section 6.3.4).
+    theirs: Option<Properties>,
 }
 
 impl State {
@@ -41,7 +46,52 @@ impl State {
         State {
             credits: CreditWindow::new(advertised).expect("clamped to the limit"),
             reassembly: Reassembly::new(MAX_CONTINUED_REPLY),
+            pending: Properties::default(),
+            theirs: None,
         }
+    }
+
+    /// The size of the responder's Receives once it stated it (RDMA2_PROPID_RBSIZ, section
+    /// 5.2.2): the call inline threshold. Bounded below by 1024 (every receiver takes that,
+    /// section 4.3) and above by 256 KiB (RFC 8797's largest, and what a Send buffer a
+    /// call needs may cost: the number is the peer's).
+    pub(crate) fn peer_receive_size(&self) -> Option<u32> {
+        self.theirs.as_ref().map(|p| p.receive_buffer_size.clamp(1024, 256 << 10))
+    }
+
+    /// This side's RDMA2_CONNPROP_FINAL, stating the size of its Receives (`receive_size`),
+    /// within the responder's Receives (`threshold`), counted as the Send it is; `None` when
+    /// the window leaves no room for it (section 4.2.1) or it does not fit one message.
+    pub(crate) fn our_connprop(&mut self, receive_size: u32, threshold: usize) -> Option<Vec<u8>> {
+        let ours = Properties { receive_buffer_size: receive_size, ..Properties::default() };
+        let mut messages = ours.connprop_messages(0, 0, threshold).filter(|m| m.len() == 1)?;
+        if !self.credits.may_send() {
+            return None;
+        }
+        let mut m = messages.remove(0);
+        m[8..12].copy_from_slice(&self.credits.send().to_be_bytes());
+        Some(m)
+    }
+
+    /// A CONNPROP from the responder: its properties added to those pending, or none of them
+    /// when one does not decode (RDMA2_ERR_BAD_PROPVAL goes back, section 5.1); a FINAL's
+    /// make the responder's properties.
+    fn take_properties(&mut self, header: &Header07<'_>) -> Incoming<'static> {
+        let set = header.properties().expect("a CONNPROP header carries a property set");
+        match self.pending.apply(&set) {
+            Ok(p) => self.pending = p,
+            Err(bad) => {
+                log::warn!("-07 CONNPROP {:#010x} from the responder: {bad}", header.xid());
+                let total = self.credits.send();
+                return Incoming::Refuse(error_reply(header.xid(), total, &bad.answer()));
+            }
+        }
+        if header.header_type() == HeaderType::ConnPropFinal {
+            let theirs = std::mem::take(&mut self.pending);
+            log::info!("-07 connection: the responder states {theirs:?}");
+            self.theirs = Some(theirs);
+        }
+        Incoming::Taken
     }
 
     /// An RDMA2_ERROR to send back for message `xid`, counted as a Send (section 4.2.1:
@@ -114,6 +164,11 @@ pub(crate) fn classify<'a>(
                 None => head(header.xid(), Outcome::Malformed(Reason::Draft07(RDMA2_ERR_BAD_XDR))),
             }
         }
+        Step::Other(header)
+            if matches!(header.header_type(), HeaderType::ConnPropMiddle | HeaderType::ConnPropFinal) =>
+        {
+            Classified::Done(st.take_properties(&header))
+        }
         Step::Other(header) => other(header, bytes, head),
         // A part kept: while a continued reply arrives nothing else may go back, and the
         // responder's window for its parts is ours to refresh (section 4.2.1.1).
@@ -169,7 +224,7 @@ pub(crate) fn reply_view<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Option<H
     whole.then(|| version_one_view(&header, bytes).ok()).flatten()
 }
 
-/// A header with no payload stream: REPLY_EXTERNAL, GRANT, CONNPROP.
+/// A header with no payload stream, besides CONNPROP: REPLY_EXTERNAL, GRANT.
 fn other<'a>(
     header: Header07<'a>,
     bytes: &'a [u8],
@@ -182,12 +237,6 @@ fn other<'a>(
         },
         // Its total is taken (section 4.2.1.1); nothing answers it.
         HeaderType::Grant => Classified::Done(Incoming::Taken),
-        // The responder's properties: this requester states none and uses none of theirs yet
-        // (docs/design.md, "Not yet"); a CONNPROP needs no answer (section 6.3.4).
-        HeaderType::ConnPropMiddle | HeaderType::ConnPropFinal => {
-            log::info!("-07 {:?} from the responder taken without effect", header.header_type());
-            Classified::Done(Incoming::Taken)
-        }
         t => {
             log::warn!("-07 {t:?} {:#010x} not taken on a requester's connection", header.xid());
             Classified::Done(Incoming::Dropped(DropReason::Undecodable))

@@ -518,6 +518,11 @@ impl SimClient {
         }
         let xid = bytes.get(..4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
         self.note_core(sim, xid);
+        // What the core sends of its own on this link (a -07 CONNPROP_FINAL), as the lane
+        // does after a receive; not a forward call (it takes no Receive the simulator counts).
+        while let Some(m) = self.core.poll_transmit() {
+            sim.send_backward(true, m);
+        }
         if let Received::Call { header, .. } = &received {
             self.answer_backward(sim, header);
         }

@@ -685,3 +685,40 @@ fn draft07_4_3_a_first_message_refused_on_its_last_attempt_fails_with_the_answer
     assert!(text.contains("Peer(Draft07(Default { discriminant: 2 }))"), "{text}");
     assert_eq!(c.version(), Some(Version::ONE), "and the connection goes on in Version One");
 }
+
+/// Section 6.5: a -07 call whose chunks all share one handle names it in `rdma_inv_handle`,
+/// and the server's reply is a Send With Invalidate of exactly that handle, which the client
+/// takes (the call completes, its memory released without a second invalidation); a call
+/// with no chunk asks for nothing.
+#[test]
+fn draft07_6_5_a_call_solicits_remote_invalidation_of_its_chunks_handle() {
+    type Sent = Arc<Mutex<Vec<(Vec<u8>, Option<u32>)>>>;
+    let replies: Sent = Arc::default();
+    let r = replies.clone();
+    let server_side = Captured::new(
+        InProcess,
+        Arc::new(move |m: &CapturedMessage<'_>| r.lock().unwrap().push((m.bytes.to_vec(), m.invalidate))),
+    );
+    let server = start(server_side, Responds::Both);
+    let (client_side, calls) = capturing(InProcess);
+    let client = Client::new(client_side, server.local_addr(), client_config((Version::ONE, Version::TWO), D07));
+    for (xid, form) in [(0x81, Form::Short), (0x82, Form::ChunkedWrite), (0x83, Form::ChunkedWrite)] {
+        let call = call_for(form, xid);
+        assert_eq!(client.call(&call, &form.ulb()).unwrap(), serve(&call), "{form:?}");
+    }
+    let inv_handle = |xid: u32| {
+        let m = take_xid(&calls, xid).remove(0);
+        let h = Header::parse(&m, &HeaderLimits::default()).unwrap();
+        let handles: Vec<u32> = h.chunk_lists().writes.iter().flat_map(|c| c.target.iter().map(|s| s.handle)).collect();
+        (h.inv_handle(), handles)
+    };
+    let invalidated = |xid: u32| replies.lock().unwrap().iter().find(|(m, _)| word(m, 0) == xid).map(|(_, i)| *i);
+    assert_eq!(inv_handle(0x81), (Some(0), vec![]), "no chunk, nothing asked");
+    assert_eq!(invalidated(0x81), Some(None));
+    for xid in [0x82, 0x83] {
+        let (asked, handles) = inv_handle(xid);
+        assert_eq!(handles.len(), 1, "one Write chunk of one segment");
+        assert_eq!(asked, Some(handles[0]), "the Write chunk's handle asked for");
+        assert_eq!(invalidated(xid), Some(Some(handles[0])), "and invalidated by the reply's Send");
+    }
+}

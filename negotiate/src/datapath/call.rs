@@ -235,7 +235,9 @@ const DRAFT07_LONGER: usize = 8;
 /// where the inline payload goes: RDMA_MSG becomes RDMA2_CALL_INLINE (section 6.3.7) and
 /// RDMA_NOMSG, whose message is in the Position-zero Read chunk, RDMA2_CALL_EXTERNAL with that
 /// chunk as its Call chunk (6.3.5); the lists are Version One's word for word (8.4).
-/// `rdma_inv_handle` is zero: no remote invalidation is asked for (6.5).
+/// `rdma_inv_handle` asks the responder to invalidate the one handle all the call's chunks
+/// share, when they share one (section 6.5; the rule RFC 8797 section 4.1 has a Version One
+/// responder apply, `cm_private_data::reply_invalidate_rkey`), else zero: none.
 fn draft07_header(buf: &mut [u8], v1_len: usize) -> Result<usize, DataPathError> {
     use rpcrdma_v1::header::ChunkLists;
     use rpcrdma_v1::rt::{List, Xdr};
@@ -246,16 +248,26 @@ fn draft07_header(buf: &mut [u8], v1_len: usize) -> Result<usize, DataPathError>
         scratch.clear();
         scratch.resize(v1_len + DRAFT07_LONGER, 0);
         let (xid, credit) = (msg.rdma_xid, msg.rdma_credit);
+        let inv_handle = |lists: &ChunkLists<'_>| {
+            let reads = lists.reads.iter().map(|r| r.target.handle);
+            let writes = lists.writes.iter().flat_map(|c| c.target.iter().map(|s| s.handle));
+            let reply = lists.reply.iter().flat_map(|c| c.target.iter().map(|s| s.handle));
+            let solicit =
+                cm_private_data::Negotiated { client_to_server: 0, server_to_client: 0, remote_invalidation: true };
+            cm_private_data::reply_invalidate_rkey(&solicit, reads.chain(writes).chain(reply)).unwrap_or(0)
+        };
         let n = match msg.rdma_body {
             RdmaBody::RdmaMsg(h) => {
                 let lists = ChunkLists { reads: h.rdma_reads, writes: h.rdma_writes, reply: h.rdma_reply };
-                marshal07::call_inline_header(scratch, xid, credit, 0, &lists)?
+                marshal07::call_inline_header(scratch, xid, credit, inv_handle(&lists), &lists)?
             }
             RdmaBody::RdmaNomsg(h) => {
+                let all = ChunkLists { reads: h.rdma_reads, writes: h.rdma_writes, reply: h.rdma_reply };
+                let inv = inv_handle(&all);
                 let (call, reads): (Vec<_>, Vec<_>) = h.rdma_reads.iter().partition(|c| c.position == 0);
                 let reads = List::from_slice(&reads);
                 let lists = ChunkLists { reads, writes: h.rdma_writes, reply: h.rdma_reply };
-                marshal07::call_external(scratch, xid, credit, 0, List::from_slice(&call), &lists)?
+                marshal07::call_external(scratch, xid, credit, inv, List::from_slice(&call), &lists)?
             }
             _ => unreachable!("marshal_call writes RDMA_MSG or RDMA_NOMSG"),
         };

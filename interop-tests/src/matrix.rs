@@ -1,6 +1,6 @@
 //! The cross-version interop matrix, the workspace's main job: every combination of
 //! requester {Version One only, Version Two in draft-cel-00, in draft-ietf-07, in both with -07
-//! preferred} x responder {Version One only, -00, both dialects} x RFC 8797 private data
+//! preferred} x responder {Version One only, -00, -07, both dialects} x RFC 8797 private data
 //! {none, both, requester only, garbage} x transport-properties extension {none, requester
 //! only, responder only, both} x message form {short, chunked read, chunked write, long call,
 //! long reply, backward-direction call}, each cell a fresh `Server` and `Client` pair from
@@ -9,8 +9,8 @@
 //! Version One never exchanges properties (`specs/rpcrdma2-transport-properties.txt` section
 //! 2.1) and -07 states its own in CONNPROP, so the other pairs have only [`Extension::None`];
 //! and a pair settled on -07 has no backward-direction form (the server's backchannel speaks
-//! -00). That makes 9 pairs x 4 x 6 + 3 pairs x 4 x 4 x 6, less 2 x 4 backward cells on -07:
-//! 496 cells ([`CELLS`]).
+//! -00). That makes 13 pairs x 4 x 6 + 3 pairs x 4 x 4 x 6, less 4 x 4 backward cells on -07:
+//! 584 cells ([`CELLS`]).
 //!
 //! A cell makes its form's call twice: the first settles the version (and, when the requester
 //! has the extension on a Version Two connection, is followed by the properties exchange), the
@@ -46,7 +46,7 @@ pub enum Speaks {
     /// Versions One and Two, Version Two as draft-cel-nfsv4-rpcrdma-version-two-00.
     V2Capable,
     /// Versions One and Two, Version Two as draft-ietf-nfsv4-rpcrdma-version-two-07 (a
-    /// requester only: a responder that speaks -07 speaks -00 too, [`Speaks::BothDrafts`]).
+    /// responder with `ResponderConfig::draft07` set and `draft00` cleared).
     Draft07,
     /// Versions One and Two in both dialects: a requester prefers -07; a responder takes the
     /// dialect of each connection's first message (`ResponderConfig::draft07`).
@@ -57,7 +57,7 @@ impl Speaks {
     /// Every kind, in table order: the requesters.
     pub const ALL: [Speaks; 4] = [Speaks::V1Only, Speaks::V2Capable, Speaks::Draft07, Speaks::BothDrafts];
     /// The responders, in table order.
-    pub const RESPONDERS: [Speaks; 3] = [Speaks::V1Only, Speaks::V2Capable, Speaks::BothDrafts];
+    pub const RESPONDERS: [Speaks; 4] = [Speaks::V1Only, Speaks::V2Capable, Speaks::Draft07, Speaks::BothDrafts];
 
     fn versions(self) -> (Version, Version) {
         match self {
@@ -81,7 +81,8 @@ impl Speaks {
         match self {
             Speaks::V1Only => false,
             Speaks::V2Capable => d == Dialect::Cel00,
-            Speaks::Draft07 | Speaks::BothDrafts => true,
+            Speaks::Draft07 => d == Dialect::Ietf07,
+            Speaks::BothDrafts => true,
         }
     }
 
@@ -271,10 +272,10 @@ fn on_cel00(requester: Speaks, responder: Speaks) -> bool {
     settles(requester, responder) == (Version::TWO, Some(Dialect::Cel00))
 }
 
-/// How many cells [`all_cells`] gives: nine pairs with the extension axis collapsed to
+/// How many cells [`all_cells`] gives: thirteen pairs with the extension axis collapsed to
 /// [`Extension::None`], three that settle on -00 with all four, less the backward form of the
-/// two pairs that settle on -07 (for each private data).
-pub const CELLS: usize = (9 + 3 * Extension::ALL.len()) * Pdata::ALL.len() * Form::ALL.len() - 2 * Pdata::ALL.len();
+/// four pairs that settle on -07 (for each private data).
+pub const CELLS: usize = (13 + 3 * Extension::ALL.len()) * Pdata::ALL.len() * Form::ALL.len() - 4 * Pdata::ALL.len();
 
 /// Every cell, in table order.
 pub fn all_cells() -> Vec<Cell> {
@@ -406,7 +407,8 @@ pub fn server_config(responder: Speaks, pdata: Pdata, extension: Extension) -> S
         .responder(
             responder::ResponderConfig::default()
                 .versions(responder.versions())
-                .draft07(matches!(responder, Speaks::Draft07 | Speaks::BothDrafts)),
+                .draft07(matches!(responder, Speaks::Draft07 | Speaks::BothDrafts))
+                .draft00(responder != Speaks::Draft07),
         )
         .private_data(server_pd)
         .foreign_private_data((pdata == Pdata::Garbage).then_some(GARBAGE))

@@ -136,7 +136,7 @@ pub fn serve_cell_main(args: &[String]) -> i32 {
         pick(2).and_then(|i| Extension::ALL.get(i)),
         args.get(3),
     ) else {
-        eprintln!("usage: interop-tests serve-cell RESPONDER(0-1) PDATA(0-3) EXTENSION(0-3)");
+        eprintln!("usage: interop-tests serve-cell RESPONDER(0-3) PDATA(0-3) EXTENSION(0-3)");
         return 2;
     };
     let server = match start_server(&rpcrdma_verbs::Tcp, *r, *p, *e) {

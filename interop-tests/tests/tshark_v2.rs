@@ -411,7 +411,7 @@ fn the_plugin_reads_every_draft07_message_of_the_matrix() {
         return;
     }
     let cells: Vec<_> = all_cells().into_iter().filter(|c| c.settles().1 == Some(Dialect::Ietf07)).collect();
-    assert_eq!(cells.len(), 2 * 4 * 5, "the two -07 pairs x private data x forms");
+    assert_eq!(cells.len(), 4 * 4 * 5, "the four -07 pairs x private data x forms");
     let (outcomes, sent) = record(rpcrdma_verbs::InProcess, &cells, run_cell);
     assert!(outcomes.iter().all(|o| o.verdict.is_ok()), "matrix cells failed: {outcomes:?}");
     let dir = std::env::temp_dir().join(format!("tshark_v2-matrix-{}", std::process::id()));

@@ -57,6 +57,12 @@ pub struct ResponderConfig {
     /// `rpcrdma_v2::dialect::first_message_dialect`). Off by default: on a connection -07
     /// serves RDMA2_CALL_INLINE calls so far (docs/design.md, "Version Two's two dialects").
     pub draft07: bool,
+    /// Whether it speaks draft-cel-nfsv4-rpcrdma-version-two-00 (Version Two's first dialect);
+    /// on by default. Cleared with `draft07` set, the responder speaks -07 only: a -00 first
+    /// message is judged by -07's rules and refused with RDMA2_ERR_INVAL_HTYPE (section
+    /// 7.1.3), which a requester that also speaks -07 reads as "go on in -07"
+    /// (docs/design.md's table of dialects). Without `draft07` it has no effect.
+    pub draft00: bool,
     /// The most a -07 connection holds of one continued call (section 4.1): its parts are
     /// assembled up to this many bytes, and a longer sequence is refused with RDMA2_ERR_SYSTEM
     /// as soon as it says so (section 7.4.1). A server counts this much per connection
@@ -72,6 +78,7 @@ impl Default for ResponderConfig {
             credits: 32,
             limits: HeaderLimits::default(),
             draft07: false,
+            draft00: true,
             max_continued: 64 << 10,
         }
     }
@@ -82,6 +89,7 @@ rpcrdma_verbs::setters!(ResponderConfig {
     credits: u32,
     limits: HeaderLimits,
     draft07: bool,
+    draft00: bool,
     max_continued: usize
 });
 
@@ -611,8 +619,14 @@ impl Responder {
         }
         if self.dialect.is_none() {
             let two = self.cfg.versions.1 >= Version::TWO;
+            let only_07 = self.cfg.draft07 && !self.cfg.draft00;
             self.dialect = match first_message_dialect(bytes) {
                 Some(Dialect::Ietf07) if self.cfg.draft07 && two => Some(Dialect::Ietf07),
+                // A -07-only responder judges a -00 first message by -07's rules, which refuse
+                // it (RDMA2_ERR_INVAL_HTYPE, section 7.1.3), and leaves the connection's version
+                // to be established by a message it takes (section 4.3): the requester may go
+                // on in Version One, or in -07, on the same connection.
+                Some(_) if only_07 && two => return true,
                 Some(_) => Some(Dialect::Cel00),
                 // An error as a first message, or one too short to say: it settles nothing.
                 None => None,

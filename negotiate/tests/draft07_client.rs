@@ -111,18 +111,23 @@ fn capturing<B: Backend>(inner: B) -> (Captured<B>, Seen) {
     (Captured::new(inner, Arc::new(move |m: &CapturedMessage<'_>| s.lock().unwrap().push(m.bytes.to_vec()))), seen)
 }
 
-/// Which Version Two a responder speaks: none, -00 only, or both (`ResponderConfig::draft07`).
+/// Which Version Two a responder speaks: none, -00 only, -07 only, or both
+/// (`ResponderConfig::draft07` and `draft00`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Responds {
     V1Only,
     Cel00,
+    Ietf07,
     Both,
 }
 
 fn start<B: Backend + Clone>(backend: B, responds: Responds) -> Server {
     let versions =
         if responds == Responds::V1Only { (Version::ONE, Version::ONE) } else { (Version::ONE, Version::TWO) };
-    let responder = ResponderConfig::default().versions(versions).draft07(responds == Responds::Both);
+    let responder = ResponderConfig::default()
+        .versions(versions)
+        .draft07(matches!(responds, Responds::Ietf07 | Responds::Both))
+        .draft00(responds != Responds::Ietf07);
     let cfg = ServerConfig::default().responder(responder);
     Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(SERVER_ULB), serve).unwrap()
 }
@@ -258,10 +263,10 @@ fn draft07_4_2_1_many_callers_stay_within_the_running_totals() {
     assert_eq!(stats.credit_overruns, 0, "{stats:?}");
 }
 
-/// docs/design.md's table, through a real Client and Server for each pairing: the requester
-/// speaks Version One only, -00, -07, or both with either preferred; the responder Version
-/// One only, -00, or both. Every pair ends on a version both speak, on the one connection, and
-/// the call is answered.
+/// docs/design.md's table, through a real Client and Server for each of its 20 pairings: the
+/// requester speaks Version One only, -00, -07, or both with either preferred; the responder
+/// Version One only, -00, -07, or both. Every pair ends on a version both speak, on the one
+/// connection, and the call is answered.
 #[test]
 fn draft07_4_3_every_pairing_of_dialects_ends_on_a_version_both_speak() {
     let v1 = (Version::ONE, Version::ONE);
@@ -273,15 +278,16 @@ fn draft07_4_3_every_pairing_of_dialects_ends_on_a_version_both_speak() {
         ((Version::ONE, None), (Version::TWO, Some(Dialect::Cel00)), (Version::TWO, Some(Dialect::Ietf07)));
     #[rustfmt::skip]
     let table = [
-        // requester                 v1 only  -00    both
-        ("v1",             v1, c00,    [one,    one,   one]),
-        ("-00",            v2, c00,    [one,    zero,  zero]),
-        ("-07",            v2, D07,    [one,    one,   seven]),
-        ("both, -07 first", v2, both07, [one,    zero,  seven]),
-        ("both, -00 first", v2, both00, [one,    zero,  zero]),
+        // requester                 v1 only  -00    -07    both
+        ("v1",             v1, c00,    [one,    one,   one,   one]),
+        ("-00",            v2, c00,    [one,    zero,  one,   zero]),
+        ("-07",            v2, D07,    [one,    one,   seven, seven]),
+        ("both, -07 first", v2, both07, [one,    zero,  seven, seven]),
+        ("both, -00 first", v2, both00, [one,    zero,  seven, zero]),
     ];
+    let responders = [Responds::V1Only, Responds::Cel00, Responds::Ietf07, Responds::Both];
     for (name, versions, speaks, want) in table {
-        for (responds, want) in [Responds::V1Only, Responds::Cel00, Responds::Both].into_iter().zip(want) {
+        for (responds, want) in responders.into_iter().zip(want) {
             let server = start(InProcess, responds);
             let client = Client::new(InProcess, server.local_addr(), client_config(versions, speaks));
             let call = call_for(Form::Short, 0x44);
@@ -290,6 +296,7 @@ fn draft07_4_3_every_pairing_of_dialects_ends_on_a_version_both_speak() {
             let got = (client.version().unwrap(), client.dialect());
             assert_eq!(got, want, "{name} x {responds:?}");
             assert_eq!(served(&server, 1), 1, "{name} x {responds:?}: the call ran once");
+            assert_eq!(server.stats().connections, 1, "{name} x {responds:?}: on the one connection");
         }
     }
 }

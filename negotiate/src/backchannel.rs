@@ -454,7 +454,13 @@ impl<B: Backend> Caller for ServerSide<B> {
             if message.len() + 28 > backward.call {
                 return Err(BackchannelError::TooLarge { len: message.len(), threshold: backward.call });
             }
-            let params = CallParams { version, credits: CREDITS, thresholds: backward, dialect: None };
+            let params = CallParams {
+                version,
+                credits: CREDITS,
+                thresholds: backward,
+                dialect: None,
+                remote_invalidation: false,
+            };
             let pending = send_call(&self.conn, message, &ulb, &params)?;
             let timeout = self.conn.timeout();
             let (bytes, header) = {

@@ -129,6 +129,11 @@ pub struct Transmit {
     pub probe: bool,
     /// For `version` 2, the dialect to write its header in; `None` for Version One.
     pub dialect: Option<Dialect>,
+    /// On -07, whether the call asks the responder to invalidate its chunks' handle (section
+    /// 6.5): when this requester takes remote invalidation, which its RFC 8797 private data
+    /// says with the R flag (the default, as Linux); false on the other versions, where the
+    /// R flags decide on their own.
+    pub remote_invalidation: bool,
     /// 1 for the first transmission, then one more per retransmission.
     pub attempt: u32,
 }
@@ -856,6 +861,11 @@ impl Requester {
                 _ => conn.credits.requested(),
             };
             let dialect = (version == Version::TWO).then_some(conn.dialect);
+            let r_flag = conn
+                .advertised
+                .requester
+                .is_some_and(|p| p.flags().contains(cm_private_data::Flags::REMOTE_INVALIDATE));
+            let remote_invalidation = dialect == Some(Dialect::Ietf07) && r_flag;
             let call = self.calls.get_mut(&xid).unwrap();
             call.attempts += 1;
             call.flight = Some(Flight { credit, version, deadline: now + self.cfg.timeout, probe, timed_out: false });
@@ -871,6 +881,7 @@ impl Requester {
                 probe,
                 attempt,
                 dialect,
+                remote_invalidation,
             }));
         }
     }

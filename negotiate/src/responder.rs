@@ -423,7 +423,10 @@ impl Responder {
     fn take_call<'a>(&mut self, header: Header<'a>, waiting: usize) -> Received<'a> {
         let behind = u32::try_from(waiting.saturating_sub(crate::backchannel::SLOTS)).unwrap_or(u32::MAX);
         let in_flight = (self.in_flight.len() as u32 + 1).saturating_add(behind);
-        if self.credits.on_call(in_flight).is_err() {
+        // A -07 connection's credits are running totals, checked as each message arrives
+        // (`judge_draft07`); this ceiling is the other versions' grants.
+        let draft07 = self.dialect == Some(Dialect::Ietf07);
+        if !draft07 && self.credits.on_call(in_flight).is_err() {
             log::warn!(
                 "call {:#010x} arrived with {in_flight} in flight, beyond the credits granted (RFC 8166 section 3.3.1)",
                 header.xid()
@@ -681,6 +684,12 @@ impl Responder {
         };
         if let Err(e) = self.d07.credits.received(header.credit()) {
             log::warn!("{e}: the requester's credit total is kept as it was");
+        }
+        // Section 4.2.1: the requester sends within the last total this side sent; a GRANT may
+        // go one beyond (4.2.1.1). (The per-call ceiling of `take_call` is Version One's.)
+        if !self.d07.credits.within_granted() && header.header_type() != HeaderType::Grant {
+            log::warn!("-07 message {:#010x} arrived beyond the credits granted (section 4.2.1)", header.xid());
+            self.overruns += 1;
         }
         // A reply: this responder offers no reverse direction yet (section 6.3: a header type
         // the receiver does not take is RDMA2_ERR_INVAL_HTYPE). Answered before continuation

@@ -156,7 +156,13 @@ fn serve<B: Backend>(e: &Ends<B>, case: &Case) -> (Vec<Segment>, ReplySent) {
 }
 
 fn call_params(version: u32) -> CallParams {
-    CallParams { version: Version::from_wire(version), credits: CREDITS, thresholds: SMALL, dialect: None }
+    CallParams {
+        version: Version::from_wire(version),
+        credits: CREDITS,
+        thresholds: SMALL,
+        dialect: None,
+        remote_invalidation: false,
+    }
 }
 
 /// One whole exchange on `e`, checked against `case`.

@@ -232,9 +232,11 @@ fn draft07_6_3_every_form_travels_in_draft07_headers_over_tcp() {
 }
 
 /// Section 4.2.1: with 16 callers on one -07 connection to a responder that advertises 4
-/// credits, every call is answered and the requester never sends beyond the responder's
-/// running total (the server counts a call beyond its credits in `credit_overruns`): the
-/// totals gate each Send, not the requester's own window of 32.
+/// credits, every call is answered and the server counts no message beyond the totals it
+/// sent (`credit_overruns`, checked per message on -07: `CreditWindow::within_granted`).
+/// (The gate itself, each Send waiting for room under the total, is
+/// `draft07_4_2_1_the_running_total_gates_each_send_and_a_grant_opens_it`'s: a server that
+/// reads its Receives one at a time hardly ever sees the excess a requester without it sends.)
 #[test]
 fn draft07_4_2_1_many_callers_stay_within_the_running_totals() {
     // The responder advertises 4; the requester would allow itself 32 by its own window.
@@ -696,7 +698,8 @@ fn draft07_4_3_a_first_message_refused_on_its_last_attempt_fails_with_the_answer
 /// Section 6.5: a -07 call whose chunks all share one handle names it in `rdma_inv_handle`,
 /// and the server's reply is a Send With Invalidate of exactly that handle, which the client
 /// takes (the call completes, its memory released without a second invalidation); a call
-/// with no chunk asks for nothing.
+/// with no chunk asks for nothing, and neither does a client whose RFC 8797 private data
+/// clears the R flag (it takes no remote invalidation).
 #[test]
 fn draft07_6_5_a_call_solicits_remote_invalidation_of_its_chunks_handle() {
     type Sent = Arc<Mutex<Vec<(Vec<u8>, Option<u32>)>>>;
@@ -728,4 +731,11 @@ fn draft07_6_5_a_call_solicits_remote_invalidation_of_its_chunks_handle() {
         assert_eq!(asked, Some(handles[0]), "the Write chunk's handle asked for");
         assert_eq!(invalidated(xid), Some(Some(handles[0])), "and invalidated by the reply's Send");
     }
+    let no_r = cm_private_data::PrivateData::new(cm_private_data::Flags::empty(), 4096, 4096);
+    let cfg = client_config((Version::ONE, Version::TWO), D07).private_data(Some(no_r));
+    let plain = Client::new(capturing(InProcess).0, server.local_addr(), cfg);
+    let call = call_for(Form::ChunkedWrite, 0x84);
+    assert_eq!(plain.call(&call, &Form::ChunkedWrite.ulb()).unwrap(), serve(&call));
+    assert_eq!(plain.dialect(), Some(Dialect::Ietf07));
+    assert_eq!(invalidated(0x84), Some(None), "no R flag: a plain Send");
 }

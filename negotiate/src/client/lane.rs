@@ -351,7 +351,13 @@ impl<B: Backend + Clone> Lane<B> {
 
 /// What transmission `t` is marshaled with.
 fn params_of(t: &Transmit) -> CallParams {
-    CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds, dialect: t.dialect }
+    CallParams {
+        version: t.version,
+        credits: t.credits,
+        thresholds: t.thresholds,
+        dialect: t.dialect,
+        remote_invalidation: t.remote_invalidation,
+    }
 }
 
 /// Whether a call prepared ahead on connection `on` can go out as transmission `t` on `link`:
@@ -429,7 +435,7 @@ impl<B: Backend> Shared<B> {
             };
             // (Only a connection off -07 gives a guess: -07's credit word changes per Send.)
             let dialect = (version == Version::TWO).then_some(Dialect::Cel00);
-            (link.clone(), CallParams { version, credits, thresholds, dialect })
+            (link.clone(), CallParams { version, credits, thresholds, dialect, remote_invalidation: false })
         };
         let Ok(prepared) = prepare_call(&link.conn, bytes, ulb, &params) else { return };
         let mut st = self.lock();

@@ -20,7 +20,7 @@ use super::{ChunkMemory, DataPathError, Landed, Transport, WindowRegistrar};
 /// ```
 /// use negotiate::datapath::CallParams;
 /// use rpcrdma_v1::marshal_call::InlineThresholds;
-/// let v2 = CallParams { version: rpcrdma_v1::Version::TWO, credits: 32, thresholds: InlineThresholds { call: 4096, reply: 4096 }, dialect: None };
+/// let v2 = CallParams { version: rpcrdma_v1::Version::TWO, credits: 32, thresholds: InlineThresholds { call: 4096, reply: 4096 }, dialect: None, remote_invalidation: false };
 /// assert_eq!(v2.thresholds.call, 4096);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,6 +37,9 @@ pub struct CallParams {
     /// One's shape with `rdma_vers` 2). -07 writes RDMA2_CALL_INLINE, or RDMA2_CALL_EXTERNAL
     /// for a call that travels in a Position-zero Read chunk.
     pub dialect: Option<Dialect>,
+    /// On -07, whether the call names the one handle its chunks share in `rdma_inv_handle`,
+    /// asking the responder to invalidate it (section 6.5); ignored on the other versions.
+    pub remote_invalidation: bool,
 }
 
 /// A call sent and not yet answered: its XID, its form, and the memory its chunks expose until
@@ -198,7 +201,8 @@ fn prepare_described<B: Backend>(
     // buffer; marshal_call never writes more than the call inline threshold in all.
     let filled = conn.fill_send(params.thresholds.call, |buf| {
         marshal_call_shaped(shape, &req, &mut reg, buf, out)?;
-        let header_len = if draft07 { draft07_header(buf, out.header_len())? } else { out.header_len() };
+        let header_len =
+            if draft07 { draft07_header(buf, out.header_len(), params.remote_invalidation)? } else { out.header_len() };
         let at = reg.with_call(|call| {
             let mut at = header_len;
             for range in out.inline() {
@@ -235,10 +239,10 @@ const DRAFT07_LONGER: usize = 8;
 /// where the inline payload goes: RDMA_MSG becomes RDMA2_CALL_INLINE (section 6.3.7) and
 /// RDMA_NOMSG, whose message is in the Position-zero Read chunk, RDMA2_CALL_EXTERNAL with that
 /// chunk as its Call chunk (6.3.5); the lists are Version One's word for word (8.4).
-/// `rdma_inv_handle` asks the responder to invalidate the one handle all the call's chunks
-/// share, when they share one (section 6.5; the rule RFC 8797 section 4.1 has a Version One
-/// responder apply, `cm_private_data::reply_invalidate_rkey`), else zero: none.
-fn draft07_header(buf: &mut [u8], v1_len: usize) -> Result<usize, DataPathError> {
+/// With `solicit`, `rdma_inv_handle` asks the responder to invalidate the one handle all the
+/// call's chunks share, when they share one (section 6.5; the rule RFC 8797 section 4.1 has a
+/// Version One responder apply, `cm_private_data::reply_invalidate_rkey`); else zero: none.
+fn draft07_header(buf: &mut [u8], v1_len: usize, solicit: bool) -> Result<usize, DataPathError> {
     use rpcrdma_v1::header::ChunkLists;
     use rpcrdma_v1::rt::{List, Xdr};
     use rpcrdma_v1::xdr::RdmaMsg;
@@ -252,9 +256,9 @@ fn draft07_header(buf: &mut [u8], v1_len: usize) -> Result<usize, DataPathError>
             let reads = lists.reads.iter().map(|r| r.target.handle);
             let writes = lists.writes.iter().flat_map(|c| c.target.iter().map(|s| s.handle));
             let reply = lists.reply.iter().flat_map(|c| c.target.iter().map(|s| s.handle));
-            let solicit =
-                cm_private_data::Negotiated { client_to_server: 0, server_to_client: 0, remote_invalidation: true };
-            cm_private_data::reply_invalidate_rkey(&solicit, reads.chain(writes).chain(reply)).unwrap_or(0)
+            let rules =
+                cm_private_data::Negotiated { client_to_server: 0, server_to_client: 0, remote_invalidation: solicit };
+            cm_private_data::reply_invalidate_rkey(&rules, reads.chain(writes).chain(reply)).unwrap_or(0)
         };
         let n = match msg.rdma_body {
             RdmaBody::RdmaMsg(h) => {

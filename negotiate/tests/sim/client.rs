@@ -414,8 +414,13 @@ impl SimClient {
         record.fate = Fate::InFlight { link, deadline: sim.now + self.cfg.requester.timeout };
         let message = record.message.clone();
         let conn = self.conns.get(&link).expect("a transmission goes on a link made");
-        let params =
-            CallParams { version: t.version, credits: t.credits, thresholds: t.thresholds, dialect: t.dialect };
+        let params = CallParams {
+            version: t.version,
+            credits: t.credits,
+            thresholds: t.thresholds,
+            dialect: t.dialect,
+            remote_invalidation: t.remote_invalidation,
+        };
         let pending = match send_call(conn, &message, &ULB, &params) {
             Ok(pending) => pending,
             Err(e) => {

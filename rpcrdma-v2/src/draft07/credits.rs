@@ -161,6 +161,27 @@ impl CreditWindow {
         Ok(())
     }
 
+    /// Whether the peer has sent no more than this side allowed: its messages received so far
+    /// within the last total this side sent (one before any, section 4.2.1: "Received
+    /// credits ... MUST set this value to one"). A GRANT the peer may send beyond it (4.2.1.1)
+    /// is the caller's to tell apart.
+    ///
+    /// ```
+    /// use rpcrdma_v2::draft07::credits::CreditWindow;
+    /// let mut w = CreditWindow::new(2).unwrap();
+    /// w.note_received();
+    /// assert!(w.within_granted()); // one before this side's first header
+    /// w.note_received();
+    /// assert!(!w.within_granted());
+    /// assert_eq!(w.send(), 2 + 2); // now two received, two more allowed
+    /// w.note_received();
+    /// assert!(w.within_granted());
+    /// ```
+    pub fn within_granted(&self) -> bool {
+        let allowed = if self.sent == 0 { 1 } else { self.last_sent_total };
+        (self.received.wrapping_sub(allowed) as i32) <= 0
+    }
+
     /// Counts a Receive completed whose header's `rdma_credit` cannot be taken (a message
     /// refused or dropped before its header was valid): it consumed a Receive all the same,
     /// and the peer's total stays as it was.

@@ -395,17 +395,20 @@ pub fn send_error<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(), D
 /// # let t = Duration::from_secs(5);
 /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
 /// # let addr = listener.local_addr();
+/// # let (ready, posted) = std::sync::mpsc::channel();
 /// # let peer = std::thread::spawn(move || {
 /// #     let pd = InProcess.alloc_pd().unwrap();
 /// #     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
 /// #     let conn: Transport<InProcess> = Transport::new(pd, qp, t);
 /// #     let pool = ReceivePool::new(&conn, 4, 64).unwrap();
+/// #     ready.send(()).unwrap(); // its Receives are posted
 /// #     let got: Vec<Vec<u8>> = (0..3).map(|_| pool.receive(&conn).unwrap().bytes).collect();
 /// #     got
 /// # });
 /// # let pd = InProcess.alloc_pd().unwrap();
 /// # let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
 /// # let conn: Transport<InProcess> = Transport::new(pd, qp, t);
+/// # posted.recv().unwrap();
 /// let grant = |total: u32| [[0u8; 8].as_slice(), &total.to_be_bytes(), &[0, 0, 0, 5]].concat();
 /// for total in [40, 36, 44] {
 ///     send_draft07(&conn, &grant(total)).unwrap();

@@ -249,6 +249,8 @@ impl Conn {
     /// the responder's stated receive buffer size gives (section 5.2.2) once it stated one.
     fn thresholds(&self, version: Version) -> InlineThresholds {
         let t = self.stated.thresholds(&self.advertised, version);
+        // (RFC 8797's private data, whose Send size would cap this on Version One, is not
+        // -07's way of stating sizes: its CONNPROP is.)
         match self.d07.as_ref().and_then(draft07::State::peer_receive_size) {
             Some(call) if version == Version::TWO => InlineThresholds { call: call as usize, ..t },
             _ => t,
@@ -817,6 +819,10 @@ impl Requester {
         if let Some(conn) = self.conn.as_mut().filter(|_| self.queue.is_empty()) {
             conn.shut_since = None; // nothing waits for the window
         }
+        // This side's CONNPROP_FINAL goes before the calls once the window has room for it.
+        if let Some(m) = self.conn.as_mut().and_then(|c| c.d07.as_mut()).and_then(draft07::State::connprop_due) {
+            self.transmits.push_back(m);
+        }
         while let (Some(conn), Some(&xid)) = (self.conn.as_mut(), self.queue.front()) {
             if conn.closing {
                 return; // RFC 8166 section 4.5.4: its calls go out again on the next connection
@@ -897,8 +903,10 @@ impl Requester {
             // responder's (section 6.3.4: at most the default inline threshold).
             let t = conn.stated.thresholds(&conn.advertised, version);
             let threshold = t.call.min(DEFAULT_INLINE_07);
-            if let Some(m) = conn.d07.as_mut().and_then(|st| st.our_connprop(t.reply as u32, threshold)) {
-                self.transmits.push_back(m);
+            if let Some(st) = conn.d07.as_mut() {
+                st.owe_connprop(t.reply as u32, threshold);
+                // Sent now, or by `pump` once the window has room.
+                self.transmits.extend(st.connprop_due());
             }
         } else {
             conn.d07 = None;

@@ -437,10 +437,12 @@ fn draft07_4_2_1_the_running_total_gates_each_send_and_a_grant_opens_it() {
     c.finish_call(1);
     assert_eq!(c.dialect(), Some(Dialect::Ietf07));
     assert!(c.take_step(2).is_none(), "the total leaves no room");
-    // A GRANT: the prefix alone, XID zero, total 3 (two more Sends).
+    // A GRANT: the prefix alone, XID zero, total 4 (three more Sends: this side's
+    // CONNPROP_FINAL, owed since it settled, then two calls).
     let mut grant = [0u8; 16];
-    marshal::grant(&mut grant, 3).unwrap();
+    marshal::grant(&mut grant, 4).unwrap();
     assert_eq!(receive(&mut c, &grant), "Nothing(None)");
+    assert!(c.poll_transmit().is_some_and(|m| htype(&m) == HeaderType::ConnPropFinal));
     assert_eq!(transmit(&mut c, 2).credits, 2 + 32, "two received, 32 advertised");
     assert_eq!(transmit(&mut c, 3).credits, 2 + 32);
     assert!(c.take_step(4).is_none(), "the granted room is used up");
@@ -738,4 +740,29 @@ fn draft07_6_5_a_call_solicits_remote_invalidation_of_its_chunks_handle() {
     assert_eq!(plain.call(&call, &Form::ChunkedWrite.ulb()).unwrap(), serve(&call));
     assert_eq!(plain.dialect(), Some(Dialect::Ietf07));
     assert_eq!(invalidated(0x84), Some(None), "no R flag: a plain Send");
+}
+
+/// Sections 6.3.4 and 5.2.2 through the client's core, bytes only: once settled on -07, calls
+/// keep to the default 4096-byte threshold until the responder's RDMA2_CONNPROP_FINAL states a
+/// receive buffer size, and use that from then on; this side's own CONNPROP_FINAL is owed until
+/// the window has room for it (a first answer that leaves none), then goes before the calls.
+#[test]
+fn draft07_6_3_4_the_responders_receive_size_takes_effect_and_ours_waits_for_room() {
+    let mut c = probing(1..=3);
+    answer(&mut c, 1, 1); // settled, and no room left: our CONNPROP_FINAL is owed
+    assert_eq!(c.poll_transmit(), None);
+    assert_eq!(c.thresholds().map(|t| t.call), Some(4096), "the default until the responder states its size");
+    let mut grant = [0u8; 16];
+    marshal::grant(&mut grant, 3).unwrap();
+    receive(&mut c, &grant);
+    let ours = c.poll_transmit().expect("the CONNPROP_FINAL owed, now the window has room");
+    assert_eq!((htype(&ours), word(&ours, 2)), (HeaderType::ConnPropFinal, 1 + 32 + 1), "two received");
+    assert_eq!(transmit(&mut c, 2).thresholds.call, 4096);
+    // The responder's CONNPROP_FINAL: 12 KiB Receives.
+    let theirs = rpcrdma_v2::draft07::properties::Properties { receive_buffer_size: 12 << 10, ..Default::default() };
+    let m = theirs.connprop_messages(0, 4, 4096).unwrap().remove(0);
+    assert_eq!(receive(&mut c, &m), "Nothing(None)");
+    assert_eq!(c.thresholds().map(|t| t.call), Some(12 << 10));
+    answer(&mut c, 2, 6);
+    assert_eq!(transmit(&mut c, 3).thresholds.call, 12 << 10, "the next call goes under it");
 }

@@ -625,6 +625,40 @@ fn a_draft07_first_message_to_a_responder_of_00_only_draws_bad_header() {
 /// guest by `guest/test-draft07`, which sets `RDMA_TEST_ADDR`; elsewhere each says SKIP and
 /// returns. The continued call's parts are real Sends, the external call's message and the
 /// Write chunk's result move by real RDMA Read and Write.
+/// Section 4.2.1, the responder's side: a requester that sends beyond the last total this
+/// side sent (here a second call before this side's first header, when one message is all it
+/// may send) is counted in `Responder::overruns` (the server's `credit_overruns`); a GRANT one
+/// beyond is not (4.2.1.1: receivers keep a Receive for it). Bytes only, the responder alone.
+#[test]
+fn draft07_4_2_1_a_message_beyond_the_totals_sent_is_counted_and_a_grant_is_not() {
+    use negotiate::responder::{Received, Responder};
+    let call = |xid: u32| {
+        let mut out = vec![0u8; 64];
+        let n = marshal::call_inline(&mut out, xid, 8, 0, &NO_CHUNKS, &rpc_call(xid, 1)).unwrap();
+        out.truncate(n);
+        out
+    };
+    let mut r = Responder::new(ResponderConfig::default().draft07(true));
+    r.on_connected(&[], None);
+    assert!(matches!(r.on_receive(&call(1)), Received::Call(_)));
+    assert_eq!(r.overruns(), 0, "one message before this side's first header");
+    assert!(matches!(r.on_receive(&call(2)), Received::Call(_)));
+    assert_eq!(r.overruns(), 1, "a second one is beyond");
+    // Both answered: totals 1 + 32 and 2 + 32 sent, so the requester may send up to 34.
+    r.reply_params(1).unwrap();
+    r.reply_params(2).unwrap();
+    for xid in 3..=34 {
+        r.on_receive(&call(xid));
+    }
+    assert_eq!(r.overruns(), 1, "the 32 after them within the total");
+    let mut grant = [0u8; 16];
+    marshal::grant(&mut grant, 40).unwrap();
+    r.on_receive(&grant);
+    assert_eq!(r.overruns(), 1, "a GRANT one beyond is not an overrun");
+    r.on_receive(&call(35));
+    assert_eq!(r.overruns(), 2, "a call beyond is");
+}
+
 #[cfg(feature = "rdma")]
 mod rdma {
     fn backend() -> Option<rpcrdma_verbs::Rdma> {

@@ -36,6 +36,9 @@ pub(crate) struct State {
     pending: Properties,
     /// The responder's properties, once its RDMA2_CONNPROP_FINAL arrived (section 6.3.4).
     theirs: Option<Properties>,
+    /// This side's RDMA2_CONNPROP_FINAL, marshaled, waiting for room in the window
+    /// ([`State::connprop_due`]).
+    owed: Option<Vec<u8>>,
 }
 
 impl State {
@@ -48,6 +51,7 @@ impl State {
             reassembly: Reassembly::new(MAX_CONTINUED_REPLY),
             pending: Properties::default(),
             theirs: None,
+            owed: None,
         }
     }
 
@@ -59,16 +63,21 @@ impl State {
         self.theirs.as_ref().map(|p| p.receive_buffer_size.clamp(1024, 256 << 10))
     }
 
-    /// This side's RDMA2_CONNPROP_FINAL, stating the size of its Receives (`receive_size`),
-    /// within the responder's Receives (`threshold`), counted as the Send it is; `None` when
-    /// the window leaves no room for it (section 4.2.1) or it does not fit one message.
-    pub(crate) fn our_connprop(&mut self, receive_size: u32, threshold: usize) -> Option<Vec<u8>> {
+    /// Owes the responder this side's RDMA2_CONNPROP_FINAL, stating the size of its Receives
+    /// (`receive_size`), within the responder's Receives (`threshold`): sent as soon as the
+    /// window has room ([`State::connprop_due`]); nothing when it does not fit one message.
+    pub(crate) fn owe_connprop(&mut self, receive_size: u32, threshold: usize) {
         let ours = Properties { receive_buffer_size: receive_size, ..Properties::default() };
-        let mut messages = ours.connprop_messages(0, 0, threshold).filter(|m| m.len() == 1)?;
-        if !self.credits.may_send() {
+        self.owed = ours.connprop_messages(0, 0, threshold).filter(|m| m.len() == 1).map(|mut m| m.remove(0));
+    }
+
+    /// The RDMA2_CONNPROP_FINAL owed, once the window has room for it (section 4.2.1),
+    /// counted as the Send it is and carrying the running total.
+    pub(crate) fn connprop_due(&mut self) -> Option<Vec<u8>> {
+        if self.owed.is_none() || !self.credits.may_send() {
             return None;
         }
-        let mut m = messages.remove(0);
+        let mut m = self.owed.take()?;
         m[8..12].copy_from_slice(&self.credits.send().to_be_bytes());
         Some(m)
     }

@@ -590,7 +590,8 @@ impl Requester {
                 }
             }
         }
-        let thresholds_before = self.thresholds();
+        // (Compared after a -07 message: its CONNPROP may state the responder's Receives.)
+        let thresholds_before = self.conn.as_ref().filter(|c| c.d07.is_some()).and_then(|_| self.thresholds());
         let calls = &self.calls;
         let awaiting = |xid: u32| calls.get(&xid).is_some_and(|c| c.option && c.flight.is_some());
         let flight_version = |xid: u32| calls.get(&xid)?.flight.as_ref().map(|f| f.version);
@@ -712,32 +713,28 @@ impl Requester {
             self.complete_failed(xid, CallFailure::TimedOut { attempts: 1 });
         }
         let Some(conn) = self.conn.as_mut() else { return };
-        if conn.shut_since.is_some_and(|t| t + self.cfg.timeout <= now) {
+        let (timeout, addr) = (self.cfg.timeout, &self.addr);
+        if conn.shut_since.is_some_and(|t| t + timeout <= now) {
             log::warn!(
-                "the -07 window to {} stayed shut for {:?} with calls waiting and none in flight: closing the connection",
-                self.addr,
-                self.cfg.timeout
+                "the -07 window to {addr} stayed shut for {timeout:?} with calls waiting and none in flight: closing the connection"
             );
-            conn.closing = true;
-            self.events.push_back(Event::Disconnect);
-            return;
-        }
-        let mut late = false;
-        for f in self.calls.values_mut().filter_map(|c| c.flight.as_mut()) {
-            if !f.timed_out && f.deadline <= now {
-                f.timed_out = true;
-                late = true;
+        } else {
+            let mut late = false;
+            for f in self.calls.values_mut().filter_map(|c| c.flight.as_mut()) {
+                if !f.timed_out && f.deadline <= now {
+                    f.timed_out = true;
+                    late = true;
+                }
             }
-        }
-        if late {
+            if !late {
+                return;
+            }
             log::warn!(
-                "a call to {} had no reply within {:?}: closing the connection (RFC 8166 section 4.5.4)",
-                self.addr,
-                self.cfg.timeout
+                "a call to {addr} had no reply within {timeout:?}: closing the connection (RFC 8166 section 4.5.4)"
             );
-            conn.closing = true;
-            self.events.push_back(Event::Disconnect);
         }
+        conn.closing = true;
+        self.events.push_back(Event::Disconnect);
     }
 
     /// The connection is gone: calls in flight are retransmitted on the next one (each spends

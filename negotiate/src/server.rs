@@ -26,8 +26,7 @@ use rpcrdma_verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePai
 use crate::backchannel::{self, Backchannel, Forward, ServerSide};
 use crate::budget::{Charge, MemoryBudget};
 use crate::datapath::{
-    fetch_call, send_error, send_reply, send_reply_lent, DataPathError, Ended, ReceivePool, ReplyParams, ReplySent,
-    Transport,
+    fetch_call, send_reply, send_reply_lent, DataPathError, Ended, ReceivePool, ReplyParams, ReplySent, Transport,
 };
 use crate::extension::Extension;
 use crate::limits::{Refusals, ServerLimits};

@@ -428,15 +428,11 @@ pub fn send_draft07<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(),
     conn.wait(id).map(drop)
 }
 
-/// Sends an answer to a call that has its reply parameters (an RDMA_ERROR that says why no
-/// reply is possible): in order with the replies' running totals on a -07 connection
-/// ([`send_draft07`]), else as [`send_error`].
-pub(crate) fn send_answer<B: Backend>(
-    conn: &Transport<B>,
-    bytes: &[u8],
-    params: &ReplyParams,
-) -> Result<(), DataPathError> {
-    if params.draft07 {
+/// Sends a message that is not a reply (an RDMA_ERROR, an extension's answer, a GRANT or a
+/// CONNPROP) on a connection that speaks -07 (`draft07`: in order with the replies' running
+/// totals, [`send_draft07`]) or another version ([`send_error`]).
+pub(crate) fn send_answer<B: Backend>(conn: &Transport<B>, bytes: &[u8], draft07: bool) -> Result<(), DataPathError> {
+    if draft07 {
         send_draft07(conn, bytes)
     } else {
         send_error(conn, bytes)

@@ -160,10 +160,7 @@ pub(crate) fn classify<'a>(
         return Classified::Done(Incoming::Refuse(st.answer(header.xid(), RDMA2_ERR_INVAL_HTYPE)));
     }
     match st.reassembly.receive(header) {
-        Step::Whole { header, message: Cow::Borrowed(_) } => match version_one_view(&header, bytes) {
-            Ok(view) => head(header.xid(), Outcome::Reply(view)),
-            Err(e) => head(header.xid(), Outcome::Malformed(Reason::Header(e))),
-        },
+        Step::Whole { header, message: Cow::Borrowed(_) } => head(header.xid(), reply_outcome(&header, bytes)),
         Step::Whole { header, message: Cow::Owned(message) } => {
             // Its parts assembled: a buffer of its own, in Version One's shape, held to the same
             // rules as a reply in one Send (an RPC XID unlike `rdma_xid` is refused, 7.2).
@@ -225,6 +222,15 @@ pub(crate) fn version_one_view<'a>(header: &Header07<'a>, bytes: &'a [u8]) -> Re
     Header::from_lists(header.xid(), 2, header.credit(), kind, header.chunk_lists(), len, &bytes[len..])
 }
 
+/// What a whole -07 reply in one Send, `bytes`, is to its call: its Version One view, or the
+/// rule it breaks.
+fn reply_outcome<'a>(header: &Header07<'a>, bytes: &'a [u8]) -> Outcome<'a> {
+    match version_one_view(header, bytes) {
+        Ok(view) => Outcome::Reply(view),
+        Err(e) => Outcome::Malformed(Reason::Header(e)),
+    }
+}
+
 /// A whole -07 reply's Version One header view, as [`super::reply_header`] gives it: `None`
 /// for anything else (a part of a continued reply, another header type, a broken one).
 pub(crate) fn reply_view<'a>(bytes: &'a [u8], limits: &HeaderLimits) -> Option<Header<'a>> {
@@ -240,10 +246,7 @@ fn other<'a>(
     head: impl Fn(u32, Outcome<'a>) -> Classified<'a>,
 ) -> Classified<'a> {
     match header.header_type() {
-        HeaderType::ReplyExternal => match version_one_view(&header, bytes) {
-            Ok(view) => head(header.xid(), Outcome::Reply(view)),
-            Err(e) => head(header.xid(), Outcome::Malformed(Reason::Header(e))),
-        },
+        HeaderType::ReplyExternal => head(header.xid(), reply_outcome(&header, bytes)),
         // Its total is taken (section 4.2.1.1); nothing answers it.
         HeaderType::Grant => Classified::Done(Incoming::Taken),
         t => {

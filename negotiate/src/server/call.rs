@@ -220,7 +220,7 @@ pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
         buffers.settle();
         answering();
         let err = super::failure::unservable(header.xid(), params, None);
-        return send_answer(conn, err.as_bytes(), params).map(|()| Answered::OverBudget);
+        return send_answer(conn, err.as_bytes(), params.draft07).map(|()| Answered::OverBudget);
     }
     let answered =
         serve_counted(conn, header, params, ulb, handler, (&mut buffers.call, &mut buffers.reply), answering);

@@ -33,7 +33,7 @@ use std::task::{Wake, Waker};
 use super::accept::{accept, Core, Served};
 use super::*;
 use crate::connection::{Arrival, Received};
-use crate::datapath::send_draft07;
+use crate::datapath::send_answer;
 use rpcrdma_verbs::Arm;
 
 /// How long a thread the loop no longer needs (one more than the one waiting for the role)
@@ -675,13 +675,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// On a -07 connection (`draft07`) each message keeps its running credit total in order
     /// with the replies' (`send_draft07`).
     fn answer(&self, served: &Served<B>, received: Received<'_>, draft07: bool) -> Result<(), String> {
-        let send = |bytes: &[u8]| {
-            if draft07 {
-                send_draft07(&served.conn, bytes)
-            } else {
-                send_error(&served.conn, bytes)
-            }
-        };
+        let send = |bytes: &[u8]| send_answer(&served.conn, bytes, draft07);
         match received {
             Received::SendError(e) => {
                 // ERR_VERS answers a probe from a requester with a version we lack: part of

@@ -53,8 +53,10 @@ pub(super) fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
     cause: &DataPathError,
 ) -> Result<Answered, DataPathError> {
     match answer {
-        FailureAnswer::ErrChunk => send_answer(conn, unservable(call.xid(), params, Some(cause)).as_bytes(), params)
-            .map(|()| Answered::ErrChunk),
+        FailureAnswer::ErrChunk => {
+            send_answer(conn, unservable(call.xid(), params, Some(cause)).as_bytes(), params.draft07)
+                .map(|()| Answered::ErrChunk)
+        }
         FailureAnswer::GarbageArgs => send_rpc_error(conn, call, call_message, ulb, params, encode_garbage_args_reply)
             .map(|()| Answered::GarbageArgs),
     }

@@ -287,6 +287,27 @@ impl<B: Backend> Transport<B> {
         st.completions.iter().filter(|c| Want::AnyReceive.claims(c)).count()
     }
 
+    /// Reaps what the completion queue holds and waits (up to `limit`) for a waiter polling it
+    /// to note what it reaped, so that [`Transport::ended`] afterwards names the error that
+    /// ended the connection. A waiter polls outside the lock: without this wait, a connection
+    /// cut by the retry timeout could be recorded as lost with no error while the waiter held
+    /// the `RetryExceeded` completion (seen under load in CI). Once the queue pair is down its
+    /// work requests are flushed, which wakes a poller at once; `limit` only bounds a poller
+    /// still waiting on a queue pair that is up.
+    pub fn settle_reaped(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
+        while st.polling && Instant::now() < deadline {
+            drop(st);
+            std::thread::sleep(Duration::from_micros(200));
+            st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
+        }
+        if !st.polling {
+            self.reap_ready(&mut st);
+            drop(self.wake_receive_waker(st));
+        }
+    }
+
     /// Reaps what the completion queue holds, without blocking, for the owners; only while
     /// nobody polls (see [`Transport::wait_within`]).
     pub(super) fn reap_ready(&self, st: &mut Reaped) {

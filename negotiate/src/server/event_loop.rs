@@ -42,6 +42,9 @@ const KEEP_ALIVE: Duration = Duration::from_secs(2);
 
 /// The longest the role's holder sleeps before it looks at the idle rule again.
 const LONGEST_WAIT: Duration = Duration::from_secs(3600);
+/// How long a connection's ending waits for a thread polling its completion queue to note
+/// what it reaped ([`Transport::settle_reaped`]).
+const SETTLE_LIMIT: Duration = Duration::from_millis(100);
 
 /// One event loop and the connections it serves (see the [module documentation](self)).
 pub(super) struct Loop<B: Backend, U: ?Sized> {
@@ -727,9 +730,10 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// Records how a connection ended in its [`Peer`]; `why` if its queue pair is not down
     /// yet (a close on TCP takes effect on the backend's own thread).
     fn record_end(&self, served: &Served<B>, why: String) {
-        // What the completion queue still holds is reaped first: the first error among it (a
-        // reply's Send nobody waited for, cut by the retry timeout) is how it ended.
-        served.conn.receives_waiting();
+        // What the completion queue still holds is reaped first, and what a waiter polling it
+        // holds is noted: the first error among it (a reply's Send, cut by the retry
+        // timeout) is how it ended.
+        served.conn.settle_reaped(SETTLE_LIMIT);
         let ended = served.conn.ended().unwrap_or(Ended::Closed(why));
         log::info!("a connection ended: {ended}");
         lock(&served.peer).ended = Some(ended);

@@ -51,7 +51,7 @@
 //!     let mut message = Vec::new();
 //!     fetch_call(&conn, &call, &ulb, &mut message).unwrap();
 //!     assert_eq!(message, [0, 0, 0, 7, 0, 0, 0, 0]);
-//!     let params = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 4, reply_inline_threshold: 1024, remote_invalidation: false, draft07: false, invalidate: None };
+//!     let params = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 4, credit_owed: false, reply_inline_threshold: 1024, remote_invalidation: false, draft07: false, invalidate: None };
 //!     send_reply(&conn, &call, &message, &[0, 0, 0, 7, 0, 0, 0, 1], &ulb, &params).unwrap();
 //!     conn
 //! });
@@ -80,7 +80,7 @@ mod waiting;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use rpcrdma_v1::marshal_call::CallError;
@@ -167,6 +167,14 @@ pub enum DataPathError {
         /// The reply's.
         got: u32,
     },
+    /// On a -07 connection the requester's credit window stayed shut for the connection's
+    /// timeout while a reply waited to be sent: no RDMA2_GRANT opened it (section 4.2.1).
+    /// The reply is lost; the connection is closed to say so.
+    #[error("no credit to send on for {timeout:?}: the requester's window stayed shut (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.2.1)")]
+    NoCredit {
+        /// How long the reply waited.
+        timeout: Duration,
+    },
     /// The peer's Send with Invalidate killed a key that is not one of this call's (RFC 8797
     /// section 4.1: it "MUST invalidate an STag associated only with the Transaction ID").
     #[error("the reply invalidated rkey {0:#x}, which belongs to no chunk of this call")]
@@ -234,7 +242,20 @@ pub struct Transport<B: Backend> {
     /// The highest draft-ietf-07 running credit total a Send posted here carried, held while
     /// such a Send is stamped and posted ([`Transport::post_send_filled_draft07`]).
     draft07_total: Mutex<Option<u32>>,
+    /// Where a -07 Send beyond a message's first gets its running total
+    /// ([`Transport::continue_with`]); unset, no reply is held or continued.
+    part_credits: OnceLock<(PartCredits, usize)>,
+    /// Held while a -07 reply's Sends are posted: Payload streams of two RPC messages must not
+    /// interleave (section 4.1), and a continued reply's parts may wait for a GRANT.
+    payload_stream: Mutex<()>,
 }
+
+/// Where the Sends of a -07 connection beyond each message's first get their credits
+/// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.2.1): given a deadline, it returns the
+/// running total the next Send carries, counted as sent, once the requester's window has
+/// room, waiting for its RDMA2_GRANT until then; `None` when none came by the deadline or
+/// the connection ended. A server's connections have one from the server's event loop.
+pub type PartCredits = Box<dyn Fn(Instant) -> Option<u32> + Send + Sync>;
 
 impl<B: Backend> Transport<B> {
     /// Wraps a connected queue pair and the protection domain it was created in; every wait
@@ -257,7 +278,65 @@ impl<B: Backend> Transport<B> {
             sends,
             chunks: Mutex::default(),
             draft07_total: Mutex::default(),
+            part_credits: OnceLock::new(),
+            payload_stream: Mutex::default(),
         }
+    }
+
+    /// Lets this -07 connection's replies wait for credit and continue across Sends
+    /// (draft-ietf-nfsv4-rpcrdma-version-two-07 sections 4.2.1 and 6.6.4): `credits` gives
+    /// each Send beyond a reply's first its running total (see [`PartCredits`]), and a reply
+    /// continues in `max_parts` Sends at most. Without it a reply whose
+    /// [`ReplyParams::credit_owed`] is set fails, and a reply too large for the requester's
+    /// Receive and Reply chunk is answered RDMA2_ERR_REPLY_RESOURCE. Set once; false if it was
+    /// set already.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use negotiate::datapath::Transport;
+    /// # use rpcrdma_verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let peer = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap()
+    /// # });
+    /// let pd = InProcess.alloc_pd().unwrap();
+    /// let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+    /// let conn = Transport::<InProcess>::new(pd, qp, t);
+    /// // A requester that grants 8 Sends in all, counted from 1.
+    /// let sent = std::sync::atomic::AtomicU32::new(1);
+    /// let credits = move |_deadline| {
+    ///     let n = sent.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    ///     (n <= 8).then_some(n)
+    /// };
+    /// assert!(conn.continue_with(Box::new(credits), 16));
+    /// assert!(!conn.continue_with(Box::new(|_| None), 16));
+    /// # drop(peer.join());
+    /// ```
+    pub fn continue_with(&self, credits: PartCredits, max_parts: usize) -> bool {
+        self.part_credits.set((credits, max_parts)).is_ok()
+    }
+
+    /// The running total for one more -07 Send ([`Transport::continue_with`]), waiting up to
+    /// this connection's timeout for the requester's window to open; `None` without one or
+    /// when none came.
+    pub(crate) fn part_credit(&self) -> Option<u32> {
+        let deadline = Instant::now().checked_add(self.timeout)?;
+        self.part_credits.get()?.0(deadline)
+    }
+
+    /// The most Sends a -07 reply on this connection may continue across: 0 when its replies
+    /// do not continue ([`Transport::continue_with`]).
+    pub(crate) fn max_parts(&self) -> usize {
+        self.part_credits.get().map_or(0, |(_, most)| *most)
+    }
+
+    /// Held while a -07 reply's Sends are posted (section 4.1: Payload streams do not
+    /// interleave).
+    pub(crate) fn payload_stream(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.payload_stream.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The protection domain.

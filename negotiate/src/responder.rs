@@ -68,6 +68,10 @@ pub struct ResponderConfig {
     /// as soon as it says so (section 7.4.1). A server counts this much per connection
     /// against its memory budget when its responder speaks -07.
     pub max_continued: usize,
+    /// The most Sends one -07 reply may take when it continues (section 6.6.4): the
+    /// requester's Receive size decides how many a reply needs, so a reply needing more is
+    /// answered RDMA2_ERR_REPLY_RESOURCE instead (7.3.5). 1 continues nothing.
+    pub max_reply_parts: usize,
 }
 
 impl Default for ResponderConfig {
@@ -80,6 +84,7 @@ impl Default for ResponderConfig {
             draft07: false,
             draft00: true,
             max_continued: 64 << 10,
+            max_reply_parts: 256,
         }
     }
 }
@@ -90,7 +95,8 @@ rpcrdma_verbs::setters!(ResponderConfig {
     limits: HeaderLimits,
     draft07: bool,
     draft00: bool,
-    max_continued: usize
+    max_continued: usize,
+    max_reply_parts: usize
 });
 
 /// What a received message asks of the responder.
@@ -487,14 +493,12 @@ impl Responder {
         let (version, requested) = self.in_flight.remove(&xid)?;
         let draft07 = version == Version::TWO && self.dialect == Some(Dialect::Ietf07);
         let invalidate = self.d07.inv_handles.remove(&xid).filter(|_| draft07);
-        let credits = if draft07 {
-            if !self.d07.credits.may_send() {
-                // Replies are not yet held for the requester's RDMA2_GRANT: said, and sent.
-                log::warn!(
-                    "the reply to {xid:#010x} goes beyond the credits the requester granted (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.2.1): replies are not held for a GRANT yet"
-                );
-                self.overruns += 1;
-            }
+        // Section 4.2.1: with the requester's window shut, the reply is held until an
+        // RDMA2_GRANT opens it; it takes its running total then ([`Responder::draft07_part_credit`]).
+        let credit_owed = draft07 && !self.d07.credits.may_send();
+        let credits = if credit_owed {
+            0
+        } else if draft07 {
             self.d07.credits.send()
         } else {
             self.credits.grant(requested)
@@ -502,6 +506,7 @@ impl Responder {
         Some(ReplyParams {
             version,
             credits,
+            credit_owed,
             reply_inline_threshold: match (&self.d07.theirs, draft07) {
                 // Section 5.2.2: the requester's Receive size as it stated it, capped where
                 // RFC 8797 caps a threshold: the number is the peer's, and a Send buffer of
@@ -519,6 +524,23 @@ impl Responder {
             draft07,
             invalidate,
         })
+    }
+
+    /// One more Send on a -07 connection (a continued reply's next part, or a reply whose
+    /// [`ReplyParams::credit_owed`]): the running total it carries, counted as sent, while the
+    /// requester's window has room (section 4.2.1: "MUST NOT post this message if the
+    /// connection's Sent message counter is greater than ... Received credits"). `None` while
+    /// the window is shut (the requester's RDMA2_GRANT opens it, section 4.2.1.1) or on
+    /// another version.
+    ///
+    /// ```
+    /// use negotiate::responder::{Responder, ResponderConfig};
+    /// let mut r = Responder::new(ResponderConfig::default());
+    /// assert_eq!(r.draft07_part_credit(), None); // not a -07 connection
+    /// ```
+    pub fn draft07_part_credit(&mut self) -> Option<u32> {
+        let draft07 = self.dialect == Some(Dialect::Ietf07);
+        (draft07 && self.d07.credits.may_send()).then(|| self.d07.credits.send())
     }
 
     /// The buffer of the last [`Received::Rewritten`] call: its header in Version One's shape

@@ -253,6 +253,9 @@ pub struct ServerStats {
     pub inline_replies: u64,
     /// Replies sent through the requester's Reply chunk (RDMA_NOMSG).
     pub reply_chunk_replies: u64,
+    /// Of the inline replies, those continued across several Sends on a -07 connection
+    /// (RDMA2_REPLY_MIDDLE parts, draft-ietf-nfsv4-rpcrdma-version-two-07 section 6.6.4).
+    pub continued_replies: u64,
     /// DDP-eligible results written into the requester's Write chunks.
     pub write_chunk_results: u64,
     /// RDMA_ERROR replies sent.

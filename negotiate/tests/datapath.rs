@@ -146,6 +146,7 @@ fn serve<B: Backend>(e: &Ends<B>, case: &Case) -> (Vec<Segment>, ReplySent) {
     let params = ReplyParams {
         version: Version::from_wire(case.version),
         credits: CREDITS,
+        credit_owed: false,
         reply_inline_threshold: SMALL.reply,
         remote_invalidation: case.remote_invalidation,
         draft07: false,
@@ -439,6 +440,7 @@ fn reply_too_long_for_the_chunks_is_err_chunk<B: Backend>(b: &B) {
             let params = ReplyParams {
                 version: Version::ONE,
                 credits: 1,
+                credit_owed: false,
                 reply_inline_threshold: 1024,
                 remote_invalidation: false,
                 draft07: false,

@@ -766,3 +766,129 @@ fn draft07_6_3_4_the_responders_receive_size_takes_effect_and_ours_waits_for_roo
     answer(&mut c, 2, 6);
     assert_eq!(transmit(&mut c, 3).thresholds.call, 12 << 10, "the next call goes under it");
 }
+
+/// A call whose reply is `len` bytes while its binding provisions `max_reply` bytes for it:
+/// below `len`, the reply fits neither the client's Receive nor its Reply chunk (none at all
+/// under the inline threshold).
+fn reply_of(len: usize, xid: u32, max_reply: usize) -> (Vec<u8>, OpaqueAtUlb) {
+    // The form code past the table: the service answers `len` bytes (`serve_sized`).
+    let call = words(&[xid, 0, 99, len as u32]);
+    (call, OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply })
+}
+
+/// The service of the continuation tests: a reply of the length the call asks for.
+fn serve_sized(call: &[u8]) -> Vec<u8> {
+    if word(call, 2) == 99 {
+        message(word(call, 0), 1, 99, word(call, 3) as usize)
+    } else {
+        serve(call)
+    }
+}
+
+/// The server's Sends of a continued reply, read off the wire: their header types in order,
+/// each within the client's Receive (4096: no private data), the parts' `rdma_remaining`
+/// counting down to the final RDMA2_REPLY_INLINE, and the payloads together the reply.
+fn check_parts(sends: &[Vec<u8>], reply: &[u8]) {
+    let limits = HeaderLimits::default();
+    let headers: Vec<_> = sends.iter().map(|m| Header::parse(m, &limits).unwrap()).collect();
+    let (last, middles) = headers.split_last().expect("a Send");
+    assert_eq!(last.header_type(), HeaderType::ReplyInline);
+    assert!(middles.iter().all(|h| h.header_type() == HeaderType::ReplyMiddle), "{:?}", headers);
+    assert!(sends.iter().all(|m| m.len() <= 4096), "a part beyond the client's Receive");
+    let mut payload = Vec::new();
+    for (h, m) in headers.iter().zip(sends) {
+        if let Some(remaining) = h.remaining() {
+            assert_eq!(remaining as usize, reply.len() - payload.len() - (m.len() - h.header_len()));
+        }
+        payload.extend_from_slice(&m[h.header_len()..]);
+    }
+    assert_eq!(payload, reply, "the parts' payloads, in order");
+}
+
+/// Section 6.6.4: "If the combination of the provided Write chunk list and Reply chunk is not
+/// adequate to convey a Reply, the Responder SHOULD use Message Continuation to send that
+/// Reply." A 20,000-byte reply to a call that provisioned no Reply chunk (and, second, one
+/// too small) goes as RDMA2_REPLY_MIDDLE parts and a final RDMA2_REPLY_INLINE, each within
+/// the client's Receive, and the caller gets every byte (before, RDMA2_ERR_REPLY_RESOURCE).
+#[test]
+fn draft07_6_6_4_a_reply_the_chunks_cannot_carry_continues_across_sends() {
+    let (server_side, replies) = capturing(InProcess);
+    let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    let server = Server::start(server_side, "inproc:*", scfg, Arc::new(SERVER_ULB), serve_sized).unwrap();
+    let client = Client::new(InProcess, server.local_addr(), client_config((Version::ONE, Version::TWO), D07));
+    for (xid, max_reply) in [(0x66, 128), (0x67, 4096)] {
+        let (call, ulb) = reply_of(20_000, xid, max_reply);
+        let reply = client.call(&call, &ulb).unwrap_or_else(|e| panic!("max_reply {max_reply}: {e}"));
+        assert_eq!(reply, serve_sized(&call), "max_reply {max_reply}");
+        let sends = take_xid(&replies, xid);
+        assert_eq!(sends.len(), 5, "20,000 bytes in 4096-byte Receives");
+        check_parts(&sends, &reply);
+    }
+    assert_eq!(client.dialect(), Some(Dialect::Ietf07));
+    assert_eq!(served(&server, 2), 2);
+    let stats = server.stats();
+    assert_eq!((stats.continued_replies, stats.errors_sent, stats.credit_overruns), (2, 0, 0), "{stats:?}");
+}
+
+/// Sections 4.2.1 and 4.2.1.1 with 6.6.4: a continued reply longer than the window the client
+/// gives (2 credits) waits for the client's RDMA2_GRANTs between parts instead of sending
+/// beyond the running total. Both sides' Sends are captured into one log in posting order:
+/// each server Send is posted only while the server's count of Sends is within the last total
+/// the client had posted (a GRANT travels after it is posted, so a server that respects the
+/// window never overtakes that). Over TCP too, where each GRANT is a frame on the wire.
+/// Both sides' Sends, in posting order: (from the server?, the Send's bytes).
+type Log = Arc<Mutex<Vec<(bool, Vec<u8>)>>>;
+
+fn a_continued_reply_waits_for_grants<B: Backend + Clone>(backend: B) {
+    let log: Log = Arc::default();
+    let tap = |server: bool| {
+        let log = log.clone();
+        Arc::new(move |m: &CapturedMessage<'_>| log.lock().unwrap().push((server, m.bytes.to_vec())))
+    };
+    let server_side = Captured::new(backend.clone(), tap(true));
+    let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    let server = Server::start(server_side, backend.any_address(), scfg, Arc::new(SERVER_ULB), serve_sized).unwrap();
+    let cfg = client_config((Version::ONE, Version::TWO), D07).credits(2);
+    let client = Client::new(Captured::new(backend, tap(false)), server.local_addr(), cfg);
+    let (call, ulb) = reply_of(60_000, 0x68, 128);
+    let reply = client.call(&call, &ulb).unwrap();
+    assert_eq!(reply, serve_sized(&call));
+    let log = log.lock().unwrap().clone();
+    let sends: Vec<_> = log.iter().filter(|(s, m)| *s && word(m, 0) == 0x68).map(|(_, m)| m.clone()).collect();
+    assert_eq!(sends.len(), 15);
+    check_parts(&sends, &reply);
+    // The gate, Send by Send: 1 before the client's first header (section 4.2.1).
+    let (mut client_total, mut server_sent, mut grants) = (1u32, 0u32, 0);
+    for (from_server, m) in &log {
+        if *from_server {
+            server_sent += 1;
+            assert!(
+                (client_total.wrapping_sub(server_sent) as i32) >= 0,
+                "server Send {server_sent} posted beyond the client's total {client_total}"
+            );
+        } else {
+            client_total = word(m, 2);
+            grants += usize::from(htype(m) == HeaderType::Grant);
+        }
+    }
+    assert!(grants >= 5, "{grants} GRANTs for 15 parts in a window of 2");
+    // Each part's total never below the last (stamped in posting order).
+    let totals: Vec<u32> = sends.iter().map(|m| word(m, 2)).collect();
+    assert!(totals.windows(2).all(|w| w[1].wrapping_sub(w[0]) as i32 >= 0), "{totals:?}");
+    // And the connection goes on.
+    let short = call_for(Form::Short, 0x69);
+    assert_eq!(client.call(&short, &Form::Short.ulb()).unwrap(), serve(&short));
+    assert_eq!(served(&server, 2), 2);
+    let stats = server.stats();
+    assert_eq!((stats.continued_replies, stats.credit_overruns), (1, 0), "{stats:?}");
+}
+
+#[test]
+fn draft07_4_2_1_a_continued_reply_waits_for_grants_in_process() {
+    a_continued_reply_waits_for_grants(InProcess);
+}
+
+#[test]
+fn draft07_4_2_1_a_continued_reply_waits_for_grants_over_tcp() {
+    a_continued_reply_waits_for_grants(Tcp);
+}

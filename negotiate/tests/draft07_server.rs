@@ -50,7 +50,11 @@ fn reply_for(call: &[u8]) -> Vec<u8> {
 }
 
 fn start<B: Backend + Clone>(backend: B, draft07: bool) -> Server {
-    let cfg = ServerConfig::default().responder(ResponderConfig::default().draft07(draft07));
+    start_with(backend, ResponderConfig::default().draft07(draft07))
+}
+
+fn start_with<B: Backend + Clone>(backend: B, responder: ResponderConfig) -> Server {
+    let cfg = ServerConfig::default().responder(responder);
     let ulb =
         OpaqueAtUlb { call_opaque: None, reply_opaque: Some(REPLY_OPAQUE_AT), max_result: 1 << 16, max_reply: 1 << 16 };
     Server::start(backend.clone(), backend.any_address(), cfg, Arc::new(ulb), |call: &[u8]| reply_for(call)).unwrap()
@@ -431,23 +435,52 @@ fn draft07_6_3_8_a_reply_over_the_inline_threshold_goes_external() {
     reply_over_the_inline_threshold_goes_external(rpcrdma_verbs::InProcess);
 }
 
-/// Section 7.3.5: a reply that fits neither the requester's Receives nor a Reply chunk (none
-/// was provided) is answered RDMA2_ERR_REPLY_RESOURCE with the bytes needed, and the
-/// connection serves on.
+/// Sections 6.6.4 and 7.3.5: a reply that fits neither the requester's Receives nor a Reply
+/// chunk (none was provided) is not refused with RDMA2_ERR_REPLY_RESOURCE: "the Responder
+/// SHOULD use Message Continuation", and the server can, so the reply comes as an
+/// RDMA2_REPLY_MIDDLE part and a final RDMA2_REPLY_INLINE whose payloads together are the
+/// reply; the connection serves on.
 #[test]
-fn draft07_7_3_5_a_reply_with_nowhere_to_go_is_reply_resource() {
+fn draft07_6_6_4_a_reply_with_nowhere_else_to_go_continues() {
     let backend = rpcrdma_verbs::InProcess;
     let server = start(backend, true);
     let mut req = Requester::connect(&backend, &server);
-    req.call_inline(0x100, &NO_CHUNKS, &rpc_call(0x100, 1500));
-    let err = req.receive();
-    let h = parsed(&err);
-    let Some(Rpcrdma2HdrError::Rdma2ErrReplyResource(need)) = h.error() else { panic!("{err:?}") };
-    assert_eq!(h.xid(), 0x100);
-    assert!(need as usize >= reply_for(&rpc_call(0x100, 1500)).len() - 4 * 1500, "{need}");
+    let big = rpc_call(0x100, 1500);
+    req.call_inline(0x100, &NO_CHUNKS, &big);
+    let (first, last) = (req.receive(), req.receive());
+    let (h1, h2) = (parsed(&first), parsed(&last));
+    assert_eq!((h1.header_type(), h2.header_type()), (HeaderType::ReplyMiddle, HeaderType::ReplyInline));
+    assert_eq!((h1.xid(), h2.xid()), (0x100, 0x100));
+    let whole = [h1.payload(), h2.payload()].concat();
+    assert_eq!(h1.remaining(), Some(h2.payload().len() as u32), "what the final part carries");
+    assert_eq!(whole, reply_for(&big));
     let call = rpc_call(0x101, 1);
     req.call_inline(0x101, &NO_CHUNKS, &call);
     assert_eq!(parsed(&req.receive()).payload(), &reply_for(&call)[..]);
+}
+
+/// Section 7.3.5: "If a Responder cannot send an RPC Reply using Message Continuation and the
+/// Reply does not fit in the Reply chunk, the Responder MUST set the rdma_err field to
+/// RDMA2_ERR_REPLY_RESOURCE" with the bytes needed. A server that sends a reply in one Send at
+/// most (`ResponderConfig::max_reply_parts` 1) cannot; nor can one whose limit the reply's
+/// parts would pass (a 10 KB reply in 4096-byte Receives takes 3, beyond 2). The connection
+/// serves on.
+#[test]
+fn draft07_7_3_5_a_reply_that_cannot_continue_is_reply_resource() {
+    let backend = rpcrdma_verbs::InProcess;
+    for (most, len) in [(1, 1500), (2, 2500)] {
+        let server = start_with(backend, ResponderConfig::default().draft07(true).max_reply_parts(most));
+        let mut req = Requester::connect(&backend, &server);
+        req.call_inline(0x100, &NO_CHUNKS, &rpc_call(0x100, len));
+        let err = req.receive();
+        let h = parsed(&err);
+        let Some(Rpcrdma2HdrError::Rdma2ErrReplyResource(need)) = h.error() else { panic!("{most}: {err:?}") };
+        assert_eq!(h.xid(), 0x100);
+        assert!(need as usize >= reply_for(&rpc_call(0x100, len)).len(), "{need}");
+        let call = rpc_call(0x101, 1);
+        req.call_inline(0x101, &NO_CHUNKS, &call);
+        assert_eq!(parsed(&req.receive()).payload(), &reply_for(&call)[..]);
+    }
 }
 
 /// Section 7.3.4: a Write chunk too short for its DDP-eligible result is answered
@@ -525,14 +558,16 @@ fn connprop_final(xid: u32, credit: u32, props: &[(u32, Vec<u8>)]) -> Vec<u8> {
 /// Sections 5.2.2, 6.3.4 and 5.1: the requester's RDMA2_CONNPROP_FINAL is answered with the
 /// server's own (each peer sends one), stating the size of the Receives it posts; the
 /// requester's stated receive buffer size then bounds the server's inline replies: a 6 KB
-/// reply that drew RDMA2_ERR_REPLY_RESOURCE under the default 4096 goes inline once the
-/// requester states 8192. A second CONNPROP after the FINAL is RDMA2_ERR_INVAL_CONT (6.3.4).
+/// reply that went in two parts under the default 4096 goes in one Send once the requester
+/// states 8192. A second CONNPROP after the FINAL is RDMA2_ERR_INVAL_CONT (6.3.4).
 fn properties_are_exchanged_and_honoured<B: Backend + Clone>(backend: B) {
     let server = start(backend.clone(), true);
     let mut req = Requester::connect(&backend, &server);
     let big = rpc_call(0x140, 1500);
     req.call_inline(0x140, &NO_CHUNKS, &big);
-    assert!(matches!(parsed(&req.receive()).error(), Some(Rpcrdma2HdrError::Rdma2ErrReplyResource(_))));
+    // Beyond 4096 bytes: continued (section 6.6.4).
+    assert_eq!(parsed(&req.receive()).header_type(), HeaderType::ReplyMiddle);
+    assert_eq!(parsed(&req.receive()).header_type(), HeaderType::ReplyInline);
 
     req.send(&connprop_final(0x141, req.credit(), &[(RDMA2_PROPID_RBSIZ, 8192u32.to_be_bytes().to_vec())]));
     let ours = req.receive();
@@ -573,17 +608,21 @@ fn draft07_5_1_a_bad_property_value_is_bad_propval_and_nothing_is_applied() {
     let err = req.receive();
     assert_eq!((error_code(&err), word(&err, 0)), (RDMA2_ERR_BAD_PROPVAL, 0x151));
     req.call_inline(0x152, &NO_CHUNKS, &rpc_call(0x152, 1500));
-    let h = parsed(&req.receive()).error();
-    assert!(matches!(h, Some(Rpcrdma2HdrError::Rdma2ErrReplyResource(_))), "{h:?}");
+    // Still parts of 4096 bytes at most: the 8192 was not applied.
+    let first = req.receive();
+    assert_eq!((parsed(&first).header_type(), first.len()), (HeaderType::ReplyMiddle, 4096));
+    assert_eq!(parsed(&req.receive()).header_type(), HeaderType::ReplyInline);
 }
 
 /// Section 4.2.1: an RDMA2_ERROR is a Send like any other, so the responder counts it against
 /// the credits the requester granted. A requester whose total grants one message (it received
 /// nothing and advertises one credit) gets an RDMA2_ERROR for a malformed message; its next
-/// call's reply would then be a second message beyond that grant, which the responder counts as
-/// an overrun (it sends the reply, and says so: replies are not held for a GRANT yet).
+/// call's reply would then be a second message beyond that grant, so the reply is held: its
+/// parameters say the credit is owed, and none is given until the requester's RDMA2_GRANT
+/// raises the total ("MUST NOT post this message if the connection's Sent message counter is
+/// greater than ... Received credits").
 #[test]
-fn draft07_4_2_1_an_error_answer_uses_a_credit() {
+fn draft07_4_2_1_an_error_answer_uses_a_credit_and_the_reply_waits_for_a_grant() {
     use negotiate::responder::{Received, Responder};
     let mut r = Responder::new(ResponderConfig::default().draft07(true));
     // Both sides set the R flag (RFC 8797 section 4.1): a Version One reply could invalidate.
@@ -600,8 +639,12 @@ fn draft07_4_2_1_an_error_answer_uses_a_credit() {
     let params = r.reply_params(h.xid()).unwrap();
     assert!(params.draft07);
     assert!(!params.remote_invalidation, "section 6.5: no Send With Invalidate unless the call's rdma_inv_handle asks");
-    assert_eq!(r.overruns(), 1, "the error took the one message granted");
-    assert_eq!(params.credits, 2 + ADVERTISED, "two messages received");
+    assert!(params.credit_owed, "the error took the one message granted");
+    assert_eq!((r.overruns(), r.draft07_part_credit()), (0, None), "held, not sent beyond the total");
+    // The requester's GRANT: total 2 (it received the error and advertises one more).
+    assert!(matches!(r.on_receive(&words(&[0, 2, 2, RDMA2_GRANT])), Received::Taken));
+    assert_eq!(r.draft07_part_credit(), Some(3 + ADVERTISED), "three messages received");
+    assert_eq!(r.draft07_part_credit(), None, "one message for that total");
 }
 
 /// The dialect pairing of a -07 requester and a responder that speaks only -00 (issue 27,

@@ -281,6 +281,7 @@ impl<L: Clone> Connection<L> {
                 let params = ReplyParams {
                     version: header.version(),
                     credits: crate::backchannel::CREDITS,
+                    credit_owed: false,
                     reply_inline_threshold: threshold,
                     remote_invalidation: false,
                     draft07: false,

@@ -102,6 +102,13 @@ impl<L: Clone> Connection<L> {
         self.serving_mut().responder.set_draft07_properties(ours);
     }
 
+    /// One more Send on a server's -07 connection: its running total, once the requester's
+    /// window has room ([`Responder::draft07_part_credit`]); `None` while it is shut, on
+    /// another version, or on a client's connection.
+    pub fn draft07_part_credit(&mut self) -> Option<u32> {
+        self.serving.as_mut()?.responder.draft07_part_credit()
+    }
+
     /// Whether the connection has been silent for the idle timeout at `now` (the serving side
     /// then closes it); never on a client's connection.
     pub fn is_idle(&self, now: Instant) -> bool {

@@ -17,19 +17,26 @@ use rpcrdma_verbs::{Access, Backend, ProtectionDomain, QueuePair, RemoteBuf, Sge
 
 use super::{take_bytes, DataPathError, Transport};
 
+mod continued;
+
 /// What the negotiation decided for the replies of a connection.
 ///
 /// ```
 /// use negotiate::datapath::ReplyParams;
-/// let p = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 32, reply_inline_threshold: 1024, remote_invalidation: true, draft07: false, invalidate: None };
+/// let p = ReplyParams { version: rpcrdma_v1::Version::ONE, credits: 32, credit_owed: false, reply_inline_threshold: 1024, remote_invalidation: true, draft07: false, invalidate: None };
 /// assert!(p.remote_invalidation);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplyParams {
     /// `rdma_vers` of the reply's header: the call's.
     pub version: Version,
-    /// `rdma_credit`: the credits granted (RFC 8166 section 3.3.1).
+    /// `rdma_credit`: the credits granted (RFC 8166 section 3.3.1); on a -07 connection the
+    /// running total the reply's (first) Send carries.
     pub credits: u32,
+    /// On a -07 connection: the requester's window was shut when the call was judged, so
+    /// `credits` is not yet taken and the reply waits for an RDMA2_GRANT to open it before
+    /// it is sent (section 4.2.1; [`Transport::continue_with`]). False elsewhere.
+    pub credit_owed: bool,
     /// The reply inline threshold: the largest Send the Requester receives (RFC 8166 section
     /// 3.3.2).
     pub reply_inline_threshold: usize,
@@ -54,6 +61,9 @@ pub struct ReplySent {
     pub reduced_results: usize,
     /// The Requester rkey the Send invalidated, if it was a Send with Invalidate.
     pub invalidated: Option<u32>,
+    /// The Sends the reply took: 1, or on a -07 connection the parts of a continued reply
+    /// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 6.6.4).
+    pub parts: usize,
 }
 
 /// Rebuilds the whole RPC Call message of an accepted call header into `out`: pulls every Read
@@ -253,6 +263,9 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
     ulb: &U,
     params: &ReplyParams,
 ) -> Result<ReplySent, DataPathError> {
+    let params = &params.with_credit(conn)?;
+    // On -07 the reply's Sends go out with no other message's between (section 4.1).
+    let _stream = params.draft07.then(|| conn.payload_stream());
     SCRATCH.with_borrow_mut(|(results, out)| {
         results.clear();
         ulb.reply_ddp_items(call_message, reply.bytes(), 0, results);
@@ -272,17 +285,20 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         };
         let id = conn.wr_id();
         let mut source = None;
+        // Taken by the Writes once the reply is marshaled; still here when it could not be
+        // (a -07 reply may then continue across Sends).
+        let mut reply = Some(reply);
         // Marshaled straight into the Send's registered buffer (marshal_reply never writes more
         // than the reply inline threshold), and the Writes posted before the Send is.
         let fill = |buf: &mut [u8]| {
-            let bytes = reply.bytes();
+            let bytes = reply.as_ref().expect("taken only below").bytes();
             marshal_reply(bytes, provided, &req, buf, out)?;
             let mut at = if params.draft07 { draft07_header(out, params.credits, buf)? } else { out.header_len() };
             for range in out.inline() {
                 buf[at..at + range.len()].copy_from_slice(&bytes[range.clone()]);
                 at += range.len();
             }
-            source = post_writes(conn, reply, out)?;
+            source = post_writes(conn, reply.take().expect("taken once"), out)?;
             Ok(at)
         };
         let threshold = params.reply_inline_threshold;
@@ -291,17 +307,53 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         } else {
             conn.post_send_filled(id, invalidated, threshold, fill)
         };
+        if let (Err(DataPathError::Reply(e)), Some(reply)) = (&posted, reply) {
+            if params.draft07 && conn.max_parts() > 1 && continued::answers(e) {
+                let bytes = reply.bytes();
+                return continued::send_reply(conn, call, bytes, results, params, invalidated, out);
+            }
+        }
         let sent = posted.and_then(|()| conn.wait(id));
         // The Send completed after the Writes before it (or the connection is down): the
         // source is free again.
-        match source {
-            Some((region, Some(home))) => *home = take_bytes(region),
-            Some((region, None)) => conn.recycle_chunk(take_bytes(region)),
-            None => {}
-        }
+        give_back_source(conn, source);
         sent?;
-        Ok(ReplySent { form: out.form(), reduced_results: out.reduced_results(), invalidated })
+        Ok(ReplySent { form: out.form(), reduced_results: out.reduced_results(), invalidated, parts: 1 })
     })
+}
+
+/// The Writes' source once the Send after them completed: a lent buffer goes home, a copy to
+/// the connection's chunk buffers.
+fn give_back_source<B: Backend>(conn: &Transport<B>, source: Option<(B::Region, Option<&mut Vec<u8>>)>) {
+    match source {
+        Some((region, Some(home))) => *home = take_bytes(region),
+        Some((region, None)) => conn.recycle_chunk(take_bytes(region)),
+        None => {}
+    }
+}
+
+impl ReplyParams {
+    /// These parameters with the -07 credit taken if it was owed
+    /// ([`ReplyParams::credit_owed`]): waits, up to the connection's timeout, for the
+    /// requester's RDMA2_GRANT to open its window ([`Transport::continue_with`]). Unchanged
+    /// when nothing was owed.
+    ///
+    /// ```
+    /// # fn demo(conn: &negotiate::datapath::Transport<rpcrdma_verbs::InProcess>) {
+    /// use negotiate::datapath::ReplyParams;
+    /// let p = ReplyParams { version: rpcrdma_v1::Version::TWO, credits: 0, credit_owed: true, reply_inline_threshold: 1024, remote_invalidation: false, draft07: true, invalidate: None };
+    /// // The connection's window opened: the reply carries the running total it was given.
+    /// let settled = p.with_credit(conn).unwrap();
+    /// assert!(!settled.credit_owed);
+    /// # }
+    /// ```
+    pub fn with_credit<B: Backend>(self, conn: &Transport<B>) -> Result<ReplyParams, DataPathError> {
+        if !self.credit_owed {
+            return Ok(self);
+        }
+        let credits = conn.part_credit().ok_or(DataPathError::NoCredit { timeout: conn.timeout() })?;
+        Ok(ReplyParams { credits, credit_owed: false, ..self })
+    }
 }
 
 /// Rewrites the header `marshal_reply` wrote (Version One's shape) in

@@ -2,7 +2,7 @@
 //! before the accept, its record and its backchannel; an event loop serves it from then on
 //! ([`super::event_loop`]).
 
-use std::sync::OnceLock;
+use std::sync::{Condvar, OnceLock, PoisonError};
 
 use super::*;
 use rpcrdma_v2::draft07::properties::Properties;
@@ -32,6 +32,13 @@ pub(super) struct Served<B: Backend> {
     /// What wakes its event loop for it: made once, when the loop takes it (arming the queue
     /// pair with it then allocates nothing).
     pub(super) waker: OnceLock<std::task::Waker>,
+    /// Signaled when a message was judged while a -07 reply waits for credit
+    /// ([`Served::part_credit`]) and when the connection ends.
+    granted: Condvar,
+    /// The replies waiting on `granted`: the judging thread signals only when there are some.
+    part_waiters: AtomicUsize,
+    /// Set when the loop ends the connection: a reply waiting for credit gives up then.
+    ending: AtomicBool,
     /// Its Receives (and on a -07 connection what it may hold of a continued call), counted
     /// against the server's memory budget while it lives.
     _receives: Charge,
@@ -44,6 +51,43 @@ impl<B: Backend> Served<B> {
 
     pub(super) fn set_idle_at(&self, at: Option<Instant>) {
         *lock(&self.idle_at) = at;
+    }
+
+    /// The running total for one more -07 Send of a reply (its part after the first, or a
+    /// reply held for credit): taken from the core at once if the requester's window has
+    /// room, or once a message it sends (an RDMA2_GRANT, draft-ietf-nfsv4-rpcrdma-version-two-07
+    /// section 4.2.1.1) opens it; `None` at `deadline` or once the connection is down. The
+    /// loop's other threads judge that message meanwhile (this one waits like a long call).
+    pub(super) fn part_credit(&self, deadline: Instant) -> Option<u32> {
+        let mut core = lock(&self.core);
+        loop {
+            if let Some(total) = core.draft07_part_credit() {
+                return Some(total);
+            }
+            if self.ending.load(Ordering::SeqCst) || self.conn.qp().state() != QpState::Ready {
+                return None;
+            }
+            let left = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?;
+            self.part_waiters.fetch_add(1, Ordering::SeqCst);
+            core = self.granted.wait_timeout(core, left).unwrap_or_else(PoisonError::into_inner).0;
+            self.part_waiters.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The loop ends the connection: a reply waiting for credit gives up at once.
+    pub(super) fn ending(&self) {
+        // Under the core's lock, as the waiters look at it: none misses the wake-up.
+        let _core = lock(&self.core);
+        self.ending.store(true, Ordering::SeqCst);
+        self.granted.notify_all();
+    }
+
+    /// After a message was judged: wakes the replies waiting for credit, if any
+    /// ([`Served::part_credit`]).
+    pub(super) fn credit_may_have_changed(&self) {
+        if self.part_waiters.load(Ordering::SeqCst) > 0 {
+            self.granted.notify_all();
+        }
     }
 }
 
@@ -111,6 +155,9 @@ pub(super) fn accept<B: Backend>(
         most: cfg.limits.calls_in_progress(cfg.responder.credits),
         unanswered: AtomicUsize::new(0),
         waker: OnceLock::new(),
+        granted: Condvar::new(),
+        part_waiters: AtomicUsize::new(0),
+        ending: AtomicBool::new(false),
         _receives: receives,
     })
 }

@@ -235,13 +235,13 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         if let Some(me) = self.me.upgrade() {
             let _ = served.waker.set(Waker::from(Arc::new(ConnWaker { lp: Arc::downgrade(&me), id })));
         }
-        let slot = Slot {
-            served: Arc::new(served),
-            in_progress: 0,
-            last_finished: Instant::now(),
-            queued: false,
-            held: false,
-        };
+        let served = Arc::new(served);
+        // A -07 reply's Sends beyond its first take their credit from the core
+        // (draft-ietf-nfsv4-rpcrdma-version-two-07 sections 4.2.1 and 6.6.4).
+        let weak = Arc::downgrade(&served);
+        let most = self.cfg.responder.max_reply_parts;
+        served.conn.continue_with(Box::new(move |deadline| weak.upgrade()?.part_credit(deadline)), most);
+        let slot = Slot { served, in_progress: 0, last_finished: Instant::now(), queued: false, held: false };
         st.conns.insert(id, slot);
         st.next_idle_check =
             st.next_idle_check.min(crate::limits::deadline(Instant::now(), self.cfg.limits.idle_timeout));
@@ -640,6 +640,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         let arrival = Arrival { behind, awaiting: served.back.awaiting_option() };
         let received = core.handle_receive(bytes, arrival, Instant::now());
         served.set_idle_at(core.poll_timeout());
+        // A GRANT may have opened the window a held reply waits for.
+        served.credit_may_have_changed();
         // The stats are shared with the threads serving calls: locked only when there is
         // something to add (overruns are cumulative, kept as the most seen).
         let (overruns, over_limits) = (core.responder().overruns(), core.new_over_limits());
@@ -710,6 +712,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     fn end(&self, id: u64, served: &Served<B>, why: String) {
         served.back.close();
         served.conn.close(&why);
+        served.ending();
         let removed = {
             let mut st = lock(&self.st);
             let removed = st.conns.remove(&id);
@@ -884,6 +887,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     ReplyForm::ReplyChunk => s.reply_chunk_replies += 1,
                 }
                 s.write_chunk_results += sent.reduced_results as u64;
+                s.continued_replies += u64::from(sent.parts > 1);
             }
             // (An over-budget call is counted by the budget itself: `Server::stats`.)
             Answered::ErrChunk | Answered::OverBudget => s.errors_sent += 1,

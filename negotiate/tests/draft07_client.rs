@@ -795,6 +795,8 @@ fn check_parts(sends: &[Vec<u8>], reply: &[u8]) {
     assert_eq!(last.header_type(), HeaderType::ReplyInline);
     assert!(middles.iter().all(|h| h.header_type() == HeaderType::ReplyMiddle), "{:?}", headers);
     assert!(sends.iter().all(|m| m.len() <= 4096), "a part beyond the client's Receive");
+    // Section 6.3.9: each part's rdma_xid is the RPC reply's XID.
+    assert!(headers.iter().all(|h| h.xid() == word(reply, 0)), "a part under another XID");
     let mut payload = Vec::new();
     for (h, m) in headers.iter().zip(sends) {
         if let Some(remaining) = h.remaining() {

@@ -750,3 +750,53 @@ mod rdma {
         super::remote_invalidation_follows_rdma_inv_handle(b);
     }
 }
+
+/// Sections 4.2.1 and 7.4: a requester whose running total leaves the server no credit (it
+/// advertises none) and that never sends an RDMA2_GRANT gets no reply beyond its total: the
+/// reply waits, and after the server's timeout the connection is closed ("If a Responder is
+/// unable to construct and transmit an RPC Reply ..., the Responder MUST close the connection
+/// to signal to the Requester that a reply was lost"). Another client is served meanwhile, and
+/// the same requester that does send its GRANT in time gets the reply held for it.
+#[test]
+fn draft07_7_4_a_reply_never_granted_credit_closes_the_connection_and_holds_up_nobody() {
+    let backend = rpcrdma_verbs::InProcess;
+    let cfg =
+        ServerConfig::default().timeout(Duration::from_millis(500)).responder(ResponderConfig::default().draft07(true));
+    let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1 << 16 };
+    let server = Server::start(backend, backend.any_address(), cfg, Arc::new(ulb), |c: &[u8]| reply_for(c)).unwrap();
+    // Total 0: nothing received, no credits advertised.
+    let stingy = Requester::connect(&backend, &server);
+    let mut send = vec![0u8; 256];
+    let n = marshal::call_inline(&mut send, 0x170, 0, 0, &NO_CHUNKS, &rpc_call(0x170, 1)).unwrap();
+    stingy.send(&send[..n]);
+    let began = std::time::Instant::now();
+    // Another client is served while that reply waits.
+    let mut other = Requester::connect(&backend, &server);
+    let call = rpc_call(0x171, 1);
+    other.call_inline(0x171, &NO_CHUNKS, &call);
+    assert_eq!(parsed(&other.receive()).payload(), &reply_for(&call)[..]);
+    // Nothing beyond the total, then the connection goes down.
+    assert!(matches!(
+        stingy.pool.receive_within(&stingy.conn, Duration::from_secs(3)),
+        Err(DataPathError::Completion(_))
+    ));
+    assert!(began.elapsed() >= Duration::from_millis(400), "closed after {:?}", began.elapsed());
+    // Recorded once the server's loop sees the queue pair down.
+    let ended = || server.peers().iter().filter_map(|p| p.ended.clone()).map(|e| e.to_string()).collect::<Vec<_>>();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !ended().iter().any(|e| e.contains("no credit")) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(ended().iter().any(|e| e.contains("no credit")), "{:?}", ended());
+
+    // The same, with a GRANT (total 1 + 8) sent while the reply waits: the reply comes.
+    let mut granting = Requester::connect(&backend, &server);
+    let n = marshal::call_inline(&mut send, 0x172, 0, 0, &NO_CHUNKS, &rpc_call(0x172, 1)).unwrap();
+    granting.send(&send[..n]);
+    assert!(granting.hears_nothing(), "a reply beyond the total");
+    let mut grant = vec![0u8; 16];
+    let n = marshal::grant(&mut grant, OURS).unwrap();
+    granting.send(&grant[..n]);
+    let reply = granting.receive();
+    assert_eq!((word(&reply, 0), parsed(&reply).payload()), (0x172, &reply_for(&rpc_call(0x172, 1))[..]));
+}

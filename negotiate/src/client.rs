@@ -23,6 +23,7 @@ mod async_call;
 pub(crate) mod config;
 mod in_place;
 mod lane;
+pub(crate) use lane::CALLS_AT_ONCE;
 mod link;
 
 use rpcrdma_v1::marshal_call::InlineThresholds;

@@ -79,7 +79,7 @@ mod send_queue;
 mod waiting;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -248,13 +248,15 @@ pub struct Transport<B: Backend> {
     /// Held while a -07 reply's Sends are posted: Payload streams of two RPC messages must not
     /// interleave (section 4.1), and a continued reply's parts may wait for a GRANT.
     payload_stream: Mutex<()>,
+    /// Threads waiting for `payload_stream` ([`Transport::blocked_sending`]).
+    stream_waiters: AtomicUsize,
 }
 
-/// Where the Sends of a -07 connection beyond each message's first get their credits
+/// Where a -07 connection's Sends get their running totals as they are posted
 /// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.2.1): given a deadline, it returns the
 /// running total the next Send carries, counted as sent, once the requester's window has
-/// room, waiting for its RDMA2_GRANT until then; `None` when none came by the deadline or
-/// the connection ended. A server's connections have one from the server's event loop.
+/// room, waiting for its RDMA2_GRANT until then; `None` when none came by the deadline or the
+/// connection ended. A server's connections have one from the server's event loop.
 pub type PartCredits = Box<dyn Fn(Instant) -> Option<u32> + Send + Sync>;
 
 impl<B: Backend> Transport<B> {
@@ -280,16 +282,18 @@ impl<B: Backend> Transport<B> {
             draft07_total: Mutex::default(),
             part_credits: OnceLock::new(),
             payload_stream: Mutex::default(),
+            stream_waiters: AtomicUsize::new(0),
         }
     }
 
-    /// Lets this -07 connection's replies wait for credit and continue across Sends
-    /// (draft-ietf-nfsv4-rpcrdma-version-two-07 sections 4.2.1 and 6.6.4): `credits` gives
-    /// each Send beyond a reply's first its running total (see [`PartCredits`]), and a reply
-    /// continues in `max_parts` Sends at most. Without it a reply whose
-    /// [`ReplyParams::credit_owed`] is set fails, and a reply too large for the requester's
-    /// Receive and Reply chunk is answered RDMA2_ERR_REPLY_RESOURCE. Set once; false if it was
-    /// set already.
+    /// Makes this -07 connection take each Send's running total as it is posted (all but its
+    /// GRANTs; draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.2.1): `credits` gives it (see
+    /// [`PartCredits`]), so a reply waits for credit and may continue across Sends, up to
+    /// `max_parts` of them (section 6.6.4). The core must count its Sends the same way
+    /// ([`Responder::count_draft07_sends_when_posted`](crate::responder::Responder::count_draft07_sends_when_posted)).
+    /// Without it a Send carries the total its message was given when judged, and a reply too
+    /// large for the requester's Receive and Reply chunk is answered
+    /// RDMA2_ERR_REPLY_RESOURCE. Set once; false if it was set already.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -319,12 +323,24 @@ impl<B: Backend> Transport<B> {
         self.part_credits.set((credits, max_parts)).is_ok()
     }
 
-    /// The running total for one more -07 Send ([`Transport::continue_with`]), waiting up to
-    /// this connection's timeout for the requester's window to open; `None` without one or
-    /// when none came.
-    pub(crate) fn part_credit(&self) -> Option<u32> {
-        let deadline = Instant::now().checked_add(self.timeout)?;
-        self.part_credits.get()?.0(deadline)
+    /// The running total a -07 Send about to be posted carries: taken now, waiting until
+    /// `deadline` for the requester's window to open, where this connection's Sends are
+    /// counted as posted ([`Transport::continue_with`]); else `carried`, the total its message
+    /// was given when judged. Call it holding [`Transport::payload_stream`], so that totals are
+    /// taken in posting order.
+    pub(crate) fn draft07_credit(&self, carried: u32, deadline: Instant) -> Result<u32, DataPathError> {
+        match self.part_credits.get() {
+            Some((credits, _)) => credits(deadline).ok_or(DataPathError::NoCredit { timeout: self.timeout }),
+            None => Ok(carried),
+        }
+    }
+
+    /// When a -07 message's Sends started now must all be posted by: this connection's
+    /// timeout from now (one deadline for every part of a continued reply).
+    pub(crate) fn draft07_deadline(&self) -> Instant {
+        // (A timeout too long to add, `Duration::MAX` for "never", is taken as a third of a
+        // century.)
+        Instant::now() + self.timeout.min(Duration::from_secs(1 << 30))
     }
 
     /// The most Sends a -07 reply on this connection may continue across: 0 when its replies
@@ -336,7 +352,20 @@ impl<B: Backend> Transport<B> {
     /// Held while a -07 reply's Sends are posted (section 4.1: Payload streams do not
     /// interleave).
     pub(crate) fn payload_stream(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.payload_stream.lock().unwrap_or_else(PoisonError::into_inner)
+        if let Ok(stream) = self.payload_stream.try_lock() {
+            return stream;
+        }
+        self.stream_waiters.fetch_add(1, Ordering::SeqCst);
+        let stream = self.payload_stream.lock().unwrap_or_else(PoisonError::into_inner);
+        self.stream_waiters.fetch_sub(1, Ordering::SeqCst);
+        stream
+    }
+
+    /// Threads waiting to post a -07 message while another's Sends go out (a continued reply
+    /// whose next part may wait for the requester's GRANT): a server counts them out of the
+    /// calls in progress that hold back receiving, since the GRANT must still be read.
+    pub fn blocked_sending(&self) -> usize {
+        self.stream_waiters.load(Ordering::SeqCst)
     }
 
     /// The protection domain.
@@ -513,6 +542,33 @@ impl<B: Backend> Transport<B> {
         fill: impl FnOnce(&mut [u8]) -> Result<usize, DataPathError>,
     ) -> Result<(), DataPathError> {
         let filled = self.fill_send(capacity, fill)?;
+        self.post_filled_stamped(id, invalidate, filled, total)
+    }
+
+    /// Posts a -07 message filled already (a call prepared ahead, say, whose `rdma_credit`
+    /// was written when it was marshaled), stamped as [`Transport::post_send_filled_draft07`]
+    /// stamps: the total it carries, or the highest one a Send of this connection carried.
+    fn post_filled_draft07(
+        &self,
+        id: u64,
+        invalidate: Option<u32>,
+        filled: FilledSend<B>,
+    ) -> Result<(), DataPathError> {
+        let at = rpcrdma_v1::header::offsets::CREDIT;
+        let total =
+            filled.region.with(|b| b.get(at..at + 4).map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]])));
+        self.post_filled_stamped(id, invalidate, filled, total)
+    }
+
+    /// Stamps `filled` with `total`, or the highest total a Send of this connection carried
+    /// when that is higher, and posts it, under one lock (totals compare modulo 2^32).
+    fn post_filled_stamped(
+        &self,
+        id: u64,
+        invalidate: Option<u32>,
+        filled: FilledSend<B>,
+        total: u32,
+    ) -> Result<(), DataPathError> {
         let mut highest = self.draft07_total.lock().unwrap_or_else(PoisonError::into_inner);
         let stamped = match *highest {
             Some(h) if (total.wrapping_sub(h) as i32) < 0 => h,

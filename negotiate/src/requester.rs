@@ -338,8 +338,9 @@ impl Requester {
             memory,
             conn: None,
             connecting: true,
-            calls: HashMap::new(),
-            queue: VecDeque::new(),
+            // Room for a loaded client's calls at once: its steady state allocates nothing.
+            calls: HashMap::with_capacity(crate::client::CALLS_AT_ONCE),
+            queue: VecDeque::with_capacity(crate::client::CALLS_AT_ONCE),
             events: VecDeque::from([Event::Connect]),
             registry: Registry::new(),
             transmits: VecDeque::new(),
@@ -819,6 +820,18 @@ impl Requester {
         // This side's CONNPROP_FINAL goes before the calls once the window has room for it.
         if let Some(m) = self.conn.as_mut().and_then(|c| c.d07.as_mut()).and_then(draft07::State::connprop_due) {
             self.transmits.push_back(m);
+        }
+        // Section 4.2.1.1: with replies still owed on a -07 connection and the responder's
+        // window more than half used, a GRANT refreshes it: the calls that would carry a
+        // higher total may all be waiting for those very replies (a continued reply takes a
+        // place in the window per part).
+        let owed = self.calls.values().any(|c| c.flight.is_some());
+        if let Some(conn) =
+            self.conn.as_mut().filter(|c| owed && matches!(c.version, Negotiation::Settled(Version::TWO)))
+        {
+            if let Some(grant) = conn.d07.as_mut().and_then(draft07::State::grant_if_due) {
+                self.transmits.push_back(grant);
+            }
         }
         while let (Some(conn), Some(&xid)) = (self.conn.as_mut(), self.queue.front()) {
             if conn.closing {

@@ -200,6 +200,10 @@ struct Draft07 {
     /// Calls in flight whose `rdma_inv_handle` solicits remote invalidation (section 6.5):
     /// XID -> the handle, one of the call's own.
     inv_handles: HashMap<u32, u32>,
+    /// Whether this side's Sends (but GRANTs) are counted when they are posted, by whoever
+    /// posts them ([`Responder::count_draft07_sends_when_posted`]), instead of when the
+    /// message that prompts them is judged.
+    counted_when_posted: bool,
 }
 
 /// -07's default inline threshold (Table 1's receive buffer size): the most an
@@ -207,6 +211,18 @@ struct Draft07 {
 const DEFAULT_INLINE_07: usize = 4096;
 
 impl Draft07 {
+    /// A Send this side is to post (anything but a GRANT), prompted by the message being
+    /// judged: counted now, and its running total returned; or, when Sends are counted as they
+    /// are posted, the total to write for now (the Send carries the one taken when it is
+    /// posted, [`Responder::draft07_part_credit`]).
+    fn count_send(&mut self) -> u32 {
+        if self.counted_when_posted {
+            self.credits.credit_field()
+        } else {
+            self.credits.send()
+        }
+    }
+
     fn new(cfg: &ResponderConfig) -> Draft07 {
         // A limit of 2^31 - 1 or more is clamped: section 4.2.1 allows no more.
         let credits = CreditWindow::new(cfg.credits.min(credits07::MAX_CREDITS)).expect("clamped to the limit");
@@ -218,6 +234,7 @@ impl Draft07 {
             pending: Properties::default(),
             theirs: None,
             inv_handles: HashMap::new(),
+            counted_when_posted: false,
         }
     }
 }
@@ -313,9 +330,10 @@ impl Responder {
         self.credits.on_reconnect();
         self.in_flight.clear();
         self.dialect = None;
-        let ours = std::mem::take(&mut self.d07.ours);
+        // What this side states, and how its Sends are counted, outlast the connection.
+        let (ours, counted_when_posted) = (std::mem::take(&mut self.d07.ours), self.d07.counted_when_posted);
         self.d07 = Draft07::new(&self.cfg);
-        self.d07.ours = ours;
+        (self.d07.ours, self.d07.counted_when_posted) = (ours, counted_when_posted);
     }
 
     /// The transport properties this side states on a -07 connection (section 5.2), sent in
@@ -487,31 +505,38 @@ impl Responder {
 
     /// How to reply to call `xid` (its version, the credit grant, the thresholds), and the
     /// call leaves the in-flight set. `None` for an XID with no call in flight. On a -07
-    /// connection the reply is counted as sent now, and `credits` is the running total it
-    /// carries (section 4.2.1).
+    /// connection `credits` is the running total the reply carries (section 4.2.1): taken when
+    /// the reply is posted where Sends are counted then
+    /// ([`Responder::count_draft07_sends_when_posted`], [`ReplyParams::credit_owed`]), else
+    /// counted now.
     pub fn reply_params(&mut self, xid: u32) -> Option<ReplyParams> {
         let (version, requested) = self.in_flight.remove(&xid)?;
         let draft07 = version == Version::TWO && self.dialect == Some(Dialect::Ietf07);
         let invalidate = self.d07.inv_handles.remove(&xid).filter(|_| draft07);
-        // Section 4.2.1: with the requester's window shut, the reply is held until an
-        // RDMA2_GRANT opens it; it takes its running total then ([`Responder::draft07_part_credit`]).
-        let credit_owed = draft07 && !self.d07.credits.may_send();
-        let credits = if credit_owed {
-            0
-        } else if draft07 {
-            self.d07.credits.send()
-        } else {
+        let credit_owed = draft07 && self.d07.counted_when_posted;
+        let credits = if !draft07 {
             self.credits.grant(requested)
+        } else if credit_owed {
+            self.d07.credits.credit_field()
+        } else {
+            if !self.d07.credits.may_send() {
+                // Counted now, with nobody to hold it for the requester's GRANT: said, and sent.
+                log::warn!(
+                    "the reply to {xid:#010x} goes beyond the credits the requester granted (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.2.1)"
+                );
+                self.overruns += 1;
+            }
+            self.d07.credits.send()
         };
         Some(ReplyParams {
             version,
             credits,
             credit_owed,
             reply_inline_threshold: match (&self.d07.theirs, draft07) {
-                // Section 5.2.2: the requester's Receive size as it stated it, capped where
-                // RFC 8797 caps a threshold: the number is the peer's, and a Send buffer of
-                // this size is allocated for a reply that needs it.
-                (Some(p), true) => (p.receive_buffer_size as usize).min(cm_private_data::MAX_INLINE as usize),
+                // Section 5.2.2: the requester's Receive size as it stated it, bounded (a
+                // continued reply's parts are cut to it, and a Send buffer of this size is
+                // allocated for a reply that needs it: the number is the peer's).
+                (Some(p), true) => crate::thresholds::draft07_receive_threshold(p.receive_buffer_size) as usize,
                 _ => self.stated.thresholds(&self.advertised, version).reply,
             },
             // Section 6.5: on -07 the call solicits it, naming the handle; elsewhere RFC 8797's
@@ -526,12 +551,27 @@ impl Responder {
         })
     }
 
-    /// One more Send on a -07 connection (a continued reply's next part, or a reply whose
-    /// [`ReplyParams::credit_owed`]): the running total it carries, counted as sent, while the
-    /// requester's window has room (section 4.2.1: "MUST NOT post this message if the
-    /// connection's Sent message counter is greater than ... Received credits"). `None` while
-    /// the window is shut (the requester's RDMA2_GRANT opens it, section 4.2.1.1) or on
-    /// another version.
+    /// From now on this -07 connection's Sends (all but its GRANTs) are counted when they are
+    /// posted, each by a call to [`Responder::draft07_part_credit`] made by whoever posts it,
+    /// in posting order: a Send counted and not yet posted would use a place in the
+    /// requester's window that the requester, which grants more only as it receives, never
+    /// sees used (section 4.2.1.1). A server's event loop does this for every connection.
+    ///
+    /// ```
+    /// use negotiate::responder::{Responder, ResponderConfig};
+    /// let mut r = Responder::new(ResponderConfig::default().draft07(true));
+    /// r.count_draft07_sends_when_posted();
+    /// ```
+    pub fn count_draft07_sends_when_posted(&mut self) {
+        self.d07.counted_when_posted = true;
+    }
+
+    /// One more Send on a -07 connection, about to be posted (a reply, a continued reply's
+    /// next part, an RDMA2_ERROR or CONNPROP, where Sends are counted when posted): the
+    /// running total it carries, counted as sent, while the requester's window has room
+    /// (section 4.2.1: "MUST NOT post this message if the connection's Sent message counter is
+    /// greater than ... Received credits"). `None` while the window is shut (the requester's
+    /// RDMA2_GRANT opens it, section 4.2.1.1) or on another version.
     ///
     /// ```
     /// use negotiate::responder::{Responder, ResponderConfig};
@@ -598,7 +638,7 @@ impl Responder {
             Ok(p) => self.d07.pending = p,
             Err(bad) => {
                 log::warn!("-07 CONNPROP {:#010x}: {bad}", header.xid());
-                let total = self.d07.credits.send();
+                let total = self.d07.count_send();
                 return Received::SendError(verdict07::error_reply(header.xid(), total, &bad.answer()));
             }
         }
@@ -613,7 +653,7 @@ impl Responder {
             Some(mut messages) if messages.len() == 1 => {
                 // Counted as the Send it is, its total written once counted.
                 let mut m = messages.remove(0);
-                m[8..12].copy_from_slice(&self.d07.credits.send().to_be_bytes());
+                m[8..12].copy_from_slice(&self.d07.count_send().to_be_bytes());
                 Received::SendBack(m)
             }
             _ => {
@@ -623,12 +663,24 @@ impl Responder {
         }
     }
 
+    /// An RDMA2_GRANT for the requester, counted as sent, when one is due and may go (section
+    /// 4.2.1.1: the requester has used more than half the window this side last gave it).
+    fn grant_if_due(&mut self) -> Option<Vec<u8>> {
+        if !(self.d07.credits.grant_due() && self.d07.credits.may_send_grant()) {
+            return None;
+        }
+        let mut grant = vec![0u8; rpcrdma_v2::draft07::header::PREFIX_LEN];
+        let total = self.d07.credits.send();
+        rpcrdma_v2::draft07::marshal::grant(&mut grant, total).expect("the prefix fits its buffer");
+        Some(grant)
+    }
+
     /// An RDMA2_ERROR with `code` (and no body) answering message `xid` of a -07 connection,
     /// written in `vers` (the message's, section 7; Version Two when `None`), counted as a Send
     /// and carrying the running total after it.
     fn error07(&mut self, xid: u32, vers: Option<u32>, code: u32) -> ErrorReply {
         let body = Rpcrdma2HdrError::Default { discriminant: code };
-        let reply = verdict07::error_reply(xid, self.d07.credits.send(), &body);
+        let reply = verdict07::error_reply(xid, self.d07.count_send(), &body);
         match vers {
             Some(vers) => reply.with_word(offsets::VERS, vers),
             None => reply,
@@ -697,7 +749,7 @@ impl Responder {
                 self.over_limits +=
                     u64::from(matches!(reason, HeaderError07::Chunks { source, .. } if source.is_over_limit()));
                 // Its `rdma_credit` is the total after this Receive, and the answer is a Send.
-                return Err(Received::SendError(reply.with_word(offsets::CREDIT, self.d07.credits.send())));
+                return Err(Received::SendError(reply.with_word(offsets::CREDIT, self.d07.count_send())));
             }
             verdict07::Verdict::Discard(_) => {
                 self.d07.credits.note_received();
@@ -774,16 +826,10 @@ impl Responder {
             // side's first header it has one message in all, section 4.2.1), and nothing else
             // goes back until the sequence ends, so a GRANT opens its window when one is due
             // (4.2.1.1).
-            Step::Held if self.d07.credits.grant_due() && self.d07.credits.may_send_grant() => {
-                let mut grant = vec![0u8; rpcrdma_v2::draft07::header::PREFIX_LEN];
-                let total = self.d07.credits.send();
-                rpcrdma_v2::draft07::marshal::grant(&mut grant, total).expect("the prefix fits its buffer");
-                Err(Received::SendBack(grant))
-            }
-            Step::Held => Err(Received::Taken),
+            Step::Held => Err(self.grant_if_due().map_or(Received::Taken, Received::SendBack)),
             Step::Refused { xid, answer: body, reason, .. } => {
                 log::warn!("-07 message {xid:#010x} refused: {reason}");
-                Err(Received::SendError(verdict07::error_reply(xid, self.d07.credits.send(), &body)))
+                Err(Received::SendError(verdict07::error_reply(xid, self.d07.count_send(), &body)))
             }
             Step::Dropped { .. } => Err(Received::Dropped),
         }

@@ -40,6 +40,22 @@ pub fn default_for(version: Version) -> u32 {
     }
 }
 
+/// The inline threshold a -07 peer's stated Receive size gives whoever sends to it
+/// (RDMA2_PROPID_RBSIZ, draft-ietf-nfsv4-rpcrdma-version-two-07 section 5.2.2): bounded below
+/// by 1024 (every receiver takes that, section 4.3) and above by RFC 8797's largest, 256 KiB
+/// (a Send buffer that size may be allocated for a message that needs it, and the number is
+/// the peer's). A requester's call threshold and a responder's reply threshold, both.
+///
+/// ```
+/// use negotiate::thresholds::draft07_receive_threshold;
+/// assert_eq!(draft07_receive_threshold(8192), 8192);
+/// assert_eq!(draft07_receive_threshold(24), 1024);
+/// assert_eq!(draft07_receive_threshold(u32::MAX), 256 << 10);
+/// ```
+pub fn draft07_receive_threshold(stated: u32) -> u32 {
+    stated.clamp(cm_private_data::MIN_INLINE, cm_private_data::MAX_INLINE)
+}
+
 /// What one side says at connect: the RFC 8797 private data it advertises (`None` when it
 /// sends none, or sends `foreign` bytes instead: another layer's, or garbage, which count as
 /// none, section 5.1), and the bytes that go in the CM message. Client and Server both ask

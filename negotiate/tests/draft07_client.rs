@@ -894,3 +894,61 @@ fn draft07_4_2_1_a_continued_reply_waits_for_grants_in_process() {
 fn draft07_4_2_1_a_continued_reply_waits_for_grants_over_tcp() {
     a_continued_reply_waits_for_grants(Tcp);
 }
+
+/// Sections 4.1, 4.2.1 and 6.6.4 under concurrency: 12 callers on one -07 connection whose
+/// client grants a window of 2, a third of them asking for 60,000-byte replies that continue
+/// across 15 Sends each (with no Reply chunk), the rest short calls, all at once, more than
+/// the server's calls in progress per connection (8). Every reply arrives whole, on the one
+/// connection (a reply left without credit would close it: `DataPathError::NoCredit`), and
+/// the server counts no message beyond its totals. Two stalls this found, each ended only by a
+/// timeout closing the connection: a call prepared ahead carried the total of when it was
+/// marshaled, after a GRANT with a higher one, which the server read as a lowered limit (each
+/// -07 Send is now stamped with the highest total as it is posted); and a reply counted when
+/// its call was judged, blocked behind a continued reply, used a place in the window the
+/// client never saw used (each Send is now counted as it is posted).
+fn continued_and_short_replies_at_once<B: Backend + Clone>(backend: B) {
+    let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    let server =
+        Server::start(backend.clone(), backend.any_address(), scfg, Arc::new(SERVER_ULB), serve_sized).unwrap();
+    let cfg = client_config((Version::ONE, Version::TWO), D07).credits(2);
+    let (client_side, sent) = capturing(backend);
+    let client = Arc::new(Client::new(client_side, server.local_addr(), cfg));
+    let threads: Vec<_> = (0..12u32)
+        .map(|t| {
+            let client = client.clone();
+            std::thread::spawn(move || {
+                for i in 0..5u32 {
+                    let xid = 0x1000 * (t + 1) + i;
+                    let (call, ulb) = if t % 3 == 0 {
+                        reply_of(60_000, xid, 128)
+                    } else {
+                        (call_for(Form::Short, xid), Form::Short.ulb())
+                    };
+                    let reply = client.call(&call, &ulb).unwrap_or_else(|e| panic!("{xid:#x}: {e}"));
+                    assert_eq!(reply, serve_sized(&call), "{xid:#x}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(served(&server, 60), 60);
+    let stats = server.stats();
+    let ended: Vec<_> = server.peers().iter().filter_map(|p| p.ended.clone()).map(|e| e.to_string()).collect();
+    assert_eq!((stats.connections, stats.continued_replies, stats.credit_overruns), (1, 20, 0), "{stats:?} {ended:?}");
+    // The client's running totals never go down on the wire, whatever order its calls
+    // (prepared ahead) and GRANTs were marshaled in: a lower one reads as a lowered limit.
+    let totals: Vec<u32> = sent.lock().unwrap().iter().map(|m| word(m, 2)).collect();
+    assert!(totals.windows(2).all(|w| w[1].wrapping_sub(w[0]) as i32 >= 0), "{totals:?}");
+}
+
+#[test]
+fn draft07_4_2_1_continued_and_short_replies_at_once_in_process() {
+    continued_and_short_replies_at_once(InProcess);
+}
+
+#[test]
+fn draft07_4_2_1_continued_and_short_replies_at_once_over_tcp() {
+    continued_and_short_replies_at_once(Tcp);
+}

@@ -614,37 +614,54 @@ fn draft07_5_1_a_bad_property_value_is_bad_propval_and_nothing_is_applied() {
     assert_eq!(parsed(&req.receive()).header_type(), HeaderType::ReplyInline);
 }
 
-/// Section 4.2.1: an RDMA2_ERROR is a Send like any other, so the responder counts it against
-/// the credits the requester granted. A requester whose total grants one message (it received
-/// nothing and advertises one credit) gets an RDMA2_ERROR for a malformed message; its next
-/// call's reply would then be a second message beyond that grant, so the reply is held: its
-/// parameters say the credit is owed, and none is given until the requester's RDMA2_GRANT
-/// raises the total ("MUST NOT post this message if the connection's Sent message counter is
-/// greater than ... Received credits").
+/// Section 4.2.1: an RDMA2_ERROR is a Send like any other, so it uses a place in the window
+/// the requester granted. A requester whose total grants one message (it received nothing and
+/// advertises one credit) gets an RDMA2_ERROR for a malformed message; its next call's reply
+/// would then be a second message beyond that grant, so the reply is held: with Sends counted
+/// as they are posted (as a Server's are), the error's poster takes the one credit, the reply's
+/// finds none, and the requester's RDMA2_GRANT gives it one ("MUST NOT post this message if
+/// the connection's Sent message counter is greater than ... Received credits"). Counted when
+/// judged instead (a responder driven alone), the reply is counted and said to overrun.
 #[test]
 fn draft07_4_2_1_an_error_answer_uses_a_credit_and_the_reply_waits_for_a_grant() {
     use negotiate::responder::{Received, Responder};
-    let mut r = Responder::new(ResponderConfig::default().draft07(true));
-    // Both sides set the R flag (RFC 8797 section 4.1): a Version One reply could invalidate.
-    let with_r = PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096);
-    r.on_connected(&with_r.encode(), Some(with_r));
-    // A CALL_INLINE with an unknown extra word where its Read list count belongs (BAD_XDR):
-    // xid 1, total 1.
-    let bad = words(&[1, 2, 1, RDMA2_CALL_INLINE, 0, 0xffff_ffff]);
-    assert!(matches!(r.on_receive(&bad), Received::SendError(_)));
-    let mut call = vec![0u8; 64];
-    let n = marshal::call_inline(&mut call, 2, 1, 0, &NO_CHUNKS, &rpc_call(2, 1)).unwrap();
-    let Received::Call(h) = r.on_receive(&call[..n]) else { panic!() };
-    assert_eq!(r.overruns(), 0);
-    let params = r.reply_params(h.xid()).unwrap();
-    assert!(params.draft07);
-    assert!(!params.remote_invalidation, "section 6.5: no Send With Invalidate unless the call's rdma_inv_handle asks");
-    assert!(params.credit_owed, "the error took the one message granted");
-    assert_eq!((r.overruns(), r.draft07_part_credit()), (0, None), "held, not sent beyond the total");
-    // The requester's GRANT: total 2 (it received the error and advertises one more).
-    assert!(matches!(r.on_receive(&words(&[0, 2, 2, RDMA2_GRANT])), Received::Taken));
-    assert_eq!(r.draft07_part_credit(), Some(3 + ADVERTISED), "three messages received");
-    assert_eq!(r.draft07_part_credit(), None, "one message for that total");
+    for counted_when_posted in [true, false] {
+        let mut r = Responder::new(ResponderConfig::default().draft07(true));
+        if counted_when_posted {
+            r.count_draft07_sends_when_posted();
+        }
+        // Both sides set the R flag (RFC 8797 section 4.1): a Version One reply could invalidate.
+        let with_r = PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096);
+        r.on_connected(&with_r.encode(), Some(with_r));
+        // A CALL_INLINE with an unknown extra word where its Read list count belongs (BAD_XDR):
+        // xid 1, total 1.
+        let bad = words(&[1, 2, 1, RDMA2_CALL_INLINE, 0, 0xffff_ffff]);
+        assert!(matches!(r.on_receive(&bad), Received::SendError(_)));
+        if counted_when_posted {
+            assert_eq!(r.draft07_part_credit(), Some(1 + ADVERTISED), "the error's poster takes the one credit");
+        }
+        let mut call = vec![0u8; 64];
+        let n = marshal::call_inline(&mut call, 2, 1, 0, &NO_CHUNKS, &rpc_call(2, 1)).unwrap();
+        let Received::Call(h) = r.on_receive(&call[..n]) else { panic!() };
+        assert_eq!(r.overruns(), 0);
+        let params = r.reply_params(h.xid()).unwrap();
+        assert!(params.draft07);
+        assert!(
+            !params.remote_invalidation,
+            "section 6.5: no Send With Invalidate unless the call's rdma_inv_handle asks"
+        );
+        if !counted_when_posted {
+            assert!(!params.credit_owed);
+            assert_eq!((r.overruns(), params.credits), (1, 2 + ADVERTISED), "counted now, beyond the grant");
+            continue;
+        }
+        assert!(params.credit_owed);
+        assert_eq!((r.overruns(), r.draft07_part_credit()), (0, None), "held, not sent beyond the total");
+        // The requester's GRANT: total 2 (it received the error and advertises one more).
+        assert!(matches!(r.on_receive(&words(&[0, 2, 2, RDMA2_GRANT])), Received::Taken));
+        assert_eq!(r.draft07_part_credit(), Some(3 + ADVERTISED), "three messages received");
+        assert_eq!(r.draft07_part_credit(), None, "one message for that total");
+    }
 }
 
 /// The dialect pairing of a -07 requester and a responder that speaks only -00 (issue 27,

@@ -21,8 +21,8 @@ use super::link::Link;
 use crate::backchannel::{self, Handler};
 use crate::connection::{self, Arrival, CallStep, Event, PeerProperties, Received};
 use crate::datapath::{
-    prepare_call, send_call, send_call_lent, send_error, CallParams, DataPathError, Ended, PendingCall, PreparedCall,
-    ReceivePool, Transport,
+    prepare_call, send_answer, send_call, send_call_lent, send_draft07, send_error, CallParams, DataPathError, Ended,
+    PendingCall, PreparedCall, ReceivePool, Transport,
 };
 use crate::extension::{option_message, OptionReply};
 use crate::reply::PeerError;
@@ -278,6 +278,12 @@ pub(super) struct Lane<B: Backend> {
 /// while every waiting call is an async one armed on its connection.
 const GRACE: Duration = Duration::from_millis(5);
 
+/// Calls at once a lane has room for from the start (waiting callers, calls prepared ahead
+/// and posted, callers to wake): its steady state allocates nothing under a load of up to this
+/// many callers, where growing its maps at the first peak (or again at a later, higher one)
+/// would. More calls at once still work; the maps grow then.
+pub(crate) const CALLS_AT_ONCE: usize = 64;
+
 /// How long a receiver or the dispatcher waits when the lane has no calls and the core no
 /// deadline: an idle client polls nothing; a message, the connection going down, the
 /// client's drop (which closes the connection) or a caller's notification ends the wait
@@ -316,18 +322,18 @@ impl<B: Backend + Clone> Lane<B> {
             backchannel,
             st: Mutex::new(State {
                 core: connection::Connection::client(cfg, addr),
-                waiters: HashMap::new(),
+                waiters: HashMap::with_capacity(CALLS_AT_ONCE),
                 tasks: 0,
                 abandoned: HashMap::new(),
                 properties_for: None,
                 exchange_due: false,
-                prepared: HashMap::new(),
-                posted: HashMap::new(),
+                prepared: HashMap::with_capacity(CALLS_AT_ONCE),
+                posted: HashMap::with_capacity(CALLS_AT_ONCE),
                 receiver: Receiver::Nobody,
                 last_active: Instant::now(),
                 arms: false,
                 armed_task: None,
-                unpark: Vec::new(),
+                unpark: Vec::with_capacity(CALLS_AT_ONCE),
             }),
             cv: Condvar::new(),
             pd: OnceLock::new(),
@@ -962,11 +968,13 @@ impl<B: Backend> Shared<B> {
                 }
                 Received::SendBack(bytes) => {
                     // The answer to the server's RDMA_OPTIONAL, on the connection it came on
-                    // (draft section 3.1); sent and waited for before the next message is
-                    // read, so a server that floods them has at most one answer outstanding.
-                    // A failure is the connection's: seen below as its state.
+                    // (draft section 3.1), or on -07 a GRANT; sent and waited for before the
+                    // next message is read, so a server that floods them has at most one
+                    // answer outstanding. A failure is the connection's: seen below as its
+                    // state.
+                    let draft07 = st.core.dialect() == Some(Dialect::Ietf07);
                     drop(st);
-                    let _ = send_error(&link.conn, &bytes);
+                    let _ = send_answer(&link.conn, &bytes, draft07);
                     link.pool.recycle(m.bytes);
                     st = self.lock();
                 }
@@ -992,8 +1000,9 @@ impl<B: Backend> Shared<B> {
         // settled), sent and waited for like an answer; a failure is the connection's.
         while st.core.link().is_some_and(|l| Arc::ptr_eq(l, link)) {
             let Some(bytes) = st.core.poll_transmit() else { break };
+            // (-07 messages, each stamped with the highest running total sent: section 4.2.1.)
             drop(st);
-            let _ = send_error(&link.conn, &bytes);
+            let _ = send_draft07(&link.conn, &bytes);
             st = self.lock();
         }
         // The core may have moved on to another connection meanwhile.

@@ -87,6 +87,10 @@ impl<L: Clone> Connection<L> {
         let mut req = Requester::new(cfg.requester, addr);
         req.set_registry(crate::extension::registry(&cfg.extensions));
         let mut core = Connection::empty(cfg, addr);
+        // Room for a loaded client's calls at once: its steady state allocates nothing (a
+        // server's connections, which hold no calls of their own, make none).
+        core.slots.reserve(crate::client::CALLS_AT_ONCE);
+        core.ready.reserve(crate::client::CALLS_AT_ONCE);
         core.req = Some(req);
         core.route();
         core

@@ -102,6 +102,14 @@ impl<L: Clone> Connection<L> {
         self.serving_mut().responder.set_draft07_properties(ours);
     }
 
+    /// On a server's connection: its -07 Sends are counted as they are posted
+    /// ([`Responder::count_draft07_sends_when_posted`]).
+    pub fn count_draft07_sends_when_posted(&mut self) {
+        if let Some(s) = self.serving.as_mut() {
+            s.responder.count_draft07_sends_when_posted();
+        }
+    }
+
     /// One more Send on a server's -07 connection: its running total, once the requester's
     /// window has room ([`Responder::draft07_part_credit`]); `None` while it is shut, on
     /// another version, or on a client's connection.

@@ -139,7 +139,7 @@ impl<B: Backend> PreparedCall<B> {
     /// Posts its Send on `conn` (the connection it was prepared on): from here it is a call
     /// sent, as [`send_call`] returns it. On failure its memory is released.
     pub fn post(self, conn: &Transport<B>) -> Result<PendingCall<B>, DataPathError> {
-        match conn.post_filled(conn.unwaited_wr_id(), None, self.send) {
+        match post_call(conn, self.send, &self.params) {
             Ok(()) => Ok(self.pending),
             Err(e) => {
                 // No reply will come for it on this connection: fence its chunks now.
@@ -167,13 +167,31 @@ fn send_described<B: Backend>(
     mut home: Option<&mut Vec<u8>>,
 ) -> Result<PendingCall<B>, DataPathError> {
     let prepared = prepare_described(conn, reg, desc, out, params, home.as_deref_mut())?;
-    match conn.post_filled(conn.unwaited_wr_id(), None, prepared.send) {
+    match post_call(conn, prepared.send, params) {
         Ok(()) => Ok(prepared.pending),
         Err(e) => {
             // After a failed post no reply will come on this connection: fence the chunks now.
             let _ = prepared.pending.finish(conn, None, home);
             Err(e)
         }
+    }
+}
+
+/// Posts a call's filled Send, unwaited (its reply says it arrived). On -07 its running total
+/// is stamped as it is posted (section 4.2.1): a call prepared ahead carries the total of when
+/// it was marshaled, and a GRANT sent since may have carried a higher one; a lower total after
+/// it would read as a lowered limit, and shut the responder's window while this side thinks
+/// it open.
+fn post_call<B: Backend>(
+    conn: &Transport<B>,
+    send: super::FilledSend<B>,
+    params: &CallParams,
+) -> Result<(), DataPathError> {
+    let id = conn.unwaited_wr_id();
+    if params.version == Version::TWO && params.dialect == Some(Dialect::Ietf07) {
+        conn.post_filled_draft07(id, None, send)
+    } else {
+        conn.post_filled(id, None, send)
     }
 }
 

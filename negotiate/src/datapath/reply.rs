@@ -33,9 +33,10 @@ pub struct ReplyParams {
     /// `rdma_credit`: the credits granted (RFC 8166 section 3.3.1); on a -07 connection the
     /// running total the reply's (first) Send carries.
     pub credits: u32,
-    /// On a -07 connection: the requester's window was shut when the call was judged, so
-    /// `credits` is not yet taken and the reply waits for an RDMA2_GRANT to open it before
-    /// it is sent (section 4.2.1; [`Transport::continue_with`]). False elsewhere.
+    /// On a -07 connection whose Sends are counted as they are posted
+    /// ([`Transport::continue_with`]): `credits` is a placeholder, and the reply takes its
+    /// running total when it is posted, waiting while the requester's window is shut until
+    /// its RDMA2_GRANT opens it (section 4.2.1). False elsewhere.
     pub credit_owed: bool,
     /// The reply inline threshold: the largest Send the Requester receives (RFC 8166 section
     /// 3.3.2).
@@ -263,9 +264,14 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
     ulb: &U,
     params: &ReplyParams,
 ) -> Result<ReplySent, DataPathError> {
-    let params = &params.with_credit(conn)?;
-    // On -07 the reply's Sends go out with no other message's between (section 4.1).
+    // On -07 the reply's Sends go out with no other message's between (sections 4.1 and
+    // 6.3.9), and take their running totals in posting order (4.2.1).
     let _stream = params.draft07.then(|| conn.payload_stream());
+    let deadline = conn.draft07_deadline();
+    let params = &match params.credit_owed {
+        true => ReplyParams { credits: conn.draft07_credit(params.credits, deadline)?, credit_owed: false, ..*params },
+        false => *params,
+    };
     SCRATCH.with_borrow_mut(|(results, out)| {
         results.clear();
         ulb.reply_ddp_items(call_message, reply.bytes(), 0, results);
@@ -310,7 +316,7 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         if let (Err(DataPathError::Reply(e)), Some(reply)) = (&posted, reply) {
             if params.draft07 && conn.max_parts() > 1 && continued::answers(e) {
                 let bytes = reply.bytes();
-                return continued::send_reply(conn, call, bytes, results, params, invalidated, out);
+                return continued::send_reply(conn, call, bytes, results, params, deadline, out);
             }
         }
         let sent = posted.and_then(|()| conn.wait(id));
@@ -329,30 +335,6 @@ fn give_back_source<B: Backend>(conn: &Transport<B>, source: Option<(B::Region, 
         Some((region, Some(home))) => *home = take_bytes(region),
         Some((region, None)) => conn.recycle_chunk(take_bytes(region)),
         None => {}
-    }
-}
-
-impl ReplyParams {
-    /// These parameters with the -07 credit taken if it was owed
-    /// ([`ReplyParams::credit_owed`]): waits, up to the connection's timeout, for the
-    /// requester's RDMA2_GRANT to open its window ([`Transport::continue_with`]). Unchanged
-    /// when nothing was owed.
-    ///
-    /// ```
-    /// # fn demo(conn: &negotiate::datapath::Transport<rpcrdma_verbs::InProcess>) {
-    /// use negotiate::datapath::ReplyParams;
-    /// let p = ReplyParams { version: rpcrdma_v1::Version::TWO, credits: 0, credit_owed: true, reply_inline_threshold: 1024, remote_invalidation: false, draft07: true, invalidate: None };
-    /// // The connection's window opened: the reply carries the running total it was given.
-    /// let settled = p.with_credit(conn).unwrap();
-    /// assert!(!settled.credit_owed);
-    /// # }
-    /// ```
-    pub fn with_credit<B: Backend>(self, conn: &Transport<B>) -> Result<ReplyParams, DataPathError> {
-        if !self.credit_owed {
-            return Ok(self);
-        }
-        let credits = conn.part_credit().ok_or(DataPathError::NoCredit { timeout: conn.timeout() })?;
-        Ok(ReplyParams { credits, credit_owed: false, ..self })
     }
 }
 
@@ -471,13 +453,25 @@ pub fn send_error<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(), D
 /// # assert_eq!(totals, [40, 40, 44]);
 /// ```
 pub fn send_draft07<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(), DataPathError> {
-    let id = conn.wr_id();
-    let total = bytes.get(8..12).map_or(0, |w| u32::from_be_bytes(w.try_into().expect("four bytes")));
-    conn.post_send_filled_draft07(id, None, bytes.len(), total, |buf| {
-        buf.copy_from_slice(bytes);
-        Ok(bytes.len())
-    })?;
-    conn.wait(id).map(drop)
+    let word = |i: usize| bytes.get(4 * i..4 * i + 4).map(|w| u32::from_be_bytes(w.try_into().expect("four bytes")));
+    let carried = word(2).unwrap_or(0);
+    let post = |total: u32| {
+        let id = conn.wr_id();
+        conn.post_send_filled_draft07(id, None, bytes.len(), total, |buf| {
+            buf.copy_from_slice(bytes);
+            Ok(bytes.len())
+        })?;
+        conn.wait(id).map(drop)
+    };
+    // A GRANT may go between a continued message's parts and beyond the window (section
+    // 4.2.1.1): it carries the total it was given. Anything else waits for the payload stream
+    // and takes its total in posting order (a CONNPROP or ERROR between a REPLY_MIDDLE and
+    // its next part breaks the sequence, section 6.3.9).
+    if word(3) == Some(rpcrdma_v2::draft07::xdr::RDMA2_GRANT) {
+        return post(carried);
+    }
+    let _stream = conn.payload_stream();
+    post(conn.draft07_credit(carried, conn.draft07_deadline())?)
 }
 
 /// Sends a message that is not a reply (an RDMA_ERROR, an extension's answer, a GRANT or a

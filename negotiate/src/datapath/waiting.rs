@@ -292,12 +292,15 @@ impl<B: Backend> Transport<B> {
     /// ended the connection. A waiter polls outside the lock: without this wait, a connection
     /// cut by the retry timeout could be recorded as lost with no error while the waiter held
     /// the `RetryExceeded` completion (seen under load in CI). Once the queue pair is down its
-    /// work requests are flushed, which wakes a poller at once; `limit` only bounds a poller
-    /// still waiting on a queue pair that is up.
+    /// work requests are flushed, which wakes a poller at once; `limit` bounds the wait all
+    /// the same, and a queue pair still up is not waited on.
     pub fn settle_reaped(&self, limit: Duration) {
+        // Only a queue pair that is down has flushed what the poller waits for (and only then
+        // does `ended` read the first error): one still up is not waited on.
+        let down = self.qp.state() != QpState::Ready;
         let deadline = Instant::now() + limit;
         let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
-        while st.polling && Instant::now() < deadline {
+        while down && st.polling && Instant::now() < deadline {
             drop(st);
             std::thread::sleep(Duration::from_micros(200));
             st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);

@@ -56,11 +56,10 @@ impl State {
     }
 
     /// The size of the responder's Receives once it stated it (RDMA2_PROPID_RBSIZ, section
-    /// 5.2.2): the call inline threshold. Bounded below by 1024 (every receiver takes that,
-    /// section 4.3) and above by 256 KiB (RFC 8797's largest, and what a Send buffer a
-    /// call needs may cost: the number is the peer's).
+    /// 5.2.2), bounded as [`crate::thresholds::draft07_receive_threshold`] says: the call
+    /// inline threshold.
     pub(crate) fn peer_receive_size(&self) -> Option<u32> {
-        self.theirs.as_ref().map(|p| p.receive_buffer_size.clamp(1024, 256 << 10))
+        self.theirs.as_ref().map(|p| crate::thresholds::draft07_receive_threshold(p.receive_buffer_size))
     }
 
     /// Owes the responder this side's RDMA2_CONNPROP_FINAL, stating the size of its Receives
@@ -80,6 +79,19 @@ impl State {
         let mut m = self.owed.take()?;
         m[8..12].copy_from_slice(&self.credits.send().to_be_bytes());
         Some(m)
+    }
+
+    /// An RDMA2_GRANT refreshing the responder's window, when one is due (more than half of
+    /// the window this side last gave is used, and a larger one is there to give) and may go
+    /// (section 4.2.1.1): counted as the Send it is. For a requester with replies still owed,
+    /// whose calls, which would carry a higher total, may all be waiting for those replies.
+    pub(crate) fn grant_if_due(&mut self) -> Option<Vec<u8>> {
+        if !(self.credits.grant_due() && self.credits.may_send_grant()) {
+            return None;
+        }
+        let mut grant = vec![0u8; rpcrdma_v2::draft07::header::PREFIX_LEN];
+        rpcrdma_v2::draft07::marshal::grant(&mut grant, self.credits.send()).expect("the prefix fits its buffer");
+        Some(grant)
     }
 
     /// A CONNPROP from the responder: its properties added to those pending, or none of them
@@ -178,13 +190,10 @@ pub(crate) fn classify<'a>(
         Step::Other(header) => other(header, bytes, head),
         // A part kept: while a continued reply arrives nothing else may go back, and the
         // responder's window for its parts is ours to refresh (section 4.2.1.1).
-        Step::Held if st.credits.grant_due() && st.credits.may_send_grant() => {
-            let mut grant = vec![0u8; rpcrdma_v2::draft07::header::PREFIX_LEN];
-            let total = st.credits.send();
-            rpcrdma_v2::draft07::marshal::grant(&mut grant, total).expect("the prefix fits its buffer");
-            Classified::Done(Incoming::Grant(grant))
-        }
-        Step::Held => Classified::Done(Incoming::Taken),
+        Step::Held => match st.grant_if_due() {
+            Some(grant) => Classified::Done(Incoming::Grant(grant)),
+            None => Classified::Done(Incoming::Taken),
+        },
         Step::Refused { xid, answer, reason, abandoned } => {
             log::warn!("-07 reply {xid:#010x} refused: {reason}");
             let code = answer.code();

@@ -60,22 +60,70 @@ impl<B: Backend> Served<B> {
     /// loop's other threads judge that message meanwhile (this one waits like a long call).
     pub(super) fn part_credit(&self, deadline: Instant) -> Option<u32> {
         let mut core = lock(&self.core);
-        loop {
+        let mut waiting = false;
+        let mut tell_at = Instant::now();
+        let total = loop {
             if let Some(total) = core.draft07_part_credit() {
-                return Some(total);
+                break Some(total);
             }
-            if self.ending.load(Ordering::SeqCst) || self.conn.qp().state() != QpState::Ready {
-                return None;
+            let now = Instant::now();
+            let down = self.ending.load(Ordering::SeqCst) || self.conn.qp().state() != QpState::Ready;
+            let Some(left) = deadline.checked_duration_since(now).filter(|d| !d.is_zero() && !down) else {
+                break None;
+            };
+            if !waiting {
+                waiting = true;
+                self.part_waiters.fetch_add(1, Ordering::SeqCst);
             }
-            let left = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?;
-            self.part_waiters.fetch_add(1, Ordering::SeqCst);
-            core = self.granted.wait_timeout(core, left).unwrap_or_else(PoisonError::into_inner).0;
+            // The GRANT must be read even with the connection's most calls in progress (this
+            // one among them): the loop leaves calls waiting on the requester out of that
+            // count ([`Served::blocked`], this one counted until it has its total), and is told
+            // so now and again while this waits (others may come to wait behind it after the
+            // loop last looked). Not with the core locked: the loop's state is locked to queue
+            // the connection; then everything is looked at again, since a message may have
+            // been judged meanwhile.
+            if now >= tell_at {
+                tell_at = now + TELL_EVERY;
+                if let Some(waker) = self.waker.get() {
+                    drop(core);
+                    waker.wake_by_ref();
+                    core = lock(&self.core);
+                    continue;
+                }
+            }
+            let slice = left.min(tell_at.saturating_duration_since(now));
+            core = self.granted.wait_timeout(core, slice).unwrap_or_else(PoisonError::into_inner).0;
+        };
+        if waiting {
             self.part_waiters.fetch_sub(1, Ordering::SeqCst);
         }
+        total
     }
 
-    /// The loop ends the connection: a reply waiting for credit gives up at once.
-    pub(super) fn ending(&self) {
+    /// Closes the connection for `why`: its backward call waiting, if any, fails, and a reply
+    /// waiting for credit gives up at once.
+    pub(super) fn close(&self, why: impl std::fmt::Display) {
+        self.back.close();
+        self.conn.close(why);
+        self.ending();
+    }
+
+    /// Its calls in progress whose thread waits on the requester (a -07 reply waiting for
+    /// credit, or to post behind one that does): not counted against its most calls in
+    /// progress, nor the loop's threads, since the GRANT they wait for is among the messages
+    /// still to be read. At most as many as the calls the server's credits let in.
+    pub(super) fn blocked(&self) -> usize {
+        self.part_waiters.load(Ordering::SeqCst) + self.conn.blocked_sending()
+    }
+
+    /// Whether it has its most calls in progress, those blocked on the requester left out:
+    /// the loop receives nothing more for it until one ends.
+    pub(super) fn is_full(&self, in_progress: usize) -> bool {
+        in_progress.saturating_sub(self.blocked()) >= self.most
+    }
+
+    /// The connection is closing: a reply waiting for credit gives up at once.
+    fn ending(&self) {
         // Under the core's lock, as the waiters look at it: none misses the wake-up.
         let _core = lock(&self.core);
         self.ending.store(true, Ordering::SeqCst);
@@ -90,6 +138,10 @@ impl<B: Backend> Served<B> {
         }
     }
 }
+
+/// How often a reply waiting for the requester's credit tells the event loop that its
+/// connection has something to read ([`Served::part_credit`]): only while it waits.
+const TELL_EVERY: Duration = Duration::from_millis(10);
 
 /// Accepts the connection `req` asks for: the private data, Receives of the largest size a
 /// requester may send, one per credit (RFC 8166 section 3.3.1), posted before it is

@@ -219,7 +219,6 @@ pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
         // What this thread kept goes back too while the budget is short.
         buffers.settle();
         answering();
-        let params = &params.with_credit(conn)?;
         let err = super::failure::unservable(header.xid(), params, None);
         return send_answer(conn, err.as_bytes(), params.draft07).map(|()| Answered::OverBudget);
     }
@@ -248,9 +247,6 @@ fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
         })
     });
     answering();
-    // Whatever answers the call takes its credit first: on -07 every message but a GRANT
-    // waits for the requester's window (section 4.2.1).
-    let params = &params.with_credit(conn)?;
     service
         .and_then(|service| match service {
             HandlerOutcome::Replied(mut r) => {

@@ -225,8 +225,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         if st.ended {
             // Accepted as the server stopped: closed at once.
             drop(st);
-            served.back.close();
-            served.conn.close("the server stopped");
+            served.close("the server stopped");
             self.record_end(&served, "the server stopped".to_string());
             return;
         }
@@ -241,6 +240,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         let weak = Arc::downgrade(&served);
         let most = self.cfg.responder.max_reply_parts;
         served.conn.continue_with(Box::new(move |deadline| weak.upgrade()?.part_credit(deadline)), most);
+        lock(&served.core).count_draft07_sends_when_posted();
         let slot = Slot { served, in_progress: 0, last_finished: Instant::now(), queued: false, held: false };
         st.conns.insert(id, slot);
         st.next_idle_check =
@@ -302,8 +302,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         // (Not with the state locked: a close flushes the Receives, whose completions wake
         // the loop, which locks it.)
         for served in open {
-            served.back.close();
-            served.conn.close("the server stopped");
+            served.close("the server stopped");
         }
     }
 
@@ -443,7 +442,12 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     // Sending an answer waits for its Send to complete, which a peer that
                     // does not read holds up: like a call, it hands the role on if it takes
                     // long.
-                    let ticket = Some(self.begin_alone(&mut lock(&self.st)));
+                    let ticket = {
+                        let mut st = lock(&self.st);
+                        let ticket = self.begin_alone(&mut st);
+                        self.keep_one_waiting(&mut st);
+                        Some(ticket)
+                    };
                     let answered = self.answer(&served, other, draft07);
                     served.pool.recycle(m.bytes);
                     match answered {
@@ -472,7 +476,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 Ok(answered) => self.count(answered),
                 // RFC 8166 section 4.5.4: a reply that could not be sent is signaled by closing
                 // the connection; whoever receives on it next sees it down and ends it.
-                Err(e) => conn.close(format_args!("serving call {:#x}: {e}", header.xid())),
+                Err(e) => served.close(format_args!("serving call {:#x}: {e}", header.xid())),
             }
             // The message's buffer takes the next message received.
             served.pool.recycle(m.bytes);
@@ -510,7 +514,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 // Its one connection, unless it has its most calls in progress: then the
                 // end of one (`call_done`) tells.
                 let (&id, slot) = st.conns.iter_mut().next()?;
-                if slot.in_progress < slot.served.most {
+                if !slot.served.is_full(slot.in_progress) {
                     return Some((id, slot.served.clone()));
                 }
                 slot.held = true;
@@ -540,7 +544,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             self.ready_len.store(st.ready.len(), Ordering::Release);
             if let Some(slot) = st.conns.get_mut(&id) {
                 slot.queued = false;
-                if slot.in_progress >= slot.served.most {
+                if slot.served.is_full(slot.in_progress) {
                     slot.held = true;
                     continue;
                 }
@@ -569,8 +573,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     fn close_idle(&self, idle: Vec<Member<B>>) {
         for (id, served) in idle {
             lock(&self.shared.stats).refused.idle += 1;
-            served.back.close();
-            served.conn.close(format!("idle for {:?}", self.cfg.limits.idle_timeout));
+            served.close(format!("idle for {:?}", self.cfg.limits.idle_timeout));
             let mut st = lock(&self.st);
             self.enqueue(&mut st, id);
         }
@@ -710,9 +713,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// Connection `id` ends, for `why`: its backward call waiting, if any, fails, and it
     /// leaves the loop (a loop of one connection ends with it).
     fn end(&self, id: u64, served: &Served<B>, why: String) {
-        served.back.close();
-        served.conn.close(&why);
-        served.ending();
+        served.close(&why);
         let removed = {
             let mut st = lock(&self.st);
             let removed = st.conns.remove(&id);
@@ -812,13 +813,20 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             self.turn.notify_one();
             None
         };
-        // Each connection's calls may take up to its bound of threads, and one more receives:
-        // calls stuck in a handler on one connection never leave the others unserved.
-        let most = st.conns.values().map(|s| s.served.most).sum::<usize>() + st.orphans + 1;
-        if st.waiting == 0 && st.threads < most && !st.ended {
-            self.spawn(&mut st);
-        }
+        self.keep_one_waiting(&mut st);
         ticket
+    }
+
+    /// Starts a thread to wait for the role if none does and the bound allows: each
+    /// connection's calls may take up to its bound of threads (more for those blocked on the
+    /// requester, [`Served::blocked`]), and one more receives, so calls stuck in a handler, or
+    /// an answer stuck behind a continued reply, on one connection never leave the others
+    /// unserved.
+    fn keep_one_waiting(&self, st: &mut State<B>) {
+        let most = st.conns.values().map(|s| s.served.most + s.served.blocked()).sum::<usize>() + st.orphans + 1;
+        if st.waiting == 0 && st.threads < most && !st.ended {
+            self.spawn(st);
+        }
     }
 
     /// The role's holder begins something that may take long (a call, or sending an answer

@@ -12,6 +12,8 @@ use rpcrdma_v1::marshal_reply::ReplyError;
 use rpcrdma_v2::draft07::continuation::{split, Part};
 use rpcrdma_v2::draft07::marshal::{MessageType, MIDDLE_HEADER_LEN};
 
+use std::time::Instant;
+
 use super::*;
 
 /// Whether a reply that could not be marshaled into one Send continues instead: it does not
@@ -32,10 +34,18 @@ pub(super) fn send_reply<B: Backend>(
     reply: &[u8],
     results: &[DdpItem],
     params: &ReplyParams,
-    invalidated: Option<u32>,
+    deadline: Instant,
     out: &mut MarshaledReply,
 ) -> Result<ReplySent, DataPathError> {
     let threshold = params.reply_inline_threshold;
+    // Section 6.5: the handle the call's `rdma_inv_handle` named, when it named one.
+    let invalidated = params.invalidate.filter(|_| params.remote_invalidation);
+    // Each part carries at most `threshold` bytes: a reply beyond the parts allowed is known
+    // before anything is cut (and the count of parts is never sized by the peer's Receive
+    // alone).
+    if reply.len() > conn.max_parts().saturating_mul(threshold) {
+        return Err(ReplyError::NoReplyChunk { need: reply.len(), threshold }.into());
+    }
     // What is not a DDP-eligible result in a Write chunk goes inline, in the parts: no Reply
     // chunk, and no threshold for the payload as a whole.
     let req = ReplyRequest { credits: params.credits, reply_inline_threshold: usize::MAX, ddp_results: results };
@@ -59,7 +69,7 @@ pub(super) fn send_reply<B: Backend>(
         return Err(ReplyError::NoReplyChunk { need: final_header + payload.len(), threshold }.into());
     };
     let source = post_writes(conn, ReplyBytes::Copied(reply), out)?;
-    let sent = send_parts(conn, out, &payload, &parts, params, invalidated);
+    let sent = send_parts(conn, out, &payload, &parts, params, invalidated, deadline);
     // The last Send completed after the Writes before it (or the connection is down).
     give_back_source(conn, source);
     sent?;
@@ -67,9 +77,9 @@ pub(super) fn send_reply<B: Backend>(
 }
 
 /// Posts each part in order and waits for its Send: the first on the credit the reply was
-/// given, each later one on a credit of its own (section 4.2.1). Only the final part is a
-/// Send With Invalidate (section 6.5: the requester's handle is done with once the reply is
-/// whole).
+/// given, each later one on a credit of its own (section 4.2.1), all by `deadline`. Only the
+/// final part is a Send With Invalidate (section 6.5: the requester's handle is done with
+/// once the reply is whole).
 fn send_parts<B: Backend>(
     conn: &Transport<B>,
     out: &MarshaledReply,
@@ -77,14 +87,11 @@ fn send_parts<B: Backend>(
     parts: &[Part],
     params: &ReplyParams,
     invalidated: Option<u32>,
+    deadline: Instant,
 ) -> Result<(), DataPathError> {
     let (xid, threshold) = (out.xid(), params.reply_inline_threshold);
     for (i, part) in parts.iter().enumerate() {
-        let credit = if i == 0 {
-            params.credits
-        } else {
-            conn.part_credit().ok_or(DataPathError::NoCredit { timeout: conn.timeout() })?
-        };
+        let credit = if i == 0 { params.credits } else { conn.draft07_credit(params.credits, deadline)? };
         let bytes = &payload[part.bytes.clone()];
         let id = conn.wr_id();
         match part.remaining {

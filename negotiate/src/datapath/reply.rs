@@ -267,9 +267,13 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
     // On -07 the reply's Sends go out with no other message's between (sections 4.1 and
     // 6.3.9), and take their running totals in posting order (4.2.1).
     let _stream = params.draft07.then(|| conn.payload_stream());
-    let deadline = conn.draft07_deadline();
+    // (No clock read off -07.)
+    let deadline = params.draft07.then(|| conn.draft07_deadline());
+    let deadline = || deadline.unwrap_or_else(|| conn.draft07_deadline());
     let params = &match params.credit_owed {
-        true => ReplyParams { credits: conn.draft07_credit(params.credits, deadline)?, credit_owed: false, ..*params },
+        true => {
+            ReplyParams { credits: conn.draft07_credit(params.credits, deadline())?, credit_owed: false, ..*params }
+        }
         false => *params,
     };
     SCRATCH.with_borrow_mut(|(results, out)| {
@@ -316,7 +320,7 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         if let (Err(DataPathError::Reply(e)), Some(reply)) = (&posted, reply) {
             if params.draft07 && conn.max_parts() > 1 && continued::answers(e) {
                 let bytes = reply.bytes();
-                return continued::send_reply(conn, call, bytes, results, params, deadline, out);
+                return continued::send_reply(conn, call, bytes, results, params, deadline(), out);
             }
         }
         let sent = posted.and_then(|()| conn.wait(id));

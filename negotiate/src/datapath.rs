@@ -76,6 +76,7 @@ mod receive;
 mod registrar;
 mod reply;
 mod send_queue;
+mod stream;
 mod waiting;
 
 use std::collections::VecDeque;
@@ -96,6 +97,7 @@ pub use registrar::{ChunkMemory, Landed, WindowRegistrar};
 pub(crate) use reply::send_answer;
 pub use reply::{fetch_call, send_draft07, send_error, send_reply, send_reply_lent, ReplyParams, ReplySent};
 use send_queue::SendQueue;
+pub use stream::ANSWERS_QUEUED_MOST;
 use waiting::{Reaped, Want, REAP_BATCH};
 
 /// Why one step of the data path failed.
@@ -175,6 +177,14 @@ pub enum DataPathError {
         /// How long the reply waited.
         timeout: Duration,
     },
+    /// On a -07 connection the requester sent more messages needing an answer than can wait
+    /// behind a continued reply or its shut window ([`stream::ANSWERS_QUEUED_MOST`]): it lets
+    /// none of them go and sends more. The connection is closed.
+    #[error("{most} answers wait behind a continued reply or a shut credit window: the requester asks for more than it lets through")]
+    AnswersPiledUp {
+        /// How many may wait.
+        most: usize,
+    },
     /// The peer's Send with Invalidate killed a key that is not one of this call's (RFC 8797
     /// section 4.1: it "MUST invalidate an STag associated only with the Transaction ID").
     #[error("the reply invalidated rkey {0:#x}, which belongs to no chunk of this call")]
@@ -250,6 +260,10 @@ pub struct Transport<B: Backend> {
     payload_stream: Mutex<()>,
     /// Threads waiting for `payload_stream` ([`Transport::blocked_sending`]).
     stream_waiters: AtomicUsize,
+    /// -07 answers waiting for the payload stream or for credit ([`Transport::answer_draft07`]).
+    answers: Mutex<VecDeque<Vec<u8>>>,
+    /// How many `answers` hold, read without the lock.
+    answers_waiting: AtomicUsize,
 }
 
 /// Where a -07 connection's Sends get their running totals as they are posted
@@ -283,6 +297,8 @@ impl<B: Backend> Transport<B> {
             part_credits: OnceLock::new(),
             payload_stream: Mutex::default(),
             stream_waiters: AtomicUsize::new(0),
+            answers: Mutex::default(),
+            answers_waiting: AtomicUsize::new(0),
         }
     }
 
@@ -347,25 +363,6 @@ impl<B: Backend> Transport<B> {
     /// do not continue ([`Transport::continue_with`]).
     pub(crate) fn max_parts(&self) -> usize {
         self.part_credits.get().map_or(0, |(_, most)| *most)
-    }
-
-    /// Held while a -07 reply's Sends are posted (section 4.1: Payload streams do not
-    /// interleave).
-    pub(crate) fn payload_stream(&self) -> std::sync::MutexGuard<'_, ()> {
-        if let Ok(stream) = self.payload_stream.try_lock() {
-            return stream;
-        }
-        self.stream_waiters.fetch_add(1, Ordering::SeqCst);
-        let stream = self.payload_stream.lock().unwrap_or_else(PoisonError::into_inner);
-        self.stream_waiters.fetch_sub(1, Ordering::SeqCst);
-        stream
-    }
-
-    /// Threads waiting to post a -07 message while another's Sends go out (a continued reply
-    /// whose next part may wait for the requester's GRANT): a server counts them out of the
-    /// calls in progress that hold back receiving, since the GRANT must still be read.
-    pub fn blocked_sending(&self) -> usize {
-        self.stream_waiters.load(Ordering::SeqCst)
     }
 
     /// The protection domain.
@@ -527,21 +524,33 @@ impl<B: Backend> Transport<B> {
     }
 
     /// [`Transport::post_send_filled`] for a draft-ietf-nfsv4-rpcrdma-version-two-07 message
-    /// whose `rdma_credit` is the running total `total`: the Send carries instead the highest
-    /// total any Send of this connection has carried, stamped and posted under one lock.
-    /// Messages answered on several threads would otherwise leave with their totals out of
-    /// order (each is taken when its call is judged), and a peer reads a total below the last
-    /// as a lowered limit (section 4.2.1), which can leave its window shut with nothing in
-    /// flight. Totals compare modulo 2^32.
+    /// whose `rdma_credit` is the running total `total`, or the one taken once it is filled
+    /// when `take` gives a deadline ([`Transport::draft07_credit`]). The Send carries instead
+    /// the highest total any Send of this connection has carried when that is higher, stamped
+    /// and posted under one lock: a peer reads a total below the last as a lowered limit
+    /// (section 4.2.1), which can leave its window shut with nothing in flight. Totals
+    /// compare modulo 2^32.
     pub(crate) fn post_send_filled_draft07(
         &self,
         id: u64,
         invalidate: Option<u32>,
         capacity: usize,
         total: u32,
+        take: Option<Instant>,
         fill: impl FnOnce(&mut [u8]) -> Result<usize, DataPathError>,
     ) -> Result<(), DataPathError> {
         let filled = self.fill_send(capacity, fill)?;
+        // With `take`, the total is taken only now that the message is filled: one that could
+        // not be filled (a reply its chunks cannot carry, answered with an RDMA2_ERROR instead)
+        // uses no place in the window.
+        let total = match take.map(|deadline| self.draft07_credit(total, deadline)) {
+            Some(Err(e)) => {
+                self.discard_filled(filled);
+                return Err(e);
+            }
+            Some(Ok(taken)) => taken,
+            None => total,
+        };
         self.post_filled_stamped(id, invalidate, filled, total)
     }
 

@@ -520,11 +520,11 @@ impl Responder {
             self.d07.credits.credit_field()
         } else {
             if !self.d07.credits.may_send() {
-                // Counted now, with nobody to hold it for the requester's GRANT: said, and sent.
+                // Counted now, with nobody to hold it for the requester's GRANT: said. (Not an
+                // overrun of the requester's: `overruns` counts those.)
                 log::warn!(
-                    "the reply to {xid:#010x} goes beyond the credits the requester granted (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.2.1)"
+                    "the reply to {xid:#010x} goes beyond the credits the requester granted (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.2.1): Sends are counted when judged here, and nothing holds it"
                 );
-                self.overruns += 1;
             }
             self.d07.credits.send()
         };

@@ -952,3 +952,26 @@ fn draft07_4_2_1_continued_and_short_replies_at_once_in_process() {
 fn draft07_4_2_1_continued_and_short_replies_at_once_over_tcp() {
     continued_and_short_replies_at_once(Tcp);
 }
+
+/// Section 4.2.1 with 7.3.4: a reply the server cannot fill (its DDP-eligible result longer
+/// than the Write chunk the call provided) takes no place in the client's window: only the
+/// RDMA2_ERR_WRITE_RESOURCE that answers instead does. With a window of 2, three such calls
+/// and then a short one all get their answers on the one connection (a total taken for the
+/// reply and never used would shut the window for good after two, and the short call's reply
+/// would wait out the server's timeout and close the connection).
+#[test]
+fn draft07_4_2_1_a_reply_that_could_not_be_filled_takes_no_credit() {
+    let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(SERVER_ULB), serve).unwrap();
+    let cfg = client_config((Version::ONE, Version::TWO), D07).credits(2);
+    let client = Client::new(InProcess, server.local_addr(), cfg);
+    // Room for a 64-byte result where the service answers 16 KiB.
+    let short_write = OpaqueAtUlb { max_result: 64, ..Form::ChunkedWrite.ulb() };
+    for xid in 0x80..0x83 {
+        let e = client.call(&call_for(Form::ChunkedWrite, xid), &short_write).unwrap_err();
+        assert!(e.to_string().contains("WRITE_RESOURCE") || e.to_string().contains("WriteResource"), "{e}");
+    }
+    let short = call_for(Form::Short, 0x83);
+    assert_eq!(client.call(&short, &Form::Short.ulb()).unwrap(), serve(&short));
+    assert_eq!(server.stats().connections, 1);
+}

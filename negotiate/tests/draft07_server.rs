@@ -621,7 +621,8 @@ fn draft07_5_1_a_bad_property_value_is_bad_propval_and_nothing_is_applied() {
 /// as they are posted (as a Server's are), the error's poster takes the one credit, the reply's
 /// finds none, and the requester's RDMA2_GRANT gives it one ("MUST NOT post this message if
 /// the connection's Sent message counter is greater than ... Received credits"). Counted when
-/// judged instead (a responder driven alone), the reply is counted and said to overrun.
+/// judged instead (a responder driven alone, with nothing to hold a reply), the reply is
+/// counted and logged, and not taken for the requester's overrun.
 #[test]
 fn draft07_4_2_1_an_error_answer_uses_a_credit_and_the_reply_waits_for_a_grant() {
     use negotiate::responder::{Received, Responder};
@@ -652,7 +653,8 @@ fn draft07_4_2_1_an_error_answer_uses_a_credit_and_the_reply_waits_for_a_grant()
         );
         if !counted_when_posted {
             assert!(!params.credit_owed);
-            assert_eq!((r.overruns(), params.credits), (1, 2 + ADVERTISED), "counted now, beyond the grant");
+            // Counted now, beyond the grant (logged): not an overrun of the requester's.
+            assert_eq!((r.overruns(), params.credits), (0, 2 + ADVERTISED));
             continue;
         }
         assert!(params.credit_owed);

@@ -960,9 +960,11 @@ impl<B: Backend> Shared<B> {
                     reply = Some((xid, m.invalidated_rkey));
                 }
                 Received::SendError(e) => {
-                    // RDMA_ERR_INVAL_OPTION for the server's RDMA_OPTIONAL (draft section 3.1).
+                    // RDMA_ERR_INVAL_OPTION for the server's RDMA_OPTIONAL (draft section 3.1),
+                    // or on -07 an RDMA2_ERROR (stamped like every -07 Send, section 4.2.1).
+                    let draft07 = st.core.dialect() == Some(Dialect::Ietf07);
                     drop(st);
-                    let _ = send_error(&link.conn, e.as_bytes());
+                    let _ = send_answer(&link.conn, e.as_bytes(), draft07);
                     link.pool.recycle(m.bytes);
                     st = self.lock();
                 }

@@ -1,6 +1,7 @@
 //! The Responder's side: fetch a call's Read chunks, send its reply.
 
 use std::cell::RefCell;
+use std::time::Instant;
 
 use cm_private_data::{reply_invalidate_rkey, Negotiated};
 use rpcrdma_v1::header::Header;
@@ -270,12 +271,9 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
     // (No clock read off -07.)
     let deadline = params.draft07.then(|| conn.draft07_deadline());
     let deadline = || deadline.unwrap_or_else(|| conn.draft07_deadline());
-    let params = &match params.credit_owed {
-        true => {
-            ReplyParams { credits: conn.draft07_credit(params.credits, deadline())?, credit_owed: false, ..*params }
-        }
-        false => *params,
-    };
+    // An owed total is taken once the Send is filled (`post_send_filled_draft07`): a reply that
+    // cannot be filled (its chunks cannot carry it) uses no place in the window.
+    let take = params.credit_owed.then(deadline);
     SCRATCH.with_borrow_mut(|(results, out)| {
         results.clear();
         ulb.reply_ddp_items(call_message, reply.bytes(), 0, results);
@@ -313,7 +311,7 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         };
         let threshold = params.reply_inline_threshold;
         let posted = if params.draft07 {
-            conn.post_send_filled_draft07(id, invalidated, threshold, params.credits, fill)
+            conn.post_send_filled_draft07(id, invalidated, threshold, params.credits, take, fill)
         } else {
             conn.post_send_filled(id, invalidated, threshold, fill)
         };
@@ -457,11 +455,10 @@ pub fn send_error<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(), D
 /// # assert_eq!(totals, [40, 40, 44]);
 /// ```
 pub fn send_draft07<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(), DataPathError> {
-    let word = |i: usize| bytes.get(4 * i..4 * i + 4).map(|w| u32::from_be_bytes(w.try_into().expect("four bytes")));
-    let carried = word(2).unwrap_or(0);
-    let post = |total: u32| {
+    let carried = bytes.get(8..12).map_or(0, |w| u32::from_be_bytes(w.try_into().expect("four bytes")));
+    let post = |take: Option<Instant>| {
         let id = conn.wr_id();
-        conn.post_send_filled_draft07(id, None, bytes.len(), total, |buf| {
+        conn.post_send_filled_draft07(id, None, bytes.len(), carried, take, |buf| {
             buf.copy_from_slice(bytes);
             Ok(bytes.len())
         })?;
@@ -471,11 +468,11 @@ pub fn send_draft07<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(),
     // 4.2.1.1): it carries the total it was given. Anything else waits for the payload stream
     // and takes its total in posting order (a CONNPROP or ERROR between a REPLY_MIDDLE and
     // its next part breaks the sequence, section 6.3.9).
-    if word(3) == Some(rpcrdma_v2::draft07::xdr::RDMA2_GRANT) {
-        return post(carried);
+    if super::stream::is_grant(bytes) {
+        return post(None);
     }
     let _stream = conn.payload_stream();
-    post(conn.draft07_credit(carried, conn.draft07_deadline())?)
+    post(Some(conn.draft07_deadline()))
 }
 
 /// Sends a message that is not a reply (an RDMA_ERROR, an extension's answer, a GRANT or a

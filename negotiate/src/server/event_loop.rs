@@ -425,6 +425,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     None => Received::Nothing(None),
                 };
             }
+            // The queued -07 answers go now if the message judged opened the window for them
+            // (not with the core locked: taking a total locks it).
+            let flush = || served.conn.flush_answers();
             let (header, params) = match judged {
                 Received::Call { header, params } => (header, params),
                 // A reply to our backward call, or the answer to our RDMA_OPTIONAL: for
@@ -432,6 +435,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 Received::Reply { xid } => {
                     let header = core.take_judged_reply(xid);
                     drop(core);
+                    flush();
                     served.back.on_reply(xid, m.bytes, header);
                     self.requeue(id);
                     continue;
@@ -439,6 +443,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 other => {
                     let draft07 = core.responder().dialect() == Some(rpcrdma_v2::dialect::Dialect::Ietf07);
                     drop(core);
+                    flush();
                     // Sending an answer waits for its Send to complete, which a peer that
                     // does not read holds up: like a call, it hands the role on if it takes
                     // long.
@@ -461,6 +466,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             };
             self.take_call(&served, &core, &header);
             drop(core);
+            flush();
             // This thread keeps the role while it serves, unless the call runs long, or waits
             // on the network for its Read chunks while other messages wait (over TCP an RDMA
             // Read is a round trip: keeping the role through it held the calls behind up,
@@ -643,7 +649,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         let arrival = Arrival { behind, awaiting: served.back.awaiting_option() };
         let received = core.handle_receive(bytes, arrival, Instant::now());
         served.set_idle_at(core.poll_timeout());
-        // A GRANT may have opened the window a held reply waits for.
+        // A GRANT may have opened the window a held reply waits for (a queued answer's is
+        // looked at once the core is unlocked: `Loop::run`).
         served.credit_may_have_changed();
         // The stats are shared with the threads serving calls: locked only when there is
         // something to add (overruns are cumulative, kept as the most seen).
@@ -683,7 +690,12 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// On a -07 connection (`draft07`) each message keeps its running credit total in order
     /// with the replies' (`send_draft07`).
     fn answer(&self, served: &Served<B>, received: Received<'_>, draft07: bool) -> Result<(), String> {
-        let send = |bytes: &[u8]| send_answer(&served.conn, bytes, draft07);
+        // On -07 an answer never waits here (behind a continued reply, or for credit): this
+        // thread must go on reading, for the GRANT such a reply waits for.
+        let send = |bytes: &[u8]| match draft07 {
+            true => served.conn.answer_draft07(bytes),
+            false => send_answer(&served.conn, bytes, false),
+        };
         match received {
             Received::SendError(e) => {
                 // ERR_VERS answers a probe from a requester with a version we lack: part of

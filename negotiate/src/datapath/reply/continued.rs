@@ -40,12 +40,6 @@ pub(super) fn send_reply<B: Backend>(
     let threshold = params.reply_inline_threshold;
     // Section 6.5: the handle the call's `rdma_inv_handle` named, when it named one.
     let invalidated = params.invalidate.filter(|_| params.remote_invalidation);
-    // Each part carries at most `threshold` bytes: a reply beyond the parts allowed is known
-    // before anything is cut (and the count of parts is never sized by the peer's Receive
-    // alone).
-    if reply.len() > conn.max_parts().saturating_mul(threshold) {
-        return Err(ReplyError::NoReplyChunk { need: reply.len(), threshold }.into());
-    }
     // What is not a DDP-eligible result in a Write chunk goes inline, in the parts: no Reply
     // chunk, and no threshold for the payload as a whole.
     let req = ReplyRequest { credits: params.credits, reply_inline_threshold: usize::MAX, ddp_results: results };
@@ -55,6 +49,12 @@ pub(super) fn send_reply<B: Backend>(
     // The final part's header: RDMA2_REPLY_INLINE with the Write list (its length does not
     // depend on the credit word).
     let final_header = draft07_header(out, 0, &mut header)?;
+    // Each part carries at most `threshold` bytes of what goes inline (the DDP-eligible
+    // results go by RDMA Write): a reply beyond the parts allowed is known before anything is
+    // cut or copied.
+    if out.inline_len() > conn.max_parts().saturating_mul(threshold) {
+        return Err(ReplyError::NoReplyChunk { need: final_header + out.inline_len(), threshold }.into());
+    }
     let mut payload = Vec::with_capacity(out.inline_len());
     for range in out.inline() {
         payload.extend_from_slice(&reply[range.clone()]);
@@ -76,8 +76,8 @@ pub(super) fn send_reply<B: Backend>(
     Ok(ReplySent { form: ReplyForm::Inline, reduced_results: out.reduced_results(), invalidated, parts: parts.len() })
 }
 
-/// Posts each part in order and waits for its Send: the first on the credit the reply was
-/// given, each later one on a credit of its own (section 4.2.1), all by `deadline`. Only the
+/// Posts each part in order and waits for its Send, each on a credit of its own (section
+/// 4.2.1), all by `deadline`. Only the
 /// final part is a Send With Invalidate (section 6.5: the requester's handle is done with
 /// once the reply is whole).
 fn send_parts<B: Backend>(
@@ -91,14 +91,16 @@ fn send_parts<B: Backend>(
 ) -> Result<(), DataPathError> {
     let (xid, threshold) = (out.xid(), params.reply_inline_threshold);
     for (i, part) in parts.iter().enumerate() {
-        let credit = if i == 0 { params.credits } else { conn.draft07_credit(params.credits, deadline)? };
+        // Each part takes its total once filled: the first on the credit the reply was given
+        // when that was taken already, the later ones each on one of its own.
+        let (credit, take) = (params.credits, (i > 0 || params.credit_owed).then_some(deadline));
         let bytes = &payload[part.bytes.clone()];
         let id = conn.wr_id();
         match part.remaining {
-            Some(remaining) => conn.post_send_filled_draft07(id, None, threshold, credit, |buf| {
+            Some(remaining) => conn.post_send_filled_draft07(id, None, threshold, credit, take, |buf| {
                 Ok(marshal07::middle(buf, xid, credit, MessageType::Reply, remaining, bytes)?)
             })?,
-            None => conn.post_send_filled_draft07(id, invalidated, threshold, credit, |buf| {
+            None => conn.post_send_filled_draft07(id, invalidated, threshold, credit, take, |buf| {
                 let at = draft07_header(out, credit, buf)?;
                 buf[at..at + bytes.len()].copy_from_slice(bytes);
                 Ok(at + bytes.len())

@@ -1,0 +1,138 @@
+//! A -07 connection's payload stream (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.1:
+//! "MUST NOT interleave Payload streams from multiple RPC messages"; 6.3.9: after a
+//! REPLY_MIDDLE only its next part): one reply's Sends at a time, and the answers (RDMA2_ERROR,
+//! CONNPROP) that must not go between its parts. A reply holds the stream while its Sends go
+//! out ([`Transport::payload_stream`]), waiting for the requester's GRANT if its window is
+//! shut; an answer never waits for either on the thread that reads the connection
+//! ([`Transport::answer_draft07`]): it is queued and posted as soon as the stream is free and
+//! the window has room, by whoever frees them. A reading thread that waited would leave the
+//! GRANT unread that the reply ahead of it waits for.
+
+use std::sync::{MutexGuard, PoisonError, TryLockError};
+use std::time::Instant;
+
+use rpcrdma_verbs::Backend;
+
+use super::{DataPathError, Transport};
+
+/// The most answers a connection queues behind a continued reply or a shut window: a
+/// requester that sends more while it lets none of them go is cut
+/// ([`DataPathError::AnswersPiledUp`]).
+pub const ANSWERS_QUEUED_MOST: usize = 8;
+
+/// The payload stream, held ([`Transport::payload_stream`]): when it is let go, the answers
+/// queued meanwhile go out.
+pub(crate) struct PayloadStream<'a, B: Backend> {
+    conn: &'a Transport<B>,
+    held: Option<MutexGuard<'a, ()>>,
+}
+
+impl<B: Backend> Drop for PayloadStream<'_, B> {
+    fn drop(&mut self) {
+        self.held.take();
+        self.conn.flush_answers();
+    }
+}
+
+impl<B: Backend> Transport<B> {
+    /// Holds the payload stream while a -07 reply's Sends are posted, waiting for it if
+    /// another reply's are going out (counted: [`Transport::blocked_sending`]).
+    pub(crate) fn payload_stream(&self) -> PayloadStream<'_, B> {
+        let held = match self.payload_stream.try_lock() {
+            Ok(stream) => stream,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                self.stream_waiters.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let stream = self.payload_stream.lock().unwrap_or_else(PoisonError::into_inner);
+                self.stream_waiters.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                stream
+            }
+        };
+        PayloadStream { conn: self, held: Some(held) }
+    }
+
+    /// Threads waiting to post a -07 reply while another's Sends go out (a continued reply
+    /// whose next part may wait for the requester's GRANT): a server counts them out of the
+    /// calls in progress that hold back receiving, since the GRANT must still be read.
+    pub fn blocked_sending(&self) -> usize {
+        self.stream_waiters.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Sends a -07 answer that is not a reply (an RDMA2_ERROR, a CONNPROP, a GRANT) from the
+    /// thread that reads the connection: a GRANT at once (it may go between a continued
+    /// reply's parts and one beyond the window, section 4.2.1.1); anything else at once if the
+    /// stream is free and the window has room, else queued for whoever frees them. `Err` when
+    /// the answer could not be posted, or [`ANSWERS_QUEUED_MOST`] wait already.
+    pub(crate) fn answer_draft07(&self, bytes: &[u8]) -> Result<(), DataPathError> {
+        if is_grant(bytes) {
+            return super::send_draft07(self, bytes);
+        }
+        {
+            let mut queued = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
+            if queued.len() >= ANSWERS_QUEUED_MOST {
+                return Err(DataPathError::AnswersPiledUp { most: ANSWERS_QUEUED_MOST });
+            }
+            queued.push_back(bytes.to_vec());
+            self.answers_waiting.store(queued.len(), std::sync::atomic::Ordering::SeqCst);
+        }
+        self.flush_answers_now()
+    }
+
+    /// Posts the queued answers while the stream is free and the window has room, without
+    /// waiting for either; call it when either may have changed (a message judged, a reply's
+    /// Sends done). A failure to post is the connection's: seen as its state.
+    pub(crate) fn flush_answers(&self) {
+        let _ = self.flush_answers_now();
+    }
+
+    fn flush_answers_now(&self) -> Result<(), DataPathError> {
+        while self.answers_waiting.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            let _stream = match self.payload_stream.try_lock() {
+                Ok(stream) => stream,
+                Err(TryLockError::Poisoned(p)) => p.into_inner(),
+                // Its holder flushes when it lets go.
+                Err(TryLockError::WouldBlock) => return Ok(()),
+            };
+            let Some(bytes) = self.pop_answer() else { return Ok(()) };
+            let carried = word(&bytes, 2).unwrap_or(0);
+            // No wait for credit: a shut window leaves the answer first in the queue.
+            let total = match self.draft07_credit(carried, Instant::now()) {
+                Ok(total) => total,
+                Err(_) => {
+                    self.unpop_answer(bytes);
+                    return Ok(());
+                }
+            };
+            let id = self.wr_id();
+            self.post_send_filled_draft07(id, None, bytes.len(), total, None, |buf| {
+                buf.copy_from_slice(&bytes);
+                Ok(bytes.len())
+            })?;
+            self.wait(id)?;
+        }
+        Ok(())
+    }
+
+    fn pop_answer(&self) -> Option<Vec<u8>> {
+        let mut queued = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
+        let bytes = queued.pop_front();
+        self.answers_waiting.store(queued.len(), std::sync::atomic::Ordering::SeqCst);
+        bytes
+    }
+
+    fn unpop_answer(&self, bytes: Vec<u8>) {
+        let mut queued = self.answers.lock().unwrap_or_else(PoisonError::into_inner);
+        queued.push_front(bytes);
+        self.answers_waiting.store(queued.len(), std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Word `i` of a message, if it has one.
+fn word(bytes: &[u8], i: usize) -> Option<u32> {
+    bytes.get(4 * i..4 * i + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
+}
+
+/// Whether a -07 message is an RDMA2_GRANT.
+pub(crate) fn is_grant(bytes: &[u8]) -> bool {
+    word(bytes, 3) == Some(rpcrdma_v2::draft07::xdr::RDMA2_GRANT)
+}

@@ -819,3 +819,38 @@ fn draft07_7_4_a_reply_never_granted_credit_closes_the_connection_and_holds_up_n
     let reply = granting.receive();
     assert_eq!((word(&reply, 0), parsed(&reply).payload()), (0x172, &reply_for(&rpc_call(0x172, 1))[..]));
 }
+
+/// Sections 6.3.9 and 4.2.1: "the receiver MUST respond with [INVAL_CONT]" to anything but a
+/// REPLY_MIDDLE's own next part, so nothing of the server's may go between a continued
+/// reply's parts, even an RDMA2_ERROR it owes. A requester granting 2 Sends asks for a
+/// 10 KB reply (three parts in its 4096-byte Receives): two parts go and the third waits for
+/// credit; a malformed message sent then draws its RDMA2_ERROR only after the final part,
+/// once the requester's GRANT opened the window, and the server went on reading meanwhile
+/// (the GRANT came after the malformed message).
+#[test]
+fn draft07_6_3_9_an_answer_owed_during_a_continued_reply_waits_for_its_last_part() {
+    let backend = rpcrdma_verbs::InProcess;
+    let server = start(backend, true);
+    let mut req = Requester::connect(&backend, &server);
+    let mut send = vec![0u8; 256];
+    // Total 2: nothing received, two credits advertised.
+    let n = marshal::call_inline(&mut send, 0x180, 2, 0, &NO_CHUNKS, &rpc_call(0x180, 2500)).unwrap();
+    req.send(&send[..n]);
+    let (first, second) = (req.receive(), req.receive());
+    assert_eq!(
+        (parsed(&first).header_type(), parsed(&second).header_type()),
+        (HeaderType::ReplyMiddle, HeaderType::ReplyMiddle)
+    );
+    assert!(req.hears_nothing(), "a third Send beyond the total");
+    // BAD_XDR: an unknown extra word where a CALL_INLINE's Read list count belongs.
+    req.send(&words(&[0x181, 2, 2, RDMA2_CALL_INLINE, 0, 0xffff_ffff]));
+    assert!(req.hears_nothing(), "the answer between the parts");
+    let mut grant = vec![0u8; 16];
+    let n = marshal::grant(&mut grant, 2 + 8).unwrap();
+    req.send(&grant[..n]);
+    let (last, answer) = (req.receive(), req.receive());
+    assert_eq!((parsed(&last).header_type(), parsed(&last).xid()), (HeaderType::ReplyInline, 0x180));
+    assert_eq!((error_code(&answer), word(&answer, 0)), (RDMA2_ERR_BAD_XDR, 0x181));
+    let whole = [parsed(&first).payload(), parsed(&second).payload(), parsed(&last).payload()].concat();
+    assert_eq!(whole, reply_for(&rpc_call(0x180, 2500)));
+}

@@ -267,14 +267,14 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
 ) -> Result<ReplySent, DataPathError> {
     // On -07 the reply's Sends go out with no other message's between (sections 4.1 and
     // 6.3.9), and take their running totals in posting order (4.2.1).
-    let _stream = params.draft07.then(|| conn.payload_stream());
+    let mut stream = params.draft07.then(|| conn.payload_stream());
     // (No clock read off -07.)
     let deadline = params.draft07.then(|| conn.draft07_deadline());
     let deadline = || deadline.unwrap_or_else(|| conn.draft07_deadline());
     // An owed total is taken once the Send is filled (`post_send_filled_draft07`): a reply that
     // cannot be filled (its chunks cannot carry it) uses no place in the window.
     let take = params.credit_owed.then(deadline);
-    SCRATCH.with_borrow_mut(|(results, out)| {
+    let sent = SCRATCH.with_borrow_mut(|(results, out)| {
         results.clear();
         ulb.reply_ddp_items(call_message, reply.bytes(), 0, results);
         let provided = ProvidedChunks { writes: call.write_list(), reply: call.reply_chunk() };
@@ -327,7 +327,13 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         give_back_source(conn, source);
         sent?;
         Ok(ReplySent { form: out.form(), reduced_results: out.reduced_results(), invalidated, parts: 1 })
-    })
+    });
+    // A reply whose Sends failed partway is a broken sequence: nothing follows it on the
+    // stream, and the caller closes the connection (RFC 8166 section 4.5.4).
+    if let (Err(_), Some(stream)) = (&sent, stream.as_mut()) {
+        stream.break_off();
+    }
+    sent
 }
 
 /// The Writes' source once the Send after them completed: a lent buffer goes home, a copy to

@@ -8,6 +8,8 @@
 //! the window has room, by whoever frees them. A reading thread that waited would leave the
 //! GRANT unread that the reply ahead of it waits for.
 
+use std::sync::atomic::fence;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{MutexGuard, PoisonError, TryLockError};
 use std::time::Instant;
 
@@ -15,22 +17,38 @@ use rpcrdma_verbs::Backend;
 
 use super::{DataPathError, Transport};
 
-/// The most answers a connection queues behind a continued reply or a shut window: a
-/// requester that sends more while it lets none of them go is cut
+/// The most answers a connection queues behind a continued reply or a shut window (as many
+/// as a server's default credits let a requester have in flight; each a few words, or one
+/// CONNPROP): a requester that sends more while it lets none of them go is cut
 /// ([`DataPathError::AnswersPiledUp`]).
-pub const ANSWERS_QUEUED_MOST: usize = 8;
+pub const ANSWERS_QUEUED_MOST: usize = 32;
 
 /// The payload stream, held ([`Transport::payload_stream`]): when it is let go, the answers
 /// queued meanwhile go out.
 pub(crate) struct PayloadStream<'a, B: Backend> {
     conn: &'a Transport<B>,
     held: Option<MutexGuard<'a, ()>>,
+    /// A message whose Sends failed partway (a continued reply cut off after a REPLY_MIDDLE):
+    /// nothing may follow its parts (section 6.3.9), and the connection is being closed, so
+    /// the queued answers stay queued.
+    broken: bool,
+}
+
+impl<B: Backend> PayloadStream<'_, B> {
+    /// The message's Sends failed: see [`PayloadStream::broken`].
+    pub(crate) fn break_off(&mut self) {
+        self.broken = true;
+    }
 }
 
 impl<B: Backend> Drop for PayloadStream<'_, B> {
     fn drop(&mut self) {
         self.held.take();
-        self.conn.flush_answers();
+        if !self.broken {
+            // (Ordered against `answer_draft07`'s queuing: one of the two sees the other.)
+            fence(SeqCst);
+            self.conn.flush_answers();
+        }
     }
 }
 
@@ -48,7 +66,7 @@ impl<B: Backend> Transport<B> {
                 stream
             }
         };
-        PayloadStream { conn: self, held: Some(held) }
+        PayloadStream { conn: self, held: Some(held), broken: false }
     }
 
     /// Threads waiting to post a -07 reply while another's Sends go out (a continued reply
@@ -75,6 +93,8 @@ impl<B: Backend> Transport<B> {
             queued.push_back(bytes.to_vec());
             self.answers_waiting.store(queued.len(), std::sync::atomic::Ordering::SeqCst);
         }
+        // (Ordered against the stream's release: one of the two sees the other.)
+        fence(SeqCst);
         self.flush_answers_now()
     }
 
@@ -95,20 +115,23 @@ impl<B: Backend> Transport<B> {
             };
             let Some(bytes) = self.pop_answer() else { return Ok(()) };
             let carried = word(&bytes, 2).unwrap_or(0);
-            // No wait for credit: a shut window leaves the answer first in the queue.
-            let total = match self.draft07_credit(carried, Instant::now()) {
-                Ok(total) => total,
-                Err(_) => {
+            // Its total taken once filled, with no wait for credit: a shut window leaves the
+            // answer first in the queue. Not waited for either (selectively signaled, its
+            // buffer given back when a later completion covers it): the thread that reads the
+            // connection flushes too, and must not stall on a requester that stops reading.
+            let id = self.unwaited_wr_id();
+            let posted = self.post_send_filled_draft07(id, None, bytes.len(), carried, Some(Instant::now()), |buf| {
+                buf.copy_from_slice(&bytes);
+                Ok(bytes.len())
+            });
+            match posted {
+                Ok(()) => {}
+                Err(DataPathError::NoCredit { .. }) => {
                     self.unpop_answer(bytes);
                     return Ok(());
                 }
-            };
-            let id = self.wr_id();
-            self.post_send_filled_draft07(id, None, bytes.len(), total, None, |buf| {
-                buf.copy_from_slice(&bytes);
-                Ok(bytes.len())
-            })?;
-            self.wait(id)?;
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     }

@@ -329,7 +329,8 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         Ok(ReplySent { form: out.form(), reduced_results: out.reduced_results(), invalidated, parts: 1 })
     });
     // A reply whose Sends failed partway is a broken sequence: nothing follows it on the
-    // stream, and the caller closes the connection (RFC 8166 section 4.5.4).
+    // stream, and the caller closes the connection (RFC 8166 section 4.5.4). One that failed
+    // before any Send is answered by the caller, whose answer lets the queued ones go after it.
     if let (Err(_), Some(stream)) = (&sent, stream.as_mut()) {
         stream.break_off();
     }

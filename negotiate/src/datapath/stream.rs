@@ -28,9 +28,10 @@ pub const ANSWERS_QUEUED_MOST: usize = 32;
 pub(crate) struct PayloadStream<'a, B: Backend> {
     conn: &'a Transport<B>,
     held: Option<MutexGuard<'a, ()>>,
-    /// A message whose Sends failed partway (a continued reply cut off after a REPLY_MIDDLE):
-    /// nothing may follow its parts (section 6.3.9), and the connection is being closed, so
-    /// the queued answers stay queued.
+    /// A message whose Sends failed: if partway (a continued reply cut off after a
+    /// REPLY_MIDDLE), nothing may follow its parts (section 6.3.9) and the connection is
+    /// being closed. Either way the queued answers stay queued until the stream is next let
+    /// go (by the failure's own answer, [`super::send_draft07`], when the connection goes on).
     broken: bool,
 }
 

@@ -447,12 +447,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     // Sending an answer waits for its Send to complete, which a peer that
                     // does not read holds up: like a call, it hands the role on if it takes
                     // long.
-                    let ticket = {
-                        let mut st = lock(&self.st);
-                        let ticket = self.begin_alone(&mut st);
-                        self.keep_one_waiting(&mut st);
-                        Some(ticket)
-                    };
+                    // (A -07 answer never waits here for the payload stream or credit: it is
+                    // queued, `Transport::answer_draft07`.)
+                    let ticket = Some(self.begin_alone(&mut lock(&self.st)));
                     let answered = self.answer(&served, other, draft07);
                     served.pool.recycle(m.bytes);
                     match answered {
@@ -831,9 +828,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// Starts a thread to wait for the role if none does and the bound allows: each
     /// connection's calls may take up to its bound of threads (more for those blocked on the
-    /// requester, [`Served::blocked`]), and one more receives, so calls stuck in a handler, or
-    /// an answer stuck behind a continued reply, on one connection never leave the others
-    /// unserved.
+    /// requester, [`Served::blocked`]), and one more receives, so calls stuck in a handler on
+    /// one connection never leave the others unserved.
     fn keep_one_waiting(&self, st: &mut State<B>) {
         let most = st.conns.values().map(|s| s.served.most + s.served.blocked()).sum::<usize>() + st.orphans + 1;
         if st.waiting == 0 && st.threads < most && !st.ended {

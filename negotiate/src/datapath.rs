@@ -84,6 +84,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
+use rpcrdma_v1::header::Fixed;
 use rpcrdma_v1::marshal_call::CallError;
 use rpcrdma_v1::marshal_reply::ReplyError;
 use rpcrdma_v1::reassemble::{DdpViolation, ReassemblyError};
@@ -563,9 +564,7 @@ impl<B: Backend> Transport<B> {
         invalidate: Option<u32>,
         filled: FilledSend<B>,
     ) -> Result<(), DataPathError> {
-        let at = rpcrdma_v1::header::offsets::CREDIT;
-        let total =
-            filled.region.with(|b| b.get(at..at + 4).map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]])));
+        let total = filled.region.with(|b| Fixed::read(b).and_then(|f| f.credit).unwrap_or(0));
         self.post_filled_stamped(id, invalidate, filled, total)
     }
 
@@ -583,8 +582,7 @@ impl<B: Backend> Transport<B> {
             Some(h) if (total.wrapping_sub(h) as i32) < 0 => h,
             _ => total,
         };
-        let at = rpcrdma_v1::header::offsets::CREDIT;
-        filled.region.with_mut(|b| b[at..at + 4].copy_from_slice(&stamped.to_be_bytes()));
+        filled.region.with_mut(|b| rpcrdma_v1::header::set_credit(b, stamped));
         *highest = Some(stamped);
         self.post_filled(id, invalidate, filled)
     }

@@ -653,7 +653,7 @@ impl Responder {
             Some(mut messages) if messages.len() == 1 => {
                 // Counted as the Send it is, its total written once counted.
                 let mut m = messages.remove(0);
-                m[8..12].copy_from_slice(&self.d07.count_send().to_be_bytes());
+                rpcrdma_v1::header::set_credit(&mut m, self.d07.count_send());
                 Received::SendBack(m)
             }
             _ => {
@@ -666,13 +666,7 @@ impl Responder {
     /// An RDMA2_GRANT for the requester, counted as sent, when one is due and may go (section
     /// 4.2.1.1: the requester has used more than half the window this side last gave it).
     fn grant_if_due(&mut self) -> Option<Vec<u8>> {
-        if !(self.d07.credits.grant_due() && self.d07.credits.may_send_grant()) {
-            return None;
-        }
-        let mut grant = vec![0u8; rpcrdma_v2::draft07::header::PREFIX_LEN];
-        let total = self.d07.credits.send();
-        rpcrdma_v2::draft07::marshal::grant(&mut grant, total).expect("the prefix fits its buffer");
-        Some(grant)
+        self.d07.credits.take_grant().map(|total| rpcrdma_v2::draft07::marshal::grant_message(total).to_vec())
     }
 
     /// An RDMA2_ERROR with `code` (and no body) answering message `xid` of a -07 connection,

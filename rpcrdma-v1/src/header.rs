@@ -353,6 +353,24 @@ impl Fixed {
     }
 }
 
+/// Writes `credit` into the `rdma_credit` word of a marshaled message (every version keeps it
+/// at [`offsets::CREDIT`]): for a header built before the credit it carries was known, such
+/// as a Version Two draft-ietf-07 running total taken as the message is posted.
+///
+/// ```
+/// use rpcrdma_v1::header::{set_credit, Fixed};
+/// let mut m = [0u8; 16];
+/// set_credit(&mut m, 40);
+/// assert_eq!(Fixed::read(&m).unwrap().credit, Some(40));
+/// ```
+///
+/// # Panics
+/// When `bytes` is shorter than the fixed words up to `rdma_credit` (12 bytes): the caller
+/// marshaled it, so that is a bug, not peer input.
+pub fn set_credit(bytes: &mut [u8], credit: u32) {
+    bytes[offsets::CREDIT..offsets::CREDIT + 4].copy_from_slice(&credit.to_be_bytes());
+}
+
 /// The `rdma_proc` word of a received message, in every version at
 /// [`offsets::PROC`]; when the input ends before it, the XDR error for the
 /// incomplete word the input ends in.

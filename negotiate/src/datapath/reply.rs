@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::time::Instant;
 
 use cm_private_data::{reply_invalidate_rkey, Negotiated};
-use rpcrdma_v1::header::Header;
+use rpcrdma_v1::header::{Fixed, Header};
 use rpcrdma_v1::marshal_reply::{marshal_reply, MarshaledReply, ProvidedChunks, ReplyForm, ReplyRequest};
 use rpcrdma_v1::reassemble::{
     check_call_ddp_eligibility, fetch_len, lay_out_call, read_list_fetches, reassemble_call, CallPiece, Fetch,
@@ -462,7 +462,7 @@ pub fn send_error<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(), D
 /// # assert_eq!(totals, [40, 40, 44]);
 /// ```
 pub fn send_draft07<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(), DataPathError> {
-    let carried = bytes.get(8..12).map_or(0, |w| u32::from_be_bytes(w.try_into().expect("four bytes")));
+    let carried = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(0);
     let post = |take: Option<Instant>| {
         let id = conn.wr_id();
         conn.post_send_filled_draft07(id, None, bytes.len(), carried, take, |buf| {

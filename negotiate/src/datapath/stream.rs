@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{MutexGuard, PoisonError, TryLockError};
 use std::time::Instant;
 
+use rpcrdma_v1::header::Fixed;
 use rpcrdma_verbs::Backend;
 
 use super::{DataPathError, Transport};
@@ -115,7 +116,7 @@ impl<B: Backend> Transport<B> {
                 Err(TryLockError::WouldBlock) => return Ok(()),
             };
             let Some(bytes) = self.pop_answer() else { return Ok(()) };
-            let carried = word(&bytes, 2).unwrap_or(0);
+            let carried = Fixed::read(&bytes).and_then(|f| f.credit).unwrap_or(0);
             // Its total taken once filled, with no wait for credit: a shut window leaves the
             // answer first in the queue. Not waited for either (selectively signaled, its
             // buffer given back when a later completion covers it): the thread that reads the
@@ -151,12 +152,7 @@ impl<B: Backend> Transport<B> {
     }
 }
 
-/// Word `i` of a message, if it has one.
-fn word(bytes: &[u8], i: usize) -> Option<u32> {
-    bytes.get(4 * i..4 * i + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]))
-}
-
 /// Whether a -07 message is an RDMA2_GRANT.
 pub(crate) fn is_grant(bytes: &[u8]) -> bool {
-    word(bytes, 3) == Some(rpcrdma_v2::draft07::xdr::RDMA2_GRANT)
+    Fixed::read(bytes).and_then(|f| f.proc) == Some(rpcrdma_v2::draft07::xdr::RDMA2_GRANT)
 }

@@ -77,7 +77,7 @@ impl State {
             return None;
         }
         let mut m = self.owed.take()?;
-        m[8..12].copy_from_slice(&self.credits.send().to_be_bytes());
+        rpcrdma_v1::header::set_credit(&mut m, self.credits.send());
         Some(m)
     }
 
@@ -86,12 +86,7 @@ impl State {
     /// (section 4.2.1.1): counted as the Send it is. For a requester with replies still owed,
     /// whose calls, which would carry a higher total, may all be waiting for those replies.
     pub(crate) fn grant_if_due(&mut self) -> Option<Vec<u8>> {
-        if !(self.credits.grant_due() && self.credits.may_send_grant()) {
-            return None;
-        }
-        let mut grant = vec![0u8; rpcrdma_v2::draft07::header::PREFIX_LEN];
-        rpcrdma_v2::draft07::marshal::grant(&mut grant, self.credits.send()).expect("the prefix fits its buffer");
-        Some(grant)
+        self.credits.take_grant().map(|total| rpcrdma_v2::draft07::marshal::grant_message(total).to_vec())
     }
 
     /// A CONNPROP from the responder: its properties added to those pending, or none of them

@@ -227,6 +227,20 @@ impl CreditWindow {
         let left = if left > MAX_CREDITS { 0 } else { left };
         left < self.advertised.div_ceil(2) && self.credit_field() != self.last_sent_total
     }
+    /// Counts an RDMA2_GRANT and returns the total it carries when one is due
+    /// ([`CreditWindow::grant_due`]) and may be posted ([`CreditWindow::may_send_grant`]);
+    /// `None` otherwise. The one home of "when does this side send a GRANT", for requester
+    /// and responder alike.
+    ///
+    /// ```
+    /// use rpcrdma_v2::draft07::credits::CreditWindow;
+    /// let mut w = CreditWindow::new(8).unwrap();
+    /// assert_eq!(w.take_grant(), Some(8)); // a new connection opens the peer's window
+    /// assert_eq!(w.take_grant(), None); // nothing more to give until messages arrive
+    /// ```
+    pub fn take_grant(&mut self) -> Option<u32> {
+        (self.grant_due() && self.may_send_grant()).then(|| self.send())
+    }
 }
 
 fn check_limit(advertised: u32) -> Result<(), CreditError> {

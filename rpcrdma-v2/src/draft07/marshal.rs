@@ -245,6 +245,18 @@ pub fn grant(out: &mut [u8], credit: u32) -> Result<usize, MarshalError> {
     prefix(out, 0, credit, RDMA2_GRANT)
 }
 
+/// An RDMA2_GRANT carrying `credit`, as its own buffer (see [`grant`]).
+///
+/// ```
+/// use rpcrdma_v2::draft07::marshal::grant_message;
+/// assert_eq!(grant_message(40), [0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 40, 0, 0, 0, 5]);
+/// ```
+pub fn grant_message(credit: u32) -> [u8; PREFIX_LEN] {
+    let mut send = [0u8; PREFIX_LEN];
+    grant(&mut send, credit).expect("a GRANT is its prefix alone");
+    send
+}
+
 /// The length of an RDMA2_CALL_INLINE header with `chunks`: the RPC call starts there.
 pub fn call_inline_header_len(chunks: &ChunkLists<'_>) -> usize {
     PREFIX_LEN + 4 + call_lists(chunks).encoded_len()

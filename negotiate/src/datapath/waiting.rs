@@ -205,25 +205,19 @@ impl<B: Backend> Transport<B> {
     /// Wakes the waker a message set aside fired ([`Transport::arm_receive`]) and the
     /// threads whose completions were set aside, with the lock released, then locks again.
     fn wake_receive_waker<'a>(&'a self, mut st: MutexGuard<'a, Reaped>) -> MutexGuard<'a, Reaped> {
-        if st.fired.is_empty() && st.unpark.is_empty() {
-            return st;
-        }
-        let mut fired = std::mem::take(&mut st.fired);
-        let mut unpark = std::mem::take(&mut st.unpark);
-        drop(st);
-        for w in fired.drain(..) {
-            w.wake();
-        }
-        for t in unpark.drain(..) {
-            t.unpark();
-        }
-        let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
-        // Their memory back, for the next (a wake-up per message must not allocate).
-        if st.fired.is_empty() {
-            st.fired = fired;
-        }
-        if st.unpark.is_empty() {
-            st.unpark = unpark;
+        // Taken out onto the stack a batch at a time, so that the lists keep their memory: a
+        // list taken whole left an empty one behind, which a completion set aside by another
+        // thread meanwhile grew again (an allocation now and then in the steady state).
+        const BATCH: usize = 16;
+        while !(st.fired.is_empty() && st.unpark.is_empty()) {
+            let mut fired: [Option<Waker>; BATCH] = Default::default();
+            let mut unpark: [Option<std::thread::Thread>; BATCH] = Default::default();
+            fired.iter_mut().for_each(|slot| *slot = st.fired.pop());
+            unpark.iter_mut().for_each(|slot| *slot = st.unpark.pop());
+            drop(st);
+            fired.into_iter().flatten().for_each(Waker::wake);
+            unpark.into_iter().flatten().for_each(|t| t.unpark());
+            st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
         }
         st
     }

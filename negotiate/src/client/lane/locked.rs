@@ -66,10 +66,16 @@ impl<B: Backend> DerefMut for Locked<'_, B> {
 impl<B: Backend> Drop for Locked<'_, B> {
     fn drop(&mut self) {
         let Some(mut guard) = self.guard.take() else { return };
-        if guard.unpark.is_empty() {
-            return;
-        }
         SPARE.with_borrow_mut(|spare| {
+            // The state's list must not come back with less room than it had: a thread's
+            // spare gets that room at its first unlock (a caller's warm-up), and no steady
+            // call allocates after.
+            if spare.capacity() < guard.unpark.capacity() {
+                spare.reserve_exact(guard.unpark.capacity());
+            }
+            if guard.unpark.is_empty() {
+                return;
+            }
             std::mem::swap(spare, &mut guard.unpark);
             drop(guard);
             for t in spare.drain(..) {

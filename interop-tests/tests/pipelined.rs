@@ -164,6 +164,7 @@ fn issue14_a_requester_beyond_its_credits_gets_no_more_calls_served_at_once<B: B
         thresholds: InlineThresholds { call: 1024, reply: 1024 },
         dialect: None,
         remote_invalidation: false,
+        segments: negotiate::thresholds::SegmentLimits::NONE,
     };
     let xids = [0x31, 0x32, 0x33];
     let mut pending: Vec<_> =

@@ -460,6 +460,7 @@ impl<B: Backend> Caller for ServerSide<B> {
                 thresholds: backward,
                 dialect: None,
                 remote_invalidation: false,
+                segments: crate::thresholds::SegmentLimits::NONE,
             };
             let pending = send_call(&self.conn, message, &ulb, &params)?;
             let timeout = self.conn.timeout();

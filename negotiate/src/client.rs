@@ -387,6 +387,37 @@ impl<B: Backend> Client<B> {
         self.lanes[0].dialect()
     }
 
+    /// The server's -07 properties on the first connection, once its RDMA2_CONNPROP_FINAL
+    /// came (draft-ietf-nfsv4-rpcrdma-version-two-07 section 5): its receive size, segment
+    /// size and count, and the host authentication material it states (section 5.2.6) for
+    /// this application's policy to judge (see [`crate::host_auth`]). `None` before, and
+    /// off -07.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::host_auth::HostAuth;
+    /// use negotiate::responder::ResponderConfig;
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use rpcrdma_v2::dialect::{Dialect, VersionTwo};
+    /// use rpcrdma_verbs::InProcess;
+    ///
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1024 };
+    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// let we_are = HostAuth::new(b"server 7".to_vec()).unwrap();
+    /// let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true)).host_auth(Some(we_are));
+    /// let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ulb), echo).unwrap();
+    /// let ccfg = ClientConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
+    /// let client = Client::new(InProcess, &server.local_addr(), ccfg);
+    /// client.call(&[0, 0, 0, 7, 0, 0, 0, 0], &ulb).unwrap();
+    /// let theirs = client.draft07_peer_properties().expect("the server's CONNPROP_FINAL");
+    /// assert_eq!(theirs.host_auth.as_deref(), Some(&b"server 7"[..]));
+    /// ```
+    pub fn draft07_peer_properties(&self) -> Option<rpcrdma_v2::draft07::properties::Properties> {
+        self.lanes[0].draft07_peer_properties()
+    }
+
     /// The first connection's inline thresholds, once its version is settled.
     pub fn thresholds(&self) -> Option<InlineThresholds> {
         self.lanes[0].thresholds()

@@ -59,7 +59,7 @@
 //! let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
 //! let conn = Transport::<InProcess>::new(pd, qp, t);
 //! let pool = ReceivePool::new(&conn, 4, 1024).unwrap();
-//! let params = CallParams { version: rpcrdma_v1::Version::ONE, credits: 4, thresholds: InlineThresholds::default(), dialect: None, remote_invalidation: false };
+//! let params = CallParams { version: rpcrdma_v1::Version::ONE, credits: 4, thresholds: InlineThresholds::default(), dialect: None, remote_invalidation: false, segments: negotiate::thresholds::SegmentLimits::NONE };
 //! posted.recv().unwrap();
 //! let call = [0, 0, 0, 7, 0, 0, 0, 0];
 //! let pending = send_call(&conn, &call, &ulb, &params).unwrap();
@@ -185,6 +185,19 @@ pub enum DataPathError {
     AnswersPiledUp {
         /// How many may wait.
         most: usize,
+    },
+    /// The call's chunks, cut into segments no longer than the responder takes, make more
+    /// segments than it takes in one header (draft-ietf-nfsv4-rpcrdma-version-two-07
+    /// sections 5.2.3 and 5.2.4, its Maximum Segment Size and Count). The call is not sent;
+    /// the connection goes on.
+    #[error("the call's chunks take {segments} segments of at most {max_size} bytes, and the responder takes at most {most} in one header (draft-ietf-nfsv4-rpcrdma-version-two-07 section 5.2.4)")]
+    TooManySegments {
+        /// The segments the call's chunks took.
+        segments: usize,
+        /// The responder's Maximum Segment Count.
+        most: u32,
+        /// The responder's Maximum Segment Size, which the chunks were cut to.
+        max_size: u32,
     },
     /// The peer's Send with Invalidate killed a key that is not one of this call's (RFC 8797
     /// section 4.1: it "MUST invalidate an STag associated only with the Transaction ID").

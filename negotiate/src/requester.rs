@@ -44,7 +44,7 @@ use rpcrdma_v2::dialect::{after_refusal, Dialect, Next, Speaks, VersionTwo};
 
 use crate::memory::{NoV2Reason, PeerMemory};
 use crate::reply::{self, draft07, Incoming, PeerError};
-use crate::thresholds::{Advertised, Stated};
+use crate::thresholds::{Advertised, SegmentLimits, Stated};
 use rpcrdma_v2::properties::TransportProperties;
 
 /// How a requester behaves.
@@ -134,6 +134,9 @@ pub struct Transmit {
     /// says with the R flag (the default, as Linux); false on the other versions, where the
     /// R flags decide on their own.
     pub remote_invalidation: bool,
+    /// How its chunks may be cut into segments: on -07 the responder's stated (or default)
+    /// segment size and count, sections 5.2.3 and 5.2.4; no bound on the other versions.
+    pub segments: SegmentLimits,
     /// 1 for the first transmission, then one more per retransmission.
     pub attempt: u32,
 }
@@ -291,6 +294,8 @@ struct Flight {
 pub struct Requester {
     cfg: RequesterConfig,
     addr: String,
+    /// What this side states in its -07 RDMA2_CONNPROP_FINAL beside its receive size.
+    host_auth: Option<crate::host_auth::HostAuth>,
     memory: PeerMemory,
     conn: Option<Conn>,
     connecting: bool,
@@ -335,6 +340,7 @@ impl Requester {
         Requester {
             cfg,
             addr: addr.to_string(),
+            host_auth: None,
             memory,
             conn: None,
             connecting: true,
@@ -365,6 +371,19 @@ impl Requester {
             Negotiation::Settled(v) => Some(v),
             Negotiation::Probing(_) => None,
         }
+    }
+
+    /// The host authentication material this side states in its -07 RDMA2_CONNPROP_FINAL
+    /// (section 5.2.6), from the next connection's settling on.
+    pub fn set_host_auth(&mut self, ours: Option<crate::host_auth::HostAuth>) {
+        self.host_auth = ours;
+    }
+
+    /// The responder's -07 properties on the current connection, once its
+    /// RDMA2_CONNPROP_FINAL came (section 5): its receive size, segment size and count, and
+    /// host authentication material (5.2.6), for the application's policy to judge.
+    pub fn draft07_peer_properties(&self) -> Option<&rpcrdma_v2::draft07::properties::Properties> {
+        self.conn.as_ref()?.d07.as_ref()?.peer_properties()
     }
 
     /// The Version Two dialect of the connection, once settled on Version Two.
@@ -882,6 +901,10 @@ impl Requester {
                 .requester
                 .is_some_and(|p| p.flags().contains(cm_private_data::Flags::REMOTE_INVALIDATE));
             let remote_invalidation = dialect == Some(Dialect::Ietf07) && r_flag;
+            let segments = match conn.d07.as_ref() {
+                Some(st) if version == Version::TWO => st.peer_segments(),
+                _ => SegmentLimits::NONE,
+            };
             let call = self.calls.get_mut(&xid).unwrap();
             call.attempts += 1;
             call.flight = Some(Flight { credit, version, deadline: now + self.cfg.timeout, probe, timed_out: false });
@@ -898,6 +921,7 @@ impl Requester {
                 attempt,
                 dialect,
                 remote_invalidation,
+                segments,
             }));
         }
     }
@@ -914,7 +938,7 @@ impl Requester {
             let t = conn.stated.thresholds(&conn.advertised, version);
             let threshold = t.call.min(DEFAULT_INLINE_07);
             if let Some(st) = conn.d07.as_mut() {
-                st.owe_connprop(t.reply as u32, threshold);
+                st.owe_connprop(t.reply as u32, self.host_auth.as_ref(), threshold);
                 // Sent now, or by `pump` once the window has room.
                 self.transmits.extend(st.connprop_due());
             }

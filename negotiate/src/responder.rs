@@ -204,6 +204,9 @@ struct Draft07 {
     /// posts them ([`Responder::count_draft07_sends_when_posted`]), instead of when the
     /// message that prompts them is judged.
     counted_when_posted: bool,
+    /// Whether this side's RDMA2_CONNPROP_FINAL has been handed out
+    /// ([`Responder::poll_transmit`]).
+    ours_sent: bool,
 }
 
 /// -07's default inline threshold (Table 1's receive buffer size): the most an
@@ -235,6 +238,7 @@ impl Draft07 {
             theirs: None,
             inv_handles: HashMap::new(),
             counted_when_posted: false,
+            ours_sent: false,
         }
     }
 }
@@ -337,9 +341,8 @@ impl Responder {
     }
 
     /// The transport properties this side states on a -07 connection (section 5.2), sent in
-    /// an RDMA2_CONNPROP_FINAL when the requester's RDMA2_CONNPROP_FINAL comes (section 6.3.4:
-    /// each peer sends one). Table 1's defaults until set: a server states the size of the
-    /// Receives it posts.
+    /// an RDMA2_CONNPROP_FINAL once the connection speaks -07 ([`Responder::poll_transmit`]).
+    /// Table 1's defaults until set: a server states the size of the Receives it posts.
     pub fn set_draft07_properties(&mut self, ours: Properties) {
         self.d07.ours = ours;
     }
@@ -630,8 +633,9 @@ impl Responder {
 
     /// A CONNPROP in its place in the sequence (continuation checked 6.3.3 and 6.3.4): its
     /// properties are added to those pending, or none of them when one does not decode
-    /// (RDMA2_ERR_BAD_PROPVAL, section 5.1); the FINAL's make the requester's properties,
-    /// answered with this side's own RDMA2_CONNPROP_FINAL (6.3.4: each peer sends one).
+    /// (RDMA2_ERR_BAD_PROPVAL, section 5.1); the FINAL's make the requester's properties.
+    /// (This side's own RDMA2_CONNPROP_FINAL is not an answer: it goes unasked, once,
+    /// [`Responder::poll_transmit`].)
     fn take_properties<'a>(&mut self, header: &rpcrdma_v2::draft07::header::Header<'_>) -> Received<'a> {
         let set = header.properties().expect("a CONNPROP header carries a property set");
         match self.d07.pending.apply(&set) {
@@ -648,17 +652,47 @@ impl Responder {
         let theirs = std::mem::take(&mut self.d07.pending);
         log::info!("-07 connection: the requester states {theirs:?}");
         self.d07.theirs = Some(theirs);
+        Received::Taken
+    }
+
+    /// The next message of this side's own to send on the connection, marshaled and counted:
+    /// on a -07 connection, this side's RDMA2_CONNPROP_FINAL, once, as soon as the
+    /// connection's first -07 message is judged (section 6.3.4: "Each peer sends an
+    /// RDMA2_CONNPROP_FINAL ... after the client has established a connection", asked or
+    /// not; before the requester's first message the responder cannot know the connection
+    /// will speak -07). Call it after each [`Responder::on_receive`]; send what it gives
+    /// before anything else that message prompts.
+    ///
+    /// ```
+    /// use negotiate::responder::{ResponderConfig, Received, Responder};
+    /// use rpcrdma_v2::draft07::header::{Header, HeaderType};
+    /// let mut r = Responder::new(ResponderConfig::default().draft07(true));
+    /// r.on_connected(&[], None);
+    /// assert_eq!(r.poll_transmit(), None); // nothing said yet: Version One, -00 or -07?
+    /// // An RDMA2_GRANT (-07's header type 5) settles the dialect.
+    /// let grant = rpcrdma_v2::draft07::marshal::grant_message(1);
+    /// assert_eq!(r.on_receive(&grant), Received::Taken);
+    /// let ours = r.poll_transmit().expect("this side's properties");
+    /// let h = Header::parse(&ours, &Default::default()).unwrap();
+    /// assert_eq!(h.header_type(), HeaderType::ConnPropFinal);
+    /// assert_eq!(r.poll_transmit(), None); // once per connection
+    /// ```
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        if self.dialect != Some(Dialect::Ietf07) || self.d07.ours_sent {
+            return None;
+        }
+        self.d07.ours_sent = true;
         // Within the default inline threshold (6.3.4): a server's own properties fit one.
-        match self.d07.ours.connprop_messages(header.xid(), 0, DEFAULT_INLINE_07) {
+        match self.d07.ours.connprop_messages(0, 0, DEFAULT_INLINE_07) {
             Some(mut messages) if messages.len() == 1 => {
                 // Counted as the Send it is, its total written once counted.
                 let mut m = messages.remove(0);
                 rpcrdma_v1::header::set_credit(&mut m, self.d07.count_send());
-                Received::SendBack(m)
+                Some(m)
             }
             _ => {
                 log::warn!("-07: this side's properties take more than one CONNPROP message; none sent");
-                Received::Taken
+                None
             }
         }
     }

@@ -34,6 +34,8 @@ use crate::responder::{self, ResponderConfig};
 use crate::thresholds::{self, Advertised, ADVERTISED_SIZE};
 use rpcrdma_v2::properties::TransportProperties;
 
+use crate::host_auth::HostAuth;
+
 mod accept;
 mod async_handler;
 mod call;
@@ -100,6 +102,11 @@ pub struct ServerConfig {
     /// threshold, and whether they may use Send with Invalidate. The Receives are made no
     /// smaller than the stated `max_recv_size`. `None` by default.
     pub properties: Option<TransportProperties>,
+    /// The host authentication material this server states on each -07 connection, in its
+    /// RDMA2_CONNPROP_FINAL (draft-ietf-nfsv4-rpcrdma-version-two-07 section 5.2.6; see
+    /// [`crate::host_auth`]); `None` (the default) states none. The client's, if it states
+    /// any, is in [`Peer::draft07_properties`].
+    pub host_auth: Option<HostAuth>,
 }
 
 impl Default for ServerConfig {
@@ -123,6 +130,7 @@ impl Default for ServerConfig {
             limits: ServerLimits::default(),
             extensions: Vec::new(),
             properties: None,
+            host_auth: None,
         }
     }
 }
@@ -135,6 +143,7 @@ rpcrdma_verbs::setters!(ServerConfig {
     limits: ServerLimits,
     extensions: Vec<Extension>,
     properties: Option<TransportProperties>,
+    host_auth: Option<HostAuth>,
 });
 
 nested_setters!(ServerConfig, responder { versions: (Version, Version), credits: u32 });
@@ -335,6 +344,11 @@ pub struct Peer {
     /// server closed it (a call it could neither serve nor answer, or the server stopping),
     /// [`Ended::Lost`] when the requester or the transport did. `None` while it is served.
     pub ended: Option<Ended>,
+    /// On a -07 connection, the properties the client stated in its RDMA2_CONNPROP_FINAL
+    /// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 5), once it came: its receive size,
+    /// and its host authentication material (`host_auth`, section 5.2.6) for the
+    /// application's policy to judge. `None` before, and on the other versions.
+    pub draft07_properties: Option<rpcrdma_v2::draft07::properties::Properties>,
 }
 
 /// A running responder. Dropping it stops accepting, closes every connection and waits for

@@ -56,6 +56,46 @@ pub fn draft07_receive_threshold(stated: u32) -> u32 {
     stated.clamp(cm_private_data::MIN_INLINE, cm_private_data::MAX_INLINE)
 }
 
+/// How a requester's chunks may be cut into segments for the responder it calls: no segment
+/// longer than `max_size` bytes, and no more than `max_count` segments in one call's header.
+/// On a -07 connection they are the responder's Maximum Segment Size and Count
+/// (RDMA2_PROPID_RSSIZ and RDMA2_PROPID_RCSIZ, draft-ietf-nfsv4-rpcrdma-version-two-07
+/// sections 5.2.3 and 5.2.4), Table 1's defaults (1 MiB, 16) until it states its own; the
+/// other versions have no such property, and no bound ([`SegmentLimits::NONE`]).
+///
+/// ```
+/// use negotiate::thresholds::SegmentLimits;
+/// use rpcrdma_v2::draft07::properties::Properties;
+/// let table_1 = SegmentLimits::of(&Properties::default());
+/// assert_eq!((table_1.max_size, table_1.max_count), (1 << 20, 16));
+/// // A chunk of 2.5 MiB takes three segments under Table 1's default size.
+/// assert_eq!(table_1.segments_for(5 << 19), 3);
+/// assert_eq!(SegmentLimits::NONE.segments_for(5 << 19), 1);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentLimits {
+    /// The longest segment, in bytes (at least 1).
+    pub max_size: u32,
+    /// The most segments one call's header may carry.
+    pub max_count: u32,
+}
+
+impl SegmentLimits {
+    /// No bound: one segment per chunk, as many chunks as the call has.
+    pub const NONE: SegmentLimits = SegmentLimits { max_size: u32::MAX, max_count: u32::MAX };
+
+    /// What a -07 responder's `stated` properties allow (a stated size of 0 is taken as 1:
+    /// no segment is empty of room).
+    pub fn of(stated: &rpcrdma_v2::draft07::properties::Properties) -> SegmentLimits {
+        SegmentLimits { max_size: stated.max_segment_size.max(1), max_count: stated.max_segment_count }
+    }
+
+    /// The segments a chunk of `len` bytes takes (one for an empty chunk).
+    pub fn segments_for(&self, len: usize) -> usize {
+        len.div_ceil(self.max_size as usize).max(1)
+    }
+}
+
 /// What one side says at connect: the RFC 8797 private data it advertises (`None` when it
 /// sends none, or sends `foreign` bytes instead: another layer's, or garbage, which count as
 /// none, section 5.1), and the bytes that go in the CM message. Client and Server both ask

@@ -7,6 +7,7 @@
 use std::time::Duration;
 
 use negotiate::datapath::*;
+use negotiate::thresholds::SegmentLimits;
 use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_call::{CallForm, InlineThresholds};
 use rpcrdma_v1::marshal_reply::ReplyForm;
@@ -111,6 +112,8 @@ struct Case {
     call_form: CallForm,
     reply_form: ReplyForm,
     reduced_results: usize,
+    /// How the call's chunks may be cut ([`SegmentLimits::NONE`] but where a case says).
+    segments: SegmentLimits,
 }
 
 /// A segment of a call, as the Responder sees it: (handle, address, length, readable).
@@ -163,6 +166,7 @@ fn call_params(version: u32) -> CallParams {
         thresholds: SMALL,
         dialect: None,
         remote_invalidation: false,
+        segments: SegmentLimits::NONE,
     }
 }
 
@@ -170,7 +174,8 @@ fn call_params(version: u32) -> CallParams {
 fn exchange_on<B: Backend>(e: &Ends<B>, case: &Case) -> Outcome {
     std::thread::scope(|s| {
         let responder = s.spawn(|| serve(e, case));
-        let pending = send_call(&e.req, &case.call, &case.ulb, &call_params(case.version)).unwrap();
+        let params = CallParams { segments: case.segments, ..call_params(case.version) };
+        let pending = send_call(&e.req, &case.call, &case.ulb, &params).unwrap();
         assert_eq!(pending.form(), case.call_form);
         let mut rkeys: Vec<u32> = pending.rkeys().collect();
         let got = e.req_pool.receive(&e.req).unwrap();
@@ -268,6 +273,7 @@ fn each_version<B: Backend>(
                 call_form: forms.0,
                 reply_form: forms.1,
                 reduced_results: forms.2,
+                segments: SegmentLimits::NONE,
             };
             exchange(b, &case)
         })
@@ -289,6 +295,45 @@ fn chunked_call_with_read_chunk_at_nonzero_position<B: Backend>(b: &B) {
         assert_eq!(out.segments.len(), 1);
         assert_eq!(out.segments[0].2, 3001, "no padding in the chunk (3.4.5.2)");
     }
+}
+
+/// draft-ietf-nfsv4-rpcrdma-version-two-07 sections 5.2.3 and 5.2.4: under a responder's
+/// Maximum Segment Size of 1000 bytes, a 3001-byte Read chunk goes as four segments of its one
+/// window (1000, 1000, 1000 and 1 bytes, back to back, one handle: remote invalidation still
+/// covers the chunk), which the responder reads as the one chunk they make; under a Maximum
+/// Segment Count of 3 the same call is not sent, and says why, and the connection carries the
+/// next call.
+fn a_chunk_is_cut_to_the_responders_segment_size_and_count<B: Backend>(b: &B) {
+    let e = connect(b);
+    let under = |max_count| SegmentLimits { max_size: 1000, max_count };
+    let case = |xid: u32, segments| Case {
+        version: 1,
+        call: Body::Opaque(data(3001, 9)).message(xid, 0),
+        reply: Body::Plain(64).message(xid, 1),
+        ulb: ulb(true, false, 512),
+        remote_invalidation: false,
+        call_form: CallForm::Chunked,
+        reply_form: ReplyForm::Inline,
+        reduced_results: 0,
+        segments,
+    };
+    let out = exchange_on(&e, &case(0x250, under(16)));
+    let lengths: Vec<u32> = out.segments.iter().map(|s| s.2).collect();
+    assert_eq!(lengths, [1000, 1000, 1000, 1]);
+    let handle = out.segments[0].0;
+    assert!(out.segments.iter().all(|s| s.0 == handle), "one window: {:?}", out.segments);
+    let addrs: Vec<u64> = out.segments.iter().map(|s| s.1 - out.segments[0].1).collect();
+    assert_eq!(addrs, [0, 1000, 2000, 3000], "back to back");
+
+    let refused = case(0x251, under(3));
+    let params = CallParams { segments: refused.segments, ..call_params(1) };
+    match send_call(&e.req, &refused.call, &refused.ulb, &params) {
+        Err(e @ DataPathError::TooManySegments { segments: 4, most: 3, max_size: 1000 }) => {
+            assert!(e.to_string().contains("4 segments of at most 1000 bytes"), "{e}");
+        }
+        other => panic!("{:?}", other.map(|p| p.xid())),
+    }
+    exchange_on(&e, &case(0x252, under(16)));
 }
 
 /// A 3000-byte call with nothing DDP-eligible goes whole in a Position-Zero Read chunk.
@@ -415,6 +460,7 @@ fn many_exchanges_reuse_the_receive_buffers<B: Backend>(b: &B) {
             call_form: if chunked { CallForm::Chunked } else { CallForm::Short },
             reply_form: ReplyForm::Inline,
             reduced_results: 1,
+            segments: SegmentLimits::NONE,
         };
         let out = exchange_on(&e, &case);
         assert_eq!(out.invalidated.is_some(), !chunked);
@@ -558,6 +604,7 @@ macro_rules! instantiate {
             instantiate!(@tests $backend;
                 short_call_and_reply,
                 chunked_call_with_read_chunk_at_nonzero_position,
+                a_chunk_is_cut_to_the_responders_segment_size_and_count,
                 long_call_in_position_zero_chunk,
                 reply_through_write_chunk,
                 long_reply_through_reply_chunk,

@@ -203,7 +203,8 @@ fn draft07_6_3_4_each_side_states_its_receive_size_and_the_client_honours_the_se
     let client = Client::new(client_side, server.local_addr(), client_config((Version::ONE, Version::TWO), D07));
     let six_k = |xid: u32| message(xid, 0, Form::LongCall.code(), 6000);
     assert_eq!(client.call(&six_k(1), &Form::LongCall.ulb()).unwrap(), serve(&six_k(1)));
-    // The server's CONNPROP_FINAL answers the client's, ahead of the next reply.
+    // The server's CONNPROP_FINAL, sent unasked once the probe said -07, came ahead of the
+    // probe's reply.
     let small = call_for(Form::Short, 2);
     assert_eq!(client.call(&small, &Form::Short.ulb()).unwrap(), serve(&small));
     assert_eq!(client.thresholds().map(|t| t.call), Some(12 << 10), "the server's RBSIZ");
@@ -974,4 +975,90 @@ fn draft07_4_2_1_a_reply_that_could_not_be_filled_takes_no_credit() {
     let short = call_for(Form::Short, 0x83);
     assert_eq!(client.call(&short, &Form::Short.ulb()).unwrap(), serve(&short));
     assert_eq!(server.stats().connections, 1);
+}
+
+/// Section 4.2.1: a requester whose responder's running total leaves no room for its next
+/// message, with nothing of its own in flight, can be let out only by the responder's GRANT
+/// (4.2.1.1); if none comes within the call timeout, the connection is closed and the calls
+/// waiting go out on the next, whose window starts anew (RFC 8166 section 4.5.4's remedy). Here
+/// the probe's reply carries total 1 (the one Send made: no room), and nothing else arrives:
+/// before the timeout the connection stays, at it the core asks to disconnect, and the waiting
+/// call goes out on the next connection.
+#[test]
+fn draft07_4_2_1_a_window_shut_with_nothing_in_flight_closes_the_connection() {
+    let now = Instant::now();
+    let mut c = probing(1..=2);
+    answer(&mut c, 1, 1);
+    assert_eq!(c.dialect(), Some(Dialect::Ietf07));
+    assert!(c.take_step(2).is_none(), "the total leaves no room for call 2");
+    let due = c.poll_timeout().expect("the shut window is timed");
+    assert!(due > now, "not at once");
+    c.handle_timeout(due - Duration::from_millis(1));
+    assert!(c.poll_event().is_none(), "the connection stays until the timeout");
+    c.handle_timeout(due);
+    assert!(matches!(c.poll_event(), Some(negotiate::connection::Event::Disconnect(1))), "closed at the timeout");
+    c.handle_link_down(Ended::Closed("shut window".into()), due);
+    assert!(matches!(c.poll_event(), Some(negotiate::connection::Event::Connect { .. })));
+    c.handle_connected(2, None, &[], due);
+    let again = transmit(&mut c, 2);
+    assert_eq!(again.attempt, 1, "call 2 goes out for the first time, on the next connection");
+}
+
+/// Sections 5.2.3, 5.2.4 and 4.2.2: until the server's CONNPROP_FINAL says otherwise the client
+/// assumes Table 1's Maximum Segment Size (1 MiB), so its first call's 1.5 MiB Read chunk goes
+/// as two segments of one window (1 MiB, then the rest); the server states its own (its
+/// largest chunk, 2 MiB by default, and its header's most segments, 16), after which the same
+/// chunk goes as one segment. Both calls are served whole.
+#[test]
+fn draft07_5_2_3_a_chunk_is_cut_to_the_segment_size_the_server_states() {
+    let (server_side, _) = capturing(InProcess);
+    let server = start(server_side, Responds::Both);
+    let (client_side, calls) = capturing(InProcess);
+    let client = Client::new(client_side, server.local_addr(), client_config((Version::ONE, Version::TWO), D07));
+    let big = |xid: u32| message(xid, 0, Form::ChunkedRead.code(), 3 << 19);
+    let read_segments = |xid: u32| {
+        let sent = take_xid(&calls, xid);
+        let h = Header::parse(&sent[0], &HeaderLimits::default()).unwrap();
+        assert_eq!(h.header_type(), HeaderType::CallInline);
+        h.chunk_lists().reads.iter().map(|r| (r.target.handle, r.target.length)).collect::<Vec<_>>()
+    };
+    for xid in [1, 2] {
+        assert_eq!(client.call(&big(xid), &Form::ChunkedRead.ulb()).unwrap(), serve(&big(xid)), "call {xid}");
+    }
+    let first = read_segments(1);
+    assert_eq!(first.iter().map(|s| s.1).collect::<Vec<_>>(), [1 << 20, 1 << 19], "Table 1's 1 MiB");
+    assert_eq!(first[0].0, first[1].0, "one window");
+    assert_eq!(read_segments(2).iter().map(|s| s.1).collect::<Vec<_>>(), [3 << 19], "the server's 2 MiB");
+}
+
+/// Section 5.2.6: each side states its host authentication material in its
+/// RDMA2_CONNPROP_FINAL, and the other's reaches the application, for its local policy to
+/// judge: the client's in `Server::peers`, the server's in `Client::draft07_peer_properties`,
+/// byte for byte (the longest this crate states, `MAX_HOST_AUTH`, on the client's side).
+#[test]
+fn draft07_5_2_6_each_sides_host_authentication_reaches_the_other_application() {
+    use negotiate::host_auth::{HostAuth, MAX_HOST_AUTH};
+    let server_auth: Vec<u8> = b"server credential".to_vec();
+    let client_auth: Vec<u8> = (0..MAX_HOST_AUTH).map(|i| i as u8).collect();
+    let scfg = ServerConfig::default()
+        .responder(ResponderConfig::default().draft07(true))
+        .host_auth(Some(HostAuth::new(server_auth.clone()).unwrap()));
+    let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(SERVER_ULB), serve).unwrap();
+    let ccfg =
+        client_config((Version::ONE, Version::TWO), D07).host_auth(Some(HostAuth::new(client_auth.clone()).unwrap()));
+    let client = Client::new(InProcess, server.local_addr(), ccfg);
+    assert_eq!(client.draft07_peer_properties(), None, "nothing stated before the connection");
+    for xid in [1, 2] {
+        let call = call_for(Form::Short, xid);
+        assert_eq!(client.call(&call, &Form::Short.ulb()).unwrap(), serve(&call));
+    }
+    let theirs = client.draft07_peer_properties().expect("the server's CONNPROP_FINAL");
+    assert_eq!(theirs.host_auth, Some(server_auth));
+    // The client's CONNPROP_FINAL goes once its window has room: after the first reply.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let peer_auth = || server.peers().first().and_then(|p| p.draft07_properties.clone()).and_then(|p| p.host_auth);
+    while peer_auth().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(peer_auth(), Some(client_auth));
 }

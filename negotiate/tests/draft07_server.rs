@@ -11,7 +11,7 @@ use std::time::Duration;
 use negotiate::datapath::{send_error as post_raw, DataPathError, ReceivePool, Transport};
 use negotiate::responder::ResponderConfig;
 use negotiate::server::{Server, ServerConfig};
-use rpcrdma_v1::header::ChunkLists;
+use rpcrdma_v1::header::{ChunkLists, Fixed};
 use rpcrdma_v1::rt::{List, Seq};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::xdr::{XdrRdmaSegment, XdrReadChunk, XdrWriteChunk};
@@ -66,6 +66,9 @@ struct Requester<B: Backend> {
     pool: ReceivePool<B>,
     /// Messages received so far (this side's "Received message count", section 4.2.1).
     received: u32,
+    /// The server's RDMA2_CONNPROP_FINAL, once it came (section 6.3.4: each peer sends one,
+    /// unasked), and the count of messages received when it did.
+    server_props: Option<(Vec<u8>, u32)>,
 }
 
 /// The credits this requester advertises.
@@ -77,7 +80,7 @@ impl<B: Backend> Requester<B> {
         let (qp, _) = backend.connect(&pd, &server.local_addr(), &[], QpCaps::default(), T).unwrap();
         let conn = Transport::new(pd, qp, T);
         let pool = ReceivePool::new(&conn, OURS as usize + 1, 1 << 16).unwrap();
-        Requester { conn, pool, received: 0 }
+        Requester { conn, pool, received: 0, server_props: None }
     }
 
     /// The running total this side's headers carry: Received count plus advertised credits.
@@ -94,10 +97,18 @@ impl<B: Backend> Requester<B> {
     }
 
     /// The next message, and the handle its Send With Invalidate invalidated, if it was one.
+    /// The server's first RDMA2_CONNPROP_FINAL is kept aside ([`Requester::server_props`]),
+    /// not returned: a second one is.
     fn receive_invalidating(&mut self) -> (Vec<u8>, Option<u32>) {
-        let m = self.pool.receive(&self.conn).unwrap();
-        self.received += 1;
-        (m.bytes, m.invalidated_rkey)
+        loop {
+            let m = self.pool.receive(&self.conn).unwrap();
+            self.received += 1;
+            if self.server_props.is_none() && Fixed::read(&m.bytes).and_then(|f| f.proc) == Some(RDMA2_CONNPROP_FINAL) {
+                self.server_props = Some((m.bytes, self.received));
+                continue;
+            }
+            return (m.bytes, m.invalidated_rkey);
+        }
     }
 
     fn call_inline(&self, xid: u32, chunks: &ChunkLists<'_>, message: &[u8]) {
@@ -555,11 +566,14 @@ fn connprop_final(xid: u32, credit: u32, props: &[(u32, Vec<u8>)]) -> Vec<u8> {
     bytes
 }
 
-/// Sections 5.2.2, 6.3.4 and 5.1: the requester's RDMA2_CONNPROP_FINAL is answered with the
-/// server's own (each peer sends one), stating the size of the Receives it posts; the
-/// requester's stated receive buffer size then bounds the server's inline replies: a 6 KB
-/// reply that went in two parts under the default 4096 goes in one Send once the requester
-/// states 8192. A second CONNPROP after the FINAL is RDMA2_ERR_INVAL_CONT (6.3.4).
+/// Sections 5.2.2, 6.3.4 and 5.1: the server sends its own RDMA2_CONNPROP_FINAL unasked,
+/// once, first of all it sends on a -07 connection (6.3.4: "Each peer sends an
+/// RDMA2_CONNPROP_FINAL ... after the client has established a connection"), stating the size
+/// of the Receives it posts; the requester's own FINAL, sent later, is not answered with a
+/// second. The requester's stated receive buffer size then bounds the server's inline
+/// replies: a 6 KB reply that went in two parts under the default 4096 goes in one Send once
+/// the requester states 8192. A second CONNPROP after the FINAL is RDMA2_ERR_INVAL_CONT
+/// (6.3.4).
 fn properties_are_exchanged_and_honoured<B: Backend + Clone>(backend: B) {
     let server = start(backend.clone(), true);
     let mut req = Requester::connect(&backend, &server);
@@ -568,13 +582,17 @@ fn properties_are_exchanged_and_honoured<B: Backend + Clone>(backend: B) {
     // Beyond 4096 bytes: continued (section 6.6.4).
     assert_eq!(parsed(&req.receive()).header_type(), HeaderType::ReplyMiddle);
     assert_eq!(parsed(&req.receive()).header_type(), HeaderType::ReplyInline);
-
-    req.send(&connprop_final(0x141, req.credit(), &[(RDMA2_PROPID_RBSIZ, 8192u32.to_be_bytes().to_vec())]));
-    let ours = req.receive();
+    // The server's properties came first, unasked.
+    let (ours, at) = req.server_props.clone().expect("the server's RDMA2_CONNPROP_FINAL (6.3.4)");
+    assert_eq!(at, 1, "the server's CONNPROP_FINAL is the first message it sends");
     let h = parsed(&ours);
     assert_eq!(h.header_type(), HeaderType::ConnPropFinal);
     let stated = rpcrdma_v2::draft07::properties::Properties::from_propset(&h.properties().unwrap()).unwrap();
     assert!(stated.receive_buffer_size >= 1024, "the server's Receives: {stated:?}");
+
+    req.send(&connprop_final(0x141, req.credit(), &[(RDMA2_PROPID_RBSIZ, 8192u32.to_be_bytes().to_vec())]));
+    // Not answered with a second CONNPROP_FINAL (nor anything else: the window is wide).
+    assert!(req.hears_nothing(), "the requester's CONNPROP_FINAL is not answered");
 
     req.call_inline(0x142, &NO_CHUNKS, &rpc_call(0x142, 1500));
     let reply = req.receive();
@@ -822,9 +840,9 @@ fn draft07_7_4_a_reply_never_granted_credit_closes_the_connection_and_holds_up_n
 
 /// Sections 6.3.9 and 4.2.1: "the receiver MUST respond with [INVAL_CONT]" to anything but a
 /// REPLY_MIDDLE's own next part, so nothing of the server's may go between a continued
-/// reply's parts, even an RDMA2_ERROR it owes. A requester granting 2 Sends asks for a
-/// 10 KB reply (three parts in its 4096-byte Receives): two parts go and the third waits for
-/// credit; a malformed message sent then draws its RDMA2_ERROR only after the final part,
+/// reply's parts, even an RDMA2_ERROR it owes. A requester granting 3 Sends (the server's
+/// CONNPROP_FINAL takes one) asks for a 10 KB reply (three parts in its 4096-byte Receives):
+/// two parts go and the third waits for credit; a malformed message sent then draws its RDMA2_ERROR only after the final part,
 /// once the requester's GRANT opened the window, and the server went on reading meanwhile
 /// (the GRANT came after the malformed message).
 #[test]
@@ -833,8 +851,8 @@ fn draft07_6_3_9_an_answer_owed_during_a_continued_reply_waits_for_its_last_part
     let server = start(backend, true);
     let mut req = Requester::connect(&backend, &server);
     let mut send = vec![0u8; 256];
-    // Total 2: nothing received, two credits advertised.
-    let n = marshal::call_inline(&mut send, 0x180, 2, 0, &NO_CHUNKS, &rpc_call(0x180, 2500)).unwrap();
+    // Total 3: nothing received, three credits advertised.
+    let n = marshal::call_inline(&mut send, 0x180, 3, 0, &NO_CHUNKS, &rpc_call(0x180, 2500)).unwrap();
     req.send(&send[..n]);
     let (first, second) = (req.receive(), req.receive());
     assert_eq!(

@@ -184,31 +184,6 @@ mod scenario {
         })
     }
 
-    /// Issue 27 (seed 16, with the `draft07` extra): on a -07 connection the probe's answer was
-    /// a lie the requester could not take (a -00 RDMA_OPTIONAL, which -07 reads as a GRANT
-    /// with a body), so the responder's total never rose above the one message sent; with
-    /// nothing in flight and the window shut for the call timeout, the requester closed the
-    /// connection, and the calls waiting behind went out on the next one and ended. (Before,
-    /// they waited until the responder's idle timeout.)
-    pub fn draft07_shut_window_closed_and_calls_go_on(t: &Trace) -> bool {
-        let on_07 = |e: &Event| matches!(*e, Event::Connected { draft07: true, .. }).then_some(());
-        let Some((c, ())) = t.next(None, on_07) else { return false };
-        let malformed = |e: &Event| matches!(*e, Event::Ended { how: End::Malformed, .. }).then_some(());
-        let Some((m, ())) = t.next(Some(c), malformed) else { return false };
-        let closed = |e: &Event| match *e {
-            Event::LinkDown { link, by: Closer::ClientTimeout, .. } => Some(link),
-            _ => None,
-        };
-        let Some((d, link)) = t.next(Some(m), closed) else { return false };
-        let after = |e: &Event| match *e {
-            Event::Transmit { xid, link: l, .. } if l != link => Some(xid),
-            _ => None,
-        };
-        t.next(Some(d), after).is_some_and(|(i, x)| {
-            t.next(Some(i), |e| matches!(*e, Event::Ended { xid, how: End::Echo } if xid == x).then_some(())).is_some()
-        })
-    }
-
     /// Issue 13, finding 7 (seed 19): a call whose last attempt had no reply within the
     /// timeout, whose connection the requester closed, failed with `ReplyTimeout`.
     pub fn failed_reply_timeout_after_its_connection_was_closed(t: &Trace) -> bool {
@@ -423,12 +398,13 @@ fn rfc8166_4_5_seed_2_a_backward_call_ends_at_once_with_the_requesters_rdma_erro
     named(all_before_draft07(2), "seed 2", scenario::backward_call_ended_by_rdma_error);
 }
 
-#[test]
-fn draft07_4_2_1_seed_16_a_shut_window_with_nothing_in_flight_closes_the_connection() {
-    // Before the requester closed such a connection, 2,000 seeds with the `draft07` extra gave
-    // 3 violations, the first seed 16's: "call 0x1000, made at 298ms, has not ended by 60.08s".
-    named(all(16), "seed 16", scenario::draft07_shut_window_closed_and_calls_go_on);
-}
+// Issue 27's seed 16 (the `draft07` extra) was named here: the probe's answer was a lie the
+// -07 requester could not take, so the responder's running total never rose above the one
+// message sent, and with nothing in flight the requester's window stayed shut (before the fix,
+// until the idle timeout). Since the eleventh session the server sends its RDMA2_CONNPROP_FINAL
+// unasked, before anything the first -07 message prompts (section 6.3.4), and its total opens
+// the window whatever the lie: no seed of 3,000 reaches that state any more. The rule is checked
+// by bytes instead, `draft07_client.rs::draft07_4_2_1_a_window_shut_with_nothing_in_flight_closes_the_connection`.
 
 #[test]
 fn rfc8166_3_3_1_seeds_588_734_833_a_call_given_up_keeps_its_credit_until_its_reply() {
@@ -447,7 +423,8 @@ fn rfc8166_3_3_1_seeds_588_734_833_a_call_given_up_keeps_its_credit_until_its_re
 }
 
 /// Not a check: lists, for each named scenario, the seeds below 3,000 whose runs show it (to
-/// replace a named seed that stopped reaching its scenario).
+/// replace a named seed that stopped reaching its scenario). `SIM_SCAN=<part of a name>`
+/// scans only the scenarios whose name has it.
 #[test]
 #[ignore = "a search, run by hand"]
 fn scan_for_scenarios() {
@@ -464,6 +441,8 @@ fn scan_for_scenarios() {
         ("abandoned keeps credit", Extras::ALL, scenario::abandoned_call_kept_its_credit),
         ("abandoned held", Extras::ALL, scenario::abandoned_call_held_until_answered_or_lost),
     ];
+    let only = std::env::var("SIM_SCAN").ok();
+    let scenarios = scenarios.into_iter().filter(|(name, ..)| only.as_deref().is_none_or(|o| name.contains(o)));
     for (name, extras, check) in scenarios {
         let seeds: Vec<u64> =
             (0..3_000).filter(|&seed| Config { seed, extras }.run().is_ok_and(|r| check(&r.trace))).collect();

@@ -153,6 +153,7 @@ impl<B: Backend> RawRequester<B> {
             thresholds: InlineThresholds { call: 1024, reply: 1024 },
             dialect: None,
             remote_invalidation: false,
+            segments: negotiate::thresholds::SegmentLimits::NONE,
         };
         let pending = send_call(&self.conn, &message, &ULB, &params).expect("send call");
         let got = self.pool.receive(&self.conn).expect("the reply");

@@ -16,6 +16,8 @@ use crate::requester::{self, CallFailure, DuplicateXid, RequesterConfig};
 use crate::thresholds::ADVERTISED_SIZE;
 use rpcrdma_v2::properties::TransportProperties;
 
+use crate::host_auth::HostAuth;
+
 /// How a [`Client`](super::Client) connects and behaves. Build one from [`Default`] with the setters, each
 /// named after the field it sets (the requester's most used fields have their own):
 ///
@@ -68,6 +70,11 @@ pub struct ClientConfig {
     /// [`ServerLimits::poll_before_wait`](crate::limits::ServerLimits::poll_before_wait);
     /// 0 sleeps at once.
     pub poll_before_wait: Duration,
+    /// The host authentication material this client states on each -07 connection, in its
+    /// RDMA2_CONNPROP_FINAL (draft-ietf-nfsv4-rpcrdma-version-two-07 section 5.2.6; see
+    /// [`crate::host_auth`]); `None` (the default) states none. The server's, if it states
+    /// any, is in [`Client::draft07_peer_properties`](super::Client::draft07_peer_properties).
+    pub host_auth: Option<HostAuth>,
 }
 
 impl Default for ClientConfig {
@@ -91,6 +98,7 @@ impl Default for ClientConfig {
             extensions: Vec::new(),
             properties: None,
             poll_before_wait: Duration::from_micros(30),
+            host_auth: None,
         }
     }
 }
@@ -104,6 +112,7 @@ rpcrdma_verbs::setters!(ClientConfig {
     extensions: Vec<Extension>,
     properties: Option<TransportProperties>,
     poll_before_wait: Duration,
+    host_auth: Option<HostAuth>,
 });
 
 nested_setters!(

@@ -28,6 +28,7 @@ use crate::extension::{option_message, OptionReply};
 use crate::reply::PeerError;
 use crate::requester::{CallFailure, Transmit};
 use crate::thresholds;
+use crate::thresholds::SegmentLimits;
 use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERTIES};
 
 /// A transmission sent, with the memory its reply releases and the connection it went on.
@@ -363,6 +364,7 @@ fn params_of(t: &Transmit) -> CallParams {
         thresholds: t.thresholds,
         dialect: t.dialect,
         remote_invalidation: t.remote_invalidation,
+        segments: t.segments,
     }
 }
 
@@ -441,7 +443,17 @@ impl<B: Backend> Shared<B> {
             };
             // (Only a connection off -07 gives a guess: -07's credit word changes per Send.)
             let dialect = (version == Version::TWO).then_some(Dialect::Cel00);
-            (link.clone(), CallParams { version, credits, thresholds, dialect, remote_invalidation: false })
+            (
+                link.clone(),
+                CallParams {
+                    version,
+                    credits,
+                    thresholds,
+                    dialect,
+                    remote_invalidation: false,
+                    segments: SegmentLimits::NONE,
+                },
+            )
         };
         let Ok(prepared) = prepare_call(&link.conn, bytes, ulb, &params) else { return };
         let mut st = self.lock();
@@ -782,6 +794,11 @@ impl<B: Backend> Shared<B> {
     /// The current connection's Version Two dialect, once settled on Version Two.
     pub(super) fn dialect(&self) -> Option<Dialect> {
         self.lock().core.dialect()
+    }
+
+    /// The responder's -07 properties on the current connection, once stated.
+    pub(super) fn draft07_peer_properties(&self) -> Option<rpcrdma_v2::draft07::properties::Properties> {
+        self.lock().core.draft07_peer_properties().cloned()
     }
 
     /// The current connection's inline thresholds, once its version is settled.

@@ -86,6 +86,7 @@ impl<L: Clone> Connection<L> {
     pub fn client(cfg: ClientConfig, addr: &str) -> Self {
         let mut req = Requester::new(cfg.requester, addr);
         req.set_registry(crate::extension::registry(&cfg.extensions));
+        req.set_host_auth(cfg.host_auth.clone());
         let mut core = Connection::empty(cfg, addr);
         // Room for a loaded client's calls at once: its steady state allocates nothing (a
         // server's connections, which hold no calls of their own, make none).
@@ -404,9 +405,21 @@ impl<L: Clone> Connection<L> {
     }
 
     /// The next message of this side's own to send on the current transport connection, already
-    /// marshaled and counted ([`Requester::poll_transmit`]: a -07 RDMA2_CONNPROP_FINAL).
+    /// marshaled and counted: a -07 RDMA2_CONNPROP_FINAL, the requester's
+    /// ([`Requester::poll_transmit`]) or the responder's
+    /// ([`crate::responder::Responder::poll_transmit`]).
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        self.req.as_mut()?.poll_transmit()
+        match (&mut self.serving, &mut self.req) {
+            (Some(s), _) => s.responder.poll_transmit(),
+            (None, Some(r)) => r.poll_transmit(),
+            (None, None) => None,
+        }
+    }
+
+    /// The responder's -07 properties on the current connection, once its RDMA2_CONNPROP_FINAL
+    /// came ([`Requester::draft07_peer_properties`]).
+    pub fn draft07_peer_properties(&self) -> Option<&rpcrdma_v2::draft07::properties::Properties> {
+        self.req.as_ref()?.draft07_peer_properties()
     }
 
     /// The current connection's Version Two dialect, once settled on Version Two (docs/design.md,

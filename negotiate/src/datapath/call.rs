@@ -14,13 +14,14 @@ use rpcrdma_v2::dialect::Dialect;
 use rpcrdma_verbs::Backend;
 
 use super::{ChunkMemory, DataPathError, Landed, Transport, WindowRegistrar};
+use crate::thresholds::SegmentLimits;
 
 /// What the negotiation decided for the calls of a connection.
 ///
 /// ```
 /// use negotiate::datapath::CallParams;
 /// use rpcrdma_v1::marshal_call::InlineThresholds;
-/// let v2 = CallParams { version: rpcrdma_v1::Version::TWO, credits: 32, thresholds: InlineThresholds { call: 4096, reply: 4096 }, dialect: None, remote_invalidation: false };
+/// let v2 = CallParams { version: rpcrdma_v1::Version::TWO, credits: 32, thresholds: InlineThresholds { call: 4096, reply: 4096 }, dialect: None, remote_invalidation: false, segments: negotiate::thresholds::SegmentLimits::NONE };
 /// assert_eq!(v2.thresholds.call, 4096);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +41,11 @@ pub struct CallParams {
     /// On -07, whether the call names the one handle its chunks share in `rdma_inv_handle`,
     /// asking the responder to invalidate it (section 6.5); ignored on the other versions.
     pub remote_invalidation: bool,
+    /// How the call's chunks may be cut into segments (on -07 the responder's segment size
+    /// and count, sections 5.2.3 and 5.2.4): a chunk longer than `max_size` goes as several
+    /// segments of its one window, and a call needing more than `max_count` segments fails
+    /// with [`DataPathError::TooManySegments`].
+    pub segments: SegmentLimits,
 }
 
 /// A call sent and not yet answered: its XID, its form, and the memory its chunks expose until
@@ -214,11 +220,17 @@ fn prepare_described<B: Backend>(
     }
     let req = desc.request(params.credits, shaped);
     out.set_version(params.version);
+    reg.limit_segments(params.segments.max_size);
     let shape = reg.with_call(CallShape::of);
     // The header and the inline ranges are written straight into the Send's registered
     // buffer; marshal_call never writes more than the call inline threshold in all.
     let filled = conn.fill_send(params.thresholds.call, |buf| {
         marshal_call_shaped(shape, &req, &mut reg, buf, out)?;
+        // Section 5.2.4: no more segments in the header than the responder takes.
+        let (segments, most) = (reg.segments(), params.segments.max_count);
+        if segments > most as usize {
+            return Err(DataPathError::TooManySegments { segments, most, max_size: params.segments.max_size });
+        }
         let header_len =
             if draft07 { draft07_header(buf, out.header_len(), params.remote_invalidation)? } else { out.header_len() };
         let at = reg.with_call(|call| {

@@ -183,12 +183,23 @@ pub struct WindowRegistrar<'c, B: Backend> {
     memory: ChunkMemory<B>,
     /// A failure inside [`Registrar::release`], which cannot return one.
     failed: Option<DataPathError>,
+    /// The longest segment to advertise ([`WindowRegistrar::limit_segments`]).
+    max_segment: u32,
+    /// The segments advertised and not released.
+    segments: usize,
 }
 
 impl<'c, B: Backend> WindowRegistrar<'c, B> {
     /// A registrar for the call message `call` (the bytes given to `marshal_call`) on `conn`.
     pub fn new(conn: &'c Transport<B>, call: &'c [u8]) -> Self {
-        WindowRegistrar { conn, call: Some(call), memory: ChunkMemory::new(), failed: None }
+        WindowRegistrar {
+            conn,
+            call: Some(call),
+            memory: ChunkMemory::new(),
+            failed: None,
+            max_segment: u32::MAX,
+            segments: 0,
+        }
     }
 
     /// A registrar to which the call message itself is lent: a Read chunk exposes `message`'s
@@ -199,7 +210,20 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
     pub(super) fn lending(conn: &'c Transport<B>, message: Vec<u8>) -> Self {
         let mut memory = ChunkMemory::new();
         memory.lent = Lent::Unregistered(message);
-        WindowRegistrar { conn, call: None, memory, failed: None }
+        WindowRegistrar { conn, call: None, memory, failed: None, max_segment: u32::MAX, segments: 0 }
+    }
+
+    /// Advertises no segment longer than `max_size` bytes (at least 1): a longer chunk is
+    /// still one window, advertised as several segments of it back to back (one handle, so
+    /// that remote invalidation still covers the chunk). For a -07 responder's Maximum
+    /// Segment Size (draft-ietf-nfsv4-rpcrdma-version-two-07 section 5.2.3).
+    pub fn limit_segments(&mut self, max_size: u32) {
+        self.max_segment = max_size.max(1);
+    }
+
+    /// The segments advertised so far and not released: what the call's header carries.
+    pub fn segments(&self) -> usize {
+        self.segments
     }
 
     /// Runs `f` on the call message's bytes, wherever they are.
@@ -287,13 +311,25 @@ impl<B: Backend> Registrar for WindowRegistrar<'_, B> {
     type Error = rpcrdma_verbs::Error;
 
     fn register(&mut self, purpose: ChunkPurpose, out: &mut Vec<XdrRdmaSegment>) -> Result<(), rpcrdma_verbs::Error> {
-        out.push(self.register_window(purpose)?);
-        Ok(())
+        let window = self.register_window(purpose)?;
+        // Cut to the longest segment the responder takes, each piece the next stretch of
+        // the one window.
+        let (most, mut at, mut left) = (self.max_segment, 0u32, window.length);
+        loop {
+            let length = left.min(most);
+            out.push(XdrRdmaSegment { handle: window.handle, length, offset: window.offset + u64::from(at) });
+            self.segments += 1;
+            (at, left) = (at + length, left - length);
+            if left == 0 {
+                return Ok(());
+            }
+        }
     }
 
     /// Closes the windows of a registration the call will not advertise (the Chunked form did
     /// not fit, or marshaling failed) and drops its buffer.
     fn release(&mut self, purpose: ChunkPurpose, segments: &[XdrRdmaSegment]) {
+        self.segments = self.segments.saturating_sub(segments.len());
         for seg in segments {
             let Some(i) = self.memory.windows.iter().position(|&rkey| rkey == seg.handle) else { continue };
             let rkey = self.memory.windows.swap_remove(i);

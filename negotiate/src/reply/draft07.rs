@@ -62,12 +62,34 @@ impl State {
         self.theirs.as_ref().map(|p| crate::thresholds::draft07_receive_threshold(p.receive_buffer_size))
     }
 
+    /// The responder's properties, once its RDMA2_CONNPROP_FINAL came.
+    pub(crate) fn peer_properties(&self) -> Option<&Properties> {
+        self.theirs.as_ref()
+    }
+
+    /// How this side's chunks may be cut for the responder (sections 5.2.3 and 5.2.4): as it
+    /// stated, or Table 1's defaults until it has ("connection peers MUST assume both" the
+    /// defaults until properties are exchanged, 4.2.2).
+    pub(crate) fn peer_segments(&self) -> crate::thresholds::SegmentLimits {
+        crate::thresholds::SegmentLimits::of(self.theirs.as_ref().unwrap_or(&Properties::default()))
+    }
+
     /// Owes the responder this side's RDMA2_CONNPROP_FINAL, stating the size of its Receives
-    /// (`receive_size`), within the responder's Receives (`threshold`): sent as soon as the
-    /// window has room ([`State::connprop_due`]); nothing when it does not fit one message.
-    pub(crate) fn owe_connprop(&mut self, receive_size: u32, threshold: usize) {
-        let ours = Properties { receive_buffer_size: receive_size, ..Properties::default() };
+    /// (`receive_size`) and its host authentication material, within the responder's
+    /// Receives (`threshold`, at least 1024, which [`crate::host_auth::MAX_HOST_AUTH`] keeps
+    /// it within): sent as soon as the window has room ([`State::connprop_due`]).
+    pub(crate) fn owe_connprop(
+        &mut self,
+        receive_size: u32,
+        host_auth: Option<&crate::host_auth::HostAuth>,
+        threshold: usize,
+    ) {
+        let host_auth = host_auth.map(|a| a.as_bytes().to_vec());
+        let ours = Properties { receive_buffer_size: receive_size, host_auth, ..Properties::default() };
         self.owed = ours.connprop_messages(0, 0, threshold).filter(|m| m.len() == 1).map(|mut m| m.remove(0));
+        if self.owed.is_none() {
+            log::warn!("-07: this side's properties do not fit one CONNPROP_FINAL of {threshold} bytes; none sent");
+        }
     }
 
     /// The RDMA2_CONNPROP_FINAL owed, once the window has room for it (section 4.2.1),

@@ -163,9 +163,18 @@ pub(super) fn accept<B: Backend>(
     }
     let received = req.private_data().to_vec();
     let size = thresholds::receive_size_stating(ours, cfg.responder.versions.1, cfg.properties.as_ref());
-    // On a -07 connection the server states the Receives it posts (section 5.2.2).
+    // On a -07 connection the server states the Receives it posts (section 5.2.2), and the
+    // segments its header limits take (5.2.3, 5.2.4): no segment longer than a chunk may be,
+    // no more in one header than it reads.
     let receive_buffer_size = u32::try_from(size).unwrap_or(u32::MAX);
-    core.set_draft07_properties(Properties { receive_buffer_size, ..Properties::default() });
+    let limits = &cfg.responder.limits;
+    core.set_draft07_properties(Properties {
+        receive_buffer_size,
+        max_segment_size: u32::try_from(limits.max_chunk_len).unwrap_or(u32::MAX),
+        max_segment_count: limits.max_segments,
+        host_auth: cfg.host_auth.as_ref().map(|a| a.as_bytes().to_vec()),
+        ..Properties::default()
+    });
     let pd = backend.alloc_pd().ok()?;
     let mut pool = None;
     let count = cfg.responder.credits as usize + backchannel::SLOTS;
@@ -191,6 +200,7 @@ pub(super) fn accept<B: Backend>(
         advertised: core.responder().advertised(),
         credits_requested: 0,
         ended: None,
+        draft07_properties: None,
     }));
     lock(&shared.peers).push(peer.clone());
     let conn = Arc::new(Transport::<B>::new(pd, qp, cfg.timeout));

@@ -195,7 +195,7 @@ impl CallBuffers {
 /// let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
 /// let conn = Transport::<InProcess>::new(pd, qp, t);
 /// let pool = ReceivePool::new(&conn, 4, 1024).unwrap();
-/// let params = CallParams { version: rpcrdma_v1::Version::ONE, credits: 4, thresholds: InlineThresholds::default(), dialect: None, remote_invalidation: false };
+/// let params = CallParams { version: rpcrdma_v1::Version::ONE, credits: 4, thresholds: InlineThresholds::default(), dialect: None, remote_invalidation: false, segments: negotiate::thresholds::SegmentLimits::NONE };
 /// posted.recv().unwrap();
 /// let call = [0, 0, 0, 7, 0, 0, 0, 0];
 /// let pending = send_call(&conn, &call, &ulb, &params).unwrap();

@@ -409,6 +409,20 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             let mut core = lock(&served.core);
             let mut m = m;
             let mut judged = self.judge(&served, &mut core, &m.bytes);
+            // What the core sends of its own (a -07 server's RDMA2_CONNPROP_FINAL once the
+            // connection speaks -07) goes before anything the message prompts; not with the
+            // core locked (taking a total locks it).
+            let transmits: Vec<Vec<u8>> = std::iter::from_fn(|| core.poll_transmit()).collect();
+            if !transmits.is_empty() {
+                drop(core);
+                let sent = transmits.iter().try_for_each(|t| served.conn.answer_draft07(t));
+                if let Err(e) = sent {
+                    served.pool.recycle(m.bytes);
+                    self.end(id, &served, format!("sending this side's -07 properties: {e}"));
+                    continue;
+                }
+                core = lock(&served.core);
+            }
             // The memory of a rewritten call, counted against the server's budget while it is
             // served (its size is within ResponderConfig::max_continued and the header limits).
             let mut _rewritten_charge = None;
@@ -442,6 +456,14 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 }
                 other => {
                     let draft07 = core.responder().dialect() == Some(rpcrdma_v2::dialect::Dialect::Ietf07);
+                    // The client's -07 properties, once its CONNPROP_FINAL came, for
+                    // `Server::peers` (its host authentication for the application to judge).
+                    if let Some(stated) = core.responder().draft07_peer_properties() {
+                        let mut peer = lock(&served.peer);
+                        if peer.draft07_properties.is_none() {
+                            peer.draft07_properties = Some(stated.clone());
+                        }
+                    }
                     drop(core);
                     flush();
                     // Sending an answer waits for its Send to complete, which a peer that

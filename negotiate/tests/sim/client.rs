@@ -420,6 +420,7 @@ impl SimClient {
             thresholds: t.thresholds,
             dialect: t.dialect,
             remote_invalidation: t.remote_invalidation,
+            segments: t.segments,
         };
         let pending = match send_call(conn, &message, &ULB, &params) {
             Ok(pending) => pending,

@@ -232,6 +232,11 @@ impl SimServer {
             }
             received => received,
         };
+        // What the core sends of its own (a -07 server's CONNPROP_FINAL), before anything
+        // the message prompts, as the event loop sends it.
+        while let Some(own) = c.core.poll_transmit() {
+            sim.send(false, own);
+        }
         match received {
             Received::Call { header, params: p } => {
                 let xid = header.xid();

@@ -1062,3 +1062,68 @@ fn draft07_5_2_6_each_sides_host_authentication_reaches_the_other_application() 
     }
     assert_eq!(peer_auth(), Some(client_auth));
 }
+
+/// Sections 4.5.2, 4.5.2.4, 4.5.3, 4.5.3.1 and 4.5.3.2, on a -07 connection between a real
+/// Client and Server, read off both sides' Sends with -07's own parser. A call whose
+/// DDP-eligible `opaque<>` argument is 3,001 bytes: its count stays in the Payload stream
+/// (4.5.3.1, 4.5.3.2), its bytes (and only they: one item, 4.5.3) go in one Read chunk at a
+/// four-byte aligned Position whose length is the item's, no roundup padding (4.5.3.1), and the
+/// padding leaves the Payload stream too (aligned: what follows stays aligned, 4.5.3); the
+/// server reads back exactly the call. Then a call whose 3,001-byte result goes in a Write
+/// chunk: provisioned at the largest result the binding allows (4.5.2), with no room for
+/// padding when that is 3,001 bytes (4.5.2.4); the server writes 3,001 bytes, no padding,
+/// even into a chunk of 4,000 (4.5.2.4), and the count stays in the reply's Payload stream.
+#[test]
+fn draft07_4_5_a_reduced_item_moves_whole_without_padding_and_its_count_stays() {
+    const ITEM: usize = 3001;
+    // The server answers a call with a 4-byte opaque holding the sum of the call's bytes, or
+    // for a "ChunkedWrite" call with an ITEM-byte opaque result.
+    let handler = |call: &[u8]| {
+        let (xid, form) = (word(call, 0), word(call, 2));
+        if form == Form::ChunkedWrite.code() {
+            return message(xid, 1, form, ITEM);
+        }
+        let sum = call.iter().fold(0u32, |s, &b| s.wrapping_add(u32::from(b)));
+        [words(&[xid, 1, form, 4]), sum.to_be_bytes().to_vec()].concat()
+    };
+    let (server_side, replies) = capturing(InProcess);
+    let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    let server = Server::start(server_side, "inproc:*", scfg, Arc::new(SERVER_ULB), handler).unwrap();
+    let (client_side, calls) = capturing(InProcess);
+    let client = Client::new(client_side, server.local_addr(), client_config((Version::ONE, Version::TWO), D07));
+
+    // The Read chunk.
+    let call = message(0x451, 0, Form::ChunkedRead.code(), ITEM);
+    let reply = client.call(&call, &Form::ChunkedRead.ulb()).unwrap();
+    let sum = call.iter().fold(0u32, |s, &b| s.wrapping_add(u32::from(b)));
+    assert_eq!(reply[16..20], sum.to_be_bytes(), "the server read back exactly the call");
+    let sent = take_xid(&calls, 0x451);
+    let h = Header::parse(&sent[0], &HeaderLimits::default()).unwrap();
+    let reads: Vec<(u32, u32)> = h.chunk_lists().reads.iter().map(|r| (r.position, r.target.length)).collect();
+    let data_at = OPAQUE_AT + 4;
+    assert_eq!(reads, [(data_at as u32, ITEM as u32)], "one chunk, the item's length, no padding");
+    assert_eq!(data_at % 4, 0, "a four-byte aligned Position");
+    let padded = ITEM.div_ceil(4) * 4;
+    let inline = [&call[..data_at], &call[data_at + padded..]].concat();
+    assert_eq!(h.payload(), &inline[..], "the count stays; the bytes and their padding leave");
+    assert_eq!(word(h.payload(), 3), ITEM as u32);
+
+    // The Write chunk, provisioned exactly, then with room to spare.
+    for (xid, max_result) in [(0x452, ITEM), (0x453, 4000)] {
+        let ulb = OpaqueAtUlb { max_result, ..Form::ChunkedWrite.ulb() };
+        let call = message(xid, 0, Form::ChunkedWrite.code(), 16);
+        assert_eq!(client.call(&call, &ulb).unwrap(), message(xid, 1, Form::ChunkedWrite.code(), ITEM));
+        let sent = take_xid(&calls, xid);
+        let h = Header::parse(&sent[0], &HeaderLimits::default()).unwrap();
+        let provisioned: Vec<u32> =
+            h.chunk_lists().writes.iter().map(|c| c.target.iter().map(|s| s.length).sum()).collect();
+        assert_eq!(provisioned, [max_result as u32], "the largest result, no room added for padding");
+        let answered = take_xid(&replies, xid);
+        let r = Header::parse(&answered[0], &HeaderLimits::default()).unwrap();
+        let written: Vec<u32> =
+            r.chunk_lists().writes.iter().map(|c| c.target.iter().map(|s| s.length).sum()).collect();
+        assert_eq!(written, [ITEM as u32], "the result's bytes, no padding written");
+        assert_eq!(word(r.payload(), 3), ITEM as u32, "the count stays in the reply's Payload stream");
+        assert_eq!(r.payload().len(), OPAQUE_AT + 4, "nothing of the result inline");
+    }
+}

@@ -192,10 +192,11 @@ pub enum DataPathError {
     /// the connection goes on.
     #[error("the call's chunks take {segments} segments of at most {max_size} bytes, and the responder takes at most {most} in one header (draft-ietf-nfsv4-rpcrdma-version-two-07 section 5.2.4)")]
     TooManySegments {
-        /// The segments the call's chunks took.
+        /// The segments the call's chunks took (counted up to the chunk that went over).
         segments: usize,
-        /// The responder's Maximum Segment Count.
-        most: u32,
+        /// The responder's Maximum Segment Count (or the most segments the call's Send could
+        /// list, 16 bytes each, when that is fewer).
+        most: usize,
         /// The responder's Maximum Segment Size, which the chunks were cut to.
         max_size: u32,
     },

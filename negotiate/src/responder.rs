@@ -661,7 +661,8 @@ impl Responder {
     /// RDMA2_CONNPROP_FINAL ... after the client has established a connection", asked or
     /// not; before the requester's first message the responder cannot know the connection
     /// will speak -07). Call it after each [`Responder::on_receive`]; send what it gives
-    /// before anything else that message prompts.
+    /// before anything else that message prompts (the draft asks no order: section 6.3.4 only
+    /// says each peer sends one).
     ///
     /// ```
     /// use negotiate::responder::{ResponderConfig, Received, Responder};
@@ -740,6 +741,24 @@ impl Responder {
         self.dialect == Some(Dialect::Ietf07)
     }
 
+    /// Counts a -07 message refused, or an RDMA2_ERROR, as received, taking the running total
+    /// its prefix carries (section 4.2.1: "Received credits" is the `rdma_credit` of the most
+    /// recent message received; the prefix is whole, or it would have been dropped). Counted
+    /// without its total, a refused first message left the requester's window at the one
+    /// message it allows before this side's first header, which this side's own
+    /// CONNPROP_FINAL then took: the refusal waited behind it for a GRANT the requester, its
+    /// only message unanswered, never sends.
+    fn take_prefix_credit(&mut self, bytes: &[u8]) {
+        match Fixed::read(bytes).and_then(|f| f.credit) {
+            Some(total) => {
+                if let Err(e) = self.d07.credits.received(total) {
+                    log::warn!("{e}: the requester's credit total is kept as it was");
+                }
+            }
+            None => self.d07.credits.note_received(),
+        }
+    }
+
     /// Judges a -07 message (draft-ietf-nfsv4-rpcrdma-version-two-07 sections 4 to 7): the
     /// header's rules (`draft07::verdict`), the credit total it carries (4.2.1), continuation
     /// (4.1), then what its type asks. A whole RDMA2_CALL_INLINE becomes the call to serve,
@@ -769,13 +788,27 @@ impl Responder {
         let header = match verdict07::receive(bytes, &policy) {
             verdict07::Verdict::Accept(h) => h,
             verdict07::Verdict::PeerError { xid, error } => {
-                self.d07.credits.note_received();
+                self.take_prefix_credit(bytes);
                 return Err(Received::PeerError { xid, error: PeerError::Draft07(error) });
             }
             verdict07::Verdict::Reply { reply, reason } => {
-                self.d07.credits.note_received();
+                self.take_prefix_credit(bytes);
                 self.over_limits +=
                     u64::from(matches!(reason, HeaderError07::Chunks { source, .. } if source.is_over_limit()));
+                // Section 7.3.2: a responder that takes no Write chunk at all, and cannot
+                // continue a reply either, answers RDMA2_ERR_REPLY_RESOURCE instead (the length
+                // needed unknown, 0: the call is discarded unprocessed).
+                let no_write_chunks = matches!(
+                    reason,
+                    HeaderError07::Chunks {
+                        source: rpcrdma_v1::header::HeaderError::TooManyWriteChunks { limit: 0, .. },
+                        ..
+                    }
+                );
+                if no_write_chunks && self.cfg.max_reply_parts <= 1 {
+                    let body = Rpcrdma2HdrError::Rdma2ErrReplyResource(0);
+                    return Err(Received::SendError(verdict07::error_reply(reply.xid(), self.d07.count_send(), &body)));
+                }
                 // Its `rdma_credit` is the total after this Receive, and the answer is a Send.
                 return Err(Received::SendError(reply.with_word(offsets::CREDIT, self.d07.count_send())));
             }

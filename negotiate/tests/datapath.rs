@@ -302,7 +302,8 @@ fn chunked_call_with_read_chunk_at_nonzero_position<B: Backend>(b: &B) {
 /// window (1000, 1000, 1000 and 1 bytes, back to back, one handle: remote invalidation still
 /// covers the chunk), which the responder reads as the one chunk they make; under a Maximum
 /// Segment Count of 3 the same call is not sent, and says why, and the connection carries the
-/// next call.
+/// next call. A one-byte segment size is refused by the count the call's 1024-byte Send could
+/// list (64), however many the responder states.
 fn a_chunk_is_cut_to_the_responders_segment_size_and_count<B: Backend>(b: &B) {
     let e = connect(b);
     let under = |max_count| SegmentLimits { max_size: 1000, max_count };
@@ -331,6 +332,13 @@ fn a_chunk_is_cut_to_the_responders_segment_size_and_count<B: Backend>(b: &B) {
         Err(e @ DataPathError::TooManySegments { segments: 4, most: 3, max_size: 1000 }) => {
             assert!(e.to_string().contains("4 segments of at most 1000 bytes"), "{e}");
         }
+        other => panic!("{:?}", other.map(|p| p.xid())),
+    }
+    // A segment size of one byte would take a segment per byte: refused by its count before
+    // any segment is listed, whatever the count a peer states.
+    let params = CallParams { segments: SegmentLimits { max_size: 1, max_count: u32::MAX }, ..call_params(1) };
+    match send_call(&e.req, &refused.call, &refused.ulb, &params) {
+        Err(DataPathError::TooManySegments { segments: 3001, most: 64, max_size: 1 }) => {}
         other => panic!("{:?}", other.map(|p| p.xid())),
     }
     exchange_on(&e, &case(0x252, under(16)));

@@ -158,6 +158,7 @@ fn error_code(bytes: &[u8]) -> u32 {
             discriminant
         }
         Rpcrdma2HdrError::Rdma2ErrVers(_) => RDMA2_ERR_VERS,
+        Rpcrdma2HdrError::Rdma2ErrReplyResource(_) => RDMA2_ERR_REPLY_RESOURCE,
         e => panic!("{e:?}"),
     }
 }
@@ -871,4 +872,56 @@ fn draft07_6_3_9_an_answer_owed_during_a_continued_reply_waits_for_its_last_part
     assert_eq!((error_code(&answer), word(&answer, 0)), (RDMA2_ERR_BAD_XDR, 0x181));
     let whole = [parsed(&first).payload(), parsed(&second).payload(), parsed(&last).payload()].concat();
     assert_eq!(whole, reply_for(&rpc_call(0x180, 2500)));
+}
+
+/// Sections 7.3.1 and 7.3.2: a call with more Read chunks, or more Write chunks, than the
+/// server takes (`HeaderLimits::max_read_chunks`, `max_write_chunks`) is answered
+/// RDMA2_ERR_READ_CHUNKS or RDMA2_ERR_WRITE_CHUNKS carrying the most it takes
+/// (`rdma_max_chunks`, 0 when it takes none), and discarded: the handler never runs it, and
+/// the connection serves the next call. A server that takes no Write chunk and cannot
+/// continue a reply either (one Send per reply) answers RDMA2_ERR_REPLY_RESOURCE instead
+/// (7.3.2). (The segments name no memory: nothing is read or written before the refusal.)
+/// Each refused call is its connection's first message: the running total its prefix
+/// carries is taken all the same (4.2.1), so the refusal does not wait behind the server's
+/// own CONNPROP_FINAL for a GRANT the requester, its one message unanswered, never sends.
+#[test]
+fn draft07_7_3_1_and_7_3_2_more_chunks_than_taken_are_refused_with_the_most_taken() {
+    use rpcrdma_v1::header::HeaderLimits as Limits;
+    let backend = rpcrdma_verbs::InProcess;
+    let seg = |handle| [XdrRdmaSegment { handle, length: 64, offset: 0x1000 }];
+    let (s1, s2) = (seg(1), seg(2));
+    let reads = [XdrReadChunk { position: 12, target: s1[0] }, XdrReadChunk { position: 16, target: s2[0] }];
+    let writes = [XdrWriteChunk { target: Seq::from_slice(&s1) }, XdrWriteChunk { target: Seq::from_slice(&s2) }];
+    let two_reads = ChunkLists { reads: List::from_slice(&reads), writes: List::from_slice(&[]), reply: None };
+    let two_writes = ChunkLists { reads: List::from_slice(&[]), writes: List::from_slice(&writes), reply: None };
+    let cases = [
+        (Limits::default().max_read_chunks(1), 256, &two_reads, RDMA2_ERR_READ_CHUNKS, Some(1)),
+        (Limits::default().max_read_chunks(0), 256, &two_reads, RDMA2_ERR_READ_CHUNKS, Some(0)),
+        (Limits::default().max_write_chunks(1), 256, &two_writes, RDMA2_ERR_WRITE_CHUNKS, Some(1)),
+        (Limits::default().max_write_chunks(0), 256, &two_writes, RDMA2_ERR_WRITE_CHUNKS, Some(0)),
+        (Limits::default().max_write_chunks(0), 1, &two_writes, RDMA2_ERR_REPLY_RESOURCE, Some(0)),
+    ];
+    for (i, (limits, parts, chunks, code, most)) in cases.into_iter().enumerate() {
+        let mut responder = ResponderConfig::default().draft07(true);
+        (responder.limits, responder.max_reply_parts) = (limits, parts);
+        let server = start_with(backend, responder);
+        let mut req = Requester::connect(&backend, &server);
+        let xid = 0x190 + 2 * i as u32;
+        // The call's message: XID, CALL, 1, then the two words the Read chunks were taken from.
+        let mut call = rpc_call(xid, 1);
+        call.extend(words(&[0, 0]));
+        req.call_inline(xid, chunks, &call);
+        let err = req.receive();
+        assert_eq!((word(&err, 0), error_code(&err)), (xid, code), "case {i}");
+        let body = parsed(&err).error();
+        let want = match (code, most) {
+            (RDMA2_ERR_REPLY_RESOURCE, _) => Rpcrdma2HdrError::Rdma2ErrReplyResource(0),
+            (_, value) => Rpcrdma2HdrError::RdmaMaxChunks { discriminant: code, value: value.unwrap() },
+        };
+        assert_eq!(body, Some(want), "case {i}");
+        assert!(served_eventually(&server, 0), "case {i}: the refused call was not run");
+        let next = rpc_call(xid + 1, 1);
+        req.call_inline(xid + 1, &NO_CHUNKS, &next);
+        assert_eq!(parsed(&req.receive()).payload(), &reply_for(&next)[..], "case {i}");
+    }
 }

@@ -70,6 +70,16 @@ pub struct HeaderLimits {
     /// 4 GiB each, `max_chunk_len` alone would let one 100-byte header ask a
     /// responder to fetch 12 GiB.
     pub max_message_len: u64,
+    /// The most Read chunks (a Read list's entries grouped by Position) one
+    /// header may carry: the DDP-eligible arguments a responder is prepared
+    /// to read (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7.3.1; in
+    /// Version One a Position-zero chunk counts too). No limit beyond
+    /// `max_segments`'s by default.
+    pub max_read_chunks: u32,
+    /// The most Write chunks one header may carry: the DDP-eligible results a
+    /// responder is prepared to write (-07 section 7.3.2). No limit beyond
+    /// `max_segments`'s by default.
+    pub max_write_chunks: u32,
 }
 
 impl Default for HeaderLimits {
@@ -77,7 +87,13 @@ impl Default for HeaderLimits {
     /// the largest NFS payload Linux moves over RDMA (`RPCSVC_MAXPAYLOAD_RDMA`,
     /// 1 MiB), and 4 MiB for all chunks of one message together.
     fn default() -> Self {
-        HeaderLimits { max_segments: 16, max_chunk_len: 2 << 20, max_message_len: 4 << 20 }
+        HeaderLimits {
+            max_segments: 16,
+            max_chunk_len: 2 << 20,
+            max_message_len: 4 << 20,
+            max_read_chunks: u32::MAX,
+            max_write_chunks: u32::MAX,
+        }
     }
 }
 
@@ -110,6 +126,32 @@ impl HeaderLimits {
         self
     }
 
+    /// Sets `max_read_chunks` (Read chunks in one header), builder style.
+    ///
+    /// ```
+    /// use rpcrdma_v1::header::{Header, HeaderError, HeaderLimits};
+    /// // RDMA_MSG, xid 7: a Read list of two chunks (Positions 8 and 16), no Write list, no
+    /// // Reply chunk, then the RPC message.
+    /// let w = [7u32, 1, 32, 0, 1, 8, 9, 4, 0, 0x100, 1, 16, 9, 4, 0, 0x200, 0, 0, 0, 7, 0];
+    /// let msg: Vec<u8> = w.iter().flat_map(|x| x.to_be_bytes()).collect();
+    /// assert!(Header::parse(&msg, &HeaderLimits::default()).is_ok());
+    /// let err = Header::parse(&msg, &HeaderLimits::default().max_read_chunks(1)).unwrap_err();
+    /// assert_eq!(err, HeaderError::TooManyReadChunks { count: 2, limit: 1 });
+    /// assert!(err.is_over_limit());
+    /// ```
+    #[must_use]
+    pub fn max_read_chunks(mut self, value: u32) -> Self {
+        self.max_read_chunks = value;
+        self
+    }
+
+    /// Sets `max_write_chunks` (Write chunks in one header), builder style.
+    #[must_use]
+    pub fn max_write_chunks(mut self, value: u32) -> Self {
+        self.max_write_chunks = value;
+        self
+    }
+
     /// No limits at all: for tools that decode whatever they are shown
     /// (a dissector, a fuzz target's reference), never for a receiver.
     ///
@@ -118,7 +160,13 @@ impl HeaderLimits {
     /// assert_eq!(l.max_message_len, u64::MAX);
     /// ```
     pub const fn unlimited() -> Self {
-        HeaderLimits { max_segments: u32::MAX, max_chunk_len: u64::MAX, max_message_len: u64::MAX }
+        HeaderLimits {
+            max_segments: u32::MAX,
+            max_chunk_len: u64::MAX,
+            max_message_len: u64::MAX,
+            max_read_chunks: u32::MAX,
+            max_write_chunks: u32::MAX,
+        }
     }
 }
 
@@ -184,6 +232,22 @@ pub enum HeaderError {
     #[error("{count} segments in one header, more than the limit {limit}")]
     TooManySegments {
         /// Segments counted (up to where counting stopped).
+        count: u32,
+        /// The limit.
+        limit: u32,
+    },
+    /// More Read chunks than [`HeaderLimits::max_read_chunks`].
+    #[error("{count} read chunks in one header, more than the limit {limit}")]
+    TooManyReadChunks {
+        /// Read chunks counted.
+        count: u32,
+        /// The limit.
+        limit: u32,
+    },
+    /// More Write chunks than [`HeaderLimits::max_write_chunks`].
+    #[error("{count} write chunks in one header, more than the limit {limit}")]
+    TooManyWriteChunks {
+        /// Write chunks counted.
         count: u32,
         /// The limit.
         limit: u32,
@@ -262,7 +326,11 @@ impl HeaderError {
     pub fn is_over_limit(&self) -> bool {
         matches!(
             self,
-            HeaderError::TooManySegments { .. } | HeaderError::ChunkTooLong { .. } | HeaderError::MessageTooLong { .. }
+            HeaderError::TooManySegments { .. }
+                | HeaderError::TooManyReadChunks { .. }
+                | HeaderError::TooManyWriteChunks { .. }
+                | HeaderError::ChunkTooLong { .. }
+                | HeaderError::MessageTooLong { .. }
         )
     }
 }
@@ -679,6 +747,7 @@ impl<'a> ChunkLists<'a> {
     /// Every chunk rule: the segment limit over all three lists, each chunk's and the
     /// message's length limits, and RFC 8166 section 3.4.5's Read list order.
     pub fn check(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
+        self.check_chunk_counts(limits)?;
         self.check_segments(limits)?;
         self.check_read_list(limits)?;
         self.check_message_len(limits)
@@ -701,6 +770,23 @@ impl<'a> ChunkLists<'a> {
         let reads = self.reads.iter().map(|r| u64::from(r.target.length));
         let writes = self.writes.iter().map(|w| chunk_len(&w));
         reads.chain(writes).chain(self.reply.as_ref().map(chunk_len)).fold(0u64, u64::saturating_add)
+    }
+
+    /// The Read and Write chunk limits (each list's length is bounded already by the
+    /// decoder's segment limit, so counting is cheap).
+    fn check_chunk_counts(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
+        let sat = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        if limits.max_read_chunks != u32::MAX {
+            let count = self.read_chunks().count();
+            if count > limits.max_read_chunks as usize {
+                return Err(HeaderError::TooManyReadChunks { count: sat(count), limit: limits.max_read_chunks });
+            }
+        }
+        let count = self.writes.len();
+        if count > limits.max_write_chunks as usize {
+            return Err(HeaderError::TooManyWriteChunks { count: sat(count), limit: limits.max_write_chunks });
+        }
+        Ok(())
     }
 
     /// The segment limit, over all three lists together.

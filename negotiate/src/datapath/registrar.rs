@@ -183,10 +183,14 @@ pub struct WindowRegistrar<'c, B: Backend> {
     memory: ChunkMemory<B>,
     /// A failure inside [`Registrar::release`], which cannot return one.
     failed: Option<DataPathError>,
-    /// The longest segment to advertise ([`WindowRegistrar::limit_segments`]).
+    /// The longest segment to advertise, and the most segments in all
+    /// ([`WindowRegistrar::limit_segments`]).
     max_segment: u32,
+    max_count: usize,
     /// The segments advertised and not released.
     segments: usize,
+    /// The segments a registration would have needed when they were more than `max_count`.
+    refused: Option<usize>,
 }
 
 impl<'c, B: Backend> WindowRegistrar<'c, B> {
@@ -198,7 +202,9 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
             memory: ChunkMemory::new(),
             failed: None,
             max_segment: u32::MAX,
+            max_count: usize::MAX,
             segments: 0,
+            refused: None,
         }
     }
 
@@ -210,15 +216,33 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
     pub(super) fn lending(conn: &'c Transport<B>, message: Vec<u8>) -> Self {
         let mut memory = ChunkMemory::new();
         memory.lent = Lent::Unregistered(message);
-        WindowRegistrar { conn, call: None, memory, failed: None, max_segment: u32::MAX, segments: 0 }
+        WindowRegistrar {
+            conn,
+            call: None,
+            memory,
+            failed: None,
+            max_segment: u32::MAX,
+            max_count: usize::MAX,
+            segments: 0,
+            refused: None,
+        }
     }
 
     /// Advertises no segment longer than `max_size` bytes (at least 1): a longer chunk is
     /// still one window, advertised as several segments of it back to back (one handle, so
-    /// that remote invalidation still covers the chunk). For a -07 responder's Maximum
-    /// Segment Size (draft-ietf-nfsv4-rpcrdma-version-two-07 section 5.2.3).
-    pub fn limit_segments(&mut self, max_size: u32) {
-        self.max_segment = max_size.max(1);
+    /// that remote invalidation still covers the chunk); and no more than `max_count`
+    /// segments in all: a registration that would need more is refused before anything is
+    /// registered or listed ([`WindowRegistrar::refused`]), so that a peer's tiny segment size
+    /// never sizes what this side allocates. For a -07 responder's Maximum Segment Size and
+    /// Count (draft-ietf-nfsv4-rpcrdma-version-two-07 sections 5.2.3 and 5.2.4).
+    pub fn limit_segments(&mut self, max_size: u32, max_count: usize) {
+        (self.max_segment, self.max_count) = (max_size.max(1), max_count);
+    }
+
+    /// The segments a refused registration would have brought the call to, when
+    /// [`WindowRegistrar::limit_segments`]'s count refused one.
+    pub fn refused(&self) -> Option<usize> {
+        self.refused
     }
 
     /// The segments advertised so far and not released: what the call's header carries.
@@ -311,6 +335,12 @@ impl<B: Backend> Registrar for WindowRegistrar<'_, B> {
     type Error = rpcrdma_verbs::Error;
 
     fn register(&mut self, purpose: ChunkPurpose, out: &mut Vec<XdrRdmaSegment>) -> Result<(), rpcrdma_verbs::Error> {
+        let needed = self.segments.saturating_add(purpose.len().div_ceil(self.max_segment as usize).max(1));
+        if needed > self.max_count {
+            // (The verbs error is never seen: the caller reports `refused` instead.)
+            self.refused = Some(needed);
+            return Err(rpcrdma_verbs::Error::TooLong);
+        }
         let window = self.register_window(purpose)?;
         // Cut to the longest segment the responder takes, each piece the next stretch of
         // the one window.

@@ -212,8 +212,10 @@ impl<B: Backend> Transport<B> {
         while !(st.fired.is_empty() && st.unpark.is_empty()) {
             let mut fired: [Option<Waker>; BATCH] = Default::default();
             let mut unpark: [Option<std::thread::Thread>; BATCH] = Default::default();
-            fired.iter_mut().for_each(|slot| *slot = st.fired.pop());
-            unpark.iter_mut().for_each(|slot| *slot = st.unpark.pop());
+            // Oldest first, as they were set aside.
+            let (f, u) = (st.fired.len().min(BATCH), st.unpark.len().min(BATCH));
+            fired.iter_mut().zip(st.fired.drain(..f)).for_each(|(slot, w)| *slot = Some(w));
+            unpark.iter_mut().zip(st.unpark.drain(..u)).for_each(|(slot, t)| *slot = Some(t));
             drop(st);
             fired.into_iter().flatten().for_each(Waker::wake);
             unpark.into_iter().flatten().for_each(|t| t.unpark());

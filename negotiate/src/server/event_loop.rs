@@ -410,7 +410,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             let mut m = m;
             let mut judged = self.judge(&served, &mut core, &m.bytes);
             // What the core sends of its own (a -07 server's RDMA2_CONNPROP_FINAL once the
-            // connection speaks -07) goes before anything the message prompts; not with the
+            // connection speaks -07) is posted, or queued, before anything the message prompts
+            // (a reply waiting for credit with the stream held may still overtake a queued
+            // one: the draft asks no order); not with the
             // core locked (taking a total locks it).
             let transmits: Vec<Vec<u8>> = std::iter::from_fn(|| core.poll_transmit()).collect();
             if !transmits.is_empty() {

@@ -200,6 +200,7 @@ impl HeaderError {
     /// | a CONNPROP whose property set does not parse | RDMA2_ERR_BAD_PROPVAL (5.1) |
     /// | a body or chunk list that does not parse, chunks out of order, a rule of 6.3.x | RDMA2_ERR_BAD_XDR (4.5.1.1, 7.2.1) |
     /// | more segments than this side takes | RDMA2_ERR_SEGMENTS with the limit (7.3.3) |
+    /// | more Read or Write chunks than this side takes | RDMA2_ERR_READ_CHUNKS or RDMA2_ERR_WRITE_CHUNKS with the limit (7.3.1, 7.3.2) |
     /// | a chunk or message longer than this side takes | RDMA2_ERR_SYSTEM (7.4.1: no code of 7.3 fits a length limit) |
     ///
     /// ```
@@ -224,6 +225,13 @@ impl HeaderError {
             HeaderError::UnknownType(_) => code(RDMA2_ERR_INVAL_HTYPE),
             HeaderError::Chunks { source: ChunkError::TooManySegments { limit, .. }, .. } => {
                 Answer::Error(Rpcrdma2HdrError::Rdma2ErrSegments(*limit))
+            }
+            // Sections 7.3.1 and 7.3.2: the most chunks this side reads or writes.
+            HeaderError::Chunks { source: ChunkError::TooManyReadChunks { limit, .. }, .. } => {
+                Answer::Error(Rpcrdma2HdrError::RdmaMaxChunks { discriminant: RDMA2_ERR_READ_CHUNKS, value: *limit })
+            }
+            HeaderError::Chunks { source: ChunkError::TooManyWriteChunks { limit, .. }, .. } => {
+                Answer::Error(Rpcrdma2HdrError::RdmaMaxChunks { discriminant: RDMA2_ERR_WRITE_CHUNKS, value: *limit })
             }
             HeaderError::Chunks {
                 source: ChunkError::ChunkTooLong { .. } | ChunkError::MessageTooLong { .. }, ..
@@ -352,7 +360,9 @@ impl<'a> Header<'a> {
         // Read list of its own, and with the rest for the segment and length totals.
         if !self.call.is_empty() {
             let call = ChunkLists { reads: self.call, writes: List::from_slice(&[]), reply: None };
-            call.check(limits).map_err(chunks)?;
+            // (The Call chunk carries the message, not a DDP-eligible argument: it is not one
+            // of the Read chunks `max_read_chunks` counts, section 7.3.1.)
+            call.check(&limits.max_read_chunks(u32::MAX)).map_err(chunks)?;
             if let Some(c) = self.call.iter().find(|c| c.position != 0) {
                 return Err(HeaderError::CallChunkPosition(c.position));
             }

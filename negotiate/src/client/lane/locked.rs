@@ -65,8 +65,11 @@ impl<B: Backend> DerefMut for Locked<'_, B> {
 
 impl<B: Backend> Drop for Locked<'_, B> {
     fn drop(&mut self) {
-        let Some(mut guard) = self.guard.take() else { return };
-        SPARE.with_borrow_mut(|spare| {
+        let Some(guard) = self.guard.take() else { return };
+        let mut guard = Some(guard);
+        let swapped = SPARE.try_with(|spare| {
+            let mut spare = spare.borrow_mut();
+            let mut guard = guard.take().expect("taken once");
             // The state's list must not come back with less room than it had: a thread's
             // spare gets that room at its first unlock (a caller's warm-up), and no steady
             // call allocates after.
@@ -76,11 +79,18 @@ impl<B: Backend> Drop for Locked<'_, B> {
             if guard.unpark.is_empty() {
                 return;
             }
-            std::mem::swap(spare, &mut guard.unpark);
+            std::mem::swap(&mut *spare, &mut guard.unpark);
             drop(guard);
             for t in spare.drain(..) {
                 t.unpark();
             }
         });
+        // A thread whose thread-locals are gone (it is exiting): the list itself, woken
+        // after the unlock all the same.
+        if let (Err(_), Some(mut guard)) = (swapped, guard) {
+            let unpark = std::mem::take(&mut guard.unpark);
+            drop(guard);
+            unpark.into_iter().for_each(|t| t.unpark());
+        }
     }
 }

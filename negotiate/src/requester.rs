@@ -79,6 +79,12 @@ pub struct RequesterConfig {
     /// both with one preferred (docs/design.md, "Version Two's two dialects").
     /// [`VersionTwo::None`] makes it a Version One requester.
     pub version_two: VersionTwo,
+    /// For tests only: where a -07 connection's credit counters start on this side
+    /// (`CreditWindow::starting_at`), 0 as section 4.2.1 has it. Both sides must start at the
+    /// same count; the simulator starts them near 2^32, so that the running totals wrap past
+    /// zero within a short run.
+    #[doc(hidden)]
+    pub draft07_counters_from: u32,
 }
 
 /// -07's default inline threshold (section 4.2.2: 4096 octets), the most a CONNPROP_FINAL may
@@ -100,6 +106,7 @@ impl Default for RequesterConfig {
             limits: HeaderLimits::default(),
             reprobe_after: REPROBE_AFTER,
             version_two: VersionTwo::One(Dialect::Cel00),
+            draft07_counters_from: 0,
         }
     }
 }
@@ -468,8 +475,8 @@ impl Requester {
         let v2 = self.cfg.version_two;
         let dialect =
             self.memory.dialect_for(&self.addr, now).filter(|&d| v2.speaks(d)).or(v2.first()).unwrap_or(Dialect::Cel00);
-        let d07 =
-            (highest >= Version::TWO && dialect == Dialect::Ietf07).then(|| draft07::State::new(self.cfg.credits));
+        let d07 = (highest >= Version::TWO && dialect == Dialect::Ietf07)
+            .then(|| draft07::State::new(self.cfg.credits, self.cfg.draft07_counters_from));
         self.conn = Some(Conn {
             advertised,
             stated,
@@ -1026,7 +1033,7 @@ impl Requester {
                 conn.d07 = (d == Dialect::Ietf07).then(|| {
                     // The refused message and its answer were this connection's first Send
                     // and Receive: a -07 responder counted them (section 4.2.1).
-                    let mut st = draft07::State::new(self.cfg.credits);
+                    let mut st = draft07::State::new(self.cfg.credits, self.cfg.draft07_counters_from);
                     st.credits.send();
                     let total = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(1);
                     let _ = st.credits.received(total);

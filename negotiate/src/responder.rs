@@ -72,6 +72,12 @@ pub struct ResponderConfig {
     /// requester's Receive size decides how many a reply needs, so a reply needing more is
     /// answered RDMA2_ERR_REPLY_RESOURCE instead (7.3.5). 1 continues nothing.
     pub max_reply_parts: usize,
+    /// For tests only: where a -07 connection's credit counters start on this side
+    /// (`CreditWindow::starting_at`), 0 as section 4.2.1 has it. Both sides must start at the
+    /// same count; the simulator starts them near 2^32, so that the running totals wrap past
+    /// zero within a short run.
+    #[doc(hidden)]
+    pub draft07_counters_from: u32,
 }
 
 impl Default for ResponderConfig {
@@ -85,6 +91,7 @@ impl Default for ResponderConfig {
             draft00: true,
             max_continued: 64 << 10,
             max_reply_parts: 256,
+            draft07_counters_from: 0,
         }
     }
 }
@@ -228,7 +235,8 @@ impl Draft07 {
 
     fn new(cfg: &ResponderConfig) -> Draft07 {
         // A limit of 2^31 - 1 or more is clamped: section 4.2.1 allows no more.
-        let credits = CreditWindow::new(cfg.credits.min(credits07::MAX_CREDITS)).expect("clamped to the limit");
+        let advertised = cfg.credits.min(credits07::MAX_CREDITS);
+        let credits = CreditWindow::starting_at(advertised, cfg.draft07_counters_from).expect("clamped to the limit");
         Draft07 {
             credits,
             reassembly: Reassembly::new(cfg.max_continued),

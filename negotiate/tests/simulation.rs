@@ -184,6 +184,28 @@ mod scenario {
         })
     }
 
+    /// Issue 27, section 4.2.1 ("the sender uses appropriate modulo arithmetic"): on a -07
+    /// connection whose counters start near 2^32 (the `draft07` extra), the client's running
+    /// totals wrapped past zero, and a call sent on that connection after the wrap was
+    /// answered with its echo: neither side took the small total for a lowered limit.
+    pub fn draft07_totals_wrapped_and_calls_went_on(t: &Trace) -> bool {
+        t.all(|e| match *e {
+            Event::Draft07TotalsWrapped { link } => Some(link),
+            _ => None,
+        })
+        .any(|(i, link)| {
+            t.all(|e| match *e {
+                Event::Transmit { xid, link: l, .. } if l == link => Some(xid),
+                _ => None,
+            })
+            .filter(|&(j, _)| j > i)
+            .any(|(j, x)| {
+                t.next(Some(j), |e| matches!(*e, Event::Ended { xid, how: End::Echo } if xid == x).then_some(()))
+                    .is_some()
+            })
+        })
+    }
+
     /// Issue 13, finding 7 (seed 19): a call whose last attempt had no reply within the
     /// timeout, whose connection the requester closed, failed with `ReplyTimeout`.
     pub fn failed_reply_timeout_after_its_connection_was_closed(t: &Trace) -> bool {
@@ -407,6 +429,14 @@ fn rfc8166_4_5_seed_2_a_backward_call_ends_at_once_with_the_requesters_rdma_erro
 // by bytes instead, `draft07_client.rs::draft07_4_2_1_a_window_shut_with_nothing_in_flight_closes_the_connection`.
 
 #[test]
+fn draft07_4_2_1_seed_5_running_totals_wrap_past_zero_and_calls_go_on() {
+    // With the `draft07` extra both sides' -07 counters start 6 to 17 messages short of the
+    // totals wrapping (`Faults::draft07_counters_from`); 361 seeds of 3,000 show a wrap
+    // followed by a call answered on the same connection.
+    named(all(5), "seed 5", scenario::draft07_totals_wrapped_and_calls_went_on);
+}
+
+#[test]
 fn rfc8166_3_3_1_seeds_588_734_833_a_call_given_up_keeps_its_credit_until_its_reply() {
     // With `Connection::abandon` giving a sent call's credit back at once (as cancelling an
     // unsent one does), 2,000 seeds give 6 violations, these three among them: "2 calls
@@ -429,7 +459,7 @@ fn rfc8166_3_3_1_seeds_588_734_833_a_call_given_up_keeps_its_credit_until_its_re
 #[ignore = "a search, run by hand"]
 fn scan_for_scenarios() {
     let unusable = Extras { unusable_calls: true, ..Extras::NONE };
-    let scenarios: [(&str, Extras, scenario::Check); 10] = [
+    let scenarios: [(&str, Extras, scenario::Check); 11] = [
         ("slow probe sent again", Extras::NONE, scenario::slow_probe_sent_again_on_a_new_connection),
         ("probe ERR_CHUNK", Extras::NONE, scenario::probe_answered_err_chunk_then_calls_go_on),
         ("probe no common version", Extras::NONE, scenario::probe_answered_no_common_version_then_calls_go_on),
@@ -440,6 +470,7 @@ fn scan_for_scenarios() {
         ("backward RDMA_ERROR", Extras::ALL, scenario::backward_call_ended_by_rdma_error),
         ("abandoned keeps credit", Extras::ALL, scenario::abandoned_call_kept_its_credit),
         ("abandoned held", Extras::ALL, scenario::abandoned_call_held_until_answered_or_lost),
+        ("-07 totals wrapped", Extras::ALL, scenario::draft07_totals_wrapped_and_calls_went_on),
     ];
     let only = std::env::var("SIM_SCAN").ok();
     let scenarios = scenarios.into_iter().filter(|(name, ..)| only.as_deref().is_none_or(|o| name.contains(o)));

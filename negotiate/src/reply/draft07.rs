@@ -43,11 +43,13 @@ pub(crate) struct State {
 
 impl State {
     /// A connection just established, on which this side advertises `credits` (it keeps one
-    /// Receive more posted, section 4.2.1.1: the client posts its backchannel's too).
-    pub(crate) fn new(credits: u32) -> State {
+    /// Receive more posted, section 4.2.1.1: the client posts its backchannel's too), its
+    /// credit counters starting at `counters_from` (0 but in tests:
+    /// `RequesterConfig::draft07_counters_from`).
+    pub(crate) fn new(credits: u32, counters_from: u32) -> State {
         let advertised = credits.clamp(1, rpcrdma_v2::draft07::credits::MAX_CREDITS);
         State {
-            credits: CreditWindow::new(advertised).expect("clamped to the limit"),
+            credits: CreditWindow::starting_at(advertised, counters_from).expect("clamped to the limit"),
             reassembly: Reassembly::new(MAX_CONTINUED_REPLY),
             pending: Properties::default(),
             theirs: None,

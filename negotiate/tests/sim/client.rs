@@ -141,10 +141,11 @@ pub struct SimClient {
 
 impl SimClient {
     pub fn new(rng: &mut Rng, side: Rng, answers: Rng, mut abandons: Rng, calls: u32, faults: Faults) -> SimClient {
-        let cfg = requester::RequesterConfig::default()
+        let mut cfg = requester::RequesterConfig::default()
             .timeout(TIMEOUT)
             .max_attempts(MAX_ATTEMPTS)
             .version_two(faults.version_two);
+        cfg.draft07_counters_from = faults.draft07_counters_from;
         let sizes = [0, 16, 200, 900, 3000, 5000, 12000];
         let planned = (0..calls)
             .map(|i| {

@@ -113,6 +113,11 @@ pub struct Faults {
     /// The responder also speaks -07 (`ResponderConfig::draft07`), taking each connection's
     /// dialect from its first message: on with the `draft07` extra.
     pub responder_draft07: bool,
+    /// Where both sides' -07 credit counters start on each connection (`draft07_counters_from`
+    /// in both configurations): with the `draft07` extra, 6 to 17 messages short of the
+    /// running totals (received count plus 32 advertised) wrapping past 2^32, so that most
+    /// -07 connections carry totals across the wrap (section 4.2.1); 0 otherwise.
+    pub draft07_counters_from: u32,
 }
 
 impl Faults {
@@ -131,6 +136,7 @@ impl Faults {
             abandon: 0,
             version_two: VersionTwo::One(Dialect::Cel00),
             responder_draft07: false,
+            draft07_counters_from: 0,
         }
     }
 }
@@ -200,11 +206,40 @@ pub struct Link {
     /// The client accepted a reply on it, whose credit grant opens the window beyond one
     /// (section 3.3.3).
     pub opened: bool,
+    /// The running total the client's latest -07 message carried, and whether the totals
+    /// have wrapped past 2^32 on this link ([`Event::Draft07TotalsWrapped`]).
+    pub draft07_total: Option<u32>,
+    pub draft07_wrapped: bool,
 }
 
 impl Link {
     pub fn new(id: u32) -> Link {
-        Link { id, up: true, to_server: VecDeque::new(), to_client: VecDeque::new(), outstanding: 0, opened: false }
+        Link {
+            id,
+            up: true,
+            to_server: VecDeque::new(),
+            to_client: VecDeque::new(),
+            outstanding: 0,
+            opened: false,
+            draft07_total: None,
+            draft07_wrapped: false,
+        }
+    }
+
+    /// Notes the running total of a -07 message the client sent (every -07 header type, 4
+    /// to 13, in Version Two; the client sends no -00 message with one of those types on a
+    /// -07 connection); true when the totals just wrapped past 2^32. (The server's messages
+    /// are not looked at: its lies carry any word there.)
+    fn note_client_total(&mut self, bytes: &[u8]) -> bool {
+        let Some(f) = rpcrdma_v1::header::Fixed::read(bytes) else { return false };
+        let (Some(total), Some(4..=13)) = (f.credit, f.proc) else { return false };
+        if f.vers != 2 {
+            return false;
+        }
+        let before = self.draft07_total.replace(total);
+        let wrapped = before.is_some_and(|b| b >= 1 << 31 && total < 1 << 31) && !self.draft07_wrapped;
+        self.draft07_wrapped |= wrapped;
+        wrapped
     }
 }
 
@@ -269,6 +304,7 @@ impl Sim {
                 VersionTwo::One(Dialect::Ietf07),
                 VersionTwo::Both { preferred: Dialect::Ietf07 },
             ][dialects.below(3) as usize];
+            faults.draft07_counters_from = u32::MAX - 48 + dialects.below(12) as u32;
         }
         let calls = 1 + rng.below(24) as u32;
         let server = SimServer::new(faults, backward);
@@ -369,12 +405,16 @@ impl Sim {
         } else if forward {
             link.outstanding = link.outstanding.saturating_sub(1);
         }
+        let wrapped = forward && to_server && link.note_client_total(&bytes);
         let outstanding = if forward && to_server { link.outstanding } else { 0 };
         let q = if to_server { &mut link.to_server } else { &mut link.to_client };
         let at = q.back().map_or(now + delay, |(last, _)| (*last).max(now + delay));
         let (link, digest) = (link.id, trace::digest(&bytes));
         q.push_back((at, bytes));
         self.record(Event::Sent { to_server, forward, link, delay, arrives: at, len, digest, outstanding });
+        if wrapped {
+            self.record(Event::Draft07TotalsWrapped { link });
+        }
     }
 
     /// The link goes down (a fault, or either side closing it): nothing more is delivered on

@@ -82,7 +82,8 @@ impl SimServer {
     pub fn on_connected(&mut self, id: u32, received: &[u8], net: &Net, now: Instant) -> Vec<u8> {
         let versions =
             if self.faults.v1_only_responder { (Version::ONE, Version::ONE) } else { (Version::ONE, Version::TWO) };
-        let cfg = responder::ResponderConfig::default().versions(versions).draft07(self.faults.responder_draft07);
+        let mut cfg = responder::ResponderConfig::default().versions(versions).draft07(self.faults.responder_draft07);
+        cfg.draft07_counters_from = self.faults.draft07_counters_from;
         let ours = self.faults.private_data.1.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
         let core = Core::server(cfg, self.faults.idle_timeout, received, ours, now);
         // The server's completion timeout; never reached: every simulated work request

@@ -149,6 +149,8 @@ pub enum Event {
     /// The requester's core settled `link` on `version`; `probed`: the Version Two probe went
     /// out on it.
     Settled { link: u32, version: u32, probed: bool, draft07: bool },
+    /// The client's -07 running totals wrapped past 2^32 on `link` (section 4.2.1).
+    Draft07TotalsWrapped { link: u32 },
     /// The requester answered backward call `xid`: with RDMA_ERROR (`error`), or a reply.
     BackwardAnswered { xid: u32, error: bool },
     /// The caller gave call `xid` up: `sent` with a transmission out.
@@ -338,6 +340,7 @@ kinds! {
         Fallback: "a probe answered, the connection settled on Version One",
         Remembered: "a connection began in Version One, no probe",
         SettledDraft07: "a connection settled on -07",
+        Draft07TotalsWrapped: "-07 running credit totals wrapped past 2^32",
         Retransmission: "a call sent again",
         Reconnect: "a connection after the first",
         ClientTimeoutClose: "a connection closed by the requester (a timeout)",
@@ -417,6 +420,7 @@ impl Event {
                     k(if probed { Kind::Fallback } else { Kind::Remembered });
                 }
             }
+            Event::Draft07TotalsWrapped { .. } => k(Kind::Draft07TotalsWrapped),
             Event::BackwardAnswered { error: true, .. } => k(Kind::BackwardAnsweredWithError),
             Event::Abandoned { sent, .. } => k(if sent { Kind::AbandonedSent } else { Kind::AbandonedUnsent }),
             Event::AbandonedEnded { by_answer, .. } => {

@@ -69,13 +69,44 @@ pub struct CreditWindow {
     peer_total: u32,
     /// The total this side last sent, to judge when a GRANT is due.
     last_sent_total: u32,
+    /// Where both counters started (0 on a real connection; [`CreditWindow::starting_at`]).
+    origin: u32,
 }
 
 impl CreditWindow {
     /// A connection just established, advertising `advertised` credits.
     pub fn new(advertised: u32) -> Result<CreditWindow, CreditError> {
+        Self::starting_at(advertised, 0)
+    }
+
+    /// [`CreditWindow::new`] with both counters starting at `count` instead of zero, as if
+    /// that many messages had gone each way: the peer's window must start at the same count
+    /// (each side's Sends are the other's Receives). Not for a real connection, whose
+    /// counters start at zero (section 4.2.1): for tests that cross the wrap at 2^32 within a
+    /// short run, as the simulator does.
+    ///
+    /// ```
+    /// use rpcrdma_v2::draft07::credits::CreditWindow;
+    /// let (mut a, mut b) = (CreditWindow::starting_at(4, u32::MAX - 1).unwrap(), CreditWindow::starting_at(4, u32::MAX - 1).unwrap());
+    /// for _ in 0..3 {
+    ///     assert!(a.may_send());
+    ///     let total = a.send();
+    ///     b.received(total).unwrap();
+    ///     assert!(b.within_granted());
+    ///     a.received(b.send()).unwrap();
+    /// }
+    /// assert_eq!(a.credit_field(), 1 + 4, "the totals wrapped past zero");
+    /// ```
+    pub fn starting_at(advertised: u32, count: u32) -> Result<CreditWindow, CreditError> {
         check_limit(advertised)?;
-        Ok(CreditWindow { sent: 0, received: 0, advertised, peer_total: 1, last_sent_total: 0 })
+        Ok(CreditWindow {
+            sent: count,
+            received: count,
+            advertised,
+            peer_total: count.wrapping_add(1),
+            last_sent_total: count,
+            origin: count,
+        })
     }
 
     /// How many more messages this side may send now: the peer's total less this side's
@@ -178,7 +209,7 @@ impl CreditWindow {
     /// assert!(w.within_granted());
     /// ```
     pub fn within_granted(&self) -> bool {
-        let allowed = if self.sent == 0 { 1 } else { self.last_sent_total };
+        let allowed = if self.sent == self.origin { self.origin.wrapping_add(1) } else { self.last_sent_total };
         (self.received.wrapping_sub(allowed) as i32) <= 0
     }
 
@@ -261,7 +292,8 @@ mod tests {
     #[test]
     fn section_4_2_1_totals_wrap() {
         let near = u32::MAX - 1;
-        let mut w = CreditWindow { sent: near, received: near, advertised: 8, peer_total: 0, last_sent_total: 0 };
+        let mut w =
+            CreditWindow { sent: near, received: near, advertised: 8, peer_total: 0, last_sent_total: 0, origin: 0 };
         w.received(near.wrapping_add(4)).unwrap();
         assert_eq!(w.peer_total, 2, "the total wrapped past zero");
         assert_eq!(w.window(), 4);

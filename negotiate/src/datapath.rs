@@ -190,7 +190,7 @@ pub enum DataPathError {
     /// segments than it takes in one header (draft-ietf-nfsv4-rpcrdma-version-two-07
     /// sections 5.2.3 and 5.2.4, its Maximum Segment Size and Count). The call is not sent;
     /// the connection goes on.
-    #[error("the call's chunks take {segments} segments of at most {max_size} bytes, and the responder takes at most {most} in one header (draft-ietf-nfsv4-rpcrdma-version-two-07 section 5.2.4)")]
+    #[error("the call's chunks take {segments} segments of at most {max_size} bytes, and at most {most} fit one header (the responder's Maximum Segment Count, draft-ietf-nfsv4-rpcrdma-version-two-07 section 5.2.4, or what the call's Send can list)")]
     TooManySegments {
         /// The segments the call's chunks took (counted up to the chunk that went over).
         segments: usize,

@@ -13,7 +13,7 @@
 //! | a peer that stops reading | [`rpcrdma_verbs::QpCaps::retry_timeout`] (`ServerConfig::caps`) | 10 s | the work request fails with `RetryExceeded`, the connection closes |
 //! | one work request's completion | `ServerConfig::timeout` | 5 s | the connection closes |
 //! | segments in one header | [`HeaderLimits::max_segments`] (`responder.limits`) | 16 | RDMA_ERROR ERR_CHUNK (RFC 8166 section 4.5.2) |
-//! | Read chunks, Write chunks in one header | [`HeaderLimits::max_read_chunks`], [`HeaderLimits::max_write_chunks`] | no limit beyond the segments' | ERR_CHUNK; on -07 RDMA2_ERR_READ_CHUNKS or RDMA2_ERR_WRITE_CHUNKS with the limit (draft-ietf-nfsv4-rpcrdma-version-two-07 sections 7.3.1, 7.3.2) |
+//! | Read chunks, Write chunks in one header | [`HeaderLimits::max_read_chunks`], [`HeaderLimits::max_write_chunks`] | no limit beyond the segments' | ERR_CHUNK; on -07 RDMA2_ERR_READ_CHUNKS or RDMA2_ERR_WRITE_CHUNKS with the limit (draft-ietf-nfsv4-rpcrdma-version-two-07 sections 7.3.1, 7.3.2), or RDMA2_ERR_REPLY_RESOURCE when no Write chunk is taken and `responder.max_reply_parts` is 1 (7.3.2) |
 //! | one chunk | [`HeaderLimits::max_chunk_len`] | 2 MiB | ERR_CHUNK (RFC 8166 section 3.4.4: "sanity check chunk sizes") |
 //! | all chunks of one message | [`HeaderLimits::max_message_len`] | 4 MiB | ERR_CHUNK, before anything is fetched or allocated |
 //! | Receives per connection | `responder.credits` | 32 (+ backward slots) | a Send beyond them is a credit overrun, counted |

@@ -1035,7 +1035,8 @@ impl Requester {
                     // and Receive: a -07 responder counted them (section 4.2.1).
                     let mut st = draft07::State::new(self.cfg.credits, self.cfg.draft07_counters_from);
                     st.credits.send();
-                    let total = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(1);
+                    let one = self.cfg.draft07_counters_from.wrapping_add(1);
+                    let total = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(one);
                     let _ = st.credits.received(total);
                     st
                 });

@@ -606,11 +606,14 @@ impl Responder {
     /// [`Responder::on_receive_behind`]: its message rules (an RPC XID unlike the header's is
     /// RDMA2_ERR_BAD_XDR, section 7.2), then it is a call in flight like any other. (The
     /// chunk rules, checked when its -07 header was received, hold again: the lists are the
-    /// same.)
+    /// same, but for the Call chunk, now first in the Read list, which is not one of the Read
+    /// chunks `HeaderLimits::max_read_chunks` counts: section 7.3.1's limit was checked on
+    /// the -07 header.)
     pub fn on_rewritten<'a>(&mut self, bytes: &'a [u8], waiting: usize) -> Received<'a> {
         let Some(f) = Fixed::read(bytes) else { return Received::Dropped };
         let kind = if f.proc == Some(1) { MessageKind::NoMsg } else { MessageKind::Msg };
-        match Header::parse_chunk_lists(bytes, kind, &self.cfg.limits) {
+        let limits = self.cfg.limits.max_read_chunks(u32::MAX);
+        match Header::parse_chunk_lists(bytes, kind, &limits) {
             Ok(h) => {
                 self.credits.grant(self.cfg.credits);
                 self.take_call(h, waiting)

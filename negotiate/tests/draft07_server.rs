@@ -881,6 +881,8 @@ fn draft07_6_3_9_an_answer_owed_during_a_continued_reply_waits_for_its_last_part
 /// the connection serves the next call. A server that takes no Write chunk and cannot
 /// continue a reply either (one Send per reply) answers RDMA2_ERR_REPLY_RESOURCE instead
 /// (7.3.2). (The segments name no memory: nothing is read or written before the refusal.)
+/// A CALL_EXTERNAL's Call chunk is not one of the Read chunks counted: a server that takes
+/// none serves it.
 /// Each refused call is its connection's first message: the running total its prefix
 /// carries is taken all the same (4.2.1), so the refusal does not wait behind the server's
 /// own CONNPROP_FINAL for a GRANT the requester, its one message unanswered, never sends.
@@ -888,7 +890,7 @@ fn draft07_6_3_9_an_answer_owed_during_a_continued_reply_waits_for_its_last_part
 fn draft07_7_3_1_and_7_3_2_more_chunks_than_taken_are_refused_with_the_most_taken() {
     use rpcrdma_v1::header::HeaderLimits as Limits;
     let backend = rpcrdma_verbs::InProcess;
-    let seg = |handle| [XdrRdmaSegment { handle, length: 64, offset: 0x1000 }];
+    let seg = |handle| [XdrRdmaSegment { handle, length: 4, offset: 0x1000 }];
     let (s1, s2) = (seg(1), seg(2));
     let reads = [XdrReadChunk { position: 12, target: s1[0] }, XdrReadChunk { position: 16, target: s2[0] }];
     let writes = [XdrWriteChunk { target: Seq::from_slice(&s1) }, XdrWriteChunk { target: Seq::from_slice(&s2) }];
@@ -924,4 +926,20 @@ fn draft07_7_3_1_and_7_3_2_more_chunks_than_taken_are_refused_with_the_most_take
         req.call_inline(xid + 1, &NO_CHUNKS, &next);
         assert_eq!(parsed(&req.receive()).payload(), &reply_for(&next)[..], "case {i}");
     }
+    // The Call chunk of an RDMA2_CALL_EXTERNAL carries the message, not an argument: a server
+    // that takes no Read chunk still serves one.
+    let mut responder = ResponderConfig::default().draft07(true);
+    responder.limits = Limits::default().max_read_chunks(0);
+    let server = start_with(backend, responder);
+    let mut req = Requester::connect(&backend, &server);
+    let mut call = rpc_call(0x1a0, 2);
+    call.resize(5000, 0);
+    let source = req.conn.pd().register(call.clone(), Access::REMOTE_READ).unwrap();
+    let seg = XdrRdmaSegment { handle: source.rkey(), length: call.len() as u32, offset: source.addr() };
+    let chunk = [XdrReadChunk { position: 0, target: seg }];
+    let mut send = [0u8; 256];
+    let n = marshal::call_external(&mut send, 0x1a0, req.credit(), 0, List::from_slice(&chunk), &NO_CHUNKS).unwrap();
+    req.send(&send[..n]);
+    let reply = req.receive();
+    assert_eq!(parsed(&reply).payload(), &reply_for(&call)[..], "the external call served");
 }

@@ -747,9 +747,11 @@ impl<'a> ChunkLists<'a> {
     /// Every chunk rule: the segment limit over all three lists, each chunk's and the
     /// message's length limits, and RFC 8166 section 3.4.5's Read list order.
     pub fn check(&self, limits: &HeaderLimits) -> Result<(), HeaderError> {
-        self.check_chunk_counts(limits)?;
         self.check_segments(limits)?;
         self.check_read_list(limits)?;
+        // Counted once the Read list is known to be in order: out of order, its entries do
+        // not group into chunks, and the answer is the order's, not a count's.
+        self.check_chunk_counts(limits)?;
         self.check_message_len(limits)
     }
 

@@ -90,9 +90,10 @@ impl SegmentLimits {
         SegmentLimits { max_size: stated.max_segment_size.max(1), max_count: stated.max_segment_count }
     }
 
-    /// The segments a chunk of `len` bytes takes (one for an empty chunk).
+    /// The segments a chunk of `len` bytes takes (one for an empty chunk; a `max_size` of 0
+    /// is taken as 1).
     pub fn segments_for(&self, len: usize) -> usize {
-        len.div_ceil(self.max_size as usize).max(1)
+        len.div_ceil(self.max_size.max(1) as usize).max(1)
     }
 }
 

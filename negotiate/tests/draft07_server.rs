@@ -122,6 +122,21 @@ impl<B: Backend> Requester<B> {
         self.send(&send[..n]);
     }
 
+    /// An RDMA2_CALL_EXTERNAL of a 5000-byte call `xid`, the whole call in its Call chunk
+    /// (section 6.3.5): the call, and the region the server reads it from (kept until its
+    /// reply).
+    fn call_external(&self, xid: u32) -> (Vec<u8>, B::Region) {
+        let mut call = rpc_call(xid, 2);
+        call.resize(5000, 0);
+        let source = self.conn.pd().register(call.clone(), Access::REMOTE_READ).unwrap();
+        let seg = XdrRdmaSegment { handle: source.rkey(), length: call.len() as u32, offset: source.addr() };
+        let chunk = [XdrReadChunk { position: 0, target: seg }];
+        let mut send = [0u8; 256];
+        let n = marshal::call_external(&mut send, xid, self.credit(), 0, List::from_slice(&chunk), &NO_CHUNKS).unwrap();
+        self.send(&send[..n]);
+        (call, source)
+    }
+
     /// Nothing arrives within a short while.
     fn hears_nothing(&self) -> bool {
         matches!(self.pool.receive_within(&self.conn, Duration::from_millis(200)), Err(DataPathError::Timeout { .. }))
@@ -336,14 +351,7 @@ fn draft07_7_4_1_a_continued_call_beyond_the_limit_is_err_system() {
 fn external_call_is_read_from_its_call_chunk_and_served<B: Backend + Clone>(backend: B) {
     let server = start(backend.clone(), true);
     let mut req = Requester::connect(&backend, &server);
-    let mut call = rpc_call(0xf0, 2);
-    call.resize(5000, 0);
-    let source = req.conn.pd().register(call.clone(), Access::REMOTE_READ).unwrap();
-    let seg = XdrRdmaSegment { handle: source.rkey(), length: call.len() as u32, offset: source.addr() };
-    let chunk = [XdrReadChunk { position: 0, target: seg }];
-    let mut send = [0u8; 256];
-    let n = marshal::call_external(&mut send, 0xf0, req.credit(), 0, List::from_slice(&chunk), &NO_CHUNKS).unwrap();
-    req.send(&send[..n]);
+    let (call, _source) = req.call_external(0xf0);
     let reply = req.receive();
     let h = parsed(&reply);
     assert_eq!((h.header_type(), h.xid()), (HeaderType::ReplyInline, 0xf0), "{reply:?}");
@@ -932,14 +940,7 @@ fn draft07_7_3_1_and_7_3_2_more_chunks_than_taken_are_refused_with_the_most_take
     responder.limits = Limits::default().max_read_chunks(0);
     let server = start_with(backend, responder);
     let mut req = Requester::connect(&backend, &server);
-    let mut call = rpc_call(0x1a0, 2);
-    call.resize(5000, 0);
-    let source = req.conn.pd().register(call.clone(), Access::REMOTE_READ).unwrap();
-    let seg = XdrRdmaSegment { handle: source.rkey(), length: call.len() as u32, offset: source.addr() };
-    let chunk = [XdrReadChunk { position: 0, target: seg }];
-    let mut send = [0u8; 256];
-    let n = marshal::call_external(&mut send, 0x1a0, req.credit(), 0, List::from_slice(&chunk), &NO_CHUNKS).unwrap();
-    req.send(&send[..n]);
+    let (call, _source) = req.call_external(0x1a0);
     let reply = req.receive();
     assert_eq!(parsed(&reply).payload(), &reply_for(&call)[..], "the external call served");
 }

@@ -222,18 +222,21 @@ fn prepare_described<B: Backend>(
     out.set_version(params.version);
     // No more segments than the responder takes, nor than the call's Send could list (16
     // bytes each): a peer's absurd count sizes nothing here either.
-    let most = (params.segments.max_count as usize).min(params.thresholds.call / 16);
-    reg.limit_segments(params.segments.max_size, most);
+    let most = params.segments.max_count.min(u32::try_from(params.thresholds.call / 16).unwrap_or(u32::MAX));
+    reg.limit_segments(SegmentLimits { max_count: most, ..params.segments });
     let shape = reg.with_call(CallShape::of);
     // The header and the inline ranges are written straight into the Send's registered
     // buffer; marshal_call never writes more than the call inline threshold in all.
     let filled = conn.fill_send(params.thresholds.call, |buf| {
         // Section 5.2.4: no more segments in the header than the responder takes.
-        let too_many = |segments| DataPathError::TooManySegments { segments, most, max_size: params.segments.max_size };
-        match marshal_call_shaped(shape, &req, &mut reg, buf, out) {
-            Err(_) if reg.refused().is_some() => return Err(too_many(reg.refused().unwrap_or_default())),
-            marshaled => marshaled?,
-        };
+        if let Err(e) = marshal_call_shaped(shape, &req, &mut reg, buf, out) {
+            return Err(match reg.refused() {
+                Some(segments) => {
+                    DataPathError::TooManySegments { segments, most: most as usize, max_size: params.segments.max_size }
+                }
+                None => e.into(),
+            });
+        }
         let header_len =
             if draft07 { draft07_header(buf, out.header_len(), params.remote_invalidation)? } else { out.header_len() };
         let at = reg.with_call(|call| {

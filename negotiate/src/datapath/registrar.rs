@@ -5,6 +5,7 @@ use rpcrdma_v1::xdr::XdrRdmaSegment;
 use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair};
 
 use super::{take_bytes, DataPathError, Transport};
+use crate::thresholds::SegmentLimits;
 
 /// The memory one call exposes to the Responder: a copy of the call message behind its Read
 /// chunks (RFC 8166 section 3.4.5.1: it must stay unchanged until the reply arrives), receive
@@ -183,10 +184,9 @@ pub struct WindowRegistrar<'c, B: Backend> {
     memory: ChunkMemory<B>,
     /// A failure inside [`Registrar::release`], which cannot return one.
     failed: Option<DataPathError>,
-    /// The longest segment to advertise, and the most segments in all
+    /// How segments are cut and how many may be advertised in all
     /// ([`WindowRegistrar::limit_segments`]).
-    max_segment: u32,
-    max_count: usize,
+    limits: SegmentLimits,
     /// The segments advertised and not released.
     segments: usize,
     /// The segments a registration would have needed when they were more than `max_count`.
@@ -196,16 +196,11 @@ pub struct WindowRegistrar<'c, B: Backend> {
 impl<'c, B: Backend> WindowRegistrar<'c, B> {
     /// A registrar for the call message `call` (the bytes given to `marshal_call`) on `conn`.
     pub fn new(conn: &'c Transport<B>, call: &'c [u8]) -> Self {
-        WindowRegistrar {
-            conn,
-            call: Some(call),
-            memory: ChunkMemory::new(),
-            failed: None,
-            max_segment: u32::MAX,
-            max_count: usize::MAX,
-            segments: 0,
-            refused: None,
-        }
+        Self::with_memory(conn, Some(call), ChunkMemory::new())
+    }
+
+    fn with_memory(conn: &'c Transport<B>, call: Option<&'c [u8]>, memory: ChunkMemory<B>) -> Self {
+        WindowRegistrar { conn, call, memory, failed: None, limits: SegmentLimits::NONE, segments: 0, refused: None }
     }
 
     /// A registrar to which the call message itself is lent: a Read chunk exposes `message`'s
@@ -216,38 +211,24 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
     pub(super) fn lending(conn: &'c Transport<B>, message: Vec<u8>) -> Self {
         let mut memory = ChunkMemory::new();
         memory.lent = Lent::Unregistered(message);
-        WindowRegistrar {
-            conn,
-            call: None,
-            memory,
-            failed: None,
-            max_segment: u32::MAX,
-            max_count: usize::MAX,
-            segments: 0,
-            refused: None,
-        }
+        Self::with_memory(conn, None, memory)
     }
 
-    /// Advertises no segment longer than `max_size` bytes (at least 1): a longer chunk is
-    /// still one window, advertised as several segments of it back to back (one handle, so
-    /// that remote invalidation still covers the chunk); and no more than `max_count`
+    /// Advertises no segment longer than `limits.max_size` bytes (at least 1): a longer chunk
+    /// is still one window, advertised as several segments of it back to back (one handle, so
+    /// that remote invalidation still covers the chunk); and no more than `limits.max_count`
     /// segments in all: a registration that would need more is refused before anything is
     /// registered or listed ([`WindowRegistrar::refused`]), so that a peer's tiny segment size
     /// never sizes what this side allocates. For a -07 responder's Maximum Segment Size and
     /// Count (draft-ietf-nfsv4-rpcrdma-version-two-07 sections 5.2.3 and 5.2.4).
-    pub fn limit_segments(&mut self, max_size: u32, max_count: usize) {
-        (self.max_segment, self.max_count) = (max_size.max(1), max_count);
+    pub fn limit_segments(&mut self, limits: SegmentLimits) {
+        self.limits = SegmentLimits { max_size: limits.max_size.max(1), ..limits };
     }
 
     /// The segments a refused registration would have brought the call to, when
     /// [`WindowRegistrar::limit_segments`]'s count refused one.
     pub fn refused(&self) -> Option<usize> {
         self.refused
-    }
-
-    /// The segments advertised so far and not released: what the call's header carries.
-    pub fn segments(&self) -> usize {
-        self.segments
     }
 
     /// Runs `f` on the call message's bytes, wherever they are.
@@ -335,8 +316,8 @@ impl<B: Backend> Registrar for WindowRegistrar<'_, B> {
     type Error = rpcrdma_verbs::Error;
 
     fn register(&mut self, purpose: ChunkPurpose, out: &mut Vec<XdrRdmaSegment>) -> Result<(), rpcrdma_verbs::Error> {
-        let needed = self.segments.saturating_add(purpose.len().div_ceil(self.max_segment as usize).max(1));
-        if needed > self.max_count {
+        let needed = self.segments.saturating_add(self.limits.segments_for(purpose.len()));
+        if needed > self.limits.max_count as usize {
             // (The verbs error is never seen: the caller reports `refused` instead.)
             self.refused = Some(needed);
             return Err(rpcrdma_verbs::Error::TooLong);
@@ -344,7 +325,7 @@ impl<B: Backend> Registrar for WindowRegistrar<'_, B> {
         let window = self.register_window(purpose)?;
         // Cut to the longest segment the responder takes, each piece the next stretch of
         // the one window.
-        let (most, mut at, mut left) = (self.max_segment, 0u32, window.length);
+        let (most, mut at, mut left) = (self.limits.max_size, 0u32, window.length);
         loop {
             let length = left.min(most);
             out.push(XdrRdmaSegment { handle: window.handle, length, offset: window.offset + u64::from(at) });

@@ -232,10 +232,8 @@ impl Link {
     /// are not looked at: its lies carry any word there.)
     fn note_client_total(&mut self, bytes: &[u8]) -> bool {
         let Some(f) = rpcrdma_v1::header::Fixed::read(bytes) else { return false };
-        let (Some(total), Some(4..=13)) = (f.credit, f.proc) else { return false };
-        if f.vers != 2 {
-            return false;
-        }
+        let is_draft07 = f.proc.and_then(rpcrdma_v2::draft07::header::HeaderType::from_wire).is_some();
+        let (Some(total), true) = (f.credit, is_draft07 && f.vers == 2) else { return false };
         let before = self.draft07_total.replace(total);
         let wrapped = before.is_some_and(|b| b >= 1 << 31 && total < 1 << 31) && !self.draft07_wrapped;
         self.draft07_wrapped |= wrapped;

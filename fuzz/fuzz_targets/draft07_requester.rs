@@ -51,7 +51,7 @@ fuzz_target!(|data: &[u8]| {
         // Every transmission the core hands out is reported sent.
         for xid in 1..=8 {
             if let Some(CallStep::Transmit { .. }) = c.take_step(xid) {
-                c.handle_sent(CallForm::Short);
+                c.handle_sent(CallForm::Short, 1);
             }
         }
         match c.handle_receive(message, Arrival::default(), now) {

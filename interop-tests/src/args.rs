@@ -6,7 +6,7 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 
 pub const USAGE: &str = "usage:
   interop-tests [--json] [--backend inproc|tcp|tcp-local|rdma] [--addr IPV4]
-                                     run the matrix (584 cells) and print its table
+                                     run the matrix (616 cells) and print its table
   interop-tests decode HEX...        a v1 or v2 transport header as JSON, with a receiver's verdict
   interop-tests decode -             the same, the hex read from stdin
   interop-tests pcap FILE [--backend inproc|tcp|tcp-local]

@@ -8,7 +8,7 @@
 //! ```
 //!
 //! Runs every cell of [`interop_tests::matrix`] (requester x responder, with Version Two's
-//! dialects, x private data x transport-properties extension x message form: 584 cells) on one verbs backend and prints
+//! dialects, x private data x transport-properties extension x message form: 616 cells) on one verbs backend and prints
 //! the table (or, with `--json`, one JSON object: the backend, the counts and the cells).
 //! `tcp` runs each pair as two processes over TCP loopback (the responder is this binary's
 //! `serve-cell`, see [`interop_tests::remote`]); `tcp-local` runs both ends in this process;

@@ -3,14 +3,14 @@
 //! preferred} x responder {Version One only, -00, -07, both dialects} x RFC 8797 private data
 //! {none, both, requester only, garbage} x transport-properties extension {none, requester
 //! only, responder only, both} x message form {short, chunked read, chunked write, long call,
-//! long reply, backward-direction call}, each cell a fresh `Server` and `Client` pair from
+//! long reply, backward-direction call, and on -07 continued call and continued reply}, each cell a fresh `Server` and `Client` pair from
 //! `negotiate` over one verbs backend. Each pair settles where docs/design.md's table of
 //! dialects says ([`settles`]). The extension axis exists only where a pair settles on -00:
 //! Version One never exchanges properties (`specs/rpcrdma2-transport-properties.txt` section
 //! 2.1) and -07 states its own in CONNPROP, so the other pairs have only [`Extension::None`];
-//! and a pair settled on -07 has no backward-direction form (the server's backchannel speaks
-//! -00). That makes 13 pairs x 4 x 6 + 3 pairs x 4 x 4 x 6, less 4 x 4 backward cells on -07:
-//! 584 cells ([`CELLS`]).
+//! a pair settled on -07 has no backward-direction form (the server's backchannel speaks -00),
+//! and only a pair settled on -07 continues messages across Sends (section 4.1). That makes
+//! 9 pairs x 4 x 6 + 3 pairs x 4 x 4 x 6 + 4 pairs on -07 x 4 x 7: 616 cells ([`CELLS`]).
 //!
 //! A cell makes its form's call twice: the first settles the version (and, when the requester
 //! has the extension on a Version Two connection, is followed by the properties exchange), the
@@ -216,12 +216,38 @@ pub enum Form {
     LongReply,
     /// The responder calls the requester on the same connection (RFC 8167).
     Backward,
+    /// -07 only: a call too large for the responder's Receive, with nothing DDP-eligible,
+    /// continued across Sends (RDMA2_CALL_MIDDLE parts, draft-ietf-07 section 4.1) once the
+    /// connection is settled; the first call, the probe, goes in a Call chunk.
+    ContinuedCall,
+    /// -07 only: a reply too large for the requester's Receive, with no Reply chunk provided,
+    /// continued across Sends (RDMA2_REPLY_MIDDLE parts, section 6.6.4).
+    ContinuedReply,
 }
 
 impl Form {
     /// Every form, in table order.
-    pub const ALL: [Form; 6] =
-        [Form::Short, Form::ChunkedRead, Form::ChunkedWrite, Form::LongCall, Form::LongReply, Form::Backward];
+    pub const ALL: [Form; 8] = [
+        Form::Short,
+        Form::ChunkedRead,
+        Form::ChunkedWrite,
+        Form::LongCall,
+        Form::LongReply,
+        Form::Backward,
+        Form::ContinuedCall,
+        Form::ContinuedReply,
+    ];
+
+    /// Whether a pair that settles on -07 (`on_07`), or one that does not, has this form:
+    /// continuation is -07's alone, and the server's backchannel speaks -00's RDMA_MSG only
+    /// (it refuses a -07 connection).
+    fn applies(self, on_07: bool) -> bool {
+        match self {
+            Form::Backward => !on_07,
+            Form::ContinuedCall | Form::ContinuedReply => on_07,
+            _ => true,
+        }
+    }
 
     /// The column label.
     pub fn label(self) -> &'static str {
@@ -232,6 +258,8 @@ impl Form {
             Form::LongCall => "long call",
             Form::LongReply => "long reply",
             Form::Backward => "backward call",
+            Form::ContinuedCall => "continued call",
+            Form::ContinuedReply => "continued reply",
         }
     }
 
@@ -273,9 +301,11 @@ fn on_cel00(requester: Speaks, responder: Speaks) -> bool {
 }
 
 /// How many cells [`all_cells`] gives: thirteen pairs with the extension axis collapsed to
-/// [`Extension::None`], three that settle on -00 with all four, less the backward form of the
-/// four pairs that settle on -07 (for each private data).
-pub const CELLS: usize = (13 + 3 * Extension::ALL.len()) * Pdata::ALL.len() * Form::ALL.len() - 4 * Pdata::ALL.len();
+/// [`Extension::None`] and three that settle on -00 with all four, in the six forms but the
+/// continued ones; and the four pairs that settle on -07 in every form but the backward call
+/// (for each private data).
+pub const CELLS: usize =
+    ((9 + 3 * Extension::ALL.len()) * (Form::ALL.len() - 2) + 4 * (Form::ALL.len() - 1)) * Pdata::ALL.len();
 
 /// Every cell, in table order.
 pub fn all_cells() -> Vec<Cell> {
@@ -286,11 +316,10 @@ pub fn all_cells() -> Vec<Cell> {
             // does -07 (its own are CONNPROP's).
             let extensions: &[Extension] =
                 if on_cel00(requester, responder) { &Extension::ALL } else { &[Extension::None] };
-            // The server's backchannel speaks -00's RDMA_MSG only: it refuses a -07 connection.
             let on_07 = settles(requester, responder).1 == Some(Dialect::Ietf07);
             for pdata in Pdata::ALL {
                 for &extension in extensions {
-                    for form in Form::ALL.into_iter().filter(|&f| !(on_07 && f == Form::Backward)) {
+                    for form in Form::ALL.into_iter().filter(|f| f.applies(on_07)) {
                         cells.push(Cell { requester, responder, pdata, extension, form });
                     }
                 }
@@ -368,7 +397,9 @@ fn client_ulb(form: Form) -> OpaqueAtUlb {
         Form::ChunkedWrite => {
             OpaqueAtUlb { call_opaque: None, reply_opaque: Some(OPAQUE_AT), max_result: BIG, max_reply: small_reply }
         }
-        Form::LongCall => OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: small_reply },
+        Form::LongCall | Form::ContinuedCall | Form::ContinuedReply => {
+            OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: small_reply }
+        }
         Form::LongReply => OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 2 * BIG },
     }
 }
@@ -385,9 +416,17 @@ fn message(xid: u32, msg_type: u32, form: Form, len: usize) -> Vec<u8> {
     m
 }
 
+/// A continued message's payload: beyond -07's 4096-byte inline threshold, within three
+/// Sends of it.
+const CONTINUED: usize = 10_000;
+
 /// The call a cell sends.
 fn call_for(form: Form, xid: u32) -> Vec<u8> {
-    let len = if matches!(form, Form::ChunkedRead | Form::LongCall) { BIG } else { SMALL };
+    let len = match form {
+        Form::ChunkedRead | Form::LongCall => BIG,
+        Form::ContinuedCall => CONTINUED,
+        _ => SMALL,
+    };
     message(xid, 0, form, len)
 }
 
@@ -395,7 +434,11 @@ fn call_for(form: Form, xid: u32) -> Vec<u8> {
 pub fn serve(call: &[u8]) -> Vec<u8> {
     let word = |at: usize| call.get(at..at + 4).map_or(0, |w| u32::from_be_bytes(w.try_into().unwrap()));
     let form = Form::ALL.get(word(8) as usize).copied().unwrap_or(Form::Short);
-    let len = if matches!(form, Form::ChunkedWrite | Form::LongReply) { BIG } else { SMALL };
+    let len = match form {
+        Form::ChunkedWrite | Form::LongReply => BIG,
+        Form::ContinuedReply => CONTINUED,
+        _ => SMALL,
+    };
     message(word(0), 1, form, len)
 }
 
@@ -536,7 +579,7 @@ fn exchange<B: Backend>(
         }
         let c = client.stats();
         let sent = transmissions(cell, n);
-        form_used(cell.form, sent, (&before.0, &c), (&before.1, &s))
+        form_used(cell.form, n, sent, (&before.0, &c), (&before.1, &s))
             .map_err(|why| format!("call {n}: the {} form was not used: {why}", cell.form.label()))?;
         before = (c, s);
     }
@@ -580,26 +623,32 @@ fn transmissions(cell: Cell, n: u64) -> u64 {
     }
 }
 
-/// Whether one call, sent `sent` times, between the `(before, after)` counts of the client and
-/// the server was made in `form`: every count is compared with the exact number the call
-/// should have made (the client's transmissions by form, the server's one call served by call
-/// form and reply form), so a call that also went in another form, or twice, fails.
+/// Whether call `n` (1 or 2) of a cell, sent `sent` times, between the `(before, after)`
+/// counts of the client and the server was made in `form`: every count is compared with the
+/// exact number the call should have made (the client's transmissions by form and those
+/// continued, the server's one call served by call form and reply form, and its replies
+/// continued), so a call that also went in another form, or twice, fails. A continued call's
+/// first call is the -07 probe, one message of at most 1024 bytes (section 4.3): it goes in a
+/// Call chunk, and only the second continues.
 fn form_used(
     form: Form,
+    n: u64,
     sent: u64,
     client: (&ClientStats, &ClientStats),
     server: (&ServerStats, &ServerStats),
 ) -> Result<(), String> {
     let (c0, c1) = client;
     let (s0, s1) = server;
-    let got = (c1.short - c0.short, c1.chunked - c0.chunked, c1.long - c0.long);
+    let long_call = form == Form::LongCall || (form == Form::ContinuedCall && n == 1);
+    let continued_call = form == Form::ContinuedCall && n == 2;
+    let got = (c1.short - c0.short, c1.chunked - c0.chunked, c1.long - c0.long, c1.continued - c0.continued);
     let want = match form {
-        Form::ChunkedRead => (0, sent, 0),
-        Form::LongCall => (0, 0, sent),
-        Form::Short | Form::Backward | Form::ChunkedWrite | Form::LongReply => (sent, 0, 0),
+        Form::ChunkedRead => (0, sent, 0, 0),
+        _ if long_call => (0, 0, sent, 0),
+        _ => (sent, 0, 0, u64::from(continued_call)),
     };
     if got != want {
-        return Err(format!("the client sent (short, chunked, long) {got:?}, expected {want:?}"));
+        return Err(format!("the client sent (short, chunked, long, continued) {got:?}, expected {want:?}"));
     }
     let one = |yes: bool| u64::from(yes);
     let got = [
@@ -609,19 +658,21 @@ fn form_used(
         s1.inline_replies - s0.inline_replies,
         s1.reply_chunk_replies - s0.reply_chunk_replies,
         s1.write_chunk_results - s0.write_chunk_results,
+        s1.continued_replies - s0.continued_replies,
     ];
     let want = [
         1,
         one(form == Form::ChunkedRead),
-        one(form == Form::LongCall),
+        one(long_call),
         one(form != Form::LongReply),
         one(form == Form::LongReply),
         one(form == Form::ChunkedWrite),
+        one(form == Form::ContinuedReply),
     ];
     if got != want {
         return Err(format!(
             "the responder counted (calls, read chunk calls, long calls, inline replies, reply chunk replies, \
-             write chunk results) {got:?}, expected {want:?}"
+             write chunk results, continued replies) {got:?}, expected {want:?}"
         ));
     }
     Ok(())
@@ -704,7 +755,7 @@ fn properties_label(p: Option<PeerProperties>) -> &'static str {
 /// The table, one line per cell.
 pub fn table(outcomes: &[Outcome]) -> String {
     let mut s = format!(
-        "{:<11} {:<11} {:<15} {:<14} {:<14} {:>4} {:<13} {:>11} {:>7} {:>9}  {}\n",
+        "{:<11} {:<11} {:<15} {:<14} {:<15} {:>4} {:<13} {:>11} {:>7} {:>9}  {}\n",
         "requester",
         "responder",
         "private data",
@@ -725,7 +776,7 @@ pub fn table(outcomes: &[Outcome]) -> String {
             Err(e) => format!("FAILED: {e}"),
         };
         s += &format!(
-            "{:<11} {:<11} {:<15} {:<14} {:<14} {:>4} {:<13} {:>11} {:>7} {:>7.1}ms  {}\n",
+            "{:<11} {:<11} {:<15} {:<14} {:<15} {:>4} {:<13} {:>11} {:>7} {:>7.1}ms  {}\n",
             o.cell.requester.label(),
             o.cell.responder.label(),
             o.cell.pdata.label(),

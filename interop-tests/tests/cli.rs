@@ -100,11 +100,11 @@ fn json_output_parses_and_carries_the_summary() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json prints JSON");
     assert_eq!(v["backend"], "inproc");
-    assert_eq!((v["passed"].as_u64(), v["failed"].as_u64()), (Some(584), Some(0)));
+    assert_eq!((v["passed"].as_u64(), v["failed"].as_u64()), (Some(616), Some(0)));
     let cells = v["cells"].as_array().expect("cells");
-    assert_eq!(cells.len(), 584);
+    assert_eq!(cells.len(), 616);
     assert!(cells.iter().all(|c| c["ok"] == true && c["verdict"] == "ok" && c["time_ms"].is_f64()));
     let stderr = text(&out.stderr);
     assert!(!stderr.contains('\r'), "progress lines on a pipe: {stderr:?}");
-    assert_eq!(stderr.trim(), "interop matrix on inproc: 584 passed, 0 failed");
+    assert_eq!(stderr.trim(), "interop matrix on inproc: 616 passed, 0 failed");
 }

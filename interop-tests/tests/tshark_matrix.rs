@@ -1,6 +1,6 @@
 //! Wireshark's RPC-over-RDMA dissector as an oracle on the matrix's own traffic.
 //!
-//! The matrix's cells whose requester writes Version One or -00 headers (288 of its 584) run in process on a backend wrapped in `rpcrdma_verbs::capture::Captured`; every message sent
+//! The matrix's cells whose requester writes Version One or -00 headers (288 of its 616) run in process on a backend wrapped in `rpcrdma_verbs::capture::Captured`; every message sent
 //! becomes a RoCEv2 frame in one pcap ([`interop_tests::pcap`]), followed by a few frames made
 //! here: Version One RDMA_ERRORs (the matrix sends none: a Version One responder answers a
 //! Version Two probe with `rdma_vers` 2) and Version One headers truncated inside their chunk

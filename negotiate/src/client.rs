@@ -429,6 +429,7 @@ impl<B: Backend> Client<B> {
             short: a.short + s.short,
             chunked: a.chunked + s.chunked,
             long: a.long + s.long,
+            continued: a.continued + s.continued,
         })
     }
 

@@ -54,7 +54,7 @@
 //! client.poll_event(); // Connect: the driver makes transport connection 1
 //! client.handle_connected(1, None, &[], now);
 //! let Some(CallStep::Transmit { transmit: t, link: 1 }) = client.take_step(7) else { panic!() };
-//! client.handle_sent(CallForm::Short);
+//! client.handle_sent(CallForm::Short, 1);
 //!
 //! let call = msg(t.xid, t.version, t.credits, 0);
 //! let Received::Call { header, params } = server.handle_receive(&call, Arrival::default(), now) else { panic!() };

@@ -91,7 +91,8 @@ use rpcrdma_v1::reassemble::{DdpViolation, ReassemblyError};
 use rpcrdma_verbs::{Access, Backend, Completion, MemoryRegion, ProtectionDomain, QpState, QueuePair, SendFlags, Sge};
 
 pub use call::{
-    prepare_call, send_call, send_call_lent, CallParams, PendingCall, PreparedCall, ReducedAt, ReplyInPlace,
+    prepare_call, send_call, send_call_continuing, send_call_lent, CallParams, PendingCall, PreparedCall, ReducedAt,
+    ReplyInPlace,
 };
 pub use receive::{ReceivePool, Received};
 pub use registrar::{ChunkMemory, Landed, WindowRegistrar};
@@ -592,13 +593,30 @@ impl<B: Backend> Transport<B> {
         total: u32,
     ) -> Result<(), DataPathError> {
         let mut highest = self.draft07_total.lock().unwrap_or_else(PoisonError::into_inner);
-        let stamped = match *highest {
-            Some(h) if (total.wrapping_sub(h) as i32) < 0 => h,
-            _ => total,
-        };
-        filled.region.with_mut(|b| rpcrdma_v1::header::set_credit(b, stamped));
-        *highest = Some(stamped);
+        stamp(&mut highest, &filled, total);
         self.post_filled(id, invalidate, filled)
+    }
+
+    /// Posts the parts of one -07 message back to back, each unwaited and stamped as
+    /// [`Transport::post_filled_stamped`] stamps it with its total from `totals`: every -07
+    /// Send of a connection is stamped under the one lock held here, so nothing else goes
+    /// between the parts (section 4.1: Payload streams do not interleave). After a failed
+    /// post the parts left are given back unposted.
+    fn post_parts_draft07(
+        &self,
+        parts: Vec<FilledSend<B>>,
+        totals: impl Iterator<Item = u32>,
+    ) -> Result<(), DataPathError> {
+        let mut highest = self.draft07_total.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut parts = parts.into_iter();
+        for (filled, total) in parts.by_ref().zip(totals) {
+            stamp(&mut highest, &filled, total);
+            if let Err(e) = self.post_filled(self.unwaited_wr_id(), None, filled) {
+                parts.for_each(|f| self.discard_filled(f));
+                return Err(e);
+            }
+        }
+        Ok(())
     }
 
     /// Gives back a Send buffer filled and never posted.
@@ -712,6 +730,18 @@ const CHUNK_BUFFERS_KEPT: usize = 8;
 /// The size of a pooled Send buffer: Version Two's default inline threshold, which every
 /// small message fits.
 const SEND_BUFFER_LEN: usize = rpcrdma_v2::DEFAULT_INLINE_THRESHOLD;
+
+/// Writes into `filled`'s `rdma_credit` the running total `total`, or `highest` when that is
+/// higher (a peer reads a total below the last as a lowered limit, section 4.2.1; totals
+/// compare modulo 2^32), and keeps it as the highest.
+fn stamp<B: Backend>(highest: &mut Option<u32>, filled: &FilledSend<B>, total: u32) {
+    let stamped = match *highest {
+        Some(h) if (total.wrapping_sub(h) as i32) < 0 => h,
+        _ => total,
+    };
+    filled.region.with_mut(|b| rpcrdma_v1::header::set_credit(b, stamped));
+    *highest = Some(stamped);
+}
 
 /// A Send buffer filled and not yet posted ([`Transport::fill_send`]).
 struct FilledSend<B: Backend> {

@@ -79,6 +79,13 @@ pub struct RequesterConfig {
     /// both with one preferred (docs/design.md, "Version Two's two dialects").
     /// [`VersionTwo::None`] makes it a Version One requester.
     pub version_two: VersionTwo,
+    /// The most Sends one -07 call may continue across when it does not fit the responder's
+    /// Receive: RDMA2_CALL_MIDDLE parts and a final RDMA2_CALL_INLINE (sections 4.1, 6.3.6),
+    /// the whole message inline, each part on a credit of its own (4.2.1). A call needing more
+    /// Sends, or more than the responder's window has room for when it goes, travels in a
+    /// Call chunk instead (RDMA2_CALL_EXTERNAL, 6.3.5), as do the probe and every call on the
+    /// other versions. 1 continues nothing; the default is [`MAX_CALL_PARTS`].
+    pub max_call_parts: usize,
     /// For tests only: where a -07 connection's credit counters start on this side
     /// (`CreditWindow::starting_at`), 0 as section 4.2.1 has it. Both sides must start at the
     /// same count; the simulator starts them near 2^32, so that the running totals wrap past
@@ -90,6 +97,12 @@ pub struct RequesterConfig {
 /// -07's default inline threshold (section 4.2.2: 4096 octets), the most a CONNPROP_FINAL may
 /// take (6.3.4).
 const DEFAULT_INLINE_07: usize = 4096;
+
+/// The default of [`RequesterConfig::max_call_parts`]: a call of up to about four Receives
+/// goes by Send alone, which costs the responder no registration and no RDMA Read, and stays
+/// within what a responder holds of one continued message by default (64 KiB for this crate's
+/// `ResponderConfig::max_continued`, at -07's 4096-byte inline threshold).
+pub const MAX_CALL_PARTS: usize = 4;
 
 /// The default of [`RequesterConfig::reprobe_after`]: ten minutes.
 pub const REPROBE_AFTER: Duration = Duration::from_secs(600);
@@ -106,6 +119,7 @@ impl Default for RequesterConfig {
             limits: HeaderLimits::default(),
             reprobe_after: REPROBE_AFTER,
             version_two: VersionTwo::One(Dialect::Cel00),
+            max_call_parts: MAX_CALL_PARTS,
             draft07_counters_from: 0,
         }
     }
@@ -119,6 +133,7 @@ rpcrdma_verbs::setters!(RequesterConfig {
     limits: HeaderLimits,
     reprobe_after: Duration,
     version_two: VersionTwo,
+    max_call_parts: usize,
 });
 
 /// Send call `xid` now: marshal it in `version`, asking for `credits`, within `thresholds`.
@@ -144,6 +159,11 @@ pub struct Transmit {
     /// How its chunks may be cut into segments: on -07 the responder's stated (or default)
     /// segment size and count, sections 5.2.3 and 5.2.4; no bound on the other versions.
     pub segments: SegmentLimits,
+    /// The most Sends the call may continue across when it does not fit the responder's
+    /// Receive (-07 only, not the probe: [`RequesterConfig::max_call_parts`]); 1 elsewhere.
+    /// The parts after the first take their running totals with
+    /// [`Requester::take_call_parts`] as the call goes.
+    pub max_parts: usize,
     /// 1 for the first transmission, then one more per retransmission.
     pub attempt: u32,
 }
@@ -832,6 +852,33 @@ impl Requester {
         Some((version, conn.credits.requested(), conn.thresholds(version)))
     }
 
+    /// Counts `n` more Sends for the parts after the first of a -07 call going out now as
+    /// RDMA2_CALL_MIDDLE parts ([`Transmit::max_parts`]), and gives the running total they
+    /// carry (section 4.2.1). `None`, counting nothing, when the responder's window lacks room
+    /// for all `n` now: the call then goes in a Call chunk instead, in the one Send its
+    /// transmission was given, so that no part ever waits for credit with others queued
+    /// behind it.
+    ///
+    /// ```
+    /// use negotiate::requester::{Requester, RequesterConfig};
+    /// let mut r = Requester::new(RequesterConfig::default(), "peer");
+    /// assert_eq!(r.take_call_parts(1), None, "no -07 connection: nothing to take");
+    /// ```
+    pub fn take_call_parts(&mut self, n: u32) -> Option<u32> {
+        let conn =
+            self.conn.as_mut().filter(|c| !c.closing && matches!(c.version, Negotiation::Settled(Version::TWO)))?;
+        let st = conn.d07.as_mut()?;
+        if n == 0 || st.credits.window() < n {
+            return None;
+        }
+        // (Nothing is received in between: every part carries the same total.)
+        let total = st.credits.send();
+        for _ in 1..n {
+            st.credits.send();
+        }
+        Some(total)
+    }
+
     /// Until when what is learned about the responder at `now` holds: `reprobe_after` on, or
     /// practically forever when that is too long to add (`Duration::MAX`: never probe again).
     fn reprobe_at(&self, now: Instant) -> Instant {
@@ -912,6 +959,9 @@ impl Requester {
                 Some(st) if version == Version::TWO => st.peer_segments(),
                 _ => SegmentLimits::NONE,
             };
+            // (A probe is one message until its answer, section 4.3: it does not continue.)
+            let continues = conn.d07.is_some() && version == Version::TWO && !probe;
+            let max_parts = if continues { self.cfg.max_call_parts.max(1) } else { 1 };
             let call = self.calls.get_mut(&xid).unwrap();
             call.attempts += 1;
             call.flight = Some(Flight { credit, version, deadline: now + self.cfg.timeout, probe, timed_out: false });
@@ -929,6 +979,7 @@ impl Requester {
                 dialect,
                 remote_invalidation,
                 segments,
+                max_parts,
             }));
         }
     }

@@ -37,7 +37,7 @@ fn settled(client_pd: PrivateData, server_pd: PrivateData) -> (Connection<u32>, 
     assert!(matches!(client.poll_event(), Some(Event::Connect { .. })));
     client.handle_connected(7, Some(client_pd), &server_pd.encode(), now);
     let Some(CallStep::Transmit { transmit: t, link: 7 }) = client.take_step(1) else { panic!("no transmission") };
-    client.handle_sent(CallForm::Short);
+    client.handle_sent(CallForm::Short, 1);
     let call = msg(t.xid, t.version, t.credits, 0);
     let Received::Call { header, params } = server.handle_receive(&call, Arrival::default(), now) else {
         panic!("the forward call is a call to serve")
@@ -123,7 +123,7 @@ fn a_replys_caller_comes_before_the_transmission_its_credit_lets_go() {
     for xid in 10..10 + window {
         client.start_call(xid, now).unwrap();
         let Some(CallStep::Transmit { transmit, .. }) = client.take_step(xid) else { panic!("credit for {xid}") };
-        client.handle_sent(CallForm::Short);
+        client.handle_sent(CallForm::Short, 1);
         sent.push(transmit);
     }
     let waiting = 10 + window;

@@ -348,7 +348,7 @@ fn answer(c: &mut Connection<u32>, xid: u32, total: u32) {
 /// The next transmission of `xid`, reported sent.
 fn transmit(c: &mut Connection<u32>, xid: u32) -> negotiate::requester::Transmit {
     let Some(CallStep::Transmit { transmit, .. }) = c.take_step(xid) else { panic!("no transmission of {xid}") };
-    c.handle_sent(CallForm::Short);
+    c.handle_sent(CallForm::Short, 1);
     transmit
 }
 
@@ -1126,4 +1126,124 @@ fn draft07_4_5_a_reduced_item_moves_whole_without_padding_and_its_count_stays() 
         assert_eq!(word(r.payload(), 3), ITEM as u32, "the count stays in the reply's Payload stream");
         assert_eq!(r.payload().len(), OPAQUE_AT + 4, "nothing of the result inline");
     }
+}
+
+/// A -07 client and server, settled on -07 by a first small call; the server advertising
+/// `credits`, the client continuing a call across at most `max_parts` Sends.
+fn continuing(credits: u32, max_parts: usize) -> (Server, Client<Captured<InProcess>>, Seen) {
+    let responder = ResponderConfig::default().draft07(true).credits(credits);
+    let scfg = ServerConfig::default().responder(responder);
+    let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(SERVER_ULB), serve).unwrap();
+    let (client_side, calls) = capturing(InProcess);
+    let requester = RequesterConfig::default().version_two(D07).max_call_parts(max_parts);
+    let client = Client::new(client_side, server.local_addr(), ClientConfig::default().requester(requester));
+    let call = call_for(Form::Short, 0x800);
+    assert_eq!(client.call(&call, &Form::Short.ulb()).unwrap(), serve(&call));
+    assert_eq!(client.dialect(), Some(Dialect::Ietf07));
+    calls.lock().unwrap().clear();
+    (server, client, calls)
+}
+
+/// The header types of `sends`.
+fn htypes(sends: &[Vec<u8>]) -> Vec<HeaderType> {
+    sends.iter().map(|m| htype(m)).collect()
+}
+
+/// Sections 4.1, 6.3.6 and 6.3.7: a -07 call too large for the responder's 4096-byte Receive,
+/// with nothing DDP-eligible, goes as RDMA2_CALL_MIDDLE parts and a final RDMA2_CALL_INLINE:
+/// each Send within the Receive, every part with the call's XID ("MUST set the rdma_xid field
+/// to the same value as the xid of the RPC ... message"), each MIDDLE saying how many bytes
+/// remain after it, the parts in XDR stream order making up the call byte for byte; and the
+/// server, reassembling them, answers the whole call.
+#[test]
+fn draft07_4_1_a_call_too_large_for_the_receive_continues_across_sends() {
+    let (server, client, calls) = continuing(32, 4);
+    let call = message(0x801, 0, Form::LongCall.code(), 10_000);
+    assert_eq!(client.call(&call, &Form::LongCall.ulb()).unwrap(), serve(&call));
+    let sent = take_xid(&calls, 0x801);
+    assert_eq!(htypes(&sent), [HeaderType::CallMiddle, HeaderType::CallMiddle, HeaderType::CallInline]);
+    let mut whole = Vec::new();
+    for send in &sent {
+        assert!(send.len() <= 4096, "a {}-byte Send into a 4096-byte Receive", send.len());
+        let h = Header::parse(send, &HeaderLimits::default()).unwrap();
+        assert_eq!(h.xid(), 0x801);
+        whole.extend_from_slice(h.payload());
+        let remaining = h.remaining().map_or(0, |r| r as usize);
+        assert_eq!(remaining, call.len() - whole.len(), "rdma_remaining: the bytes after this part");
+    }
+    assert_eq!(whole, call, "the parts in stream order are the call");
+    let last = Header::parse(&sent[2], &HeaderLimits::default()).unwrap();
+    assert!(last.chunk_lists().reads.is_empty() && last.call_chunk().is_empty(), "nothing by RDMA Read");
+    let stats = client.stats();
+    assert_eq!((stats.short, stats.long, stats.continued), (2, 0, 1), "{stats:?}");
+    assert_eq!(server.stats().credit_overruns, 0);
+}
+
+/// Section 4.1 with section 6.3.5 for the rest: a call needing more Sends than the requester
+/// allows one call (`RequesterConfig::max_call_parts`), or more than the responder's window
+/// has room for as it goes (4.2.1), travels whole in a Call chunk (RDMA2_CALL_EXTERNAL) in one
+/// Send instead; one that fits the window continues.
+#[test]
+fn draft07_4_1_a_call_beyond_the_parts_allowed_or_the_window_goes_in_a_call_chunk() {
+    // Three parts, two allowed.
+    let (_server, client, calls) = continuing(32, 2);
+    let call = message(0x802, 0, Form::LongCall.code(), 10_000);
+    assert_eq!(client.call(&call, &Form::LongCall.ulb()).unwrap(), serve(&call));
+    assert_eq!(htypes(&take_xid(&calls, 0x802)), [HeaderType::CallExternal]);
+    // Two parts fit.
+    let call = message(0x803, 0, Form::LongCall.code(), 6000);
+    assert_eq!(client.call(&call, &Form::LongCall.ulb()).unwrap(), serve(&call));
+    assert_eq!(htypes(&take_xid(&calls, 0x803)), [HeaderType::CallMiddle, HeaderType::CallInline]);
+
+    // A responder advertising 2: a call's first Send leaves room for one more, not two.
+    let (server, client, calls) = continuing(2, 4);
+    let call = message(0x804, 0, Form::LongCall.code(), 10_000);
+    assert_eq!(client.call(&call, &Form::LongCall.ulb()).unwrap(), serve(&call));
+    assert_eq!(htypes(&take_xid(&calls, 0x804)), [HeaderType::CallExternal]);
+    let call = message(0x805, 0, Form::LongCall.code(), 6000);
+    assert_eq!(client.call(&call, &Form::LongCall.ulb()).unwrap(), serve(&call));
+    assert_eq!(htypes(&take_xid(&calls, 0x805)), [HeaderType::CallMiddle, HeaderType::CallInline]);
+    assert_eq!(server.stats().credit_overruns, 0);
+}
+
+/// Section 4.1: a sender "MUST NOT interleave Payload streams from multiple RPC messages".
+/// Eight callers on one -07 connection send continued and single-Send calls at once: on the
+/// wire, every RDMA2_CALL_MIDDLE is followed by the next part of the same call, every call is
+/// answered whole, and the server counts no message beyond the totals it sent (4.2.1).
+#[test]
+fn draft07_4_1_continued_calls_from_many_callers_never_interleave() {
+    let (server, client, calls) = continuing(8, 4);
+    let client = Arc::new(client);
+    let threads: Vec<_> = (0..8u32)
+        .map(|t| {
+            let client = client.clone();
+            std::thread::spawn(move || {
+                for i in 0..30u32 {
+                    let len = [16, 6000, 10_000][(i % 3) as usize];
+                    let call = message(0x1000 + (t << 8) + i, 0, Form::LongCall.code(), len);
+                    assert_eq!(client.call(&call, &Form::LongCall.ulb()).unwrap(), serve(&call));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let sent = calls.lock().unwrap().clone();
+    let calls_only: Vec<_> = sent.iter().filter(|m| htype(m).is_call()).collect();
+    for pair in calls_only.windows(2) {
+        if htype(pair[0]) == HeaderType::CallMiddle {
+            assert_eq!(word(pair[1], 0), word(pair[0], 0), "a part of another call after a CALL_MIDDLE");
+        }
+    }
+    let between: Vec<_> = sent
+        .windows(2)
+        .filter(|w| htype(&w[0]) == HeaderType::CallMiddle && !htype(&w[1]).is_call())
+        .map(|w| htype(&w[1]))
+        .collect();
+    assert!(between.is_empty(), "nothing but the call's next part after a CALL_MIDDLE: {between:?}");
+    let stats = client.stats();
+    assert!(stats.continued > 0, "{stats:?}");
+    assert_eq!(stats.short + stats.long, 8 * 30 + 1, "{stats:?}");
+    assert_eq!(server.stats().credit_overruns, 0);
 }

@@ -284,4 +284,7 @@ pub struct ClientStats {
     pub chunked: u64,
     /// Long: RDMA_NOMSG, the whole call in a position-zero Read chunk.
     pub long: u64,
+    /// Of the short ones, those continued across several Sends (-07's RDMA2_CALL_MIDDLE
+    /// parts, [`RequesterConfig::max_call_parts`](crate::requester::RequesterConfig::max_call_parts)).
+    pub continued: u64,
 }

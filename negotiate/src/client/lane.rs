@@ -21,8 +21,8 @@ use super::link::Link;
 use crate::backchannel::{self, Handler};
 use crate::connection::{self, Arrival, CallStep, Event, PeerProperties, Received};
 use crate::datapath::{
-    prepare_call, send_answer, send_call, send_call_lent, send_draft07, send_error, CallParams, DataPathError, Ended,
-    PendingCall, PreparedCall, ReceivePool, Transport,
+    prepare_call, send_answer, send_call_continuing, send_call_lent, send_draft07, send_error, CallParams,
+    DataPathError, Ended, PendingCall, PreparedCall, ReceivePool, Transport,
 };
 use crate::extension::{option_message, OptionReply};
 use crate::reply::PeerError;
@@ -155,7 +155,7 @@ impl<B: Backend> State<B> {
         let step = self.core.take_step(xid).expect("a transmission is ready");
         match prepared.post(&on.conn) {
             Ok(pending) => {
-                self.core.handle_sent(pending.form());
+                self.core.handle_sent(pending.form(), pending.parts());
                 self.posted.insert(xid, (pending, on));
                 true
             }
@@ -557,14 +557,19 @@ impl<B: Backend> Shared<B> {
                             p.discard(&on.conn);
                         }
                         match message {
-                            Message::Borrowed(bytes) => send_call(&link.conn, bytes, ulb, &params),
+                            // A -07 call too large for the responder's Receive may continue
+                            // across Sends, each counted now in the core (section 4.2.1).
+                            Message::Borrowed(bytes) => {
+                                let more = |n| self.lock().core.take_call_parts(n);
+                                send_call_continuing(&link.conn, bytes, ulb, &params, t.max_parts, more)
+                            }
                             Message::Lent(buffer) => send_call_lent(&link.conn, buffer, ulb, &params),
                         }
                     }
                 };
                 match sent {
                     Ok(p) => {
-                        self.lock().core.handle_sent(p.form());
+                        self.lock().core.handle_sent(p.form(), p.parts());
                         *pending = Some((p, link));
                         None
                     }

@@ -169,13 +169,24 @@ impl<L: Clone> Connection<L> {
         self.req.as_ref().and_then(Requester::next_transmit)
     }
 
+    /// Counts `n` more Sends for the parts of a -07 call continued across Sends and gives the
+    /// total they carry ([`Requester::take_call_parts`]), or `None` when the window lacks room
+    /// now.
+    pub fn take_call_parts(&mut self, n: u32) -> Option<u32> {
+        self.req.as_mut().and_then(|r| r.take_call_parts(n))
+    }
+
     /// Whether the caller of `xid` has a step to take.
     pub fn has_ready(&self, xid: u32) -> bool {
         matches!(self.slots.get(&xid), Some(Slot::Ready(_)))
     }
 
-    /// The caller of `xid` sent a transmission in `form` (counted in [`Connection::stats`]).
-    pub fn handle_sent(&mut self, form: CallForm) {
+    /// The caller of `xid` sent a transmission in `form` across `parts` Sends (counted in
+    /// [`Connection::stats`]).
+    pub fn handle_sent(&mut self, form: CallForm, parts: usize) {
+        if parts > 1 {
+            self.stats.continued += 1;
+        }
         match form {
             CallForm::Short => self.stats.short += 1,
             CallForm::Chunked => self.stats.chunked += 1,

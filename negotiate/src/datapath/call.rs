@@ -1,5 +1,7 @@
 //! The Requester's side: send a call, complete it from its reply.
 
+mod continued;
+
 use std::cell::RefCell;
 
 use rpcrdma_v1::header::Header;
@@ -54,6 +56,8 @@ pub struct CallParams {
 pub struct PendingCall<B: Backend> {
     xid: u32,
     form: CallForm,
+    /// The Sends it took: 1, or on -07 the parts of a continued call.
+    parts: usize,
     memory: ChunkMemory<B>,
 }
 
@@ -74,6 +78,37 @@ pub fn send_call<B: Backend, U: UpperLayerBinding + ?Sized>(
     params: &CallParams,
 ) -> Result<PendingCall<B>, DataPathError> {
     prepare_call(conn, call, ulb, params)?.post(conn)
+}
+
+/// [`send_call`] for a -07 call that may continue across Sends (draft-ietf-nfsv4-rpcrdma-version-two-07
+/// section 4.1): one too large for the responder's Receive even with its DDP-eligible
+/// arguments in Read chunks goes, whole and inline, as RDMA2_CALL_MIDDLE parts and a final
+/// RDMA2_CALL_INLINE carrying its Write list and Reply chunk (6.3.6, 6.3.7), when it takes no
+/// more than `max_parts` Sends and `more_sends(n)` gives the running total the `n` parts
+/// after the first carry, each counted as sent ([`Requester::take_call_parts`]). The parts are posted
+/// back to back, nothing of another message between them. Otherwise, and on the other
+/// versions, it goes as [`send_call`] sends it: a call that does not fit travels in a Call
+/// chunk (RDMA2_CALL_EXTERNAL).
+///
+/// [`Requester::take_call_parts`]: crate::requester::Requester::take_call_parts
+pub fn send_call_continuing<B: Backend, U: UpperLayerBinding + ?Sized>(
+    conn: &Transport<B>,
+    call: &[u8],
+    ulb: &U,
+    params: &CallParams,
+    max_parts: usize,
+    more_sends: impl FnOnce(u32) -> Option<u32>,
+) -> Result<PendingCall<B>, DataPathError> {
+    if max_parts > 1 && is_draft07(params) {
+        let sent = SCRATCH.with_borrow_mut(|(desc, out)| {
+            desc.describe(ulb, call);
+            continued::send_call(conn, call, desc, out, params, max_parts, more_sends)
+        })?;
+        if let Some(pending) = sent {
+            return Ok(pending);
+        }
+    }
+    send_call(conn, call, ulb, params)
 }
 
 /// [`send_call`] without copying the call: `message`'s buffer is lent to the call, and its
@@ -194,7 +229,7 @@ fn post_call<B: Backend>(
     params: &CallParams,
 ) -> Result<(), DataPathError> {
     let id = conn.unwaited_wr_id();
-    if params.version == Version::TWO && params.dialect == Some(Dialect::Ietf07) {
+    if is_draft07(params) {
         conn.post_filled_draft07(id, None, send)
     } else {
         conn.post_filled(id, None, send)
@@ -211,34 +246,14 @@ fn prepare_described<B: Backend>(
     params: &CallParams,
     home: Option<&mut Vec<u8>>,
 ) -> Result<PreparedCall<B>, DataPathError> {
-    let draft07 = params.version == Version::TWO && params.dialect == Some(Dialect::Ietf07);
     // A -07 header is longer than Version One's by at most DRAFT07_LONGER: the form is chosen
     // with that much less room, so that the -07 Send fits the peer's Receive too.
-    let mut shaped = params.thresholds;
-    if draft07 {
-        shaped.call = shaped.call.saturating_sub(DRAFT07_LONGER);
-    }
-    let req = desc.request(params.credits, shaped);
-    out.set_version(params.version);
-    // No more segments than the responder takes, nor than the call's Send could list (16
-    // bytes each): a peer's absurd count sizes nothing here either.
-    let most = params.segments.max_count.min(u32::try_from(params.thresholds.call / 16).unwrap_or(u32::MAX));
-    reg.limit_segments(SegmentLimits { max_count: most, ..params.segments });
-    let shape = reg.with_call(CallShape::of);
+    let room =
+        if is_draft07(params) { params.thresholds.call.saturating_sub(DRAFT07_LONGER) } else { params.thresholds.call };
     // The header and the inline ranges are written straight into the Send's registered
     // buffer; marshal_call never writes more than the call inline threshold in all.
     let filled = conn.fill_send(params.thresholds.call, |buf| {
-        // Section 5.2.4: no more segments in the header than the responder takes.
-        if let Err(e) = marshal_call_shaped(shape, &req, &mut reg, buf, out) {
-            return Err(match reg.refused() {
-                Some(segments) => {
-                    DataPathError::TooManySegments { segments, most: most as usize, max_size: params.segments.max_size }
-                }
-                None => e.into(),
-            });
-        }
-        let header_len =
-            if draft07 { draft07_header(buf, out.header_len(), params.remote_invalidation)? } else { out.header_len() };
+        let header_len = marshal_header(&mut reg, desc, out, params, room, buf)?;
         let at = reg.with_call(|call| {
             let mut at = header_len;
             for range in out.inline() {
@@ -250,7 +265,7 @@ fn prepare_described<B: Backend>(
         Ok(at)
     });
     let (memory, finished) = reg.finish_parts();
-    let pending = PendingCall { xid: out.xid(), form: out.form(), memory };
+    let pending = PendingCall { xid: out.xid(), form: out.form(), parts: 1, memory };
     // marshal_call released what it registered on failure; the rest is fenced here.
     match (filled, finished) {
         (Ok(send), Ok(())) => Ok(PreparedCall { send, pending, params: *params }),
@@ -263,6 +278,46 @@ fn prepare_described<B: Backend>(
             let _ = pending.finish(conn, None, home);
             Err(e)
         }
+    }
+}
+
+/// Whether `params` write -07 headers.
+fn is_draft07(params: &CallParams) -> bool {
+    params.version == Version::TWO && params.dialect == Some(Dialect::Ietf07)
+}
+
+/// Marshals the call `reg` holds, as `desc` describes it, choosing its form for a call
+/// inline threshold of `room` bytes, and writes its header at the start of `buf` in the
+/// dialect `params` name: returns the header's length, where the inline payload goes. On
+/// failure marshal_call has released what it registered.
+fn marshal_header<B: Backend>(
+    reg: &mut WindowRegistrar<'_, B>,
+    desc: &CallDescription,
+    out: &mut MarshaledCall,
+    params: &CallParams,
+    room: usize,
+    buf: &mut [u8],
+) -> Result<usize, DataPathError> {
+    let req = desc.request(params.credits, InlineThresholds { call: room, ..params.thresholds });
+    out.set_version(params.version);
+    // No more segments than the responder takes, nor than the call's Send could list (16
+    // bytes each): a peer's absurd count sizes nothing here either.
+    let most = params.segments.max_count.min(u32::try_from(params.thresholds.call / 16).unwrap_or(u32::MAX));
+    reg.limit_segments(SegmentLimits { max_count: most, ..params.segments });
+    let shape = reg.with_call(CallShape::of);
+    // Section 5.2.4: no more segments in the header than the responder takes.
+    if let Err(e) = marshal_call_shaped(shape, &req, reg, buf, out) {
+        return Err(match reg.refused() {
+            Some(segments) => {
+                DataPathError::TooManySegments { segments, most: most as usize, max_size: params.segments.max_size }
+            }
+            None => e.into(),
+        });
+    }
+    if is_draft07(params) {
+        draft07_header(buf, out.header_len(), params.remote_invalidation)
+    } else {
+        Ok(out.header_len())
     }
 }
 
@@ -409,6 +464,12 @@ impl<B: Backend> PendingCall<B> {
     /// How the call travelled.
     pub fn form(&self) -> CallForm {
         self.form
+    }
+
+    /// The Sends it took: 1, or on -07 the parts of a call continued across Sends
+    /// ([`send_call_continuing`]).
+    pub fn parts(&self) -> usize {
+        self.parts
     }
 
     /// The rkeys of the windows its chunks expose (see [`ChunkMemory::rkeys`]).

@@ -1,7 +1,7 @@
 //! The requester's side: `Client`'s own decision maker, the client's `Connection` core (with the `Requester`
 //! state machine inside), driven as `Client`'s dispatcher and callers drive it
 //! (negotiate/src/client.rs), with each transmission made by the production data path over
-//! the simulated verbs backend ([`super::verbs`]): `datapath::send_call` marshals it and
+//! the simulated verbs backend ([`super::verbs`]): `datapath::send_call_continuing` marshals it and
 //! opens its chunks' memory windows, `PendingCall::complete` invalidates them and
 //! reassembles the reply from what landed, `PendingCall::abandon` gives up an attempt.
 //! Beside it, the simulator keeps its own account of what happened to each call's latest
@@ -14,7 +14,7 @@ use std::time::Duration;
 use cm_private_data::{Flags, PrivateData};
 use negotiate::client::{ClientConfig, ClientError};
 use negotiate::connection::{Arrival, CallStep, Connection as Core, Event as CoreEvent, Received};
-use negotiate::datapath::{send_call, CallParams, DataPathError, Ended, PendingCall, Transport};
+use negotiate::datapath::{send_call_continuing, CallParams, DataPathError, Ended, PendingCall, Transport};
 use negotiate::reply::{DropReason, PeerError};
 use negotiate::requester::{self, CallFailure};
 use negotiate::thresholds;
@@ -30,6 +30,21 @@ use super::{Faults, Rng, Sim, MAX_ATTEMPTS, TIMEOUT};
 /// chunk; replies (echoes) up to 32 KiB, through the Reply chunk when large.
 pub const ULB: OpaqueAtUlb =
     OpaqueAtUlb { call_opaque: Some(12), reply_opaque: None, max_result: 0, max_reply: 32 << 10 };
+
+/// The binding one call in seven is marshaled with: nothing DDP-eligible, so that when it is
+/// too large for the responder's Receive it goes whole, continued across Sends on -07
+/// (section 4.1) or in a Call chunk (RFC 8166 section 3.5.3). The responder reads every call
+/// with [`ULB`]: a call may always carry inline what its binding allows in a Read chunk.
+pub const WHOLE_ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, ..ULB };
+
+/// The binding call `xid` is marshaled with.
+fn ulb_for(xid: u32) -> &'static OpaqueAtUlb {
+    if xid % 7 == 3 {
+        &WHOLE_ULB
+    } else {
+        &ULB
+    }
+}
 
 /// A call whose service answers with more than [`ULB`]'s `max_reply`: the responder must
 /// answer ERR_CHUNK (RFC 8166 section 4.5.3), every time it runs.
@@ -423,7 +438,11 @@ impl SimClient {
             remote_invalidation: t.remote_invalidation,
             segments: t.segments,
         };
-        let pending = match send_call(conn, &message, &ULB, &params) {
+        // A -07 call too large for the responder's Receive continues across Sends when the
+        // window has room for them all (section 4.1), as the Client's callers send it.
+        let core = &mut self.core;
+        let more = |n| core.take_call_parts(n);
+        let pending = match send_call_continuing(conn, &message, ulb_for(t.xid), &params, t.max_parts, more) {
             Ok(pending) => pending,
             Err(e) => {
                 conn.qp().take_sent();
@@ -434,11 +453,19 @@ impl SimClient {
                 return;
             }
         };
-        self.core.handle_sent(pending.form());
+        self.core.handle_sent(pending.form(), pending.parts());
         let mut sends = conn.qp().take_sent();
-        assert_eq!(sends.len(), 1, "send_call posts one Send");
-        let mut send = sends.pop().expect("one Send");
+        assert_eq!(sends.len(), pending.parts(), "one Send per part");
+        let mut send = sends.pop().expect("one Send at least");
+        let parts = pending.parts() as u32;
         self.attempts.insert(t.xid, Attempt { pending, link, extra: Vec::new(), answered: false });
+        if parts > 1 {
+            // (A continued call is not made unusable: the fault's shapes are one Send's.)
+            sim.record(Event::Continued { xid: t.xid, parts });
+            self.records.get_mut(&t.xid).expect("made").unusable = None;
+            sends.into_iter().chain([send]).for_each(|s| sim.send(true, s));
+            return;
+        }
         let unusable = self.side.chance(self.unusable_calls).then(|| {
             if self.side.chance(500) {
                 Unusable::NoMessage

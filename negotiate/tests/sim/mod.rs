@@ -241,6 +241,13 @@ impl Link {
     }
 }
 
+/// Whether `bytes` is a -07 RDMA2_CALL_MIDDLE: a part of a call, not the last.
+fn is_call_middle(bytes: &[u8]) -> bool {
+    use rpcrdma_v2::draft07::header::HeaderType;
+    let f = rpcrdma_v1::header::Fixed::read(bytes);
+    f.is_some_and(|f| f.vers == 2 && f.proc.and_then(HeaderType::from_wire) == Some(HeaderType::CallMiddle))
+}
+
 /// The credits the simulated responder grants (responder::ResponderConfig's default).
 const GRANTED: u32 = 32;
 
@@ -392,8 +399,9 @@ impl Sim {
             self.record(Event::SentNowhere { to_server, len });
             return;
         };
-        // Every forward message the server sends answers one the client sent.
-        if forward && to_server {
+        // Every forward message the server sends answers one the client sent: a call, whose
+        // parts before the last (-07's CALL_MIDDLE, section 4.1) are one message with it.
+        if forward && to_server && !is_call_middle(&bytes) {
             link.outstanding += 1;
             let window = if link.opened { GRANTED } else { 1 };
             if link.outstanding > window && self.overrun.is_none() {

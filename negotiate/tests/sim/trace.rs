@@ -141,6 +141,8 @@ pub enum Event {
     Connected { link: u32, private_data: (bool, bool), v1_only: bool, draft07: bool },
     /// The requester sent call `xid` on `link` (`attempt` 1 first, then each retransmission).
     Transmit { xid: u32, link: u32, version: u32, probe: bool, attempt: u32 },
+    /// ... continued across `parts` Sends (-07's RDMA2_CALL_MIDDLE parts, section 4.1).
+    Continued { xid: u32, parts: u32 },
     /// ... with unusable chunks (the fault): RDMA_NOMSG without a call message (`no_message`),
     /// or a Read chunk past the payload.
     Unusable { xid: u32, no_message: bool },
@@ -341,6 +343,7 @@ kinds! {
         Remembered: "a connection began in Version One, no probe",
         SettledDraft07: "a connection settled on -07",
         Draft07TotalsWrapped: "-07 running credit totals wrapped past 2^32",
+        ContinuedCall: "a -07 call continued across Sends",
         Retransmission: "a call sent again",
         Reconnect: "a connection after the first",
         ClientTimeoutClose: "a connection closed by the requester (a timeout)",
@@ -421,6 +424,7 @@ impl Event {
                 }
             }
             Event::Draft07TotalsWrapped { .. } => k(Kind::Draft07TotalsWrapped),
+            Event::Continued { .. } => k(Kind::ContinuedCall),
             Event::BackwardAnswered { error: true, .. } => k(Kind::BackwardAnsweredWithError),
             Event::Abandoned { sent, .. } => k(if sent { Kind::AbandonedSent } else { Kind::AbandonedUnsent }),
             Event::AbandonedEnded { by_answer, .. } => {

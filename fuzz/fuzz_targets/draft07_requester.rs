@@ -2,7 +2,9 @@
 //! fed arbitrary message sequences as its responder's answers: the input is cut into messages
 //! (each a 2-byte length, then that many bytes), each judged by `negotiate::connection::
 //! Connection::client` with `RequesterConfig::version_two` -07 (or both dialects, by the first
-//! byte), eight calls started. Whatever the responder sends: nothing panics, no allocation
+//! byte's lowest bit; offering the reverse direction, Simple, by its next), eight calls
+//! started. A reverse-direction call taken is a call in version 2 whose RPC message starts
+//! with its XID, and its reply is queued as a client's backchannel queues it. Whatever the responder sends: nothing panics, no allocation
 //! exceeds what the input brings and the continued-reply limit (`bounded_alloc`), what goes
 //! back is an RDMA_ERROR of at most 28 bytes or an RDMA2_GRANT (the prefix alone, XID zero), a
 //! reply reaches only a call in flight and carries the header view its bytes parse to, and a
@@ -40,6 +42,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let requester = RequesterConfig::default().version_two(v2).timeout(Duration::from_secs(5));
     let mut c: Connection<u32> = Connection::client(ClientConfig::default().requester(requester), "fuzz:responder");
+    if choice & 2 != 0 {
+        c.offer_reverse_direction(rpcrdma_v2::draft07::properties::ReverseDirection::Simple);
+    }
     let mut now = Instant::now();
     for xid in 1..=8 {
         c.start_call(xid, now).expect("distinct XIDs");
@@ -66,10 +71,20 @@ fuzz_target!(|data: &[u8]| {
                 c.finish_call(xid);
             }
             Received::SendError(e) => assert!(e.as_bytes().len() <= 28, "{e:?}"),
+            Received::Call { header, params } => {
+                assert!(choice & 2 != 0, "a reverse-direction call taken, none offered");
+                assert_eq!(header.payload().get(..4), Some(&header.xid().to_be_bytes()[..]));
+                assert!(params.draft07);
+                c.queue_reverse_reply(vec![0; 28]);
+            }
             Received::SendBack(m) => {
                 assert!(m.len() == 16 && m[..4] == [0; 4] && m[12..16] == [0, 0, 0, 5], "{m:?}");
             }
             _ => {}
+        }
+        // What the core sends of its own (its CONNPROP_FINAL, replies to reverse calls) goes.
+        while let Some(m) = c.poll_transmit() {
+            assert!(m.len() <= 4096, "{} bytes", m.len());
         }
         for xid in 1..=8 {
             if let Some(CallStep::Failed(_)) = c.take_step(xid) {

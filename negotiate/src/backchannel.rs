@@ -22,7 +22,11 @@ use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::Backend;
 
-use crate::datapath::{send_call, send_error, send_reply, CallParams, DataPathError, ReplyParams, Transport};
+use rpcrdma_v2::draft07::properties::ReverseDirection;
+
+use crate::datapath::{
+    send_call, send_draft07, send_error, send_reply, CallParams, DataPathError, ReplyParams, Transport,
+};
 use crate::extension::{option_message, OptionReply};
 use crate::reply::PeerError;
 
@@ -75,11 +79,18 @@ pub enum BackchannelError {
     /// (`specs/rpcrdma2-transport-properties.txt` section 2.4).
     #[error("the client stated 0 backward credits: it serves no backward-direction calls")]
     NoBackwardCredits,
-    /// The connection speaks draft-ietf-nfsv4-rpcrdma-version-two-07: its reverse direction
-    /// (section 4.6, the RVRSDIR property) and its CONNPROP messages are not built, and a
-    /// message in -00's format would break its section 4.3.3 (one dialect per connection).
-    #[error("the connection speaks draft-ietf-nfsv4-rpcrdma-version-two-07, whose reverse direction is not built")]
+    /// An RDMA_OPTIONAL ([`Backchannel::send_option`]) on a connection that speaks
+    /// draft-ietf-nfsv4-rpcrdma-version-two-07, which has no RDMA_OPTIONAL (its extensions
+    /// are new header types, Appendix B): a message in -00's format would break its section
+    /// 4.3.3 (one dialect per connection).
+    #[error("the connection speaks draft-ietf-nfsv4-rpcrdma-version-two-07, which has no RDMA_OPTIONAL")]
     Draft07,
+    /// A -07 connection whose client has not offered the reverse direction (no RDMA2_PROPID_BRS
+    /// in its RDMA2_CONNPROP_FINAL, or RDMA2_RVRSDIR_NONE): section 4.6.3, "an Upper-Layer
+    /// Protocol MUST NOT perform reverse-direction RPC operations until the RPC client
+    /// indicates support for them". Nothing was sent.
+    #[error("the client has not offered -07's reverse direction (section 4.6.3): nothing sent")]
+    ReverseDirectionNotOffered,
     /// Another backward call is outstanding on this connection.
     #[error("a backward call is already outstanding on this connection")]
     Busy,
@@ -101,16 +112,46 @@ pub enum BackchannelError {
 /// The client's side: answers a backward call that arrived on `conn`, inline, with the
 /// parameters its connection core gave it ([`Received::Call`](crate::connection::Received::Call):
 /// the call's version, the forward call threshold as the reply's, the server's Receives).
+/// On -07 the reply is returned instead, marshaled ([`reverse_reply`]): it goes when the
+/// window has room for it (`Connection::queue_reverse_reply`).
 pub(crate) fn answer<B: Backend>(
     conn: &Transport<B>,
     call: &Header<'_>,
     params: &ReplyParams,
     handler: &Handler,
-) -> Result<(), DataPathError> {
+) -> Result<Option<Vec<u8>>, DataPathError> {
     let message = call.payload();
     let reply = handler(message);
+    if params.draft07 {
+        return Ok(Some(reverse_reply(call.xid(), &reply, params.reply_inline_threshold)));
+    }
     let ulb = InlineOnly { max_reply: params.reply_inline_threshold };
-    send_reply(conn, call, message, &reply, &ulb, params).map(drop)
+    send_reply(conn, call, message, &reply, &ulb, params).map(|_| None)
+}
+
+/// The client's reply `reply` to the server's -07 reverse-direction call `xid`, its credit
+/// word to be stamped as it goes: RDMA2_REPLY_INLINE with no Write chunk, the RPC reply after
+/// it (section 4.6.2; the Simple format this side offers, 5.2.5), within the server's
+/// Receive (`threshold`). A reply larger than that, or not an XDR message, cannot go in the
+/// Simple format: the call is answered RDMA2_ERR_REPLY_RESOURCE with the Reply chunk bytes
+/// it would need (7.3.5), and the server's call ends with that error.
+pub(crate) fn reverse_reply(xid: u32, reply: &[u8], threshold: usize) -> Vec<u8> {
+    use rpcrdma_v1::rt::List;
+    use rpcrdma_v2::draft07::marshal as marshal07;
+    use rpcrdma_v2::draft07::xdr::Rpcrdma2HdrError;
+    let mut out = vec![0u8; threshold];
+    match marshal07::reply_inline(&mut out, xid, 0, List::from_slice(&[]), reply) {
+        Ok(n) => {
+            out.truncate(n);
+            out
+        }
+        Err(e) => {
+            log::warn!("the reply to reverse-direction call {xid:#010x} cannot go inline ({e}): REPLY_RESOURCE");
+            let need = u32::try_from(reply.len()).unwrap_or(u32::MAX);
+            let body = Rpcrdma2HdrError::Rdma2ErrReplyResource(need);
+            rpcrdma_v2::draft07::verdict::error_reply(xid, 0, &body).as_bytes().to_vec()
+        }
+    }
 }
 
 /// The backward-direction call of one connection, decided without I/O: one at a time, and
@@ -349,8 +390,9 @@ pub(crate) struct ServerSide<B: Backend> {
     conn: Arc<Transport<B>>,
     state: Mutex<(BackwardSlot, Option<Forward>)>,
     cv: Condvar,
-    /// The XID of our RDMA_OPTIONAL awaiting its answer, or [`NO_OPTION`]: the serving thread
-    /// reads it for each message it judges, without taking `state`.
+    /// The XID of our message awaiting its answer, or [`NO_OPTION`]: our RDMA_OPTIONAL, or on
+    /// -07 our reverse-direction call. The serving thread reads it for each message it
+    /// judges, without taking `state`.
     awaiting: AtomicU64,
     /// The XID of our next RDMA_OPTIONAL.
     next_option_xid: AtomicU32,
@@ -364,9 +406,12 @@ pub(crate) struct Forward {
     pub(crate) version: Version,
     pub(crate) thresholds: InlineThresholds,
     pub(crate) backward_credits: Option<u32>,
-    /// The connection speaks draft-ietf-nfsv4-rpcrdma-version-two-07, whose reverse direction
-    /// (the RVRSDIR property, section 4.6) is not built: nothing goes backward on it.
+    /// The connection speaks draft-ietf-nfsv4-rpcrdma-version-two-07: backward calls are its
+    /// reverse-direction calls (section 4.6), as the client's `reverse` offer allows.
     pub(crate) draft07: bool,
+    /// On -07, the reverse direction the client offered in its RDMA2_CONNPROP_FINAL
+    /// (RDMA2_PROPID_BRS, section 5.2.5; none until that arrives).
+    pub(crate) reverse: ReverseDirection,
 }
 
 /// No RDMA_OPTIONAL of ours awaits an answer.
@@ -397,6 +442,14 @@ impl<B: Backend> ServerSide<B> {
         self.lock().1 = Some(forward);
     }
 
+    /// The client's -07 RDMA2_CONNPROP_FINAL offered the reverse direction `offered`
+    /// (section 5.2.5): backward calls may follow it before its next forward call.
+    pub(crate) fn on_reverse_offered(&self, offered: ReverseDirection) {
+        if let Some(f) = self.lock().1.as_mut() {
+            f.reverse = offered;
+        }
+    }
+
     /// A backward reply with `xid` arrived ([`BackwardSlot::on_reply`]).
     pub(crate) fn on_reply(&self, xid: u32, bytes: Vec<u8>, header: Option<Detached>) -> bool {
         let ended = self.lock().0.on_reply(xid, bytes, header);
@@ -411,8 +464,9 @@ impl<B: Backend> ServerSide<B> {
         ended
     }
 
-    /// The XID of our RDMA_OPTIONAL that awaits its answer, if one does.
-    pub(crate) fn awaiting_option(&self) -> Option<u32> {
+    /// The XID of our RDMA_OPTIONAL that awaits its answer, or on -07 of our
+    /// reverse-direction call awaiting its reply, if one does.
+    pub(crate) fn awaiting_answer(&self) -> Option<u32> {
         u32::try_from(self.awaiting.load(Ordering::SeqCst)).ok()
     }
 
@@ -427,15 +481,72 @@ impl<B: Backend> ServerSide<B> {
     }
 }
 
+impl<B: Backend> ServerSide<B> {
+    /// Waits, for the connection's timeout at most, for the client's answer to the message
+    /// this side sent (a -07 reverse-direction call, or an RDMA_OPTIONAL): its bytes and the
+    /// header view the serving thread judged; the client's RDMA_ERROR naming it, the
+    /// connection's loss or the timeout as the error.
+    fn wait_answer(&self) -> Result<(Vec<u8>, Option<Detached>), BackchannelError> {
+        let timeout = self.conn.timeout();
+        let st = self.lock();
+        let (mut st, _) =
+            self.cv.wait_timeout_while(st, timeout, |s| s.0.is_waiting()).unwrap_or_else(PoisonError::into_inner);
+        match st.0.take() {
+            Some(BackwardEnd::Reply { message, header }) => Ok((message, header)),
+            Some(BackwardEnd::Error(e)) => Err(BackchannelError::Peer(e)),
+            Some(BackwardEnd::Closed) => Err(BackchannelError::Closed),
+            None => Err(BackchannelError::Timeout(timeout)),
+        }
+    }
+
+    /// A backward call on a -07 connection: a reverse-direction call (section 4.6.1) in the
+    /// Simple format, RDMA2_CALL_INLINE with no chunk (what every RVRSDIR level but NONE
+    /// takes, 5.2.5), within the client's Receive (`t.reply`), carrying the running total
+    /// as every -07 Send does and taking a place in the client's window (4.2.1). Its reply
+    /// is the client's RDMA2_REPLY_INLINE with its XID, judged by the serving thread.
+    fn reverse_call(
+        &self,
+        message: &[u8],
+        offered: ReverseDirection,
+        t: InlineThresholds,
+    ) -> Result<Vec<u8>, BackchannelError> {
+        use rpcrdma_v2::draft07::marshal as marshal07;
+        // Section 4.6.3: nothing goes until the client has said it takes it.
+        if offered == ReverseDirection::None {
+            return Err(BackchannelError::ReverseDirectionNotOffered);
+        }
+        let xid = message.get(..4).map_or(0, |w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
+        let mut bytes = vec![0u8; t.reply];
+        let header = marshal07::call_inline_header_len(&marshal07::NO_CHUNKS);
+        let n = marshal07::call_inline(&mut bytes, xid, 0, 0, &marshal07::NO_CHUNKS, message).map_err(|_| {
+            BackchannelError::TooLarge { len: message.len(), threshold: t.reply.saturating_sub(header) }
+        })?;
+        bytes.truncate(n);
+        self.lock().0.start(xid)?;
+        // Set before it is sent: the reply may be judged before the Send's completion.
+        self.awaiting.store(u64::from(xid), Ordering::SeqCst);
+        let result = (|| {
+            send_draft07(&self.conn, &bytes)?;
+            let (message, header) = self.wait_answer()?;
+            let header = header.and_then(|h| h.attach(&message)).ok_or(BackchannelError::Closed)?;
+            Ok(header.payload().to_vec())
+        })();
+        self.awaiting.store(NO_OPTION, Ordering::SeqCst);
+        self.lock().0.finish();
+        result
+    }
+}
+
 impl<B: Backend> Caller for ServerSide<B> {
     fn call(&self, message: &[u8]) -> Result<Vec<u8>, BackchannelError> {
         let (version, t) = {
             let mut st = self.lock();
-            let Some(Forward { version, thresholds: t, backward_credits, draft07 }) = st.1 else {
+            let Some(Forward { version, thresholds: t, backward_credits, draft07, reverse }) = st.1 else {
                 return Err(if st.0.is_closed() { BackchannelError::Closed } else { BackchannelError::NoVersionYet });
             };
             if draft07 {
-                return Err(BackchannelError::Draft07);
+                drop(st);
+                return self.reverse_call(message, reverse, t);
             }
             // One backward call at a time ([`SLOTS`]) is within any credit stated but 0.
             if backward_credits == Some(0) {
@@ -528,18 +639,10 @@ impl<B: Backend> Caller for ServerSide<B> {
                 BackchannelError::TooLarge { len: 24 + optinfo.len().div_ceil(4) * 4 + payload.len(), threshold },
             )?;
             send_error(&self.conn, &bytes)?;
-            let st = self.lock();
-            let timeout = self.conn.timeout();
-            let (mut st, _) =
-                self.cv.wait_timeout_while(st, timeout, |s| s.0.is_waiting()).unwrap_or_else(PoisonError::into_inner);
-            match st.0.take() {
-                Some(BackwardEnd::Reply { message, .. }) => {
-                    OptionReply::from_message(&message).ok_or(BackchannelError::Closed)
-                }
-                Some(BackwardEnd::Error(PeerError::InvalOption)) => Ok(OptionReply::NotSupported),
-                Some(BackwardEnd::Error(e)) => Err(BackchannelError::Peer(e)),
-                Some(BackwardEnd::Closed) => Err(BackchannelError::Closed),
-                None => Err(BackchannelError::Timeout(timeout)),
+            match self.wait_answer() {
+                Ok((message, _)) => OptionReply::from_message(&message).ok_or(BackchannelError::Closed),
+                Err(BackchannelError::Peer(PeerError::InvalOption)) => Ok(OptionReply::NotSupported),
+                Err(e) => Err(e),
             }
         })();
         self.awaiting.store(NO_OPTION, Ordering::SeqCst);

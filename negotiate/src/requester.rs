@@ -41,6 +41,7 @@ use rpcrdma_v2::options::Registry;
 
 use rpcrdma_v1::header::Fixed;
 use rpcrdma_v2::dialect::{after_refusal, Dialect, Next, Speaks, VersionTwo};
+use rpcrdma_v2::draft07::properties::ReverseDirection;
 
 use crate::memory::{NoV2Reason, PeerMemory};
 use crate::reply::{self, draft07, Incoming, PeerError};
@@ -83,8 +84,10 @@ pub struct RequesterConfig {
     /// Receive: RDMA2_CALL_MIDDLE parts and a final RDMA2_CALL_INLINE (sections 4.1, 6.3.6),
     /// the whole message inline, each part on a credit of its own (4.2.1). A call needing more
     /// Sends, or more than the responder's window has room for when it goes, travels in a
-    /// Call chunk instead (RDMA2_CALL_EXTERNAL, 6.3.5), as do the probe and every call on the
-    /// other versions. 1 continues nothing; the default is [`MAX_CALL_PARTS`].
+    /// Call chunk instead (RDMA2_CALL_EXTERNAL, 6.3.5), as do calls longer than
+    /// [`MAX_CONTINUED_CALL`], calls whose message is lent (`Client::call_lent`, whose point
+    /// is the responder's RDMA Read from the caller's buffer), the probe, and every call on
+    /// the other versions. 1 continues nothing; the default is [`MAX_CALL_PARTS`].
     pub max_call_parts: usize,
     /// For tests only: where a -07 connection's credit counters start on this side
     /// (`CreditWindow::starting_at`), 0 as section 4.2.1 has it. Both sides must start at the
@@ -103,6 +106,12 @@ const DEFAULT_INLINE_07: usize = 4096;
 /// within what a responder holds of one continued message by default (64 KiB for this crate's
 /// `ResponderConfig::max_continued`, at -07's 4096-byte inline threshold).
 pub const MAX_CALL_PARTS: usize = 4;
+
+/// The longest -07 call that continues across Sends ([`RequesterConfig::max_call_parts`]):
+/// what a responder of this crate holds of one continued message by default
+/// (`ResponderConfig::max_continued`), whatever size of Receive the responder states; a
+/// longer call goes in a Call chunk, which any responder reads.
+pub const MAX_CONTINUED_CALL: usize = 64 << 10;
 
 /// The default of [`RequesterConfig::reprobe_after`]: ten minutes.
 pub const REPROBE_AFTER: Duration = Duration::from_secs(600);
@@ -323,6 +332,8 @@ pub struct Requester {
     addr: String,
     /// What this side states in its -07 RDMA2_CONNPROP_FINAL beside its receive size.
     host_auth: Option<crate::host_auth::HostAuth>,
+    /// The reverse direction this side offers on -07 ([`Requester::set_reverse_direction`]).
+    reverse: ReverseDirection,
     memory: PeerMemory,
     conn: Option<Conn>,
     connecting: bool,
@@ -368,6 +379,7 @@ impl Requester {
             cfg,
             addr: addr.to_string(),
             host_auth: None,
+            reverse: ReverseDirection::None,
             memory,
             conn: None,
             connecting: true,
@@ -404,6 +416,33 @@ impl Requester {
     /// (section 5.2.6), from the next connection's settling on.
     pub fn set_host_auth(&mut self, ours: Option<crate::host_auth::HostAuth>) {
         self.host_auth = ours;
+    }
+
+    /// The reverse direction this side offers in its -07 RDMA2_CONNPROP_FINAL (RDMA2_PROPID_BRS,
+    /// section 5.2.5), from the next connection's settling on: `Simple` when a backchannel
+    /// handler answers the responder's calls (the Simple format, no chunks: what
+    /// [`Client::with_backchannel`](crate::client::Client::with_backchannel) takes), `None`
+    /// (the default) when nothing does, and then a responder must send none (4.6.3).
+    pub fn set_reverse_direction(&mut self, offered: ReverseDirection) {
+        self.reverse = offered;
+    }
+
+    /// Holds `reply`, this side's answer to the responder's reverse-direction call (an
+    /// RDMA2_REPLY_INLINE, or an RDMA2_ERROR), until the responder's window has room for it:
+    /// it then comes out of [`Requester::poll_transmit`] carrying the running total (section
+    /// 4.2.1). Dropped, and false, on a connection not settled on -07, or with
+    /// `reply::draft07::REVERSE_REPLIES_HELD` held already.
+    pub fn queue_reverse_reply(&mut self, reply: Vec<u8>) -> bool {
+        let Some(conn) = self.conn.as_mut().filter(|c| !c.closing) else { return false };
+        let Some(st) = conn.d07.as_mut().filter(|_| matches!(conn.version, Negotiation::Settled(Version::TWO))) else {
+            return false;
+        };
+        if !st.hold_reverse_reply(reply) {
+            log::warn!("-07: too many replies to reverse-direction calls wait for the window; one dropped");
+            return false;
+        }
+        self.transmits.extend(st.reverse_reply_due());
+        true
     }
 
     /// The responder's -07 properties on the current connection, once its
@@ -890,9 +929,13 @@ impl Requester {
         if let Some(conn) = self.conn.as_mut().filter(|_| self.queue.is_empty()) {
             conn.shut_since = None; // nothing waits for the window
         }
-        // This side's CONNPROP_FINAL goes before the calls once the window has room for it.
-        if let Some(m) = self.conn.as_mut().and_then(|c| c.d07.as_mut()).and_then(draft07::State::connprop_due) {
-            self.transmits.push_back(m);
+        // This side's CONNPROP_FINAL goes before the calls once the window has room for it,
+        // and so do its replies to the responder's reverse-direction calls.
+        if let Some(st) = self.conn.as_mut().and_then(|c| c.d07.as_mut()) {
+            self.transmits.extend(st.connprop_due());
+            while let Some(m) = st.reverse_reply_due() {
+                self.transmits.push_back(m);
+            }
         }
         // Section 4.2.1.1: with replies still owed on a -07 connection and the responder's
         // window more than half used, a GRANT refreshes it: the calls that would carry a
@@ -996,7 +1039,7 @@ impl Requester {
             let t = conn.stated.thresholds(&conn.advertised, version);
             let threshold = t.call.min(DEFAULT_INLINE_07);
             if let Some(st) = conn.d07.as_mut() {
-                st.owe_connprop(t.reply as u32, self.host_auth.as_ref(), threshold);
+                st.owe_connprop(t.reply as u32, self.host_auth.as_ref(), self.reverse, threshold);
                 // Sent now, or by `pump` once the window has room.
                 self.transmits.extend(st.connprop_due());
             }

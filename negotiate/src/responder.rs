@@ -432,7 +432,7 @@ impl Responder {
         awaiting: &dyn Fn(u32) -> bool,
     ) -> Received<'a> {
         if self.dialect == Some(Dialect::Ietf07) || self.speaks_draft07(bytes) {
-            return match self.judge_draft07(bytes) {
+            return match self.judge_draft07(bytes, awaiting) {
                 Ok(h) => {
                     // The requester may have as many calls in flight as the credits this
                     // side advertises in every header (section 4.2.1).
@@ -770,11 +770,40 @@ impl Responder {
         }
     }
 
+    /// The requester's RDMA2_REPLY_INLINE to this side's reverse-direction call: its Version
+    /// One view (RDMA_MSG, the same lists) for the call's caller, or, carrying chunks this
+    /// side's Simple-format call never provides, RDMA2_ERR_BAD_XDR (section 4.6.4: chunks in
+    /// the reverse direction only as RVRSDIR allows; the call then waits out its timeout).
+    fn reverse_reply<'a>(&mut self, header: rpcrdma_v2::draft07::header::Header<'a>) -> Received<'a> {
+        let (xid, lists) = (header.xid(), header.chunk_lists());
+        let vers = rpcrdma_v2::RPCRDMA2_VERSION.wire();
+        let len = header.header_len();
+        let payload = header.payload();
+        let view = Header::from_lists(xid, vers, header.credit(), MessageKind::Msg, lists, len, payload);
+        match view {
+            Ok(view) if lists.writes.is_empty() => Received::BackwardReply(view),
+            Ok(_) => {
+                log::warn!("-07 reply {xid:#010x} to a reverse-direction call carries Write chunks it was not given");
+                Received::SendError(self.error07(xid, None, RDMA2_ERR_BAD_XDR))
+            }
+            Err(e) => {
+                log::warn!("-07 reply {xid:#010x} to a reverse-direction call: {e}");
+                Received::SendError(self.error07(xid, None, RDMA2_ERR_BAD_XDR))
+            }
+        }
+    }
+
     /// Judges a -07 message (draft-ietf-nfsv4-rpcrdma-version-two-07 sections 4 to 7): the
     /// header's rules (`draft07::verdict`), the credit total it carries (4.2.1), continuation
     /// (4.1), then what its type asks. A whole RDMA2_CALL_INLINE becomes the call to serve,
     /// as a Version One header view over its chunk lists (the same lists, section 6.3.7).
-    fn judge_draft07<'a>(&mut self, bytes: &'a [u8]) -> Result<Header<'a>, Received<'a>> {
+    /// `awaiting` says which XID is this side's reverse-direction call awaiting its reply
+    /// (section 4.6): an RDMA2_REPLY_INLINE with it is that reply.
+    fn judge_draft07<'a>(
+        &mut self,
+        bytes: &'a [u8],
+        awaiting: &dyn Fn(u32) -> bool,
+    ) -> Result<Header<'a>, Received<'a>> {
         // (A message shorter than the four words is left to the verdict, which drops it:
         // its XID cannot be trusted, section 7.)
         let whole_prefix = |f: &Fixed| f.proc.is_some();
@@ -837,11 +866,15 @@ impl Responder {
             log::warn!("-07 message {:#010x} arrived beyond the credits granted (section 4.2.1)", header.xid());
             self.overruns += 1;
         }
-        // A reply: this responder offers no reverse direction yet (section 6.3: a header type
-        // the receiver does not take is RDMA2_ERR_INVAL_HTYPE). Answered before continuation
-        // sees it, which would otherwise keep a REPLY_MIDDLE's sequence open against the calls
-        // after it.
+        // A reply: the reply to this side's reverse-direction call when it names that call and
+        // comes in the Simple format the call was sent in (section 4.6.2), whole and with no
+        // chunk; any other a header type this side does not take (section 6.3:
+        // RDMA2_ERR_INVAL_HTYPE). Answered before continuation sees it, which would otherwise
+        // keep a REPLY_MIDDLE's sequence open against the calls after it.
         let htype = header.header_type();
+        if htype == HeaderType::ReplyInline && awaiting(header.xid()) {
+            return Err(self.reverse_reply(header));
+        }
         if htype.is_reply() {
             log::warn!("-07 {htype:?} {:#010x} not taken on a responder's connection", header.xid());
             return Err(Received::SendError(self.error07(header.xid(), None, RDMA2_ERR_INVAL_HTYPE)));

@@ -10,6 +10,10 @@ use negotiate::requester;
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
+use rpcrdma_v2::draft07::header::{Header, HeaderType};
+use rpcrdma_v2::draft07::properties::{Properties, ReverseDirection};
+use rpcrdma_v2::HeaderLimits;
+use rpcrdma_verbs::capture::{Captured, CapturedMessage};
 use rpcrdma_verbs::InProcess;
 
 const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
@@ -173,4 +177,123 @@ fn properties_2_4_a_stated_backward_credits_takes_effect_zero_included() {
             }
         }
     }
+}
+
+/// A -07 pair: both sides speak draft-ietf-nfsv4-rpcrdma-version-two-07; the client answers
+/// the server's calls with `echo` when `answers`, and every Send each side posts is kept.
+fn pair_07(answers: bool) -> (Server, Client<Captured<InProcess>>, Seen, Seen) {
+    use negotiate::responder::ResponderConfig;
+    use rpcrdma_v2::dialect::{Dialect, VersionTwo};
+    let (server_side, from_server) = capturing();
+    let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    let server = Server::start(server_side, "inproc:*", scfg, Arc::new(ULB), echo).unwrap();
+    let requester = requester::RequesterConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
+    let cfg = ClientConfig::default().requester(requester);
+    let (client_side, from_client) = capturing();
+    let client = match answers {
+        true => Client::with_backchannel(client_side, server.local_addr(), cfg, Arc::new(echo)),
+        false => Client::new(client_side, server.local_addr(), cfg),
+    };
+    // Two forward calls: the first settles -07, and the client's CONNPROP_FINAL goes before
+    // the second.
+    for xid in 1..=2 {
+        assert_eq!(client.call(&rpc(xid, 0, &[0; 8]), &ULB).unwrap(), rpc(xid, 1, &[0; 8]));
+    }
+    assert_eq!(client.dialect(), Some(Dialect::Ietf07));
+    (server, client, from_server, from_client)
+}
+
+type Seen = Arc<Mutex<Vec<Vec<u8>>>>;
+
+fn capturing() -> (Captured<InProcess>, Seen) {
+    let seen: Seen = Arc::default();
+    let s = seen.clone();
+    (Captured::new(InProcess, Arc::new(move |m: &CapturedMessage<'_>| s.lock().unwrap().push(m.bytes.to_vec()))), seen)
+}
+
+/// The -07 Sends of `seen` of header type `htype`.
+fn sends_of(seen: &Seen, htype: HeaderType) -> Vec<Vec<u8>> {
+    let parsed = |m: &Vec<u8>| Header::parse(m, &HeaderLimits::default()).map(|h| h.header_type());
+    seen.lock().unwrap().iter().filter(|m| parsed(m).ok() == Some(htype)).cloned().collect()
+}
+
+/// Sections 4.6.1, 4.6.2 and 5.2.5 through a real Client and Server on -07: the client that
+/// answers the server's calls offers the reverse direction (RDMA2_PROPID_BRS, Simple); the
+/// server's reverse-direction call goes as RDMA2_CALL_INLINE with no chunk, "The RPC Call
+/// header MUST start with the same XID value that is present in the transport header" and its
+/// `rdma_vers` is the forward calls' ("MUST contain the same value"); the client's reply is
+/// RDMA2_REPLY_INLINE, its RPC reply starting with the call's XID, in version 2; the caller
+/// gets the reply, and neither side sent beyond the other's credit totals (4.2.1).
+#[test]
+fn draft07_4_6_reverse_direction_calls_reach_the_client_and_come_back() {
+    let (server, client, from_server, from_client) = pair_07(true);
+    let connprop = sends_of(&from_client, HeaderType::ConnPropFinal);
+    let h = Header::parse(&connprop[0], &HeaderLimits::default()).unwrap();
+    let stated = Properties::default().apply(&h.properties().unwrap()).unwrap();
+    assert_eq!(stated.reverse_direction, ReverseDirection::Simple);
+    let back = backchannel(&server);
+    for i in 0..5u32 {
+        let call = rpc(0x8000_0000 + i, 0, &[i as u8; 12]);
+        assert_eq!(back.call(&call).unwrap(), echo(&call), "reverse call {i}");
+    }
+    let calls = sends_of(&from_server, HeaderType::CallInline);
+    assert_eq!(calls.len(), 5);
+    let forward_vers = u32::from_be_bytes(from_client.lock().unwrap()[0][4..8].try_into().unwrap());
+    for (i, send) in calls.iter().enumerate() {
+        let h = Header::parse(send, &HeaderLimits::default()).unwrap();
+        assert_eq!(h.payload()[..4], h.xid().to_be_bytes(), "the RPC call starts with the header's XID");
+        assert_eq!((h.xid(), forward_vers), (0x8000_0000 + i as u32, 2));
+        assert_eq!(u32::from_be_bytes(send[4..8].try_into().unwrap()), forward_vers, "rdma_vers: the forward calls'");
+        let l = h.chunk_lists();
+        assert!(l.reads.is_empty() && l.writes.is_empty() && l.reply.is_none(), "Simple format: no chunk");
+    }
+    let replies = sends_of(&from_client, HeaderType::ReplyInline);
+    assert_eq!(replies.len(), 5);
+    for (i, send) in replies.iter().enumerate() {
+        let h = Header::parse(send, &HeaderLimits::default()).unwrap();
+        assert_eq!(h.xid(), 0x8000_0000 + i as u32);
+        assert_eq!(h.payload()[..4], h.xid().to_be_bytes(), "the RPC reply starts with the call's XID");
+        assert_eq!(u32::from_be_bytes(send[4..8].try_into().unwrap()), 2);
+    }
+    // Both directions at once: forward calls from four threads while reverse calls go.
+    let client = Arc::new(client);
+    let forward: Vec<_> = (0..4u32)
+        .map(|t| {
+            let client = client.clone();
+            std::thread::spawn(move || {
+                for i in 0..50u32 {
+                    let call = rpc(0x100 + (t << 8) + i, 0, &[t as u8; 16]);
+                    assert_eq!(client.call(&call, &ULB).unwrap(), echo(&call));
+                }
+            })
+        })
+        .collect();
+    for i in 0..20u32 {
+        let call = rpc(0x9000_0000 + i, 0, &[i as u8; 20]);
+        assert_eq!(back.call(&call).unwrap(), echo(&call), "reverse call {i} among forward calls");
+    }
+    for t in forward {
+        t.join().unwrap();
+    }
+    assert_eq!(server.stats().credit_overruns, 0);
+}
+
+/// Section 4.6.3: "an Upper-Layer Protocol MUST NOT perform reverse-direction RPC operations
+/// until the RPC client indicates support for them". A -07 client with no backchannel states
+/// no reverse direction; the server's backward call fails with
+/// `BackchannelError::ReverseDirectionNotOffered` and nothing goes to the client.
+#[test]
+fn draft07_4_6_3_no_reverse_call_goes_to_a_client_that_did_not_offer_it() {
+    let (server, client, from_server, from_client) = pair_07(false);
+    let connprop = sends_of(&from_client, HeaderType::ConnPropFinal);
+    let h = Header::parse(&connprop[0], &HeaderLimits::default()).unwrap();
+    let stated = Properties::default().apply(&h.properties().unwrap()).unwrap();
+    assert_eq!(stated.reverse_direction, ReverseDirection::None);
+    let back = backchannel(&server);
+    let before = from_server.lock().unwrap().len();
+    let got = back.call(&rpc(0x8000_0000, 0, &[0; 12]));
+    assert!(matches!(got, Err(BackchannelError::ReverseDirectionNotOffered)), "{got:?}");
+    assert_eq!(from_server.lock().unwrap().len(), before, "nothing sent");
+    assert!(sends_of(&from_server, HeaderType::CallInline).is_empty());
+    assert_eq!(client.call(&rpc(3, 0, &[3; 8]), &ULB).unwrap(), rpc(3, 1, &[3; 8]));
 }

@@ -20,6 +20,7 @@ use rpcrdma_v1::Version;
 use rpcrdma_v2::dialect::{Dialect, VersionTwo};
 use rpcrdma_v2::draft07::header::{Header, HeaderType};
 use rpcrdma_v2::draft07::marshal::{self, MessageType};
+use rpcrdma_v2::draft07::properties::{Properties, ReverseDirection};
 use rpcrdma_v2::HeaderLimits;
 use rpcrdma_verbs::capture::{Captured, CapturedMessage};
 use rpcrdma_verbs::{Backend, InProcess, Tcp};
@@ -1246,4 +1247,108 @@ fn draft07_4_1_continued_calls_from_many_callers_never_interleave() {
     assert!(stats.continued > 0, "{stats:?}");
     assert_eq!(stats.short + stats.long, 8 * 30 + 1, "{stats:?}");
     assert_eq!(server.stats().credit_overruns, 0);
+}
+
+/// A -07 core offering the reverse direction in the Simple format (as a client with a
+/// backchannel handler does), settled on -07 by call 1's reply (total `total`).
+fn offering_reverse(total: u32) -> Connection<u32> {
+    let now = Instant::now();
+    let mut c = core(D07);
+    c.offer_reverse_direction(ReverseDirection::Simple);
+    c.start_call(1, now).unwrap();
+    c.poll_event();
+    c.handle_connected(1, None, &[], now);
+    transmit(&mut c, 1);
+    answer(&mut c, 1, total);
+    c
+}
+
+/// A -07 RDMA2_CALL_INLINE from the responder: XID `xid`, total `total`, chunk lists `lists`
+/// and the RPC call `rpc`.
+fn reverse_call(xid: u32, total: u32, lists: &rpcrdma_v1::header::ChunkLists<'_>, rpc: &[u8]) -> Vec<u8> {
+    let mut out = vec![0u8; 256];
+    let n = marshal::call_inline(&mut out, xid, total, 0, lists, rpc).unwrap();
+    out.truncate(n);
+    out
+}
+
+/// Section 5.2.5: a requester that answers the responder's calls states RDMA2_PROPID_BRS in
+/// its RDMA2_CONNPROP_FINAL, Simple; and section 4.6.1 read by the receiver: a reverse call in
+/// the Simple format, its RPC call starting with the header's XID, is handed to the
+/// backchannel as a call in version 2, and the reply queued for it goes out when the window
+/// has room, carrying the running total (4.2.1).
+#[test]
+fn draft07_4_6_a_reverse_call_is_taken_and_its_reply_waits_for_the_window() {
+    let mut c = offering_reverse(2);
+    let connprop = c.poll_transmit().expect("this side's CONNPROP_FINAL");
+    let h = Header::parse(&connprop, &HeaderLimits::default()).unwrap();
+    assert_eq!(h.header_type(), HeaderType::ConnPropFinal);
+    let stated = Properties::default().apply(&h.properties().unwrap()).unwrap();
+    assert_eq!(stated.reverse_direction, ReverseDirection::Simple);
+    // The CONNPROP took the window's one place left: the reply waits for the next total.
+    let call = reverse_call(0x66, 2, &marshal::NO_CHUNKS, &words(&[0x66, 0, 7]));
+    let Received::Call { header, params } = c.handle_receive(&call, Arrival::default(), Instant::now()) else {
+        panic!("not taken as a call")
+    };
+    assert_eq!((header.xid(), header.version(), header.payload()), (0x66, Version::TWO, &words(&[0x66, 0, 7])[..]));
+    assert!(params.draft07);
+    assert!(c.queue_reverse_reply(vec![0; 28]));
+    assert_eq!(c.poll_transmit(), None, "no room in the responder's window");
+    // A GRANT raises the total: the reply goes, stamped with this side's total.
+    let grant = marshal::grant_message(5);
+    receive(&mut c, &grant);
+    let reply = c.poll_transmit().expect("the reply, once the window opened");
+    assert_eq!(word(&reply, 2), 32 + 3, "this side's total: three Receives, 32 advertised");
+}
+
+/// Section 4.6.4: "If a reverse-direction Requester provides a non-empty chunk list to a
+/// Responder that does not support chunks, the Responder MUST report its lack of support
+/// using one of the error values defined in Section 7.3". A requester offering the Simple
+/// format answers a reverse call with a Read chunk RDMA2_ERR_READ_CHUNKS, with a Write chunk
+/// RDMA2_ERR_WRITE_CHUNKS (both taking none, `rdma_max_chunks` 0), with a Reply chunk
+/// RDMA2_ERR_REPLY_RESOURCE, and one in a Call chunk (CALL_EXTERNAL) READ_CHUNKS; a CALL_MIDDLE
+/// (the Continued format, not offered) INVAL_HTYPE; a call whose RPC XID differs from the
+/// header's (4.6.1) BAD_XDR. None reaches the backchannel.
+#[test]
+fn draft07_4_6_4_a_reverse_call_with_chunks_is_refused_with_a_7_3_error() {
+    use rpcrdma_v1::header::ChunkLists;
+    use rpcrdma_v1::rt::List;
+    use rpcrdma_v1::xdr::{XdrRdmaSegment, XdrReadChunk, XdrWriteChunk};
+    let seg = XdrRdmaSegment { handle: 9, length: 64, offset: 0x1000 };
+    let read = [XdrReadChunk { position: 12, target: seg }];
+    let segs = [seg];
+    let write = [XdrWriteChunk { target: rpcrdma_v1::rt::Seq::from_slice(&segs) }];
+    let rpc = words(&[0x70, 0, 0, 0]);
+    let cases: [(ChunkLists<'_>, u32); 3] = [
+        (ChunkLists { reads: List::from_slice(&read), ..marshal::NO_CHUNKS }, 6),
+        (ChunkLists { writes: List::from_slice(&write), ..marshal::NO_CHUNKS }, 7),
+        (ChunkLists { reply: Some(write[0]), ..marshal::NO_CHUNKS }, 10),
+    ];
+    let mut c = offering_reverse(32);
+    for (lists, code) in cases {
+        let call = reverse_call(0x70, 33, &lists, &rpc);
+        let Received::SendError(e) = c.handle_receive(&call, Arrival::default(), Instant::now()) else {
+            panic!("not refused: {lists:?}")
+        };
+        assert_eq!((e.xid(), e.code()), (0x70, code), "{lists:?}");
+        if code != 10 {
+            assert_eq!(word(e.as_bytes(), 5), 0, "rdma_max_chunks: none taken");
+        }
+    }
+    // In a Call chunk.
+    let whole = [XdrReadChunk { position: 0, target: seg }];
+    let mut ext = vec![0u8; 128];
+    let n = marshal::call_external(&mut ext, 0x71, 33, 0, List::from_slice(&whole), &marshal::NO_CHUNKS).unwrap();
+    let got = c.handle_receive(&ext[..n], Arrival::default(), Instant::now());
+    let Received::SendError(e) = got else { panic!("{got:?}") };
+    assert_eq!((e.xid(), e.code()), (0x71, 6));
+    // Continued.
+    let mut mid = vec![0u8; 64];
+    let n = marshal::middle(&mut mid, 0x72, 33, MessageType::Call, 8, &words(&[0x72, 0])).unwrap();
+    let Received::SendError(e) = c.handle_receive(&mid[..n], Arrival::default(), Instant::now()) else { panic!() };
+    assert_eq!((e.xid(), e.code()), (0x72, 4));
+    // Its RPC call starting with another XID.
+    let call = reverse_call(0x73, 33, &marshal::NO_CHUNKS, &words(&[0x99, 0]));
+    let Received::SendError(e) = c.handle_receive(&call, Arrival::default(), Instant::now()) else { panic!() };
+    assert_eq!((e.xid(), e.code()), (0x73, 2));
 }

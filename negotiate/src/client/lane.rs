@@ -316,13 +316,19 @@ impl<B: Backend + Clone> Lane<B> {
         backchannel: Option<Handler>,
         eager: bool,
     ) -> Result<Self, ClientError> {
+        let mut core = connection::Connection::client(cfg.clone(), addr);
+        // A client that answers the server's calls offers -07's reverse direction in the
+        // Simple format, which is what its backchannel takes (section 5.2.5).
+        if backchannel.is_some() {
+            core.offer_reverse_direction(rpcrdma_v2::draft07::properties::ReverseDirection::Simple);
+        }
         let shared = Arc::new(Shared {
             backend,
             addr: addr.to_string(),
-            cfg: cfg.clone(),
+            cfg,
             backchannel,
             st: Mutex::new(State {
-                core: connection::Connection::client(cfg, addr),
+                core,
                 waiters: HashMap::with_capacity(CALLS_AT_ONCE),
                 tasks: 0,
                 abandoned: HashMap::new(),
@@ -560,7 +566,17 @@ impl<B: Backend> Shared<B> {
                             // A -07 call too large for the responder's Receive may continue
                             // across Sends, each counted now in the core (section 4.2.1).
                             Message::Borrowed(bytes) => {
-                                let more = |n| self.lock().core.take_call_parts(n);
+                                // (Counted on this transmission's connection only: the core
+                                // may be on the next one by now.)
+                                let more = |n| {
+                                    let mut st = self.lock();
+                                    let here = st.core.link().is_some_and(|l| Arc::ptr_eq(l, &link));
+                                    if here {
+                                        st.core.take_call_parts(n)
+                                    } else {
+                                        None
+                                    }
+                                };
                                 send_call_continuing(&link.conn, bytes, ulb, &params, t.max_parts, more)
                             }
                             Message::Lent(buffer) => send_call_lent(&link.conn, buffer, ulb, &params),
@@ -1010,10 +1026,18 @@ impl<B: Backend> Shared<B> {
                         // call times out) but must not unwind through a caller that holds the
                         // receiver's role.
                         let answer = || backchannel::answer(&link.conn, &header, &params, handler);
-                        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(answer));
+                        let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(answer));
+                        link.pool.recycle(m.bytes);
+                        st = self.lock();
+                        // On -07 the reply waits for room in the window: sent below, with
+                        // what else the core has to send.
+                        if let Ok(Ok(Some(reply))) = answered {
+                            st.core.queue_reverse_reply(reply);
+                        }
+                    } else {
+                        link.pool.recycle(m.bytes);
+                        st = self.lock();
                     }
-                    link.pool.recycle(m.bytes);
-                    st = self.lock();
                 }
                 // Its effect, if any, is in the calls' steps.
                 // (Rewritten is a server's connection's: never here.)
@@ -1021,7 +1045,8 @@ impl<B: Backend> Shared<B> {
             }
         }
         // What the core has of its own to send on this connection (a -07 CONNPROP_FINAL once
-        // settled), sent and waited for like an answer; a failure is the connection's.
+        // settled, replies to reverse-direction calls), sent and waited for like an answer; a
+        // failure is the connection's.
         while st.core.link().is_some_and(|l| Arc::ptr_eq(l, link)) {
             let Some(bytes) = st.core.poll_transmit() else { break };
             // (-07 messages, each stamped with the highest running total sent: section 4.2.1.)

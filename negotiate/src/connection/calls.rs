@@ -176,6 +176,21 @@ impl<L: Clone> Connection<L> {
         self.req.as_mut().and_then(|r| r.take_call_parts(n))
     }
 
+    /// Offers the server the reverse direction on -07 connections from the next one settled
+    /// on ([`Requester::set_reverse_direction`]).
+    pub fn offer_reverse_direction(&mut self, offered: rpcrdma_v2::draft07::properties::ReverseDirection) {
+        if let Some(r) = self.req.as_mut() {
+            r.set_reverse_direction(offered);
+        }
+    }
+
+    /// Holds this side's reply to the server's reverse-direction call until the window has
+    /// room for it ([`Requester::queue_reverse_reply`]); it then comes out of
+    /// [`Connection::poll_transmit`].
+    pub fn queue_reverse_reply(&mut self, reply: Vec<u8>) -> bool {
+        self.req.as_mut().is_some_and(|r| r.queue_reverse_reply(reply))
+    }
+
     /// Whether the caller of `xid` has a step to take.
     pub fn has_ready(&self, xid: u32) -> bool {
         matches!(self.slots.get(&xid), Some(Slot::Ready(_)))
@@ -293,14 +308,18 @@ impl<L: Clone> Connection<L> {
             Incoming::Refuse(e) => Received::SendError(e),
             // A backward call is answered inline, in its version, within the server's
             // Receives; its reply grants nothing (the client has no backward credits to give).
+            // On -07 (a reverse-direction call, section 4.6) the reply takes its running total
+            // when the window has room ([`Connection::queue_reverse_reply`]).
             Incoming::BackwardCall(header) => {
+                let draft07 =
+                    self.dialect() == Some(rpcrdma_v2::dialect::Dialect::Ietf07) && header.version() == Version::TWO;
                 let params = ReplyParams {
                     version: header.version(),
                     credits: crate::backchannel::CREDITS,
                     credit_owed: false,
                     reply_inline_threshold: threshold,
                     remote_invalidation: false,
-                    draft07: false,
+                    draft07,
                     invalidate: None,
                 };
                 Received::Call { header, params }

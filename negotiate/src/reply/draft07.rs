@@ -7,6 +7,7 @@
 //! this module knows which dialect carried it.
 
 use std::borrow::Cow;
+use std::collections::VecDeque;
 
 use rpcrdma_v1::header::{Fixed, Header, HeaderError as HeaderError1, HeaderLimits, MessageKind};
 use rpcrdma_v1::verdict::ErrorReply;
@@ -14,7 +15,7 @@ use rpcrdma_v1::Version;
 use rpcrdma_v2::draft07::continuation::{Reassembly, Step};
 use rpcrdma_v2::draft07::credits::CreditWindow;
 use rpcrdma_v2::draft07::header::{Header as Header07, HeaderError, HeaderType};
-use rpcrdma_v2::draft07::properties::Properties;
+use rpcrdma_v2::draft07::properties::{Properties, ReverseDirection};
 use rpcrdma_v2::draft07::verdict::{self as verdict07, error_reply, Verdict};
 use rpcrdma_v2::draft07::xdr::{Rpcrdma2ErrVers, Rpcrdma2HdrError, RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_HTYPE};
 use rpcrdma_v2::verdict::Reason;
@@ -39,7 +40,19 @@ pub(crate) struct State {
     /// This side's RDMA2_CONNPROP_FINAL, marshaled, waiting for room in the window
     /// ([`State::connprop_due`]).
     owed: Option<Vec<u8>>,
+    /// The reverse direction this side offers the responder (section 4.6, stated as
+    /// RDMA2_PROPID_BRS in its CONNPROP_FINAL, 5.2.5): `Simple` with a backchannel handler,
+    /// else `None`.
+    reverse: ReverseDirection,
+    /// Replies to the responder's reverse-direction calls, marshaled, each waiting for room in
+    /// the window ([`State::reverse_reply_due`]).
+    reverse_replies: VecDeque<Vec<u8>>,
 }
+
+/// The most replies to reverse-direction calls a requester holds while the responder's
+/// window is shut: as many as the calls a responder may send it at once, which its
+/// advertised credits bound (a responder sending more is beyond them, section 4.2.1).
+pub(crate) const REVERSE_REPLIES_HELD: usize = 64;
 
 impl State {
     /// A connection just established, on which this side advertises `credits` (it keeps one
@@ -54,6 +67,8 @@ impl State {
             pending: Properties::default(),
             theirs: None,
             owed: None,
+            reverse: ReverseDirection::None,
+            reverse_replies: VecDeque::new(),
         }
     }
 
@@ -84,10 +99,17 @@ impl State {
         &mut self,
         receive_size: u32,
         host_auth: Option<&crate::host_auth::HostAuth>,
+        reverse: ReverseDirection,
         threshold: usize,
     ) {
         let host_auth = host_auth.map(|a| a.as_bytes().to_vec());
-        let ours = Properties { receive_buffer_size: receive_size, host_auth, ..Properties::default() };
+        self.reverse = reverse;
+        let ours = Properties {
+            receive_buffer_size: receive_size,
+            host_auth,
+            reverse_direction: reverse,
+            ..Properties::default()
+        };
         self.owed = ours.connprop_messages(0, 0, threshold).filter(|m| m.len() == 1).map(|mut m| m.remove(0));
         if self.owed.is_none() {
             log::warn!("-07: this side's properties do not fit one CONNPROP_FINAL of {threshold} bytes; none sent");
@@ -101,6 +123,29 @@ impl State {
             return None;
         }
         let mut m = self.owed.take()?;
+        rpcrdma_v1::header::set_credit(&mut m, self.credits.send());
+        Some(m)
+    }
+
+    /// Holds `reply`, this side's answer to a reverse-direction call (an RDMA2_REPLY_INLINE
+    /// or an RDMA2_ERROR), until the window has room for it ([`State::reverse_reply_due`]);
+    /// false, dropping it, when [`REVERSE_REPLIES_HELD`] are held already.
+    pub(crate) fn hold_reverse_reply(&mut self, reply: Vec<u8>) -> bool {
+        if self.reverse_replies.len() >= REVERSE_REPLIES_HELD {
+            return false;
+        }
+        self.reverse_replies.push_back(reply);
+        true
+    }
+
+    /// The oldest reply to a reverse-direction call held, once the window has room for it
+    /// (section 4.2.1: a reply is a Send like any other), counted as the Send it is and
+    /// carrying the running total.
+    pub(crate) fn reverse_reply_due(&mut self) -> Option<Vec<u8>> {
+        if self.reverse_replies.is_empty() || !self.credits.may_send() {
+            return None;
+        }
+        let mut m = self.reverse_replies.pop_front()?;
         rpcrdma_v1::header::set_credit(&mut m, self.credits.send());
         Some(m)
     }
@@ -137,8 +182,13 @@ impl State {
     /// An RDMA2_ERROR to send back for message `xid`, counted as a Send (section 4.2.1:
     /// every Send carries the running total and counts against the peer's).
     fn answer(&mut self, xid: u32, code: u32) -> ErrorReply {
+        self.refuse(xid, Rpcrdma2HdrError::Default { discriminant: code })
+    }
+
+    /// An RDMA2_ERROR with `body` to send back for message `xid`, counted as a Send.
+    fn refuse(&mut self, xid: u32, body: Rpcrdma2HdrError) -> ErrorReply {
         let total = self.credits.send();
-        error_reply(xid, total, &Rpcrdma2HdrError::Default { discriminant: code })
+        error_reply(xid, total, &body)
     }
 }
 
@@ -185,12 +235,15 @@ pub(crate) fn classify<'a>(
     take_total(st, header.credit());
     let htype = header.header_type();
     if htype.is_call() {
-        // Section 4.6: this requester offers no reverse direction (it states no RVRSDIR), so
-        // a call from the responder is a header type it does not take (7.1.3).
-        log::warn!("-07 {htype:?} {:#010x} from the responder: no reverse direction is offered", header.xid());
-        return Classified::Done(Incoming::Refuse(st.answer(header.xid(), RDMA2_ERR_INVAL_HTYPE)));
+        if let Some(refused) = reverse::refuse_form(st, &header) {
+            return Classified::Done(Incoming::Refuse(refused));
+        }
     }
     match st.reassembly.receive(header) {
+        // A reverse-direction call in one Send (the only kind this side takes, Simple format).
+        Step::Whole { header, message: Cow::Borrowed(_) } if header.header_type().is_call() => {
+            Classified::Done(reverse::call(st, &header, bytes))
+        }
         Step::Whole { header, message: Cow::Borrowed(_) } => head(header.xid(), reply_outcome(&header, bytes)),
         Step::Whole { header, message: Cow::Owned(message) } => {
             // Its parts assembled: a buffer of its own, in Version One's shape, held to the same
@@ -233,6 +286,80 @@ pub(crate) fn classify<'a>(
             }
         }
         Step::Dropped { .. } => Classified::Done(Incoming::Dropped(DropReason::Undecodable)),
+    }
+}
+
+/// The reverse direction on a requester's -07 connection (section 4.6): the responder's
+/// calls, taken as [`State::reverse`] offers.
+mod reverse {
+    use super::*;
+    use rpcrdma_v2::draft07::xdr::{RDMA2_ERR_BAD_XDR, RDMA2_ERR_READ_CHUNKS, RDMA2_ERR_WRITE_CHUNKS};
+
+    /// RDMA2_ERR_READ_CHUNKS or RDMA2_ERR_WRITE_CHUNKS (`code`) saying that this side takes
+    /// no chunk of that kind (7.3.1, 7.3.2: `rdma_max_chunks` zero).
+    fn max_chunks(code: u32) -> Rpcrdma2HdrError {
+        Rpcrdma2HdrError::RdmaMaxChunks { discriminant: code, value: 0 }
+    }
+
+    /// Refuses a call from the responder in a form this side does not take, before
+    /// continuation sees it: any call when no reverse direction is offered (section 4.6.3:
+    /// a header type this side does not take, 7.1.3), a CALL_MIDDLE (the Simple format has
+    /// no continuation, 5.2.5), or a CALL_EXTERNAL (its Call chunk is a chunk, refused as
+    /// 4.6.4 asks: RDMA2_ERR_READ_CHUNKS, none taken). `None`: an RDMA2_CALL_INLINE, judged
+    /// once whole ([`call`]).
+    pub(super) fn refuse_form(st: &mut State, header: &Header07<'_>) -> Option<ErrorReply> {
+        let (xid, htype) = (header.xid(), header.header_type());
+        if st.reverse == ReverseDirection::None {
+            log::warn!("-07 {htype:?} {xid:#010x} from the responder: no reverse direction is offered");
+            return Some(st.answer(xid, RDMA2_ERR_INVAL_HTYPE));
+        }
+        match htype {
+            HeaderType::CallInline => None,
+            HeaderType::CallExternal => Some(st.refuse(xid, max_chunks(RDMA2_ERR_READ_CHUNKS))),
+            _ => {
+                log::warn!("-07 {htype:?} {xid:#010x} from the responder: the reverse direction offered is Simple");
+                Some(st.answer(xid, RDMA2_ERR_INVAL_HTYPE))
+            }
+        }
+    }
+
+    /// A whole RDMA2_CALL_INLINE from the responder: the call for the client's backchannel
+    /// handler, as a Version One header view (RDMA_MSG with the same lists), or refused.
+    /// Section 4.6.4: "If a reverse-direction Requester provides a non-empty chunk list to a
+    /// Responder that does not support chunks, the Responder MUST report its lack of support
+    /// using one of the error values defined in Section 7.3": RDMA2_ERR_READ_CHUNKS or
+    /// RDMA2_ERR_WRITE_CHUNKS with none taken, or for a Reply chunk RDMA2_ERR_REPLY_RESOURCE
+    /// (the reply then goes inline or not at all). Section 4.6.1: the RPC call starts with
+    /// the header's XID (else RDMA2_ERR_BAD_XDR, 7.2).
+    pub(super) fn call<'a>(st: &mut State, header: &Header07<'a>, bytes: &'a [u8]) -> Incoming<'a> {
+        let (xid, lists) = (header.xid(), header.chunk_lists());
+        let refusal = if !lists.reads.is_empty() {
+            Some(max_chunks(RDMA2_ERR_READ_CHUNKS))
+        } else if !lists.writes.is_empty() {
+            Some(max_chunks(RDMA2_ERR_WRITE_CHUNKS))
+        } else if lists.reply.is_some() {
+            Some(Rpcrdma2HdrError::Rdma2ErrReplyResource(0))
+        } else {
+            None
+        };
+        if let Some(body) = refusal {
+            log::warn!("-07 reverse-direction call {xid:#010x} with chunks: this side takes none (section 4.6.4)");
+            return Incoming::Refuse(st.refuse(xid, body));
+        }
+        let len = header.header_len();
+        let payload = &bytes[len..];
+        if payload.get(..4) != Some(&xid.to_be_bytes()[..]) {
+            log::warn!("-07 reverse-direction call {xid:#010x}: its RPC message starts otherwise (section 4.6.1)");
+            return Incoming::Refuse(st.answer(xid, RDMA2_ERR_BAD_XDR));
+        }
+        let vers = rpcrdma_v2::RPCRDMA2_VERSION.wire();
+        match Header::from_lists(xid, vers, header.credit(), MessageKind::Msg, lists, len, payload) {
+            Ok(view) => Incoming::BackwardCall(view),
+            Err(e) => {
+                log::warn!("-07 reverse-direction call {xid:#010x}: {e}");
+                Incoming::Refuse(st.answer(xid, RDMA2_ERR_BAD_XDR))
+            }
+        }
     }
 }
 

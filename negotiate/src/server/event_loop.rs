@@ -34,6 +34,7 @@ use super::accept::{accept, Core, Served};
 use super::*;
 use crate::connection::{Arrival, Received};
 use crate::datapath::send_answer;
+use rpcrdma_v2::draft07::properties::ReverseDirection;
 use rpcrdma_verbs::Arm;
 
 /// How long a thread the loop no longer needs (one more than the one waiting for the role)
@@ -460,10 +461,12 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     let draft07 = core.responder().dialect() == Some(rpcrdma_v2::dialect::Dialect::Ietf07);
                     // The client's -07 properties, once its CONNPROP_FINAL came, for
                     // `Server::peers` (its host authentication for the application to judge).
+                    // And the reverse direction it offers, for backward calls from now on.
                     if let Some(stated) = core.responder().draft07_peer_properties() {
                         let mut peer = lock(&served.peer);
                         if peer.draft07_properties.is_none() {
                             peer.draft07_properties = Some(stated.clone());
+                            served.back.on_reverse_offered(stated.reverse_direction);
                         }
                     }
                     drop(core);
@@ -666,8 +669,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         // Behind this message: the ones received and not judged, and the calls being
         // served, all in flight for the requester.
         let behind = served.conn.receives_waiting() + served.unanswered.load(Ordering::SeqCst);
-        // The answer to our own RDMA_OPTIONAL (Backchannel::send_option), if one waits.
-        let arrival = Arrival { behind, awaiting: served.back.awaiting_option() };
+        // The answer to our own RDMA_OPTIONAL (Backchannel::send_option), or on -07 the reply
+        // to our reverse-direction call, if one waits.
+        let arrival = Arrival { behind, awaiting: served.back.awaiting_answer() };
         let received = core.handle_receive(bytes, arrival, Instant::now());
         served.set_idle_at(core.poll_timeout());
         // A GRANT may have opened the window a held reply waits for (a queued answer's is
@@ -702,6 +706,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             thresholds: responder.advertised().for_version(version),
             backward_credits: responder.stated().requester.and_then(|p| p.backward_credits),
             draft07: responder.dialect() == Some(rpcrdma_v2::dialect::Dialect::Ietf07),
+            reverse: responder.draft07_peer_properties().map_or(ReverseDirection::None, |p| p.reverse_direction),
         });
         served.unanswered.fetch_add(1, Ordering::SeqCst);
     }

@@ -1,7 +1,8 @@
 //! A -07 call too large for the responder's Receive goes as RDMA2_CALL_MIDDLE parts and a
-//! final RDMA2_CALL_INLINE (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.1, figures 4
-//! and 5 of 6.6.2.2; headers 6.3.6 and 6.3.7), when the requester allows that many Sends and
-//! the responder's window has room for them all now: the whole message inline, no Read chunk,
+//! final RDMA2_CALL_INLINE (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.1, figure 4 of
+//! 6.6.2.2; headers 6.3.6 and 6.3.7), when the requester allows that many Sends, the message
+//! is within what a responder holds of one by default ([`MAX_CONTINUED_CALL`]), and the
+//! responder's window has room for them all now: the whole message inline, no Read chunk,
 //! its Write list and Reply chunk in the final part's header. Each part takes a running total
 //! of its own (4.2.1) and the parts are posted back to back, so that no other message's
 //! Payload stream comes between them (4.1) and no part waits for credit with the parts of
@@ -15,6 +16,7 @@ use rpcrdma_v2::draft07::marshal::{
 };
 
 use super::*;
+use crate::requester::MAX_CONTINUED_CALL;
 
 /// Sends `call` in parts when it should and can continue: `Ok(None)`, with nothing registered
 /// or sent, when it goes the usual way instead (see the [module documentation](self)).
@@ -36,7 +38,8 @@ pub(super) fn send_call<B: Backend>(
     // allowed goes in a Call chunk: both known before anything is registered.
     let reduced = desc.args.iter().map(DdpItem::padded_len).sum::<usize>();
     let Some(inline) = call.len().checked_sub(reduced) else { return Ok(None) };
-    if inline + call_inline_header_len(&NO_CHUNKS) <= threshold || call.len().div_ceil(middle_room) > max_parts {
+    let fits_one = inline + call_inline_header_len(&NO_CHUNKS) <= threshold;
+    if fits_one || call.len() > MAX_CONTINUED_CALL || call.len().div_ceil(middle_room) > max_parts {
         return Ok(None);
     }
     // The final part's header, marshaled as for a call with no inline threshold: the whole
@@ -90,7 +93,11 @@ pub(super) fn send_call<B: Backend>(
     match conn.post_parts_draft07(filled, totals) {
         Ok(()) => Ok(Some(PendingCall { parts: parts.len(), ..pending })),
         Err(e) => {
-            // No reply will come for it on this connection: fence its chunks now.
+            // Some parts may be out, the rest never will be, and every one was counted: the
+            // responder waits for the rest of a sequence nothing may interrupt (6.3.6), and
+            // this side's count is ahead of its Sends. The connection cannot go on; the call
+            // goes out again on the next one (RFC 8166 section 4.5.4).
+            conn.close(format!("a continued call's parts could not all be posted: {e}"));
             let _ = pending.finish(conn, None, None);
             Err(e)
         }

@@ -17,6 +17,10 @@ const PROPERTIES: &str = "rpcrdma2-transport-properties.txt";
 /// `rpcrdma_v2::draft07`. Its `///` lines need no repair.
 const DRAFT_07: &str = "draft-ietf-nfsv4-rpcrdma-version-two-07.txt";
 const DRAFT_07_ERRATA: &str = "draft-ietf-nfsv4-rpcrdma-version-two-07.errata";
+/// An extension of -07 (its Appendix B): two header types, a transport property and an error
+/// code, compiled with -07 into one checked namespace; its types land in
+/// `draft07::xdr::ping`.
+const PING: &str = "rpcrdma2-ping.txt";
 
 fn main() {
     // Relative to the package (a build script runs there): the report the
@@ -35,9 +39,10 @@ fn main() {
     }
     let draft07 = xdr_spec::pipeline::Build::new(specs.join(DRAFT_07))
         .errata(specs.join(DRAFT_07_ERRATA))
+        .extension_as("ping", specs.join(PING), None)
         .out_file("draft07.rs")
         .out(PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR")));
     if let Err(e) = draft07.run() {
-        panic!("generating types from {DRAFT_07} failed:\n{e}");
+        panic!("generating types from {DRAFT_07} and {PING} failed:\n{e}");
     }
 }

@@ -81,7 +81,8 @@ impl ResponderEnd for RemoteServer {
             .split(' ')
             .map(|w| w.parse().map_err(|_| format!("child said {line:?}")))
             .collect::<Result<_, _>>()?;
-        let [connections, v1, v2, read_chunks, long, inline, reply_chunk, writes, errors, overruns] = n[..] else {
+        let [connections, v1, v2, read_chunks, long, inline, reply_chunk, continued, writes, errors, overruns] = n[..]
+        else {
             return Err(format!("child said {line:?}"));
         };
         Ok(ServerStats {
@@ -91,6 +92,7 @@ impl ResponderEnd for RemoteServer {
             long_calls: long,
             inline_replies: inline,
             reply_chunk_replies: reply_chunk,
+            continued_replies: continued,
             write_chunk_results: writes,
             errors_sent: errors,
             credit_overruns: overruns,
@@ -155,7 +157,7 @@ pub fn serve_cell_main(args: &[String]) -> i32 {
             ("STATS", _) => {
                 let s = server.stats();
                 format!(
-                    "STATS {} {} {} {} {} {} {} {} {} {}",
+                    "STATS {} {} {} {} {} {} {} {} {} {} {}",
                     s.connections,
                     s.calls.v1,
                     s.calls.v2,
@@ -163,6 +165,7 @@ pub fn serve_cell_main(args: &[String]) -> i32 {
                     s.long_calls,
                     s.inline_replies,
                     s.reply_chunk_replies,
+                    s.continued_replies,
                     s.write_chunk_results,
                     s.errors_sent,
                     s.credit_overruns

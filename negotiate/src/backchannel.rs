@@ -22,7 +22,10 @@ use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::Backend;
 
+use rpcrdma_v2::draft07::extension::ExtensionMessage;
 use rpcrdma_v2::draft07::properties::ReverseDirection;
+
+use crate::extension07::ExtensionReply;
 
 use crate::datapath::{
     send_call, send_draft07, send_error, send_reply, CallParams, DataPathError, ReplyParams, Transport,
@@ -376,11 +379,47 @@ impl Backchannel {
     pub fn send_option(&self, opttype: u32, optinfo: &[u8], payload: &[u8]) -> Result<OptionReply, BackchannelError> {
         self.inner.send_option(opttype, optinfo, payload)
     }
+
+    /// Sends the client a message of a draft-ietf-nfsv4-rpcrdma-version-two-07 extension's
+    /// header type `htype` (its Appendix B.2; [`crate::extension07`]) with `body` after the
+    /// four words every header starts with, within the client's Receive, and returns what the
+    /// client made of it, as [`Client::send_extension`](crate::client::Client::send_extension)
+    /// does the other way: its extension's answer, [`ExtensionReply::NotSupported`]
+    /// (RDMA2_ERR_INVAL_HTYPE), or another RDMA2_ERROR's code. One at a time per connection
+    /// (with backward calls: [`BackchannelError::Busy`]); on a connection that does not speak
+    /// -07, [`BackchannelError::NotVersionTwo`].
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::extension07::ExtensionReply;
+    /// use negotiate::requester::RequesterConfig;
+    /// use negotiate::responder::ResponderConfig;
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use rpcrdma_v2::dialect::{Dialect, VersionTwo};
+    /// use rpcrdma_verbs::InProcess;
+    ///
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    /// let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ulb), echo).unwrap();
+    /// let requester = RequesterConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
+    /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default().requester(requester));
+    /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // settles -07
+    /// // The client registered no extension.
+    /// let back = &server.backchannels()[0];
+    /// assert_eq!(back.send_extension(0xF000_0099, &[0; 8]).unwrap(), ExtensionReply::NotSupported);
+    /// ```
+    pub fn send_extension(&self, htype: u32, body: &[u8]) -> Result<ExtensionReply, BackchannelError> {
+        self.inner.send_extension(htype, body)
+    }
 }
 
 trait Caller: Send + Sync {
     fn call(&self, message: &[u8]) -> Result<Vec<u8>, BackchannelError>;
     fn send_option(&self, opttype: u32, optinfo: &[u8], payload: &[u8]) -> Result<OptionReply, BackchannelError>;
+    fn send_extension(&self, htype: u32, body: &[u8]) -> Result<ExtensionReply, BackchannelError>;
     fn is_open(&self) -> bool;
 }
 
@@ -499,6 +538,62 @@ impl<B: Backend> ServerSide<B> {
         }
     }
 
+    /// One exchange of a message of ours that is not a call (an RDMA_OPTIONAL, a -07
+    /// extension's message) and the client's answer to it, under a fresh XID: refused unless
+    /// `allowed` says the connection's latest forward call permits it; `run` sends it and
+    /// waits ([`ServerSide::wait_answer`]). The answer is awaited under that XID meanwhile,
+    /// and the backward direction is this exchange's until it ends.
+    fn exchange<T>(
+        &self,
+        allowed: impl FnOnce(&Forward) -> Result<(), BackchannelError>,
+        run: impl FnOnce(InlineThresholds, u32) -> Result<T, BackchannelError>,
+    ) -> Result<T, BackchannelError> {
+        let (t, xid) = {
+            let mut st = self.lock();
+            let Some(forward) = st.1 else {
+                return Err(if st.0.is_closed() { BackchannelError::Closed } else { BackchannelError::NoVersionYet });
+            };
+            allowed(&forward)?;
+            let xid = self.next_option_xid.fetch_add(1, Ordering::Relaxed);
+            st.0.start(xid)?;
+            // Set before it is sent: the answer may be judged before the Send's completion.
+            self.awaiting.store(u64::from(xid), Ordering::SeqCst);
+            (forward.thresholds, xid)
+        };
+        let result = run(t, xid);
+        self.awaiting.store(NO_OPTION, Ordering::SeqCst);
+        self.lock().0.finish();
+        result
+    }
+
+    /// A message of a -07 extension's header type to the client, and its outcome, as
+    /// [`Backchannel::send_extension`] says.
+    fn extension_exchange(&self, htype: u32, body: &[u8]) -> Result<ExtensionReply, BackchannelError> {
+        let allowed = |f: &Forward| match f.draft07 {
+            true => Ok(()),
+            false => Err(BackchannelError::NotVersionTwo(f.version)),
+        };
+        self.exchange(allowed, |t, xid| {
+            // Server to client: the client's Receives, sized by the reply threshold.
+            let bytes = ExtensionMessage::to_message(xid, 0, htype, body);
+            if bytes.len() > t.reply {
+                return Err(BackchannelError::TooLarge { len: bytes.len(), threshold: t.reply });
+            }
+            send_draft07(&self.conn, &bytes)?;
+            match self.wait_answer() {
+                Ok((message, _)) => {
+                    let m = ExtensionMessage::parse(&message).ok_or(BackchannelError::Closed)?;
+                    Ok(ExtensionReply::Answer { htype: m.htype, body: m.body.to_vec() })
+                }
+                Err(BackchannelError::Peer(PeerError::Draft07(e))) => Ok(match e.code() {
+                    rpcrdma_v2::draft07::xdr::RDMA2_ERR_INVAL_HTYPE => ExtensionReply::NotSupported,
+                    code => ExtensionReply::Error(code),
+                }),
+                Err(e) => Err(e),
+            }
+        })
+    }
+
     /// A backward call on a -07 connection: a reverse-direction call (section 4.6.1) in the
     /// Simple format, RDMA2_CALL_INLINE with no chunk (what every RVRSDIR level but NONE
     /// takes, 5.2.5), within the client's Receive (`t.reply`), carrying the running total
@@ -614,25 +709,17 @@ impl<B: Backend> Caller for ServerSide<B> {
         !self.lock().0.is_closed()
     }
 
+    fn send_extension(&self, htype: u32, body: &[u8]) -> Result<ExtensionReply, BackchannelError> {
+        self.extension_exchange(htype, body)
+    }
+
     fn send_option(&self, opttype: u32, optinfo: &[u8], payload: &[u8]) -> Result<OptionReply, BackchannelError> {
-        let (t, xid) = {
-            let mut st = self.lock();
-            let Some(Forward { version, thresholds: t, draft07, .. }) = st.1 else {
-                return Err(if st.0.is_closed() { BackchannelError::Closed } else { BackchannelError::NoVersionYet });
-            };
-            if draft07 {
-                return Err(BackchannelError::Draft07);
-            }
-            if version != Version::TWO {
-                return Err(BackchannelError::NotVersionTwo(version));
-            }
-            let xid = self.next_option_xid.fetch_add(1, Ordering::Relaxed);
-            st.0.start(xid)?;
-            // Set before it is sent: the answer may be judged before `send_error` returns.
-            self.awaiting.store(u64::from(xid), Ordering::SeqCst);
-            (t, xid)
+        let allowed = |f: &Forward| match (f.draft07, f.version) {
+            (true, _) => Err(BackchannelError::Draft07),
+            (false, version) if version != Version::TWO => Err(BackchannelError::NotVersionTwo(version)),
+            _ => Ok(()),
         };
-        let result = (|| {
+        self.exchange(allowed, |t, xid| {
             // Server to client: the client's Receives, sized by the reply threshold.
             let threshold = t.reply;
             let bytes = option_message(xid, CREDITS, opttype, optinfo, payload, threshold).ok_or(
@@ -644,9 +731,6 @@ impl<B: Backend> Caller for ServerSide<B> {
                 Err(BackchannelError::Peer(PeerError::InvalOption)) => Ok(OptionReply::NotSupported),
                 Err(e) => Err(e),
             }
-        })();
-        self.awaiting.store(NO_OPTION, Ordering::SeqCst);
-        self.lock().0.finish();
-        result
+        })
     }
 }

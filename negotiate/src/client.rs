@@ -41,6 +41,7 @@ use crate::connection::PeerProperties;
 pub use crate::connection::ENDED_KEPT;
 use crate::datapath::Ended;
 use crate::extension::OptionReply;
+use crate::extension07::ExtensionReply;
 
 /// A requester bound to one responder address.
 ///
@@ -327,6 +328,44 @@ impl<B: Backend> Client<B> {
     /// ```
     pub fn send_option(&self, opttype: u32, optinfo: &[u8], payload: &[u8]) -> Result<OptionReply, ClientError> {
         self.lanes[0].send_option(opttype, optinfo, payload)
+    }
+
+    /// Sends a message of a draft-ietf-nfsv4-rpcrdma-version-two-07 extension's header type
+    /// `htype` (its Appendix B.2; [`crate::extension07`]) with `body` after the four words
+    /// every header starts with, on the first connection, and returns what the server made of
+    /// it: its extension's answer with the same XID ([`ExtensionReply::Answer`]),
+    /// [`ExtensionReply::NotSupported`] (RDMA2_ERR_INVAL_HTYPE: the server takes no such
+    /// type), or another RDMA2_ERROR's code, an extension's own included (B.4). The whole goes
+    /// in one Send within the server's Receive.
+    ///
+    /// The connection must have settled on -07 (make a call first): otherwise this fails at
+    /// once with `ClientError::Call(CallFailure::NotVersionTwo)`. Like a call it takes a
+    /// credit (section 4.2.1) and waits for its outcome for the requester's timeout at most
+    /// ([`ClientError::ReplyTimeout`]); it is never sent again.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::extension07::ExtensionReply;
+    /// use negotiate::requester::RequesterConfig;
+    /// use negotiate::responder::ResponderConfig;
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use rpcrdma_v2::dialect::{Dialect, VersionTwo};
+    /// use rpcrdma_verbs::InProcess;
+    ///
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    /// let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ulb), echo).unwrap();
+    /// let requester = RequesterConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
+    /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default().requester(requester));
+    /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // settles -07
+    /// // The server registered no extension: header type 0xF000_0099 is not supported.
+    /// assert_eq!(client.send_extension(0xF000_0099, &[0; 8]).unwrap(), ExtensionReply::NotSupported);
+    /// ```
+    pub fn send_extension(&self, htype: u32, body: &[u8]) -> Result<ExtensionReply, ClientError> {
+        self.lanes[0].send_extension(htype, body)
     }
 
     /// What the first connection's transport-properties exchange gave

@@ -70,6 +70,7 @@ mod tests {
             max_segment_count: 32,
             reverse_direction: ReverseDirection::General,
             host_auth: Some(vec![7; MAX_HOST_AUTH]),
+            others: Vec::new(),
         };
         let messages = all.connprop_messages(0, 0, 1024).expect("it fits");
         assert_eq!(messages.len(), 1, "one RDMA2_CONNPROP_FINAL");

@@ -113,6 +113,7 @@ pub mod client;
 pub mod connection;
 pub mod datapath;
 pub mod extension;
+pub mod extension07;
 pub mod host_auth;
 pub mod limits;
 pub mod memory;

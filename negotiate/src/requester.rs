@@ -300,8 +300,9 @@ impl Conn {
 struct Call {
     attempts: u32,
     flight: Option<Flight>,
-    /// An RDMA_OPTIONAL of ours ([`Requester::start_option`]), not an RPC call.
-    option: bool,
+    /// A message of ours that is not an RPC call, in its dialect's form: -00's RDMA_OPTIONAL
+    /// ([`Requester::start_option`]) or a -07 extension's ([`Requester::start_extension`]).
+    option: Option<Dialect>,
 }
 
 struct Flight {
@@ -334,6 +335,8 @@ pub struct Requester {
     host_auth: Option<crate::host_auth::HostAuth>,
     /// The reverse direction this side offers on -07 ([`Requester::set_reverse_direction`]).
     reverse: ReverseDirection,
+    /// The handlers of -07 extensions' header types ([`Requester::set_draft07_registry`]).
+    registry07: crate::extension07::Registry07,
     memory: PeerMemory,
     conn: Option<Conn>,
     connecting: bool,
@@ -380,6 +383,7 @@ impl Requester {
             addr: addr.to_string(),
             host_auth: None,
             reverse: ReverseDirection::None,
+            registry07: crate::extension07::Registry07::default(),
             memory,
             conn: None,
             connecting: true,
@@ -427,6 +431,13 @@ impl Requester {
         self.reverse = offered;
     }
 
+    /// The -07 extensions of this side (Appendix B): the handlers of their header types, and
+    /// the properties they state in this side's RDMA2_CONNPROP_FINAL from the next connection
+    /// settled on -07 on.
+    pub fn set_draft07_registry(&mut self, registry: crate::extension07::Registry07) {
+        self.registry07 = registry;
+    }
+
     /// Holds `reply`, this side's answer to the responder's reverse-direction call (an
     /// RDMA2_REPLY_INLINE, or an RDMA2_ERROR), until the responder's window has room for it:
     /// it then comes out of [`Requester::poll_transmit`] carrying the running total (section
@@ -437,11 +448,11 @@ impl Requester {
         let Some(st) = conn.d07.as_mut().filter(|_| matches!(conn.version, Negotiation::Settled(Version::TWO))) else {
             return false;
         };
-        if !st.hold_reverse_reply(reply) {
+        if !st.hold_answer(reply) {
             log::warn!("-07: too many replies to reverse-direction calls wait for the window; one dropped");
             return false;
         }
-        self.transmits.extend(st.reverse_reply_due());
+        self.transmits.extend(st.answer_due());
         true
     }
 
@@ -574,7 +585,7 @@ impl Requester {
         if self.calls.contains_key(&xid) {
             return Err(DuplicateXid(xid));
         }
-        self.calls.insert(xid, Call { attempts: 0, flight: None, option: false });
+        self.calls.insert(xid, Call { attempts: 0, flight: None, option: None });
         self.queue.push_back(xid);
         self.want_connection();
         self.pump(now);
@@ -603,14 +614,28 @@ impl Requester {
     /// assert_eq!(r.poll_event(), Some(Event::Failed { xid: 9, error: CallFailure::NotVersionTwo }));
     /// ```
     pub fn start_option(&mut self, xid: u32, now: Instant) -> Result<(), DuplicateXid> {
+        self.start_message(xid, Dialect::Cel00, now)
+    }
+
+    /// Starts a message of a -07 extension's header type, `xid` (Appendix B.2,
+    /// [`crate::extension07`]), as [`Requester::start_option`] starts an RDMA_OPTIONAL: it
+    /// needs a connection settled on -07 (else it fails with [`CallFailure::NotVersionTwo`]),
+    /// takes a credit, and ends with the responder's message with its XID, or the RDMA2_ERROR
+    /// naming it, whatever its code (B.4).
+    pub fn start_extension(&mut self, xid: u32, now: Instant) -> Result<(), DuplicateXid> {
+        self.start_message(xid, Dialect::Ietf07, now)
+    }
+
+    /// Starts a message of ours that is not an RPC call, in `dialect`'s form.
+    fn start_message(&mut self, xid: u32, dialect: Dialect, now: Instant) -> Result<(), DuplicateXid> {
         if self.calls.contains_key(&xid) {
             return Err(DuplicateXid(xid));
         }
-        if self.dialect() != Some(Dialect::Cel00) {
+        if self.dialect() != Some(dialect) {
             self.events.push_back(Event::Failed { xid, error: CallFailure::NotVersionTwo });
             return Ok(());
         }
-        self.calls.insert(xid, Call { attempts: 0, flight: None, option: true });
+        self.calls.insert(xid, Call { attempts: 0, flight: None, option: Some(dialect) });
         self.queue.push_back(xid);
         self.pump(now);
         Ok(())
@@ -679,7 +704,7 @@ impl Requester {
         // (Compared after a -07 message: its CONNPROP may state the responder's Receives.)
         let thresholds_before = self.conn.as_ref().filter(|c| c.d07.is_some()).and_then(|_| self.thresholds());
         let calls = &self.calls;
-        let awaiting = |xid: u32| calls.get(&xid).is_some_and(|c| c.option && c.flight.is_some());
+        let awaiting = |xid: u32| calls.get(&xid).is_some_and(|c| c.option.is_some() && c.flight.is_some());
         let flight_version = |xid: u32| calls.get(&xid)?.flight.as_ref().map(|f| f.version);
         // A -07 connection's Version Two messages are read by -07's rules; an answer in
         // Version One (to the probe) by the common ones.
@@ -688,7 +713,8 @@ impl Requester {
         let classified = match d07 {
             Some(st) if Fixed::read(bytes).is_some_and(|f| f.vers == Version::TWO.wire()) => {
                 let supported = (self.cfg.versions.0, self.cfg.versions.1);
-                draft07::classify(bytes, &self.cfg.limits, supported, st, flight_version)
+                let ext = draft07::Extensions { registry: &self.registry07, awaiting: &awaiting };
+                draft07::classify(bytes, &self.cfg.limits, supported, st, ext, flight_version)
             }
             Some(st) => {
                 // Another version on a -07 connection (a Version One answer to the probe): it
@@ -791,7 +817,7 @@ impl Requester {
         // receipt (its Receive is reposted then), so the credit is not counted twice; a late
         // answer is then dropped as answering nothing.
         let mut late_options: Vec<u32> = (self.calls.iter())
-            .filter(|(_, c)| c.option && c.flight.as_ref().is_some_and(|f| f.deadline <= now))
+            .filter(|(_, c)| c.option.is_some() && c.flight.as_ref().is_some_and(|f| f.deadline <= now))
             .map(|(&x, _)| x)
             .collect();
         late_options.sort_unstable();
@@ -843,7 +869,7 @@ impl Requester {
         }
         // RDMA_OPTIONAL messages are not sent again: the next connection must settle Version
         // Two anew, and the extension's exchange belonged to this one.
-        let mut options: Vec<u32> = self.calls.iter().filter(|(_, c)| c.option).map(|(&x, _)| x).collect();
+        let mut options: Vec<u32> = self.calls.iter().filter(|(_, c)| c.option.is_some()).map(|(&x, _)| x).collect();
         options.sort_unstable();
         for xid in options {
             self.complete_failed(xid, CallFailure::ConnectionLost { attempts: 1 });
@@ -933,7 +959,7 @@ impl Requester {
         // and so do its replies to the responder's reverse-direction calls.
         if let Some(st) = self.conn.as_mut().and_then(|c| c.d07.as_mut()) {
             self.transmits.extend(st.connprop_due());
-            while let Some(m) = st.reverse_reply_due() {
+            while let Some(m) = st.answer_due() {
                 self.transmits.push_back(m);
             }
         }
@@ -953,8 +979,10 @@ impl Requester {
             if conn.closing {
                 return; // RFC 8166 section 4.5.4: its calls go out again on the next connection
             }
-            if self.calls[&xid].option
-                && (conn.d07.is_some() || !matches!(conn.version, Negotiation::Settled(Version::TWO)))
+            // (An option goes only on a connection settled in its dialect.)
+            if self.calls[&xid]
+                .option
+                .is_some_and(|d| !matches!(conn.version, Negotiation::Settled(Version::TWO)) || conn.dialect != d)
             {
                 self.queue.pop_front();
                 self.complete_failed(xid, CallFailure::NotVersionTwo);
@@ -1039,7 +1067,8 @@ impl Requester {
             let t = conn.stated.thresholds(&conn.advertised, version);
             let threshold = t.call.min(DEFAULT_INLINE_07);
             if let Some(st) = conn.d07.as_mut() {
-                st.owe_connprop(t.reply as u32, self.host_auth.as_ref(), self.reverse, threshold);
+                let others = self.registry07.properties().to_vec();
+                st.owe_connprop(t.reply as u32, self.host_auth.as_ref(), self.reverse, others, threshold);
                 // Sent now, or by `pump` once the window has room.
                 self.transmits.extend(st.connprop_due());
             }

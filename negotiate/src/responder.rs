@@ -17,10 +17,12 @@ use rpcrdma_v2::options::{OptionalAnswer, Registry};
 use rpcrdma_v2::verdict as v2;
 use std::borrow::Cow;
 
+use crate::extension07::ExtensionOutcome;
 use rpcrdma_v1::header::{offsets, Fixed, MessageKind};
 use rpcrdma_v2::dialect::{first_message_dialect, Dialect};
 use rpcrdma_v2::draft07::continuation::{Reassembly, Step};
 use rpcrdma_v2::draft07::credits::{self as credits07, CreditWindow};
+use rpcrdma_v2::draft07::extension::ExtensionMessage;
 use rpcrdma_v2::draft07::header::{HeaderError as HeaderError07, HeaderType};
 use rpcrdma_v2::draft07::properties::Properties;
 use rpcrdma_v2::draft07::verdict as verdict07;
@@ -174,6 +176,8 @@ pub struct Responder {
     advertised: Advertised,
     credits: ResponderCredits,
     registry: Registry,
+    /// The handlers for -07 extensions' header types ([`Responder::set_draft07_registry`]).
+    registry07: crate::extension07::Registry07,
     /// The transport properties this side states, when it has the extension
     /// ([`Responder::set_properties`]), and where its handler leaves the requester's.
     properties: Option<(TransportProperties, Arc<Mutex<Option<TransportProperties>>>)>,
@@ -264,6 +268,7 @@ impl Responder {
             advertised: Advertised::default(),
             credits: ResponderCredits::new(cfg.credits),
             registry,
+            registry07: crate::extension07::Registry07::default(),
             properties: None,
             stated: Stated::default(),
             in_flight: HashMap::new(),
@@ -272,6 +277,14 @@ impl Responder {
             dialect: None,
             d07: Draft07::new(&cfg),
         }
+    }
+
+    /// The handlers for messages of -07 extensions' header types from now on (Appendix B.2,
+    /// [`crate::extension07`]): a message of a type none owns is answered
+    /// RDMA2_ERR_INVAL_HTYPE (section 7.1.3). Their properties are not added here: state them
+    /// with [`Responder::set_draft07_properties`] (`Properties::others`).
+    pub fn set_draft07_registry(&mut self, registry: crate::extension07::Registry07) {
+        self.registry07 = registry;
     }
 
     /// The handlers for RDMA_OPTIONAL messages from now on ([`crate::extension::registry`]).
@@ -770,6 +783,30 @@ impl Responder {
         }
     }
 
+    /// What goes back for extension message `m`, as its handler's `outcome` says (Appendix
+    /// B.2, B.4): its answer within the requester's Receive (else RDMA2_ERR_SYSTEM, this
+    /// side's own limit, 7.4.1), an RDMA2_ERROR with the handler's code, nothing, or
+    /// RDMA2_ERR_INVAL_HTYPE when the handler declines it.
+    fn extension_answer(&mut self, m: &ExtensionMessage<'_>, outcome: ExtensionOutcome) -> Received<'static> {
+        match outcome {
+            ExtensionOutcome::Answer { htype, body } => {
+                let room = self.d07.theirs.as_ref().map_or(Properties::default().receive_buffer_size, |p| {
+                    crate::thresholds::draft07_receive_threshold(p.receive_buffer_size)
+                });
+                let answer = ExtensionMessage::to_message(m.xid, self.d07.count_send(), htype, &body);
+                if answer.len() > room as usize {
+                    log::warn!("the answer to -07 extension message {:#010x} is over the requester's Receive", m.xid);
+                    let system = rpcrdma_v2::draft07::xdr::RDMA2_ERR_SYSTEM;
+                    return Received::SendError(self.error07(m.xid, None, system));
+                }
+                Received::SendBack(answer)
+            }
+            ExtensionOutcome::Error(code) => Received::SendError(self.error07(m.xid, None, code)),
+            ExtensionOutcome::Done => Received::Taken,
+            ExtensionOutcome::Unsupported => Received::SendError(self.error07(m.xid, None, RDMA2_ERR_INVAL_HTYPE)),
+        }
+    }
+
     /// The requester's RDMA2_REPLY_INLINE to this side's reverse-direction call: its Version
     /// One view (RDMA_MSG, the same lists) for the call's caller, or, carrying chunks this
     /// side's Simple-format call never provides, RDMA2_ERR_BAD_XDR (section 4.6.4: chunks in
@@ -819,6 +856,24 @@ impl Responder {
             log::warn!("message {:#010x} in version {} on a -07 connection (section 7.1.2)", f.xid, f.vers);
             return Err(Received::SendError(self.error07(f.xid, Some(f.vers), RDMA2_ERR_VERS_MISMATCH)));
         }
+        // Appendix B.2: a header type the base does not define, which an extension of ours
+        // owns (not between the parts of a continued call, which nothing may come between,
+        // 6.3.6: that goes on to the base's rules).
+        if let Some(m) = ExtensionMessage::parse(bytes).filter(|_| self.d07.reassembly.held() == 0) {
+            // The answer to our own extension message (`Backchannel::send_extension`).
+            if awaiting(m.xid) {
+                self.take_prefix_credit(bytes);
+                return Err(Received::OptionAnswer { xid: m.xid });
+            }
+            if let Some(outcome) = self.registry07.handle(&m) {
+                self.take_prefix_credit(bytes);
+                if !self.d07.credits.within_granted() {
+                    log::warn!("-07 message {:#010x} arrived beyond the credits granted (section 4.2.1)", m.xid);
+                    self.overruns += 1;
+                }
+                return Err(self.extension_answer(&m, outcome));
+            }
+        }
         let (low, high) = (self.cfg.versions.0.wire(), self.cfg.versions.1.wire());
         let policy = verdict07::Policy {
             limits: self.cfg.limits,
@@ -851,6 +906,16 @@ impl Responder {
                 }
                 // Its `rdma_credit` is the total after this Receive, and the answer is a Send.
                 return Err(Received::SendError(reply.with_word(offsets::CREDIT, self.d07.count_send())));
+            }
+            // Appendix B.4: an error code the base does not define, naming our extension
+            // message: an extension's own, which ends that exchange.
+            verdict07::Verdict::Discard(verdict07::Discard::UnknownErrorCode(code))
+                if Fixed::read(bytes).is_some_and(|f| awaiting(f.xid)) =>
+            {
+                self.take_prefix_credit(bytes);
+                let xid = Fixed::read(bytes).map_or(0, |f| f.xid);
+                let error = PeerError::Draft07(Rpcrdma2HdrError::Default { discriminant: code });
+                return Err(Received::PeerError { xid, error });
             }
             verdict07::Verdict::Discard(_) => {
                 self.d07.credits.note_received();

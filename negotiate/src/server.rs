@@ -95,6 +95,10 @@ pub struct ServerConfig {
     /// these handlers, each connection registering them anew ([`crate::extension`]); any
     /// other opttype is answered with RDMA_ERR_INVAL_OPTION. None by default.
     pub extensions: Vec<Extension>,
+    /// draft-ietf-nfsv4-rpcrdma-version-two-07's extensions (its Appendix B): clients'
+    /// messages of their header types go to their handlers, and their properties are stated
+    /// in this server's RDMA2_CONNPROP_FINAL ([`crate::extension07`]). None by default.
+    pub draft07_extensions: Vec<crate::extension07::Draft07Extension>,
     /// The transport properties this server states (`specs/rpcrdma2-transport-properties.txt`,
     /// types in `rpcrdma_v2::properties`), or `None` to not have the extension (a client's
     /// properties request is then answered RDMA_ERR_INVAL_OPTION, and the client falls back).
@@ -129,6 +133,7 @@ impl Default for ServerConfig {
             timeout: Duration::from_secs(5),
             limits: ServerLimits::default(),
             extensions: Vec::new(),
+            draft07_extensions: Vec::new(),
             properties: None,
             host_auth: None,
         }
@@ -142,6 +147,7 @@ rpcrdma_verbs::setters!(ServerConfig {
     timeout: Duration,
     limits: ServerLimits,
     extensions: Vec<Extension>,
+    draft07_extensions: Vec<crate::extension07::Draft07Extension>,
     properties: Option<TransportProperties>,
     host_auth: Option<HostAuth>,
 });

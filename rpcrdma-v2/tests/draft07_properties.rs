@@ -104,10 +104,19 @@ proptest! {
         sbsiz in any::<u32>(), rbsiz in any::<u32>(), rssiz in any::<u32>(), rcsiz in any::<u32>(),
         brs in reverse(), auth in proptest::option::of(proptest::collection::vec(any::<u8>(), 0..3000)),
         threshold in 64usize..4096,
+        extension in proptest::collection::vec((100u32..120, proptest::collection::vec(any::<u8>(), 0..16)), 0..4),
     ) {
+        // An extension's properties (Appendix B.3): identifiers the base does not define, each
+        // stated once.
+        let mut others: Vec<(u32, Vec<u8>)> = Vec::new();
+        for (which, data) in extension {
+            if !others.iter().any(|(w, _)| *w == which) {
+                others.push((which, data));
+            }
+        }
         let ours = Properties {
             max_send_size: sbsiz, receive_buffer_size: rbsiz, max_segment_size: rssiz,
-            max_segment_count: rcsiz, reverse_direction: brs, host_auth: auth,
+            max_segment_count: rcsiz, reverse_direction: brs, host_auth: auth, others,
         };
         let Some(messages) = ours.connprop_messages(0, 32, threshold) else {
             // Only when the host auth alone is over the threshold.

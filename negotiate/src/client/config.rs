@@ -51,6 +51,10 @@ pub struct ClientConfig {
     /// is answered with RDMA_ERR_INVAL_OPTION. Each connection registers them anew
     /// ([`crate::extension`]). None by default.
     pub extensions: Vec<Extension>,
+    /// draft-ietf-nfsv4-rpcrdma-version-two-07's extensions (its Appendix B): messages of
+    /// their header types from the server go to their handlers, and their properties are
+    /// stated in this client's RDMA2_CONNPROP_FINAL ([`crate::extension07`]). None by default.
+    pub draft07_extensions: Vec<crate::extension07::Draft07Extension>,
     /// The transport properties this client states on each connection that settles on
     /// Version Two (`specs/rpcrdma2-transport-properties.txt`, types in
     /// `rpcrdma_v2::properties`), or `None` to make no exchange. The exchange follows the
@@ -96,6 +100,7 @@ impl Default for ClientConfig {
             connect_timeout: Duration::from_secs(5),
             connections: 1,
             extensions: Vec::new(),
+            draft07_extensions: Vec::new(),
             properties: None,
             poll_before_wait: Duration::from_micros(30),
             host_auth: None,
@@ -110,6 +115,7 @@ rpcrdma_verbs::setters!(ClientConfig {
     connect_timeout: Duration,
     connections: usize,
     extensions: Vec<Extension>,
+    draft07_extensions: Vec<crate::extension07::Draft07Extension>,
     properties: Option<TransportProperties>,
     poll_before_wait: Duration,
     host_auth: Option<HostAuth>,
@@ -242,8 +248,10 @@ pub enum ClientError {
     /// Moving its bytes failed: marshaling, registration, reassembly.
     #[error(transparent)]
     DataPath(#[from] DataPathError),
-    /// An RDMA_OPTIONAL ([`Client::send_option`](super::Client::send_option)) larger than the server's inline threshold.
-    #[error("an RDMA_OPTIONAL of {len} bytes exceeds the inline threshold of {threshold}")]
+    /// An RDMA_OPTIONAL ([`Client::send_option`](super::Client::send_option)), or a -07
+    /// extension's message ([`Client::send_extension`](super::Client::send_extension)),
+    /// larger than the server's inline threshold.
+    #[error("a message of {len} bytes for an extension exceeds the inline threshold of {threshold}")]
     OptionTooLarge {
         /// Its length, transport header included.
         len: usize,

@@ -87,6 +87,7 @@ impl<L: Clone> Connection<L> {
         let mut req = Requester::new(cfg.requester, addr);
         req.set_registry(crate::extension::registry(&cfg.extensions));
         req.set_host_auth(cfg.host_auth.clone());
+        req.set_draft07_registry(crate::extension07::Registry07::of(&cfg.draft07_extensions));
         let mut core = Connection::empty(cfg, addr);
         // Room for a loaded client's calls at once: its steady state allocates nothing (a
         // server's connections, which hold no calls of their own, make none).
@@ -116,6 +117,23 @@ impl<L: Clone> Connection<L> {
     /// peer's answering RDMA_OPTIONAL, or [`CallStep::Failed`] (RDMA_ERR_INVAL_OPTION is
     /// `Call(Peer(InvalOption))`).
     pub fn start_option(&mut self, now: Instant) -> Result<u32, ClientError> {
+        self.start_message(now, Requester::start_option)
+    }
+
+    /// An API call starts a message of a -07 extension's header type
+    /// ([`Requester::start_extension`]) with an XID this connection chooses, which it returns:
+    /// its steps come from [`Connection::take_step`] like a call's, its answer is the step
+    /// [`CallStep::Reply`] carries.
+    pub fn start_extension(&mut self, now: Instant) -> Result<u32, ClientError> {
+        self.start_message(now, Requester::start_extension)
+    }
+
+    /// Starts a message of ours that is not a call with `start` (the option's dialect).
+    fn start_message(
+        &mut self,
+        now: Instant,
+        start: fn(&mut Requester, u32, Instant) -> Result<(), crate::requester::DuplicateXid>,
+    ) -> Result<u32, ClientError> {
         self.now = Some(now);
         if self.closing {
             return Err(ClientError::Closed);
@@ -126,7 +144,7 @@ impl<L: Clone> Connection<L> {
             xid = xid.wrapping_add(1);
         }
         self.next_option_xid = xid.wrapping_add(1);
-        self.requester().start_option(xid, now)?;
+        start(self.requester(), xid, now)?;
         self.slots.insert(xid, Slot::Waiting);
         self.route();
         Ok(xid)

@@ -82,6 +82,15 @@ impl<L: Clone> Connection<L> {
         self.serving_mut().responder.set_registry(registry);
     }
 
+    /// The handlers of -07 extensions' header types ([`Responder::set_draft07_registry`]).
+    ///
+    /// # Panics
+    ///
+    /// On a client's connection, whose extensions come with its [`ClientConfig`].
+    pub fn set_draft07_registry(&mut self, registry: crate::extension07::Registry07) {
+        self.serving_mut().responder.set_draft07_registry(registry);
+    }
+
     /// Gives this connection the transport-properties extension, stating `ours`
     /// ([`Responder::set_properties`]).
     ///

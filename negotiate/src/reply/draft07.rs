@@ -14,10 +14,16 @@ use rpcrdma_v1::verdict::ErrorReply;
 use rpcrdma_v1::Version;
 use rpcrdma_v2::draft07::continuation::{Reassembly, Step};
 use rpcrdma_v2::draft07::credits::CreditWindow;
+use rpcrdma_v2::draft07::extension::ExtensionMessage;
 use rpcrdma_v2::draft07::header::{Header as Header07, HeaderError, HeaderType};
 use rpcrdma_v2::draft07::properties::{Properties, ReverseDirection};
+use rpcrdma_v2::draft07::verdict::Discard;
 use rpcrdma_v2::draft07::verdict::{self as verdict07, error_reply, Verdict};
-use rpcrdma_v2::draft07::xdr::{Rpcrdma2ErrVers, Rpcrdma2HdrError, RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_HTYPE};
+use rpcrdma_v2::draft07::xdr::{
+    Rpcrdma2ErrVers, Rpcrdma2HdrError, RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_HTYPE, RDMA2_ERR_SYSTEM,
+};
+
+use crate::extension07::ExtensionOutcome;
 use rpcrdma_v2::verdict::Reason;
 
 use super::{Classified, DropReason, Head, Incoming, Outcome, PeerError};
@@ -44,15 +50,17 @@ pub(crate) struct State {
     /// RDMA2_PROPID_BRS in its CONNPROP_FINAL, 5.2.5): `Simple` with a backchannel handler,
     /// else `None`.
     reverse: ReverseDirection,
-    /// Replies to the responder's reverse-direction calls, marshaled, each waiting for room in
-    /// the window ([`State::reverse_reply_due`]).
-    reverse_replies: VecDeque<Vec<u8>>,
+    /// This side's answers to the responder's messages (replies to its reverse-direction
+    /// calls, an extension's answers), marshaled, each waiting for room in the window
+    /// ([`State::answer_due`]).
+    answers: VecDeque<Vec<u8>>,
 }
 
-/// The most replies to reverse-direction calls a requester holds while the responder's
-/// window is shut: as many as the calls a responder may send it at once, which its
-/// advertised credits bound (a responder sending more is beyond them, section 4.2.1).
-pub(crate) const REVERSE_REPLIES_HELD: usize = 64;
+/// The most answers (replies to reverse-direction calls, an extension's answers) a requester
+/// holds while the responder's window is shut: as many as the messages a responder may send
+/// it at once, which its advertised credits bound (a responder sending more is beyond them,
+/// section 4.2.1).
+pub(crate) const ANSWERS_HELD: usize = 64;
 
 impl State {
     /// A connection just established, on which this side advertises `credits` (it keeps one
@@ -68,7 +76,7 @@ impl State {
             theirs: None,
             owed: None,
             reverse: ReverseDirection::None,
-            reverse_replies: VecDeque::new(),
+            answers: VecDeque::new(),
         }
     }
 
@@ -92,14 +100,17 @@ impl State {
     }
 
     /// Owes the responder this side's RDMA2_CONNPROP_FINAL, stating the size of its Receives
-    /// (`receive_size`) and its host authentication material, within the responder's
-    /// Receives (`threshold`, at least 1024, which [`crate::host_auth::MAX_HOST_AUTH`] keeps
-    /// it within): sent as soon as the window has room ([`State::connprop_due`]).
+    /// (`receive_size`), its host authentication material, the reverse direction it offers
+    /// and its extensions' properties (`others`), within the responder's Receives
+    /// (`threshold`, at least 1024, which [`crate::host_auth::MAX_HOST_AUTH`] keeps the base's
+    /// within; an extension's properties beside the longest host authentication may not fit,
+    /// and then none is sent): sent as soon as the window has room ([`State::connprop_due`]).
     pub(crate) fn owe_connprop(
         &mut self,
         receive_size: u32,
         host_auth: Option<&crate::host_auth::HostAuth>,
         reverse: ReverseDirection,
+        others: Vec<(u32, Vec<u8>)>,
         threshold: usize,
     ) {
         let host_auth = host_auth.map(|a| a.as_bytes().to_vec());
@@ -108,6 +119,7 @@ impl State {
             receive_buffer_size: receive_size,
             host_auth,
             reverse_direction: reverse,
+            others,
             ..Properties::default()
         };
         self.owed = ours.connprop_messages(0, 0, threshold).filter(|m| m.len() == 1).map(|mut m| m.remove(0));
@@ -127,25 +139,26 @@ impl State {
         Some(m)
     }
 
-    /// Holds `reply`, this side's answer to a reverse-direction call (an RDMA2_REPLY_INLINE
-    /// or an RDMA2_ERROR), until the window has room for it ([`State::reverse_reply_due`]);
-    /// false, dropping it, when [`REVERSE_REPLIES_HELD`] are held already.
-    pub(crate) fn hold_reverse_reply(&mut self, reply: Vec<u8>) -> bool {
-        if self.reverse_replies.len() >= REVERSE_REPLIES_HELD {
+    /// Holds `reply`, this side's answer to the responder's message (a reverse-direction
+    /// call's RDMA2_REPLY_INLINE or RDMA2_ERROR, an extension's answer), until the window has
+    /// room for it ([`State::answer_due`]); false, dropping it, when [`ANSWERS_HELD`] are
+    /// held already.
+    pub(crate) fn hold_answer(&mut self, reply: Vec<u8>) -> bool {
+        if self.answers.len() >= ANSWERS_HELD {
             return false;
         }
-        self.reverse_replies.push_back(reply);
+        self.answers.push_back(reply);
         true
     }
 
-    /// The oldest reply to a reverse-direction call held, once the window has room for it
+    /// The oldest answer held, once the window has room for it
     /// (section 4.2.1: a reply is a Send like any other), counted as the Send it is and
     /// carrying the running total.
-    pub(crate) fn reverse_reply_due(&mut self) -> Option<Vec<u8>> {
-        if self.reverse_replies.is_empty() || !self.credits.may_send() {
+    pub(crate) fn answer_due(&mut self) -> Option<Vec<u8>> {
+        if self.answers.is_empty() || !self.credits.may_send() {
             return None;
         }
-        let mut m = self.reverse_replies.pop_front()?;
+        let mut m = self.answers.pop_front()?;
         rpcrdma_v1::header::set_credit(&mut m, self.credits.send());
         Some(m)
     }
@@ -199,6 +212,7 @@ pub(crate) fn classify<'a>(
     limits: &HeaderLimits,
     supported: (Version, Version),
     st: &mut State,
+    ext: Extensions<'_>,
     flight_version: impl Fn(u32) -> Option<Version>,
 ) -> Classified<'a> {
     let credit = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(0);
@@ -206,6 +220,19 @@ pub(crate) fn classify<'a>(
         Some(_) => Classified::Head(Head { xid, credit, outcome }),
         None => Classified::Done(Incoming::Dropped(DropReason::UnknownXid(xid))),
     };
+    // Appendix B.2: a header type the base does not define: the answer to our extension
+    // message, or one an extension of ours takes (never between a continued reply's parts,
+    // which the base's rules refuse).
+    if let Some(m) = ExtensionMessage::parse(bytes).filter(|_| st.reassembly.held() == 0) {
+        if (ext.awaiting)(m.xid) {
+            take_total(st, m.credit);
+            return head(m.xid, Outcome::OptionAnswer);
+        }
+        if let Some(outcome) = ext.registry.handle(&m) {
+            take_total(st, m.credit);
+            return Classified::Done(st.extension_answer(&m, outcome));
+        }
+    }
     let policy = verdict07::Policy {
         limits: *limits,
         supported: Rpcrdma2ErrVers { rdma_vers_low: supported.0.wire(), rdma_vers_high: supported.1.wire() },
@@ -225,6 +252,16 @@ pub(crate) fn classify<'a>(
             st.credits.note_received();
             log::warn!("a -07 message {:#010x} refused: {reason}", reply.xid());
             return refused(st, reply, &reason, head);
+        }
+        // Appendix B.4: an error code the base does not define, naming our extension message:
+        // an extension's own, which ends that exchange.
+        Verdict::Discard(Discard::UnknownErrorCode(code))
+            if (ext.awaiting)(Fixed::read(bytes).map_or(0, |f| f.xid)) =>
+        {
+            take_total(st, credit);
+            let xid = Fixed::read(bytes).map_or(0, |f| f.xid);
+            let error = PeerError::Draft07(Rpcrdma2HdrError::Default { discriminant: code });
+            return head(xid, Outcome::Error(error));
         }
         Verdict::Discard(why) => {
             st.credits.note_received();
@@ -286,6 +323,43 @@ pub(crate) fn classify<'a>(
             }
         }
         Step::Dropped { .. } => Classified::Done(Incoming::Dropped(DropReason::Undecodable)),
+    }
+}
+
+/// A requester's -07 extensions as [`classify`] reads them: their handlers, and whether an
+/// XID is our own extension message awaiting its answer.
+pub(crate) struct Extensions<'r> {
+    pub(crate) registry: &'r crate::extension07::Registry07,
+    pub(crate) awaiting: &'r dyn Fn(u32) -> bool,
+}
+
+impl State {
+    /// What goes back for the responder's extension message `m`, as its handler's `outcome`
+    /// says (Appendix B.2, B.4): its answer, held until the window has room for it and within
+    /// the responder's Receive (else RDMA2_ERR_SYSTEM, this side's own limit, 7.4.1), an
+    /// RDMA2_ERROR with the handler's code, nothing, or RDMA2_ERR_INVAL_HTYPE when the
+    /// handler declines it.
+    fn extension_answer(&mut self, m: &ExtensionMessage<'_>, outcome: ExtensionOutcome) -> Incoming<'static> {
+        match outcome {
+            ExtensionOutcome::Answer { htype, body } => {
+                let room = self.peer_receive_size().unwrap_or(Properties::default().receive_buffer_size);
+                let answer = ExtensionMessage::to_message(m.xid, 0, htype, &body);
+                if answer.len() > room as usize {
+                    log::warn!("the answer to -07 extension message {:#010x} is over the responder's Receive", m.xid);
+                    return Incoming::Refuse(self.answer(m.xid, RDMA2_ERR_SYSTEM));
+                }
+                if !self.hold_answer(answer) {
+                    log::warn!(
+                        "-07: too many answers wait for the window; extension message {:#010x} unanswered",
+                        m.xid
+                    );
+                }
+                Incoming::Taken
+            }
+            ExtensionOutcome::Error(code) => Incoming::Refuse(self.answer(m.xid, code)),
+            ExtensionOutcome::Done => Incoming::Taken,
+            ExtensionOutcome::Unsupported => Incoming::Refuse(self.answer(m.xid, RDMA2_ERR_INVAL_HTYPE)),
+        }
     }
 }
 

@@ -158,6 +158,9 @@ pub(super) fn accept<B: Backend>(
     let mut core = Core::server(cfg.responder, cfg.limits.idle_timeout, req.private_data(), ours, now);
     // This connection's own handlers for RDMA_OPTIONAL (each connection has its Responder).
     core.set_registry(crate::extension::registry(&cfg.extensions));
+    let registry07 = crate::extension07::Registry07::of(&cfg.draft07_extensions);
+    let extension_properties = registry07.properties().to_vec();
+    core.set_draft07_registry(registry07);
     if let Some(ours) = cfg.properties {
         core.set_properties(ours);
     }
@@ -173,6 +176,7 @@ pub(super) fn accept<B: Backend>(
         max_segment_size: u32::try_from(limits.max_chunk_len).unwrap_or(u32::MAX),
         max_segment_count: limits.max_segments,
         host_auth: cfg.host_auth.as_ref().map(|a| a.as_bytes().to_vec()),
+        others: extension_properties,
         ..Properties::default()
     });
     let pd = backend.alloc_pd().ok()?;

@@ -44,6 +44,7 @@
 
 pub mod continuation;
 pub mod credits;
+pub mod extension;
 pub mod header;
 pub mod marshal;
 pub mod properties;

@@ -83,6 +83,11 @@ pub struct Properties {
     /// Host Auth Message, RDMA2_PROPID_HOSTAUTH (5.2.6), for the caller to judge; `None`
     /// when not stated (the peer stays unauthenticated).
     pub host_auth: Option<Vec<u8>>,
+    /// Properties the base does not define, as `(rdma_which, rdma_data)` in the order
+    /// stated: an extension's (Appendix B.3), for the extension to read. The base has a
+    /// receiver not process them (5.1); kept here, each once (the first stated, as for the
+    /// base's), and sent by [`Properties::to_propvals`] after the base's.
+    pub others: Vec<(u32, Vec<u8>)>,
 }
 
 impl Default for Properties {
@@ -95,6 +100,7 @@ impl Default for Properties {
             max_segment_count: 16,
             reverse_direction: ReverseDirection::None,
             host_auth: None,
+            others: Vec::new(),
         }
     }
 }
@@ -151,8 +157,11 @@ impl Properties {
                     p.host_auth =
                         Some(if empty { Vec::new() } else { exactly::<Rpcrdma2PropHostauth>(which, data)?.0.to_vec() });
                 }
-                // Not recognized: "the receiver does not process that rpcrdma2_propval".
-                _ => {}
+                // Not recognized: "the receiver does not process that rpcrdma2_propval"; kept
+                // for an extension that knows it (its bytes are the message's: a peer sizes
+                // nothing here beyond what it sent).
+                _ if p.others.iter().any(|(w, _)| *w == which) => {}
+                _ => p.others.push((which, data.to_vec())),
             }
         }
         Ok(p)
@@ -190,6 +199,7 @@ impl Properties {
             let data = Rpcrdma2PropHostauth(auth).to_vec().expect("an opaque<> under 4 GiB encodes");
             out.push((RDMA2_PROPID_HOSTAUTH, data));
         }
+        out.extend(self.others.iter().cloned());
         out
     }
 

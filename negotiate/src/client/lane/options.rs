@@ -3,7 +3,14 @@
 //! (`specs/rpcrdma2-transport-properties.txt`).
 
 use super::*;
+use crate::connection::Connection;
+use crate::extension07::ExtensionReply;
 use rpcrdma_v2::dialect::Dialect;
+use rpcrdma_v2::draft07::extension::ExtensionMessage;
+
+/// How a message of ours that is not a call starts in a lane's core
+/// ([`Connection::start_option`], [`Connection::start_extension`]).
+type StartMessage<B> = fn(&mut Connection<Arc<Link<B>>>, Instant) -> Result<u32, ClientError>;
 
 impl<B: Backend> Shared<B> {
     /// Sends an RDMA_OPTIONAL and waits for its outcome, as
@@ -14,47 +21,88 @@ impl<B: Backend> Shared<B> {
         optinfo: &[u8],
         payload: &[u8],
     ) -> Result<OptionReply, ClientError> {
+        let marshal = |xid: u32, t: &Transmit| {
+            let threshold = t.thresholds.call;
+            option_message(xid, t.credits, opttype, optinfo, payload, threshold).ok_or(ClientError::OptionTooLarge {
+                len: 24 + optinfo.len().div_ceil(4) * 4 + payload.len(),
+                threshold,
+            })
+        };
+        let result = self.exchange(Connection::start_option, marshal, send_error, |step| match step {
+            // Judged by the core as the answer to ours: it decodes.
+            Ok(message) => OptionReply::from_message(&message).ok_or(ClientError::Closed),
+            Err(ClientError::Call(CallFailure::Peer(PeerError::InvalOption))) => Ok(OptionReply::NotSupported),
+            Err(e) => Err(e),
+        });
+        log::debug!("RDMA_OPTIONAL {opttype:#x}: {result:?}");
+        result
+    }
+
+    /// Sends a message of a -07 extension's header type and waits for its outcome, as
+    /// [`Client::send_extension`](super::Client::send_extension) says.
+    pub(in crate::client) fn send_extension(&self, htype: u32, body: &[u8]) -> Result<ExtensionReply, ClientError> {
+        let marshal = |xid: u32, t: &Transmit| {
+            let bytes = ExtensionMessage::to_message(xid, t.credits, htype, body);
+            let threshold = t.thresholds.call;
+            match bytes.len() > threshold {
+                true => Err(ClientError::OptionTooLarge { len: bytes.len(), threshold }),
+                false => Ok(bytes),
+            }
+        };
+        // (A -07 message: stamped with the highest running total sent, 4.2.1.)
+        let result = self.exchange(Connection::start_extension, marshal, send_draft07, |step| match step {
+            // Judged by the core as the answer to ours: an extension's message.
+            Ok(message) => {
+                let m = ExtensionMessage::parse(&message).ok_or(ClientError::Closed)?;
+                Ok(ExtensionReply::Answer { htype: m.htype, body: m.body.to_vec() })
+            }
+            Err(ClientError::Call(CallFailure::Peer(PeerError::Draft07(e)))) => Ok(match e.code() {
+                rpcrdma_v2::draft07::xdr::RDMA2_ERR_INVAL_HTYPE => ExtensionReply::NotSupported,
+                code => ExtensionReply::Error(code),
+            }),
+            Err(e) => Err(e),
+        });
+        log::debug!("-07 extension message {htype:#x}: {result:?}");
+        result
+    }
+
+    /// One exchange of a message of ours that is not a call: `start` begins it in the core
+    /// (which picks its XID), `marshal` writes it for its transmission, `send` posts it, and
+    /// `outcome` makes the result of the answer (its bytes) or the failure. Never marshaled
+    /// ahead or posted by another thread; a broken connection fails it through the core.
+    fn exchange<T>(
+        &self,
+        start: StartMessage<B>,
+        marshal: impl Fn(u32, &Transmit) -> Result<Vec<u8>, ClientError>,
+        send: fn(&Transport<B>, &[u8]) -> Result<(), DataPathError>,
+        outcome: impl FnOnce(Result<Vec<u8>, ClientError>) -> Result<T, ClientError>,
+    ) -> Result<T, ClientError> {
         let xid = {
             let mut st = self.lock();
             let now = Instant::now();
-            let xid = st.core.start_option(now)?;
+            let xid = start(&mut st.core, now)?;
             st.last_active = now;
             st.waiters.insert(xid, Waiter::Thread(std::thread::current()));
             st.wake();
             xid
         };
         let result = loop {
-            // An RDMA_OPTIONAL is never marshaled ahead or posted by another thread.
             match self.wait_step(xid).0 {
                 CallStep::Transmit { transmit: t, link } => {
-                    let threshold = t.thresholds.call;
-                    let Some(bytes) = option_message(xid, t.credits, opttype, optinfo, payload, threshold) else {
-                        let len = 24 + optinfo.len().div_ceil(4) * 4 + payload.len();
+                    let sent = marshal(xid, &t).and_then(|bytes| match send(&link.conn, &bytes) {
+                        Err(_) if link.conn.qp().state() == QpState::Error => Ok(()),
+                        other => other.map_err(ClientError::from),
+                    });
+                    if let Err(e) = sent {
                         self.lock().core.cancel(xid, Instant::now());
-                        break Err(ClientError::OptionTooLarge { len, threshold });
-                    };
-                    match send_error(&link.conn, &bytes) {
-                        Ok(()) => {}
-                        // A broken connection fails the option through the core.
-                        Err(_) if link.conn.qp().state() == QpState::Error => {}
-                        Err(e) => {
-                            self.lock().core.cancel(xid, Instant::now());
-                            break Err(e.into());
-                        }
+                        break outcome(Err(e));
                     }
                 }
-                CallStep::Reply { message, .. } => {
-                    // Judged by the core as the answer to ours: it decodes.
-                    break OptionReply::from_message(&message).ok_or(ClientError::Closed);
-                }
-                CallStep::Failed(ClientError::Call(CallFailure::Peer(PeerError::InvalOption))) => {
-                    break Ok(OptionReply::NotSupported);
-                }
-                CallStep::Failed(e) => break Err(e),
+                CallStep::Reply { message, .. } => break outcome(Ok(message)),
+                CallStep::Failed(e) => break outcome(Err(e)),
             }
         };
         self.end(xid, None);
-        log::debug!("RDMA_OPTIONAL {opttype:#x} (XID {xid:#010x}): {result:?}");
         result
     }
 

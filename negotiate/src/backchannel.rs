@@ -88,6 +88,10 @@ pub enum BackchannelError {
     /// 4.3.3 (one dialect per connection).
     #[error("the connection speaks draft-ietf-nfsv4-rpcrdma-version-two-07, which has no RDMA_OPTIONAL")]
     Draft07,
+    /// A -07 extension's message ([`Backchannel::send_extension`]) on a connection that does
+    /// not speak draft-ietf-nfsv4-rpcrdma-version-two-07: it has no such header types.
+    #[error("the connection does not speak draft-ietf-nfsv4-rpcrdma-version-two-07")]
+    NotDraft07,
     /// A -07 connection whose client has not offered the reverse direction (no RDMA2_PROPID_BRS
     /// in its RDMA2_CONNPROP_FINAL, or RDMA2_RVRSDIR_NONE): section 4.6.3, "an Upper-Layer
     /// Protocol MUST NOT perform reverse-direction RPC operations until the RPC client
@@ -337,7 +341,11 @@ impl std::fmt::Debug for Backchannel {
 
 impl Backchannel {
     /// Sends the RPC call `message` (its XID first, chosen by the caller) to the client and
-    /// returns its RPC reply.
+    /// returns its RPC reply. In Version One and -00 it goes as RDMA_MSG (RFC 8167); on a
+    /// draft-ietf-nfsv4-rpcrdma-version-two-07 connection as a reverse-direction
+    /// RDMA2_CALL_INLINE with no chunk (section 4.6, the Simple format), which needs the
+    /// client to have offered it in its RDMA2_CONNPROP_FINAL (RDMA2_PROPID_BRS, 5.2.5): until
+    /// then [`BackchannelError::ReverseDirectionNotOffered`], nothing sent (4.6.3).
     pub fn call(&self, message: &[u8]) -> Result<Vec<u8>, BackchannelError> {
         self.inner.call(message)
     }
@@ -387,7 +395,7 @@ impl Backchannel {
     /// does the other way: its extension's answer, [`ExtensionReply::NotSupported`]
     /// (RDMA2_ERR_INVAL_HTYPE), or another RDMA2_ERROR's code. One at a time per connection
     /// (with backward calls: [`BackchannelError::Busy`]); on a connection that does not speak
-    /// -07, [`BackchannelError::NotVersionTwo`].
+    /// -07, [`BackchannelError::NotDraft07`].
     ///
     /// ```
     /// use std::sync::Arc;
@@ -571,7 +579,7 @@ impl<B: Backend> ServerSide<B> {
     fn extension_exchange(&self, htype: u32, body: &[u8]) -> Result<ExtensionReply, BackchannelError> {
         let allowed = |f: &Forward| match f.draft07 {
             true => Ok(()),
-            false => Err(BackchannelError::NotVersionTwo(f.version)),
+            false => Err(BackchannelError::NotDraft07),
         };
         self.exchange(allowed, |t, xid| {
             // Server to client: the client's Receives, sized by the reply threshold.

@@ -330,6 +330,51 @@ impl<B: Backend> Client<B> {
         self.lanes[0].send_option(opttype, optinfo, payload)
     }
 
+    /// Sends the call `message` (XID first) of a call-only procedure, one whose Upper-Layer
+    /// Protocol has no reply for it (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7),
+    /// and returns once it is posted: there is nothing to wait for. It goes with no chunk, as
+    /// 4.7 requires: in one Send, or continued across several
+    /// ([`RequesterConfig::max_call_parts`](crate::requester::RequesterConfig::max_call_parts));
+    /// one too large for that fails with `DataPathError::CallOnlyTooLarge`, unsent. It takes a
+    /// place in the server's window, which the server's later messages (replies to other
+    /// calls, or its RDMA2_GRANT) open again; it is never sent again once posted.
+    ///
+    /// The connection must have settled on -07 (make a call first): otherwise this fails at
+    /// once with `ClientError::Call(CallFailure::NotVersionTwo)`. A server of this crate runs
+    /// the call's handler and sends nothing back when the handler's reply is empty.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::requester::RequesterConfig;
+    /// use negotiate::responder::ResponderConfig;
+    /// use negotiate::server::{Server, ServerConfig};
+    /// use rpcrdma_v1::ulb::OpaqueAtUlb;
+    /// use rpcrdma_v2::dialect::{Dialect, VersionTwo};
+    /// use rpcrdma_verbs::InProcess;
+    ///
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+    /// // Procedure 9 is call-only: the handler notes it and answers nothing.
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let s = seen.clone();
+    /// let handler = move |call: &[u8]| match call[7] {
+    ///     9 => { s.lock().unwrap().push(call.to_vec()); Vec::new() }
+    ///     _ => [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat(),
+    /// };
+    /// let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    /// let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ulb), handler).unwrap();
+    /// let requester = RequesterConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
+    /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default().requester(requester));
+    /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // settles -07
+    /// client.call_only(&[0, 0, 0, 2, 0, 0, 0, 9]).unwrap();
+    /// client.call(&[0, 0, 0, 3, 0, 0, 0, 0], &ulb).unwrap(); // served after it, in order
+    /// assert_eq!(seen.lock().unwrap().as_slice(), [vec![0, 0, 0, 2, 0, 0, 0, 9]]);
+    /// ```
+    pub fn call_only(&self, message: &[u8]) -> Result<(), ClientError> {
+        let xid = xid_of(message)?;
+        self.lane(xid).call_only(xid, message)
+    }
+
     /// Sends a message of a draft-ietf-nfsv4-rpcrdma-version-two-07 extension's header type
     /// `htype` (its Appendix B.2; [`crate::extension07`]) with `body` after the four words
     /// every header starts with, on the first connection, and returns what the server made of
@@ -469,6 +514,7 @@ impl<B: Backend> Client<B> {
             chunked: a.chunked + s.chunked,
             long: a.long + s.long,
             continued: a.continued + s.continued,
+            call_only: a.call_only + s.call_only,
         })
     }
 

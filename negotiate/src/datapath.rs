@@ -91,8 +91,8 @@ use rpcrdma_v1::reassemble::{DdpViolation, ReassemblyError};
 use rpcrdma_verbs::{Access, Backend, Completion, MemoryRegion, ProtectionDomain, QpState, QueuePair, SendFlags, Sge};
 
 pub use call::{
-    prepare_call, send_call, send_call_continuing, send_call_lent, CallParams, PendingCall, PreparedCall, ReducedAt,
-    ReplyInPlace,
+    prepare_call, send_call, send_call_continuing, send_call_lent, send_call_only, CallParams, PendingCall,
+    PreparedCall, ReducedAt, ReplyInPlace,
 };
 pub use receive::{ReceivePool, Received};
 pub use registrar::{ChunkMemory, Landed, WindowRegistrar};
@@ -200,6 +200,19 @@ pub enum DataPathError {
         most: usize,
         /// The responder's Maximum Segment Size, which the chunks were cut to.
         max_size: u32,
+    },
+    /// A call-only procedure's call (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7,
+    /// "Requesters MUST NOT use chunks when sending Call-only RPC procedures") too large to go
+    /// without chunks: beyond the responder's Receive in one Send, and beyond what `parts`
+    /// continued Sends carry. Nothing was sent; the connection goes on.
+    #[error("a call-only message of {len} bytes goes without chunks in at most {parts} Sends of {threshold} bytes, and does not fit them (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7)")]
+    CallOnlyTooLarge {
+        /// The RPC call's length.
+        len: usize,
+        /// The responder's Receive (the call inline threshold).
+        threshold: usize,
+        /// The most Sends it could continue across.
+        parts: usize,
     },
     /// The peer's Send with Invalidate killed a key that is not one of this call's (RFC 8797
     /// section 4.1: it "MUST invalidate an STag associated only with the Transaction ID").

@@ -303,6 +303,8 @@ struct Call {
     /// A message of ours that is not an RPC call, in its dialect's form: -00's RDMA_OPTIONAL
     /// ([`Requester::start_option`]) or a -07 extension's ([`Requester::start_extension`]).
     option: Option<Dialect>,
+    /// A call-only procedure's call ([`Requester::start_call_only`]): over once sent.
+    call_only: bool,
 }
 
 struct Flight {
@@ -442,7 +444,7 @@ impl Requester {
     /// RDMA2_REPLY_INLINE, or an RDMA2_ERROR), until the responder's window has room for it:
     /// it then comes out of [`Requester::poll_transmit`] carrying the running total (section
     /// 4.2.1). Dropped, and false, on a connection not settled on -07, or with
-    /// `reply::draft07::REVERSE_REPLIES_HELD` held already.
+    /// `reply::draft07::ANSWERS_HELD` answers held already.
     pub fn queue_reverse_reply(&mut self, reply: Vec<u8>) -> bool {
         let Some(conn) = self.conn.as_mut().filter(|c| !c.closing) else { return false };
         let Some(st) = conn.d07.as_mut().filter(|_| matches!(conn.version, Negotiation::Settled(Version::TWO))) else {
@@ -499,9 +501,12 @@ impl Requester {
     }
 
     /// The next message of this side's own the driver must send on the current connection,
-    /// marshaled and counted against the responder's credits: a -07 RDMA2_CONNPROP_FINAL,
-    /// queued when the connection settles on -07 (section 6.3.4: "Each peer sends an
-    /// RDMA2_CONNPROP_FINAL ... after the client has established a connection").
+    /// marshaled and counted against the responder's credits: on -07, its
+    /// RDMA2_CONNPROP_FINAL, queued when the connection settles (section 6.3.4: "Each peer
+    /// sends an RDMA2_CONNPROP_FINAL ... after the client has established a connection"), an
+    /// RDMA2_GRANT when the responder's window needs one (4.2.1.1), and its answers to the
+    /// responder's messages held for room in the window (replies to reverse-direction calls,
+    /// an extension's answers and refusals).
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
         self.transmits.pop_front()
     }
@@ -585,7 +590,7 @@ impl Requester {
         if self.calls.contains_key(&xid) {
             return Err(DuplicateXid(xid));
         }
-        self.calls.insert(xid, Call { attempts: 0, flight: None, option: None });
+        self.calls.insert(xid, Call { attempts: 0, flight: None, option: None, call_only: false });
         self.queue.push_back(xid);
         self.want_connection();
         self.pump(now);
@@ -626,6 +631,49 @@ impl Requester {
         self.start_message(xid, Dialect::Ietf07, now)
     }
 
+    /// Starts call `xid` of a call-only procedure (draft-ietf-nfsv4-rpcrdma-version-two-07
+    /// section 4.7: "There is no corresponding Reply"): it waits for its turn and a place in
+    /// the responder's window as a call does, and ends once sent
+    /// ([`Requester::sent_call_only`]), never sent again. It needs a connection settled on
+    /// -07, whose credits are running totals that the responder's later messages raise
+    /// whatever they answer; on another it fails at once with [`CallFailure::NotVersionTwo`].
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use negotiate::requester::{CallFailure, RequesterConfig, Event, Requester};
+    /// let now = Instant::now();
+    /// let mut r = Requester::new(RequesterConfig::default(), "a");
+    /// r.poll_event(); // Connect
+    /// r.on_connected(None, &[], now); // probing: not settled
+    /// r.start_call_only(9, now).unwrap();
+    /// assert_eq!(r.poll_event(), Some(Event::Failed { xid: 9, error: CallFailure::NotVersionTwo }));
+    /// ```
+    pub fn start_call_only(&mut self, xid: u32, now: Instant) -> Result<(), DuplicateXid> {
+        if self.calls.contains_key(&xid) {
+            return Err(DuplicateXid(xid));
+        }
+        if self.dialect() != Some(Dialect::Ietf07) {
+            self.events.push_back(Event::Failed { xid, error: CallFailure::NotVersionTwo });
+            return Ok(());
+        }
+        self.calls.insert(xid, Call { attempts: 0, flight: None, option: None, call_only: true });
+        self.queue.push_back(xid);
+        self.pump(now);
+        Ok(())
+    }
+
+    /// Call-only call `xid`'s transmission was sent: it is over, its place among the calls
+    /// in flight free again (the Sends it took stay counted in the window, 4.2.1). False if
+    /// no such call-only call was in flight.
+    pub fn sent_call_only(&mut self, xid: u32, now: Instant) -> bool {
+        if !self.calls.get(&xid).is_some_and(|c| c.call_only && c.flight.is_some()) {
+            return false;
+        }
+        self.finish(xid);
+        self.pump(now);
+        true
+    }
+
     /// Starts a message of ours that is not an RPC call, in `dialect`'s form.
     fn start_message(&mut self, xid: u32, dialect: Dialect, now: Instant) -> Result<(), DuplicateXid> {
         if self.calls.contains_key(&xid) {
@@ -635,7 +683,7 @@ impl Requester {
             self.events.push_back(Event::Failed { xid, error: CallFailure::NotVersionTwo });
             return Ok(());
         }
-        self.calls.insert(xid, Call { attempts: 0, flight: None, option: Some(dialect) });
+        self.calls.insert(xid, Call { attempts: 0, flight: None, option: Some(dialect), call_only: false });
         self.queue.push_back(xid);
         self.pump(now);
         Ok(())
@@ -979,11 +1027,11 @@ impl Requester {
             if conn.closing {
                 return; // RFC 8166 section 4.5.4: its calls go out again on the next connection
             }
-            // (An option goes only on a connection settled in its dialect.)
-            if self.calls[&xid]
-                .option
-                .is_some_and(|d| !matches!(conn.version, Negotiation::Settled(Version::TWO)) || conn.dialect != d)
-            {
+            // (An option goes only on a connection settled in its dialect, a call-only call
+            // on one settled on -07.)
+            let call = &self.calls[&xid];
+            let needs = call.option.or(call.call_only.then_some(Dialect::Ietf07));
+            if needs.is_some_and(|d| !matches!(conn.version, Negotiation::Settled(Version::TWO)) || conn.dialect != d) {
                 self.queue.pop_front();
                 self.complete_failed(xid, CallFailure::NotVersionTwo);
                 continue;

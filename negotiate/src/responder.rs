@@ -24,7 +24,7 @@ use rpcrdma_v2::draft07::continuation::{Reassembly, Step};
 use rpcrdma_v2::draft07::credits::{self as credits07, CreditWindow};
 use rpcrdma_v2::draft07::extension::ExtensionMessage;
 use rpcrdma_v2::draft07::header::{HeaderError as HeaderError07, HeaderType};
-use rpcrdma_v2::draft07::properties::Properties;
+use rpcrdma_v2::draft07::properties::{Properties, ReverseDirection};
 use rpcrdma_v2::draft07::verdict as verdict07;
 use rpcrdma_v2::draft07::xdr::{
     Rpcrdma2ErrVers, Rpcrdma2HdrError, RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_HTYPE, RDMA2_ERR_VERS_MISMATCH,
@@ -724,6 +724,16 @@ impl Responder {
 
     /// An RDMA2_GRANT for the requester, counted as sent, when one is due and may go (section
     /// 4.2.1.1: the requester has used more than half the window this side last gave it).
+    /// An RDMA2_GRANT when one is due on a -07 connection (section 4.2.1.1), counted as the
+    /// Send it is: while a continued call arrives, and after a call-only call, which no reply
+    /// answers. `None` off -07.
+    pub fn draft07_grant_if_due(&mut self) -> Option<Vec<u8>> {
+        if self.dialect != Some(Dialect::Ietf07) {
+            return None;
+        }
+        self.grant_if_due()
+    }
+
     fn grant_if_due(&mut self) -> Option<Vec<u8>> {
         self.d07.credits.take_grant().map(|total| rpcrdma_v2::draft07::marshal::grant_message(total).to_vec())
     }
@@ -939,6 +949,15 @@ impl Responder {
         let htype = header.header_type();
         if htype == HeaderType::ReplyInline && awaiting(header.xid()) {
             return Err(self.reverse_reply(header));
+        }
+        // A reply to none of ours on a connection whose requester offered the reverse
+        // direction: one to a reverse-direction call given up (timed out) before its reply
+        // came, dropped as a reply to no call is; answering it INVAL_HTYPE would tell the
+        // requester replies are not taken here, and fail its own call of the same XID.
+        let offered = self.d07.theirs.as_ref().is_some_and(|p| p.reverse_direction != ReverseDirection::None);
+        if htype.is_reply() && offered {
+            log::info!("-07 {htype:?} {:#010x} answers no reverse-direction call of ours: dropped", header.xid());
+            return Err(Received::Dropped);
         }
         if htype.is_reply() {
             log::warn!("-07 {htype:?} {:#010x} not taken on a responder's connection", header.xid());

@@ -271,6 +271,9 @@ pub struct ServerStats {
     /// Of the inline replies, those continued across several Sends on a -07 connection
     /// (RDMA2_REPLY_MIDDLE parts, draft-ietf-nfsv4-rpcrdma-version-two-07 section 6.6.4).
     pub continued_replies: u64,
+    /// Calls served with no reply: call-only procedures' on -07 connections, whose handler
+    /// answered with an empty reply ([`Answered::CallOnly`], section 4.7).
+    pub call_only_calls: u64,
     /// DDP-eligible results written into the requester's Write chunks.
     pub write_chunk_results: u64,
     /// RDMA_ERROR replies sent.

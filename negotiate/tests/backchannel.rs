@@ -297,3 +297,38 @@ fn draft07_4_6_3_no_reverse_call_goes_to_a_client_that_did_not_offer_it() {
     assert!(sends_of(&from_server, HeaderType::CallInline).is_empty());
     assert_eq!(client.call(&rpc(3, 0, &[3; 8]), &ULB).unwrap(), rpc(3, 1, &[3; 8]));
 }
+
+/// Section 4.6 with 7.1.3, by bytes: a -07 server's connection core answers a reply that
+/// names none of its reverse-direction calls RDMA2_ERR_INVAL_HTYPE while its client has not
+/// offered the reverse direction (a header type it does not take), and drops it once the
+/// client has (a reverse call given up before its reply came: answering it would tell the
+/// client replies are not taken here, and fail its own call of that XID).
+#[test]
+fn draft07_4_6_a_late_reverse_reply_is_dropped_not_refused() {
+    use negotiate::connection::{Arrival, Connection, Received};
+    use negotiate::responder::ResponderConfig;
+    use rpcrdma_v2::draft07::marshal;
+    let now = Instant::now();
+    let mut server: Connection<()> =
+        Connection::server(ResponderConfig::default().draft07(true), Duration::from_secs(60), &[], None, now);
+    let mut first = vec![0u8; 64];
+    let n = marshal::call_inline(&mut first, 1, 1, 0, &marshal::NO_CHUNKS, &rpc(1, 0, &[])).unwrap();
+    assert!(matches!(server.handle_receive(&first[..n], Arrival::default(), now), Received::Call { .. }));
+    let reply = |xid: u32, total: u32| {
+        let mut out = vec![0u8; 64];
+        let n = marshal::reply_inline(&mut out, xid, total, rpcrdma_v1::rt::List::from_slice(&[]), &rpc(xid, 1, &[]))
+            .unwrap();
+        out.truncate(n);
+        out
+    };
+    let late = reply(0x9000_0001, 2);
+    let got = server.handle_receive(&late, Arrival::default(), now);
+    assert!(matches!(&got, Received::SendError(e) if e.code() == 4), "{got:?}");
+    // The client's CONNPROP_FINAL offers the reverse direction.
+    let offer = Properties { reverse_direction: ReverseDirection::Simple, ..Properties::default() };
+    let connprop = offer.connprop_messages(0, 3, 4096).unwrap().remove(0);
+    assert!(matches!(server.handle_receive(&connprop, Arrival::default(), now), Received::Nothing(_)));
+    let late = reply(0x9000_0002, 4);
+    let got = server.handle_receive(&late, Arrival::default(), now);
+    assert!(matches!(got, Received::Nothing(_)), "{got:?}");
+}

@@ -8,9 +8,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use negotiate::client::{Client, ClientConfig};
+use negotiate::client::{Client, ClientConfig, ClientError};
 use negotiate::connection::{Arrival, CallStep, Connection, Received};
+use negotiate::datapath::DataPathError;
 use negotiate::datapath::Ended;
+use negotiate::requester::CallFailure;
 use negotiate::requester::RequesterConfig;
 use negotiate::responder::ResponderConfig;
 use negotiate::server::{Server, ServerConfig};
@@ -26,6 +28,7 @@ use rpcrdma_verbs::capture::{Captured, CapturedMessage};
 use rpcrdma_verbs::{Backend, InProcess, Tcp};
 
 const D07: VersionTwo = VersionTwo::One(Dialect::Ietf07);
+const CEL00: VersionTwo = VersionTwo::One(Dialect::Cel00);
 
 fn words(w: &[u32]) -> Vec<u8> {
     w.iter().flat_map(|x| x.to_be_bytes()).collect()
@@ -1324,31 +1327,132 @@ fn draft07_4_6_4_a_reverse_call_with_chunks_is_refused_with_a_7_3_error() {
         (ChunkLists { writes: List::from_slice(&write), ..marshal::NO_CHUNKS }, 7),
         (ChunkLists { reply: Some(write[0]), ..marshal::NO_CHUNKS }, 10),
     ];
+    // Each refusal waits, like any -07 Send, for room in the responder's window (section
+    // 4.2.1): the reverse calls here carry a total that leaves room.
     let mut c = offering_reverse(32);
+    c.poll_transmit(); // this side's CONNPROP_FINAL
+    let total = 100;
+    let refused = |c: &mut Connection<u32>, bytes: &[u8]| {
+        assert_eq!(c.handle_receive(bytes, Arrival::default(), Instant::now()), Received::Nothing(None));
+        let e = c.poll_transmit().expect("the RDMA2_ERROR, the window having room");
+        let h = Header::parse(&e, &HeaderLimits::default()).unwrap();
+        assert_eq!(h.header_type(), HeaderType::Error);
+        (h.xid(), h.error().unwrap().code(), e)
+    };
     for (lists, code) in cases {
-        let call = reverse_call(0x70, 33, &lists, &rpc);
-        let Received::SendError(e) = c.handle_receive(&call, Arrival::default(), Instant::now()) else {
-            panic!("not refused: {lists:?}")
-        };
-        assert_eq!((e.xid(), e.code()), (0x70, code), "{lists:?}");
+        let (xid, got, e) = refused(&mut c, &reverse_call(0x70, total, &lists, &rpc));
+        assert_eq!((xid, got), (0x70, code), "{lists:?}");
         if code != 10 {
-            assert_eq!(word(e.as_bytes(), 5), 0, "rdma_max_chunks: none taken");
+            assert_eq!(word(&e, 5), 0, "rdma_max_chunks: none taken");
         }
     }
     // In a Call chunk.
     let whole = [XdrReadChunk { position: 0, target: seg }];
     let mut ext = vec![0u8; 128];
-    let n = marshal::call_external(&mut ext, 0x71, 33, 0, List::from_slice(&whole), &marshal::NO_CHUNKS).unwrap();
-    let got = c.handle_receive(&ext[..n], Arrival::default(), Instant::now());
-    let Received::SendError(e) = got else { panic!("{got:?}") };
-    assert_eq!((e.xid(), e.code()), (0x71, 6));
+    let n = marshal::call_external(&mut ext, 0x71, total, 0, List::from_slice(&whole), &marshal::NO_CHUNKS).unwrap();
+    let (xid, code, _) = refused(&mut c, &ext[..n]);
+    assert_eq!((xid, code), (0x71, 6));
     // Continued.
     let mut mid = vec![0u8; 64];
-    let n = marshal::middle(&mut mid, 0x72, 33, MessageType::Call, 8, &words(&[0x72, 0])).unwrap();
-    let Received::SendError(e) = c.handle_receive(&mid[..n], Arrival::default(), Instant::now()) else { panic!() };
-    assert_eq!((e.xid(), e.code()), (0x72, 4));
+    let n = marshal::middle(&mut mid, 0x72, total, MessageType::Call, 8, &words(&[0x72, 0])).unwrap();
+    let (xid, code, _) = refused(&mut c, &mid[..n]);
+    assert_eq!((xid, code), (0x72, 4));
     // Its RPC call starting with another XID.
-    let call = reverse_call(0x73, 33, &marshal::NO_CHUNKS, &words(&[0x99, 0]));
-    let Received::SendError(e) = c.handle_receive(&call, Arrival::default(), Instant::now()) else { panic!() };
-    assert_eq!((e.xid(), e.code()), (0x73, 2));
+    let (xid, code, _) = refused(&mut c, &reverse_call(0x73, total, &marshal::NO_CHUNKS, &words(&[0x99, 0])));
+    assert_eq!((xid, code), (0x73, 2));
+
+    // With the window shut, a refusal waits for the responder's next total.
+    let mut c = offering_reverse(2);
+    c.poll_transmit(); // this side's CONNPROP_FINAL took the last place
+    let call = reverse_call(0x74, 2, &ChunkLists { reads: List::from_slice(&read), ..marshal::NO_CHUNKS }, &rpc);
+    assert_eq!(c.handle_receive(&call, Arrival::default(), Instant::now()), Received::Nothing(None));
+    assert_eq!(c.poll_transmit(), None, "no room: the refusal waits");
+    receive(&mut c, &marshal::grant_message(5));
+    let e = c.poll_transmit().expect("the RDMA2_ERROR, once the window opened");
+    assert_eq!((word(&e, 0), word(&e, 3), word(&e, 4)), (0x74, 4, 6));
+}
+
+/// A server whose procedure 9 is call-only: its handler records the call and answers with
+/// nothing (an empty reply), every other call is served as `serve` serves it.
+fn call_only_server<B: Backend + Clone>(backend: B, seen: Arc<Mutex<Vec<Vec<u8>>>>) -> Server {
+    let handler = move |call: &[u8]| {
+        if word(call, 1) == 0 && word(call, 2) == 9 {
+            seen.lock().unwrap().push(call.to_vec());
+            return Vec::new();
+        }
+        serve(call)
+    };
+    let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    Server::start(backend.clone(), backend.any_address(), scfg, Arc::new(SERVER_ULB), handler).unwrap()
+}
+
+/// Section 4.7: "There is no corresponding Reply to a Call-only procedure ... Therefore,
+/// Requesters MUST NOT use chunks when sending Call-only RPC procedures". Through a real
+/// Client and Server: call-only calls go in RDMA2_CALL_INLINE with empty chunk lists, a large
+/// one continued across Sends (still no chunk), one too large for that is refused unsent
+/// (`DataPathError::CallOnlyTooLarge`), and the server runs each once, in order, sending
+/// nothing back for it. Two hundred of them, far beyond the server's 32 credits, all go:
+/// the server's RDMA2_GRANTs (4.2.1.1) open the window no reply does, and it never counts a
+/// message beyond its totals.
+#[test]
+fn draft07_4_7_call_only_calls_go_without_chunks_and_get_no_reply() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (server_side, replies) = capturing(InProcess);
+    let server = call_only_server(server_side, seen.clone());
+    let (client_side, calls) = capturing(InProcess);
+    let client = Client::new(client_side, server.local_addr(), client_config((Version::ONE, Version::TWO), D07));
+    let call = call_for(Form::Short, 0x900);
+    assert_eq!(client.call(&call, &Form::Short.ulb()).unwrap(), serve(&call));
+    calls.lock().unwrap().clear();
+    replies.lock().unwrap().clear();
+    let mut sent = Vec::new();
+    for i in 0..200u32 {
+        let len = if i % 50 == 7 { 6000 } else { 16 };
+        let m = message(0x1000 + i, 0, 9, len);
+        client.call_only(&m).unwrap();
+        sent.push(m);
+    }
+    // A call after them is answered: the connection goes on, and the call-only ones were
+    // served before it (in order, on one connection).
+    let call = call_for(Form::Short, 0x901);
+    assert_eq!(client.call(&call, &Form::Short.ulb()).unwrap(), serve(&call));
+    assert_eq!(*seen.lock().unwrap(), sent, "each call-only call served once, in order");
+    // On the wire: no chunk in any call-only call, whole or continued.
+    let wire = calls.lock().unwrap().clone();
+    let call_only: Vec<_> = wire.iter().filter(|m| (0x1000..0x1000 + 200).contains(&word(m, 0))).collect();
+    assert!(call_only.iter().any(|m| htype(m) == HeaderType::CallMiddle), "the 6000-byte ones continued");
+    for m in &call_only {
+        let h = Header::parse(m, &HeaderLimits::default()).unwrap();
+        assert!(matches!(h.header_type(), HeaderType::CallInline | HeaderType::CallMiddle), "{:?}", h.header_type());
+        let l = h.chunk_lists();
+        assert!(l.reads.is_empty() && l.writes.is_empty() && l.reply.is_none() && h.call_chunk().is_empty());
+    }
+    // Nothing answers them; GRANTs kept the window open.
+    let back = replies.lock().unwrap().clone();
+    assert!(back.iter().all(|m| !(0x1000..0x1000 + 200).contains(&word(m, 0))), "a reply to a call-only call");
+    assert!(back.iter().any(|m| htype(m) == HeaderType::Grant), "no RDMA2_GRANT");
+    let (c, s) = (client.stats(), server.stats());
+    assert_eq!((c.call_only, s.call_only_calls), (200, 200), "{c:?} {s:?}");
+    assert_eq!(s.credit_overruns, 0);
+    // Too large to go without chunks: refused, nothing sent.
+    let before = calls.lock().unwrap().len();
+    let got = client.call_only(&message(0x2000, 0, 9, 100_000));
+    assert!(matches!(got, Err(ClientError::DataPath(DataPathError::CallOnlyTooLarge { .. }))), "{got:?}");
+    assert_eq!(calls.lock().unwrap().len(), before, "nothing sent");
+    let call = call_for(Form::Short, 0x902);
+    assert_eq!(client.call(&call, &Form::Short.ulb()).unwrap(), serve(&call));
+}
+
+/// Section 4.7 needs -07's running totals: on a connection that does not speak -07, where
+/// each call holds a credit until its reply, a call-only call fails at once, unsent.
+#[test]
+fn draft07_4_7_call_only_needs_a_connection_settled_on_draft07() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let server = call_only_server(InProcess, seen.clone());
+    let client = Client::new(InProcess, server.local_addr(), client_config((Version::ONE, Version::TWO), CEL00));
+    let call = call_for(Form::Short, 0x900);
+    assert_eq!(client.call(&call, &Form::Short.ulb()).unwrap(), serve(&call));
+    let got = client.call_only(&message(0x1000, 0, 9, 16));
+    assert!(matches!(got, Err(ClientError::Call(CallFailure::NotVersionTwo))), "{got:?}");
+    assert!(seen.lock().unwrap().is_empty());
 }

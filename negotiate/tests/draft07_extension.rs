@@ -147,9 +147,15 @@ fn appendix_b_a_client_core_with_the_extension_answers_the_servers_message() {
     assert_eq!((m.xid, m.htype, m.body), (0x77, RDMA2_PONG, &body[..]));
     assert_eq!(m.credit, 32 + 2, "this side's running total: two Receives, 32 advertised");
 
+    // The refusal, like the answer, waits for room in the window (section 4.2.1).
     let probe = ExtensionMessage::to_message(0x78, 34, RDMA2_PING, &ping(1, b"123456789"));
-    let Received::SendError(e) = c.handle_receive(&probe, Arrival::default(), now) else { panic!() };
-    assert_eq!((e.xid(), e.code()), (0x78, RDMA2_ERR_PING_DATA));
+    assert_eq!(c.handle_receive(&probe, Arrival::default(), now), Received::Nothing(None));
+    let e = c.poll_transmit().expect("the RDMA2_ERROR");
+    let h = Header::parse(&e, &HeaderLimits::default()).unwrap();
+    assert_eq!(
+        (h.xid(), h.header_type(), h.error().map(|e| e.code())),
+        (0x78, HeaderType::Error, Some(RDMA2_ERR_PING_DATA))
+    );
 }
 
 /// Appendix B both ways: the server's RDMA2_PING reaches the client's handler through a real

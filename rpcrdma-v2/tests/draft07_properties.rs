@@ -76,6 +76,32 @@ fn section_5_1_an_unrecognized_property_is_skipped_and_the_rest_applied() {
 
 /// Section 5.2.6: the host authentication material is carried to the caller as it came; an
 /// unknown reverse-direction level (an extension's) is kept, and honoured as none.
+/// Appendix B.3 with section 5.1: properties the base does not define are kept for an
+/// extension, each once with its last value, and a peer stating many more, across as many
+/// CONNPROP messages as it likes, makes a receiver keep no more than `OTHERS_MOST` of them
+/// and `OTHERS_BYTES_MOST` bytes.
+#[test]
+fn appendix_b_3_unrecognized_properties_are_kept_within_bounds_a_peer_cannot_move() {
+    use rpcrdma_v2::draft07::properties::{OTHERS_BYTES_MOST, OTHERS_MOST};
+    let twice = [val(100, b"one"), val(101, b"x"), val(100, b"two")];
+    let p = Properties::from_propset(&set(&twice)).unwrap();
+    assert_eq!(p.others, [(100, b"two".to_vec()), (101, b"x".to_vec())]);
+    // Many small ones, message after message: no more than OTHERS_MOST.
+    let mut p = Properties::default();
+    for round in 0..20u32 {
+        let ids: Vec<u32> = (0..50).map(|i| 1000 + round * 50 + i).collect();
+        let vals: Vec<_> = ids.iter().map(|&w| val(w, &[1, 2, 3, 4])).collect();
+        p = p.apply(&set(&vals)).unwrap();
+    }
+    assert_eq!(p.others.len(), OTHERS_MOST);
+    // Large ones: no more than OTHERS_BYTES_MOST bytes.
+    let big = vec![7u8; 1000];
+    let vals: Vec<_> = (0..20).map(|i| val(2000 + i, &big)).collect();
+    let p = Properties::default().apply(&set(&vals)).unwrap();
+    assert!(p.others.iter().map(|(_, d)| d.len()).sum::<usize>() <= OTHERS_BYTES_MOST);
+    assert_eq!(p.others.len(), OTHERS_BYTES_MOST / 1000);
+}
+
 #[test]
 fn section_5_2_6_host_auth_reaches_the_caller_intact() {
     let auth = Rpcrdma2PropHostauth(b"challenge").to_vec().unwrap();

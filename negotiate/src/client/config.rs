@@ -295,4 +295,6 @@ pub struct ClientStats {
     /// Of the short ones, those continued across several Sends (-07's RDMA2_CALL_MIDDLE
     /// parts, [`RequesterConfig::max_call_parts`](crate::requester::RequesterConfig::max_call_parts)).
     pub continued: u64,
+    /// Of the short ones, call-only procedures' calls ([`Client::call_only`](crate::client::Client::call_only)).
+    pub call_only: u64,
 }

@@ -566,17 +566,7 @@ impl<B: Backend> Shared<B> {
                             // A -07 call too large for the responder's Receive may continue
                             // across Sends, each counted now in the core (section 4.2.1).
                             Message::Borrowed(bytes) => {
-                                // (Counted on this transmission's connection only: the core
-                                // may be on the next one by now.)
-                                let more = |n| {
-                                    let mut st = self.lock();
-                                    let here = st.core.link().is_some_and(|l| Arc::ptr_eq(l, &link));
-                                    if here {
-                                        st.core.take_call_parts(n)
-                                    } else {
-                                        None
-                                    }
-                                };
+                                let more = self.parts_on(&link);
                                 send_call_continuing(&link.conn, bytes, ulb, &params, t.max_parts, more)
                             }
                             Message::Lent(buffer) => send_call_lent(&link.conn, buffer, ulb, &params),
@@ -643,6 +633,21 @@ impl<B: Backend> Shared<B> {
                     p.discard(&on.conn);
                 }
                 Some(Err(e))
+            }
+        }
+    }
+
+    /// Where the parts after the first of a -07 call continued across Sends on `link` get
+    /// their running total ([`Connection::take_call_parts`]): counted on that connection only,
+    /// the core being perhaps on the next one by now.
+    pub(super) fn parts_on<'a>(&'a self, link: &'a Arc<Link<B>>) -> impl FnOnce(u32) -> Option<u32> + 'a {
+        move |n| {
+            let mut st = self.lock();
+            let here = st.core.link().is_some_and(|l| Arc::ptr_eq(l, link));
+            if here {
+                st.core.take_call_parts(n)
+            } else {
+                None
             }
         }
     }

@@ -110,6 +110,32 @@ impl<L: Clone> Connection<L> {
         Ok(())
     }
 
+    /// An API call starts call `xid` of a call-only procedure ([`Requester::start_call_only`]):
+    /// its one step is a [`CallStep::Transmit`] (send it with no chunk,
+    /// `datapath::send_call_only`, then report [`Connection::handle_sent_call_only`]), or a
+    /// failure.
+    pub fn start_call_only(&mut self, xid: u32, now: Instant) -> Result<(), ClientError> {
+        self.now = Some(now);
+        if self.closing {
+            return Err(ClientError::Closed);
+        }
+        self.requester().start_call_only(xid, now)?;
+        self.slots.insert(xid, Slot::Waiting);
+        self.route();
+        Ok(())
+    }
+
+    /// Call-only call `xid` was sent ([`Requester::sent_call_only`]) across `parts` Sends
+    /// (counted in [`Connection::stats`]): it is over.
+    pub fn handle_sent_call_only(&mut self, xid: u32, parts: usize, now: Instant) {
+        self.now = Some(now);
+        self.handle_sent(CallForm::Short, parts);
+        self.stats.call_only += 1;
+        self.requester().sent_call_only(xid, now);
+        self.slots.remove(&xid);
+        self.route();
+    }
+
     /// An API call starts an RDMA_OPTIONAL ([`Requester::start_option`]) with an XID this
     /// core picks (one no call or option of this client uses), returned: its caller then
     /// waits for [`Connection::take_step`] as a call's does. Its steps: a

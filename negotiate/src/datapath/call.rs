@@ -111,6 +111,57 @@ pub fn send_call_continuing<B: Backend, U: UpperLayerBinding + ?Sized>(
     send_call(conn, call, ulb, params)
 }
 
+/// Sends a call-only procedure's call (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7:
+/// there is no reply, so "Requesters MUST NOT use chunks when sending Call-only RPC
+/// procedures"): in one RDMA2_CALL_INLINE with empty chunk lists when it fits the responder's
+/// Receive, else continued across at most `max_parts` Sends, their totals from `more_sends` as
+/// [`send_call_continuing`] takes them; never in a chunk. A call that fits neither is
+/// refused with [`DataPathError::CallOnlyTooLarge`], nothing sent. `params` must be -07's.
+/// The returned call holds no memory: release it with [`PendingCall::abandon`] once posted.
+pub fn send_call_only<B: Backend>(
+    conn: &Transport<B>,
+    call: &[u8],
+    params: &CallParams,
+    max_parts: usize,
+    more_sends: impl FnOnce(u32) -> Option<u32>,
+) -> Result<PendingCall<B>, DataPathError> {
+    let ulb = NoChunks;
+    let too_large =
+        || DataPathError::CallOnlyTooLarge { len: call.len(), threshold: params.thresholds.call, parts: max_parts };
+    if !is_draft07(params) {
+        return Err(too_large());
+    }
+    if fits_one_draft07_send(call.len(), params.thresholds.call) {
+        return send_call(conn, call, &ulb, params);
+    }
+    let sent = SCRATCH.with_borrow_mut(|(desc, out)| {
+        desc.describe(&ulb, call);
+        continued::send_call(conn, call, desc, out, params, max_parts, more_sends)
+    })?;
+    sent.ok_or_else(too_large)
+}
+
+/// The binding of a call-only procedure's call: nothing DDP-eligible, no reply to provision
+/// for, so marshaling lists no chunk at all (section 4.7).
+struct NoChunks;
+
+impl UpperLayerBinding for NoChunks {
+    fn call_ddp_items(&self, _call: &[u8], _out: &mut Vec<rpcrdma_v1::ulb::DdpItem>) {}
+    fn reply_ddp_maxima(&self, _call: &[u8], _out: &mut Vec<usize>) {}
+    fn max_reply_size(&self, _call: &[u8]) -> usize {
+        0
+    }
+    fn reply_ddp_items(&self, _: &[u8], _: &[u8], _: usize, _: &mut Vec<rpcrdma_v1::ulb::DdpItem>) {}
+}
+
+/// Whether a -07 call whose inline part is `inline` bytes, with no chunk, goes in one Send to
+/// a responder whose Receive is `threshold` bytes, as [`send_call`] chooses its form: Version
+/// One's bare header (the fixed words and three empty lists) and [`DRAFT07_LONGER`] within
+/// the threshold.
+fn fits_one_draft07_send(inline: usize, threshold: usize) -> bool {
+    inline + rpcrdma_v1::marshal_call::FIXED_HEADER_LEN + 12 + DRAFT07_LONGER <= threshold
+}
+
 /// [`send_call`] without copying the call: `message`'s buffer is lent to the call, and its
 /// Read chunks expose the buffer itself (registered as it is) instead of a copy, so the
 /// Responder's RDMA Read is the only copy of a DDP-eligible argument, as with raw verbs.

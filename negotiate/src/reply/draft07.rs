@@ -198,6 +198,16 @@ impl State {
         self.refuse(xid, Rpcrdma2HdrError::Default { discriminant: code })
     }
 
+    /// An RDMA2_ERROR with `body` for message `xid`, held with this side's other answers
+    /// until the window has room for it ([`State::answer_due`], section 4.2.1: an error is a
+    /// Send like any other), and counted then. Dropped, with a log, when too many wait.
+    fn refuse_later(&mut self, xid: u32, body: Rpcrdma2HdrError) -> Incoming<'static> {
+        if !self.hold_answer(error_reply(xid, 0, &body).as_bytes().to_vec()) {
+            log::warn!("-07: too many answers wait for the window; the RDMA2_ERROR for {xid:#010x} is dropped");
+        }
+        Incoming::Taken
+    }
+
     /// An RDMA2_ERROR with `body` to send back for message `xid`, counted as a Send.
     fn refuse(&mut self, xid: u32, body: Rpcrdma2HdrError) -> ErrorReply {
         let total = self.credits.send();
@@ -273,7 +283,7 @@ pub(crate) fn classify<'a>(
     let htype = header.header_type();
     if htype.is_call() {
         if let Some(refused) = reverse::refuse_form(st, &header) {
-            return Classified::Done(Incoming::Refuse(refused));
+            return Classified::Done(refused);
         }
     }
     match st.reassembly.receive(header) {
@@ -326,6 +336,12 @@ pub(crate) fn classify<'a>(
     }
 }
 
+/// An RDMA2_ERROR body of `code` with nothing after it: the default arm (a base code that
+/// carries nothing, or an extension's own, Appendix B.4).
+fn code_only(code: u32) -> Rpcrdma2HdrError {
+    Rpcrdma2HdrError::Default { discriminant: code }
+}
+
 /// A requester's -07 extensions as [`classify`] reads them: their handlers, and whether an
 /// XID is our own extension message awaiting its answer.
 pub(crate) struct Extensions<'r> {
@@ -346,7 +362,7 @@ impl State {
                 let answer = ExtensionMessage::to_message(m.xid, 0, htype, &body);
                 if answer.len() > room as usize {
                     log::warn!("the answer to -07 extension message {:#010x} is over the responder's Receive", m.xid);
-                    return Incoming::Refuse(self.answer(m.xid, RDMA2_ERR_SYSTEM));
+                    return self.refuse_later(m.xid, code_only(RDMA2_ERR_SYSTEM));
                 }
                 if !self.hold_answer(answer) {
                     log::warn!(
@@ -356,9 +372,9 @@ impl State {
                 }
                 Incoming::Taken
             }
-            ExtensionOutcome::Error(code) => Incoming::Refuse(self.answer(m.xid, code)),
+            ExtensionOutcome::Error(code) => self.refuse_later(m.xid, code_only(code)),
             ExtensionOutcome::Done => Incoming::Taken,
-            ExtensionOutcome::Unsupported => Incoming::Refuse(self.answer(m.xid, RDMA2_ERR_INVAL_HTYPE)),
+            ExtensionOutcome::Unsupported => self.refuse_later(m.xid, code_only(RDMA2_ERR_INVAL_HTYPE)),
         }
     }
 }
@@ -381,18 +397,18 @@ mod reverse {
     /// no continuation, 5.2.5), or a CALL_EXTERNAL (its Call chunk is a chunk, refused as
     /// 4.6.4 asks: RDMA2_ERR_READ_CHUNKS, none taken). `None`: an RDMA2_CALL_INLINE, judged
     /// once whole ([`call`]).
-    pub(super) fn refuse_form(st: &mut State, header: &Header07<'_>) -> Option<ErrorReply> {
+    pub(super) fn refuse_form(st: &mut State, header: &Header07<'_>) -> Option<Incoming<'static>> {
         let (xid, htype) = (header.xid(), header.header_type());
         if st.reverse == ReverseDirection::None {
             log::warn!("-07 {htype:?} {xid:#010x} from the responder: no reverse direction is offered");
-            return Some(st.answer(xid, RDMA2_ERR_INVAL_HTYPE));
+            return Some(Incoming::Refuse(st.answer(xid, RDMA2_ERR_INVAL_HTYPE)));
         }
         match htype {
             HeaderType::CallInline => None,
-            HeaderType::CallExternal => Some(st.refuse(xid, max_chunks(RDMA2_ERR_READ_CHUNKS))),
+            HeaderType::CallExternal => Some(st.refuse_later(xid, max_chunks(RDMA2_ERR_READ_CHUNKS))),
             _ => {
                 log::warn!("-07 {htype:?} {xid:#010x} from the responder: the reverse direction offered is Simple");
-                Some(st.answer(xid, RDMA2_ERR_INVAL_HTYPE))
+                Some(st.refuse_later(xid, code_only(RDMA2_ERR_INVAL_HTYPE)))
             }
         }
     }
@@ -418,20 +434,20 @@ mod reverse {
         };
         if let Some(body) = refusal {
             log::warn!("-07 reverse-direction call {xid:#010x} with chunks: this side takes none (section 4.6.4)");
-            return Incoming::Refuse(st.refuse(xid, body));
+            return st.refuse_later(xid, body);
         }
         let len = header.header_len();
         let payload = &bytes[len..];
         if payload.get(..4) != Some(&xid.to_be_bytes()[..]) {
             log::warn!("-07 reverse-direction call {xid:#010x}: its RPC message starts otherwise (section 4.6.1)");
-            return Incoming::Refuse(st.answer(xid, RDMA2_ERR_BAD_XDR));
+            return st.refuse_later(xid, code_only(RDMA2_ERR_BAD_XDR));
         }
         let vers = rpcrdma_v2::RPCRDMA2_VERSION.wire();
         match Header::from_lists(xid, vers, header.credit(), MessageKind::Msg, lists, len, payload) {
             Ok(view) => Incoming::BackwardCall(view),
             Err(e) => {
                 log::warn!("-07 reverse-direction call {xid:#010x}: {e}");
-                Incoming::Refuse(st.answer(xid, RDMA2_ERR_BAD_XDR))
+                st.refuse_later(xid, code_only(RDMA2_ERR_BAD_XDR))
             }
         }
     }

@@ -42,6 +42,12 @@ pub enum Answered {
     GarbageArgs,
     /// With an RPC SYSTEM_ERR reply: its handler panicked (RFC 5531 section 9).
     SystemErr,
+    /// Not at all: on a -07 connection a handler's empty reply marks the call as a call-only
+    /// procedure's (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7: "There is no
+    /// corresponding Reply"), whose call's version and arrival this gives. Whoever serves it
+    /// sends the requester an RDMA2_GRANT if its window needs one (4.2.1.1): no reply will
+    /// carry a new total.
+    CallOnly(Version, ArrivedAs),
 }
 
 /// How a call's arguments arrived (RFC 8166 section 3.5): inline, with Read chunks beside the
@@ -249,6 +255,12 @@ fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
     answering();
     service
         .and_then(|service| match service {
+            // An empty reply on -07: a call-only procedure's call, answered with nothing (an
+            // RPC reply is never empty: its XID alone is four bytes).
+            HandlerOutcome::Replied(r) if r.is_empty() && params.draft07 => {
+                *reply = r;
+                Ok(Answered::CallOnly(params.version, ArrivedAs::of(header)))
+            }
             HandlerOutcome::Replied(mut r) => {
                 let sent = send_reply_lent(conn, header, call, &mut r, ulb, params)
                     .map(|s| Answered::Reply(params.version, ArrivedAs::of(header), s));

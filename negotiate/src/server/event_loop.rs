@@ -503,6 +503,15 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             // The header the core judged, read in place: nothing parses the message again.
             let conn = &served.conn;
             match serve_call(conn, &header, &params, &*self.ulb, &*self.handler, &mut buffers, answering) {
+                Ok(answered @ Answered::CallOnly(..)) => {
+                    self.count(answered);
+                    // No reply carries a new total for it: the requester's window may need a
+                    // GRANT (section 4.2.1.1), sent as any -07 answer is.
+                    let grant = lock(&served.core).draft07_grant_if_due();
+                    if let Some(Err(e)) = grant.map(|g| served.conn.answer_draft07(&g)) {
+                        served.close(format_args!("sending an RDMA2_GRANT: {e}"));
+                    }
+                }
                 Ok(answered) => self.count(answered),
                 // RFC 8166 section 4.5.4: a reply that could not be sent is signaled by closing
                 // the connection; whoever receives on it next sees it down and ends it.
@@ -735,7 +744,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             // the next message is read: a client flooding RDMA_OPTIONAL messages has at
             // most one answer outstanding.
             Received::SendBack(bytes) => {
-                send(&bytes).map_err(|e| format!("sending an RDMA_OPTIONAL: {e}"))?;
+                send(&bytes).map_err(|e| {
+                    format!("sending an answer (RDMA_OPTIONAL, a -07 extension's message or GRANT): {e}")
+                })?;
             }
             // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166
             // section 4.5); one that names no call of ours is dropped.
@@ -938,6 +949,10 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             Answered::ErrChunk | Answered::OverBudget => s.errors_sent += 1,
             Answered::GarbageArgs => s.garbage_args_replies += 1,
             Answered::SystemErr => s.handler_panics += 1,
+            Answered::CallOnly(v, _) => {
+                s.calls.count(v);
+                s.call_only_calls += 1;
+            }
         }
     }
 }

@@ -287,7 +287,9 @@ impl SimServer {
                             Answered::GarbageArgs => {
                                 sim.record(Event::Refused { xid, link, with: Refusal::GarbageArgs })
                             }
-                            Answered::Reply(..) | Answered::SystemErr => {}
+                            // (The simulated service echoes every call: none is call-only, and one
+                            // served with nothing sent is a violation, above.)
+                            Answered::Reply(..) | Answered::SystemErr | Answered::CallOnly(..) => {}
                         }
                         for send in sent {
                             sim.send_after(false, send, took);

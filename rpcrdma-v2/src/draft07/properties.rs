@@ -8,7 +8,10 @@
 //! not decode as its typedef, or is too short for it, is refused with RDMA2_ERR_BAD_PROPVAL
 //! and none of the set is applied (5.1, 7.2.2: "MUST silently discard the ingress message
 //! without applying any of its property settings"); a property this side does not recognize
-//! is skipped. A property stated twice takes its last value.
+//! is not processed, but kept for an extension that knows it ([`Properties::others`], at
+//! most [`OTHERS_MOST`] of them and [`OTHERS_BYTES_MOST`] bytes: a peer stating more, over
+//! as many CONNPROP_MIDDLE messages as it likes, sizes nothing). A property stated twice
+//! takes its last value.
 //!
 //! ```
 //! use rpcrdma_v2::draft07::properties::{Properties, ReverseDirection};
@@ -17,12 +20,13 @@
 //! let vals = [
 //!     Rpcrdma2Propval { rdma_which: RDMA2_PROPID_RBSIZ, rdma_data: &[0, 0, 0x20, 0] },
 //!     Rpcrdma2Propval { rdma_which: RDMA2_PROPID_BRS, rdma_data: &[0, 0, 0, 1] },
-//!     Rpcrdma2Propval { rdma_which: 999, rdma_data: b"someone else's" }, // skipped
+//!     Rpcrdma2Propval { rdma_which: 999, rdma_data: b"someone else's" }, // kept aside
 //! ];
 //! let theirs = Properties::from_propset(&Rpcrdma2Propset(Seq::from_slice(&vals))).unwrap();
 //! assert_eq!(theirs.receive_buffer_size, 8192);
 //! assert_eq!(theirs.reverse_direction, ReverseDirection::Simple);
 //! assert_eq!(theirs.max_send_size, 4096); // not stated: Table 1's default
+//! assert_eq!(theirs.others, [(999, b"someone else's".to_vec())]);
 //! ```
 
 use xdr_spec_rt::{Reader, Xdr};
@@ -83,10 +87,11 @@ pub struct Properties {
     /// Host Auth Message, RDMA2_PROPID_HOSTAUTH (5.2.6), for the caller to judge; `None`
     /// when not stated (the peer stays unauthenticated).
     pub host_auth: Option<Vec<u8>>,
-    /// Properties the base does not define, as `(rdma_which, rdma_data)` in the order
+    /// Properties the base does not define, as `(rdma_which, rdma_data)` in the order first
     /// stated: an extension's (Appendix B.3), for the extension to read. The base has a
-    /// receiver not process them (5.1); kept here, each once (the first stated, as for the
-    /// base's), and sent by [`Properties::to_propvals`] after the base's.
+    /// receiver not process them (5.1); kept here, each once (its last value, as for the
+    /// base's), at most [`OTHERS_MOST`] of them and [`OTHERS_BYTES_MOST`] bytes of values
+    /// (those beyond are not kept), and sent by [`Properties::to_propvals`] after the base's.
     pub others: Vec<(u32, Vec<u8>)>,
 }
 
@@ -104,6 +109,13 @@ impl Default for Properties {
         }
     }
 }
+
+/// The most properties the base does not define a receiver keeps ([`Properties::others`]).
+pub const OTHERS_MOST: usize = 64;
+
+/// The most bytes of their values a receiver keeps ([`Properties::others`]): a CONNPROP
+/// message's worth at the default inline threshold (section 4.2.2).
+pub const OTHERS_BYTES_MOST: usize = 4096;
 
 /// A property value refused (section 5.1): answer RDMA2_ERR_BAD_PROPVAL and apply none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -158,13 +170,26 @@ impl Properties {
                         Some(if empty { Vec::new() } else { exactly::<Rpcrdma2PropHostauth>(which, data)?.0.to_vec() });
                 }
                 // Not recognized: "the receiver does not process that rpcrdma2_propval"; kept
-                // for an extension that knows it (its bytes are the message's: a peer sizes
-                // nothing here beyond what it sent).
-                _ if p.others.iter().any(|(w, _)| *w == which) => {}
-                _ => p.others.push((which, data.to_vec())),
+                // for an extension that knows it, within bounds a peer cannot move.
+                _ => p.keep_other(which, data),
             }
         }
         Ok(p)
+    }
+
+    /// Keeps `data` as the value of property `which`, one the base does not define: its last
+    /// value, within [`OTHERS_MOST`] properties and [`OTHERS_BYTES_MOST`] bytes (a value
+    /// that would go over is not kept).
+    fn keep_other(&mut self, which: u32, data: &[u8]) {
+        let held: usize = self.others.iter().filter(|(w, _)| *w != which).map(|(_, d)| d.len()).sum();
+        if held + data.len() > OTHERS_BYTES_MOST {
+            return;
+        }
+        match self.others.iter().position(|(w, _)| *w == which) {
+            Some(i) => self.others[i].1 = data.to_vec(),
+            None if self.others.len() < OTHERS_MOST => self.others.push((which, data.to_vec())),
+            None => {}
+        }
     }
 
     /// [`Properties::apply`] to the defaults.

@@ -1,9 +1,12 @@
-//! A lane's Version Two RDMA_OPTIONAL traffic: sending one and waiting for its outcome
-//! (draft section 3.1), and the transport-properties exchange built on it
+//! A lane's messages that are not calls awaiting replies: -00's RDMA_OPTIONAL (draft section
+//! 3.1) and -07's extension messages (its Appendix B), each sent and its outcome waited for;
+//! -07's call-only calls (its section 4.7), sent and not waited for; and the
+//! transport-properties exchange built on RDMA_OPTIONAL
 //! (`specs/rpcrdma2-transport-properties.txt`).
 
 use super::*;
 use crate::connection::Connection;
+use crate::datapath::send_call_only;
 use crate::extension07::ExtensionReply;
 use rpcrdma_v2::dialect::Dialect;
 use rpcrdma_v2::draft07::extension::ExtensionMessage;
@@ -63,6 +66,45 @@ impl<B: Backend> Shared<B> {
             Err(e) => Err(e),
         });
         log::debug!("-07 extension message {htype:#x}: {result:?}");
+        result
+    }
+
+    /// Sends call `xid` (`message`) of a call-only procedure and returns once it is posted, as
+    /// [`Client::call_only`](super::Client::call_only) says.
+    pub(in crate::client) fn call_only(&self, xid: u32, message: &[u8]) -> Result<(), ClientError> {
+        {
+            let mut st = self.lock();
+            let now = Instant::now();
+            st.core.start_call_only(xid, now)?;
+            st.last_active = now;
+            st.waiters.insert(xid, Waiter::Thread(std::thread::current()));
+            st.wake();
+        }
+        let result = loop {
+            match self.wait_step(xid).0 {
+                CallStep::Transmit { transmit: t, link } => {
+                    let more = self.parts_on(&link);
+                    match send_call_only(&link.conn, message, &params_of(&t), t.max_parts, more) {
+                        Ok(sent) => {
+                            let parts = sent.parts();
+                            // No chunk, no memory to hold: nothing comes back for it.
+                            let _ = sent.abandon(&link.conn, None);
+                            self.lock().core.handle_sent_call_only(xid, parts, Instant::now());
+                            break Ok(());
+                        }
+                        // A broken connection sends it again on the next one.
+                        Err(_) if link.conn.qp().state() == QpState::Error => {}
+                        Err(e) => {
+                            self.lock().core.cancel(xid, Instant::now());
+                            break Err(e.into());
+                        }
+                    }
+                }
+                CallStep::Reply { .. } => unreachable!("a call-only call is over once sent"),
+                CallStep::Failed(e) => break Err(e),
+            }
+        };
+        self.end(xid, None);
         result
     }
 

@@ -11,9 +11,7 @@
 
 use rpcrdma_v1::ulb::DdpItem;
 use rpcrdma_v2::draft07::continuation::split;
-use rpcrdma_v2::draft07::marshal::{
-    self as marshal07, call_inline_header_len, MessageType, MIDDLE_HEADER_LEN, NO_CHUNKS,
-};
+use rpcrdma_v2::draft07::marshal::{self as marshal07, MessageType, MIDDLE_HEADER_LEN};
 
 use super::*;
 use crate::requester::MAX_CONTINUED_CALL;
@@ -38,8 +36,10 @@ pub(super) fn send_call<B: Backend>(
     // allowed goes in a Call chunk: both known before anything is registered.
     let reduced = desc.args.iter().map(DdpItem::padded_len).sum::<usize>();
     let Some(inline) = call.len().checked_sub(reduced) else { return Ok(None) };
-    let fits_one = inline + call_inline_header_len(&NO_CHUNKS) <= threshold;
-    if fits_one || call.len() > MAX_CONTINUED_CALL || call.len().div_ceil(middle_room) > max_parts {
+    if fits_one_draft07_send(inline, threshold)
+        || call.len() > MAX_CONTINUED_CALL
+        || call.len().div_ceil(middle_room) > max_parts
+    {
         return Ok(None);
     }
     // The final part's header, marshaled as for a call with no inline threshold: the whole

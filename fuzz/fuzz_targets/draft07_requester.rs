@@ -3,8 +3,8 @@
 //! (each a 2-byte length, then that many bytes), each judged by `negotiate::connection::
 //! Connection::client` with `RequesterConfig::version_two` -07 (or both dialects, by the first
 //! byte's lowest bit; offering the reverse direction, Simple, by its next), eight calls
-//! started. A reverse-direction call taken is a call in version 2 whose RPC message starts
-//! with its XID, and its reply is queued as a client's backchannel queues it. Whatever the responder sends: nothing panics, no allocation
+//! started. A -07 reverse-direction call taken is one this side offered, whose RPC message
+//! starts with its XID, and its reply is queued as a client's backchannel queues it. Whatever the responder sends: nothing panics, no allocation
 //! exceeds what the input brings and the continued-reply limit (`bounded_alloc`), what goes
 //! back is an RDMA_ERROR of at most 28 bytes or an RDMA2_GRANT (the prefix alone, XID zero), a
 //! reply reaches only a call in flight and carries the header view its bytes parse to, and a
@@ -71,10 +71,10 @@ fuzz_target!(|data: &[u8]| {
                 c.finish_call(xid);
             }
             Received::SendError(e) => assert!(e.as_bytes().len() <= 28, "{e:?}"),
-            Received::Call { header, params } => {
+            // (A backward call in Version One or -00, RFC 8167, needs no offer.)
+            Received::Call { header, params } if params.draft07 => {
                 assert!(choice & 2 != 0, "a reverse-direction call taken, none offered");
                 assert_eq!(header.payload().get(..4), Some(&header.xid().to_be_bytes()[..]));
-                assert!(params.draft07);
                 c.queue_reverse_reply(vec![0; 28]);
             }
             Received::SendBack(m) => {

@@ -1456,3 +1456,39 @@ fn draft07_4_7_call_only_needs_a_connection_settled_on_draft07() {
     assert!(matches!(got, Err(ClientError::Call(CallFailure::NotVersionTwo))), "{got:?}");
     assert!(seen.lock().unwrap().is_empty());
 }
+
+/// Section 4.5.3: "As body chunks contain a Payload stream, they MUST include all appropriate
+/// XDR roundup padding to maintain proper XDR alignment of their contents." A call whose
+/// opaque has an odd length travels in a Call chunk (RDMA2_CALL_EXTERNAL) as long as the
+/// whole message, padding included; a reply with an odd-length opaque comes back through the
+/// Reply chunk (RDMA2_REPLY_EXTERNAL) written as long as the whole reply, padding included;
+/// both arrive byte for byte.
+#[test]
+fn draft07_4_5_3_body_chunks_carry_the_roundup_padding() {
+    const ODD: usize = 16_381; // three bytes of padding after it
+    let handler = |call: &[u8]| message(word(call, 0), 1, Form::LongReply.code(), ODD);
+    let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    let (server_side, replies) = capturing(InProcess);
+    let server = Server::start(server_side, "inproc:*", scfg, Arc::new(SERVER_ULB), handler).unwrap();
+    let (client_side, calls) = capturing(InProcess);
+    // (Calls never continue here: a long one goes in its Call chunk.)
+    let requester = RequesterConfig::default().version_two(D07).max_call_parts(1);
+    let client = Client::new(client_side, server.local_addr(), ClientConfig::default().requester(requester));
+    client.call(&message(0x500, 0, Form::Short.code(), 16), &Form::Short.ulb()).unwrap();
+    let call = message(0x501, 0, Form::LongCall.code(), ODD);
+    assert_eq!(call.len() % 4, 0);
+    let ulb = OpaqueAtUlb { max_reply: 2 * BIG, ..Form::LongCall.ulb() };
+    let reply = client.call(&call, &ulb).unwrap();
+    assert_eq!(reply, message(0x501, 1, Form::LongReply.code(), ODD));
+    let sent = take_xid(&calls, 0x501);
+    let h = Header::parse(&sent[0], &HeaderLimits::default()).unwrap();
+    assert_eq!(h.header_type(), HeaderType::CallExternal);
+    let chunk: u32 = h.call_chunk().iter().map(|r| r.target.length).sum();
+    assert_eq!(chunk as usize, call.len(), "the Call chunk holds the whole call, its padding included");
+    let answered = take_xid(&replies, 0x501);
+    let r = Header::parse(&answered[0], &HeaderLimits::default()).unwrap();
+    assert_eq!(r.header_type(), HeaderType::ReplyExternal);
+    let written: u32 = r.chunk_lists().reply.iter().flat_map(|c| c.target.iter().map(|s| s.length)).sum();
+    assert_eq!(written as usize, reply.len(), "the Reply chunk holds the whole reply, its padding included");
+    assert_eq!(written % 4, 0);
+}

@@ -82,7 +82,13 @@ impl SimServer {
     pub fn on_connected(&mut self, id: u32, received: &[u8], net: &Net, now: Instant) -> Vec<u8> {
         let versions =
             if self.faults.v1_only_responder { (Version::ONE, Version::ONE) } else { (Version::ONE, Version::TWO) };
-        let mut cfg = responder::ResponderConfig::default().versions(versions).draft07(self.faults.responder_draft07);
+        // (A -07 server advertises few credits, so that the requester's window is more than
+        // half used while a continued call's parts arrive, and the server's GRANT is due.)
+        let credits = if self.faults.responder_draft07 { 4 } else { 32 };
+        let mut cfg = responder::ResponderConfig::default()
+            .versions(versions)
+            .draft07(self.faults.responder_draft07)
+            .credits(credits);
         cfg.draft07_counters_from = self.faults.draft07_counters_from;
         let ours = self.faults.private_data.1.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
         let core = Core::server(cfg, self.faults.idle_timeout, received, ours, now);
@@ -317,8 +323,13 @@ impl SimServer {
                 sim.record(Event::ResponderError { xid, link, vers });
                 sim.send(false, bytes)
             }
-            // The simulated server registers no extension and sends no RDMA_OPTIONAL.
-            Received::SendBack(answer) => sim.send(false, answer),
+            // The simulated server registers no extension and sends no RDMA_OPTIONAL: what it
+            // sends back unasked is a -07 RDMA2_GRANT (section 4.2.1.1), which answers no call
+            // (not a forward message the simulator counts against one).
+            Received::SendBack(answer) => {
+                sim.record(Event::Draft07Grant { link, by_responder: true });
+                sim.send_backward(false, answer)
+            }
             // (It sends no RDMA_OPTIONAL: a reply is to its backward call.)
             Received::Reply { xid } => {
                 let header = c.core.take_judged_reply(xid);

@@ -153,6 +153,9 @@ pub enum Event {
     Settled { link: u32, version: u32, probed: bool, draft07: bool },
     /// The client's -07 running totals wrapped past 2^32 on `link` (section 4.2.1).
     Draft07TotalsWrapped { link: u32 },
+    /// A -07 RDMA2_GRANT went on `link` (section 4.2.1.1): from the responder (refreshing
+    /// the requester's window while a continued call's parts arrive) or the requester.
+    Draft07Grant { link: u32, by_responder: bool },
     /// The requester answered backward call `xid`: with RDMA_ERROR (`error`), or a reply.
     BackwardAnswered { xid: u32, error: bool },
     /// The caller gave call `xid` up: `sent` with a transmission out.
@@ -344,6 +347,7 @@ kinds! {
         SettledDraft07: "a connection settled on -07",
         Draft07TotalsWrapped: "-07 running credit totals wrapped past 2^32",
         ContinuedCall: "a -07 call continued across Sends",
+        GrantByResponder: "a -07 RDMA2_GRANT from the responder",
         Retransmission: "a call sent again",
         Reconnect: "a connection after the first",
         ClientTimeoutClose: "a connection closed by the requester (a timeout)",
@@ -425,6 +429,7 @@ impl Event {
             }
             Event::Draft07TotalsWrapped { .. } => k(Kind::Draft07TotalsWrapped),
             Event::Continued { .. } => k(Kind::ContinuedCall),
+            Event::Draft07Grant { by_responder: true, .. } => k(Kind::GrantByResponder),
             Event::BackwardAnswered { error: true, .. } => k(Kind::BackwardAnsweredWithError),
             Event::Abandoned { sent, .. } => k(if sent { Kind::AbandonedSent } else { Kind::AbandonedUnsent }),
             Event::AbandonedEnded { by_answer, .. } => {

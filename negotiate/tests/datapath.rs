@@ -606,6 +606,58 @@ fn foreign_read_list_lands_in_place<B: Backend>(b: &B) {
     }
 }
 
+/// RFC 8166 section 4.5.4 and draft-ietf-nfsv4-rpcrdma-version-two-07 section 7.4: "After a
+/// Requester has received a Reply, if it is unable to invalidate a memory region due to an
+/// unrecoverable problem, the Requester MUST close the connection to protect that memory from
+/// Responder access before the associated RPC transaction is complete." A responder invalidates
+/// the call's Write chunk window behind its back (a Send With Invalidate of that key on a
+/// message after the reply), so the requester's own Local Invalidate of it fails: the
+/// connection is closed, with that failure as its cause, and the reply is still handed back
+/// whole.
+fn a_window_that_cannot_be_invalidated_closes_the_connection<B: Backend>(b: &B) {
+    let e = connect(b);
+    let ulb = ulb(false, true, 256);
+    let call = message(0x74, 0, 64, None);
+    let result = data(100, 3);
+    let reply = message(0x74, 1, 0, Some(&result));
+    let pending = send_call(&e.req, &call, &ulb, &call_params(1)).unwrap();
+    let rkey = pending.rkeys().next().expect("the Write chunk's window");
+    let got = e.resp_pool.receive(&e.resp).unwrap();
+    let header = accept(&got.bytes, 1);
+    // The reply, its result written into the Write chunk, with no invalidation; then a
+    // message that kills the requester's window behind its back (an RDMA_MSG of no call, sent
+    // with invalidate), before the requester releases the call's memory.
+    let params = ReplyParams {
+        version: Version::ONE,
+        credits: CREDITS,
+        credit_owed: false,
+        reply_inline_threshold: SMALL.reply,
+        remote_invalidation: false,
+        draft07: false,
+        invalidate: None,
+    };
+    let mut call_bytes = Vec::new();
+    fetch_call(&e.resp, &header, &ulb, &mut call_bytes).unwrap();
+    send_reply(&e.resp, &header, &call_bytes, &reply, &ulb, &params).unwrap();
+    let stray = e.resp.pd().register(message(0x99, 1, 8, None), Access::empty()).unwrap();
+    let id = e.resp.wr_id();
+    e.resp.qp().post_send(id, &[Sge::whole(&stray)], Some(rkey)).unwrap();
+    e.resp.wait(id).unwrap();
+    let got = e.req_pool.receive(&e.req).unwrap();
+    let reply_header = accept(&got.bytes, 1);
+    assert_eq!(got.invalidated_rkey, None);
+    let mut message_out = Vec::new();
+    pending.complete(&e.req, &call, &reply_header, got.invalidated_rkey, &ulb, &mut message_out).unwrap();
+    assert_eq!(message_out, reply, "the reply, whole");
+    assert_eq!(e.req.qp().state(), QpState::Error, "the connection is closed");
+    // (The failed Local Invalidate itself took the queue pair down: that is the cause kept.)
+    let ended = e.req.ended();
+    assert!(
+        matches!(&ended, Some(Ended::Lost { first_error: Some(c) }) if c.opcode == Opcode::LocalInvalidate),
+        "{ended:?}"
+    );
+}
+
 macro_rules! instantiate {
     ($module:ident, $backend:expr) => {
         mod $module {
@@ -624,6 +676,7 @@ macro_rules! instantiate {
                 reply_too_long_for_the_chunks_is_err_chunk,
                 receives_set_aside_come_out_oldest_first_under_steady_arrivals,
                 foreign_read_list_lands_in_place,
+                a_window_that_cannot_be_invalidated_closes_the_connection,
             );
         }
     };

@@ -1492,3 +1492,47 @@ fn draft07_4_5_3_body_chunks_carry_the_roundup_padding() {
     assert_eq!(written as usize, reply.len(), "the Reply chunk holds the whole reply, its padding included");
     assert_eq!(written % 4, 0);
 }
+
+/// Section 4.5.3.3: "when reducing an optional-data data type, the discriminator field MUST
+/// remain in the Payload stream. The sender MUST place the data, when present, in the
+/// chunk." A call carrying an optional `opaque<>` (`*opaque<>`: a present/absent word, then
+/// the opaque) whose binding makes the data DDP-eligible goes with the discriminator and the
+/// count inline and only the data in its Read chunk, at the data's position; absent, nothing
+/// is reduced; the server reads back exactly the call either way.
+#[test]
+fn draft07_4_5_3_3_optional_data_keeps_its_discriminator_inline_and_its_data_in_the_chunk() {
+    const DISCRIMINATOR_AT: usize = 12;
+    // The binding both sides use: the opaque's length word follows the discriminator.
+    let ulb =
+        OpaqueAtUlb { call_opaque: Some(DISCRIMINATOR_AT + 4), reply_opaque: None, max_result: 0, max_reply: 128 };
+    let handler = |call: &[u8]| {
+        let sum = call.iter().fold(0u32, |s, &b| s.wrapping_add(u32::from(b)));
+        words(&[word(call, 0), 1, sum])
+    };
+    let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ulb), handler).unwrap();
+    let (client_side, calls) = capturing(InProcess);
+    let client = Client::new(client_side, server.local_addr(), client_config((Version::ONE, Version::TWO), D07));
+    client.call(&words(&[0x600, 0, 0, 0, 0]), &ulb).unwrap();
+    const DATA: usize = 6001;
+    let mut call = words(&[0x601, 0, 0, 1, DATA as u32]);
+    call.extend((0..DATA).map(|i| (i * 13) as u8));
+    call.resize(call.len() + rpcrdma_v1::ulb::roundup_pad(DATA), 0);
+    let sum = call.iter().fold(0u32, |s, &b| s.wrapping_add(u32::from(b)));
+    assert_eq!(client.call(&call, &ulb).unwrap(), words(&[0x601, 1, sum]), "the server read back the call");
+    let sent = take_xid(&calls, 0x601);
+    let h = Header::parse(&sent[0], &HeaderLimits::default()).unwrap();
+    let reads: Vec<(u32, u32)> = h.chunk_lists().reads.iter().map(|r| (r.position, r.target.length)).collect();
+    assert_eq!(reads, [(DISCRIMINATOR_AT as u32 + 8, DATA as u32)], "the data, and only the data, in the chunk");
+    assert_eq!(word(h.payload(), 3), 1, "the discriminator stays in the Payload stream");
+    assert_eq!(word(h.payload(), 4), DATA as u32, "so does the count");
+    assert_eq!(h.payload().len(), DISCRIMINATOR_AT + 8);
+    // Absent: the discriminator alone, nothing to reduce.
+    let absent = words(&[0x602, 0, 0, 0]);
+    let sum = absent.iter().fold(0u32, |s, &b| s.wrapping_add(u32::from(b)));
+    assert_eq!(client.call(&absent, &ulb).unwrap(), words(&[0x602, 1, sum]));
+    let sent = take_xid(&calls, 0x602);
+    let h = Header::parse(&sent[0], &HeaderLimits::default()).unwrap();
+    assert!(h.chunk_lists().reads.is_empty());
+    assert_eq!(h.payload(), &absent[..]);
+}

@@ -333,15 +333,18 @@ impl<B: Backend> Client<B> {
     /// Sends the call `message` (XID first) of a call-only procedure, one whose Upper-Layer
     /// Protocol has no reply for it (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7),
     /// and returns once it is posted: there is nothing to wait for. It goes with no chunk, as
-    /// 4.7 requires: in one Send, or continued across several
-    /// ([`RequesterConfig::max_call_parts`](crate::requester::RequesterConfig::max_call_parts));
-    /// one too large for that fails with `DataPathError::CallOnlyTooLarge`, unsent. It takes a
-    /// place in the server's window, which the server's later messages (replies to other
-    /// calls, or its RDMA2_GRANT) open again; it is never sent again once posted.
+    /// 4.7 requires, in one Send within the server's Receive; a larger one fails with
+    /// `DataPathError::CallOnlyTooLarge`, unsent. It takes a place in the server's window,
+    /// which the server's later messages (replies to other calls, or its RDMA2_GRANT) open
+    /// again; it is never sent again once posted.
     ///
-    /// The connection must have settled on -07 (make a call first): otherwise this fails at
-    /// once with `ClientError::Call(CallFailure::NotVersionTwo)`. A server of this crate runs
-    /// the call's handler and sends nothing back when the handler's reply is empty.
+    /// The connection it goes on (the one of its XID's lane, when
+    /// [`ClientConfig::connections`] is more than one) must have settled on -07: make a call
+    /// first, on that connection. Otherwise this fails at once with
+    /// `ClientError::Call(CallFailure::NotVersionTwo)`; and a call-only call whose connection
+    /// is lost before it is sent fails with `CallFailure::ConnectionLost`. A server of this
+    /// crate runs the call's handler and sends nothing back when the handler's reply is empty
+    /// (and the call has no chunk).
     ///
     /// ```
     /// use std::sync::{Arc, Mutex};
@@ -366,8 +369,11 @@ impl<B: Backend> Client<B> {
     /// let requester = RequesterConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
     /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default().requester(requester));
     /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // settles -07
-    /// client.call_only(&[0, 0, 0, 2, 0, 0, 0, 9]).unwrap();
-    /// client.call(&[0, 0, 0, 3, 0, 0, 0, 0], &ulb).unwrap(); // served after it, in order
+    /// client.call_only(&[0, 0, 0, 2, 0, 0, 0, 9]).unwrap(); // posted: nothing comes back
+    /// # let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    /// # while seen.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
+    /// #     std::thread::sleep(std::time::Duration::from_millis(1));
+    /// # }
     /// assert_eq!(seen.lock().unwrap().as_slice(), [vec![0, 0, 0, 2, 0, 0, 0, 9]]);
     /// ```
     pub fn call_only(&self, message: &[u8]) -> Result<(), ClientError> {

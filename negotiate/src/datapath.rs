@@ -203,16 +203,14 @@ pub enum DataPathError {
     },
     /// A call-only procedure's call (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7,
     /// "Requesters MUST NOT use chunks when sending Call-only RPC procedures") too large to go
-    /// without chunks: beyond the responder's Receive in one Send, and beyond what `parts`
-    /// continued Sends carry. Nothing was sent; the connection goes on.
-    #[error("a call-only message of {len} bytes goes without chunks in at most {parts} Sends of {threshold} bytes, and does not fit them (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7)")]
+    /// without chunks: beyond the responder's Receive in one Send (or not on a -07
+    /// connection). Nothing was sent; the connection goes on.
+    #[error("a call-only message of {len} bytes goes without chunks in one Send of at most {threshold} bytes, and does not fit it (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7)")]
     CallOnlyTooLarge {
         /// The RPC call's length.
         len: usize,
         /// The responder's Receive (the call inline threshold).
         threshold: usize,
-        /// The most Sends it could continue across.
-        parts: usize,
     },
     /// The peer's Send with Invalidate killed a key that is not one of this call's (RFC 8797
     /// section 4.1: it "MUST invalidate an STag associated only with the Transaction ID").

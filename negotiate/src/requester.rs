@@ -636,7 +636,9 @@ impl Requester {
     /// the responder's window as a call does, and ends once sent
     /// ([`Requester::sent_call_only`]), never sent again. It needs a connection settled on
     /// -07, whose credits are running totals that the responder's later messages raise
-    /// whatever they answer; on another it fails at once with [`CallFailure::NotVersionTwo`].
+    /// whatever they answer: on another, or one not settled yet, it fails at once with
+    /// [`CallFailure::NotVersionTwo`]; if its connection is lost before it is sent, it fails
+    /// with [`CallFailure::ConnectionLost`] when the next one comes up.
     ///
     /// ```
     /// use std::time::Instant;
@@ -1028,8 +1030,16 @@ impl Requester {
                 return; // RFC 8166 section 4.5.4: its calls go out again on the next connection
             }
             // (An option goes only on a connection settled in its dialect, a call-only call
-            // on one settled on -07.)
+            // on one settled on -07. A call-only call requeued after its connection's loss
+            // meets a new connection not settled yet, which its turn would block (it cannot
+            // be the probe): it ends, the connection lost under it.)
             let call = &self.calls[&xid];
+            if call.call_only && matches!(conn.version, Negotiation::Probing(_)) {
+                let attempts = call.attempts;
+                self.queue.pop_front();
+                self.complete_failed(xid, CallFailure::ConnectionLost { attempts });
+                continue;
+            }
             let needs = call.option.or(call.call_only.then_some(Dialect::Ietf07));
             if needs.is_some_and(|d| !matches!(conn.version, Negotiation::Settled(Version::TWO)) || conn.dialect != d) {
                 self.queue.pop_front();

@@ -724,16 +724,24 @@ impl Responder {
 
     /// An RDMA2_GRANT for the requester, counted as sent, when one is due and may go (section
     /// 4.2.1.1: the requester has used more than half the window this side last gave it).
-    /// An RDMA2_GRANT when one is due on a -07 connection (section 4.2.1.1), counted as the
-    /// Send it is: while a continued call arrives, and after a call-only call, which no reply
-    /// answers. `None` off -07.
-    pub fn draft07_grant_if_due(&mut self) -> Option<Vec<u8>> {
-        if self.dialect != Some(Dialect::Ietf07) {
+    /// A -07 call, whose reply parameters were `params`, was served with no reply: a
+    /// call-only procedure's (section 4.7). The RDMA2_GRANT to send instead, if any (4.2.1.1:
+    /// no reply will carry a new total): when Sends are counted as judged, the Send the reply
+    /// parameters counted goes as a GRANT carrying their total, so that what this side
+    /// counted is what it posts; with [`Responder::count_draft07_sends_when_posted`], one
+    /// counted now when the requester's window needs it. `None` off -07, or with no GRANT due.
+    pub fn draft07_served_without_reply(&mut self, params: &ReplyParams) -> Option<Vec<u8>> {
+        if self.dialect != Some(Dialect::Ietf07) || !params.draft07 {
             return None;
+        }
+        if !self.d07.counted_when_posted {
+            return Some(rpcrdma_v2::draft07::marshal::grant_message(params.credits).to_vec());
         }
         self.grant_if_due()
     }
 
+    /// An RDMA2_GRANT for the requester, counted as sent, when one is due and may go (section
+    /// 4.2.1.1: the requester has used more than half the window this side last gave it).
     fn grant_if_due(&mut self) -> Option<Vec<u8>> {
         self.d07.credits.take_grant().map(|total| rpcrdma_v2::draft07::marshal::grant_message(total).to_vec())
     }
@@ -943,8 +951,9 @@ impl Responder {
         }
         // A reply: the reply to this side's reverse-direction call when it names that call and
         // comes in the Simple format the call was sent in (section 4.6.2), whole and with no
-        // chunk; any other a header type this side does not take (section 6.3:
-        // RDMA2_ERR_INVAL_HTYPE). Answered before continuation sees it, which would otherwise
+        // chunk; any other is dropped once the requester offered the reverse direction (below),
+        // else it is a header type this side does not take (section 6.3:
+        // RDMA2_ERR_INVAL_HTYPE). Judged before continuation sees it, which would otherwise
         // keep a REPLY_MIDDLE's sequence open against the calls after it.
         let htype = header.header_type();
         if htype == HeaderType::ReplyInline && awaiting(header.xid()) {

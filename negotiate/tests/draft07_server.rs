@@ -944,3 +944,36 @@ fn draft07_7_3_1_and_7_3_2_more_chunks_than_taken_are_refused_with_the_most_take
     let reply = req.receive();
     assert_eq!(parsed(&reply).payload(), &reply_for(&call)[..], "the external call served");
 }
+
+/// Section 4.7 with 4.2.1.1, by bytes, for a driver of the sans-I/O core that counts Sends as
+/// judged: each call-only call served without a reply is told to the core
+/// (`Connection::draft07_served_without_reply`), whose answer is an RDMA2_GRANT carrying the
+/// total the call's reply parameters counted, so that what the server counted is what it
+/// posts and the requester's window moves: 200 call-only calls, every total higher than the
+/// last and covering the calls received.
+#[test]
+fn draft07_4_7_a_call_only_call_served_without_reply_is_not_counted_as_a_send() {
+    use negotiate::connection::{Arrival, Connection, Received};
+    let now = std::time::Instant::now();
+    let mut core: Connection<()> =
+        Connection::server(ResponderConfig::default().draft07(true), Duration::from_secs(60), &[], None, now);
+    let (mut grants, mut last_grant) = (0, 0);
+    for i in 0..200u32 {
+        let mut call = vec![0u8; 64];
+        // The requester's total: what it received (the GRANTs) and its 32 advertised.
+        let total = 32 + grants;
+        let n =
+            marshal::call_inline(&mut call, 0x100 + i, total, 0, &marshal::NO_CHUNKS, &rpc_call(0x100 + i, 0)).unwrap();
+        let received = core.handle_receive(&call[..n], Arrival::default(), now);
+        let Received::Call { params, .. } = received else { panic!("call {i}: {received:?}") };
+        if let Some(g) = core.draft07_served_without_reply(&params) {
+            let h = parsed(&g);
+            assert_eq!(h.header_type(), HeaderType::Grant);
+            assert!(h.credit() > last_grant, "each GRANT raises the total");
+            last_grant = h.credit();
+            grants += 1;
+        }
+    }
+    assert_eq!(grants, 200, "one GRANT in place of each reply");
+    assert_eq!(last_grant, 200 + 32, "the last total: every call received, 32 advertised");
+}

@@ -74,8 +74,6 @@ fn section_5_1_an_unrecognized_property_is_skipped_and_the_rest_applied() {
     assert_eq!(p.max_segment_count, 32);
 }
 
-/// Section 5.2.6: the host authentication material is carried to the caller as it came; an
-/// unknown reverse-direction level (an extension's) is kept, and honoured as none.
 /// Appendix B.3 with section 5.1: properties the base does not define are kept for an
 /// extension, each once with its last value, and a peer stating many more, across as many
 /// CONNPROP messages as it likes, makes a receiver keep no more than `OTHERS_MOST` of them
@@ -102,6 +100,8 @@ fn appendix_b_3_unrecognized_properties_are_kept_within_bounds_a_peer_cannot_mov
     assert_eq!(p.others.len(), OTHERS_BYTES_MOST / 1000);
 }
 
+/// Section 5.2.6: the host authentication material is carried to the caller as it came; an
+/// unknown reverse-direction level (an extension's) is kept, and honoured as none.
 #[test]
 fn section_5_2_6_host_auth_reaches_the_caller_intact() {
     let auth = Rpcrdma2PropHostauth(b"challenge").to_vec().unwrap();

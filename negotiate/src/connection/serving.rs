@@ -82,12 +82,11 @@ impl<L: Clone> Connection<L> {
         self.serving_mut().responder.set_registry(registry);
     }
 
-    /// An RDMA2_GRANT for the requester, counted as the Send it is, when one is due on a -07
-    /// connection (section 4.2.1.1: more than half of the window this side last gave is used,
-    /// and a larger one is there to give): after a call-only call, which no reply answers.
-    /// `None` on a client's connection.
-    pub fn draft07_grant_if_due(&mut self) -> Option<Vec<u8>> {
-        self.serving.as_mut()?.responder.draft07_grant_if_due()
+    /// A -07 call, whose reply parameters were `params`, was served with no reply, a
+    /// call-only procedure's ([`Responder::draft07_served_without_reply`]): the RDMA2_GRANT
+    /// to send instead, if any. `None` on a client's connection.
+    pub fn draft07_served_without_reply(&mut self, params: &crate::datapath::ReplyParams) -> Option<Vec<u8>> {
+        self.serving.as_mut()?.responder.draft07_served_without_reply(params)
     }
 
     /// The handlers of -07 extensions' header types ([`Responder::set_draft07_registry`]).

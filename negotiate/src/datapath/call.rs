@@ -113,32 +113,21 @@ pub fn send_call_continuing<B: Backend, U: UpperLayerBinding + ?Sized>(
 
 /// Sends a call-only procedure's call (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7:
 /// there is no reply, so "Requesters MUST NOT use chunks when sending Call-only RPC
-/// procedures"): in one RDMA2_CALL_INLINE with empty chunk lists when it fits the responder's
-/// Receive, else continued across at most `max_parts` Sends, their totals from `more_sends` as
-/// [`send_call_continuing`] takes them; never in a chunk. A call that fits neither is
-/// refused with [`DataPathError::CallOnlyTooLarge`], nothing sent. `params` must be -07's.
-/// The returned call holds no memory: release it with [`PendingCall::abandon`] once posted.
+/// procedures"): in one RDMA2_CALL_INLINE with empty chunk lists, within the responder's
+/// Receive; never in a chunk. A larger one is refused with
+/// [`DataPathError::CallOnlyTooLarge`], nothing sent. (It does not continue across Sends:
+/// its parts would need room in the responder's window all at once, and a call that waits
+/// for nothing has nothing to wake it when that room comes.) `params` must be -07's. The
+/// returned call holds no memory: release it with [`PendingCall::abandon`] once posted.
 pub fn send_call_only<B: Backend>(
     conn: &Transport<B>,
     call: &[u8],
     params: &CallParams,
-    max_parts: usize,
-    more_sends: impl FnOnce(u32) -> Option<u32>,
 ) -> Result<PendingCall<B>, DataPathError> {
-    let ulb = NoChunks;
-    let too_large =
-        || DataPathError::CallOnlyTooLarge { len: call.len(), threshold: params.thresholds.call, parts: max_parts };
-    if !is_draft07(params) {
-        return Err(too_large());
+    if !is_draft07(params) || !fits_one_draft07_send(call.len(), params.thresholds.call) {
+        return Err(DataPathError::CallOnlyTooLarge { len: call.len(), threshold: params.thresholds.call });
     }
-    if fits_one_draft07_send(call.len(), params.thresholds.call) {
-        return send_call(conn, call, &ulb, params);
-    }
-    let sent = SCRATCH.with_borrow_mut(|(desc, out)| {
-        desc.describe(&ulb, call);
-        continued::send_call(conn, call, desc, out, params, max_parts, more_sends)
-    })?;
-    sent.ok_or_else(too_large)
+    send_call(conn, call, &NoChunks, params)
 }
 
 /// The binding of a call-only procedure's call: nothing DDP-eligible, no reply to provision

@@ -42,11 +42,12 @@ pub enum Answered {
     GarbageArgs,
     /// With an RPC SYSTEM_ERR reply: its handler panicked (RFC 5531 section 9).
     SystemErr,
-    /// Not at all: on a -07 connection a handler's empty reply marks the call as a call-only
-    /// procedure's (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7: "There is no
-    /// corresponding Reply"), whose call's version and arrival this gives. Whoever serves it
-    /// sends the requester an RDMA2_GRANT if its window needs one (4.2.1.1): no reply will
-    /// carry a new total.
+    /// Not at all: on a -07 connection a handler's empty reply to a call with no chunk marks
+    /// it as a call-only procedure's (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7:
+    /// "There is no corresponding Reply"), whose call's version and arrival this gives.
+    /// Whoever serves it tells the connection's core
+    /// (`Connection::draft07_served_without_reply`), and sends the requester the RDMA2_GRANT
+    /// that gives if its window needs one (4.2.1.1): no reply will carry a new total.
     CallOnly(Version, ArrivedAs),
 }
 
@@ -234,6 +235,12 @@ pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
     answered
 }
 
+/// Whether `call` lists no chunk at all: the only way a call-only procedure's call comes
+/// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7).
+fn has_no_chunk(call: &Header<'_>) -> bool {
+    call.read_list().is_empty() && call.write_list().is_empty() && call.reply_chunk().is_none()
+}
+
 /// [`serve_call`] once its memory is counted, with the thread's call and reply buffers.
 fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
     conn: &Transport<B>,
@@ -255,9 +262,10 @@ fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
     answering();
     service
         .and_then(|service| match service {
-            // An empty reply on -07: a call-only procedure's call, answered with nothing (an
-            // RPC reply is never empty: its XID alone is four bytes).
-            HandlerOutcome::Replied(r) if r.is_empty() && params.draft07 => {
+            // An empty reply on -07 to a call with no chunk: a call-only procedure's call
+            // (section 4.7: it has none), answered with nothing (an RPC reply is never empty:
+            // its XID alone is four bytes).
+            HandlerOutcome::Replied(r) if r.is_empty() && params.draft07 && has_no_chunk(header) => {
                 *reply = r;
                 Ok(Answered::CallOnly(params.version, ArrivedAs::of(header)))
             }

@@ -507,7 +507,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     self.count(answered);
                     // No reply carries a new total for it: the requester's window may need a
                     // GRANT (section 4.2.1.1), sent as any -07 answer is.
-                    let grant = lock(&served.core).draft07_grant_if_due();
+                    let grant = lock(&served.core).draft07_served_without_reply(&params);
                     if let Some(Err(e)) = grant.map(|g| served.conn.answer_draft07(&g)) {
                         served.close(format_args!("sending an RDMA2_GRANT: {e}"));
                     }

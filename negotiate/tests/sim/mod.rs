@@ -248,7 +248,11 @@ fn is_call_middle(bytes: &[u8]) -> bool {
     f.is_some_and(|f| f.vers == 2 && f.proc.and_then(HeaderType::from_wire) == Some(HeaderType::CallMiddle))
 }
 
-/// The credits the simulated responder grants (responder::ResponderConfig's default).
+/// The calls a requester may have outstanding on a connection: the credits a Version One or
+/// -00 responder grants (responder::ResponderConfig's default), and the requester's own
+/// limit of calls in flight. (A -07 responder here advertises 4 Receives, a bound on messages
+/// in flight, not on calls outstanding: its own check, `credit_overruns`, is
+/// `CreditWindow::within_granted`.)
 const GRANTED: u32 = 32;
 
 /// The whole simulated world.

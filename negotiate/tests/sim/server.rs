@@ -327,7 +327,12 @@ impl SimServer {
             // sends back unasked is a -07 RDMA2_GRANT (section 4.2.1.1), which answers no call
             // (not a forward message the simulator counts against one).
             Received::SendBack(answer) => {
-                sim.record(Event::Draft07Grant { link, by_responder: true });
+                let htype = rpcrdma_v1::header::Fixed::read(&answer).and_then(|f| f.proc);
+                if htype == Some(rpcrdma_v2::draft07::xdr::RDMA2_GRANT) {
+                    sim.record(Event::Draft07Grant { link, by_responder: true });
+                } else if self.unanswered.is_none() {
+                    self.unanswered = Some(format!("the server sent back something else than a GRANT on {link}"));
+                }
                 sim.send_backward(false, answer)
             }
             // (It sends no RDMA_OPTIONAL: a reply is to its backward call.)

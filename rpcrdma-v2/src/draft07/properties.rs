@@ -183,6 +183,8 @@ impl Properties {
     fn keep_other(&mut self, which: u32, data: &[u8]) {
         let held: usize = self.others.iter().filter(|(w, _)| *w != which).map(|(_, d)| d.len()).sum();
         if held + data.len() > OTHERS_BYTES_MOST {
+            // Its last value is not kept: nor is an earlier one.
+            self.others.retain(|(w, _)| *w != which);
             return;
         }
         match self.others.iter().position(|(w, _)| *w == which) {

@@ -83,8 +83,7 @@ impl<B: Backend> Shared<B> {
         let result = loop {
             match self.wait_step(xid).0 {
                 CallStep::Transmit { transmit: t, link } => {
-                    let more = self.parts_on(&link);
-                    match send_call_only(&link.conn, message, &params_of(&t), t.max_parts, more) {
+                    match send_call_only(&link.conn, message, &params_of(&t)) {
                         Ok(sent) => {
                             let parts = sent.parts();
                             // No chunk, no memory to hold: nothing comes back for it.
@@ -92,7 +91,9 @@ impl<B: Backend> Shared<B> {
                             self.lock().core.handle_sent_call_only(xid, parts, Instant::now());
                             break Ok(());
                         }
-                        // A broken connection sends it again on the next one.
+                        // A broken connection: the core ends it when the next one comes up
+                        // (`Requester::start_call_only`: a new connection is not settled on
+                        // -07 before its first call's answer).
                         Err(_) if link.conn.qp().state() == QpState::Error => {}
                         Err(e) => {
                             self.lock().core.cancel(xid, Instant::now());

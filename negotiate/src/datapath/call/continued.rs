@@ -16,8 +16,9 @@ use rpcrdma_v2::draft07::marshal::{self as marshal07, MessageType, MIDDLE_HEADER
 use super::*;
 use crate::requester::MAX_CONTINUED_CALL;
 
-/// Sends `call` in parts when it should and can continue: `Ok(None)`, with nothing registered
-/// or sent, when it goes the usual way instead (see the [module documentation](self)).
+/// Sends `call` in parts when it should and can continue: `Ok(None)`, with nothing sent (and
+/// whatever it registered released again), when it goes the usual way instead (see the
+/// [module documentation](self)).
 pub(super) fn send_call<B: Backend>(
     conn: &Transport<B>,
     call: &[u8],

@@ -43,10 +43,11 @@ pub const SLOTS: usize = 1;
 /// The credits a backward call requests and its reply grants.
 pub(crate) const CREDITS: u32 = 1;
 
-/// The binding of the backward direction: nothing is DDP-eligible and the reply must fit
-/// inline, so no chunk is ever provisioned or used.
-struct InlineOnly {
-    max_reply: usize,
+/// The binding of the backward direction (and of a -07 call-only call, `max_reply` 0):
+/// nothing is DDP-eligible and the reply must fit inline, so no chunk is ever provisioned or
+/// used.
+pub(crate) struct InlineOnly {
+    pub(crate) max_reply: usize,
 }
 
 impl UpperLayerBinding for InlineOnly {
@@ -589,14 +590,8 @@ impl<B: Backend> ServerSide<B> {
             }
             send_draft07(&self.conn, &bytes)?;
             match self.wait_answer() {
-                Ok((message, _)) => {
-                    let m = ExtensionMessage::parse(&message).ok_or(BackchannelError::Closed)?;
-                    Ok(ExtensionReply::Answer { htype: m.htype, body: m.body.to_vec() })
-                }
-                Err(BackchannelError::Peer(PeerError::Draft07(e))) => Ok(match e.code() {
-                    rpcrdma_v2::draft07::xdr::RDMA2_ERR_INVAL_HTYPE => ExtensionReply::NotSupported,
-                    code => ExtensionReply::Error(code),
-                }),
+                Ok((message, _)) => ExtensionReply::from_message(&message).ok_or(BackchannelError::Closed),
+                Err(BackchannelError::Peer(PeerError::Draft07(e))) => Ok(ExtensionReply::from_error(&e)),
                 Err(e) => Err(e),
             }
         })

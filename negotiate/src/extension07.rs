@@ -179,3 +179,35 @@ pub enum ExtensionReply {
     /// Another RDMA2_ERROR: its code (a base one, or one an extension defines, B.4).
     Error(u32),
 }
+
+impl ExtensionReply {
+    /// The peer's answer, `message` (judged as the answer to ours): `None` when it is not an
+    /// extension's message.
+    ///
+    /// ```
+    /// use negotiate::extension07::ExtensionReply;
+    /// use rpcrdma_v2::draft07::extension::ExtensionMessage;
+    /// let m = ExtensionMessage::to_message(3, 32, 0xF000_0011, &[1, 2, 3, 4]);
+    /// assert_eq!(ExtensionReply::from_message(&m), Some(ExtensionReply::Answer { htype: 0xF000_0011, body: vec![1, 2, 3, 4] }));
+    /// ```
+    pub fn from_message(message: &[u8]) -> Option<ExtensionReply> {
+        let m = ExtensionMessage::parse(message)?;
+        Some(ExtensionReply::Answer { htype: m.htype, body: m.body.to_vec() })
+    }
+
+    /// The peer's RDMA2_ERROR naming ours: RDMA2_ERR_INVAL_HTYPE is
+    /// [`ExtensionReply::NotSupported`] (section 7.1.3), any other code an error.
+    ///
+    /// ```
+    /// use negotiate::extension07::ExtensionReply;
+    /// use rpcrdma_v2::draft07::xdr::Rpcrdma2HdrError;
+    /// assert_eq!(ExtensionReply::from_error(&Rpcrdma2HdrError::Default { discriminant: 4 }), ExtensionReply::NotSupported);
+    /// assert_eq!(ExtensionReply::from_error(&Rpcrdma2HdrError::Default { discriminant: 2 }), ExtensionReply::Error(2));
+    /// ```
+    pub fn from_error(error: &rpcrdma_v2::draft07::xdr::Rpcrdma2HdrError) -> ExtensionReply {
+        match error.code() {
+            rpcrdma_v2::draft07::xdr::RDMA2_ERR_INVAL_HTYPE => ExtensionReply::NotSupported,
+            code => ExtensionReply::Error(code),
+        }
+    }
+}

@@ -454,7 +454,7 @@ impl Requester {
             log::warn!("-07: too many replies to reverse-direction calls wait for the window; one dropped");
             return false;
         }
-        self.transmits.extend(st.answer_due());
+        st.owed_due(&mut self.transmits);
         true
     }
 
@@ -1008,10 +1008,7 @@ impl Requester {
         // This side's CONNPROP_FINAL goes before the calls once the window has room for it,
         // and so do its replies to the responder's reverse-direction calls.
         if let Some(st) = self.conn.as_mut().and_then(|c| c.d07.as_mut()) {
-            self.transmits.extend(st.connprop_due());
-            while let Some(m) = st.answer_due() {
-                self.transmits.push_back(m);
-            }
+            st.owed_due(&mut self.transmits);
         }
         // Section 4.2.1.1: with replies still owed on a -07 connection and the responder's
         // window more than half used, a GRANT refreshes it: the calls that would carry a
@@ -1128,7 +1125,7 @@ impl Requester {
                 let others = self.registry07.properties().to_vec();
                 st.owe_connprop(t.reply as u32, self.host_auth.as_ref(), self.reverse, others, threshold);
                 // Sent now, or by `pump` once the window has room.
-                self.transmits.extend(st.connprop_due());
+                st.owed_due(&mut self.transmits);
             }
         } else {
             conn.d07 = None;

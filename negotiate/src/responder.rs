@@ -722,8 +722,6 @@ impl Responder {
         }
     }
 
-    /// An RDMA2_GRANT for the requester, counted as sent, when one is due and may go (section
-    /// 4.2.1.1: the requester has used more than half the window this side last gave it).
     /// A -07 call, whose reply parameters were `params`, was served with no reply: a
     /// call-only procedure's (section 4.7). The RDMA2_GRANT to send instead, if any (4.2.1.1:
     /// no reply will carry a new total): when Sends are counted as judged, the Send the reply

@@ -80,6 +80,9 @@ pub(super) enum Slot<L> {
 /// RPC clients usually begin with (the responder's answers are matched to them by XID).
 pub(super) const FIRST_OPTION_XID: u32 = 0x4f50_0000;
 
+/// How [`Connection::start_with`] starts something in the requester.
+type StartFn = fn(&mut Requester, u32, Instant) -> Result<(), crate::requester::DuplicateXid>;
+
 impl<L: Clone> Connection<L> {
     /// A client's connection to the responder at `addr`, with no transport connection yet:
     /// its first [`Event`] is to make one.
@@ -100,11 +103,17 @@ impl<L: Clone> Connection<L> {
 
     /// An API call starts call `xid`: its caller then waits for [`Connection::take_step`].
     pub fn start_call(&mut self, xid: u32, now: Instant) -> Result<(), ClientError> {
+        self.start_with(xid, now, Requester::call)
+    }
+
+    /// Starts `xid` in the requester with `start` (a call, a call-only call, a message of
+    /// ours), its caller's slot waiting for its first step; refused once the client closes.
+    fn start_with(&mut self, xid: u32, now: Instant, start: StartFn) -> Result<(), ClientError> {
         self.now = Some(now);
         if self.closing {
             return Err(ClientError::Closed);
         }
-        self.requester().call(xid, now)?;
+        start(self.requester(), xid, now)?;
         self.slots.insert(xid, Slot::Waiting);
         self.route();
         Ok(())
@@ -115,14 +124,7 @@ impl<L: Clone> Connection<L> {
     /// `datapath::send_call_only`, then report [`Connection::handle_sent_call_only`]), or a
     /// failure.
     pub fn start_call_only(&mut self, xid: u32, now: Instant) -> Result<(), ClientError> {
-        self.now = Some(now);
-        if self.closing {
-            return Err(ClientError::Closed);
-        }
-        self.requester().start_call_only(xid, now)?;
-        self.slots.insert(xid, Slot::Waiting);
-        self.route();
-        Ok(())
+        self.start_with(xid, now, Requester::start_call_only)
     }
 
     /// Call-only call `xid` was sent ([`Requester::sent_call_only`]) across `parts` Sends
@@ -154,13 +156,9 @@ impl<L: Clone> Connection<L> {
         self.start_message(now, Requester::start_extension)
     }
 
-    /// Starts a message of ours that is not a call with `start` (the option's dialect).
-    fn start_message(
-        &mut self,
-        now: Instant,
-        start: fn(&mut Requester, u32, Instant) -> Result<(), crate::requester::DuplicateXid>,
-    ) -> Result<u32, ClientError> {
-        self.now = Some(now);
+    /// Starts a message of ours that is not a call with `start` (the option's dialect), under
+    /// an XID this core picks.
+    fn start_message(&mut self, now: Instant, start: StartFn) -> Result<u32, ClientError> {
         if self.closing {
             return Err(ClientError::Closed);
         }
@@ -170,9 +168,7 @@ impl<L: Clone> Connection<L> {
             xid = xid.wrapping_add(1);
         }
         self.next_option_xid = xid.wrapping_add(1);
-        start(self.requester(), xid, now)?;
-        self.slots.insert(xid, Slot::Waiting);
-        self.route();
+        self.start_with(xid, now, start)?;
         Ok(xid)
     }
 

@@ -127,20 +127,8 @@ pub fn send_call_only<B: Backend>(
     if !is_draft07(params) || !fits_one_draft07_send(call.len(), params.thresholds.call) {
         return Err(DataPathError::CallOnlyTooLarge { len: call.len(), threshold: params.thresholds.call });
     }
-    send_call(conn, call, &NoChunks, params)
-}
-
-/// The binding of a call-only procedure's call: nothing DDP-eligible, no reply to provision
-/// for, so marshaling lists no chunk at all (section 4.7).
-struct NoChunks;
-
-impl UpperLayerBinding for NoChunks {
-    fn call_ddp_items(&self, _call: &[u8], _out: &mut Vec<rpcrdma_v1::ulb::DdpItem>) {}
-    fn reply_ddp_maxima(&self, _call: &[u8], _out: &mut Vec<usize>) {}
-    fn max_reply_size(&self, _call: &[u8]) -> usize {
-        0
-    }
-    fn reply_ddp_items(&self, _: &[u8], _: &[u8], _: usize, _: &mut Vec<rpcrdma_v1::ulb::DdpItem>) {}
+    // Nothing DDP-eligible and no reply to provision for: marshaling lists no chunk at all.
+    send_call(conn, call, &crate::backchannel::InlineOnly { max_reply: 0 }, params)
 }
 
 /// Whether a -07 call whose inline part is `inline` bytes, with no chunk, goes in one Send to

@@ -163,6 +163,16 @@ impl State {
         Some(m)
     }
 
+    /// Moves into `out` what this side owes the responder of its own and the window has room
+    /// for now, in order: its RDMA2_CONNPROP_FINAL ([`State::connprop_due`]), then its held
+    /// answers ([`State::answer_due`]).
+    pub(crate) fn owed_due(&mut self, out: &mut VecDeque<Vec<u8>>) {
+        out.extend(self.connprop_due());
+        while let Some(m) = self.answer_due() {
+            out.push_back(m);
+        }
+    }
+
     /// An RDMA2_GRANT refreshing the responder's window, when one is due (more than half of
     /// the window this side last gave is used, and a larger one is there to give) and may go
     /// (section 4.2.1.1): counted as the Send it is. For a requester with replies still owed,
@@ -442,8 +452,7 @@ mod reverse {
             log::warn!("-07 reverse-direction call {xid:#010x}: its RPC message starts otherwise (section 4.6.1)");
             return st.refuse_later(xid, code_only(RDMA2_ERR_BAD_XDR));
         }
-        let vers = rpcrdma_v2::RPCRDMA2_VERSION.wire();
-        match Header::from_lists(xid, vers, header.credit(), MessageKind::Msg, lists, len, payload) {
+        match version_one_view(header, bytes) {
             Ok(view) => Incoming::BackwardCall(view),
             Err(e) => {
                 log::warn!("-07 reverse-direction call {xid:#010x}: {e}");

@@ -55,14 +55,8 @@ impl<B: Backend> Shared<B> {
         // (A -07 message: stamped with the highest running total sent, 4.2.1.)
         let result = self.exchange(Connection::start_extension, marshal, send_draft07, |step| match step {
             // Judged by the core as the answer to ours: an extension's message.
-            Ok(message) => {
-                let m = ExtensionMessage::parse(&message).ok_or(ClientError::Closed)?;
-                Ok(ExtensionReply::Answer { htype: m.htype, body: m.body.to_vec() })
-            }
-            Err(ClientError::Call(CallFailure::Peer(PeerError::Draft07(e)))) => Ok(match e.code() {
-                rpcrdma_v2::draft07::xdr::RDMA2_ERR_INVAL_HTYPE => ExtensionReply::NotSupported,
-                code => ExtensionReply::Error(code),
-            }),
+            Ok(message) => ExtensionReply::from_message(&message).ok_or(ClientError::Closed),
+            Err(ClientError::Call(CallFailure::Peer(PeerError::Draft07(e)))) => Ok(ExtensionReply::from_error(&e)),
             Err(e) => Err(e),
         });
         log::debug!("-07 extension message {htype:#x}: {result:?}");

@@ -332,3 +332,78 @@ fn draft07_4_6_a_late_reverse_reply_is_dropped_not_refused() {
     let got = server.handle_receive(&late, Arrival::default(), now);
     assert!(matches!(got, Received::Nothing(_)), "{got:?}");
 }
+
+/// Whether a reverse-direction call (XID `xid`) comes back from the client on one of the
+/// server's open connections within `within`.
+fn reverse_call_within(server: &Server, xid: u32, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    let call = rpc(xid, 0, &xid.to_be_bytes());
+    while Instant::now() < deadline {
+        for back in server.backchannels().into_iter().filter(|b| b.is_open()) {
+            if back.call(&call).is_ok_and(|reply| reply == echo(&call)) {
+                return true;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
+}
+
+/// Section 4.6.5: "forward-direction Requesters SHOULD maintain a transport connection as long
+/// as the RPC server might send reverse-direction Calls". A -07 client with a backchannel and
+/// [`ClientConfig::keep_connected`] makes one call of its own and no more; each time the
+/// server closes its connection as idle, the client connects again and calls the configured
+/// program's NULL procedure, and the server's reverse-direction calls reach it on the new
+/// connection. The same client without `keep_connected` leaves the server, after the first
+/// idle close, with no connection to call on.
+#[test]
+fn draft07_4_6_5_a_client_keeps_a_connection_for_reverse_direction_calls() {
+    use negotiate::client::KeepConnected;
+    use negotiate::limits::ServerLimits;
+    use negotiate::responder::ResponderConfig;
+    use rpcrdma_v2::dialect::{Dialect, VersionTwo};
+    const PROGRAM: u32 = 400_100;
+    let idle = Duration::from_millis(200);
+    for keep in [true, false] {
+        let nulls = Arc::new(Mutex::new(0u32));
+        let counted = nulls.clone();
+        let handler = move |call: &[u8]| {
+            let word = |at: usize| u32::from_be_bytes(call[at..at + 4].try_into().unwrap());
+            if call.len() == 40 && word(12) == PROGRAM && word(20) == 0 {
+                *counted.lock().unwrap() += 1;
+            }
+            echo(call)
+        };
+        let scfg = ServerConfig::default()
+            .responder(ResponderConfig::default().draft07(true))
+            .limits(ServerLimits::default().idle_timeout(idle));
+        let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ULB), handler).unwrap();
+        let requester = requester::RequesterConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
+        let kept = keep.then_some(KeepConnected { program: PROGRAM, version: 1 });
+        let cfg = ClientConfig::default().requester(requester).keep_connected(kept);
+        let client = Client::with_backchannel(InProcess, server.local_addr(), cfg, Arc::new(echo));
+        assert_eq!(client.call(&rpc(1, 0, &[0; 8]), &ULB).unwrap(), rpc(1, 1, &[0; 8]));
+        assert_eq!(client.dialect(), Some(Dialect::Ietf07));
+        assert!(reverse_call_within(&server, 0x8000_0000, Duration::from_secs(5)), "keep {keep}: the first connection");
+        for round in 1..=3u64 {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while server.stats().refused.idle < round && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            assert_eq!(server.stats().refused.idle, round, "keep {keep}: idle close {round}");
+            let back = reverse_call_within(&server, 0x8000_0000 + round as u32, 5 * idle);
+            if !keep {
+                assert!(!back, "a client that does not keep its connection was called back");
+                assert!(server.backchannels().iter().all(|b| !b.is_open()));
+                break;
+            }
+            assert!(back, "round {round}: no connection to call back on");
+        }
+        if keep {
+            assert!(*nulls.lock().unwrap() >= 3, "the keeper's NULL calls: {}", nulls.lock().unwrap());
+            assert_eq!(client.stats().short, 1 + u64::from(*nulls.lock().unwrap()), "no other call was made");
+        } else {
+            assert_eq!(*nulls.lock().unwrap(), 0);
+        }
+    }
+}

@@ -79,6 +79,34 @@ pub struct ClientConfig {
     /// [`crate::host_auth`]); `None` (the default) states none. The server's, if it states
     /// any, is in [`Client::draft07_peer_properties`](super::Client::draft07_peer_properties).
     pub host_auth: Option<HostAuth>,
+    /// Keeps a connection up for the server's reverse-direction calls: while set, a client
+    /// made with [`Client::with_backchannel`](super::Client::with_backchannel) connects at
+    /// once and, whenever its connection ends (the server closed it as idle, it was lost),
+    /// connects again and calls this program's NULL procedure on the new connection, so that
+    /// the server learns its version and offer and can call back without waiting for the
+    /// client's next call (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.6.5: "forward-
+    /// direction Requesters SHOULD maintain a transport connection as long as the RPC server
+    /// might send reverse-direction Calls"). One thread per connection does it. `None` (the
+    /// default) connects only for calls; a client without a backchannel ignores it.
+    pub keep_connected: Option<KeepConnected>,
+}
+
+/// The ONC RPC program and version whose NULL procedure (procedure 0, which by convention
+/// every program answers, taking and returning nothing) a client calls to establish a connection it keeps for the
+/// server's reverse-direction calls ([`ClientConfig::keep_connected`]).
+///
+/// ```
+/// use negotiate::client::{ClientConfig, KeepConnected};
+/// // NFS version 4's NULL procedure, as an NFSv4.1 client with delegations would keep.
+/// let cfg = ClientConfig::default().keep_connected(Some(KeepConnected { program: 100003, version: 4 }));
+/// assert_eq!(cfg.keep_connected.unwrap().program, 100003);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepConnected {
+    /// The program number.
+    pub program: u32,
+    /// The program's version.
+    pub version: u32,
 }
 
 impl Default for ClientConfig {
@@ -104,6 +132,7 @@ impl Default for ClientConfig {
             properties: None,
             poll_before_wait: Duration::from_micros(30),
             host_auth: None,
+            keep_connected: None,
         }
     }
 }
@@ -119,6 +148,7 @@ rpcrdma_verbs::setters!(ClientConfig {
     properties: Option<TransportProperties>,
     poll_before_wait: Duration,
     host_auth: Option<HostAuth>,
+    keep_connected: Option<KeepConnected>,
 });
 
 nested_setters!(

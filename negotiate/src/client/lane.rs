@@ -83,6 +83,7 @@ struct State<B: Backend> {
     armed_task: Option<u32>,
 }
 
+mod keeper;
 mod locked;
 mod options;
 
@@ -261,6 +262,9 @@ pub(super) struct Shared<B: Backend> {
     st: Mutex<State<B>>,
     /// The dispatcher's: the core may have an action for it.
     cv: Condvar,
+    /// The keeper's ([`ClientConfig::keep_connected`]): the connection went down, or the
+    /// client is closing.
+    link_changed: Condvar,
     /// The protection domain of every connection this lane makes, from the first on: it
     /// outlives reconnects.
     pd: OnceLock<B::Pd>,
@@ -272,6 +276,8 @@ pub(super) struct Shared<B: Backend> {
 pub(super) struct Lane<B: Backend> {
     shared: Arc<Shared<B>>,
     dispatcher: Option<JoinHandle<()>>,
+    /// The thread that keeps a connection up for reverse-direction calls, if configured.
+    keeper: Option<JoinHandle<()>>,
 }
 
 /// How long calls in progress may go without anybody receiving for them before the
@@ -343,6 +349,7 @@ impl<B: Backend + Clone> Lane<B> {
                 unpark: Vec::with_capacity(CALLS_AT_ONCE),
             }),
             cv: Condvar::new(),
+            link_changed: Condvar::new(),
             pd: OnceLock::new(),
             dispatcher: OnceLock::new(),
         });
@@ -358,7 +365,20 @@ impl<B: Backend + Clone> Lane<B> {
         let s = shared.clone();
         let dispatcher =
             std::thread::Builder::new().name("negotiate-client".into()).spawn(move || s.dispatch()).expect("spawn");
-        Ok(Lane { shared, dispatcher: Some(dispatcher) })
+        // Section 4.6.5: only a client that answers the server's calls keeps a connection for
+        // them.
+        let keeper = match (shared.backchannel.is_some(), shared.cfg.keep_connected) {
+            (true, Some(keep)) => {
+                let s = shared.clone();
+                let spawned = std::thread::Builder::new()
+                    .name("negotiate-keeper".into())
+                    .spawn(move || s.keep_connected(keep))
+                    .expect("spawn");
+                Some(spawned)
+            }
+            _ => None,
+        };
+        Ok(Lane { shared, dispatcher: Some(dispatcher), keeper })
     }
 }
 
@@ -874,8 +894,12 @@ impl<B: Backend> Drop for Lane<B> {
             }
         }
         self.shared.cv.notify_all();
+        self.shared.link_changed.notify_all();
         if let Some(d) = self.dispatcher.take() {
             let _ = d.join();
+        }
+        if let Some(k) = self.keeper.take() {
+            let _ = k.join();
         }
     }
 }
@@ -1064,6 +1088,7 @@ impl<B: Backend> Shared<B> {
         if was_down && drained && current {
             let ended = link.conn.ended().unwrap_or(Ended::Lost { first_error: None });
             st.core.handle_link_down(ended, now);
+            self.link_changed.notify_all();
         } else if !was_down {
             st.core.handle_timeout(now);
         }

@@ -20,6 +20,7 @@
 //! | CPU spent looking at an empty completion queue | [`ServerLimits::poll_before_wait`] | 30 us each time a connection's queue runs dry | the thread sleeps until the next message |
 //! | memory all peers make the server hold | [`ServerLimits::memory_budget`] ([`crate::budget`]) | 64 MiB | ERR_CHUNK for a call whose chunks do not fit, counted; memory kept for reuse given back while the budget is over half used |
 //! | closed connections remembered | [`ServerLimits::closed_peers_kept`] | 64 | the oldest record is forgotten |
+//! | -07 transactions whose reply an RDMA operational error lost, remembered for the requester's next connection (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7.3) | [`LOST_REPLIES_KEPT`](crate::server::LOST_REPLIES_KEPT) | 64, all requesters together | the oldest is forgotten: its retransmission is served again |
 //! | TCP answers queued for a peer that never reads | the TCP backend | 4096 answers, 64 MiB | NAK, the connection closes |
 //!
 //! [`HeaderLimits::max_segments`]: rpcrdma_v1::header::HeaderLimits::max_segments

@@ -21,7 +21,7 @@ use rpcrdma_v1::reassemble::{encode_garbage_args_reply, encode_system_err_reply,
 use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::verdict::ErrorReply;
 use rpcrdma_v1::Version;
-use rpcrdma_verbs::{Backend, ConnectRequest, Listener, QpCaps, QpState, QueuePair};
+use rpcrdma_verbs::{Backend, ConnectRequest, Listener, PeerAddress, QpCaps, QpState, QueuePair};
 
 use crate::backchannel::{self, Backchannel, Forward, ServerSide};
 use crate::budget::{Charge, MemoryBudget};
@@ -41,11 +41,13 @@ mod async_handler;
 mod call;
 mod event_loop;
 mod failure;
+mod lost_replies;
 pub use async_handler::{AsyncHandler, CallTask, OnExecutor, STOP_CHECK};
 pub use call::{serve_call, Answered, ArrivedAs, CallBuffers};
 use event_loop::Loop;
 pub use failure::FailureAnswer;
 use failure::{answer_failure, send_rpc_error};
+pub use lost_replies::LOST_REPLIES_KEPT;
 
 /// How a [`Server`] accepts and serves. Build one from [`Default`] with the setters, each
 /// named after the field it sets (the responder's most used fields have their own):
@@ -289,6 +291,11 @@ pub struct ServerStats {
     /// the server go on. An [`OnExecutor`]'s calls whose future panicked or was dropped by its
     /// executor before it completed count here too.
     pub handler_panics: u64,
+    /// -07 calls sent again on a new connection after an RDMA operational error lost their
+    /// reply (a Remote Access Error on a chunk, the reply's Send too large for the Receive),
+    /// answered RDMA2_ERR_SYSTEM and not served again
+    /// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7.3; see [`LOST_REPLIES_KEPT`]).
+    pub lost_replies_answered: u64,
     /// The bytes charged now against [`ServerLimits::memory_budget`]
     /// ([`crate::budget`]): Receives, and the chunk memory of calls being served or kept for
     /// the next call.
@@ -343,6 +350,9 @@ impl CallsByVersion {
 /// One accepted connection's requester, as it presented itself (see [`Server::peers`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Peer {
+    /// Who connected, as the connection manager says ([`ConnectRequest::peer`]): its IP
+    /// address and port, or in-process its protection domain.
+    pub address: Option<PeerAddress>,
     /// The private data its connect request carried, as received (the CM may have padded it).
     pub private_data: Vec<u8>,
     /// What each side advertised at connect (RFC 8797), as the responder decoded it.
@@ -401,6 +411,8 @@ struct Shared {
     /// Open connections' records and the most recent closed ones.
     peers: Mutex<Vec<Arc<Mutex<Peer>>>>,
     backchannels: Mutex<Vec<Backchannel>>,
+    /// -07 transactions whose reply an RDMA operational error lost, by requester host.
+    lost: Mutex<lost_replies::LostReplies>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -472,6 +484,7 @@ impl Server {
             budget: MemoryBudget::new(cfg.limits.memory_budget),
             peers: Mutex::default(),
             backchannels: Mutex::default(),
+            lost: Mutex::default(),
         });
         let handler = Arc::new(handler);
         // Shared by every connection's thread (its extensions are not `Copy`).

@@ -76,7 +76,12 @@ const OURS: u32 = 8;
 
 impl<B: Backend> Requester<B> {
     fn connect(backend: &B, server: &Server) -> Self {
-        let pd = backend.alloc_pd().unwrap();
+        Self::connect_from(backend, server, backend.alloc_pd().unwrap())
+    }
+
+    /// A connection made with protection domain `pd`: on the in-process backend the server
+    /// knows the requester by it (`ConnectRequest::peer`), as it knows a host by its address.
+    fn connect_from(backend: &B, server: &Server, pd: B::Pd) -> Self {
         let (qp, _) = backend.connect(&pd, &server.local_addr(), &[], QpCaps::default(), T).unwrap();
         let conn = Transport::new(pd, qp, T);
         let pool = ReceivePool::new(&conn, OURS as usize + 1, 1 << 16).unwrap();
@@ -976,4 +981,67 @@ fn draft07_4_7_a_call_only_call_served_without_reply_is_not_counted_as_a_send() 
     }
     assert_eq!(grants, 200, "one GRANT in place of each reply");
     assert_eq!(last_grant, 200 + 32, "the last total: every call received, 32 advertised");
+}
+
+/// Section 7.3: "once the Requester has re-established a connection, the Responder SHOULD send
+/// an RDMA2_ERROR response to indicate that no RPC-level reply is possible for that
+/// transaction". A call whose Write chunk claims 4096 bytes of a 64-byte region: the server's
+/// RDMA Write of the result fails with a Remote Access Error, which ends the connection. The
+/// requester reconnects (the same protection domain: the same peer host) and sends the call
+/// again with the same XID: it is answered RDMA2_ERR_SYSTEM and its handler does not run a
+/// second time. Another requester's call with that XID is served, and so is the first
+/// requester's next one (the error is sent once), on the connection that goes on.
+#[test]
+fn draft07_7_3_a_transaction_whose_reply_was_lost_gets_rdma2_error_once_the_requester_reconnects() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let backend = rpcrdma_verbs::InProcess;
+    let runs = Arc::new(AtomicU32::new(0));
+    let counted = runs.clone();
+    let handler = move |call: &[u8]| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        reply_for(call)
+    };
+    let cfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    let ulb =
+        OpaqueAtUlb { call_opaque: None, reply_opaque: Some(REPLY_OPAQUE_AT), max_result: 1 << 16, max_reply: 1 << 16 };
+    let server = Server::start(backend, backend.any_address(), cfg, Arc::new(ulb), handler).unwrap();
+    let write_chunk = |req: &Requester<rpcrdma_verbs::InProcess>, region: usize, claimed: u32| {
+        let sink = req.conn.pd().register(vec![0u8; region], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+        (XdrRdmaSegment { handle: sink.rkey(), length: claimed, offset: sink.addr() }, sink)
+    };
+    let pd = backend.alloc_pd().unwrap();
+    let req = Requester::connect_from(&backend, &server, pd.clone());
+    let (seg, _sink) = write_chunk(&req, 64, 4096);
+    let segs = [seg];
+    let writes = [XdrWriteChunk { target: Seq::from_slice(&segs) }];
+    let chunks = ChunkLists { reads: List::from_slice(&[]), writes: List::from_slice(&writes), reply: None };
+    req.call_inline(0x300, &chunks, &rpc_call(0x300, 100));
+    // No reply: only the server's CONNPROP_FINAL, then the connection's end.
+    while let Ok(m) = req.pool.receive(&req.conn) {
+        assert_eq!(Fixed::read(&m.bytes).and_then(|f| f.proc), Some(RDMA2_CONNPROP_FINAL), "{:?}", m.bytes);
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 1, "the handler ran; its reply was lost");
+    // Another requester's call with the same XID is its own transaction.
+    let mut other = Requester::connect(&backend, &server);
+    other.call_inline(0x300, &NO_CHUNKS, &rpc_call(0x300, 2));
+    assert_eq!(parsed(&other.receive()).header_type(), HeaderType::ReplyInline);
+    assert_eq!(runs.load(Ordering::SeqCst), 2);
+    // The first requester again, on a new connection and with chunks that would do now.
+    let mut again = Requester::connect_from(&backend, &server, pd);
+    let (seg, sink) = write_chunk(&again, 4096, 4096);
+    let segs = [seg];
+    let writes = [XdrWriteChunk { target: Seq::from_slice(&segs) }];
+    let chunks = ChunkLists { reads: List::from_slice(&[]), writes: List::from_slice(&writes), reply: None };
+    again.call_inline(0x300, &chunks, &rpc_call(0x300, 100));
+    let err = again.receive();
+    assert_eq!((error_code(&err), word(&err, 0)), (RDMA2_ERR_SYSTEM, 0x300));
+    assert_eq!(runs.load(Ordering::SeqCst), 2, "not served again");
+    assert_eq!(server.stats().lost_replies_answered, 1);
+    assert!(sink.with(|b| b.iter().all(|&x| x == 0)), "nothing written");
+    // Once only: the next call with that XID is served, on the connection that went on.
+    again.call_inline(0x300, &chunks, &rpc_call(0x300, 100));
+    let reply = again.receive();
+    assert_eq!(parsed(&reply).header_type(), HeaderType::ReplyInline);
+    assert_eq!(runs.load(Ordering::SeqCst), 3);
+    assert_eq!(sink.with(|b| b[..400].to_vec()), reply_for(&rpc_call(0x300, 100))[12..]);
 }

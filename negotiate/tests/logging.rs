@@ -47,7 +47,8 @@ fn issue_16_the_log_tells_a_fallback_from_version_two_to_version_one() {
     let story = [
         format!("INFO negotiate::client::lane: connecting to {addr} (attempt 1)"),
         // The server decoded the client's RFC 8797 private data ...
-        "INFO negotiate::server::accept: accepted a connection: private data received Some(".into(),
+        // (The in-process backend names a connector by its protection domain.)
+        "INFO negotiate::server::accept: accepted a connection from inproc:pd-".into(),
         // ... and the client the server's.
         format!("INFO negotiate::requester: connected to {addr}: private data sent Some("),
         format!("INFO negotiate::requester: probing {addr} for Version Two with call 0x00000007"),
@@ -70,4 +71,5 @@ fn issue_16_the_log_tells_a_fallback_from_version_two_to_version_one() {
     assert!(p[1] < p[4] && p[3] < p[4] && p[4] < p[5], "the server's answer out of place: {records:#?}");
     // Both sides' private data, decoded: 4096-byte Sends and Receives each way.
     assert!(records[p[2]].contains("received Some(PrivateData"), "{}", records[p[2]]);
+    assert!(records[p[1]].contains(": private data received Some(PrivateData"), "{}", records[p[1]]);
 }

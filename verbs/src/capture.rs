@@ -284,6 +284,10 @@ impl<R: ConnectRequest> ConnectRequest for CapturedRequest<R> {
         self.inner.private_data()
     }
 
+    fn peer(&self) -> Option<crate::PeerAddress> {
+        self.inner.peer()
+    }
+
     fn accept_owning(
         self,
         pd: &R::Pd,

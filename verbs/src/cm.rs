@@ -37,3 +37,59 @@ pub fn pad_private_data(data: &[u8], max: usize) -> crate::Result<Vec<u8>> {
     padded[..data.len()].copy_from_slice(data);
     Ok(padded)
 }
+
+/// Who asks to connect, as the connection manager reports it ([`ConnectRequest::peer`](crate::ConnectRequest::peer)).
+///
+/// A responder uses it to name a connection in its logs and to know a requester again when
+/// it reconnects: [`PeerAddress::host`] is the same for every connection one requester makes
+/// (its port changes with each).
+///
+/// ```
+/// use rpcrdma_verbs::PeerAddress;
+/// let a = PeerAddress::Ip("192.0.2.7:40001".parse().unwrap());
+/// let b = PeerAddress::Ip("192.0.2.7:40002".parse().unwrap());
+/// assert_eq!(a.host(), b.host());
+/// assert_eq!(a.to_string(), "192.0.2.7:40001");
+/// assert_eq!(PeerAddress::InProcess(9).to_string(), "inproc:pd-9");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PeerAddress {
+    /// An IP endpoint: the TCP socket's peer, or rdma_cm's destination address
+    /// (`rdma_get_peer_addr`).
+    Ip(std::net::SocketAddr),
+    /// An in-process connector, named by the protection domain it connected with: the same
+    /// for every connection made from that protection domain (a `negotiate` client keeps one
+    /// across reconnects).
+    InProcess(u64),
+}
+
+/// The part of a [`PeerAddress`] that stays the same across one requester's connections: the
+/// IP address without the port, or the in-process protection domain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PeerHost {
+    /// An IP address.
+    Ip(std::net::IpAddr),
+    /// An in-process protection domain.
+    InProcess(u64),
+}
+
+impl PeerAddress {
+    /// The part that stays the same across the requester's connections.
+    pub fn host(&self) -> PeerHost {
+        match self {
+            PeerAddress::Ip(a) => PeerHost::Ip(a.ip()),
+            PeerAddress::InProcess(pd) => PeerHost::InProcess(*pd),
+        }
+    }
+}
+
+impl std::fmt::Display for PeerAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PeerAddress::Ip(a) => write!(f, "{a}"),
+            PeerAddress::InProcess(pd) => write!(f, "inproc:pd-{pd}"),
+        }
+    }
+}

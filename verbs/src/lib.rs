@@ -76,7 +76,7 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-pub use cm::{pad_private_data, CmEvent, ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX};
+pub use cm::{pad_private_data, CmEvent, PeerAddress, PeerHost, ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX};
 pub use completion::{Completion, Opcode, Status};
 pub use flags::SendFlags;
 pub use inproc::InProcess;
@@ -1006,6 +1006,10 @@ pub trait ConnectRequest: Send {
     /// The active side's private data, zero-padded to [`CONNECT_PRIVATE_DATA_MAX`] bytes as
     /// rdma_cm delivers it (`event->param.conn.private_data`).
     fn private_data(&self) -> &[u8];
+
+    /// Who asks to connect, when the connection manager says: the TCP socket's peer,
+    /// rdma_cm's destination address, an in-process connector's protection domain.
+    fn peer(&self) -> Option<PeerAddress>;
 
     /// Creates the queue pair in `pd` and accepts, sending `private_data` (at most
     /// [`ACCEPT_PRIVATE_DATA_MAX`] bytes) back (`rdma_create_qp` + `rdma_accept`). On error

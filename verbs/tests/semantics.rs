@@ -487,6 +487,35 @@ fn private_data_is_padded_to_56_on_connect_and_196_on_accept<B: Backend>(b: &B) 
     assert_eq!((at_server, at_client), (vec![0; 56], vec![0; 196]));
 }
 
+/// A connect request names who asks ([`ConnectRequest::peer`]), and two connections from one
+/// protection domain name the same host (a responder knows a requester again by it); on the
+/// in-process backend, another protection domain is another host.
+fn connect_request_names_its_peer<B: Backend>(b: &B) {
+    let listener = b.listen(&b.any_address()).unwrap();
+    let addr = listener.local_addr();
+    let (pd, other) = (b.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+    let peer_of = |pd: &B::Pd| {
+        std::thread::scope(|s| {
+            let c = s.spawn(|| b.connect(pd, &addr, &[], QpCaps::default(), T).unwrap());
+            let req = listener.get_request(T).unwrap();
+            let peer = req.peer().expect("the connection manager names the peer");
+            let spd = b.alloc_pd().unwrap();
+            let server = req.accept(&spd, &[], QpCaps::default()).unwrap();
+            let (client, _) = c.join().unwrap();
+            drop((client, server));
+            peer
+        })
+    };
+    let (first, again, elsewhere) = (peer_of(&pd), peer_of(&pd), peer_of(&other));
+    assert_eq!(first.host(), again.host(), "{first} and {again}");
+    match (first, elsewhere) {
+        (PeerAddress::InProcess(a), PeerAddress::InProcess(b)) => assert_ne!(a, b),
+        // Connected from this machine to its own address: the peer's IP is the listener's.
+        (PeerAddress::Ip(a), PeerAddress::Ip(_)) => assert!(addr.starts_with(&format!("{}:", a.ip())), "{a} {addr}"),
+        other => panic!("{other:?}"),
+    }
+}
+
 fn oversized_private_data_is_refused<B: Backend>(b: &B) {
     let listener = b.listen(&b.any_address()).unwrap();
     let addr = listener.local_addr();
@@ -885,6 +914,7 @@ macro_rules! instantiate {
                 writes_posted_before_send_are_visible_at_its_receive_completion,
                 rkeys_are_unpredictable_and_change_on_reregistration,
                 private_data_is_padded_to_56_on_connect_and_196_on_accept,
+                connect_request_names_its_peer,
                 oversized_private_data_is_refused,
                 disconnect_is_reported_to_the_peer_and_flushes_posted_receives,
                 receive_queue_depth_is_enforced,

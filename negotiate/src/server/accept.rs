@@ -6,6 +6,7 @@ use std::sync::{Condvar, OnceLock, PoisonError};
 
 use super::*;
 use rpcrdma_v2::draft07::properties::Properties;
+use rpcrdma_verbs::PeerHost;
 
 /// The decisions of one connection (the sans-I/O core), for a server: no transport handle.
 pub(super) type Core = crate::connection::Connection<()>;
@@ -21,6 +22,11 @@ pub(super) struct Served<B: Backend> {
     /// for the loop's timers, read without locking the core.
     idle_at: Mutex<Option<Instant>>,
     pub(super) peer: Arc<Mutex<Peer>>,
+    /// The requester's host, the same on its next connection: what [`LostReplies`] knows it
+    /// by (`None` where the backend names no peer).
+    ///
+    /// [`LostReplies`]: super::lost_replies::LostReplies
+    pub(super) host: Option<PeerHost>,
     pub(super) back: Arc<ServerSide<B>>,
     /// The most calls served at once ([`ServerLimits::calls_in_progress`]).
     pub(super) most: usize,
@@ -165,6 +171,7 @@ pub(super) fn accept<B: Backend>(
         core.set_properties(ours);
     }
     let received = req.private_data().to_vec();
+    let address = req.peer();
     let size = thresholds::receive_size_stating(ours, cfg.responder.versions.1, cfg.properties.as_ref());
     // On a -07 connection the server states the Receives it posts (section 5.2.2), and the
     // segments its header limits take (5.2.3, 5.2.4): no segment longer than a chunk may be,
@@ -193,13 +200,15 @@ pub(super) fn accept<B: Backend>(
     });
     let (Ok(qp), Some(pool)) = (accepted, pool) else { return None };
     log::info!(
-        "accepted a connection: private data received {:?} ({} bytes), sent {:?}",
+        "accepted a connection from {}: private data received {:?} ({} bytes), sent {:?}",
+        address.map_or_else(|| "an unnamed peer".to_string(), |a| a.to_string()),
         core.responder().advertised().requester,
         received.len(),
         ours
     );
     lock(&shared.stats).connections += 1;
     let peer = Arc::new(Mutex::new(Peer {
+        address,
         private_data: received,
         advertised: core.responder().advertised(),
         credits_requested: 0,
@@ -217,6 +226,7 @@ pub(super) fn accept<B: Backend>(
         core: Mutex::new(core),
         idle_at,
         peer,
+        host: address.map(|a| a.host()),
         back,
         most: cfg.limits.calls_in_progress(cfg.responder.credits),
         unanswered: AtomicUsize::new(0),

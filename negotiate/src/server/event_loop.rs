@@ -502,6 +502,18 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             };
             // The header the core judged, read in place: nothing parses the message again.
             let conn = &served.conn;
+            if self.lost_before(&served, &header, &params) {
+                answering();
+                let refusal = super::failure::unservable(header.xid(), &params, None);
+                match send_answer(conn, refusal.as_bytes(), true) {
+                    Ok(()) => lock(&self.shared.stats).lost_replies_answered += 1,
+                    Err(e) => served.close(format_args!("answering call {:#x}: {e}", header.xid())),
+                }
+                served.pool.recycle(m.bytes);
+                holding = self.call_done(id, ticket);
+                leaving.holding = holding;
+                continue;
+            }
             match serve_call(conn, &header, &params, &*self.ulb, &*self.handler, &mut buffers, answering) {
                 Ok(answered @ Answered::CallOnly(..)) => {
                     self.count(answered);
@@ -515,7 +527,27 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 Ok(answered) => self.count(answered),
                 // RFC 8166 section 4.5.4: a reply that could not be sent is signaled by closing
                 // the connection; whoever receives on it next sees it down and ends it.
-                Err(e) => served.close(format_args!("serving call {:#x}: {e}", header.xid())),
+                Err(e) => {
+                    // -07 section 7.3: its retransmission on the next connection is answered
+                    // RDMA2_ERROR rather than served again.
+                    if let Some(host) = served.host.filter(|_| params.draft07) {
+                        let first = match served.conn.ended() {
+                            Some(Ended::Lost { first_error }) => first_error,
+                            _ => None,
+                        };
+                        if let Some(c) = lock(&self.shared.lost).remember(host, header.xid(), &e, first) {
+                            log::warn!(
+                                "call {:#x} from {host:?}: no reply is possible after work request {} ({:?}) \
+                                 failed: {:?}; its retransmission will be answered RDMA2_ERR_SYSTEM",
+                                header.xid(),
+                                c.wr_id,
+                                c.opcode,
+                                c.status
+                            );
+                        }
+                    }
+                    served.close(format_args!("serving call {:#x}: {e}", header.xid()))
+                }
             }
             // The message's buffer takes the next message received.
             served.pool.recycle(m.bytes);
@@ -780,6 +812,15 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         }
     }
 
+    /// Whether `call` on a -07 connection is the retransmission of a transaction whose reply
+    /// an RDMA operational error lost on the requester's earlier connection (section 7.3):
+    /// answered with RDMA2_ERROR, not served. Once only: it is forgotten here.
+    fn lost_before(&self, served: &Served<B>, call: &Header<'_>, params: &ReplyParams) -> bool {
+        let Some(host) = served.host.filter(|_| params.draft07) else { return false };
+        let mut lost = lock(&self.shared.lost);
+        lost.take(host, call.xid())
+    }
+
     /// Records how a connection ended in its [`Peer`]; `why` if its queue pair is not down
     /// yet (a close on TCP takes effect on the backend's own thread).
     fn record_end(&self, served: &Served<B>, why: String) {
@@ -788,8 +829,13 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         // timeout) is how it ended.
         served.conn.settle_reaped(SETTLE_LIMIT);
         let ended = served.conn.ended().unwrap_or(Ended::Closed(why));
-        log::info!("a connection ended: {ended}");
-        lock(&served.peer).ended = Some(ended);
+        let mut peer = lock(&served.peer);
+        match peer.address {
+            Some(a) => log::info!("the connection from {a} ended: {ended}"),
+            None => log::info!("a connection ended: {ended}"),
+        }
+        peer.ended = Some(ended);
+        drop(peer);
         // Forgotten beyond the records kept now, not at the next connect request: the
         // acceptor sleeps until one comes.
         self.shared.prune(self.cfg.limits.closed_peers_kept);

@@ -98,6 +98,10 @@ impl ConnectRequest for NoRequest {
         match *self {}
     }
 
+    fn peer(&self) -> Option<rpcrdma_verbs::PeerAddress> {
+        match *self {}
+    }
+
     fn accept_owning(
         self,
         _: &SimPd,

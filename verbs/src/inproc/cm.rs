@@ -11,8 +11,8 @@ use super::qp::{connect_pair, InProcQp};
 use super::region::InProcPd;
 use super::{keys, lock};
 use crate::{
-    pad_private_data, ConnectRequest, Error, ListenOptions, Listener, QpCaps, Result, ACCEPT_PRIVATE_DATA_MAX,
-    CONNECT_PRIVATE_DATA_MAX,
+    pad_private_data, ConnectRequest, Error, ListenOptions, Listener, PeerAddress, QpCaps, Result,
+    ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX,
 };
 
 const PREFIX: &str = "inproc:";
@@ -165,6 +165,10 @@ impl ConnectRequest for InProcRequest {
 
     fn private_data(&self) -> &[u8] {
         &self.private_data
+    }
+
+    fn peer(&self) -> Option<PeerAddress> {
+        Some(PeerAddress::InProcess(self.peer_pd.0.id))
     }
 
     fn accept_owning(

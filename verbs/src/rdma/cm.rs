@@ -163,6 +163,10 @@ impl ConnectRequest for RdmaRequest {
         &self.private_data
     }
 
+    fn peer(&self) -> Option<crate::PeerAddress> {
+        self.conn.as_ref().and_then(|c| ffi::peer_addr(c.id)).map(crate::PeerAddress::Ip)
+    }
+
     fn accept_owning(
         mut self,
         pd: &RdmaPd,

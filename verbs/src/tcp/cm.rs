@@ -27,8 +27,8 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use super::qp::TcpQp;
 use super::TcpPd;
 use crate::{
-    lock, pad_private_data, ConnectRequest, Error, ListenOptions, Listener, QpCaps, Result, ACCEPT_PRIVATE_DATA_MAX,
-    CONNECT_PRIVATE_DATA_MAX,
+    lock, pad_private_data, ConnectRequest, Error, ListenOptions, Listener, PeerAddress, QpCaps, Result,
+    ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX,
 };
 
 const MAGIC: &[u8; 4] = b"VRBT";
@@ -448,6 +448,10 @@ impl ConnectRequest for TcpRequest {
 
     fn private_data(&self) -> &[u8] {
         &self.private_data
+    }
+
+    fn peer(&self) -> Option<PeerAddress> {
+        self.stream.peer_addr().ok().map(PeerAddress::Ip)
     }
 
     fn accept_owning(

@@ -1,0 +1,113 @@
+//! Transactions whose reply an RDMA operational error made impossible, remembered across the
+//! requester's reconnection (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7.3).
+//!
+//! A Remote Access Error on the Responder's RDMA Read or Write of a requester's chunk (its
+//! region no longer registered, a segment longer than the region) or the reply's Send failing
+//! on the requester's too small Receive is fatal to the connection. The requester then reconnects and sends the
+//! call again with the same XID, on chunks that fail the same way: "To avoid a retransmission
+//! loop and repeated connection loss that deadlocks the connection, once the Requester has
+//! re-established a connection, the Responder SHOULD send an RDMA2_ERROR response to indicate
+//! that no RPC-level reply is possible for that transaction." The server remembers such a
+//! transaction by the requester's host (the connection manager's [`PeerHost`]: its port
+//! changes with each connection) and XID; when that call comes again on another connection it
+//! is answered RDMA2_ERR_SYSTEM (section 7.4.1: a permanent error that ends the transaction;
+//! none of 7.3's sizing codes describes a failed RDMA operation) and not served again, which
+//! also keeps a handler that had already run from running twice.
+
+use std::collections::VecDeque;
+
+use rpcrdma_verbs::{Completion, Opcode, PeerHost, Status};
+
+use crate::datapath::DataPathError;
+
+/// The most transactions remembered, across all requesters: the oldest is forgotten first.
+/// Each is one retransmission answered with an error instead of a loop of reconnections, so a
+/// peer that fills the memory with failures of its own costs another requester only that.
+pub const LOST_REPLIES_KEPT: usize = 64;
+
+/// The transactions remembered, oldest first.
+#[derive(Debug, Default)]
+pub(super) struct LostReplies {
+    lost: VecDeque<(PeerHost, u32)>,
+}
+
+impl LostReplies {
+    /// Remembers call `xid` of `host` when serving it failed with `e` because of an RDMA
+    /// operational error of section 7.3, and gives that error's completion. `first_error` is
+    /// the connection's first error completion: a reply's RDMA Writes are unsignaled, so when
+    /// one fails, what the serving thread waited for (the Send) is only flushed.
+    pub(super) fn remember(
+        &mut self,
+        host: PeerHost,
+        xid: u32,
+        e: &DataPathError,
+        first_error: Option<Completion>,
+    ) -> Option<Completion> {
+        let failed = match e {
+            DataPathError::Completion(c) if c.status != Status::WorkRequestFlushed => Some(*c),
+            DataPathError::Completion(_) => first_error,
+            _ => None,
+        };
+        let failed = failed.filter(is_operational)?;
+        if self.lost.len() == LOST_REPLIES_KEPT {
+            self.lost.pop_front();
+        }
+        self.lost.push_back((host, xid));
+        Some(failed)
+    }
+
+    /// Whether call `xid` of `host` is one remembered, forgetting it: it is answered once.
+    pub(super) fn take(&mut self, host: PeerHost, xid: u32) -> bool {
+        let found = self.lost.iter().position(|&l| l == (host, xid));
+        found.map(|at| self.lost.remove(at)).is_some()
+    }
+}
+
+/// Section 7.3's errors: the Responder's RDMA Read or Write of the requester's memory failed,
+/// or its Send found the requester's Receive too small (the draft's Local Length Error; the
+/// sender of a Send sees it as the IBA's Remote Invalid Request, or rxe's Remote Operation
+/// Error). A flushed work request is not one: it follows another error.
+fn is_operational(c: &Completion) -> bool {
+    match c.opcode {
+        Opcode::RdmaRead | Opcode::RdmaWrite => c.status != Status::WorkRequestFlushed,
+        Opcode::Send => {
+            matches!(c.status, Status::LocalLengthError | Status::RemoteInvalidRequest | Status::RemoteOperationError)
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(opcode: Opcode, status: Status) -> DataPathError {
+        DataPathError::Completion(Completion { opcode, status, ..Completion::default() })
+    }
+
+    /// Only section 7.3's errors are remembered; each is answered once; a peer filling the
+    /// memory evicts the oldest, never grows it.
+    #[test]
+    fn remembers_operational_errors_once_and_at_most_lost_replies_kept() {
+        let (a, b) = (PeerHost::InProcess(1), PeerHost::InProcess(2));
+        let mut lost = LostReplies::default();
+        let remote_access = failed(Opcode::RdmaWrite, Status::RemoteAccessError);
+        let flushed = failed(Opcode::Send, Status::WorkRequestFlushed);
+        assert!(lost.remember(a, 1, &DataPathError::Verbs(rpcrdma_verbs::Error::Timeout), None).is_none());
+        assert!(lost.remember(a, 1, &flushed, None).is_none(), "a flush alone says nothing");
+        assert!(lost.remember(a, 1, &failed(Opcode::Recv, Status::LocalLengthError), None).is_none());
+        // A flushed Send whose connection first failed an RDMA Read: that Read is the cause.
+        let read = Completion { opcode: Opcode::RdmaRead, status: Status::RemoteAccessError, ..Completion::default() };
+        assert_eq!(lost.remember(a, 1, &flushed, Some(read)), Some(read));
+        assert!(lost.remember(a, 2, &remote_access, None).is_some());
+        assert!(!lost.take(b, 1), "another host's XID 1 is its own");
+        assert!(lost.take(a, 1));
+        assert!(!lost.take(a, 1), "answered once");
+        for xid in 0..2 * LOST_REPLIES_KEPT as u32 {
+            lost.remember(b, 100 + xid, &remote_access, None);
+        }
+        assert_eq!(lost.lost.len(), LOST_REPLIES_KEPT);
+        assert!(!lost.take(a, 2), "the oldest went first");
+        assert!(lost.take(b, 100 + 2 * LOST_REPLIES_KEPT as u32 - 1));
+    }
+}

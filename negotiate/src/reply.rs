@@ -226,9 +226,10 @@ pub(crate) enum Outcome<'a> {
     },
     Error(PeerError),
     Malformed(v2::Reason),
-    /// A broken reply the responder is to hear of: fail the call (and the one whose
-    /// continued reply it abandoned, if another), send the RDMA2_ERROR.
-    MalformedAnswered(v2::Reason, ErrorReply, Option<u32>),
+    /// A broken -07 reply the responder is to hear of: fail the call (and the one whose
+    /// continued reply it abandoned, if another); the RDMA2_ERROR waits in the connection's
+    /// -07 state for room in the responder's window, as every answer of this side's does.
+    MalformedAnswered(v2::Reason, Option<u32>),
     /// A -07 continued reply, assembled in a buffer of its own.
     Rewritten(Vec<u8>),
     /// The answer to our RDMA_OPTIONAL.

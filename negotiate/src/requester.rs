@@ -173,7 +173,8 @@ pub struct Transmit {
     /// The parts after the first take their running totals with
     /// [`Requester::take_call_parts`] as the call goes.
     pub max_parts: usize,
-    /// 1 for the first transmission, then one more per retransmission.
+    /// 1 for the first transmission, then one more per retransmission. Going again after a
+    /// probe refused for its version or dialect is not one: the probe was not run.
     pub attempt: u32,
 }
 
@@ -810,14 +811,15 @@ impl Requester {
                 self.pump(now);
                 Incoming::ReplyRewritten { xid, message }
             }
-            reply::Outcome::MalformedAnswered(e, answer, also) => {
+            reply::Outcome::MalformedAnswered(e, also) => {
                 log::warn!("{} answered call {xid:#010x} with a broken reply: {e}", self.addr);
                 self.complete_failed(xid, CallFailure::MalformedReply(e));
                 if let Some(other) = also.filter(|&x| x != xid && self.calls.contains_key(&x)) {
                     self.complete_failed(other, CallFailure::MalformedReply(e));
                 }
+                // (The RDMA2_ERROR goes from `pump`, when the window has room.)
                 self.pump(now);
-                Incoming::Refuse(answer)
+                Incoming::Consumed
             }
             reply::Outcome::Vers { low, high } => {
                 self.on_err_vers(xid, low, high, now);
@@ -1219,6 +1221,7 @@ impl Requester {
                     st
                 });
                 conn.version = Negotiation::Probing(None);
+                self.refund_refused_probe(xid);
                 self.requeue_front(xid, CallFailure::Peer(e));
                 self.pump(now);
                 Refusal::GoesOn
@@ -1257,12 +1260,26 @@ impl Requester {
         conn.after_err_vers = true;
         log::info!("falling back to version {} with {} on this connection", common.wire(), self.addr);
         self.memory.remember_no_v2(&self.addr, NoV2Reason::ErrVers { high }, self.reprobe_at(now));
+        self.refund_refused_probe(xid);
         if let Some(f) = self.calls.get_mut(&xid).unwrap().flight.take() {
             self.conn.as_mut().unwrap().credits.on_complete(f.credit);
         }
         self.settle(common, now);
         self.requeue_front(xid, answered);
         self.pump(now);
+    }
+
+    /// Gives back the attempt call `xid`'s probe spent, when that probe was refused for its
+    /// version or dialect: the call was not run (RFC 8166 section 4.5), and going again in the
+    /// version or dialect the refusal leads to is the negotiation itself (draft section 5.2),
+    /// not a retransmission. Without it a call allowed one attempt failed with the refusal,
+    /// "none of ours", though the connection settled on a version both speak. Bounded: a
+    /// connection has one probe at a time, and each refusal moves it on to another dialect or
+    /// to Version One, whose calls are never probes.
+    fn refund_refused_probe(&mut self, xid: u32) {
+        if let Some(call) = self.calls.get_mut(&xid).filter(|c| c.flight.as_ref().is_some_and(|f| f.probe)) {
+            call.attempts = call.attempts.saturating_sub(1);
+        }
     }
 
     /// Puts `xid` back at the head of the queue, or fails it with `why` (its attempt count

@@ -116,10 +116,11 @@ fn draft_5_2_err_vers_falls_back_on_the_same_connection_and_resends_the_call() {
     assert_eq!(req.on_receive(&err, now), Incoming::Consumed);
     let ev = drain(&mut req);
     // No disconnect, no reconnect: the thresholds switch to Version One's and the call goes
-    // out again, same XID, in Version One.
+    // out again, same XID, in Version One, still its first attempt (the refused probe was
+    // not run).
     assert!(!ev.iter().any(|e| matches!(e, Event::Connect | Event::Disconnect)), "{ev:?}");
     let again = transmits(&ev);
-    assert_eq!((again[0].xid, again[0].version.wire(), again[0].thresholds.call, again[0].attempt), (7, 1, 1024, 2));
+    assert_eq!((again[0].xid, again[0].version.wire(), again[0].thresholds.call, again[0].attempt), (7, 1, 1024, 1));
     let reply = serve(&mut resp, &again[0]);
     assert!(matches!(req.on_receive(&reply, now), Incoming::Reply { xid: 7, .. }));
     assert_eq!(req.version(), Some(Version::ONE));

@@ -195,6 +195,32 @@ fn draft_5_2_an_rdma_error_in_version_one_answering_the_probe_means_fall_back() 
     assert!(ev.contains(&Event::Failed { xid: 1, error: CallFailure::Peer(PeerError::Common(Chunk)) }), "{ev:?}");
 }
 
+/// Draft section 5.2: a probe refused with RDMA_ERR_VERS was not run, and going again in
+/// Version One is the negotiation, not a retransmission: a requester allowed one attempt per
+/// call sends the call again in Version One instead of failing it with the refusal ("none of
+/// ours", though Version One is). Found by the simulator's `one_attempt` extra. A call that is
+/// not the probe gets no attempt back: a responder answering every call ERR_VERS cannot loop
+/// it.
+#[test]
+fn draft_5_2_a_probe_refused_for_its_version_does_not_spend_the_calls_attempt() {
+    let now = Instant::now();
+    let cfg = requester::RequesterConfig::default().versions((Version::ONE, Version::TWO)).timeout(TIMEOUT);
+    let mut req = Requester::new(cfg.max_attempts(1), ADDR);
+    let probe = start(&mut req, 1, now);
+    assert!(probe.probe);
+    let err_vers = |xid: u32, vers: u32| words(&[xid, vers, 1, 4, 1, 1, 1]);
+    assert_eq!(req.on_receive(&err_vers(1, 2), now), Incoming::Consumed);
+    let ev = drain(&mut req);
+    assert!(!ev.iter().any(|e| matches!(e, Event::Failed { .. })), "the call did not fail: {ev:?}");
+    let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
+    assert_eq!(next, vec![(1, 1, false)], "the call again, in Version One");
+    // That transmission was its one attempt: refused again, it fails.
+    assert_eq!(req.on_receive(&err_vers(1, 1), now), Incoming::Consumed);
+    let ev = drain(&mut req);
+    assert!(ev.iter().any(|e| matches!(e, Event::Failed { xid: 1, .. })), "{ev:?}");
+    assert!(transmits(&ev).is_empty());
+}
+
 /// RFC 8166 section 4.5 (a reply that breaks the header rules) and draft section 5: a
 /// malformed answer to the probe fails that call with the reason; it tells nothing about the
 /// responder's versions, so the next call is the probe again, on the same connection.

@@ -190,8 +190,7 @@ impl State {
             Ok(p) => self.pending = p,
             Err(bad) => {
                 log::warn!("-07 CONNPROP {:#010x} from the responder: {bad}", header.xid());
-                let total = self.credits.send();
-                return Incoming::Refuse(error_reply(header.xid(), total, &bad.answer()));
+                return self.refuse_later(header.xid(), bad.answer());
             }
         }
         if header.header_type() == HeaderType::ConnPropFinal {
@@ -202,26 +201,21 @@ impl State {
         Incoming::Taken
     }
 
-    /// An RDMA2_ERROR to send back for message `xid`, counted as a Send (section 4.2.1:
-    /// every Send carries the running total and counts against the peer's).
-    fn answer(&mut self, xid: u32, code: u32) -> ErrorReply {
-        self.refuse(xid, Rpcrdma2HdrError::Default { discriminant: code })
-    }
-
     /// An RDMA2_ERROR with `body` for message `xid`, held with this side's other answers
     /// until the window has room for it ([`State::answer_due`], section 4.2.1: an error is a
-    /// Send like any other), and counted then. Dropped, with a log, when too many wait.
+    /// Send like any other), and counted then: every refusal this side sends goes this way.
     fn refuse_later(&mut self, xid: u32, body: Rpcrdma2HdrError) -> Incoming<'static> {
-        if !self.hold_answer(error_reply(xid, 0, &body).as_bytes().to_vec()) {
+        self.hold_refusal(error_reply(xid, 0, &body))
+    }
+
+    /// [`State::refuse_later`] for an RDMA2_ERROR already made (its `rdma_credit` is set
+    /// when it goes). Dropped, with a log, when too many answers wait.
+    fn hold_refusal(&mut self, refusal: ErrorReply) -> Incoming<'static> {
+        let xid = refusal.xid();
+        if !self.hold_answer(refusal.as_bytes().to_vec()) {
             log::warn!("-07: too many answers wait for the window; the RDMA2_ERROR for {xid:#010x} is dropped");
         }
         Incoming::Taken
-    }
-
-    /// An RDMA2_ERROR with `body` to send back for message `xid`, counted as a Send.
-    fn refuse(&mut self, xid: u32, body: Rpcrdma2HdrError) -> ErrorReply {
-        let total = self.credits.send();
-        error_reply(xid, total, &body)
     }
 }
 
@@ -326,20 +320,20 @@ pub(crate) fn classify<'a>(
         Step::Refused { xid, answer, reason, abandoned } => {
             log::warn!("-07 reply {xid:#010x} refused: {reason}");
             let code = answer.code();
-            let total = st.credits.send();
-            let reply = error_reply(xid, total, &answer);
+            // The responder hears of it (section 7.1.4) once its window has room.
+            let held = st.refuse_later(xid, answer);
             // The call whose reply was refused, and the one whose continued reply it broke
             // off, fail with the cause (otherwise each would wait out its timeout and go out
-            // again: run twice); the responder hears of it (section 7.1.4).
+            // again: run twice).
             let failing = [Some(xid), abandoned].into_iter().flatten().filter(|&x| flight_version(x).is_some());
             let mut failing = failing.collect::<Vec<_>>().into_iter();
             match failing.next() {
                 Some(x) => Classified::Head(Head {
                     xid: x,
                     credit,
-                    outcome: Outcome::MalformedAnswered(Reason::Draft07(code), reply, failing.next()),
+                    outcome: Outcome::MalformedAnswered(Reason::Draft07(code), failing.next()),
                 }),
-                None => Classified::Done(Incoming::Refuse(reply)),
+                None => Classified::Done(held),
             }
         }
         Step::Dropped { .. } => Classified::Done(Incoming::Dropped(DropReason::Undecodable)),
@@ -411,7 +405,7 @@ mod reverse {
         let (xid, htype) = (header.xid(), header.header_type());
         if st.reverse == ReverseDirection::None {
             log::warn!("-07 {htype:?} {xid:#010x} from the responder: no reverse direction is offered");
-            return Some(Incoming::Refuse(st.answer(xid, RDMA2_ERR_INVAL_HTYPE)));
+            return Some(st.refuse_later(xid, code_only(RDMA2_ERR_INVAL_HTYPE)));
         }
         match htype {
             HeaderType::CallInline => None,
@@ -523,8 +517,7 @@ fn refused<'a>(
     let xid = reply.xid();
     let any_receiver = matches!(reason, HeaderError::Version { .. } | HeaderError::UnknownType(_));
     if any_receiver {
-        let total = st.credits.send();
-        return Classified::Done(Incoming::Refuse(reply.with_word(rpcrdma_v1::header::offsets::CREDIT, total)));
+        return Classified::Done(st.hold_refusal(reply));
     }
     match head(xid, Outcome::Malformed(Reason::Draft07(reply.code()))) {
         Classified::Head(h) => Classified::Head(h),

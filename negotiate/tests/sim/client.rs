@@ -24,7 +24,7 @@ use rpcrdma_verbs::{Access, MemoryRegion, ProtectionDomain, QueuePair, SendFlags
 
 use super::trace::{Closer, Dropped, End, Event, Got};
 use super::verbs::{SimPd, SimQp, SimVerbs};
-use super::{Faults, Rng, Sim, MAX_ATTEMPTS, TIMEOUT};
+use super::{Faults, Rng, Sim, TIMEOUT};
 
 /// Calls carry an `opaque<>` after XID, message type and a spare word; it may go in a Read
 /// chunk; replies (echoes) up to 32 KiB, through the Reply chunk when large.
@@ -158,7 +158,7 @@ impl SimClient {
     pub fn new(rng: &mut Rng, side: Rng, answers: Rng, mut abandons: Rng, calls: u32, faults: Faults) -> SimClient {
         let mut cfg = requester::RequesterConfig::default()
             .timeout(TIMEOUT)
-            .max_attempts(MAX_ATTEMPTS)
+            .max_attempts(faults.max_attempts)
             .version_two(faults.version_two);
         cfg.draft07_counters_from = faults.draft07_counters_from;
         let sizes = [0, 16, 200, 900, 3000, 5000, 12000];
@@ -176,7 +176,7 @@ impl SimClient {
         // transmission waits at most the timeout, plus its messages' delays and a reconnect
         // with backoff; a call that never ends breaks any bound.
         let per_attempt = TIMEOUT + Duration::from_millis(2 * faults.max_delay_ms + 450);
-        let bound = per_attempt * MAX_ATTEMPTS * calls + Duration::from_secs(1);
+        let bound = per_attempt * faults.max_attempts * calls + Duration::from_secs(1);
         let private_data = faults.private_data.0.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
         let cfg = ClientConfig::default().requester(cfg).private_data(private_data);
         SimClient {

@@ -118,6 +118,10 @@ pub struct Faults {
     /// running totals (received count plus 32 advertised) wrapping past 2^32, so that most
     /// -07 connections carry totals across the wrap (section 4.2.1); 0 otherwise.
     pub draft07_counters_from: u32,
+    /// The requester's attempts per call: [`MAX_ATTEMPTS`], or with the `one_attempt` extra
+    /// in a quarter of the runs (side stream 6) one, so that a call lost with its connection fails at once with
+    /// `ConnectionLost`, saying who closed it, instead of going out again.
+    pub max_attempts: u32,
 }
 
 impl Faults {
@@ -137,6 +141,7 @@ impl Faults {
             version_two: VersionTwo::One(Dialect::Cel00),
             responder_draft07: false,
             draft07_counters_from: 0,
+            max_attempts: MAX_ATTEMPTS,
         }
     }
 }
@@ -314,6 +319,9 @@ impl Sim {
                 VersionTwo::Both { preferred: Dialect::Ietf07 },
             ][dialects.below(3) as usize];
             faults.draft07_counters_from = u32::MAX - 48 + dialects.below(12) as u32;
+        }
+        if extras.one_attempt {
+            faults.max_attempts = [MAX_ATTEMPTS, MAX_ATTEMPTS, MAX_ATTEMPTS, 1][Rng::side(seed, 6).below(4) as usize];
         }
         let calls = 1 + rng.below(24) as u32;
         let server = SimServer::new(faults, backward);
@@ -647,24 +655,36 @@ pub struct Extras {
     /// draft-ietf-nfsv4-rpcrdma-version-two-07 (issue 27): a responder that speaks both
     /// Version Two dialects, and a requester that speaks -00, -07, or both.
     pub draft07: bool,
+    /// A quarter of the runs give each call one attempt ([`Faults::max_attempts`]): the calls
+    /// lost with a connection fail with `ConnectionLost`, which runs of four attempts reach
+    /// about once in 2,000 seeds.
+    pub one_attempt: bool,
 }
 
 impl Extras {
-    pub const ALL: Extras = Extras { unusable_calls: true, backward_calls: true, abandoned_calls: true, draft07: true };
-    pub const NONE: Extras =
-        Extras { unusable_calls: false, backward_calls: false, abandoned_calls: false, draft07: false };
+    pub const ALL: Extras =
+        Extras { unusable_calls: true, backward_calls: true, abandoned_calls: true, draft07: true, one_attempt: true };
+    pub const NONE: Extras = Extras {
+        unusable_calls: false,
+        backward_calls: false,
+        abandoned_calls: false,
+        draft07: false,
+        one_attempt: false,
+    };
 
-    fn names(self) -> [(&'static str, bool); 4] {
+    fn names(self) -> [(&'static str, bool); 5] {
         [
             ("unusable", self.unusable_calls),
             ("backward", self.backward_calls),
             ("abandon", self.abandoned_calls),
             ("draft07", self.draft07),
+            ("one_attempt", self.one_attempt),
         ]
     }
 }
 
-/// `all`, `none`, or the names of those on, comma-separated: `unusable,backward,abandon,draft07`.
+/// `all`, `none`, or the names of those on, comma-separated:
+/// `unusable,backward,abandon,draft07,one_attempt`.
 impl std::fmt::Display for Extras {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
@@ -694,9 +714,10 @@ impl std::str::FromStr for Extras {
                 "backward" => &mut e.backward_calls,
                 "abandon" => &mut e.abandoned_calls,
                 "draft07" => &mut e.draft07,
+                "one_attempt" => &mut e.one_attempt,
                 _ => {
                     return Err(format!(
-                        "SIM_EXTRAS={s}: {name:?} is not all, none, unusable, backward, abandon or draft07"
+                        "SIM_EXTRAS={s}: {name:?} is not all, none, unusable, backward, abandon, draft07 or one_attempt"
                     ))
                 }
             };

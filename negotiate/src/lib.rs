@@ -122,4 +122,5 @@ pub mod reply;
 pub mod requester;
 pub mod responder;
 pub mod server;
+pub mod service;
 pub mod thresholds;

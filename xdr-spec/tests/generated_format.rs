@@ -1,6 +1,6 @@
 //! The Rust generated for the workspace's specifications (RPC-over-RDMA
-//! Versions One and Two, NFSv3 with MOUNTv3, the CALC example, and the
-//! corpus's XDR files) as a person
+//! Versions One and Two, NFSv3 with MOUNTv3, the CALC and KV examples with their typed
+//! services, and the corpus's XDR files) as a person
 //! reads it: formatted exactly as `rustfmt` formats it with its default
 //! configuration, and with layout constants that are literals the generator
 //! worked out and the compiler confirms.
@@ -40,6 +40,10 @@ fn builds() -> Vec<(&'static str, Build)> {
         ),
         ("nfs3", Build::new(repo("specs/nfs3-mount3.txt"))),
         ("calc", Build::new(repo("examples/calc/calc.txt"))),
+        // Typed services (`Build::services`): a module per program version.
+        ("calc_services", Build::new(repo("examples/calc/calc.txt")).services(true)),
+        ("kv_services", Build::xdr(repo("examples/kv/kv.x")).services(true)),
+        ("program_services", Build::xdr(repo("xdr-spec/corpus/xdr/program.x")).services(true)),
     ];
     specs.into_iter().chain(corpus).collect()
 }

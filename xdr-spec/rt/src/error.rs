@@ -125,6 +125,15 @@ pub enum Error {
         /// Bytes available.
         have: usize,
     },
+    /// Bytes left after a value that must take all of its input, such as a procedure's
+    /// arguments in a call message ([`crate::rpc::decode_args`]).
+    #[error("{len} bytes left after the {what}")]
+    Trailing {
+        /// What was decoded.
+        what: &'static str,
+        /// The bytes left.
+        len: usize,
+    },
 }
 
 /// A specialised result for XDR decoding and encoding.

@@ -43,6 +43,7 @@ mod layout;
 mod list;
 mod primitive;
 mod reader;
+pub mod rpc;
 mod seq;
 mod writer;
 mod xdr;

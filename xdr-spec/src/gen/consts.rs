@@ -42,6 +42,9 @@ impl<'s> Gen<'s> {
                 self.constant(&doc, &proc.name.name, n);
             }
         }
+        if self.opts.services {
+            self.emit_services(def, p)?;
+        }
         Ok(())
     }
 

@@ -32,6 +32,7 @@ mod enums;
 mod layout;
 mod module_names;
 mod naming;
+mod services;
 mod structs;
 mod typedefs;
 mod unions;
@@ -79,6 +80,10 @@ pub struct GenOptions {
     /// that fails where the generator computed a layout wrongly. For tests.
     #[doc(hidden)]
     pub layout_checks: bool,
+    /// Also generate, for each version of each `program`, a module of typed services: a
+    /// type per procedure, a `Client` and a `Service` trait with its `Server` (see
+    /// `xdr_spec_rt::rpc`). Off by default: a protocol's own types need none.
+    pub services: bool,
 }
 
 impl GenOptions {
@@ -91,6 +96,12 @@ impl GenOptions {
     /// Sets [`line_origins`](Self::line_origins).
     pub fn line_origins(mut self, origins: Vec<String>) -> Self {
         self.line_origins = origins;
+        self
+    }
+
+    /// Sets [`services`](Self::services).
+    pub fn services(mut self, on: bool) -> Self {
+        self.services = on;
         self
     }
 

@@ -64,6 +64,7 @@ pub struct Build {
     out_dir: Option<PathBuf>,
     out_file: String,
     layout_checks: bool,
+    services: bool,
 }
 
 /// What a [`Build`] generated.
@@ -128,6 +129,7 @@ impl Build {
             out_dir: None,
             out_file: DEFAULT_OUT_FILE.to_string(),
             layout_checks: false,
+            services: false,
         }
     }
 
@@ -185,6 +187,26 @@ impl Build {
         self
     }
 
+    /// Generate typed services from each `program` block too ([`gen::GenOptions::services`]):
+    /// per version, a module with a type per procedure, a `Client` and a `Service` trait
+    /// served by `Server`, which the crate uses with `xdr_spec_rt::rpc` and a transport such
+    /// as `negotiate::service`.
+    ///
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("xdr-spec-services-doc-{}", std::process::id()));
+    /// # std::fs::create_dir_all(&dir).unwrap();
+    /// let x = dir.join("kv.x");
+    /// std::fs::write(&x, "typedef string kv_key<256>;\nprogram KV { version KV_V1 { opaque_t KV_GET(kv_key) = 1; } = 1; } = 9;\ntypedef opaque opaque_t<>;\n").unwrap();
+    /// let rust = xdr_spec::pipeline::Build::xdr(&x).services(true).generate().unwrap().rust;
+    /// assert!(rust.contains("pub mod kv_v1 {"));
+    /// assert!(rust.contains("fn kv_get(&self, args: super::KvKey<'_>, reply: rpc::Reply<'_, KvGet>) -> rpc::Replied;"));
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// ```
+    pub fn services(mut self, on: bool) -> Self {
+        self.services = on;
+        self
+    }
+
     /// Generate the layout checks of [`gen::GenOptions::layout_checks`]
     /// too (for tests).
     #[doc(hidden)]
@@ -221,7 +243,7 @@ impl Build {
     /// name that is not an identifier or is used twice
     /// ([`PipelineError::Config`]).
     pub fn generate(&self) -> Result<Generated, PipelineError> {
-        if self.extensions.is_empty() && self.kind == Kind::Xdr && !self.layout_checks {
+        if self.extensions.is_empty() && self.kind == Kind::Xdr && !self.layout_checks && !self.services {
             return self.generate_xdr_alone();
         }
         let (base, extensions) = self.load()?;
@@ -240,6 +262,7 @@ impl Build {
             source_name: file_name(&self.base),
             line_origins: unit.line_origins(),
             layout_checks: self.layout_checks,
+            services: self.services,
         };
         let rust = gen::generate_with_modules(&unit.spec, &unit.text, &opts, &parts)
             .map_err(|source| PipelineError::GenAt { at: unit.locate(source.line, source.column), source })?;

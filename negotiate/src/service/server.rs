@@ -1,0 +1,103 @@
+//! [`Services`]: generated `Server`s as one server [`Handler`].
+
+use xdr_spec_rt::rpc::{Dispatched, Program};
+
+use crate::onc::{self, CallHeader, OncError};
+use crate::server::Handler;
+
+/// The programs a server serves, each version a [`Program`] (a generated `Server`), as one
+/// [`Handler`] for [`Server::start`](crate::server::Server::start). It answers each call as
+/// RFC 5531 section 9 says:
+///
+/// - a call whose RPC version is not 2: RPC_MISMATCH (2 to 2);
+/// - a call whose header does not decode: GARBAGE_ARGS, if it has an XID to answer; a message
+///   too short for one gets no reply (the server closes the connection: there is nothing to
+///   name in an answer);
+/// - a program not served: PROG_UNAVAIL; a version not served: PROG_MISMATCH with the lowest
+///   and highest versions served;
+/// - then what the version's [`Program`] says: its results (SUCCESS), PROC_UNAVAIL,
+///   GARBAGE_ARGS, or SYSTEM_ERR (logged as a warning when the results broke a bound of the
+///   specification).
+///
+/// The RPC reply header is written first and the results encoded straight after it, into
+/// the reply buffer the server keeps between calls.
+#[derive(Default)]
+pub struct Services {
+    programs: Vec<Box<dyn Program>>,
+}
+
+impl Services {
+    /// No program yet.
+    pub fn new() -> Self {
+        Services::default()
+    }
+
+    /// These services and `program` too. A second [`Program`] for the same program and
+    /// version replaces the first.
+    #[must_use]
+    pub fn with(mut self, program: impl Program + 'static) -> Self {
+        self.programs.retain(|p| (p.program(), p.version()) != (program.program(), program.version()));
+        self.programs.push(Box::new(program));
+        self
+    }
+
+    /// The versions of `program` served, lowest and highest.
+    fn versions(&self, program: u32) -> Option<(u32, u32)> {
+        let versions = self.programs.iter().filter(|p| p.program() == program).map(|p| p.version());
+        versions.fold(None, |range, v| match range {
+            None => Some((v, v)),
+            Some((low, high)) => Some((low.min(v), high.max(v))),
+        })
+    }
+}
+
+impl Handler for Services {
+    fn handle(&self, call: &[u8], reply: &mut Vec<u8>) {
+        let (h, args_at) = match CallHeader::decode(call) {
+            Ok(decoded) => decoded,
+            Err(e) => {
+                let Some(xid) = onc::peek_xid(call) else {
+                    log::warn!("a call of {} bytes has no XID to answer: no reply", call.len());
+                    return;
+                };
+                match e {
+                    OncError::RpcVersion { .. } => onc::reply_rpc_mismatch(xid, 2, 2, reply),
+                    e => {
+                        log::warn!("call {xid:#010x}: its RPC header does not decode: {e}; answered GARBAGE_ARGS");
+                        onc::reply_garbage_args(xid, reply);
+                    }
+                }
+                return;
+            }
+        };
+        let Some(program) = self.programs.iter().find(|p| (p.program(), p.version()) == (h.prog, h.vers)) else {
+            match self.versions(h.prog) {
+                Some((low, high)) => onc::reply_prog_mismatch(h.xid, low, high, reply),
+                None => onc::reply_prog_unavail(h.xid, reply),
+            }
+            return;
+        };
+        onc::reply_success(h.xid, &[], reply);
+        let answered = program.dispatch(h.proc, &call[args_at..], reply);
+        if answered == Dispatched::Replied {
+            return;
+        }
+        reply.clear();
+        match answered {
+            Dispatched::ProcUnavail => onc::reply_proc_unavail(h.xid, reply),
+            Dispatched::GarbageArgs => onc::reply_garbage_args(h.xid, reply),
+            Dispatched::BadResults(e) => {
+                log::warn!(
+                    "call {:#010x} (program {:#x} version {} procedure {}): its results have no XDR encoding: {e}; \
+                     answered SYSTEM_ERR",
+                    h.xid,
+                    h.prog,
+                    h.vers,
+                    h.proc
+                );
+                onc::reply_system_err(h.xid, reply);
+            }
+            Dispatched::SystemErr | Dispatched::Replied => onc::reply_system_err(h.xid, reply),
+        }
+    }
+}

@@ -8,8 +8,9 @@
 //! ```
 //!
 //! The NFSv3 and MOUNTv3 messages are the types generated from `specs/nfs3-mount3.txt` (the
-//! nfs3-server crate), the ULB is its [`Nfs3Binding`] (RFC 8267: WRITE data in Read chunks,
-//! READ data in Write chunks). Checks, each an `ok:` or `FAIL:` line; exit 1 when one failed:
+//! nfs3-server crate), the ULB is its binding (`nfs3_server::binding::nfs3`, generated from
+//! `specs/nfs3-mount3.binding`; RFC 8267: WRITE data in Read chunks, READ data in Write
+//! chunks). Checks, each an `ok:` or `FAIL:` line; exit 1 when one failed:
 //!
 //! - the first call (NFSv3 NULL) is the Version Two probe; the kernel answers RDMA_ERR_VERS
 //!   and the client goes on in Version One on the same connection;
@@ -28,7 +29,7 @@ use std::time::Instant;
 use negotiate::client::{Client, ClientConfig};
 use negotiate::memory::NoV2Reason;
 use negotiate::onc::{self, Auth, AuthSys, CallHeader, XidSource};
-use nfs3_server::binding::Nfs3Binding;
+use negotiate::service::Bindings;
 use nfs3_server::record::{read_record, write_record, MAX_RECORD};
 use nfs3_server::rt::Xdr;
 use nfs3_server::xdr::*;
@@ -95,7 +96,7 @@ fn mnt(addr: &str, path: &str) -> Result<Vec<u8>, String> {
 
 struct Nfs {
     client: Client<Rdma>,
-    binding: Nfs3Binding,
+    binding: Bindings,
     xids: XidSource,
 }
 
@@ -132,7 +133,7 @@ fn main() {
 
     let nfs = Nfs {
         client: Client::new(rdma, &addr, ClientConfig::default()),
-        binding: Nfs3Binding::new(),
+        binding: nfs3_server::binding::nfs3(),
         xids: XidSource::new(0x4e33_0001),
     };
     // The Version Two probe (draft section 4.2): the kernel answers RDMA_ERR_VERS and the

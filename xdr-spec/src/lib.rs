@@ -63,6 +63,7 @@
 #![warn(missing_docs)]
 
 pub mod ast;
+pub mod binding;
 pub mod check;
 pub mod errata;
 pub mod extract;

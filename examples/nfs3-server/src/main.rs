@@ -19,7 +19,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use negotiate::server::{Server, ServerConfig};
-use nfs3_server::binding::Nfs3Binding;
+use negotiate::service::Bindings;
 use nfs3_server::handles::Handles;
 use nfs3_server::mount::{Mount, MountServer};
 use nfs3_server::nfs::Nfs3;
@@ -98,7 +98,7 @@ fn options() -> Result<Options, String> {
 }
 
 /// Starts the NFS server on `backend` and returns it with a description of where it is.
-fn start<B: Backend + Clone>(backend: B, o: &Options, nfs: Nfs3, binding: Arc<Nfs3Binding>) -> Result<Server, String> {
+fn start<B: Backend + Clone>(backend: B, o: &Options, nfs: Nfs3, binding: Arc<Bindings>) -> Result<Server, String> {
     let defaults = ServerConfig::default();
     // Grant the 128 credits the Linux client asks for (xprtrdma's RPCRDMA_MAX_SLOT_TABLE
     // default; RFC 8166 section 3.3.1), with a Receive for each and the backward slots.
@@ -120,7 +120,7 @@ fn run(o: &Options) -> Result<(), String> {
     let handles = Arc::new(
         Handles::new(o.root.as_ref(), nfs3_server::boot_verifier()).map_err(|e| format!("--root {}: {e}", o.root))?,
     );
-    let binding = Arc::new(Nfs3Binding::new());
+    let binding = Arc::new(nfs3_server::binding::nfs3());
     let nfs = Nfs3::new(handles.clone()).logging(o.verbose).root_squash(!o.no_root_squash);
     let server = match o.backend.as_str() {
         "tcp" => start(rpcrdma_verbs::Tcp, o, nfs, binding)?,

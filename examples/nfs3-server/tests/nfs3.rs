@@ -13,13 +13,14 @@ use std::time::Duration;
 use negotiate::client::{Client, ClientConfig};
 use negotiate::onc::{self, AcceptStat, Auth, AuthSys, CallHeader, OncError, Reply, XidSource};
 use negotiate::server::{Server, ServerConfig};
-use nfs3_server::binding::Nfs3Binding;
+use negotiate::service::Bindings;
 use nfs3_server::handles::Handles;
 use nfs3_server::mount::{Mount, MountServer};
 use nfs3_server::nfs::Nfs3;
 use nfs3_server::record::{read_record, write_record, MAX_RECORD};
 use nfs3_server::rt::{List, Xdr};
 use nfs3_server::xdr::*;
+use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_verbs::{Backend, InProcess, Tcp};
 
 /// A fresh export directory, removed when dropped.
@@ -46,21 +47,21 @@ struct Rig<B: Backend> {
     server: Server,
     mount: MountServer,
     client: Client<B>,
-    binding: Nfs3Binding,
+    binding: Bindings,
     xids: XidSource,
 }
 
 fn rig<B: Backend + Clone>(backend: B, name: &str) -> Rig<B> {
     let export = Export::new(name);
     let handles = Arc::new(Handles::new(&export.0, nfs3_server::boot_verifier()).unwrap());
-    let server_binding = Arc::new(Nfs3Binding::new());
+    let server_binding = Arc::new(nfs3_server::binding::nfs3());
     // The tests call as root (`root_cred`) and expect root's powers: the export is theirs.
     let nfs = Nfs3::new(handles.clone()).root_squash(false);
     let server =
         Server::start(backend.clone(), backend.any_address(), ServerConfig::default(), server_binding, nfs).unwrap();
     let mount = MountServer::start("127.0.0.1:0", Mount::new(handles)).unwrap();
     let client = Client::new(backend, server.local_addr(), ClientConfig::default());
-    Rig { export, server, mount, client, binding: Nfs3Binding::new(), xids: XidSource::new(1) }
+    Rig { export, server, mount, client, binding: nfs3_server::binding::nfs3(), xids: XidSource::new(1) }
 }
 
 fn root_cred() -> Auth {
@@ -570,7 +571,9 @@ fn rfc8267_a_long_symlink_path_is_ddp_eligible_and_stored() {
     let xid = rig.xids.next();
     let msg =
         CallHeader::new(xid, NFS_PROGRAM, NFS_V3, NFSPROC3_SYMLINK).with_cred(root_cred()).message(&args).unwrap();
-    let item = nfs3_server::binding::symlink_path(&msg).expect("the SYMLINK's path");
+    let mut items = Vec::new();
+    rig.binding.call_ddp_items(&msg, &mut items);
+    let [item] = items[..] else { panic!("the SYMLINK's path: {items:?}") };
     assert_eq!(&msg[item.offset..item.offset + item.len], path.as_bytes());
     let reply = rig.client.call(&msg, &rig.binding).unwrap();
     let results = onc::results(&reply, xid).unwrap();

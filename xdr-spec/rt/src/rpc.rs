@@ -290,6 +290,80 @@ pub trait Program: Send + Sync {
     fn dispatch(&self, procedure: u32, args: &[u8], results: &mut Vec<u8>) -> Dispatched;
 }
 
+/// One DDP-eligible data item (RFC 8166 section 6.1) of a procedure's arguments or results:
+/// where its data starts (just after its length word, which stays in the stream) and its
+/// length without XDR padding. Offsets count from the start of the arguments or results,
+/// not of the RPC message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Item {
+    /// Where the item's data starts.
+    pub offset: usize,
+    /// Its length, padding excluded.
+    pub len: usize,
+}
+
+impl Item {
+    /// The item whose length word is next in `r`: its data starts after the word. With
+    /// `reduced` its data is absent (it went into a chunk); otherwise it must follow, with
+    /// its padding, in what `r` has left: `None` when it does not. For generated bindings.
+    ///
+    /// ```
+    /// use xdr_spec_rt::{rpc::Item, Reader};
+    /// // A word, then a 5-byte opaque<> whose length word is at 4.
+    /// let stream = [0, 0, 0, 9, 0, 0, 0, 5, 1, 2, 3, 4, 5, 0, 0, 0];
+    /// assert_eq!(Item::at(&mut Reader::new(&stream[4..]), false).unwrap(), Some(Item { offset: 4, len: 5 }));
+    /// assert_eq!(Item::at(&mut Reader::new(&stream[4..8]), false).unwrap(), None, "its data is not there");
+    /// assert_eq!(Item::at(&mut Reader::new(&stream[4..8]), true).unwrap(), Some(Item { offset: 4, len: 5 }));
+    /// ```
+    pub fn at(r: &mut Reader<'_>, reduced: bool) -> Result<Option<Item>> {
+        let len = r.u32()? as usize;
+        let item = Item { offset: r.position(), len };
+        let padded = len.saturating_add(crate::pad(len));
+        Ok((reduced || padded <= r.remaining()).then_some(item))
+    }
+}
+
+/// A size read from a call's arguments (`n`, as a generated binding's walk gives it), plus
+/// `plus`, at most `cap`: `None` where it could not be read. For generated bindings.
+///
+/// ```
+/// use xdr_spec_rt::rpc::capped;
+/// assert_eq!(capped(Ok(Some(4096)), 1024, 1 << 20), Some(5120));
+/// assert_eq!(capped(Ok(Some(usize::MAX)), 1024, 1 << 20), Some(1 << 20));
+/// assert_eq!(capped(Ok(None), 1024, 1 << 20), None);
+/// ```
+pub fn capped(n: Result<Option<usize>>, plus: usize, cap: usize) -> Option<usize> {
+    n.ok().flatten().map(|n| n.saturating_add(plus).min(cap))
+}
+
+/// One version of a program's Upper-Layer Binding (RFC 8166 section 6): which items of its
+/// procedures' arguments and results are DDP-eligible, how large a result may be, and how
+/// large a reply. `xdr-spec` generates one per version from a binding file beside the
+/// specification (`Build::binding`); the transport turns it into its own interface
+/// (`negotiate::service::Bindings`). Everything is read from the arguments and results as
+/// bytes, after their RPC headers; a procedure with nothing declared has nothing
+/// DDP-eligible.
+pub trait Binding: Send + Sync {
+    /// The program number.
+    fn program(&self) -> u32;
+    /// The version number.
+    fn version(&self) -> u32;
+    /// Appends the DDP-eligible items of procedure `procedure`'s arguments `args`, in stream
+    /// order; nothing where `args` is not the procedure's or too short.
+    fn argument_items(&self, procedure: u32, args: &[u8], out: &mut Vec<Item>);
+    /// Appends, for the call whose arguments are `args`, the largest length of each
+    /// DDP-eligible result its reply may carry, in stream order (RFC 8166 section 3.4.6: a
+    /// Write chunk that size is provided for each).
+    fn result_maxima(&self, procedure: u32, args: &[u8], out: &mut Vec<usize>);
+    /// The largest whole RPC reply message to the call whose arguments are `args`, its
+    /// DDP-eligible results reduced (RFC 8166 section 6.2).
+    fn max_reply(&self, procedure: u32, args: &[u8]) -> usize;
+    /// Appends the DDP-eligible items of `results`, the results of the call whose arguments
+    /// are `args`. The first `reduced` are absent from `results` (their data went into Write
+    /// chunks): for those, where the data belongs and the length its length word declares.
+    fn result_items(&self, procedure: u32, args: &[u8], results: &[u8], reduced: usize, out: &mut Vec<Item>);
+}
+
 /// A procedure's results, decoded in place from the reply message that carried them.
 ///
 /// ```

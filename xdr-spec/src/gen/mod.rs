@@ -25,6 +25,7 @@ use crate::ast::*;
 use crate::check::shorten_names;
 use crate::symbols::{is_list_struct, list_link, Symbols};
 
+mod binding;
 mod codec;
 mod collect;
 mod consts;
@@ -84,6 +85,11 @@ pub struct GenOptions {
     /// type per procedure, a `Client` and a `Service` trait with its `Server` (see
     /// `xdr_spec_rt::rpc`). Off by default: a protocol's own types need none.
     pub services: bool,
+    /// With [`services`](Self::services): the Upper-Layer Binding file beside the
+    /// specification (its name, for documentation and diagnostics, and what it declares),
+    /// from which each version's `Binding` is generated. Without one, a version's `Binding`
+    /// has nothing DDP-eligible and replies of at most 1024 bytes.
+    pub binding: Option<(String, crate::binding::BindingFile)>,
 }
 
 impl GenOptions {
@@ -234,6 +240,7 @@ pub fn generate_with_modules(
             g.out.blank();
         }
     }
+    g.check_binding_versions(spec)?;
     g.out.trim_blank();
     Ok(g.out.into_string())
 }

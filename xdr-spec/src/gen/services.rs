@@ -31,6 +31,7 @@ impl<'s> Gen<'s> {
         let origin = self.origin(def.name.span);
         for v in &p.versions {
             let procs = v.procedures.iter().map(|proc| self.service_proc(proc)).collect::<Result<Vec<_>, _>>()?;
+            let binding = self.version_binding(v)?;
             let version = &v.name.name;
             let module = snake(version);
             let version_const = format!("super::{}", screaming(version));
@@ -51,6 +52,7 @@ impl<'s> Gen<'s> {
             emit_client(c, version, &procs);
             emit_service(c, version, &procs);
             emit_server(c, version, program, &program_const, &version_const, &procs);
+            super::binding::emit_binding(c, version, &program_const, &version_const, &binding);
             c.trim_blank();
             c.dedent();
             c.line("}");
@@ -118,7 +120,7 @@ fn elided(ty: &str) -> String {
 /// A function's signature, then `end` (` {` to open its body, `;` for a trait method's
 /// declaration): on one line when it fits, else one parameter per line, as rustfmt lays it
 /// out.
-fn signature(c: &mut Code, head: &str, params: &[String], ret: &str, end: &str) {
+pub(super) fn signature(c: &mut Code, head: &str, params: &[String], ret: &str, end: &str) {
     let one = format!("{head}({}){ret}{end}", params.join(", "));
     if c.fits(&one) {
         c.line(one);

@@ -65,6 +65,7 @@ pub struct Build {
     out_file: String,
     layout_checks: bool,
     services: bool,
+    binding: Option<PathBuf>,
 }
 
 /// What a [`Build`] generated.
@@ -130,6 +131,7 @@ impl Build {
             out_file: DEFAULT_OUT_FILE.to_string(),
             layout_checks: false,
             services: false,
+            binding: None,
         }
     }
 
@@ -207,6 +209,16 @@ impl Build {
         self
     }
 
+    /// The Upper-Layer Binding file beside the specification ([`crate::binding`]): which items
+    /// of each version's calls and replies are DDP-eligible (RFC 8166 section 6), and how
+    /// large its replies are. Each version's services module gets a `Binding` that says so
+    /// (`xdr_spec_rt::rpc::Binding`). Implies [`Build::services`]; the file is an input
+    /// ([`Build::inputs`]), so a build script reruns when it changes.
+    pub fn binding(mut self, path: impl Into<PathBuf>) -> Self {
+        self.binding = Some(path.into());
+        self
+    }
+
     /// Generate the layout checks of [`gen::GenOptions::layout_checks`]
     /// too (for tests).
     #[doc(hidden)]
@@ -218,7 +230,8 @@ impl Build {
     /// Every file the build reads, for `cargo:rerun-if-changed`.
     pub fn inputs(&self) -> Vec<&Path> {
         let ext = self.extensions.iter().flat_map(|e| std::iter::once(e.path.as_path()).chain(e.errata.as_deref()));
-        std::iter::once(self.base.as_path()).chain(self.errata.as_deref()).chain(ext).collect()
+        let base = std::iter::once(self.base.as_path()).chain(self.errata.as_deref());
+        base.chain(ext).chain(self.binding.as_deref()).collect()
     }
 
     /// Check every document; the diagnostics (warnings and notes) on
@@ -243,7 +256,13 @@ impl Build {
     /// name that is not an identifier or is used twice
     /// ([`PipelineError::Config`]).
     pub fn generate(&self) -> Result<Generated, PipelineError> {
-        if self.extensions.is_empty() && self.kind == Kind::Xdr && !self.layout_checks && !self.services {
+        if self.extensions.is_empty()
+            && self.kind == Kind::Xdr
+            && !self.layout_checks
+            && !self.services
+            && self.binding.is_none()
+        {
+            // (Services, and so a binding, go through the general path below.)
             return self.generate_xdr_alone();
         }
         let (base, extensions) = self.load()?;
@@ -258,11 +277,21 @@ impl Build {
                 first_definition,
             })
             .collect();
+        let binding = match &self.binding {
+            Some(path) => {
+                let text = read(path)?;
+                let file = crate::binding::parse(&text)
+                    .map_err(|e| PipelineError::Config(format!("{}: {e}", path.display())))?;
+                Some((file_name(path), file))
+            }
+            None => None,
+        };
         let opts = gen::GenOptions {
             source_name: file_name(&self.base),
             line_origins: unit.line_origins(),
             layout_checks: self.layout_checks,
-            services: self.services,
+            services: self.services || binding.is_some(),
+            binding,
         };
         let rust = gen::generate_with_modules(&unit.spec, &unit.text, &opts, &parts)
             .map_err(|source| PipelineError::GenAt { at: unit.locate(source.line, source.column), source })?;

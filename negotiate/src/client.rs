@@ -32,7 +32,7 @@ use rpcrdma_v1::Version;
 use rpcrdma_verbs::{Address, Backend};
 
 pub use async_call::AsyncCall;
-pub use config::{ClientConfig, ClientError, ClientStats, KeepConnected};
+pub use config::{ChunkSizes, ClientConfig, ClientError, ClientStats, KeepConnected};
 pub use in_place::InPlaceReply;
 use lane::{Lane, Message, Sink};
 

@@ -794,13 +794,36 @@ impl Ended {
     pub fn closed_here(&self) -> bool {
         matches!(self, Ended::Closed(_))
     }
+
+    /// Whether the connection ended without a failure on this side: closed here, or closed
+    /// by the peer with nothing failing first but the work requests its close flushed (a
+    /// client that exits, a server that stops). A log says such an end at info, and any
+    /// other as a warning.
+    ///
+    /// ```
+    /// use negotiate::datapath::Ended;
+    /// use rpcrdma_verbs::{Completion, Opcode, Status};
+    /// let flushed = Completion { opcode: Opcode::Recv, status: Status::WorkRequestFlushed, ..Completion::default() };
+    /// assert!(Ended::Lost { first_error: Some(flushed) }.is_orderly());
+    /// let failed = Completion { status: Status::RetryExceeded, ..Completion::default() };
+    /// assert!(!Ended::Lost { first_error: Some(failed) }.is_orderly());
+    /// ```
+    pub fn is_orderly(&self) -> bool {
+        match self {
+            Ended::Closed(_) | Ended::Lost { first_error: None } => true,
+            Ended::Lost { first_error: Some(c) } => c.status == rpcrdma_verbs::Status::WorkRequestFlushed,
+        }
+    }
 }
 
 impl std::fmt::Display for Ended {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Ended::Closed(why) => write!(f, "closed by this side: {why}"),
-            Ended::Lost { first_error: None } => write!(f, "lost (the peer or the transport closed it)"),
+            Ended::Lost { first_error: None } => write!(f, "closed by the peer or the transport"),
+            Ended::Lost { first_error: Some(c) } if c.status == rpcrdma_verbs::Status::WorkRequestFlushed => {
+                write!(f, "closed by the peer or the transport (the work requests posted here were flushed)")
+            }
             Ended::Lost { first_error: Some(c) } => {
                 write!(f, "lost; first error completion: work request {} ({:?}) {:?}", c.wr_id, c.opcode, c.status)
             }

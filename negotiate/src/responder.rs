@@ -496,6 +496,7 @@ impl Responder {
             v1::Verdict::Accept(h) => Ok(h),
             v1::Verdict::Reply { reply, reason } => {
                 *over_limits += u64::from(reason.is_over_limit());
+                log_refusal(&reply, &reason);
                 Err(Received::SendError(reply))
             }
             v1::Verdict::PeerError { xid, error } => Err(Received::PeerError { xid, error: PeerError::Common(error) }),
@@ -519,6 +520,7 @@ impl Responder {
             v2::Verdict::Answer(m) => Err(Received::OptionAnswer { xid: m.xid }),
             v2::Verdict::Reply { reply, reason } => {
                 self.over_limits += u64::from(matches!(reason, v2::Reason::Header(e) if e.is_over_limit()));
+                log_refusal(&reply, &reason);
                 Err(Received::SendError(reply))
             }
             v2::Verdict::PeerError { xid, error } => Err(Received::PeerError { xid, error }),
@@ -904,6 +906,7 @@ impl Responder {
             }
             verdict07::Verdict::Reply { reply, reason } => {
                 self.take_prefix_credit(bytes);
+                log_refusal(&reply, &reason);
                 self.over_limits +=
                     u64::from(matches!(reason, HeaderError07::Chunks { source, .. } if source.is_over_limit()));
                 // Section 7.3.2: a responder that takes no Write chunk at all, and cannot
@@ -1030,4 +1033,13 @@ impl Responder {
             Step::Dropped { .. } => Err(Received::Dropped),
         }
     }
+}
+
+/// Says why a message is refused, with the rule it broke and, for a limit, the limit and the
+/// size (`HeaderError::ChunkTooLong`: "a chunk of 4194304 bytes exceeds the limit 2097152"):
+/// at info for RDMA_ERR_VERS, which answers a probe as negotiation asks (draft section 5.2),
+/// as a warning for the rest.
+fn log_refusal(reply: &ErrorReply, reason: &dyn std::fmt::Display) {
+    let level = if reply.code() == 1 { log::Level::Info } else { log::Level::Warn };
+    log::log!(level, "refusing message {:#010x} with RDMA_ERROR code {}: {reason}", reply.xid(), reply.code());
 }

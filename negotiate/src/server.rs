@@ -172,17 +172,27 @@ impl ServerConfig {
 /// message. Any `Fn(&[u8]) -> Vec<u8>` closure is one; [`WriteReply`] wraps one that writes
 /// its reply into the buffer it is given instead, so that a steady small call allocates
 /// nothing. A panic inside it is caught: the call is answered with an RPC SYSTEM_ERR reply and
-/// the connection goes on. It runs on the server's event-loop threads, several calls of a
-/// connection at once (up to
+/// the connection goes on. So is a reply that is not an RPC reply to the call (empty, with
+/// another XID, or not a REPLY), with a warning in the log ([`ServerStats::bad_replies`]);
+/// the one exception is -07's call-only operation, where an empty reply to a call with no
+/// chunk means that no reply is due ([`ServerStats::call_only_calls`]). It runs on the
+/// server's event-loop threads, several calls of a connection at once (up to
 /// [`ServerLimits::calls_in_progress`]). An [`OnExecutor`] is one that serves each call with
-/// an [`AsyncHandler`]'s future on the caller's executor.
+/// an [`AsyncHandler`]'s future on the caller's executor; [`Services`](crate::service::Services)
+/// is one that serves typed programs generated from a specification.
 ///
 /// ```
+/// use negotiate::onc::{self, CallHeader};
 /// use negotiate::server::Handler;
-/// let echo = |call: &[u8]| call.to_vec();
+/// // An RPC NULL procedure of any program: SUCCESS, no results.
+/// let null = |call: &[u8]| {
+///     let mut reply = Vec::new();
+///     onc::reply_success(onc::peek_xid(call).unwrap_or(0), &[], &mut reply);
+///     reply
+/// };
 /// let mut reply = Vec::new();
-/// echo.handle(&[1, 2, 3], &mut reply);
-/// assert_eq!(reply, [1, 2, 3]);
+/// null.handle(&CallHeader::new(7, 100003, 3, 0).message(&[]).unwrap(), &mut reply);
+/// assert_eq!(onc::results(&reply, 7).unwrap(), []);
 /// ```
 pub trait Handler: Send + Sync + 'static {
     /// Writes the reply to `call` into `reply`, which is empty (its memory kept from the
@@ -291,6 +301,11 @@ pub struct ServerStats {
     /// the server go on. An [`OnExecutor`]'s calls whose future panicked or was dropped by its
     /// executor before it completed count here too.
     pub handler_panics: u64,
+    /// Calls whose handler's reply was not an RPC reply to them (empty, with another XID, or
+    /// not a REPLY), answered with an RPC SYSTEM_ERR reply and logged as a warning; the
+    /// connection goes on. (On a -07 connection an empty reply to a call with no chunk is a
+    /// call-only procedure's, `call_only_calls`.)
+    pub bad_replies: u64,
     /// -07 calls sent again on a new connection after an RDMA operational error lost their
     /// reply (a Remote Access Error on a chunk, the reply's Send too large for the Receive),
     /// answered RDMA2_ERR_SYSTEM and not served again
@@ -368,6 +383,8 @@ pub struct Peer {
     /// and its host authentication material (`host_auth`, section 5.2.6) for the
     /// application's policy to judge. `None` before, and on the other versions.
     pub draft07_properties: Option<rpcrdma_v2::draft07::properties::Properties>,
+    /// The versions its calls have used so far (each logged at its first call).
+    pub versions_seen: std::collections::BTreeSet<u32>,
 }
 
 /// A running responder. Dropping it stops accepting, closes every connection and waits for

@@ -57,7 +57,8 @@ fn rfc8166_4_5_a_lent_message_comes_back_when_the_responder_answers_rdma_error()
     let mut lent = original.clone();
     let mut reply = Vec::new();
     let err = client.call_lent(&mut lent, &ULB, &mut reply).unwrap_err();
-    assert!(matches!(err, ClientError::Call(CallFailure::Peer(_))), "{err:?}");
+    assert!(matches!(err, ClientError::ChunksRefused { failure: CallFailure::Peer(_), .. }), "{err:?}");
+    assert!(err.to_string().contains("Read chunks of [65536] bytes"), "the sizes it asked for: {err}");
     assert_eq!(lent, original, "the buffer came back unchanged");
     // The connection still serves, and the buffer can be lent again.
     lent.truncate(12);

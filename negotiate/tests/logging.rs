@@ -41,6 +41,11 @@ fn issue_16_the_log_tells_a_fallback_from_version_two_to_version_one() {
     client.call(&[0, 0, 0, 7, 0, 0, 0, 0], &ulb).unwrap();
     assert_eq!(client.version(), Some(Version::ONE));
     drop(client);
+    // The client's ordinary exit, as the server sees it: an end at INFO, not a loss.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while server.peers().iter().all(|p| p.ended.is_none()) && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
     drop(server);
 
     let records = CAPTURE.0.lock().unwrap().clone();
@@ -52,7 +57,7 @@ fn issue_16_the_log_tells_a_fallback_from_version_two_to_version_one() {
         // ... and the client the server's.
         format!("INFO negotiate::requester: connected to {addr}: private data sent Some("),
         format!("INFO negotiate::requester: probing {addr} for Version Two with call 0x00000007"),
-        "INFO negotiate::server::event_loop: answering message 0x00000007 with RDMA_ERROR code 1".into(),
+        "INFO negotiate::responder: refusing message 0x00000007 with RDMA_ERROR code 1: ".into(),
         format!(
             "INFO negotiate::requester: {addr} answered call 0x00000007 with RDMA_ERR_VERS: it speaks versions 1 to 1"
         ),
@@ -72,4 +77,10 @@ fn issue_16_the_log_tells_a_fallback_from_version_two_to_version_one() {
     // Both sides' private data, decoded: 4096-byte Sends and Receives each way.
     assert!(records[p[2]].contains("received Some(PrivateData"), "{}", records[p[2]]);
     assert!(records[p[1]].contains(": private data received Some(PrivateData"), "{}", records[p[1]]);
+    // The server says each connection's version at its first call, as the client does when
+    // it settles, and a client's ordinary exit as an end, not a failure (issue 28).
+    let server_says = |what: &str| records.iter().any(|r| r.starts_with("INFO negotiate::server") && r.contains(what));
+    assert!(server_says("speaks version 1: inline thresholds"), "{records:#?}");
+    assert!(server_says("ended: closed by the peer or the transport"), "{records:#?}");
+    assert!(!records.iter().any(|r| r.starts_with("WARN") && r.contains("ended")), "{records:#?}");
 }

@@ -269,6 +269,20 @@ pub enum ClientError {
     /// ([`CallFailure::Peer`]), no common version, a malformed reply.
     #[error(transparent)]
     Call(CallFailure),
+    /// The responder refused the call's chunks (RDMA_ERROR ERR_CHUNK, and on -07
+    /// RDMA2_ERR_READ_CHUNKS, WRITE_CHUNKS, SEGMENTS, WRITE_RESOURCE or REPLY_RESOURCE),
+    /// with the sizes of the chunks the call's Upper-Layer Binding asked for: a Version One
+    /// responder says nothing of its limits, so this side says what it sent. A
+    /// [`Server`](crate::server::Server) refuses a chunk longer than its
+    /// `HeaderLimits::max_chunk_len` (2 MiB by default) and logs that limit with the size.
+    #[error("the responder refused the call's chunks ({chunks}): {failure}; a responder refuses chunks over its own limit (a negotiate Server's HeaderLimits::max_chunk_len, 2 MiB by default)")]
+    ChunksRefused {
+        /// The chunks the call asked for (boxed: an error stays small).
+        chunks: Box<ChunkSizes>,
+        /// The responder's answer.
+        #[source]
+        failure: CallFailure,
+    },
     /// Its XID is in use by another call in progress on this client.
     #[error(transparent)]
     DuplicateXid(#[from] DuplicateXid),
@@ -327,4 +341,77 @@ pub struct ClientStats {
     pub continued: u64,
     /// Of the short ones, call-only procedures' calls ([`Client::call_only`](crate::client::Client::call_only)).
     pub call_only: u64,
+}
+
+/// The chunks a call asked for, as its Upper-Layer Binding gave them
+/// ([`ClientError::ChunksRefused`]).
+///
+/// ```
+/// use negotiate::client::ChunkSizes;
+/// let c = ChunkSizes { read: vec![1 << 20], write: vec![4 << 20], max_reply: 1024 };
+/// assert_eq!(c.to_string(), "Read chunks of [1048576] bytes, Write chunks of [4194304] bytes, replies of up to 1024 bytes");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ChunkSizes {
+    /// Each DDP-eligible argument's length: a Read chunk each.
+    pub read: Vec<usize>,
+    /// Each DDP-eligible result's largest length: a Write chunk each.
+    pub write: Vec<usize>,
+    /// The largest reply (a Reply chunk this large where it exceeds the inline threshold).
+    pub max_reply: usize,
+}
+
+impl ChunkSizes {
+    /// What `ulb` asks for the call `message`.
+    pub fn of<U: rpcrdma_v1::ulb::UpperLayerBinding + ?Sized>(ulb: &U, message: &[u8]) -> ChunkSizes {
+        let mut items = Vec::new();
+        ulb.call_ddp_items(message, &mut items);
+        let mut write = Vec::new();
+        ulb.reply_ddp_maxima(message, &mut write);
+        ChunkSizes { read: items.iter().map(|i| i.len).collect(), write, max_reply: ulb.max_reply_size(message) }
+    }
+}
+
+impl std::fmt::Display for ChunkSizes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Read chunks of {:?} bytes, Write chunks of {:?} bytes, replies of up to {} bytes",
+            self.read, self.write, self.max_reply
+        )
+    }
+}
+
+impl ClientError {
+    /// `self`, with the sizes of `message`'s chunks when it is the responder's refusal of
+    /// them ([`ClientError::ChunksRefused`]).
+    pub(crate) fn with_chunks<U: rpcrdma_v1::ulb::UpperLayerBinding + ?Sized>(self, ulb: &U, message: &[u8]) -> Self {
+        use rpcrdma_v2::draft07::xdr::Rpcrdma2HdrError as E07;
+        let refused = match &self {
+            ClientError::Call(CallFailure::Peer(e)) => match e {
+                crate::reply::PeerError::Common(rpcrdma_v1::verdict::PeerError::Chunk) => true,
+                crate::reply::PeerError::Draft07(e) => matches!(
+                    e,
+                    E07::RdmaMaxChunks { .. }
+                        | E07::Rdma2ErrSegments(_)
+                        | E07::Rdma2ErrWriteResource(_)
+                        | E07::Rdma2ErrReplyResource(_)
+                ),
+                _ => false,
+            },
+            _ => false,
+        };
+        if !refused {
+            return self;
+        }
+        // (ERR_CHUNK also answers a header the responder could not parse: only a call that
+        // asked for Read or Write chunks was refused for them.)
+        let chunks = ChunkSizes::of(ulb, message);
+        match self {
+            ClientError::Call(failure) if !chunks.read.is_empty() || !chunks.write.is_empty() => {
+                ClientError::ChunksRefused { chunks: Box::new(chunks), failure }
+            }
+            other => other,
+        }
+    }
 }

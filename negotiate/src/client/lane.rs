@@ -415,6 +415,14 @@ pub(super) enum Message<'m> {
 }
 
 impl Message<'_> {
+    /// The call message.
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Message::Borrowed(b) => b,
+            Message::Lent(b) => b,
+        }
+    }
+
     /// Releases `sent`'s memory, taking a lent message back.
     fn abandon<B: Backend>(
         &mut self,
@@ -652,7 +660,7 @@ impl<B: Backend> Shared<B> {
                 if let Some((p, on)) = prepared {
                     p.discard(&on.conn);
                 }
-                Some(Err(e))
+                Some(Err(e.with_chunks(ulb, message.bytes())))
             }
         }
     }

@@ -214,6 +214,7 @@ pub(super) fn accept<B: Backend>(
         credits_requested: 0,
         ended: None,
         draft07_properties: None,
+        versions_seen: Default::default(),
     }));
     lock(&shared.peers).push(peer.clone());
     let conn = Arc::new(Transport::<B>::new(pd, qp, cfg.timeout));

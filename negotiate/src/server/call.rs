@@ -42,6 +42,9 @@ pub enum Answered {
     GarbageArgs,
     /// With an RPC SYSTEM_ERR reply: its handler panicked (RFC 5531 section 9).
     SystemErr,
+    /// With an RPC SYSTEM_ERR reply: its handler's reply was not an RPC reply to it (empty,
+    /// another XID, not a REPLY), which the server logs as a warning.
+    BadReply,
     /// Not at all: on a -07 connection a handler's empty reply to a call with no chunk marks
     /// it as a call-only procedure's (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7:
     /// "There is no corresponding Reply"), whose call's version and arrival this gives.
@@ -241,6 +244,22 @@ fn has_no_chunk(call: &Header<'_>) -> bool {
     call.read_list().is_empty() && call.write_list().is_empty() && call.reply_chunk().is_none()
 }
 
+/// Whether `reply` is an RPC reply to `call`: its XID, then REPLY (RFC 5531 section 9).
+fn replies_to(reply: &[u8], call: &[u8]) -> bool {
+    reply.len() >= 8 && call.len() >= 4 && reply[..4] == call[..4] && reply[4..8] == [0, 0, 0, 1]
+}
+
+/// Why `reply` is not an RPC reply to `call`, for the log.
+fn not_a_reply(reply: &[u8], call: &[u8]) -> String {
+    let word = |b: &[u8], at: usize| b.get(at..at + 4).map(|w| u32::from_be_bytes(w.try_into().unwrap()));
+    match (word(reply, 0), word(reply, 4)) {
+        (None, _) if reply.is_empty() => "it is empty".into(),
+        (None, _) | (_, None) => format!("{} bytes, too short for an XID and a message type", reply.len()),
+        (Some(x), _) if Some(x) != word(call, 0) => format!("its XID is {x:#010x}"),
+        (_, Some(t)) => format!("its message type is {t}, not REPLY (1)"),
+    }
+}
+
 /// [`serve_call`] once its memory is counted, with the thread's call and reply buffers.
 fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
     conn: &Transport<B>,
@@ -268,6 +287,18 @@ fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
             HandlerOutcome::Replied(r) if r.is_empty() && params.draft07 && has_no_chunk(header) => {
                 *reply = r;
                 Ok(Answered::CallOnly(params.version, ArrivedAs::of(header)))
+            }
+            // A reply that is not an RPC reply to this call (empty, another XID, not a REPLY)
+            // would leave the caller waiting and, for a first call, taking the server for one
+            // without Version Two: the caller gets SYSTEM_ERR instead (RFC 5531 section 9).
+            HandlerOutcome::Replied(r) if !replies_to(&r, call) => {
+                log::warn!(
+                    "the handler's reply to call {:#010x} is not an RPC reply to it ({}); answered SYSTEM_ERR",
+                    header.xid(),
+                    not_a_reply(&r, call)
+                );
+                *reply = r;
+                send_rpc_error(conn, header, call, ulb, params, encode_system_err_reply).map(|()| Answered::BadReply)
             }
             HandlerOutcome::Replied(mut r) => {
                 let sent = send_reply_lent(conn, header, call, &mut r, ulb, params)

@@ -739,9 +739,24 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// A call was judged: it is in flight until answered, and the backward direction follows
     /// the version and thresholds of the latest forward call.
     fn take_call(&self, served: &Served<B>, core: &Core, header: &Header<'_>) {
-        lock(&served.peer).credits_requested = header.credit();
+        let mut peer = lock(&served.peer);
+        peer.credits_requested = header.credit();
         let version = header.version();
         let responder = core.responder();
+        // Said once per connection and version, at its first call: what the client's is said
+        // when it settles.
+        if peer.versions_seen.insert(version.wire()) {
+            let from = peer.address.map_or_else(|| "an unnamed peer".to_string(), |a| a.to_string());
+            let dialect = responder.dialect().filter(|_| version == Version::TWO);
+            log::info!(
+                "the connection from {from} speaks version {}{}: inline thresholds {:?}, the requester states {:?}",
+                version.wire(),
+                dialect.map_or_else(String::new, |d| format!(" ({d:?})")),
+                responder.advertised().for_version(version),
+                responder.stated().requester,
+            );
+        }
+        drop(peer);
         served.back.on_forward_call(Forward {
             version,
             thresholds: responder.advertised().for_version(version),
@@ -765,10 +780,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         };
         match received {
             Received::SendError(e) => {
-                // ERR_VERS answers a probe from a requester with a version we lack: part of
-                // negotiating (draft section 5.2), not misbehaviour.
-                let level = if e.code() == 1 { log::Level::Info } else { log::Level::Warn };
-                log::log!(level, "answering message {:#010x} with RDMA_ERROR code {}", e.xid(), e.code());
+                // (Why was said where it was decided: the responder's "refusing message".)
+                log::debug!("answering message {:#010x} with RDMA_ERROR code {}", e.xid(), e.code());
                 send(e.as_bytes()).map_err(|e| format!("sending an RDMA_ERROR: {e}"))?;
                 lock(&self.shared.stats).errors_sent += 1;
             }
@@ -830,9 +843,12 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         served.conn.settle_reaped(SETTLE_LIMIT);
         let ended = served.conn.ended().unwrap_or(Ended::Closed(why));
         let mut peer = lock(&served.peer);
-        match peer.address {
-            Some(a) => log::info!("the connection from {a} ended: {ended}"),
-            None => log::info!("a connection ended: {ended}"),
+        let from = peer.address.map_or_else(|| "an unnamed peer".to_string(), |a| a.to_string());
+        // A peer's ordinary close is no news; anything that failed first is.
+        if ended.is_orderly() {
+            log::info!("the connection from {from} ended: {ended}");
+        } else {
+            log::warn!("the connection from {from} ended: {ended}");
         }
         peer.ended = Some(ended);
         drop(peer);
@@ -995,6 +1011,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             Answered::ErrChunk | Answered::OverBudget => s.errors_sent += 1,
             Answered::GarbageArgs => s.garbage_args_replies += 1,
             Answered::SystemErr => s.handler_panics += 1,
+            Answered::BadReply => s.bad_replies += 1,
             Answered::CallOnly(v, _) => {
                 s.calls.count(v);
                 s.call_only_calls += 1;

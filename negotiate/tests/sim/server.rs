@@ -295,7 +295,8 @@ impl SimServer {
                             }
                             // (The simulated service echoes every call: none is call-only, and one
                             // served with nothing sent is a violation, above.)
-                            Answered::Reply(..) | Answered::SystemErr | Answered::CallOnly(..) => {}
+                            Answered::Reply(..) | Answered::SystemErr | Answered::BadReply | Answered::CallOnly(..) => {
+                            }
                         }
                         for send in sent {
                             sim.send_after(false, send, took);

@@ -87,6 +87,11 @@ impl<B: Backend + Clone> Client<B> {
     /// timeout, or another connect failure. Later connections are made as [`Client::new`]'s
     /// are.
     ///
+    /// The version is not settled yet when this returns: the first call settles it (it goes
+    /// out as the Version Two probe of the Version Two draft's section 5), so until that call's
+    /// reply [`Client::version`] and [`Client::thresholds`] are `None`. The inline thresholds
+    /// the connection's private data implies (RFC 8797) are already in effect.
+    ///
     /// ```
     /// use negotiate::client::{Client, ClientConfig, ClientError};
     /// use rpcrdma_verbs::InProcess;

@@ -20,7 +20,14 @@
 //!   fields by name, union arms by their declaration's name (`resok`), separated by `.`; no
 //!   path means the argument itself. Several lines give several items, in stream order.
 //! - `PROC result PATH at most MAX`: the DDP-eligible item of its results (one per
-//!   procedure), and the largest it can be: the Write chunk a Requester provides.
+//!   procedure), and the largest it can be: the Write chunk a Requester provides with every
+//!   call of the procedure, whatever the result turns out to be. What that costs with
+//!   `negotiate`: each call binds a memory window over a buffer of that size, which the
+//!   connection keeps and reuses unzeroed (up to 2 MiB of such buffers), so a 4 KiB result
+//!   under `at most 1048576` allocates nothing per call once warm; a larger `MAX` allocates
+//!   per call, and a responder refuses a chunk over its own limit (a `negotiate` server's
+//!   `HeaderLimits::max_chunk_len`, 2 MiB by default), so keep `MAX` to what the procedure
+//!   can return.
 //! - `reply at most MAX` (for the version), `PROC reply at most MAX` (for one procedure):
 //!   the largest whole RPC reply message, DDP-eligible results reduced; 1024 where nothing
 //!   is said.

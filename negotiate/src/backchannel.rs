@@ -316,17 +316,29 @@ impl BackwardSlot {
 /// # use rpcrdma_v1::ulb::OpaqueAtUlb;
 /// # use rpcrdma_verbs::InProcess;
 /// # let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-/// # let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
-/// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
-/// // The client serves backward calls with a handler of its own.
-/// let callback = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], b"ack!"].concat();
+/// use negotiate::onc::{self, CallHeader};
+/// # let null = |call: &[u8]| {
+/// #     let mut reply = Vec::new();
+/// #     onc::reply_success(onc::peek_xid(call).unwrap(), &[], &mut reply);
+/// #     reply
+/// # };
+/// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), null).unwrap();
+/// // The client serves backward calls with a handler of its own: each succeeds with 4 bytes.
+/// let callback = |call: &[u8]| {
+///     let mut reply = Vec::new();
+///     onc::reply_success(onc::peek_xid(call).unwrap(), b"ack!", &mut reply);
+///     reply
+/// };
 /// let client = Client::with_backchannel(InProcess, &server.local_addr(), ClientConfig::default(), Arc::new(callback));
-/// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // the connection exists once a call was made
+/// // The connection exists once a call was made.
+/// client.call(&CallHeader::new(1, 0x2000_0001, 1, 0).message(&[]).unwrap(), &ulb).unwrap();
 ///
 /// let channels = server.backchannels(); // one per connection
 /// let back = &channels[0];
 /// assert!(back.is_open());
-/// assert_eq!(back.call(&[0, 0, 0, 9, 0, 0, 0, 0]).unwrap(), [0, 0, 0, 9, 0, 0, 0, 1, b'a', b'c', b'k', b'!']);
+/// // A backward call is an RPC call (RFC 8167), here to the client's program 0x2000_0002.
+/// let reply = back.call(&CallHeader::new(9, 0x2000_0002, 1, 1).message(&[]).unwrap()).unwrap();
+/// assert_eq!(onc::results(&reply, 9), Ok(&b"ack!"[..]));
 /// drop(client);
 /// ```
 #[derive(Clone)]
@@ -373,15 +385,22 @@ impl Backchannel {
     /// use std::sync::Arc;
     /// use negotiate::client::{Client, ClientConfig};
     /// use negotiate::extension::OptionReply;
+    /// use negotiate::onc::{self, CallHeader};
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
     /// use rpcrdma_verbs::InProcess;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
-    /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
+    /// // Every procedure succeeds with no results, as a NULL procedure does.
+    /// let null = |call: &[u8]| {
+    ///     let mut reply = Vec::new();
+    ///     onc::reply_success(onc::peek_xid(call).unwrap(), &[], &mut reply);
+    ///     reply
+    /// };
+    /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), null).unwrap();
     /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
-    /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // Version Two, seen by the server
+    /// let call = CallHeader::new(1, 0x2000_0001, 1, 0).message(&[]).unwrap();
+    /// client.call(&call, &ulb).unwrap(); // Version Two, seen by the server
     /// // The client registered no extension.
     /// assert_eq!(server.backchannels()[0].send_option(99, &[], &[]).unwrap(), OptionReply::NotSupported);
     /// ```
@@ -402,6 +421,7 @@ impl Backchannel {
     /// use std::sync::Arc;
     /// use negotiate::client::{Client, ClientConfig};
     /// use negotiate::extension07::ExtensionReply;
+    /// use negotiate::onc::{self, CallHeader};
     /// use negotiate::requester::RequesterConfig;
     /// use negotiate::responder::ResponderConfig;
     /// use negotiate::server::{Server, ServerConfig};
@@ -410,12 +430,17 @@ impl Backchannel {
     /// use rpcrdma_verbs::InProcess;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// // Every procedure succeeds with no results, as a NULL procedure does.
+    /// let null = |call: &[u8]| {
+    ///     let mut reply = Vec::new();
+    ///     onc::reply_success(onc::peek_xid(call).unwrap(), &[], &mut reply);
+    ///     reply
+    /// };
     /// let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
-    /// let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ulb), echo).unwrap();
+    /// let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ulb), null).unwrap();
     /// let requester = RequesterConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
     /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default().requester(requester));
-    /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // settles -07
+    /// client.call(&CallHeader::new(1, 0x2000_0001, 1, 0).message(&[]).unwrap(), &ulb).unwrap(); // settles -07
     /// // The client registered no extension.
     /// let back = &server.backchannels()[0];
     /// assert_eq!(back.send_extension(0xF000_0099, &[0; 8]).unwrap(), ExtensionReply::NotSupported);

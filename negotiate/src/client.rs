@@ -48,21 +48,25 @@ use crate::extension07::ExtensionReply;
 /// ```
 /// use std::sync::Arc;
 /// use negotiate::client::{Client, ClientConfig};
+/// use negotiate::onc::{self, CallHeader};
 /// use negotiate::server::{Server, ServerConfig};
 /// use rpcrdma_v1::ulb::OpaqueAtUlb;
 /// use rpcrdma_verbs::InProcess;
 ///
 /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-/// // A service that answers every call with an RPC reply of the same XID.
+/// // A service whose every procedure succeeds and returns its arguments as its results.
 /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), |call: &[u8]| {
-///     let mut reply = call[..4].to_vec();
-///     reply.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0]);
+///     let (h, args_at) = CallHeader::decode(call).unwrap();
+///     let mut reply = Vec::new();
+///     onc::reply_success(h.xid, &call[args_at..], &mut reply);
 ///     reply
 /// })
 /// .unwrap();
 /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
-/// let reply = client.call(&[0, 0, 0, 42, 0, 0, 0, 0], &ulb).unwrap();
-/// assert_eq!(reply, [0, 0, 0, 42, 0, 0, 0, 1, 0, 0, 0, 0]);
+/// // XID 42: procedure 1 of program 0x2000_0001, version 1, with one unsigned int argument.
+/// let call = CallHeader::new(42, 0x2000_0001, 1, 1).message(&[0, 0, 0, 7]).unwrap();
+/// let reply = client.call(&call, &ulb).unwrap();
+/// assert_eq!(onc::results(&reply, 42), Ok(&[0, 0, 0, 7][..]));
 /// assert_eq!(client.version(), Some(rpcrdma_v1::Version::TWO)); // both sides speak Version Two
 /// ```
 pub struct Client<B: Backend> {
@@ -111,17 +115,27 @@ impl<B: Backend + Clone> Client<B> {
     /// ```
     /// use std::sync::Arc;
     /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::onc::{self, CallHeader};
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
     /// use rpcrdma_verbs::InProcess;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// // Both sides answer every call with SUCCESS, its arguments as its results.
+    /// let echo = |call: &[u8]| {
+    ///     let (h, args_at) = CallHeader::decode(call).unwrap();
+    ///     let mut reply = Vec::new();
+    ///     onc::reply_success(h.xid, &call[args_at..], &mut reply);
+    ///     reply
+    /// };
     /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
     /// let client = Client::with_backchannel(InProcess, &server.local_addr(), ClientConfig::default(), Arc::new(echo));
-    /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // the forward direction first
+    /// // The forward direction first: the server's backward calls need a connection.
+    /// client.call(&CallHeader::new(1, 0x2000_0001, 1, 0).message(&[]).unwrap(), &ulb).unwrap();
+    /// // A backward call is an RPC call too (RFC 8167), here to the client's program 0x2000_0002.
     /// let back = &server.backchannels()[0];
-    /// assert_eq!(back.call(&[0, 0, 0, 9, 0, 0, 0, 0, 7, 7, 7, 7]).unwrap(), [0, 0, 0, 9, 0, 0, 0, 1, 7, 7, 7, 7]);
+    /// let reply = back.call(&CallHeader::new(9, 0x2000_0002, 1, 1).message(&[7, 7, 7, 7]).unwrap()).unwrap();
+    /// assert_eq!(onc::results(&reply, 9), Ok(&[7, 7, 7, 7][..]));
     /// ```
     pub fn with_backchannel(backend: B, addr: impl Into<Address>, cfg: ClientConfig, handler: Handler) -> Self {
         let lanes = Lane::start_all(backend, addr.into().as_str(), cfg, Some(handler), false)
@@ -146,18 +160,26 @@ impl<B: Backend> Client<B> {
     /// ```
     /// use std::sync::Arc;
     /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::onc::{self, CallHeader};
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
     /// use rpcrdma_verbs::InProcess;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// // Every procedure succeeds and returns its arguments as its results.
+    /// let echo = |call: &[u8]| {
+    ///     let (h, args_at) = CallHeader::decode(call).unwrap();
+    ///     let mut reply = Vec::new();
+    ///     onc::reply_success(h.xid, &call[args_at..], &mut reply);
+    ///     reply
+    /// };
     /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
     /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
     /// let mut reply = Vec::with_capacity(4096);
-    /// for xid in 1..=3u8 {
-    ///     client.call_into(&[0, 0, 0, xid, 0, 0, 0, 0, 0, 0, 0, 9], &ulb, &mut reply).unwrap();
-    ///     assert_eq!(reply, [0, 0, 0, xid, 0, 0, 0, 1, 0, 0, 0, 9]);
+    /// for xid in 1..=3 {
+    ///     let call = CallHeader::new(xid, 0x2000_0001, 1, 1).message(&[0, 0, 0, 9]).unwrap();
+    ///     client.call_into(&call, &ulb, &mut reply).unwrap();
+    ///     assert_eq!(onc::results(&reply, xid), Ok(&[0, 0, 0, 9][..]));
     /// }
     /// ```
     pub fn call_into<U: UpperLayerBinding + ?Sized>(
@@ -180,24 +202,30 @@ impl<B: Backend> Client<B> {
     /// ```
     /// use std::sync::Arc;
     /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::onc::{self, CallHeader};
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
     /// use rpcrdma_verbs::InProcess;
     ///
-    /// // The opaque whose length word is at 8 is DDP-eligible: 64 KiB of it go in a Read chunk.
-    /// let ulb = OpaqueAtUlb { call_opaque: Some(8), reply_opaque: None, max_result: 0, max_reply: 4096 };
+    /// // The call's one argument is a DDP-eligible opaque<>: its length word follows the
+    /// // 40-byte call header, and 64 KiB of its data go in a Read chunk.
+    /// let ulb = OpaqueAtUlb { call_opaque: Some(40), reply_opaque: None, max_result: 0, max_reply: 4096 };
+    /// // The procedure returns the sum of the opaque's bytes.
     /// let sum = |call: &[u8]| {
-    ///     let total: u32 = call[12..].iter().map(|&b| u32::from(b)).sum();
-    ///     [&call[..4], &[0, 0, 0, 1][..], &total.to_be_bytes()].concat()
+    ///     let (h, args_at) = CallHeader::decode(call).unwrap();
+    ///     let total: u32 = call[args_at + 4..].iter().map(|&b| u32::from(b)).sum();
+    ///     let mut reply = Vec::new();
+    ///     onc::reply_success(h.xid, &total.to_be_bytes(), &mut reply);
+    ///     reply
     /// };
     /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), sum).unwrap();
     /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
-    /// let mut message = [0, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0].to_vec();
-    /// message.resize(12 + (64 << 10), 1);
+    /// let mut message = CallHeader::new(1, 0x2000_0001, 1, 1).message(&(64u32 << 10).to_be_bytes()).unwrap();
+    /// message.resize(44 + (64 << 10), 1); // the opaque's data: 64 KiB, no padding
     /// let mut reply = Vec::new();
     /// client.call_lent(&mut message, &ulb, &mut reply).unwrap();
-    /// assert_eq!(reply[8..], (64u32 << 10).to_be_bytes());
-    /// assert_eq!(message.len(), 12 + (64 << 10)); // handed back
+    /// assert_eq!(onc::results(&reply, 1), Ok(&(64u32 << 10).to_be_bytes()[..]));
+    /// assert_eq!(message.len(), 44 + (64 << 10)); // handed back
     /// assert_eq!(client.stats().chunked, 1);
     /// ```
     pub fn call_lent<U: UpperLayerBinding + ?Sized>(
@@ -220,24 +248,29 @@ impl<B: Backend> Client<B> {
     /// ```
     /// use std::sync::Arc;
     /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::onc::{self, CallHeader};
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
     /// use rpcrdma_verbs::InProcess;
     ///
-    /// // Replies carry a DDP-eligible opaque after the XID and msg_type words: 64 KiB here.
-    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: 1 << 16, max_reply: 256 };
+    /// // The reply's one result is a DDP-eligible opaque<>: its length word follows the
+    /// // 24-byte header of a SUCCESS reply, and its 64 KiB of data go in a Write chunk.
+    /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(24), max_result: 1 << 16, max_reply: 256 };
     /// let big = |call: &[u8]| {
-    ///     let mut r = [&call[..4], &[0, 0, 0, 1], &(1u32 << 16).to_be_bytes()].concat();
-    ///     r.resize(12 + (1 << 16), 7);
-    ///     r
+    ///     let mut result = (1u32 << 16).to_be_bytes().to_vec();
+    ///     result.resize(4 + (1 << 16), 7);
+    ///     let mut reply = Vec::new();
+    ///     onc::reply_success(onc::peek_xid(call).unwrap(), &result, &mut reply);
+    ///     reply
     /// };
     /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), big).unwrap();
     /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
-    /// let reply = client.call_in_place(&[0, 0, 0, 9, 0, 0, 0, 0], &ulb).unwrap();
-    /// assert_eq!(reply.len(), 12 + (1 << 16));
+    /// let call = CallHeader::new(9, 0x2000_0001, 1, 1).message(&[]).unwrap();
+    /// let reply = client.call_in_place(&call, &ulb).unwrap();
+    /// assert_eq!(reply.len(), 28 + (1 << 16));
     /// let result = reply.result(0).unwrap(); // where the server's RDMA Write put it
     /// assert!(result.len() == 1 << 16 && result.iter().all(|&b| b == 7));
-    /// assert_eq!(reply.to_vec()[..12], [0, 0, 0, 9, 0, 0, 0, 1, 0, 1, 0, 0]);
+    /// assert_eq!(onc::results(&reply.to_vec(), 9).unwrap()[..4], (1u32 << 16).to_be_bytes());
     /// ```
     pub fn call_in_place<U: UpperLayerBinding + ?Sized>(
         &self,
@@ -267,12 +300,19 @@ impl<B: Backend> Client<B> {
     /// use std::future::Future;
     /// use std::task::{Context, Poll, Wake, Waker};
     /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::onc::{self, CallHeader};
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
     /// use rpcrdma_verbs::InProcess;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// // Every procedure succeeds and returns its arguments as its results.
+    /// let echo = |call: &[u8]| {
+    ///     let (h, args_at) = CallHeader::decode(call).unwrap();
+    ///     let mut reply = Vec::new();
+    ///     onc::reply_success(h.xid, &call[args_at..], &mut reply);
+    ///     reply
+    /// };
     /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
     /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
     ///
@@ -282,14 +322,15 @@ impl<B: Backend> Client<B> {
     ///     fn wake(self: Arc<Self>) { self.0.unpark() }
     /// }
     /// let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
-    /// let mut call = std::pin::pin!(client.call_async(&[0, 0, 0, 5, 0, 0, 0, 0], &ulb));
+    /// let message = CallHeader::new(5, 0x2000_0001, 1, 1).message(&[0, 0, 0, 3]).unwrap();
+    /// let mut call = std::pin::pin!(client.call_async(&message, &ulb));
     /// let reply = loop {
     ///     match call.as_mut().poll(&mut Context::from_waker(&waker)) {
     ///         Poll::Ready(reply) => break reply.unwrap(),
     ///         Poll::Pending => std::thread::park(),
     ///     }
     /// };
-    /// assert_eq!(reply, [0, 0, 0, 5, 0, 0, 0, 1]);
+    /// assert_eq!(onc::results(&reply, 5), Ok(&[0, 0, 0, 3][..]));
     /// ```
     ///
     /// With tokio, `client.call_async(&msg, &ulb).await` (negotiate/examples/async_calls.rs).
@@ -319,15 +360,22 @@ impl<B: Backend> Client<B> {
     /// use std::sync::Arc;
     /// use negotiate::client::{Client, ClientConfig};
     /// use negotiate::extension::OptionReply;
+    /// use negotiate::onc::{self, CallHeader};
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
     /// use rpcrdma_verbs::InProcess;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
-    /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
+    /// // Every procedure succeeds with no results, as a NULL procedure does.
+    /// let null = |call: &[u8]| {
+    ///     let mut reply = Vec::new();
+    ///     onc::reply_success(onc::peek_xid(call).unwrap(), &[], &mut reply);
+    ///     reply
+    /// };
+    /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), null).unwrap();
     /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
-    /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // settles Version Two
+    /// let call = CallHeader::new(1, 0x2000_0001, 1, 0).message(&[]).unwrap();
+    /// client.call(&call, &ulb).unwrap(); // settles Version Two
     /// // The server registered no extension: opttype 99 is not supported.
     /// assert_eq!(client.send_option(99, b"hello", &[]).unwrap(), OptionReply::NotSupported);
     /// ```
@@ -354,6 +402,7 @@ impl<B: Backend> Client<B> {
     /// ```
     /// use std::sync::{Arc, Mutex};
     /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::onc::{self, CallHeader};
     /// use negotiate::requester::RequesterConfig;
     /// use negotiate::responder::ResponderConfig;
     /// use negotiate::server::{Server, ServerConfig};
@@ -362,24 +411,31 @@ impl<B: Backend> Client<B> {
     /// use rpcrdma_verbs::InProcess;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-    /// // Procedure 9 is call-only: the handler notes it and answers nothing.
+    /// // Procedure 9 is call-only: the handler notes its call and answers nothing. The others
+    /// // succeed with no results.
     /// let seen = Arc::new(Mutex::new(Vec::new()));
     /// let s = seen.clone();
-    /// let handler = move |call: &[u8]| match call[7] {
-    ///     9 => { s.lock().unwrap().push(call.to_vec()); Vec::new() }
-    ///     _ => [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat(),
+    /// let handler = move |call: &[u8]| {
+    ///     let (h, _) = CallHeader::decode(call).unwrap();
+    ///     let mut reply = Vec::new();
+    ///     match h.proc {
+    ///         9 => s.lock().unwrap().push(call.to_vec()),
+    ///         _ => onc::reply_success(h.xid, &[], &mut reply),
+    ///     }
+    ///     reply
     /// };
     /// let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
     /// let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ulb), handler).unwrap();
     /// let requester = RequesterConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
     /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default().requester(requester));
-    /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // settles -07
-    /// client.call_only(&[0, 0, 0, 2, 0, 0, 0, 9]).unwrap(); // posted: nothing comes back
+    /// client.call(&CallHeader::new(1, 0x2000_0001, 1, 0).message(&[]).unwrap(), &ulb).unwrap(); // settles -07
+    /// let notice = CallHeader::new(2, 0x2000_0001, 1, 9).message(&[0, 0, 0, 5]).unwrap();
+    /// client.call_only(&notice).unwrap(); // posted: nothing comes back
     /// # let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     /// # while seen.lock().unwrap().is_empty() && std::time::Instant::now() < deadline {
     /// #     std::thread::sleep(std::time::Duration::from_millis(1));
     /// # }
-    /// assert_eq!(seen.lock().unwrap().as_slice(), [vec![0, 0, 0, 2, 0, 0, 0, 9]]);
+    /// assert_eq!(seen.lock().unwrap().as_slice(), [notice]);
     /// ```
     pub fn call_only(&self, message: &[u8]) -> Result<(), ClientError> {
         let xid = xid_of(message)?;
@@ -403,6 +459,7 @@ impl<B: Backend> Client<B> {
     /// use std::sync::Arc;
     /// use negotiate::client::{Client, ClientConfig};
     /// use negotiate::extension07::ExtensionReply;
+    /// use negotiate::onc::{self, CallHeader};
     /// use negotiate::requester::RequesterConfig;
     /// use negotiate::responder::ResponderConfig;
     /// use negotiate::server::{Server, ServerConfig};
@@ -411,12 +468,17 @@ impl<B: Backend> Client<B> {
     /// use rpcrdma_verbs::InProcess;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// // Every procedure succeeds with no results, as a NULL procedure does.
+    /// let null = |call: &[u8]| {
+    ///     let mut reply = Vec::new();
+    ///     onc::reply_success(onc::peek_xid(call).unwrap(), &[], &mut reply);
+    ///     reply
+    /// };
     /// let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
-    /// let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ulb), echo).unwrap();
+    /// let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ulb), null).unwrap();
     /// let requester = RequesterConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
     /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default().requester(requester));
-    /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // settles -07
+    /// client.call(&CallHeader::new(1, 0x2000_0001, 1, 0).message(&[]).unwrap(), &ulb).unwrap(); // settles -07
     /// // The server registered no extension: header type 0xF000_0099 is not supported.
     /// assert_eq!(client.send_extension(0xF000_0099, &[0; 8]).unwrap(), ExtensionReply::NotSupported);
     /// ```
@@ -431,6 +493,7 @@ impl<B: Backend> Client<B> {
     /// use std::sync::Arc;
     /// use negotiate::client::{Client, ClientConfig};
     /// use negotiate::connection::PeerProperties;
+    /// use negotiate::onc::{self, CallHeader};
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
     /// use rpcrdma_v2::properties::TransportProperties;
@@ -439,10 +502,16 @@ impl<B: Backend> Client<B> {
     /// let big = TransportProperties { max_send_size: Some(16384), max_recv_size: Some(16384), ..Default::default() };
     /// let server_cfg = ServerConfig::default().properties(Some(big));
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 16384 };
-    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
-    /// let server = Server::start(InProcess, "inproc:*", server_cfg, Arc::new(ulb), echo).unwrap();
+    /// // Every procedure succeeds with no results, as a NULL procedure does.
+    /// let null = |call: &[u8]| {
+    ///     let mut reply = Vec::new();
+    ///     onc::reply_success(onc::peek_xid(call).unwrap(), &[], &mut reply);
+    ///     reply
+    /// };
+    /// let server = Server::start(InProcess, "inproc:*", server_cfg, Arc::new(ulb), null).unwrap();
     /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default().properties(Some(big)));
-    /// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // settles Version Two, then the exchange
+    /// let call = CallHeader::new(1, 0x2000_0001, 1, 0).message(&[]).unwrap();
+    /// client.call(&call, &ulb).unwrap(); // settles Version Two, then the exchange
     /// assert_eq!(client.peer_properties(), PeerProperties::Stated(big));
     /// assert_eq!(client.thresholds().unwrap().call, 16384); // private data said 4096
     /// ```
@@ -463,6 +532,7 @@ impl<B: Backend> Client<B> {
     /// ```
     /// use std::sync::Arc;
     /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::onc::{self, CallHeader};
     /// use negotiate::responder::ResponderConfig;
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
@@ -470,12 +540,17 @@ impl<B: Backend> Client<B> {
     /// use rpcrdma_verbs::InProcess;
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
     /// let cfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
-    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1]].concat();
-    /// let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ulb), echo).unwrap();
+    /// // Every procedure succeeds with no results, as a NULL procedure does.
+    /// let null = |call: &[u8]| {
+    ///     let mut reply = Vec::new();
+    ///     onc::reply_success(onc::peek_xid(call).unwrap(), &[], &mut reply);
+    ///     reply
+    /// };
+    /// let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ulb), null).unwrap();
     /// let cfg = ClientConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
     /// let client = Client::new(InProcess, &server.local_addr(), cfg);
-    /// let reply = client.call(&[0, 0, 0, 7, 0, 0, 0, 0], &ulb).unwrap();
-    /// assert_eq!(reply, [0, 0, 0, 7, 0, 0, 0, 1]);
+    /// let reply = client.call(&CallHeader::new(7, 0x2000_0001, 1, 0).message(&[]).unwrap(), &ulb).unwrap();
+    /// assert_eq!(onc::results(&reply, 7), Ok(&[][..]));
     /// assert_eq!(client.dialect(), Some(Dialect::Ietf07));
     /// ```
     pub fn dialect(&self) -> Option<rpcrdma_v2::dialect::Dialect> {
@@ -492,6 +567,7 @@ impl<B: Backend> Client<B> {
     /// use std::sync::Arc;
     /// use negotiate::client::{Client, ClientConfig};
     /// use negotiate::host_auth::HostAuth;
+    /// use negotiate::onc::{self, CallHeader};
     /// use negotiate::responder::ResponderConfig;
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
@@ -499,13 +575,18 @@ impl<B: Backend> Client<B> {
     /// use rpcrdma_verbs::InProcess;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1024 };
-    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// // Every procedure succeeds with no results, as a NULL procedure does.
+    /// let null = |call: &[u8]| {
+    ///     let mut reply = Vec::new();
+    ///     onc::reply_success(onc::peek_xid(call).unwrap(), &[], &mut reply);
+    ///     reply
+    /// };
     /// let we_are = HostAuth::new(b"server 7".to_vec()).unwrap();
     /// let scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true)).host_auth(Some(we_are));
-    /// let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ulb), echo).unwrap();
+    /// let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ulb), null).unwrap();
     /// let ccfg = ClientConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
     /// let client = Client::new(InProcess, &server.local_addr(), ccfg);
-    /// client.call(&[0, 0, 0, 7, 0, 0, 0, 0], &ulb).unwrap();
+    /// client.call(&CallHeader::new(7, 0x2000_0001, 1, 0).message(&[]).unwrap(), &ulb).unwrap();
     /// let theirs = client.draft07_peer_properties().expect("the server's CONNPROP_FINAL");
     /// assert_eq!(theirs.host_auth.as_deref(), Some(&b"server 7"[..]));
     /// ```

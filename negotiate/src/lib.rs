@@ -8,7 +8,10 @@
 //! [`client::Client`] and [`server::Server`] put them together behind an API that hides the
 //! version: `call(message, binding) -> reply`, and a handler from call to reply.
 //! [`onc`] builds and decodes the ONC RPC (RFC 5531) headers of those messages: call
-//! headers with AUTH_NONE or AUTH_SYS, accepted and denied replies, and XIDs.
+//! headers with AUTH_NONE or AUTH_SYS, accepted and denied replies, and XIDs. [`service`]
+//! carries typed programs generated from a specification's `program` block (a client, a
+//! server trait, an Upper-Layer Binding; README.md's "Use it as a library" builds one from
+//! a `.x` file), so that no RPC header, XID or dispatch is written by hand.
 //!
 //! # Writing an extension
 //!
@@ -40,12 +43,18 @@
 //!     OptionOutcome::Answer(OptionalAnswer { opttype: WHO + 1, optinfo: b"server-1".to_vec() })
 //! });
 //! let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-//! let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+//! // Any RPC call is answered SUCCESS with no results.
+//! let null = |call: &[u8]| {
+//!     let mut reply = Vec::new();
+//!     negotiate::onc::reply_success(negotiate::onc::peek_xid(call).unwrap_or(0), &[], &mut reply);
+//!     reply
+//! };
 //! let cfg = ServerConfig::default().extensions(vec![who]);
-//! let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ulb), echo).unwrap();
+//! let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ulb), null).unwrap();
 //!
 //! let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
-//! client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // settles Version Two
+//! let call = negotiate::onc::CallHeader::new(1, 0x2000_0001, 1, 0).message(&[]).unwrap();
+//! client.call(&call, &ulb).unwrap(); // settles Version Two
 //! match client.send_option(WHO, &[], &[]).unwrap() {
 //!     OptionReply::Answered { opttype, optinfo } => assert_eq!((opttype, &optinfo[..]), (WHO + 1, &b"server-1"[..])),
 //!     OptionReply::NotSupported => unreachable!("this server has the extension"),

@@ -170,15 +170,20 @@ impl ServerLimits {
 /// # use negotiate::server::{Server, ServerConfig};
 /// # use rpcrdma_v1::ulb::OpaqueAtUlb;
 /// # use rpcrdma_verbs::InProcess;
+/// # use negotiate::onc::{self, CallHeader};
 /// # let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-/// # let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+/// # let null = |call: &[u8]| {
+/// #     let mut reply = Vec::new();
+/// #     onc::reply_success(onc::peek_xid(call).unwrap(), &[], &mut reply);
+/// #     reply
+/// # };
 /// # use std::time::{Duration, Instant};
 /// use negotiate::limits::{Refusals, ServerLimits};
 /// // A server that closes a connection silent for 50 ms.
 /// let cfg = ServerConfig::default().limits(ServerLimits::default().idle_timeout(Duration::from_millis(50)));
-/// let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ulb), echo).unwrap();
+/// let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ulb), null).unwrap();
 /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
-/// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap();
+/// client.call(&CallHeader::new(1, 0x2000_0001, 1, 0).message(&[]).unwrap(), &ulb).unwrap();
 /// let deadline = Instant::now() + Duration::from_secs(10);
 /// while server.stats().refused.idle == 0 && Instant::now() < deadline {
 ///     std::thread::sleep(Duration::from_millis(10));

@@ -216,15 +216,16 @@ impl<F: Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static> Handler for F {
 ///
 /// ```
 /// use std::sync::Arc;
+/// use negotiate::onc::{self, CallHeader};
 /// use negotiate::server::{Handler, Server, ServerConfig, WriteReply};
 /// use rpcrdma_v1::ulb::OpaqueAtUlb;
 /// use rpcrdma_verbs::InProcess;
 ///
-/// // XID, REPLY, then the call's arguments back: nothing allocated once warm.
+/// // SUCCESS, the call's arguments as the results: nothing allocated once warm (an
+/// // AUTH_NONE header decodes without allocating).
 /// let echo = WriteReply(|call: &[u8], reply: &mut Vec<u8>| {
-///     reply.extend_from_slice(&call[..4]);
-///     reply.extend_from_slice(&[0, 0, 0, 1]);
-///     reply.extend_from_slice(&call[8..]);
+///     let (h, args_at) = CallHeader::decode(call).unwrap();
+///     onc::reply_success(h.xid, &call[args_at..], reply);
 /// });
 /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
 /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
@@ -247,12 +248,17 @@ impl<F: Fn(&[u8], &mut Vec<u8>) + Send + Sync + 'static> Handler for WriteReply<
 /// # use negotiate::server::{Server, ServerConfig};
 /// # use rpcrdma_v1::ulb::OpaqueAtUlb;
 /// # use rpcrdma_verbs::InProcess;
+/// # use negotiate::onc::{self, CallHeader};
 /// # let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-/// # let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
-/// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), echo).unwrap();
+/// # let null = |call: &[u8]| {
+/// #     let mut reply = Vec::new();
+/// #     onc::reply_success(onc::peek_xid(call).unwrap(), &[], &mut reply);
+/// #     reply
+/// # };
+/// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), null).unwrap();
 /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
-/// for xid in 1..=3u8 {
-///     client.call(&[0, 0, 0, xid, 0, 0, 0, 0], &ulb).unwrap();
+/// for xid in 1..=3 {
+///     client.call(&CallHeader::new(xid, 0x2000_0001, 1, 0).message(&[]).unwrap(), &ulb).unwrap();
 /// }
 /// # use std::time::{Duration, Instant};
 /// // A call is counted once its reply is sent, which may be just after the client has it.
@@ -395,16 +401,22 @@ pub struct Peer {
 /// ```
 /// use std::sync::Arc;
 /// use negotiate::client::{Client, ClientConfig};
+/// use negotiate::onc::{self, CallHeader};
 /// use negotiate::server::{Server, ServerConfig};
 /// use rpcrdma_v1::ulb::OpaqueAtUlb;
 /// use rpcrdma_verbs::{Backend, InProcess};
 /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1024 };
-/// // Answers each call (XID, message type 0, ...) with a reply: the same XID, message type 1.
-/// let echo = |call: &[u8]| [&call[..4], &1u32.to_be_bytes()[..], &call[8..]].concat();
+/// // Answers each call with SUCCESS, the call's arguments as the results.
+/// let echo = |call: &[u8]| {
+///     let (h, args_at) = CallHeader::decode(call).unwrap();
+///     let mut reply = Vec::new();
+///     onc::reply_success(h.xid, &call[args_at..], &mut reply);
+///     reply
+/// };
 /// let server = Server::start(InProcess, &InProcess.any_address(), ServerConfig::default(), Arc::new(ulb), echo)?;
 /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
-/// let call: Vec<u8> = [7u32, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
-/// assert_eq!(client.call(&call, &ulb).unwrap()[4..8], 1u32.to_be_bytes());
+/// let call = CallHeader::new(7, 0x2000_0001, 1, 1).message(&[0, 0, 0, 42]).unwrap();
+/// assert_eq!(onc::results(&client.call(&call, &ulb).unwrap(), 7), Ok(&[0, 0, 0, 42][..]));
 /// assert_eq!(server.stats().connections, 1);
 /// # Ok::<(), rpcrdma_verbs::Error>(())
 /// ```
@@ -466,17 +478,25 @@ impl Server {
     /// use std::net::SocketAddr;
     /// use std::sync::Arc;
     /// use negotiate::client::{Client, ClientConfig};
+    /// use negotiate::onc::{self, CallHeader};
     /// use negotiate::server::{Server, ServerConfig};
     /// use rpcrdma_v1::ulb::OpaqueAtUlb;
     /// use rpcrdma_verbs::Tcp;
     ///
     /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-    /// let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    /// // Every procedure succeeds and returns its arguments as its results.
+    /// let echo = |call: &[u8]| {
+    ///     let (h, args_at) = CallHeader::decode(call).unwrap();
+    ///     let mut reply = Vec::new();
+    ///     onc::reply_success(h.xid, &call[args_at..], &mut reply);
+    ///     reply
+    /// };
     /// let any = SocketAddr::from(([127, 0, 0, 1], 0));
     /// let server = Server::start(Tcp, any, ServerConfig::default(), Arc::new(ulb), echo).unwrap();
     /// let at: SocketAddr = server.local_addr().parse().unwrap();
     /// let client = Client::new(Tcp, at, ClientConfig::default());
-    /// assert_eq!(client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(), [0, 0, 0, 1, 0, 0, 0, 1]);
+    /// let reply = client.call(&CallHeader::new(1, 0x2000_0001, 1, 1).message(&[0, 0, 0, 5]).unwrap(), &ulb).unwrap();
+    /// assert_eq!(onc::results(&reply, 1), Ok(&[0, 0, 0, 5][..]));
     /// ```
     pub fn start<B, U, H>(
         backend: B,

@@ -723,6 +723,18 @@ pub struct ChunkLists<'a> {
 }
 
 impl<'a> ChunkLists<'a> {
+    /// Whether there is no chunk at all: no Read chunk, no Write chunk, no Reply chunk.
+    ///
+    /// ```
+    /// use rpcrdma_v1::header::ChunkLists;
+    /// use rpcrdma_v1::rt::List;
+    /// let none = ChunkLists { reads: List::from_slice(&[]), writes: List::from_slice(&[]), reply: None };
+    /// assert!(none.is_empty());
+    /// ```
+    pub fn is_empty(&self) -> bool {
+        self.reads.is_empty() && self.writes.is_empty() && self.reply.is_none()
+    }
+
     /// A reader over a whole received message whose decoder limits follow `limits`:
     /// segments are at least 16 bytes and list entries at least 20, so with these limits a
     /// hostile count stops the decoder early. Decode errors go through

@@ -329,6 +329,12 @@ pub trait UpperLayerBinding {
 /// fixed offset, and so does the reply. For tests, examples and benchmarks;
 /// a real ULB parses its protocol's XDR to find the items.
 ///
+/// Offsets count from the start of the RPC message, its ONC RPC header
+/// (RFC 5531) included, since the binding sees whole messages: the length
+/// word of an AUTH_NONE call's first argument is at 40, and that of an
+/// accepted SUCCESS reply's first result (AUTH_NONE verifier) at 24. The
+/// example below uses bare byte layouts, without an RPC header.
+///
 /// ```
 /// use rpcrdma_v1::ulb::{DdpItem, OpaqueAtUlb, UpperLayerBinding};
 ///

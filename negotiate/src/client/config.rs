@@ -186,6 +186,7 @@ impl ClientConfig {
 ///
 /// ```
 /// use negotiate::client::{Client, ClientConfig, ClientError};
+/// use negotiate::onc::CallHeader;
 /// use rpcrdma_v1::ulb::OpaqueAtUlb;
 /// use rpcrdma_verbs::InProcess;
 /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
@@ -193,7 +194,7 @@ impl ClientConfig {
 /// let client = Client::new(InProcess, "inproc:nobody-listens-here", cfg);
 /// // Refused before any connection is tried: a message too short to have an XID.
 /// assert!(matches!(client.call(&[0, 0], &ulb), Err(ClientError::NoXid(2))));
-/// match client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb) {
+/// match client.call(&CallHeader::new(1, 0x2000_0001, 1, 0).message(&[]).unwrap(), &ulb) {
 ///     Err(e @ ClientError::Refused { .. }) => assert!(e.to_string().contains("nothing listens there")),
 ///     other => panic!("{other:?}"),
 /// }
@@ -317,13 +318,19 @@ pub enum ClientError {
 /// # use rpcrdma_v1::ulb::OpaqueAtUlb;
 /// # use rpcrdma_verbs::InProcess;
 /// # let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
-/// // Every reply is 8 bytes: the call's XID, then REPLY.
-/// let handler = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..]].concat();
+/// use negotiate::onc::{self, CallHeader};
+/// // Every reply is a SUCCESS with no results: 24 bytes.
+/// let handler = |call: &[u8]| {
+///     let mut reply = Vec::new();
+///     onc::reply_success(onc::peek_xid(call).unwrap(), &[], &mut reply);
+///     reply
+/// };
 /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), handler).unwrap();
 /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
-/// client.call(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap(); // fits inline: Short
-/// let mut big = vec![0u8; 8192]; // over the inline threshold, nothing DDP-eligible: Long
-/// big[3] = 2;
+/// let small = CallHeader::new(1, 0x2000_0001, 1, 0).message(&[]).unwrap();
+/// client.call(&small, &ulb).unwrap(); // fits inline: Short
+/// // 8 KiB of arguments: over the inline threshold, nothing DDP-eligible: Long.
+/// let big = CallHeader::new(2, 0x2000_0001, 1, 1).message(&[0; 8192]).unwrap();
 /// client.call(&big, &ulb).unwrap();
 /// let stats = client.stats();
 /// assert_eq!((stats.short, stats.chunked, stats.long), (1, 0, 1));

@@ -21,18 +21,27 @@ const PADDING: [u8; 3] = [0; 3];
 /// ```
 /// # use std::sync::Arc;
 /// # use negotiate::client::{Client, ClientConfig};
+/// # use negotiate::onc::{self, CallHeader};
 /// # use negotiate::server::{Server, ServerConfig};
 /// # use rpcrdma_v1::ulb::OpaqueAtUlb;
 /// # use rpcrdma_verbs::InProcess;
-/// # let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: 8192, max_reply: 256 };
-/// # let big = |call: &[u8]| { let mut r = [&call[..4], &[0, 0, 0, 1], &5000u32.to_be_bytes()].concat(); r.resize(12 + 5000, 7); r };
+/// # // The reply's one result: an opaque<> of 5000 bytes, its length word just after the SUCCESS header.
+/// # let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(24), max_result: 8192, max_reply: 256 };
+/// # let big = |call: &[u8]| {
+/// #     let mut result = 5000u32.to_be_bytes().to_vec();
+/// #     result.resize(4 + 5000, 7);
+/// #     let mut reply = Vec::new();
+/// #     onc::reply_success(onc::peek_xid(call).unwrap(), &result, &mut reply);
+/// #     reply
+/// # };
 /// # let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), big).unwrap();
 /// # let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
-/// let reply = client.call_in_place(&[0, 0, 0, 1, 0, 0, 0, 0], &ulb).unwrap();
-/// // The whole reply as slices, in order: the 12 bytes before the result, the result
-/// // itself where it landed, its padding.
+/// let reply = client.call_in_place(&CallHeader::new(1, 0x2000_0001, 1, 1).message(&[]).unwrap(), &ulb).unwrap();
+/// // The whole reply as slices, in order: the 28 bytes before the result (the 24-byte reply
+/// // header and the opaque's length word), then the result itself where it landed (with
+/// // its padding after it, had its length not been a multiple of 4).
 /// let lens: Vec<usize> = reply.pieces().map(<[u8]>::len).collect();
-/// assert_eq!(lens, [12, 5000]);
+/// assert_eq!(lens, [28, 5000]);
 /// assert_eq!(reply.pieces().map(<[u8]>::len).sum::<usize>(), reply.len());
 /// ```
 pub struct InPlaceReply<B: Backend> {

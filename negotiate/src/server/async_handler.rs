@@ -25,18 +25,21 @@ use super::Handler;
 /// ```
 /// use std::sync::atomic::{AtomicU32, Ordering};
 /// use std::sync::Arc;
+/// use negotiate::onc::{self, CallHeader};
 /// use negotiate::server::AsyncHandler;
 ///
-/// // A counter shared by every call's future.
+/// // A counter shared by every call's future; each call succeeds with no results.
 /// let served = Arc::new(AtomicU32::new(0));
 /// let handler = move |call: Vec<u8>| {
 ///     let served = served.clone();
 ///     async move {
 ///         served.fetch_add(1, Ordering::Relaxed);
-///         call // the echo
+///         let mut reply = Vec::new();
+///         onc::reply_success(onc::peek_xid(&call).unwrap(), &[], &mut reply);
+///         reply
 ///     }
 /// };
-/// let _future = handler.handle(vec![1, 2, 3]);
+/// let _future = handler.handle(CallHeader::new(1, 0x2000_0001, 1, 0).message(&[]).unwrap());
 /// ```
 pub trait AsyncHandler: Send + Sync + 'static {
     /// The future of the reply to `call`; it runs on the executor of the [`OnExecutor`]'s
@@ -100,6 +103,7 @@ where
 /// use std::sync::Arc;
 /// use std::task::{Context, Poll, Wake, Waker};
 /// use negotiate::client::{Client, ClientConfig};
+/// use negotiate::onc::{self, CallHeader};
 /// use negotiate::server::{CallTask, OnExecutor, Server, ServerConfig};
 /// use rpcrdma_v1::ulb::OpaqueAtUlb;
 /// use rpcrdma_verbs::InProcess;
@@ -119,14 +123,19 @@ where
 ///     }
 /// }
 ///
-/// // XID, REPLY (1), then the call's arguments back.
-/// let echo = |call: Vec<u8>| async move { [&call[..4], &1u32.to_be_bytes()[..], &call[8..]].concat() };
+/// // SUCCESS, the call's arguments as the results.
+/// let echo = |call: Vec<u8>| async move {
+///     let (h, args_at) = CallHeader::decode(&call).unwrap();
+///     let mut reply = Vec::new();
+///     onc::reply_success(h.xid, &call[args_at..], &mut reply);
+///     reply
+/// };
 /// let spawn = |task: CallTask| drop(std::thread::spawn(move || block_on(task)));
 /// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1024 };
 /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), OnExecutor::new(echo, spawn))?;
 /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
-/// let call: Vec<u8> = [7u32, 0, 42].iter().flat_map(|w| w.to_be_bytes()).collect();
-/// assert_eq!(client.call(&call, &ulb).unwrap()[8..], 42u32.to_be_bytes());
+/// let call = CallHeader::new(7, 0x2000_0001, 1, 1).message(&[0, 0, 0, 42]).unwrap();
+/// assert_eq!(onc::results(&client.call(&call, &ulb).unwrap(), 7), Ok(&[0, 0, 0, 42][..]));
 /// # Ok::<(), rpcrdma_verbs::Error>(())
 /// ```
 pub struct OnExecutor<H, S> {

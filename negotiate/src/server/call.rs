@@ -238,12 +238,6 @@ pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
     answered
 }
 
-/// Whether `call` lists no chunk at all: the only way a call-only procedure's call comes
-/// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.7).
-fn has_no_chunk(call: &Header<'_>) -> bool {
-    call.read_list().is_empty() && call.write_list().is_empty() && call.reply_chunk().is_none()
-}
-
 /// Whether `reply` is an RPC reply to `call`: its XID, then REPLY (RFC 5531 section 9).
 fn replies_to(reply: &[u8], call: &[u8]) -> bool {
     reply.len() >= 8 && call.len() >= 4 && reply[..4] == call[..4] && reply[4..8] == [0, 0, 0, 1]
@@ -284,7 +278,8 @@ fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
             // An empty reply on -07 to a call with no chunk: a call-only procedure's call
             // (section 4.7: it has none), answered with nothing (an RPC reply is never empty:
             // its XID alone is four bytes).
-            HandlerOutcome::Replied(r) if r.is_empty() && params.draft07 && has_no_chunk(header) => {
+            // (A call-only procedure's call has no chunk: draft-07 section 4.7.)
+            HandlerOutcome::Replied(r) if r.is_empty() && params.draft07 && header.chunk_lists().is_empty() => {
                 *reply = r;
                 Ok(Answered::CallOnly(params.version, ArrivedAs::of(header)))
             }

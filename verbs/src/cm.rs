@@ -79,7 +79,8 @@ impl PeerAddress {
     /// The part that stays the same across the requester's connections.
     pub fn host(&self) -> PeerHost {
         match self {
-            PeerAddress::Ip(a) => PeerHost::Ip(a.ip()),
+            // (An IPv4 address mapped into IPv6 is the IPv4 host it names.)
+            PeerAddress::Ip(a) => PeerHost::Ip(a.ip().to_canonical()),
             PeerAddress::InProcess(pd) => PeerHost::InProcess(*pd),
         }
     }

@@ -178,3 +178,80 @@ fn nine_arguments_are_refused_with_the_reason() {
     assert!(e.contains(":1:"), "it names the line: {e}");
     std::fs::remove_dir_all(&dir).expect("remove scratch");
 }
+
+/// Names a procedure may have that the services module uses itself (`RESULT`, `OK`, `SEND`,
+/// `BINDING`, ...), and a binding whose path passes an array of borrowing elements before
+/// its item: both compile, and the walk finds the item where it is.
+#[test]
+fn clashing_names_and_a_walk_past_borrowing_arrays_compile_and_find_the_item() {
+    let dir = files::scratch("services", "clash");
+    let spec = "\
+typedef string tag<8>;
+struct pair { int x; };
+struct args { tag tags<4>; pair some; opaque data<>; };
+program P {
+    version P_V1 {
+        void RESULT(void) = 1;
+        void OK(void) = 2;
+        void SEND(void) = 3;
+        void BINDING(void) = 4;
+        void VEC(void) = 5;
+        int PUT(args) = 6;
+    } = 1;
+} = 0x20000078;
+";
+    let x = files::write(&dir, "clash.x", spec);
+    let binding = files::write(&dir, "clash.binding", "version P_V1\nPUT argument data\n");
+    let rust = Build::xdr(&x).binding(&binding).generate().map_err(|e| e.to_string()).unwrap().rust;
+    assert!(rust.contains("pub struct ResultProc;") && rust.contains("pub struct OkProc;"), "{rust}");
+    files::write(&dir, "clash.rs", &rust);
+    let main = r#"
+use xdr_spec_rt::rpc::{Binding, Item};
+use xdr_spec_rt::{Seq, Xdr};
+include!("clash.rs");
+fn main() {
+    let tags = [Tag("a"), Tag("bcd")];
+    let args = Args { tags: Seq::from_slice(&tags), some: Pair { x: 7 }, data: b"hello" };
+    let bytes = args.to_vec().unwrap();
+    let mut items = Vec::new();
+    p_v1::Binding.argument_items(PUT, &bytes, &mut items);
+    // tags: count, "a" padded, "bcd" padded (4 + 8 + 8); some: 4; then data's length word.
+    assert_eq!(items, [Item { offset: 28, len: 5 }]);
+    assert_eq!(&bytes[28..33], b"hello");
+    println!("ok");
+}
+"#;
+    let src = files::write(&dir, "main.rs", main);
+    let exe = dir.join("clash");
+    let built = compile_with_rt(&src, "bin", "clash", &exe, false);
+    assert!(built.status.success(), "{}", String::from_utf8_lossy(&built.stderr));
+    let ran = Command::new(&exe).output().expect("run");
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    std::fs::remove_dir_all(&dir).expect("remove scratch");
+}
+
+/// What the generator refuses, each at its place and saying why: an inline type as a
+/// procedure's argument, a binding file's second section for a version, a procedure it does
+/// not have, a path that is not there.
+#[test]
+fn refusals_say_where_and_why() {
+    let dir = files::scratch("services", "refusals");
+    let inline = "program P { version V { int GET(struct { int a; }) = 1; } = 1; } = 9;\n";
+    let e = generate(inline, &dir).unwrap_err();
+    assert!(e.contains("procedure `GET` declares a type inline; typed services need it named"), "{e}");
+    let spec = "struct args { int a; opaque data<>; };\nprogram P { version V { void PUT(args) = 1; } = 1; } = 9;\n";
+    let x = files::write(&dir, "p.x", spec);
+    for (binding, want) in [
+        ("version V\nPUT argument data\nversion V\n", "line 3: a second `version V` section (the first is at line 1)"),
+        ("version V\nGET argument data\n", "line 2: `GET` is not a procedure of version V (PUT)"),
+        ("version V\nPUT argument dat\n", "line 2: struct `args` has no field `dat` (its fields: a, data)"),
+        ("version V\nPUT argument a\n", "line 2: `a` is not a variable-length opaque or string"),
+        ("version W\nPUT argument data\n", "line 1: `W` is not a version of a program here (versions: V)"),
+    ] {
+        let b = files::write(&dir, "p.binding", binding);
+        let e = Build::xdr(&x).binding(&b).generate().map(|_| ()).unwrap_err().to_string();
+        assert!(e.contains(want), "{binding:?}: {e}");
+        assert!(e.contains("p.binding"), "names the binding file: {e}");
+    }
+    std::fs::remove_dir_all(&dir).expect("remove scratch");
+}

@@ -182,3 +182,18 @@ fn rfc5531_9_a_failing_procedure_is_system_err_and_the_server_serves_on() {
     kv.kv_null().unwrap();
     assert!(counted(&server, |s| s.handler_panics == 1), "{:?}", server.stats());
 }
+
+/// RFC 5531 section 9: a call whose credential does not decode (its body said to be 500
+/// bytes, more than the 400 allowed) is denied AUTH_ERROR / AUTH_BADCRED, not GARBAGE_ARGS.
+#[test]
+fn rfc5531_9_a_malformed_credential_is_auth_badcred() {
+    use negotiate::onc::{AuthStat, CallHeader, Rejected, Reply, ReplyHeader};
+    let server = serve(InProcess, Store::default());
+    let kv = client(InProcess, &server);
+    let mut call = CallHeader::new(0x51, KV_PROG, 1, 0).message(&[]).unwrap();
+    call[28..32].copy_from_slice(&500u32.to_be_bytes());
+    call.resize(call.len() + 500, 0);
+    let reply = kv.0.client().call(&call, &binding()).unwrap();
+    let (h, _) = ReplyHeader::decode(&reply).unwrap();
+    assert_eq!((h.xid, h.reply), (0x51, Reply::Denied(Rejected::AuthError(AuthStat::BADCRED))));
+}

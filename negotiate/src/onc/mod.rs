@@ -219,12 +219,32 @@ impl OncError {
     /// assert!(!CallHeader::decode(&msg[..10]).unwrap_err().in_auth());
     /// ```
     pub fn in_auth(&self) -> bool {
-        match self {
+        self.auth_stat().is_some()
+    }
+
+    /// The AUTH_ERROR a server answers for this error (RFC 5531 section 9): AUTH_BADCRED when
+    /// the credential is malformed, AUTH_BADVERF when the verifier is; `None` elsewhere.
+    ///
+    /// ```
+    /// use negotiate::onc::{AuthStat, CallHeader};
+    /// let mut msg = CallHeader::new(1, 100003, 3, 0).message(&[]).unwrap();
+    /// msg[28..32].copy_from_slice(&500u32.to_be_bytes()); // a credential body of 500 bytes
+    /// assert_eq!(CallHeader::decode(&msg).unwrap_err().auth_stat(), Some(AuthStat::BADCRED));
+    /// ```
+    pub fn auth_stat(&self) -> Option<reply::AuthStat> {
+        let field = match self {
             OncError::Truncated { field, .. }
             | OncError::TooLong { field, .. }
             | OncError::NotUtf8 { field }
-            | OncError::Trailing { field, .. } => field.starts_with("cred.") || field.starts_with("verf."),
-            _ => false,
+            | OncError::Trailing { field, .. } => field,
+            _ => return None,
+        };
+        if field.starts_with("cred.") {
+            Some(reply::AuthStat::BADCRED)
+        } else if field.starts_with("verf.") {
+            Some(reply::AuthStat::BADVERF)
+        } else {
+            None
         }
     }
 }

@@ -535,7 +535,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                             Some(Ended::Lost { first_error }) => first_error,
                             _ => None,
                         };
-                        if let Some(c) = lock(&self.shared.lost).remember(host, header.xid(), &e, first) {
+                        let call = (header.xid(), super::lost_replies::fingerprint(&header));
+                        if let Some(c) = lock(&self.shared.lost).remember(host, call, &e, first) {
                             log::warn!(
                                 "call {:#x} from {host:?}: no reply is possible after work request {} ({:?}) \
                                  failed: {:?}; its retransmission will be answered RDMA2_ERR_SYSTEM",
@@ -830,8 +831,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// answered with RDMA2_ERROR, not served. Once only: it is forgotten here.
     fn lost_before(&self, served: &Served<B>, call: &Header<'_>, params: &ReplyParams) -> bool {
         let Some(host) = served.host.filter(|_| params.draft07) else { return false };
-        let mut lost = lock(&self.shared.lost);
-        lost.take(host, call.xid())
+        let print = super::lost_replies::fingerprint(call);
+        lock(&self.shared.lost).take(host, (call.xid(), print))
     }
 
     /// Records how a connection ended in its [`Peer`]; `why` if its queue pair is not down

@@ -9,13 +9,22 @@
 //! re-established a connection, the Responder SHOULD send an RDMA2_ERROR response to indicate
 //! that no RPC-level reply is possible for that transaction." The server remembers such a
 //! transaction by the requester's host (the connection manager's [`PeerHost`]: its port
-//! changes with each connection) and XID; when that call comes again on another connection it
-//! is answered RDMA2_ERR_SYSTEM (section 7.4.1: a permanent error that ends the transaction;
+//! changes with each connection), its XID and a fingerprint of the call ([`fingerprint`]: its
+//! inline bytes and its chunks' lengths, which a retransmission repeats and another requester
+//! on the same host, guessing the XID, does not); when that call comes again on another
+//! connection it is answered RDMA2_ERR_SYSTEM (section 7.4.1: a permanent error that ends the transaction;
 //! none of 7.3's sizing codes describes a failed RDMA operation) and not served again, which
 //! also keeps a handler that had already run from running twice.
+//!
+//! Not covered: a retransmission that reaches the server before the serving thread has seen
+//! the failed operation's completion (microseconds, against the requester's reconnect) is
+//! served again.
 
 use std::collections::VecDeque;
 
+use std::hash::{Hash, Hasher};
+
+use rpcrdma_v1::header::Header;
 use rpcrdma_verbs::{Completion, Opcode, PeerHost, Status};
 
 use crate::datapath::DataPathError;
@@ -28,7 +37,24 @@ pub const LOST_REPLIES_KEPT: usize = 64;
 /// The transactions remembered, oldest first.
 #[derive(Debug, Default)]
 pub(super) struct LostReplies {
-    lost: VecDeque<(PeerHost, u32)>,
+    lost: VecDeque<(PeerHost, u32, u64)>,
+}
+
+/// What a call's retransmission repeats besides its XID: its inline bytes and the positions
+/// and lengths of its chunks (their handles and addresses change with each registration).
+pub(super) fn fingerprint(call: &Header<'_>) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    call.payload().hash(&mut h);
+    for r in call.read_list().iter() {
+        (r.position, r.target.length).hash(&mut h);
+    }
+    for w in call.write_list().iter() {
+        w.target.iter().for_each(|s| s.length.hash(&mut h));
+    }
+    if let Some(reply) = call.reply_chunk() {
+        reply.target.iter().for_each(|s| s.length.hash(&mut h));
+    }
+    h.finish()
 }
 
 impl LostReplies {
@@ -39,7 +65,7 @@ impl LostReplies {
     pub(super) fn remember(
         &mut self,
         host: PeerHost,
-        xid: u32,
+        (xid, print): (u32, u64),
         e: &DataPathError,
         first_error: Option<Completion>,
     ) -> Option<Completion> {
@@ -52,13 +78,14 @@ impl LostReplies {
         if self.lost.len() == LOST_REPLIES_KEPT {
             self.lost.pop_front();
         }
-        self.lost.push_back((host, xid));
+        self.lost.push_back((host, xid, print));
         Some(failed)
     }
 
-    /// Whether call `xid` of `host` is one remembered, forgetting it: it is answered once.
-    pub(super) fn take(&mut self, host: PeerHost, xid: u32) -> bool {
-        let found = self.lost.iter().position(|&l| l == (host, xid));
+    /// Whether call `xid` of `host`, whose [`fingerprint`] is `print`, is one remembered,
+    /// forgetting it: it is answered once.
+    pub(super) fn take(&mut self, host: PeerHost, (xid, print): (u32, u64)) -> bool {
+        let found = self.lost.iter().position(|&l| l == (host, xid, print));
         found.map(|at| self.lost.remove(at)).is_some()
     }
 }
@@ -93,21 +120,22 @@ mod tests {
         let mut lost = LostReplies::default();
         let remote_access = failed(Opcode::RdmaWrite, Status::RemoteAccessError);
         let flushed = failed(Opcode::Send, Status::WorkRequestFlushed);
-        assert!(lost.remember(a, 1, &DataPathError::Verbs(rpcrdma_verbs::Error::Timeout), None).is_none());
-        assert!(lost.remember(a, 1, &flushed, None).is_none(), "a flush alone says nothing");
-        assert!(lost.remember(a, 1, &failed(Opcode::Recv, Status::LocalLengthError), None).is_none());
+        assert!(lost.remember(a, (1, 0), &DataPathError::Verbs(rpcrdma_verbs::Error::Timeout), None).is_none());
+        assert!(lost.remember(a, (1, 0), &flushed, None).is_none(), "a flush alone says nothing");
+        assert!(lost.remember(a, (1, 0), &failed(Opcode::Recv, Status::LocalLengthError), None).is_none());
         // A flushed Send whose connection first failed an RDMA Read: that Read is the cause.
         let read = Completion { opcode: Opcode::RdmaRead, status: Status::RemoteAccessError, ..Completion::default() };
-        assert_eq!(lost.remember(a, 1, &flushed, Some(read)), Some(read));
-        assert!(lost.remember(a, 2, &remote_access, None).is_some());
-        assert!(!lost.take(b, 1), "another host's XID 1 is its own");
-        assert!(lost.take(a, 1));
-        assert!(!lost.take(a, 1), "answered once");
+        assert_eq!(lost.remember(a, (1, 0), &flushed, Some(read)), Some(read));
+        assert!(lost.remember(a, (2, 0), &remote_access, None).is_some());
+        assert!(!lost.take(b, (1, 0)), "another host's XID 1 is its own");
+        assert!(!lost.take(a, (1, 9)), "another call with XID 1 (another fingerprint) is its own");
+        assert!(lost.take(a, (1, 0)));
+        assert!(!lost.take(a, (1, 0)), "answered once");
         for xid in 0..2 * LOST_REPLIES_KEPT as u32 {
-            lost.remember(b, 100 + xid, &remote_access, None);
+            lost.remember(b, (100 + xid, 0), &remote_access, None);
         }
         assert_eq!(lost.lost.len(), LOST_REPLIES_KEPT);
-        assert!(!lost.take(a, 2), "the oldest went first");
-        assert!(lost.take(b, 100 + 2 * LOST_REPLIES_KEPT as u32 - 1));
+        assert!(!lost.take(a, (2, 0)), "the oldest went first");
+        assert!(lost.take(b, (100 + 2 * LOST_REPLIES_KEPT as u32 - 1, 0)));
     }
 }

@@ -63,6 +63,8 @@ impl UpperLayerBinding for Bindings {
         let Some((b, procedure, at)) = self.of(call) else { return };
         let mut items = Vec::new();
         b.argument_items(procedure, &call[at..], &mut items);
+        // In stream order, whatever order the binding file listed them in (RFC 8166 3.4.5).
+        items.sort_by_key(|i| i.offset);
         shifted(&items, at, out);
     }
 

@@ -10,9 +10,11 @@ use crate::server::Handler;
 /// RFC 5531 section 9 says:
 ///
 /// - a call whose RPC version is not 2: RPC_MISMATCH (2 to 2);
-/// - a call whose header does not decode: GARBAGE_ARGS, if it has an XID to answer; a message
-///   too short for one gets no reply (the server closes the connection: there is nothing to
-///   name in an answer);
+/// - a call whose credential or verifier is malformed: AUTH_ERROR (AUTH_BADCRED,
+///   AUTH_BADVERF);
+/// - a call whose header does not decode otherwise: GARBAGE_ARGS; a message too short to
+///   hold an XID gets an empty reply here, which the server answers SYSTEM_ERR with the
+///   transport header's XID ([`Handler`]);
 /// - a program not served: PROG_UNAVAIL; a version not served: PROG_MISMATCH with the lowest
 ///   and highest versions served;
 /// - then what the version's [`Program`] says: its results (SUCCESS), PROC_UNAVAIL,
@@ -62,6 +64,11 @@ impl Handler for Services {
                 };
                 match e {
                     OncError::RpcVersion { .. } => onc::reply_rpc_mismatch(xid, 2, 2, reply),
+                    e if e.auth_stat().is_some() => {
+                        let stat = e.auth_stat().expect("just matched");
+                        log::warn!("call {xid:#010x}: {e}; answered AUTH_ERROR {stat:?}");
+                        onc::reply_auth_error(xid, stat, reply);
+                    }
                     e => {
                         log::warn!("call {xid:#010x}: its RPC header does not decode: {e}; answered GARBAGE_ARGS");
                         onc::reply_garbage_args(xid, reply);

@@ -100,16 +100,18 @@ pub(super) fn local_addr(id: Ptr<rdma_cm_id>) -> Option<SocketAddrV4> {
 /// The address and port of the peer an rdma_cm id is connected or connecting to
 /// (`rdma_get_peer_addr`), IPv4 or IPv6.
 pub(super) fn peer_addr(id: Ptr<rdma_cm_id>) -> Option<std::net::SocketAddr> {
-    // SAFETY: as for `local_addr`: a pointer into the live id, read at once, cast to the
-    // sockaddr type its family names.
+    // SAFETY: `id` is a live cm_id owned by the caller; its destination address is a union of
+    // the sockaddr types, large enough for each (`sockaddr_storage`), read at once through the
+    // member its family names (what `rdma_get_peer_addr` returns a pointer to).
     unsafe {
-        let sa = rdma_get_peer_addr(&*id.0);
-        if sa.sa_family == libc::AF_INET as libc::sa_family_t {
-            let sin = &*(sa as *const libc::sockaddr as *const libc::sockaddr_in);
+        let dst = &(*id.0).route.addr.dst_addr_union;
+        let family = dst.dst_addr.sa_family;
+        if family == libc::AF_INET as libc::sa_family_t {
+            let sin = dst.dst_sin;
             let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
             Some(std::net::SocketAddr::new(ip.into(), u16::from_be(sin.sin_port)))
-        } else if sa.sa_family == libc::AF_INET6 as libc::sa_family_t {
-            let sin6 = &*(sa as *const libc::sockaddr as *const libc::sockaddr_in6);
+        } else if family == libc::AF_INET6 as libc::sa_family_t {
+            let sin6 = dst.dst_sin6;
             let ip = std::net::Ipv6Addr::from(sin6.sin6_addr.s6_addr);
             Some(std::net::SocketAddr::new(ip.into(), u16::from_be(sin6.sin6_port)))
         } else {

@@ -323,6 +323,19 @@ impl Item {
     }
 }
 
+/// A number read by a generated binding's walk, as the size it gives. (Generated walks call
+/// these helpers rather than write `Ok(Some(..))`: a specification's own types, in scope
+/// there, may be named `Ok` or `Some`.)
+pub fn number(n: u64) -> Result<Option<usize>> {
+    Ok(Some(usize::try_from(n).unwrap_or(usize::MAX)))
+}
+
+/// What a generated binding's walk gives where the message holds no item there (another
+/// union arm).
+pub fn elsewhere<T>() -> Result<Option<T>> {
+    Ok(None)
+}
+
 /// A size read from a call's arguments (`n`, as a generated binding's walk gives it), plus
 /// `plus`, at most `cap`: `None` where it could not be read. For generated bindings.
 ///

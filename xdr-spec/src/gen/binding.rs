@@ -66,7 +66,12 @@ impl<'s> Gen<'s> {
     pub(super) fn version_binding(&self, v: &Version) -> Result<VersionCode, GenError> {
         let mut code = VersionCode { default_reply: DEFAULT_REPLY, ..VersionCode::default() };
         let Some((source, file)) = &self.opts.binding else { return Ok(code) };
-        let Some(section) = file.versions.iter().find(|b| b.version == v.name.name) else { return Ok(code) };
+        let mut sections = file.versions.iter().filter(|b| b.version == v.name.name);
+        let Some(section) = sections.next() else { return Ok(code) };
+        if let Some(again) = sections.next() {
+            let message = format!("a second `version {}` section (the first is at line {})", v.name.name, section.line);
+            return Err(self.binding_err(v.name.span, again.line, message));
+        }
         code.source = Some(source.clone());
         if let Some(max) = &section.default_reply {
             match self.max_code(max, None, v.name.span, section.line, &mut code.walks, "reply")? {
@@ -141,6 +146,10 @@ impl<'s> Gen<'s> {
                 code.maxima.push((constant, max));
             }
             What::Reply(max) => {
+                if code.replies.iter().any(|(c, _)| *c == constant) {
+                    let message = format!("a second `reply at most` for `{}`", proc.name.name);
+                    return Err(self.binding_err(at, d.line, message));
+                }
                 let max = self.max_code(max, Some(proc), at, d.line, &mut code.walks, "reply")?;
                 code.replies.push((constant, max));
             }
@@ -223,11 +232,11 @@ impl<'s> Gen<'s> {
         let Some((first, rest)) = path.split_first() else {
             return match (target, ty) {
                 (Target::Number, TypeSpec::Int | TypeSpec::UnsignedInt) => {
-                    out.push("Ok(Some(r.u32()? as usize))".into());
+                    out.push("rpc::number(u64::from(r.u32()?))".into());
                     Ok(())
                 }
                 (Target::Number, TypeSpec::Hyper | TypeSpec::UnsignedHyper) => {
-                    out.push("Ok(Some(usize::try_from(r.u64()?).unwrap_or(usize::MAX)))".into());
+                    out.push("rpc::number(r.u64()?)".into());
                     Ok(())
                 }
                 (Target::Item, TypeSpec::Named { name, .. }) => match self.syms.type_def(&name.name) {
@@ -258,8 +267,9 @@ impl<'s> Gen<'s> {
             for f in &b.fields[..i] {
                 let what = f.name().map_or("", |n| n.name.as_str());
                 let codec = self.codec(f, what).map_err(|e| e.message)?;
+                // (The walk has no lifetime of its own to name: `'_` wherever the types say `'a`.)
                 if let Some(c) = codec {
-                    out.push(format!("let _: {} = {};", c.ty.replace("'a", "'_"), c.decode.flat()));
+                    out.push(format!("let _: {} = {};", c.ty.replace("'a", "'_"), c.decode.flat().replace("'a", "'_")));
                 }
             }
             return self.walk_decl(&b.fields[i], rest, target, out);
@@ -278,7 +288,7 @@ impl<'s> Gen<'s> {
         // The discriminant is one XDR word whatever its type; another arm means no item.
         out.push("let discriminant = r.u32()?;".into());
         out.push(format!("if !matches!(discriminant, {}) {{", cases.join(" | ")));
-        out.push("    return Ok(None);".into());
+        out.push("    return rpc::elsewhere();".into());
         out.push("}".into());
         self.walk_decl(&arm.decl, rest, target, out)
     }
@@ -286,6 +296,9 @@ impl<'s> Gen<'s> {
     fn walk_decl(&self, d: &Declaration, path: &[String], target: Target, out: &mut Vec<String>) -> Result<(), String> {
         let Declaration::Named { name, ty, shape } = d else { return Err("the path reaches a void".into()) };
         match shape {
+            Shape::Scalar if path.is_empty() && target == Target::Item => self
+                .walk_type(ty, path, target, out)
+                .map_err(|_| format!("`{}` is not a variable-length opaque or string", name.name)),
             Shape::Scalar => self.walk_type(ty, path, target, out),
             Shape::VarArray(_)
                 if path.is_empty()
@@ -406,9 +419,10 @@ pub(super) fn emit_binding(c: &mut Code, version: &str, program_const: &str, ver
     for w in &code.walks {
         c.blank();
         c.line(format!("/// {}.", w.doc));
+        // (Paths in full: the specification's types, imported here, may shadow the prelude's.)
         let (params, ret) = match w.target {
-            Target::Item => ("bytes: &[u8], reduced: bool", "xdr_spec_rt::Result<Option<rpc::Item>>"),
-            Target::Number => ("bytes: &[u8]", "xdr_spec_rt::Result<Option<usize>>"),
+            Target::Item => ("bytes: &[u8], reduced: bool", "xdr_spec_rt::Result<::core::option::Option<rpc::Item>>"),
+            Target::Number => ("bytes: &[u8]", "xdr_spec_rt::Result<::core::option::Option<usize>>"),
         };
         let params: Vec<String> = params.split(", ").map(String::from).collect();
         signature(c, &format!("pub(super) fn {}", w.name), &params, &format!(" -> {ret}"), " {");

@@ -63,6 +63,13 @@ impl<'s> Gen<'s> {
 
     fn service_proc(&self, proc: &Procedure) -> Result<Proc, GenError> {
         let ty = |t: &TypeSpec| -> Result<String, GenError> {
+            if matches!(t, TypeSpec::InlineStruct(_) | TypeSpec::InlineUnion(_) | TypeSpec::InlineEnum(_)) {
+                let what = format!(
+                    "procedure `{}` declares a type inline; typed services need it named (define it, then name it here)",
+                    proc.name.name
+                );
+                return Err(self.err(proc.name.span, what));
+            }
             let rust = self.scalar_type(t, proc.name.span)?;
             // The specification's own types live in the module around the services'.
             Ok(if rust.starts_with(|c: char| c.is_ascii_uppercase()) { format!("super::{rust}") } else { rust })
@@ -98,8 +105,10 @@ impl<'s> Gen<'s> {
     }
 }
 
-/// The names the services module defines or imports besides its procedures' types.
-const MODULE_NAMES: &[&str] = &["Client", "Service", "Server", "Future"];
+/// The names the services module defines, imports or writes unqualified besides its
+/// procedures' types: a procedure's type of one of these names would shadow it.
+const MODULE_NAMES: &[&str] =
+    &["Client", "Service", "Server", "Binding", "Future", "Result", "Ok", "Err", "Send", "Sync", "Vec"];
 
 /// The type of procedure `xdr`: its CamelCase name, with `Proc` after it where that is one of
 /// the module's own names (a procedure `CLIENT`).

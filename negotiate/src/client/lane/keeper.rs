@@ -14,6 +14,9 @@ use crate::client::KeepConnected;
 use crate::onc::{CallHeader, XidSource};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 
+/// The least time between two of the keeper's NULL calls.
+const KEEP_INTERVAL: Duration = Duration::from_secs(1);
+
 /// A NULL call carries no DDP-eligible item, and its reply is empty.
 const NULL_BINDING: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1024 };
 
@@ -23,6 +26,7 @@ impl<B: Backend> Shared<B> {
     pub(super) fn keep_connected(&self, keep: KeepConnected) {
         let xids = XidSource::seeded();
         let mut reply = Vec::new();
+        let mut last: Option<Instant> = None;
         loop {
             {
                 let mut st = self.lock();
@@ -30,10 +34,22 @@ impl<B: Backend> Shared<B> {
                     let guard = self.link_changed.wait(st.into_guard()).unwrap_or_else(PoisonError::into_inner);
                     st = Locked::from_guard(guard);
                 }
+                // A server that closes each kept connection at once is not reconnected to in
+                // a loop: one NULL call per KEEP_INTERVAL at most.
+                while let Some(wait) = last.map(|t| KEEP_INTERVAL.saturating_sub(t.elapsed())).filter(|w| !w.is_zero())
+                {
+                    if st.core.is_closing() {
+                        return;
+                    }
+                    let (guard, _) =
+                        self.link_changed.wait_timeout(st.into_guard(), wait).unwrap_or_else(PoisonError::into_inner);
+                    st = Locked::from_guard(guard);
+                }
                 if st.core.is_closing() {
                     return;
                 }
             }
+            last = Some(Instant::now());
             let xid = xids.next();
             let call = CallHeader::new(xid, keep.program, keep.version, 0).message(&[]).expect("a NULL call encodes");
             match self.call_into(xid, Message::Borrowed(&call), &NULL_BINDING, Sink::Copy(&mut reply)) {

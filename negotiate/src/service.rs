@@ -64,11 +64,13 @@
 //! assert_eq!(e.to_string(), "DOUBLE (program 0x20000001 version 2): the server has versions 1 to 1 of the program");
 //! ```
 
+mod async_server;
 mod binding;
 mod client;
 pub mod error;
 mod server;
 
+pub use async_server::AsyncServices;
 pub use binding::Bindings;
 pub use client::{RpcClient, NO_CHUNKS};
 pub use error::CallError;

@@ -377,6 +377,101 @@ pub trait Binding: Send + Sync {
     fn result_items(&self, procedure: u32, args: &[u8], results: &[u8], reduced: usize, out: &mut Vec<Item>);
 }
 
+/// A call's arguments, owned: the whole call message and where its arguments start, for an
+/// async server's method, whose future outlives the server's buffer ([`AsyncProgram`]).
+/// Checked once to decode as procedure `P`'s; [`Args::get`] reads them in place.
+///
+/// ```
+/// use xdr_spec_rt::rpc::{Args, Procedure};
+/// struct Double;
+/// impl Procedure for Double {
+///     const PROGRAM: u32 = 1;
+///     const VERSION: u32 = 1;
+///     const PROCEDURE: u32 = 1;
+///     const NAME: &'static str = "DOUBLE";
+///     type Args<'a> = u32;
+///     type Results<'a> = u32;
+/// }
+/// let args = Args::<Double>::new(vec![0xee, 0xee, 0, 0, 0, 21], 2).unwrap();
+/// assert_eq!(args.get(), 21);
+/// assert!(Args::<Double>::new(vec![0, 0, 0, 21, 0], 0).is_err());
+/// ```
+pub struct Args<P: Procedure> {
+    message: Vec<u8>,
+    at: usize,
+    procedure: PhantomData<fn() -> P>,
+}
+
+impl<P: Procedure> Args<P> {
+    /// The arguments of `message` from byte `at` on, checked to decode as `P`'s exactly.
+    pub fn new(message: Vec<u8>, at: usize) -> Result<Self> {
+        decode_args::<P>(message.get(at..).unwrap_or_default())?;
+        Ok(Args { message, at, procedure: PhantomData })
+    }
+
+    /// The arguments, borrowing from the call message.
+    pub fn get(&self) -> P::Args<'_> {
+        decode_args::<P>(&self.message[self.at..]).expect("checked in Args::new")
+    }
+}
+
+/// An async server method's answer: the results encoded, or a failure ([`Dispatched`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// How the call was answered.
+    pub dispatched: Dispatched,
+    /// The encoded results, when [`Dispatched::Replied`].
+    pub results: Vec<u8>,
+}
+
+impl Answer {
+    /// Procedure `P`'s `results`: SUCCESS, or SYSTEM_ERR ([`Dispatched::BadResults`]) when
+    /// they break a bound of the specification.
+    pub fn ok<P: Procedure>(results: &P::Results<'_>) -> Answer {
+        let mut out = Vec::new();
+        match encode_append(results, &mut out) {
+            Ok(_) => Answer { dispatched: Dispatched::Replied, results: out },
+            Err(e) => Answer::of(Dispatched::BadResults(e)),
+        }
+    }
+
+    /// A failure: SYSTEM_ERR, GARBAGE_ARGS or PROC_UNAVAIL, with no results.
+    pub fn of(dispatched: Dispatched) -> Answer {
+        Answer { dispatched, results: Vec::new() }
+    }
+}
+
+/// A future of an [`Answer`], as an [`AsyncProgram`] gives it.
+pub type AnswerFuture = core::pin::Pin<alloc::boxed::Box<dyn Future<Output = Answer> + Send + 'static>>;
+
+/// `future`, boxed as an [`AsyncProgram`] gives it. For generated code.
+pub fn boxed(future: impl Future<Output = Answer> + Send + 'static) -> AnswerFuture {
+    alloc::boxed::Box::pin(future)
+}
+
+/// An answer with no results (SYSTEM_ERR, GARBAGE_ARGS, PROC_UNAVAIL), ready at once. For
+/// generated code.
+pub fn ready(dispatched: Dispatched) -> AnswerFuture {
+    boxed(core::future::ready(Answer::of(dispatched)))
+}
+
+/// The shared pointer an `AsyncServer` holds its service by (each call's future holds it
+/// too).
+pub use alloc::sync::Arc;
+
+/// One version of one program, as an async server serves it: the generated `AsyncServer`
+/// wrapper of a version's `AsyncService` trait implements it. The transport decodes the RPC
+/// header and runs the future on its executor (`negotiate::service::AsyncServices`).
+pub trait AsyncProgram: Send + Sync {
+    /// The program number.
+    fn program(&self) -> u32;
+    /// The version number.
+    fn version(&self) -> u32;
+    /// The future of procedure `procedure`'s answer to the call `message`, whose arguments
+    /// start at byte `at`.
+    fn dispatch(&self, procedure: u32, message: Vec<u8>, at: usize) -> AnswerFuture;
+}
+
 /// A procedure's results, decoded in place from the reply message that carried them.
 ///
 /// ```

@@ -52,6 +52,7 @@ impl<'s> Gen<'s> {
             emit_client(c, version, &procs);
             emit_service(c, version, &procs);
             emit_server(c, version, program, &program_const, &version_const, &procs);
+            emit_async(c, version, program, &program_const, &version_const, &procs);
             super::binding::emit_binding(c, version, &program_const, &version_const, &binding);
             c.trim_blank();
             c.dedent();
@@ -107,8 +108,21 @@ impl<'s> Gen<'s> {
 
 /// The names the services module defines, imports or writes unqualified besides its
 /// procedures' types: a procedure's type of one of these names would shadow it.
-const MODULE_NAMES: &[&str] =
-    &["Client", "Service", "Server", "Binding", "Future", "Result", "Ok", "Err", "Send", "Sync", "Vec"];
+const MODULE_NAMES: &[&str] = &[
+    "Client",
+    "Service",
+    "Server",
+    "AsyncService",
+    "AsyncServer",
+    "Binding",
+    "Future",
+    "Result",
+    "Ok",
+    "Err",
+    "Send",
+    "Sync",
+    "Vec",
+];
 
 /// The type of procedure `xdr`: its CamelCase name, with `Proc` after it where that is one of
 /// the module's own names (a procedure `CLIENT`).
@@ -276,6 +290,83 @@ fn emit_server(c: &mut Code, version: &str, program: &str, program_const: &str, 
         c.line("},");
     }
     c.line("_ => rpc::Dispatched::ProcUnavail,");
+    c.dedent();
+    c.line("}");
+    c.dedent();
+    c.line("}");
+    c.dedent();
+    c.line("}");
+    c.blank();
+}
+
+fn emit_async(c: &mut Code, version: &str, program: &str, program_const: &str, version_const: &str, procs: &[Proc]) {
+    c.line(format!("/// Version `{version}` as an async server implements it: one method per procedure, each"));
+    c.line("/// the future of its answer ([`rpc::Answer`]), free to run on any executor: its arguments");
+    c.line("/// are owned ([`rpc::Args`]). Serve it with [`AsyncServer`].");
+    c.line("pub trait AsyncService: Send + Sync + 'static {");
+    c.indent();
+    let ret = " -> impl Future<Output = rpc::Answer> + Send";
+    for p in procs {
+        let mut params = vec!["&self".to_string()];
+        if !p.args_void {
+            params.push(format!("args: rpc::Args<{}>", p.marker));
+        }
+        let head = format!("fn {}", p.method);
+        if p.number == 0 && p.args_void && p.results_void {
+            c.line(format!("/// `{}` ({}): answered with no results unless overridden.", p.xdr, p.number));
+            signature(c, &head, &params, ret, " {");
+            c.indent();
+            c.line(format!("async {{ rpc::Answer::ok::<{}>(&rpc::Void) }}", p.marker));
+            c.dedent();
+            c.line("}");
+        } else {
+            c.line(format!("/// `{}` ({}).", p.xdr, p.number));
+            signature(c, &head, &params, ret, ";");
+        }
+        c.blank();
+    }
+    c.trim_blank();
+    c.dedent();
+    c.line("}");
+    c.blank();
+    c.line(format!("/// Serves an [`AsyncService`] as version `{version}` of program `{program}`: each call's"));
+    c.line("/// arguments checked, then its method's future, which holds the service and the call.");
+    c.line("pub struct AsyncServer<S>(pub rpc::Arc<S>);");
+    c.blank();
+    c.line("impl<S: AsyncService> rpc::AsyncProgram for AsyncServer<S> {");
+    c.indent();
+    c.line("fn program(&self) -> u32 {");
+    c.line(format!("    {program_const}"));
+    c.line("}");
+    c.blank();
+    c.line("fn version(&self) -> u32 {");
+    c.line(format!("    {version_const}"));
+    c.line("}");
+    c.blank();
+    c.line("fn dispatch(&self, procedure: u32, message: Vec<u8>, at: usize) -> rpc::AnswerFuture {");
+    c.indent();
+    c.line("let service = self.0.clone();");
+    c.line("match procedure {");
+    c.indent();
+    for p in procs {
+        c.line(format!("{} => match rpc::Args::<{}>::new(message, at) {{", p.constant, p.marker));
+        c.indent();
+        let (bind, pass) = if p.args_void { ("_", "") } else { ("args", "args") };
+        let call = format!("Ok({bind}) => rpc::boxed(async move {{ service.{}({pass}).await }}),", p.method);
+        if c.fits(&call) {
+            c.line(call);
+        } else {
+            c.line(format!("Ok({bind}) => {{"));
+            c.indent();
+            c.line(format!("rpc::boxed(async move {{ service.{}({pass}).await }})", p.method));
+            c.dedent();
+            c.line("}");
+        }
+        c.line("Err(_) => rpc::ready(rpc::Dispatched::GarbageArgs),");
+        c.dedent();
+        c.line("},");
+    }
+    c.line("_ => rpc::ready(rpc::Dispatched::ProcUnavail),");
     c.dedent();
     c.line("}");
     c.dedent();

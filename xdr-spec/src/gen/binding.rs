@@ -7,7 +7,7 @@
 //! in a reduced reply, whose data went into a Write chunk (RFC 8166 section 3.4.6.1: "at the
 //! known XDR position").
 
-use super::services::signature;
+use super::services::{emit_numbers, signature};
 use super::writer::Code;
 use super::*;
 use crate::binding::{Declared, Max, What};
@@ -336,14 +336,7 @@ pub(super) fn emit_binding(c: &mut Code, version: &str, program_const: &str, ver
     c.blank();
     c.line("impl rpc::Binding for Binding {");
     c.indent();
-    c.line("fn program(&self) -> u32 {");
-    c.line(format!("    {program_const}"));
-    c.line("}");
-    c.blank();
-    c.line("fn version(&self) -> u32 {");
-    c.line(format!("    {version_const}"));
-    c.line("}");
-    c.blank();
+    emit_numbers(c, program_const, version_const);
     c.line("fn argument_items(&self, procedure: u32, args: &[u8], out: &mut Vec<rpc::Item>) {");
     c.indent();
     emit_statement_match(c, &code.arguments, "let _ = (procedure, args, out);");

@@ -255,48 +255,73 @@ fn emit_server(c: &mut Code, version: &str, program: &str, program_const: &str, 
     c.blank();
     c.line("impl<S: Service> rpc::Program for Server<S> {");
     c.indent();
-    c.line("fn program(&self) -> u32 {");
+    emit_numbers(c, program_const, version_const);
+    c.line("fn dispatch(&self, procedure: u32, args: &[u8], results: &mut Vec<u8>) -> rpc::Dispatched {");
     c.indent();
-    c.line(program_const);
+    emit_dispatch_arms(
+        c,
+        procs,
+        |p| format!("rpc::decode_args::<{}>(args)", p.marker),
+        |p, args| {
+            let args = if args.is_empty() { String::new() } else { format!("{args}, ") };
+            format!("self.0.{}({args}rpc::Reply::new(results)).into()", p.method)
+        },
+        |refusal| refusal.to_string(),
+    );
     c.dedent();
+    c.line("}");
+    c.dedent();
+    c.line("}");
+    c.blank();
+}
+
+/// An implementation's `program` and `version` methods, which the `Server`, the `AsyncServer`
+/// and the `Binding` of a version all have.
+pub(super) fn emit_numbers(c: &mut Code, program_const: &str, version_const: &str) {
+    c.line("fn program(&self) -> u32 {");
+    c.line(format!("    {program_const}"));
     c.line("}");
     c.blank();
     c.line("fn version(&self) -> u32 {");
-    c.indent();
-    c.line(version_const);
-    c.dedent();
+    c.line(format!("    {version_const}"));
     c.line("}");
     c.blank();
-    c.line("fn dispatch(&self, procedure: u32, args: &[u8], results: &mut Vec<u8>) -> rpc::Dispatched {");
-    c.indent();
+}
+
+/// A dispatch's `match procedure`: per procedure, its arguments checked by `check` (an
+/// expression of the procedure's marker) and, when they are its, `call` (of the method and
+/// the arguments passed, if any); `refuse` wraps a `rpc::Dispatched` refusal.
+fn emit_dispatch_arms(
+    c: &mut Code,
+    procs: &[Proc],
+    check: impl Fn(&Proc) -> String,
+    call: impl Fn(&Proc, &str) -> String,
+    refuse: impl Fn(&str) -> String,
+) {
     c.line("match procedure {");
     c.indent();
     for p in procs {
-        c.line(format!("{} => match rpc::decode_args::<{}>(args) {{", p.constant, p.marker));
+        c.line(format!("{} => match {} {{", p.constant, check(p)));
         c.indent();
-        let (bind, pass) = if p.args_void { ("_", "") } else { ("args", "args, ") };
-        let call = format!("Ok({bind}) => self.0.{}({pass}rpc::Reply::new(results)).into(),", p.method);
-        if c.fits(&call) {
-            c.line(call);
+        let bind = if p.args_void { "_" } else { "args" };
+        let body = call(p, if p.args_void { "" } else { "args" });
+        let arm = format!("Ok({bind}) => {body},");
+        if c.fits(&arm) {
+            c.line(arm);
         } else {
             c.line(format!("Ok({bind}) => {{"));
             c.indent();
-            c.line(format!("self.0.{}({pass}rpc::Reply::new(results)).into()", p.method));
+            c.line(body);
             c.dedent();
             c.line("}");
         }
-        c.line("Err(_) => rpc::Dispatched::GarbageArgs,");
+        c.line(format!("Err(_) => {},", refuse("rpc::Dispatched::GarbageArgs")));
         c.dedent();
         c.line("},");
     }
-    c.line("_ => rpc::Dispatched::ProcUnavail,");
+    c.line(format!("_ => {},", refuse("rpc::Dispatched::ProcUnavail")));
     c.dedent();
     c.line("}");
-    c.dedent();
-    c.line("}");
-    c.dedent();
-    c.line("}");
-    c.blank();
 }
 
 fn emit_async(c: &mut Code, version: &str, program: &str, program_const: &str, version_const: &str, procs: &[Proc]) {
@@ -335,40 +360,17 @@ fn emit_async(c: &mut Code, version: &str, program: &str, program_const: &str, v
     c.blank();
     c.line("impl<S: AsyncService> rpc::AsyncProgram for AsyncServer<S> {");
     c.indent();
-    c.line("fn program(&self) -> u32 {");
-    c.line(format!("    {program_const}"));
-    c.line("}");
-    c.blank();
-    c.line("fn version(&self) -> u32 {");
-    c.line(format!("    {version_const}"));
-    c.line("}");
-    c.blank();
+    emit_numbers(c, program_const, version_const);
     c.line("fn dispatch(&self, procedure: u32, message: Vec<u8>, at: usize) -> rpc::AnswerFuture {");
     c.indent();
     c.line("let service = self.0.clone();");
-    c.line("match procedure {");
-    c.indent();
-    for p in procs {
-        c.line(format!("{} => match rpc::Args::<{}>::new(message, at) {{", p.constant, p.marker));
-        c.indent();
-        let (bind, pass) = if p.args_void { ("_", "") } else { ("args", "args") };
-        let call = format!("Ok({bind}) => rpc::boxed(async move {{ service.{}({pass}).await }}),", p.method);
-        if c.fits(&call) {
-            c.line(call);
-        } else {
-            c.line(format!("Ok({bind}) => {{"));
-            c.indent();
-            c.line(format!("rpc::boxed(async move {{ service.{}({pass}).await }})", p.method));
-            c.dedent();
-            c.line("}");
-        }
-        c.line("Err(_) => rpc::ready(rpc::Dispatched::GarbageArgs),");
-        c.dedent();
-        c.line("},");
-    }
-    c.line("_ => rpc::ready(rpc::Dispatched::ProcUnavail),");
-    c.dedent();
-    c.line("}");
+    emit_dispatch_arms(
+        c,
+        procs,
+        |p| format!("rpc::Args::<{}>::new(message, at)", p.marker),
+        |p, args| format!("rpc::boxed(async move {{ service.{}({args}).await }})", p.method),
+        |refusal| format!("rpc::ready({refusal})"),
+    );
     c.dedent();
     c.line("}");
     c.dedent();

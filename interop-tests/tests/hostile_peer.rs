@@ -318,7 +318,7 @@ fn the_server_as_a_whole_holds_no_more_than_its_memory_budget<B: Backend + Clone
     assert!(!refused.is_empty(), "{total} calls of {ARG} bytes do not fit {BUDGET} bytes");
     for r in &refused {
         let e = r.as_ref().expect_err("a refused call fails");
-        assert!(e.contains("RDMA_ERROR") && e.contains("Chunk"), "ERR_CHUNK: {e}");
+        assert!(e.contains("RDMA_ERROR") && e.contains("ERR_CHUNK"), "ERR_CHUNK: {e}");
     }
     // Another client is served while the budget is spent.
     let other = client(&backend, &s);

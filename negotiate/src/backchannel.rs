@@ -110,7 +110,7 @@ pub enum BackchannelError {
     Timeout(Duration),
     /// The client answered the call with an RDMA_ERROR (RFC 8166 section 4.5: it "completes
     /// the RPC transaction associated with XID"): the call ends at once, with no reply.
-    #[error("the client answered with RDMA_ERROR: {0:?}")]
+    #[error("the client answered with RDMA_ERROR {0}")]
     Peer(PeerError),
     /// Moving the bytes failed.
     #[error(transparent)]

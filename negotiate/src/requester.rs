@@ -184,7 +184,7 @@ pub struct Transmit {
 #[non_exhaustive]
 pub enum CallFailure {
     /// The responder answered with RDMA_ERROR.
-    #[error("the responder answered RDMA_ERROR: {0:?}")]
+    #[error("the responder answered RDMA_ERROR {0}")]
     Peer(PeerError),
     /// The responder supports only versions we do not.
     #[error("the responder supports versions {low} to {high}, none of ours")]

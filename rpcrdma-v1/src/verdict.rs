@@ -204,6 +204,17 @@ pub enum PeerError {
     Chunk,
 }
 
+impl core::fmt::Display for PeerError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            PeerError::Vers { low, high, .. } => write!(f, "ERR_VERS: it speaks versions {low} to {high}"),
+            PeerError::Chunk => {
+                f.write_str("ERR_CHUNK: it could not take the header, or no RPC-level reply is possible for the call")
+            }
+        }
+    }
+}
+
 /// Why received bytes were dropped without an answer.
 ///
 /// ```

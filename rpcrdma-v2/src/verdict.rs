@@ -105,6 +105,16 @@ pub enum PeerError {
     Draft07(crate::draft07::xdr::Rpcrdma2HdrError),
 }
 
+impl core::fmt::Display for PeerError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            PeerError::Common(e) => write!(f, "{e}"),
+            PeerError::InvalOption => f.write_str("RDMA_ERR_INVAL_OPTION: it does not support the RDMA_OPTIONAL"),
+            PeerError::Draft07(e) => write!(f, "RDMA2_ERROR {e:?} (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7)"),
+        }
+    }
+}
+
 impl PeerError {
     /// RDMA_ERR_BAD_HEADER.
     pub const BAD_HEADER: PeerError = PeerError::Common(rpcrdma_v1::verdict::PeerError::Chunk);

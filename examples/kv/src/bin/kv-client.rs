@@ -1,5 +1,6 @@
 //! KV's client: `kv-client ADDRESS` calls a kv-server over TCP, blocking and from 64 tokio
-//! tasks, and moves a 1 MiB value through RDMA chunks; it exits non-zero if an answer is wrong.
+//! tasks, moves a 1 MiB value through RDMA chunks, and meets three errors; it exits non-zero
+//! if an answer is wrong.
 
 use std::sync::Arc;
 
@@ -41,10 +42,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Ok::<_, CallError>(())
     })?;
 
-    // A key over KV_MAX_KEY: refused before anything is sent, saying why.
+    // Errors say what went wrong. A key over KV_MAX_KEY: refused before anything is sent.
     let e = kv.kv_get(&KvKey(&"k".repeat(300))).unwrap_err();
     println!("as expected: {e}");
     assert!(matches!(e, CallError::Arguments { .. }));
+    // A 3 MiB value: over the server's largest chunk (2 MiB), refused with the sizes.
+    let e = kv.kv_put(&KvPutArgs { key: KvKey("huge"), value: KvValue(&vec![0; 3 << 20]) }).unwrap_err();
+    println!("as expected: {e}");
+    assert!(e.to_string().contains("Read chunks of [3145728] bytes"));
+    // A version the server does not serve (KV_GET's numbers in version 2).
+    struct GetV2;
+    impl xdr_spec_rt::rpc::Procedure for GetV2 {
+        const PROGRAM: u32 = kv::KV_PROG;
+        const VERSION: u32 = 2;
+        const PROCEDURE: u32 = kv::KV_GET;
+        const NAME: &'static str = "KV_GET";
+        type Args<'a> = KvKey<'a>;
+        type Results<'a> = KvValue<'a>;
+    }
+    let e = xdr_spec_rt::rpc::Caller::call::<GetV2>(&kv.0, &KvKey("greeting")).unwrap_err();
+    println!("as expected: {e}");
+    assert!(matches!(e, CallError::VersionMismatch { low: 1, high: 1, .. }));
     println!("settled on RPC-over-RDMA version {:?}", kv.0.client().version());
     Ok(())
 }

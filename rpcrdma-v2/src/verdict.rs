@@ -108,6 +108,10 @@ pub enum PeerError {
 impl core::fmt::Display for PeerError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
+            // (Version Two names Version One's ERR_CHUNK RDMA_ERR_BAD_HEADER.)
+            PeerError::Common(rpcrdma_v1::verdict::PeerError::Chunk) => {
+                f.write_str("RDMA_ERR_BAD_HEADER (Version One's ERR_CHUNK): it could not take the header")
+            }
             PeerError::Common(e) => write!(f, "{e}"),
             PeerError::InvalOption => f.write_str("RDMA_ERR_INVAL_OPTION: it does not support the RDMA_OPTIONAL"),
             PeerError::Draft07(e) => write!(f, "RDMA2_ERROR {e:?} (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7)"),

@@ -27,6 +27,8 @@ program SHAPES {
         name ECHO(name) = 3;
         void TYPE(void) = 4;
         unsigned int CLIENT(void) = 5;
+        void CLONE(void) = 6;
+        int INTO(int) = 7;
     } = 1;
     version SHAPES_V2 {
         void SHAPES_NULL(void) = 0;
@@ -63,6 +65,13 @@ impl shapes_v1::Service for Impl {
     }
     fn client(&self, reply: Reply<'_, shapes_v1::ClientProc>) -> Replied {
         reply.ok(&5)
+    }
+    // (Named like the methods of the wrappers around a service.)
+    fn clone(&self, reply: Reply<'_, shapes_v1::CloneProc>) -> Replied {
+        reply.ok(&rpc::Void)
+    }
+    fn into(&self, n: i32, reply: Reply<'_, shapes_v1::IntoProc>) -> Replied {
+        reply.ok(&(n + 1))
     }
 }
 
@@ -115,6 +124,9 @@ fn main() {
     assert!(matches!(client.echo(&Name("abcdefg")).err(), Some(rpc::Dispatched::BadResults(_))));
     client.r#type().unwrap();
     assert_eq!(client.client().unwrap().get(), 5);
+    client.clone().unwrap();
+    // (`client.into(..)` would be `Into::into`, found first: the method by its path.)
+    assert_eq!(shapes_v1::Client::into(&client, &41).unwrap().get(), 42);
     // The numbers and names the procedures carry.
     use rpc::Procedure;
     assert_eq!((shapes_v1::Add::PROGRAM, shapes_v1::Add::VERSION, shapes_v1::Add::PROCEDURE), (0x20000077, 1, 2));

@@ -59,9 +59,9 @@ impl AsyncHandler for AsyncServices {
         let routed = route(&self.ids, &call, &mut reply).map(|(i, h, at)| (self.programs[i].clone(), h, at));
         async move {
             let Some((program, h, at)) = routed else { return reply };
-            let answer = program.dispatch(h.proc, call, at).await;
-            match answer.dispatched {
-                Dispatched::Replied => onc::reply_success(h.xid, &answer.results, &mut reply),
+            let (answered, results) = program.dispatch(h.proc, call, at).await.into_parts();
+            match answered {
+                Dispatched::Replied => onc::reply_success(h.xid, &results, &mut reply),
                 answered => refused(&h, answered, &mut reply),
             }
             reply

@@ -12,7 +12,8 @@
 //!   straight into the reply message. Which program, version and procedure a call names, and
 //!   the RFC 5531 answers to one that names none served, are the transport's.
 //!
-//! Nothing here allocates but the reply message's growth.
+//! A synchronous call allocates nothing here but the reply message's growth; an async
+//! server's call owns its arguments and answer, and its future is boxed.
 //!
 //! ```
 //! use xdr_spec_rt::rpc::{Dispatched, Procedure, Program, Reply, Replied, Void};
@@ -405,7 +406,8 @@ pub struct Args<P: Procedure> {
 impl<P: Procedure> Args<P> {
     /// The arguments of `message` from byte `at` on, checked to decode as `P`'s exactly.
     pub fn new(message: Vec<u8>, at: usize) -> Result<Self> {
-        decode_args::<P>(message.get(at..).unwrap_or_default())?;
+        let args = message.get(at..).ok_or(Error::Truncated { at, need: at.saturating_sub(message.len()) })?;
+        decode_args::<P>(args)?;
         Ok(Args { message, at, procedure: PhantomData })
     }
 
@@ -416,12 +418,12 @@ impl<P: Procedure> Args<P> {
 }
 
 /// An async server method's answer: the results encoded, or a failure ([`Dispatched`]).
+/// Made only by [`Answer::ok`] (results of a procedure's own type) and [`Answer::of`] (a
+/// failure), so that SUCCESS always carries encoded results.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Answer {
-    /// How the call was answered.
-    pub dispatched: Dispatched,
-    /// The encoded results, when [`Dispatched::Replied`].
-    pub results: Vec<u8>,
+    dispatched: Dispatched,
+    results: Vec<u8>,
 }
 
 impl Answer {
@@ -435,9 +437,17 @@ impl Answer {
         }
     }
 
-    /// A failure: SYSTEM_ERR, GARBAGE_ARGS or PROC_UNAVAIL, with no results.
+    /// A failure: SYSTEM_ERR, GARBAGE_ARGS or PROC_UNAVAIL, with no results. (SUCCESS has
+    /// results: [`Dispatched::Replied`] here is SYSTEM_ERR.)
     pub fn of(dispatched: Dispatched) -> Answer {
+        let dispatched = if dispatched == Dispatched::Replied { Dispatched::SystemErr } else { dispatched };
         Answer { dispatched, results: Vec::new() }
+    }
+
+    /// How the call was answered, and the encoded results (empty unless
+    /// [`Dispatched::Replied`]).
+    pub fn into_parts(self) -> (Dispatched, Vec<u8>) {
+        (self.dispatched, self.results)
     }
 }
 
@@ -456,7 +466,7 @@ pub fn ready(dispatched: Dispatched) -> AnswerFuture {
 }
 
 /// The shared pointer an `AsyncServer` holds its service by (each call's future holds it
-/// too).
+/// too). (A target with no pointer-width atomics has no `Arc`, and so no async servers.)
 pub use alloc::sync::Arc;
 
 /// One version of one program, as an async server serves it: the generated `AsyncServer`

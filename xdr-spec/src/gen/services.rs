@@ -122,6 +122,9 @@ const MODULE_NAMES: &[&str] = &[
     "Send",
     "Sync",
     "Vec",
+    // (Traits whose methods the module calls: a type of the name would take them out of scope.)
+    "Clone",
+    "Into",
 ];
 
 /// The type of procedure `xdr`: its CamelCase name, with `Proc` after it where that is one of
@@ -262,9 +265,11 @@ fn emit_server(c: &mut Code, version: &str, program: &str, program_const: &str, 
         c,
         procs,
         |p| format!("rpc::decode_args::<{}>(args)", p.marker),
+        // (Called by the type's path, where only the trait's methods are found: as a method, one
+        // named like the wrapper's own, a procedure `CLONE` or `INTO`, would resolve to that.)
         |p, args| {
             let args = if args.is_empty() { String::new() } else { format!("{args}, ") };
-            format!("self.0.{}({args}rpc::Reply::new(results)).into()", p.method)
+            format!("S::{}(&self.0, {args}rpc::Reply::new(results)).into()", p.method)
         },
         |refusal| refusal.to_string(),
     );
@@ -368,7 +373,10 @@ fn emit_async(c: &mut Code, version: &str, program: &str, program_const: &str, v
         c,
         procs,
         |p| format!("rpc::Args::<{}>::new(message, at)", p.marker),
-        |p, args| format!("rpc::boxed(async move {{ service.{}({args}).await }})", p.method),
+        |p, args| {
+            let args = if args.is_empty() { String::new() } else { format!(", {args}") };
+            format!("rpc::boxed(async move {{ S::{}(&service{args}).await }})", p.method)
+        },
         |refusal| format!("rpc::ready({refusal})"),
     );
     c.dedent();

@@ -76,7 +76,7 @@ pub enum BackchannelError {
     },
     /// An RDMA_OPTIONAL ([`Backchannel::send_option`]) on a connection whose client calls in
     /// Version One (draft section 3.1: only Version Two has RDMA_OPTIONAL).
-    #[error("the connection's version is {0:?}, not Version Two")]
+    #[error("the connection's version is {0}, not Version Two")]
     NotVersionTwo(Version),
     /// The client stated RDMA2_PROP_BACKWARD_CREDITS 0 in its transport properties: it serves
     /// no backward-direction calls on this connection, so none is sent

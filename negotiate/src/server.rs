@@ -393,6 +393,12 @@ pub struct Peer {
     pub versions_seen: std::collections::BTreeSet<u32>,
 }
 
+/// How the server's log names a peer: its address, or "an unnamed peer" where the connection
+/// manager gave none.
+pub(crate) fn peer_name(address: Option<PeerAddress>) -> String {
+    address.map_or_else(|| "an unnamed peer".to_string(), |a| a.to_string())
+}
+
 /// A running responder. Dropping it stops accepting, closes every connection and waits for
 /// the event loops' threads: it returns once the handlers running then have returned (every
 /// other wait is cut by the close, and an [`OnExecutor`]'s wait for its futures by

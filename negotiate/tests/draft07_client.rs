@@ -982,7 +982,16 @@ fn draft07_4_2_1_a_reply_that_could_not_be_filled_takes_no_credit() {
     let short_write = OpaqueAtUlb { max_result: 64, ..Form::ChunkedWrite.ulb() };
     for xid in 0x80..0x83 {
         let e = client.call(&call_for(Form::ChunkedWrite, xid), &short_write).unwrap_err();
-        assert!(e.to_string().contains("WRITE_RESOURCE") || e.to_string().contains("WriteResource"), "{e}");
+        // Issue 28: the client's error names both sides' sizes, its own chunk's and the
+        // result's that the responder reported.
+        let ClientError::ChunksRefused { chunks, .. } = &e else { panic!("{e:?}") };
+        assert_eq!(chunks.write, [64]);
+        let text = e.to_string();
+        assert!(
+            text.contains("Write chunks of [64] bytes")
+                && text.contains("RDMA2_ERR_WRITE_RESOURCE: Write chunk 1 (counting from one) is too small; its result needs 16384 bytes"),
+            "{text}"
+        );
     }
     let short = call_for(Form::Short, 0x83);
     assert_eq!(client.call(&short, &Form::Short.ulb()).unwrap(), serve(&short));

@@ -156,3 +156,24 @@ fn a_chunk_over_the_servers_limit_is_refused_naming_the_limit_and_the_sizes() {
         success(0x7901, &[])
     );
 }
+
+/// The same refusal met by an async call (`Client::call_async`), which takes its reply
+/// through the same lane as a blocking one: the same error, with the same sizes.
+#[test]
+fn an_async_call_whose_chunk_is_over_the_servers_limit_gets_the_sizes_too() {
+    use negotiate::client::{ChunkSizes, ClientError};
+    use rpcrdma_v1::ulb::OpaqueAtUlb;
+    let server = faulty_server();
+    let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(28), max_result: 4 << 20, max_reply: 1024 };
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+    let xid = 0x7a00;
+    let message = CallHeader::new(xid, 0x2000_0001, 1, 9).message(&[]).unwrap();
+    let e = runtime.block_on(client.call_async(&message, &ulb)).unwrap_err();
+    let ClientError::ChunksRefused { chunks, .. } = &e else { panic!("{e:?}") };
+    assert_eq!(**chunks, ChunkSizes { read: vec![], write: vec![4 << 20], max_reply: 1024 });
+    assert!(e.to_string().contains("Write chunks of [4194304] bytes"), "{e}");
+    assert!(warnings_about(xid).iter().any(|w| w.contains("a chunk of 4194304 bytes exceeds the limit 2097152")));
+    let next = CallHeader::new(0x7a01, 0x2000_0001, 1, 9).message(&[]).unwrap();
+    assert_eq!(runtime.block_on(client.call_async(&next, &NO_CHUNKS)).unwrap(), success(0x7a01, &[]));
+}

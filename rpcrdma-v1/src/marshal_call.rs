@@ -60,9 +60,12 @@
 //!     }
 //! }
 //!
-//! // An NFS-WRITE-like call: 40 bytes of header, a length word, 4000 bytes of data.
-//! let mut call = vec![0u8; 4044];
-//! call[40..44].copy_from_slice(&4000u32.to_be_bytes());
+//! // An NFS-WRITE-like call: its 40-byte ONC RPC header (XID 1, CALL, RPC version 2,
+//! // program 100003 version 3 procedure 7, AUTH_NONE credential and verifier), a length
+//! // word, 4000 bytes of data.
+//! let words = [1u32, 0, 2, 100003, 3, 7, 0, 0, 0, 0, 4000];
+//! let mut call: Vec<u8> = words.iter().flat_map(|w| w.to_be_bytes()).collect();
+//! call.resize(44 + 4000, 0);
 //! let ulb = OpaqueAtUlb { call_opaque: Some(40), reply_opaque: None, max_result: 0, max_reply: 128 };
 //! let mut desc = CallDescription::default();
 //! desc.describe(&ulb, &call);
@@ -372,10 +375,11 @@ impl CallDescription {
 /// #         Ok(())
 /// #     }
 /// # }
-/// // A 100-byte call (XID 5) with no DDP-eligible argument, whose reply may
-/// // carry one DDP-eligible result of up to 8192 bytes.
-/// let mut call = vec![0u8; 100];
-/// call[..4].copy_from_slice(&5u32.to_be_bytes());
+/// // A 100-byte call (XID 5: an ONC RPC header, AUTH_NONE, and 60 bytes of arguments)
+/// // with no DDP-eligible argument, whose reply may carry one DDP-eligible result of up
+/// // to 8192 bytes.
+/// let mut call: Vec<u8> = [5u32, 0, 2, 100003, 3, 6, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+/// call.resize(100, 0);
 /// let req = CallRequest {
 ///     credits: 16,
 ///     thresholds: InlineThresholds::default(),
@@ -542,8 +546,8 @@ pub(crate) fn reply_chunk_len(segments: Option<usize>) -> usize {
 /// # }
 /// // A 3000-byte call with nothing DDP-eligible cannot go inline within 1024
 /// // bytes: it goes Long, the whole message in a Position-Zero Read chunk.
-/// let mut call = vec![0u8; 3000];
-/// call[..4].copy_from_slice(&9u32.to_be_bytes());
+/// let mut call: Vec<u8> = [9u32, 0, 2, 100003, 3, 7, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+/// call.resize(3000, 0); // an ONC RPC header (XID 9, AUTH_NONE) and 2960 bytes of arguments
 /// let desc = CallDescription { max_reply: 4096, ..Default::default() };
 /// let (mut header, mut out) = ([0u8; 1024], MarshaledCall::new());
 /// marshal_call(&call, &desc.request(32, InlineThresholds::default()), &mut OneRegion, &mut header, &mut out)

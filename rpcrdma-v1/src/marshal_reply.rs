@@ -34,13 +34,17 @@
 //! use rpcrdma_v1::ulb::{DdpItem, OpaqueAtUlb, UpperLayerBinding};
 //! use rpcrdma_v1::xdr::{XdrRdmaSegment, XdrWriteChunk};
 //!
-//! // An NFS-READ-like reply: 24 bytes, a length word (5), 5 bytes of data, 3 of padding.
-//! let mut reply = vec![0u8; 36];
-//! reply[24..28].copy_from_slice(&5u32.to_be_bytes());
-//! reply[28..33].copy_from_slice(b"hello");
+//! fn words(w: &[u32]) -> Vec<u8> {
+//!     w.iter().flat_map(|w| w.to_be_bytes()).collect()
+//! }
+//! // An NFS-READ-like call and its reply (RFC 5531 headers, AUTH_NONE): the reply's 24-byte
+//! // header (XID, REPLY, MSG_ACCEPTED, verifier, SUCCESS), then an opaque<> result: a length
+//! // word (5), 5 bytes of data, 3 of padding.
+//! let call = words(&[9, 0, 2, 100003, 3, 6, 0, 0, 0, 0]);
+//! let mut reply = words(&[9, 1, 0, 0, 0, 0, 5]);
+//! reply.extend_from_slice(b"hello\0\0\0");
 //! let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(24), max_result: 8192, max_reply: 64 };
 //! let mut results = Vec::new();
-//! let call = [0u8; 24]; // the call this answers: OpaqueAtUlb serves one procedure, and ignores it
 //! ulb.reply_ddp_items(&call, &reply, 0, &mut results);
 //! assert_eq!(results, [DdpItem::new(28, 5)]);
 //!
@@ -114,8 +118,9 @@ impl<'a> ProvidedChunks<'a> {
 /// use rpcrdma_v1::rt::Seq;
 /// use rpcrdma_v1::xdr::{RpcRdmaErrcode, XdrRdmaSegment, XdrWriteChunk};
 /// // A 2000-byte reply with nothing DDP-eligible, for a Requester that receives 1024.
-/// let mut reply = vec![0u8; 2000];
-/// reply[..4].copy_from_slice(&3u32.to_be_bytes());
+/// // Its ONC RPC header: XID 3, REPLY, MSG_ACCEPTED, AUTH_NONE verifier, SUCCESS.
+/// let mut reply: Vec<u8> = [3u32, 1, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+/// reply.resize(2000, 0);
 /// let req = ReplyRequest { credits: 32, reply_inline_threshold: 1024, ddp_results: &[] };
 /// let (mut header, mut out) = ([0u8; 1024], MarshaledReply::new());
 ///
@@ -265,9 +270,9 @@ impl ReplyError {
 /// ```
 /// use rpcrdma_v1::header::{Header, HeaderLimits};
 /// use rpcrdma_v1::marshal_reply::*;
-/// // A 24-byte RPC reply (XID 3, msg_type REPLY) that fits inline.
-/// let mut reply = vec![0u8; 24];
-/// reply[..8].copy_from_slice(&[0, 0, 0, 3, 0, 0, 0, 1]);
+/// // A 24-byte RPC reply that fits inline: XID 3, REPLY, MSG_ACCEPTED, AUTH_NONE
+/// // verifier, SUCCESS, and no results.
+/// let reply: Vec<u8> = [3u32, 1, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
 /// let req = ReplyRequest { credits: 8, reply_inline_threshold: 1024, ddp_results: &[] };
 /// let (mut header, mut out) = ([0u8; 1024], MarshaledReply::new());
 /// marshal_reply(&reply, ProvidedChunks::default(), &req, &mut header, &mut out).unwrap();

@@ -252,29 +252,33 @@ pub fn reduced_len(stream_len: usize, items: &[DdpItem]) -> usize {
 ///
 /// ```
 /// use rpcrdma_v1::ulb::{reduced_len, DdpItem, UpperLayerBinding};
-/// /// A program whose calls are `opaque data<>` after a 4-byte tag, and whose
-/// /// replies (at most 8 bytes) carry nothing DDP-eligible.
+/// /// A program whose arguments are a 4-byte tag, then `opaque data<>`, and whose replies
+/// /// (at most 32 bytes) carry nothing DDP-eligible. It is called with AUTH_NONE only, so
+/// /// the arguments start 40 bytes into the call, after its ONC RPC header.
 /// struct Blobs;
 /// impl UpperLayerBinding for Blobs {
 ///     fn call_ddp_items(&self, call: &[u8], out: &mut Vec<DdpItem>) {
-///         if let Some(len) = call.get(4..8) {
-///             out.push(DdpItem::new(8, u32::from_be_bytes(len.try_into().unwrap()) as usize));
+///         if let Some(len) = call.get(44..48) {
+///             out.push(DdpItem::new(48, u32::from_be_bytes(len.try_into().unwrap()) as usize));
 ///         }
 ///     }
 ///     fn reply_ddp_maxima(&self, _call: &[u8], _out: &mut Vec<usize>) {}
 ///     fn max_reply_size(&self, _call: &[u8]) -> usize {
-///         8
+///         32
 ///     }
 ///     fn reply_ddp_items(&self, _: &[u8], _: &[u8], _: usize, _: &mut Vec<DdpItem>) {}
 /// }
 ///
-/// let mut call = vec![0u8; 8 + 1000];
-/// call[4..8].copy_from_slice(&1000u32.to_be_bytes());
+/// // XID 1, CALL, RPC version 2, program 0x20000000 version 1 procedure 1, AUTH_NONE
+/// // credential and verifier (RFC 5531); then the tag and the opaque's length, 1000.
+/// let header = [1, 0, 2, 0x2000_0000, 1, 1, 0, 0, 0, 0, 0xcafe, 1000];
+/// let mut call: Vec<u8> = header.iter().flat_map(|w: &u32| w.to_be_bytes()).collect();
+/// call.resize(48 + 1000, 0);
 /// let mut items = Vec::new();
 /// Blobs.call_ddp_items(&call, &mut items);
-/// assert_eq!(items, [DdpItem::new(8, 1000)]);
-/// // Moved into a Read chunk, the data leaves only the tag and length word inline.
-/// assert_eq!(reduced_len(call.len(), &items), 8);
+/// assert_eq!(items, [DdpItem::new(48, 1000)]);
+/// // Moved into a Read chunk, the data leaves the RPC header, the tag and the length word.
+/// assert_eq!(reduced_len(call.len(), &items), 48);
 /// ```
 pub trait UpperLayerBinding {
     /// The DDP-eligible argument items of an unreduced RPC Call message
@@ -333,26 +337,31 @@ pub trait UpperLayerBinding {
 /// (RFC 5531) included, since the binding sees whole messages: the length
 /// word of an AUTH_NONE call's first argument is at 40, and that of an
 /// accepted SUCCESS reply's first result (AUTH_NONE verifier) at 24. The
-/// example below uses bare byte layouts, without an RPC header.
+/// example below writes those ONC RPC headers out word by word (the `negotiate`
+/// crate's `onc` module builds them for you).
 ///
 /// ```
 /// use rpcrdma_v1::ulb::{DdpItem, OpaqueAtUlb, UpperLayerBinding};
 ///
-/// let ulb = OpaqueAtUlb { call_opaque: Some(8), reply_opaque: Some(4), max_result: 8192, max_reply: 64 };
-/// // A call: 8 bytes, length word 5 at offset 8, 5 data bytes + 3 padding.
-/// let mut call = vec![0u8; 20];
-/// call[8..12].copy_from_slice(&5u32.to_be_bytes());
+/// fn words(w: &[u32]) -> Vec<u8> {
+///     w.iter().flat_map(|w| w.to_be_bytes()).collect()
+/// }
+/// let ulb = OpaqueAtUlb { call_opaque: Some(40), reply_opaque: Some(24), max_result: 8192, max_reply: 64 };
+/// // A call (RFC 5531): XID 7, CALL, RPC version 2, program 100003 version 3 procedure 7,
+/// // AUTH_NONE credential and verifier; then its argument, an opaque<> of 5 bytes + 3 padding.
+/// let mut call = words(&[7, 0, 2, 100003, 3, 7, 0, 0, 0, 0, 5]);
+/// call.extend_from_slice(b"hello\0\0\0");
 /// let mut items = Vec::new();
 /// ulb.call_ddp_items(&call, &mut items);
-/// assert_eq!(items, [DdpItem::new(12, 5)]);
+/// assert_eq!(items, [DdpItem::new(44, 5)]);
 ///
-/// // A reduced reply: the length word (3) at offset 4 stays; the data went
-/// // into a Write chunk and belongs at offset 8.
-/// let mut reply = vec![0u8; 8];
-/// reply[4..8].copy_from_slice(&3u32.to_be_bytes());
+/// // Its reply, reduced: XID 7, REPLY, MSG_ACCEPTED, AUTH_NONE verifier, SUCCESS, and the
+/// // result's length word (3), which stays; its data went into a Write chunk and belongs
+/// // at offset 28.
+/// let reply = words(&[7, 1, 0, 0, 0, 0, 3]);
 /// items.clear();
 /// ulb.reply_ddp_items(&call, &reply, 1, &mut items);
-/// assert_eq!(items, [DdpItem::new(8, 3)]);
+/// assert_eq!(items, [DdpItem::new(28, 3)]);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct OpaqueAtUlb {

@@ -114,7 +114,7 @@ impl core::fmt::Display for PeerError {
             }
             PeerError::Common(e) => write!(f, "{e}"),
             PeerError::InvalOption => f.write_str("RDMA_ERR_INVAL_OPTION: it does not support the RDMA_OPTIONAL"),
-            PeerError::Draft07(e) => write!(f, "RDMA2_ERROR {e:?} (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7)"),
+            PeerError::Draft07(e) => write!(f, "{e} (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7)"),
         }
     }
 }

@@ -201,7 +201,7 @@ pub enum OncError {
         got: u32,
     },
     /// A reply that is not an accepted SUCCESS ([`results`]).
-    #[error("RPC reply is not SUCCESS: {0:?}")]
+    #[error("the RPC reply is not SUCCESS: {0}")]
     NotSuccess(Reply),
 }
 

@@ -12,6 +12,7 @@ use rpcrdma_v1::reassemble::{
 use super::call::Which;
 use super::xdr::{put_u32, Reader};
 use super::{Auth, OncError, REPLY};
+use std::fmt;
 
 const MSG_ACCEPTED: u32 = 0;
 const MSG_DENIED: u32 = 1;
@@ -167,6 +168,30 @@ impl AuthStat {
     pub const FAILED: AuthStat = AuthStat(7);
 }
 
+impl fmt::Display for AuthStat {
+    /// The name RFC 5531 section 9 (and RFC 2203) gives the value, or its number.
+    ///
+    /// ```
+    /// use negotiate::onc::AuthStat;
+    /// assert_eq!(AuthStat::BADCRED.to_string(), "AUTH_BADCRED (bad credential)");
+    /// assert_eq!(AuthStat(99).to_string(), "auth_stat 99");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = match *self {
+            AuthStat::OK => "AUTH_OK",
+            AuthStat::BADCRED => "AUTH_BADCRED (bad credential)",
+            AuthStat::REJECTEDCRED => "AUTH_REJECTEDCRED (the client must begin a new session)",
+            AuthStat::BADVERF => "AUTH_BADVERF (bad verifier)",
+            AuthStat::REJECTEDVERF => "AUTH_REJECTEDVERF (verifier expired or replayed)",
+            AuthStat::TOOWEAK => "AUTH_TOOWEAK (refused for security reasons)",
+            AuthStat::INVALIDRESP => "AUTH_INVALIDRESP (bogus response verifier)",
+            AuthStat::FAILED => "AUTH_FAILED (reason unknown)",
+            AuthStat(n) => return write!(f, "auth_stat {n}"),
+        };
+        f.write_str(name)
+    }
+}
+
 /// What an accepted reply says (`accept_stat` and the data that goes with it).
 ///
 /// ```
@@ -197,6 +222,28 @@ pub enum AcceptStat {
     SystemErr,
 }
 
+impl fmt::Display for AcceptStat {
+    /// The `accept_stat` name with what it means.
+    ///
+    /// ```
+    /// use negotiate::onc::AcceptStat;
+    /// let s = AcceptStat::ProgMismatch { low: 3, high: 4 }.to_string();
+    /// assert_eq!(s, "PROG_MISMATCH (the program is served in versions 3 to 4 only)");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AcceptStat::Success => f.write_str("SUCCESS"),
+            AcceptStat::ProgUnavail => f.write_str("PROG_UNAVAIL (the program is not served)"),
+            AcceptStat::ProgMismatch { low, high } => {
+                write!(f, "PROG_MISMATCH (the program is served in versions {low} to {high} only)")
+            }
+            AcceptStat::ProcUnavail => f.write_str("PROC_UNAVAIL (the program has no such procedure)"),
+            AcceptStat::GarbageArgs => f.write_str("GARBAGE_ARGS (the arguments did not decode)"),
+            AcceptStat::SystemErr => f.write_str("SYSTEM_ERR (the server failed to carry the call out)"),
+        }
+    }
+}
+
 /// Why a call was denied (`rejected_reply`).
 ///
 /// ```
@@ -216,6 +263,21 @@ pub enum Rejected {
     },
     /// The credential or verifier was refused.
     AuthError(AuthStat),
+}
+
+impl fmt::Display for Rejected {
+    /// ```
+    /// use negotiate::onc::{AuthStat, Rejected};
+    /// assert_eq!(Rejected::AuthError(AuthStat::TOOWEAK).to_string(), "AUTH_ERROR: AUTH_TOOWEAK (refused for security reasons)");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejected::RpcMismatch { low, high } => {
+                write!(f, "RPC_MISMATCH (the server speaks RPC versions {low} to {high}, not 2)")
+            }
+            Rejected::AuthError(stat) => write!(f, "AUTH_ERROR: {stat}"),
+        }
+    }
 }
 
 /// An RPC reply's body: accepted (with the server's verifier and its `accept_stat`) or denied.
@@ -247,6 +309,22 @@ impl Reply {
     /// ```
     pub fn is_success(&self) -> bool {
         matches!(self, Reply::Accepted { stat: AcceptStat::Success, .. })
+    }
+}
+
+impl fmt::Display for Reply {
+    /// What became of the call, without the verifier.
+    ///
+    /// ```
+    /// use negotiate::onc::{AcceptStat, Auth, Reply};
+    /// let r = Reply::Accepted { verf: Auth::None, stat: AcceptStat::GarbageArgs };
+    /// assert_eq!(r.to_string(), "accepted, GARBAGE_ARGS (the arguments did not decode)");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reply::Accepted { stat, .. } => write!(f, "accepted, {stat}"),
+            Reply::Denied(why) => write!(f, "denied, {why}"),
+        }
     }
 }
 

@@ -201,7 +201,7 @@ pub(super) fn accept<B: Backend>(
     let (Ok(qp), Some(pool)) = (accepted, pool) else { return None };
     log::info!(
         "accepted a connection from {}: private data received {:?} ({} bytes), sent {:?}",
-        address.map_or_else(|| "an unnamed peer".to_string(), |a| a.to_string()),
+        super::peer_name(address),
         core.responder().advertised().requester,
         received.len(),
         ours

@@ -747,7 +747,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         // Said once per connection and version, at its first call: what the client's is said
         // when it settles.
         if peer.versions_seen.insert(version.wire()) {
-            let from = peer.address.map_or_else(|| "an unnamed peer".to_string(), |a| a.to_string());
+            let from = super::peer_name(peer.address);
             let dialect = responder.dialect().filter(|_| version == Version::TWO);
             log::info!(
                 "the connection from {from} speaks version {}{}: inline thresholds {:?}, the requester states {:?}",
@@ -831,8 +831,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// answered with RDMA2_ERROR, not served. Once only: it is forgotten here.
     fn lost_before(&self, served: &Served<B>, call: &Header<'_>, params: &ReplyParams) -> bool {
         let Some(host) = served.host.filter(|_| params.draft07) else { return false };
-        let print = super::lost_replies::fingerprint(call);
-        lock(&self.shared.lost).take(host, (call.xid(), print))
+        lock(&self.shared.lost).take(host, call.xid(), || super::lost_replies::fingerprint(call))
     }
 
     /// Records how a connection ended in its [`Peer`]; `why` if its queue pair is not down
@@ -844,7 +843,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         served.conn.settle_reaped(SETTLE_LIMIT);
         let ended = served.conn.ended().unwrap_or(Ended::Closed(why));
         let mut peer = lock(&served.peer);
-        let from = peer.address.map_or_else(|| "an unnamed peer".to_string(), |a| a.to_string());
+        let from = super::peer_name(peer.address);
         // A peer's ordinary close is no news; anything that failed first is.
         if ended.is_orderly() {
             log::info!("the connection from {from} ended: {ended}");

@@ -28,7 +28,7 @@ pub struct Bindings {
 impl Bindings {
     /// Where no binding says otherwise, a reply fits the smallest inline threshold (RFC 8166
     /// section 3.3.2).
-    pub const DEFAULT_REPLY: usize = 1024;
+    pub const DEFAULT_REPLY: usize = cm_private_data::MIN_INLINE as usize;
 
     /// No binding yet.
     pub fn new() -> Self {

@@ -13,8 +13,12 @@ use crate::onc::{AcceptStat, CallHeader, OncError, Reply, ReplyHeader, XidSource
 /// An Upper-Layer Binding with nothing DDP-eligible (RFC 8166 section 6) and replies of at
 /// most 1024 bytes, which every inline threshold holds: for programs whose calls and replies
 /// are small. A larger call still goes whole in a Read chunk (a Long call).
-pub const NO_CHUNKS: OpaqueAtUlb =
-    OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1024 };
+pub const NO_CHUNKS: OpaqueAtUlb = OpaqueAtUlb {
+    call_opaque: None,
+    reply_opaque: None,
+    max_result: 0,
+    max_reply: cm_private_data::MIN_INLINE as usize,
+};
 
 /// A [`Client`] with what typed calls need around it: its XIDs, and the Upper-Layer Binding
 /// that says which items of the program's calls and replies are DDP-eligible. Give it to a

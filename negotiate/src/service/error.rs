@@ -65,7 +65,7 @@ pub enum CallError {
         procedure: Named,
     },
     /// MSG_DENIED: RPC_MISMATCH or AUTH_ERROR.
-    #[error("{procedure}: the server denied the call: {rejected:?}")]
+    #[error("{procedure}: the server denied the call: {rejected}")]
     Denied {
         /// The procedure.
         procedure: Named,

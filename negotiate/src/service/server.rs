@@ -72,7 +72,7 @@ pub(super) fn route(ids: &[(u32, u32)], call: &[u8], reply: &mut Vec<u8>) -> Opt
                 OncError::RpcVersion { .. } => onc::reply_rpc_mismatch(xid, 2, 2, reply),
                 e if e.auth_stat().is_some() => {
                     let stat = e.auth_stat().expect("just matched");
-                    log::warn!("call {xid:#010x}: {e}; answered AUTH_ERROR {stat:?}");
+                    log::warn!("call {xid:#010x}: {e}; answered AUTH_ERROR, {stat}");
                     onc::reply_auth_error(xid, stat, reply);
                 }
                 e => {

@@ -109,6 +109,63 @@ impl Rpcrdma2HdrError {
     }
 }
 
+impl core::fmt::Display for Rpcrdma2HdrError {
+    /// The code's name and what its arm says, as section 7 words it.
+    ///
+    /// ```
+    /// use rpcrdma_v2::draft07::xdr::{Rpcrdma2ErrWrite, Rpcrdma2HdrError};
+    /// let e = Rpcrdma2HdrError::Rdma2ErrWriteResource(Rpcrdma2ErrWrite { rdma_chunk_index: 1, rdma_length_needed: 8192 });
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "RDMA2_ERR_WRITE_RESOURCE: Write chunk 1 (counting from one) is too small; its result needs 8192 bytes"
+    /// );
+    /// ```
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            Rpcrdma2HdrError::Rdma2ErrVers(v) => write!(
+                f,
+                "RDMA2_ERR_VERS: the peer speaks versions {} to {} only",
+                v.rdma_vers_low, v.rdma_vers_high
+            ),
+            Rpcrdma2HdrError::RdmaMaxChunks { discriminant, value } => {
+                let which = if discriminant == RDMA2_ERR_READ_CHUNKS { "READ" } else { "WRITE" };
+                let kind = if discriminant == RDMA2_ERR_READ_CHUNKS { "Read" } else { "Write" };
+                write!(f, "RDMA2_ERR_{which}_CHUNKS: the peer takes at most {value} {kind} chunks")
+            }
+            Rpcrdma2HdrError::Rdma2ErrSegments(n) => {
+                write!(f, "RDMA2_ERR_SEGMENTS: the peer takes at most {n} segments in a chunk")
+            }
+            // Section 7.3.4: the index counts from one; zero says the responder could not tell.
+            Rpcrdma2HdrError::Rdma2ErrWriteResource(w) if w.rdma_chunk_index == 0 => write!(
+                f,
+                "RDMA2_ERR_WRITE_RESOURCE: a Write chunk is too small (the peer could not tell which); its result needs {} bytes",
+                w.rdma_length_needed
+            ),
+            Rpcrdma2HdrError::Rdma2ErrWriteResource(w) => write!(
+                f,
+                "RDMA2_ERR_WRITE_RESOURCE: Write chunk {} (counting from one) is too small; its result needs {} bytes",
+                w.rdma_chunk_index, w.rdma_length_needed
+            ),
+            Rpcrdma2HdrError::Rdma2ErrReplyResource(0) => {
+                f.write_str("RDMA2_ERR_REPLY_RESOURCE: the reply does not fit the Reply chunk (no size given)")
+            }
+            Rpcrdma2HdrError::Rdma2ErrReplyResource(need) => write!(
+                f,
+                "RDMA2_ERR_REPLY_RESOURCE: the reply does not fit the Reply chunk; it needs {need} bytes of one"
+            ),
+            Rpcrdma2HdrError::Default { discriminant } => f.write_str(match discriminant {
+                RDMA2_ERR_BAD_XDR => "RDMA2_ERR_BAD_XDR: the peer could not decode the transport header",
+                RDMA2_ERR_BAD_PROPVAL => "RDMA2_ERR_BAD_PROPVAL: the peer refused a transport property's value",
+                RDMA2_ERR_INVAL_HTYPE => "RDMA2_ERR_INVAL_HTYPE: the peer does not take that header type",
+                RDMA2_ERR_INVAL_CONT => "RDMA2_ERR_INVAL_CONT: the peer found a continuation out of order",
+                RDMA2_ERR_VERS_MISMATCH => "RDMA2_ERR_VERS_MISMATCH: the message's version is not the one used before on the connection",
+                RDMA2_ERR_SYSTEM => "RDMA2_ERR_SYSTEM: the peer failed to process the message, for a reason of its own",
+                _ => return write!(f, "RDMA2_ERROR code {discriminant}"),
+            }),
+        }
+    }
+}
+
 /// The error codes section 7 defines.
 fn is_known(code: u32) -> bool {
     matches!(code, RDMA2_ERR_VERS..=RDMA2_ERR_VERS_MISMATCH | RDMA2_ERR_SYSTEM)

@@ -12,13 +12,9 @@
 use super::*;
 use crate::client::KeepConnected;
 use crate::onc::{CallHeader, XidSource};
-use rpcrdma_v1::ulb::OpaqueAtUlb;
 
 /// The least time between two of the keeper's NULL calls.
 const KEEP_INTERVAL: Duration = Duration::from_secs(1);
-
-/// A NULL call carries no DDP-eligible item, and its reply is empty.
-const NULL_BINDING: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1024 };
 
 impl<B: Backend> Shared<B> {
     /// The keeper's loop: a NULL call whenever the lane has no connection, until the client is
@@ -52,7 +48,12 @@ impl<B: Backend> Shared<B> {
             last = Some(Instant::now());
             let xid = xids.next();
             let call = CallHeader::new(xid, keep.program, keep.version, 0).message(&[]).expect("a NULL call encodes");
-            match self.call_into(xid, Message::Borrowed(&call), &NULL_BINDING, Sink::Copy(&mut reply)) {
+            match self.call_into(
+                xid,
+                Message::Borrowed(&call),
+                &crate::service::NO_CHUNKS, // a NULL call carries nothing DDP-eligible; its reply is empty
+                Sink::Copy(&mut reply),
+            ) {
                 Ok(()) => log::debug!("kept the connection to {} for reverse-direction calls", self.addr),
                 Err(ClientError::Closed) => return,
                 // (One of the application's calls used this XID: the next one.)

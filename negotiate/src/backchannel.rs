@@ -590,11 +590,22 @@ impl<B: Backend> ServerSide<B> {
             allowed(&forward)?;
             let xid = self.next_option_xid.fetch_add(1, Ordering::Relaxed);
             st.0.start(xid)?;
-            // Set before it is sent: the answer may be judged before the Send's completion.
-            self.awaiting.store(u64::from(xid), Ordering::SeqCst);
             (forward.thresholds, xid)
         };
-        let result = run(t, xid);
+        self.answered_under(xid, || run(t, xid))
+    }
+
+    /// Runs `run`, which sends a message of ours under `xid` (the backward direction's, taken
+    /// with `start`) and waits for its answer, with that answer awaited under `xid` meanwhile
+    /// ([`ServerSide::wait_answer`]); then the backward direction is free again.
+    fn answered_under<T>(
+        &self,
+        xid: u32,
+        run: impl FnOnce() -> Result<T, BackchannelError>,
+    ) -> Result<T, BackchannelError> {
+        // Set before it is sent: the answer may be judged before the Send's completion.
+        self.awaiting.store(u64::from(xid), Ordering::SeqCst);
+        let result = run();
         self.awaiting.store(NO_OPTION, Ordering::SeqCst);
         self.lock().0.finish();
         result
@@ -646,17 +657,12 @@ impl<B: Backend> ServerSide<B> {
         })?;
         bytes.truncate(n);
         self.lock().0.start(xid)?;
-        // Set before it is sent: the reply may be judged before the Send's completion.
-        self.awaiting.store(u64::from(xid), Ordering::SeqCst);
-        let result = (|| {
+        self.answered_under(xid, || {
             send_draft07(&self.conn, &bytes)?;
             let (message, header) = self.wait_answer()?;
             let header = header.and_then(|h| h.attach(&message)).ok_or(BackchannelError::Closed)?;
             Ok(header.payload().to_vec())
-        })();
-        self.awaiting.store(NO_OPTION, Ordering::SeqCst);
-        self.lock().0.finish();
-        result
+        })
     }
 }
 

@@ -163,6 +163,45 @@ impl Registry07 {
     }
 }
 
+/// What goes back for a peer's extension message, as its handler's outcome says: one home
+/// for Appendix B.2 and B.4's rules, which each side then sends its own way (a responder at
+/// once, a requester when its window has room).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Response {
+    /// The handler's answer, marshaled with `rdma_credit` 0: the sender stamps its running
+    /// total when it sends it (`rpcrdma_v1::header::set_credit`).
+    Answer(Vec<u8>),
+    /// RDMA2_ERROR with this code.
+    Refuse(u32),
+    /// Nothing.
+    Nothing,
+}
+
+/// The [`Response`] to `m` for `outcome`: an answer no larger than `room` (the peer's
+/// Receive, else RDMA2_ERR_SYSTEM: this side's own limit, section 7.4.1), the handler's error
+/// code, nothing, or RDMA2_ERR_INVAL_HTYPE when the handler declines it (7.1.3). `peer` names
+/// the peer in the warning.
+pub(crate) fn response(m: &ExtensionMessage<'_>, outcome: ExtensionOutcome, room: u32, peer: &str) -> Response {
+    use rpcrdma_v2::draft07::xdr::{RDMA2_ERR_INVAL_HTYPE, RDMA2_ERR_SYSTEM};
+    match outcome {
+        ExtensionOutcome::Answer { htype, body } => {
+            let answer = ExtensionMessage::to_message(m.xid, 0, htype, &body);
+            if answer.len() > room as usize {
+                log::warn!(
+                    "the answer to -07 extension message {:#010x} ({} bytes) is over the {peer}'s Receive ({room} bytes): answered RDMA2_ERR_SYSTEM",
+                    m.xid,
+                    answer.len()
+                );
+                return Response::Refuse(RDMA2_ERR_SYSTEM);
+            }
+            Response::Answer(answer)
+        }
+        ExtensionOutcome::Error(code) => Response::Refuse(code),
+        ExtensionOutcome::Done => Response::Nothing,
+        ExtensionOutcome::Unsupported => Response::Refuse(RDMA2_ERR_INVAL_HTYPE),
+    }
+}
+
 /// The outcome of a message of an extension's type this side sent
 /// ([`Client::send_extension`](crate::client::Client::send_extension)).
 #[derive(Debug, Clone, PartialEq, Eq)]

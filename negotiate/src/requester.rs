@@ -301,11 +301,42 @@ impl Conn {
 struct Call {
     attempts: u32,
     flight: Option<Flight>,
+    kind: CallKind,
+}
+
+/// What a transaction of the requester's sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CallKind {
+    /// An RPC call, answered by a reply.
+    Rpc,
+    /// A call-only procedure's call ([`Requester::start_call_only`]): over once sent; it goes
+    /// only on a connection settled on -07.
+    CallOnly,
     /// A message of ours that is not an RPC call, in its dialect's form: -00's RDMA_OPTIONAL
-    /// ([`Requester::start_option`]) or a -07 extension's ([`Requester::start_extension`]).
-    option: Option<Dialect>,
-    /// A call-only procedure's call ([`Requester::start_call_only`]): over once sent.
-    call_only: bool,
+    /// ([`Requester::start_option`]) or a -07 extension's ([`Requester::start_extension`]). It
+    /// goes only on a connection settled in that dialect.
+    Option(Dialect),
+}
+
+impl CallKind {
+    /// The Version Two dialect the connection must be settled in for it to go, if any.
+    fn needs(self) -> Option<Dialect> {
+        match self {
+            CallKind::Rpc => None,
+            CallKind::CallOnly => Some(Dialect::Ietf07),
+            CallKind::Option(d) => Some(d),
+        }
+    }
+
+    fn is_option(self) -> bool {
+        matches!(self, CallKind::Option(_))
+    }
+}
+
+impl Call {
+    fn new(kind: CallKind) -> Call {
+        Call { attempts: 0, flight: None, kind }
+    }
 }
 
 struct Flight {
@@ -591,7 +622,7 @@ impl Requester {
         if self.calls.contains_key(&xid) {
             return Err(DuplicateXid(xid));
         }
-        self.calls.insert(xid, Call { attempts: 0, flight: None, option: None, call_only: false });
+        self.calls.insert(xid, Call::new(CallKind::Rpc));
         self.queue.push_back(xid);
         self.want_connection();
         self.pump(now);
@@ -659,7 +690,7 @@ impl Requester {
             self.events.push_back(Event::Failed { xid, error: CallFailure::NotVersionTwo });
             return Ok(());
         }
-        self.calls.insert(xid, Call { attempts: 0, flight: None, option: None, call_only: true });
+        self.calls.insert(xid, Call::new(CallKind::CallOnly));
         self.queue.push_back(xid);
         self.pump(now);
         Ok(())
@@ -669,7 +700,7 @@ impl Requester {
     /// in flight free again (the Sends it took stay counted in the window, 4.2.1). False if
     /// no such call-only call was in flight.
     pub fn sent_call_only(&mut self, xid: u32, now: Instant) -> bool {
-        if !self.calls.get(&xid).is_some_and(|c| c.call_only && c.flight.is_some()) {
+        if !self.calls.get(&xid).is_some_and(|c| c.kind == CallKind::CallOnly && c.flight.is_some()) {
             return false;
         }
         self.finish(xid);
@@ -686,7 +717,7 @@ impl Requester {
             self.events.push_back(Event::Failed { xid, error: CallFailure::NotVersionTwo });
             return Ok(());
         }
-        self.calls.insert(xid, Call { attempts: 0, flight: None, option: Some(dialect), call_only: false });
+        self.calls.insert(xid, Call::new(CallKind::Option(dialect)));
         self.queue.push_back(xid);
         self.pump(now);
         Ok(())
@@ -755,7 +786,7 @@ impl Requester {
         // (Compared after a -07 message: its CONNPROP may state the responder's Receives.)
         let thresholds_before = self.conn.as_ref().filter(|c| c.d07.is_some()).and_then(|_| self.thresholds());
         let calls = &self.calls;
-        let awaiting = |xid: u32| calls.get(&xid).is_some_and(|c| c.option.is_some() && c.flight.is_some());
+        let awaiting = |xid: u32| calls.get(&xid).is_some_and(|c| c.kind.is_option() && c.flight.is_some());
         let flight_version = |xid: u32| calls.get(&xid)?.flight.as_ref().map(|f| f.version);
         // A -07 connection's Version Two messages are read by -07's rules; an answer in
         // Version One (to the probe) by the common ones.
@@ -869,7 +900,7 @@ impl Requester {
         // receipt (its Receive is reposted then), so the credit is not counted twice; a late
         // answer is then dropped as answering nothing.
         let mut late_options: Vec<u32> = (self.calls.iter())
-            .filter(|(_, c)| c.option.is_some() && c.flight.as_ref().is_some_and(|f| f.deadline <= now))
+            .filter(|(_, c)| c.kind.is_option() && c.flight.as_ref().is_some_and(|f| f.deadline <= now))
             .map(|(&x, _)| x)
             .collect();
         late_options.sort_unstable();
@@ -921,7 +952,7 @@ impl Requester {
         }
         // RDMA_OPTIONAL messages are not sent again: the next connection must settle Version
         // Two anew, and the extension's exchange belonged to this one.
-        let mut options: Vec<u32> = self.calls.iter().filter(|(_, c)| c.option.is_some()).map(|(&x, _)| x).collect();
+        let mut options: Vec<u32> = self.calls.iter().filter(|(_, c)| c.kind.is_option()).map(|(&x, _)| x).collect();
         options.sort_unstable();
         for xid in options {
             self.complete_failed(xid, CallFailure::ConnectionLost { attempts: 1 });
@@ -1033,13 +1064,13 @@ impl Requester {
             // meets a new connection not settled yet, which its turn would block (it cannot
             // be the probe): it ends, the connection lost under it.)
             let call = &self.calls[&xid];
-            if call.call_only && matches!(conn.version, Negotiation::Probing(_)) {
+            if call.kind == CallKind::CallOnly && matches!(conn.version, Negotiation::Probing(_)) {
                 let attempts = call.attempts;
                 self.queue.pop_front();
                 self.complete_failed(xid, CallFailure::ConnectionLost { attempts });
                 continue;
             }
-            let needs = call.option.or(call.call_only.then_some(Dialect::Ietf07));
+            let needs = call.kind.needs();
             if needs.is_some_and(|d| !matches!(conn.version, Negotiation::Settled(Version::TWO)) || conn.dialect != d) {
                 self.queue.pop_front();
                 self.complete_failed(xid, CallFailure::NotVersionTwo);

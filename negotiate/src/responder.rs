@@ -801,27 +801,20 @@ impl Responder {
         }
     }
 
-    /// What goes back for extension message `m`, as its handler's `outcome` says (Appendix
-    /// B.2, B.4): its answer within the requester's Receive (else RDMA2_ERR_SYSTEM, this
-    /// side's own limit, 7.4.1), an RDMA2_ERROR with the handler's code, nothing, or
-    /// RDMA2_ERR_INVAL_HTYPE when the handler declines it.
+    /// What goes back for extension message `m`, as its handler's `outcome` says
+    /// ([`crate::extension07::response`]), sent at once with this side's running total.
     fn extension_answer(&mut self, m: &ExtensionMessage<'_>, outcome: ExtensionOutcome) -> Received<'static> {
-        match outcome {
-            ExtensionOutcome::Answer { htype, body } => {
-                let room = self.d07.theirs.as_ref().map_or(Properties::default().receive_buffer_size, |p| {
-                    crate::thresholds::draft07_receive_threshold(p.receive_buffer_size)
-                });
-                let answer = ExtensionMessage::to_message(m.xid, self.d07.count_send(), htype, &body);
-                if answer.len() > room as usize {
-                    log::warn!("the answer to -07 extension message {:#010x} is over the requester's Receive", m.xid);
-                    let system = rpcrdma_v2::draft07::xdr::RDMA2_ERR_SYSTEM;
-                    return Received::SendError(self.error07(m.xid, None, system));
-                }
+        use crate::extension07::{response, Response};
+        let room = self.d07.theirs.as_ref().map_or(Properties::default().receive_buffer_size, |p| {
+            crate::thresholds::draft07_receive_threshold(p.receive_buffer_size)
+        });
+        match response(m, outcome, room, "requester") {
+            Response::Answer(mut answer) => {
+                rpcrdma_v1::header::set_credit(&mut answer, self.d07.count_send());
                 Received::SendBack(answer)
             }
-            ExtensionOutcome::Error(code) => Received::SendError(self.error07(m.xid, None, code)),
-            ExtensionOutcome::Done => Received::Taken,
-            ExtensionOutcome::Unsupported => Received::SendError(self.error07(m.xid, None, RDMA2_ERR_INVAL_HTYPE)),
+            Response::Refuse(code) => Received::SendError(self.error07(m.xid, None, code)),
+            Response::Nothing => Received::Taken,
         }
     }
 

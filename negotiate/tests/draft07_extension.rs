@@ -205,3 +205,29 @@ fn appendix_b_the_servers_extension_message_reaches_the_clients_handler() {
         assert_eq!(server.stats().credit_overruns, 0);
     }
 }
+
+/// Appendix B.4 with sections 4.2.1 and 7.4.1, through a real Client and Server: a handler's
+/// answer larger than the requester's Receive is not sent, and the message is answered
+/// RDMA2_ERR_SYSTEM instead, one Send taking one credit. With a window of 2, three such
+/// answers and then a call all get through, with no overrun: an answer counted against the
+/// window and never sent would shut it for good after two.
+#[test]
+fn appendix_b_4_an_answer_over_the_requesters_receive_is_err_system_and_takes_one_credit() {
+    let big = Draft07Extension::new([RDMA2_PING], |_: &ExtensionMessage<'_>| ExtensionOutcome::Answer {
+        htype: RDMA2_PONG,
+        body: vec![0; 8192],
+    });
+    let mut scfg = ServerConfig::default().responder(ResponderConfig::default().draft07(true));
+    scfg.draft07_extensions = vec![big];
+    let server = Server::start(InProcess, "inproc:*", scfg, Arc::new(ULB), echo).unwrap();
+    let requester = RequesterConfig::default().version_two(VersionTwo::One(Dialect::Ietf07));
+    let cfg = ClientConfig::default().requester(requester).credits(2).timeout(std::time::Duration::from_secs(5));
+    let client = Client::new(InProcess, server.local_addr(), cfg);
+    assert_eq!(client.call(&rpc(1, 0, &[1; 8]), &ULB).unwrap(), rpc(1, 1, &[1; 8]));
+    for cookie in 0..3 {
+        let got = client.send_extension(RDMA2_PING, &ping(cookie, b"x")).unwrap();
+        assert_eq!(got, ExtensionReply::Error(rpcrdma_v2::draft07::xdr::RDMA2_ERR_SYSTEM), "{cookie}");
+    }
+    assert_eq!(client.call(&rpc(2, 0, &[2; 8]), &ULB).unwrap(), rpc(2, 1, &[2; 8]));
+    assert_eq!(server.stats().credit_overruns, 0);
+}

@@ -19,9 +19,7 @@ use rpcrdma_v2::draft07::header::{Header as Header07, HeaderError, HeaderType};
 use rpcrdma_v2::draft07::properties::{Properties, ReverseDirection};
 use rpcrdma_v2::draft07::verdict::Discard;
 use rpcrdma_v2::draft07::verdict::{self as verdict07, error_reply, Verdict};
-use rpcrdma_v2::draft07::xdr::{
-    Rpcrdma2ErrVers, Rpcrdma2HdrError, RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_HTYPE, RDMA2_ERR_SYSTEM,
-};
+use rpcrdma_v2::draft07::xdr::{Rpcrdma2ErrVers, Rpcrdma2HdrError, RDMA2_ERR_BAD_XDR, RDMA2_ERR_INVAL_HTYPE};
 
 use crate::extension07::ExtensionOutcome;
 use rpcrdma_v2::verdict::Reason;
@@ -355,19 +353,13 @@ pub(crate) struct Extensions<'r> {
 
 impl State {
     /// What goes back for the responder's extension message `m`, as its handler's `outcome`
-    /// says (Appendix B.2, B.4): its answer, held until the window has room for it and within
-    /// the responder's Receive (else RDMA2_ERR_SYSTEM, this side's own limit, 7.4.1), an
-    /// RDMA2_ERROR with the handler's code, nothing, or RDMA2_ERR_INVAL_HTYPE when the
-    /// handler declines it.
+    /// says ([`crate::extension07::response`]): an answer is held until the window has room
+    /// for it (and stamped with the running total then).
     fn extension_answer(&mut self, m: &ExtensionMessage<'_>, outcome: ExtensionOutcome) -> Incoming<'static> {
-        match outcome {
-            ExtensionOutcome::Answer { htype, body } => {
-                let room = self.peer_receive_size().unwrap_or(Properties::default().receive_buffer_size);
-                let answer = ExtensionMessage::to_message(m.xid, 0, htype, &body);
-                if answer.len() > room as usize {
-                    log::warn!("the answer to -07 extension message {:#010x} is over the responder's Receive", m.xid);
-                    return self.refuse_later(m.xid, code_only(RDMA2_ERR_SYSTEM));
-                }
+        use crate::extension07::{response, Response};
+        let room = self.peer_receive_size().unwrap_or(Properties::default().receive_buffer_size);
+        match response(m, outcome, room, "responder") {
+            Response::Answer(answer) => {
                 if !self.hold_answer(answer) {
                     log::warn!(
                         "-07: too many answers wait for the window; extension message {:#010x} unanswered",
@@ -376,9 +368,8 @@ impl State {
                 }
                 Incoming::Taken
             }
-            ExtensionOutcome::Error(code) => self.refuse_later(m.xid, code_only(code)),
-            ExtensionOutcome::Done => Incoming::Taken,
-            ExtensionOutcome::Unsupported => self.refuse_later(m.xid, code_only(RDMA2_ERR_INVAL_HTYPE)),
+            Response::Refuse(code) => self.refuse_later(m.xid, code_only(code)),
+            Response::Nothing => Incoming::Taken,
         }
     }
 }

@@ -537,7 +537,10 @@ impl Server {
             .name("negotiate-server".into())
             .spawn(move || {
                 let handler: Arc<dyn Handler> = handler;
-                let new_loop = |arms| Loop::new(cfg.clone(), ulb.clone(), handler.clone(), s.clone(), sh.clone(), arms);
+                let rdma_at_post = backend.rdma_at_post();
+                let new_loop = |arms| {
+                    Loop::new(cfg.clone(), ulb.clone(), handler.clone(), s.clone(), sh.clone(), (arms, rdma_at_post))
+                };
                 // Connections whose queue pairs wake a waker share one event loop; each of the
                 // others gets a loop of its own, whose first thread accepts it.
                 let shared_loop = backend.wakes_wakers().then(|| new_loop(true));

@@ -201,6 +201,10 @@ impl<B: Backend> Backend for Captured<B> {
         self.inner.wakes_wakers()
     }
 
+    fn rdma_at_post(&self) -> bool {
+        self.inner.rdma_at_post()
+    }
+
     fn listen_with(&self, addr: &str, opts: &ListenOptions) -> Result<Self::Listener> {
         Ok(CapturedListener { inner: self.inner.listen_with(addr, opts)?, tap: self.tap.clone() })
     }

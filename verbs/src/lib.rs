@@ -421,6 +421,19 @@ pub trait Backend: Send + Sync + 'static {
         false
     }
 
+    /// Whether an RDMA Read or Write is carried out as it is posted, so that its completion
+    /// never waits on the network or the peer (the in-process backend copies at once). A
+    /// thread that must wait for one then holds nothing up for long; elsewhere an RDMA Read
+    /// is a round trip. False by default.
+    ///
+    /// ```
+    /// use rpcrdma_verbs::{Backend, InProcess, Tcp};
+    /// assert!(InProcess.rdma_at_post() && !Tcp.rdma_at_post());
+    /// ```
+    fn rdma_at_post(&self) -> bool {
+        false
+    }
+
     /// Binds and listens on `addr` (`rdma_bind_addr` + `rdma_listen`) with the default
     /// [`ListenOptions`].
     fn listen(&self, addr: &str) -> Result<Self::Listener> {

@@ -100,6 +100,11 @@ impl Backend for InProcess {
         true
     }
 
+    /// Reads and Writes are copies made by the poster (`qp::InProcQp::rdma`).
+    fn rdma_at_post(&self) -> bool {
+        true
+    }
+
     fn listen_with(&self, addr: &str, opts: &ListenOptions) -> Result<InProcListener> {
         cm::listen(addr, opts)
     }

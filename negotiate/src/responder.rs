@@ -1036,3 +1036,45 @@ fn log_refusal(reply: &ErrorReply, reason: &dyn std::fmt::Display) {
     let level = if reply.code() == 1 { log::Level::Info } else { log::Level::Warn };
     log::log!(level, "refusing message {:#010x} with RDMA_ERROR code {}: {reason}", reply.xid(), reply.code());
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::extension07::{Draft07Extension, Registry07};
+
+    /// Appendix B.4 with section 4.2.1, the core alone, counting its Sends as it judges
+    /// (no [`Responder::count_draft07_sends_when_posted`]): an answer too large for the
+    /// requester's Receive is not sent, so only the RDMA2_ERR_SYSTEM sent instead takes a
+    /// place in the requester's window. (Before the fourteenth session both were counted.)
+    #[test]
+    fn an_answer_too_large_to_send_takes_no_place_in_the_window() {
+        let big = Draft07Extension::new([0xF000_0001], |_: &ExtensionMessage<'_>| ExtensionOutcome::Answer {
+            htype: 0xF000_0002,
+            body: vec![0; 8192],
+        });
+        let mut r = Responder::new(ResponderConfig::default().draft07(true));
+        r.set_draft07_registry(Registry07::of(&[big]));
+        r.on_connected(&[], None);
+        // A call settles -07 (the requester's total 40), and its reply is one Send.
+        let rpc: Vec<u8> = [1u32, 0, 2, 100003, 3, 0, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+        let mut call = [0u8; 128];
+        let n = rpcrdma_v2::draft07::marshal::call_inline(
+            &mut call,
+            1,
+            40,
+            0,
+            &rpcrdma_v2::draft07::marshal::NO_CHUNKS,
+            &rpc,
+        )
+        .unwrap();
+        assert!(matches!(r.on_receive(&call[..n]), Received::Call(_)));
+        r.reply_params(1).unwrap();
+        assert_eq!(r.d07.credits.window(), 39);
+        // The extension message (total 41): refused with RDMA2_ERR_SYSTEM, one more Send.
+        let m = ExtensionMessage::to_message(7, 41, 0xF000_0001, &[]);
+        let Received::SendError(e) = r.on_receive(&m) else { panic!("not refused") };
+        let e = rpcrdma_v2::draft07::header::Header::parse(e.as_bytes(), &Default::default()).unwrap().error();
+        assert_eq!(e.map(|e| e.code()), Some(rpcrdma_v2::draft07::xdr::RDMA2_ERR_SYSTEM));
+        assert_eq!(r.d07.credits.window(), 39, "41 granted, two Sends counted");
+    }
+}

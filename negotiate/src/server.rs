@@ -537,13 +537,10 @@ impl Server {
             .name("negotiate-server".into())
             .spawn(move || {
                 let handler: Arc<dyn Handler> = handler;
-                let rdma_at_post = backend.rdma_at_post();
-                let new_loop = |arms| {
-                    Loop::new(cfg.clone(), ulb.clone(), handler.clone(), s.clone(), sh.clone(), (arms, rdma_at_post))
-                };
+                let new_loop = || Loop::new(cfg.clone(), ulb.clone(), handler.clone(), s.clone(), sh.clone(), &backend);
                 // Connections whose queue pairs wake a waker share one event loop; each of the
                 // others gets a loop of its own, whose first thread accepts it.
-                let shared_loop = backend.wakes_wakers().then(|| new_loop(true));
+                let shared_loop = backend.wakes_wakers().then(new_loop);
                 let mut own: Vec<Arc<Loop<B, U>>> = Vec::new();
                 // Accepts in progress for the shared loop, each on a thread of its own until
                 // its connection joins the loop: an accept may wait on the peer (TCP's
@@ -592,7 +589,7 @@ impl Server {
                             }
                         }
                         None => {
-                            let lp = new_loop(false);
+                            let lp = new_loop();
                             lp.accept_on_own_thread(backend.clone(), req);
                             own.push(lp);
                         }

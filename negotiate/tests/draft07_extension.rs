@@ -209,8 +209,9 @@ fn appendix_b_the_servers_extension_message_reaches_the_clients_handler() {
 /// Appendix B.4 with sections 4.2.1 and 7.4.1, through a real Client and Server: a handler's
 /// answer larger than the requester's Receive is not sent, and the message is answered
 /// RDMA2_ERR_SYSTEM instead, one Send taking one credit. With a window of 2, three such
-/// answers and then a call all get through, with no overrun: an answer counted against the
-/// window and never sent would shut it for good after two.
+/// answers and then a call all get through, with no overrun. (A Server counts its Sends as it
+/// posts them; the core counting as it judges is checked in `responder.rs`'s own test,
+/// `an_answer_too_large_to_send_takes_no_place_in_the_window`.)
 #[test]
 fn appendix_b_4_an_answer_over_the_requesters_receive_is_err_system_and_takes_one_credit() {
     let big = Draft07Extension::new([RDMA2_PING], |_: &ExtensionMessage<'_>| ExtensionOutcome::Answer {

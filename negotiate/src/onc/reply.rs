@@ -169,24 +169,33 @@ impl AuthStat {
 }
 
 impl fmt::Display for AuthStat {
-    /// The name RFC 5531 section 9 (and RFC 2203) gives the value, or its number.
+    /// The name RFC 5531 section 9 gives the value (13 and 14 are RPCSEC_GSS's, RFC 2203),
+    /// with its comment there, or the number.
     ///
     /// ```
     /// use negotiate::onc::AuthStat;
     /// assert_eq!(AuthStat::BADCRED.to_string(), "AUTH_BADCRED (bad credential)");
+    /// assert_eq!(AuthStat(14).to_string(), "RPCSEC_GSS_CTXPROBLEM (problem with context)");
     /// assert_eq!(AuthStat(99).to_string(), "auth_stat 99");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = match *self {
-            AuthStat::OK => "AUTH_OK",
-            AuthStat::BADCRED => "AUTH_BADCRED (bad credential)",
-            AuthStat::REJECTEDCRED => "AUTH_REJECTEDCRED (the client must begin a new session)",
-            AuthStat::BADVERF => "AUTH_BADVERF (bad verifier)",
-            AuthStat::REJECTEDVERF => "AUTH_REJECTEDVERF (verifier expired or replayed)",
-            AuthStat::TOOWEAK => "AUTH_TOOWEAK (refused for security reasons)",
-            AuthStat::INVALIDRESP => "AUTH_INVALIDRESP (bogus response verifier)",
-            AuthStat::FAILED => "AUTH_FAILED (reason unknown)",
-            AuthStat(n) => return write!(f, "auth_stat {n}"),
+        let name = match self.0 {
+            0 => "AUTH_OK",
+            1 => "AUTH_BADCRED (bad credential)",
+            2 => "AUTH_REJECTEDCRED (the client must begin a new session)",
+            3 => "AUTH_BADVERF (bad verifier)",
+            4 => "AUTH_REJECTEDVERF (verifier expired or replayed)",
+            5 => "AUTH_TOOWEAK (rejected for security reasons)",
+            6 => "AUTH_INVALIDRESP (bogus response verifier)",
+            7 => "AUTH_FAILED (reason unknown)",
+            8 => "AUTH_KERB_GENERIC (Kerberos generic error)",
+            9 => "AUTH_TIMEEXPIRE (time of credential expired)",
+            10 => "AUTH_TKT_FILE (problem with ticket file)",
+            11 => "AUTH_DECODE (cannot decode authenticator)",
+            12 => "AUTH_NET_ADDR (wrong net address in ticket)",
+            13 => "RPCSEC_GSS_CREDPROBLEM (no credentials for user)",
+            14 => "RPCSEC_GSS_CTXPROBLEM (problem with context)",
+            n => return write!(f, "auth_stat {n}"),
         };
         f.write_str(name)
     }
@@ -268,12 +277,13 @@ pub enum Rejected {
 impl fmt::Display for Rejected {
     /// ```
     /// use negotiate::onc::{AuthStat, Rejected};
-    /// assert_eq!(Rejected::AuthError(AuthStat::TOOWEAK).to_string(), "AUTH_ERROR: AUTH_TOOWEAK (refused for security reasons)");
+    /// assert_eq!(Rejected::AuthError(AuthStat::TOOWEAK).to_string(), "AUTH_ERROR: AUTH_TOOWEAK (rejected for security reasons)");
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Rejected::RpcMismatch { low, high } => {
-                write!(f, "RPC_MISMATCH (the server speaks RPC versions {low} to {high}, not 2)")
+                // (Also a backward-direction call's reply, whose replier is the client: "peer".)
+                write!(f, "RPC_MISMATCH (the peer speaks RPC versions {low} to {high}, not 2)")
             }
             Rejected::AuthError(stat) => write!(f, "AUTH_ERROR: {stat}"),
         }

@@ -15,7 +15,8 @@
 //! handler holds up neither the calls behind it nor the other connections; further calls are
 //! then served beside it (up to [`ServerLimits::calls_in_progress`] per connection). A call
 //! whose arguments come by RDMA Read hands the role on at once when other messages wait: over
-//! TCP a Read is a network round trip.
+//! TCP a Read is a network round trip (not where the backend does a Read as it is posted,
+//! [`Backend::rdma_at_post`]: in process).
 //!
 //! Timers come from the connections' cores (`poll_timeout`, the idle deadline) and the
 //! loop's bookkeeping (calls in progress, the last answered): the role's holder sleeps until
@@ -25,6 +26,7 @@
 //! [`QueuePair::arm_waker`]: rpcrdma_verbs::QueuePair::arm_waker
 //! [`ServerLimits::run_inline_for`]: crate::limits::ServerLimits::run_inline_for
 //! [`ServerLimits::calls_in_progress`]: crate::limits::ServerLimits::calls_in_progress
+//! [`Backend::rdma_at_post`]: rpcrdma_verbs::Backend::rdma_at_post
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Weak;
@@ -36,6 +38,11 @@ use crate::connection::{Arrival, Received};
 use crate::datapath::send_answer;
 use rpcrdma_v2::draft07::properties::ReverseDirection;
 use rpcrdma_verbs::Arm;
+
+/// The shortest [`ServerLimits::run_inline_for`] for which a thread waiting for the role
+/// looks again on its own while the holder is awake, rather than being told at each call's
+/// start ([`Loop::take_role`]).
+const LOOK_AGAIN_AT_LEAST: Duration = Duration::from_micros(100);
 
 /// How long a thread the loop no longer needs (one more than the one waiting for the role)
 /// waits before it leaves.
@@ -100,7 +107,8 @@ struct State<B: Backend> {
     /// Waiting for the role (or spawned to): a call arriving finds one of them to take the
     /// role while it is served.
     waiting: usize,
-    /// Of those, the ones waiting without a deadline (no call served alone when they began).
+    /// Of those, the ones waiting without a deadline (when they began, no call was served
+    /// alone and the holder slept): [`Loop::begin_alone`] tells them.
     untimed: usize,
     /// Calls taken and not yet answered whose connection has left the loop (their handlers
     /// still run): they hold threads as the connections' calls do.
@@ -168,16 +176,17 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Wake for
 }
 
 impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, U> {
-    /// A loop with no connection yet; `arms`: its connections wake it; `rdma_at_post`: see
-    /// [`Backend::rdma_at_post`].
+    /// A loop with no connection yet, of `backend`'s connections: they wake it when
+    /// `backend` [wakes wakers](Backend::wakes_wakers) (else it is a loop of one connection).
     pub(super) fn new(
         cfg: Arc<ServerConfig>,
         ulb: Arc<U>,
         handler: Arc<dyn Handler>,
         stop: Arc<AtomicBool>,
         shared: Arc<Shared>,
-        (arms, rdma_at_post): (bool, bool),
+        backend: &B,
     ) -> Arc<Self> {
+        let (arms, rdma_at_post) = (backend.wakes_wakers(), backend.rdma_at_post());
         Arc::new_cyclic(|me| Loop {
             cfg,
             ulb,
@@ -867,7 +876,10 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// Waits for the role: free, or held by a thread serving a call alone for
     /// [`ServerLimits::run_inline_for`]; false once the loop has ended. While a call is served
     /// alone the wait has a deadline, so that it notices the call running long without being
-    /// told; otherwise it waits to be told (the role freed, or a call begun alone).
+    /// told; so has it while the holder is awake between calls (it looks again after
+    /// [`ServerLimits::run_inline_for`], when a call begun meanwhile could first be overdue);
+    /// otherwise, the holder asleep, it waits to be told (the role freed, or a call begun
+    /// alone).
     fn take_role(&self) -> bool {
         let mut st = lock(&self.st);
         loop {
@@ -899,13 +911,14 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     st.waiting -= 1;
                     return false;
                 }
-            } else if self.arms && !st.sleeping && !self.cfg.limits.run_inline_for.is_zero() {
+            } else if self.arms && !st.sleeping && self.cfg.limits.run_inline_for >= LOOK_AGAIN_AT_LEAST {
                 // The holder is awake between calls: it begins the next one soon, and a
                 // call begun after this look is overdue no sooner than `run_inline_for`
                 // from now. Looking again then costs this thread one wake-up a
                 // `run_inline_for` instead of one a call (`begin_alone` tells only the
-                // untimed, and nearly every call begins between two others). (Zero: every
-                // call is overdue as it begins, and `begin_alone` tells.)
+                // untimed, and nearly every call begins between two others). (A shorter
+                // `run_inline_for` would have it wake nearly as often as calls come, and
+                // contend for the loop's lock: told at each call's start instead.)
                 st = self
                     .turn
                     .wait_timeout(st, self.cfg.limits.run_inline_for)

@@ -135,7 +135,11 @@ impl core::fmt::Display for Rpcrdma2HdrError {
             Rpcrdma2HdrError::Rdma2ErrSegments(n) => {
                 write!(f, "RDMA2_ERR_SEGMENTS: the peer takes at most {n} segments in a chunk")
             }
-            // Section 7.3.4: the index counts from one; zero says the responder could not tell.
+            // Section 7.3.4: the index counts from one; zero says the responder could not tell,
+            // and both zero that the call cannot be sent again with more room.
+            Rpcrdma2HdrError::Rdma2ErrWriteResource(Rpcrdma2ErrWrite { rdma_chunk_index: 0, rdma_length_needed: 0 }) => {
+                f.write_str("RDMA2_ERR_WRITE_RESOURCE: a Write chunk is too small, and the peer gave neither which nor how much it needs")
+            }
             Rpcrdma2HdrError::Rdma2ErrWriteResource(w) if w.rdma_chunk_index == 0 => write!(
                 f,
                 "RDMA2_ERR_WRITE_RESOURCE: a Write chunk is too small (the peer could not tell which); its result needs {} bytes",
@@ -151,13 +155,13 @@ impl core::fmt::Display for Rpcrdma2HdrError {
             }
             Rpcrdma2HdrError::Rdma2ErrReplyResource(need) => write!(
                 f,
-                "RDMA2_ERR_REPLY_RESOURCE: the reply does not fit the Reply chunk; it needs {need} bytes of one"
+                "RDMA2_ERR_REPLY_RESOURCE: the reply does not fit the Reply chunk; it needs a Reply chunk of {need} bytes"
             ),
             Rpcrdma2HdrError::Default { discriminant } => f.write_str(match discriminant {
                 RDMA2_ERR_BAD_XDR => "RDMA2_ERR_BAD_XDR: the peer could not decode the transport header",
-                RDMA2_ERR_BAD_PROPVAL => "RDMA2_ERR_BAD_PROPVAL: the peer refused a transport property's value",
+                RDMA2_ERR_BAD_PROPVAL => "RDMA2_ERR_BAD_PROPVAL: the peer could not parse a transport property's value",
                 RDMA2_ERR_INVAL_HTYPE => "RDMA2_ERR_INVAL_HTYPE: the peer does not take that header type",
-                RDMA2_ERR_INVAL_CONT => "RDMA2_ERR_INVAL_CONT: the peer found a continuation out of order",
+                RDMA2_ERR_INVAL_CONT => "RDMA2_ERR_INVAL_CONT: a message of a continued sequence was out of order or inconsistent",
                 RDMA2_ERR_VERS_MISMATCH => "RDMA2_ERR_VERS_MISMATCH: the message's version is not the one used before on the connection",
                 RDMA2_ERR_SYSTEM => "RDMA2_ERR_SYSTEM: the peer failed to process the message, for a reason of its own",
                 _ => return write!(f, "RDMA2_ERROR code {discriminant}"),

@@ -24,16 +24,12 @@ use rpcrdma_verbs::{
     Access, Backend, ConnectRequest, InProcess, Listener, MemoryRegion, ProtectionDomain, QpCaps, QueuePair, Sge, Tcp,
 };
 
+#[path = "common/round_trip.rs"]
+mod round_trip;
+use round_trip::{reply_to, rpc_pair, Caller, RawPair};
+
 const T: Duration = Duration::from_secs(5);
 const MIB: usize = 1 << 20;
-
-/// The reply: the call's XID, REPLY, and a 56-byte body (64 bytes in all).
-fn reply_to(call: &[u8]) -> Vec<u8> {
-    let mut r = call[..4].to_vec();
-    r.extend_from_slice(&1u32.to_be_bytes());
-    r.resize(64, 0);
-    r
-}
 
 fn small_rpc_vs_raw_round_trip(c: &mut Criterion) {
     round_trip(c, "round_trip_64B", InProcess);
@@ -45,64 +41,13 @@ fn round_trip<B: Backend + Clone>(c: &mut Criterion, group: &str, b: B) {
     let mut g = c.benchmark_group(group);
     g.throughput(Throughput::Elements(1));
 
-    // Raw: a Send and the answering Send between two threads, Receives reposted each time.
-    let listener = b.listen(&b.any_address()).unwrap();
-    let addr = listener.local_addr();
-    let b2 = b.clone();
-    let echo = std::thread::spawn(move || {
-        let pd = b2.alloc_pd().unwrap();
-        let buf = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
-        let msg = pd.register(vec![1; 64], Access::empty()).unwrap();
-        let req = listener.get_request(T).unwrap();
-        let qp = req.accept_with(&pd, &[], QpCaps::default(), |qp| qp.post_recv(0, Sge::whole(&buf))).unwrap();
-        let mut n = 0u64;
-        // Each Receive's completion is followed by our Send's; an error ends the loop.
-        while let Some(c) = qp.wait_cq(T) {
-            if !c.is_ok() {
-                break;
-            }
-            if c.opcode == rpcrdma_verbs::Opcode::Recv {
-                qp.post_recv(n, Sge::whole(&buf)).unwrap();
-                qp.post_send(n, &[Sge::whole(&msg)], None).unwrap();
-                n += 1;
-            }
-        }
-    });
-    let pd = b.alloc_pd().unwrap();
-    let (qp, _) = b.connect(&pd, &addr, &[], QpCaps::default(), T).unwrap();
-    let buf = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
-    let msg = pd.register(vec![2; 64], Access::empty()).unwrap();
-    g.bench_function("raw_send_recv", |bench| {
-        bench.iter(|| {
-            qp.post_recv(1, Sge::whole(&buf)).unwrap();
-            qp.post_send(2, &[Sge::whole(&msg)], None).unwrap();
-            let mut got_reply = false;
-            while !got_reply {
-                let c = qp.wait_cq(T).unwrap();
-                assert!(c.is_ok());
-                got_reply = c.opcode == rpcrdma_verbs::Opcode::Recv;
-            }
-        })
-    });
-    qp.disconnect();
-    drop(qp);
-    echo.join().unwrap();
+    let raw = RawPair::start(&b);
+    g.bench_function("raw_send_recv", |bench| bench.iter(|| raw.round_trip()));
+    raw.stop();
 
-    // Ours: Client::call_into (the caller's reply buffer reused) to a Server.
-    let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 256 };
-    let server = Server::start(b.clone(), b.any_address(), ServerConfig::default(), Arc::new(ulb), reply_to).unwrap();
-    let client = Client::new(b, server.local_addr(), ClientConfig::default());
-    let mut xid = 0u32;
-    let mut call = vec![0u8; 64];
-    let mut reply = Vec::with_capacity(256);
-    g.bench_function("rpc_call", |bench| {
-        bench.iter(|| {
-            xid = xid.wrapping_add(1);
-            call[..4].copy_from_slice(&xid.to_be_bytes());
-            client.call_into(&call, &ulb, &mut reply).unwrap();
-            assert_eq!(reply.len(), 64);
-        })
-    });
+    let (_server, client) = rpc_pair(b);
+    let mut caller = Caller::new(&client);
+    g.bench_function("rpc_call", |bench| bench.iter(|| caller.call()));
     // (Unless a filter skipped it.)
     if client.stats().short > 0 {
         assert_eq!(client.version(), Some(Version::TWO));

@@ -174,8 +174,38 @@ fn a_loop_per_connection_where_queue_pairs_cannot_wake(calls_in_progress: usize)
     assert_eq!(serving_threads(), 0, "a thread left behind after the server stopped");
 }
 
+/// Over TCP the role's holder waits by driving the backend's readiness loop
+/// (`Backend::readiness`). Another thread of the process driving it for as long as it likes
+/// (here one that never stops on its own) holds nothing up: the holder waits in the lobby,
+/// woken when its connections are made ready, and the client's waits are told by whoever
+/// drives. Then the other thread stops at its interrupt.
+fn served_while_another_thread_drives_the_readiness_loop() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let readiness = Tcp.readiness().expect("the TCP backend lends its readiness loop");
+    let server = Server::start(Tcp, Tcp.any_address(), ServerConfig::default(), Arc::new(ULB), echo).unwrap();
+    let client = Client::new(Tcp, server.local_addr(), ClientConfig::default());
+    assert!(client.call(&call(1), &ULB).is_ok());
+    let stop = Arc::new(AtomicBool::new(false));
+    let hog = {
+        let stop = stop.clone();
+        std::thread::spawn(move || readiness.drive(Duration::from_secs(60), &mut || stop.load(Ordering::SeqCst)))
+    };
+    let started = Instant::now();
+    for xid in 2..200 {
+        let reply = client.call(&call(xid), &ULB).expect("served while another thread drives");
+        assert_eq!(reply[..4], xid.to_be_bytes());
+    }
+    assert_eq!(server.stats().calls.total(), 199, "every call answered once");
+    stop.store(true, Ordering::SeqCst);
+    readiness.interrupt();
+    assert_eq!(hog.join().unwrap(), rpcrdma_verbs::Drove::Stopped);
+    // (The calls were not held up waiting for the other thread: 60 s.)
+    assert!(started.elapsed() < Duration::from_secs(30), "the calls waited for the driving thread");
+}
+
 #[test]
 fn issue_25_the_servers_event_loop() {
+    served_while_another_thread_drives_the_readiness_loop();
     an_idle_connection_closes_while_another_is_busy(NoWakers);
     many_connections_on_a_few_threads(InProcess);
     many_connections_on_a_few_threads(Tcp);

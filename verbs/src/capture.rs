@@ -205,6 +205,10 @@ impl<B: Backend> Backend for Captured<B> {
         self.inner.rdma_at_post()
     }
 
+    fn readiness(&self) -> Option<crate::Readiness> {
+        self.inner.readiness()
+    }
+
     fn listen_with(&self, addr: &str, opts: &ListenOptions) -> Result<Self::Listener> {
         Ok(CapturedListener { inner: self.inner.listen_with(addr, opts)?, tap: self.tap.clone() })
     }

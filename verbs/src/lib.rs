@@ -83,6 +83,7 @@ pub use inproc::InProcess;
 pub use memory::{Access, RemoteBuf, Sge};
 #[cfg(feature = "rdma")]
 pub use rdma::Rdma;
+pub use reactor::{Drove, Readiness};
 pub use tcp::Tcp;
 
 /// The result of a verbs call.
@@ -432,6 +433,19 @@ pub trait Backend: Send + Sync + 'static {
     /// ```
     fn rdma_at_post(&self) -> bool {
         false
+    }
+
+    /// The readiness loop that wakes this backend's wakers, where a thread that would sleep
+    /// until one wakes it may do the loop's work itself instead ([`Readiness::drive`]): then
+    /// what it waits for wakes nobody. `None` by default (the in-process backend completes
+    /// work requests as they are posted, on the posting thread).
+    ///
+    /// ```
+    /// use rpcrdma_verbs::{Backend, InProcess, Tcp};
+    /// assert!(InProcess.readiness().is_none() && Tcp.readiness().is_some());
+    /// ```
+    fn readiness(&self) -> Option<Readiness> {
+        None
     }
 
     /// Binds and listens on `addr` (`rdma_bind_addr` + `rdma_listen`) with the default

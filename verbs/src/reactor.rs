@@ -11,18 +11,39 @@
 //! Descriptors are registered edge-triggered for reading and writing: a source that is told
 //! it is ready must read until the descriptor would block (or say [`Step::More`] to be called
 //! again before the loop sleeps), so that no readiness is lost.
+//!
+//! # Lent to a thread that would sleep anyway
+//!
+//! Waking a thread costs a context switch, and the thread woken here is usually one that was
+//! about to wait for exactly this readiness: a server's event loop for its connections'
+//! frames, a thread in `wait_cq` for its completion. So that thread may do the loop's work
+//! itself ([`drive`]: whoever holds [`Reactor::driver`] drives), and the loop's own thread
+//! steps aside meanwhile.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 
 use crate::lock;
+
+mod drive;
+pub use drive::{Drove, Readiness};
+
+thread_local! {
+    /// This thread holds [`Reactor::driver`] now.
+    static DRIVING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread drives the readiness loop now (its own thread, or a guest).
+pub(crate) fn driving_here() -> bool {
+    DRIVING.with(|d| d.get())
+}
 
 /// What the loop does with a source after calling it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +87,18 @@ pub(crate) struct Reactor {
     /// Wakes the thread early, under token [`WAKE`].
     waker: Waker,
     inner: Mutex<Inner>,
+    /// The right to wait for readiness and call the sources: held by whoever drives (the
+    /// loop's own thread, or a [guest](Readiness::drive)).
+    driver: Mutex<Driver>,
+    /// What the guests do (see [`drive`]).
+    guests: drive::Guests,
+}
+
+/// What one drives with: the poll, its events, the read buffer.
+struct Driver {
+    poll: Poll,
+    events: Events,
+    scratch: Vec<u8>,
 }
 
 /// The waker's token; queue pairs' tokens are their ids, which start at 1.
@@ -76,7 +109,6 @@ const SCRATCH: usize = 256 << 10;
 const EVENTS: usize = 256;
 /// The longest sleep with no deadline due (the thread has nothing to look at meanwhile).
 const LONGEST_SLEEP: Duration = Duration::from_secs(3600);
-
 /// The process's readiness loop, started on first use.
 pub(crate) fn reactor() -> io::Result<&'static Reactor> {
     static LOOP: OnceLock<Result<&'static Reactor, io::ErrorKind>> = OnceLock::new();
@@ -91,9 +123,11 @@ pub(crate) fn reactor() -> io::Result<&'static Reactor> {
                 again: VecDeque::new(),
                 asleep_until: None,
             }),
+            driver: Mutex::new(Driver { poll, events: Events::with_capacity(EVENTS), scratch: vec![0u8; SCRATCH] }),
+            guests: drive::Guests::default(),
         };
         let r: &'static Reactor = Box::leak(Box::new(r));
-        std::thread::Builder::new().name("verbs-io".into()).spawn(move || r.run(poll)).map_err(|e| e.kind())?;
+        std::thread::Builder::new().name("verbs-io".into()).spawn(move || r.run()).map_err(|e| e.kind())?;
         Ok(r)
     });
     r.map_err(io::Error::from)
@@ -135,7 +169,7 @@ impl Reactor {
         }
     }
 
-    fn poke(&self) {
+    pub(crate) fn poke(&self) {
         // A failed wake leaves the thread to its deadline: the next event or the next wait.
         let _ = self.waker.wake();
     }
@@ -158,57 +192,86 @@ impl Reactor {
         }
     }
 
-    fn run(&self, mut poll: Poll) {
-        let mut scratch = vec![0u8; SCRATCH];
-        let mut events = Events::with_capacity(EVENTS);
+    /// The loop's own thread: drives, except while a guest does or did lately
+    /// ([`drive::Guests`]).
+    fn run(&self) {
+        DRIVING.with(|d| d.set(true));
+        let mut aside = drive::Aside::default();
         loop {
-            // The deadlines due, and the sources to call again, then how long to sleep.
+            if let Some(sleep) = self.guests.keep_aside(&mut aside) {
+                std::thread::sleep(sleep);
+                continue;
+            }
+            // (A guest that took the driver since is left to it.)
+            let Some(mut d) = self.try_driver() else { continue };
+            if self.guests.enter_own() {
+                self.turn(&mut d, None);
+            }
+            self.guests.leave_own();
+            drop(d);
+            self.guests.after_own();
+        }
+    }
+
+    /// One round: the deadlines due and the sources to call again, then one wait for
+    /// readiness (until the earliest deadline, or `until`), then the sources it found ready.
+    fn turn(&self, d: &mut Driver, until: Option<Instant>) {
+        let Driver { poll, events, scratch } = d;
+        // The deadlines due, and the sources to call again, then how long to sleep.
+        let now = Instant::now();
+        let (due, again) = {
+            let mut inner = lock(&self.inner);
+            let mut due = Vec::new();
+            while let Some(&Reverse((at, token))) = inner.deadlines.peek() {
+                if at > now {
+                    break;
+                }
+                inner.deadlines.pop();
+                due.push((at, token));
+            }
+            (due, std::mem::take(&mut inner.again))
+        };
+        for (at, token) in due {
+            if let Some(s) = self.source(token) {
+                self.after(token, s.on_deadline(at, now));
+            }
+        }
+        for token in again {
+            if let Some(s) = self.source(token) {
+                self.after(token, s.on_ready(scratch));
+            }
+        }
+        let timeout = {
+            let mut inner = lock(&self.inner);
             let now = Instant::now();
-            let (due, again) = {
-                let mut inner = lock(&self.inner);
-                let mut due = Vec::new();
-                while let Some(&Reverse((at, token))) = inner.deadlines.peek() {
-                    if at > now {
-                        break;
-                    }
-                    inner.deadlines.pop();
-                    due.push((at, token));
-                }
-                (due, std::mem::take(&mut inner.again))
-            };
-            for (at, token) in due {
-                if let Some(s) = self.source(token) {
-                    self.after(token, s.on_deadline(at, now));
-                }
+            if !inner.again.is_empty() || inner.deadlines.peek().is_some_and(|Reverse((at, _))| *at <= now) {
+                Duration::ZERO
+            } else {
+                let due = inner.deadlines.peek().map_or(now + LONGEST_SLEEP, |Reverse((at, _))| *at);
+                let until = until.map_or(due, |u| u.min(due));
+                inner.asleep_until = Some(until);
+                until.saturating_duration_since(now)
             }
-            for token in again {
-                if let Some(s) = self.source(token) {
-                    self.after(token, s.on_ready(&mut scratch));
-                }
+        };
+        // An interrupted wait is a wait with no events.
+        let _ = poll.poll(events, Some(timeout));
+        lock(&self.inner).asleep_until = None;
+        for ev in events.iter() {
+            let token = ev.token().0 as u64;
+            if ev.token() == WAKE {
+                continue;
             }
-            let timeout = {
-                let mut inner = lock(&self.inner);
-                let now = Instant::now();
-                if !inner.again.is_empty() || inner.deadlines.peek().is_some_and(|Reverse((at, _))| *at <= now) {
-                    Duration::ZERO
-                } else {
-                    let until = inner.deadlines.peek().map_or(now + LONGEST_SLEEP, |Reverse((at, _))| *at);
-                    inner.asleep_until = Some(until);
-                    until.saturating_duration_since(now)
-                }
-            };
-            // An interrupted wait is a wait with no events.
-            let _ = poll.poll(&mut events, Some(timeout));
-            lock(&self.inner).asleep_until = None;
-            for ev in events.iter() {
-                let token = ev.token().0 as u64;
-                if ev.token() == WAKE {
-                    continue;
-                }
-                if let Some(s) = self.source(token) {
-                    self.after(token, s.on_ready(&mut scratch));
-                }
+            if let Some(s) = self.source(token) {
+                self.after(token, s.on_ready(scratch));
             }
+        }
+    }
+
+    fn try_driver(&self) -> Option<MutexGuard<'_, Driver>> {
+        match self.driver.try_lock() {
+            Ok(d) => Some(d),
+            Err(TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
         }
     }
 }

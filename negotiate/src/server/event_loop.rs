@@ -37,7 +37,7 @@ use super::*;
 use crate::connection::{Arrival, Received};
 use crate::datapath::send_answer;
 use rpcrdma_v2::draft07::properties::ReverseDirection;
-use rpcrdma_verbs::Arm;
+use rpcrdma_verbs::{Arm, Readiness};
 
 /// The shortest [`ServerLimits::run_inline_for`] for which a thread waiting for the role
 /// looks again on its own while the holder is awake, rather than being told at each call's
@@ -67,6 +67,10 @@ pub(super) struct Loop<B: Backend, U: ?Sized> {
     /// Whether its backend carries an RDMA Read out as it is posted ([`Backend::rdma_at_post`]):
     /// then a call's Read chunks hold the role's holder up no longer than its handler does.
     rdma_at_post: bool,
+    /// Its backend's readiness loop, which the role's holder drives while it has nothing to
+    /// serve ([`Backend::readiness`]: TCP): the frame that makes a connection ready is then
+    /// read by the thread that serves it, not by one that wakes it.
+    readiness: Option<Readiness>,
     st: Mutex<State<B>>,
     /// For the threads waiting for the role (with `st`): it is free, a call is being served
     /// alone, or the loop ended.
@@ -77,6 +81,17 @@ pub(super) struct Loop<B: Backend, U: ?Sized> {
     /// role's holder polls before it sleeps.
     ready_len: AtomicUsize,
     me: Weak<Self>,
+}
+
+/// How the role's holder learns that a connection is ready.
+#[derive(Clone, Copy)]
+enum HolderWake {
+    /// It is awake and looks at the ready queue before it waits.
+    Nobody,
+    /// It sleeps on `work`.
+    Sleeper,
+    /// It drives the backend's readiness loop.
+    Driver,
 }
 
 /// A connection of the loop, by its id there.
@@ -116,6 +131,9 @@ struct State<B: Backend> {
     /// The role's holder sleeps on `work`: only then does a connection made ready tell it
     /// (a notification is a system call).
     sleeping: bool,
+    /// The role's holder drives the backend's readiness loop while it waits: a connection
+    /// made ready on another thread interrupts it.
+    driving: bool,
     /// When the idle rule is next looked at, busy or not.
     next_idle_check: Instant,
     /// The role is free: the next waiting thread takes it.
@@ -167,10 +185,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Wake for
             // Notified once the lock is released: notified under it, the role's holder woke
             // only to block on the lock this thread still held (a quarter of a thread switch
             // per call under load).
-            let notify = lp.push_ready(&mut lock(&lp.st), self.id);
-            if notify {
-                lp.work.notify_one();
-            }
+            let wake = lp.push_ready(&mut lock(&lp.st), self.id);
+            lp.wake_holder(wake);
         }
     }
 }
@@ -187,6 +203,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         backend: &B,
     ) -> Arc<Self> {
         let (arms, rdma_at_post) = (backend.wakes_wakers(), backend.rdma_at_post());
+        let readiness = if arms { backend.readiness() } else { None };
         Arc::new_cyclic(|me| Loop {
             cfg,
             ulb,
@@ -195,6 +212,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             shared,
             arms,
             rdma_at_post,
+            readiness,
             st: Mutex::new(State {
                 conns: HashMap::new(),
                 ready: VecDeque::new(),
@@ -205,6 +223,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 untimed: 0,
                 orphans: 0,
                 sleeping: false,
+                driving: false,
                 next_idle_check: Instant::now(),
                 free: true,
                 alone: None,
@@ -312,6 +331,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             st.ended = true;
             self.turn.notify_all();
             self.work.notify_all();
+            if let (true, Some(r)) = (st.driving, self.readiness) {
+                r.interrupt();
+            }
             st.conns.values().map(|s| s.served.clone()).collect()
         };
         // (Not with the state locked: a close flushes the Receives, whose completions wake
@@ -335,28 +357,41 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// Puts connection `id` on the ready queue, once, and wakes the role's holder.
     fn enqueue(&self, st: &mut State<B>, id: u64) {
-        if self.push_ready(st, id) {
-            self.work.notify_one();
+        let wake = self.push_ready(st, id);
+        self.wake_holder(wake);
+    }
+
+    /// Puts connection `id` on the ready queue, once: says how the role's holder must be told
+    /// ([`Loop::wake_holder`], once the loop's lock is released).
+    #[must_use]
+    fn push_ready(&self, st: &mut State<B>, id: u64) -> HolderWake {
+        // (A loop of one connection has no queue: its role's holder waits on the connection
+        // itself, or, with its most calls in progress, to be told.)
+        if self.arms {
+            let Some(slot) = st.conns.get_mut(&id) else { return HolderWake::Nobody };
+            if slot.queued {
+                return HolderWake::Nobody;
+            }
+            slot.queued = true;
+            st.ready.push_back(id);
+            self.ready_len.store(st.ready.len(), Ordering::Release);
+        }
+        if st.sleeping {
+            HolderWake::Sleeper
+        } else if st.driving {
+            HolderWake::Driver
+        } else {
+            HolderWake::Nobody
         }
     }
 
-    /// Puts connection `id` on the ready queue, once: true when the role's holder sleeps and
-    /// must be woken (`work`).
-    #[must_use]
-    fn push_ready(&self, st: &mut State<B>, id: u64) -> bool {
-        // (A loop of one connection has no queue: its role's holder waits on the connection
-        // itself, or, with its most calls in progress, to be told.)
-        if !self.arms {
-            return st.sleeping;
+    /// Tells the role's holder what [`Loop::push_ready`] said.
+    fn wake_holder(&self, wake: HolderWake) {
+        match (wake, self.readiness) {
+            (HolderWake::Sleeper, _) => self.work.notify_one(),
+            (HolderWake::Driver, Some(r)) => r.interrupt(),
+            _ => {}
         }
-        let Some(slot) = st.conns.get_mut(&id) else { return false };
-        if slot.queued {
-            return false;
-        }
-        slot.queued = true;
-        st.ready.push_back(id);
-        self.ready_len.store(st.ready.len(), Ordering::Release);
-        st.sleeping
     }
 
     /// Starts one more thread.
@@ -613,6 +648,19 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             }
             if let Some(next) = self.pop_ready(&mut st) {
                 return Some(next);
+            }
+            let wait = st.next_idle_check.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+            if let Some(r) = self.readiness {
+                // Waits by reading the connections' frames itself: the one that makes a
+                // connection ready wakes nobody.
+                st.driving = true;
+                drop(st);
+                // (Atomics only: `stop` is looked at with the lobby's lock held, which a thread
+                // holding the loop's lock may wait for. The server sets `stop` before it ends
+                // the loop.)
+                r.drive(wait, &mut || self.ready_len.load(Ordering::Acquire) > 0 || self.stop.load(Ordering::Relaxed));
+                lock(&self.st).driving = false;
+                continue;
             }
             drop(st);
             self.poll_before_wait(|| self.ready_len.load(Ordering::Acquire) > 0);
@@ -911,7 +959,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     st.waiting -= 1;
                     return false;
                 }
-            } else if self.arms && !st.sleeping && self.cfg.limits.run_inline_for >= LOOK_AGAIN_AT_LEAST {
+            } else if self.arms && !st.sleeping && !st.driving && self.cfg.limits.run_inline_for >= LOOK_AGAIN_AT_LEAST
+            {
                 // The holder is awake between calls: it begins the next one soon, and a
                 // call begun after this look is overdue no sooner than `run_inline_for`
                 // from now. Looking again then costs this thread one wake-up a

@@ -154,6 +154,10 @@ impl Backend for Tcp {
         true
     }
 
+    fn readiness(&self) -> Option<crate::Readiness> {
+        crate::Readiness::get()
+    }
+
     fn listen_with(&self, addr: &str, opts: &ListenOptions) -> Result<TcpCmListener> {
         cm::listen(addr, opts)
     }

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -335,6 +336,9 @@ pub(super) struct Shared {
     pub(super) out: Arc<Outbox>,
     /// The peer's frames as they arrive, applied by the readiness loop only.
     inbound: Mutex<Inbound>,
+    /// Threads waiting on this queue pair by driving the readiness loop (`wait_for`): what
+    /// another thread changes must interrupt their wait for readiness.
+    drivers: AtomicUsize,
 }
 
 pub(super) struct State {
@@ -534,6 +538,7 @@ impl TcpQp {
             qp,
             out,
             inbound: Mutex::new(Inbound::default()),
+            drivers: AtomicUsize::new(0),
         });
         // Dropping `qp` on an error disconnects, which the peer sees as end of stream.
         let (qp, before) = before(TcpQp { sh, caps });
@@ -647,7 +652,30 @@ impl TcpQp {
         self.post(wr_id, opcode, total, ok.then_some(frame), read_into, flags)
     }
 
-    fn wait_for<T>(&self, timeout: Duration, take: impl FnMut(&mut State) -> Option<T>) -> Option<T> {
+    fn wait_for<T>(&self, timeout: Duration, mut take: impl FnMut(&mut State) -> Option<T>) -> Option<T> {
+        if let Some(v) = take(&mut lock(&self.sh.st)) {
+            return Some(v);
+        }
+        // Waits by driving the readiness loop where no other thread does, for a while: the
+        // frame that ends the wait is then read by this thread, instead of by one that would
+        // wake it. Then as before, woken by whoever drives.
+        let mut timeout = timeout;
+        if let (false, Ok(r)) = (timeout.is_zero(), reactor::reactor()) {
+            let start = Instant::now();
+            let mut got = None;
+            self.sh.drivers.fetch_add(1, Ordering::SeqCst);
+            let drove = r.try_drive(timeout, &mut || {
+                got = take(&mut lock(&self.sh.st));
+                got.is_some()
+            });
+            self.sh.drivers.fetch_sub(1, Ordering::SeqCst);
+            if got.is_some() {
+                return got;
+            }
+            if drove.is_some() {
+                timeout = timeout.saturating_sub(start.elapsed());
+            }
+        }
         // Not counted: this condition variable has other waiters too (the writer's linger).
         rules::wait_for(&self.sh.st, &self.sh.cv, timeout, |_| None, take)
     }
@@ -813,6 +841,12 @@ impl Shared {
         let fired = st.q.take_fired();
         drop(st);
         self.cv.notify_all();
+        // A thread waiting by driving the readiness loop learns of it at once.
+        if self.drivers.load(Ordering::SeqCst) > 0 {
+            if let Ok(r) = reactor::reactor() {
+                r.nudge(false);
+            }
+        }
         if let Some(waker) = fired {
             waker.wake();
         }

@@ -1,0 +1,299 @@
+//! Guests: threads that drive the readiness loop while they wait for what it delivers.
+//!
+//! A thread about to sleep until a frame arrives (a server's event loop between calls, a
+//! thread in `wait_cq`) waits in `epoll_wait` itself and applies what comes: the frame then
+//! costs the kernel's one wake-up of that thread, where the loop's own thread woke first and
+//! woke it second (eRPC's run to completion on the thread that polls).
+//!
+//! One thread drives at a time ([`Reactor::driver`](super::Reactor)):
+//! * a [`Readiness::drive`] (a server loop's holder) that finds another driving waits in the
+//!   *lobby*, woken by [`Readiness::interrupt`] and by a `wait_cq` thread leaving;
+//! * a thread in `wait_cq` drives only if nobody does, and for at most [`SLICE`]
+//!   ([`Reactor::try_drive`]): its wait may be long, and a thread serving many connections
+//!   should drive instead; otherwise it waits on its queue pair as before, woken by whoever
+//!   drives;
+//! * a thread leaving with others in the lobby first looks once more without waiting, so
+//!   that what came for them meanwhile reaches them.
+//!
+//! The loop's own thread steps aside while a guest drives and for [`GRACE`] after one left (a
+//! guest that serves a call is usually back within it), then takes over, so that readiness
+//! nobody waits for (another connection's frames, a deadline) is never held up for longer
+//! while the threads that drove are busy; when it finds threads in the lobby it wakes them to
+//! drive instead. A guest that finds it driving asks it to step aside.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use super::{driving_here, reactor, Reactor, DRIVING};
+use crate::lock;
+
+/// How long the loop's own thread stays aside after a guest stopped driving.
+const GRACE: Duration = Duration::from_millis(1);
+/// The longest the loop's own thread sleeps aside while a guest drives before it looks
+/// again (it is not told when a guest stops: that would be a wake-up a call).
+const ASIDE_AT_MOST: Duration = Duration::from_millis(100);
+/// Threads in the lobby at once that it holds without growing.
+const LOBBY_SIZED: usize = 64;
+/// The longest a thread waiting on one queue pair drives ([`Reactor::try_drive`]).
+const SLICE: Duration = Duration::from_millis(1);
+
+/// What the guests are doing, for the loop's own thread and for each other.
+pub(super) struct Guests {
+    /// A guest drives now.
+    driving: AtomicBool,
+    /// The loop's own thread drives now.
+    own_driving: AtomicBool,
+    /// When a guest last stopped driving, in nanoseconds since `born`.
+    left: AtomicU64,
+    /// A guest waits for the loop's own thread to step aside.
+    wants: AtomicBool,
+    born: Instant,
+    /// The threads waiting to drive ([`Readiness::drive`]).
+    lobby: Mutex<Vec<Thread>>,
+    in_lobby: AtomicUsize,
+}
+
+impl Default for Guests {
+    fn default() -> Self {
+        Guests {
+            driving: AtomicBool::new(false),
+            own_driving: AtomicBool::new(false),
+            left: AtomicU64::new(0),
+            wants: AtomicBool::new(false),
+            born: Instant::now(),
+            // (Sized once: a steady state allocates nothing.)
+            lobby: Mutex::new(Vec::with_capacity(LOBBY_SIZED)),
+            in_lobby: AtomicUsize::new(0),
+        }
+    }
+}
+
+/// How long the loop's own thread sleeps aside next, while a guest keeps driving.
+pub(super) struct Aside(Duration);
+
+impl Default for Aside {
+    fn default() -> Self {
+        Aside(GRACE)
+    }
+}
+
+impl Guests {
+    fn now(&self) -> u64 {
+        self.born.elapsed().as_nanos() as u64
+    }
+
+    /// For the loop's own thread: how long to stay aside, or `None` to drive.
+    pub(super) fn keep_aside(&self, aside: &mut Aside) -> Option<Duration> {
+        if self.driving.load(Ordering::Acquire) {
+            let sleep = aside.0;
+            aside.0 = (aside.0 * 2).min(ASIDE_AT_MOST);
+            return Some(sleep);
+        }
+        *aside = Aside::default();
+        let since = Duration::from_nanos(self.now().saturating_sub(self.left.load(Ordering::Acquire)));
+        (since < GRACE).then(|| GRACE - since)
+    }
+
+    /// The loop's own thread holds the driver: false when it should not wait with it, since
+    /// threads wait in the lobby to drive themselves ([`Guests::after_own`] wakes them).
+    pub(super) fn enter_own(&self) -> bool {
+        self.own_driving.store(true, Ordering::SeqCst);
+        self.in_lobby.load(Ordering::SeqCst) == 0
+    }
+
+    /// The loop's own thread is about to give the driver up.
+    pub(super) fn leave_own(&self) {
+        self.own_driving.store(false, Ordering::SeqCst);
+    }
+
+    /// The loop's own thread gave the driver up: if a guest asked, or waits in the lobby, it
+    /// steps aside and wakes them.
+    pub(super) fn after_own(&self) {
+        if self.wants.swap(false, Ordering::AcqRel) || self.in_lobby.load(Ordering::SeqCst) > 0 {
+            self.left.store(self.now(), Ordering::Release);
+            self.call();
+        }
+    }
+
+    /// Wakes the threads in the lobby.
+    fn call(&self) {
+        if self.in_lobby.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        for t in lock(&self.lobby).iter() {
+            t.unpark();
+        }
+    }
+}
+
+impl Reactor {
+    /// [`Readiness::drive`]: waits in the lobby while another thread drives.
+    fn drive(&self, timeout: Duration, stop: &mut dyn FnMut() -> bool) -> Drove {
+        let until = Instant::now().checked_add(timeout);
+        match self.take_driver(until, stop) {
+            Ok(d) => self.drive_with(d, until, stop, false),
+            Err(drove) => drove,
+        }
+    }
+
+    /// Drives for a thread waiting on one queue pair, if no other thread drives: `None` then
+    /// (it waits as it would have, and the thread driving wakes it). At most for [`SLICE`]:
+    /// such a wait may be long, and a thread serving many connections should drive instead.
+    pub(crate) fn try_drive(&self, timeout: Duration, stop: &mut dyn FnMut() -> bool) -> Option<Drove> {
+        let d = self.try_driver()?;
+        let until = Instant::now().checked_add(timeout.min(SLICE));
+        Some(self.drive_with(d, until, stop, true))
+    }
+
+    fn drive_with(
+        &self,
+        mut d: std::sync::MutexGuard<'_, super::Driver>,
+        until: Option<Instant>,
+        stop: &mut dyn FnMut() -> bool,
+        sliced: bool,
+    ) -> Drove {
+        let g = &self.guests;
+        g.driving.store(true, Ordering::SeqCst);
+        DRIVING.with(|d| d.set(true));
+        // At least one round, even with no time: a zero timeout is a look without waiting.
+        let mut turned = false;
+        let drove = loop {
+            if stop() {
+                break Drove::Stopped;
+            }
+            if turned && until.is_some_and(|u| Instant::now() >= u) {
+                break Drove::TimedOut;
+            }
+            self.turn(&mut d, until);
+            turned = true;
+        };
+        let waiting = g.in_lobby.load(Ordering::SeqCst) > 0;
+        if waiting {
+            // What came meanwhile for those in the lobby reaches them before this thread goes.
+            self.turn(&mut d, Some(Instant::now()));
+        }
+        DRIVING.with(|d| d.set(false));
+        g.left.store(g.now(), Ordering::Release);
+        g.driving.store(false, Ordering::SeqCst);
+        drop(d);
+        // A thread that waited on one queue pair leaves: one waiting in the lobby takes over.
+        if sliced && waiting {
+            g.call();
+        }
+        drove
+    }
+
+    /// The driver, once free, unless `stop()` or `until` comes first: waits in the lobby
+    /// meanwhile, asking the loop's own thread to step aside if it drives.
+    fn take_driver(
+        &self,
+        until: Option<Instant>,
+        stop: &mut dyn FnMut() -> bool,
+    ) -> Result<std::sync::MutexGuard<'_, super::Driver>, Drove> {
+        if let Some(d) = self.try_driver() {
+            return Ok(d);
+        }
+        let g = &self.guests;
+        let me = std::thread::current();
+        lock(&g.lobby).push(me.clone());
+        g.in_lobby.fetch_add(1, Ordering::SeqCst);
+        let taken = loop {
+            // (Looked at once registered: what comes after is told by an unpark.)
+            if stop() {
+                break Err(Drove::Stopped);
+            }
+            if let Some(d) = self.try_driver() {
+                break Ok(d);
+            }
+            if g.own_driving.load(Ordering::SeqCst) {
+                g.wants.store(true, Ordering::Release);
+                self.poke();
+            }
+            let left = until.map_or(super::LONGEST_SLEEP, |u| u.saturating_duration_since(Instant::now()));
+            if left.is_zero() {
+                break Err(Drove::TimedOut);
+            }
+            std::thread::park_timeout(left);
+        };
+        g.in_lobby.fetch_sub(1, Ordering::SeqCst);
+        lock(&g.lobby).retain(|t| t.id() != me.id());
+        taken
+    }
+
+    /// Has the thread driving look at its `stop` again (unless it is this one: it looks
+    /// after the round) and, with `lobby`, those waiting in the lobby too (a server loop's
+    /// holder; a queue pair's waiter is told by its condition variable).
+    pub(crate) fn nudge(&self, lobby: bool) {
+        if !driving_here() {
+            self.poke();
+        }
+        if lobby {
+            self.guests.call();
+        }
+    }
+}
+
+/// How a [`Readiness::drive`] ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Drove {
+    /// Its `stop` said so.
+    Stopped,
+    /// Its timeout passed first.
+    TimedOut,
+}
+
+/// The backend's readiness loop, lent to a thread that would otherwise sleep until a queue
+/// pair of the backend wakes it ([`Backend::readiness`](crate::Backend::readiness)): the TCP
+/// backend's.
+///
+/// The thread that drives waits in `epoll_wait` itself and applies the frames that come, so
+/// that the frame it waits for wakes only it, where the loop's own thread would have woken
+/// first and woken it second. One thread drives at a time: another that calls
+/// [`Readiness::drive`] meanwhile waits for it to give the loop up (or for its own `stop`),
+/// and the loop's own thread stays aside while threads drive, taking over within about a
+/// millisecond of their leaving, so that frames nobody waits for are not held up.
+///
+/// ```
+/// use rpcrdma_verbs::{Backend, Drove, InProcess, Tcp};
+/// use std::time::Duration;
+///
+/// assert!(InProcess.readiness().is_none());
+/// let readiness = Tcp.readiness().expect("the TCP backend lends its readiness loop");
+/// // Nothing to wait for: drives for a millisecond (or waits that long for the thread driving).
+/// let drove = readiness.drive(Duration::from_millis(1), &mut || false);
+/// assert_eq!(drove, Drove::TimedOut);
+/// // What it waits for has come: returns at once.
+/// assert_eq!(readiness.drive(Duration::from_secs(1), &mut || true), Drove::Stopped);
+/// ```
+#[derive(Clone, Copy)]
+pub struct Readiness(&'static Reactor);
+
+impl Readiness {
+    /// The process's readiness loop (started on first use).
+    pub(crate) fn get() -> Option<Readiness> {
+        reactor().ok().map(Readiness)
+    }
+
+    /// Does the readiness loop's work on this thread (reads and applies what the sockets
+    /// hold, fires the wakers and deadlines that follow) until `stop()` is true (looked at
+    /// before each round), or `timeout` has passed (a zero timeout: one round that does not
+    /// wait). Where another thread drives, waits for it to give the loop up, or for
+    /// `stop()`. Call [`Readiness::interrupt`] when `stop()` turns true on another thread
+    /// than the one driving.
+    pub fn drive(&self, timeout: Duration, stop: &mut dyn FnMut() -> bool) -> Drove {
+        self.0.drive(timeout, stop)
+    }
+
+    /// Has whoever drives, or waits to in [`Readiness::drive`], look at its `stop` again.
+    pub fn interrupt(&self) {
+        self.0.nudge(true);
+    }
+}
+
+impl std::fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readiness").finish_non_exhaustive()
+    }
+}

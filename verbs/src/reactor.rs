@@ -154,8 +154,9 @@ impl Reactor {
         self.after(token, Step::Done);
     }
 
-    /// Asks for `token`'s [`Source::on_deadline`] at `at` (or soon after), waking the loop's
-    /// thread if it sleeps past `at`.
+    /// Asks for `token`'s [`Source::on_deadline`] at `at` (or soon after), waking whoever
+    /// drives if it waits past `at` (while the loop's own thread is aside and no guest
+    /// drives, the deadline waits for the next to drive: at most `drive::ASIDE_AT_MOST`).
     pub(crate) fn wake_at(&self, token: u64, at: Instant) {
         let mut inner = lock(&self.inner);
         inner.deadlines.push(Reverse((at, token)));

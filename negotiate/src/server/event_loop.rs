@@ -362,7 +362,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     }
 
     /// Puts connection `id` on the ready queue, once: says how the role's holder must be told
-    /// ([`Loop::wake_holder`], once the loop's lock is released).
+    /// ([`Loop::wake_holder`]).
     #[must_use]
     fn push_ready(&self, st: &mut State<B>, id: u64) -> HolderWake {
         // (A loop of one connection has no queue: its role's holder waits on the connection
@@ -374,7 +374,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             }
             slot.queued = true;
             st.ready.push_back(id);
-            self.ready_len.store(st.ready.len(), Ordering::Release);
+            self.ready_len.store(st.ready.len(), Ordering::SeqCst);
         }
         if st.sleeping {
             HolderWake::Sleeper
@@ -385,7 +385,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         }
     }
 
-    /// Tells the role's holder what [`Loop::push_ready`] said.
+    /// Tells the role's holder what [`Loop::push_ready`] said (the connection waker does so
+    /// once the loop's lock is released; `enqueue`, on the rarer paths, with it held).
     fn wake_holder(&self, wake: HolderWake) {
         match (wake, self.readiness) {
             (HolderWake::Sleeper, _) => self.work.notify_one(),
@@ -655,10 +656,11 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 // connection ready wakes nobody.
                 st.driving = true;
                 drop(st);
-                // (Atomics only: `stop` is looked at with the lobby's lock held, which a thread
-                // holding the loop's lock may wait for. The server sets `stop` before it ends
-                // the loop.)
-                r.drive(wait, &mut || self.ready_len.load(Ordering::Acquire) > 0 || self.stop.load(Ordering::Relaxed));
+                // (Atomics only, looked at between the loop's rounds: the loop's lock would be
+                // taken once a round. The server sets `stop` before it ends the loop. SeqCst
+                // with the store in `push_ready`: the interrupt that follows it is ordered by
+                // the reactor's own SeqCst lobby count.)
+                r.drive(wait, &mut || self.ready_len.load(Ordering::SeqCst) > 0 || self.stop.load(Ordering::Relaxed));
                 lock(&self.st).driving = false;
                 continue;
             }
@@ -677,7 +679,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     fn pop_ready(&self, st: &mut State<B>) -> Option<Member<B>> {
         while let Some(id) = st.ready.pop_front() {
-            self.ready_len.store(st.ready.len(), Ordering::Release);
+            self.ready_len.store(st.ready.len(), Ordering::SeqCst);
             if let Some(slot) = st.conns.get_mut(&id) {
                 slot.queued = false;
                 if slot.served.is_full(slot.in_progress) {
@@ -878,7 +880,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             let removed = st.conns.remove(&id);
             st.orphans += removed.as_ref().map_or(0, |slot| slot.in_progress);
             st.ready.retain(|&r| r != id);
-            self.ready_len.store(st.ready.len(), Ordering::Release);
+            self.ready_len.store(st.ready.len(), Ordering::SeqCst);
             if !self.arms {
                 st.ended = true;
                 self.turn.notify_all();

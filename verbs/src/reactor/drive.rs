@@ -7,7 +7,7 @@
 //!
 //! One thread drives at a time ([`Reactor::driver`](super::Reactor)):
 //! * a [`Readiness::drive`] (a server loop's holder) that finds another driving waits in the
-//!   *lobby*, woken by [`Readiness::interrupt`] and by a `wait_cq` thread leaving;
+//!   *lobby*, woken by [`Readiness::interrupt`] and by the thread driving when it leaves;
 //! * a thread in `wait_cq` drives only if nobody does, and for at most [`SLICE`]
 //!   ([`Reactor::try_drive`]): its wait may be long, and a thread serving many connections
 //!   should drive instead; otherwise it waits on its queue pair as before, woken by whoever
@@ -32,8 +32,11 @@ use crate::lock;
 /// How long the loop's own thread stays aside after a guest stopped driving.
 const GRACE: Duration = Duration::from_millis(1);
 /// The longest the loop's own thread sleeps aside while a guest drives before it looks
-/// again (it is not told when a guest stops: that would be a wake-up a call).
-const ASIDE_AT_MOST: Duration = Duration::from_millis(100);
+/// again (it is not told when a guest stops: that would be a wake-up a call). It bounds how
+/// long readiness nobody waits in the lobby for (a queue pair's waiter that found another
+/// thread driving, a deadline) may wait when a guest leaves for long: 10 ms, at a cost of
+/// 100 wake-ups a second while a guest drives (an idle server's loop).
+const ASIDE_AT_MOST: Duration = Duration::from_millis(10);
 /// Threads in the lobby at once that it holds without growing.
 const LOBBY_SIZED: usize = 64;
 /// The longest a thread waiting on one queue pair drives ([`Reactor::try_drive`]).
@@ -128,12 +131,44 @@ impl Guests {
     }
 }
 
+/// A thread driving as a guest: on its way out, even by a panic in a source or a waker, it
+/// gives the driver up and says so, and one waiting in the lobby takes over.
+struct Guest<'a> {
+    guests: &'a Guests,
+    /// Always `Some` until dropped.
+    driver: Option<std::sync::MutexGuard<'a, super::Driver>>,
+}
+
+impl<'a> Guest<'a> {
+    fn enter(guests: &'a Guests, driver: std::sync::MutexGuard<'a, super::Driver>) -> Self {
+        guests.driving.store(true, Ordering::SeqCst);
+        DRIVING.with(|d| d.set(true));
+        Guest { guests, driver: Some(driver) }
+    }
+
+    fn driver(&mut self) -> &mut super::Driver {
+        self.driver.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Guest<'_> {
+    fn drop(&mut self) {
+        DRIVING.with(|d| d.set(false));
+        self.guests.left.store(self.guests.now(), Ordering::Release);
+        self.guests.driving.store(false, Ordering::SeqCst);
+        drop(self.driver.take());
+        // Given up first, then looked at: a thread that came to the lobby while this one
+        // drove is there by now, and takes over.
+        self.guests.call();
+    }
+}
+
 impl Reactor {
     /// [`Readiness::drive`]: waits in the lobby while another thread drives.
     fn drive(&self, timeout: Duration, stop: &mut dyn FnMut() -> bool) -> Drove {
         let until = Instant::now().checked_add(timeout);
         match self.take_driver(until, stop) {
-            Ok(d) => self.drive_with(d, until, stop, false),
+            Ok(d) => self.drive_with(d, until, stop),
             Err(drove) => drove,
         }
     }
@@ -144,19 +179,16 @@ impl Reactor {
     pub(crate) fn try_drive(&self, timeout: Duration, stop: &mut dyn FnMut() -> bool) -> Option<Drove> {
         let d = self.try_driver()?;
         let until = Instant::now().checked_add(timeout.min(SLICE));
-        Some(self.drive_with(d, until, stop, true))
+        Some(self.drive_with(d, until, stop))
     }
 
     fn drive_with(
         &self,
-        mut d: std::sync::MutexGuard<'_, super::Driver>,
+        d: std::sync::MutexGuard<'_, super::Driver>,
         until: Option<Instant>,
         stop: &mut dyn FnMut() -> bool,
-        sliced: bool,
     ) -> Drove {
-        let g = &self.guests;
-        g.driving.store(true, Ordering::SeqCst);
-        DRIVING.with(|d| d.set(true));
+        let mut guest = Guest::enter(&self.guests, d);
         // At least one round, even with no time: a zero timeout is a look without waiting.
         let mut turned = false;
         let drove = loop {
@@ -166,21 +198,12 @@ impl Reactor {
             if turned && until.is_some_and(|u| Instant::now() >= u) {
                 break Drove::TimedOut;
             }
-            self.turn(&mut d, until);
+            self.turn(guest.driver(), until);
             turned = true;
         };
-        let waiting = g.in_lobby.load(Ordering::SeqCst) > 0;
-        if waiting {
+        if self.guests.in_lobby.load(Ordering::SeqCst) > 0 {
             // What came meanwhile for those in the lobby reaches them before this thread goes.
-            self.turn(&mut d, Some(Instant::now()));
-        }
-        DRIVING.with(|d| d.set(false));
-        g.left.store(g.now(), Ordering::Release);
-        g.driving.store(false, Ordering::SeqCst);
-        drop(d);
-        // A thread that waited on one queue pair leaves: one waiting in the lobby takes over.
-        if sliced && waiting {
-            g.call();
+            self.turn(guest.driver(), Some(Instant::now()));
         }
         drove
     }
@@ -252,8 +275,8 @@ pub enum Drove {
 /// that the frame it waits for wakes only it, where the loop's own thread would have woken
 /// first and woken it second. One thread drives at a time: another that calls
 /// [`Readiness::drive`] meanwhile waits for it to give the loop up (or for its own `stop`),
-/// and the loop's own thread stays aside while threads drive, taking over within about a
-/// millisecond of their leaving, so that frames nobody waits for are not held up.
+/// and the loop's own thread stays aside while threads drive, taking over at most about
+/// 10 ms after the last left, so that frames nobody waits for are not held up for long.
 ///
 /// ```
 /// use rpcrdma_verbs::{Backend, Drove, InProcess, Tcp};

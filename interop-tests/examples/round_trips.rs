@@ -1,8 +1,9 @@
 //! The 64-byte round trip of `benches/rpc.rs`, raw Send/Receive against `Client::call_into`,
-//! counted rather than timed by criterion: each side runs `CALLS` round trips in turn, for
-//! `ROUNDS` rounds, and each round prints its time, thread switches and CPU per round trip
-//! (the whole process's, from `/proc/self/task/*/{status,stat}`), so that what explains a
-//! figure is printed beside it.
+//! counted rather than timed by criterion: each side runs its round trips in turn, each alone
+//! in the process while counted, and each round prints its time, thread switches and CPU per
+//! round trip (the whole process's, summed over its threads alive at the start and end of
+//! the count from `/proc/self/task/*/{status,stat}`), so that what explains a figure is
+//! printed beside it.
 //!
 //! ```text
 //! cargo run --release -p interop-tests --example round_trips -- tcp 20000 3
@@ -53,7 +54,8 @@ fn measure(label: &str, n: usize, mut f: impl FnMut()) {
     }
     let took = start.elapsed();
     let (s1, t1) = counters();
-    // Clock ticks are 10 ms (USER_HZ 100).
+    // Clock ticks of /proc's stat are USER_HZ, 100 a second on Linux whatever the kernel's
+    // own tick (its ABI).
     let cpu_us = (t1 - t0) as f64 * 10_000.0 / n as f64;
     println!(
         "{label:>5}: {:7.1} us a round trip, {:5.2} switches, {:6.1} us CPU",
@@ -64,20 +66,22 @@ fn measure(label: &str, n: usize, mut f: impl FnMut()) {
 }
 
 fn run<B: Backend + Clone>(b: B, calls: usize, rounds: usize) {
-    let raw = RawPair::start(&b);
-    let (_server, client) = rpc_pair(b);
-    let mut caller = Caller::new(&client);
-    // Warm up both: the probe settles, buffers are registered.
-    for _ in 0..100 {
-        raw.round_trip();
-        caller.call();
-    }
+    // Each side alone in the process while it is counted (over TCP a server's idle loop
+    // would drive the readiness loop for the raw pair's threads), made afresh each round.
     for round in 1..=rounds {
         println!("round {round}");
+        let raw = RawPair::start(&b);
+        (0..100).for_each(|_| raw.round_trip());
         measure("raw", calls, || raw.round_trip());
+        raw.stop();
+        let (server, client) = rpc_pair(b.clone());
+        let mut caller = Caller::new(&client);
+        // The probe settles, the buffers are registered.
+        (0..100).for_each(|_| caller.call());
         measure("ours", calls, || caller.call());
+        drop(client);
+        drop(server);
     }
-    raw.stop();
 }
 
 fn main() {

@@ -102,7 +102,8 @@ pub struct ServerLimits {
     /// Measured (docs/benchmarks.md, "Issue 25, second session"): 64 async tasks on one
     /// executor thread, in-process, 0.24-0.44 thread switches per call without it and
     /// 0.035-0.08 with 30 us, where the server's thread slept and was woken for almost every
-    /// call; the 64-thread blocking load unchanged.
+    /// call; the 64-thread blocking load unchanged. Not used where the backend lends its
+    /// readiness loop (`Backend::readiness`: TCP): the thread waits by driving it instead.
     pub poll_before_wait: Duration,
     /// The memory all peers together can make the server hold at once, in bytes
     /// ([`crate::budget`]): every connection's Receives, and every call's chunk memory from

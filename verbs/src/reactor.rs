@@ -210,6 +210,8 @@ impl Reactor {
             }
             self.guests.leave_own();
             drop(d);
+            // (Orders the unlock before `after_own`'s look at the lobby: see `Guest`'s drop.)
+            std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
             self.guests.after_own();
         }
     }

@@ -612,8 +612,10 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// The role holder's wait for a connection with something to receive: the next on the
     /// ready queue (a loop of one connection: that one, whose completion queue it then waits
-    /// on); `None` once the loop ends. Polls for [`ServerLimits::poll_before_wait`] before it
-    /// sleeps, and closes the connections found idle meanwhile.
+    /// on); `None` once the loop ends. Drives the backend's readiness loop while it waits
+    /// where the backend lends it (TCP), and otherwise polls for
+    /// [`ServerLimits::poll_before_wait`] before it sleeps; closes the connections found idle
+    /// meanwhile.
     fn next_ready(&self) -> Option<Member<B>> {
         loop {
             if self.stop.load(Ordering::Relaxed) {

@@ -34,9 +34,10 @@ const GRACE: Duration = Duration::from_millis(1);
 /// The longest the loop's own thread sleeps aside while a guest drives before it looks
 /// again (it is not told when a guest stops: that would be a wake-up a call). It bounds how
 /// long readiness nobody waits in the lobby for (a queue pair's waiter that found another
-/// thread driving, a deadline) may wait when a guest leaves for long: 10 ms, at a cost of
-/// 100 wake-ups a second while a guest drives (an idle server's loop).
-const ASIDE_AT_MOST: Duration = Duration::from_millis(10);
+/// thread driving, a deadline) may wait when a guest leaves for long: 2 ms, at a cost of
+/// 500 wake-ups a second while a guest drives (an idle server's loop; a few microseconds of
+/// CPU each).
+const ASIDE_AT_MOST: Duration = Duration::from_millis(2);
 /// Threads in the lobby at once that it holds without growing.
 const LOBBY_SIZED: usize = 64;
 /// The longest a thread waiting on one queue pair drives ([`Reactor::try_drive`]).
@@ -151,6 +152,29 @@ impl<'a> Guest<'a> {
     }
 }
 
+/// A thread waiting in the lobby: counted in, and out on its way out, a panicking `stop`
+/// included (a count left behind would keep the loop's own thread from ever driving again).
+struct InLobby<'a> {
+    guests: &'a Guests,
+    me: Thread,
+}
+
+impl<'a> InLobby<'a> {
+    fn enter(guests: &'a Guests) -> Self {
+        let me = std::thread::current();
+        lock(&guests.lobby).push(me.clone());
+        guests.in_lobby.fetch_add(1, Ordering::SeqCst);
+        InLobby { guests, me }
+    }
+}
+
+impl Drop for InLobby<'_> {
+    fn drop(&mut self) {
+        self.guests.in_lobby.fetch_sub(1, Ordering::SeqCst);
+        lock(&self.guests.lobby).retain(|t| t.id() != self.me.id());
+    }
+}
+
 impl Drop for Guest<'_> {
     fn drop(&mut self) {
         DRIVING.with(|d| d.set(false));
@@ -158,7 +182,9 @@ impl Drop for Guest<'_> {
         self.guests.driving.store(false, Ordering::SeqCst);
         drop(self.driver.take());
         // Given up first, then looked at: a thread that came to the lobby while this one
-        // drove is there by now, and takes over.
+        // drove is there by now, and takes over. (The fence orders the unlock, a release,
+        // before the count's load, as the lobby's SeqCst count and `try_driver` need.)
+        std::sync::atomic::fence(Ordering::SeqCst);
         self.guests.call();
     }
 }
@@ -219,16 +245,14 @@ impl Reactor {
             return Ok(d);
         }
         let g = &self.guests;
-        let me = std::thread::current();
-        lock(&g.lobby).push(me.clone());
-        g.in_lobby.fetch_add(1, Ordering::SeqCst);
-        let taken = loop {
+        let _waiting = InLobby::enter(g);
+        loop {
             // (Looked at once registered: what comes after is told by an unpark.)
             if stop() {
-                break Err(Drove::Stopped);
+                return Err(Drove::Stopped);
             }
             if let Some(d) = self.try_driver() {
-                break Ok(d);
+                return Ok(d);
             }
             if g.own_driving.load(Ordering::SeqCst) {
                 g.wants.store(true, Ordering::Release);
@@ -236,13 +260,10 @@ impl Reactor {
             }
             let left = until.map_or(super::LONGEST_SLEEP, |u| u.saturating_duration_since(Instant::now()));
             if left.is_zero() {
-                break Err(Drove::TimedOut);
+                return Err(Drove::TimedOut);
             }
             std::thread::park_timeout(left);
-        };
-        g.in_lobby.fetch_sub(1, Ordering::SeqCst);
-        lock(&g.lobby).retain(|t| t.id() != me.id());
-        taken
+        }
     }
 
     /// Has the thread driving look at its `stop` again (unless it is this one: it looks
@@ -259,6 +280,18 @@ impl Reactor {
 }
 
 /// How a [`Readiness::drive`] ended.
+///
+/// ```
+/// use rpcrdma_verbs::{Backend, Drove, Tcp};
+/// use std::time::Duration;
+///
+/// let readiness = Tcp.readiness().unwrap();
+/// // What this thread waits for is there already: it stops at the first look.
+/// match readiness.drive(Duration::from_millis(100), &mut || true) {
+///     Drove::Stopped => {}
+///     Drove::TimedOut => unreachable!("looked at before the first round"),
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Drove {
     /// Its `stop` said so.
@@ -276,7 +309,7 @@ pub enum Drove {
 /// first and woken it second. One thread drives at a time: another that calls
 /// [`Readiness::drive`] meanwhile waits for it to give the loop up (or for its own `stop`),
 /// and the loop's own thread stays aside while threads drive, taking over at most about
-/// 10 ms after the last left, so that frames nobody waits for are not held up for long.
+/// 3 ms after the last left, so that frames nobody waits for are not held up for long.
 ///
 /// ```
 /// use rpcrdma_verbs::{Backend, Drove, InProcess, Tcp};
@@ -289,6 +322,19 @@ pub enum Drove {
 /// assert_eq!(drove, Drove::TimedOut);
 /// // What it waits for has come: returns at once.
 /// assert_eq!(readiness.drive(Duration::from_secs(1), &mut || true), Drove::Stopped);
+///
+/// // What it waits for is set on another thread, which interrupts the wait.
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::sync::Arc;
+/// let done = Arc::new(AtomicBool::new(false));
+/// let d = done.clone();
+/// let setter = std::thread::spawn(move || {
+///     std::thread::sleep(Duration::from_millis(10));
+///     d.store(true, Ordering::SeqCst);
+///     readiness.interrupt();
+/// });
+/// assert_eq!(readiness.drive(Duration::from_secs(60), &mut || done.load(Ordering::SeqCst)), Drove::Stopped);
+/// setter.join().unwrap();
 /// ```
 #[derive(Clone, Copy)]
 pub struct Readiness(&'static Reactor);

@@ -1036,6 +1036,11 @@ fn draft07_7_3_a_transaction_whose_reply_was_lost_gets_rdma2_error_once_the_requ
     let err = again.receive();
     assert_eq!((error_code(&err), word(&err, 0)), (RDMA2_ERR_SYSTEM, 0x300));
     assert_eq!(runs.load(Ordering::SeqCst), 2, "not served again");
+    // (Counted once the error's Send completed, which may be after the requester has it.)
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    while server.stats().lost_replies_answered == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     assert_eq!(server.stats().lost_replies_answered, 1);
     assert!(sink.with(|b| b.iter().all(|&x| x == 0)), "nothing written");
     // Once only: the next call with that XID is served, on the connection that went on.

@@ -385,6 +385,12 @@ pub struct Requester {
     /// Messages of this side's own to send on the current connection, already marshaled and
     /// counted: a -07 RDMA2_CONNPROP_FINAL ([`Requester::poll_transmit`]).
     transmits: VecDeque<Vec<u8>>,
+    /// No deadline [`Requester::poll_timeout`] counts is earlier than this; `None`: not known.
+    /// Kept so that [`Requester::is_due`], asked after every received message, looks at the
+    /// calls only when a deadline may have passed: a loaded client has many in flight, and
+    /// scanning them for each reply was a tenth of its thread's time in the async load. Each
+    /// deadline set lowers it; deadlines going away leave it a lower bound.
+    due_from: Option<Instant>,
 }
 
 /// What an RDMA_ERROR answering the probe means ([`after_refusal`]).
@@ -427,7 +433,26 @@ impl Requester {
             events: VecDeque::from([Event::Connect]),
             registry: Registry::new(),
             transmits: VecDeque::new(),
+            due_from: None,
         }
+    }
+
+    /// Whether [`Requester::on_timeout`] has anything to do at `now`: a deadline of
+    /// [`Requester::poll_timeout`]'s has passed. Usually answered without looking at the calls.
+    pub fn is_due(&mut self, now: Instant) -> bool {
+        if self.due_from.is_some_and(|t| now < t) {
+            return false;
+        }
+        let next = self.poll_timeout();
+        // Nothing timed: every deadline set from here on is at least `now` plus the timeout,
+        // and lowers the bound in any case.
+        self.due_from = Some(next.unwrap_or(now + self.cfg.timeout));
+        next.is_some_and(|t| t <= now)
+    }
+
+    /// A deadline was set: the bound of [`Requester::is_due`] comes down to it.
+    fn deadline_set(&mut self, at: Instant) {
+        self.due_from = self.due_from.map(|t| t.min(at));
     }
 
     /// The handlers for RDMA_OPTIONAL messages the responder sends on a connection settled on
@@ -1090,7 +1115,8 @@ impl Requester {
                 // for the call timeout; its calls go out on the next connection, whose window
                 // starts anew (RFC 8166 section 4.5.4's remedy for a stuck connection).
                 if self.calls.values().all(|c| c.flight.is_none()) {
-                    conn.shut_since.get_or_insert(now);
+                    let since = *conn.shut_since.get_or_insert(now);
+                    self.deadline_set(since + self.cfg.timeout);
                 }
                 return;
             }
@@ -1123,8 +1149,10 @@ impl Requester {
             let max_parts = if continues { self.cfg.max_call_parts.max(1) } else { 1 };
             let call = self.calls.get_mut(&xid).unwrap();
             call.attempts += 1;
-            call.flight = Some(Flight { credit, version, deadline: now + self.cfg.timeout, probe, timed_out: false });
+            let deadline = now + self.cfg.timeout;
+            call.flight = Some(Flight { credit, version, deadline, probe, timed_out: false });
             let attempt = call.attempts;
+            self.deadline_set(deadline);
             if attempt > 1 {
                 log::info!("call {xid:#010x} to {} goes out again (attempt {attempt})", self.addr);
             }

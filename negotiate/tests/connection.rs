@@ -111,6 +111,31 @@ fn a_servers_connection_is_idle_at_the_deadline_poll_timeout_gives() {
     assert_eq!(server.poll_event(), None, "raised once");
 }
 
+/// RFC 8166 section 4.5.4 through the core's timer: a call with no reply by its deadline
+/// closes the connection, whenever `handle_timeout` is asked, and whatever it was asked
+/// before. The core answers most asks without looking at its calls (it keeps a bound below
+/// every deadline): asked first at a later time with nothing in flight, then given a call sent
+/// earlier than that, the call's deadline still counts; asked just before it, nothing happens.
+#[test]
+fn rfc8166_4_5_4_a_call_past_its_deadline_closes_the_connection_however_the_clock_was_asked() {
+    let (mut client, _server, now) = settled(PrivateData::default(), PrivateData::default());
+    let timeout = ClientConfig::default().requester.timeout;
+    // Nothing in flight: nothing due, even long after.
+    client.handle_timeout(now + 3 * timeout);
+    assert_eq!(client.poll_event(), None, "nothing in flight: nothing times out");
+    // A call sent at `now`, before the time just asked about.
+    client.start_call(2, now).unwrap();
+    let Some(CallStep::Transmit { link: 7, .. }) = client.take_step(2) else { panic!("no transmission") };
+    client.handle_sent(CallForm::Short, 1);
+    assert_eq!(client.poll_timeout(), Some(now + timeout));
+    for before in [Duration::from_millis(1), timeout / 2, timeout - Duration::from_millis(1)] {
+        client.handle_timeout(now + before);
+        assert_eq!(client.poll_event(), None, "{before:?} after the call: not due");
+    }
+    client.handle_timeout(now + timeout);
+    assert_eq!(client.poll_event(), Some(Event::Disconnect(7)), "the call's deadline passed");
+}
+
 /// A reply's caller is woken before anything its credit lets go: the core routes the reply
 /// when its bytes are delivered, so the caller whose reply arrived is first in `poll_ready`.
 #[test]

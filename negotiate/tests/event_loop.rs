@@ -195,6 +195,12 @@ fn served_while_another_thread_drives_the_readiness_loop() {
         let reply = client.call(&call(xid), &ULB).expect("served while another thread drives");
         assert_eq!(reply[..4], xid.to_be_bytes());
     }
+    // (A call is counted once its reply's Send completed, which may be after the client has
+    // the reply: waited for, bounded.)
+    let counted = Instant::now() + Duration::from_secs(5);
+    while server.stats().calls.total() < 199 && Instant::now() < counted {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     assert_eq!(server.stats().calls.total(), 199, "every call answered once");
     stop.store(true, Ordering::SeqCst);
     readiness.interrupt();

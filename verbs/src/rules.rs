@@ -204,6 +204,11 @@ impl Queues {
         Some(c)
     }
 
+    /// How many completions are queued.
+    pub(crate) fn len(&self) -> usize {
+        self.cq.len()
+    }
+
     /// Moves up to `out.len()` completions into `out`; how many.
     pub(crate) fn poll(&mut self, out: &mut [Completion]) -> usize {
         let mut n = 0;

@@ -410,7 +410,7 @@ impl<L: Clone> Connection<L> {
     /// past their deadline time out.
     pub(super) fn call_timeouts(&mut self, now: Instant) {
         self.now = Some(now);
-        if self.link.is_some() && self.poll_timeout().is_some_and(|t| t <= now) {
+        if self.link.is_some() && self.req.as_mut().is_some_and(|r| r.is_due(now)) {
             self.requester().on_timeout(now);
             self.route();
         }

@@ -69,7 +69,7 @@
 //! assert!(!client.has_calls());
 //! ```
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -83,6 +83,7 @@ use crate::datapath::{DataPathError, Ended, ReplyParams};
 use crate::reply::{DropReason, PeerError};
 use crate::requester::Requester;
 use crate::responder::Responder;
+use crate::xid_map::XidMap;
 
 mod calls;
 mod serving;
@@ -178,7 +179,7 @@ pub struct Connection<L> {
     addr: String,
     req: Option<Requester>,
     link: Option<L>,
-    slots: HashMap<u32, calls::Slot<L>>,
+    slots: XidMap<calls::Slot<L>>,
     /// Callers whose step changed, in order.
     ready: VecDeque<u32>,
     events: VecDeque<Event<L>>,
@@ -280,7 +281,7 @@ impl<L: Clone> Connection<L> {
             addr: addr.to_string(),
             req: None,
             link: None,
-            slots: HashMap::new(),
+            slots: XidMap::default(),
             ready: VecDeque::new(),
             events: VecDeque::new(),
             settled: None,

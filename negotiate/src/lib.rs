@@ -115,6 +115,7 @@
 #[macro_use]
 mod setters;
 mod spin;
+mod xid_map;
 
 pub mod backchannel;
 pub mod budget;

@@ -28,7 +28,7 @@
 //! Every call ends in exactly one [`Incoming::Reply`] (returned by [`Requester::on_receive`]),
 //! one [`Event::Failed`], or a [`Requester::cancel`] by the driver.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use cm_private_data::PrivateData;
@@ -46,6 +46,7 @@ use rpcrdma_v2::draft07::properties::ReverseDirection;
 use crate::memory::{NoV2Reason, PeerMemory};
 use crate::reply::{self, draft07, Incoming, PeerError};
 use crate::thresholds::{Advertised, SegmentLimits, Stated};
+use crate::xid_map::{self, XidMap};
 use rpcrdma_v2::properties::TransportProperties;
 
 /// How a requester behaves.
@@ -377,7 +378,7 @@ pub struct Requester {
     /// Calls in progress by XID. A hash map: it keeps its memory as calls come and go (a
     /// B-tree's nodes were allocated and freed as calls did); where the order matters, the
     /// XIDs are sorted.
-    calls: HashMap<u32, Call>,
+    calls: XidMap<Call>,
     queue: VecDeque<u32>,
     events: VecDeque<Event>,
     /// The extensions' handlers for RDMA_OPTIONAL messages from the responder (Version Two).
@@ -428,7 +429,7 @@ impl Requester {
             conn: None,
             connecting: true,
             // Room for a loaded client's calls at once: its steady state allocates nothing.
-            calls: HashMap::with_capacity(crate::client::CALLS_AT_ONCE),
+            calls: xid_map::with_capacity(crate::client::CALLS_AT_ONCE),
             queue: VecDeque::with_capacity(crate::client::CALLS_AT_ONCE),
             events: VecDeque::from([Event::Connect]),
             registry: Registry::new(),
@@ -1072,11 +1073,14 @@ impl Requester {
         // window more than half used, a GRANT refreshes it: the calls that would carry a
         // higher total may all be waiting for those very replies (a continued reply takes a
         // place in the window per part).
-        let owed = self.calls.values().any(|c| c.flight.is_some());
-        if let Some(conn) =
-            self.conn.as_mut().filter(|c| owed && matches!(c.version, Negotiation::Settled(Version::TWO)))
-        {
-            if let Some(grant) = conn.d07.as_mut().and_then(draft07::State::grant_if_due) {
+        // (Only a -07 connection's calls are looked at: the scan ran for every call pumped.)
+        let draft07 = self
+            .conn
+            .as_ref()
+            .is_some_and(|c| c.d07.is_some() && matches!(c.version, Negotiation::Settled(Version::TWO)));
+        if draft07 && self.calls.values().any(|c| c.flight.is_some()) {
+            if let Some(grant) = self.conn.as_mut().and_then(|c| c.d07.as_mut()).and_then(draft07::State::grant_if_due)
+            {
                 self.transmits.push_back(grant);
             }
         }

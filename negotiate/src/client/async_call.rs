@@ -9,6 +9,7 @@ use rpcrdma_verbs::Backend;
 
 use super::lane::{Message, Sent, Sink, Waiter};
 use super::{xid_of, Client, ClientError};
+use crate::connection::CallStep;
 
 /// An async call in progress ([`Client::call_async`]): a [`Future`] of the RPC reply.
 #[must_use = "a call is made only when its future is polled"]
@@ -58,8 +59,10 @@ impl<B: Backend, U: UpperLayerBinding + ?Sized> Future for AsyncCall<'_, B, U> {
                 }
             }
         };
+        let mut just_sent = false;
         loop {
-            let Some(step) = lane.poll_step(xid, cx) else { return Poll::Pending };
+            let Some(step) = lane.poll_step(xid, cx, just_sent) else { return Poll::Pending };
+            just_sent = matches!(step, CallStep::Transmit { .. });
             let mut reply = Vec::new();
             // Only blocking calls are marshaled ahead or posted by another thread.
             if let Some(result) = lane.take(

@@ -3,7 +3,6 @@
 //! receives when no caller does. A client with several connections
 //! ([`ClientConfig::connections`]) has one lane for each.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::task::{Context, Waker};
 use std::thread::{JoinHandle, Thread};
@@ -29,6 +28,7 @@ use crate::reply::PeerError;
 use crate::requester::{CallFailure, Transmit};
 use crate::thresholds;
 use crate::thresholds::SegmentLimits;
+use crate::xid_map::{self, XidMap};
 use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERTIES};
 
 /// A transmission sent, with the memory its reply releases and the connection it went on.
@@ -42,7 +42,7 @@ struct State<B: Backend> {
     core: connection::Connection<Arc<Link<B>>>,
     /// Each caller waiting, by XID, to be woken alone (waking all 64 callers of a busy client
     /// for every reply is what a shared condition variable would cost).
-    waiters: HashMap<u32, Waiter>,
+    waiters: XidMap<Waiter>,
     /// How many of them are async calls ([`Waiter::Task`]). Their polls receive for them
     /// and arm the connection ([`Shared::poll_step`]); on a backend that cannot wake a waker,
     /// the dispatcher receives while any waits and no thread does.
@@ -51,7 +51,7 @@ struct State<B: Backend> {
     /// ([`connection::Connection::abandon`]): open to the responder, which may still write its reply
     /// into it, until the reply arrives or the connection is lost; released then
     /// ([`Shared::release_abandoned`]).
-    abandoned: HashMap<u32, Sent<B>>,
+    abandoned: XidMap<Sent<B>>,
     /// The connection whose transport properties were exchanged (or are being).
     properties_for: Option<Weak<Link<B>>>,
     /// An async call settled the connection: the dispatcher makes the properties exchange
@@ -61,9 +61,9 @@ struct State<B: Backend> {
     /// connection they expect to go out on: whoever makes such a call's transmission ready
     /// (most often the thread that received the reply freeing a credit) posts it then
     /// ([`State::wake`]), and its caller sleeps once, until its reply.
-    prepared: HashMap<u32, (PreparedCall<B>, Arc<Link<B>>)>,
+    prepared: XidMap<(PreparedCall<B>, Arc<Link<B>>)>,
     /// Calls posted that way, for their callers to take when their reply (or failure) comes.
-    posted: HashMap<u32, Sent<B>>,
+    posted: XidMap<Sent<B>>,
     /// Who receives on the connection now: one at a time, a caller waiting for its reply
     /// while calls are in progress (so that the reply to a lone caller reaches it with no
     /// hand-off between threads), the dispatcher otherwise (backward calls, a connection lost
@@ -335,13 +335,13 @@ impl<B: Backend + Clone> Lane<B> {
             backchannel,
             st: Mutex::new(State {
                 core,
-                waiters: HashMap::with_capacity(CALLS_AT_ONCE),
+                waiters: xid_map::with_capacity(CALLS_AT_ONCE),
                 tasks: 0,
-                abandoned: HashMap::new(),
+                abandoned: XidMap::default(),
                 properties_for: None,
                 exchange_due: false,
-                prepared: HashMap::with_capacity(CALLS_AT_ONCE),
-                posted: HashMap::with_capacity(CALLS_AT_ONCE),
+                prepared: xid_map::with_capacity(CALLS_AT_ONCE),
+                posted: xid_map::with_capacity(CALLS_AT_ONCE),
                 receiver: Receiver::Nobody,
                 last_active: Instant::now(),
                 arms: false,
@@ -743,12 +743,23 @@ impl<B: Backend> Shared<B> {
     /// message arrives ([`Connection::arm_receive`]): no thread of the client's stands between
     /// the completion and the task. On a backend that cannot wake a waker the dispatcher
     /// receives for the tasks instead.
-    pub(super) fn poll_step(&self, xid: u32, cx: &Context<'_>) -> Option<CallStep<Arc<Link<B>>>> {
+    ///
+    /// A poll does not look for messages first when its step is ready already (its reply
+    /// handed over by another task's look, which woke it) or when the task has just posted
+    /// its call (`just_sent`: the poll before this one, in the same wake-up, took a
+    /// `Transmit`), whose reply is rarely there yet: a look that finds nothing cost as much as
+    /// the rest of the poll, and an async call made three. Nothing is left waiting by that:
+    /// arming finds what has arrived ([`Arm::Waiting`]) and the poll then looks, and a task
+    /// that was the one armed and ends arms another in its place (`Shared::end`).
+    pub(super) fn poll_step(&self, xid: u32, cx: &Context<'_>, just_sent: bool) -> Option<CallStep<Arc<Link<B>>>> {
         let mut st = self.lock();
+        if let Some(step) = st.core.take_step(xid) {
+            return Some(step);
+        }
         let mut looks = 0;
         loop {
             let mut down = false;
-            if st.receiver == Receiver::Nobody {
+            if st.receiver == Receiver::Nobody && !(just_sent && looks == 0) {
                 if let Some(link) = st.core.link().cloned() {
                     (st, down) = self.receive_for_tasks(st, &link);
                 }

@@ -68,14 +68,13 @@ pub(super) fn route(ids: &[(u32, u32)], call: &[u8], reply: &mut Vec<u8>) -> Opt
                 log::warn!("a call of {} bytes has no XID to answer: no reply", call.len());
                 return None;
             };
-            match e {
-                OncError::RpcVersion { .. } => onc::reply_rpc_mismatch(xid, 2, 2, reply),
-                e if e.auth_stat().is_some() => {
-                    let stat = e.auth_stat().expect("just matched");
+            match (e.auth_stat(), e) {
+                (_, OncError::RpcVersion { .. }) => onc::reply_rpc_mismatch(xid, 2, 2, reply),
+                (Some(stat), e) => {
                     log::warn!("call {xid:#010x}: {e}; answered AUTH_ERROR, {stat}");
                     onc::reply_auth_error(xid, stat, reply);
                 }
-                e => {
+                (None, e) => {
                     log::warn!("call {xid:#010x}: its RPC header does not decode: {e}; answered GARBAGE_ARGS");
                     onc::reply_garbage_args(xid, reply);
                 }

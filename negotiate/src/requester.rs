@@ -447,7 +447,7 @@ impl Requester {
         let next = self.poll_timeout();
         // Nothing timed: every deadline set from here on is at least `now` plus the timeout,
         // and lowers the bound in any case.
-        self.due_from = Some(next.unwrap_or(now + self.cfg.timeout));
+        self.due_from = Some(next.unwrap_or_else(|| crate::limits::deadline(now, self.cfg.timeout)));
         next.is_some_and(|t| t <= now)
     }
 

@@ -877,13 +877,15 @@ pub trait QueuePair: Send + Sync {
     /// completions with no thread of its own blocked in [`wait_cq`](QueuePair::wait_cq):
     /// poll with [`poll_cq`](QueuePair::poll_cq) until it returns 0, then arm, and sleep only
     /// on [`Arm::Armed`]. [`Arm::Waiting`]: completions were queued meanwhile (poll again;
-    /// nothing was armed). One waker per queue pair: an arm replaces the one before. The
-    /// waker is woken on the thread that queued the completion, after it released the queue
-    /// pair's locks.
+    /// nothing was armed, and a waker armed before stays armed). One waker per queue pair:
+    /// an arm that answers [`Arm::Armed`] replaces the one before. The software backends wake
+    /// the waker on the thread that queued the completion, after it released the queue pair's
+    /// locks; rdma-core's, on the process's readiness loop that watches the completion
+    /// channel.
     ///
-    /// The in-process and TCP backends support it; the others return [`Arm::Unsupported`]
-    /// (the rdma-core backend's [`completion_fd`](QueuePair::completion_fd) serves an event
-    /// loop instead).
+    /// The in-process, TCP and rdma-core backends support it; the default answers
+    /// [`Arm::Unsupported`] (a backend's [`completion_fd`](QueuePair::completion_fd) can serve
+    /// an event loop instead).
     ///
     /// ```
     /// # use std::time::Duration;

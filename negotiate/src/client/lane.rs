@@ -759,7 +759,9 @@ impl<B: Backend> Shared<B> {
         let mut looks = 0;
         loop {
             let mut down = false;
-            if st.receiver == Receiver::Nobody && !(just_sent && looks == 0) {
+            // (Where the connection cannot wake a task, the look after sending stays: nothing
+            // but the dispatcher would look otherwise.)
+            if st.receiver == Receiver::Nobody && !(just_sent && looks == 0 && st.arms) {
                 if let Some(link) = st.core.link().cloned() {
                     (st, down) = self.receive_for_tasks(st, &link);
                 }

@@ -659,15 +659,18 @@ impl QueuePair for RdmaQp {
     /// the next completion (the channel's event, or a completion the backend made itself).
     fn arm_waker(&self, waker: &Waker) -> Arm {
         let Ok(r) = reactor::reactor() else { return Arm::Unsupported };
-        *lock(&self.watch.waker) = Some(waker.clone());
+        let before = lock(&self.watch.waker).replace(waker.clone());
         if !self.watch.registered.swap(true, Ordering::AcqRel) && r.add(self.watch.token, self.watch.clone()).is_err() {
             self.watch.registered.store(false, Ordering::Release);
             *lock(&self.watch.waker) = None;
             return Arm::Unsupported;
         }
         if self.s.arm() {
-            // Completions wait already: the caller polls them; nothing is armed.
-            *lock(&self.watch.waker) = None;
+            // Completions wait already: the caller polls them. The waker armed before stays
+            // armed, as the software backends leave it (`Queues::arm`): whoever armed it
+            // counts on being woken by the next completion (a lane's one armed task), and
+            // this caller's arming did not happen.
+            *lock(&self.watch.waker) = before;
             return Arm::Waiting;
         }
         Arm::Armed

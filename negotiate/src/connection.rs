@@ -80,10 +80,10 @@ use rpcrdma_v1::Version;
 
 use crate::client::config::{ClientConfig, ClientStats};
 use crate::datapath::{DataPathError, Ended, ReplyParams};
+use crate::own_keys::XidMap;
 use crate::reply::{DropReason, PeerError};
 use crate::requester::Requester;
 use crate::responder::Responder;
-use crate::xid_map::XidMap;
 
 mod calls;
 mod serving;

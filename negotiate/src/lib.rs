@@ -114,8 +114,8 @@
 
 #[macro_use]
 mod setters;
+mod own_keys;
 mod spin;
-mod xid_map;
 
 pub mod backchannel;
 pub mod budget;

@@ -44,9 +44,9 @@ use rpcrdma_v2::dialect::{after_refusal, Dialect, Next, Speaks, VersionTwo};
 use rpcrdma_v2::draft07::properties::ReverseDirection;
 
 use crate::memory::{NoV2Reason, PeerMemory};
+use crate::own_keys::{self, XidMap};
 use crate::reply::{self, draft07, Incoming, PeerError};
 use crate::thresholds::{Advertised, SegmentLimits, Stated};
-use crate::xid_map::{self, XidMap};
 use rpcrdma_v2::properties::TransportProperties;
 
 /// How a requester behaves.
@@ -429,7 +429,7 @@ impl Requester {
             conn: None,
             connecting: true,
             // Room for a loaded client's calls at once: its steady state allocates nothing.
-            calls: xid_map::with_capacity(crate::client::CALLS_AT_ONCE),
+            calls: own_keys::with_capacity(crate::client::CALLS_AT_ONCE),
             queue: VecDeque::with_capacity(crate::client::CALLS_AT_ONCE),
             events: VecDeque::from([Event::Connect]),
             registry: Registry::new(),

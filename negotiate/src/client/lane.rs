@@ -24,11 +24,11 @@ use crate::datapath::{
     DataPathError, Ended, PendingCall, PreparedCall, ReceivePool, Transport,
 };
 use crate::extension::{option_message, OptionReply};
+use crate::own_keys::{self, XidMap};
 use crate::reply::PeerError;
 use crate::requester::{CallFailure, Transmit};
 use crate::thresholds;
 use crate::thresholds::SegmentLimits;
-use crate::xid_map::{self, XidMap};
 use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERTIES};
 
 /// A transmission sent, with the memory its reply releases and the connection it went on.
@@ -335,13 +335,13 @@ impl<B: Backend + Clone> Lane<B> {
             backchannel,
             st: Mutex::new(State {
                 core,
-                waiters: xid_map::with_capacity(CALLS_AT_ONCE),
+                waiters: own_keys::with_capacity(CALLS_AT_ONCE),
                 tasks: 0,
                 abandoned: XidMap::default(),
                 properties_for: None,
                 exchange_due: false,
-                prepared: xid_map::with_capacity(CALLS_AT_ONCE),
-                posted: xid_map::with_capacity(CALLS_AT_ONCE),
+                prepared: own_keys::with_capacity(CALLS_AT_ONCE),
+                posted: own_keys::with_capacity(CALLS_AT_ONCE),
                 receiver: Receiver::Nobody,
                 last_active: Instant::now(),
                 arms: false,

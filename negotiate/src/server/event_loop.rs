@@ -28,7 +28,7 @@
 //! [`ServerLimits::calls_in_progress`]: crate::limits::ServerLimits::calls_in_progress
 //! [`Backend::rdma_at_post`]: rpcrdma_verbs::Backend::rdma_at_post
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Weak;
 use std::task::{Wake, Waker};
 
@@ -36,6 +36,7 @@ use super::accept::{accept, Core, Served};
 use super::*;
 use crate::connection::{Arrival, Received};
 use crate::datapath::send_answer;
+use crate::own_keys::IdMap;
 use rpcrdma_v2::draft07::properties::ReverseDirection;
 use rpcrdma_verbs::{Arm, Readiness};
 
@@ -112,7 +113,7 @@ struct Slot<B: Backend> {
 }
 
 struct State<B: Backend> {
-    conns: HashMap<u64, Slot<B>>,
+    conns: IdMap<Slot<B>>,
     ready: VecDeque<u64>,
     next_id: u64,
     /// Connections being accepted for it ([`Loop::accepting`]): counted as its own.
@@ -214,7 +215,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             rdma_at_post,
             readiness,
             st: Mutex::new(State {
-                conns: HashMap::new(),
+                conns: IdMap::default(),
                 ready: VecDeque::new(),
                 next_id: 0,
                 accepting: 0,

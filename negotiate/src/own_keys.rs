@@ -3,8 +3,8 @@
 //! and a server loop's connections by the id it gave each.
 //!
 //! They hash a key with one multiplication instead of the standard library's SipHash, which
-//! was a sixth of the instructions of an async call on the client's thread, and a tenth of the
-//! server loop's (`valgrind --tool=callgrind`, docs/benchmarks.md). SipHash is keyed so that
+//! was a sixth of the instructions of an async call on the client's thread, and about 4 % of
+//! the server loop's (`valgrind --tool=callgrind`, docs/benchmarks.md). SipHash is keyed so that
 //! nobody can choose keys that collide; here no peer chooses a key: the client draws the XIDs
 //! it inserts and the server numbers its connections, a peer only names XIDs in lookups (a
 //! reply's), which miss or hit one of ours, and every map is bounded by the calls in progress

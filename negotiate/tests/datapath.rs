@@ -552,6 +552,41 @@ fn receives_set_aside_come_out_oldest_first_under_steady_arrivals<B: Backend>(b:
     assert_eq!(order, (0..4 * CREDITS).collect::<Vec<_>>(), "messages in arrival order");
 }
 
+/// An arm told that a message is there already (`Arm::Waiting`: receive it) leaves the waker
+/// armed before in place: an async client's one armed task counts on being woken by the next
+/// message nobody's thread waits for, while other tasks arm, are told to look, and look. Here
+/// the message is reaped and set aside by `receives_waiting`; the first waker is the one it
+/// wakes, and the second, told to look, is never woken.
+fn an_arm_told_to_look_leaves_the_waker_armed_before<B: Backend>(b: &B) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Wake, Waker};
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let e = connect(b);
+    let (first, second) = (Arc::new(Count::default()), Arc::new(Count::default()));
+    let (first_waker, second_waker) = (Waker::from(first.clone()), Waker::from(second.clone()));
+    assert_eq!(e.resp.arm_receive(&first_waker), Arm::Armed);
+    // Complete once it has landed in a Responder Receive, whose completion fires the first
+    // waker (the queue pair's arm).
+    send_error(&e.req, &message(0xd00, 0, 32, None)).unwrap();
+    assert_eq!(e.resp.arm_receive(&second_waker), Arm::Waiting, "the message is there: look");
+    // Reaped and set aside, for no thread: the waker armed for messages is woken.
+    assert_eq!(e.resp.receives_waiting(), 1);
+    let deadline = std::time::Instant::now() + T;
+    while first.0.load(Ordering::SeqCst) < 2 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(first.0.load(Ordering::SeqCst), 2, "woken by the completion, then by the message set aside");
+    assert_eq!(second.0.load(Ordering::SeqCst), 0, "told to look, it was not armed");
+    assert_eq!(&e.resp_pool.receive_within(&e.resp, T).unwrap().bytes[..4], &0xd00u32.to_be_bytes());
+}
+
 /// Instantiates every case above as a `#[test]` for one backend.
 /// A Read chunk from a requester other than ours: one 4099-byte opaque split into three
 /// segments of odd lengths in two regions, its padding left out (RFC 8166 3.4.5, 3.4.5.2). The
@@ -675,6 +710,7 @@ macro_rules! instantiate {
                 many_exchanges_reuse_the_receive_buffers,
                 reply_too_long_for_the_chunks_is_err_chunk,
                 receives_set_aside_come_out_oldest_first_under_steady_arrivals,
+                an_arm_told_to_look_leaves_the_waker_armed_before,
                 foreign_read_list_lands_in_place,
                 a_window_that_cannot_be_invalidated_closes_the_connection,
             );

@@ -229,8 +229,10 @@ impl<B: Backend> Transport<B> {
     /// reaped is set aside with no thread waiting for it, so that an async caller's executor
     /// receives without a thread of its own blocked on the completion queue
     /// ([`QueuePair::arm_waker`]). [`Arm::Waiting`]: a message is there already (receive
-    /// it); [`Arm::Unsupported`]: the backend cannot wake a waker. One waker at a time: an
-    /// arm replaces the one before.
+    /// it; the waker armed before stays armed); [`Arm::Unsupported`]: the backend cannot wake
+    /// a waker. One waker at a time: an arm that answers [`Arm::Armed`] replaces the one
+    /// before. (A lane's one armed task counts on staying armed while other tasks arm and are
+    /// told to look: [`QueuePair::arm_waker`] keeps the same rule.)
     ///
     /// ```
     /// # use std::time::Duration;
@@ -262,13 +264,11 @@ impl<B: Backend> Transport<B> {
         }
         // Armed with the lock held: a poller that reaps the message meanwhile sets it aside
         // only after this, and so finds the waker.
-        match self.qp.arm_waker(waker) {
-            Arm::Unsupported => Arm::Unsupported,
-            arm => {
-                st.receive_waker = Some(waker.clone());
-                arm
-            }
+        let arm = self.qp.arm_waker(waker);
+        if arm == Arm::Armed {
+            st.receive_waker = Some(waker.clone());
         }
+        arm
     }
 
     /// Receives completed and not yet claimed: messages that arrived and wait to be read.

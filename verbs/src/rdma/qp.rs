@@ -53,7 +53,9 @@ impl Source for CqWatch {
     }
 
     fn on_ready(&self, _scratch: &mut [u8]) -> Step {
-        if let Some(w) = lock(&self.waker).take() {
+        // Woken after the unlock: an arm waits on this lock while it decides.
+        let armed = lock(&self.waker).take();
+        if let Some(w) = armed {
             w.wake();
         }
         Step::Idle
@@ -659,20 +661,23 @@ impl QueuePair for RdmaQp {
     /// the next completion (the channel's event, or a completion the backend made itself).
     fn arm_waker(&self, waker: &Waker) -> Arm {
         let Ok(r) = reactor::reactor() else { return Arm::Unsupported };
-        let before = lock(&self.watch.waker).replace(waker.clone());
         if !self.watch.registered.swap(true, Ordering::AcqRel) && r.add(self.watch.token, self.watch.clone()).is_err() {
             self.watch.registered.store(false, Ordering::Release);
-            *lock(&self.watch.waker) = None;
             return Arm::Unsupported;
         }
+        // The slot stays locked while the CQ is re-armed: a completion meanwhile makes the
+        // readiness loop wait for this decision, and then wake whichever waker it left armed
+        // (a readiness before the lock was taken found the earlier one, and the re-arm below
+        // finds its completions: Waiting).
+        let mut slot = lock(&self.watch.waker);
         if self.s.arm() {
             // Completions wait already: the caller polls them. The waker armed before stays
             // armed, as the software backends leave it (`Queues::arm`): whoever armed it
             // counts on being woken by the next completion (a lane's one armed task), and
             // this caller's arming did not happen.
-            *lock(&self.watch.waker) = before;
             return Arm::Waiting;
         }
+        *slot = Some(waker.clone());
         Arm::Armed
     }
 

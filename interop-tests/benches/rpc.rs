@@ -164,8 +164,8 @@ fn write_chunk_1mib_vs_raw_write(c: &mut Criterion) {
         bench.iter(|| {
             xid = xid.wrapping_add(1);
             call[..4].copy_from_slice(&xid.to_be_bytes());
-            let reply = client.call_in_place(&call, &ulb).unwrap();
-            assert_eq!(reply.result(0).map(<[u8]>::len), Some(MIB));
+            let mut reply = client.call_in_place(&call, &ulb).unwrap();
+            assert_eq!(reply.view().result(0).map(<[u8]>::len), Some(MIB));
         })
     });
     // The server counts a reply once it is sent, which may be after the client has it.

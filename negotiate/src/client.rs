@@ -33,7 +33,7 @@ use rpcrdma_verbs::{Address, Backend};
 
 pub use async_call::AsyncCall;
 pub use config::{ChunkSizes, ClientConfig, ClientError, ClientStats, KeepConnected};
-pub use in_place::InPlaceReply;
+pub use in_place::{InPlaceReply, ReplyView};
 use lane::{Lane, Message, Sink};
 
 use crate::backchannel::Handler;
@@ -241,9 +241,10 @@ impl<B: Backend> Client<B> {
     /// [`Client::call`] without copying the results out of the Write chunks: the reply is
     /// handed over where it landed ([`InPlaceReply`]): its DDP-eligible results in the
     /// buffers the server RDMA-Wrote them into, the rest in the received message. A large
-    /// result is copied once, by the RDMA Write, as with raw verbs; read it with
-    /// [`InPlaceReply::result`] or walk the whole reply with [`InPlaceReply::pieces`]. The
-    /// buffers go back to the connection when the reply is dropped.
+    /// result is copied once, by the RDMA Write, as with raw verbs; read it through
+    /// [`InPlaceReply::view`] with [`ReplyView::result`], or walk the whole reply with
+    /// [`ReplyView::pieces`]. The buffers, still registered, go back to the connection for the
+    /// next calls when the reply is dropped: a warm connection registers no chunk memory.
     ///
     /// ```
     /// use std::sync::Arc;
@@ -266,11 +267,12 @@ impl<B: Backend> Client<B> {
     /// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), big).unwrap();
     /// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
     /// let call = CallHeader::new(9, 0x2000_0001, 1, 1).message(&[]).unwrap();
-    /// let reply = client.call_in_place(&call, &ulb).unwrap();
+    /// let mut reply = client.call_in_place(&call, &ulb).unwrap();
     /// assert_eq!(reply.len(), 28 + (1 << 16));
-    /// let result = reply.result(0).unwrap(); // where the server's RDMA Write put it
-    /// assert!(result.len() == 1 << 16 && result.iter().all(|&b| b == 7));
     /// assert_eq!(onc::results(&reply.to_vec(), 9).unwrap()[..4], (1u32 << 16).to_be_bytes());
+    /// let view = reply.view();
+    /// let result = view.result(0).unwrap(); // where the server's RDMA Write put it
+    /// assert!(result.len() == 1 << 16 && result.iter().all(|&b| b == 7));
     /// ```
     pub fn call_in_place<U: UpperLayerBinding + ?Sized>(
         &self,

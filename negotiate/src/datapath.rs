@@ -14,10 +14,11 @@
 //!   one completion queue can be told apart by `wr_id`.
 //! * [`ReceivePool`]: the pre-posted Receives RPC-over-RDMA needs, one per credit (RFC 8166
 //!   section 3.3.1), each re-posted as soon as its bytes are copied out.
-//! * [`WindowRegistrar`] (the `Registrar` of `marshal_call`): chunk memory registered per call
-//!   and exposed through memory windows bound on the connection's queue pair, the only keys a
-//!   Send with Invalidate can kill (RFC 8797 section 4.1); [`ChunkMemory::release`] invalidates
-//!   what the peer did not.
+//! * [`WindowRegistrar`] (the `Registrar` of `marshal_call`): chunk memory, registered once and
+//!   kept by the connection for its next calls (`chunk_pool`, the registration cache), exposed
+//!   per call through memory windows bound on the connection's queue pair, the only keys a Send
+//!   with Invalidate can kill (RFC 8797 section 4.1); [`ChunkMemory::release`] invalidates what
+//!   the peer did not.
 //! * Requester: [`send_call`] then [`PendingCall::complete`] (or [`PendingCall::abandon`] for an
 //!   RDMA_ERROR).
 //! * Responder: [`fetch_call`] (RDMA Read of the Read chunks, reassembly), then [`send_reply`]
@@ -72,6 +73,7 @@
 //! ```
 
 mod call;
+mod chunk_pool;
 mod receive;
 mod registrar;
 mod reply;
@@ -94,8 +96,10 @@ pub use call::{
     prepare_call, send_call, send_call_continuing, send_call_lent, send_call_only, CallParams, PendingCall,
     PreparedCall, ReducedAt, ReplyInPlace,
 };
+use chunk_pool::ChunkPool;
+pub use chunk_pool::{Landed, LandedView};
 pub use receive::{ReceivePool, Received};
-pub use registrar::{ChunkMemory, Landed, WindowRegistrar};
+pub use registrar::{ChunkMemory, WindowRegistrar};
 pub(crate) use reply::send_answer;
 pub use reply::{fetch_call, send_draft07, send_error, send_reply, send_reply_lent, ReplyParams, ReplySent};
 use send_queue::SendQueue;
@@ -274,8 +278,8 @@ pub struct Transport<B: Backend> {
     /// The send queue's signaling and what is known of its posting order, and the registered
     /// Send buffers, reused once their Send is known complete ([`Transport::post_sq`]).
     sends: Mutex<SendQueue<B::Region>>,
-    /// Chunk buffers of earlier calls, reused ([`Transport::chunk_buffer`]).
-    chunks: Mutex<Vec<Vec<u8>>>,
+    /// Registered chunk regions of earlier calls, reused ([`Transport::chunk_region`]).
+    chunks: ChunkPool<B::Region>,
     /// The highest draft-ietf-07 running credit total a Send posted here carried, held while
     /// such a Send is stamped and posted ([`Transport::post_send_filled_draft07`]).
     draft07_total: Mutex<Option<u32>>,
@@ -319,7 +323,7 @@ impl<B: Backend> Transport<B> {
                 ..Reaped::default()
             }),
             sends,
-            chunks: Mutex::default(),
+            chunks: ChunkPool::new(),
             draft07_total: Mutex::default(),
             part_credits: OnceLock::new(),
             payload_stream: Mutex::default(),
@@ -680,63 +684,26 @@ impl<B: Backend> Transport<B> {
         self.sends.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Registers a buffer of `len` bytes the local queue pair (and, through a window, the
-    /// peer) may write. It is one this connection used before when one is kept
-    /// ([`Transport::chunk_buffer`]): its bytes are not zeroed, and only what the peer or a
-    /// local RDMA Read writes into it is ever read.
-    fn register_writable(&self, len: usize) -> rpcrdma_verbs::Result<B::Region> {
-        self.pd.register(self.chunk_buffer(len), Access::LOCAL_WRITE)
+    /// A registered region of at least `len` bytes the local queue pair (and, through a
+    /// window, the peer) may write: one this connection used before when one is kept (the
+    /// registration cache, [`chunk_pool`]), its bytes not zeroed: only what the peer or a
+    /// local RDMA Read writes into it, or what this side copies in, is ever read of it.
+    fn chunk_region(&self, len: usize) -> rpcrdma_verbs::Result<B::Region> {
+        self.chunks.take(&self.pd, len)
     }
 
-    /// A buffer of `len` bytes for chunk memory, reused from an earlier call of this
-    /// connection when one is kept (the smallest that holds `len`): a large chunk then costs
-    /// no fresh allocation, page faults and zeroing per call. Its bytes are whatever the
-    /// earlier call left, or zeros.
-    fn chunk_buffer(&self, len: usize) -> Vec<u8> {
-        let mut kept = self.chunks.lock().unwrap_or_else(PoisonError::into_inner);
-        let best = kept.iter().enumerate().filter(|(_, b)| b.capacity() >= len).min_by_key(|(_, b)| b.capacity());
-        let mut buf = match best.map(|(i, _)| i) {
-            Some(i) => kept.swap_remove(i),
-            // Zeroed by the allocator: fresh pages, touched only as they are written.
-            None => return vec![0; len],
-        };
-        drop(kept);
-        if buf.len() >= len {
-            buf.truncate(len);
-        } else {
-            buf.resize(len, 0);
-        }
-        buf
+    /// Keeps a chunk region, its windows closed, for [`Transport::chunk_region`].
+    fn keep_region(&self, region: B::Region) {
+        self.chunks.keep(region);
     }
 
-    /// Gives back the chunk buffers of a reply completed in place
-    /// ([`PendingCall::complete_in_place`]) once its results have been read.
-    pub fn recycle_landed(&self, landed: Landed) {
-        for buf in landed.writes.into_iter().chain([landed.reply]) {
-            self.recycle_chunk(buf);
-        }
-    }
-
-    /// Keeps a chunk buffer for [`Transport::chunk_buffer`], within [`CHUNK_BYTES_KEPT`].
-    fn recycle_chunk(&self, buf: Vec<u8>) {
-        if buf.capacity() == 0 {
-            return;
-        }
-        let mut kept = self.chunks.lock().unwrap_or_else(PoisonError::into_inner);
-        let held: usize = kept.iter().map(Vec::capacity).sum();
-        if kept.len() < CHUNK_BUFFERS_KEPT && held + buf.capacity() <= CHUNK_BYTES_KEPT {
-            kept.push(buf);
-        }
+    /// Gives back the chunk buffers of a reply once its results have been read (a reply
+    /// completed in place: [`PendingCall::complete_in_place`]); they stay registered for the
+    /// connection's next calls.
+    pub fn recycle_landed(&self, landed: Landed<B>) {
+        landed.into_regions().for_each(|r| self.keep_region(r));
     }
 }
-
-/// The most bytes of chunk buffers a connection keeps for reuse ([`Transport::chunk_buffer`]):
-/// one 1 MiB chunk's worth and some smaller ones. A bound of its own, so that what a peer's
-/// chunk lengths make the server allocate is not kept beyond it.
-const CHUNK_BYTES_KEPT: usize = 2 << 20;
-
-/// The most chunk buffers a connection keeps.
-const CHUNK_BUFFERS_KEPT: usize = 8;
 
 /// The size of a pooled Send buffer: Version Two's default inline threshold, which every
 /// small message fits.

@@ -52,14 +52,15 @@ fn same_bytes_as_call<B: Backend + Clone>(b: B) {
                 let copied = client.call(&call(xid, len), &ulb).unwrap();
                 assert_eq!(copied, reply_to(&call(xid, len)));
                 xid += 1;
-                let placed = client.call_in_place(&call(xid, len), &ulb).unwrap();
+                let mut placed = client.call_in_place(&call(xid, len), &ulb).unwrap();
                 let want = reply_to(&call(xid, len));
                 assert_eq!(placed.len(), want.len(), "{versions:?} {len}");
-                assert_eq!(placed.pieces().flatten().copied().collect::<Vec<u8>>(), want, "{versions:?} {len}");
+                assert_eq!(placed.view().pieces().flatten().copied().collect::<Vec<u8>>(), want, "{versions:?} {len}");
                 assert_eq!(placed.to_vec(), want);
                 // The server may move any result into the Write chunk provided for it; one
                 // too large for the reply threshold it must (or send a Long Reply: not ours).
-                match placed.result(0) {
+                let view = placed.view();
+                match view.result(0) {
                     Some(r) => {
                         assert!(ulb.reply_opaque.is_some(), "{versions:?} {len}: no Write chunk was provided");
                         assert_eq!(r, &want[12..12 + len as usize], "the result where it landed");
@@ -94,8 +95,8 @@ fn in_place_replies_give_their_buffers_back_when_dropped() {
     let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     let mut held = Vec::new();
     for xid in 1..=200u32 {
-        let r = client.call_in_place(&call(xid, 65_536), &WRITE_ULB).unwrap();
-        assert_eq!(r.result(0).unwrap().len(), 65_536);
+        let mut r = client.call_in_place(&call(xid, 65_536), &WRITE_ULB).unwrap();
+        assert_eq!(r.view().result(0).unwrap().len(), 65_536);
         // A few held at once, as a caller reading several replies would.
         held.push(r);
         if held.len() == 4 {

@@ -540,6 +540,25 @@ pub trait MemoryRegion: Clone + Send + Sync {
     }
     /// Runs `f` on the region's bytes (empty once deregistered).
     fn with<T>(&self, f: impl FnOnce(&[u8]) -> T) -> T;
+    /// The region's bytes held for reading while the guard lives (empty once deregistered):
+    /// [`with`](MemoryRegion::with) for a reader that needs several regions at once, such as
+    /// a reply read where its chunks landed. The region stays locked meanwhile: keep the guard
+    /// only while nothing else of this side touches the region (its windows closed, no work
+    /// request naming it outstanding). A second `bytes`, `with` or `with_mut` on the same
+    /// region before the guard is dropped waits for it forever, as a nested `with` would.
+    ///
+    /// ```
+    /// use rpcrdma_verbs::{Access, Backend, InProcess, MemoryRegion, ProtectionDomain};
+    /// let pd = InProcess.alloc_pd().unwrap();
+    /// let (a, b) = (pd.register(b"left".to_vec(), Access::empty()).unwrap(), pd.register(b"right".to_vec(), Access::empty()).unwrap());
+    /// let (ga, gb) = (a.bytes(), b.bytes());
+    /// assert_eq!([&ga[..], &gb[..]].concat(), b"leftright");
+    /// ```
+    fn bytes(&self) -> Self::Bytes<'_>;
+    /// What [`bytes`](MemoryRegion::bytes) returns.
+    type Bytes<'a>: std::ops::Deref<Target = [u8]>
+    where
+        Self: 'a;
     /// Runs `f` on the region's bytes, mutably (empty once deregistered).
     fn with_mut<T>(&self, f: impl FnOnce(&mut [u8]) -> T) -> T;
     /// Deregisters the region (`ibv_dereg_mr`) and returns its buffer. Both keys die at once;

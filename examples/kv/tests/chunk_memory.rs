@@ -1,6 +1,6 @@
 //! Issue 28 item 4: a call whose binding provisions a large Write chunk (KV_GET: 1 MiB, for
 //! the largest value) costs no fresh chunk memory per call once warm: the connection keeps
-//! the buffer and registers it again, unzeroed (`Transport::chunk_buffer`), so a 4 KiB GET
+//! the buffer registered, unzeroed (its registration cache, `Transport::chunk_region`), so a 4 KiB GET
 //! neither allocates nor zero-fills 1 MiB. Counted in bytes by the process's allocator, in a
 //! binary of its own so that nothing else runs meanwhile.
 

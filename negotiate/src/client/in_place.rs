@@ -8,7 +8,7 @@ use rpcrdma_v1::reassemble::ReplyPiece;
 use rpcrdma_verbs::Backend;
 
 use super::link::Link;
-use crate::datapath::{ReducedAt, ReplyInPlace};
+use crate::datapath::{LandedView, ReducedAt, ReplyInPlace};
 
 /// XDR roundup padding a result lacks in its chunk (RFC 8166 section 3.4.6.2: never written).
 const PADDING: [u8; 3] = [0; 3];
@@ -36,23 +36,25 @@ const PADDING: [u8; 3] = [0; 3];
 /// # };
 /// # let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), big).unwrap();
 /// # let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
-/// let reply = client.call_in_place(&CallHeader::new(1, 0x2000_0001, 1, 1).message(&[]).unwrap(), &ulb).unwrap();
+/// let mut reply = client.call_in_place(&CallHeader::new(1, 0x2000_0001, 1, 1).message(&[]).unwrap(), &ulb).unwrap();
+/// assert_eq!(reply.len(), 5028);
 /// // The whole reply as slices, in order: the 28 bytes before the result (the 24-byte reply
 /// // header and the opaque's length word), then the result itself where it landed (with
 /// // its padding after it, had its length not been a multiple of 4).
-/// let lens: Vec<usize> = reply.pieces().map(<[u8]>::len).collect();
+/// let view = reply.view();
+/// let lens: Vec<usize> = view.pieces().map(<[u8]>::len).collect();
 /// assert_eq!(lens, [28, 5000]);
-/// assert_eq!(reply.pieces().map(<[u8]>::len).sum::<usize>(), reply.len());
+/// assert_eq!(view.result(0), Some(&[7u8; 5000][..]));
 /// ```
 pub struct InPlaceReply<B: Backend> {
     link: Arc<Link<B>>,
     /// The received message (the transport header and the inline part of the reply).
     message: Vec<u8>,
-    parts: ReplyInPlace,
+    parts: ReplyInPlace<B>,
 }
 
 impl<B: Backend> InPlaceReply<B> {
-    pub(super) fn new(link: Arc<Link<B>>, message: Vec<u8>, parts: ReplyInPlace) -> Self {
+    pub(super) fn new(link: Arc<Link<B>>, message: Vec<u8>, parts: ReplyInPlace<B>) -> Self {
         InPlaceReply { link, message, parts }
     }
 
@@ -66,6 +68,40 @@ impl<B: Backend> InPlaceReply<B> {
         self.parts.len == 0
     }
 
+    /// The reply's pieces held for reading while the view lives: the chunk buffers the server
+    /// wrote stay locked meanwhile ([`MemoryRegion::bytes`](rpcrdma_verbs::MemoryRegion::bytes)),
+    /// which is why the view borrows the reply mutably: nothing else can lock them again
+    /// (a second view, [`to_vec`](InPlaceReply::to_vec)) until it is dropped.
+    pub fn view(&mut self) -> ReplyView<'_, B> {
+        // (No other view of these buffers exists while `self` is borrowed mutably.)
+        ReplyView { message: &self.message, parts: &self.parts, landed: self.parts.landed.view_shared() }
+    }
+
+    /// The whole reply, copied into `out` (cleared first).
+    pub fn copy_into(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(self.len());
+        // (No view of these buffers exists while `self` is borrowed.)
+        let view = ReplyView { message: &self.message, parts: &self.parts, landed: self.parts.landed.view_shared() };
+        view.pieces().for_each(|p| out.extend_from_slice(p));
+    }
+
+    /// The whole reply, copied.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.copy_into(&mut out);
+        out
+    }
+}
+
+/// An [`InPlaceReply`] held for reading ([`InPlaceReply::view`]).
+pub struct ReplyView<'a, B: Backend> {
+    message: &'a [u8],
+    parts: &'a ReplyInPlace<B>,
+    landed: LandedView<'a, B>,
+}
+
+impl<'a, B: Backend> ReplyView<'a, B> {
     /// The result the server wrote into Write chunk `chunk`, where it landed (padding
     /// excluded); `None` if the reply placed no result there.
     pub fn result(&self, chunk: usize) -> Option<&[u8]> {
@@ -77,13 +113,14 @@ impl<B: Backend> InPlaceReply<B> {
 
     /// The reply in stream order, as slices of where each piece lies: concatenated, they are
     /// the bytes [`Client::call`](super::Client::call) returns.
-    pub fn pieces(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        let reduced = match self.parts.reduced {
+    pub fn pieces(&self) -> impl Iterator<Item = &[u8]> + use<'_, 'a, B> {
+        let parts = self.parts;
+        let reduced = match parts.reduced {
             Some(ReducedAt::Message { start, end }) => &self.message[start..end],
-            Some(ReducedAt::ReplyChunk { len }) => &self.parts.landed.reply[..len],
+            Some(ReducedAt::ReplyChunk { len }) => &self.landed.reply()[..len],
             None => &[][..],
         };
-        self.parts.pieces.iter().flat_map(move |p| {
+        parts.pieces.iter().flat_map(move |p| {
             let (data, pad): (&[u8], &[u8]) = match *p {
                 ReplyPiece::Reduced { start, end } => (&reduced[start..end], &[]),
                 ReplyPiece::Result { chunk, len } => {
@@ -97,21 +134,7 @@ impl<B: Backend> InPlaceReply<B> {
     /// The first `len` bytes of Write chunk `chunk`'s buffer, which the reply's walk checked
     /// it holds (an empty result may have no buffer at all).
     fn landed(&self, chunk: usize, len: usize) -> &[u8] {
-        self.parts.landed.writes.get(chunk).map_or(&[][..], |b| &b[..len])
-    }
-
-    /// The whole reply, copied into `out` (cleared first).
-    pub fn copy_into(&self, out: &mut Vec<u8>) {
-        out.clear();
-        out.reserve(self.len());
-        self.pieces().for_each(|p| out.extend_from_slice(p));
-    }
-
-    /// The whole reply, copied.
-    pub fn to_vec(&self) -> Vec<u8> {
-        let mut out = Vec::new();
-        self.copy_into(&mut out);
-        out
+        &self.landed.write(chunk)[..len]
     }
 }
 

@@ -423,8 +423,7 @@ pub enum ReducedAt {
 /// unreduced RPC reply as pieces in stream order, each either part of the reduced stream
 /// (`reduced`) or a result where the Responder wrote it (`landed.writes[chunk]`), and the
 /// chunk buffers that hold them.
-#[derive(Debug, Default)]
-pub struct ReplyInPlace {
+pub struct ReplyInPlace<B: Backend> {
     /// Where the reduced stream is.
     pub reduced: Option<ReducedAt>,
     /// The pieces, in stream order; the offsets of [`ReplyPiece::Reduced`] are in the reduced
@@ -433,15 +432,32 @@ pub struct ReplyInPlace {
     /// The unreduced reply's length, padding included.
     pub len: usize,
     /// The Write chunks' and the Reply chunk's buffers.
-    pub landed: Landed,
+    pub landed: Landed<B>,
+}
+
+impl<B: Backend> Default for ReplyInPlace<B> {
+    fn default() -> Self {
+        ReplyInPlace { reduced: None, pieces: Vec::new(), len: 0, landed: Landed::default() }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for ReplyInPlace<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplyInPlace")
+            .field("reduced", &self.reduced)
+            .field("pieces", &self.pieces)
+            .field("len", &self.len)
+            .field("landed", &self.landed)
+            .finish()
+    }
 }
 
 /// The pieces of `message`'s reply to `call`, checked as [`reassemble_reply_with_ulb`] checks.
-fn describe_in_place<U: UpperLayerBinding + ?Sized>(
+fn describe_in_place<B: Backend, U: UpperLayerBinding + ?Sized>(
     call: &[u8],
     message: &[u8],
     reply: &Header<'_>,
-    landed: &Landed,
+    landed: &Landed<B>,
     ulb: &U,
     want: u32,
 ) -> Result<(Option<ReducedAt>, Vec<ReplyPiece>, usize), DataPathError> {
@@ -449,7 +465,8 @@ fn describe_in_place<U: UpperLayerBinding + ?Sized>(
         return Err(DataPathError::XidMismatch { want, got: reply.xid() });
     }
     let msg = reply.to_msg();
-    let reduced = reply_payload(&msg, reply.payload(), &landed.reply)?;
+    let view = landed.view_shared();
+    let reduced = reply_payload(&msg, reply.payload(), view.reply())?;
     let (at, writes) = match msg.rdma_body {
         RdmaBody::RdmaMsg(h) => {
             // The inline payload is a part of the message: its offset there.
@@ -461,7 +478,7 @@ fn describe_in_place<U: UpperLayerBinding + ?Sized>(
     };
     let mut results = Vec::new();
     ulb.reply_ddp_items(call, reduced, writes.len(), &mut results);
-    let write_bufs: Vec<&[u8]> = landed.writes.iter().map(Vec::as_slice).collect();
+    let write_bufs = view.writes();
     let mut pieces = Vec::with_capacity(2 * results.len() + 1);
     let len = walk_reply(reduced.len(), writes, &results, &write_bufs, |p| pieces.push(p))?;
     Ok((Some(at), pieces, len))
@@ -562,22 +579,20 @@ impl<B: Backend> PendingCall<B> {
         if reply.xid() != want {
             return Err(DataPathError::XidMismatch { want, got: reply.xid() });
         }
-        let write_bufs: Vec<&[u8]> = landed.writes.iter().map(Vec::as_slice).collect();
+        let view = landed.view_shared();
         let mut results = Vec::new();
         let reassembled = reassemble_reply_with_ulb(
             call,
             &reply.to_msg(),
             reply.payload(),
-            &landed.reply,
-            &write_bufs,
+            view.reply(),
+            &view.writes(),
             ulb,
             &mut results,
             out,
         );
-        drop(write_bufs);
-        for buf in landed.writes.into_iter().chain([landed.reply]) {
-            conn.recycle_chunk(buf);
-        }
+        drop(view);
+        conn.recycle_landed(landed);
         Ok(reassembled?)
     }
 
@@ -595,7 +610,7 @@ impl<B: Backend> PendingCall<B> {
         reply: &Header<'_>,
         invalidated: Option<u32>,
         ulb: &U,
-    ) -> Result<ReplyInPlace, DataPathError> {
+    ) -> Result<ReplyInPlace<B>, DataPathError> {
         let want = self.xid;
         let landed = self.finish(conn, invalidated, None)?;
         let described = describe_in_place(call, message, reply, &landed, ulb, want);
@@ -612,7 +627,7 @@ impl<B: Backend> PendingCall<B> {
     /// section 4.5; the caller has decoded it), or the call is given up. Releases its chunks
     /// like [`complete`](PendingCall::complete).
     pub fn abandon(self, conn: &Transport<B>, invalidated: Option<u32>) -> Result<(), DataPathError> {
-        self.finish(conn, invalidated, None).map(drop)
+        self.finish(conn, invalidated, None).map(|landed| conn.recycle_landed(landed))
     }
 
     /// [`abandon`](PendingCall::abandon) for a call sent with [`send_call_lent`]: hands the
@@ -623,7 +638,7 @@ impl<B: Backend> PendingCall<B> {
         invalidated: Option<u32>,
         message: &mut Vec<u8>,
     ) -> Result<(), DataPathError> {
-        self.finish(conn, invalidated, Some(message)).map(drop)
+        self.finish(conn, invalidated, Some(message)).map(|landed| conn.recycle_landed(landed))
     }
 
     /// Releases the call's memory, the lent message (if any) going `home`.
@@ -632,7 +647,7 @@ impl<B: Backend> PendingCall<B> {
         conn: &Transport<B>,
         invalidated: Option<u32>,
         home: Option<&mut Vec<u8>>,
-    ) -> Result<Landed, DataPathError> {
+    ) -> Result<Landed<B>, DataPathError> {
         let (landed, message, released) = self.memory.release_parts(conn, invalidated);
         if let (Some(home), Some(message)) = (home, message) {
             *home = message;

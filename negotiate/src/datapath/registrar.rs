@@ -1,10 +1,12 @@
-//! The Requester's chunk memory: registered per call, exposed through memory windows.
+//! The Requester's chunk memory: registered once and kept (the connection's registration cache,
+//! `chunk_pool`), exposed to the Responder per call through memory windows.
 
 use rpcrdma_v1::marshal_call::{ChunkPurpose, Registrar};
 use rpcrdma_v1::xdr::XdrRdmaSegment;
 use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair};
 
-use super::{take_bytes, DataPathError, Transport};
+use super::chunk_pool::ChunkRegion;
+use super::{take_bytes, DataPathError, Landed, Transport};
 use crate::thresholds::SegmentLimits;
 
 /// The memory one call exposes to the Responder: a copy of the call message behind its Read
@@ -23,19 +25,8 @@ pub struct ChunkMemory<B: Backend> {
     /// The rkeys of the windows open to the peer (the advertised segments' handles).
     windows: Vec<u32>,
     /// Write chunk *i*'s buffer at index *i*; `None` for a chunk of zero bytes.
-    writes: Vec<Option<B::Region>>,
-    reply: Option<B::Region>,
-}
-
-/// What the Responder wrote into a call's chunks, handed back after release: Write chunk *i*'s
-/// buffer at index *i* (empty for a chunk with no buffer), and the Reply chunk's (empty when
-/// none was provided). Only the returned lengths of the reply's header count.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Landed {
-    /// The Write chunks' buffers, in Write list order.
-    pub writes: Vec<Vec<u8>>,
-    /// The Reply chunk's buffer.
-    pub reply: Vec<u8>,
+    writes: Vec<Option<ChunkRegion<B::Region>>>,
+    reply: Option<ChunkRegion<B::Region>>,
 }
 
 impl<B: Backend> ChunkMemory<B> {
@@ -72,8 +63,9 @@ impl<B: Backend> ChunkMemory<B> {
     /// let memory = reg.finish().unwrap();
     /// assert_eq!(memory.rkeys().count(), 2);
     /// assert_eq!(out.writes().chunk(0)[0].handle, memory.rkeys().next().unwrap());
-    /// let landed = memory.release(&conn, None).unwrap();
-    /// assert_eq!(landed.writes[0].len(), 512);
+    /// let mut landed = memory.release(&conn, None).unwrap();
+    /// assert_eq!(landed.view().write(0).len(), 512);
+    /// conn.recycle_landed(landed); // registered still, for the next call's chunks
     /// # drop(peer.join());
     /// ```
     pub fn rkeys(&self) -> impl Iterator<Item = u32> + '_ {
@@ -82,7 +74,9 @@ impl<B: Backend> ChunkMemory<B> {
 
     /// Closes every window the peer did not already invalidate (`invalidated`, from the reply's
     /// Receive completion: RFC 8797 section 4.1 remote invalidation) with a Local Invalidate,
-    /// waits for them, and deregisters the memory, handing back what the Responder wrote.
+    /// waits for them, and hands back what the Responder wrote, still registered (the copy of
+    /// the call goes back to the connection's registration cache; a lent message is
+    /// deregistered, its buffer handed back).
     ///
     /// Invalidation comes before the bytes are handed back (RFC 8166 section 8.1.3, draft
     /// 9.1.3: "Invalidation ... should be complete before ... the RPC consumer is allowed to
@@ -96,7 +90,7 @@ impl<B: Backend> ChunkMemory<B> {
     ///
     /// An `invalidated` rkey that is none of this call's is [`DataPathError::ForeignInvalidation`],
     /// reported after the release.
-    pub fn release(self, conn: &Transport<B>, invalidated: Option<u32>) -> Result<Landed, DataPathError> {
+    pub fn release(self, conn: &Transport<B>, invalidated: Option<u32>) -> Result<Landed<B>, DataPathError> {
         let (landed, _, foreign) = self.release_parts(conn, invalidated);
         foreign.map(|()| landed)
     }
@@ -108,7 +102,7 @@ impl<B: Backend> ChunkMemory<B> {
         self,
         conn: &Transport<B>,
         invalidated: Option<u32>,
-    ) -> (Landed, Option<Vec<u8>>, Result<(), DataPathError>) {
+    ) -> (Landed<B>, Option<Vec<u8>>, Result<(), DataPathError>) {
         let mut foreign = invalidated;
         let mut ids = Vec::with_capacity(self.windows.len());
         let mut posted = Ok(());
@@ -135,15 +129,12 @@ impl<B: Backend> ChunkMemory<B> {
             (Lent::Registered, Some(region)) => Some(take_bytes(region)),
             (_, copy) => {
                 if let Some(copy) = copy {
-                    conn.recycle_chunk(take_bytes(copy));
+                    conn.keep_region(copy);
                 }
                 None
             }
         };
-        let landed = Landed {
-            writes: self.writes.into_iter().map(|r| r.map(take_bytes).unwrap_or_default()).collect(),
-            reply: self.reply.map(take_bytes).unwrap_or_default(),
-        };
+        let landed = Landed { writes: self.writes, reply: self.reply };
         let foreign = match foreign {
             Some(rkey) => Err(DataPathError::ForeignInvalidation(rkey)),
             None => Ok(()),
@@ -268,9 +259,12 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
         }
         let bytes = match (self.call, &mut self.memory.lent) {
             (Some(call), _) => {
-                let mut copy = self.conn.chunk_buffer(call.len());
-                copy.copy_from_slice(call);
-                copy
+                // A kept region (Local Write, which a Read source does not need and does not
+                // hurt: the windows grant the peer Remote Read only).
+                let copy = self.conn.chunk_region(call.len())?;
+                copy.with_mut(|b| b[..call.len()].copy_from_slice(call));
+                self.memory.call_copy = Some(copy.clone());
+                return Ok(copy);
             }
             (None, lent) => match std::mem::replace(lent, Lent::Registered) {
                 Lent::Unregistered(message) => message,
@@ -289,7 +283,7 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
         let (region, offset, access) = match purpose.call_range() {
             Some(range) => (self.call_copy()?, range.start, Access::REMOTE_READ),
             None => {
-                let region = self.conn.register_writable(len)?;
+                let region = self.conn.chunk_region(len)?;
                 let slot = match purpose {
                     ChunkPurpose::Write { index, .. } => {
                         if self.memory.writes.len() <= index {
@@ -299,7 +293,7 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
                     }
                     _ => &mut self.memory.reply,
                 };
-                *slot = Some(region.clone());
+                *slot = Some(ChunkRegion { region: region.clone(), len });
                 (region, 0, Access::REMOTE_WRITE)
             }
         };

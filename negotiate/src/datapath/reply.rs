@@ -14,7 +14,7 @@ use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg, XdrWriteChunk};
 use rpcrdma_v1::Version;
 use rpcrdma_v2::draft07::marshal as marshal07;
-use rpcrdma_verbs::{Access, Backend, ProtectionDomain, QueuePair, RemoteBuf, Sge};
+use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair, RemoteBuf, Sge};
 
 use super::{take_bytes, DataPathError, Transport};
 
@@ -97,11 +97,13 @@ pub fn fetch_call<B: Backend, U: UpperLayerBinding + ?Sized>(
     } else if matches!(msg.rdma_body, RdmaBody::RdmaMsg(_)) {
         read_in_place(conn, &msg, call.payload(), landing_len, out)?;
     } else {
-        let landing = conn.register_writable(landing_len)?;
+        let landing = conn.chunk_region(landing_len)?;
         let fetched = post_reads(conn, &landing, read_list_fetches(reads).map(|f| (f.landing, f)));
-        let landing = take_bytes(landing);
-        // (The landing buffer is freed, not kept for the connection's next call: its size is
-        // the peer's to choose, and a server's budget counts it only while the call is fetched.)
+        // (The landing buffer is deregistered and freed, not kept for the connection's next
+        // call: its size is the peer's to choose, and a server's budget counts it only while
+        // the call is fetched.)
+        let mut landing = take_bytes(landing);
+        landing.truncate(landing_len);
         fetched.and_then(|()| Ok(reassemble_call(&msg, call.payload(), &landing, out)?))?;
     }
     check_call_ddp_eligibility(&msg, out, ulb, &mut Vec::new())?;
@@ -324,7 +326,7 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         let sent = posted.and_then(|()| conn.wait(id));
         // The Send completed after the Writes before it (or the connection is down): the
         // source is free again.
-        give_back_source(conn, source);
+        give_back_source(conn, source, sent.is_ok());
         sent?;
         Ok(ReplySent { form: out.form(), reduced_results: out.reduced_results(), invalidated, parts: 1 })
     });
@@ -338,12 +340,18 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
 }
 
 /// The Writes' source once the Send after them completed: a lent buffer goes home, a copy to
-/// the connection's chunk buffers.
-fn give_back_source<B: Backend>(conn: &Transport<B>, source: Option<(B::Region, Option<&mut Vec<u8>>)>) {
+/// the connection's registration cache if the Send `completed` (otherwise a Write may still be
+/// reading it: its handle is let go, and a Write still posted keeps the region alive until it
+/// ends, never reading the next reply's bytes).
+fn give_back_source<B: Backend>(
+    conn: &Transport<B>,
+    source: Option<(B::Region, Option<&mut Vec<u8>>)>,
+    completed: bool,
+) {
     match source {
         Some((region, Some(home))) => *home = take_bytes(region),
-        Some((region, None)) => conn.recycle_chunk(take_bytes(region)),
-        None => {}
+        Some((region, None)) if completed => conn.keep_region(region),
+        Some((_, None)) | None => {}
     }
 }
 
@@ -382,15 +390,15 @@ fn post_writes<'r, B: Backend>(
     if out.writes().is_empty() {
         return Ok(None);
     }
-    let (bytes, home) = match reply {
+    let (source, home) = match reply {
+        // Into a region the connection keeps registered (its registration cache).
         ReplyBytes::Copied(bytes) => {
-            let mut copy = conn.chunk_buffer(bytes.len());
-            copy.copy_from_slice(bytes);
+            let copy = conn.chunk_region(bytes.len())?;
+            copy.with_mut(|b| b[..bytes.len()].copy_from_slice(bytes));
             (copy, None)
         }
-        ReplyBytes::Lent(home) => (std::mem::take(home), Some(home)),
+        ReplyBytes::Lent(home) => (conn.pd().register(std::mem::take(home), Access::empty())?, Some(home)),
     };
-    let source = conn.pd().register(bytes, Access::empty())?;
     for w in out.writes() {
         let local = Sge::new(&source, w.src.start, w.src.len());
         let (id, remote) = (conn.unwaited_wr_id(), RemoteBuf { addr: w.offset, rkey: w.handle });

@@ -172,8 +172,23 @@ impl MemoryRegion for SimRegion {
         f(&mut lock(&self.0.buf))
     }
 
+    type Bytes<'a> = SimBytes<'a>;
+    fn bytes(&self) -> SimBytes<'_> {
+        SimBytes(lock(&self.0.buf))
+    }
+
     fn deregister(self) -> Result<Vec<u8>> {
         Ok(std::mem::take(&mut *lock(&self.0.buf)))
+    }
+}
+
+/// A region's bytes held for reading.
+pub struct SimBytes<'a>(std::sync::MutexGuard<'a, Vec<u8>>);
+
+impl std::ops::Deref for SimBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0
     }
 }
 

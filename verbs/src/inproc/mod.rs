@@ -48,7 +48,7 @@ pub(crate) use crate::lock;
 pub use cm::{InProcListener, InProcRequest};
 pub(crate) use keys::{next_id, next_key};
 pub use qp::InProcQp;
-pub use region::{InProcPd, InProcRegion};
+pub use region::{InProcPd, InProcRegion, RegionBytes};
 
 use crate::{Backend, ListenOptions, QpCaps, Result};
 

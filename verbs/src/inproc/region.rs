@@ -227,6 +227,10 @@ impl MemoryRegion for InProcRegion {
     fn with_mut<T>(&self, f: impl FnOnce(&mut [u8]) -> T) -> T {
         f(&mut lock(&self.0.data).buf)
     }
+    type Bytes<'a> = RegionBytes<'a>;
+    fn bytes(&self) -> RegionBytes<'_> {
+        RegionBytes(lock(&self.0.data))
+    }
     fn deregister(self) -> Result<Vec<u8>> {
         let buf = {
             let mut data = lock(&self.0.data);
@@ -239,6 +243,16 @@ impl MemoryRegion for InProcRegion {
         };
         lock(&self.0.pd.table).remove(&self.0.rkey);
         Ok(buf)
+    }
+}
+
+/// An in-process region's bytes held for reading ([`MemoryRegion::bytes`]).
+pub struct RegionBytes<'a>(std::sync::MutexGuard<'a, RegionData>);
+
+impl std::ops::Deref for RegionBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0.buf
     }
 }
 

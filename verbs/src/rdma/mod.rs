@@ -78,7 +78,7 @@ use std::net::Ipv4Addr;
 use std::time::Duration;
 
 pub use cm::{RdmaListener, RdmaRequest};
-pub use pd::{RdmaPd, RdmaRegion};
+pub use pd::{RdmaPd, RdmaRegion, RdmaRegionBytes};
 pub use qp::RdmaQp;
 
 use crate::{Backend, ListenOptions, QpCaps, Result};

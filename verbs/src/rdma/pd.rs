@@ -166,6 +166,16 @@ impl Drop for RegionInner {
     }
 }
 
+/// An rdma-core region's bytes held for reading ([`MemoryRegion::bytes`]).
+pub struct RdmaRegionBytes<'a>(std::sync::MutexGuard<'a, RegionState>);
+
+impl std::ops::Deref for RdmaRegionBytes<'_> {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.0.buf
+    }
+}
+
 impl MemoryRegion for RdmaRegion {
     fn addr(&self) -> u64 {
         self.0.addr
@@ -187,6 +197,10 @@ impl MemoryRegion for RdmaRegion {
     }
     fn with_mut<T>(&self, f: impl FnOnce(&mut [u8]) -> T) -> T {
         f(&mut lock(&self.0.state).buf)
+    }
+    type Bytes<'a> = RdmaRegionBytes<'a>;
+    fn bytes(&self) -> RdmaRegionBytes<'_> {
+        RdmaRegionBytes(lock(&self.0.state))
     }
     fn deregister(self) -> Result<Vec<u8>> {
         self.0.dereg();

@@ -71,7 +71,7 @@ pub(super) fn send_reply<B: Backend>(
     let source = post_writes(conn, ReplyBytes::Copied(reply), out)?;
     let sent = send_parts(conn, out, &payload, &parts, params, invalidated, deadline);
     // The last Send completed after the Writes before it (or the connection is down).
-    give_back_source(conn, source);
+    give_back_source(conn, source, sent.is_ok());
     sent?;
     Ok(ReplySent { form: ReplyForm::Inline, reduced_results: out.reduced_results(), invalidated, parts: parts.len() })
 }

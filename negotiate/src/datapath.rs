@@ -700,7 +700,7 @@ impl<B: Backend> Transport<B> {
     /// Gives back the chunk buffers of a reply once its results have been read (a reply
     /// completed in place: [`PendingCall::complete_in_place`]); they stay registered for the
     /// connection's next calls.
-    pub fn recycle_landed(&self, landed: Landed<B>) {
+    pub(crate) fn recycle_landed(&self, landed: Landed<B>) {
         landed.into_regions().for_each(|r| self.keep_region(r));
     }
 }

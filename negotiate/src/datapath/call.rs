@@ -600,8 +600,9 @@ impl<B: Backend> PendingCall<B> {
     /// without copying its results: they stay in the Write chunk buffers the Responder wrote
     /// them into, and the reply is described as pieces ([`ReplyInPlace`]) of the received
     /// `message` (whose accepted header `reply` is), of those buffers and of the Reply chunk's.
-    /// Only a reply with chunks keeps its buffers; give them back with
-    /// [`Transport::recycle_landed`] when read.
+    /// Only a reply with chunks keeps its buffers, still registered (a
+    /// [`Client`](crate::client::Client) gives them back to the connection when the reply is
+    /// read; dropped, they are deregistered).
     pub fn complete_in_place<U: UpperLayerBinding + ?Sized>(
         self,
         conn: &Transport<B>,

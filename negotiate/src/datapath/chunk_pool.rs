@@ -36,6 +36,10 @@ impl<R: MemoryRegion> ChunkPool<R> {
     /// registration. A kept region's bytes are whatever its last call left there; only what
     /// this side copies in, or the peer or a local RDMA Read writes, is ever read of it.
     pub(super) fn take<P: ProtectionDomain<Region = R>>(&self, pd: &P, len: usize) -> rpcrdma_verbs::Result<R> {
+        if len == 0 {
+            // (Not worth a kept region, which any length fits.)
+            return pd.register(Vec::new(), Access::LOCAL_WRITE);
+        }
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         let best = kept.iter().enumerate().filter(|(_, r)| r.len() >= len).min_by_key(|(_, r)| r.len());
         if let Some(i) = best.map(|(i, _)| i) {
@@ -46,22 +50,35 @@ impl<R: MemoryRegion> ChunkPool<R> {
         pd.register(vec![0; len], Access::LOCAL_WRITE)
     }
 
-    /// Keeps `region` for [`take`](ChunkPool::take) within the bounds, or lets it go (dropping
-    /// the last handle deregisters it). Its windows must be closed.
+    /// Keeps `region` for [`take`](ChunkPool::take), letting go of the regions kept longest
+    /// ago as far as the bounds need (dropping the last handle deregisters a region); one
+    /// larger than [`CHUNK_BYTES_KEPT`] alone is let go itself. Its windows must be closed.
     pub(super) fn keep(&self, region: R) {
-        if region.is_empty() {
+        if region.is_empty() || region.len() > CHUNK_BYTES_KEPT {
             return;
         }
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-        let held: usize = kept.iter().map(R::len).sum();
-        if kept.len() < CHUNK_REGIONS_KEPT && held + region.len() <= CHUNK_BYTES_KEPT {
-            kept.push(region);
+        // Oldest first: `take` removes from anywhere, `keep` appends.
+        let mut held: usize = kept.iter().map(R::len).sum::<usize>() + region.len();
+        let mut out = 0;
+        while kept.len() - out >= CHUNK_REGIONS_KEPT || held > CHUNK_BYTES_KEPT {
+            held -= kept[out].len();
+            out += 1;
         }
+        let evicted: Vec<R> = kept.drain(..out).collect();
+        kept.push(region);
+        drop(kept);
+        // Deregistered here, outside the lock.
+        drop(evicted);
     }
 }
 
 /// One chunk's registered buffer and the chunk's length: the region may be longer, kept from a
-/// larger call, and only its first `len` bytes were exposed.
+/// larger call, and only its first `len` bytes are read and exposed through the call's window.
+/// (rdma_rxe checks a window's accesses against the whole region under it, verbs' `rdma`
+/// module says: there the peer could reach the rest of a kept region too, whose bytes are
+/// ones this connection's earlier messages carried to or from that same peer, the cache being
+/// the connection's own.)
 #[derive(Debug)]
 pub(super) struct ChunkRegion<R> {
     pub(super) region: R,
@@ -77,9 +94,8 @@ impl<R: MemoryRegion> ChunkRegion<R> {
 
 /// What the Responder wrote into a call's chunks, handed back after release: Write chunk *i*'s
 /// buffer at index *i* (none for a chunk with no buffer), and the Reply chunk's. The buffers
-/// are still registered: give them back with
-/// [`Transport::recycle_landed`](super::Transport::recycle_landed) for the next calls, or drop
-/// them. Read them with [`view`](Landed::view).
+/// are still registered (a [`Client`](crate::client::Client) gives them back to the connection
+/// for its next calls; dropping them deregisters them). Read them with [`view`](Landed::view).
 pub struct Landed<B: Backend> {
     pub(super) writes: Vec<Option<ChunkRegion<B::Region>>>,
     pub(super) reply: Option<ChunkRegion<B::Region>>,
@@ -163,23 +179,30 @@ mod tests {
     }
 
     /// What a peer's chunk lengths make a server register is kept only within the bounds: a
-    /// region past the byte bound, or past the count, is let go.
+    /// region past the byte bound is let go, and one that would go past the count or the bytes
+    /// lets go of those kept longest ago.
     #[test]
-    fn the_cache_keeps_at_most_eight_regions_and_two_mib() {
+    fn the_cache_keeps_at_most_eight_regions_and_two_mib_the_oldest_let_go_first() {
         let pd = InProcess.alloc_pd().unwrap();
         let pool = ChunkPool::new();
         // Ten taken while the others are out (ten registrations), then kept one by one.
         let held: Vec<InProcRegion> = (0..10).map(|_| pool.take(&pd, 1024).unwrap()).collect();
         held.into_iter().for_each(|r| pool.keep(r));
         assert_eq!(kept(&pool), [1024; CHUNK_REGIONS_KEPT]);
+        // A larger one back lets go of the oldest small one.
+        pool.keep(pd.register(vec![0; 4096], Access::LOCAL_WRITE).unwrap());
+        assert_eq!(kept(&pool)[CHUNK_REGIONS_KEPT - 1], 4096);
+        assert_eq!(kept(&pool).len(), CHUNK_REGIONS_KEPT);
 
         let pool = ChunkPool::new();
         pool.keep(pd.register(vec![0; CHUNK_BYTES_KEPT + 1], Access::LOCAL_WRITE).unwrap());
         assert_eq!(kept(&pool), [] as [usize; 0]);
         pool.keep(pd.register(vec![0; CHUNK_BYTES_KEPT - 4096], Access::LOCAL_WRITE).unwrap());
-        pool.keep(pd.register(vec![0; 8192], Access::LOCAL_WRITE).unwrap());
         pool.keep(pd.register(vec![0; 4096], Access::LOCAL_WRITE).unwrap());
         assert_eq!(kept(&pool), [4096, CHUNK_BYTES_KEPT - 4096]);
+        // 8 KiB more would pass 2 MiB: the oldest (the large one) goes.
+        pool.keep(pd.register(vec![0; 8192], Access::LOCAL_WRITE).unwrap());
+        assert_eq!(kept(&pool), [4096, 8192]);
     }
 
     /// A chunk takes the smallest kept region that holds it, and registers afresh when none

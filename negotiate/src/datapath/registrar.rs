@@ -65,7 +65,6 @@ impl<B: Backend> ChunkMemory<B> {
     /// assert_eq!(out.writes().chunk(0)[0].handle, memory.rkeys().next().unwrap());
     /// let mut landed = memory.release(&conn, None).unwrap();
     /// assert_eq!(landed.view().write(0).len(), 512);
-    /// conn.recycle_landed(landed); // registered still, for the next call's chunks
     /// # drop(peer.join());
     /// ```
     pub fn rkeys(&self) -> impl Iterator<Item = u32> + '_ {
@@ -153,14 +152,16 @@ enum Lent {
     Unregistered(Vec<u8>),
 }
 
-/// The [`Registrar`] of the Requester: registers each chunk's memory for one call and exposes it
-/// through a memory window bound on the connection's queue pair (a type-2 window: fresh rkey,
-/// limited to the chunk's bytes and to RDMA Read for Read chunks, RDMA Write for Write and
-/// Reply chunks). Windows, unlike a region's own rkey, can be killed by the Responder's Send
-/// with Invalidate (RFC 8797 section 4.1), which saves the Requester a Local Invalidate.
+/// The [`Registrar`] of the Requester: takes each chunk's memory from the connection's
+/// registration cache (or registers it) and exposes it for one call through a memory window
+/// bound on the connection's queue pair (a type-2 window: fresh rkey, limited to the chunk's
+/// bytes and to RDMA Read for Read chunks, RDMA Write for Write and Reply chunks). Windows,
+/// unlike a region's own rkey, can be killed by the Responder's Send with Invalidate (RFC 8797
+/// section 4.1), which saves the Requester a Local Invalidate.
 ///
-/// Read and Position-Zero Read chunks share one registered copy of the call message; each Write
-/// chunk and the Reply chunk gets a zeroed buffer of its length. A registration is one segment.
+/// Read and Position-Zero Read chunks share one registered copy of the call message (or the
+/// lent message itself); each Write chunk and the Reply chunk gets a buffer at least its length
+/// long, not zeroed (only what the Responder writes is read). A registration is one segment.
 ///
 /// Binds (and the Local Invalidates of registrations marshaling gave up) are posted from
 /// [`Registrar`]'s methods and not waited for: the call's Send, posted after them on the same

@@ -16,6 +16,9 @@
 //!   the Write chunk, one at a time, MiB/s.
 //!
 //! Each client's first call (the Version Two probe against the kernel) is made before timing.
+//!
+//! `POLL_US`, when set, is every Client's and Server's `poll_before_wait` in microseconds
+//! (30 by default): how long a thread looks at an empty completion queue before it sleeps.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -52,11 +55,16 @@ fn main() {
     let (null_calls, reads, port) = (arg(1, 2000), arg(2, 200), arg(3, 20049));
     let kernel_addr = format!("{host}:{port}");
     let small = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1024 };
+    let (mut client_cfg, mut server_cfg) = (ClientConfig::default(), ServerConfig::default());
+    if let Some(us) = std::env::var("POLL_US").ok().map(|v| v.parse().expect("POLL_US: microseconds")) {
+        client_cfg.poll_before_wait = Duration::from_micros(us);
+        server_cfg.limits.poll_before_wait = Duration::from_micros(us);
+    }
 
     // Our servers: one answering NULL (accepted, SUCCESS, no results), one returning a
     // 64 KiB DDP-eligible opaque after an RPC reply header.
     let null_server =
-        Server::start(rdma.clone(), rdma.any_address(), ServerConfig::default(), Arc::new(small), |call: &[u8]| {
+        Server::start(rdma.clone(), rdma.any_address(), server_cfg.clone(), Arc::new(small), |call: &[u8]| {
             let mut r = call[..4].to_vec();
             for w in [1u32, 0, 0, 0, 0] {
                 r.extend_from_slice(&w.to_be_bytes());
@@ -65,25 +73,20 @@ fn main() {
         })
         .expect("NULL server");
     let ours_ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(24), max_result: READ_SIZE, max_reply: 1024 };
-    let read_server = Server::start(
-        rdma.clone(),
-        rdma.any_address(),
-        ServerConfig::default(),
-        Arc::new(ours_ulb),
-        |call: &[u8]| {
+    let read_server =
+        Server::start(rdma.clone(), rdma.any_address(), server_cfg, Arc::new(ours_ulb), |call: &[u8]| {
             let mut r = call[..4].to_vec();
             for w in [1u32, 0, 0, 0, 0, READ_SIZE as u32] {
                 r.extend_from_slice(&w.to_be_bytes());
             }
             r.resize(28 + READ_SIZE, 0x6b);
             r
-        },
-    )
-    .expect("read server");
+        })
+        .expect("read server");
 
-    let kernel = Client::new(rdma.clone(), &kernel_addr, ClientConfig::default());
-    let ours_null = Client::new(rdma.clone(), null_server.local_addr(), ClientConfig::default());
-    let ours_read = Client::new(rdma, read_server.local_addr(), ClientConfig::default());
+    let kernel = Client::new(rdma.clone(), &kernel_addr, client_cfg.clone());
+    let ours_null = Client::new(rdma.clone(), null_server.local_addr(), client_cfg.clone());
+    let ours_read = Client::new(rdma, read_server.local_addr(), client_cfg);
     // Settle each connection and version before timing.
     nulls(&kernel, 10, &small, 0x6b00_0000);
     nulls(&ours_null, 10, &small, 0x6f00_0000);

@@ -4,12 +4,15 @@
 //! on the Soft-RoCE guest and prints the ratio.
 //!
 //! ```sh
-//! RDMA_TEST_ADDR=10.0.2.15 rpc_write_bw [RESULT_BYTES [CALLS [CALLERS]]]   # defaults 65536 400 8
+//! RDMA_TEST_ADDR=10.0.2.15 rpc_write_bw [RESULT_BYTES [CALLS [CALLERS [copy|in-place]]]]   # defaults 65536 400 8 copy
 //! ```
 //!
 //! `CALLERS` threads share one `Client` (as an NFS client's tasks share a transport), each
-//! with its own XIDs; the clock runs from the first call to the last reply. Prints
-//! `#bytes #calls MiB/s` after a `#bytes` header, like perftest, counting result bytes only.
+//! with its own XIDs; the clock runs from the first call to the last reply. `copy` calls
+//! `Client::call`, which copies the reply out of the Write chunk into a `Vec`; `in-place`
+//! calls `Client::call_in_place` and reads the result where the server's RDMA Write put it.
+//! Prints `#bytes #calls MiB/s` after a `#bytes` header, like perftest, counting result bytes
+//! only.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -26,6 +29,11 @@ fn arg(n: usize, default: usize) -> usize {
 fn main() {
     let Some(backend) = Rdma::from_test_env() else { std::process::exit(2) };
     let (size, calls, callers) = (arg(1, 65536), arg(2, 400), arg(3, 8).max(1));
+    let in_place = match std::env::args().nth(4).as_deref() {
+        None | Some("copy") => false,
+        Some("in-place") => true,
+        Some(other) => panic!("argument 4: {other:?} is neither copy nor in-place"),
+    };
     // Replies: XID, REPLY, then an opaque<> of `size` bytes whose length word is at offset 8.
     let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: size, max_reply: 256 };
     let handler = move |call: &[u8]| {
@@ -48,8 +56,15 @@ fn main() {
             s.spawn(move || {
                 for i in (t..calls).step_by(callers) {
                     let xid = (i as u32 + 1).to_be_bytes();
-                    let reply = client.call(&[xid[0], xid[1], xid[2], xid[3], 0, 0, 0, 0], ulb).expect("call");
-                    assert_eq!(reply.len(), 12 + rpcrdma_v1::ulb::roundup(size));
+                    let call = [xid[0], xid[1], xid[2], xid[3], 0, 0, 0, 0];
+                    if in_place {
+                        let mut reply = client.call_in_place(&call, ulb).expect("call");
+                        assert_eq!(reply.len(), 12 + rpcrdma_v1::ulb::roundup(size));
+                        assert_eq!(reply.view().result(0).map(<[u8]>::len), Some(size));
+                    } else {
+                        let reply = client.call(&call, ulb).expect("call");
+                        assert_eq!(reply.len(), 12 + rpcrdma_v1::ulb::roundup(size));
+                    }
                 }
             });
         }

@@ -9,17 +9,19 @@
 //!
 //! The identity is set with the raw `setfsuid`, `setfsgid` and `setgroups` system calls,
 //! which change the calling thread alone (glibc's `setgroups` changes every thread of the
-//! process), on a short-lived thread of the call's own ([`Identity::run`]), never on the
-//! thread serving the connection: the kernel refuses (EACCES) a uverbs command written from a
-//! thread whose credentials are not the very ones that opened the device
-//! (`ib_safe_file_access` compares them by address), and credentials changed and changed back
-//! are new ones, so a serving thread that had acted as a caller could post nothing more on
-//! rdma-core (seen in the guest: `ibv_post_send failed: Permission denied`). Changing it needs `CAP_SETUID` and `CAP_SETGID`: a server not run as root cannot,
-//! and every call then acts as the server's own user (logged once). AUTH_SYS is a claim, not a
+//! process), on one of a pool of long-lived threads that take a caller's identity for one call
+//! at a time ([`Identity::run`]), never on the thread serving the connection: the kernel
+//! refuses (EACCES) a uverbs command written from a thread whose credentials are not the very
+//! ones that opened the device (`ib_safe_file_access` compares them by address), and
+//! credentials changed and changed back are new ones, so a serving thread that had acted as a
+//! caller could post nothing more on rdma-core (seen in the guest: `ibv_post_send failed:
+//! Permission denied`). Changing it needs `CAP_SETUID` and `CAP_SETGID`: a server not run as
+//! root cannot, and every call then acts as the server's own user (logged once). AUTH_SYS is a claim, not a
 //! proof: whoever can reach the server can claim any uid but 0 (squashed). Serve only networks
 //! whose hosts are trusted to say who their users are, as with any AUTH_SYS NFS server.
 
-use std::sync::OnceLock;
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 
 // The 32-bit-id system calls: on x86 and arm the plain ones take 16-bit ids.
 #[cfg(any(target_arch = "x86", target_arch = "arm"))]
@@ -98,11 +100,15 @@ impl Identity {
         self.gid == gid || self.groups[..self.ngroups].contains(&gid)
     }
 
-    /// Runs `f` as this identity: on a thread of its own, whose file-system identity is this
-    /// one (see the [module documentation](self)), or here when this process is not root (it
-    /// then has only its own user's rights to lend). `Err` when the identity could not be
-    /// taken (a root without `CAP_SETUID`/`CAP_SETGID`, a uid a user namespace does not map):
-    /// `f` is not run, rather than run as root. A panic in `f` is this thread's again.
+    /// Runs `f` as this identity: on a thread of the acting pool, whose file-system identity
+    /// is this one for the call (see the [module documentation](self)) and its own again
+    /// after it, or here when this process is not root (it then has only its own user's rights
+    /// to lend). `Err` when the identity could not be taken (a root without
+    /// `CAP_SETUID`/`CAP_SETGID`, a uid a user namespace does not map): `f` is not run,
+    /// rather than run as root. A panic in `f` is this thread's again. Each call sets and
+    /// reads back its identity, so a pool thread whose own identity did not come back after
+    /// an earlier call acts as nobody else's for the next one. At most [`ACTING_THREADS`]
+    /// calls act at once; more wait for a thread.
     ///
     /// ```
     /// use nfs3_server::identity::Identity;
@@ -114,16 +120,8 @@ impl Identity {
             return Ok(f());
         }
         let me = *self;
-        std::thread::scope(|s| {
-            let acting = std::thread::Builder::new().name("nfs3-as-caller".into()).spawn_scoped(s, move || {
-                // (Its credentials are this thread's alone, and the thread ends with the call.)
-                me.act().map(|_acting| f())
-            });
-            match acting {
-                Ok(t) => t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                Err(e) => Err(e),
-            }
-        })
+        // (Its credentials are the pool thread's alone; the guard gives its own back.)
+        ActingPool::get()?.run(move || me.act().map(|_acting| f()))
     }
 
     /// Makes this the calling thread's file-system identity until the guard drops, when the
@@ -149,6 +147,89 @@ impl Identity {
             )));
         }
         Ok(Some(acting))
+    }
+}
+
+/// The most calls that act as their callers at once: the acting pool's threads (Linux's nfsd
+/// starts 8 threads by default; calls here also wait on the RDMA beneath them).
+pub const ACTING_THREADS: usize = 16;
+
+/// The threads that act as callers ([`Identity::run`]): long-lived, each waiting on the one
+/// queue for a call's work, which its caller waits for. Made on first use; a thread that could
+/// not start leaves the pool smaller (none at all is an error).
+struct ActingPool {
+    queue: Mutex<VecDeque<Job>>,
+    ready: Condvar,
+}
+
+/// One call's work for the pool: `run` borrows from its caller's stack, which waits until
+/// `done` says it has run (see [`ActingPool::run`]).
+struct Job {
+    run: Box<dyn FnOnce() + Send + 'static>,
+    done: Arc<(Mutex<bool>, Condvar)>,
+}
+
+impl ActingPool {
+    fn get() -> std::io::Result<&'static ActingPool> {
+        static POOL: OnceLock<ActingPool> = OnceLock::new();
+        static STARTED: OnceLock<usize> = OnceLock::new();
+        let pool = POOL.get_or_init(|| ActingPool { queue: Mutex::new(VecDeque::new()), ready: Condvar::new() });
+        let started = *STARTED.get_or_init(|| {
+            (0..ACTING_THREADS)
+                .filter(|_| std::thread::Builder::new().name("nfs3-as-caller".into()).spawn(|| pool.serve()).is_ok())
+                .count()
+        });
+        if started == 0 {
+            return Err(std::io::Error::other("none of the threads that act as callers could start"));
+        }
+        Ok(pool)
+    }
+
+    /// A pool thread's life: the next job, run, said done.
+    fn serve(&self) {
+        loop {
+            let job = {
+                let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                loop {
+                    match queue.pop_front() {
+                        Some(job) => break job,
+                        None => queue = self.ready.wait(queue).unwrap_or_else(PoisonError::into_inner),
+                    }
+                }
+            };
+            (job.run)();
+            let (lock, cv) = &*job.done;
+            *lock.lock().unwrap_or_else(PoisonError::into_inner) = true;
+            cv.notify_one();
+        }
+    }
+
+    /// Runs `f` on a pool thread and waits for it; a panic in `f` is the caller's again.
+    fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        let mut out: Option<std::thread::Result<R>> = None;
+        let slot = &mut out;
+        let job: Box<dyn FnOnce() + Send + '_> =
+            Box::new(move || *slot = Some(std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))));
+        // SAFETY: the job borrows `f`'s captures and `out` from this frame, and this frame does
+        // not return (nor unwind: locks ignore poisoning, and an allocation failure aborts)
+        // until the pool thread has run the job and said so under `done`'s lock; the job itself
+        // cannot unwind (`catch_unwind`), and the pool's threads never end. So nothing it
+        // borrows is gone while it runs. (A pool taking borrowed work and waiting for it is what
+        // `std::thread::scope` does per spawned thread; this keeps the threads.)
+        let run: Box<dyn FnOnce() + Send + 'static> = unsafe { std::mem::transmute(job) };
+        let done = Arc::new((Mutex::new(false), Condvar::new()));
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner).push_back(Job { run, done: done.clone() });
+        self.ready.notify_one();
+        let (lock, cv) = &*done;
+        let mut finished = lock.lock().unwrap_or_else(PoisonError::into_inner);
+        while !*finished {
+            finished = cv.wait(finished).unwrap_or_else(PoisonError::into_inner);
+        }
+        drop(finished);
+        match out.expect("the job ran") {
+            Ok(r) => r,
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
     }
 }
 

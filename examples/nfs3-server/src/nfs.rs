@@ -310,7 +310,7 @@ impl Handler for Nfs3 {
         };
         let mut out = Out { xid: h.xid, buf: reply };
         // The call acts as its caller: the kernel's permission checks apply, and what it
-        // creates is the caller's. On a thread of its own (`identity::as_caller`): the serving
+        // creates is the caller's. On a thread of the acting pool (`Identity::run`): the serving
         // thread's credentials must not change, or rdma-core refuses its next post.
         let served = match caller.run(|| self.dispatch(h.proc, &caller, &call[at..], &mut out)) {
             Ok(served) => served,

@@ -167,3 +167,34 @@ fn without_root_squash_uid_0_is_root() {
     assert_eq!(trusted.create(&sys(0, 0, &[]), "", "f", 0o644), Nfsstat3::Nfs3Ok);
     assert_eq!(std::fs::metadata(trusted.dir.join("f")).unwrap().uid(), 0);
 }
+
+/// Issue 25: no thread is made per call. Each call acts on one of the acting pool's long-lived
+/// threads (before, a thread was spawned and joined per call): 200 calls from 8 threads run on
+/// at most `ACTING_THREADS` threads, each as its own caller, never on the calling thread.
+#[test]
+fn calls_act_on_a_few_long_lived_threads_not_one_each() {
+    if !is_root() {
+        return;
+    }
+    use nfs3_server::identity::{Identity, ACTING_THREADS};
+    // SAFETY: gettid has no arguments and cannot fail.
+    let tid = || unsafe { libc::syscall(libc::SYS_gettid) };
+    let seen = std::sync::Mutex::new(std::collections::HashSet::new());
+    std::thread::scope(|s| {
+        for t in 0..8u32 {
+            let seen = &seen;
+            s.spawn(move || {
+                for i in 0..25u32 {
+                    let uid = 2000 + t * 100 + i;
+                    let caller = tid();
+                    let (acting, as_uid) = Identity::new(uid, uid, &[], true).run(|| (tid(), fsuid())).unwrap();
+                    assert_ne!(acting, caller, "a call acted on the thread serving it");
+                    assert_eq!(as_uid, i64::from(uid), "the call did not act as its caller");
+                    seen.lock().unwrap().insert(acting);
+                }
+            });
+        }
+    });
+    let threads = seen.lock().unwrap().len();
+    assert!(threads <= ACTING_THREADS, "200 calls acted on {threads} threads");
+}

@@ -147,7 +147,9 @@ impl<B: Backend + Clone> Client<B> {
 impl<B: Backend> Client<B> {
     /// Calls: sends the RPC call `message` (whose first four bytes are its XID) and returns
     /// the RPC reply message. `ulb` declares the DDP-eligible arguments and results and the
-    /// largest reply (RFC 8166 section 6).
+    /// largest reply (RFC 8166 section 6). Draw each call's XID yourself (as an RPC client
+    /// does), not from a peer: calls in progress are found by a hash that assumes no peer
+    /// chose their XIDs (`own_keys` in the source).
     pub fn call<U: UpperLayerBinding + ?Sized>(&self, message: &[u8], ulb: &U) -> Result<Vec<u8>, ClientError> {
         let mut reply = Vec::new();
         self.call_into(message, ulb, &mut reply).map(|()| reply)

@@ -9,6 +9,13 @@
 //! it inserts and the server numbers its connections, a peer only names XIDs in lookups (a
 //! reply's), which miss or hit one of ours, and every map is bounded by the calls in progress
 //! or the connections accepted. Maps keyed by a peer's XIDs (the responder's) keep SipHash.
+//!
+//! "The client draws the XIDs" means the application using the client: `Client::call` takes
+//! the XID in the message it is given. An application that forwards XIDs a peer chose (a
+//! proxy passing its own callers' XIDs through) lets that peer pick keys that collide here:
+//! lookups then walk as many entries as collide, at most the calls in progress (the map is
+//! bounded by them), so it is slower, not unbounded. Such an application should draw fresh
+//! XIDs for the calls it makes, as an RPC client does.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

@@ -643,7 +643,9 @@ impl Requester {
         self.want_connection();
     }
 
-    /// Starts call `xid`; it goes out when the connection and a credit allow.
+    /// Starts call `xid`; it goes out when the connection and a credit allow. `xid` is one this
+    /// side drew: the calls are kept in a map whose hash assumes no peer chose its keys
+    /// (`own_keys`: a peer that did could make lookups walk every call in progress).
     pub fn call(&mut self, xid: u32, now: Instant) -> Result<(), DuplicateXid> {
         if self.calls.contains_key(&xid) {
             return Err(DuplicateXid(xid));

@@ -102,6 +102,7 @@ impl<L: Clone> Connection<L> {
     }
 
     /// An API call starts call `xid`: its caller then waits for [`Connection::take_step`].
+    /// `xid` is one this side drew ([`Requester::call`] says why it matters).
     pub fn start_call(&mut self, xid: u32, now: Instant) -> Result<(), ClientError> {
         self.start_with(xid, now, Requester::call)
     }

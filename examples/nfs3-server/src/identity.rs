@@ -21,6 +21,7 @@
 //! whose hosts are trusted to say who their users are, as with any AUTH_SYS NFS server.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 
 // The 32-bit-id system calls: on x86 and arm the plain ones take 16-bit ids.
@@ -120,6 +121,20 @@ impl Identity {
             return Ok(f());
         }
         let me = *self;
+        if ON_POOL.with(std::cell::Cell::get) {
+            // Called from a call acting already: on a thread of its own, as a pool thread
+            // waiting for another could, sixteen deep, wait for ever. (Not here: the guard
+            // would give this thread root's identity back, not the outer caller's.)
+            return std::thread::scope(|s| {
+                match std::thread::Builder::new()
+                    .name("nfs3-as-caller".into())
+                    .spawn_scoped(s, move || me.act().map(|_acting| f()))
+                {
+                    Ok(t) => t.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                    Err(e) => Err(e),
+                }
+            });
+        }
         // (Its credentials are the pool thread's alone; the guard gives its own back.)
         ActingPool::get()?.run(move || me.act().map(|_acting| f()))
     }
@@ -150,13 +165,18 @@ impl Identity {
     }
 }
 
+thread_local! {
+    /// This thread is one of the acting pool's.
+    static ON_POOL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// The most calls that act as their callers at once: the acting pool's threads (Linux's nfsd
 /// starts 8 threads by default; calls here also wait on the RDMA beneath them).
 pub const ACTING_THREADS: usize = 16;
 
 /// The threads that act as callers ([`Identity::run`]): long-lived, each waiting on the one
 /// queue for a call's work, which its caller waits for. Made on first use; a thread that could
-/// not start leaves the pool smaller (none at all is an error).
+/// not start is tried again at the next call (while none runs, calls fail).
 struct ActingPool {
     queue: Mutex<VecDeque<Job>>,
     ready: Condvar,
@@ -170,23 +190,34 @@ struct Job {
 }
 
 impl ActingPool {
+    /// The pool, its missing threads started (all of them on first use; again later, should
+    /// a start have failed). `Err` only while none runs.
     fn get() -> std::io::Result<&'static ActingPool> {
         static POOL: OnceLock<ActingPool> = OnceLock::new();
-        static STARTED: OnceLock<usize> = OnceLock::new();
+        static STARTED: Mutex<usize> = Mutex::new(0);
+        static ALL_STARTED: AtomicBool = AtomicBool::new(false);
         let pool = POOL.get_or_init(|| ActingPool { queue: Mutex::new(VecDeque::new()), ready: Condvar::new() });
-        let started = *STARTED.get_or_init(|| {
-            (0..ACTING_THREADS)
-                .filter(|_| std::thread::Builder::new().name("nfs3-as-caller".into()).spawn(|| pool.serve()).is_ok())
-                .count()
-        });
-        if started == 0 {
-            return Err(std::io::Error::other("none of the threads that act as callers could start"));
+        if ALL_STARTED.load(Ordering::Acquire) {
+            return Ok(pool);
         }
+        let mut started = STARTED.lock().unwrap_or_else(PoisonError::into_inner);
+        while *started < ACTING_THREADS {
+            let spawned = std::thread::Builder::new().name("nfs3-as-caller".into()).spawn(|| pool.serve());
+            match spawned {
+                Ok(_) => *started += 1,
+                Err(e) if *started == 0 => {
+                    return Err(std::io::Error::other(format!("no thread to act as callers could start: {e}")))
+                }
+                Err(_) => break,
+            }
+        }
+        ALL_STARTED.store(*started == ACTING_THREADS, Ordering::Release);
         Ok(pool)
     }
 
     /// A pool thread's life: the next job, run, said done.
     fn serve(&self) {
+        ON_POOL.with(|on| on.set(true));
         loop {
             let job = {
                 let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);

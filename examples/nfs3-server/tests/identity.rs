@@ -195,6 +195,40 @@ fn calls_act_on_a_few_long_lived_threads_not_one_each() {
             });
         }
     });
-    let threads = seen.lock().unwrap().len();
-    assert!(threads <= ACTING_THREADS, "200 calls acted on {threads} threads");
+    let seen = seen.into_inner().unwrap();
+    assert!(seen.len() <= ACTING_THREADS, "200 calls acted on {} threads", seen.len());
+    // Each of those threads lives on, and has its own identity back between calls: its fsuid
+    // and fsgid (the fourth ids of /proc's Uid and Gid lines) are root's again.
+    for tid in seen {
+        let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap();
+        for line in ["Uid:", "Gid:"] {
+            let ids: Vec<&str> = status.lines().find(|l| l.starts_with(line)).unwrap().split_whitespace().collect();
+            assert_eq!(ids[4], "0", "thread {tid} kept a caller's identity: {ids:?}");
+        }
+    }
+}
+
+/// A call that itself runs work as another caller (nested `Identity::run`) is served on a
+/// thread of its own, so that sixteen of them cannot wait for ever on the pool they occupy, and
+/// the outer call keeps its own identity around the inner one.
+#[test]
+fn a_call_acting_inside_a_call_completes_and_keeps_the_outer_identity() {
+    if !is_root() {
+        return;
+    }
+    use nfs3_server::identity::{Identity, ACTING_THREADS};
+    std::thread::scope(|s| {
+        for t in 0..2 * ACTING_THREADS as u32 {
+            s.spawn(move || {
+                let (outer, inner) = (3000 + t, 4000 + t);
+                let seen = Identity::new(outer, outer, &[], true)
+                    .run(|| {
+                        let inside = Identity::new(inner, inner, &[], true).run(fsuid).unwrap();
+                        (fsuid(), inside, fsuid())
+                    })
+                    .unwrap();
+                assert_eq!(seen, (i64::from(outer), i64::from(inner), i64::from(outer)));
+            });
+        }
+    });
 }

@@ -43,7 +43,8 @@ impl<R: MemoryRegion> ChunkPool<R> {
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         let best = kept.iter().enumerate().filter(|(_, r)| r.len() >= len).min_by_key(|(_, r)| r.len());
         if let Some(i) = best.map(|(i, _)| i) {
-            return Ok(kept.swap_remove(i));
+            // (`remove`, not `swap_remove`: `keep` lets go of the oldest first, by position.)
+            return Ok(kept.remove(i));
         }
         drop(kept);
         // Zeroed by the allocator: fresh pages, touched only as they are written.

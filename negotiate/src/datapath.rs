@@ -692,6 +692,14 @@ impl<B: Backend> Transport<B> {
         self.chunks.take(&self.pd, len)
     }
 
+    /// A kept (or new) chunk region holding a copy of `bytes` at its start
+    /// ([`Transport::chunk_region`]): the registered source of a Read chunk or of RDMA Writes.
+    fn chunk_copy(&self, bytes: &[u8]) -> rpcrdma_verbs::Result<B::Region> {
+        let region = self.chunk_region(bytes.len())?;
+        region.with_mut(|b| b[..bytes.len()].copy_from_slice(bytes));
+        Ok(region)
+    }
+
     /// Keeps a chunk region, its windows closed, for [`Transport::chunk_region`].
     fn keep_region(&self, region: B::Region) {
         self.chunks.keep(region);

@@ -74,6 +74,11 @@ impl<B: Backend> InPlaceReply<B> {
     /// (a second view, [`to_vec`](InPlaceReply::to_vec)) until it is dropped.
     pub fn view(&mut self) -> ReplyView<'_, B> {
         // (No other view of these buffers exists while `self` is borrowed mutably.)
+        self.view_shared()
+    }
+
+    /// [`view`](InPlaceReply::view) where no other view can be held: `self` borrowed.
+    fn view_shared(&self) -> ReplyView<'_, B> {
         ReplyView { message: &self.message, parts: &self.parts, landed: self.parts.landed.view_shared() }
     }
 
@@ -82,8 +87,7 @@ impl<B: Backend> InPlaceReply<B> {
         out.clear();
         out.reserve(self.len());
         // (No view of these buffers exists while `self` is borrowed.)
-        let view = ReplyView { message: &self.message, parts: &self.parts, landed: self.parts.landed.view_shared() };
-        view.pieces().for_each(|p| out.extend_from_slice(p));
+        self.view_shared().pieces().for_each(|p| out.extend_from_slice(p));
     }
 
     /// The whole reply, copied.

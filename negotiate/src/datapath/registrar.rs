@@ -258,23 +258,17 @@ impl<'c, B: Backend> WindowRegistrar<'c, B> {
         if let Some(r) = &self.memory.call_copy {
             return Ok(r.clone());
         }
-        let bytes = match (self.call, &mut self.memory.lent) {
-            (Some(call), _) => {
-                // A kept region (Local Write, which a Read source does not need and does not
-                // hurt: the windows grant the peer Remote Read only).
-                let copy = self.conn.chunk_region(call.len())?;
-                copy.with_mut(|b| b[..call.len()].copy_from_slice(call));
-                self.memory.call_copy = Some(copy.clone());
-                return Ok(copy);
-            }
+        let region = match (self.call, &mut self.memory.lent) {
+            // A kept region (Local Write, which a Read source does not need and does not hurt:
+            // the windows grant the peer Remote Read only).
+            (Some(call), _) => self.conn.chunk_copy(call)?,
             (None, lent) => match std::mem::replace(lent, Lent::Registered) {
-                Lent::Unregistered(message) => message,
+                // No rights of its own: the windows grant the peer Remote Read (an RDMA Read
+                // source needs no Local Write).
+                Lent::Unregistered(message) => self.conn.pd().register(message, Access::empty())?,
                 _ => unreachable!("a lent message is registered once, as call_copy"),
             },
         };
-        // No rights of its own: the windows grant the peer Remote Read (an RDMA Read source
-        // needs no Local Write).
-        let region = self.conn.pd().register(bytes, Access::empty())?;
         self.memory.call_copy = Some(region.clone());
         Ok(region)
     }

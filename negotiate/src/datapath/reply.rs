@@ -14,7 +14,7 @@ use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg, XdrWriteChunk};
 use rpcrdma_v1::Version;
 use rpcrdma_v2::draft07::marshal as marshal07;
-use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair, RemoteBuf, Sge};
+use rpcrdma_verbs::{Access, Backend, ProtectionDomain, QueuePair, RemoteBuf, Sge};
 
 use super::{take_bytes, DataPathError, Transport};
 
@@ -392,11 +392,7 @@ fn post_writes<'r, B: Backend>(
     }
     let (source, home) = match reply {
         // Into a region the connection keeps registered (its registration cache).
-        ReplyBytes::Copied(bytes) => {
-            let copy = conn.chunk_region(bytes.len())?;
-            copy.with_mut(|b| b[..bytes.len()].copy_from_slice(bytes));
-            (copy, None)
-        }
+        ReplyBytes::Copied(bytes) => (conn.chunk_copy(bytes)?, None),
         ReplyBytes::Lent(home) => (conn.pd().register(std::mem::take(home), Access::empty())?, Some(home)),
     };
     for w in out.writes() {

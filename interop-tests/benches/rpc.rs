@@ -8,16 +8,18 @@
 //!   into the call message), its message copied by the client (`call`) or lent (`call_lent`),
 //!   against a raw 1 MiB RDMA Read on the same backend;
 //! * a call whose reply carries a 1 MiB DDP-eligible result (RDMA-Written by the server into
-//!   the call's Write chunk, then reassembled), against a raw 1 MiB RDMA Write.
+//!   the call's Write chunk, then reassembled), against a raw 1 MiB RDMA Write: the result
+//!   written by the handler each call, or lent from memory it keeps (`LendReply`).
 //!
 //! The ratios (ours / raw) are the figures of merit; docs/benchmarks.md reports them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use criterion::measurement::WallTime;
+use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use negotiate::client::{Client, ClientConfig};
-use negotiate::server::{Server, ServerConfig, WriteReply};
+use negotiate::server::{LendReply, LentResults, Server, ServerConfig, ServerStats, WriteReply};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::{
@@ -146,35 +148,65 @@ fn write_chunk_1mib_vs_raw_write(c: &mut Criterion) {
         r.resize(12 + MIB, 5);
     });
     let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), big_reply).unwrap();
+    if write_chunk_calls(&mut g, "rpc_write_chunk_reply", &server, &ulb) {
+        let stats = counted(&server, |s| s.write_chunk_results);
+        assert!(stats.write_chunk_results > 0, "the result did not travel in a Write chunk");
+    }
+
+    // The same result lent by the handler from memory it keeps (`LendReply`): a server whose
+    // data is there already, as the raw Write's source is. The reply is reduced (its length
+    // word only) and the result RDMA-Written from the connection's registered copy of it.
+    let block: Arc<[u8]> = vec![5u8; MIB].into();
+    let lending = LendReply(move |call: &[u8], r: &mut Vec<u8>, lent: &mut LentResults| {
+        r.extend_from_slice(&call[..4]);
+        r.extend_from_slice(&1u32.to_be_bytes());
+        r.extend_from_slice(&(MIB as u32).to_be_bytes());
+        lent.lend(block.clone());
+    });
+    let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), lending).unwrap();
+    if write_chunk_calls(&mut g, "rpc_write_chunk_reply_lent", &server, &ulb) {
+        let stats = counted(&server, |s| s.lent_results);
+        assert!(stats.lent_results > 0 && stats.lent_copies == 1, "the lent result was copied: {stats:?}");
+    }
+    g.finish();
+}
+
+/// Benchmarks `name`: calls answered by `server` with a 1 MiB result in the call's Write chunk,
+/// the reply copied out (`Client::call_into`); and `name`_in_place: the same reply read where
+/// it landed (`Client::call_in_place`), the result left in the Write chunk buffer the server's
+/// RDMA Write filled, with no copy out of it. False when the benchmarks' filter left both out.
+fn write_chunk_calls(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, server: &Server, ulb: &OpaqueAtUlb) -> bool {
     let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
     let mut call = vec![0u8; 64];
     let mut reply = Vec::with_capacity(12 + MIB);
     let mut xid = 0u32;
-    g.bench_function("rpc_write_chunk_reply", |bench| {
+    g.bench_function(name, |bench| {
         bench.iter(|| {
             xid = xid.wrapping_add(1);
             call[..4].copy_from_slice(&xid.to_be_bytes());
-            client.call_into(&call, &ulb, &mut reply).unwrap();
+            client.call_into(&call, ulb, &mut reply).unwrap();
             assert_eq!(reply.len(), 12 + MIB);
         })
     });
-    // The same reply read where it landed (`Client::call_in_place`): the result stays in the
-    // Write chunk buffer the server's RDMA Write filled, with no copy out of it.
-    g.bench_function("rpc_write_chunk_reply_in_place", |bench| {
+    g.bench_function(format!("{name}_in_place"), |bench| {
         bench.iter(|| {
             xid = xid.wrapping_add(1);
             call[..4].copy_from_slice(&xid.to_be_bytes());
-            let mut reply = client.call_in_place(&call, &ulb).unwrap();
+            let mut reply = client.call_in_place(&call, ulb).unwrap();
             assert_eq!(reply.view().result(0).map(<[u8]>::len), Some(MIB));
         })
     });
-    // The server counts a reply once it is sent, which may be after the client has it.
+    xid > 0
+}
+
+/// `server`'s statistics once `what` of them is not 0, or after 5 s: the server counts a reply
+/// once it is sent, which may be after the client has it.
+fn counted(server: &Server, what: fn(&ServerStats) -> u64) -> ServerStats {
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while xid > 0 && server.stats().write_chunk_results == 0 && std::time::Instant::now() < deadline {
+    while what(&server.stats()) == 0 && std::time::Instant::now() < deadline {
         std::thread::yield_now();
     }
-    assert!(xid == 0 || server.stats().write_chunk_results > 0, "the result did not travel in a Write chunk");
-    g.finish();
+    server.stats()
 }
 
 criterion_group!(benches, small_rpc_vs_raw_round_trip, read_chunk_1mib_vs_raw_read, write_chunk_1mib_vs_raw_write);

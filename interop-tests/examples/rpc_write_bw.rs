@@ -4,13 +4,17 @@
 //! on the Soft-RoCE guest and prints the ratio.
 //!
 //! ```sh
-//! RDMA_TEST_ADDR=10.0.2.15 rpc_write_bw [RESULT_BYTES [CALLS [CALLERS [copy|in-place]]]]   # defaults 65536 400 8 copy
+//! RDMA_TEST_ADDR=10.0.2.15 rpc_write_bw [RESULT_BYTES [CALLS [CALLERS [copy|in-place [written|lent]]]]]
+//! # defaults 65536 400 8 copy written
 //! ```
 //!
 //! `CALLERS` threads share one `Client` (as an NFS client's tasks share a transport), each
 //! with its own XIDs; the clock runs from the first call to the last reply. `copy` calls
 //! `Client::call`, which copies the reply out of the Write chunk into a `Vec`; `in-place`
 //! calls `Client::call_in_place` and reads the result where the server's RDMA Write put it.
+//! `written`: the server's handler writes the result into its reply on every call; `lent`: it
+//! lends one result it keeps (`LendReply`), which the server RDMA-Writes from the registered
+//! copy the connection keeps of it, as a server whose data is in memory already.
 //! Prints `#bytes #calls MiB/s` after a `#bytes` header, like perftest, counting result bytes
 //! only.
 
@@ -18,7 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use negotiate::client::{Client, ClientConfig};
-use negotiate::server::{Server, ServerConfig};
+use negotiate::server::{LendReply, LentResults, Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_verbs::{Backend, Rdma};
 
@@ -34,9 +38,14 @@ fn main() {
         Some("in-place") => true,
         Some(other) => panic!("argument 4: {other:?} is neither copy nor in-place"),
     };
+    let lent = match std::env::args().nth(5).as_deref() {
+        None | Some("written") => false,
+        Some("lent") => true,
+        Some(other) => panic!("argument 5: {other:?} is neither written nor lent"),
+    };
     // Replies: XID, REPLY, then an opaque<> of `size` bytes whose length word is at offset 8.
     let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: size, max_reply: 256 };
-    let handler = move |call: &[u8]| {
+    let written = move |call: &[u8]| {
         let mut r = call[..4].to_vec();
         r.extend_from_slice(&1u32.to_be_bytes());
         r.extend_from_slice(&(size as u32).to_be_bytes());
@@ -44,8 +53,19 @@ fn main() {
         r.resize(12 + rpcrdma_v1::ulb::roundup(size), 0);
         r
     };
-    let server = Server::start(backend.clone(), backend.any_address(), ServerConfig::default(), Arc::new(ulb), handler)
-        .expect("server");
+    let block: Arc<[u8]> = vec![0x5a; size].into();
+    let lending = LendReply(move |call: &[u8], r: &mut Vec<u8>, lent: &mut LentResults| {
+        r.extend_from_slice(&call[..4]);
+        r.extend_from_slice(&1u32.to_be_bytes());
+        r.extend_from_slice(&(size as u32).to_be_bytes());
+        lent.lend(block.clone());
+    });
+    let (addr, cfg) = (backend.any_address(), ServerConfig::default());
+    let server = match lent {
+        false => Server::start(backend.clone(), addr, cfg, Arc::new(ulb), written),
+        true => Server::start(backend.clone(), addr, cfg, Arc::new(ulb), lending),
+    };
+    let server = server.expect("server");
     let client = Client::new(backend, server.local_addr(), ClientConfig::default());
     // Settle the version first: the probe goes out alone.
     client.call(&[0, 0, 0, 0, 0, 0, 0, 0], &ulb).expect("first call");
@@ -78,6 +98,8 @@ fn main() {
     }
     let written = server.stats().write_chunk_results;
     assert!(written >= calls as u64, "results did not go through Write chunks ({written} of {calls})");
+    let stats = server.stats();
+    assert!(!lent || stats.lent_results >= calls as u64, "lent results were not written from their copy: {stats:?}");
     let mib_s = (size * calls) as f64 / secs / (1 << 20) as f64;
     println!(" #bytes     #calls    BW average[MiB/sec]");
     println!(" {size}      {calls}           {mib_s:.2}");

@@ -74,6 +74,7 @@
 
 mod call;
 mod chunk_pool;
+mod lent_sources;
 mod receive;
 mod registrar;
 mod reply;
@@ -98,10 +99,14 @@ pub use call::{
 };
 use chunk_pool::ChunkPool;
 pub use chunk_pool::{Landed, LandedView};
+use lent_sources::{LentSource, LentSources};
 pub use receive::{ReceivePool, Received};
 pub use registrar::{ChunkMemory, WindowRegistrar};
 pub(crate) use reply::send_answer;
-pub use reply::{fetch_call, send_draft07, send_error, send_reply, send_reply_lent, ReplyParams, ReplySent};
+pub use reply::{
+    fetch_call, send_draft07, send_error, send_reply, send_reply_lending, send_reply_lent, LentMismatch, ReplyParams,
+    ReplySent,
+};
 use send_queue::SendQueue;
 pub use stream::ANSWERS_QUEUED_MOST;
 use waiting::{Reaped, Want, REAP_BATCH};
@@ -167,6 +172,11 @@ pub enum DataPathError {
     /// process it; answer `GARBAGE_ARGS`.
     #[error("{0}")]
     DdpViolation(#[from] DdpViolation),
+    /// A server's handler lent results that do not fit the reply it wrote
+    /// ([`send_reply_lending`]): nothing was sent, and the call is answered with an RPC
+    /// SYSTEM_ERR reply.
+    #[error("the handler's lent results: {0}")]
+    Lent(#[from] LentMismatch),
     /// The reply's XID is not the call's (the caller matches replies to calls).
     #[error("reply XID {got:#x} completes a call with XID {want:#x}")]
     XidMismatch {
@@ -280,6 +290,8 @@ pub struct Transport<B: Backend> {
     sends: Mutex<SendQueue<B::Region>>,
     /// Registered chunk regions of earlier calls, reused ([`Transport::chunk_region`]).
     chunks: ChunkPool<B::Region>,
+    /// Registered copies of the results a server's handler lent ([`Transport::lent_source`]).
+    lent: LentSources<B::Region>,
     /// The highest draft-ietf-07 running credit total a Send posted here carried, held while
     /// such a Send is stamped and posted ([`Transport::post_send_filled_draft07`]).
     draft07_total: Mutex<Option<u32>>,
@@ -324,6 +336,7 @@ impl<B: Backend> Transport<B> {
             }),
             sends,
             chunks: ChunkPool::new(),
+            lent: LentSources::new(),
             draft07_total: Mutex::default(),
             part_credits: OnceLock::new(),
             payload_stream: Mutex::default(),
@@ -698,6 +711,12 @@ impl<B: Backend> Transport<B> {
         let region = self.chunk_region(bytes.len())?;
         region.with_mut(|b| b[..bytes.len()].copy_from_slice(bytes));
         Ok(region)
+    }
+
+    /// The registered source of a result a server's handler lent: the copy this connection
+    /// made when it sent the same `Arc` before, or a new one ([`lent_sources`]).
+    fn lent_source(&self, result: &std::sync::Arc<[u8]>) -> rpcrdma_verbs::Result<LentSource<B::Region>> {
+        self.lent.source(&self.pd, result)
     }
 
     /// Keeps a chunk region, its windows closed, for [`Transport::chunk_region`].

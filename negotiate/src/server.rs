@@ -25,9 +25,7 @@ use rpcrdma_verbs::{Backend, ConnectRequest, Listener, PeerAddress, QpCaps, QpSt
 
 use crate::backchannel::{self, Backchannel, Forward, ServerSide};
 use crate::budget::{Charge, MemoryBudget};
-use crate::datapath::{
-    fetch_call, send_reply, send_reply_lent, DataPathError, Ended, ReceivePool, ReplyParams, ReplySent, Transport,
-};
+use crate::datapath::{fetch_call, send_reply, DataPathError, Ended, ReceivePool, ReplyParams, ReplySent, Transport};
 use crate::extension::Extension;
 use crate::limits::{Refusals, ServerLimits};
 use crate::responder::{self, ResponderConfig};
@@ -199,6 +197,15 @@ pub trait Handler: Send + Sync + 'static {
     /// thread's earlier calls).
     fn handle(&self, call: &[u8], reply: &mut Vec<u8>);
 
+    /// Writes the reply to `call` into `reply`, as [`handle`](Handler::handle), and may lend
+    /// its first DDP-eligible results from memory the handler keeps instead of writing their
+    /// bytes ([`LentResults`]); a handler that lends implements this (or is a [`LendReply`]).
+    /// By default, [`handle`](Handler::handle), lending nothing.
+    fn handle_lending(&self, call: &[u8], reply: &mut Vec<u8>, lent: &mut LentResults) {
+        let _ = lent;
+        self.handle(call, reply);
+    }
+
     /// The server is stopping: it has closed every connection and waits for the calls in
     /// progress to return. A handler that waits on something other than its own work (an
     /// [`OnExecutor`] waits for its futures) stops waiting; its reply would not be sent
@@ -237,6 +244,92 @@ pub struct WriteReply<F>(pub F);
 impl<F: Fn(&[u8], &mut Vec<u8>) + Send + Sync + 'static> Handler for WriteReply<F> {
     fn handle(&self, call: &[u8], reply: &mut Vec<u8>) {
         (self.0)(call, reply)
+    }
+}
+
+/// The DDP-eligible results a [`Handler`] lends for its reply from memory it keeps (a cached
+/// file block, a stored value), instead of writing their bytes into the reply: the reply it
+/// writes is then *reduced* for them, each lent result's length word written and its bytes
+/// and XDR padding left out, as a reply arrives whose results went by Write chunk (RFC 8166
+/// section 3.4.6.1). Lend the first DDP-eligible results of the reply, in stream order.
+///
+/// When the requester provided Write chunks for them (RFC 8166 section 3.4.6) and the rest
+/// of the reply goes inline, each lent result is RDMA-Written from a registered copy the
+/// connection keeps of that `Arc`, made the first time the connection sends it: lending the
+/// same `Arc` again costs no copy of its bytes, and the RDMA Write is their one copy, as with
+/// raw verbs. A connection keeps copies of up to 8 results and 2 MiB, the least recently sent
+/// let go first, and holds a clone of each kept `Arc`. Otherwise (no Write chunk for a lent
+/// result, or a reply too large to go inline) the server puts the reply together and sends it
+/// as any other ([`ServerStats::lent_copies`] counts both kinds of copy). Lent results that
+/// the binding does not find in the reply, or whose lengths differ from their length words,
+/// are answered with an RPC SYSTEM_ERR reply ([`ServerStats::bad_replies`]).
+///
+/// ```
+/// use std::sync::Arc;
+/// use negotiate::onc::{self, CallHeader};
+/// use negotiate::server::{Handler, LendReply, LentResults};
+/// // A READ-like procedure whose result is an opaque<> the server holds: its reply is the
+/// // RPC header and the opaque's length word; the bytes are lent.
+/// let block: Arc<[u8]> = vec![7u8; 8192].into();
+/// let read = LendReply(move |call: &[u8], reply: &mut Vec<u8>, lent: &mut LentResults| {
+///     onc::reply_success(onc::peek_xid(call).unwrap_or(0), &(block.len() as u32).to_be_bytes(), reply);
+///     lent.lend(block.clone());
+/// });
+/// let (mut reply, mut lent) = (Vec::new(), LentResults::default());
+/// read.handle_lending(&CallHeader::new(7, 100003, 3, 6).message(&[]).unwrap(), &mut reply, &mut lent);
+/// assert_eq!((reply.len(), lent.len(), lent.as_slice()[0].len()), (28, 1, 8192));
+/// ```
+#[derive(Debug, Default, Clone)]
+pub struct LentResults(Vec<Arc<[u8]>>);
+
+impl LentResults {
+    /// Lends `result`, the next DDP-eligible result of the reply in stream order.
+    pub fn lend(&mut self, result: Arc<[u8]>) {
+        self.0.push(result);
+    }
+
+    /// The results lent, in stream order.
+    pub fn as_slice(&self) -> &[Arc<[u8]>] {
+        &self.0
+    }
+
+    /// How many results are lent.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when nothing is lent.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Lends nothing again, its memory kept for the next reply.
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}
+
+/// A [`Handler`] from a closure that writes its reply into the buffer it is given and may lend
+/// DDP-eligible results ([`LentResults`], which has an example).
+#[derive(Debug, Clone, Copy)]
+pub struct LendReply<F>(pub F);
+
+impl<F: Fn(&[u8], &mut Vec<u8>, &mut LentResults) + Send + Sync + 'static> Handler for LendReply<F> {
+    /// Outside a server (which calls [`handle_lending`](Handler::handle_lending)): the
+    /// closure's reply with each lent result's bytes and padding appended in turn, the whole
+    /// reply when the lent results end it, as a READ's data ends its reply. (Where each goes
+    /// otherwise is for the binding to say, which the server's path asks.)
+    fn handle(&self, call: &[u8], reply: &mut Vec<u8>) {
+        let mut lent = LentResults::default();
+        (self.0)(call, reply, &mut lent);
+        for r in lent.as_slice() {
+            reply.extend_from_slice(r);
+            reply.resize(reply.len().next_multiple_of(4), 0);
+        }
+    }
+
+    fn handle_lending(&self, call: &[u8], reply: &mut Vec<u8>, lent: &mut LentResults) {
+        (self.0)(call, reply, lent)
     }
 }
 
@@ -294,6 +387,13 @@ pub struct ServerStats {
     pub call_only_calls: u64,
     /// DDP-eligible results written into the requester's Write chunks.
     pub write_chunk_results: u64,
+    /// Of those, results a [`Handler`] lent ([`LentResults`]), written from the registered
+    /// copy the connection keeps of each.
+    pub lent_results: u64,
+    /// Copies of lent results' bytes: into a registered copy the connection keeps (the first
+    /// time it sends an `Arc`, or again once that copy was let go), or into a reply that could
+    /// not go with each lent result in a Write chunk.
+    pub lent_copies: u64,
     /// RDMA_ERROR replies sent.
     pub errors_sent: u64,
     /// Calls that arrived beyond the credits granted.

@@ -562,8 +562,36 @@ pub fn marshal_reply(
     header: &mut [u8],
     out: &mut MarshaledReply,
 ) -> Result<(), ReplyError> {
+    let Some(xid) = reply.first_chunk::<4>() else { return Err(ReplyError::NotXdr { len: reply.len() }) };
+    marshal_reply_of_len(u32::from_be_bytes(*xid), reply.len(), provided, req, header, out)
+}
+
+/// [`marshal_reply`] for a reply that is not in one slice (a Responder that writes some
+/// results from memory of its own): marshaling reads nothing of the reply but its XID and
+/// its length in bytes, and the ranges it gives ([`MarshaledReply::inline`],
+/// [`RdmaWrite::src`]) index the reply as if its pieces were laid end to end.
+///
+/// ```
+/// use rpcrdma_v1::marshal_reply::{marshal_reply, marshal_reply_of_len, MarshaledReply, ProvidedChunks, ReplyRequest};
+/// let reply: Vec<u8> = [9u32, 1, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+/// let req = ReplyRequest { credits: 8, reply_inline_threshold: 1024, ddp_results: &[] };
+/// let provided = ProvidedChunks::default(); // no chunks
+/// let (mut a, mut b) = (MarshaledReply::new(), MarshaledReply::new());
+/// let (mut ha, mut hb) = ([0u8; 64], [0u8; 64]);
+/// marshal_reply(&reply, provided, &req, &mut ha, &mut a).unwrap();
+/// marshal_reply_of_len(9, reply.len(), provided, &req, &mut hb, &mut b).unwrap();
+/// assert_eq!((a, ha), (b, hb));
+/// ```
+pub fn marshal_reply_of_len(
+    xid: u32,
+    len: usize,
+    provided: ProvidedChunks<'_>,
+    req: &ReplyRequest<'_>,
+    header: &mut [u8],
+    out: &mut MarshaledReply,
+) -> Result<(), ReplyError> {
     out.clear();
-    let result = marshal_reply_inner(reply, provided, req, header, out);
+    let result = marshal_reply_inner(xid, len, provided, req, header, out);
     if result.is_err() {
         out.clear();
     }
@@ -571,19 +599,18 @@ pub fn marshal_reply(
 }
 
 fn marshal_reply_inner(
-    reply: &[u8],
+    xid: u32,
+    len: usize,
     provided: ProvidedChunks<'_>,
     req: &ReplyRequest<'_>,
     header: &mut [u8],
     out: &mut MarshaledReply,
 ) -> Result<(), ReplyError> {
-    let len = reply.len();
-    let Some(xid) = reply.first_chunk::<4>() else { return Err(ReplyError::NotXdr { len }) };
-    if !len.is_multiple_of(4) {
+    if len < 4 || !len.is_multiple_of(4) {
         return Err(ReplyError::NotXdr { len });
     }
     check_items(len, req.ddp_results)?;
-    out.xid = u32::from_be_bytes(*xid);
+    out.xid = xid;
     let threshold = req.reply_inline_threshold;
 
     out.reduced_results = encode_write_list(out, req.ddp_results, provided.writes)?;

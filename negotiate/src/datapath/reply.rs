@@ -5,7 +5,9 @@ use std::time::Instant;
 
 use cm_private_data::{reply_invalidate_rkey, Negotiated};
 use rpcrdma_v1::header::{Fixed, Header};
-use rpcrdma_v1::marshal_reply::{marshal_reply, MarshaledReply, ProvidedChunks, ReplyForm, ReplyRequest};
+use rpcrdma_v1::marshal_reply::{
+    marshal_reply_of_len, MarshaledReply, ProvidedChunks, ReplyError, ReplyForm, ReplyRequest,
+};
 use rpcrdma_v1::reassemble::{
     check_call_ddp_eligibility, fetch_len, lay_out_call, read_list_fetches, reassemble_call, CallPiece, Fetch,
 };
@@ -19,6 +21,10 @@ use rpcrdma_verbs::{Access, Backend, ProtectionDomain, QueuePair, RemoteBuf, Sge
 use super::{take_bytes, DataPathError, Transport};
 
 mod continued;
+mod lent;
+
+use lent::Gathered;
+pub use lent::{send_reply_lending, LentMismatch};
 
 /// What the negotiation decided for the replies of a connection.
 ///
@@ -66,6 +72,13 @@ pub struct ReplySent {
     /// The Sends the reply took: 1, or on a -07 connection the parts of a continued reply
     /// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 6.6.4).
     pub parts: usize,
+    /// Of the results a handler lent ([`send_reply_lending`]), those written into Write chunks
+    /// straight from the registered copies the connection keeps.
+    pub lent_results: usize,
+    /// Of the results a handler lent, those copied for this reply: into a registered copy the
+    /// connection keeps (the first time it sends one), or into the reply when that could not
+    /// go with each of them in a Write chunk.
+    pub lent_copied: usize,
 }
 
 /// Rebuilds the whole RPC Call message of an accepted call header into `out`: pulls every Read
@@ -248,13 +261,54 @@ enum ReplyBytes<'r> {
     Copied(&'r [u8]),
     /// This buffer itself, registered while the reply goes out.
     Lent(&'r mut Vec<u8>),
+    /// A reduced reply and its lent results, each written from its registered copy
+    /// ([`send_reply_lending`], which sends one this way only when every lent result goes in
+    /// a Write chunk and the rest inline).
+    Gathered(Gathered<'r>),
 }
 
 impl ReplyBytes<'_> {
-    fn bytes(&self) -> &[u8] {
+    /// The reply in one slice, unless its results were lent.
+    fn whole(&self) -> Option<&[u8]> {
         match self {
-            ReplyBytes::Copied(b) => b,
-            ReplyBytes::Lent(v) => v,
+            ReplyBytes::Copied(b) => Some(b),
+            ReplyBytes::Lent(v) => Some(v),
+            ReplyBytes::Gathered(_) => None,
+        }
+    }
+
+    /// Every DDP-eligible result of the reply into `out` ([`UpperLayerBinding::reply_ddp_items`]).
+    fn items<U: UpperLayerBinding + ?Sized>(
+        &self,
+        call_message: &[u8],
+        ulb: &U,
+        out: &mut Vec<DdpItem>,
+    ) -> Result<(), DataPathError> {
+        match self {
+            ReplyBytes::Gathered(g) => g.items(call_message, ulb, out)?,
+            ReplyBytes::Copied(b) => ulb.reply_ddp_items(call_message, b, 0, out),
+            ReplyBytes::Lent(v) => ulb.reply_ddp_items(call_message, v, 0, out),
+        }
+        Ok(())
+    }
+
+    /// The reply's XID and length (`NotXdr` when too short for an XID).
+    fn xid_and_len(&self) -> Result<(u32, usize), ReplyError> {
+        let (xid, len) = match self {
+            ReplyBytes::Gathered(g) => (g.xid(), g.len()),
+            _ => {
+                let b = self.whole().unwrap_or_default();
+                (b.first_chunk::<4>().map(|w| u32::from_be_bytes(*w)), b.len())
+            }
+        };
+        xid.map(|x| (x, len)).ok_or(ReplyError::NotXdr { len })
+    }
+
+    /// Copies bytes `range` of the reply into `dst`; `items` are [`ReplyBytes::items`].
+    fn copy(&self, range: std::ops::Range<usize>, items: &[DdpItem], dst: &mut [u8]) {
+        match self {
+            ReplyBytes::Gathered(g) => g.copy(range, items, dst),
+            _ => dst.copy_from_slice(&self.whole().unwrap_or_default()[range]),
         }
     }
 }
@@ -276,15 +330,11 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
     // An owed total is taken once the Send is filled (`post_send_filled_draft07`): a reply that
     // cannot be filled (its chunks cannot carry it) uses no place in the window.
     let take = params.credit_owed.then(deadline);
+    let gathered = matches!(reply, ReplyBytes::Gathered(_));
     let sent = SCRATCH.with_borrow_mut(|(results, out)| {
         results.clear();
-        ulb.reply_ddp_items(call_message, reply.bytes(), 0, results);
-        let provided = ProvidedChunks { writes: call.write_list(), reply: call.reply_chunk() };
-        let req = ReplyRequest {
-            credits: params.credits,
-            reply_inline_threshold: params.reply_inline_threshold,
-            ddp_results: results,
-        };
+        reply.items(call_message, ulb, results)?;
+        let (provided, req) = marshal_inputs(call, params, results);
         out.set_version(params.version);
         let rules =
             Negotiated { client_to_server: 0, server_to_client: 0, remote_invalidation: params.remote_invalidation };
@@ -295,20 +345,22 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         };
         let id = conn.wr_id();
         let mut source = None;
+        let mut lent_copied = 0;
         // Taken by the Writes once the reply is marshaled; still here when it could not be
         // (a -07 reply may then continue across Sends).
         let mut reply = Some(reply);
         // Marshaled straight into the Send's registered buffer (marshal_reply never writes more
         // than the reply inline threshold), and the Writes posted before the Send is.
         let fill = |buf: &mut [u8]| {
-            let bytes = reply.as_ref().expect("taken only below").bytes();
-            marshal_reply(bytes, provided, &req, buf, out)?;
+            let bytes = reply.as_ref().expect("taken only below");
+            let (xid, len) = bytes.xid_and_len()?;
+            marshal_reply_of_len(xid, len, provided, &req, buf, out)?;
             let mut at = if params.draft07 { draft07_header(out, params.credits, buf)? } else { out.header_len() };
             for range in out.inline() {
-                buf[at..at + range.len()].copy_from_slice(&bytes[range.clone()]);
+                bytes.copy(range.clone(), results, &mut buf[at..at + range.len()]);
                 at += range.len();
             }
-            source = post_writes(conn, reply.take().expect("taken once"), out)?;
+            source = post_writes(conn, reply.take().expect("taken once"), results, out, &mut lent_copied)?;
             Ok(at)
         };
         let threshold = params.reply_inline_threshold;
@@ -317,9 +369,8 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         } else {
             conn.post_send_filled(id, invalidated, threshold, fill)
         };
-        if let (Err(DataPathError::Reply(e)), Some(reply)) = (&posted, reply) {
+        if let (Err(DataPathError::Reply(e)), Some(bytes)) = (&posted, reply.as_ref().and_then(ReplyBytes::whole)) {
             if params.draft07 && conn.max_parts() > 1 && continued::answers(e) {
-                let bytes = reply.bytes();
                 return continued::send_reply(conn, call, bytes, results, params, deadline(), out);
             }
         }
@@ -328,7 +379,15 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         // source is free again.
         give_back_source(conn, source, sent.is_ok());
         sent?;
-        Ok(ReplySent { form: out.form(), reduced_results: out.reduced_results(), invalidated, parts: 1 })
+        let lent_results = if gathered { out.reduced_results() } else { 0 };
+        Ok(ReplySent {
+            form: out.form(),
+            reduced_results: out.reduced_results(),
+            invalidated,
+            parts: 1,
+            lent_results,
+            lent_copied,
+        })
     });
     // A reply whose Sends failed partway is a broken sequence: nothing follows it on the
     // stream, and the caller closes the connection (RFC 8166 section 4.5.4). One that failed
@@ -337,6 +396,22 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         stream.break_off();
     }
     sent
+}
+
+/// What `marshal_reply` takes for the reply to `call`: the chunks it provided, and the reply's
+/// credits, threshold and DDP-eligible `results`.
+fn marshal_inputs<'a>(
+    call: &Header<'a>,
+    params: &ReplyParams,
+    results: &'a [DdpItem],
+) -> (ProvidedChunks<'a>, ReplyRequest<'a>) {
+    let provided = ProvidedChunks { writes: call.write_list(), reply: call.reply_chunk() };
+    let req = ReplyRequest {
+        credits: params.credits,
+        reply_inline_threshold: params.reply_inline_threshold,
+        ddp_results: results,
+    };
+    (provided, req)
 }
 
 /// The Writes' source once the Send after them completed: a lent buffer goes home, a copy to
@@ -385,7 +460,9 @@ fn draft07_header(out: &MarshaledReply, credit: u32, buf: &mut [u8]) -> Result<u
 fn post_writes<'r, B: Backend>(
     conn: &Transport<B>,
     reply: ReplyBytes<'r>,
+    items: &[DdpItem],
     out: &MarshaledReply,
+    lent_copied: &mut usize,
 ) -> Result<Option<(B::Region, Option<&'r mut Vec<u8>>)>, DataPathError> {
     if out.writes().is_empty() {
         return Ok(None);
@@ -394,6 +471,7 @@ fn post_writes<'r, B: Backend>(
         // Into a region the connection keeps registered (its registration cache).
         ReplyBytes::Copied(bytes) => (conn.chunk_copy(bytes)?, None),
         ReplyBytes::Lent(home) => (conn.pd().register(std::mem::take(home), Access::empty())?, Some(home)),
+        ReplyBytes::Gathered(g) => return post_lent_writes(conn, g, items, out, lent_copied).map(|()| None),
     };
     for w in out.writes() {
         let local = Sge::new(&source, w.src.start, w.src.len());
@@ -406,6 +484,38 @@ fn post_writes<'r, B: Backend>(
         }
     }
     Ok(Some((source, home)))
+}
+
+/// [`post_writes`] for lent results: each Write from the registered copy of the result it
+/// carries (`send_reply_lending` sends a reply this way only when every Write is one of those).
+/// Nothing is given back: the copies stay with the connection, and a Write still posted keeps
+/// its own handle of one.
+fn post_lent_writes<B: Backend>(
+    conn: &Transport<B>,
+    reply: Gathered<'_>,
+    items: &[DdpItem],
+    out: &MarshaledReply,
+    lent_copied: &mut usize,
+) -> Result<(), DataPathError> {
+    let mut last: Option<(usize, B::Region)> = None;
+    for w in out.writes() {
+        let Some((k, at)) = reply.lent_at(&w.src, items) else {
+            return Err(LentMismatch::Unplaced { write: w.src.clone() }.into());
+        };
+        let region = match last.take() {
+            Some((was, region)) if was == k => region,
+            _ => {
+                let source = conn.lent_source(&reply.lent[k])?;
+                *lent_copied += usize::from(source.copied);
+                source.region
+            }
+        };
+        let local = Sge::new(&region, at, w.src.len());
+        let (id, remote) = (conn.unwaited_wr_id(), RemoteBuf { addr: w.offset, rkey: w.handle });
+        conn.post_sq(id, None, |qp, flags| qp.post_write_with(id, &[local], remote, flags))?;
+        last = Some((k, region));
+    }
+    Ok(())
 }
 
 thread_local! {

@@ -4,7 +4,7 @@
 //! checks is this code, not a copy of it.
 
 use super::*;
-use crate::datapath::send_answer;
+use crate::datapath::{send_answer, send_reply_lending};
 use rpcrdma_v1::header::MessageKind;
 use rpcrdma_v1::reassemble::fetch_len;
 
@@ -104,6 +104,8 @@ impl ArrivedAs {
 pub struct CallBuffers {
     call: Vec<u8>,
     reply: Vec<u8>,
+    /// The results the handler lent for its reply, kept for the next.
+    lent: LentResults,
     /// The call message's memory (and, while a call is fetched, its landing buffer) counted
     /// against the server's budget; nothing with the default (no budget).
     charge: Charge,
@@ -232,8 +234,15 @@ pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
         let err = super::failure::unservable(header.xid(), params, None);
         return send_answer(conn, err.as_bytes(), params.draft07).map(|()| Answered::OverBudget);
     }
-    let answered =
-        serve_counted(conn, header, params, ulb, handler, (&mut buffers.call, &mut buffers.reply), answering);
+    let answered = serve_counted(
+        conn,
+        header,
+        params,
+        ulb,
+        handler,
+        (&mut buffers.call, &mut buffers.reply, &mut buffers.lent),
+        answering,
+    );
     buffers.settle();
     answered
 }
@@ -261,14 +270,15 @@ fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
     params: &ReplyParams,
     ulb: &U,
     handler: &dyn Handler,
-    (call, reply): (&mut Vec<u8>, &mut Vec<u8>),
+    (call, reply, lent): (&mut Vec<u8>, &mut Vec<u8>, &mut LentResults),
     answering: impl FnOnce(),
 ) -> Result<Answered, DataPathError> {
+    lent.clear();
     let service = fetch_call(conn, header, ulb, call).map(|()| {
         HandlerOutcome::of(|| {
             let mut r = std::mem::take(reply);
             r.clear();
-            handler.handle(call, &mut r);
+            handler.handle_lending(call, &mut r, lent);
             r
         })
     });
@@ -279,7 +289,9 @@ fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
             // (section 4.7: it has none), answered with nothing (an RPC reply is never empty:
             // its XID alone is four bytes).
             // (A call-only procedure's call has no chunk: draft-07 section 4.7.)
-            HandlerOutcome::Replied(r) if r.is_empty() && params.draft07 && header.chunk_lists().is_empty() => {
+            HandlerOutcome::Replied(r)
+                if r.is_empty() && lent.is_empty() && params.draft07 && header.chunk_lists().is_empty() =>
+            {
                 *reply = r;
                 Ok(Answered::CallOnly(params.version, ArrivedAs::of(header)))
             }
@@ -296,11 +308,23 @@ fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
                 send_rpc_error(conn, header, call, ulb, params, encode_system_err_reply).map(|()| Answered::BadReply)
             }
             HandlerOutcome::Replied(mut r) => {
-                let sent = send_reply_lent(conn, header, call, &mut r, ulb, params)
+                let sent = send_reply_lending(conn, header, call, &mut r, lent.as_slice(), ulb, params)
                     .map(|s| Answered::Reply(params.version, ArrivedAs::of(header), s));
                 // Its memory takes the next reply of this thread.
                 *reply = r;
-                sent
+                lent.clear();
+                match sent {
+                    // Lent results the reply has no place for: not an answer to the call.
+                    Err(DataPathError::Lent(e)) => {
+                        log::warn!(
+                            "the handler's reply to call {:#010x} does not fit the results it lent ({e}); answered SYSTEM_ERR",
+                            header.xid()
+                        );
+                        send_rpc_error(conn, header, call, ulb, params, encode_system_err_reply)
+                            .map(|()| Answered::BadReply)
+                    }
+                    sent => sent,
+                }
             }
             HandlerOutcome::Panicked => {
                 send_rpc_error(conn, header, call, ulb, params, encode_system_err_reply).map(|()| Answered::SystemErr)

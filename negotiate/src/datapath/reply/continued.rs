@@ -8,7 +8,7 @@
 //! window is shut (4.2.1). DDP-eligible results still go by RDMA Write into their Write chunks,
 //! posted before the first part and described by the final part's Write list.
 
-use rpcrdma_v1::marshal_reply::ReplyError;
+use rpcrdma_v1::marshal_reply::{marshal_reply, ReplyError};
 use rpcrdma_v2::draft07::continuation::{split, Part};
 use rpcrdma_v2::draft07::marshal::{MessageType, MIDDLE_HEADER_LEN};
 
@@ -68,12 +68,19 @@ pub(super) fn send_reply<B: Backend>(
     let Some(parts) = cut.filter(|parts| parts.len() <= conn.max_parts()) else {
         return Err(ReplyError::NoReplyChunk { need: final_header + payload.len(), threshold }.into());
     };
-    let source = post_writes(conn, ReplyBytes::Copied(reply), out)?;
+    let source = post_writes(conn, ReplyBytes::Copied(reply), results, out, &mut 0)?;
     let sent = send_parts(conn, out, &payload, &parts, params, invalidated, deadline);
     // The last Send completed after the Writes before it (or the connection is down).
     give_back_source(conn, source, sent.is_ok());
     sent?;
-    Ok(ReplySent { form: ReplyForm::Inline, reduced_results: out.reduced_results(), invalidated, parts: parts.len() })
+    Ok(ReplySent {
+        form: ReplyForm::Inline,
+        reduced_results: out.reduced_results(),
+        invalidated,
+        parts: parts.len(),
+        lent_results: 0,
+        lent_copied: 0,
+    })
 }
 
 /// Posts each part in order and waits for its Send, each on a credit of its own (section

@@ -491,6 +491,8 @@ thread_local! {
     /// Each thread's buffer for a -07 call header, written there before it replaces the
     /// Version One header it is made from.
     static HEADER07: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Each thread's list of a reply's DDP-eligible results, found to reassemble it.
+    static RESULTS: RefCell<Vec<rpcrdma_v1::ulb::DdpItem>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Where a completing call's RPC message is: still the caller's, or lent to the call and
@@ -580,17 +582,19 @@ impl<B: Backend> PendingCall<B> {
             return Err(DataPathError::XidMismatch { want, got: reply.xid() });
         }
         let view = landed.view_shared();
-        let mut results = Vec::new();
-        let reassembled = reassemble_reply_with_ulb(
-            call,
-            &reply.to_msg(),
-            reply.payload(),
-            view.reply(),
-            &view.writes(),
-            ulb,
-            &mut results,
-            out,
-        );
+        let reassembled = RESULTS.with_borrow_mut(|results| {
+            let msg = reply.to_msg();
+            reassemble_reply_with_ulb(
+                call,
+                &msg,
+                reply.payload(),
+                view.reply(),
+                &view.write_slices(),
+                ulb,
+                results,
+                out,
+            )
+        });
         drop(view);
         conn.recycle_landed(landed);
         Ok(reassembled?)

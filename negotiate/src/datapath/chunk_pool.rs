@@ -10,6 +10,8 @@
 
 use std::sync::{Mutex, PoisonError};
 
+use smallvec::SmallVec;
+
 use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain};
 
 /// The most bytes of registered chunk memory a connection keeps for reuse: one 1 MiB chunk's
@@ -80,6 +82,9 @@ impl<R: MemoryRegion> ChunkPool<R> {
 /// module says: there the peer could reach the rest of a kept region too, whose bytes are
 /// ones this connection's earlier messages carried to or from that same peer, the cache being
 /// the connection's own.)
+///
+/// A call's Write chunks are held inline up to [`WRITE_CHUNKS_INLINE`] of them: a chunked call
+/// allocates nothing for them.
 #[derive(Debug)]
 pub(super) struct ChunkRegion<R> {
     pub(super) region: R,
@@ -93,18 +98,24 @@ impl<R: MemoryRegion> ChunkRegion<R> {
     }
 }
 
+/// How many Write chunks a call's memory holds without allocating: an NFS READ has one.
+pub(super) const WRITE_CHUNKS_INLINE: usize = 2;
+
+/// Write chunk *i*'s buffer at index *i*; `None` for a chunk of zero bytes.
+pub(super) type WriteChunks<R> = SmallVec<[Option<ChunkRegion<R>>; WRITE_CHUNKS_INLINE]>;
+
 /// What the Responder wrote into a call's chunks, handed back after release: Write chunk *i*'s
 /// buffer at index *i* (none for a chunk with no buffer), and the Reply chunk's. The buffers
 /// are still registered (a [`Client`](crate::client::Client) gives them back to the connection
 /// for its next calls; dropping them deregisters them). Read them with [`view`](Landed::view).
 pub struct Landed<B: Backend> {
-    pub(super) writes: Vec<Option<ChunkRegion<B::Region>>>,
+    pub(super) writes: WriteChunks<B::Region>,
     pub(super) reply: Option<ChunkRegion<B::Region>>,
 }
 
 impl<B: Backend> Default for Landed<B> {
     fn default() -> Self {
-        Landed { writes: Vec::new(), reply: None }
+        Landed { writes: SmallVec::new(), reply: None }
     }
 }
 
@@ -144,9 +155,12 @@ impl<B: Backend> Landed<B> {
 
 /// A [`Landed`]'s buffers held for reading ([`Landed::view`]).
 pub struct LandedView<'a, B: Backend + 'a> {
-    writes: Vec<Option<(<B::Region as MemoryRegion>::Bytes<'a>, usize)>>,
-    reply: Option<(<B::Region as MemoryRegion>::Bytes<'a>, usize)>,
+    writes: SmallVec<[Option<Held<'a, B>>; WRITE_CHUNKS_INLINE]>,
+    reply: Option<Held<'a, B>>,
 }
+
+/// A chunk buffer's bytes held for reading, and the chunk's length.
+type Held<'a, B> = (<<B as Backend>::Region as MemoryRegion>::Bytes<'a>, usize);
 
 impl<B: Backend> LandedView<'_, B> {
     /// Write chunk `chunk`'s buffer, its advertised length long (empty for a chunk with no
@@ -158,6 +172,11 @@ impl<B: Backend> LandedView<'_, B> {
     /// The Write chunks' buffers, in Write list order, as [`write`](LandedView::write) gives
     /// each.
     pub fn writes(&self) -> Vec<&[u8]> {
+        self.write_slices().into_vec()
+    }
+
+    /// [`writes`](LandedView::writes), held inline for the usual few chunks.
+    pub(super) fn write_slices(&self) -> SmallVec<[&[u8]; WRITE_CHUNKS_INLINE]> {
         (0..self.writes.len()).map(|i| self.write(i)).collect()
     }
 

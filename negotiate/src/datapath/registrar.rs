@@ -4,8 +4,9 @@
 use rpcrdma_v1::marshal_call::{ChunkPurpose, Registrar};
 use rpcrdma_v1::xdr::XdrRdmaSegment;
 use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair};
+use smallvec::SmallVec;
 
-use super::chunk_pool::ChunkRegion;
+use super::chunk_pool::{ChunkRegion, WriteChunks};
 use super::{take_bytes, DataPathError, Landed, Transport};
 use crate::thresholds::SegmentLimits;
 
@@ -22,17 +23,18 @@ pub struct ChunkMemory<B: Backend> {
     /// Whether `call_copy` is the caller's lent message rather than a copy; or the lent
     /// message itself while no Read chunk needed it registered.
     lent: Lent,
-    /// The rkeys of the windows open to the peer (the advertised segments' handles).
-    windows: Vec<u32>,
+    /// The rkeys of the windows open to the peer (the advertised segments' handles); a call
+    /// has few, held inline.
+    windows: SmallVec<[u32; 4]>,
     /// Write chunk *i*'s buffer at index *i*; `None` for a chunk of zero bytes.
-    writes: Vec<Option<ChunkRegion<B::Region>>>,
+    writes: WriteChunks<B::Region>,
     reply: Option<ChunkRegion<B::Region>>,
 }
 
 impl<B: Backend> ChunkMemory<B> {
     /// Nothing registered yet.
     fn new() -> Self {
-        ChunkMemory { call_copy: None, lent: Lent::No, windows: Vec::new(), writes: Vec::new(), reply: None }
+        ChunkMemory { call_copy: None, lent: Lent::No, windows: SmallVec::new(), writes: SmallVec::new(), reply: None }
     }
 
     /// The rkeys of the windows still open to the peer: the handles of every segment the call
@@ -103,7 +105,7 @@ impl<B: Backend> ChunkMemory<B> {
         invalidated: Option<u32>,
     ) -> (Landed<B>, Option<Vec<u8>>, Result<(), DataPathError>) {
         let mut foreign = invalidated;
-        let mut ids = Vec::with_capacity(self.windows.len());
+        let mut ids: SmallVec<[u64; 4]> = SmallVec::new();
         let mut posted = Ok(());
         for &rkey in &self.windows {
             if Some(rkey) == invalidated {

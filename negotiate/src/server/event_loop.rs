@@ -346,9 +346,16 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// Returns once every thread of the loop has left ([`Loop::close_all`] first).
     pub(super) fn join(&self) {
-        let handles = std::mem::take(&mut lock(&self.st).handles);
-        for h in handles {
-            let _ = h.join();
+        // Until none is left: a thread may start another while it still runs (one more to
+        // wait for the role), after the handles were taken.
+        loop {
+            let handles = std::mem::take(&mut lock(&self.st).handles);
+            if handles.is_empty() {
+                break;
+            }
+            for h in handles {
+                let _ = h.join();
+            }
         }
         let ended: Vec<_> = lock(&self.st).conns.drain().map(|(_, s)| s.served).collect();
         for served in ended {

@@ -104,8 +104,8 @@ pub use receive::{ReceivePool, Received};
 pub use registrar::{ChunkMemory, WindowRegistrar};
 pub(crate) use reply::send_answer;
 pub use reply::{
-    fetch_call, send_draft07, send_error, send_reply, send_reply_lending, send_reply_lent, LentMismatch, ReplyParams,
-    ReplySent,
+    fetch_call, send_draft07, send_error, send_reply, send_reply_lent, send_reply_with_lent_results, LentMismatch,
+    ReplyParams, ReplySent,
 };
 use send_queue::SendQueue;
 pub use stream::ANSWERS_QUEUED_MOST;
@@ -173,7 +173,7 @@ pub enum DataPathError {
     #[error("{0}")]
     DdpViolation(#[from] DdpViolation),
     /// A server's handler lent results that do not fit the reply it wrote
-    /// ([`send_reply_lending`]): nothing was sent, and the call is answered with an RPC
+    /// ([`send_reply_with_lent_results`]): nothing was sent, and the call is answered with an RPC
     /// SYSTEM_ERR reply.
     #[error("the handler's lent results: {0}")]
     Lent(#[from] LentMismatch),

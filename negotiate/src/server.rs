@@ -200,7 +200,33 @@ pub trait Handler: Send + Sync + 'static {
     /// Writes the reply to `call` into `reply`, as [`handle`](Handler::handle), and may lend
     /// its first DDP-eligible results from memory the handler keeps instead of writing their
     /// bytes ([`LentResults`]); a handler that lends implements this (or is a [`LendReply`]).
-    /// By default, [`handle`](Handler::handle), lending nothing.
+    /// The server calls this one. By default, [`handle`](Handler::handle), lending nothing:
+    /// so do an [`OnExecutor`] and [`Services`](crate::service::Services).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use negotiate::onc;
+    /// use negotiate::server::{Handler, LentResults};
+    /// // A store that answers every call with the value it holds, lent.
+    /// struct Store(Arc<[u8]>);
+    /// impl Handler for Store {
+    ///     fn handle(&self, call: &[u8], reply: &mut Vec<u8>) {
+    ///         let mut results = (self.0.len() as u32).to_be_bytes().to_vec();
+    ///         results.extend_from_slice(&self.0); // (a multiple of four bytes here)
+    ///         onc::reply_success(onc::peek_xid(call).unwrap_or(0), &results, reply);
+    ///     }
+    ///     fn handle_lending(&self, call: &[u8], reply: &mut Vec<u8>, lent: &mut LentResults) {
+    ///         onc::reply_success(onc::peek_xid(call).unwrap_or(0), &(self.0.len() as u32).to_be_bytes(), reply);
+    ///         lent.lend(self.0.clone());
+    ///     }
+    /// }
+    /// let store = Store(vec![1u8; 4096].into());
+    /// let (mut reduced, mut lent) = (Vec::new(), LentResults::default());
+    /// store.handle_lending(&[0, 0, 0, 9, 0, 0, 0, 0], &mut reduced, &mut lent);
+    /// let mut whole = Vec::new();
+    /// store.handle(&[0, 0, 0, 9, 0, 0, 0, 0], &mut whole);
+    /// assert_eq!((reduced.len(), whole.len(), lent.len()), (28, 28 + 4096, 1));
+    /// ```
     fn handle_lending(&self, call: &[u8], reply: &mut Vec<u8>, lent: &mut LentResults) {
         let _ = lent;
         self.handle(call, reply);
@@ -253,16 +279,19 @@ impl<F: Fn(&[u8], &mut Vec<u8>) + Send + Sync + 'static> Handler for WriteReply<
 /// and XDR padding left out, as a reply arrives whose results went by Write chunk (RFC 8166
 /// section 3.4.6.1). Lend the first DDP-eligible results of the reply, in stream order.
 ///
-/// When the requester provided Write chunks for them (RFC 8166 section 3.4.6) and the rest
-/// of the reply goes inline, each lent result is RDMA-Written from a registered copy the
-/// connection keeps of that `Arc`, made the first time the connection sends it: lending the
-/// same `Arc` again costs no copy of its bytes, and the RDMA Write is their one copy, as with
-/// raw verbs. A connection keeps copies of up to 8 results and 2 MiB, the least recently sent
-/// let go first, and holds a clone of each kept `Arc`. Otherwise (no Write chunk for a lent
-/// result, or a reply too large to go inline) the server puts the reply together and sends it
-/// as any other ([`ServerStats::lent_copies`] counts both kinds of copy). Lent results that
-/// the binding does not find in the reply, or whose lengths differ from their length words,
-/// are answered with an RPC SYSTEM_ERR reply ([`ServerStats::bad_replies`]).
+/// When the requester provided Write chunks for them (RFC 8166 section 3.4.6), and for no
+/// other result, and the rest of the reply goes inline, each lent result is RDMA-Written from
+/// a registered copy the connection keeps of that `Arc`, made the first time the connection
+/// sends it: lending the same `Arc` again copies none of its bytes, the RDMA Write being the
+/// one transfer, as with raw verbs. A connection keeps copies of up to 8 results and 2 MiB
+/// (pinned memory, outside [`ServerLimits::memory_budget`]), the least recently sent let go
+/// first, and holds a clone of each kept `Arc`. Otherwise (no Write chunk for a lent result,
+/// Write chunks for other results too, a reply too large to go inline, a transport header over
+/// 1 KiB, or a copy that could not be registered) the server puts the reply together in the
+/// handler's buffer and sends it as any other ([`ServerStats::lent_copies`] counts both kinds
+/// of copy). Lent results that the binding does not find in the reply, in order, or whose
+/// lengths differ from their length words, are answered with an RPC SYSTEM_ERR reply
+/// ([`ServerStats::bad_replies`]).
 ///
 /// ```
 /// use std::sync::Arc;
@@ -284,33 +313,86 @@ pub struct LentResults(Vec<Arc<[u8]>>);
 
 impl LentResults {
     /// Lends `result`, the next DDP-eligible result of the reply in stream order.
-    pub fn lend(&mut self, result: Arc<[u8]>) {
+    ///
+    /// ```
+    /// # use negotiate::server::LentResults;
+    /// let mut lent = LentResults::default();
+    /// lent.lend(b"abc".to_vec().into());
+    /// assert_eq!(&*lent.as_slice()[0], b"abc");
+    /// ```
+    pub fn lend(&mut self, result: std::sync::Arc<[u8]>) {
         self.0.push(result);
     }
 
     /// The results lent, in stream order.
+    ///
+    /// ```
+    /// # use negotiate::server::LentResults;
+    /// assert!(LentResults::default().as_slice().is_empty());
+    /// ```
     pub fn as_slice(&self) -> &[Arc<[u8]>] {
         &self.0
     }
 
     /// How many results are lent.
+    ///
+    /// ```
+    /// # use negotiate::server::LentResults;
+    /// let mut lent = LentResults::default();
+    /// lent.lend(vec![0; 8].into());
+    /// assert_eq!(lent.len(), 1);
+    /// ```
     pub fn len(&self) -> usize {
         self.0.len()
     }
 
     /// True when nothing is lent.
+    ///
+    /// ```
+    /// # use negotiate::server::LentResults;
+    /// assert!(LentResults::default().is_empty());
+    /// ```
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
     /// Lends nothing again, its memory kept for the next reply.
+    ///
+    /// ```
+    /// # use negotiate::server::LentResults;
+    /// let mut lent = LentResults::default();
+    /// lent.lend(vec![0; 8].into());
+    /// lent.clear();
+    /// assert!(lent.is_empty());
+    /// ```
     pub fn clear(&mut self) {
         self.0.clear();
     }
 }
 
 /// A [`Handler`] from a closure that writes its reply into the buffer it is given and may lend
-/// DDP-eligible results ([`LentResults`], which has an example).
+/// DDP-eligible results ([`LentResults`]).
+///
+/// ```
+/// use std::sync::Arc;
+/// use negotiate::client::{Client, ClientConfig};
+/// use negotiate::onc::{self, CallHeader};
+/// use negotiate::server::{LendReply, LentResults, Server, ServerConfig};
+/// use rpcrdma_v1::ulb::OpaqueAtUlb;
+/// use rpcrdma_verbs::InProcess;
+/// // Replies carry an opaque<> whose length word follows the 24-byte accepted reply header:
+/// // the client provides a Write chunk for it, the server writes the lent bytes into it.
+/// let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: Some(24), max_result: 8192, max_reply: 64 };
+/// let block: Arc<[u8]> = vec![9u8; 8192].into();
+/// let lending = LendReply(move |call: &[u8], reply: &mut Vec<u8>, lent: &mut LentResults| {
+///     onc::reply_success(onc::peek_xid(call).unwrap_or(0), &8192u32.to_be_bytes(), reply);
+///     lent.lend(block.clone());
+/// });
+/// let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), lending).unwrap();
+/// let client = Client::new(InProcess, &server.local_addr(), ClientConfig::default());
+/// let reply = client.call(&CallHeader::new(1, 0x2000_0001, 1, 1).message(&[]).unwrap(), &ulb).unwrap();
+/// assert_eq!(onc::results(&reply, 1).unwrap()[4..], [9u8; 8192]);
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct LendReply<F>(pub F);
 

@@ -6,7 +6,9 @@
 //!   the connection keeps of that `Arc`, made once however often it is lent;
 //! - inline or in the Reply chunk, when the requester provided no Write chunk (section 3.5),
 //!   the reply put together by the server;
-//! - on every version and dialect, in process and over TCP.
+//! - on every version and dialect, in process and over TCP;
+//! - several lent results, one of them empty, with reply bytes after them; a lent result too
+//!   large for its Write chunk (ERR_CHUNK).
 //!
 //! A handler whose lent results do not fit its reply gets its call answered with an RPC
 //! SYSTEM_ERR reply (RFC 5531 section 9), and the connection serves on.
@@ -14,12 +16,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use negotiate::client::{Client, ClientConfig};
+use negotiate::client::{Client, ClientConfig, ClientError};
 use negotiate::onc::{self, CallHeader};
 use negotiate::requester::RequesterConfig;
 use negotiate::responder::ResponderConfig;
 use negotiate::server::{LendReply, LentResults, Server, ServerConfig, ServerStats};
-use rpcrdma_v1::ulb::OpaqueAtUlb;
+use rpcrdma_v1::ulb::{DdpItem, OpaqueAtUlb, UpperLayerBinding};
 use rpcrdma_v1::Version;
 use rpcrdma_v2::dialect::{Dialect, VersionTwo};
 use rpcrdma_verbs::{Backend, InProcess, Tcp};
@@ -188,4 +190,110 @@ fn rfc5531_9_lent_results_that_do_not_fit_the_reply_are_answered_system_err() {
     }
     let stats = settled(&server, 5);
     assert_eq!((stats.bad_replies, stats.lent_results, stats.connections), (2, 3, 1), "{stats:?}");
+}
+
+/// A binding whose replies carry two DDP-eligible opaques after the 24-byte accepted reply
+/// header, then a trailing word: `maximum` is what the requester provides a Write chunk of
+/// for each (none when 0).
+struct TwoOpaques {
+    maximum: usize,
+}
+
+impl UpperLayerBinding for TwoOpaques {
+    fn call_ddp_items(&self, _: &[u8], _: &mut Vec<DdpItem>) {}
+    fn reply_ddp_maxima(&self, _: &[u8], out: &mut Vec<usize>) {
+        if self.maximum > 0 {
+            out.extend([self.maximum, self.maximum]);
+        }
+    }
+    fn max_reply_size(&self, _: &[u8]) -> usize {
+        1 << 16
+    }
+    fn reply_ddp_items(&self, _: &[u8], reply: &[u8], reduced: usize, out: &mut Vec<DdpItem>) {
+        let mut at = 24;
+        for i in 0..2 {
+            let Some(word) = reply.get(at..at + 4) else { return };
+            let item = DdpItem::new(at + 4, u32::from_be_bytes(word.try_into().unwrap()) as usize);
+            at = if i < reduced { item.offset } else { item.padded_end() };
+            if at > reply.len() {
+                return;
+            }
+            out.push(item);
+        }
+    }
+}
+
+const TRAILER: [u8; 4] = [0xde, 0xad, 0xbe, 0xef];
+
+/// The whole reply of two opaques and the trailer.
+fn two_opaques(xid: u32, a: &[u8], b: &[u8]) -> Vec<u8> {
+    let mut results = Vec::new();
+    for x in [a, b] {
+        results.extend_from_slice(&(x.len() as u32).to_be_bytes());
+        results.extend_from_slice(x);
+        results.resize(results.len().next_multiple_of(4), 0);
+    }
+    results.extend_from_slice(&TRAILER);
+    let mut r = Vec::new();
+    onc::reply_success(xid, &results, &mut r);
+    r
+}
+
+/// A server lending both opaques of every reply: `a` of 5,001 bytes and `b` of 0 or 3 (its
+/// length the call's procedure number), the trailer after them in the reply it writes.
+fn two_lent(a: Arc<[u8]>) -> Server {
+    let handler = LendReply(move |call: &[u8], reply: &mut Vec<u8>, lent: &mut LentResults| {
+        let (h, _) = CallHeader::decode(call).unwrap();
+        let b: Arc<[u8]> = vec![0x77; h.proc as usize].into();
+        let words = [a.len() as u32, b.len() as u32].map(u32::to_be_bytes).concat();
+        onc::reply_success(h.xid, &[&words[..], &TRAILER].concat(), reply);
+        lent.lend(a.clone());
+        lent.lend(b);
+    });
+    let ulb = TwoOpaques { maximum: 8192 };
+    Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ulb), handler).unwrap()
+}
+
+/// Two lent results, the second of 0 or 3 bytes, a word of the reply after them: by Write
+/// chunks, and put together (inline, with padding after each, over the server's reused reply
+/// buffer) when the requester provides none.
+#[test]
+fn rfc8166_3_4_6_several_lent_results_with_reply_bytes_after_them() {
+    let a: Arc<[u8]> = (0..5001).map(|i| (i % 251) as u8).collect::<Vec<_>>().into();
+    let server = two_lent(a.clone());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
+    let mut xid = 0;
+    for (ulb, b) in
+        [(TwoOpaques { maximum: 8192 }, 3), (TwoOpaques { maximum: 8192 }, 0), (TwoOpaques { maximum: 0 }, 3)]
+    {
+        for _ in 0..4 {
+            xid += 1;
+            let got = client.call(&call(xid, b), &ulb).unwrap();
+            assert_eq!(got, two_opaques(xid, &a, &vec![0x77; b as usize]), "call {xid}");
+        }
+    }
+    let stats = settled(&server, 12);
+    // By Write chunk: both results of 8 calls (a zero-length one is placed with no Write);
+    // `a` copied once, `b` (a new Arc every call) four times, none when empty. Put together:
+    // both results of 4 calls.
+    assert_eq!((stats.lent_results, stats.write_chunk_results), (16, 16), "{stats:?}");
+    assert_eq!(stats.lent_copies, 1 + 4 + 4 * 2, "{stats:?}");
+    assert_eq!(stats.bad_replies, 0);
+}
+
+/// A Write chunk too small for the lent result: the reply is put together and cannot go
+/// (RFC 8166 section 3.4.6: the result does not fit its chunk), so the requester gets
+/// ERR_CHUNK (section 4.5.2's answer, 4.5 for the connection going on), and the next call,
+/// with a chunk large enough, is served.
+#[test]
+fn rfc8166_4_5_a_lent_result_larger_than_its_write_chunk_is_answered_err_chunk() {
+    let a: Arc<[u8]> = vec![5u8; 5000].into();
+    let server = two_lent(a.clone());
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
+    let small = TwoOpaques { maximum: 4096 };
+    let refused = client.call(&call(1, 3), &small);
+    assert!(matches!(refused, Err(ClientError::ChunksRefused { .. })), "{refused:?}");
+    let got = client.call(&call(2, 3), &TwoOpaques { maximum: 8192 }).unwrap();
+    assert_eq!(got, two_opaques(2, &a, &[0x77; 3]));
+    assert_eq!(server.stats().errors_sent, 1);
 }

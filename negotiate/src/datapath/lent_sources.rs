@@ -5,11 +5,16 @@
 //! A lent result is an `Arc<[u8]>` the handler keeps (a cached file block, a stored value).
 //! Its bytes are copied into memory registered with the connection's protection domain the
 //! first time the connection sends it; every later reply lending the same `Arc` writes from
-//! that copy, so the RDMA Write is the only copy of its bytes, as with raw verbs. A copy is
-//! kept while its `Arc` is (the cache holds a clone), so the allocation cannot be freed and
-//! reused for other bytes while the copy is taken for it, and an `Arc<[u8]>`'s bytes cannot
-//! change while it is shared. A copy has no remote access: the peer only receives Writes from
-//! it.
+//! that copy, so that a reply copies none of its bytes: the RDMA Write is the one transfer,
+//! as with raw verbs. The cache holds a clone of each `Arc` it keeps a copy of, so that the
+//! allocation cannot be freed and reused for other bytes while its copy is kept, and an
+//! `Arc<[u8]>`'s bytes cannot change. A copy has no remote access: the peer only receives
+//! Writes from it.
+//!
+//! What this costs: up to [`LENT_BYTES_KEPT`] of pinned memory per connection (as for the chunk
+//! regions it keeps, outside a server's memory budget, counted against `RLIMIT_MEMLOCK`), a
+//! copy per connection of a result lent on several, and the handler's `Arc`s kept alive by
+//! the cache after the handler let them go, until sends of other results push them out.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -65,6 +70,10 @@ impl<R: MemoryRegion> LentSources<R> {
 
     fn keep(&self, result: Arc<[u8]>, region: R) {
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        if kept.iter().any(|(r, _)| Arc::ptr_eq(r, &result)) {
+            // Another reply copied the same result meanwhile: one copy is kept.
+            return;
+        }
         let mut held: usize = kept.iter().map(|(_, r)| r.len()).sum::<usize>() + region.len();
         let mut out = 0;
         while kept.len() - out >= LENT_SOURCES_KEPT || held > LENT_BYTES_KEPT {

@@ -23,8 +23,8 @@ use super::{take_bytes, DataPathError, Transport};
 mod continued;
 mod lent;
 
-use lent::Gathered;
-pub use lent::{send_reply_lending, LentMismatch};
+use lent::ReducedReply;
+pub use lent::{send_reply_with_lent_results, LentMismatch};
 
 /// What the negotiation decided for the replies of a connection.
 ///
@@ -72,13 +72,14 @@ pub struct ReplySent {
     /// The Sends the reply took: 1, or on a -07 connection the parts of a continued reply
     /// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 6.6.4).
     pub parts: usize,
-    /// Of the results a handler lent ([`send_reply_lending`]), those written into Write chunks
-    /// straight from the registered copies the connection keeps.
+    /// Of the results a handler lent ([`send_reply_with_lent_results`]), those placed in Write
+    /// chunks and RDMA-Written from the registered copies the connection keeps (a result of no
+    /// bytes is placed in its chunk with no Write).
     pub lent_results: usize,
     /// Of the results a handler lent, those copied for this reply: into a registered copy the
     /// connection keeps (the first time it sends one), or into the reply when that could not
     /// go with each of them in a Write chunk.
-    pub lent_copied: usize,
+    pub lent_copies: usize,
 }
 
 /// Rebuilds the whole RPC Call message of an accepted call header into `out`: pulls every Read
@@ -256,24 +257,24 @@ pub fn send_reply_lent<B: Backend, U: UpperLayerBinding + ?Sized>(
 }
 
 /// Where the RDMA Writes of a reply take their bytes from.
-enum ReplyBytes<'r> {
+enum ReplyBytes<'r, R> {
     /// A registered copy of these bytes.
     Copied(&'r [u8]),
     /// This buffer itself, registered while the reply goes out.
     Lent(&'r mut Vec<u8>),
     /// A reduced reply and its lent results, each written from its registered copy
-    /// ([`send_reply_lending`], which sends one this way only when every lent result goes in
-    /// a Write chunk and the rest inline).
-    Gathered(Gathered<'r>),
+    /// ([`send_reply_with_lent_results`], which sends one this way only when every lent result
+    /// goes in a Write chunk, nothing else does, and the rest goes inline).
+    WithLentResults(ReducedReply<'r, R>),
 }
 
-impl ReplyBytes<'_> {
+impl<R> ReplyBytes<'_, R> {
     /// The reply in one slice, unless its results were lent.
     fn whole(&self) -> Option<&[u8]> {
         match self {
             ReplyBytes::Copied(b) => Some(b),
             ReplyBytes::Lent(v) => Some(v),
-            ReplyBytes::Gathered(_) => None,
+            ReplyBytes::WithLentResults(_) => None,
         }
     }
 
@@ -285,7 +286,7 @@ impl ReplyBytes<'_> {
         out: &mut Vec<DdpItem>,
     ) -> Result<(), DataPathError> {
         match self {
-            ReplyBytes::Gathered(g) => g.items(call_message, ulb, out)?,
+            ReplyBytes::WithLentResults(g) => g.items(call_message, ulb, out)?,
             ReplyBytes::Copied(b) => ulb.reply_ddp_items(call_message, b, 0, out),
             ReplyBytes::Lent(v) => ulb.reply_ddp_items(call_message, v, 0, out),
         }
@@ -295,7 +296,7 @@ impl ReplyBytes<'_> {
     /// The reply's XID and length (`NotXdr` when too short for an XID).
     fn xid_and_len(&self) -> Result<(u32, usize), ReplyError> {
         let (xid, len) = match self {
-            ReplyBytes::Gathered(g) => (g.xid(), g.len()),
+            ReplyBytes::WithLentResults(g) => (g.xid(), g.len()),
             _ => {
                 let b = self.whole().unwrap_or_default();
                 (b.first_chunk::<4>().map(|w| u32::from_be_bytes(*w)), b.len())
@@ -307,7 +308,7 @@ impl ReplyBytes<'_> {
     /// Copies bytes `range` of the reply into `dst`; `items` are [`ReplyBytes::items`].
     fn copy(&self, range: std::ops::Range<usize>, items: &[DdpItem], dst: &mut [u8]) {
         match self {
-            ReplyBytes::Gathered(g) => g.copy(range, items, dst),
+            ReplyBytes::WithLentResults(g) => g.copy(range, items, dst),
             _ => dst.copy_from_slice(&self.whole().unwrap_or_default()[range]),
         }
     }
@@ -317,7 +318,7 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
     conn: &Transport<B>,
     call: &Header<'_>,
     call_message: &[u8],
-    reply: ReplyBytes<'_>,
+    reply: ReplyBytes<'_, B::Region>,
     ulb: &U,
     params: &ReplyParams,
 ) -> Result<ReplySent, DataPathError> {
@@ -330,7 +331,7 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
     // An owed total is taken once the Send is filled (`post_send_filled_draft07`): a reply that
     // cannot be filled (its chunks cannot carry it) uses no place in the window.
     let take = params.credit_owed.then(deadline);
-    let gathered = matches!(reply, ReplyBytes::Gathered(_));
+    let with_lent = matches!(reply, ReplyBytes::WithLentResults(_));
     let sent = SCRATCH.with_borrow_mut(|(results, out)| {
         results.clear();
         reply.items(call_message, ulb, results)?;
@@ -345,7 +346,7 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         };
         let id = conn.wr_id();
         let mut source = None;
-        let mut lent_copied = 0;
+
         // Taken by the Writes once the reply is marshaled; still here when it could not be
         // (a -07 reply may then continue across Sends).
         let mut reply = Some(reply);
@@ -360,7 +361,7 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
                 bytes.copy(range.clone(), results, &mut buf[at..at + range.len()]);
                 at += range.len();
             }
-            source = post_writes(conn, reply.take().expect("taken once"), results, out, &mut lent_copied)?;
+            source = post_writes(conn, reply.take().expect("taken once"), results, out)?;
             Ok(at)
         };
         let threshold = params.reply_inline_threshold;
@@ -379,14 +380,14 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         // source is free again.
         give_back_source(conn, source, sent.is_ok());
         sent?;
-        let lent_results = if gathered { out.reduced_results() } else { 0 };
+        let lent_results = if with_lent { out.reduced_results() } else { 0 };
         Ok(ReplySent {
             form: out.form(),
             reduced_results: out.reduced_results(),
             invalidated,
             parts: 1,
             lent_results,
-            lent_copied,
+            lent_copies: 0,
         })
     });
     // A reply whose Sends failed partway is a broken sequence: nothing follows it on the
@@ -459,10 +460,9 @@ fn draft07_header(out: &MarshaledReply, credit: u32, buf: &mut [u8]) -> Result<u
 #[allow(clippy::type_complexity)]
 fn post_writes<'r, B: Backend>(
     conn: &Transport<B>,
-    reply: ReplyBytes<'r>,
+    reply: ReplyBytes<'r, B::Region>,
     items: &[DdpItem],
     out: &MarshaledReply,
-    lent_copied: &mut usize,
 ) -> Result<Option<(B::Region, Option<&'r mut Vec<u8>>)>, DataPathError> {
     if out.writes().is_empty() {
         return Ok(None);
@@ -471,7 +471,7 @@ fn post_writes<'r, B: Backend>(
         // Into a region the connection keeps registered (its registration cache).
         ReplyBytes::Copied(bytes) => (conn.chunk_copy(bytes)?, None),
         ReplyBytes::Lent(home) => (conn.pd().register(std::mem::take(home), Access::empty())?, Some(home)),
-        ReplyBytes::Gathered(g) => return post_lent_writes(conn, g, items, out, lent_copied).map(|()| None),
+        ReplyBytes::WithLentResults(r) => return post_lent_writes(conn, r, items, out).map(|()| None),
     };
     for w in out.writes() {
         let local = Sge::new(&source, w.src.start, w.src.len());
@@ -487,33 +487,24 @@ fn post_writes<'r, B: Backend>(
 }
 
 /// [`post_writes`] for lent results: each Write from the registered copy of the result it
-/// carries (`send_reply_lending` sends a reply this way only when every Write is one of those).
-/// Nothing is given back: the copies stay with the connection, and a Write still posted keeps
-/// its own handle of one.
+/// carries (`send_reply_with_lent_results` sends a reply this way only when every Write is one
+/// of those). Nothing is given back: the copies stay with the connection, and a Write still
+/// posted holds its region itself (the verbs contract: a posted work request keeps its own
+/// handle, as hardware keeps the pinned pages), so a copy let go meanwhile is not reused.
 fn post_lent_writes<B: Backend>(
     conn: &Transport<B>,
-    reply: Gathered<'_>,
+    reply: ReducedReply<'_, B::Region>,
     items: &[DdpItem],
     out: &MarshaledReply,
-    lent_copied: &mut usize,
 ) -> Result<(), DataPathError> {
-    let mut last: Option<(usize, B::Region)> = None;
     for w in out.writes() {
-        let Some((k, at)) = reply.lent_at(&w.src, items) else {
+        let source = reply.lent_at(&w.src, items).and_then(|(k, at)| Some((reply.sources[k].as_ref()?, at)));
+        let Some((region, at)) = source else {
             return Err(LentMismatch::Unplaced { write: w.src.clone() }.into());
         };
-        let region = match last.take() {
-            Some((was, region)) if was == k => region,
-            _ => {
-                let source = conn.lent_source(&reply.lent[k])?;
-                *lent_copied += usize::from(source.copied);
-                source.region
-            }
-        };
-        let local = Sge::new(&region, at, w.src.len());
+        let local = Sge::new(region, at, w.src.len());
         let (id, remote) = (conn.unwaited_wr_id(), RemoteBuf { addr: w.offset, rkey: w.handle });
         conn.post_sq(id, None, |qp, flags| qp.post_write_with(id, &[local], remote, flags))?;
-        last = Some((k, region));
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 //! checks is this code, not a copy of it.
 
 use super::*;
-use crate::datapath::{send_answer, send_reply_lending};
+use crate::datapath::{send_answer, send_reply_with_lent_results};
 use rpcrdma_v1::header::MessageKind;
 use rpcrdma_v1::reassemble::fetch_len;
 
@@ -243,6 +243,8 @@ pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
         (&mut buffers.call, &mut buffers.reply, &mut buffers.lent),
         answering,
     );
+    // The handler's `Arc`s are not held past the call, whichever way it was answered.
+    buffers.lent.clear();
     buffers.settle();
     answered
 }
@@ -308,11 +310,10 @@ fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
                 send_rpc_error(conn, header, call, ulb, params, encode_system_err_reply).map(|()| Answered::BadReply)
             }
             HandlerOutcome::Replied(mut r) => {
-                let sent = send_reply_lending(conn, header, call, &mut r, lent.as_slice(), ulb, params)
+                let sent = send_reply_with_lent_results(conn, header, call, &mut r, lent.as_slice(), ulb, params)
                     .map(|s| Answered::Reply(params.version, ArrivedAs::of(header), s));
                 // Its memory takes the next reply of this thread.
                 *reply = r;
-                lent.clear();
                 match sent {
                     // Lent results the reply has no place for: not an answer to the call.
                     Err(DataPathError::Lent(e)) => {

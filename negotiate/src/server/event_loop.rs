@@ -1099,7 +1099,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 }
                 s.write_chunk_results += sent.reduced_results as u64;
                 s.lent_results += sent.lent_results as u64;
-                s.lent_copies += sent.lent_copied as u64;
+                s.lent_copies += sent.lent_copies as u64;
                 s.continued_replies += u64::from(sent.parts > 1);
             }
             // (An over-budget call is counted by the budget itself: `Server::stats`.)

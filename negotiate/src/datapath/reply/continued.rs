@@ -68,7 +68,7 @@ pub(super) fn send_reply<B: Backend>(
     let Some(parts) = cut.filter(|parts| parts.len() <= conn.max_parts()) else {
         return Err(ReplyError::NoReplyChunk { need: final_header + payload.len(), threshold }.into());
     };
-    let source = post_writes(conn, ReplyBytes::Copied(reply), results, out, &mut 0)?;
+    let source = post_writes(conn, ReplyBytes::Copied(reply), results, out)?;
     let sent = send_parts(conn, out, &payload, &parts, params, invalidated, deadline);
     // The last Send completed after the Writes before it (or the connection is down).
     give_back_source(conn, source, sent.is_ok());
@@ -79,7 +79,7 @@ pub(super) fn send_reply<B: Backend>(
         invalidated,
         parts: parts.len(),
         lent_results: 0,
-        lent_copied: 0,
+        lent_copies: 0,
     })
 }
 

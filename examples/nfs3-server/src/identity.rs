@@ -10,7 +10,8 @@
 //! The identity is set with the raw `setfsuid`, `setfsgid` and `setgroups` system calls,
 //! which change the calling thread alone (glibc's `setgroups` changes every thread of the
 //! process), on one of a pool of long-lived threads that take a caller's identity for one call
-//! at a time ([`Identity::run`]), never on the thread serving the connection: the kernel
+//! at a time ([`Identity::run`]; a caller who is the server's own identity needs no change,
+//! and its call runs where it is served), never on the thread serving the connection: the kernel
 //! refuses (EACCES) a uverbs command written from a thread whose credentials are not the very
 //! ones that opened the device (`ib_safe_file_access` compares them by address), and
 //! credentials changed and changed back are new ones, so a serving thread that had acted as a
@@ -103,8 +104,9 @@ impl Identity {
 
     /// Runs `f` as this identity: on a thread of the acting pool, whose file-system identity
     /// is this one for the call (see the [module documentation](self)) and its own again
-    /// after it, or here when this process is not root (it then has only its own user's rights
-    /// to lend). `Err` when the identity could not be taken (a root without
+    /// after it; or here when this process is not root (it then has only its own user's rights
+    /// to lend), or when this is the process's own identity (root's uid and gid, and its group
+    /// set), which the pool thread would only take again. `Err` when the identity could not be taken (a root without
     /// `CAP_SETUID`/`CAP_SETGID`, a uid a user namespace does not map): `f` is not run,
     /// rather than run as root. A panic in `f` is this thread's again. Each call sets and
     /// reads back its identity, so a pool thread whose own identity did not come back after
@@ -117,8 +119,13 @@ impl Identity {
     /// assert_eq!(user.run(|| 6 * 7).unwrap(), 42);
     /// ```
     pub fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> std::io::Result<R> {
-        if own().is_none() {
-            return Ok(f());
+        match own() {
+            // Not root: nobody else's rights to take. The process's own identity: the pool
+            // thread would take just what this thread has (the same fsuid, fsgid and group
+            // set), so the call runs here, without a hand-off to another thread and back.
+            None => return Ok(f()),
+            Some(own) if self.is(own) && !ON_POOL.with(std::cell::Cell::get) => return Ok(f()),
+            Some(_) => {}
         }
         let me = *self;
         if ON_POOL.with(std::cell::Cell::get) {
@@ -137,6 +144,18 @@ impl Identity {
         }
         // (Its credentials are the pool thread's alone; the guard gives its own back.)
         ActingPool::get()?.run(move || me.act().map(|_acting| f()))
+    }
+
+    /// Whether this is the process's own identity, as the kernel's permission checks see it:
+    /// the same fsuid and fsgid, and the same groups with the primary one among them (a check
+    /// asks whether a gid is the fsgid or a supplementary group: `in_group_p`).
+    fn is(&self, own: &Own) -> bool {
+        let ours = |g: &u32| *g == self.gid || self.groups[..self.ngroups].contains(g);
+        let own_has = |g: &u32| *g == own.gid || own.groups.contains(g);
+        self.uid == own.uid
+            && self.gid == own.gid
+            && own.groups.iter().all(ours)
+            && self.groups[..self.ngroups].iter().all(own_has)
     }
 
     /// Makes this the calling thread's file-system identity until the guard drops, when the

@@ -232,3 +232,30 @@ fn a_call_acting_inside_a_call_completes_and_keeps_the_outer_identity() {
         }
     });
 }
+
+/// A call whose caller is who the server already is (root's uid, gid and groups, root
+/// squashing off) runs on the thread serving it: its identity would not change, so it is not
+/// handed to the acting pool and back (two thread switches a call). One whose groups differ
+/// acts on the pool as before.
+#[test]
+fn a_call_as_the_servers_own_identity_runs_on_the_thread_serving_it() {
+    if !is_root() {
+        return;
+    }
+    use nfs3_server::identity::Identity;
+    // SAFETY: gettid has no arguments and cannot fail; getgroups fills at most `n` entries.
+    let tid = || unsafe { libc::syscall(libc::SYS_gettid) };
+    let mut groups = vec![0; 64];
+    let n = unsafe { libc::getgroups(64, groups.as_mut_ptr()) };
+    groups.truncate(usize::try_from(n).unwrap());
+    let own = Identity::new(0, 0, &groups, false);
+    assert_eq!(own.run(|| (tid(), fsuid())).unwrap(), (tid(), 0), "the server's own identity was handed on");
+    // The primary group listed among the supplementary ones or not: the same group set.
+    let with_primary = Identity::new(0, 0, &[groups.as_slice(), &[0]].concat(), false);
+    assert_eq!(with_primary.run(tid).unwrap(), tid());
+    let other_groups = Identity::new(0, 0, &[groups.as_slice(), &[54321]].concat(), false);
+    assert_ne!(other_groups.run(tid).unwrap(), tid(), "a call with another group acted as the server");
+    let (acting, as_uid) = Identity::new(1234, 0, &groups, false).run(|| (tid(), fsuid())).unwrap();
+    assert_ne!(acting, tid(), "a call as another uid acted on the thread serving it");
+    assert_eq!(as_uid, 1234);
+}

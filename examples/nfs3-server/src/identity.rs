@@ -124,7 +124,7 @@ impl Identity {
             // thread would take just what this thread has (the same fsuid, fsgid and group
             // set), so the call runs here, without a hand-off to another thread and back.
             None => return Ok(f()),
-            Some(own) if self.is(own) && !ON_POOL.with(std::cell::Cell::get) => return Ok(f()),
+            Some(own) if self.is(own) && ACTING.with(std::cell::Cell::get) == 0 => return Ok(f()),
             Some(_) => {}
         }
         let me = *self;
@@ -164,6 +164,8 @@ impl Identity {
     /// thread that never posts to a verbs device ([`Identity::run`]).
     pub fn act(&self) -> std::io::Result<Option<Acting>> {
         let Some(own) = own() else { return Ok(None) };
+        // (Counted from here: its drop, on the error below too, gives the identity back.)
+        ACTING.with(|n| n.set(n.get() + 1));
         let acting = Acting { own };
         // SAFETY: plain system calls on this thread's credentials, with valid arguments; the
         // group list outlives the call. setfs[ug]id(-1) changes nothing and returns the id in
@@ -187,6 +189,10 @@ impl Identity {
 thread_local! {
     /// This thread is one of the acting pool's.
     static ON_POOL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// How many [`Acting`] guards this thread holds: while one does, its identity is a
+    /// caller's, not the process's own, and a call as the process's own identity is not run
+    /// here (`Identity::run`).
+    static ACTING: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// The most calls that act as their callers at once: the acting pool's threads (Linux's nfsd
@@ -317,6 +323,7 @@ pub struct Acting {
 
 impl Drop for Acting {
     fn drop(&mut self) {
+        ACTING.with(|n| n.set(n.get().saturating_sub(1)));
         let own = self.own;
         // SAFETY: as in `Identity::act`.
         unsafe {

@@ -258,4 +258,14 @@ fn a_call_as_the_servers_own_identity_runs_on_the_thread_serving_it() {
     let (acting, as_uid) = Identity::new(1234, 0, &groups, false).run(|| (tid(), fsuid())).unwrap();
     assert_ne!(acting, tid(), "a call as another uid acted on the thread serving it");
     assert_eq!(as_uid, 1234);
+    // Inside a call acting as someone else, a call as the server's own identity is root's,
+    // not the outer caller's: it is not run on the acting thread.
+    let inner = Identity::new(1234, 1234, &[], true).run(|| own.run(fsuid).unwrap()).unwrap();
+    assert_eq!(inner, 0, "the server's own identity, run inside another caller's call");
+    // The same on a thread holding an `act` guard.
+    let guard = Identity::new(1235, 1235, &[], true).act().unwrap();
+    assert_eq!(fsuid(), 1235);
+    assert_eq!(own.run(fsuid).unwrap(), 0);
+    drop(guard);
+    assert_eq!(fsuid(), 0);
 }

@@ -77,6 +77,12 @@ struct State<B: Backend> {
     arms: bool,
     /// Threads woken, to unpark once the lock is released ([`Locked`]).
     unpark: Vec<Thread>,
+    /// The next unlock moves `unpark` to `deferred` instead of waking it: the dispatcher's
+    /// burst ([`Shared::receive_more`]) unlocks to receive its next message.
+    hold_wakes: bool,
+    /// Threads the dispatcher's burst will wake at its end, or before any unlock that does
+    /// more than receive ([`State::wake_deferred`]); no other thread's unlock wakes them.
+    deferred: Vec<Thread>,
     /// The async call whose task the connection was last armed to wake; `None` once a
     /// receiver other than a task took the role or that call ended: then whoever leaves the
     /// role, or ends the call, wakes a task to look and arm ([`State::stop_receiving`]).
@@ -251,6 +257,13 @@ impl<B: Backend> State<B> {
         self.waiters.len() > self.tasks + 1
     }
 
+    /// The threads a dispatcher's burst deferred, to wake at the next unlock: before one that
+    /// does more than receive (serves a backward call, sends, releases memory), so that no
+    /// caller whose reply came waits on that work.
+    fn wake_deferred(&mut self) {
+        self.unpark.append(&mut self.deferred);
+    }
+
     /// A blocking caller or the dispatcher takes the receiving role, for every call: whether
     /// a task is armed is unknown once it leaves, so it then wakes one (`stop_receiving`).
     fn receive_for_all(&mut self, who: Receiver) {
@@ -292,9 +305,10 @@ const GRACE: Duration = Duration::from_millis(5);
 
 /// How many more messages the dispatcher takes, of those already there, before it wakes the
 /// callers of the replies it received ([`Shared::receive_more`]). Measured
-/// (docs/benchmarks.md, "eighteenth session"): 64 blocking callers in process, 114k-121k
-/// calls/s at 14.9-16.0 us of CPU a call waking each caller as its reply came, 131k-133k at
-/// 13.4-13.7 us taking up to 16 more first (4: 120k-129k).
+/// (docs/benchmarks.md, "eighteenth session"): 64 blocking callers in process, 99k-121k
+/// calls/s at 14.9-18.2 us of CPU a call waking each caller as its reply came; taking up to 8
+/// more first 132k-133k at 13.5-13.7 us, 16 more 131k-133k at 13.6-13.9 us (4: 120k-129k;
+/// 64: no better).
 const DISPATCH_BURST: usize = 16;
 
 /// Calls at once a lane has room for from the start (waiting callers, calls prepared ahead
@@ -359,6 +373,8 @@ impl<B: Backend + Clone> Lane<B> {
                 arms: false,
                 armed_task: None,
                 unpark: Vec::with_capacity(CALLS_AT_ONCE),
+                hold_wakes: false,
+                deferred: Vec::with_capacity(CALLS_AT_ONCE),
             }),
             cv: Condvar::new(),
             link_changed: Condvar::new(),
@@ -942,8 +958,6 @@ impl<B: Backend> Shared<B> {
     /// client is dropped.
     fn dispatch(&self) {
         let _ = self.dispatcher.set(std::thread::current().id());
-        // The callers of a burst's replies, woken at its end (`receive_more`).
-        let mut deferred = Vec::with_capacity(CALLS_AT_ONCE);
         loop {
             let (actions, link) = {
                 let mut st = self.lock();
@@ -1011,7 +1025,7 @@ impl<B: Backend> Shared<B> {
             }
             st.receive_for_all(Receiver::Dispatcher);
             st = self.receive_once(st, &link);
-            st = self.receive_more(st, &link, &mut deferred);
+            st = self.receive_more(st, &link);
             // With async calls waiting, the dispatcher goes on receiving itself.
             let _ = st.stop_receiving(None);
         }
@@ -1023,29 +1037,25 @@ impl<B: Backend> Shared<B> {
     /// reply came, each caller was woken by a system call after which the kernel most often
     /// ran that caller at once in the dispatcher's place (wake-up preemption: 80 % of the
     /// dispatcher's thread switches under 64 callers), the dispatcher coming back later to
-    /// receive the next reply: a thread switch and a lap of its loop per reply. `deferred` is
-    /// the dispatcher's own list, kept from one burst to the next so that none allocates.
-    fn receive_more<'a>(
-        &'a self,
-        mut st: Locked<'a, B>,
-        link: &Arc<Link<B>>,
-        deferred: &mut Vec<Thread>,
-    ) -> Locked<'a, B> {
+    /// receive the next reply: a thread switch and a lap of its loop per reply. Only the
+    /// unlock that receives the next message defers the wakes (`State::hold_wakes`; no other
+    /// thread's unlock wakes them meanwhile, which measured slower); one that does more (a
+    /// backward call served, an answer sent, abandoned calls' memory released) wakes everyone
+    /// gathered so far first (`State::wake_deferred`), so that no caller whose reply came
+    /// waits on other work.
+    fn receive_more<'a>(&'a self, mut st: Locked<'a, B>, link: &Arc<Link<B>>) -> Locked<'a, B> {
         for _ in 0..DISPATCH_BURST {
             if st.receiver != Receiver::Dispatcher || !st.several_threads_wait() {
                 break;
             }
-            // (Taken before the receive unlocks the state, which would wake them.)
-            deferred.append(&mut st.unpark);
+            st.hold_wakes = true;
             let (next, came, _) = self.receive_within(st, link, Duration::ZERO);
             st = next;
             if !came {
                 break;
             }
         }
-        // In the order their replies came; woken when `st` is dropped.
-        deferred.append(&mut st.unpark);
-        std::mem::swap(deferred, &mut st.unpark);
+        st.wake_deferred();
         st
     }
 
@@ -1098,6 +1108,7 @@ impl<B: Backend> Shared<B> {
                     // RDMA_ERR_INVAL_OPTION for the server's RDMA_OPTIONAL (draft section 3.1),
                     // or on -07 an RDMA2_ERROR (stamped like every -07 Send, section 4.2.1).
                     let draft07 = st.core.dialect() == Some(Dialect::Ietf07);
+                    st.wake_deferred();
                     drop(st);
                     let _ = send_answer(&link.conn, e.as_bytes(), draft07);
                     link.pool.recycle(m.bytes);
@@ -1110,12 +1121,14 @@ impl<B: Backend> Shared<B> {
                     // answer outstanding. A failure is the connection's: seen below as its
                     // state.
                     let draft07 = st.core.dialect() == Some(Dialect::Ietf07);
+                    st.wake_deferred();
                     drop(st);
                     let _ = send_answer(&link.conn, &bytes, draft07);
                     link.pool.recycle(m.bytes);
                     st = self.lock();
                 }
                 Received::Call { header, params } => {
+                    st.wake_deferred();
                     drop(st);
                     if let Some(handler) = &self.backchannel {
                         // A failure here is the connection's: seen below as its state. A
@@ -1147,6 +1160,7 @@ impl<B: Backend> Shared<B> {
         while st.core.link().is_some_and(|l| Arc::ptr_eq(l, link)) {
             let Some(bytes) = st.core.poll_transmit() else { break };
             // (-07 messages, each stamped with the highest running total sent: section 4.2.1.)
+            st.wake_deferred();
             drop(st);
             let _ = send_draft07(&link.conn, &bytes);
             st = self.lock();
@@ -1182,6 +1196,7 @@ impl<B: Backend> Shared<B> {
             return st;
         }
         let released: Vec<_> = ended.into_iter().filter_map(|x| st.abandoned.remove(&x).map(|p| (x, p))).collect();
+        st.wake_deferred();
         drop(st);
         for (xid, (p, link)) in released {
             let invalidated = reply.filter(|&(x, _)| x == xid).and_then(|(_, rkey)| rkey);

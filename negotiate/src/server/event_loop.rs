@@ -411,7 +411,11 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         if let Ok(h) = spawned {
             st.threads += 1;
             st.waiting += 1;
-            st.handles.retain(|h| !h.is_finished());
+            // Threads that left (not needed after KEEP_ALIVE) are joined, not let go: one whose
+            // main function returned may still be exiting.
+            for done in st.handles.extract_if(.., |h| h.is_finished()) {
+                let _ = done.join();
+            }
             st.handles.push(h);
         }
     }

@@ -65,7 +65,17 @@ impl<B: Backend> DerefMut for Locked<'_, B> {
 
 impl<B: Backend> Drop for Locked<'_, B> {
     fn drop(&mut self) {
-        let Some(guard) = self.guard.take() else { return };
+        let Some(mut guard) = self.guard.take() else { return };
+        if std::thread::panicking() {
+            // Nobody is left behind by a thread unwinding.
+            guard.wake_deferred();
+        } else if std::mem::take(&mut guard.hold_wakes) {
+            // The dispatcher's burst unlocks to receive: these wait for its end
+            // (`State::hold_wakes`).
+            let g = &mut *guard;
+            g.deferred.append(&mut g.unpark);
+            return;
+        }
         let mut guard = Some(guard);
         let swapped = SPARE.try_with(|spare| {
             let mut spare = spare.borrow_mut();

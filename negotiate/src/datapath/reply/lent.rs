@@ -245,7 +245,7 @@ pub fn send_reply_with_lent_results<B: Backend, U: UpperLayerBinding + ?Sized>(
         put_together(reply, lent, results);
     });
     let sent = send_reply_lent(conn, call, call_message, reply, ulb, params);
-    sent.map(|s| ReplySent { lent_copies: lent.len(), ..s })
+    sent.map(|s| ReplySent { lent_copies: lent.iter().filter(|r| !r.is_empty()).count(), ..s })
 }
 
 /// The registered copies of `lent` (none for a result of no bytes), and how many were copied

@@ -95,7 +95,7 @@ use rpcrdma_verbs::{Access, Backend, Completion, MemoryRegion, ProtectionDomain,
 
 pub use call::{
     prepare_call, send_call, send_call_continuing, send_call_lent, send_call_only, CallParams, PendingCall,
-    PreparedCall, ReducedAt, ReplyInPlace,
+    PreparedCall, ReducedAt, ReplyInPlace, ReplyPieces,
 };
 use chunk_pool::ChunkPool;
 pub use chunk_pool::{Landed, LandedView};

@@ -1,7 +1,8 @@
 //! Issues 14 and 25: a steady-state small call allocates nothing, on either side, in process
 //! and over TCP, with one caller and with callers waiting for credits; nor does a call whose
 //! 4 KiB result the server's handler lends and the server RDMA-Writes into the call's Write
-//! chunk (the client's chunk memory, windows and reassembly; the server's lent copy). One test in its own
+//! chunk (the client's chunk memory, windows and reassembly; the server's lent copy). Every
+//! other call is read in place (`Client::call_in_place`). One test in its own
 //! binary, so that nothing else runs while the process's allocations are counted: the
 //! callers, the client's dispatcher, the server's acceptor and its connection's threads (and
 //! the TCP backend's) all count.
@@ -134,15 +135,28 @@ fn steady_state_allocations<B: Backend + Clone>(
                 let mut reply = Vec::with_capacity(8192);
                 // Long enough for the pools and maps to reach the high-water marks that
                 // callers racing for credits reach.
-                for i in 0..WARM_UP as u16 {
+                let want_len = if replies == Replies::Lent { 12 + 4096 } else { 64 };
+                // Every other call read in place (`call_in_place`): its reply handed over where
+                // it landed, its chunk buffers back to the connection on drop.
+                let mut one = |i: usize, call: &[u8]| {
+                    if i % 2 == 1 {
+                        assert_eq!(client.call_in_place(call, &ulb).unwrap().len(), want_len);
+                    } else {
+                        client.call_into(call, &ulb, &mut reply).unwrap();
+                    }
+                };
+                for i in 0..WARM_UP {
                     call[3] = i as u8;
-                    client.call_into(&call, &ulb, &mut reply).unwrap();
+                    one(i, &call);
                 }
                 start.wait();
-                for _ in 0..n {
+                for i in 0..n {
                     call[3] = call[3].wrapping_add(1);
-                    client.call_into(&call, &ulb, &mut reply).unwrap();
+                    one(i, &call);
                 }
+                // The last call's reply, copied out, checked byte for byte.
+                call[3] = call[3].wrapping_add(1);
+                client.call_into(&call, &ulb, &mut reply).unwrap();
                 assert_eq!(reply[..8], [0, 9, t as u8, call[3], 0, 0, 0, 1]);
                 match replies {
                     Replies::Echoed => assert_eq!(reply[8..], call[8..]),
@@ -158,7 +172,7 @@ fn steady_state_allocations<B: Backend + Clone>(
     });
     let total = CALLS.load(Ordering::SeqCst) - before;
     // Every call reached the server's handler (it counts a call once its reply is sent).
-    let served = (8 * 200 + callers * (WARM_UP + n)) as u64;
+    let served = (8 * 200 + callers * (WARM_UP + n + 1)) as u64;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while server.stats().calls.v2 < served && std::time::Instant::now() < deadline {
         std::thread::yield_now();

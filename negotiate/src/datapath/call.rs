@@ -428,7 +428,7 @@ pub struct ReplyInPlace<B: Backend> {
     pub reduced: Option<ReducedAt>,
     /// The pieces, in stream order; the offsets of [`ReplyPiece::Reduced`] are in the reduced
     /// stream.
-    pub pieces: Vec<ReplyPiece>,
+    pub pieces: ReplyPieces,
     /// The unreduced reply's length, padding included.
     pub len: usize,
     /// The Write chunks' and the Reply chunk's buffers.
@@ -437,7 +437,7 @@ pub struct ReplyInPlace<B: Backend> {
 
 impl<B: Backend> Default for ReplyInPlace<B> {
     fn default() -> Self {
-        ReplyInPlace { reduced: None, pieces: Vec::new(), len: 0, landed: Landed::default() }
+        ReplyInPlace { reduced: None, pieces: ReplyPieces::new(), len: 0, landed: Landed::default() }
     }
 }
 
@@ -452,6 +452,11 @@ impl<B: Backend> std::fmt::Debug for ReplyInPlace<B> {
     }
 }
 
+/// A reply's pieces ([`ReplyInPlace::pieces`]): held inline for a reply of up to two
+/// DDP-eligible results (a result and the reduced stream's parts around each), so that a call
+/// read in place allocates nothing for them; more spill to the heap.
+pub type ReplyPieces = smallvec::SmallVec<[ReplyPiece; 5]>;
+
 /// The pieces of `message`'s reply to `call`, checked as [`reassemble_reply_with_ulb`] checks.
 fn describe_in_place<B: Backend, U: UpperLayerBinding + ?Sized>(
     call: &[u8],
@@ -460,7 +465,7 @@ fn describe_in_place<B: Backend, U: UpperLayerBinding + ?Sized>(
     landed: &Landed<B>,
     ulb: &U,
     want: u32,
-) -> Result<(Option<ReducedAt>, Vec<ReplyPiece>, usize), DataPathError> {
+) -> Result<(Option<ReducedAt>, ReplyPieces, usize), DataPathError> {
     if reply.xid() != want {
         return Err(DataPathError::XidMismatch { want, got: reply.xid() });
     }
@@ -476,11 +481,13 @@ fn describe_in_place<B: Backend, U: UpperLayerBinding + ?Sized>(
         RdmaBody::RdmaNomsg(h) => (ReducedAt::ReplyChunk { len: reduced.len() }, h.rdma_writes),
         _ => return Err(rpcrdma_v1::reassemble::ReassemblyError::NoRpcMessage.into()),
     };
-    let mut results = Vec::new();
-    ulb.reply_ddp_items(call, reduced, writes.len(), &mut results);
-    let write_bufs = view.writes();
-    let mut pieces = Vec::with_capacity(2 * results.len() + 1);
-    let len = walk_reply(reduced.len(), writes, &results, &write_bufs, |p| pieces.push(p))?;
+    let write_bufs = view.write_slices();
+    let mut pieces = ReplyPieces::new();
+    let len = RESULTS.with_borrow_mut(|results| {
+        results.clear();
+        ulb.reply_ddp_items(call, reduced, writes.len(), results);
+        walk_reply(reduced.len(), writes, results, &write_bufs, |p| pieces.push(p))
+    })?;
     Ok((Some(at), pieces, len))
 }
 

@@ -62,18 +62,32 @@ impl<R: MemoryRegion> ChunkPool<R> {
         }
         let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
         // Oldest first: `take` removes from anywhere, `keep` appends.
-        let mut held: usize = kept.iter().map(R::len).sum::<usize>() + region.len();
-        let mut out = 0;
-        while kept.len() - out >= CHUNK_REGIONS_KEPT || held > CHUNK_BYTES_KEPT {
-            held -= kept[out].len();
-            out += 1;
-        }
-        let evicted: Vec<R> = kept.drain(..out).collect();
+        let evicted = make_room(&mut kept, region.len(), R::len, (CHUNK_REGIONS_KEPT, CHUNK_BYTES_KEPT));
         kept.push(region);
         drop(kept);
         // Deregistered here, outside the lock.
         drop(evicted);
     }
+}
+
+/// Makes room in `kept`, oldest first (at the front), for one more entry of `len` bytes within
+/// `most` entries and `bytes` in all (`len_of` gives an entry's bytes); returns the entries let
+/// go, for the caller to drop (deregister) once it has released its lock. The one rule of the
+/// connection's kept registrations: chunk regions here, lent results' copies in
+/// [`super::lent_sources`].
+pub(super) fn make_room<T>(
+    kept: &mut Vec<T>,
+    len: usize,
+    len_of: impl Fn(&T) -> usize,
+    (most, bytes): (usize, usize),
+) -> Vec<T> {
+    let mut held: usize = kept.iter().map(&len_of).sum::<usize>() + len;
+    let mut out = 0;
+    while kept.len() - out >= most || held > bytes {
+        held -= len_of(&kept[out]);
+        out += 1;
+    }
+    kept.drain(..out).collect()
 }
 
 /// One chunk's registered buffer and the chunk's length: the region may be longer, kept from a
@@ -82,9 +96,6 @@ impl<R: MemoryRegion> ChunkPool<R> {
 /// module says: there the peer could reach the rest of a kept region too, whose bytes are
 /// ones this connection's earlier messages carried to or from that same peer, the cache being
 /// the connection's own.)
-///
-/// A call's Write chunks are held inline up to [`WRITE_CHUNKS_INLINE`] of them: a chunked call
-/// allocates nothing for them.
 #[derive(Debug)]
 pub(super) struct ChunkRegion<R> {
     pub(super) region: R,
@@ -101,7 +112,8 @@ impl<R: MemoryRegion> ChunkRegion<R> {
 /// How many Write chunks a call's memory holds without allocating: an NFS READ has one.
 pub(super) const WRITE_CHUNKS_INLINE: usize = 2;
 
-/// Write chunk *i*'s buffer at index *i*; `None` for a chunk of zero bytes.
+/// Write chunk *i*'s buffer at index *i*; `None` for a chunk of zero bytes. Held inline up to
+/// [`WRITE_CHUNKS_INLINE`] of them: a chunked call allocates nothing for them.
 pub(super) type WriteChunks<R> = SmallVec<[Option<ChunkRegion<R>>; WRITE_CHUNKS_INLINE]>;
 
 /// What the Responder wrote into a call's chunks, handed back after release: Write chunk *i*'s

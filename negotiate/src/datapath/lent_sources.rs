@@ -20,6 +20,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use rpcrdma_verbs::{Access, MemoryRegion, ProtectionDomain};
 
+use super::chunk_pool::make_room;
+
 /// The most bytes of lent results' copies a connection keeps registered: a 1 MiB result's and
 /// some smaller ones, as for the chunk regions it keeps ([`super::chunk_pool`]).
 pub(super) const LENT_BYTES_KEPT: usize = 2 << 20;
@@ -74,13 +76,9 @@ impl<R: MemoryRegion> LentSources<R> {
             // Another reply copied the same result meanwhile: one copy is kept.
             return;
         }
-        let mut held: usize = kept.iter().map(|(_, r)| r.len()).sum::<usize>() + region.len();
-        let mut out = 0;
-        while kept.len() - out >= LENT_SOURCES_KEPT || held > LENT_BYTES_KEPT {
-            held -= kept[out].1.len();
-            out += 1;
-        }
-        let evicted: Vec<_> = kept.drain(..out).collect();
+        // Least recently used first: `source` moves what it finds to the end.
+        let bytes = |(_, r): &(Arc<[u8]>, R)| r.len();
+        let evicted = make_room(&mut kept, region.len(), bytes, (LENT_SOURCES_KEPT, LENT_BYTES_KEPT));
         kept.push((result, region));
         drop(kept);
         // Deregistered here, outside the lock (a Write still posted keeps its own handle).

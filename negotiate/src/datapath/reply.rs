@@ -6,7 +6,7 @@ use std::time::Instant;
 use cm_private_data::{reply_invalidate_rkey, Negotiated};
 use rpcrdma_v1::header::{Fixed, Header};
 use rpcrdma_v1::marshal_reply::{
-    marshal_reply_of_len, MarshaledReply, ProvidedChunks, ReplyError, ReplyForm, ReplyRequest,
+    marshal_reply_of_len, MarshaledReply, ProvidedChunks, RdmaWrite, ReplyError, ReplyForm, ReplyRequest,
 };
 use rpcrdma_v1::reassemble::{
     check_call_ddp_eligibility, fetch_len, lay_out_call, read_list_fetches, reassemble_call, CallPiece, Fetch,
@@ -346,7 +346,6 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         };
         let id = conn.wr_id();
         let mut source = None;
-
         // Taken by the Writes once the reply is marshaled; still here when it could not be
         // (a -07 reply may then continue across Sends).
         let mut reply = Some(reply);
@@ -474,9 +473,7 @@ fn post_writes<'r, B: Backend>(
         ReplyBytes::WithLentResults(r) => return post_lent_writes(conn, r, items, out).map(|()| None),
     };
     for w in out.writes() {
-        let local = Sge::new(&source, w.src.start, w.src.len());
-        let (id, remote) = (conn.unwaited_wr_id(), RemoteBuf { addr: w.offset, rkey: w.handle });
-        if let Err(e) = conn.post_sq(id, None, |qp, flags| qp.post_write_with(id, &[local], remote, flags)) {
+        if let Err(e) = post_write(conn, Sge::new(&source, w.src.start, w.src.len()), w) {
             if let Some(home) = home {
                 *home = take_bytes(source);
             }
@@ -502,11 +499,16 @@ fn post_lent_writes<B: Backend>(
         let Some((region, at)) = source else {
             return Err(LentMismatch::Unplaced { write: w.src.clone() }.into());
         };
-        let local = Sge::new(region, at, w.src.len());
-        let (id, remote) = (conn.unwaited_wr_id(), RemoteBuf { addr: w.offset, rkey: w.handle });
-        conn.post_sq(id, None, |qp, flags| qp.post_write_with(id, &[local], remote, flags))?;
+        post_write(conn, Sge::new(region, at, w.src.len()), w)?;
     }
     Ok(())
+}
+
+/// Posts one RDMA Write `w` of a reply from `local`, unwaited: the reply's Send posted after it
+/// completes after it.
+fn post_write<B: Backend>(conn: &Transport<B>, local: Sge<'_, B::Region>, w: &RdmaWrite) -> rpcrdma_verbs::Result<()> {
+    let (id, remote) = (conn.unwaited_wr_id(), RemoteBuf { addr: w.offset, rkey: w.handle });
+    conn.post_sq(id, None, |qp, flags| qp.post_write_with(id, &[local], remote, flags))
 }
 
 thread_local! {

@@ -91,7 +91,11 @@ use rpcrdma_v1::header::Fixed;
 use rpcrdma_v1::marshal_call::CallError;
 use rpcrdma_v1::marshal_reply::ReplyError;
 use rpcrdma_v1::reassemble::{DdpViolation, ReassemblyError};
-use rpcrdma_verbs::{Access, Backend, Completion, MemoryRegion, ProtectionDomain, QpState, QueuePair, SendFlags, Sge};
+use rpcrdma_verbs::{
+    Access, Backend, Completion, MemoryRegion, ProtectionDomain, QpState, QueuePair, RemoteBuf, SendFlags, Sge,
+    WorkRequest,
+};
+use smallvec::SmallVec;
 
 pub use call::{
     prepare_call, send_call, send_call_continuing, send_call_lent, send_call_only, CallParams, PendingCall,
@@ -497,7 +501,7 @@ impl<B: Backend> Transport<B> {
     /// id.
     fn post_send_bytes(&self, bytes: &[u8], invalidate: Option<u32>) -> Result<u64, DataPathError> {
         let id = self.wr_id();
-        self.post_send_filled(id, invalidate, bytes.len(), |buf| {
+        self.post_send_filled(id, invalidate, bytes.len(), |buf, _| {
             buf.copy_from_slice(bytes);
             Ok(bytes.len())
         })?;
@@ -505,7 +509,9 @@ impl<B: Backend> Transport<B> {
     }
 
     /// Posts one Send `id` (with Invalidate of `invalidate`) whose bytes `fill` writes into a
-    /// buffer of `capacity` bytes and counts; a failing `fill` posts nothing. Every message
+    /// buffer of `capacity` bytes and counts; a failing `fill` posts nothing. RDMA Writes that
+    /// `fill` adds to its second argument go before the Send, in one chain with it (one
+    /// doorbell, [`QueuePair::post_chain`]): a reply's Write chunks. Every message
     /// this crate sends passes here (to capture them, wrap the backend in
     /// `rpcrdma_verbs::capture::Captured`).
     ///
@@ -520,26 +526,27 @@ impl<B: Backend> Transport<B> {
         id: u64,
         invalidate: Option<u32>,
         capacity: usize,
-        fill: impl FnOnce(&mut [u8]) -> Result<usize, DataPathError>,
+        fill: impl FnOnce(&mut [u8], &mut ChainedWrites<B::Region>) -> Result<usize, DataPathError>,
     ) -> Result<(), DataPathError> {
         let filled = self.fill_send(capacity, fill)?;
         self.post_filled(id, invalidate, filled)
     }
 
     /// The first half of [`Transport::post_send_filled`]: a Send buffer of at least
-    /// `capacity` bytes filled by `fill`, to be posted later ([`Transport::post_filled`]) or
-    /// handed back ([`Transport::discard_filled`]).
+    /// `capacity` bytes filled by `fill` (with the RDMA Writes to go before it), to be posted
+    /// later ([`Transport::post_filled`]) or handed back ([`Transport::discard_filled`]).
     fn fill_send(
         &self,
         capacity: usize,
-        fill: impl FnOnce(&mut [u8]) -> Result<usize, DataPathError>,
+        fill: impl FnOnce(&mut [u8], &mut ChainedWrites<B::Region>) -> Result<usize, DataPathError>,
     ) -> Result<FilledSend<B>, DataPathError> {
+        let mut writes = ChainedWrites::new();
         if capacity > SEND_BUFFER_LEN {
             let mut bytes = vec![0; capacity];
-            let len = fill(&mut bytes)?;
+            let len = fill(&mut bytes, &mut writes)?;
             bytes.truncate(len);
             let region = self.pd.register(bytes, Access::empty())?;
-            return Ok(FilledSend { region, len, pooled: false });
+            return Ok(FilledSend { region, len, pooled: false, writes });
         }
         // A free buffer, or a registration counted here.
         let reused = self.sends().take_free();
@@ -547,8 +554,8 @@ impl<B: Backend> Transport<B> {
             Some(region) => region,
             None => self.pd.register(vec![0; SEND_BUFFER_LEN], Access::empty())?,
         };
-        match region.with_mut(|b| fill(&mut b[..capacity])) {
-            Ok(len) => Ok(FilledSend { region, len, pooled: true }),
+        match region.with_mut(|b| fill(&mut b[..capacity], &mut writes)) {
+            Ok(len) => Ok(FilledSend { region, len, pooled: true, writes }),
             Err(e) => {
                 self.sends().give_back(region);
                 Err(e)
@@ -556,15 +563,26 @@ impl<B: Backend> Transport<B> {
         }
     }
 
-    /// Posts a Send buffer [`Transport::fill_send`] filled, as send-queue work request `id`.
+    /// Posts a Send buffer [`Transport::fill_send`] filled, as send-queue work request `id`,
+    /// after the RDMA Writes it carries, in one chain.
     fn post_filled(&self, id: u64, invalidate: Option<u32>, filled: FilledSend<B>) -> Result<(), DataPathError> {
-        let FilledSend { region, len, pooled } = filled;
-        let sge = [Sge::new(&region, 0, len)];
+        let FilledSend { region, len, pooled, writes } = filled;
+        let sge = Sge::new(&region, 0, len);
         // The posted Send keeps its region registered until it completes; a pooled one is
         // recorded to be given back then.
         let buffer = pooled.then(|| region.clone());
-        self.post_sq(id, buffer, |qp, flags| qp.post_send_with(id, &sge, invalidate, flags))?;
+        if writes.is_empty() {
+            self.post_sq(id, buffer, |qp, flags| qp.post_send_with(id, &[sge], invalidate, flags))?;
+        } else {
+            self.post_sq_chain(&writes, Some(ChainedSend { id, buffer, sge, invalidate }))?;
+        }
         Ok(())
+    }
+
+    /// Posts RDMA Writes alone, unwaited, in one chain: those of a reply whose Sends go out
+    /// one part at a time after them (a -07 reply continued across Sends).
+    fn post_writes_alone(&self, writes: &ChainedWrites<B::Region>) -> Result<(), DataPathError> {
+        Ok(self.post_sq_chain(writes, None)?)
     }
 
     /// [`Transport::post_send_filled`] for a draft-ietf-nfsv4-rpcrdma-version-two-07 message
@@ -581,7 +599,7 @@ impl<B: Backend> Transport<B> {
         capacity: usize,
         total: u32,
         take: Option<Instant>,
-        fill: impl FnOnce(&mut [u8]) -> Result<usize, DataPathError>,
+        fill: impl FnOnce(&mut [u8], &mut ChainedWrites<B::Region>) -> Result<usize, DataPathError>,
     ) -> Result<(), DataPathError> {
         let filled = self.fill_send(capacity, fill)?;
         // With `take`, the total is taken only now that the message is filled: one that could
@@ -676,6 +694,51 @@ impl<B: Backend> Transport<B> {
         posted
     }
 
+    /// Posts `writes`, unwaited, then the Send `send` as one chain ([`QueuePair::post_chain`]: one doorbell
+    /// instead of one per work request), each with the flags and bookkeeping [`Transport::post_sq`]
+    /// gives it. The send queue executes them in order, so the Send completes after the Writes
+    /// (RFC 8166 section 3.4.6.1 relies on that order).
+    fn post_sq_chain(
+        &self,
+        writes: &[ChainedWrite<B::Region>],
+        send: Option<ChainedSend<'_, B::Region>>,
+    ) -> rpcrdma_verbs::Result<()> {
+        let mut started: SmallVec<[(u64, send_queue::Started<B::Region>); CHAINED + 1]> = SmallVec::new();
+        let send_sge;
+        {
+            let mut q = self.sends();
+            for _ in writes {
+                let id = self.unwaited_wr_id();
+                started.push((id, q.start(id, false, None)));
+            }
+            send_sge = send.map(|ChainedSend { id, buffer, sge, invalidate }| {
+                started.push((id, q.start(id, id & UNWAITED_WR_BIT == 0, buffer)));
+                ([sge], invalidate)
+            });
+        }
+        let sges: SmallVec<[[Sge<'_, B::Region>; 1]; CHAINED]> =
+            writes.iter().map(|w| [Sge::new(&w.region, w.offset, w.len)]).collect();
+        let mut wrs: SmallVec<[WorkRequest<'_, B::Region>; CHAINED + 1]> = writes
+            .iter()
+            .zip(&sges)
+            .zip(&started)
+            .map(|((w, sges), (wr_id, s))| WorkRequest::Write { wr_id: *wr_id, sges, remote: w.remote, flags: s.flags })
+            .collect();
+        if let (Some((sges, invalidate)), Some((wr_id, s))) = (&send_sge, started.last()) {
+            wrs.push(WorkRequest::Send { wr_id: *wr_id, sges, invalidate: *invalidate, flags: s.flags });
+        }
+        let posted = self.qp.post_chain(&wrs);
+        let accepted = posted.as_ref().map_or_else(|e| e.posted, |()| wrs.len());
+        drop(wrs);
+        let mut q = self.sends();
+        for (k, (wr_id, s)) in started.into_iter().enumerate() {
+            if k >= accepted || !s.flags.contains(SendFlags::SIGNALED) {
+                q.finish(wr_id, s, k < accepted);
+            }
+        }
+        posted.map_err(|e| e.error)
+    }
+
     /// How many Send buffers this connection has registered: one per message larger than
     /// 4096 bytes, and otherwise only as many as were in flight at once (or not yet known
     /// complete: only every n-th Send is signaled), since a completed Send's buffer is reused.
@@ -755,6 +818,32 @@ struct FilledSend<B: Backend> {
     /// One of the connection's pooled buffers (given back when its Send completes), or one
     /// registered for this message alone.
     pooled: bool,
+    /// RDMA Writes to post before it, in one chain with it: a reply's Write chunks.
+    writes: ChainedWrites<B::Region>,
+}
+
+/// How many RDMA Writes a chain holds without allocating: a reply's Write chunks' segments.
+const CHAINED: usize = 4;
+
+/// The RDMA Writes to go before a Send ([`Transport::post_send_filled`]).
+pub(crate) type ChainedWrites<R> = SmallVec<[ChainedWrite<R>; CHAINED]>;
+
+/// The Send that ends a chain ([`Transport::post_sq_chain`]).
+struct ChainedSend<'a, R> {
+    id: u64,
+    /// The pooled Send buffer it holds until it is known complete.
+    buffer: Option<R>,
+    sge: Sge<'a, R>,
+    /// The rkey it invalidates (Send with Invalidate).
+    invalidate: Option<u32>,
+}
+
+/// One RDMA Write of a chain: `len` bytes at `offset` of `region` to the peer's `remote`.
+pub(crate) struct ChainedWrite<R> {
+    pub(crate) region: R,
+    pub(crate) offset: usize,
+    pub(crate) len: usize,
+    pub(crate) remote: RemoteBuf,
 }
 
 /// How a connection ended, as far as this side can tell ([`Transport::ended`]): the record

@@ -50,15 +50,15 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::{
-    Access, Backend, CmEvent, Completion, ConnectRequest, ListenOptions, Listener, MemoryRegion, QpCaps, QpState,
-    QueuePair, RemoteBuf, Result, SendFlags, Sge,
+    Access, Backend, ChainError, CmEvent, Completion, ConnectRequest, ListenOptions, Listener, MemoryRegion, QpCaps,
+    QpState, QueuePair, RemoteBuf, Result, SendFlags, Sge, WorkRequest,
 };
 
 /// One Send, as posted.
 ///
 /// ```
 /// use rpcrdma_verbs::capture::CapturedMessage;
-/// let m = CapturedMessage { endpoint: 1, bytes: b"hello", invalidate: None };
+/// let m = CapturedMessage { endpoint: 1, bytes: b"hello", invalidate: None, chained_writes: 0 };
 /// assert_eq!(m.bytes.len(), 5);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +69,9 @@ pub struct CapturedMessage<'a> {
     pub bytes: &'a [u8],
     /// The rkey a Send with Invalidate asks the peer to invalidate, or `None` for a plain Send.
     pub invalidate: Option<u32>,
+    /// How many RDMA Writes went just before it in one chain with it
+    /// ([`QueuePair::post_chain`]); 0 for a Send posted alone.
+    pub chained_writes: usize,
 }
 
 /// What receives the captured Sends. It runs on the posting thread, before the Send is posted:
@@ -78,7 +81,7 @@ pub struct CapturedMessage<'a> {
 /// use std::sync::Arc;
 /// use rpcrdma_verbs::capture::{CapturedMessage, Sink};
 /// let sink: Sink = Arc::new(|m: &CapturedMessage<'_>| eprintln!("{} sent {} bytes", m.endpoint, m.bytes.len()));
-/// sink(&CapturedMessage { endpoint: 1, bytes: &[0; 28], invalidate: None });
+/// sink(&CapturedMessage { endpoint: 1, bytes: &[0; 28], invalidate: None, chained_writes: 0 });
 /// ```
 pub type Sink = Arc<dyn Fn(&CapturedMessage<'_>) + Send + Sync>;
 
@@ -96,7 +99,13 @@ impl Tap {
     /// and the rkey it asks the peer to invalidate, if any.
     /// A scatter/gather entry outside its region names no bytes, and the Send will fail
     /// locally without reaching the wire: nothing is captured then.
-    fn sent<R: MemoryRegion>(&self, endpoint: &OnceLock<u64>, sges: &[Sge<'_, R>], invalidate: Option<u32>) {
+    fn sent<R: MemoryRegion>(
+        &self,
+        endpoint: &OnceLock<u64>,
+        sges: &[Sge<'_, R>],
+        invalidate: Option<u32>,
+        chained_writes: usize,
+    ) {
         let mut bytes = Vec::with_capacity(sges.iter().map(|s| s.len).sum());
         for s in sges {
             let range = s.offset..s.offset.saturating_add(s.len);
@@ -106,7 +115,7 @@ impl Tap {
             }
         }
         let endpoint = *endpoint.get_or_init(|| self.next_endpoint.fetch_add(1, Ordering::Relaxed));
-        (self.sink)(&CapturedMessage { endpoint, bytes: &bytes, invalidate });
+        (self.sink)(&CapturedMessage { endpoint, bytes: &bytes, invalidate, chained_writes });
     }
 }
 
@@ -372,7 +381,7 @@ impl<Q: QueuePair> QueuePair for CapturedQp<Q> {
     }
 
     fn post_send(&self, wr_id: u64, sges: &[Sge<'_, Q::Region>], invalidate: Option<u32>) -> Result<()> {
-        self.tap.sent(&self.endpoint, sges, invalidate);
+        self.tap.sent(&self.endpoint, sges, invalidate, 0);
         self.inner.post_send(wr_id, sges, invalidate)
     }
 
@@ -383,7 +392,7 @@ impl<Q: QueuePair> QueuePair for CapturedQp<Q> {
         invalidate: Option<u32>,
         flags: SendFlags,
     ) -> Result<()> {
-        self.tap.sent(&self.endpoint, sges, invalidate);
+        self.tap.sent(&self.endpoint, sges, invalidate, 0);
         self.inner.post_send_with(wr_id, sges, invalidate, flags)
     }
 
@@ -434,6 +443,20 @@ impl<Q: QueuePair> QueuePair for CapturedQp<Q> {
         flags: SendFlags,
     ) -> Result<RemoteBuf> {
         self.inner.post_bind_window_with(wr_id, region, offset, len, access, flags)
+    }
+
+    fn post_chain(&self, wrs: &[WorkRequest<'_, Q::Region>]) -> std::result::Result<(), ChainError> {
+        let mut writes = 0;
+        for wr in wrs {
+            match wr {
+                WorkRequest::Write { .. } => writes += 1,
+                WorkRequest::Send { sges, invalidate, .. } => {
+                    self.tap.sent(&self.endpoint, sges, *invalidate, writes);
+                    writes = 0;
+                }
+            }
+        }
+        self.inner.post_chain(wrs)
     }
 
     fn caps(&self) -> QpCaps {

@@ -58,6 +58,7 @@
 #![warn(missing_docs)]
 
 pub mod capture;
+mod chain;
 mod cm;
 mod completion;
 mod flags;
@@ -76,6 +77,7 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+pub use chain::{post_each, ChainError, WorkRequest};
 pub use cm::{pad_private_data, CmEvent, PeerAddress, PeerHost, ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX};
 pub use completion::{Completion, Opcode, Status};
 pub use flags::SendFlags;
@@ -791,6 +793,56 @@ pub trait QueuePair: Send + Sync {
     ) -> Result<RemoteBuf> {
         let _ = flags;
         self.post_bind_window(wr_id, region, offset, len, access)
+    }
+
+    /// Posts `wrs` in order as one chain: on a real device one `ibv_post_send` of the work
+    /// requests linked, one doorbell (on rdma_rxe one system call instead of one each); over
+    /// TCP their frames go out in one write where they fit one. Each work request completes
+    /// as if posted alone, in the chain's order. A refused one ends the chain: those before it
+    /// stay posted, none after it is ([`ChainError::posted`]).
+    ///
+    /// The default implementation posts them one call at a time ([`post_each`]).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use rpcrdma_verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let server = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     let buf = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    /// #     let exposed = pd.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    /// #     let req = listener.get_request(t).unwrap();
+    /// #     let at = exposed.remote_at(0);
+    /// #     let mut pdata = at.addr.to_be_bytes().to_vec();
+    /// #     pdata.extend(at.rkey.to_be_bytes());
+    /// #     let qp = req.accept_with(&pd, &pdata, QpCaps::default(), |qp| {
+    /// #         qp.post_recv(1, Sge::whole(&buf))
+    /// #     }).unwrap();
+    /// #     let c = qp.wait_cq(t).unwrap();
+    /// #     assert_eq!(c.byte_len, 4);
+    /// #     exposed.with(|b| assert_eq!(&b[..6], b"result"));
+    /// # });
+    /// let pd = InProcess.alloc_pd().unwrap();
+    /// let (qp, accepted) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+    /// # let addr = u64::from_be_bytes(accepted[..8].try_into().unwrap());
+    /// # let rkey = u32::from_be_bytes(accepted[8..12].try_into().unwrap());
+    /// # let remote = RemoteBuf { addr, rkey };
+    /// let result = pd.register(b"result".to_vec(), Access::empty()).unwrap();
+    /// let reply = pd.register(b"done".to_vec(), Access::empty()).unwrap();
+    /// let (writes, sends) = ([Sge::whole(&result)], [Sge::whole(&reply)]);
+    /// let unsignaled = SendFlags::empty();
+    /// qp.post_chain(&[
+    ///     WorkRequest::Write { wr_id: 1, sges: &writes, remote, flags: unsignaled },
+    ///     WorkRequest::Send { wr_id: 2, sges: &sends, invalidate: None, flags: SendFlags::SIGNALED },
+    /// ])
+    /// .unwrap();
+    /// assert_eq!(qp.wait_cq(t).unwrap().wr_id, 2); // the Write completed before it
+    /// # server.join().unwrap();
+    /// ```
+    fn post_chain(&self, wrs: &[WorkRequest<'_, Self::Region>]) -> Result<(), ChainError> {
+        post_each(self, wrs)
     }
 
     /// The capacities the queue pair was created with.

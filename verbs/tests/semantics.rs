@@ -669,6 +669,75 @@ fn an_unsignaled_send_with_a_bad_lkey_reports_its_error<B: Backend>(b: &B) {
     assert_eq!(p.client.state(), QpState::Error);
 }
 
+/// A chain (`post_chain`: a reply's Writes and its Send, one doorbell) completes as its work
+/// requests posted one by one would: in order, the Writes visible when the Send's Receive
+/// completes, and only the signaled ones reporting.
+fn a_chain_completes_in_order_as_its_work_requests_would<B: Backend>(b: &B) {
+    const WRITES: usize = 4;
+    let p = pair(b);
+    let target = p.spd.register(vec![0; WRITES * 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    let buf = p.spd.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
+    let srcs: Vec<_> = (0..WRITES).map(|i| p.cpd.register(pattern(64, i as u8), Access::empty()).unwrap()).collect();
+    let msg = p.cpd.register(b"done".to_vec(), Access::empty()).unwrap();
+    p.server.post_recv(9, Sge::whole(&buf)).unwrap();
+    let sges: Vec<[Sge<'_, B::Region>; 1]> = srcs.iter().map(|r| [Sge::whole(r)]).collect();
+    let send = [Sge::whole(&msg)];
+    let mut chain: Vec<WorkRequest<'_, B::Region>> = (0..WRITES)
+        .map(|i| WorkRequest::Write {
+            wr_id: i as u64,
+            sges: &sges[i],
+            remote: target.remote_at(i * 64),
+            flags: SendFlags::empty(),
+        })
+        .collect();
+    chain.push(WorkRequest::Send { wr_id: 100, sges: &send, invalidate: None, flags: SendFlags::SIGNALED });
+    p.client.post_chain(&chain).unwrap();
+    let c = expect(&p.server, 9, Opcode::Recv, Status::Success);
+    assert_eq!((c.byte_len, &buf.with(|b| b[..4].to_vec())[..]), (4, &b"done"[..]));
+    target.with(|t| {
+        for (i, w) in t.chunks(64).enumerate() {
+            assert!(w == pattern(64, i as u8), "write {i} not visible at the Send's Receive");
+        }
+    });
+    expect(&p.client, 100, Opcode::Send, Status::Success);
+    assert_eq!(p.client.poll_cq(&mut [Completion::default(); 4]), 0);
+}
+
+/// A chain whose work request cannot be posted (no room left on the send queue, or a
+/// scatter/gather list over `max_sge`) posts those before it and none after it, and says how
+/// many: `ChainError::posted`, as `ibv_post_send`'s `bad_wr` does.
+fn a_chain_refused_midway_posts_only_what_came_before<B: Backend>(b: &B) {
+    let p = pair(b);
+    let target = p.spd.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+    let buf = p.spd.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
+    let src = p.cpd.register(vec![7; 8], Access::empty()).unwrap();
+    p.server.post_recv(9, Sge::whole(&buf)).unwrap();
+    let one = [Sge::whole(&src)];
+    let too_many = vec![Sge::new(&src, 0, 1); p.client.caps().max_sge as usize + 1];
+    let write =
+        |wr_id, sges| WorkRequest::Write { wr_id, sges, remote: target.remote_at(0), flags: SendFlags::SIGNALED };
+    let send = WorkRequest::Send { wr_id: 3, sges: &one, invalidate: None, flags: SendFlags::SIGNALED };
+
+    // A scatter/gather list too long: the Write before it goes, nothing after it.
+    let e = p.client.post_chain(&[write(1, &one[..]), write(2, &too_many[..]), send]).unwrap_err();
+    assert_eq!(e, ChainError { posted: 1, error: Error::TooManySges(too_many.len()) });
+    expect(&p.client, 1, Opcode::RdmaWrite, Status::Success);
+    assert!(p.server.wait_cq(BRIEF).is_none(), "the Send after the refused Write went out");
+    assert_eq!(p.client.poll_cq(&mut [Completion::default()]), 0);
+
+    // A send queue with one slot left: the first goes, the second is refused.
+    let depth = p.client.caps().max_send_wr as u64;
+    for id in 10..10 + depth - 1 {
+        p.client.post_write_with(id, &one, target.remote_at(0), SendFlags::empty()).unwrap();
+    }
+    let send = WorkRequest::Send { wr_id: 3, sges: &one, invalidate: None, flags: SendFlags::SIGNALED };
+    let e = p.client.post_chain(&[write(4, &one[..]), send]).unwrap_err();
+    assert_eq!(e, ChainError { posted: 1, error: Error::QueueFull });
+    expect(&p.client, 4, Opcode::RdmaWrite, Status::Success);
+    assert!(p.server.wait_cq(BRIEF).is_none(), "the refused Send went out");
+    assert_eq!(p.client.state(), QpState::Ready);
+}
+
 // ---- engine details beyond the list ----
 
 fn receive_queue_depth_is_enforced<B: Backend>(b: &B) {
@@ -930,6 +999,8 @@ macro_rules! instantiate {
                 an_unsignaled_send_with_a_bad_lkey_reports_its_error,
                 an_armed_waker_is_woken_by_the_next_completion,
                 closing_a_listener_ends_a_waiting_get_request,
+                a_chain_completes_in_order_as_its_work_requests_would,
+                a_chain_refused_midway_posts_only_what_came_before,
                 $($extra,)*
             );
         }

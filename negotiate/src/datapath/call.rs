@@ -280,7 +280,7 @@ fn prepare_described<B: Backend>(
         if is_draft07(params) { params.thresholds.call.saturating_sub(DRAFT07_LONGER) } else { params.thresholds.call };
     // The header and the inline ranges are written straight into the Send's registered
     // buffer; marshal_call never writes more than the call inline threshold in all.
-    let filled = conn.fill_send(params.thresholds.call, |buf| {
+    let filled = conn.fill_send(params.thresholds.call, |buf, _| {
         let header_len = marshal_header(&mut reg, desc, out, params, room, buf)?;
         let at = reg.with_call(|call| {
             let mut at = header_len;

@@ -16,9 +16,9 @@ use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg, XdrWriteChunk};
 use rpcrdma_v1::Version;
 use rpcrdma_v2::draft07::marshal as marshal07;
-use rpcrdma_verbs::{Access, Backend, ProtectionDomain, QueuePair, RemoteBuf, Sge};
+use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair, RemoteBuf, Sge};
 
-use super::{take_bytes, DataPathError, Transport};
+use super::{take_bytes, ChainedWrite, ChainedWrites, DataPathError, Transport};
 
 mod continued;
 mod lent;
@@ -350,8 +350,8 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         // (a -07 reply may then continue across Sends).
         let mut reply = Some(reply);
         // Marshaled straight into the Send's registered buffer (marshal_reply never writes more
-        // than the reply inline threshold), and the Writes posted before the Send is.
-        let fill = |buf: &mut [u8]| {
+        // than the reply inline threshold), the Writes to go in one chain with the Send.
+        let fill = |buf: &mut [u8], chain: &mut ChainedWrites<B::Region>| {
             let bytes = reply.as_ref().expect("taken only below");
             let (xid, len) = bytes.xid_and_len()?;
             marshal_reply_of_len(xid, len, provided, &req, buf, out)?;
@@ -360,7 +360,7 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
                 bytes.copy(range.clone(), results, &mut buf[at..at + range.len()]);
                 at += range.len();
             }
-            source = post_writes(conn, reply.take().expect("taken once"), results, out)?;
+            source = chain_writes(conn, reply.take().expect("taken once"), results, out, chain)?;
             Ok(at)
         };
         let threshold = params.reply_inline_threshold;
@@ -450,18 +450,20 @@ fn draft07_header(out: &MarshaledReply, credit: u32, buf: &mut [u8]) -> Result<u
     Ok(written?)
 }
 
-/// Posts the RDMA Writes of a reply's DDP-eligible results and Reply chunk from a registered
-/// source: a copy of the reply, or the lent buffer itself. They are not waited for one by one:
-/// the Send posted after them on the same send queue completes after them (RFC 8166 section
-/// 3.4.6.1 relies on that order), and a Write that fails puts the queue pair in the Error
-/// state, which fails the Send too. Returns the source, with the lent buffer's home, to take
-/// back once the Send completed.
+/// Adds the RDMA Writes of a reply's DDP-eligible results and Reply chunk to `chain`, from a
+/// registered source: a copy of the reply, or the lent buffer itself. They go out with the
+/// reply's Send, before it, in one chain (`Transport::post_send_filled`), and are not waited for
+/// one by one: the Send completes after them (RFC 8166 section 3.4.6.1 relies on the send
+/// queue's order), and a Write that fails puts the queue pair in the Error state, which fails
+/// the Send too. Returns the source, with the lent buffer's home, to take back once the Send
+/// completed.
 #[allow(clippy::type_complexity)]
-fn post_writes<'r, B: Backend>(
+fn chain_writes<'r, B: Backend>(
     conn: &Transport<B>,
     reply: ReplyBytes<'r, B::Region>,
     items: &[DdpItem],
     out: &MarshaledReply,
+    chain: &mut ChainedWrites<B::Region>,
 ) -> Result<Option<(B::Region, Option<&'r mut Vec<u8>>)>, DataPathError> {
     if out.writes().is_empty() {
         return Ok(None);
@@ -470,45 +472,37 @@ fn post_writes<'r, B: Backend>(
         // Into a region the connection keeps registered (its registration cache).
         ReplyBytes::Copied(bytes) => (conn.chunk_copy(bytes)?, None),
         ReplyBytes::Lent(home) => (conn.pd().register(std::mem::take(home), Access::empty())?, Some(home)),
-        ReplyBytes::WithLentResults(r) => return post_lent_writes(conn, r, items, out).map(|()| None),
+        ReplyBytes::WithLentResults(r) => return chain_lent_writes(r, items, out, chain).map(|()| None),
     };
-    for w in out.writes() {
-        if let Err(e) = post_write(conn, Sge::new(&source, w.src.start, w.src.len()), w) {
-            if let Some(home) = home {
-                *home = take_bytes(source);
-            }
-            return Err(e.into());
-        }
-    }
+    chain.extend(out.writes().iter().map(|w| chained(&source, w.src.start, w)));
     Ok(Some((source, home)))
 }
 
-/// [`post_writes`] for lent results: each Write from the registered copy of the result it
+/// [`chain_writes`] for lent results: each Write from the registered copy of the result it
 /// carries (`send_reply_with_lent_results` sends a reply this way only when every Write is one
 /// of those). Nothing is given back: the copies stay with the connection, and a Write still
 /// posted holds its region itself (the verbs contract: a posted work request keeps its own
 /// handle, as hardware keeps the pinned pages), so a copy let go meanwhile is not reused.
-fn post_lent_writes<B: Backend>(
-    conn: &Transport<B>,
-    reply: ReducedReply<'_, B::Region>,
+fn chain_lent_writes<R: MemoryRegion>(
+    reply: ReducedReply<'_, R>,
     items: &[DdpItem],
     out: &MarshaledReply,
+    chain: &mut ChainedWrites<R>,
 ) -> Result<(), DataPathError> {
     for w in out.writes() {
         let source = reply.lent_at(&w.src, items).and_then(|(k, at)| Some((reply.sources[k].as_ref()?, at)));
         let Some((region, at)) = source else {
             return Err(LentMismatch::Unplaced { write: w.src.clone() }.into());
         };
-        post_write(conn, Sge::new(region, at, w.src.len()), w)?;
+        chain.push(chained(region, at, w));
     }
     Ok(())
 }
 
-/// Posts one RDMA Write `w` of a reply from `local`, unwaited: the reply's Send posted after it
-/// completes after it.
-fn post_write<B: Backend>(conn: &Transport<B>, local: Sge<'_, B::Region>, w: &RdmaWrite) -> rpcrdma_verbs::Result<()> {
-    let (id, remote) = (conn.unwaited_wr_id(), RemoteBuf { addr: w.offset, rkey: w.handle });
-    conn.post_sq(id, None, |qp, flags| qp.post_write_with(id, &[local], remote, flags))
+/// One RDMA Write `w` of a reply, from `region` at `at`.
+fn chained<R: MemoryRegion>(region: &R, at: usize, w: &RdmaWrite) -> ChainedWrite<R> {
+    let remote = RemoteBuf { addr: w.offset, rkey: w.handle };
+    ChainedWrite { region: region.clone(), offset: at, len: w.src.len(), remote }
 }
 
 thread_local! {
@@ -572,7 +566,7 @@ pub fn send_draft07<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(),
     let carried = Fixed::read(bytes).and_then(|f| f.credit).unwrap_or(0);
     let post = |take: Option<Instant>| {
         let id = conn.wr_id();
-        conn.post_send_filled_draft07(id, None, bytes.len(), carried, take, |buf| {
+        conn.post_send_filled_draft07(id, None, bytes.len(), carried, take, |buf, _| {
             buf.copy_from_slice(bytes);
             Ok(bytes.len())
         })?;

@@ -122,10 +122,11 @@ impl<B: Backend> Transport<B> {
             // buffer given back when a later completion covers it): the thread that reads the
             // connection flushes too, and must not stall on a requester that stops reading.
             let id = self.unwaited_wr_id();
-            let posted = self.post_send_filled_draft07(id, None, bytes.len(), carried, Some(Instant::now()), |buf| {
-                buf.copy_from_slice(&bytes);
-                Ok(bytes.len())
-            });
+            let posted =
+                self.post_send_filled_draft07(id, None, bytes.len(), carried, Some(Instant::now()), |buf, _| {
+                    buf.copy_from_slice(&bytes);
+                    Ok(bytes.len())
+                });
             match posted {
                 Ok(()) => {}
                 Err(DataPathError::NoCredit { .. }) => {

@@ -16,8 +16,8 @@ use super::ffi::{self, os_error, Ptr};
 use super::pd::{PdInner, RdmaRegion};
 use crate::reactor::{self, Source, Step};
 use crate::{
-    check_window, lock, Access, Arm, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair,
-    RemoteBuf, Result, SendFlags, Sge, Status,
+    check_window, lock, Access, Arm, ChainError, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState,
+    QueuePair, RemoteBuf, Result, SendFlags, Sge, Status, WorkRequest,
 };
 
 /// A connected RC queue pair with its CQ and its connection's event channel.
@@ -137,6 +137,16 @@ struct Pending {
     _regions: Vec<RdmaRegion>,
 }
 
+/// A send-queue work request built and not yet posted ([`Shared::build`]): the device's
+/// work request, the scatter/gather list it points into once posted, and what becomes its
+/// `Pending` entry.
+struct Built {
+    wr: ibv_send_wr,
+    list: Vec<ibv_sge>,
+    signaled: bool,
+    pending: Option<Pending>,
+}
+
 // SAFETY: `Conn` holds rdma-core handles (thread-safe, see `ffi::Ptr`); all mutable state is
 // behind the mutexes.
 unsafe impl Sync for Shared {}
@@ -241,57 +251,91 @@ impl Shared {
         flags: SendFlags,
         fill: impl FnOnce(&mut ibv_send_wr),
     ) -> Result<()> {
-        let inner = lock(&self.inner);
-        self.post_sq_locked(inner, wr_id, opcode, sges, None, flags, fill)
+        let built = self.build(wr_id, opcode, sges, None, flags, fill)?;
+        self.post_sq_locked(lock(&self.inner), built)
     }
 
-    /// [`post_sq`](Self::post_sq) with the state already locked; `window` is the rkey of the
-    /// window a Local Invalidate kills.
-    #[allow(clippy::too_many_arguments)]
-    fn post_sq_locked(
+    /// Posts one work request [built](Self::build) with the state already locked.
+    fn post_sq_locked(&self, mut inner: std::sync::MutexGuard<'_, Inner>, built: Built) -> Result<()> {
+        match self.post_built(&mut inner, &mut [built]) {
+            (_, None) => Ok(()),
+            (_, Some(e)) => Err(e),
+        }
+    }
+
+    /// A send-queue work request with its scatter/gather list, not yet posted; `fill` sets
+    /// its opcode and the opcode's fields.
+    fn build(
         &self,
-        mut inner: std::sync::MutexGuard<'_, Inner>,
         wr_id: u64,
         opcode: Opcode,
         sges: &[Sge<'_, RdmaRegion>],
         window: Option<u32>,
         flags: SendFlags,
         fill: impl FnOnce(&mut ibv_send_wr),
-    ) -> Result<()> {
-        let (mut list, len) = self.sg_list(sges)?;
-        if inner.send_outstanding >= self.caps.max_send_wr {
-            return Err(Error::QueueFull);
-        }
-        if inner.error {
-            self.push_synthetic(&mut inner, Completion::new(wr_id, Status::WorkRequestFlushed, opcode, 0));
-            return Ok(());
-        }
-        let seq = inner.next_seq;
+    ) -> Result<Built> {
+        let (list, len) = self.sg_list(sges)?;
         // SAFETY: ibv_send_wr is plain data for which all-zero is valid.
         let mut wr: ibv_send_wr = unsafe { std::mem::zeroed() };
-        wr.wr_id = seq;
-        wr.sg_list = if list.is_empty() { std::ptr::null_mut() } else { list.as_mut_ptr() };
-        wr.num_sge = list.len() as i32;
         // Per work request: the QP is created with sq_sig_all = 0 (`Conn::create_qp`).
         let signaled = flags.contains(SendFlags::SIGNALED);
         wr.send_flags = if signaled { ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
         fill(&mut wr);
-        let mut bad = std::ptr::null_mut();
-        // SAFETY: the QP is live; `wr` and its sg list are valid for the call (the device
-        // copies them); the memory they name stays registered while `Pending` holds the
-        // regions.
-        let rc = unsafe { ibv_post_send(self.conn.qp().0, &mut wr, &mut bad) };
-        if rc != 0 {
-            return Err(if rc == libc::ENOMEM { Error::QueueFull } else { os_error("ibv_post_send", rc) });
-        }
-        inner.next_seq += 1;
-        inner.send_outstanding += 1;
-        if !signaled {
-            inner.unsignaled.push_back(seq);
-        }
         let regions = sges.iter().map(|s| s.region.clone()).collect();
-        inner.pending.insert(seq, Pending { wr_id, opcode, len, window, _regions: regions });
-        Ok(())
+        Ok(Built { wr, list, signaled, pending: Some(Pending { wr_id, opcode, len, window, _regions: regions }) })
+    }
+
+    /// Posts `built` linked, as one `ibv_post_send` (one doorbell), with the state locked.
+    /// Returns how many were posted, from the first, and why the next one was refused: the
+    /// send queue had no room for it, or the device refused it (`bad_wr`). In the Error state
+    /// each is completed as flushed instead (they count as posted).
+    fn post_built(&self, inner: &mut Inner, built: &mut [Built]) -> (usize, Option<Error>) {
+        let room = self.caps.max_send_wr.saturating_sub(inner.send_outstanding) as usize;
+        let n = built.len().min(room);
+        let mut refused = (n < built.len()).then_some(Error::QueueFull);
+        if inner.error {
+            for b in &mut built[..n] {
+                let p = b.pending.take().expect("posted once");
+                self.push_synthetic(inner, Completion::new(p.wr_id, Status::WorkRequestFlushed, p.opcode, 0));
+            }
+            return (n, refused);
+        }
+        let base = inner.next_seq;
+        for (k, b) in built[..n].iter_mut().enumerate() {
+            b.wr.wr_id = base + k as u64;
+            b.wr.sg_list = if b.list.is_empty() { std::ptr::null_mut() } else { b.list.as_mut_ptr() };
+            b.wr.num_sge = b.list.len() as i32;
+            b.wr.next = std::ptr::null_mut();
+        }
+        for k in 1..n {
+            let next = std::ptr::addr_of_mut!(built[k].wr);
+            built[k - 1].wr.next = next;
+        }
+        let mut bad = std::ptr::null_mut();
+        let rc = match built.first_mut() {
+            // SAFETY: the QP is live; the linked work requests and their sg lists are valid
+            // for the call (the device copies them); the memory they name stays registered
+            // while `Pending` holds the regions.
+            Some(first) if n > 0 => unsafe { ibv_post_send(self.conn.qp().0, &mut first.wr, &mut bad) },
+            _ => 0,
+        };
+        let posted = if rc == 0 {
+            n
+        } else {
+            refused = Some(if rc == libc::ENOMEM { Error::QueueFull } else { os_error("ibv_post_send", rc) });
+            // `bad` is the first work request not posted.
+            built[..n].iter().position(|b| std::ptr::eq(&b.wr, bad)).unwrap_or(0)
+        };
+        for b in &mut built[..posted] {
+            let seq = b.wr.wr_id;
+            inner.next_seq = seq + 1;
+            inner.send_outstanding += 1;
+            if !b.signaled {
+                inner.unsignaled.push_back(seq);
+            }
+            inner.pending.insert(seq, b.pending.take().expect("posted once"));
+        }
+        (posted, refused)
     }
 
     /// Frees the window with `rkey` if this queue pair bound it (it has been invalidated).
@@ -458,6 +502,25 @@ impl Shared {
     }
 }
 
+/// Sets a Send's opcode: with Invalidate of `invalidate` when given.
+fn send_fields(invalidate: Option<u32>) -> impl FnOnce(&mut ibv_send_wr) {
+    move |wr| match invalidate {
+        None => wr.opcode = ibv_wr_opcode::IBV_WR_SEND,
+        Some(rkey) => {
+            wr.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_INV;
+            wr.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
+        }
+    }
+}
+
+/// Sets an RDMA Write's opcode and destination.
+fn write_fields(remote: RemoteBuf) -> impl FnOnce(&mut ibv_send_wr) {
+    move |wr| {
+        wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE;
+        wr.wr.rdma = rdma_t { remote_addr: remote.addr, rkey: remote.rkey };
+    }
+}
+
 impl QueuePair for RdmaQp {
     type Region = RdmaRegion;
 
@@ -498,13 +561,7 @@ impl QueuePair for RdmaQp {
         invalidate: Option<u32>,
         flags: SendFlags,
     ) -> Result<()> {
-        self.s.post_sq(wr_id, Opcode::Send, sges, flags, |wr| match invalidate {
-            None => wr.opcode = ibv_wr_opcode::IBV_WR_SEND,
-            Some(rkey) => {
-                wr.opcode = ibv_wr_opcode::IBV_WR_SEND_WITH_INV;
-                wr.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
-            }
-        })
+        self.s.post_sq(wr_id, Opcode::Send, sges, flags, send_fields(invalidate))
     }
 
     fn post_write(&self, wr_id: u64, sges: &[Sge<'_, RdmaRegion>], remote: RemoteBuf) -> Result<()> {
@@ -518,10 +575,7 @@ impl QueuePair for RdmaQp {
         remote: RemoteBuf,
         flags: SendFlags,
     ) -> Result<()> {
-        self.s.post_sq(wr_id, Opcode::RdmaWrite, sges, flags, |wr| {
-            wr.opcode = ibv_wr_opcode::IBV_WR_RDMA_WRITE;
-            wr.wr.rdma = rdma_t { remote_addr: remote.addr, rkey: remote.rkey };
-        })
+        self.s.post_sq(wr_id, Opcode::RdmaWrite, sges, flags, write_fields(remote))
     }
 
     fn post_read(&self, wr_id: u64, sges: &[Sge<'_, RdmaRegion>], remote: RemoteBuf) -> Result<()> {
@@ -545,10 +599,11 @@ impl QueuePair for RdmaQp {
     fn post_local_invalidate_with(&self, wr_id: u64, rkey: u32, flags: SendFlags) -> Result<()> {
         let mut inner = lock(&self.s.inner);
         if inner.windows.contains_key(&rkey) {
-            return self.s.post_sq_locked(inner, wr_id, Opcode::LocalInvalidate, &[], Some(rkey), flags, |wr| {
+            let built = self.s.build(wr_id, Opcode::LocalInvalidate, &[], Some(rkey), flags, |wr| {
                 wr.opcode = ibv_wr_opcode::IBV_WR_LOCAL_INV;
                 wr.imm_data_invalidated_rkey_union.invalidated_rkey = rkey;
-            });
+            })?;
+            return self.s.post_sq_locked(inner, built);
         }
         if inner.send_outstanding >= self.s.caps.max_send_wr {
             return Err(Error::QueueFull);
@@ -602,7 +657,7 @@ impl QueuePair for RdmaQp {
         let mr = region.0.mr().unwrap_or(Ptr::null());
         let mut inner = lock(&self.s.inner);
         inner.windows.insert(rkey, (Ptr(mw), region.clone()));
-        let posted = self.s.post_sq_locked(inner, wr_id, Opcode::BindWindow, &[], None, flags, |wr| {
+        let built = self.s.build(wr_id, Opcode::BindWindow, &[], None, flags, |wr| {
             wr.opcode = ibv_wr_opcode::IBV_WR_BIND_MW;
             wr.bind_mw_tso_union.bind_mw = bind_mw_t {
                 mw,
@@ -610,11 +665,42 @@ impl QueuePair for RdmaQp {
                 bind_info: ibv_mw_bind_info { mr: mr.0, addr, length: len as u64, mw_access_flags: access.bits() },
             };
         });
+        let posted = built.and_then(|built| self.s.post_sq_locked(inner, built));
         if let Err(e) = posted {
             Shared::free_window(&mut lock(&self.s.inner), rkey);
             return Err(e);
         }
         Ok(RemoteBuf { addr, rkey })
+    }
+
+    /// The work requests linked in one `ibv_post_send`: one doorbell (on rdma_rxe one system
+    /// call) for a reply's Writes and Send.
+    fn post_chain(&self, wrs: &[WorkRequest<'_, RdmaRegion>]) -> std::result::Result<(), ChainError> {
+        let mut built = Vec::with_capacity(wrs.len());
+        // A work request that cannot be built (its scatter/gather list) ends the chain there.
+        let mut unbuilt = None;
+        for wr in wrs {
+            let b = match *wr {
+                WorkRequest::Write { wr_id, sges, remote, flags } => {
+                    self.s.build(wr_id, Opcode::RdmaWrite, sges, None, flags, write_fields(remote))
+                }
+                WorkRequest::Send { wr_id, sges, invalidate, flags } => {
+                    self.s.build(wr_id, Opcode::Send, sges, None, flags, send_fields(invalidate))
+                }
+            };
+            match b {
+                Ok(b) => built.push(b),
+                Err(e) => {
+                    unbuilt = Some(e);
+                    break;
+                }
+            }
+        }
+        let (posted, refused) = self.s.post_built(&mut lock(&self.s.inner), &mut built);
+        match refused.or(unbuilt) {
+            None => Ok(()),
+            Some(error) => Err(ChainError { posted, error }),
+        }
     }
 
     fn caps(&self) -> QpCaps {

@@ -18,8 +18,8 @@ use crate::inproc::region::Rule;
 use crate::reactor::{self, Source, Step};
 use crate::rules::{self, PostedRecv, Queues};
 use crate::{
-    check_window, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf,
-    Result, SendFlags, Sge, Status,
+    check_window, Access, ChainError, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair,
+    RemoteBuf, Result, SendFlags, Sge, Status, WorkRequest,
 };
 
 /// Answers (ACK runs, Read responses) queued for the peer at most, and the Read-response bytes
@@ -610,8 +610,14 @@ impl TcpQp {
         true
     }
 
-    /// Posts a frame-carrying work request, or its local failure.
-    fn post(
+    /// Notifies for what [`Self::queue`] queued (posting the frame, waking the waiters).
+    fn post(&self, queued: Option<MutexGuard<'_, State>>) -> Result<()> {
+        queued.map_or(Ok(()), |st| self.notify(st))
+    }
+
+    /// Queues a frame-carrying work request, or its local failure, and returns the state
+    /// still locked for the caller to [notify](Self::notify) (`None`: nothing left to).
+    fn queue(
         &self,
         wr_id: u64,
         opcode: Opcode,
@@ -619,16 +625,40 @@ impl TcpQp {
         frame: Option<Vec<u8>>,
         read_into: Vec<(TcpRegion, usize, usize)>,
         flags: SendFlags,
-    ) -> Result<()> {
-        let Some(mut st) = self.begin(wr_id, opcode, flags)? else { return Ok(()) };
+    ) -> Result<Option<MutexGuard<'_, State>>> {
+        let Some(mut st) = self.begin(wr_id, opcode, flags)? else { return Ok(None) };
         let Some(frame) = frame else {
             st.local(wr_id, opcode, Status::LocalProtectionError, flags);
-            return self.notify(st);
+            return Ok(Some(st));
         };
         st.pending.push_back(Pending::Wire { wr_id, opcode, len, read_into, since: Instant::now(), flags });
         st.arm();
         st.out.push(Out::Request(frame));
-        self.notify(st)
+        Ok(Some(st))
+    }
+
+    /// A Send's frame of `sges` (with Invalidate of `invalidate`) and its length; no frame on
+    /// a local protection fault.
+    fn send_frame(&self, sges: &[Sge<'_, TcpRegion>], invalidate: Option<u32>) -> Result<(u32, Option<Vec<u8>>)> {
+        let total = rules::total_len(sges, self.caps.max_sge)?;
+        let mut frame = self.outbox().frame(frame::MAX_HEAD_LEN + total as usize);
+        let head = match invalidate {
+            Some(rkey) => Head::SendInv { rkey, len: total },
+            None => Head::Send { len: total },
+        };
+        head.encode(&mut frame);
+        let ok = self.gather(sges, &mut frame);
+        Ok((total, ok.then_some(frame)))
+    }
+
+    /// An RDMA Write's frame of `sges` to `remote` and its length; no frame on a local
+    /// protection fault.
+    fn write_frame(&self, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf) -> Result<(u32, Option<Vec<u8>>)> {
+        let total = rules::total_len(sges, self.caps.max_sge)?;
+        let mut frame = self.outbox().frame(frame::MAX_HEAD_LEN + total as usize);
+        Head::Write { addr: remote.addr, rkey: remote.rkey, len: total }.encode(&mut frame);
+        let ok = self.gather(sges, &mut frame);
+        Ok((total, ok.then_some(frame)))
     }
 
     fn rdma(
@@ -639,21 +669,16 @@ impl TcpQp {
         opcode: Opcode,
         flags: SendFlags,
     ) -> Result<()> {
+        if opcode == Opcode::RdmaWrite {
+            let (total, frame) = self.write_frame(sges, remote)?;
+            return self.post(self.queue(wr_id, opcode, total, frame, Vec::new(), flags)?);
+        }
         let total = rules::total_len(sges, self.caps.max_sge)?;
-        let write = opcode == Opcode::RdmaWrite;
-        let mut frame = self.outbox().frame(frame::MAX_HEAD_LEN + if write { total as usize } else { 0 });
-        let (addr, rkey, len) = (remote.addr, remote.rkey, total);
-        let head = if write { Head::Write { addr, rkey, len } } else { Head::ReadReq { addr, rkey, len } };
-        head.encode(&mut frame);
-        let mut read_into = Vec::new();
-        let ok = if write {
-            self.gather(sges, &mut frame)
-        } else {
-            let pd = self.sh.pd.0.id;
-            read_into = sges.iter().map(|s| (s.region.clone(), s.offset, s.len)).collect();
-            rules::local_sges_ok(sges, pd, true)
-        };
-        self.post(wr_id, opcode, total, ok.then_some(frame), read_into, flags)
+        let mut frame = self.outbox().frame(frame::MAX_HEAD_LEN);
+        Head::ReadReq { addr: remote.addr, rkey: remote.rkey, len: total }.encode(&mut frame);
+        let read_into = sges.iter().map(|s| (s.region.clone(), s.offset, s.len)).collect();
+        let ok = rules::local_sges_ok(sges, self.sh.pd.0.id, true);
+        self.post(self.queue(wr_id, opcode, total, ok.then_some(frame), read_into, flags)?)
     }
 
     fn wait_for<T>(&self, timeout: Duration, mut take: impl FnMut(&mut State) -> Option<T>) -> Option<T> {
@@ -713,17 +738,9 @@ impl QueuePair for TcpQp {
         invalidate: Option<u32>,
         flags: SendFlags,
     ) -> Result<()> {
-        let total = rules::total_len(sges, self.caps.max_sge)?;
-        let mut frame = self.outbox().frame(frame::MAX_HEAD_LEN + total as usize);
-        let head = match invalidate {
-            Some(rkey) => Head::SendInv { rkey, len: total },
-            None => Head::Send { len: total },
-        };
-        head.encode(&mut frame);
-        let ok = self.gather(sges, &mut frame);
-        self.post(wr_id, Opcode::Send, total, ok.then_some(frame), Vec::new(), flags)
+        let (total, frame) = self.send_frame(sges, invalidate)?;
+        self.post(self.queue(wr_id, Opcode::Send, total, frame, Vec::new(), flags)?)
     }
-
     fn post_write(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf) -> Result<()> {
         self.post_write_with(wr_id, sges, remote, SendFlags::SIGNALED)
     }
@@ -785,6 +802,36 @@ impl QueuePair for TcpQp {
         st.local(wr_id, Opcode::BindWindow, status, flags);
         self.notify(st)?;
         Ok(window.unwrap_or(remote))
+    }
+
+    /// Every frame of the chain queued before one write: the Send after a reply's Writes goes
+    /// out with them, in one system call where they fit one gather.
+    fn post_chain(&self, wrs: &[WorkRequest<'_, TcpRegion>]) -> std::result::Result<(), ChainError> {
+        let mut queued = false;
+        let mut result = Ok(());
+        for (posted, wr) in wrs.iter().enumerate() {
+            let q = match *wr {
+                WorkRequest::Write { wr_id, sges, remote, flags } => self
+                    .write_frame(sges, remote)
+                    .and_then(|(len, frame)| self.queue(wr_id, Opcode::RdmaWrite, len, frame, Vec::new(), flags)),
+                WorkRequest::Send { wr_id, sges, invalidate, flags } => self
+                    .send_frame(sges, invalidate)
+                    .and_then(|(len, frame)| self.queue(wr_id, Opcode::Send, len, frame, Vec::new(), flags)),
+            };
+            match q {
+                // Unlocked until the chain is queued.
+                Ok(st) => queued |= st.is_some(),
+                Err(error) => {
+                    result = Err(ChainError { posted, error });
+                    break;
+                }
+            }
+        }
+        if queued {
+            // Infallible (`notify` returns Ok), as for a single post.
+            let _ = self.post(Some(lock(&self.sh.st)));
+        }
+        result
     }
 
     fn caps(&self) -> QpCaps {

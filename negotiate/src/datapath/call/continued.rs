@@ -67,7 +67,7 @@ pub(super) fn send_call<B: Backend>(
     let mut filled = Vec::with_capacity(parts.len());
     for part in &parts {
         let bytes = &call[part.bytes.clone()];
-        let fill = conn.fill_send(threshold, |buf| match part.remaining {
+        let fill = conn.fill_send(threshold, |buf, _| match part.remaining {
             // (The credit word is stamped as each part is posted.)
             Some(remaining) => Ok(marshal07::middle(buf, out.xid(), 0, MessageType::Call, remaining, bytes)?),
             None => {

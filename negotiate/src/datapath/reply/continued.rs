@@ -68,7 +68,9 @@ pub(super) fn send_reply<B: Backend>(
     let Some(parts) = cut.filter(|parts| parts.len() <= conn.max_parts()) else {
         return Err(ReplyError::NoReplyChunk { need: final_header + payload.len(), threshold }.into());
     };
-    let source = post_writes(conn, ReplyBytes::Copied(reply), results, out)?;
+    let mut chain = ChainedWrites::new();
+    let source = chain_writes(conn, ReplyBytes::Copied(reply), results, out, &mut chain)?;
+    conn.post_writes_alone(&chain)?;
     let sent = send_parts(conn, out, &payload, &parts, params, invalidated, deadline);
     // The last Send completed after the Writes before it (or the connection is down).
     give_back_source(conn, source, sent.is_ok());
@@ -104,10 +106,10 @@ fn send_parts<B: Backend>(
         let bytes = &payload[part.bytes.clone()];
         let id = conn.wr_id();
         match part.remaining {
-            Some(remaining) => conn.post_send_filled_draft07(id, None, threshold, credit, take, |buf| {
+            Some(remaining) => conn.post_send_filled_draft07(id, None, threshold, credit, take, |buf, _| {
                 Ok(marshal07::middle(buf, xid, credit, MessageType::Reply, remaining, bytes)?)
             })?,
-            None => conn.post_send_filled_draft07(id, invalidated, threshold, credit, take, |buf| {
+            None => conn.post_send_filled_draft07(id, invalidated, threshold, credit, take, |buf, _| {
                 let at = draft07_header(out, credit, buf)?;
                 buf[at..at + bytes.len()].copy_from_slice(bytes);
                 Ok(at + bytes.len())

@@ -311,6 +311,9 @@ pub struct Transport<B: Backend> {
     answers: Mutex<VecDeque<Vec<u8>>>,
     /// How many `answers` hold, read without the lock.
     answers_waiting: AtomicUsize,
+    /// Whether a reply's Send is posted without waiting for its completion
+    /// ([`Transport::set_unwaited_replies`]).
+    unwaited_replies: bool,
 }
 
 /// Where a -07 connection's Sends get their running totals as they are posted
@@ -347,7 +350,20 @@ impl<B: Backend> Transport<B> {
             stream_waiters: AtomicUsize::new(0),
             answers: Mutex::default(),
             answers_waiting: AtomicUsize::new(0),
+            unwaited_replies: false,
         }
+    }
+
+    /// Makes [`send_reply`] return once a reply is posted, without waiting for its Send's
+    /// completion, where the queue pair reads a work request's memory as it is posted
+    /// ([`QueuePair::memory_read_at_post`]; otherwise this does nothing): the memory is free
+    /// then, and waiting only cost the wait. Worth it where that completion waits on the peer:
+    /// over TCP it is the requester's acknowledgement, a network round trip on which the
+    /// serving thread slept; in process a Send completes as it is posted, and the wait is one
+    /// look. A Send that fails still ends the connection: its error completion, or the queue
+    /// pair's Error state, reaches whoever reaps next.
+    pub fn set_unwaited_replies(&mut self, on: bool) {
+        self.unwaited_replies = on && self.qp.memory_read_at_post();
     }
 
     /// Makes this -07 connection take each Send's running total as it is posted (all but its

@@ -459,6 +459,10 @@ impl<Q: QueuePair> QueuePair for CapturedQp<Q> {
         self.inner.post_chain(wrs)
     }
 
+    fn memory_read_at_post(&self) -> bool {
+        self.inner.memory_read_at_post()
+    }
+
     fn caps(&self) -> QpCaps {
         self.inner.caps()
     }

@@ -795,6 +795,34 @@ pub trait QueuePair: Send + Sync {
         self.post_bind_window(wr_id, region, offset, len, access)
     }
 
+    /// Whether the local memory of a Send or RDMA Write is read as it is posted (TCP gathers
+    /// it into the frame it writes; the in-process backend copies it at once), so that it is
+    /// free for reuse when the post returns, before the work request completes. On a real
+    /// device it is read by DMA until the completion, which this answers by default: false.
+    ///
+    /// A poster that waits for a Send's completion only to reuse its memory need not wait
+    /// where this holds (it still learns of a failure from that completion, or from the
+    /// queue pair's Error state).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use rpcrdma_verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let server = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap()
+    /// # });
+    /// let pd = InProcess.alloc_pd().unwrap();
+    /// let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+    /// assert!(qp.memory_read_at_post());
+    /// # let _server = server.join().unwrap();
+    /// ```
+    fn memory_read_at_post(&self) -> bool {
+        false
+    }
+
     /// Posts `wrs` in order as one chain: on a real device one `ibv_post_send` of the work
     /// requests linked, one doorbell (on rdma_rxe one system call instead of one each); over
     /// TCP their frames go out in one write where they fit one. Each work request completes

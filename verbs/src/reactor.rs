@@ -99,6 +99,9 @@ struct Driver {
     poll: Poll,
     events: Events,
     scratch: Vec<u8>,
+    /// The deadlines due in one round, kept from round to round: a connection's delayed
+    /// acknowledgements are due every few calls, and a list made afresh each time allocated.
+    due: Vec<(Instant, u64)>,
 }
 
 /// The waker's token; queue pairs' tokens are their ids, which start at 1.
@@ -123,7 +126,12 @@ pub(crate) fn reactor() -> io::Result<&'static Reactor> {
                 again: VecDeque::new(),
                 asleep_until: None,
             }),
-            driver: Mutex::new(Driver { poll, events: Events::with_capacity(EVENTS), scratch: vec![0u8; SCRATCH] }),
+            driver: Mutex::new(Driver {
+                poll,
+                events: Events::with_capacity(EVENTS),
+                scratch: vec![0u8; SCRATCH],
+                due: Vec::with_capacity(16),
+            }),
             guests: drive::Guests::default(),
         };
         let r: &'static Reactor = Box::leak(Box::new(r));
@@ -219,12 +227,12 @@ impl Reactor {
     /// One round: the deadlines due and the sources to call again, then one wait for
     /// readiness (until the earliest deadline, or `until`), then the sources it found ready.
     fn turn(&self, d: &mut Driver, until: Option<Instant>) {
-        let Driver { poll, events, scratch } = d;
+        let Driver { poll, events, scratch, due } = d;
         // The deadlines due, and the sources to call again, then how long to sleep.
         let now = Instant::now();
-        let (due, again) = {
+        let again = {
             let mut inner = lock(&self.inner);
-            let mut due = Vec::new();
+            due.clear();
             while let Some(&Reverse((at, token))) = inner.deadlines.peek() {
                 if at > now {
                     break;
@@ -232,9 +240,9 @@ impl Reactor {
                 inner.deadlines.pop();
                 due.push((at, token));
             }
-            (due, std::mem::take(&mut inner.again))
+            std::mem::take(&mut inner.again)
         };
-        for (at, token) in due {
+        for &(at, token) in due.iter() {
             if let Some(s) = self.source(token) {
                 self.after(token, s.on_deadline(at, now));
             }

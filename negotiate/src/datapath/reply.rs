@@ -344,7 +344,12 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         } else {
             reply_invalidate_rkey(&rules, call_rkeys(call))
         };
-        let id = conn.wr_id();
+        // Nothing waits for the reply's Send where the connection says so
+        // (`Transport::set_unwaited_replies`: over TCP). A failure still ends the connection:
+        // the Send's error completion or the Error state reach whoever reaps next. (-07
+        // replies keep their wait: their Sends take credits and a Payload stream in order.)
+        let unwaited = !params.draft07 && conn.unwaited_replies;
+        let id = if unwaited { conn.unwaited_wr_id() } else { conn.wr_id() };
         let mut source = None;
         // Taken by the Writes once the reply is marshaled; still here when it could not be
         // (a -07 reply may then continue across Sends).
@@ -374,9 +379,9 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
                 return continued::send_reply(conn, call, bytes, results, params, deadline(), out);
             }
         }
-        let sent = posted.and_then(|()| conn.wait(id));
-        // The Send completed after the Writes before it (or the connection is down): the
-        // source is free again.
+        let sent = posted.and_then(|()| if unwaited { Ok(()) } else { conn.wait(id).map(drop) });
+        // The Send completed after the Writes before it, or their memory was read as they
+        // were posted (or the connection is down): the source is free again.
         give_back_source(conn, source, sent.is_ok());
         sent?;
         let lent_results = if with_lent { out.reduced_results() } else { 0 };

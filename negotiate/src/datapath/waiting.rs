@@ -144,6 +144,7 @@ impl<B: Backend> Transport<B> {
             }
             st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
             st.polling = false;
+            self.pass_on_receive_waker(&mut st);
             let mut found = None;
             for &c in &batch[..n] {
                 if found.is_none() && want.claims(&c) {
@@ -157,6 +158,17 @@ impl<B: Backend> Transport<B> {
             if let Some(c) = found {
                 st.hand_over_polling();
                 return checked(c);
+            }
+        }
+    }
+
+    /// A poller stopped: the waker left with it for the next message ([`Transport::arm_receive`])
+    /// is armed on the queue pair, or fired at once if completions are queued there.
+    fn pass_on_receive_waker(&self, st: &mut Reaped) {
+        if let Some(w) = st.receive_waker.as_ref() {
+            if self.qp.arm_waker(w) == Arm::Waiting {
+                let w = st.receive_waker.take().expect("just seen");
+                st.fired.push(w);
             }
         }
     }
@@ -232,7 +244,9 @@ impl<B: Backend> Transport<B> {
     /// it; the waker armed before stays armed); [`Arm::Unsupported`]: the backend cannot wake
     /// a waker. One waker at a time: an arm that answers [`Arm::Armed`] replaces the one
     /// before. (A lane's one armed task counts on staying armed while other tasks arm and are
-    /// told to look: [`QueuePair::arm_waker`] keeps the same rule.)
+    /// told to look: [`QueuePair::arm_waker`] keeps the same rule.) While another thread polls
+    /// the queue pair, the waker is left with that thread, which fires it for a message it
+    /// sets aside and arms the queue pair with it when it stops.
     ///
     /// ```
     /// # use std::time::Duration;
@@ -259,16 +273,38 @@ impl<B: Backend> Transport<B> {
     /// ```
     pub fn arm_receive(&self, waker: &Waker) -> Arm {
         let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
-        if st.completions.iter().any(|c| Want::AnyReceive.claims(c)) {
-            return Arm::Waiting;
+        for _ in 0..2 {
+            if st.completions.iter().any(|c| Want::AnyReceive.claims(c)) {
+                return Arm::Waiting;
+            }
+            if st.polling {
+                // The thread polling takes what arrives: it fires this waker for a message it
+                // sets aside (`keep_for_owner`), and arms the queue pair with it when it stops
+                // (`pass_on_receive_waker`). Armed on the queue pair now instead, it found the
+                // completions the poller had yet to take, and the connection looked ready again
+                // and again with nothing to receive.
+                st.receive_waker = Some(waker.clone());
+                return Arm::Armed;
+            }
+            // Armed with the lock held: a poller that reaps the message meanwhile sets it
+            // aside only after this, and so finds the waker.
+            match self.qp.arm_waker(waker) {
+                Arm::Armed => {
+                    st.receive_waker = Some(waker.clone());
+                    return Arm::Armed;
+                }
+                // Completions are queued: a message, or only the completion of a work request
+                // nobody waits for (a reply's Send where its memory was read as it was posted).
+                // Reaped here (that one is dropped), then looked at again: left queued, it made
+                // the connection look ready again and again with nothing to receive.
+                Arm::Waiting => {
+                    self.reap_ready(&mut st);
+                    st = self.wake_receive_waker(st);
+                }
+                arm => return arm,
+            }
         }
-        // Armed with the lock held: a poller that reaps the message meanwhile sets it aside
-        // only after this, and so finds the waker.
-        let arm = self.qp.arm_waker(waker);
-        if arm == Arm::Armed {
-            st.receive_waker = Some(waker.clone());
-        }
-        arm
+        Arm::Waiting
     }
 
     /// Receives completed and not yet claimed: messages that arrived and wait to be read.

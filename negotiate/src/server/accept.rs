@@ -217,7 +217,11 @@ pub(super) fn accept<B: Backend>(
         versions_seen: Default::default(),
     }));
     lock(&shared.peers).push(peer.clone());
-    let conn = Arc::new(Transport::<B>::new(pd, qp, cfg.timeout));
+    let mut conn = Transport::<B>::new(pd, qp, cfg.timeout);
+    // Where a Send's completion waits on the peer (TCP's acknowledgement; not in process,
+    // where it completes as posted), a reply is not waited for (docs/design.md).
+    conn.set_unwaited_replies(!backend.rdma_at_post());
+    let conn = Arc::new(conn);
     let back = ServerSide::new(conn.clone());
     lock(&shared.backchannels).push(back.handle());
     let idle_at = Mutex::new(core.poll_timeout());

@@ -402,6 +402,11 @@ impl QueuePair for InProcQp {
         }
     }
 
+    /// Sends and RDMA Writes are copied as they are posted.
+    fn memory_read_at_post(&self) -> bool {
+        true
+    }
+
     fn caps(&self) -> QpCaps {
         self.caps
     }

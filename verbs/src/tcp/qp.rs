@@ -40,6 +40,12 @@ const GATHER: usize = 64 << 10;
 /// tests/allocations.rs).
 const KEEP_GATHERED: usize = 16 << 10;
 
+/// How long an acknowledgement may wait for a frame of ours going the other way to carry it
+/// (TCP's delayed ACK, RFC 1122 section 4.2.3.2, with a far shorter bound): a call's ACK goes
+/// with its reply, a reply's with the next call. The readiness loop's deadlines have a
+/// millisecond's resolution (epoll), so an ACK with nothing to carry it waits 1 to 2 ms.
+const ACK_DELAY: Duration = Duration::from_micros(500);
+
 pub(super) enum Out {
     /// A frame of a work request of ours, in posting order.
     Request(Vec<u8>),
@@ -164,6 +170,18 @@ impl Outbox {
         drop(q);
         self.push(m);
         true
+    }
+
+    /// Whether what is queued may wait for a frame of ours to carry it: only acknowledgements,
+    /// and nothing partly written (a socket that drained must be written to now: its
+    /// readiness is edge-triggered), nor a writer at work (it may have left the socket full).
+    fn only_acks_queued(&self) -> bool {
+        let Ok(w) = self.wire.try_lock() else { return false };
+        if w.at < w.gathered.len() || w.long.is_some() || w.fin {
+            return false;
+        }
+        let q = lock(&self.q);
+        !q.closed && !q.frames.is_empty() && q.frames.iter().all(|m| matches!(m, Out::Acks(_)))
     }
 
     /// Writes what is queued without blocking, unless another thread is writing: that one
@@ -365,6 +383,9 @@ pub(super) struct State {
     /// The deadline the readiness loop holds for this connection, if any
     /// ([`State::arm`]).
     timer_at: Option<Instant>,
+    /// When the acknowledgements queued and left for a frame of ours to carry are written
+    /// anyway ([`ACK_DELAY`]): the readiness loop holds this deadline too.
+    acks_due: Option<Instant>,
 }
 
 pub(super) enum Pending {
@@ -461,6 +482,20 @@ impl State {
         since.and_then(|s| s.checked_add(retry))
     }
 
+    /// Leaves the acknowledgements queued for a frame of ours to carry, for [`ACK_DELAY`] at
+    /// most: a deadline of its own in the readiness loop, beside the retry timeout's (which
+    /// stays where it is: moved earlier and back at every delay, it left an entry behind in the
+    /// loop's deadlines each time, to be dropped only seconds later).
+    fn delay_acks(&mut self) {
+        if self.acks_due.is_none() {
+            let at = Instant::now() + ACK_DELAY;
+            self.acks_due = Some(at);
+            if let Ok(r) = reactor::reactor() {
+                r.wake_at(self.qp, at);
+            }
+        }
+    }
+
     /// Asks the readiness loop for [`State::deadline`] unless it already holds an earlier one:
     /// one deadline per connection at most, moved on when it comes.
     fn arm(&mut self) {
@@ -536,6 +571,7 @@ impl TcpQp {
                 qp,
                 closing_since: None,
                 timer_at: None,
+                acks_due: None,
             }),
             cv: Condvar::new(),
             pd: pd.clone(),
@@ -834,6 +870,11 @@ impl QueuePair for TcpQp {
         result
     }
 
+    /// Frames are gathered as they are posted.
+    fn memory_read_at_post(&self) -> bool {
+        true
+    }
+
     fn caps(&self) -> QpCaps {
         self.caps
     }
@@ -984,8 +1025,13 @@ impl Source for Shared {
         if ended {
             self.tear_down();
         }
-        let r = self.out.flush_from_loop();
-        self.wrote(r);
+        if !ended && self.out.only_acks_queued() {
+            // Carried by the next frame of ours (a reply, the next call), or written once due.
+            lock(&self.st).delay_acks();
+        } else {
+            let r = self.out.flush_from_loop();
+            self.wrote(r);
+        }
         if ended && self.out.is_closed() {
             self.out.cut();
             return Step::Done;
@@ -1002,6 +1048,14 @@ impl Source for Shared {
     /// connection is done. Otherwise asks for its next deadline.
     fn on_deadline(&self, at: Instant, now: Instant) -> Step {
         let mut st = lock(&self.st);
+        if st.acks_due == Some(at) {
+            // Nothing of ours carried them (or it did, and this writes nothing).
+            st.acks_due = None;
+            drop(st);
+            let r = self.out.flush_from_loop();
+            self.wrote(r);
+            return Step::Idle;
+        }
         if st.timer_at != Some(at) {
             return Step::Idle; // moved earlier since; that one is still held
         }

@@ -72,7 +72,11 @@
 //! responder.join().unwrap();
 //! ```
 
+#[cfg(test)]
+mod arm_tests;
 mod call;
+#[cfg(test)]
+mod chain_tests;
 mod chunk_pool;
 mod lent_sources;
 mod receive;

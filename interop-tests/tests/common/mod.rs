@@ -101,8 +101,9 @@ pub fn call_ok<B: Backend>(client: &Arc<Client<B>>, xid: u32, len: usize) {
     assert!(reply == echo(&message), "call {xid:#x}: a reply of {} bytes that is not its own", reply.len());
 }
 
-/// The server's counts once `done` holds: it counts a call after its reply's Send completed,
-/// which may be after the reply reached us. Fails the test after [`WAIT_LIMIT`].
+/// The server's counts once `done` holds: it counts a call once its reply is sent (after its
+/// Send completed where the server waits for that), which may be after the reply reached us.
+/// Fails the test after [`WAIT_LIMIT`].
 pub fn stats_once(server: &Server, what: &str, done: impl Fn(&ServerStats) -> bool) -> ServerStats {
     let deadline = Instant::now() + WAIT_LIMIT;
     loop {

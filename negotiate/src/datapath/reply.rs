@@ -349,7 +349,15 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
         // the Send's error completion or the Error state reach whoever reaps next. (-07
         // replies keep their wait: their Sends take credits and a Payload stream in order.)
         let unwaited = !params.draft07 && conn.unwaited_replies;
-        let id = if unwaited { conn.unwaited_wr_id() } else { conn.wr_id() };
+        let id = if unwaited {
+            // Waited for, each reply's own completion was reaped and freed its send-queue
+            // slots; unwaited, what the queue holds is reaped before each reply instead, so
+            // that replies posted faster than their completions are reaped do not fill it.
+            conn.reap_queued();
+            conn.unwaited_wr_id()
+        } else {
+            conn.wr_id()
+        };
         let mut source = None;
         // Taken by the Writes once the reply is marshaled; still here when it could not be
         // (a -07 reply may then continue across Sends).
@@ -380,8 +388,8 @@ fn send_reply_from<B: Backend, U: UpperLayerBinding + ?Sized>(
             }
         }
         let sent = posted.and_then(|()| if unwaited { Ok(()) } else { conn.wait(id).map(drop) });
-        // The Send completed after the Writes before it, or their memory was read as they
-        // were posted (or the connection is down): the source is free again.
+        // The Send completed after the Writes before it, or (unwaited) their memory was read
+        // as they were posted (or the connection is down): the source is free again.
         give_back_source(conn, source, sent.is_ok());
         sent?;
         let lent_results = if with_lent { out.reduced_results() } else { 0 };
@@ -419,10 +427,11 @@ fn marshal_inputs<'a>(
     (provided, req)
 }
 
-/// The Writes' source once the Send after them completed: a lent buffer goes home, a copy to
-/// the connection's registration cache if the Send `completed` (otherwise a Write may still be
-/// reading it: its handle is let go, and a Write still posted keeps the region alive until it
-/// ends, never reading the next reply's bytes).
+/// The Writes' source once the Send after them completed, or once they were posted where the
+/// queue pair read their memory as they were (`Transport::set_unwaited_replies`): a lent
+/// buffer goes home, a copy to the connection's registration cache if `completed` (otherwise
+/// a Write may still be reading it: its handle is let go, and a Write still posted keeps the
+/// region alive until it ends, never reading the next reply's bytes).
 fn give_back_source<B: Backend>(
     conn: &Transport<B>,
     source: Option<(B::Region, Option<&mut Vec<u8>>)>,
@@ -461,7 +470,7 @@ fn draft07_header(out: &MarshaledReply, credit: u32, buf: &mut [u8]) -> Result<u
 /// one by one: the Send completes after them (RFC 8166 section 3.4.6.1 relies on the send
 /// queue's order), and a Write that fails puts the queue pair in the Error state, which fails
 /// the Send too. Returns the source, with the lent buffer's home, to take back once the Send
-/// completed.
+/// completed ([`give_back_source`]).
 #[allow(clippy::type_complexity)]
 fn chain_writes<'r, B: Backend>(
     conn: &Transport<B>,

@@ -166,7 +166,9 @@ impl<B: Backend> Transport<B> {
     /// is armed on the queue pair, or fired at once if completions are queued there.
     fn pass_on_receive_waker(&self, st: &mut Reaped) {
         if let Some(w) = st.receive_waker.as_ref() {
-            if self.qp.arm_waker(w) == Arm::Waiting {
+            // Anything but armed (something queued, or a queue pair that cannot wake a waker):
+            // its owner looks now.
+            if self.qp.arm_waker(w) != Arm::Armed {
                 let w = st.receive_waker.take().expect("just seen");
                 st.fired.push(w);
             }
@@ -240,8 +242,9 @@ impl<B: Backend> Transport<B> {
     /// anything else: the waker's owner looks and arms again) or a message another thread
     /// reaped is set aside with no thread waiting for it, so that an async caller's executor
     /// receives without a thread of its own blocked on the completion queue
-    /// ([`QueuePair::arm_waker`]). [`Arm::Waiting`]: a message is there already (receive
-    /// it; the waker armed before stays armed); [`Arm::Unsupported`]: the backend cannot wake
+    /// ([`QueuePair::arm_waker`]). [`Arm::Waiting`]: a message is there already, or the queue
+    /// pair still holds completions after one reaping (look again: receive it); the waker armed
+    /// before stays armed on the queue pair; [`Arm::Unsupported`]: the backend cannot wake
     /// a waker. One waker at a time: an arm that answers [`Arm::Armed`] replaces the one
     /// before. (A lane's one armed task counts on staying armed while other tasks arm and are
     /// told to look: [`QueuePair::arm_waker`] keeps the same rule.) While another thread polls
@@ -298,6 +301,12 @@ impl<B: Backend> Transport<B> {
                 // Reaped here (that one is dropped), then looked at again: left queued, it made
                 // the connection look ready again and again with nothing to receive.
                 Arm::Waiting => {
+                    // This caller's own waker, left from an earlier arm, is not fired for what
+                    // is reaped here: it is armed again below. (Anyone else's is; this may run
+                    // under a caller's lock, as the lane's: a woken task waits for it briefly.)
+                    if st.receive_waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                        st.receive_waker = None;
+                    }
                     self.reap_ready(&mut st);
                     st = self.wake_receive_waker(st);
                 }
@@ -305,6 +314,18 @@ impl<B: Backend> Transport<B> {
             }
         }
         Arm::Waiting
+    }
+
+    /// Reaps what the completion queue holds, without blocking, unless another waiter polls
+    /// it (which reaps it then): completions that nobody waits for (unwaited and selectively
+    /// signaled work requests, [`Transport::set_unwaited_replies`]) free their send-queue
+    /// slots only once reaped.
+    pub(super) fn reap_queued(&self) {
+        let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
+        if !st.polling {
+            self.reap_ready(&mut st);
+            drop(self.wake_receive_waker(st));
+        }
     }
 
     /// Receives completed and not yet claimed: messages that arrived and wait to be read.

@@ -307,28 +307,38 @@ impl Shared {
             b.wr.num_sge = b.list.len() as i32;
             b.wr.next = std::ptr::null_mut();
         }
+        // Linked, and handed over, through pointers all taken from one: no reference made
+        // after them invalidates them.
+        let at = built.as_mut_ptr();
+        let wr = |k: usize| -> *mut ibv_send_wr {
+            // SAFETY: k < n <= built.len(); no reference into `built` is live meanwhile.
+            unsafe { std::ptr::addr_of_mut!((*at.add(k)).wr) }
+        };
         for k in 1..n {
-            let next = std::ptr::addr_of_mut!(built[k].wr);
-            built[k - 1].wr.next = next;
+            // SAFETY: as above; both are work requests of `built`.
+            unsafe { (*wr(k - 1)).next = wr(k) };
         }
         let mut bad = std::ptr::null_mut();
-        let rc = match built.first_mut() {
+        let rc = if n == 0 {
+            0
+        } else {
             // SAFETY: the QP is live; the linked work requests and their sg lists are valid
             // for the call (the device copies them); the memory they name stays registered
             // while `Pending` holds the regions.
-            Some(first) if n > 0 => unsafe { ibv_post_send(self.conn.qp().0, &mut first.wr, &mut bad) },
-            _ => 0,
+            unsafe { ibv_post_send(self.conn.qp().0, wr(0), &mut bad) }
         };
+        // The sequence numbers handed out are used up whatever happened: a provider that
+        // posted some and named none as refused never gets one twice.
+        inner.next_seq = base + n as u64;
         let posted = if rc == 0 {
             n
         } else {
             refused = Some(if rc == libc::ENOMEM { Error::QueueFull } else { os_error("ibv_post_send", rc) });
             // `bad` is the first work request not posted.
-            built[..n].iter().position(|b| std::ptr::eq(&b.wr, bad)).unwrap_or(0)
+            (0..n).find(|&k| std::ptr::eq(wr(k), bad)).unwrap_or(0)
         };
         for b in &mut built[..posted] {
             let seq = b.wr.wr_id;
-            inner.next_seq = seq + 1;
             inner.send_outstanding += 1;
             if !b.signaled {
                 inner.unsignaled.push_back(seq);

@@ -43,7 +43,8 @@ const KEEP_GATHERED: usize = 16 << 10;
 /// How long an acknowledgement may wait for a frame of ours going the other way to carry it
 /// (TCP's delayed ACK, RFC 1122 section 4.2.3.2, with a far shorter bound): a call's ACK goes
 /// with its reply, a reply's with the next call. The readiness loop's deadlines have a
-/// millisecond's resolution (epoll), so an ACK with nothing to carry it waits 1 to 2 ms.
+/// millisecond's resolution (epoll), so an ACK with nothing to carry it waits 1 to 2 ms, and
+/// up to about 2 ms more while the loop's own thread stands aside for a thread that drove it.
 const ACK_DELAY: Duration = Duration::from_micros(500);
 
 pub(super) enum Out {
@@ -182,6 +183,13 @@ impl Outbox {
         }
         let q = lock(&self.q);
         !q.closed && !q.frames.is_empty() && q.frames.iter().all(|m| matches!(m, Out::Acks(_)))
+    }
+
+    /// Whether a frame other than an acknowledgement is queued. Looked at (without the wire)
+    /// after [`Outbox::only_acks_queued`] let the wire go: a posting thread whose
+    /// [`Outbox::flush_here`] found the wire held by that look left its frame to the holder.
+    fn more_than_acks_queued(&self) -> bool {
+        lock(&self.q).frames.iter().any(|m| !matches!(m, Out::Acks(_)))
     }
 
     /// Writes what is queued without blocking, unless another thread is writing: that one
@@ -997,7 +1005,8 @@ impl Source for Shared {
     }
 
     /// Reads and applies the peer's frames until the socket would block, then writes what
-    /// they (and anyone else) queued. Done once the stream has ended both ways.
+    /// they (and anyone else) queued: acknowledgements alone are left for a frame of ours to
+    /// carry, until their deadline ([`ACK_DELAY`]). Done once the stream has ended both ways.
     fn on_ready(&self, scratch: &mut [u8]) -> Step {
         let mut inbound = lock(&self.inbound);
         let mut read = 0usize;
@@ -1028,6 +1037,10 @@ impl Source for Shared {
         if !ended && self.out.only_acks_queued() {
             // Carried by the next frame of ours (a reply, the next call), or written once due.
             lock(&self.st).delay_acks();
+            if self.out.more_than_acks_queued() {
+                let r = self.out.flush_from_loop();
+                self.wrote(r);
+            }
         } else {
             let r = self.out.flush_from_loop();
             self.wrote(r);
@@ -1043,9 +1056,10 @@ impl Source for Shared {
         }
     }
 
-    /// The retry timeout has passed for the oldest work request on the wire (it fails with
-    /// [`Status::RetryExceeded`]) or since the teardown (the socket is cut): either way the
-    /// connection is done. Otherwise asks for its next deadline.
+    /// The delayed acknowledgements' deadline ([`ACK_DELAY`]): they are written if nothing
+    /// carried them. Or the retry timeout has passed for the oldest work request on the wire
+    /// (it fails with [`Status::RetryExceeded`]) or since the teardown (the socket is cut):
+    /// either way the connection is done. Otherwise asks for its next deadline.
     fn on_deadline(&self, at: Instant, now: Instant) -> Step {
         let mut st = lock(&self.st);
         if st.acks_due == Some(at) {

@@ -68,6 +68,52 @@ impl Out<'_> {
         Ok(())
     }
 
+    /// Writes an accepted SUCCESS reply whose results end with an opaque that `read` fills in
+    /// place, up to `max` bytes, without a buffer of its own (a READ's data: read from the file
+    /// straight into the reply). `read` fills the opaque's room and returns how many bytes it
+    /// wrote and the results to write before them, whose last field must be an empty opaque
+    /// and whose length must be that of `placeholder`'s (attributes of a fixed size): they are
+    /// written over the placeholder once the data is in. Its error is returned, the reply
+    /// cleared.
+    pub(crate) fn results_read_in_place<'a, T: Xdr<'a>, E>(
+        &mut self,
+        placeholder: &T,
+        max: usize,
+        read: impl FnOnce(&mut [u8]) -> Result<(usize, T), E>,
+    ) -> Result<(), E> {
+        self.buf.clear();
+        onc::reply_success(self.xid, &[], self.buf);
+        let start = self.buf.len();
+        self.append(placeholder);
+        let head = start + placeholder.encoded_len();
+        if self.buf.len() != head {
+            return Ok(()); // `append` answered SYSTEM_ERR instead
+        }
+        self.buf.resize(head + max, 0);
+        let (n, results) = match read(&mut self.buf[head..]) {
+            Ok(done) => done,
+            Err(e) => {
+                self.buf.clear();
+                return Err(e);
+            }
+        };
+        let n = n.min(max);
+        // The opaque's bytes, padded to a multiple of four with zeros (RFC 4506 section 4.10).
+        self.buf.truncate(head + n);
+        self.buf.resize(head + n.next_multiple_of(4), 0);
+        let written =
+            (results.encoded_len() == head - start).then(|| results.encode(&mut self.buf[start..head]).ok()).flatten();
+        match (written, u32::try_from(n)) {
+            (Some(_), Ok(len)) => self.buf[head - 4..head].copy_from_slice(&len.to_be_bytes()),
+            // A server bug (results of another length than the placeholder's): SYSTEM_ERR.
+            _ => {
+                self.buf.clear();
+                onc::reply_system_err(self.xid, self.buf);
+            }
+        }
+        Ok(())
+    }
+
     fn append<'a, T: Xdr<'a>>(&mut self, value: &T) {
         let at = self.buf.len();
         self.buf.resize(at + value.encoded_len(), 0);

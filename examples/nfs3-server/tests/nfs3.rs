@@ -300,6 +300,20 @@ fn one_mebibyte_through_chunks<B: Backend + Clone>(backend: B, name: &str) {
     // A READ past the end: no data, eof.
     let r = rig.call(NFSPROC3_READ, &READ3args { file: NfsFh3 { data: &fh }, offset: 2 << 20, count: 4096 });
     assert!(matches!(READ3res::decode(&r).unwrap().0, READ3res::Nfs3Ok(READ3resok { count: 0, eof: true, .. })));
+
+    // READs of a length that is no multiple of four (the reply pads the opaque), within the
+    // file and across its end (a short read, eof).
+    let end = data.len() as u64;
+    for (offset, count, want) in [(3, 5, &data[3..8]), (end - 7, 4096, &data[data.len() - 7..])] {
+        let r = rig.call(NFSPROC3_READ, &READ3args { file: NfsFh3 { data: &fh }, offset, count });
+        match READ3res::decode(&r).unwrap().0 {
+            READ3res::Nfs3Ok(ok) => {
+                assert_eq!((ok.count as usize, ok.eof), (want.len(), offset + want.len() as u64 >= end));
+                assert!(ok.data == want, "READ at {offset} returned other bytes");
+            }
+            READ3res::Default { discriminant, .. } => panic!("READ at {offset}: {discriminant:?}"),
+        }
+    }
 }
 
 #[test]

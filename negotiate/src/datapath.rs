@@ -750,11 +750,10 @@ impl<B: Backend> Transport<B> {
         let posted = self.qp.post_chain(&wrs);
         let accepted = posted.as_ref().map_or_else(|e| e.posted, |()| wrs.len());
         drop(wrs);
+        // (`finish` leaves a signaled work request that was posted to its completion.)
         let mut q = self.sends();
         for (k, (wr_id, s)) in started.into_iter().enumerate() {
-            if k >= accepted || !s.flags.contains(SendFlags::SIGNALED) {
-                q.finish(wr_id, s, k < accepted);
-            }
+            q.finish(wr_id, s, k < accepted);
         }
         posted.map_err(|e| e.error)
     }

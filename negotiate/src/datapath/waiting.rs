@@ -307,8 +307,7 @@ impl<B: Backend> Transport<B> {
                     if st.receive_waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
                         st.receive_waker = None;
                     }
-                    self.reap_ready(&mut st);
-                    st = self.wake_receive_waker(st);
+                    st = self.reap_unless_polled(st);
                 }
                 arm => return arm,
             }
@@ -321,22 +320,24 @@ impl<B: Backend> Transport<B> {
     /// signaled work requests, [`Transport::set_unwaited_replies`]) free their send-queue
     /// slots only once reaped.
     pub(super) fn reap_queued(&self) {
-        let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
+        drop(self.reap_unless_polled(self.set_aside.lock().unwrap_or_else(PoisonError::into_inner)));
+    }
+
+    /// [`Transport::reap_ready`] and the wakes it gathered, unless another waiter polls the
+    /// completion queue (it reaps what is there).
+    fn reap_unless_polled<'a>(&'a self, mut st: MutexGuard<'a, Reaped>) -> MutexGuard<'a, Reaped> {
         if !st.polling {
             self.reap_ready(&mut st);
-            drop(self.wake_receive_waker(st));
+            st = self.wake_receive_waker(st);
         }
+        st
     }
 
     /// Receives completed and not yet claimed: messages that arrived and wait to be read.
     /// Reaps what the completion queue holds first, without blocking, unless another waiter
     /// is polling it (then what that waiter has set aside counts).
     pub fn receives_waiting(&self) -> usize {
-        let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
-        if !st.polling {
-            self.reap_ready(&mut st);
-            st = self.wake_receive_waker(st);
-        }
+        let st = self.reap_unless_polled(self.set_aside.lock().unwrap_or_else(PoisonError::into_inner));
         st.completions.iter().filter(|c| Want::AnyReceive.claims(c)).count()
     }
 
@@ -358,10 +359,7 @@ impl<B: Backend> Transport<B> {
             std::thread::sleep(Duration::from_micros(200));
             st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
         }
-        if !st.polling {
-            self.reap_ready(&mut st);
-            drop(self.wake_receive_waker(st));
-        }
+        drop(self.reap_unless_polled(st));
     }
 
     /// Reaps what the completion queue holds, without blocking, for the owners; only while

@@ -681,6 +681,20 @@ impl TcpQp {
         Ok(Some(st))
     }
 
+    /// Queues a Send's or an RDMA Write's frame ([`Self::queue`]), built from `wr`.
+    fn queue_wr(&self, wr: &WorkRequest<'_, TcpRegion>) -> Result<Option<MutexGuard<'_, State>>> {
+        match *wr {
+            WorkRequest::Write { wr_id, sges, remote, flags } => {
+                let (len, frame) = self.write_frame(sges, remote)?;
+                self.queue(wr_id, Opcode::RdmaWrite, len, frame, Vec::new(), flags)
+            }
+            WorkRequest::Send { wr_id, sges, invalidate, flags } => {
+                let (len, frame) = self.send_frame(sges, invalidate)?;
+                self.queue(wr_id, Opcode::Send, len, frame, Vec::new(), flags)
+            }
+        }
+    }
+
     /// A Send's frame of `sges` (with Invalidate of `invalidate`) and its length; no frame on
     /// a local protection fault.
     fn send_frame(&self, sges: &[Sge<'_, TcpRegion>], invalidate: Option<u32>) -> Result<(u32, Option<Vec<u8>>)> {
@@ -705,24 +719,14 @@ impl TcpQp {
         Ok((total, ok.then_some(frame)))
     }
 
-    fn rdma(
-        &self,
-        wr_id: u64,
-        sges: &[Sge<'_, TcpRegion>],
-        remote: RemoteBuf,
-        opcode: Opcode,
-        flags: SendFlags,
-    ) -> Result<()> {
-        if opcode == Opcode::RdmaWrite {
-            let (total, frame) = self.write_frame(sges, remote)?;
-            return self.post(self.queue(wr_id, opcode, total, frame, Vec::new(), flags)?);
-        }
+    /// Posts an RDMA Read request: its data lands in `sges` when the response comes.
+    fn read(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf) -> Result<()> {
         let total = rules::total_len(sges, self.caps.max_sge)?;
         let mut frame = self.outbox().frame(frame::MAX_HEAD_LEN);
         Head::ReadReq { addr: remote.addr, rkey: remote.rkey, len: total }.encode(&mut frame);
         let read_into = sges.iter().map(|s| (s.region.clone(), s.offset, s.len)).collect();
         let ok = rules::local_sges_ok(sges, self.sh.pd.0.id, true);
-        self.post(self.queue(wr_id, opcode, total, ok.then_some(frame), read_into, flags)?)
+        self.post(self.queue(wr_id, Opcode::RdmaRead, total, ok.then_some(frame), read_into, SendFlags::SIGNALED)?)
     }
 
     fn wait_for<T>(&self, timeout: Duration, mut take: impl FnMut(&mut State) -> Option<T>) -> Option<T> {
@@ -782,8 +786,7 @@ impl QueuePair for TcpQp {
         invalidate: Option<u32>,
         flags: SendFlags,
     ) -> Result<()> {
-        let (total, frame) = self.send_frame(sges, invalidate)?;
-        self.post(self.queue(wr_id, Opcode::Send, total, frame, Vec::new(), flags)?)
+        self.post(self.queue_wr(&WorkRequest::Send { wr_id, sges, invalidate, flags })?)
     }
     fn post_write(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf) -> Result<()> {
         self.post_write_with(wr_id, sges, remote, SendFlags::SIGNALED)
@@ -796,11 +799,11 @@ impl QueuePair for TcpQp {
         remote: RemoteBuf,
         flags: SendFlags,
     ) -> Result<()> {
-        self.rdma(wr_id, sges, remote, Opcode::RdmaWrite, flags)
+        self.post(self.queue_wr(&WorkRequest::Write { wr_id, sges, remote, flags })?)
     }
 
     fn post_read(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf) -> Result<()> {
-        self.rdma(wr_id, sges, remote, Opcode::RdmaRead, SendFlags::SIGNALED)
+        self.read(wr_id, sges, remote)
     }
 
     fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()> {
@@ -854,15 +857,7 @@ impl QueuePair for TcpQp {
         let mut queued = false;
         let mut result = Ok(());
         for (posted, wr) in wrs.iter().enumerate() {
-            let q = match *wr {
-                WorkRequest::Write { wr_id, sges, remote, flags } => self
-                    .write_frame(sges, remote)
-                    .and_then(|(len, frame)| self.queue(wr_id, Opcode::RdmaWrite, len, frame, Vec::new(), flags)),
-                WorkRequest::Send { wr_id, sges, invalidate, flags } => self
-                    .send_frame(sges, invalidate)
-                    .and_then(|(len, frame)| self.queue(wr_id, Opcode::Send, len, frame, Vec::new(), flags)),
-            };
-            match q {
+            match self.queue_wr(wr) {
                 // Unlocked until the chain is queued.
                 Ok(st) => queued |= st.is_some(),
                 Err(error) => {

@@ -242,6 +242,53 @@ mod tests {
         client.post_write(2, &[Sge::whole(&src)], target.remote_at(0)).unwrap();
     }
 
+    /// An acknowledgement waits for a frame of ours going the other way (TCP's delayed ACK,
+    /// `qp::ACK_DELAY`): a Send's ACK rides the answering Send, so a ping-pong of Sends costs
+    /// one socket write per message, not two (the ACK alone, then the answer). And an ACK with
+    /// nothing to carry it still goes out once due: a Send nobody answers completes.
+    #[test]
+    fn acknowledgements_ride_the_next_frame_the_other_way() {
+        let (pd, client, server) = pair();
+        let region = |fill| pd.register(vec![fill; 64], Access::LOCAL_WRITE).unwrap();
+        let (client_rx, server_rx, ping, pong) = (region(0), region(0), region(1), region(2));
+        const ROUNDS: u64 = 200;
+        let before = client.socket_writes() + server.socket_writes();
+        client.post_recv(100, Sge::whole(&client_rx)).unwrap();
+        server.post_recv(200, Sge::whole(&server_rx)).unwrap();
+        // Waits on `qp` for the Receive `wr_id`, taking the Send completions that come first.
+        let receive = |qp: &TcpQp, wr_id: u64| loop {
+            let c = qp.wait_cq(T).unwrap();
+            assert_eq!(c.status, Status::Success, "{c:?}");
+            if c.opcode == Opcode::Recv {
+                assert_eq!((c.wr_id, c.byte_len), (wr_id, 64));
+                return;
+            }
+        };
+        for i in 0..ROUNDS {
+            client.post_send(i, &[Sge::whole(&ping)], None).unwrap();
+            receive(&server, 200);
+            server.post_recv(200, Sge::whole(&server_rx)).unwrap();
+            server.post_send(1000 + i, &[Sge::whole(&pong)], None).unwrap();
+            receive(&client, 100);
+            client.post_recv(100, Sge::whole(&client_rx)).unwrap();
+        }
+        let writes = client.socket_writes() + server.socket_writes() - before;
+        // 2 messages a round: 2 writes a round when each ACK rides the answer, 4 when each goes
+        // alone; a few ACKs whose answer was late (a busy machine) go alone at their deadline.
+        assert!(writes < 3 * ROUNDS, "{writes} socket writes for {ROUNDS} rounds of two Sends");
+        server_rx.with(|b| assert!(b.iter().all(|&x| x == 1)));
+        client_rx.with(|b| assert!(b.iter().all(|&x| x == 2)));
+        // The server's last reply is acknowledged with nothing of the client's to carry it:
+        // the ACK goes alone at its deadline and the server's Send completes.
+        let last = loop {
+            let c = server.wait_cq(T).unwrap();
+            if c.wr_id == 1000 + ROUNDS - 1 {
+                break c;
+            }
+        };
+        assert_eq!((last.opcode, last.status), (Opcode::Send, Status::Success));
+    }
+
     #[test]
     fn addresses_and_timeouts() {
         let pd = Tcp.alloc_pd().unwrap();

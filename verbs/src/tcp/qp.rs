@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -70,6 +70,9 @@ pub(super) struct Outbox {
     /// Since when writing has moved nothing (the socket full, the peer not reading): a peer
     /// that takes nothing for the retry timeout is cut, as a transport's retries give up.
     stuck_since: Mutex<Option<Instant>>,
+    /// Writes to the socket that moved bytes: what tests count to see an acknowledgement
+    /// ride a frame of ours instead of going alone ([`ACK_DELAY`]).
+    writes: AtomicU64,
 }
 
 struct OutQ {
@@ -317,6 +320,7 @@ impl Outbox {
                 Ok(0) => return Err(self.broken()),
                 Ok(n) => {
                     *lock(&self.stuck_since) = None;
+                    self.writes.fetch_add(1, Ordering::Relaxed);
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -564,6 +568,7 @@ impl TcpQp {
             wire: Mutex::new(Wire { gathered: Vec::new(), at: 0, long: None, fin: false }),
             sock: stream,
             stuck_since: Mutex::new(None),
+            writes: AtomicU64::new(0),
         });
         let qp = crate::inproc::next_id();
         let sh = Arc::new(Shared {
@@ -612,6 +617,13 @@ impl TcpQp {
         self.sh.signal(st);
         self.sh.flush();
         Ok(())
+    }
+
+    /// Writes to the socket so far that moved bytes (tests count them: acknowledgements
+    /// carried by the next frame the other way cost no write of their own).
+    #[cfg(test)]
+    pub(super) fn socket_writes(&self) -> u64 {
+        self.sh.out.writes.load(Ordering::Relaxed)
     }
 
     /// The connection's outbox (for a frame to fill before posting).

@@ -409,3 +409,90 @@ fn draft07_4_6_5_a_client_keeps_a_connection_for_reverse_direction_calls() {
         }
     }
 }
+
+/// A backward call that arrives in the same burst as a reply is served only once the reply's
+/// caller is woken: the dispatcher, receiving for several blocking callers, holds their
+/// wake-ups until its burst of messages ends (docs/design.md, "Who runs what"), but not across
+/// a backward call's handler, which may need what that caller does next. Here the handler
+/// waits for the caller whose reply came just before its call to have returned; a dispatcher
+/// that served it with the caller still asleep would leave it waiting. The server is written
+/// by hand over the data path, so that the reply and the backward call go out back to back.
+#[test]
+fn a_backward_call_waits_for_no_caller_whose_reply_came_before_it() {
+    use negotiate::datapath::{send_error, ReceivePool, Transport};
+    use rpcrdma_verbs::{Backend, ConnectRequest, Listener, QpCaps};
+
+    const T: Duration = Duration::from_secs(10);
+    const CALLERS: u32 = 3;
+    let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    let addr = listener.local_addr();
+    // The XIDs of the calls whose callers have returned.
+    let returned = Arc::new(Mutex::new(Vec::<u32>::new()));
+    let seen = returned.clone();
+    // Answers a backward call whose body is a forward call's XID with one word: 1 if that
+    // call's caller returned within two seconds of the backward call's arrival, else 0.
+    let handler = Arc::new(move |call: &[u8]| {
+        let xid = u32::from_be_bytes(call[8..12].try_into().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(2);
+        let back = loop {
+            if seen.lock().unwrap().contains(&xid) {
+                break true;
+            }
+            if Instant::now() > deadline {
+                break false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        rpc(u32::from_be_bytes(call[..4].try_into().unwrap()), 1, &u32::from(back).to_be_bytes())
+    });
+    let cfg =
+        ClientConfig::default().requester(requester::RequesterConfig::default().versions((Version::ONE, Version::ONE)));
+    let client = Arc::new(Client::with_backchannel(InProcess, &addr, cfg, handler));
+
+    let pd = InProcess.alloc_pd().unwrap();
+    let qp = listener.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+    let conn = Transport::<InProcess>::new(pd, qp, T);
+    let pool = ReceivePool::new(&conn, 8, 1024).unwrap();
+    // An RPC-over-RDMA Version One RDMA_MSG with no chunks, granting 8 credits.
+    let msg = |xid: u32, rpc: &[u8]| -> Vec<u8> {
+        let head: Vec<u8> = [xid, 1, 8, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+        [head, rpc.to_vec()].concat()
+    };
+    let word = |b: &[u8], at: usize| u32::from_be_bytes(b[at..at + 4].try_into().unwrap());
+
+    let callers: Vec<_> = (1..=CALLERS)
+        .map(|xid| {
+            let (client, returned) = (client.clone(), returned.clone());
+            std::thread::spawn(move || {
+                let reply = client.call(&rpc(xid, 0, &[]), &ULB).unwrap();
+                returned.lock().unwrap().push(xid);
+                reply
+            })
+        })
+        .collect();
+    // The first call (one credit until the first reply); then time for the other callers to
+    // wait too, so that the dispatcher receives for them all.
+    let first = pool.receive(&conn).unwrap();
+    let a = word(&first.bytes, 0);
+    std::thread::sleep(Duration::from_millis(100));
+    // A's reply, and at once a backward call naming A.
+    send_error(&conn, &msg(a, &rpc(a, 1, &[]))).unwrap();
+    send_error(&conn, &msg(0xb000_0001, &rpc(0xb000_0001, 0, &a.to_be_bytes()))).unwrap();
+    // The other calls, now that the reply granted credits, and the backward call's reply.
+    let mut answer = None;
+    let mut answered = 1;
+    while answered < CALLERS || answer.is_none() {
+        let m = pool.receive(&conn).unwrap();
+        let (xid, rpc_msg) = (word(&m.bytes, 0), &m.bytes[28..]);
+        if word(rpc_msg, 4) == 1 {
+            answer = Some(word(rpc_msg, 8));
+        } else {
+            send_error(&conn, &msg(xid, &rpc(xid, 1, &[]))).unwrap();
+            answered += 1;
+        }
+    }
+    for (i, c) in callers.into_iter().enumerate() {
+        assert_eq!(c.join().unwrap(), rpc(i as u32 + 1, 1, &[]));
+    }
+    assert_eq!(answer, Some(1), "the backward call was served while call {a:#x}'s caller slept");
+}

@@ -54,10 +54,17 @@ pub(crate) struct Out<'r> {
 impl Out<'_> {
     /// Writes an accepted SUCCESS reply carrying `results`.
     pub(crate) fn results<'a, T: Xdr<'a>>(&mut self, results: &T) -> Served {
-        self.buf.clear();
-        onc::reply_success(self.xid, &[], self.buf);
+        self.begin_success();
         self.append(results);
         Ok(())
+    }
+
+    /// Starts the reply over as an accepted SUCCESS reply with no results yet; where its
+    /// results start.
+    fn begin_success(&mut self) -> usize {
+        self.buf.clear();
+        onc::reply_success(self.xid, &[], self.buf);
+        self.buf.len()
     }
 
     /// Writes an accepted SUCCESS reply carrying a failed procedure's results: `status`, then
@@ -81,9 +88,7 @@ impl Out<'_> {
         max: usize,
         read: impl FnOnce(&mut [u8]) -> Result<(usize, T), E>,
     ) -> Result<(), E> {
-        self.buf.clear();
-        onc::reply_success(self.xid, &[], self.buf);
-        let start = self.buf.len();
+        let start = self.begin_success();
         self.append(placeholder);
         let head = start + placeholder.encoded_len();
         if self.buf.len() != head {

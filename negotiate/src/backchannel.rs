@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use rpcrdma_v1::header::{Detached, Header};
 use rpcrdma_v1::marshal_call::InlineThresholds;
-use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::Backend;
 
@@ -28,7 +27,7 @@ use rpcrdma_v2::draft07::properties::ReverseDirection;
 use crate::extension07::ExtensionReply;
 
 use crate::datapath::{
-    send_call, send_draft07, send_error, send_reply, CallParams, DataPathError, ReplyParams, Transport,
+    send_call, send_draft07, send_error, send_reply, CallParams, DataPathError, InlineOnly, ReplyParams, Transport,
 };
 use crate::extension::{option_message, OptionReply};
 use crate::reply::PeerError;
@@ -42,22 +41,6 @@ pub const SLOTS: usize = 1;
 
 /// The credits a backward call requests and its reply grants.
 pub(crate) const CREDITS: u32 = 1;
-
-/// The binding of the backward direction (and of a -07 call-only call, `max_reply` 0):
-/// nothing is DDP-eligible and the reply must fit inline, so no chunk is ever provisioned or
-/// used.
-pub(crate) struct InlineOnly {
-    pub(crate) max_reply: usize,
-}
-
-impl UpperLayerBinding for InlineOnly {
-    fn call_ddp_items(&self, _call: &[u8], _out: &mut Vec<DdpItem>) {}
-    fn reply_ddp_maxima(&self, _call: &[u8], _out: &mut Vec<usize>) {}
-    fn max_reply_size(&self, _call: &[u8]) -> usize {
-        self.max_reply
-    }
-    fn reply_ddp_items(&self, _call: &[u8], _reply: &[u8], _reduced: usize, _out: &mut Vec<DdpItem>) {}
-}
 
 /// Why a backward-direction call failed.
 #[derive(Debug, thiserror::Error)]

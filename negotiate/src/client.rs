@@ -20,10 +20,8 @@
 //! the deterministic simulator drives; these files are only its I/O.
 
 mod async_call;
-pub(crate) mod config;
 mod in_place;
 mod lane;
-pub(crate) use lane::CALLS_AT_ONCE;
 mod link;
 
 use rpcrdma_v1::marshal_call::InlineThresholds;
@@ -31,8 +29,8 @@ use rpcrdma_v1::ulb::UpperLayerBinding;
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::{Address, Backend};
 
+pub use crate::client_config::{ChunkSizes, ClientConfig, ClientError, ClientStats, KeepConnected};
 pub use async_call::AsyncCall;
-pub use config::{ChunkSizes, ClientConfig, ClientError, ClientStats, KeepConnected};
 pub use in_place::{InPlaceReply, ReplyView};
 use lane::{Lane, Message, Sink};
 

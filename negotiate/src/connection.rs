@@ -78,7 +78,7 @@ use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::verdict::ErrorReply;
 use rpcrdma_v1::Version;
 
-use crate::client::config::{ClientConfig, ClientStats};
+use crate::client_config::{ClientConfig, ClientStats};
 use crate::datapath::{DataPathError, Ended, ReplyParams};
 use crate::own_keys::XidMap;
 use crate::reply::{DropReason, PeerError};

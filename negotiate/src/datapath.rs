@@ -101,6 +101,7 @@ use rpcrdma_verbs::{
 };
 use smallvec::SmallVec;
 
+pub(crate) use call::InlineOnly;
 pub use call::{
     prepare_call, send_call, send_call_continuing, send_call_lent, send_call_only, CallParams, PendingCall,
     PreparedCall, ReducedAt, ReplyInPlace, ReplyPieces,

@@ -17,7 +17,7 @@
 /// section 5.2 (five of one word each, 12 bytes with their id and length), after the 16-byte
 /// prefix and the property count, with its own id and length and the length word of the
 /// `opaque<>` its value is.
-pub const MAX_HOST_AUTH: usize = 1024 - (16 + 4) - 5 * 12 - 8 - 4;
+pub const MAX_HOST_AUTH: usize = rpcrdma_v1::marshal_call::InlineThresholds::MINIMUM - (16 + 4) - 5 * 12 - 8 - 4;
 
 /// Host authentication material to state ([`MAX_HOST_AUTH`] bytes at most).
 ///

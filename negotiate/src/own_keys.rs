@@ -61,6 +61,13 @@ impl Hasher for OwnKeyHasher {
     }
 }
 
+/// Calls at once a client's maps keyed by XID have room for from the start (a lane's waiting
+/// callers, calls prepared ahead and posted, callers to wake; the core's slots; the
+/// requester's calls): its steady state allocates nothing under a load of up to this many
+/// callers, where growing the maps at the first peak (or again at a later, higher one) would.
+/// More calls at once still work; the maps grow then.
+pub(crate) const CALLS_AT_ONCE: usize = 64;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -98,9 +98,9 @@ pub struct RequesterConfig {
     pub draft07_counters_from: u32,
 }
 
-/// -07's default inline threshold (section 4.2.2: 4096 octets), the most a CONNPROP_FINAL may
-/// take (6.3.4).
-const DEFAULT_INLINE_07: usize = 4096;
+/// -07's default inline threshold (section 4.2.2), the most an RDMA2_CONNPROP_FINAL may take
+/// (6.3.4).
+const DEFAULT_INLINE_07: usize = rpcrdma_v2::draft07::DEFAULT_INLINE_THRESHOLD;
 
 /// The default of [`RequesterConfig::max_call_parts`]: a call of up to about four Receives
 /// goes by Send alone, which costs the responder no registration and no RDMA Read, and stays
@@ -429,8 +429,8 @@ impl Requester {
             conn: None,
             connecting: true,
             // Room for a loaded client's calls at once: its steady state allocates nothing.
-            calls: own_keys::with_capacity(crate::client::CALLS_AT_ONCE),
-            queue: VecDeque::with_capacity(crate::client::CALLS_AT_ONCE),
+            calls: own_keys::with_capacity(crate::own_keys::CALLS_AT_ONCE),
+            queue: VecDeque::with_capacity(crate::own_keys::CALLS_AT_ONCE),
             events: VecDeque::from([Event::Connect]),
             registry: Registry::new(),
             transmits: VecDeque::new(),

@@ -220,9 +220,9 @@ struct Draft07 {
     ours_sent: bool,
 }
 
-/// -07's default inline threshold (Table 1's receive buffer size): the most an
-/// RDMA2_CONNPROP_FINAL may take (section 6.3.4).
-const DEFAULT_INLINE_07: usize = 4096;
+/// -07's default inline threshold (section 4.2.2), the most an RDMA2_CONNPROP_FINAL may take
+/// (6.3.4).
+const DEFAULT_INLINE_07: usize = rpcrdma_v2::draft07::DEFAULT_INLINE_THRESHOLD;
 
 impl Draft07 {
     /// A Send this side is to post (anything but a GRANT), prompted by the message being

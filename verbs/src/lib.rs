@@ -68,7 +68,6 @@ mod memory;
 #[allow(unsafe_code)]
 pub mod rdma;
 mod reactor;
-mod rules;
 mod setters;
 pub mod tcp;
 pub mod test_env;

@@ -70,6 +70,7 @@ pub mod extract;
 pub mod gen;
 pub mod parse;
 pub mod pipeline;
+mod shorten;
 /// The runtime generated code uses: the `xdr-spec-rt` crate, re-exported.
 pub use xdr_spec_rt as rt;
 pub mod symbols;

@@ -14,17 +14,17 @@ use rpcrdma_v1::Version;
 use rpcrdma_v2::dialect::Dialect;
 use rpcrdma_verbs::{Arm, Backend, QpState, QueuePair};
 
-use super::config::{ClientConfig, ClientError, ClientStats};
 use super::in_place::InPlaceReply;
 use super::link::Link;
 use crate::backchannel::{self, Handler};
+use crate::client_config::{ClientConfig, ClientError, ClientStats};
 use crate::connection::{self, Arrival, CallStep, Event, PeerProperties, Received};
 use crate::datapath::{
     prepare_call, send_answer, send_call_continuing, send_call_lent, send_draft07, send_error, CallParams,
     DataPathError, Ended, PendingCall, PreparedCall, ReceivePool, Transport,
 };
 use crate::extension::{option_message, OptionReply};
-use crate::own_keys::{self, XidMap};
+use crate::own_keys::{self, XidMap, CALLS_AT_ONCE};
 use crate::reply::PeerError;
 use crate::requester::{CallFailure, Transmit};
 use crate::thresholds;
@@ -310,12 +310,6 @@ const GRACE: Duration = Duration::from_millis(5);
 /// more first 132k-133k at 13.5-13.7 us, 16 more 131k-133k at 13.6-13.9 us (4: 120k-129k;
 /// 64: no better).
 const DISPATCH_BURST: usize = 16;
-
-/// Calls at once a lane has room for from the start (waiting callers, calls prepared ahead
-/// and posted, callers to wake): its steady state allocates nothing under a load of up to this
-/// many callers, where growing its maps at the first peak (or again at a later, higher one)
-/// would. More calls at once still work; the maps grow then.
-pub(crate) const CALLS_AT_ONCE: usize = 64;
 
 /// How long a receiver or the dispatcher waits when the lane has no calls and the core no
 /// deadline: an idle client polls nothing; a message, the connection going down, the

@@ -8,7 +8,7 @@ use rpcrdma_v1::marshal_call::{CallForm, InlineThresholds};
 use rpcrdma_v1::Version;
 
 use super::{Connection, Event, Received};
-use crate::client::config::{ClientConfig, ClientError, ClientStats};
+use crate::client_config::{ClientConfig, ClientError, ClientStats};
 use crate::datapath::{DataPathError, Ended, ReplyParams};
 use crate::memory::PeerMemory;
 use crate::reply::Incoming;
@@ -94,8 +94,8 @@ impl<L: Clone> Connection<L> {
         let mut core = Connection::empty(cfg, addr);
         // Room for a loaded client's calls at once: its steady state allocates nothing (a
         // server's connections, which hold no calls of their own, make none).
-        core.slots.reserve(crate::client::CALLS_AT_ONCE);
-        core.ready.reserve(crate::client::CALLS_AT_ONCE);
+        core.slots.reserve(crate::own_keys::CALLS_AT_ONCE);
+        core.ready.reserve(crate::own_keys::CALLS_AT_ONCE);
         core.req = Some(req);
         core.route();
         core

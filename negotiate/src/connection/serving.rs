@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use cm_private_data::PrivateData;
 
 use super::{Arrival, Connection, Event, Received};
-use crate::client::config::ClientConfig;
+use crate::client_config::ClientConfig;
 use crate::responder::{self, Responder};
 
 /// What only a server's connection keeps.

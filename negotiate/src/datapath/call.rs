@@ -9,7 +9,7 @@ use rpcrdma_v1::marshal_call::{
     marshal_call_shaped, CallDescription, CallForm, CallShape, InlineThresholds, MarshaledCall,
 };
 use rpcrdma_v1::reassemble::{reassemble_reply_with_ulb, reply_payload, walk_reply, ReplyPiece};
-use rpcrdma_v1::ulb::UpperLayerBinding;
+use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use rpcrdma_v1::xdr::RdmaBody;
 use rpcrdma_v1::Version;
 use rpcrdma_v2::dialect::Dialect;
@@ -128,7 +128,23 @@ pub fn send_call_only<B: Backend>(
         return Err(DataPathError::CallOnlyTooLarge { len: call.len(), threshold: params.thresholds.call });
     }
     // Nothing DDP-eligible and no reply to provision for: marshaling lists no chunk at all.
-    send_call(conn, call, &crate::backchannel::InlineOnly { max_reply: 0 }, params)
+    send_call(conn, call, &InlineOnly { max_reply: 0 }, params)
+}
+
+/// The binding of the backward direction, of a -07 call-only call (`max_reply` 0) and of a
+/// client's keep-alive NULL call: nothing is DDP-eligible and the reply must fit inline, so no
+/// chunk is ever provisioned or used.
+pub(crate) struct InlineOnly {
+    pub(crate) max_reply: usize,
+}
+
+impl UpperLayerBinding for InlineOnly {
+    fn call_ddp_items(&self, _call: &[u8], _out: &mut Vec<DdpItem>) {}
+    fn reply_ddp_maxima(&self, _call: &[u8], _out: &mut Vec<usize>) {}
+    fn max_reply_size(&self, _call: &[u8]) -> usize {
+        self.max_reply
+    }
+    fn reply_ddp_items(&self, _call: &[u8], _reply: &[u8], _reduced: usize, _out: &mut Vec<DdpItem>) {}
 }
 
 /// Whether a -07 call whose inline part is `inline` bytes, with no chunk, goes in one Send to

@@ -56,6 +56,15 @@ pub mod xdr {
     include!(concat!(env!("OUT_DIR"), "/draft07.rs"));
 }
 
+/// The inline threshold -07 peers assume in both directions until transport properties say
+/// otherwise (section 4.2.2: "connection peers MUST assume both inline thresholds are 4096
+/// octets"): the value the earlier draft gives too, [`crate::DEFAULT_INLINE_THRESHOLD`].
+///
+/// ```
+/// assert_eq!(rpcrdma_v2::draft07::DEFAULT_INLINE_THRESHOLD, 4096);
+/// ```
+pub const DEFAULT_INLINE_THRESHOLD: usize = crate::DEFAULT_INLINE_THRESHOLD;
+
 /// The XDR the types were generated from, with the errata applied.
 pub const XDR: &str = include_str!(concat!(env!("OUT_DIR"), "/draft07.x"));
 

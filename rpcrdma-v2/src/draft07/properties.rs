@@ -115,7 +115,7 @@ pub const OTHERS_MOST: usize = 64;
 
 /// The most bytes of their values a receiver keeps ([`Properties::others`]): a CONNPROP
 /// message's worth at the default inline threshold (section 4.2.2).
-pub const OTHERS_BYTES_MOST: usize = 4096;
+pub const OTHERS_BYTES_MOST: usize = super::DEFAULT_INLINE_THRESHOLD;
 
 /// A property value refused (section 5.1): answer RDMA2_ERR_BAD_PROPVAL and apply none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

@@ -41,6 +41,8 @@ mod cm;
 mod keys;
 mod qp;
 pub(crate) mod region;
+/// The verbs rules both software backends enforce (this one and [`crate::tcp`]).
+pub(crate) mod rules;
 
 use std::time::Duration;
 

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use super::lock;
 use super::region::{transfer, Fault, InProcPd, InProcRegion, PdShared, Rule};
-use crate::rules::{self, PostedRecv, Queues, Refusal, UNUSABLE_RECEIVE};
+use super::rules::{self, PostedRecv, Queues, Refusal, UNUSABLE_RECEIVE};
 use crate::{
     check_window, Access, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair, RemoteBuf,
     Result, SendFlags, Sge, Status,

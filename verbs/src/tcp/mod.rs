@@ -85,7 +85,6 @@
 //! so listen on trusted networks only.
 mod cm;
 pub mod frame;
-mod inbound;
 mod qp;
 
 use std::time::Duration;

@@ -3,6 +3,8 @@
 //! order by that loop ([`crate::reactor`]) against this side's registrations, the peer's
 //! answers turned into completions. No thread of its own: a connection costs a socket.
 
+mod inbound;
+
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, TcpStream};
@@ -12,15 +14,15 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use super::frame::{self, Head, NakCode};
-use super::inbound::Inbound;
 use super::{lock, TcpPd, TcpRegion};
 use crate::inproc::region::Rule;
+use crate::inproc::rules::{self, PostedRecv, Queues};
 use crate::reactor::{self, Source, Step};
-use crate::rules::{self, PostedRecv, Queues};
 use crate::{
     check_window, Access, ChainError, CmEvent, Completion, Error, MemoryRegion, Opcode, QpCaps, QpState, QueuePair,
     RemoteBuf, Result, SendFlags, Sge, Status, WorkRequest,
 };
+use inbound::Inbound;
 
 /// Answers (ACK runs, Read responses) queued for the peer at most, and the Read-response bytes
 /// among them: the peer's outstanding requests, which a peer within its own send queue never

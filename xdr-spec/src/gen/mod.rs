@@ -22,10 +22,9 @@ use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 
 use crate::ast::*;
-use crate::check::shorten_names;
+use crate::shorten::shorten_names;
 use crate::symbols::{is_list_struct, list_link, Symbols};
 
-mod binding;
 mod codec;
 mod collect;
 mod consts;

@@ -3,6 +3,8 @@
 //! through a transport, and the `Service` trait a server implements, served by `Server`
 //! (an `xdr_spec_rt::rpc::Program`). See `xdr_spec_rt::rpc` for the runtime half.
 
+mod binding;
+
 use super::writer::Code;
 use super::*;
 
@@ -53,7 +55,7 @@ impl<'s> Gen<'s> {
             emit_service(c, version, &procs);
             emit_server(c, version, program, &program_const, &version_const, &procs);
             emit_async(c, version, program, &program_const, &version_const, &procs);
-            super::binding::emit_binding(c, version, &program_const, &version_const, &binding);
+            binding::emit_binding(c, version, &program_const, &version_const, &binding);
             c.trim_blank();
             c.dedent();
             c.line("}");

@@ -10,8 +10,10 @@
 //! does after any first call.
 
 use super::*;
-use crate::client::KeepConnected;
+use crate::client_config::KeepConnected;
+use crate::datapath::InlineOnly;
 use crate::onc::{CallHeader, XidSource};
+use rpcrdma_v1::marshal_call::InlineThresholds;
 
 /// The least time between two of the keeper's NULL calls.
 const KEEP_INTERVAL: Duration = Duration::from_secs(1);
@@ -51,7 +53,8 @@ impl<B: Backend> Shared<B> {
             match self.call_into(
                 xid,
                 Message::Borrowed(&call),
-                &crate::service::NO_CHUNKS, // a NULL call carries nothing DDP-eligible; its reply is empty
+                // A NULL call carries nothing DDP-eligible; its reply is short.
+                &InlineOnly { max_reply: InlineThresholds::MINIMUM },
                 Sink::Copy(&mut reply),
             ) {
                 Ok(()) => log::debug!("kept the connection to {} for reverse-direction calls", self.addr),

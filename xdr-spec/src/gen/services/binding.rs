@@ -7,10 +7,10 @@
 //! in a reduced reply, whose data went into a Write chunk (RFC 8166 section 3.4.6.1: "at the
 //! known XDR position").
 
-use super::services::{emit_numbers, signature};
-use super::writer::Code;
-use super::*;
+use super::{emit_numbers, signature};
 use crate::binding::{Declared, Max, What};
+use crate::gen::writer::Code;
+use crate::gen::*;
 
 /// What a walk ends on.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -86,7 +86,7 @@ impl<'s> Gen<'s> {
     }
 
     /// Every version a binding file names is one of the specification's.
-    pub(super) fn check_binding_versions(&self, spec: &Spec) -> Result<(), GenError> {
+    pub(in crate::gen) fn check_binding_versions(&self, spec: &Spec) -> Result<(), GenError> {
         let Some((_, file)) = &self.opts.binding else { return Ok(()) };
         let versions: Vec<&Version> = spec
             .definitions

@@ -1,7 +1,7 @@
 //! The verbs rules the two software backends enforce, each written once: the in-process
 //! backend applies them at post time against the peer's memory, the TCP backend's reader
 //! thread applies them when the peer's frame arrives. Registration itself (protection domains,
-//! keys, windows, the byte-moving `transfer`) is `inproc::region`'s; the queues and the
+//! keys, windows, the byte-moving `transfer`) is `region`'s, beside it; the queues and the
 //! waiting are [`Queues`].
 //!
 //! The statuses follow the crate's [`Status`] documentation, which follows the InfiniBand
@@ -13,7 +13,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::task::Waker;
 use std::time::{Duration, Instant};
 
-use crate::inproc::region::{check, InProcRegion, PdShared, RegionInner, Rule};
+use super::region::{check, InProcRegion, PdShared, RegionInner, Rule};
 use crate::{lock, Arm, Completion, Error, RemoteBuf, Result, SendFlags, Sge, Status};
 
 /// A Receive waiting for a Send: `len` bytes at `offset` of `region`, validated only when a

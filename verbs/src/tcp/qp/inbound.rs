@@ -6,11 +6,11 @@
 
 use std::sync::Arc;
 
-use super::frame::{FrameError, Head, MAX_HEAD_LEN};
-use super::qp::{Out, Pending, Shared, Stop};
-use super::TcpRegion;
+use super::{Out, Pending, Shared, Stop};
 use crate::inproc::region::{RegionInner, Rule};
-use crate::rules::{self, PostedRecv, Refusal, UNUSABLE_RECEIVE};
+use crate::inproc::rules::{self, PostedRecv, Refusal, UNUSABLE_RECEIVE};
+use crate::tcp::frame::{FrameError, Head, MAX_HEAD_LEN};
+use crate::tcp::TcpRegion;
 use crate::{lock, Completion, Opcode, RemoteBuf, Status};
 
 /// The peer's frames so far (see the [module documentation](self)).
@@ -122,7 +122,7 @@ fn start(sh: &Shared, head: Head) -> Result<Option<Payload>, Stop> {
                     drop(d);
                     return Ok(Some(Payload { to: Landing::Write { region: t, off }, done: 0, len }));
                 }
-                resp.reserve_exact(super::frame::MAX_HEAD_LEN + len);
+                resp.reserve_exact(MAX_HEAD_LEN + len);
                 Head::ReadResp { len: len as u32 }.encode(&mut resp);
                 resp.extend_from_slice(&d.buf[off..off + len]);
             } else if !write {

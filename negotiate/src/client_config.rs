@@ -1,6 +1,6 @@
-//! What a [`Client`](super::Client) is configured with, what it counts, and why a call fails:
+//! What a [`Client`](crate::client::Client) is configured with, what it counts, and why a call fails:
 //! the types the client's core ([`Connection`](crate::connection::Connection)) and its I/O
-//! ([`Client`](super::Client), `lane.rs`) both speak, kept apart from both so that neither
+//! ([`Client`](crate::client::Client), `client/lane.rs`) both speak, kept apart from both so that neither
 //! imports the other to name them.
 
 use std::sync::Arc;
@@ -18,7 +18,7 @@ use rpcrdma_v2::properties::TransportProperties;
 
 use crate::host_auth::HostAuth;
 
-/// How a [`Client`](super::Client) connects and behaves. Build one from [`Default`] with the setters, each
+/// How a [`Client`](crate::client::Client) connects and behaves. Build one from [`Default`] with the setters, each
 /// named after the field it sets (the requester's most used fields have their own):
 ///
 /// ```
@@ -62,7 +62,7 @@ pub struct ClientConfig {
     /// thread, or after an async call on the client's dispatcher thread, never on the executor);
     /// a responder's reply changes the thresholds of the calls after it, and a responder
     /// without the extension leaves private data and the defaults in effect
-    /// ([`Client::peer_properties`](super::Client::peer_properties)). The Receives are made no smaller than the stated
+    /// ([`Client::peer_properties`](crate::client::Client::peer_properties)). The Receives are made no smaller than the stated
     /// `max_recv_size`. `None` by default.
     pub properties: Option<TransportProperties>,
     /// How long the thread receiving for a lone call in progress polls the empty completion
@@ -77,10 +77,10 @@ pub struct ClientConfig {
     /// The host authentication material this client states on each -07 connection, in its
     /// RDMA2_CONNPROP_FINAL (draft-ietf-nfsv4-rpcrdma-version-two-07 section 5.2.6; see
     /// [`crate::host_auth`]); `None` (the default) states none. The server's, if it states
-    /// any, is in [`Client::draft07_peer_properties`](super::Client::draft07_peer_properties).
+    /// any, is in [`Client::draft07_peer_properties`](crate::client::Client::draft07_peer_properties).
     pub host_auth: Option<HostAuth>,
     /// Keeps a connection up for the server's reverse-direction calls: while set, a client
-    /// made with [`Client::with_backchannel`](super::Client::with_backchannel) connects at
+    /// made with [`Client::with_backchannel`](crate::client::Client::with_backchannel) connects at
     /// once and, whenever its connection ends (the server closed it as idle, it was lost),
     /// connects again and calls this program's NULL procedure on the new connection, so that
     /// the server learns its version and offer and can call back without waiting for the
@@ -180,7 +180,7 @@ impl ClientConfig {
     }
 }
 
-/// Why a call failed, or (from [`Client::connect`](super::Client::connect)) why the first connection could not be
+/// Why a call failed, or (from [`Client::connect`](crate::client::Client::connect)) why the first connection could not be
 /// made. A call that ran out of attempts says what happened to its last attempt, with the
 /// cause: the verbs error of the connection attempt, or how the connection ended.
 ///
@@ -293,8 +293,8 @@ pub enum ClientError {
     /// Moving its bytes failed: marshaling, registration, reassembly.
     #[error(transparent)]
     DataPath(#[from] DataPathError),
-    /// An RDMA_OPTIONAL ([`Client::send_option`](super::Client::send_option)), or a -07
-    /// extension's message ([`Client::send_extension`](super::Client::send_extension)),
+    /// An RDMA_OPTIONAL ([`Client::send_option`](crate::client::Client::send_option)), or a -07
+    /// extension's message ([`Client::send_extension`](crate::client::Client::send_extension)),
     /// larger than the server's inline threshold.
     #[error("a message of {len} bytes for an extension exceeds the inline threshold of {threshold}")]
     OptionTooLarge {

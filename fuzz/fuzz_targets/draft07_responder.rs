@@ -31,14 +31,14 @@ const LIMIT: usize = 4096;
 
 fuzz_target!(|data: &[u8]| {
     let mut r = Responder::new(ResponderConfig::default().draft07(true).max_continued(LIMIT));
-    r.on_connected(&[], None);
+    r.handle_connected(&[], None);
     for message in length_prefixed::messages(data) {
-        let xid = match r.on_receive(message) {
+        let xid = match r.handle_receive(message) {
             Received::Call(h) => Some(h.xid()),
             Received::Rewritten => {
                 let bytes = r.take_rewritten().expect("a rewritten call is there to take");
                 assert!(bytes.len() <= LIMIT + 4096, "{} bytes rewritten", bytes.len());
-                match r.on_rewritten(&bytes, 0) {
+                match r.handle_rewritten(&bytes, 0) {
                     Received::Call(h) => Some(h.xid()),
                     Received::SendError(e) => {
                         assert!(e.as_bytes().len() <= 28);

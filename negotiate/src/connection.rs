@@ -86,7 +86,7 @@ use crate::requester::Requester;
 use crate::responder::Responder;
 
 mod calls;
-mod serving;
+mod responder_half;
 
 pub use calls::{CallStep, PeerProperties, ENDED_KEPT, FIRST_BACKOFF, MAX_BACKOFF};
 
@@ -144,7 +144,7 @@ pub enum Received<'a> {
 pub struct Arrival {
     /// Messages received behind it and not yet handled, and calls being served: all in
     /// flight for the requester, so they count against its credits (RFC 8166 section 3.3.1;
-    /// [`Responder::on_receive_behind`]). Read on a server's connection.
+    /// [`Responder::handle_receive_behind`]). Read on a server's connection.
     pub behind: usize,
     /// The XID of this side's own RDMA_OPTIONAL waiting for its answer, if one is (a server's
     /// [`Backchannel::send_option`](crate::backchannel::Backchannel::send_option)); a client's
@@ -209,7 +209,7 @@ pub struct Connection<L> {
     /// until [`Connection::deliver`] hands it to that call in place of the Receive's bytes.
     rewritten_reply: Option<(u32, Vec<u8>)>,
     // ---- the responder of forward calls (a server's connection) ----
-    serving: Option<serving::Serving>,
+    serving: Option<responder_half::ResponderHalf>,
 }
 
 impl<L: Clone> Connection<L> {

@@ -19,7 +19,7 @@ pub use draft07::MAX_CONTINUED_REPLY;
 /// calls RDMA_ERR_BAD_HEADER) or Version Two's RDMA_ERR_INVAL_OPTION.
 pub type PeerError = v2::PeerError;
 
-/// What [`Requester::on_receive`](crate::requester::Requester::on_receive) made of a message.
+/// What [`Requester::handle_receive`](crate::requester::Requester::handle_receive) made of a message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Incoming<'a> {
     /// The reply to call `xid`, in the call's version: reassemble it from `header`.

@@ -25,7 +25,7 @@
 //!   reply that arrives late but before the connection is down completes the call and keeps
 //!   the responder Version Two capable.
 //!
-//! Every call ends in exactly one [`Incoming::Reply`] (returned by [`Requester::on_receive`]),
+//! Every call ends in exactly one [`Incoming::Reply`] (returned by [`Requester::handle_receive`]),
 //! one [`Event::Failed`], or a [`Requester::cancel`] by the driver.
 
 use std::collections::VecDeque;
@@ -206,14 +206,14 @@ pub enum CallFailure {
         attempts: u32,
     },
     /// The last attempt could not be made: the connection for it failed
-    /// ([`Requester::on_connect_failed`]).
+    /// ([`Requester::handle_connect_failed`]).
     #[error("could not connect; gave up after {attempts} attempts")]
     ConnectFailed {
         /// Attempts made.
         attempts: u32,
     },
     /// The connection went down under the last attempt before its reply (the peer or the
-    /// transport closed it: [`Requester::on_disconnected`] with the call in flight and its
+    /// transport closed it: [`Requester::handle_disconnected`] with the call in flight and its
     /// deadline not passed).
     #[error("connection lost; gave up after {attempts} attempts")]
     ConnectionLost {
@@ -358,7 +358,7 @@ struct Flight {
 /// let now = Instant::now();
 /// let mut r = Requester::new(RequesterConfig::default(), "10.0.2.15:20049");
 /// assert_eq!(r.poll_event(), Some(Event::Connect));
-/// r.on_connected(None, &[], now);
+/// r.handle_connected(None, &[], now);
 /// r.call(7, now).unwrap();
 /// let Some(Event::Transmit(t)) = r.poll_event() else { panic!() };
 /// assert_eq!((t.xid, t.version.wire(), t.probe, t.thresholds.call), (7, 2, true, 1024));
@@ -438,7 +438,7 @@ impl Requester {
         }
     }
 
-    /// Whether [`Requester::on_timeout`] has anything to do at `now`: a deadline of
+    /// Whether [`Requester::handle_timeout`] has anything to do at `now`: a deadline of
     /// [`Requester::poll_timeout`]'s has passed. Usually answered without looking at the calls.
     pub fn is_due(&mut self, now: Instant) -> bool {
         if self.due_from.is_some_and(|t| now < t) {
@@ -569,8 +569,8 @@ impl Requester {
         self.transmits.pop_front()
     }
 
-    /// When [`Requester::on_timeout`] must be called next. `None` while the connection is being
-    /// closed: what is awaited then is [`Requester::on_disconnected`].
+    /// When [`Requester::handle_timeout`] must be called next. `None` while the connection is being
+    /// closed: what is awaited then is [`Requester::handle_disconnected`].
     pub fn poll_timeout(&self) -> Option<Instant> {
         let conn = self.conn.as_ref();
         if conn.is_some_and(|c| c.closing) {
@@ -584,7 +584,7 @@ impl Requester {
 
     /// A connection is up. `ours` is the private data this requester sent (if any), `accepted`
     /// what the responder's accept carried (searched for RFC 8797 data at any offset).
-    pub fn on_connected(&mut self, ours: Option<PrivateData>, accepted: &[u8], now: Instant) {
+    pub fn handle_connected(&mut self, ours: Option<PrivateData>, accepted: &[u8], now: Instant) {
         self.connecting = false;
         let advertised = Advertised { requester: ours, responder: PrivateData::find(accepted) };
         log::info!(
@@ -634,7 +634,7 @@ impl Requester {
     }
 
     /// The connection could not be made: every waiting call spends an attempt.
-    pub fn on_connect_failed(&mut self, _now: Instant) {
+    pub fn handle_connect_failed(&mut self, _now: Instant) {
         self.connecting = false;
         let xids: Vec<u32> = self.queue.iter().copied().collect();
         for xid in xids {
@@ -664,7 +664,7 @@ impl Requester {
     /// Its outcome is the responder's answering RDMA_OPTIONAL ([`Incoming::OptionAnswer`]),
     /// its RDMA_ERROR ([`CallFailure::Peer`], RDMA_ERR_INVAL_OPTION when unsupported), or a
     /// failure event. Unlike a call it is never sent again: a timeout fails it alone
-    /// ([`Requester::on_timeout`]) and a lost connection fails it
+    /// ([`Requester::handle_timeout`]) and a lost connection fails it
     /// ([`CallFailure::ConnectionLost`]). On a connection not settled on Version Two it fails
     /// at once with [`CallFailure::NotVersionTwo`].
     ///
@@ -674,7 +674,7 @@ impl Requester {
     /// let now = Instant::now();
     /// let mut r = Requester::new(RequesterConfig::default(), "a");
     /// r.poll_event(); // Connect
-    /// r.on_connected(None, &[], now); // probing: not settled
+    /// r.handle_connected(None, &[], now); // probing: not settled
     /// r.start_option(9, now).unwrap();
     /// assert_eq!(r.poll_event(), Some(Event::Failed { xid: 9, error: CallFailure::NotVersionTwo }));
     /// ```
@@ -706,7 +706,7 @@ impl Requester {
     /// let now = Instant::now();
     /// let mut r = Requester::new(RequesterConfig::default(), "a");
     /// r.poll_event(); // Connect
-    /// r.on_connected(None, &[], now); // probing: not settled
+    /// r.handle_connected(None, &[], now); // probing: not settled
     /// r.start_call_only(9, now).unwrap();
     /// assert_eq!(r.poll_event(), Some(Event::Failed { xid: 9, error: CallFailure::NotVersionTwo }));
     /// ```
@@ -788,7 +788,7 @@ impl Requester {
     /// 3.1): the answer to one of ours completes it ([`Incoming::OptionAnswer`]); another goes
     /// to the registry ([`Requester::set_registry`]) and comes back as
     /// [`Incoming::OptionHandled`] or [`Incoming::RefuseOption`], for the driver to send.
-    pub fn on_receive<'a>(&mut self, bytes: &'a [u8], now: Instant) -> Incoming<'a> {
+    pub fn handle_receive<'a>(&mut self, bytes: &'a [u8], now: Instant) -> Incoming<'a> {
         // On Version Two: settled on it, or with the probe out (a responder that read the
         // probe may send its own RDMA_OPTIONAL before answering; draft section 3.1's MUST to
         // answer an unrecognized one with RDMA_ERR_INVAL_OPTION holds then too).
@@ -881,7 +881,7 @@ impl Requester {
                 Incoming::Consumed
             }
             reply::Outcome::Vers { low, high } => {
-                self.on_err_vers(xid, low, high, now);
+                self.handle_err_vers(xid, low, high, now);
                 Incoming::Consumed
             }
             reply::Outcome::Error(e) => {
@@ -919,7 +919,7 @@ impl Requester {
     /// ([`Event::Disconnect`], once) and goes out again only on the next connection (RFC 8166
     /// sections 3.3.3 and 4.5.4): on this one the responder may still be running it. Until the
     /// connection is down nothing more is sent on it, and a late reply still completes its call.
-    pub fn on_timeout(&mut self, now: Instant) {
+    pub fn handle_timeout(&mut self, now: Instant) {
         if self.conn.as_ref().is_none_or(|c| c.closing) {
             return;
         }
@@ -964,7 +964,7 @@ impl Requester {
     /// an attempt), and the credit window starts again at one (RFC 8166 section 3.3.3). A probe
     /// still unanswered when its deadline passed, or RDMA_ERR_VERS with no reply since, makes
     /// the responder remembered as lacking Version Two (draft section 5.2).
-    pub fn on_disconnected(&mut self, now: Instant) {
+    pub fn handle_disconnected(&mut self, now: Instant) {
         let Some(conn) = self.conn.take() else { return };
         self.transmits.clear(); // the old connection's
         if conn.after_err_vers {
@@ -1117,7 +1117,7 @@ impl Requester {
             if conn.d07.as_ref().is_some_and(|st| !st.credits.may_send()) {
                 // With nothing of ours in flight, only the responder's GRANT can raise the total
                 // (4.2.1.1); if its last answer was one this side could not take, none may
-                // come. `on_timeout` closes the connection if the window stays shut that way
+                // come. `handle_timeout` closes the connection if the window stays shut that way
                 // for the call timeout; its calls go out on the next connection, whose window
                 // starts anew (RFC 8166 section 4.5.4's remedy for a stuck connection).
                 if self.calls.values().all(|c| c.flight.is_none()) {
@@ -1214,7 +1214,7 @@ impl Requester {
     /// they give (section 4: they take effect for messages sent after the reply), and a
     /// [`Event::Settled`] says so. Ignored unless the connection settled on Version Two
     /// (section 2.1).
-    pub fn on_properties(&mut self, ours: TransportProperties, theirs: TransportProperties) {
+    pub fn handle_properties(&mut self, ours: TransportProperties, theirs: TransportProperties) {
         let Some(conn) = self.conn.as_mut() else { return };
         let Negotiation::Settled(version) = conn.version else { return };
         if version < Version::TWO {
@@ -1300,7 +1300,7 @@ impl Requester {
     }
 
     /// RDMA_ERR_VERS: settle the highest common version and send the call again (draft 5.2).
-    fn on_err_vers(&mut self, xid: u32, low: u32, high: u32, now: Instant) {
+    fn handle_err_vers(&mut self, xid: u32, low: u32, high: u32, now: Instant) {
         log::info!("{} answered call {xid:#010x} with RDMA_ERR_VERS: it speaks versions {low} to {high}", self.addr);
         self.fall_back(xid, low, high, CallFailure::NoCommonVersion { low, high }, now);
     }

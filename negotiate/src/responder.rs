@@ -125,7 +125,7 @@ pub enum Received<'a> {
         answer: Option<OptionalAnswer>,
     },
     /// The requester's answer to this side's RDMA_OPTIONAL `xid` (one
-    /// [`Responder::on_receive_awaiting`] was told it awaits).
+    /// [`Responder::handle_receive_awaiting`] was told it awaits).
     OptionAnswer {
         /// The XID of this side's RDMA_OPTIONAL.
         xid: u32,
@@ -149,7 +149,7 @@ pub enum Received<'a> {
     /// A -07 call whose message is not in the Receive it came in (a continued call, or a
     /// CALL_EXTERNAL): its header and message are written into a buffer of their own, in
     /// Version One's shape; take it with [`Responder::take_rewritten`] and judge it with
-    /// [`Responder::on_rewritten`].
+    /// [`Responder::handle_rewritten`].
     Rewritten,
     /// Dropped silently (too short, or an RDMA_ERROR that cannot be decoded).
     Dropped,
@@ -165,10 +165,10 @@ pub use crate::datapath::ReplyParams;
 /// use negotiate::responder::{ResponderConfig, Received, Responder};
 /// use rpcrdma_v1::Version;
 /// let mut r = Responder::new(ResponderConfig::default().versions((Version::ONE, Version::ONE)));
-/// r.on_connected(&[], None);
+/// r.handle_connected(&[], None);
 /// // A Version Two probe to a Version One responder: RDMA_ERR_VERS, range 1..=1.
 /// let probe: Vec<u8> = [5u32, 2, 1, 1, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
-/// let Received::SendError(e) = r.on_receive(&probe) else { panic!() };
+/// let Received::SendError(e) = r.handle_receive(&probe) else { panic!() };
 /// assert_eq!(&e.as_bytes()[16..], &[0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]);
 /// ```
 pub struct Responder {
@@ -310,11 +310,11 @@ impl Responder {
     /// let mut r = Responder::new(ResponderConfig::default());
     /// let big = TransportProperties { max_send_size: Some(16384), max_recv_size: Some(16384), ..Default::default() };
     /// r.set_properties(big);
-    /// r.on_connected(&[], None);
+    /// r.handle_connected(&[], None);
     /// let (mut optinfo, mut msg) = ([0u8; 64], [0u8; 128]);
     /// let n = big.encode(Exchange::Request, &mut optinfo).unwrap();
     /// let len = encode_optional(9, 4, RPCRDMA2_OPT_PROPERTIES, &optinfo[..n], &mut msg).unwrap();
-    /// let Received::Handled { answer: Some(answer), .. } = r.on_receive(&msg[..len]) else { panic!() };
+    /// let Received::Handled { answer: Some(answer), .. } = r.handle_receive(&msg[..len]) else { panic!() };
     /// assert_eq!(TransportProperties::decode(&answer.optinfo).unwrap(), (Exchange::Reply, big));
     /// assert_eq!(r.stated().requester, Some(big));
     /// ```
@@ -346,7 +346,7 @@ impl Responder {
 
     /// A connection is up: `received` is the requester's connect private data (searched at
     /// any offset), `ours` what this side sent in its accept.
-    pub fn on_connected(&mut self, received: &[u8], ours: Option<PrivateData>) {
+    pub fn handle_connected(&mut self, received: &[u8], ours: Option<PrivateData>) {
         self.advertised = Advertised { requester: PrivateData::find(received), responder: ours };
         self.stated = Stated::default();
         if let Some((_, theirs)) = &self.properties {
@@ -410,21 +410,21 @@ impl Responder {
     }
 
     /// Judges a received message.
-    pub fn on_receive<'a>(&mut self, bytes: &'a [u8]) -> Received<'a> {
-        self.on_receive_behind(bytes, 0)
+    pub fn handle_receive<'a>(&mut self, bytes: &'a [u8]) -> Received<'a> {
+        self.handle_receive_behind(bytes, 0)
     }
 
-    /// [`Responder::on_receive`] for a message with `waiting` more received behind it, not
+    /// [`Responder::handle_receive`] for a message with `waiting` more received behind it, not
     /// yet judged (Receives completed and not yet read): those are calls in flight too, so a
     /// requester that sent beyond its credits is counted ([`Responder::overruns`]) even by a
     /// responder that serves one call at a time. A reply to a backward call may be among them;
     /// the backward direction's Receive is left out of the count, so such a reply is never
     /// taken for an overrun.
-    pub fn on_receive_behind<'a>(&mut self, bytes: &'a [u8], waiting: usize) -> Received<'a> {
-        self.on_receive_awaiting(bytes, waiting, &|_| false)
+    pub fn handle_receive_behind<'a>(&mut self, bytes: &'a [u8], waiting: usize) -> Received<'a> {
+        self.handle_receive_awaiting(bytes, waiting, &|_| false)
     }
 
-    /// [`Responder::on_receive_behind`] on a side that sent an RDMA_OPTIONAL of its own:
+    /// [`Responder::handle_receive_behind`] on a side that sent an RDMA_OPTIONAL of its own:
     /// `awaiting(xid)` says whether one with that XID waits for its answer
     /// ([`rpcrdma_v2::verdict::receive_awaiting`]); a Version Two RDMA_OPTIONAL with such an
     /// XID is [`Received::OptionAnswer`].
@@ -432,13 +432,13 @@ impl Responder {
     /// ```
     /// use negotiate::responder::{ResponderConfig, Received, Responder};
     /// let mut r = Responder::new(ResponderConfig::default());
-    /// r.on_connected(&[], None);
+    /// r.handle_connected(&[], None);
     /// // RDMA_OPTIONAL, XID 5, opttype 7, empty optinfo.
     /// let m: Vec<u8> = [5u32, 2, 1, 5, 7, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
-    /// assert_eq!(r.on_receive_awaiting(&m, 0, &|x| x == 5), Received::OptionAnswer { xid: 5 });
-    /// assert!(matches!(r.on_receive_awaiting(&m, 0, &|_| false), Received::SendError(_)));
+    /// assert_eq!(r.handle_receive_awaiting(&m, 0, &|x| x == 5), Received::OptionAnswer { xid: 5 });
+    /// assert!(matches!(r.handle_receive_awaiting(&m, 0, &|_| false), Received::SendError(_)));
     /// ```
-    pub fn on_receive_awaiting<'a>(
+    pub fn handle_receive_awaiting<'a>(
         &mut self,
         bytes: &'a [u8],
         waiting: usize,
@@ -618,13 +618,13 @@ impl Responder {
     }
 
     /// Judges a call [`Responder::take_rewritten`] gave, `waiting` as for
-    /// [`Responder::on_receive_behind`]: its message rules (an RPC XID unlike the header's is
+    /// [`Responder::handle_receive_behind`]: its message rules (an RPC XID unlike the header's is
     /// RDMA2_ERR_BAD_XDR, section 7.2), then it is a call in flight like any other. (The
     /// chunk rules, checked when its -07 header was received, hold again: the lists are the
     /// same, but for the Call chunk, now first in the Read list, which is not one of the Read
     /// chunks `HeaderLimits::max_read_chunks` counts: section 7.3.1's limit was checked on
     /// the -07 header.)
-    pub fn on_rewritten<'a>(&mut self, bytes: &'a [u8], waiting: usize) -> Received<'a> {
+    pub fn handle_rewritten<'a>(&mut self, bytes: &'a [u8], waiting: usize) -> Received<'a> {
         let Some(f) = Fixed::read(bytes) else { return Received::Dropped };
         let kind = if f.proc == Some(1) { MessageKind::NoMsg } else { MessageKind::Msg };
         let limits = self.cfg.limits.max_read_chunks(u32::MAX);
@@ -686,7 +686,7 @@ impl Responder {
     /// connection's first -07 message is judged (section 6.3.4: "Each peer sends an
     /// RDMA2_CONNPROP_FINAL ... after the client has established a connection", asked or
     /// not; before the requester's first message the responder cannot know the connection
-    /// will speak -07). Call it after each [`Responder::on_receive`]; send what it gives
+    /// will speak -07). Call it after each [`Responder::handle_receive`]; send what it gives
     /// before anything else that message prompts (the draft asks no order: section 6.3.4 only
     /// says each peer sends one).
     ///
@@ -694,11 +694,11 @@ impl Responder {
     /// use negotiate::responder::{ResponderConfig, Received, Responder};
     /// use rpcrdma_v2::draft07::header::{Header, HeaderType};
     /// let mut r = Responder::new(ResponderConfig::default().draft07(true));
-    /// r.on_connected(&[], None);
+    /// r.handle_connected(&[], None);
     /// assert_eq!(r.poll_transmit(), None); // nothing said yet: Version One, -00 or -07?
     /// // An RDMA2_GRANT (-07's header type 5) settles the dialect.
     /// let grant = rpcrdma_v2::draft07::marshal::grant_message(1);
-    /// assert_eq!(r.on_receive(&grant), Received::Taken);
+    /// assert_eq!(r.handle_receive(&grant), Received::Taken);
     /// let ours = r.poll_transmit().expect("this side's properties");
     /// let h = Header::parse(&ours, &Default::default()).unwrap();
     /// assert_eq!(h.header_type(), HeaderType::ConnPropFinal);
@@ -1054,7 +1054,7 @@ mod tests {
         });
         let mut r = Responder::new(ResponderConfig::default().draft07(true));
         r.set_draft07_registry(Registry07::of(&[big]));
-        r.on_connected(&[], None);
+        r.handle_connected(&[], None);
         // A call settles -07 (the requester's total 40), and its reply is one Send.
         let rpc: Vec<u8> = [1u32, 0, 2, 100003, 3, 0, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
         let mut call = [0u8; 128];
@@ -1067,12 +1067,12 @@ mod tests {
             &rpc,
         )
         .unwrap();
-        assert!(matches!(r.on_receive(&call[..n]), Received::Call(_)));
+        assert!(matches!(r.handle_receive(&call[..n]), Received::Call(_)));
         r.reply_params(1).unwrap();
         assert_eq!(r.d07.credits.window(), 39);
         // The extension message (total 41): refused with RDMA2_ERR_SYSTEM, one more Send.
         let m = ExtensionMessage::to_message(7, 41, 0xF000_0001, &[]);
-        let Received::SendError(e) = r.on_receive(&m) else { panic!("not refused") };
+        let Received::SendError(e) = r.handle_receive(&m) else { panic!("not refused") };
         let e = rpcrdma_v2::draft07::header::Header::parse(e.as_bytes(), &Default::default()).unwrap().error();
         assert_eq!(e.map(|e| e.code()), Some(rpcrdma_v2::draft07::xdr::RDMA2_ERR_SYSTEM));
         assert_eq!(r.d07.credits.window(), 39, "41 granted, two Sends counted");

@@ -369,7 +369,7 @@ fn raw_serve(
     stop: &AtomicBool,
 ) {
     let mut responder = Responder::new(responder::ResponderConfig::default());
-    responder.on_connected(req.private_data(), PrivateData::find(accept));
+    responder.handle_connected(req.private_data(), PrivateData::find(accept));
     let pd = InProcess.alloc_pd().unwrap();
     let mut pool = None;
     let accepted = req.accept_with(&pd, accept, QpCaps::default(), |qp| {
@@ -395,7 +395,7 @@ fn raw_serve(
             Act::Serve => None,
             Act::Grant(g) => Some(g),
         };
-        let Received::Call(header) = responder.on_receive(&m.bytes) else { panic!("raw peer: not a call") };
+        let Received::Call(header) = responder.handle_receive(&m.bytes) else { panic!("raw peer: not a call") };
         let mut call = Vec::new();
         fetch_call(&conn, &header, &PLAIN, &mut call).unwrap();
         let p = responder.reply_params(header.xid()).unwrap();

@@ -665,17 +665,17 @@ fn draft07_4_2_1_an_error_answer_uses_a_credit_and_the_reply_waits_for_a_grant()
         }
         // Both sides set the R flag (RFC 8797 section 4.1): a Version One reply could invalidate.
         let with_r = PrivateData::new(Flags::REMOTE_INVALIDATE, 4096, 4096);
-        r.on_connected(&with_r.encode(), Some(with_r));
+        r.handle_connected(&with_r.encode(), Some(with_r));
         // A CALL_INLINE with an unknown extra word where its Read list count belongs (BAD_XDR):
         // xid 1, total 1.
         let bad = words(&[1, 2, 1, RDMA2_CALL_INLINE, 0, 0xffff_ffff]);
-        assert!(matches!(r.on_receive(&bad), Received::SendError(_)));
+        assert!(matches!(r.handle_receive(&bad), Received::SendError(_)));
         if counted_when_posted {
             assert_eq!(r.draft07_part_credit(), Some(1 + ADVERTISED), "the error's poster takes the one credit");
         }
         let mut call = vec![0u8; 64];
         let n = marshal::call_inline(&mut call, 2, 1, 0, &NO_CHUNKS, &rpc_call(2, 1)).unwrap();
-        let Received::Call(h) = r.on_receive(&call[..n]) else { panic!() };
+        let Received::Call(h) = r.handle_receive(&call[..n]) else { panic!() };
         assert_eq!(r.overruns(), 0);
         let params = r.reply_params(h.xid()).unwrap();
         assert!(params.draft07);
@@ -692,7 +692,7 @@ fn draft07_4_2_1_an_error_answer_uses_a_credit_and_the_reply_waits_for_a_grant()
         assert!(params.credit_owed);
         assert_eq!((r.overruns(), r.draft07_part_credit()), (0, None), "held, not sent beyond the total");
         // The requester's GRANT: total 2 (it received the error and advertises one more).
-        assert!(matches!(r.on_receive(&words(&[0, 2, 2, RDMA2_GRANT])), Received::Taken));
+        assert!(matches!(r.handle_receive(&words(&[0, 2, 2, RDMA2_GRANT])), Received::Taken));
         assert_eq!(r.draft07_part_credit(), Some(3 + ADVERTISED), "three messages received");
         assert_eq!(r.draft07_part_credit(), None, "one message for that total");
     }
@@ -733,23 +733,23 @@ fn draft07_4_2_1_a_message_beyond_the_totals_sent_is_counted_and_a_grant_is_not(
         out
     };
     let mut r = Responder::new(ResponderConfig::default().draft07(true));
-    r.on_connected(&[], None);
-    assert!(matches!(r.on_receive(&call(1)), Received::Call(_)));
+    r.handle_connected(&[], None);
+    assert!(matches!(r.handle_receive(&call(1)), Received::Call(_)));
     assert_eq!(r.overruns(), 0, "one message before this side's first header");
-    assert!(matches!(r.on_receive(&call(2)), Received::Call(_)));
+    assert!(matches!(r.handle_receive(&call(2)), Received::Call(_)));
     assert_eq!(r.overruns(), 1, "a second one is beyond");
     // Both answered: totals 1 + 32 and 2 + 32 sent, so the requester may send up to 34.
     r.reply_params(1).unwrap();
     r.reply_params(2).unwrap();
     for xid in 3..=34 {
-        r.on_receive(&call(xid));
+        r.handle_receive(&call(xid));
     }
     assert_eq!(r.overruns(), 1, "the 32 after them within the total");
     let mut grant = [0u8; 16];
     marshal::grant(&mut grant, 40).unwrap();
-    r.on_receive(&grant);
+    r.handle_receive(&grant);
     assert_eq!(r.overruns(), 1, "a GRANT one beyond is not an overrun");
-    r.on_receive(&call(35));
+    r.handle_receive(&call(35));
     assert_eq!(r.overruns(), 2, "a call beyond is");
 }
 

@@ -38,7 +38,7 @@ fn requester(versions: (u32, u32)) -> Requester {
 fn responder(versions: (u32, u32)) -> Responder {
     let versions = range(versions);
     let mut r = Responder::new(responder::ResponderConfig::default().versions(versions));
-    r.on_connected(&[], None);
+    r.handle_connected(&[], None);
     r
 }
 
@@ -54,7 +54,7 @@ fn transmits(events: &[Event]) -> Vec<Transmit> {
 /// Serves one transmitted call on `resp`: the bytes the responder sends back.
 fn serve(resp: &mut Responder, t: &Transmit) -> Vec<u8> {
     let call = msg(t.xid, t.version.wire(), t.credits, 0);
-    match resp.on_receive(&call) {
+    match resp.handle_receive(&call) {
         Received::Call(h) => {
             let p = resp.reply_params(h.xid()).unwrap();
             msg(h.xid(), p.version.wire(), p.credits, 1)
@@ -67,7 +67,7 @@ fn serve(resp: &mut Responder, t: &Transmit) -> Vec<u8> {
 /// Connects `req`, starts call `xid`, returns the first transmission.
 fn start(req: &mut Requester, ours: Option<PrivateData>, accepted: &[u8], xid: u32, now: Instant) -> Transmit {
     assert_eq!(drain(req), vec![Event::Connect]);
-    req.on_connected(ours, accepted, now);
+    req.handle_connected(ours, accepted, now);
     req.call(xid, now).unwrap();
     let ev = drain(req);
     transmits(&ev)[0]
@@ -95,7 +95,7 @@ fn draft_5_1_a_v2_reply_settles_version_2_with_its_4096_defaults() {
     let t = start(&mut req, None, &[], 1, now);
     req.call(2, now).unwrap();
     let reply = serve(&mut resp, &t);
-    assert!(matches!(req.on_receive(&reply, now), Incoming::Reply { xid: 1, .. }));
+    assert!(matches!(req.handle_receive(&reply, now), Incoming::Reply { xid: 1, .. }));
     let ev = drain(&mut req);
     assert!(ev.contains(&Event::Settled {
         version: Version::TWO,
@@ -113,7 +113,7 @@ fn draft_5_2_err_vers_falls_back_on_the_same_connection_and_resends_the_call() {
     let (mut req, mut resp) = (requester((1, 2)), responder((1, 1)));
     let t = start(&mut req, None, &[], 7, now);
     let err = serve(&mut resp, &t);
-    assert_eq!(req.on_receive(&err, now), Incoming::Consumed);
+    assert_eq!(req.handle_receive(&err, now), Incoming::Consumed);
     let ev = drain(&mut req);
     // No disconnect, no reconnect: the thresholds switch to Version One's and the call goes
     // out again, same XID, in Version One, still its first attempt (the refused probe was
@@ -122,7 +122,7 @@ fn draft_5_2_err_vers_falls_back_on_the_same_connection_and_resends_the_call() {
     let again = transmits(&ev);
     assert_eq!((again[0].xid, again[0].version.wire(), again[0].thresholds.call, again[0].attempt), (7, 1, 1024, 1));
     let reply = serve(&mut resp, &again[0]);
-    assert!(matches!(req.on_receive(&reply, now), Incoming::Reply { xid: 7, .. }));
+    assert!(matches!(req.handle_receive(&reply, now), Incoming::Reply { xid: 7, .. }));
     assert_eq!(req.version(), Some(Version::ONE));
     assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ErrVers { high: 1 }));
 }
@@ -135,7 +135,7 @@ fn draft_5_2_err_vers_is_accepted_whatever_its_version_word_says() {
         let mut req = requester((1, 2));
         let t = start(&mut req, None, &[], 9, now);
         let err = words(&[t.xid, vers_word, 1, 4, 1, 1, 1]);
-        assert_eq!(req.on_receive(&err, now), Incoming::Consumed);
+        assert_eq!(req.handle_receive(&err, now), Incoming::Consumed);
         let again = transmits(&drain(&mut req));
         assert_eq!((again[0].xid, again[0].version.wire()), (9, 1), "vers word {vers_word}");
     }
@@ -151,7 +151,7 @@ fn draft_5_2_thresholds_follow_private_data_after_fallback() {
     let mut req = requester((1, 2));
     let t = start(&mut req, Some(ours), &accepted, 3, now);
     assert_eq!(t.thresholds.call, 1024); // the probe is capped whatever the private data says
-    req.on_receive(&words(&[3, 2, 1, 4, 1, 1, 1]), now);
+    req.handle_receive(&words(&[3, 2, 1, 4, 1, 1, 1]), now);
     let again = transmits(&drain(&mut req));
     assert_eq!((again[0].thresholds.call, again[0].thresholds.reply), (4096, 4096));
 }
@@ -166,11 +166,11 @@ fn draft_5_2_a_lost_probe_falls_back_and_the_responder_is_remembered() {
     assert!(t.probe);
     let later = now + Duration::from_secs(2);
     assert!(req.poll_timeout().unwrap() <= later);
-    req.on_timeout(later);
+    req.handle_timeout(later);
     assert_eq!(drain(&mut req), vec![Event::Disconnect]);
-    req.on_disconnected(later);
+    req.handle_disconnected(later);
     assert_eq!(drain(&mut req), vec![Event::Connect]);
-    req.on_connected(None, &[], later);
+    req.handle_connected(None, &[], later);
     let again = transmits(&drain(&mut req));
     assert_eq!((again[0].xid, again[0].version.wire(), again[0].probe), (4, 1, false));
     assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ProbeLost));
@@ -181,13 +181,13 @@ fn draft_5_2_connection_lost_after_err_vers_means_no_second_probe() {
     let now = Instant::now();
     let mut req = requester((1, 2));
     let t = start(&mut req, None, &[], 5, now);
-    req.on_receive(&words(&[t.xid, 2, 1, 4, 1, 1, 1]), now);
+    req.handle_receive(&words(&[t.xid, 2, 1, 4, 1, 1, 1]), now);
     drain(&mut req);
     // Lost before the fallback call's reply: remembered, and the next connection starts in v1.
-    req.on_disconnected(now);
+    req.handle_disconnected(now);
     assert_eq!(drain(&mut req), vec![Event::Connect]);
     assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::LostAfterErrVers));
-    req.on_connected(None, &[], now);
+    req.handle_connected(None, &[], now);
     let ev = drain(&mut req);
     let again = transmits(&ev);
     assert_eq!((again[0].xid, again[0].version.wire(), again[0].probe), (5, 1, false));
@@ -205,7 +205,7 @@ fn draft_5_3_a_v1_requester_talks_v1_to_a_v2_responder() {
     assert_eq!((t.version.wire(), t.probe, t.thresholds.call), (1, false, 1024));
     let reply = serve(&mut resp, &t);
     assert_eq!(u32::from_be_bytes(reply[4..8].try_into().unwrap()), 1, "the reply carries the call's version");
-    assert!(matches!(req.on_receive(&reply, now), Incoming::Reply { xid: 8, .. }));
+    assert!(matches!(req.handle_receive(&reply, now), Incoming::Reply { xid: 8, .. }));
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn draft_5_3_a_reply_in_another_version_than_its_call_is_dropped() {
     let t = start(&mut req, None, &[], 10, now);
     let wrong = msg(t.xid, 1, 8, 1);
     assert_eq!(
-        req.on_receive(&wrong, now),
+        req.handle_receive(&wrong, now),
         Incoming::Dropped(DropReason::WrongVersion { got: Version::ONE, sent: Version::TWO })
     );
     assert_eq!(req.pending(), 1);
@@ -226,8 +226,8 @@ fn rfc8166_4_5_a_reply_to_no_call_in_flight_is_dropped() {
     let now = Instant::now();
     let mut req = requester((1, 1));
     start(&mut req, None, &[], 11, now);
-    assert_eq!(req.on_receive(&msg(99, 1, 8, 1), now), Incoming::Dropped(DropReason::UnknownXid(99)));
-    assert_eq!(req.on_receive(&[1, 2, 3], now), Incoming::Dropped(DropReason::Undecodable));
+    assert_eq!(req.handle_receive(&msg(99, 1, 8, 1), now), Incoming::Dropped(DropReason::UnknownXid(99)));
+    assert_eq!(req.handle_receive(&[1, 2, 3], now), Incoming::Dropped(DropReason::Undecodable));
 }
 
 #[test]
@@ -235,7 +235,7 @@ fn rfc8166_4_5_an_rdma_error_completes_its_call() {
     let now = Instant::now();
     let mut req = requester((1, 1));
     let t = start(&mut req, None, &[], 12, now);
-    assert_eq!(req.on_receive(&words(&[t.xid, 1, 1, 4, 2]), now), Incoming::Consumed);
+    assert_eq!(req.handle_receive(&words(&[t.xid, 1, 1, 4, 2]), now), Incoming::Consumed);
     let ev = drain(&mut req);
     assert!(matches!(ev[..], [Event::Failed { xid: 12, error: CallFailure::Peer(_) }]), "{ev:?}");
     assert_eq!(req.pending(), 0);
@@ -246,7 +246,7 @@ fn rfc8166_3_3_1_a_grant_of_zero_is_taken_as_one_and_counted() {
     let now = Instant::now();
     let mut req = requester((1, 1));
     let t = start(&mut req, None, &[], 13, now);
-    assert!(matches!(req.on_receive(&msg(t.xid, 1, 0, 1), now), Incoming::Reply { .. }));
+    assert!(matches!(req.handle_receive(&msg(t.xid, 1, 0, 1), now), Incoming::Reply { .. }));
     assert_eq!((req.window(), req.peer_faults()), (1, 1));
 }
 
@@ -256,17 +256,17 @@ fn rfc8166_3_3_3_a_timeout_reconnects_retransmits_and_restarts_at_one_credit() {
     let (mut req, mut resp) = (requester((1, 1)), responder((1, 1)));
     let t = start(&mut req, None, &[], 20, now);
     let r = serve(&mut resp, &t);
-    req.on_receive(&r, now);
+    req.handle_receive(&r, now);
     for xid in 21..24 {
         req.call(xid, now).unwrap();
     }
     assert_eq!(transmits(&drain(&mut req)).len(), 3);
     let later = now + Duration::from_secs(2);
-    req.on_timeout(later);
+    req.handle_timeout(later);
     assert_eq!(drain(&mut req), vec![Event::Disconnect]);
-    req.on_disconnected(later);
+    req.handle_disconnected(later);
     assert_eq!(drain(&mut req), vec![Event::Connect]);
-    req.on_connected(None, &[], later);
+    req.handle_connected(None, &[], later);
     let again = transmits(&drain(&mut req));
     // One credit on the new connection: only the oldest call goes out, as its second attempt.
     assert_eq!(again.iter().map(|t| (t.xid, t.attempt)).collect::<Vec<_>>(), vec![(21, 2)]);
@@ -282,14 +282,14 @@ fn every_call_ends_once_after_its_last_attempt() {
     let mut failures = Vec::new();
     for _ in 0..5 {
         t += Duration::from_secs(2);
-        req.on_timeout(t);
-        req.on_disconnected(t);
+        req.handle_timeout(t);
+        req.handle_disconnected(t);
         for e in drain(&mut req) {
             if let Event::Failed { xid, error } = e {
                 failures.push((xid, error));
             }
         }
-        req.on_connected(None, &[], t);
+        req.handle_connected(None, &[], t);
         drain(&mut req);
     }
     // Each attempt timed out (and closed its connection): the failure says so.
@@ -321,7 +321,7 @@ fn rfc8797_4_2_thresholds_for_each_private_data_case() {
 #[test]
 fn rfc8166_4_5_1_a_responder_answers_an_unsupported_version_with_its_range() {
     let mut resp = responder((1, 2));
-    let Received::SendError(e) = resp.on_receive(&msg(40, 3, 1, 0)) else { panic!() };
+    let Received::SendError(e) = resp.handle_receive(&msg(40, 3, 1, 0)) else { panic!() };
     assert_eq!(e.as_bytes(), words(&[40, 3, 32, 4, 1, 1, 2]));
 }
 
@@ -330,7 +330,7 @@ fn draft_5_3_the_responder_replies_in_each_call_s_version() {
     let mut resp = responder((1, 2));
     for (xid, vers) in [(50, 1), (51, 2), (52, 1)] {
         let call = msg(xid, vers, 4, 0);
-        let Received::Call(h) = resp.on_receive(&call) else { panic!() };
+        let Received::Call(h) = resp.handle_receive(&call) else { panic!() };
         assert_eq!(h.version().wire(), vers);
     }
     assert_eq!(resp.reply_params(51).unwrap().version, Version::TWO);
@@ -342,9 +342,9 @@ fn draft_5_3_the_responder_replies_in_each_call_s_version() {
 #[test]
 fn rfc8166_3_3_1_the_responder_counts_calls_beyond_its_grant() {
     let mut resp = responder((1, 1));
-    assert!(matches!(resp.on_receive(&msg(60, 1, 4, 0)), Received::Call(_)));
+    assert!(matches!(resp.handle_receive(&msg(60, 1, 4, 0)), Received::Call(_)));
     // Nothing granted yet: a second call in flight is one too many (3.3.3).
-    assert!(matches!(resp.on_receive(&msg(61, 1, 4, 0)), Received::Call(_)));
+    assert!(matches!(resp.handle_receive(&msg(61, 1, 4, 0)), Received::Call(_)));
     assert_eq!(resp.overruns(), 1);
     let p = resp.reply_params(60).unwrap();
     assert_eq!(p.credits, 4);
@@ -354,7 +354,7 @@ fn rfc8166_3_3_1_the_responder_counts_calls_beyond_its_grant() {
 fn draft_3_1_an_unknown_optional_type_gets_inval_option() {
     let mut resp = responder((1, 2));
     // RDMA_OPTIONAL (proc 5), opttype 77, empty optinfo.
-    let Received::SendError(e) = resp.on_receive(&words(&[70, 2, 1, 5, 77, 0])) else { panic!() };
+    let Received::SendError(e) = resp.handle_receive(&words(&[70, 2, 1, 5, 77, 0])) else { panic!() };
     assert_eq!(e.as_bytes(), words(&[70, 2, 32, 4, 3]));
 }
 
@@ -370,9 +370,9 @@ fn draft_3_1_a_registered_optional_type_reaches_its_handler() {
     })
     .unwrap();
     let mut resp = Responder::with_registry(responder::ResponderConfig::default(), reg);
-    resp.on_connected(&[], None);
+    resp.handle_connected(&[], None);
     let optional = words(&[71, 2, 1, 5, 77, 4, 0xabcdef01]);
-    let r = resp.on_receive(&optional);
+    let r = resp.handle_receive(&optional);
     assert_eq!(r, Received::Handled { xid: 71, opttype: 77, answer: None });
     assert_eq!(seen.lock().unwrap()[0], vec![0xab, 0xcd, 0xef, 0x01]);
 }
@@ -384,10 +384,10 @@ fn rfc8167_backward_direction_is_told_apart_in_both_versions() {
         let mut req = requester((1, vers));
         start(&mut req, None, &[], 80, now);
         // The responder's own call (msg_type CALL) on the client: a backward-direction call.
-        assert!(matches!(req.on_receive(&msg(0x8000_0001, vers, 1, 0), now), Incoming::BackwardCall(_)));
+        assert!(matches!(req.handle_receive(&msg(0x8000_0001, vers, 1, 0), now), Incoming::BackwardCall(_)));
         // And on the server, the client's reply to it.
         let mut resp = responder((1, 2));
-        assert!(matches!(resp.on_receive(&msg(0x8000_0001, vers, 1, 1)), Received::BackwardReply(_)));
+        assert!(matches!(resp.handle_receive(&msg(0x8000_0001, vers, 1, 1)), Received::BackwardReply(_)));
     }
 }
 

@@ -166,7 +166,7 @@ fn draft_3_1_only_a_requester_settled_on_version_two_answers_rdma_optional() {
         let cfg = requester::RequesterConfig::default().versions((Version::ONE, high));
         let mut r = Requester::new(cfg, "addr");
         assert_eq!(r.poll_event(), Some(Event::Connect));
-        r.on_connected(None, &[], now);
+        r.handle_connected(None, &[], now);
         r.call(1, now).unwrap();
         let t = std::iter::from_fn(|| r.poll_event())
             .find_map(|e| if let Event::Transmit(t) = e { Some(t) } else { None })
@@ -174,9 +174,9 @@ fn draft_3_1_only_a_requester_settled_on_version_two_answers_rdma_optional() {
         // A reply in the call's version, no chunks: settles it.
         let reply: Vec<u8> =
             [1u32, t.version.wire(), 8, 0, 0, 0, 0, 1, 1].iter().flat_map(|w| w.to_be_bytes()).collect();
-        assert!(matches!(r.on_receive(&reply, now), Incoming::Reply { xid: 1, .. }));
+        assert!(matches!(r.handle_receive(&reply, now), Incoming::Reply { xid: 1, .. }));
         assert_eq!(r.version(), Some(high));
-        match r.on_receive(&optional[..n], now) {
+        match r.handle_receive(&optional[..n], now) {
             Incoming::RefuseOption(e) if answers => {
                 // RDMA_ERROR, same XID, RDMA_ERR_INVAL_OPTION.
                 assert_eq!(e.as_bytes()[..4], 0x77u32.to_be_bytes());
@@ -199,13 +199,13 @@ fn draft_3_1_a_requester_with_its_probe_out_answers_rdma_optional_with_inval_opt
     let now = Instant::now();
     let mut r = Requester::new(requester::RequesterConfig::default(), "addr");
     assert_eq!(r.poll_event(), Some(Event::Connect));
-    r.on_connected(None, &[], now);
-    assert!(matches!(r.on_receive(&optional[..n], now), Incoming::Dropped(_)), "no probe out yet");
+    r.handle_connected(None, &[], now);
+    assert!(matches!(r.handle_receive(&optional[..n], now), Incoming::Dropped(_)), "no probe out yet");
     r.call(1, now).unwrap();
     let t = std::iter::from_fn(|| r.poll_event()).find_map(|e| if let Event::Transmit(t) = e { Some(t) } else { None });
     assert!(t.unwrap().probe);
     assert_eq!(r.version(), None, "not settled");
-    match r.on_receive(&optional[..n], now) {
+    match r.handle_receive(&optional[..n], now) {
         Incoming::RefuseOption(e) => {
             assert_eq!(e.as_bytes()[..4], 0x77u32.to_be_bytes());
             assert_eq!(e.as_bytes()[12..20], [0, 0, 0, 4, 0, 0, 0, 3]);

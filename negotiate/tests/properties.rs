@@ -162,8 +162,8 @@ mod responder_rules {
     fn answer_to(msg: &[u8]) -> (Option<Vec<u8>>, bool) {
         let mut r = Responder::new(ResponderConfig::default());
         r.set_properties(BIG);
-        r.on_connected(&[], None);
-        let refused = match r.on_receive(msg) {
+        r.handle_connected(&[], None);
+        let refused = match r.handle_receive(msg) {
             Received::SendError(e) => {
                 // RDMA_ERROR (4), RDMA_ERR_INVAL_OPTION (3), the request's XID.
                 assert_eq!(&e.as_bytes()[..4], 9u32.to_be_bytes());

@@ -41,7 +41,7 @@ fn transmits(events: &[Event]) -> Vec<Transmit> {
 /// Connects `req` and starts call `xid`: its first transmission.
 fn start(req: &mut Requester, xid: u32, now: Instant) -> Transmit {
     assert_eq!(drain(req), vec![Event::Connect]);
-    req.on_connected(None, &[], now);
+    req.handle_connected(None, &[], now);
     req.call(xid, now).unwrap();
     transmits(&drain(req))[0]
 }
@@ -62,15 +62,15 @@ fn rfc8166_3_3_3_a_timed_out_probe_is_retransmitted_only_after_reconnect() {
     assert!(t.probe);
     req.call(2, now).unwrap();
     let later = now + 2 * TIMEOUT;
-    req.on_timeout(later);
+    req.handle_timeout(later);
     assert_eq!(drain(&mut req), vec![Event::Disconnect], "disconnect first, nothing sent on this connection");
     req.call(3, later).unwrap();
-    req.on_timeout(later + TIMEOUT);
+    req.handle_timeout(later + TIMEOUT);
     assert_eq!(drain(&mut req), vec![], "one disconnect, and still nothing sent on a connection being closed");
-    req.on_disconnected(later);
+    req.handle_disconnected(later);
     assert_eq!(drain(&mut req), vec![Event::Connect]);
     assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ProbeLost));
-    req.on_connected(None, &[], later);
+    req.handle_connected(None, &[], later);
     let again = transmits(&drain(&mut req));
     // One credit on the new connection: the probe's call alone, in Version One, attempt 2.
     let got: Vec<_> = again.iter().map(|t| (t.xid, t.version.wire(), t.probe, t.attempt)).collect();
@@ -88,19 +88,19 @@ fn draft_5_2_a_late_v2_reply_before_the_disconnect_completes_the_call_once_and_k
     let mut req = requester((1, 2));
     start(&mut req, 1, now);
     let later = now + 2 * TIMEOUT;
-    req.on_timeout(later);
+    req.handle_timeout(later);
     assert_eq!(drain(&mut req), vec![Event::Disconnect]);
-    assert!(matches!(req.on_receive(&reply(1, 2, 32), later), Incoming::Reply { xid: 1, .. }));
+    assert!(matches!(req.handle_receive(&reply(1, 2, 32), later), Incoming::Reply { xid: 1, .. }));
     assert_eq!(req.pending(), 0);
     assert_eq!(req.version(), Some(Version::TWO));
     let ev = drain(&mut req);
     assert!(transmits(&ev).is_empty(), "{ev:?}");
-    req.on_disconnected(later);
+    req.handle_disconnected(later);
     assert_eq!(drain(&mut req), vec![], "no call waits: no reconnect");
     assert_eq!(req.memory().no_v2(ADDR), None, "answered in Version Two: not demoted");
     req.call(2, later).unwrap();
     assert_eq!(drain(&mut req), vec![Event::Connect]);
-    req.on_connected(None, &[], later);
+    req.handle_connected(None, &[], later);
     let t = transmits(&drain(&mut req))[0];
     assert_eq!((t.xid, t.version.wire(), t.probe, t.attempt), (2, 2, true, 1));
 }
@@ -113,19 +113,19 @@ fn rfc8166_4_5_4_no_call_goes_out_on_a_connection_being_closed() {
     let now = Instant::now();
     let mut req = requester((1, 1));
     start(&mut req, 1, now);
-    assert!(matches!(req.on_receive(&reply(1, 1, 32), now), Incoming::Reply { xid: 1, .. }));
+    assert!(matches!(req.handle_receive(&reply(1, 1, 32), now), Incoming::Reply { xid: 1, .. }));
     req.call(2, now).unwrap();
     assert_eq!(transmits(&drain(&mut req)).len(), 1);
     let later = now + 2 * TIMEOUT;
-    req.on_timeout(later);
+    req.handle_timeout(later);
     assert_eq!(drain(&mut req), vec![Event::Disconnect]);
     assert_eq!(req.poll_timeout(), None, "nothing left to time out: the disconnect is what is awaited");
     req.call(3, later).unwrap();
-    req.on_timeout(later);
+    req.handle_timeout(later);
     assert_eq!(drain(&mut req), vec![], "no transmission, no second disconnect");
-    req.on_disconnected(later);
+    req.handle_disconnected(later);
     assert_eq!(drain(&mut req), vec![Event::Connect]);
-    req.on_connected(None, &[], later);
+    req.handle_connected(None, &[], later);
     let again: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| (t.xid, t.attempt)).collect();
     assert_eq!(again, vec![(2, 2)]);
 }
@@ -151,13 +151,13 @@ fn rfc8166_5_5_2_an_rdma_error_answering_the_probe_fails_only_that_call_and_sett
         start(&mut req, 1, now);
         req.call(2, now).unwrap();
         req.call(3, now).unwrap();
-        assert_eq!(req.on_receive(&answer, now), Incoming::Consumed, "{what}");
+        assert_eq!(req.handle_receive(&answer, now), Incoming::Consumed, "{what}");
         let ev = drain(&mut req);
         assert!(ev.contains(&Event::Failed { xid: 1, error: CallFailure::Peer(error) }), "{what}: {ev:?}");
         let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
         assert_eq!(next, vec![(2, 2, false)], "{what}: the next call goes out, alone");
         assert_eq!(req.version(), Some(Version::TWO), "{what}");
-        assert!(matches!(req.on_receive(&reply(2, 2, 32), now), Incoming::Reply { xid: 2, .. }), "{what}");
+        assert!(matches!(req.handle_receive(&reply(2, 2, 32), now), Incoming::Reply { xid: 2, .. }), "{what}");
         let next: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| t.xid).collect();
         assert_eq!(next, vec![3], "{what}: and the one after its reply");
         assert_eq!(req.memory().no_v2(ADDR), None, "{what}");
@@ -177,20 +177,20 @@ fn draft_5_2_an_rdma_error_in_version_one_answering_the_probe_means_fall_back() 
     let mut req = requester((1, 2));
     start(&mut req, 1, now);
     req.call(2, now).unwrap();
-    assert_eq!(req.on_receive(&words(&[1, 1, 1, 4, 2]), now), Incoming::Consumed);
+    assert_eq!(req.handle_receive(&words(&[1, 1, 1, 4, 2]), now), Incoming::Consumed);
     let ev = drain(&mut req);
     assert!(!ev.iter().any(|e| matches!(e, Event::Failed { .. })), "no call fails: {ev:?}");
     let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
     assert_eq!(next, vec![(1, 1, false)], "the probe's call again, in Version One, alone");
     assert_eq!(req.version(), Some(Version::ONE));
     assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ErrVers { high: 1 }));
-    assert!(matches!(req.on_receive(&reply(1, 1, 32), now), Incoming::Reply { xid: 1, .. }));
+    assert!(matches!(req.handle_receive(&reply(1, 1, 32), now), Incoming::Reply { xid: 1, .. }));
     let next: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| (t.xid, t.version.wire())).collect();
     assert_eq!(next, vec![(2, 1)], "and the next call in Version One");
 
     let mut only_v2 = requester((2, 2));
     start(&mut only_v2, 1, now);
-    assert_eq!(only_v2.on_receive(&words(&[1, 1, 1, 4, 2]), now), Incoming::Consumed);
+    assert_eq!(only_v2.handle_receive(&words(&[1, 1, 1, 4, 2]), now), Incoming::Consumed);
     let ev = drain(&mut only_v2);
     assert!(ev.contains(&Event::Failed { xid: 1, error: CallFailure::Peer(PeerError::Common(Chunk)) }), "{ev:?}");
 }
@@ -209,13 +209,13 @@ fn draft_5_2_a_probe_refused_for_its_version_does_not_spend_the_calls_attempt() 
     let probe = start(&mut req, 1, now);
     assert!(probe.probe);
     let err_vers = |xid: u32, vers: u32| words(&[xid, vers, 1, 4, 1, 1, 1]);
-    assert_eq!(req.on_receive(&err_vers(1, 2), now), Incoming::Consumed);
+    assert_eq!(req.handle_receive(&err_vers(1, 2), now), Incoming::Consumed);
     let ev = drain(&mut req);
     assert!(!ev.iter().any(|e| matches!(e, Event::Failed { .. })), "the call did not fail: {ev:?}");
     let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
     assert_eq!(next, vec![(1, 1, false)], "the call again, in Version One");
     // That transmission was its one attempt: refused again, it fails.
-    assert_eq!(req.on_receive(&err_vers(1, 1), now), Incoming::Consumed);
+    assert_eq!(req.handle_receive(&err_vers(1, 1), now), Incoming::Consumed);
     let ev = drain(&mut req);
     assert!(ev.iter().any(|e| matches!(e, Event::Failed { xid: 1, .. })), "{ev:?}");
     assert!(transmits(&ev).is_empty());
@@ -231,7 +231,7 @@ fn rfc8166_4_5_a_malformed_answer_to_the_probe_fails_only_that_call_and_the_next
     start(&mut req, 1, now);
     req.call(2, now).unwrap();
     // RDMA_MSG whose Read list is cut short.
-    assert_eq!(req.on_receive(&words(&[1, 2, 1, 0, 1, 0]), now), Incoming::Consumed);
+    assert_eq!(req.handle_receive(&words(&[1, 2, 1, 0, 1, 0]), now), Incoming::Consumed);
     let ev = drain(&mut req);
     assert!(matches!(ev[0], Event::Failed { xid: 1, error: CallFailure::MalformedReply(_) }), "{ev:?}");
     let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
@@ -278,20 +278,20 @@ fn drive(req: &mut Requester, xids: &[u32], first: Answer, limit: Duration) -> V
             match req.poll_timeout() {
                 Some(at) => {
                     now = now.max(at);
-                    req.on_timeout(now);
+                    req.handle_timeout(now);
                     continue;
                 }
                 None => break, // nothing will ever happen again
             }
         };
         match e {
-            Event::Connect => req.on_connected(None, &[], now),
-            Event::Disconnect => req.on_disconnected(now),
+            Event::Connect => req.handle_connected(None, &[], now),
+            Event::Disconnect => req.handle_disconnected(now),
             Event::Transmit(t) => {
                 let answer = if answered == 0 { first(&t) } else { serve(&t) };
                 answered += 1;
                 if let Some(bytes) = answer {
-                    if let Incoming::Reply { xid, .. } = req.on_receive(&bytes, now) {
+                    if let Incoming::Reply { xid, .. } = req.handle_receive(&bytes, now) {
                         ended.push((xid, Ok(())));
                     }
                 }
@@ -339,11 +339,11 @@ fn draft_5_3_a_v1_reply_to_the_probe_is_dropped_and_the_probe_still_times_out() 
     let mut req = requester((1, 2));
     start(&mut req, 1, now);
     assert_eq!(
-        req.on_receive(&reply(1, 1, 32), now),
+        req.handle_receive(&reply(1, 1, 32), now),
         Incoming::Dropped(DropReason::WrongVersion { got: Version::ONE, sent: Version::TWO })
     );
     assert_eq!(req.poll_timeout(), Some(now + TIMEOUT));
-    req.on_timeout(now + TIMEOUT);
+    req.handle_timeout(now + TIMEOUT);
     assert_eq!(drain(&mut req), vec![Event::Disconnect]);
 }
 
@@ -369,17 +369,17 @@ fn cause_after(attempts: [Attempt; 3]) -> CallFailure {
     for a in attempts {
         assert_eq!(drain(&mut req), vec![Event::Connect], "{attempts:?}: {a:?}");
         if let Attempt::ConnectFails = a {
-            req.on_connect_failed(now);
+            req.handle_connect_failed(now);
             continue;
         }
-        req.on_connected(None, &[], now);
+        req.handle_connected(None, &[], now);
         assert_eq!(transmits(&drain(&mut req)).len(), 1, "{attempts:?}: {a:?}");
         if let Attempt::TimesOut = a {
             now += 2 * TIMEOUT;
-            req.on_timeout(now);
+            req.handle_timeout(now);
             assert_eq!(drain(&mut req), vec![Event::Disconnect], "{attempts:?}: {a:?}");
         }
-        req.on_disconnected(now);
+        req.handle_disconnected(now);
     }
     let ev = drain(&mut req);
     assert_eq!(req.pending(), 0, "{attempts:?}: {ev:?}");
@@ -422,27 +422,27 @@ fn draft_5_2_a_responder_remembered_as_lacking_version_two_is_probed_again_after
     let now = Instant::now();
     assert!(start(&mut req, 1, now).probe);
     let lost = now + 2 * TIMEOUT;
-    req.on_timeout(lost);
+    req.handle_timeout(lost);
     assert_eq!(drain(&mut req), vec![Event::Disconnect]);
-    req.on_disconnected(lost);
+    req.handle_disconnected(lost);
     assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ProbeLost));
     assert_eq!(req.memory().remembered_until(ADDR), Some(lost + reprobe_after));
 
     // Before it expires: Version One at once, no probe.
     assert_eq!(drain(&mut req), vec![Event::Connect]);
-    req.on_connected(None, &[], lost);
+    req.handle_connected(None, &[], lost);
     let ev = drain(&mut req);
     assert!(ev.iter().any(|e| matches!(e, Event::Settled { version: Version::ONE, .. })), "{ev:?}");
     let got: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
     assert_eq!(got, vec![(1, 1, false)]);
-    assert!(matches!(req.on_receive(&reply(1, 1, 32), lost), Incoming::Reply { xid: 1, .. }));
+    assert!(matches!(req.handle_receive(&reply(1, 1, 32), lost), Incoming::Reply { xid: 1, .. }));
 
     // The connection ends; the next one, after `reprobe_after`, probes again.
-    req.on_disconnected(lost);
+    req.handle_disconnected(lost);
     let later = lost + reprobe_after;
     req.call(2, later).unwrap();
     assert_eq!(drain(&mut req), vec![Event::Connect]);
-    req.on_connected(None, &[], later);
+    req.handle_connected(None, &[], later);
     let got: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
     assert_eq!(got, vec![(2, 2, true)], "the memory expired: the first call is the Version Two probe");
 }
@@ -460,7 +460,7 @@ fn draft_4_2_a_version_two_nomsg_reply_with_trailing_bytes_fails_its_call_with_t
     // RDMA_NOMSG, no Read or Write list, a one-segment Reply chunk (the reply went there), then
     // two words it must not carry.
     let nomsg = words(&[1, 2, 32, 1, 0, 0, 1, 1, 0x77, 64, 0, 0x1000, 0xdead, 0xbeef]);
-    assert_eq!(req.on_receive(&nomsg, now), Incoming::Consumed);
+    assert_eq!(req.handle_receive(&nomsg, now), Incoming::Consumed);
     let ev = drain(&mut req);
     let failed = Event::Failed { xid: 1, error: CallFailure::MalformedReply(Reason::PayloadAfterNoMsg(8)) };
     assert!(ev.contains(&failed), "{ev:?}");
@@ -475,8 +475,8 @@ fn draft_5_2_a_reprobe_after_of_forever_remembers_forever() {
     let now = Instant::now();
     assert!(start(&mut req, 1, now).probe);
     let lost = now + 2 * TIMEOUT;
-    req.on_timeout(lost);
-    req.on_disconnected(lost);
+    req.handle_timeout(lost);
+    req.handle_disconnected(lost);
     assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ProbeLost));
     let until = req.memory().remembered_until(ADDR).unwrap();
     assert!(until >= lost + Duration::from_secs(50 * 365 * 86_400), "{until:?}");

@@ -182,7 +182,7 @@ pub fn accept_raw<B: Backend>(
 ) -> Option<(Responder, Transport<B>, ReceivePool<B>)> {
     let credits = responder::ResponderConfig::default().credits;
     let mut responder = Responder::new(responder::ResponderConfig::default().versions(versions));
-    responder.on_connected(req.private_data(), Some(ours));
+    responder.handle_connected(req.private_data(), Some(ours));
     let pd = backend.alloc_pd().expect("pd");
     let mut pool = None;
     let accepted = req.accept_with(&pd, &ours.encode(), QpCaps::default(), |qp| {
@@ -369,7 +369,7 @@ fn serve_raw<B: Backend>(
             Act::Slow(d) => std::thread::sleep(*d),
             _ => {}
         }
-        let received = responder.on_receive(&m.bytes);
+        let received = responder.handle_receive(&m.bytes);
         lock(log).overruns[conn_no as usize] = responder.overruns();
         let answered = match received {
             Received::Call(h) => {

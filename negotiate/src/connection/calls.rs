@@ -302,7 +302,7 @@ impl<L: Clone> Connection<L> {
         self.connect_error = None;
         self.backoff = Duration::ZERO;
         self.failed_connects = 0;
-        self.requester().on_connected(ours, accepted, now);
+        self.requester().handle_connected(ours, accepted, now);
         self.route();
     }
 
@@ -314,7 +314,7 @@ impl<L: Clone> Connection<L> {
         log::info!("connecting to {} failed (attempt {}): {error}", self.addr, self.failed_connects);
         self.connect_error = Some(error);
         self.backoff = (self.backoff * 2).clamp(FIRST_BACKOFF, MAX_BACKOFF);
-        self.requester().on_connect_failed(now);
+        self.requester().handle_connect_failed(now);
         self.route();
     }
 
@@ -325,7 +325,7 @@ impl<L: Clone> Connection<L> {
         // ours to the server's Receives, which the forward call threshold sizes (RFC 8797
         // section 4).
         let (threshold, credits) = (self.requester_thresholds().call, self.cfg.requester.credits);
-        let received = match self.requester().on_receive(bytes, now) {
+        let received = match self.requester().handle_receive(bytes, now) {
             // Routed when its bytes are delivered: its caller's step comes first, then what
             // its credit let go.
             Incoming::Reply { xid, header } => {
@@ -403,7 +403,7 @@ impl<L: Clone> Connection<L> {
         self.ended.push_back(ended);
         self.link = None;
         self.settled = None;
-        self.requester().on_disconnected(now);
+        self.requester().handle_disconnected(now);
         self.route();
     }
 
@@ -412,7 +412,7 @@ impl<L: Clone> Connection<L> {
     pub(super) fn call_timeouts(&mut self, now: Instant) {
         self.now = Some(now);
         if self.link.is_some() && self.req.as_mut().is_some_and(|r| r.is_due(now)) {
-            self.requester().on_timeout(now);
+            self.requester().handle_timeout(now);
             self.route();
         }
     }
@@ -444,10 +444,10 @@ impl<L: Clone> Connection<L> {
 
     /// The transport properties were exchanged on the current connection (`ours` stated,
     /// `theirs` the responder's reply): later transmissions use the thresholds they give
-    /// ([`Requester::on_properties`](crate::requester::Requester::on_properties)).
+    /// ([`Requester::handle_properties`](crate::requester::Requester::handle_properties)).
     pub fn handle_properties(&mut self, ours: TransportProperties, theirs: TransportProperties) {
         self.properties = PeerProperties::Stated(theirs);
-        self.requester().on_properties(ours, theirs);
+        self.requester().handle_properties(ours, theirs);
         self.route();
     }
 

@@ -12,7 +12,7 @@ use rpcrdma_verbs::PeerHost;
 pub(super) type Core = crate::connection::Connection<()>;
 
 /// One accepted connection, as its event loop serves it.
-pub(super) struct Served<B: Backend> {
+pub(super) struct LoopConnection<B: Backend> {
     pub(super) conn: Arc<Transport<B>>,
     pub(super) pool: ReceivePool<B>,
     /// Its decisions; locked by the thread judging a message (one at a time: the loop's role)
@@ -39,7 +39,7 @@ pub(super) struct Served<B: Backend> {
     /// pair with it then allocates nothing).
     pub(super) waker: OnceLock<std::task::Waker>,
     /// Signaled when a message was judged while a -07 reply waits for credit
-    /// ([`Served::part_credit`]) and when the connection ends.
+    /// ([`LoopConnection::part_credit`]) and when the connection ends.
     granted: Condvar,
     /// The replies waiting on `granted`: the judging thread signals only when there are some.
     part_waiters: AtomicUsize,
@@ -50,7 +50,7 @@ pub(super) struct Served<B: Backend> {
     _receives: Charge,
 }
 
-impl<B: Backend> Served<B> {
+impl<B: Backend> LoopConnection<B> {
     pub(super) fn idle_at(&self) -> Option<Instant> {
         *lock(&self.idle_at)
     }
@@ -83,7 +83,7 @@ impl<B: Backend> Served<B> {
             }
             // The GRANT must be read even with the connection's most calls in progress (this
             // one among them): the loop leaves calls waiting on the requester out of that
-            // count ([`Served::blocked`], this one counted until it has its total), and is told
+            // count ([`LoopConnection::blocked`], this one counted until it has its total), and is told
             // so now and again while this waits (others may come to wait behind it after the
             // loop last looked). Not with the core locked: the loop's state is locked to queue
             // the connection; then everything is looked at again, since a message may have
@@ -137,7 +137,7 @@ impl<B: Backend> Served<B> {
     }
 
     /// After a message was judged: wakes the replies waiting for credit, if any
-    /// ([`Served::part_credit`]).
+    /// ([`LoopConnection::part_credit`]).
     pub(super) fn credit_may_have_changed(&self) {
         if self.part_waiters.load(Ordering::SeqCst) > 0 {
             self.granted.notify_all();
@@ -146,7 +146,7 @@ impl<B: Backend> Served<B> {
 }
 
 /// How often a reply waiting for the requester's credit tells the event loop that its
-/// connection has something to read ([`Served::part_credit`]): only while it waits.
+/// connection has something to read ([`LoopConnection::part_credit`]): only while it waits.
 const TELL_EVERY: Duration = Duration::from_millis(10);
 
 /// Accepts the connection `req` asks for: the private data, Receives of the largest size a
@@ -158,7 +158,7 @@ pub(super) fn accept<B: Backend>(
     req: B::Request,
     cfg: &ServerConfig,
     shared: &Shared,
-) -> Option<Served<B>> {
+) -> Option<LoopConnection<B>> {
     let (ours, pdata) = thresholds::what_to_send(cfg.private_data, cfg.foreign_private_data);
     let now = Instant::now();
     let mut core = Core::server(cfg.responder, cfg.limits.idle_timeout, req.private_data(), ours, now);
@@ -225,7 +225,7 @@ pub(super) fn accept<B: Backend>(
     let back = ServerSide::new(conn.clone());
     lock(&shared.backchannels).push(back.handle());
     let idle_at = Mutex::new(core.poll_timeout());
-    Some(Served {
+    Some(LoopConnection {
         conn,
         pool,
         core: Mutex::new(core),

@@ -1,4 +1,4 @@
-//! Serving one call: the one path from an accepted call header to its answer on the wire.
+//! ResponderHalf one call: the one path from an accepted call header to its answer on the wire.
 //! The [`Server`](super::Server)'s threads run it, and the deterministic simulator
 //! (negotiate/tests/sim) runs it over its simulated verbs backend, so what the simulator
 //! checks is this code, not a copy of it.

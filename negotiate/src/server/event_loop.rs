@@ -32,7 +32,7 @@ use std::collections::VecDeque;
 use std::sync::Weak;
 use std::task::{Wake, Waker};
 
-use super::accept::{accept, Core, Served};
+use super::accept::{accept, Core, LoopConnection};
 use super::*;
 use crate::connection::{Arrival, Received};
 use crate::datapath::send_answer;
@@ -96,11 +96,11 @@ enum HolderWake {
 }
 
 /// A connection of the loop, by its id there.
-type Member<B> = (u64, Arc<Served<B>>);
+type Member<B> = (u64, Arc<LoopConnection<B>>);
 
 /// One connection's place in the loop.
 struct Slot<B: Backend> {
-    served: Arc<Served<B>>,
+    served: Arc<LoopConnection<B>>,
     /// Calls taken and not yet answered.
     in_progress: usize,
     /// When the last call in progress was answered: a call that ran long is activity too.
@@ -241,7 +241,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// Serves `served` from now on: it is ready at once (its first messages may be there);
     /// the loop's first thread starts with its first connection.
-    pub(super) fn add(&self, served: Served<B>) {
+    pub(super) fn add(&self, served: LoopConnection<B>) {
         self.accepted(Some(served));
     }
 
@@ -253,7 +253,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// An accept [`Loop::accepting`] announced is over: the connection joins the loop, or,
     /// `None`, the accept failed.
-    pub(super) fn accepted(&self, served: Option<Served<B>>) {
+    pub(super) fn accepted(&self, served: Option<LoopConnection<B>>) {
         let mut st = lock(&self.st);
         st.accepting = st.accepting.saturating_sub(1);
         let Some(served) = served else { return };
@@ -768,7 +768,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// Arms connection `id` to wake the loop at its next completion; one whose messages are
     /// there already goes back on the ready queue.
-    fn arm(&self, id: u64, served: &Served<B>) {
+    fn arm(&self, id: u64, served: &LoopConnection<B>) {
         let Some(waker) = served.waker.get() else { return self.requeue(id) };
         match served.conn.arm_receive(waker) {
             // (A queue pair that went down before it was armed has no completion left to
@@ -787,7 +787,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     }
 
     /// Judges a received message once, with the connection's core.
-    fn judge<'m>(&self, served: &Served<B>, core: &mut Core, bytes: &'m [u8]) -> Received<'m> {
+    fn judge<'m>(&self, served: &LoopConnection<B>, core: &mut Core, bytes: &'m [u8]) -> Received<'m> {
         // Behind this message: the ones received and not judged, and the calls being
         // served, all in flight for the requester.
         let behind = served.conn.receives_waiting() + served.unanswered.load(Ordering::SeqCst);
@@ -812,14 +812,14 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// Judges a call [`Connection::take_rewritten`] gave, as [`Loop::judge`] judges a
     /// message.
-    fn judge_rewritten<'m>(&self, served: &Served<B>, core: &mut Core, bytes: &'m [u8]) -> Received<'m> {
+    fn judge_rewritten<'m>(&self, served: &LoopConnection<B>, core: &mut Core, bytes: &'m [u8]) -> Received<'m> {
         let behind = served.conn.receives_waiting() + served.unanswered.load(Ordering::SeqCst);
         core.handle_rewritten(bytes, Arrival { behind, awaiting: None })
     }
 
     /// A call was judged: it is in flight until answered, and the backward direction follows
     /// the version and thresholds of the latest forward call.
-    fn take_call(&self, served: &Served<B>, core: &Core, header: &Header<'_>) {
+    fn take_call(&self, served: &LoopConnection<B>, core: &Core, header: &Header<'_>) {
         let mut peer = lock(&served.peer);
         peer.credits_requested = header.credit();
         let version = header.version();
@@ -852,7 +852,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// connection.
     /// On a -07 connection (`draft07`) each message keeps its running credit total in order
     /// with the replies' (`send_draft07`).
-    fn answer(&self, served: &Served<B>, received: Received<'_>, draft07: bool) -> Result<(), String> {
+    fn answer(&self, served: &LoopConnection<B>, received: Received<'_>, draft07: bool) -> Result<(), String> {
         // On -07 an answer never waits here (behind a continued reply, or for credit): this
         // thread must go on reading, for the GRANT such a reply waits for.
         let send = |bytes: &[u8]| match draft07 {
@@ -887,7 +887,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// Connection `id` ends, for `why`: its backward call waiting, if any, fails, and it
     /// leaves the loop (a loop of one connection ends with it).
-    fn end(&self, id: u64, served: &Served<B>, why: String) {
+    fn end(&self, id: u64, served: &LoopConnection<B>, why: String) {
         served.close(&why);
         let removed = {
             let mut st = lock(&self.st);
@@ -909,14 +909,14 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// Whether `call` on a -07 connection is the retransmission of a transaction whose reply
     /// an RDMA operational error lost on the requester's earlier connection (section 7.3):
     /// answered with RDMA2_ERROR, not served. Once only: it is forgotten here.
-    fn lost_before(&self, served: &Served<B>, call: &Header<'_>, params: &ReplyParams) -> bool {
+    fn lost_before(&self, served: &LoopConnection<B>, call: &Header<'_>, params: &ReplyParams) -> bool {
         let Some(host) = served.host.filter(|_| params.draft07) else { return false };
         lock(&self.shared.lost).take(host, call.xid(), || super::lost_replies::fingerprint(call))
     }
 
     /// Records how a connection ended in its [`Peer`]; `why` if its queue pair is not down
     /// yet (a close on TCP takes effect on the backend's own thread).
-    fn record_end(&self, served: &Served<B>, why: String) {
+    fn record_end(&self, served: &LoopConnection<B>, why: String) {
         // What the completion queue still holds is reaped first, and what a waiter polling it
         // holds is noted: the first error among it (a reply's Send, cut by the retry
         // timeout) is how it ended.
@@ -1027,7 +1027,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// Starts a thread to wait for the role if none does and the bound allows: each
     /// connection's calls may take up to its bound of threads (more for those blocked on the
-    /// requester, [`Served::blocked`]), and one more receives, so calls stuck in a handler on
+    /// requester, [`LoopConnection::blocked`]), and one more receives, so calls stuck in a handler on
     /// one connection never leave the others unserved.
     fn keep_one_waiting(&self, st: &mut State<B>) {
         let most = st.conns.values().map(|s| s.served.most + s.served.blocked()).sum::<usize>() + st.orphans + 1;

@@ -285,7 +285,8 @@ impl SimClient {
         self.planned = later;
         for p in due {
             self.core.start_call(p.xid, base + now).expect("unique XIDs");
-            sim.record(Event::CallMade { xid: p.xid, len: p.message.len() as u32 });
+            let attempts = sim.faults.max_attempts;
+            sim.record(Event::CallMade { xid: p.xid, len: p.message.len() as u32, attempts });
             self.records.insert(
                 p.xid,
                 Record {
@@ -325,7 +326,7 @@ impl SimClient {
                 CoreEvent::Disconnect(link) => {
                     if sim.link.as_ref().is_some_and(|l| l.id == link) {
                         if let Some(id) = sim.link_down(Closer::ClientTimeout) {
-                            sim.with_server(|s, sim| s.on_disconnected(sim, id));
+                            sim.with_server(|s, sim| s.handle_disconnected(sim, id));
                             self.on_link_down(sim, id, true);
                         }
                     }
@@ -408,12 +409,13 @@ impl SimClient {
         sim.next_link += 1;
         sim.link = Some(super::Link::new(id));
         let (ours, sent) = thresholds::what_to_send(self.cfg.private_data, self.cfg.sends_foreign_private_data());
-        let accepted = sim.with_server(|s, sim| s.on_connected(id, &sent, &sim.net, now));
+        let accepted = sim.with_server(|s, sim| s.handle_connected(id, &sent, &sim.net, now));
         // The requester's end: its calls' memory windows are bound on it.
         self.conns.insert(id, Transport::new(SimPd, SimQp::new(id, sim.net.clone()), TIMEOUT));
         let private_data = (!sent.is_empty(), !accepted.is_empty());
         let draft07 = sim.faults.version_two.speaks(rpcrdma_v2::dialect::Dialect::Ietf07);
-        sim.record(Event::Connected { link: id, private_data, v1_only: sim.faults.v1_only_responder, draft07 });
+        let (v1_only, responder_draft07) = (sim.faults.v1_only_responder, sim.faults.responder_draft07);
+        sim.record(Event::Connected { link: id, private_data, v1_only, draft07, responder_draft07 });
         self.core.handle_connected(id, ours, &accepted, now);
         self.note_core(sim, None);
     }
@@ -632,7 +634,7 @@ impl SimClient {
     }
 
     /// A fault broke the link under the client.
-    pub fn on_disconnected(&mut self, sim: &mut Sim, link: u32) {
+    pub fn handle_disconnected(&mut self, sim: &mut Sim, link: u32) {
         self.on_link_down(sim, link, false);
     }
 

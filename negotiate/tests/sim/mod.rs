@@ -451,8 +451,8 @@ impl Sim {
     /// A fault: the link breaks under both sides.
     fn break_link(&mut self) {
         let Some(id) = self.link_down(Closer::Fault) else { return };
-        self.with_server(|s, sim| s.on_disconnected(sim, id));
-        self.with_client(|c, sim| c.on_disconnected(sim, id));
+        self.with_server(|s, sim| s.handle_disconnected(sim, id));
+        self.with_client(|c, sim| c.handle_disconnected(sim, id));
     }
 
     /// Runs to the end: every call ended and nothing left to do, or a broken invariant.

@@ -79,7 +79,7 @@ impl SimServer {
     }
 
     /// Accepts link `id` at `now`; returns the private data of the accept.
-    pub fn on_connected(&mut self, id: u32, received: &[u8], net: &Net, now: Instant) -> Vec<u8> {
+    pub fn handle_connected(&mut self, id: u32, received: &[u8], net: &Net, now: Instant) -> Vec<u8> {
         let versions =
             if self.faults.v1_only_responder { (Version::ONE, Version::ONE) } else { (Version::ONE, Version::TWO) };
         // (A -07 server advertises few credits, so that the requester's window is more than
@@ -113,7 +113,7 @@ impl SimServer {
         }
     }
 
-    pub fn on_disconnected(&mut self, sim: &mut Sim, id: u32) {
+    pub fn handle_disconnected(&mut self, sim: &mut Sim, id: u32) {
         if let Some(c) = self.conns.remove(&id) {
             c.conn.qp().disconnect();
         }
@@ -358,8 +358,8 @@ impl SimServer {
     fn close(&mut self, sim: &mut Sim, link: u32, by: Closer) {
         if sim.link.as_ref().is_some_and(|l| l.id == link) {
             if let Some(id) = sim.link_down(by) {
-                self.on_disconnected(sim, id);
-                sim.with_client(|c, sim| c.on_disconnected(sim, id));
+                self.handle_disconnected(sim, id);
+                sim.with_client(|c, sim| c.handle_disconnected(sim, id));
             }
         }
     }

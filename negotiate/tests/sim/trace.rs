@@ -111,8 +111,9 @@ pub enum Refusal {
 /// One thing that happened.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Event {
-    /// The caller made call `xid`, of `len` bytes.
-    CallMade { xid: u32, len: u32 },
+    /// The caller made call `xid`, of `len` bytes, to be sent at most `attempts` times (once
+    /// and on each new connection: [`super::Faults::max_attempts`]).
+    CallMade { xid: u32, len: u32, attempts: u32 },
     /// A message left for the other side on `link`, to arrive at `arrives` after a drawn
     /// `delay`; `outstanding` is, for a forward call, the calls on the link not yet answered
     /// with it counted (invariant 3); `digest` is of its bytes.
@@ -137,8 +138,9 @@ pub enum Event {
     /// A connect attempt was refused (the fault).
     ConnectRefused,
     /// Connection `link` was made: which sides sent private data, whether the responder
-    /// speaks Version One only.
-    Connected { link: u32, private_data: (bool, bool), v1_only: bool, draft07: bool },
+    /// speaks Version One only, whether the requester speaks -07 (`draft07`) and whether the
+    /// responder does (`responder_draft07`).
+    Connected { link: u32, private_data: (bool, bool), v1_only: bool, draft07: bool, responder_draft07: bool },
     /// The requester sent call `xid` on `link` (`attempt` 1 first, then each retransmission).
     Transmit { xid: u32, link: u32, version: u32, probe: bool, attempt: u32 },
     /// ... continued across `parts` Sends (-07's RDMA2_CALL_MIDDLE parts, section 4.1).
@@ -327,6 +329,8 @@ kinds! {
         AbandonedUnsent: "a call given up before it was sent",
         AbandonedSent: "a call given up with its transmission out",
         Draft07Requester: "a connection whose requester speaks -07",
+        Draft07Responder: "a connection whose responder speaks -07",
+        OneAttempt: "a call allowed one attempt only",
     }
     outcomes {
         ReplyEcho: "a call answered with its echo",
@@ -391,12 +395,16 @@ impl Event {
                 }
             }
             Event::ConnectRefused => k(Kind::ConnectRefused),
-            Event::Connected { link, private_data, v1_only, draft07 } => {
+            Event::CallMade { attempts: 1, .. } => k(Kind::OneAttempt),
+            Event::Connected { link, private_data, v1_only, draft07, responder_draft07 } => {
                 if v1_only {
                     k(Kind::V1OnlyResponder);
                 }
                 if draft07 {
                     k(Kind::Draft07Requester);
+                }
+                if responder_draft07 {
+                    k(Kind::Draft07Responder);
                 }
                 if link > 1 {
                     k(Kind::Reconnect);

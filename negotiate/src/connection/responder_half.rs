@@ -40,14 +40,14 @@ use crate::client_config::ClientConfig;
 use crate::responder::{self, Responder};
 
 /// What only a server's connection keeps.
-pub(super) struct Serving {
+pub(super) struct ResponderHalf {
     pub(super) responder: Responder,
     idle_timeout: Duration,
     last_heard: Instant,
     over_limits_reported: u64,
 }
 
-impl Serving {
+impl ResponderHalf {
     /// When the connection becomes idle if nothing arrives before.
     pub(super) fn idle_deadline(&self) -> Instant {
         // (An idle timeout of `Duration::MAX`: never idle.)
@@ -67,9 +67,9 @@ impl<L: Clone> Connection<L> {
         now: Instant,
     ) -> Self {
         let mut responder = Responder::new(cfg);
-        responder.on_connected(received, ours);
+        responder.handle_connected(received, ours);
         let mut conn = Connection::empty(ClientConfig::default(), "");
-        conn.serving = Some(Serving { responder, idle_timeout, last_heard: now, over_limits_reported: 0 });
+        conn.serving = Some(ResponderHalf { responder, idle_timeout, last_heard: now, over_limits_reported: 0 });
         conn
     }
 
@@ -151,7 +151,7 @@ impl<L: Clone> Connection<L> {
         let s = self.serving_mut();
         s.last_heard = now;
         let awaiting = |x| Some(x) == arrival.awaiting;
-        match s.responder.on_receive_awaiting(bytes, arrival.behind, &awaiting) {
+        match s.responder.handle_receive_awaiting(bytes, arrival.behind, &awaiting) {
             responder::Received::Call(header) => {
                 let params = s.responder.reply_params(header.xid()).expect("a call just received is in flight");
                 Received::Call { header, params }
@@ -195,7 +195,7 @@ impl<L: Clone> Connection<L> {
     /// judges a message: a [`Received::Call`] to serve from `bytes`, or its answer.
     pub fn handle_rewritten<'a>(&mut self, bytes: &'a [u8], arrival: Arrival) -> Received<'a> {
         let s = self.serving_mut();
-        match s.responder.on_rewritten(bytes, arrival.behind) {
+        match s.responder.handle_rewritten(bytes, arrival.behind) {
             responder::Received::Call(header) => {
                 let params = s.responder.reply_params(header.xid()).expect("a call just received is in flight");
                 Received::Call { header, params }
@@ -213,7 +213,7 @@ impl<L: Clone> Connection<L> {
         }
     }
 
-    fn serving_mut(&mut self) -> &mut Serving {
+    fn serving_mut(&mut self) -> &mut ResponderHalf {
         self.serving.as_mut().expect("a responder's operation on a client's connection")
     }
 }

@@ -549,12 +549,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     // long.
                     // (A -07 answer never waits here for the payload stream or credit: it is
                     // queued, `Transport::answer_draft07`.)
-                    let ticket = {
-                        let mut st = lock(&self.st);
-                        let ticket = self.begin_alone(&mut st);
-                        self.tell_untimed(&st);
-                        Some(ticket)
-                    };
+                    let ticket = Some(self.begin_alone(&mut lock(&self.st)));
                     let answered = self.answer(&served, other, draft07);
                     served.pool.recycle(m.bytes);
                     match answered {
@@ -580,9 +575,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             let aside = _rewritten_charge.is_none() && self.may_set_aside(&served, &header);
             let keep =
                 aside || self.rdma_at_post || header.read_list().is_empty() || served.conn.receives_waiting() == 0;
-            // A call set aside takes the role's ticket without telling the threads waiting for
-            // the role: posting its Reads is short (told only if it is served now after all).
-            let ticket = self.take_on(id, keep, !aside);
+            let ticket = self.take_on(id, keep);
             let answering = || {
                 served.unanswered.fetch_sub(1, Ordering::SeqCst);
             };
@@ -617,9 +610,6 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     };
                 m.bytes = bytes;
                 header = detached.attach(&m.bytes).expect("the header was detached from these bytes");
-                if answered.is_none() {
-                    self.tell_untimed(&lock(&self.st));
-                }
                 result = answered;
             }
             let result = result.unwrap_or_else(|| {
@@ -950,7 +940,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     fn end(&self, id: u64, served: &LoopConnection<B>, why: String) {
         served.close(&why);
         // A call set aside has no thread to end it: it stops counting here.
-        let aside = self.drop_set_aside(served);
+        let aside = usize::from(self.drop_set_aside(served));
         let removed = {
             let mut st = lock(&self.st);
             let removed = st.conns.remove(&id);
@@ -1063,9 +1053,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// thread serves the call (returning the ticket that says whether it still holds it
     /// afterwards), or, when `keep` is false or another call is being served beside (one that
     /// ran long), frees it. When no other thread waits for the role and the bound allows,
-    /// spawns one (so a loop whose calls are all short keeps two threads). `tell`: what
-    /// follows may run long ([`Loop::tell_untimed`]).
-    fn take_on(&self, id: u64, keep: bool, tell: bool) -> Option<u64> {
+    /// spawns one (so a loop whose calls are all short keeps two threads).
+    fn take_on(&self, id: u64, keep: bool) -> Option<u64> {
         let mut st = lock(&self.st);
         let mut beside = 0;
         if let Some(slot) = st.conns.get_mut(&id) {
@@ -1078,11 +1067,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         // behind it follow on this thread. Beside a long one, its connection's next message
         // must not wait for this one.
         let ticket = if keep && beside == 0 {
-            let ticket = self.begin_alone(&mut st);
-            if tell {
-                self.tell_untimed(&st);
-            }
-            Some(ticket)
+            Some(self.begin_alone(&mut st))
         } else {
             st.free = true;
             self.turn.notify_one();
@@ -1111,16 +1096,12 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         let t = st.next_ticket;
         st.next_ticket += 1;
         st.alone = Some((Instant::now(), t));
-        t
-    }
-
-    /// What [`Loop::begin_alone`] began may run long: a thread waiting for the role without a
-    /// deadline is told, to wait with one. (The others wake by themselves when it has run too
-    /// long.)
-    fn tell_untimed(&self, st: &State<B>) {
+        // Only a thread waiting without a deadline must be told; the others wake by
+        // themselves when the call has run too long.
         if st.untimed > 0 {
             self.turn.notify_one();
         }
+        t
     }
 
     /// What [`Loop::begin_alone`] began is done: whether this thread still holds the role

@@ -112,7 +112,6 @@ use lent_sources::{LentSource, LentSources};
 pub use receive::{ReceivePool, Received};
 pub use registrar::{ChunkMemory, WindowRegistrar};
 pub(crate) use reply::send_answer;
-pub(crate) use reply::Fetching;
 pub use reply::{
     fetch_call, send_draft07, send_error, send_reply, send_reply_lent, send_reply_with_lent_results, LentMismatch,
     ReplyParams, ReplySent,
@@ -252,13 +251,6 @@ const RECV_WR_BIT: u64 = 1 << 63;
 /// only an error for [`Transport::ended`]. One fewer wait, and so one fewer wake-up of the
 /// caller, per call.
 const UNWAITED_WR_BIT: u64 = 1 << 62;
-
-/// Marks a send-queue work request whose completion resumes something set aside, with no
-/// thread waiting for it (a call's RDMA Read, [`Fetching`]): whoever reaps it with nobody
-/// waiting wakes the waker armed on the connection ([`Transport::arm_receive`]), as a message
-/// would, and arming answers [`Arm::Waiting`](rpcrdma_verbs::Arm::Waiting) while one is set
-/// aside, so that its owner looks.
-const RESUMES_WR_BIT: u64 = 1 << 61;
 
 /// A connected queue pair, its protection domain, the work-request ids handed out on it, and the
 /// completions reaped but not yet claimed.
@@ -464,7 +456,7 @@ impl<B: Backend> Transport<B> {
 
     /// A fresh `wr_id` for a send-queue work request; unique on this connection.
     pub fn wr_id(&self) -> u64 {
-        self.next_wr_id.fetch_add(1, Ordering::Relaxed) & !(RECV_WR_BIT | UNWAITED_WR_BIT | RESUMES_WR_BIT)
+        self.next_wr_id.fetch_add(1, Ordering::Relaxed) & !(RECV_WR_BIT | UNWAITED_WR_BIT)
     }
 
     /// A fresh `wr_id` for a send-queue work request nobody will wait for: whoever reaps its

@@ -457,10 +457,6 @@ pub struct ServerStats {
     /// Long calls: sent whole in a Position-zero Read chunk behind an RDMA_NOMSG (RFC 8166
     /// section 3.5.3).
     pub long_calls: u64,
-    /// Calls with Read chunks (either kind) set aside while their RDMA Reads crossed the
-    /// network, the serving thread going on to other messages meanwhile (a backend whose Reads
-    /// are not done as they are posted: TCP, rdma-core).
-    pub calls_set_aside: u64,
     /// Replies sent inline (RDMA_MSG).
     pub inline_replies: u64,
     /// Replies sent through the requester's Reply chunk (RDMA_NOMSG).

@@ -209,70 +209,12 @@ fn served_while_another_thread_drives_the_readiness_loop() {
     assert!(started.elapsed() < Duration::from_secs(30), "the calls waited for the driving thread");
 }
 
-/// A reply to `call` carrying its length and the sum of its bytes: proof that the server had
-/// the whole call, Read chunks and all.
-fn digest(call: &[u8]) -> Vec<u8> {
-    let sum = call.iter().map(|&b| u32::from(b)).sum::<u32>();
-    [&call[..4], &[0, 0, 0, 1], &(call.len() as u32).to_be_bytes()[..], &sum.to_be_bytes()].concat()
-}
-
-/// Over TCP a call whose arguments come by RDMA Read is set aside while its Reads cross the
-/// network, and its thread serves other messages meanwhile (`server/event_loop/set_aside.rs`)
-/// instead of waiting for them or handing the role on: 16 connections, each with a caller
-/// making calls with a Read chunk and Long calls in turn, every one of those calls set aside
-/// and answered from its whole arguments.
-fn read_chunk_calls_are_set_aside_not_waited_for() {
-    const CONNECTIONS: u32 = 16;
-    const CALLS: u32 = 20;
-    // The call's opaque (its length word after the XID and message type) is DDP-eligible.
-    const READ_ULB: OpaqueAtUlb =
-        OpaqueAtUlb { call_opaque: Some(8), reply_opaque: None, max_result: 0, max_reply: 64 };
-    let server = Server::start(Tcp, Tcp.any_address(), ServerConfig::default(), Arc::new(READ_ULB), digest).unwrap();
-    let addr = server.local_addr().to_string();
-    std::thread::scope(|s| {
-        for c in 0..CONNECTIONS {
-            let addr = addr.clone();
-            s.spawn(move || {
-                let client = Client::new(Tcp, &addr, ClientConfig::default());
-                for i in 0..CALLS {
-                    let xid = c * 1000 + i + 1;
-                    let len = 8192 + 4 * i;
-                    let fill = (xid % 251) as u8;
-                    let call =
-                        [&xid.to_be_bytes()[..], &[0, 0, 0, 0], &len.to_be_bytes(), &vec![fill; len as usize]].concat();
-                    // Odd calls: the same bytes, no DDP-eligible item: a Long call.
-                    let ulb = if i % 2 == 0 { READ_ULB } else { ULB };
-                    assert_eq!(client.call(&call, &ulb).unwrap(), digest(&call), "call {xid:#x}");
-                }
-            });
-        }
-    });
-    // The server counts a call once its reply is posted, which may be after the client has
-    // the reply: waited for, bounded.
-    let counted = Instant::now() + Duration::from_secs(5);
-    while server.stats().calls.total() < u64::from(CONNECTIONS * CALLS) && Instant::now() < counted {
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let stats = server.stats();
-    let chunked = stats.read_chunk_calls + stats.long_calls;
-    assert_eq!(
-        (stats.read_chunk_calls, stats.long_calls),
-        (u64::from(CONNECTIONS * CALLS / 2), u64::from(CONNECTIONS * CALLS / 2))
-    );
-    // One call at a time per connection: each was set aside, none waited for by a thread of
-    // its own (without the setting aside, this is 0).
-    assert_eq!(stats.calls_set_aside, chunked, "{stats:?}");
-    drop(server);
-    assert_eq!(serving_threads(), 0, "a thread left behind after the server stopped");
-}
-
 #[test]
 fn issue_25_the_servers_event_loop() {
     served_while_another_thread_drives_the_readiness_loop();
     an_idle_connection_closes_while_another_is_busy(NoWakers);
     many_connections_on_a_few_threads(InProcess);
     many_connections_on_a_few_threads(Tcp);
-    read_chunk_calls_are_set_aside_not_waited_for();
     an_idle_connection_closes_while_another_is_busy(InProcess);
     an_idle_connection_closes_while_another_is_busy(Tcp);
     a_loop_per_connection_where_queue_pairs_cannot_wake(2);

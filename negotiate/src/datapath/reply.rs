@@ -8,21 +8,21 @@ use rpcrdma_v1::header::{Fixed, Header};
 use rpcrdma_v1::marshal_reply::{
     marshal_reply_of_len, MarshaledReply, ProvidedChunks, RdmaWrite, ReplyError, ReplyForm, ReplyRequest,
 };
+use rpcrdma_v1::reassemble::{
+    check_call_ddp_eligibility, fetch_len, lay_out_call, read_list_fetches, reassemble_call, CallPiece, Fetch,
+};
 use rpcrdma_v1::rt::{List, Seq};
 use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
-use rpcrdma_v1::xdr::XdrWriteChunk;
+use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg, XdrWriteChunk};
 use rpcrdma_v1::Version;
 use rpcrdma_v2::draft07::marshal as marshal07;
-use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, RemoteBuf};
+use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QueuePair, RemoteBuf, Sge};
 
 use super::{take_bytes, ChainedWrite, ChainedWrites, DataPathError, Transport};
 
 mod continued;
-mod fetch;
 mod lent;
 
-pub use fetch::fetch_call;
-pub(crate) use fetch::Fetching;
 use lent::ReducedReply;
 pub use lent::{send_reply_with_lent_results, LentMismatch};
 
@@ -80,6 +80,127 @@ pub struct ReplySent {
     /// connection keeps (the first time it sends one), or into the reply when that could not
     /// go with each of them in a Write chunk.
     pub lent_copies: usize,
+}
+
+/// Rebuilds the whole RPC Call message of an accepted call header into `out`: pulls every Read
+/// chunk segment with an RDMA Read (RFC 8166 sections 3.4.5 and 3.4.5.1), waits for them,
+/// puts the pieces together (`lay_out_call`'s rules: inline payload or Position-Zero chunk,
+/// padding restored) and checks the Read chunks against the DDP-eligible items `ulb` finds (RFC
+/// 8166 section 6.1.1: on [`DataPathError::DdpViolation`] do not process the call; answer
+/// `GARBAGE_ARGS`).
+///
+/// For an `RDMA_MSG` each Read chunk is read straight to its place in `out`, which is
+/// registered for the Reads and handed back: the RDMA Read is the only copy of a chunk's bytes,
+/// as with raw verbs. An `RDMA_NOMSG`'s Reads land in a buffer first (the reduced stream is
+/// itself a chunk, so where the others go is known only once it is read) and are copied into
+/// `out`. Whatever `out` held is replaced; its memory is reused.
+///
+/// The chunk sizes were bounded by the header's limits when it was accepted (RFC 8166 section
+/// 3.4.4). See the [module documentation](super) for an example.
+pub fn fetch_call<B: Backend, U: UpperLayerBinding + ?Sized>(
+    conn: &Transport<B>,
+    call: &Header<'_>,
+    ulb: &U,
+    out: &mut Vec<u8>,
+) -> Result<(), DataPathError> {
+    let msg = call.to_msg();
+    let reads = call.read_list();
+    let landing_len = fetch_len(reads) as usize;
+    if landing_len == 0 {
+        reassemble_call(&msg, call.payload(), &[], out)?;
+    } else if matches!(msg.rdma_body, RdmaBody::RdmaMsg(_)) {
+        read_in_place(conn, &msg, call.payload(), landing_len, out)?;
+    } else {
+        let landing = conn.chunk_region(landing_len)?;
+        let fetched = post_reads(conn, &landing, read_list_fetches(reads).map(|f| (f.landing, f)));
+        // (The landing buffer is deregistered and freed, not kept for the connection's next
+        // call: its size is the peer's to choose, and a server's budget counts it only while
+        // the call is fetched.)
+        let mut landing = take_bytes(landing);
+        landing.truncate(landing_len);
+        fetched.and_then(|()| Ok(reassemble_call(&msg, call.payload(), &landing, out)?))?;
+    }
+    check_call_ddp_eligibility(&msg, out, ulb, &mut Vec::new())?;
+    Ok(())
+}
+
+/// Builds an `RDMA_MSG` call in `out` with each Read chunk read straight to its place: the
+/// inline pieces and padding are written first, then `out` is registered for the Reads.
+fn read_in_place<B: Backend>(
+    conn: &Transport<B>,
+    msg: &RdmaMsg<'_>,
+    inline: &[u8],
+    landing_len: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), DataPathError> {
+    let len = lay_out_call(msg, inline, landing_len, |_| {})?;
+    // Every byte is written below (or read into), so what `out` held need not be cleared: a
+    // buffer kept from the last call of the same size costs no memset.
+    if out.len() >= len {
+        out.truncate(len);
+    } else if out.capacity() < len {
+        // Fresh, zeroed by the allocator: pages touched only as the Reads write them.
+        *out = vec![0; len];
+    } else {
+        out.resize(len, 0);
+    }
+    // Where each Read chunk's landing range (read_list_fetches' placement) starts in `out`,
+    // as (landing start, offset in out); a Read list holds few chunks.
+    let mut places = Vec::new();
+    let mut at = 0;
+    lay_out_call(msg, inline, landing_len, |piece| match piece {
+        CallPiece::Inline(bytes) => {
+            out[at..at + bytes.len()].copy_from_slice(bytes);
+            at += bytes.len();
+        }
+        CallPiece::Padding(n) => {
+            out[at..at + n].fill(0);
+            at += n;
+        }
+        CallPiece::Landed(range) => {
+            places.push((range.start, at));
+            at += range.len();
+        }
+    })?;
+    let reads = match msg.rdma_body {
+        RdmaBody::RdmaMsg(h) => h.rdma_reads,
+        _ => unreachable!("read_in_place is for RDMA_MSG"),
+    };
+    let region = conn.pd().register(std::mem::take(out), Access::LOCAL_WRITE)?;
+    let placed = read_list_fetches(reads).map(|f| {
+        // The chunk that holds the segment starts at or before its landing offset.
+        let (start, to) = places.iter().rev().find(|(start, _)| *start <= f.landing).copied().unwrap_or_default();
+        (to + f.landing - start, f)
+    });
+    let fetched = post_reads(conn, &region, placed);
+    *out = take_bytes(region);
+    fetched
+}
+
+/// Posts one RDMA Read per `(where in region, segment)` and waits for them all, even after a
+/// post failed (what was posted still completes or flushes into `region`).
+fn post_reads<B: Backend>(
+    conn: &Transport<B>,
+    region: &B::Region,
+    fetches: impl Iterator<Item = (usize, Fetch)>,
+) -> Result<(), DataPathError> {
+    let mut ids = Vec::new();
+    let mut posted = Ok(());
+    for (at, f) in fetches.filter(|(_, f)| f.length > 0) {
+        let id = conn.wr_id();
+        let local = Sge::new(region, at, f.length as usize);
+        let remote = RemoteBuf { addr: f.offset, rkey: f.handle };
+        // Reads are always waited for, and so signaled (`post_sq` records their order).
+        match conn.post_sq(id, None, |qp, _| qp.post_read(id, &[local], remote)) {
+            Ok(()) => ids.push(id),
+            Err(e) => {
+                posted = Err(e.into());
+                break;
+            }
+        }
+    }
+    let waited = conn.wait_all(&ids);
+    posted.and(waited)
 }
 
 /// Sends `reply` (a whole RPC Reply message) for the accepted call header `call`, whose RPC

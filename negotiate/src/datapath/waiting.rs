@@ -22,12 +22,6 @@ pub(super) enum Want {
     AnyReceive,
 }
 
-/// Whether `c` is something a connection's armed waker is for: a message, or the completion
-/// of a work request that resumes something set aside ([`RESUMES_WR_BIT`]).
-fn wakes_the_armed(c: &Completion) -> bool {
-    Want::AnyReceive.claims(c) || c.wr_id & RESUMES_WR_BIT != 0
-}
-
 impl Want {
     fn claims(self, c: &Completion) -> bool {
         match self {
@@ -209,9 +203,9 @@ impl<B: Backend> Transport<B> {
                     let thread = w.thread.clone();
                     st.unpark.push(thread);
                 }
-                // A message nobody's thread waits for, or a Read of a call set aside: the one
-                // that armed for it wakes (once the lock is released: `wake_receive_waker`).
-                None if wakes_the_armed(&c) => {
+                // A message nobody's thread waits for: the task that armed for one wakes
+                // (once the lock is released: `wake_receive_waker`).
+                None if Want::AnyReceive.claims(&c) => {
                     if let Some(w) = st.receive_waker.take() {
                         st.fired.push(w);
                     }
@@ -283,7 +277,7 @@ impl<B: Backend> Transport<B> {
     pub fn arm_receive(&self, waker: &Waker) -> Arm {
         let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
         for _ in 0..2 {
-            if st.completions.iter().any(wakes_the_armed) {
+            if st.completions.iter().any(|c| Want::AnyReceive.claims(c)) {
                 return Arm::Waiting;
             }
             if st.polling {

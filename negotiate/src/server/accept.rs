@@ -38,9 +38,6 @@ pub(super) struct LoopConnection<B: Backend> {
     /// What wakes its event loop for it: made once, when the loop takes it (arming the queue
     /// pair with it then allocates nothing).
     pub(super) waker: OnceLock<std::task::Waker>,
-    /// Its call set aside while that call's Read chunks are fetched, if any
-    /// ([`super::event_loop::SetAside`]).
-    pub(super) set_aside: Mutex<super::event_loop::SetAside<B>>,
     /// Signaled when a message was judged while a -07 reply waits for credit
     /// ([`LoopConnection::part_credit`]) and when the connection ends.
     granted: Condvar,
@@ -239,7 +236,6 @@ pub(super) fn accept<B: Backend>(
         most: cfg.limits.calls_in_progress(cfg.responder.credits),
         unanswered: AtomicUsize::new(0),
         waker: OnceLock::new(),
-        set_aside: Mutex::new(super::event_loop::SetAside::new(&shared.budget)),
         granted: Condvar::new(),
         part_waiters: AtomicUsize::new(0),
         ending: AtomicBool::new(false),

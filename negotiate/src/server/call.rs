@@ -4,7 +4,7 @@
 //! checks is this code, not a copy of it.
 
 use super::*;
-use crate::datapath::{send_answer, send_reply_with_lent_results, Fetching};
+use crate::datapath::{send_answer, send_reply_with_lent_results};
 use rpcrdma_v1::header::MessageKind;
 use rpcrdma_v1::reassemble::fetch_len;
 
@@ -228,92 +228,12 @@ pub fn serve_call<B: Backend, U: UpperLayerBinding + ?Sized>(
     answering: impl FnOnce(),
 ) -> Result<Answered, DataPathError> {
     if !buffers.make_room(header) {
-        return over_budget(conn, header, params, buffers, answering);
+        // What this thread kept goes back too while the budget is short.
+        buffers.settle();
+        answering();
+        let err = super::failure::unservable(header.xid(), params, None);
+        return send_answer(conn, err.as_bytes(), params.draft07).map(|()| Answered::OverBudget);
     }
-    let fetched = fetch_call(conn, header, ulb, &mut buffers.call);
-    serve_fetched(conn, header, params, ulb, handler, buffers, fetched, answering)
-}
-
-/// Answers a call whose chunk memory does not fit the server's budget, before anything is
-/// fetched: RDMA_ERROR ERR_CHUNK ([`Answered::OverBudget`]).
-fn over_budget<B: Backend>(
-    conn: &Transport<B>,
-    header: &Header<'_>,
-    params: &ReplyParams,
-    buffers: &mut CallBuffers,
-    answering: impl FnOnce(),
-) -> Result<Answered, DataPathError> {
-    // What this thread kept goes back too while the budget is short.
-    buffers.settle();
-    answering();
-    let err = super::failure::unservable(header.xid(), params, None);
-    send_answer(conn, err.as_bytes(), params.draft07).map(|()| Answered::OverBudget)
-}
-
-/// How [`start_fetching`] began a call.
-pub(crate) enum Begun<B: Backend> {
-    /// Its Reads are out: finish it with [`serve_fetching`] once [`Fetching::poll`] says they
-    /// are in.
-    Fetching(Fetching<B>),
-    /// Its chunk memory did not fit the server's budget: answered already, as [`serve_call`]
-    /// answers such a call.
-    Answered(Result<Answered, DataPathError>),
-    /// Nothing was begun (no Read has any length, or none could be posted): serve it with
-    /// [`serve_call`], which answers it.
-    Not,
-}
-
-/// Begins serving a call whose Read chunks cross a network, without waiting for them: makes
-/// room for it in `buffers` (the server's memory budget: a call that does not fit is answered
-/// here) and posts its RDMA Reads, whose completions wake the waker armed on the connection
-/// ([`Transport::arm_receive`]). The caller serves other messages meanwhile and finishes the
-/// call with [`serve_fetching`].
-pub(crate) fn start_fetching<B: Backend>(
-    conn: &Transport<B>,
-    header: &Header<'_>,
-    params: &ReplyParams,
-    buffers: &mut CallBuffers,
-    answering: impl FnOnce(),
-) -> Begun<B> {
-    if !buffers.make_room(header) {
-        return Begun::Answered(over_budget(conn, header, params, buffers, answering));
-    }
-    match Fetching::start(conn, header, &mut buffers.call, true) {
-        Ok(Some(fetching)) => Begun::Fetching(fetching),
-        Ok(None) | Err(_) => Begun::Not,
-    }
-}
-
-/// [`serve_call`] for a call begun with [`start_fetching`] once [`Fetching::poll`] says its
-/// Reads are in, with the same `buffers`.
-#[allow(clippy::too_many_arguments)] // serve_call's, and the Reads
-pub(crate) fn serve_fetching<B: Backend, U: UpperLayerBinding + ?Sized>(
-    conn: &Transport<B>,
-    header: &Header<'_>,
-    params: &ReplyParams,
-    ulb: &U,
-    handler: &dyn Handler,
-    buffers: &mut CallBuffers,
-    fetching: Fetching<B>,
-    answering: impl FnOnce(),
-) -> Result<Answered, DataPathError> {
-    let fetched = fetching.finish(header, ulb, &mut buffers.call);
-    serve_fetched(conn, header, params, ulb, handler, buffers, fetched, answering)
-}
-
-/// [`serve_call`] once the call's Read chunks are in: `fetched` is [`fetch_call`]'s outcome
-/// (or [`Fetching::finish`]'s), the call message in `buffers` when it is `Ok`.
-#[allow(clippy::too_many_arguments)] // serve_call's, and what fetching gave
-fn serve_fetched<B: Backend, U: UpperLayerBinding + ?Sized>(
-    conn: &Transport<B>,
-    header: &Header<'_>,
-    params: &ReplyParams,
-    ulb: &U,
-    handler: &dyn Handler,
-    buffers: &mut CallBuffers,
-    fetched: Result<(), DataPathError>,
-    answering: impl FnOnce(),
-) -> Result<Answered, DataPathError> {
     let answered = serve_counted(
         conn,
         header,
@@ -321,7 +241,6 @@ fn serve_fetched<B: Backend, U: UpperLayerBinding + ?Sized>(
         ulb,
         handler,
         (&mut buffers.call, &mut buffers.reply, &mut buffers.lent),
-        fetched,
         answering,
     );
     // The handler's `Arc`s are not held past the call, whichever way it was answered.
@@ -346,9 +265,7 @@ fn not_a_reply(reply: &[u8], call: &[u8]) -> String {
     }
 }
 
-/// [`serve_call`] once its memory is counted and its Read chunks fetched (`fetched`), with
-/// the call and reply buffers.
-#[allow(clippy::too_many_arguments)] // serve_fetched's, its buffers taken apart
+/// [`serve_call`] once its memory is counted, with the thread's call and reply buffers.
 fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
     conn: &Transport<B>,
     header: &Header<'_>,
@@ -356,11 +273,10 @@ fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
     ulb: &U,
     handler: &dyn Handler,
     (call, reply, lent): (&mut Vec<u8>, &mut Vec<u8>, &mut LentResults),
-    fetched: Result<(), DataPathError>,
     answering: impl FnOnce(),
 ) -> Result<Answered, DataPathError> {
     lent.clear();
-    let service = fetched.map(|()| {
+    let service = fetch_call(conn, header, ulb, call).map(|()| {
         HandlerOutcome::of(|| {
             let mut r = std::mem::take(reply);
             r.clear();

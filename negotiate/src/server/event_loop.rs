@@ -14,10 +14,9 @@
 //! [`ServerLimits::run_inline_for`] does a waiting thread take the role over, so that a long
 //! handler holds up neither the calls behind it nor the other connections; further calls are
 //! then served beside it (up to [`ServerLimits::calls_in_progress`] per connection). A call
-//! whose arguments come by RDMA Read over a network (TCP, rdma-core: not where the backend does
-//! a Read as it is posted, [`Backend::rdma_at_post`], in process) is set aside while its Reads
-//! are out, the holder going on to other messages, and finished by whoever holds the role when
-//! they are in (`set_aside`).
+//! whose arguments come by RDMA Read hands the role on at once when other messages wait: over
+//! TCP a Read is a network round trip (not where the backend does a Read as it is posted,
+//! [`Backend::rdma_at_post`]: in process).
 //!
 //! Timers come from the connections' cores (`poll_timeout`, the idle deadline) and the
 //! loop's bookkeeping (calls in progress, the last answered): the role's holder sleeps until
@@ -28,8 +27,6 @@
 //! [`ServerLimits::run_inline_for`]: crate::limits::ServerLimits::run_inline_for
 //! [`ServerLimits::calls_in_progress`]: crate::limits::ServerLimits::calls_in_progress
 //! [`Backend::rdma_at_post`]: rpcrdma_verbs::Backend::rdma_at_post
-
-mod set_aside;
 
 use std::collections::VecDeque;
 use std::sync::Weak;
@@ -42,8 +39,6 @@ use crate::datapath::send_answer;
 use crate::own_keys::IdMap;
 use rpcrdma_v2::draft07::properties::ReverseDirection;
 use rpcrdma_verbs::{Arm, Readiness};
-use set_aside::Aside;
-pub(super) use set_aside::SetAside;
 
 /// The shortest [`ServerLimits::run_inline_for`] for which a thread waiting for the role
 /// looks again on its own while the holder is awake, rather than being told at each call's
@@ -450,12 +445,6 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 self.end(id, &served, "the queue pair went down".to_string());
                 continue;
             }
-            // Its call set aside first, if that call's Reads are in.
-            if let Some(ticket) = self.resume(id, &served) {
-                holding = self.call_done(id, ticket);
-                leaving.holding = holding;
-                continue;
-            }
             let wait = if self.arms {
                 Duration::ZERO
             } else {
@@ -570,11 +559,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             // 16 thread switches a call against 10 handing it on). Where a Read is done as it
             // is posted (in process), handing the role on only cost a switch: 2.7 a call in
             // the 64 x 10,000 load against 1.9 keeping it (fourteenth session).
-            // A call set aside while its Reads are out keeps the role too: this thread goes on
-            // to the next message (`set_aside`).
-            let aside = _rewritten_charge.is_none() && self.may_set_aside(&served, &header);
-            let keep =
-                aside || self.rdma_at_post || header.read_list().is_empty() || served.conn.receives_waiting() == 0;
+            let keep = self.rdma_at_post || header.read_list().is_empty() || served.conn.receives_waiting() == 0;
             let ticket = self.take_on(id, keep);
             let answering = || {
                 served.unanswered.fetch_sub(1, Ordering::SeqCst);
@@ -593,83 +578,48 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 leaving.holding = holding;
                 continue;
             }
-            let mut header = header;
-            let mut result = None;
-            if aside {
-                let detached = header.detach();
-                let (answered, bytes) =
-                    match self.set_aside(&served, detached, &params, std::mem::take(&mut m.bytes), answering) {
-                        // In progress until resumed: only the role's ticket ends here.
-                        Aside::Parked => {
-                            holding = self.end_alone(&mut lock(&self.st), ticket);
-                            leaving.holding = holding;
-                            continue;
+            match serve_call(conn, &header, &params, &*self.ulb, &*self.handler, &mut buffers, answering) {
+                Ok(answered @ Answered::CallOnly(..)) => {
+                    self.count(answered);
+                    // No reply carries a new total for it: the requester's window may need a
+                    // GRANT (section 4.2.1.1), sent as any -07 answer is.
+                    let grant = lock(&served.core).draft07_served_without_reply(&params);
+                    if let Some(Err(e)) = grant.map(|g| served.conn.answer_draft07(&g)) {
+                        served.close(format_args!("sending an RDMA2_GRANT: {e}"));
+                    }
+                }
+                Ok(answered) => self.count(answered),
+                // RFC 8166 section 4.5.4: a reply that could not be sent is signaled by closing
+                // the connection; whoever receives on it next sees it down and ends it.
+                Err(e) => {
+                    // -07 section 7.3: its retransmission on the next connection is answered
+                    // RDMA2_ERROR rather than served again.
+                    if let Some(host) = served.host.filter(|_| params.draft07) {
+                        let first = match served.conn.ended() {
+                            Some(Ended::Lost { first_error }) => first_error,
+                            _ => None,
+                        };
+                        let call = (header.xid(), super::lost_replies::fingerprint(&header));
+                        if let Some(c) = lock(&self.shared.lost).remember(host, call, &e, first) {
+                            log::warn!(
+                                "call {:#x} from {host:?}: no reply is possible after work request {} ({:?}) \
+                                 failed: {:?}; its retransmission will be answered RDMA2_ERR_SYSTEM",
+                                header.xid(),
+                                c.wr_id,
+                                c.opcode,
+                                c.status
+                            );
                         }
-                        Aside::Answered(answered, bytes) => (Some(answered), bytes),
-                        Aside::NotNow(bytes) => (None, bytes),
-                    };
-                m.bytes = bytes;
-                header = detached.attach(&m.bytes).expect("the header was detached from these bytes");
-                result = answered;
+                    }
+                    served.close(format_args!("serving call {:#x}: {e}", header.xid()))
+                }
             }
-            let result = result.unwrap_or_else(|| {
-                serve_call(conn, &header, &params, &*self.ulb, &*self.handler, &mut buffers, answering)
-            });
-            self.served(&served, &header, &params, result);
             // The message's buffer takes the next message received.
             served.pool.recycle(m.bytes);
             holding = self.call_done(id, ticket);
             leaving.holding = holding;
         }
         leaving.holding = false;
-    }
-
-    /// What follows serving a call, however it was answered: counted, and on -07 a GRANT for a
-    /// call-only call; a call that could not be answered closes the connection (RFC 8166
-    /// section 4.5.4) and, on -07, is remembered for its retransmission (section 7.3).
-    fn served(
-        &self,
-        served: &LoopConnection<B>,
-        header: &Header<'_>,
-        params: &ReplyParams,
-        result: Result<Answered, DataPathError>,
-    ) {
-        match result {
-            Ok(answered @ Answered::CallOnly(..)) => {
-                self.count(answered);
-                // No reply carries a new total for it: the requester's window may need a
-                // GRANT (section 4.2.1.1), sent as any -07 answer is.
-                let grant = lock(&served.core).draft07_served_without_reply(params);
-                if let Some(Err(e)) = grant.map(|g| served.conn.answer_draft07(&g)) {
-                    served.close(format_args!("sending an RDMA2_GRANT: {e}"));
-                }
-            }
-            Ok(answered) => self.count(answered),
-            // RFC 8166 section 4.5.4: a reply that could not be sent is signaled by closing
-            // the connection; whoever receives on it next sees it down and ends it.
-            Err(e) => {
-                // -07 section 7.3: its retransmission on the next connection is answered
-                // RDMA2_ERROR rather than served again.
-                if let Some(host) = served.host.filter(|_| params.draft07) {
-                    let first = match served.conn.ended() {
-                        Some(Ended::Lost { first_error }) => first_error,
-                        _ => None,
-                    };
-                    let call = (header.xid(), super::lost_replies::fingerprint(header));
-                    if let Some(c) = lock(&self.shared.lost).remember(host, call, &e, first) {
-                        log::warn!(
-                            "call {:#x} from {host:?}: no reply is possible after work request {} ({:?}) \
-                         failed: {:?}; its retransmission will be answered RDMA2_ERR_SYSTEM",
-                            header.xid(),
-                            c.wr_id,
-                            c.opcode,
-                            c.status
-                        );
-                    }
-                }
-                served.close(format_args!("serving call {:#x}: {e}", header.xid()))
-            }
-        }
     }
 
     /// The role holder's wait for a connection with something to receive: the next on the
@@ -939,12 +889,10 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// leaves the loop (a loop of one connection ends with it).
     fn end(&self, id: u64, served: &LoopConnection<B>, why: String) {
         served.close(&why);
-        // A call set aside has no thread to end it: it stops counting here.
-        let aside = usize::from(self.drop_set_aside(served));
         let removed = {
             let mut st = lock(&self.st);
             let removed = st.conns.remove(&id);
-            st.orphans += removed.as_ref().map_or(0, |slot| slot.in_progress.saturating_sub(aside));
+            st.orphans += removed.as_ref().map_or(0, |slot| slot.in_progress);
             st.ready.retain(|&r| r != id);
             self.ready_len.store(st.ready.len(), Ordering::SeqCst);
             if !self.arms {

@@ -21,7 +21,8 @@
 //! private data give (call 2048, reply 4096), the credits the kernel asks for (128), and that
 //! the kernel's `xprtrdma_inline_thresh` tracepoint shows the same thresholds. The mount
 //! itself fails afterwards, which is expected: we implement no NFS. Each check prints one
-//! `ok:` or `FAIL:` line; the exit status is 1 when any failed, 2 without `RDMA_TEST_ADDR`.
+//! `ok:` or `FAIL:` line; the exit status is 1 when any failed, 2 without `RDMA_TEST_ADDR`
+//! (under `CI=true` a missing address panics instead: `Rdma::from_test_env`).
 
 use std::io::Read;
 use std::process::{Command, Stdio};

@@ -16,7 +16,8 @@
 //! printed. A new connection is made after a case the kernel disconnected.
 //!
 //! The exit status is 1 when a case disagrees in a way [`KNOWN`] does not list, or when the
-//! connection failed to serve the NULL call without a disconnect; 2 without RDMA_TEST_ADDR.
+//! connection failed to serve the NULL call without a disconnect; 2 without RDMA_TEST_ADDR
+//! (under `CI=true` a missing address panics instead: `Rdma::from_test_env`).
 //! `docs/conformance.md` ("Differences from the Linux kernel server (6.1)") gives the same
 //! list with the reasons.
 

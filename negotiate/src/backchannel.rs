@@ -157,8 +157,8 @@ pub(crate) fn reverse_reply(xid: u32, reply: &[u8], threshold: usize) -> Vec<u8>
 /// let mut slot = BackwardSlot::default();
 /// slot.start(9).unwrap();
 /// assert!(slot.start(10).is_err()); // one at a time
-/// assert!(!slot.on_peer_error(8, PeerError::BAD_HEADER)); // names no call of ours
-/// assert!(slot.on_peer_error(9, PeerError::BAD_HEADER));
+/// assert!(!slot.handle_peer_error(8, PeerError::BAD_HEADER)); // names no call of ours
+/// assert!(slot.handle_peer_error(9, PeerError::BAD_HEADER));
 /// assert_eq!(slot.take(), Some(BackwardEnd::Error(PeerError::BAD_HEADER)));
 /// slot.finish();
 /// assert!(slot.start(10).is_ok());
@@ -217,13 +217,13 @@ impl BackwardSlot {
     /// ([`Connection::take_judged_reply`](crate::connection::Connection::take_judged_reply)):
     /// it ends the outstanding call if it is that call's (true); otherwise it answers nothing
     /// of ours (false).
-    pub fn on_reply(&mut self, xid: u32, message: Vec<u8>, header: Option<Detached>) -> bool {
+    pub fn handle_reply(&mut self, xid: u32, message: Vec<u8>, header: Option<Detached>) -> bool {
         self.end(xid, BackwardEnd::Reply { message, header })
     }
 
     /// The client's RDMA_ERROR naming `xid` arrived: it ends the outstanding call if it is
     /// that call's (true); otherwise it names nothing of ours (false).
-    pub fn on_peer_error(&mut self, xid: u32, error: PeerError) -> bool {
+    pub fn handle_peer_error(&mut self, xid: u32, error: PeerError) -> bool {
         self.end(xid, BackwardEnd::Error(error))
     }
 
@@ -494,28 +494,28 @@ impl<B: Backend> ServerSide<B> {
 
     /// A forward call arrived: backward calls use its version and thresholds, and never
     /// exceed the backward credits the client stated.
-    pub(crate) fn on_forward_call(&self, forward: Forward) {
+    pub(crate) fn handle_forward_call(&self, forward: Forward) {
         self.lock().1 = Some(forward);
     }
 
     /// The client's -07 RDMA2_CONNPROP_FINAL offered the reverse direction `offered`
     /// (section 5.2.5): backward calls may follow it before its next forward call.
-    pub(crate) fn on_reverse_offered(&self, offered: ReverseDirection) {
+    pub(crate) fn handle_reverse_offered(&self, offered: ReverseDirection) {
         if let Some(f) = self.lock().1.as_mut() {
             f.reverse = offered;
         }
     }
 
-    /// A backward reply with `xid` arrived ([`BackwardSlot::on_reply`]).
-    pub(crate) fn on_reply(&self, xid: u32, bytes: Vec<u8>, header: Option<Detached>) -> bool {
-        let ended = self.lock().0.on_reply(xid, bytes, header);
+    /// A backward reply with `xid` arrived ([`BackwardSlot::handle_reply`]).
+    pub(crate) fn handle_reply(&self, xid: u32, bytes: Vec<u8>, header: Option<Detached>) -> bool {
+        let ended = self.lock().0.handle_reply(xid, bytes, header);
         self.cv.notify_all();
         ended
     }
 
-    /// The client's RDMA_ERROR naming `xid` arrived ([`BackwardSlot::on_peer_error`]).
-    pub(crate) fn on_peer_error(&self, xid: u32, error: PeerError) -> bool {
-        let ended = self.lock().0.on_peer_error(xid, error);
+    /// The client's RDMA_ERROR naming `xid` arrived ([`BackwardSlot::handle_peer_error`]).
+    pub(crate) fn handle_peer_error(&self, xid: u32, error: PeerError) -> bool {
+        let ended = self.lock().0.handle_peer_error(xid, error);
         self.cv.notify_all();
         ended
     }

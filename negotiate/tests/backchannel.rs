@@ -460,6 +460,15 @@ fn a_backward_call_waits_for_no_caller_whose_reply_came_before_it() {
     };
     let word = |b: &[u8], at: usize| u32::from_be_bytes(b[at..at + 4].try_into().unwrap());
 
+    // A first call, answered with 8 credits: the callers' calls then all go out at once.
+    let warm_up = std::thread::spawn({
+        let client = client.clone();
+        move || client.call(&rpc(100, 0, &[]), &ULB).unwrap()
+    });
+    let first = pool.receive(&conn).unwrap();
+    send_error(&conn, &msg(100, &rpc(word(&first.bytes, 0), 1, &[]))).unwrap();
+    assert_eq!(warm_up.join().unwrap(), rpc(100, 1, &[]));
+
     let callers: Vec<_> = (1..=CALLERS)
         .map(|xid| {
             let (client, returned) = (client.clone(), returned.clone());
@@ -470,29 +479,25 @@ fn a_backward_call_waits_for_no_caller_whose_reply_came_before_it() {
             })
         })
         .collect();
-    // The first call (one credit until the first reply); then time for the other callers to
-    // wait too, so that the dispatcher receives for them all.
-    let first = pool.receive(&conn).unwrap();
-    let a = word(&first.bytes, 0);
+    // Every caller's call is here, so every caller waits for its reply; time for the
+    // dispatcher to take the receiving role from a caller that took it first (a lone caller
+    // receives its own reply, and one receiving wakes each caller at once).
+    let calls: Vec<u32> = (0..CALLERS).map(|_| word(&pool.receive(&conn).unwrap().bytes, 0)).collect();
     std::thread::sleep(Duration::from_millis(100));
     // A's reply, and at once a backward call naming A.
+    let a = calls[0];
     send_error(&conn, &msg(a, &rpc(a, 1, &[]))).unwrap();
     send_error(&conn, &msg(0xb000_0001, &rpc(0xb000_0001, 0, &a.to_be_bytes()))).unwrap();
-    // The other calls, now that the reply granted credits, and the backward call's reply.
-    let mut answer = None;
-    let mut answered = 1;
-    while answered < CALLERS || answer.is_none() {
-        let m = pool.receive(&conn).unwrap();
-        let (xid, rpc_msg) = (word(&m.bytes, 0), &m.bytes[28..]);
-        if word(rpc_msg, 4) == 1 {
-            answer = Some(word(rpc_msg, 8));
-        } else {
-            send_error(&conn, &msg(xid, &rpc(xid, 1, &[]))).unwrap();
-            answered += 1;
-        }
+    // The backward call's reply, then the other calls' replies.
+    let m = pool.receive(&conn).unwrap();
+    let rpc_msg = &m.bytes[28..];
+    assert_eq!((word(rpc_msg, 0), word(rpc_msg, 4)), (0xb000_0001, 1), "the backward call's reply");
+    let answer = word(rpc_msg, 8);
+    for &xid in &calls[1..] {
+        send_error(&conn, &msg(xid, &rpc(xid, 1, &[]))).unwrap();
     }
     for (i, c) in callers.into_iter().enumerate() {
         assert_eq!(c.join().unwrap(), rpc(i as u32 + 1, 1, &[]));
     }
-    assert_eq!(answer, Some(1), "the backward call was served while call {a:#x}'s caller slept");
+    assert_eq!(answer, 1, "the backward call was served while call {a:#x}'s caller slept");
 }

@@ -717,7 +717,7 @@ fn a_draft07_first_message_to_a_responder_of_00_only_draws_bad_header() {
 
 /// The same conversations over real verbs (rdma-core on rdma_rxe): run inside the Soft-RoCE
 /// guest by `guest/test-draft07`, which sets `RDMA_TEST_ADDR`; elsewhere each says SKIP and
-/// returns. The continued call's parts are real Sends, the external call's message and the
+/// returns (under `CI=true` a missing address fails it). The continued call's parts are real Sends, the external call's message and the
 /// Write chunk's result move by real RDMA Read and Write.
 /// Section 4.2.1, the responder's side: a requester that sends beyond the last total this
 /// side sent (here a second call before this side's first header, when one message is all it

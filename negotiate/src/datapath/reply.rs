@@ -590,11 +590,16 @@ pub fn send_draft07<B: Backend>(conn: &Transport<B>, bytes: &[u8]) -> Result<(),
     // 4.2.1.1): it carries the total it was given. Anything else waits for the payload stream
     // and takes its total in posting order (a CONNPROP or ERROR between a REPLY_MIDDLE and
     // its next part breaks the sequence, section 6.3.9).
-    if super::stream::is_grant(bytes) {
+    if is_grant(bytes) {
         return post(None);
     }
     let _stream = conn.payload_stream();
     post(Some(conn.draft07_deadline()))
+}
+
+/// Whether a -07 message is an RDMA2_GRANT.
+pub(super) fn is_grant(bytes: &[u8]) -> bool {
+    Fixed::read(bytes).and_then(|f| f.proc) == Some(rpcrdma_v2::draft07::xdr::RDMA2_GRANT)
 }
 
 /// Sends a message that is not a reply (an RDMA_ERROR, an extension's answer, a GRANT or a

@@ -84,7 +84,7 @@ impl<B: Backend> Transport<B> {
     /// stream is free and the window has room, else queued for whoever frees them. `Err` when
     /// the answer could not be posted, or [`ANSWERS_QUEUED_MOST`] wait already.
     pub(crate) fn answer_draft07(&self, bytes: &[u8]) -> Result<(), DataPathError> {
-        if is_grant(bytes) {
+        if super::reply::is_grant(bytes) {
             return super::send_draft07(self, bytes);
         }
         {
@@ -151,9 +151,4 @@ impl<B: Backend> Transport<B> {
         queued.push_front(bytes);
         self.answers_waiting.store(queued.len(), std::sync::atomic::Ordering::SeqCst);
     }
-}
-
-/// Whether a -07 message is an RDMA2_GRANT.
-pub(crate) fn is_grant(bytes: &[u8]) -> bool {
-    Fixed::read(bytes).and_then(|f| f.proc) == Some(rpcrdma_v2::draft07::xdr::RDMA2_GRANT)
 }

@@ -515,7 +515,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     let header = core.take_judged_reply(xid);
                     drop(core);
                     flush();
-                    served.back.on_reply(xid, m.bytes, header);
+                    served.back.handle_reply(xid, m.bytes, header);
                     self.requeue(id);
                     continue;
                 }
@@ -528,7 +528,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                         let mut peer = lock(&served.peer);
                         if peer.draft07_properties.is_none() {
                             peer.draft07_properties = Some(stated.clone());
-                            served.back.on_reverse_offered(stated.reverse_direction);
+                            served.back.handle_reverse_offered(stated.reverse_direction);
                         }
                     }
                     drop(core);
@@ -838,7 +838,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             );
         }
         drop(peer);
-        served.back.on_forward_call(Forward {
+        served.back.handle_forward_call(Forward {
             version,
             thresholds: responder.advertised().for_version(version),
             backward_credits: responder.stated().requester.and_then(|p| p.backward_credits),
@@ -878,7 +878,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             // section 4.5); one that names no call of ours is dropped.
             Received::PeerError { xid, error } => {
                 log::warn!("the client answered backward call {xid:#010x} with RDMA_ERROR {error:?}");
-                served.back.on_peer_error(xid, error);
+                served.back.handle_peer_error(xid, error);
             }
             Received::Call { .. } | Received::Reply { .. } | Received::Nothing(_) | Received::Rewritten => {}
         }

@@ -327,7 +327,7 @@ impl SimClient {
                     if sim.link.as_ref().is_some_and(|l| l.id == link) {
                         if let Some(id) = sim.link_down(Closer::ClientTimeout) {
                             sim.with_server(|s, sim| s.handle_disconnected(sim, id));
-                            self.on_link_down(sim, id, true);
+                            self.handle_link_down(sim, id, true);
                         }
                     }
                 }
@@ -529,7 +529,7 @@ impl SimClient {
         }
     }
 
-    pub fn on_message(&mut self, sim: &mut Sim, link: u32, bytes: &[u8]) {
+    pub fn handle_message(&mut self, sim: &mut Sim, link: u32, bytes: &[u8]) {
         if self.core.link() != Some(&link) {
             return;
         }
@@ -629,18 +629,18 @@ impl SimClient {
         self.end(sim, xid, got.map(|_| out).map_err(|_| End::Reassembly));
     }
 
-    pub fn on_timer(&mut self, sim: &mut Sim) {
+    pub fn handle_timer(&mut self, sim: &mut Sim) {
         self.core.handle_timeout(sim.instant());
     }
 
     /// A fault broke the link under the client.
     pub fn handle_disconnected(&mut self, sim: &mut Sim, link: u32) {
-        self.on_link_down(sim, link, false);
+        self.handle_link_down(sim, link, false);
     }
 
     /// The link went down (`closed_here`: the client closed it): what was transmitted on it is
     /// fenced (its registrations died with it) and the core requeues or fails its calls.
-    fn on_link_down(&mut self, sim: &mut Sim, link: u32, closed_here: bool) {
+    fn handle_link_down(&mut self, sim: &mut Sim, link: u32, closed_here: bool) {
         if self.core.link() != Some(&link) {
             return;
         }

@@ -512,7 +512,7 @@ impl Sim {
                 (l.id, l.to_server.pop_front().unwrap().1)
             };
             self.record(Event::Delivered { to_server: true, link: link_id });
-            self.with_server(|s, sim| s.on_message(sim, link_id, &bytes));
+            self.with_server(|s, sim| s.handle_message(sim, link_id, &bytes));
         }
         let due_client =
             self.link.as_ref().filter(|l| l.up).and_then(|l| l.to_client.front()).is_some_and(|(t, _)| *t <= now);
@@ -522,9 +522,9 @@ impl Sim {
                 (l.id, l.to_client.pop_front().unwrap().1)
             };
             self.record(Event::Delivered { to_server: false, link: link_id });
-            self.with_client(|c, sim| c.on_message(sim, link_id, &bytes));
+            self.with_client(|c, sim| c.handle_message(sim, link_id, &bytes));
         }
-        self.with_client(|c, sim| c.on_timer(sim));
+        self.with_client(|c, sim| c.handle_timer(sim));
         if let Some(id) = self.link.as_ref().filter(|l| l.up).map(|l| l.id) {
             self.with_server(|s, sim| s.close_if_idle(sim, id));
         }

@@ -163,8 +163,8 @@ impl SimServer {
     ) {
         let Some(slot) = self.backward.get_mut(&link) else { return };
         let taken = match end {
-            Ok((bytes, header)) => slot.on_reply(xid, bytes, header),
-            Err(e) => slot.on_peer_error(xid, e),
+            Ok((bytes, header)) => slot.handle_reply(xid, bytes, header),
+            Err(e) => slot.handle_peer_error(xid, e),
         };
         if taken {
             match slot.take() {
@@ -219,7 +219,7 @@ impl SimServer {
         self.overrun.clone()
     }
 
-    pub fn on_message(&mut self, sim: &mut Sim, link: u32, bytes: &[u8]) {
+    pub fn handle_message(&mut self, sim: &mut Sim, link: u32, bytes: &[u8]) {
         let now = sim.instant();
         // What arrived behind it already (due now), as a Receive queue would hold it.
         let waiting = sim.link.as_ref().map_or(0, |l| l.to_server.iter().take_while(|(t, _)| *t <= sim.now).count());

@@ -128,7 +128,7 @@ impl Rdma {
 
     /// The backend for tests: the address in the environment variable `RDMA_TEST_ADDR`
     /// (`"a.b.c.d"` or `"a.b.c.d:port"`, the port ignored). When it is unset, prints a SKIP line
-    /// and returns `None`, also under `CI=true` (unless `RDMA_TEST_REQUIRED=1`, which the guest
+    /// and returns `None`, but panics under `CI=true` or `RDMA_TEST_REQUIRED=1` (which the guest
     /// scripts set); when it is malformed, panics: [`crate::test_env::rdma_test_host`].
     pub fn from_test_env() -> Option<Self> {
         crate::test_env::rdma_test_host().map(Rdma::new)

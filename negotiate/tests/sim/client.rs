@@ -143,6 +143,8 @@ pub struct SimClient {
     connect_at: Option<Duration>,
     connects: u32,
     wrong: Option<String>,
+    /// A call sent more times than its attempts allow ([`super::Faults::max_attempts`]).
+    beyond: Option<String>,
     bound: Duration,
     /// Calls given up: (unsent, with a transmission out).
     pub abandoned: (u32, u32),
@@ -193,6 +195,7 @@ impl SimClient {
             connect_at: None,
             connects: 0,
             wrong: None,
+            beyond: None,
             bound,
             abandoned: (0, 0),
             held: BTreeSet::new(),
@@ -425,6 +428,11 @@ impl SimClient {
         self.release(sim, t.xid);
         let (xid, version, probe, attempt) = (t.xid, t.version.wire(), t.probe, t.attempt);
         sim.record(Event::Transmit { xid, link, version, probe, attempt });
+        // Each transmission costs an attempt (`RequesterConfig::max_attempts`).
+        if attempt > sim.faults.max_attempts && self.beyond.is_none() {
+            let most = sim.faults.max_attempts;
+            self.beyond = Some(format!("call {xid:#x} sent {attempt} times, beyond its {most} attempts"));
+        }
         if probe {
             self.probed = Some(link);
         }
@@ -760,6 +768,10 @@ impl SimClient {
 
     pub fn wrong_reply(&self) -> Option<String> {
         self.wrong.clone()
+    }
+
+    pub fn beyond_attempts(&self) -> Option<String> {
+        self.beyond.clone()
     }
 }
 

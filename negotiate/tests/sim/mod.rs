@@ -547,7 +547,7 @@ impl Sim {
         if let Some(what) = self.server().credit_overrun().or_else(|| self.overrun.clone()) {
             return Err(self.violation(what));
         }
-        if let Some(what) = self.client().wrong_reply() {
+        if let Some(what) = self.client().wrong_reply().or_else(|| self.client().beyond_attempts()) {
             return Err(self.violation(what));
         }
         Ok(())

@@ -100,7 +100,7 @@ type Member<B> = (u64, Arc<LoopConnection<B>>);
 
 /// One connection's place in the loop.
 struct Slot<B: Backend> {
-    served: Arc<LoopConnection<B>>,
+    connection: Arc<LoopConnection<B>>,
     /// Calls taken and not yet answered.
     in_progress: usize,
     /// When the last call in progress was answered: a call that ran long is activity too.
@@ -239,10 +239,10 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         })
     }
 
-    /// Serves `served` from now on: it is ready at once (its first messages may be there);
+    /// Serves `connection` from now on: it is ready at once (its first messages may be there);
     /// the loop's first thread starts with its first connection.
-    pub(super) fn add(&self, served: LoopConnection<B>) {
-        self.accepted(Some(served));
+    pub(super) fn add(&self, connection: LoopConnection<B>) {
+        self.accepted(Some(connection));
     }
 
     /// A connection is being accepted for the loop, on a thread of its own: it counts as the
@@ -253,30 +253,30 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// An accept [`Loop::accepting`] announced is over: the connection joins the loop, or,
     /// `None`, the accept failed.
-    pub(super) fn accepted(&self, served: Option<LoopConnection<B>>) {
+    pub(super) fn accepted(&self, connection: Option<LoopConnection<B>>) {
         let mut st = lock(&self.st);
         st.accepting = st.accepting.saturating_sub(1);
-        let Some(served) = served else { return };
+        let Some(connection) = connection else { return };
         if st.ended {
             // Accepted as the server stopped: closed at once.
             drop(st);
-            served.close("the server stopped");
-            self.record_end(&served, "the server stopped".to_string());
+            connection.close("the server stopped");
+            self.record_end(&connection, "the server stopped".to_string());
             return;
         }
         let id = st.next_id;
         st.next_id += 1;
         if let Some(me) = self.me.upgrade() {
-            let _ = served.waker.set(Waker::from(Arc::new(ConnWaker { lp: Arc::downgrade(&me), id })));
+            let _ = connection.waker.set(Waker::from(Arc::new(ConnWaker { lp: Arc::downgrade(&me), id })));
         }
-        let served = Arc::new(served);
+        let connection = Arc::new(connection);
         // A -07 reply's Sends beyond its first take their credit from the core
         // (draft-ietf-nfsv4-rpcrdma-version-two-07 sections 4.2.1 and 6.6.4).
-        let weak = Arc::downgrade(&served);
+        let weak = Arc::downgrade(&connection);
         let most = self.cfg.responder.max_reply_parts;
-        served.conn.continue_with(Box::new(move |deadline| weak.upgrade()?.part_credit(deadline)), most);
-        lock(&served.core).count_draft07_sends_when_posted();
-        let slot = Slot { served, in_progress: 0, last_finished: Instant::now(), queued: false, held: false };
+        connection.conn.continue_with(Box::new(move |deadline| weak.upgrade()?.part_credit(deadline)), most);
+        lock(&connection.core).count_draft07_sends_when_posted();
+        let slot = Slot { connection, in_progress: 0, last_finished: Instant::now(), queued: false, held: false };
         st.conns.insert(id, slot);
         st.next_idle_check =
             st.next_idle_check.min(crate::limits::deadline(Instant::now(), self.cfg.limits.idle_timeout));
@@ -296,7 +296,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         let mut st = lock(&self.st);
         let spawned = std::thread::Builder::new().name("negotiate-conn".into()).spawn(move || {
             match accept(&backend, req, &me.cfg, &me.shared) {
-                Some(served) => me.add(served),
+                Some(connection) => me.add(connection),
                 None => lock(&me.st).ended = true,
             }
             me.run();
@@ -335,12 +335,12 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             if let (true, Some(r)) = (st.driving, self.readiness) {
                 r.interrupt();
             }
-            st.conns.values().map(|s| s.served.clone()).collect()
+            st.conns.values().map(|s| s.connection.clone()).collect()
         };
         // (Not with the state locked: a close flushes the Receives, whose completions wake
         // the loop, which locks it.)
-        for served in open {
-            served.close("the server stopped");
+        for connection in open {
+            connection.close("the server stopped");
         }
     }
 
@@ -357,9 +357,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 let _ = h.join();
             }
         }
-        let ended: Vec<_> = lock(&self.st).conns.drain().map(|(_, s)| s.served).collect();
-        for served in ended {
-            self.record_end(&served, "the server stopped".to_string());
+        let ended: Vec<_> = lock(&self.st).conns.drain().map(|(_, s)| s.connection).collect();
+        for connection in ended {
+            self.record_end(&connection, "the server stopped".to_string());
         }
     }
 
@@ -433,7 +433,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             }
             holding = true;
             leaving.holding = true;
-            let Some((id, served)) = self.next_ready() else {
+            let Some((id, connection)) = self.next_ready() else {
                 let mut st = lock(&self.st);
                 st.ended = true;
                 self.turn.notify_all();
@@ -441,37 +441,37 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             };
             // A connection that ended (or with its most calls in progress: held) has nothing
             // to receive now.
-            if served.conn.qp().state() != QpState::Ready {
-                self.end(id, &served, "the queue pair went down".to_string());
+            if connection.conn.qp().state() != QpState::Ready {
+                self.end(id, &connection, "the queue pair went down".to_string());
                 continue;
             }
             let wait = if self.arms {
                 Duration::ZERO
             } else {
-                self.poll_before_wait(|| served.conn.receives_waiting() > 0);
+                self.poll_before_wait(|| connection.conn.receives_waiting() > 0);
                 self.until_idle(id)
             };
-            let m = match served.pool.receive_within(&served.conn, wait) {
+            let m = match connection.pool.receive_within(&connection.conn, wait) {
                 Ok(m) => m,
                 Err(DataPathError::Timeout { .. }) if self.arms => {
-                    self.arm(id, &served);
+                    self.arm(id, &connection);
                     continue;
                 }
                 Err(DataPathError::Timeout { .. }) => {
                     if self.is_idle(id) {
                         lock(&self.shared.stats).refused.idle += 1;
-                        self.end(id, &served, format!("idle for {:?}", self.cfg.limits.idle_timeout));
+                        self.end(id, &connection, format!("idle for {:?}", self.cfg.limits.idle_timeout));
                     }
                     continue;
                 }
                 Err(e) => {
-                    self.end(id, &served, format!("receiving: {e}"));
+                    self.end(id, &connection, format!("receiving: {e}"));
                     continue;
                 }
             };
-            let mut core = lock(&served.core);
+            let mut core = lock(&connection.core);
             let mut m = m;
-            let mut judged = self.judge(&served, &mut core, &m.bytes);
+            let mut judged = self.judge(&connection, &mut core, &m.bytes);
             // What the core sends of its own (a -07 server's RDMA2_CONNPROP_FINAL once the
             // connection speaks -07) is posted, or queued, before anything the message prompts
             // (a reply waiting for credit with the stream held may still overtake a queued
@@ -480,13 +480,13 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             let transmits: Vec<Vec<u8>> = std::iter::from_fn(|| core.poll_transmit()).collect();
             if !transmits.is_empty() {
                 drop(core);
-                let sent = transmits.iter().try_for_each(|t| served.conn.answer_draft07(t));
+                let sent = transmits.iter().try_for_each(|t| connection.conn.answer_draft07(t));
                 if let Err(e) = sent {
-                    served.pool.recycle(m.bytes);
-                    self.end(id, &served, format!("sending this side's -07 properties: {e}"));
+                    connection.pool.recycle(m.bytes);
+                    self.end(id, &connection, format!("sending this side's -07 properties: {e}"));
                     continue;
                 }
-                core = lock(&served.core);
+                core = lock(&connection.core);
             }
             // The memory of a rewritten call, counted against the server's budget while it is
             // served (its size is within ResponderConfig::max_continued and the header limits).
@@ -498,15 +498,15 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 judged = match core.take_rewritten() {
                     Some(bytes) => {
                         _rewritten_charge = Some(self.shared.budget.charge(bytes.len()));
-                        served.pool.recycle(std::mem::replace(&mut m.bytes, bytes));
-                        self.judge_rewritten(&served, &mut core, &m.bytes)
+                        connection.pool.recycle(std::mem::replace(&mut m.bytes, bytes));
+                        self.judge_rewritten(&connection, &mut core, &m.bytes)
                     }
                     None => Received::Nothing(None),
                 };
             }
             // The queued -07 answers go now if the message judged opened the window for them
             // (not with the core locked: taking a total locks it).
-            let flush = || served.conn.flush_answers();
+            let flush = || connection.conn.flush_answers();
             let (header, params) = match judged {
                 Received::Call { header, params } => (header, params),
                 // A reply to our backward call, or the answer to our RDMA_OPTIONAL: for
@@ -515,7 +515,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     let header = core.take_judged_reply(xid);
                     drop(core);
                     flush();
-                    served.back.handle_reply(xid, m.bytes, header);
+                    connection.back.handle_reply(xid, m.bytes, header);
                     self.requeue(id);
                     continue;
                 }
@@ -525,10 +525,10 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     // `Server::peers` (its host authentication for the application to judge).
                     // And the reverse direction it offers, for backward calls from now on.
                     if let Some(stated) = core.responder().draft07_peer_properties() {
-                        let mut peer = lock(&served.peer);
+                        let mut peer = lock(&connection.peer);
                         if peer.draft07_properties.is_none() {
                             peer.draft07_properties = Some(stated.clone());
-                            served.back.handle_reverse_offered(stated.reverse_direction);
+                            connection.back.handle_reverse_offered(stated.reverse_direction);
                         }
                     }
                     drop(core);
@@ -539,18 +539,18 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     // (A -07 answer never waits here for the payload stream or credit: it is
                     // queued, `Transport::answer_draft07`.)
                     let ticket = Some(self.begin_alone(&mut lock(&self.st)));
-                    let answered = self.answer(&served, other, draft07);
-                    served.pool.recycle(m.bytes);
+                    let answered = self.answer(&connection, other, draft07);
+                    connection.pool.recycle(m.bytes);
                     match answered {
                         Ok(()) => self.requeue(id),
-                        Err(why) => self.end(id, &served, why),
+                        Err(why) => self.end(id, &connection, why),
                     }
                     holding = self.end_alone(&mut lock(&self.st), ticket);
                     leaving.holding = holding;
                     continue;
                 }
             };
-            self.take_call(&served, &core, &header);
+            self.take_call(&connection, &core, &header);
             drop(core);
             flush();
             // This thread keeps the role while it serves, unless the call runs long, or waits
@@ -559,21 +559,21 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             // 16 thread switches a call against 10 handing it on). Where a Read is done as it
             // is posted (in process), handing the role on only cost a switch: 2.7 a call in
             // the 64 x 10,000 load against 1.9 keeping it (fourteenth session).
-            let keep = self.rdma_at_post || header.read_list().is_empty() || served.conn.receives_waiting() == 0;
+            let keep = self.rdma_at_post || header.read_list().is_empty() || connection.conn.receives_waiting() == 0;
             let ticket = self.take_on(id, keep);
             let answering = || {
-                served.unanswered.fetch_sub(1, Ordering::SeqCst);
+                connection.unanswered.fetch_sub(1, Ordering::SeqCst);
             };
             // The header the core judged, read in place: nothing parses the message again.
-            let conn = &served.conn;
-            if self.lost_before(&served, &header, &params) {
+            let conn = &connection.conn;
+            if self.lost_before(&connection, &header, &params) {
                 answering();
                 let refusal = super::failure::unservable(header.xid(), &params, None);
                 match send_answer(conn, refusal.as_bytes(), true) {
                     Ok(()) => lock(&self.shared.stats).lost_replies_answered += 1,
-                    Err(e) => served.close(format_args!("answering call {:#x}: {e}", header.xid())),
+                    Err(e) => connection.close(format_args!("answering call {:#x}: {e}", header.xid())),
                 }
-                served.pool.recycle(m.bytes);
+                connection.pool.recycle(m.bytes);
                 holding = self.call_done(id, ticket);
                 leaving.holding = holding;
                 continue;
@@ -583,9 +583,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     self.count(answered);
                     // No reply carries a new total for it: the requester's window may need a
                     // GRANT (section 4.2.1.1), sent as any -07 answer is.
-                    let grant = lock(&served.core).draft07_served_without_reply(&params);
-                    if let Some(Err(e)) = grant.map(|g| served.conn.answer_draft07(&g)) {
-                        served.close(format_args!("sending an RDMA2_GRANT: {e}"));
+                    let grant = lock(&connection.core).draft07_served_without_reply(&params);
+                    if let Some(Err(e)) = grant.map(|g| connection.conn.answer_draft07(&g)) {
+                        connection.close(format_args!("sending an RDMA2_GRANT: {e}"));
                     }
                 }
                 Ok(answered) => self.count(answered),
@@ -594,8 +594,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 Err(e) => {
                     // -07 section 7.3: its retransmission on the next connection is answered
                     // RDMA2_ERROR rather than served again.
-                    if let Some(host) = served.host.filter(|_| params.draft07) {
-                        let first = match served.conn.ended() {
+                    if let Some(host) = connection.host.filter(|_| params.draft07) {
+                        let first = match connection.conn.ended() {
                             Some(Ended::Lost { first_error }) => first_error,
                             _ => None,
                         };
@@ -611,11 +611,11 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                             );
                         }
                     }
-                    served.close(format_args!("serving call {:#x}: {e}", header.xid()))
+                    connection.close(format_args!("serving call {:#x}: {e}", header.xid()))
                 }
             }
             // The message's buffer takes the next message received.
-            served.pool.recycle(m.bytes);
+            connection.pool.recycle(m.bytes);
             holding = self.call_done(id, ticket);
             leaving.holding = holding;
         }
@@ -652,8 +652,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 // Its one connection, unless it has its most calls in progress: then the
                 // end of one (`call_done`) tells.
                 let (&id, slot) = st.conns.iter_mut().next()?;
-                if !slot.served.is_full(slot.in_progress) {
-                    return Some((id, slot.served.clone()));
+                if !slot.connection.is_full(slot.in_progress) {
+                    return Some((id, slot.connection.clone()));
                 }
                 slot.held = true;
                 st.sleeping = true;
@@ -696,11 +696,11 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             self.ready_len.store(st.ready.len(), Ordering::SeqCst);
             if let Some(slot) = st.conns.get_mut(&id) {
                 slot.queued = false;
-                if slot.served.is_full(slot.in_progress) {
+                if slot.connection.is_full(slot.in_progress) {
                     slot.held = true;
                     continue;
                 }
-                return Some((id, slot.served.clone()));
+                return Some((id, slot.connection.clone()));
             }
         }
         None
@@ -714,7 +714,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         for (&id, slot) in st.conns.iter() {
             match self.idle_in(slot, now) {
                 Some(after) => wait = wait.min(after),
-                None => idle.push((id, slot.served.clone())),
+                None => idle.push((id, slot.connection.clone())),
             }
         }
         (wait.clamp(Duration::from_millis(1), LONGEST_WAIT), idle)
@@ -723,9 +723,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// Closes idle connections (RFC 8166 leaves it to the server; ServerLimits::idle_timeout):
     /// the flushed Receives wake the loop, which then ends each.
     fn close_idle(&self, idle: Vec<Member<B>>) {
-        for (id, served) in idle {
+        for (id, connection) in idle {
             lock(&self.shared.stats).refused.idle += 1;
-            served.close(format!("idle for {:?}", self.cfg.limits.idle_timeout));
+            connection.close(format!("idle for {:?}", self.cfg.limits.idle_timeout));
             let mut st = lock(&self.st);
             self.enqueue(&mut st, id);
         }
@@ -740,7 +740,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             return Some(timeout.min(LONGEST_WAIT));
         }
         let after_last_call = slot.last_finished.checked_add(timeout).map(|t| t.saturating_duration_since(now));
-        let after_last_message = slot.served.idle_at().map(|t| t.saturating_duration_since(now));
+        let after_last_message = slot.connection.idle_at().map(|t| t.saturating_duration_since(now));
         let wait = after_last_call.unwrap_or(LONGEST_WAIT).max(after_last_message.unwrap_or(LONGEST_WAIT));
         (!wait.is_zero()).then_some(wait)
     }
@@ -768,12 +768,12 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// Arms connection `id` to wake the loop at its next completion; one whose messages are
     /// there already goes back on the ready queue.
-    fn arm(&self, id: u64, served: &LoopConnection<B>) {
-        let Some(waker) = served.waker.get() else { return self.requeue(id) };
-        match served.conn.arm_receive(waker) {
+    fn arm(&self, id: u64, connection: &LoopConnection<B>) {
+        let Some(waker) = connection.waker.get() else { return self.requeue(id) };
+        match connection.conn.arm_receive(waker) {
             // (A queue pair that went down before it was armed has no completion left to
             // wake anyone: looked at again, it ends.)
-            Arm::Armed if served.conn.qp().state() == QpState::Ready => {}
+            Arm::Armed if connection.conn.qp().state() == QpState::Ready => {}
             Arm::Armed | Arm::Waiting | Arm::Unsupported => self.requeue(id),
         }
     }
@@ -787,18 +787,18 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     }
 
     /// Judges a received message once, with the connection's core.
-    fn judge<'m>(&self, served: &LoopConnection<B>, core: &mut Core, bytes: &'m [u8]) -> Received<'m> {
+    fn judge<'m>(&self, connection: &LoopConnection<B>, core: &mut Core, bytes: &'m [u8]) -> Received<'m> {
         // Behind this message: the ones received and not judged, and the calls being
         // served, all in flight for the requester.
-        let behind = served.conn.receives_waiting() + served.unanswered.load(Ordering::SeqCst);
+        let behind = connection.conn.receives_waiting() + connection.unanswered.load(Ordering::SeqCst);
         // The answer to our own RDMA_OPTIONAL (Backchannel::send_option), or on -07 the reply
         // to our reverse-direction call, if one waits.
-        let arrival = Arrival { behind, awaiting: served.back.awaiting_answer() };
+        let arrival = Arrival { behind, awaiting: connection.back.awaiting_answer() };
         let received = core.handle_receive(bytes, arrival, Instant::now());
-        served.set_idle_at(core.poll_timeout());
+        connection.set_idle_at(core.poll_timeout());
         // A GRANT may have opened the window a held reply waits for (a queued answer's is
         // looked at once the core is unlocked: `Loop::run`).
-        served.credit_may_have_changed();
+        connection.credit_may_have_changed();
         // The stats are shared with the threads serving calls: locked only when there is
         // something to add (overruns are cumulative, kept as the most seen).
         let (overruns, over_limits) = (core.responder().overruns(), core.new_over_limits());
@@ -812,15 +812,15 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// Judges a call [`Connection::take_rewritten`] gave, as [`Loop::judge`] judges a
     /// message.
-    fn judge_rewritten<'m>(&self, served: &LoopConnection<B>, core: &mut Core, bytes: &'m [u8]) -> Received<'m> {
-        let behind = served.conn.receives_waiting() + served.unanswered.load(Ordering::SeqCst);
+    fn judge_rewritten<'m>(&self, connection: &LoopConnection<B>, core: &mut Core, bytes: &'m [u8]) -> Received<'m> {
+        let behind = connection.conn.receives_waiting() + connection.unanswered.load(Ordering::SeqCst);
         core.handle_rewritten(bytes, Arrival { behind, awaiting: None })
     }
 
     /// A call was judged: it is in flight until answered, and the backward direction follows
     /// the version and thresholds of the latest forward call.
-    fn take_call(&self, served: &LoopConnection<B>, core: &Core, header: &Header<'_>) {
-        let mut peer = lock(&served.peer);
+    fn take_call(&self, connection: &LoopConnection<B>, core: &Core, header: &Header<'_>) {
+        let mut peer = lock(&connection.peer);
         peer.credits_requested = header.credit();
         let version = header.version();
         let responder = core.responder();
@@ -838,26 +838,26 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             );
         }
         drop(peer);
-        served.back.handle_forward_call(Forward {
+        connection.back.handle_forward_call(Forward {
             version,
             thresholds: responder.advertised().for_version(version),
             backward_credits: responder.stated().requester.and_then(|p| p.backward_credits),
             draft07: responder.dialect() == Some(rpcrdma_v2::dialect::Dialect::Ietf07),
             reverse: responder.draft07_peer_properties().map_or(ReverseDirection::None, |p| p.reverse_direction),
         });
-        served.unanswered.fetch_add(1, Ordering::SeqCst);
+        connection.unanswered.fetch_add(1, Ordering::SeqCst);
     }
 
     /// Answers a message that is not a call nor a reply; `Err` with the reason to close the
     /// connection.
     /// On a -07 connection (`draft07`) each message keeps its running credit total in order
     /// with the replies' (`send_draft07`).
-    fn answer(&self, served: &LoopConnection<B>, received: Received<'_>, draft07: bool) -> Result<(), String> {
+    fn answer(&self, connection: &LoopConnection<B>, received: Received<'_>, draft07: bool) -> Result<(), String> {
         // On -07 an answer never waits here (behind a continued reply, or for credit): this
         // thread must go on reading, for the GRANT such a reply waits for.
         let send = |bytes: &[u8]| match draft07 {
-            true => served.conn.answer_draft07(bytes),
-            false => send_answer(&served.conn, bytes, false),
+            true => connection.conn.answer_draft07(bytes),
+            false => send_answer(&connection.conn, bytes, false),
         };
         match received {
             Received::SendError(e) => {
@@ -878,7 +878,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             // section 4.5); one that names no call of ours is dropped.
             Received::PeerError { xid, error } => {
                 log::warn!("the client answered backward call {xid:#010x} with RDMA_ERROR {error:?}");
-                served.back.handle_peer_error(xid, error);
+                connection.back.handle_peer_error(xid, error);
             }
             Received::Call { .. } | Received::Reply { .. } | Received::Nothing(_) | Received::Rewritten => {}
         }
@@ -887,8 +887,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// Connection `id` ends, for `why`: its backward call waiting, if any, fails, and it
     /// leaves the loop (a loop of one connection ends with it).
-    fn end(&self, id: u64, served: &LoopConnection<B>, why: String) {
-        served.close(&why);
+    fn end(&self, id: u64, connection: &LoopConnection<B>, why: String) {
+        connection.close(&why);
         let removed = {
             let mut st = lock(&self.st);
             let removed = st.conns.remove(&id);
@@ -902,27 +902,27 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             removed
         };
         if let Some(slot) = removed {
-            self.record_end(&slot.served, why);
+            self.record_end(&slot.connection, why);
         }
     }
 
     /// Whether `call` on a -07 connection is the retransmission of a transaction whose reply
     /// an RDMA operational error lost on the requester's earlier connection (section 7.3):
     /// answered with RDMA2_ERROR, not served. Once only: it is forgotten here.
-    fn lost_before(&self, served: &LoopConnection<B>, call: &Header<'_>, params: &ReplyParams) -> bool {
-        let Some(host) = served.host.filter(|_| params.draft07) else { return false };
+    fn lost_before(&self, connection: &LoopConnection<B>, call: &Header<'_>, params: &ReplyParams) -> bool {
+        let Some(host) = connection.host.filter(|_| params.draft07) else { return false };
         lock(&self.shared.lost).take(host, call.xid(), || super::lost_replies::fingerprint(call))
     }
 
     /// Records how a connection ended in its [`Peer`]; `why` if its queue pair is not down
     /// yet (a close on TCP takes effect on the backend's own thread).
-    fn record_end(&self, served: &LoopConnection<B>, why: String) {
+    fn record_end(&self, connection: &LoopConnection<B>, why: String) {
         // What the completion queue still holds is reaped first, and what a waiter polling it
         // holds is noted: the first error among it (a reply's Send, cut by the retry
         // timeout) is how it ended.
-        served.conn.settle_reaped(SETTLE_LIMIT);
-        let ended = served.conn.ended().unwrap_or(Ended::Closed(why));
-        let mut peer = lock(&served.peer);
+        connection.conn.settle_reaped(SETTLE_LIMIT);
+        let ended = connection.conn.ended().unwrap_or(Ended::Closed(why));
+        let mut peer = lock(&connection.peer);
         let from = super::peer_name(peer.address);
         // A peer's ordinary close is no news; anything that failed first is.
         if ended.is_orderly() {
@@ -1030,7 +1030,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// requester, [`LoopConnection::blocked`]), and one more receives, so calls stuck in a handler on
     /// one connection never leave the others unserved.
     fn keep_one_waiting(&self, st: &mut State<B>) {
-        let most = st.conns.values().map(|s| s.served.most + s.served.blocked()).sum::<usize>() + st.orphans + 1;
+        let most =
+            st.conns.values().map(|s| s.connection.most + s.connection.blocked()).sum::<usize>() + st.orphans + 1;
         if st.waiting == 0 && st.threads < most && !st.ended {
             self.spawn(st);
         }
@@ -1087,9 +1088,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         self.end_alone(&mut st, ticket)
     }
 
-    fn count(&self, served: Answered) {
+    fn count(&self, connection: Answered) {
         let mut s = lock(&self.shared.stats);
-        match served {
+        match connection {
             Answered::Reply(v, form, sent) => {
                 s.calls.count(v);
                 match form {

@@ -23,7 +23,7 @@ mod length_prefixed;
 #[global_allocator]
 static ALLOC: bounded_alloc::Bounded = bounded_alloc::Bounded;
 
-use negotiate::responder::{Received, Responder, ResponderConfig};
+use negotiate::responder::{Behind, Received, Responder, ResponderConfig};
 use rpcrdma_v2::dialect::Dialect;
 
 /// What a connection holds of a continued call at most.
@@ -38,7 +38,7 @@ fuzz_target!(|data: &[u8]| {
             Received::Rewritten => {
                 let bytes = r.take_rewritten().expect("a rewritten call is there to take");
                 assert!(bytes.len() <= LIMIT + 4096, "{} bytes rewritten", bytes.len());
-                match r.handle_rewritten(&bytes, 0) {
+                match r.handle_rewritten(&bytes, Behind::default()) {
                     Received::Call(h) => Some(h.xid()),
                     Received::SendError(e) => {
                         assert!(e.as_bytes().len() <= 28);

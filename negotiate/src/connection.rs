@@ -83,7 +83,7 @@ use crate::datapath::{DataPathError, Ended, ReplyParams};
 use crate::own_keys::XidMap;
 use crate::reply::{DropReason, PeerError};
 use crate::requester::Requester;
-use crate::responder::Responder;
+use crate::responder::{Behind, Responder};
 
 mod calls;
 mod responder_half;
@@ -145,7 +145,7 @@ pub struct Arrival {
     /// Messages received behind it and not yet handled, and calls being served: all in
     /// flight for the requester, so they count against its credits (RFC 8166 section 3.3.1;
     /// [`Responder::handle_receive_behind`]). Read on a server's connection.
-    pub behind: usize,
+    pub behind: Behind,
     /// The XID of this side's own RDMA_OPTIONAL waiting for its answer, if one is (a server's
     /// [`Backchannel::send_option`](crate::backchannel::Backchannel::send_option)); a client's
     /// connection tracks its own.

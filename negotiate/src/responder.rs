@@ -159,6 +159,35 @@ pub enum Received<'a> {
 /// [`send_reply`](crate::datapath::send_reply) takes as it is.
 pub use crate::datapath::ReplyParams;
 
+/// What is in flight for the requester besides a call being judged: what counts against the
+/// credits granted with it (RFC 8166 section 3.3.1: "A Requester MUST NOT send unacknowledged
+/// requests in excess of the Responder's granted credit limit").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Behind {
+    /// Messages received after it and not yet judged (Receives completed and not yet read).
+    /// A reply to this side's backward call may be among them, in the Receive posted for the
+    /// backward direction ([`crate::backchannel::SLOTS`]), which is left out of the count so
+    /// that such a reply is never taken for an overrun.
+    pub received: usize,
+    /// Calls taken before it and not yet answered (being served).
+    pub serving: usize,
+}
+
+impl Behind {
+    /// The requester's calls these are, at most: the received messages but those the backward
+    /// direction's Receives may hold, and every call being served.
+    ///
+    /// ```
+    /// use negotiate::responder::Behind;
+    /// assert_eq!(Behind { received: 0, serving: 3 }.in_flight(), 3);
+    /// assert_eq!(Behind { received: 2, serving: 3 }.in_flight(), 4);
+    /// ```
+    pub fn in_flight(self) -> u32 {
+        let received = self.received.saturating_sub(crate::backchannel::SLOTS);
+        u32::try_from(received.saturating_add(self.serving)).unwrap_or(u32::MAX)
+    }
+}
+
 /// The responder side of one connection.
 ///
 /// ```
@@ -411,17 +440,35 @@ impl Responder {
 
     /// Judges a received message.
     pub fn handle_receive<'a>(&mut self, bytes: &'a [u8]) -> Received<'a> {
-        self.handle_receive_behind(bytes, 0)
+        self.handle_receive_behind(bytes, Behind::default())
     }
 
-    /// [`Responder::handle_receive`] for a message with `waiting` more received behind it, not
-    /// yet judged (Receives completed and not yet read): those are calls in flight too, so a
-    /// requester that sent beyond its credits is counted ([`Responder::overruns`]) even by a
-    /// responder that serves one call at a time. A reply to a backward call may be among them;
-    /// the backward direction's Receive is left out of the count, so such a reply is never
-    /// taken for an overrun.
-    pub fn handle_receive_behind<'a>(&mut self, bytes: &'a [u8], waiting: usize) -> Received<'a> {
-        self.handle_receive_awaiting(bytes, waiting, &|_| false)
+    /// [`Responder::handle_receive`] for a message with `behind` it what else is in flight for
+    /// the requester: messages received and not yet judged, and calls taken and not yet
+    /// answered ([`Behind`]). Those count against the credits granted too, so a requester that
+    /// sent beyond them is counted ([`Responder::overruns`]) whether this side serves one
+    /// call at a time or several.
+    ///
+    /// ```
+    /// use negotiate::responder::{Behind, Received, Responder, ResponderConfig};
+    /// let mut r = Responder::new(ResponderConfig::default().credits(4));
+    /// r.handle_connected(&[], None);
+    /// // An RDMA_MSG call (no chunks) around an RPC call: XID 1, then 2.
+    /// let call = |xid: u32| -> Vec<u8> { [xid, 1, 4, 0, 0, 0, 0, xid, 0].iter().flat_map(|w| w.to_be_bytes()).collect() };
+    /// let first = call(1);
+    /// assert!(matches!(r.handle_receive(&first), Received::Call(_)));
+    /// r.reply_params(1); // its reply grants the 4 credits
+    /// // Three calls being served and this one: within the 4 granted.
+    /// let serving = Behind { received: 0, serving: 3 };
+    /// assert!(matches!(r.handle_receive_behind(&call(2), serving), Received::Call(_)));
+    /// assert_eq!(r.overruns(), 0);
+    /// r.reply_params(2);
+    /// // Four being served and this one: beyond them.
+    /// r.handle_receive_behind(&call(3), Behind { received: 0, serving: 4 });
+    /// assert_eq!(r.overruns(), 1);
+    /// ```
+    pub fn handle_receive_behind<'a>(&mut self, bytes: &'a [u8], behind: Behind) -> Received<'a> {
+        self.handle_receive_awaiting(bytes, behind, &|_| false)
     }
 
     /// [`Responder::handle_receive_behind`] on a side that sent an RDMA_OPTIONAL of its own:
@@ -430,18 +477,18 @@ impl Responder {
     /// XID is [`Received::OptionAnswer`].
     ///
     /// ```
-    /// use negotiate::responder::{ResponderConfig, Received, Responder};
+    /// use negotiate::responder::{Behind, ResponderConfig, Received, Responder};
     /// let mut r = Responder::new(ResponderConfig::default());
     /// r.handle_connected(&[], None);
     /// // RDMA_OPTIONAL, XID 5, opttype 7, empty optinfo.
     /// let m: Vec<u8> = [5u32, 2, 1, 5, 7, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
-    /// assert_eq!(r.handle_receive_awaiting(&m, 0, &|x| x == 5), Received::OptionAnswer { xid: 5 });
-    /// assert!(matches!(r.handle_receive_awaiting(&m, 0, &|_| false), Received::SendError(_)));
+    /// assert_eq!(r.handle_receive_awaiting(&m, Behind::default(), &|x| x == 5), Received::OptionAnswer { xid: 5 });
+    /// assert!(matches!(r.handle_receive_awaiting(&m, Behind::default(), &|_| false), Received::SendError(_)));
     /// ```
     pub fn handle_receive_awaiting<'a>(
         &mut self,
         bytes: &'a [u8],
-        waiting: usize,
+        behind: Behind,
         awaiting: &dyn Fn(u32) -> bool,
     ) -> Received<'a> {
         if self.dialect == Some(Dialect::Ietf07) || self.speaks_draft07(bytes) {
@@ -450,7 +497,7 @@ impl Responder {
                     // The requester may have as many calls in flight as the credits this
                     // side advertises in every header (section 4.2.1).
                     self.credits.grant(self.cfg.credits);
-                    self.take_call(h, waiting)
+                    self.take_call(h, behind)
                 }
                 Err(r) => r,
             };
@@ -463,14 +510,13 @@ impl Responder {
         if classify(&header, Role::Server) == Some(Direction::BackwardReply) {
             return Received::BackwardReply(header);
         }
-        self.take_call(header, waiting)
+        self.take_call(header, behind)
     }
 
     /// A call judged acceptable: counted against the credits granted, and in flight until
     /// its reply's parameters are taken.
-    fn take_call<'a>(&mut self, header: Header<'a>, waiting: usize) -> Received<'a> {
-        let behind = u32::try_from(waiting.saturating_sub(crate::backchannel::SLOTS)).unwrap_or(u32::MAX);
-        let in_flight = (self.in_flight.len() as u32 + 1).saturating_add(behind);
+    fn take_call<'a>(&mut self, header: Header<'a>, behind: Behind) -> Received<'a> {
+        let in_flight = (self.in_flight.len() as u32 + 1).saturating_add(behind.in_flight());
         // A -07 connection's credits are running totals, checked as each message arrives
         // (`judge_draft07`); this ceiling is the other versions' grants.
         let draft07 = self.dialect == Some(Dialect::Ietf07);
@@ -617,21 +663,21 @@ impl Responder {
         self.d07.rewritten.take()
     }
 
-    /// Judges a call [`Responder::take_rewritten`] gave, `waiting` as for
+    /// Judges a call [`Responder::take_rewritten`] gave, `behind` as for
     /// [`Responder::handle_receive_behind`]: its message rules (an RPC XID unlike the header's is
     /// RDMA2_ERR_BAD_XDR, section 7.2), then it is a call in flight like any other. (The
     /// chunk rules, checked when its -07 header was received, hold again: the lists are the
     /// same, but for the Call chunk, now first in the Read list, which is not one of the Read
     /// chunks `HeaderLimits::max_read_chunks` counts: section 7.3.1's limit was checked on
     /// the -07 header.)
-    pub fn handle_rewritten<'a>(&mut self, bytes: &'a [u8], waiting: usize) -> Received<'a> {
+    pub fn handle_rewritten<'a>(&mut self, bytes: &'a [u8], behind: Behind) -> Received<'a> {
         let Some(f) = Fixed::read(bytes) else { return Received::Dropped };
         let kind = if f.proc == Some(1) { MessageKind::NoMsg } else { MessageKind::Msg };
         let limits = self.cfg.limits.max_read_chunks(u32::MAX);
         match Header::parse_chunk_lists(bytes, kind, &limits) {
             Ok(h) => {
                 self.credits.grant(self.cfg.credits);
-                self.take_call(h, waiting)
+                self.take_call(h, behind)
             }
             Err(e) => {
                 log::warn!("-07 call {:#010x} refused: {e}", f.xid);

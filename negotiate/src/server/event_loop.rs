@@ -37,6 +37,7 @@ use super::*;
 use crate::connection::{Arrival, Received};
 use crate::datapath::send_answer;
 use crate::own_keys::IdMap;
+use crate::responder::Behind;
 use rpcrdma_v2::draft07::properties::ReverseDirection;
 use rpcrdma_verbs::{Arm, Readiness};
 
@@ -790,7 +791,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     fn judge<'m>(&self, connection: &LoopConnection<B>, core: &mut Core, bytes: &'m [u8]) -> Received<'m> {
         // Behind this message: the ones received and not judged, and the calls being
         // served, all in flight for the requester.
-        let behind = connection.conn.receives_waiting() + connection.unanswered.load(Ordering::SeqCst);
+        let behind = self.behind(connection);
         // The answer to our own RDMA_OPTIONAL (Backchannel::send_option), or on -07 the reply
         // to our reverse-direction call, if one waits.
         let arrival = Arrival { behind, awaiting: connection.back.awaiting_answer() };
@@ -813,8 +814,13 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// Judges a call [`Connection::take_rewritten`] gave, as [`Loop::judge`] judges a
     /// message.
     fn judge_rewritten<'m>(&self, connection: &LoopConnection<B>, core: &mut Core, bytes: &'m [u8]) -> Received<'m> {
-        let behind = connection.conn.receives_waiting() + connection.unanswered.load(Ordering::SeqCst);
-        core.handle_rewritten(bytes, Arrival { behind, awaiting: None })
+        core.handle_rewritten(bytes, Arrival { behind: self.behind(connection), awaiting: None })
+    }
+
+    /// What is in flight for the requester besides the message judged: the messages received
+    /// and not yet judged, and the calls being served.
+    fn behind(&self, connection: &LoopConnection<B>) -> Behind {
+        Behind { received: connection.conn.receives_waiting(), serving: connection.unanswered.load(Ordering::SeqCst) }
     }
 
     /// A call was judged: it is in flight until answered, and the backward direction follows

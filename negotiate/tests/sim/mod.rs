@@ -64,7 +64,8 @@ impl Rng {
 
     /// Another stream from the same seed, for faults added later (`stream` 0: unusable calls,
     /// 1: the responder's backward calls, 2: the requester's answers to them, 3: their
-    /// delays): drawing from it leaves the main stream, and so every older seed's run,
+    /// delays, 4: abandoned calls, 5: Version Two dialects, 6: attempts, 7: calls served at
+    /// once): drawing from it leaves the main stream, and so every older seed's run,
     /// unchanged while the fault is off.
     pub fn side(seed: u64, stream: u64) -> Self {
         Rng(seed.wrapping_add(stream) ^ 0x005e_ed0f_5eed_0f00)
@@ -122,6 +123,19 @@ pub struct Faults {
     /// in a quarter of the runs (side stream 6) one, so that a call lost with its connection fails at once with
     /// `ConnectionLost`, saying who closed it, instead of going out again.
     pub max_attempts: u32,
+    /// How many calls each connection of the responder serves at once: 1 (the first
+    /// simulator's: a connection's later messages wait for its call), or with the `several`
+    /// extra in three runs of four (side stream 7) 2, 4 or 8, as `Server` serves a
+    /// connection's calls on several threads: each call's answer leaves when its service is
+    /// done, so that a later call's reply may overtake an earlier one's (RFC 8166 section
+    /// 3.3.1: "RPC calls complete in any order"), and the calls being served count against
+    /// the credits granted as `Server` counts them.
+    pub calls_at_once: u32,
+    /// The credits the responder grants: 32 (`ResponderConfig`'s default), or 4 where it also
+    /// speaks -07 (so that a continued call's parts use more than half of a -07 window and the
+    /// responder's GRANT is due; on its Version One and -00 connections, the calls served at
+    /// once then fill the window).
+    pub credits: u32,
 }
 
 impl Faults {
@@ -142,6 +156,8 @@ impl Faults {
             responder_draft07: false,
             draft07_counters_from: 0,
             max_attempts: MAX_ATTEMPTS,
+            calls_at_once: 1,
+            credits: 32,
         }
     }
 }
@@ -253,12 +269,9 @@ fn is_call_middle(bytes: &[u8]) -> bool {
     f.is_some_and(|f| f.vers == 2 && f.proc.and_then(HeaderType::from_wire) == Some(HeaderType::CallMiddle))
 }
 
-/// The calls a requester may have outstanding on a connection: the credits a Version One or
-/// -00 responder grants (responder::ResponderConfig's default), and the requester's own
-/// limit of calls in flight. (A -07 responder here advertises 4 Receives, a bound on messages
-/// in flight, not on calls outstanding: its own check, `credit_overruns`, is
-/// `CreditWindow::within_granted`.)
-const GRANTED: u32 = 32;
+/// The requester's own limit of calls in flight on a connection: the credits it asks for
+/// (`RequesterConfig::credits`' default).
+const REQUESTER_CALLS: u32 = 32;
 
 /// The whole simulated world.
 pub struct Sim {
@@ -322,6 +335,12 @@ impl Sim {
         }
         if extras.one_attempt {
             faults.max_attempts = [MAX_ATTEMPTS, MAX_ATTEMPTS, MAX_ATTEMPTS, 1][Rng::side(seed, 6).below(4) as usize];
+        }
+        if extras.several {
+            faults.calls_at_once = [1, 2, 4, 8][Rng::side(seed, 7).below(4) as usize];
+        }
+        if faults.responder_draft07 {
+            faults.credits = 4;
         }
         let calls = 1 + rng.below(24) as u32;
         let server = SimServer::new(faults, backward);
@@ -415,7 +434,11 @@ impl Sim {
         // parts before the last (-07's CALL_MIDDLE, section 4.1) are one message with it.
         if forward && to_server && !is_call_middle(&bytes) {
             link.outstanding += 1;
-            let window = if link.opened { GRANTED } else { 1 };
+            // (On -07 the credits count Receives, not calls: a call being served has left
+            // its Receive, so the bound is the requester's own limit of calls in flight; the
+            // responder's own check is `CreditWindow::within_granted`.)
+            let granted = if link.draft07_total.is_some() { REQUESTER_CALLS } else { self.faults.credits };
+            let window = if link.opened { granted } else { 1 };
             if link.outstanding > window && self.overrun.is_none() {
                 let (id, n) = (link.id, link.outstanding);
                 self.overrun = Some(format!("{n} calls outstanding on connection {id}, beyond its {window} credits"));
@@ -483,16 +506,18 @@ impl Sim {
 
     fn next_time(&self) -> Option<Duration> {
         let link = self.link.as_ref().filter(|l| l.up);
-        let to_server = link.and_then(|l| l.to_server.front().map(|(t, _)| (*t).max(self.server().busy_until(l.id))));
+        let to_server =
+            link.and_then(|l| l.to_server.front().map(|(t, _)| (*t).max(self.server().takes_next_at(l.id))));
         let to_client = link.and_then(|l| l.to_client.front()).map(|(t, _)| *t);
         let c = self.client();
         let timer = c.next_timer().filter(|_| link.is_some()).map(|t| t.saturating_duration_since(self.base));
-        // Idle is judged once the connection's serving thread is free again.
+        // Idle is judged once the connection's calls are served.
         let idle = link.and_then(|l| {
             let deadline = self.server().idle_deadline(l.id)?.saturating_duration_since(self.base);
-            Some(deadline.max(self.server().busy_until(l.id)))
+            Some(deadline.max(self.server().idle_after(l.id)))
         });
-        [to_server, to_client, timer, idle, c.next_connect(), c.next_call()].into_iter().flatten().min()
+        let answer = self.server().next_answer();
+        [to_server, to_client, timer, idle, answer, c.next_connect(), c.next_call()].into_iter().flatten().min()
     }
 
     /// Everything due now, in a fixed order.
@@ -503,8 +528,11 @@ impl Sim {
             c.abandon_due_calls(sim);
             c.connect_if_due(sim);
         });
+        // The answers of calls done by now leave before the next message is taken (`Server`
+        // counts a call as answered before its reply's Send).
+        self.with_server(|s, sim| s.send_done_answers(sim));
         let due_server = self.link.as_ref().filter(|l| l.up).is_some_and(|l| {
-            l.to_server.front().is_some_and(|(t, _)| *t <= now) && self.server().busy_until(l.id) <= now
+            l.to_server.front().is_some_and(|(t, _)| *t <= now) && self.server().takes_next_at(l.id) <= now
         });
         if due_server {
             let (link_id, bytes) = {
@@ -659,32 +687,43 @@ pub struct Extras {
     /// lost with a connection fail with `ConnectionLost`, which runs of four attempts reach
     /// about once in 2,000 seeds.
     pub one_attempt: bool,
+    /// Each connection serves several calls at once in three runs of four
+    /// ([`Faults::calls_at_once`]).
+    pub several: bool,
 }
 
 impl Extras {
-    pub const ALL: Extras =
-        Extras { unusable_calls: true, backward_calls: true, abandoned_calls: true, draft07: true, one_attempt: true };
+    pub const ALL: Extras = Extras {
+        unusable_calls: true,
+        backward_calls: true,
+        abandoned_calls: true,
+        draft07: true,
+        one_attempt: true,
+        several: true,
+    };
     pub const NONE: Extras = Extras {
         unusable_calls: false,
         backward_calls: false,
         abandoned_calls: false,
         draft07: false,
         one_attempt: false,
+        several: false,
     };
 
-    fn names(self) -> [(&'static str, bool); 5] {
+    fn names(self) -> [(&'static str, bool); 6] {
         [
             ("unusable", self.unusable_calls),
             ("backward", self.backward_calls),
             ("abandon", self.abandoned_calls),
             ("draft07", self.draft07),
             ("one_attempt", self.one_attempt),
+            ("several", self.several),
         ]
     }
 }
 
 /// `all`, `none`, or the names of those on, comma-separated:
-/// `unusable,backward,abandon,draft07,one_attempt`.
+/// `unusable,backward,abandon,draft07,one_attempt,several`.
 impl std::fmt::Display for Extras {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match *self {
@@ -715,9 +754,11 @@ impl std::str::FromStr for Extras {
                 "abandon" => &mut e.abandoned_calls,
                 "draft07" => &mut e.draft07,
                 "one_attempt" => &mut e.one_attempt,
+                "several" => &mut e.several,
                 _ => {
                     return Err(format!(
-                        "SIM_EXTRAS={s}: {name:?} is not all, none, unusable, backward, abandon, draft07 or one_attempt"
+                        "SIM_EXTRAS={s}: {name:?} is not all, none, unusable, backward, abandon, draft07, one_attempt \
+                         or several"
                     ))
                 }
             };

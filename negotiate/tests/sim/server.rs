@@ -4,9 +4,13 @@
 //! ([`super::verbs`]): its Read chunks read in place from the requester's simulated memory,
 //! its handler run (slow, panicking or answering too much now and then), and its answer
 //! written and sent: the reply, SYSTEM_ERR for a panic, or ERR_CHUNK / GARBAGE_ARGS as
-//! `FailureAnswer` says when it cannot be served. What stays the simulator's own: one call
-//! at a time per connection (the `Server` serves a connection's calls on several threads),
-//! and, with the hostile fault on, answering a call with something else altogether.
+//! `FailureAnswer` says when it cannot be served. Each connection serves one call at a time,
+//! or with the `several` extra up to [`Faults::calls_at_once`] (as `Server` serves a
+//! connection's calls on several threads): each answer then leaves when its call's service
+//! is done, overtaking those of slower calls taken before it, and the calls being served
+//! count against the credits as `Server` counts them. What stays the simulator's own: the
+//! service's virtual duration (its answer is made when the call is taken and leaves that much
+//! later), and, with the hostile fault on, answering a call with something else altogether.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -16,7 +20,7 @@ use cm_private_data::{Flags, PrivateData};
 use negotiate::backchannel::{BackwardEnd, BackwardSlot};
 use negotiate::connection::{Arrival, Connection as Core, Received};
 use negotiate::datapath::{DataPathError, Transport};
-use negotiate::responder;
+use negotiate::responder::{self, Behind};
 use negotiate::server::{serve_call, Answered, CallBuffers, Handler};
 use rpcrdma_v1::header::Detached;
 use rpcrdma_v1::Version;
@@ -45,9 +49,13 @@ pub struct SimServer {
     /// A call served with nothing sent on a connection that stays up.
     unanswered: Option<String>,
     overrun: Option<String>,
-    /// Per connection, the service is running a call until then; that connection's later
-    /// messages wait (one serving thread per connection, as `Server` has).
+    /// Per connection serving one call at a time, the service is running a call until then;
+    /// that connection's later messages wait.
     busy: HashMap<u32, Duration>,
+    /// The calls being served on connections that serve several at once, in the order taken.
+    serving: Vec<Serving>,
+    /// Calls taken so far into `serving` (each one's place in that order).
+    taken: u64,
     /// Per connection, its backward-direction call (`Server`'s own `BackwardSlot`).
     backward: HashMap<u32, BackwardSlot>,
     /// The side stream ([`Rng::side`]): when backward calls go out.
@@ -75,6 +83,8 @@ impl SimServer {
             unanswered: None,
             overrun: None,
             busy: HashMap::new(),
+            serving: Vec::new(),
+            taken: 0,
         }
     }
 
@@ -82,13 +92,10 @@ impl SimServer {
     pub fn handle_connected(&mut self, id: u32, received: &[u8], net: &Net, now: Instant) -> Vec<u8> {
         let versions =
             if self.faults.v1_only_responder { (Version::ONE, Version::ONE) } else { (Version::ONE, Version::TWO) };
-        // (A -07 server advertises few credits, so that the requester's window is more than
-        // half used while a continued call's parts arrive, and the server's GRANT is due.)
-        let credits = if self.faults.responder_draft07 { 4 } else { 32 };
         let mut cfg = responder::ResponderConfig::default()
             .versions(versions)
             .draft07(self.faults.responder_draft07)
-            .credits(credits);
+            .credits(self.faults.credits);
         cfg.draft07_counters_from = self.faults.draft07_counters_from;
         let ours = self.faults.private_data.1.then(|| PrivateData::new(Flags::empty(), 4096, 4096));
         let core = Core::server(cfg, self.faults.idle_timeout, received, ours, now);
@@ -105,9 +112,9 @@ impl SimServer {
     }
 
     /// Closes connection `link` if it has been idle for the idle timeout (as `Server` does),
-    /// unless its serving thread is still running a call.
+    /// unless a call is still being served on it.
     pub fn close_if_idle(&mut self, sim: &mut Sim, link: u32) {
-        let busy = self.busy_until(link) > sim.now;
+        let busy = self.idle_after(link) > sim.now;
         if !busy && self.conns.get(&link).is_some_and(|c| c.core.is_idle(sim.instant())) {
             self.close(sim, link, Closer::ServerIdle);
         }
@@ -118,6 +125,8 @@ impl SimServer {
             c.conn.qp().disconnect();
         }
         self.busy.remove(&id);
+        // The answers still being made die with the connection (their Sends would fail).
+        self.serving.retain(|s| s.link != id);
         if let Some(mut slot) = self.backward.remove(&id) {
             slot.close();
             if slot.take() == Some(BackwardEnd::Closed) {
@@ -189,9 +198,61 @@ impl SimServer {
         }
     }
 
-    /// When connection `link`'s serving thread is free to take its next message.
-    pub fn busy_until(&self, link: u32) -> Duration {
-        self.busy.get(&link).copied().unwrap_or_default()
+    /// When connection `link` can take its next message: at once while it serves fewer calls
+    /// than it may, otherwise when the first of them is done.
+    pub fn takes_next_at(&self, link: u32) -> Duration {
+        if self.faults.calls_at_once == 1 {
+            return self.busy.get(&link).copied().unwrap_or_default();
+        }
+        let leaves = || self.serving.iter().filter(|s| s.link == link).map(|s| s.leaves);
+        match leaves().count() < self.faults.calls_at_once as usize {
+            true => Duration::ZERO,
+            false => leaves().min().unwrap_or_default(),
+        }
+    }
+
+    /// When every call connection `link` is serving is done (the idle rule waits for it).
+    pub fn idle_after(&self, link: u32) -> Duration {
+        let serving = self.serving.iter().filter(|s| s.link == link).map(|s| s.leaves).max();
+        serving.unwrap_or_default().max(self.busy.get(&link).copied().unwrap_or_default())
+    }
+
+    /// When the next answer of a call being served leaves.
+    pub fn next_answer(&self) -> Option<Duration> {
+        self.serving.iter().map(|s| s.leaves).min()
+    }
+
+    /// Sends the answers whose calls are done by now, in the order they are done (and, at one
+    /// instant, taken).
+    pub fn send_done_answers(&mut self, sim: &mut Sim) {
+        while let Some(i) = (0..self.serving.len())
+            .filter(|&i| self.serving[i].leaves <= sim.now)
+            .min_by_key(|&i| (self.serving[i].leaves, self.serving[i].seq))
+        {
+            let done = self.serving.remove(i);
+            // A call taken before it on its connection is still being served.
+            let overtook = self.serving.iter().any(|s| s.link == done.link && s.seq < done.seq);
+            sim.record(Event::AnswerLeft { xid: done.xid, link: done.link, overtook });
+            for (forward, bytes) in done.sends {
+                match forward {
+                    true => sim.send(false, bytes),
+                    false => sim.send_backward(false, bytes),
+                }
+            }
+        }
+    }
+
+    /// Sends `bytes` on `link` now, or, on a -07 connection serving calls whose answers are
+    /// still to leave, after the last of them: -07 messages carry running totals, which leave
+    /// in the order written (the simulator writes an answer when it takes the call).
+    fn send_in_order(&mut self, sim: &mut Sim, link: u32, forward: bool, bytes: Vec<u8>) {
+        let draft07 = rpcrdma_v2::dialect::Dialect::Ietf07;
+        let is_draft07 = self.conns.get(&link).is_some_and(|c| c.core.responder().dialect() == Some(draft07));
+        match self.serving.iter_mut().filter(|s| s.link == link && is_draft07).max_by_key(|s| s.seq) {
+            Some(last) => last.sends.push((forward, bytes)),
+            None if forward => sim.send(false, bytes),
+            None => sim.send_backward(false, bytes),
+        }
     }
 
     pub fn executions(&self) -> u32 {
@@ -223,8 +284,11 @@ impl SimServer {
         let now = sim.instant();
         // What arrived behind it already (due now), as a Receive queue would hold it.
         let waiting = sim.link.as_ref().map_or(0, |l| l.to_server.iter().take_while(|(t, _)| *t <= sim.now).count());
+        // And the calls being served, not yet answered: in flight for the requester too, as
+        // `Server` counts them (`unanswered`).
+        let serving = self.serving.iter().filter(|s| s.link == link).count();
         let Some(c) = self.conns.get_mut(&link) else { return };
-        let arrival = Arrival { behind: waiting, awaiting: None };
+        let arrival = Arrival { behind: Behind { received: waiting, serving }, awaiting: None };
         let rewritten;
         let received = match c.core.handle_receive(bytes, arrival, now) {
             // A -07 call whose message is not in the Receive (an RDMA2_CALL_EXTERNAL): served
@@ -241,9 +305,11 @@ impl SimServer {
         };
         // What the core sends of its own (a -07 server's CONNPROP_FINAL), before anything
         // the message prompts, as the event loop sends it.
-        while let Some(own) = c.core.poll_transmit() {
-            sim.send(false, own);
+        let own: Vec<Vec<u8>> = std::iter::from_fn(|| c.core.poll_transmit()).collect();
+        for own in own {
+            self.send_in_order(sim, link, true, own);
         }
+        let Some(c) = self.conns.get_mut(&link) else { return };
         match received {
             Received::Call { header, params: p } => {
                 let xid = header.xid();
@@ -273,10 +339,12 @@ impl SimServer {
                     if *runs > 1 {
                         self.twice = Some(format!("call {xid:#x} executed {runs} times on connection {link}"));
                     }
-                    // Its answer leaves when the service is done; the connection's later
-                    // messages wait for it (one call at a time per connection).
+                    // Its answer leaves when the service is done; serving one call at a time,
+                    // the connection's later messages wait for it.
                     took = run.took;
-                    self.busy.insert(link, sim.now + took);
+                    if self.faults.calls_at_once == 1 {
+                        self.busy.insert(link, sim.now + took);
+                    }
                 }
                 match served {
                     Ok(served) => {
@@ -298,8 +366,12 @@ impl SimServer {
                             Answered::Reply(..) | Answered::SystemErr | Answered::BadReply | Answered::CallOnly(..) => {
                             }
                         }
-                        for send in sent {
-                            sim.send_after(false, send, took);
+                        if self.faults.calls_at_once == 1 {
+                            for send in sent {
+                                sim.send_after(false, send, took);
+                            }
+                        } else {
+                            self.serve_alongside(sim, link, xid, took, sent);
                         }
                         if matches!(served, Answered::Reply(..) | Answered::SystemErr) {
                             self.maybe_call_backward(sim, link, p.version.wire());
@@ -322,7 +394,7 @@ impl SimServer {
                 let word = |i: usize| bytes.get(i * 4..i * 4 + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
                 let (xid, vers) = (word(0).unwrap_or_default(), word(4) == Some(1));
                 sim.record(Event::ResponderError { xid, link, vers });
-                sim.send(false, bytes)
+                self.send_in_order(sim, link, true, bytes)
             }
             // The simulated server registers no extension and sends no RDMA_OPTIONAL: what it
             // sends back unasked is a -07 RDMA2_GRANT (section 4.2.1.1), which answers no call
@@ -334,7 +406,7 @@ impl SimServer {
                 } else if self.unanswered.is_none() {
                     self.unanswered = Some(format!("the server sent back something else than a GRANT on {link}"));
                 }
-                sim.send_backward(false, answer)
+                self.send_in_order(sim, link, false, answer)
             }
             // (It sends no RDMA_OPTIONAL: a reply is to its backward call.)
             Received::Reply { xid } => {
@@ -355,6 +427,26 @@ impl SimServer {
         }
     }
 
+    /// Call `xid`, served on `link`, which serves several calls at once: `sent` (its answer)
+    /// leaves when its service is done, `took` from now (on -07 not before the answers written
+    /// before it: [`SimServer::send_in_order`]), and until then the call counts against the
+    /// credits.
+    fn serve_alongside(&mut self, sim: &mut Sim, link: u32, xid: u32, took: Duration, sent: Vec<Vec<u8>>) {
+        let draft07 = rpcrdma_v2::dialect::Dialect::Ietf07;
+        let is_draft07 = self.conns.get(&link).is_some_and(|c| c.core.responder().dialect() == Some(draft07));
+        let mine = || self.serving.iter().filter(|s| s.link == link);
+        let alongside = mine().count() as u32;
+        let after = mine().map(|s| s.leaves).max().filter(|_| is_draft07).unwrap_or_default();
+        let leaves = (sim.now + took).max(after);
+        sim.record(Event::Serving { xid, link, alongside, leaves });
+        let sends = sent.into_iter().map(|b| (true, b)).collect();
+        self.serving.push(Serving { link, xid, seq: self.taken, leaves, sends });
+        self.taken += 1;
+        if leaves <= sim.now {
+            self.send_done_answers(sim);
+        }
+    }
+
     fn close(&mut self, sim: &mut Sim, link: u32, by: Closer) {
         if sim.link.as_ref().is_some_and(|l| l.id == link) {
             if let Some(id) = sim.link_down(by) {
@@ -363,6 +455,18 @@ impl SimServer {
             }
         }
     }
+}
+
+/// A call being served on a connection that serves several at once, with its answer, written
+/// when the call was taken, to leave when its service is done.
+struct Serving {
+    link: u32,
+    xid: u32,
+    /// Its place in the order calls were taken.
+    seq: u64,
+    leaves: Duration,
+    /// What leaves then, each forward (an answer to a call) or not (a -07 GRANT held behind).
+    sends: Vec<(bool, Vec<u8>)>,
 }
 
 /// The simulated service, as the production serving path runs it (`Handler`): slow now and

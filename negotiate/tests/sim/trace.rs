@@ -178,6 +178,12 @@ pub enum Event {
     /// The responder served a -07 call from the buffer its core rewrote it into (an
     /// RDMA2_CALL_EXTERNAL: its message read from the Call chunk).
     ServedRewritten { xid: u32, link: u32 },
+    /// The responder took call `xid` on `link` beside `alongside` others still being served
+    /// there ([`super::Faults::calls_at_once`]); its answer leaves at `leaves`.
+    Serving { xid: u32, link: u32, alongside: u32, leaves: Duration },
+    /// The answer to call `xid` left on `link`; `overtook`: before the answer to a call taken
+    /// earlier on it.
+    AnswerLeft { xid: u32, link: u32, overtook: bool },
     /// The responder could not serve call `xid` and answered it so.
     Refused { xid: u32, link: u32, with: Refusal },
     /// The responder answered a message with its own RDMA_ERROR (`vers`: ERR_VERS).
@@ -331,6 +337,7 @@ kinds! {
         Draft07Requester: "a connection whose requester speaks -07",
         Draft07Responder: "a connection whose responder speaks -07",
         OneAttempt: "a call allowed one attempt only",
+        ServedAlongside: "a call served while others were on its connection",
     }
     outcomes {
         ReplyEcho: "a call answered with its echo",
@@ -368,6 +375,7 @@ kinds! {
         BackwardEndedClosed: "a backward call ended by its connection's end",
         AbandonedEndedByAnswer: "a given-up call let go at the responder's answer",
         AbandonedEndedByLoss: "a given-up call let go after its connection's loss",
+        AnswerOvertook: "an answer that left before an earlier call's on its connection",
     }
 }
 
@@ -480,6 +488,8 @@ impl Event {
                     k(Kind::OversizedReply);
                 }
             }
+            Event::Serving { alongside, .. } if alongside > 0 => k(Kind::ServedAlongside),
+            Event::AnswerLeft { overtook: true, .. } => k(Kind::AnswerOvertook),
             Event::Refused { with, .. } => {
                 k(if with == Refusal::ErrChunk { Kind::RefusedErrChunk } else { Kind::RefusedGarbageArgs })
             }

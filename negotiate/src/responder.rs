@@ -168,23 +168,26 @@ pub struct Behind {
     /// A reply to this side's backward call may be among them, in the Receive posted for the
     /// backward direction ([`crate::backchannel::SLOTS`]), which is left out of the count so
     /// that such a reply is never taken for an overrun.
-    pub received: usize,
-    /// Calls taken before it and not yet answered (being served).
+    pub unjudged: usize,
+    /// Calls judged before it whose reply parameters were taken ([`Responder::reply_params`],
+    /// which a [`Connection`](crate::connection::Connection) takes as it judges a call) and
+    /// that are not yet answered: being served. (A call judged and still waiting for
+    /// `reply_params` is counted by the responder itself.)
     pub serving: usize,
 }
 
 impl Behind {
-    /// The requester's calls these are, at most: the received messages but those the backward
+    /// The requester's calls these are, at most: the unjudged messages but those the backward
     /// direction's Receives may hold, and every call being served.
     ///
     /// ```
     /// use negotiate::responder::Behind;
-    /// assert_eq!(Behind { received: 0, serving: 3 }.in_flight(), 3);
-    /// assert_eq!(Behind { received: 2, serving: 3 }.in_flight(), 4);
+    /// assert_eq!(Behind { unjudged: 0, serving: 3 }.in_flight(), 3);
+    /// assert_eq!(Behind { unjudged: 2, serving: 3 }.in_flight(), 4);
     /// ```
     pub fn in_flight(self) -> u32 {
-        let received = self.received.saturating_sub(crate::backchannel::SLOTS);
-        u32::try_from(received.saturating_add(self.serving)).unwrap_or(u32::MAX)
+        let unjudged = self.unjudged.saturating_sub(crate::backchannel::SLOTS);
+        u32::try_from(unjudged.saturating_add(self.serving)).unwrap_or(u32::MAX)
     }
 }
 
@@ -459,12 +462,12 @@ impl Responder {
     /// assert!(matches!(r.handle_receive(&first), Received::Call(_)));
     /// r.reply_params(1); // its reply grants the 4 credits
     /// // Three calls being served and this one: within the 4 granted.
-    /// let serving = Behind { received: 0, serving: 3 };
+    /// let serving = Behind { unjudged: 0, serving: 3 };
     /// assert!(matches!(r.handle_receive_behind(&call(2), serving), Received::Call(_)));
     /// assert_eq!(r.overruns(), 0);
     /// r.reply_params(2);
     /// // Four being served and this one: beyond them.
-    /// r.handle_receive_behind(&call(3), Behind { received: 0, serving: 4 });
+    /// r.handle_receive_behind(&call(3), Behind { unjudged: 0, serving: 4 });
     /// assert_eq!(r.overruns(), 1);
     /// ```
     pub fn handle_receive_behind<'a>(&mut self, bytes: &'a [u8], behind: Behind) -> Received<'a> {

@@ -9,7 +9,7 @@ use cm_private_data::{Flags, PrivateData};
 use negotiate::memory::{NoV2Reason, PeerMemory};
 use negotiate::reply::{DropReason, Incoming};
 use negotiate::requester::{self, CallFailure, Event, Requester, Transmit};
-use negotiate::responder::{self, Received, Responder};
+use negotiate::responder::{self, Behind, Received, Responder};
 use negotiate::thresholds::Advertised;
 use rpcrdma_v1::Version;
 
@@ -348,6 +348,38 @@ fn rfc8166_3_3_1_the_responder_counts_calls_beyond_its_grant() {
     assert_eq!(resp.overruns(), 1);
     let p = resp.reply_params(60).unwrap();
     assert_eq!(p.credits, 4);
+}
+
+#[test]
+fn rfc8166_3_3_1_calls_being_served_count_against_the_grant() {
+    // A Requester "MUST NOT send unacknowledged requests in excess of the Responder's granted
+    // credit limit": the calls whose reply parameters were taken and that are still being
+    // served are unacknowledged, whether or not messages wait behind. The Receive kept for
+    // a reply to this side's backward call (`backchannel::SLOTS`) is taken off the messages
+    // waiting only (before, it came off the calls being served too, and a fifth call in
+    // flight on 4 credits went uncounted while nothing waited).
+    let mut resp = responder((1, 1));
+    assert!(matches!(resp.handle_receive(&msg(60, 1, 4, 0)), Received::Call(_)));
+    assert_eq!(resp.reply_params(60).unwrap().credits, 4); // 4 granted from here on
+    let behind = |unjudged, serving| Behind { unjudged, serving };
+    let mut xid = 61;
+    let mut call = |resp: &mut Responder, b: Behind| {
+        xid += 1;
+        assert!(matches!(resp.handle_receive_behind(&msg(xid, 1, 4, 0), b), Received::Call(_)));
+        resp.reply_params(xid).unwrap();
+        resp.overruns()
+    };
+    // 3 being served and this one: the window, full.
+    assert_eq!(call(&mut resp, behind(0, 3)), 0);
+    // 4 being served and this one: one beyond.
+    assert_eq!(call(&mut resp, behind(0, 4)), 1);
+    // 3 being served, this one, and one waiting (which may be the backward reply): within.
+    assert_eq!(call(&mut resp, behind(1, 3)), 1);
+    // ... and two waiting: one of them is a call beyond.
+    assert_eq!(call(&mut resp, behind(2, 3)), 2);
+    // Messages waiting alone, as a responder serving one call at a time sees them.
+    assert_eq!(call(&mut resp, behind(4, 0)), 2);
+    assert_eq!(call(&mut resp, behind(5, 0)), 3);
 }
 
 #[test]

@@ -820,7 +820,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// What is in flight for the requester besides the message judged: the messages received
     /// and not yet judged, and the calls being served.
     fn behind(&self, connection: &LoopConnection<B>) -> Behind {
-        Behind { received: connection.conn.receives_waiting(), serving: connection.unanswered.load(Ordering::SeqCst) }
+        Behind { unjudged: connection.conn.receives_waiting(), serving: connection.unanswered.load(Ordering::SeqCst) }
     }
 
     /// A call was judged: it is in flight until answered, and the backward direction follows

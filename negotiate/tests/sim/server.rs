@@ -54,8 +54,8 @@ pub struct SimServer {
     busy: HashMap<u32, Duration>,
     /// The calls being served on connections that serve several at once, in the order taken.
     serving: Vec<Serving>,
-    /// Calls taken so far into `serving` (each one's place in that order).
-    taken: u64,
+    /// The place in that order of the next call taken.
+    next_seq: u64,
     /// Per connection, its backward-direction call (`Server`'s own `BackwardSlot`).
     backward: HashMap<u32, BackwardSlot>,
     /// The side stream ([`Rng::side`]): when backward calls go out.
@@ -84,7 +84,7 @@ impl SimServer {
             overrun: None,
             busy: HashMap::new(),
             serving: Vec::new(),
-            taken: 0,
+            next_seq: 0,
         }
     }
 
@@ -198,6 +198,12 @@ impl SimServer {
         }
     }
 
+    /// How many calls a connection serves at once: [`Faults::calls_at_once`], never more than
+    /// the credits granted (as `ServerLimits::calls_in_progress`).
+    fn at_once(&self) -> usize {
+        self.faults.calls_at_once.min(self.faults.credits) as usize
+    }
+
     /// When connection `link` can take its next message: at once while it serves fewer calls
     /// than it may, otherwise when the first of them is done.
     pub fn takes_next_at(&self, link: u32) -> Duration {
@@ -205,7 +211,7 @@ impl SimServer {
             return self.busy.get(&link).copied().unwrap_or_default();
         }
         let leaves = || self.serving.iter().filter(|s| s.link == link).map(|s| s.leaves);
-        match leaves().count() < self.faults.calls_at_once as usize {
+        match leaves().count() < self.at_once() {
             true => Duration::ZERO,
             false => leaves().min().unwrap_or_default(),
         }
@@ -233,25 +239,24 @@ impl SimServer {
             // A call taken before it on its connection is still being served.
             let overtook = self.serving.iter().any(|s| s.link == done.link && s.seq < done.seq);
             sim.record(Event::AnswerLeft { xid: done.xid, link: done.link, overtook });
-            for (forward, bytes) in done.sends {
-                match forward {
-                    true => sim.send(false, bytes),
-                    false => sim.send_backward(false, bytes),
-                }
+            for message in done.sends {
+                message.send(sim);
             }
         }
     }
 
-    /// Sends `bytes` on `link` now, or, on a -07 connection serving calls whose answers are
+    /// Sends `message` on `link` now, or, on a -07 connection serving calls whose answers are
     /// still to leave, after the last of them: -07 messages carry running totals, which leave
-    /// in the order written (the simulator writes an answer when it takes the call).
-    fn send_in_order(&mut self, sim: &mut Sim, link: u32, forward: bool, bytes: Vec<u8>) {
+    /// in the order written (the simulator writes an answer when it takes the call). So a -07
+    /// RDMA2_GRANT or RDMA2_ERROR written while a slow call is served waits for that call's
+    /// answer here, where `Server`, writing an answer when its handler returns, sends it at
+    /// once.
+    fn send_behind_held(&mut self, sim: &mut Sim, link: u32, message: Message) {
         let draft07 = rpcrdma_v2::dialect::Dialect::Ietf07;
         let is_draft07 = self.conns.get(&link).is_some_and(|c| c.core.responder().dialect() == Some(draft07));
         match self.serving.iter_mut().filter(|s| s.link == link && is_draft07).max_by_key(|s| s.seq) {
-            Some(last) => last.sends.push((forward, bytes)),
-            None if forward => sim.send(false, bytes),
-            None => sim.send_backward(false, bytes),
+            Some(last) => last.sends.push(message),
+            None => message.send(sim),
         }
     }
 
@@ -288,7 +293,7 @@ impl SimServer {
         // `Server` counts them (`unanswered`).
         let serving = self.serving.iter().filter(|s| s.link == link).count();
         let Some(c) = self.conns.get_mut(&link) else { return };
-        let arrival = Arrival { behind: Behind { received: waiting, serving }, awaiting: None };
+        let arrival = Arrival { behind: Behind { unjudged: waiting, serving }, awaiting: None };
         let rewritten;
         let received = match c.core.handle_receive(bytes, arrival, now) {
             // A -07 call whose message is not in the Receive (an RDMA2_CALL_EXTERNAL): served
@@ -307,7 +312,7 @@ impl SimServer {
         // the message prompts, as the event loop sends it.
         let own: Vec<Vec<u8>> = std::iter::from_fn(|| c.core.poll_transmit()).collect();
         for own in own {
-            self.send_in_order(sim, link, true, own);
+            self.send_behind_held(sim, link, Message::Forward(own));
         }
         let Some(c) = self.conns.get_mut(&link) else { return };
         match received {
@@ -320,7 +325,9 @@ impl SimServer {
                 if sim.rng.chance(self.faults.hostile) {
                     let (what, lie) = hostile(sim, xid, p.version.wire(), p.credits);
                     sim.record(Event::Lie { xid, link, lie: what });
-                    sim.send(false, lie);
+                    // (On -07 a lie carries the running total counted now: behind the answers
+                    // written before it, as the honest answers are.)
+                    self.send_behind_held(sim, link, Message::Forward(lie));
                     return;
                 }
                 // The production serving path, with the simulator's service as its handler,
@@ -394,7 +401,7 @@ impl SimServer {
                 let word = |i: usize| bytes.get(i * 4..i * 4 + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
                 let (xid, vers) = (word(0).unwrap_or_default(), word(4) == Some(1));
                 sim.record(Event::ResponderError { xid, link, vers });
-                self.send_in_order(sim, link, true, bytes)
+                self.send_behind_held(sim, link, Message::Forward(bytes))
             }
             // The simulated server registers no extension and sends no RDMA_OPTIONAL: what it
             // sends back unasked is a -07 RDMA2_GRANT (section 4.2.1.1), which answers no call
@@ -406,7 +413,7 @@ impl SimServer {
                 } else if self.unanswered.is_none() {
                     self.unanswered = Some(format!("the server sent back something else than a GRANT on {link}"));
                 }
-                self.send_in_order(sim, link, false, answer)
+                self.send_behind_held(sim, link, Message::Backward(answer))
             }
             // (It sends no RDMA_OPTIONAL: a reply is to its backward call.)
             Received::Reply { xid } => {
@@ -429,7 +436,7 @@ impl SimServer {
 
     /// Call `xid`, served on `link`, which serves several calls at once: `sent` (its answer)
     /// leaves when its service is done, `took` from now (on -07 not before the answers written
-    /// before it: [`SimServer::send_in_order`]), and until then the call counts against the
+    /// before it: [`SimServer::send_behind_held`]), and until then the call counts against the
     /// credits.
     fn serve_alongside(&mut self, sim: &mut Sim, link: u32, xid: u32, took: Duration, sent: Vec<Vec<u8>>) {
         let draft07 = rpcrdma_v2::dialect::Dialect::Ietf07;
@@ -439,9 +446,9 @@ impl SimServer {
         let after = mine().map(|s| s.leaves).max().filter(|_| is_draft07).unwrap_or_default();
         let leaves = (sim.now + took).max(after);
         sim.record(Event::Serving { xid, link, alongside, leaves });
-        let sends = sent.into_iter().map(|b| (true, b)).collect();
-        self.serving.push(Serving { link, xid, seq: self.taken, leaves, sends });
-        self.taken += 1;
+        let sends = sent.into_iter().map(Message::Forward).collect();
+        self.serving.push(Serving { link, xid, seq: self.next_seq, leaves, sends });
+        self.next_seq += 1;
         if leaves <= sim.now {
             self.send_done_answers(sim);
         }
@@ -465,8 +472,25 @@ struct Serving {
     /// Its place in the order calls were taken.
     seq: u64,
     leaves: Duration,
-    /// What leaves then, each forward (an answer to a call) or not (a -07 GRANT held behind).
-    sends: Vec<(bool, Vec<u8>)>,
+    /// What leaves then: its answer, and what was written on its connection after it.
+    sends: Vec<Message>,
+}
+
+/// A message of the responder's, held to leave after the answers written before it.
+enum Message {
+    /// An answer to a call of the requester's (it gives back a forward credit).
+    Forward(Vec<u8>),
+    /// Anything else (a -07 RDMA2_GRANT).
+    Backward(Vec<u8>),
+}
+
+impl Message {
+    fn send(self, sim: &mut Sim) {
+        match self {
+            Message::Forward(bytes) => sim.send(false, bytes),
+            Message::Backward(bytes) => sim.send_backward(false, bytes),
+        }
+    }
 }
 
 /// The simulated service, as the production serving path runs it (`Handler`): slow now and

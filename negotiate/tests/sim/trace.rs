@@ -178,12 +178,6 @@ pub enum Event {
     /// The responder served a -07 call from the buffer its core rewrote it into (an
     /// RDMA2_CALL_EXTERNAL: its message read from the Call chunk).
     ServedRewritten { xid: u32, link: u32 },
-    /// The responder took call `xid` on `link` beside `alongside` others still being served
-    /// there ([`super::Faults::calls_at_once`]); its answer leaves at `leaves`.
-    Serving { xid: u32, link: u32, alongside: u32, leaves: Duration },
-    /// The answer to call `xid` left on `link`; `overtook`: before the answer to a call taken
-    /// earlier on it.
-    AnswerLeft { xid: u32, link: u32, overtook: bool },
     /// The responder could not serve call `xid` and answered it so.
     Refused { xid: u32, link: u32, with: Refusal },
     /// The responder answered a message with its own RDMA_ERROR (`vers`: ERR_VERS).
@@ -192,6 +186,13 @@ pub enum Event {
     BackwardCall { xid: u32, link: u32 },
     /// A backward call on `link` ended.
     BackwardEnded { link: u32, by: BackwardEnd },
+    // (Later events go last: a variant's place is part of each event's hash.)
+    /// The responder took call `xid` on `link` beside `alongside` others still being served
+    /// there ([`super::Faults::calls_at_once`]); its answer leaves at `leaves`.
+    Serving { xid: u32, link: u32, alongside: u32, leaves: Duration },
+    /// The answer to call `xid` left on `link`; `overtook`: before the answer to a call taken
+    /// earlier on it.
+    AnswerLeft { xid: u32, link: u32, overtook: bool },
 }
 
 /// One event, with the step and the virtual time it happened at.

@@ -400,6 +400,11 @@ pub(super) struct State {
     /// When the acknowledgements queued and left for a frame of ours to carry are written
     /// anyway ([`ACK_DELAY`]): the readiness loop holds this deadline too.
     acks_due: Option<Instant>,
+    /// Threads asleep on the queue pair's condition variable (`wait_cq`, `cm_event`):
+    /// [`Shared::signal`] wakes them only when there are any. (A notify is a system call
+    /// whether or not anybody sleeps; over TCP a completion, an acknowledgement or an event
+    /// signals every time.)
+    sleepers: u32,
 }
 
 pub(super) enum Pending {
@@ -587,6 +592,7 @@ impl TcpQp {
                 closing_since: None,
                 timer_at: None,
                 acks_due: None,
+                sleepers: 0,
             }),
             cv: Condvar::new(),
             pd: pd.clone(),
@@ -767,8 +773,7 @@ impl TcpQp {
                 timeout = timeout.saturating_sub(start.elapsed());
             }
         }
-        // Not counted: this condition variable has other waiters too (the writer's linger).
-        rules::wait_for(&self.sh.st, &self.sh.cv, timeout, |_| None, take)
+        rules::wait_for(&self.sh.st, &self.sh.cv, timeout, |st| Some(&mut st.sleepers), take)
     }
 }
 
@@ -948,8 +953,13 @@ impl Shared {
     /// ([`QueuePair::arm_waker`]).
     pub(super) fn signal(&self, mut st: MutexGuard<'_, State>) {
         let fired = st.q.take_fired();
+        // Read under the lock that every sleeper counts itself under before it sleeps: one
+        // that is not counted yet will look at the state changed here before it sleeps.
+        let sleepers = st.sleepers > 0;
         drop(st);
-        self.cv.notify_all();
+        if sleepers {
+            self.cv.notify_all();
+        }
         // A thread waiting by driving the readiness loop learns of it at once.
         if self.drivers.load(Ordering::SeqCst) > 0 {
             if let Ok(r) = reactor::reactor() {

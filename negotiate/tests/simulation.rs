@@ -602,9 +602,10 @@ fn rfc8166_3_3_1_seeds_588_734_833_a_call_given_up_keeps_its_credit_until_its_re
 
 #[test]
 fn rfc8166_3_3_1_seed_0_calls_complete_in_any_order_each_with_its_own_reply() {
-    // With the `several` extra a connection serves up to 8 calls at once, each answer leaving
-    // when its call's service is done (`Faults::calls_at_once`); 420 seeds of 3,000 show an
-    // answer overtaking an earlier call's and both calls ending with their own echoes.
+    // With the `several` extra a connection serves up to 4 calls at once (the credits a
+    // responder that also speaks -07 grants), each answer leaving when its call's service is
+    // done (`Faults::calls_at_once`); 420 seeds of 3,000 show an answer overtaking an earlier
+    // call's and both calls ending with their own echoes.
     named(all(0), "seed 0", scenario::an_answer_overtook_and_each_call_got_its_own);
 }
 

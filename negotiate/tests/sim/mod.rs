@@ -125,11 +125,12 @@ pub struct Faults {
     pub max_attempts: u32,
     /// How many calls each connection of the responder serves at once: 1 (the first
     /// simulator's: a connection's later messages wait for its call), or with the `several`
-    /// extra in three runs of four (side stream 7) 2, 4 or 8, as `Server` serves a
-    /// connection's calls on several threads: each call's answer leaves when its service is
-    /// done, so that a later call's reply may overtake an earlier one's (RFC 8166 section
-    /// 3.3.1: "RPC calls complete in any order"), and the calls being served count against
-    /// the credits granted as `Server` counts them.
+    /// extra in three runs of four (side stream 7) 2, 4 or 8, never more than
+    /// [`Faults::credits`] (as `Server` serves a connection's calls on several threads, at
+    /// most the credits it grants): each call's answer leaves when its service is done, so
+    /// that a later call's reply may overtake an earlier one's (RFC 8166 section 3.3.1: "RPC
+    /// calls complete in any order"), and the calls being served count against the credits
+    /// granted as `Server` counts them.
     pub calls_at_once: u32,
     /// The credits the responder grants: 32 (`ResponderConfig`'s default), or 4 where it also
     /// speaks -07 (so that a continued call's parts use more than half of a -07 window and the

@@ -255,7 +255,7 @@ impl InProcQp {
     /// Waits on this side's condvar until `take` yields something or `timeout` passes.
     fn wait_for<T>(&self, timeout: Duration, take: impl FnMut(&mut ConnState) -> Option<T>) -> Option<T> {
         let me = self.me;
-        rules::wait_for(&self.conn.st, &self.conn.cv[me], timeout, |st| Some(&mut st.sleepers[me]), take)
+        rules::wait_for(&self.conn.st, &self.conn.cv[me], timeout, |st| &mut st.sleepers[me], take)
     }
 }
 

@@ -222,12 +222,14 @@ impl Queues {
 }
 
 /// Waits on `cv` (which whoever changes `state` signals) until `take` yields something or
-/// `timeout` passes; a timeout too long to represent waits in hour-long steps.
+/// `timeout` passes; a timeout too long to represent waits in hour-long steps. `sleepers` is
+/// the count in `state` of threads asleep on `cv`, which a signaller reads under the lock to
+/// skip the notify (a system call) when nobody sleeps.
 pub(crate) fn wait_for<S, T>(
     state: &Mutex<S>,
     cv: &Condvar,
     timeout: Duration,
-    mut sleepers: impl FnMut(&mut S) -> Option<&mut u32>,
+    mut sleepers: impl FnMut(&mut S) -> &mut u32,
     mut take: impl FnMut(&mut S) -> Option<T>,
 ) -> Option<T> {
     let mut st = lock(state);
@@ -241,15 +243,11 @@ pub(crate) fn wait_for<S, T>(
             Some(d) => d.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?,
             None => Duration::from_secs(3600),
         };
-        // Counted (where the backend counts) while the lock is held, until it is held again:
-        // whoever signals `cv` may skip it when nobody sleeps.
-        if let Some(n) = sleepers(&mut st) {
-            *n += 1;
-        }
+        // Counted while the lock is held, until it is held again: whoever signals `cv` may
+        // skip it when nobody sleeps.
+        *sleepers(&mut st) += 1;
         st = cv.wait_timeout(st, left).unwrap_or_else(|e| e.into_inner()).0;
-        if let Some(n) = sleepers(&mut st) {
-            *n -= 1;
-        }
+        *sleepers(&mut st) -= 1;
         if let Some(v) = take(&mut st) {
             return Some(v);
         }

@@ -773,7 +773,7 @@ impl TcpQp {
                 timeout = timeout.saturating_sub(start.elapsed());
             }
         }
-        rules::wait_for(&self.sh.st, &self.sh.cv, timeout, |st| Some(&mut st.sleepers), take)
+        rules::wait_for(&self.sh.st, &self.sh.cv, timeout, |st| &mut st.sleepers, take)
     }
 }
 

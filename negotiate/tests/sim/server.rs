@@ -150,8 +150,7 @@ impl SimServer {
         }
         // The server's backchannel speaks -00's messages only: it refuses a -07 connection
         // (`BackchannelError::Draft07`), so no backward call goes on one.
-        let draft07 = rpcrdma_v2::dialect::Dialect::Ietf07;
-        if self.conns.get(&link).is_some_and(|c| c.core.responder().dialect() == Some(draft07)) {
+        if self.speaks_draft07(link) {
             return;
         }
         self.backward_sent += 1;
@@ -196,6 +195,13 @@ impl SimServer {
             }
             slot.finish();
         }
+    }
+
+    /// Whether connection `link` speaks draft-ietf-nfsv4-rpcrdma-version-two-07 (its dialect,
+    /// taken from its first message).
+    fn speaks_draft07(&self, link: u32) -> bool {
+        let draft07 = rpcrdma_v2::dialect::Dialect::Ietf07;
+        self.conns.get(&link).is_some_and(|c| c.core.responder().dialect() == Some(draft07))
     }
 
     /// How many calls a connection serves at once: [`Faults::calls_at_once`], never more than
@@ -252,8 +258,7 @@ impl SimServer {
     /// answer here, where `Server`, writing an answer when its handler returns, sends it at
     /// once.
     fn send_behind_held(&mut self, sim: &mut Sim, link: u32, message: Message) {
-        let draft07 = rpcrdma_v2::dialect::Dialect::Ietf07;
-        let is_draft07 = self.conns.get(&link).is_some_and(|c| c.core.responder().dialect() == Some(draft07));
+        let is_draft07 = self.speaks_draft07(link);
         match self.serving.iter_mut().filter(|s| s.link == link && is_draft07).max_by_key(|s| s.seq) {
             Some(last) => last.sends.push(message),
             None => message.send(sim),
@@ -439,8 +444,7 @@ impl SimServer {
     /// before it: [`SimServer::send_behind_held`]), and until then the call counts against the
     /// credits.
     fn serve_alongside(&mut self, sim: &mut Sim, link: u32, xid: u32, took: Duration, sent: Vec<Vec<u8>>) {
-        let draft07 = rpcrdma_v2::dialect::Dialect::Ietf07;
-        let is_draft07 = self.conns.get(&link).is_some_and(|c| c.core.responder().dialect() == Some(draft07));
+        let is_draft07 = self.speaks_draft07(link);
         let mine = || self.serving.iter().filter(|s| s.link == link);
         let alongside = mine().count() as u32;
         let after = mine().map(|s| s.leaves).max().filter(|_| is_draft07).unwrap_or_default();

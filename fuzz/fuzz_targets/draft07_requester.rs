@@ -27,10 +27,11 @@ mod length_prefixed;
 static ALLOC: bounded_alloc::Bounded = bounded_alloc::Bounded;
 
 use negotiate::client::ClientConfig;
-use negotiate::connection::{Arrival, CallStep, Connection, Received};
+use negotiate::connection::{Arrival, CallStep, Connection, Received, TransmissionKind};
 use negotiate::reply::{reply_header, MAX_CONTINUED_REPLY};
 use negotiate::requester::RequesterConfig;
 use rpcrdma_v1::marshal_call::CallForm;
+use rpcrdma_v1::verdict::ErrorReply;
 use rpcrdma_v2::dialect::{Dialect, VersionTwo};
 
 fuzz_target!(|data: &[u8]| {
@@ -70,21 +71,27 @@ fuzz_target!(|data: &[u8]| {
                 }
                 c.finish_call(xid);
             }
-            Received::SendError(e) => assert!(e.as_bytes().len() <= 28, "{e:?}"),
             // (A backward call in Version One or -00, RFC 8167, needs no offer.)
             Received::Call { header, params } if params.draft07 => {
                 assert!(choice & 2 != 0, "a reverse-direction call taken, none offered");
                 assert_eq!(header.payload().get(..4), Some(&header.xid().to_be_bytes()[..]));
                 c.queue_reverse_reply(vec![0; 28]);
             }
-            Received::SendBack(m) => {
-                assert!(m.len() == 16 && m[..4] == [0; 4] && m[12..16] == [0, 0, 0, 5], "{m:?}");
-            }
             _ => {}
         }
-        // What the core sends of its own (its CONNPROP_FINAL, replies to reverse calls) goes.
-        while let Some(m) = c.poll_transmit() {
+        // What the core sends of its own (its answers, its CONNPROP_FINAL, replies to reverse
+        // calls) goes, each reported sent before the next is taken.
+        while let Some(t) = c.poll_transmit() {
+            let m = &t.bytes;
             assert!(m.len() <= 4096, "{} bytes", m.len());
+            match t.kind {
+                TransmissionKind::Error { .. } => assert!(m.len() <= ErrorReply::MAX_LEN, "{m:?}"),
+                TransmissionKind::Grant => {
+                    assert!(m.len() == 16 && m[..4] == [0; 4] && m[12..16] == [0, 0, 0, 5], "{m:?}")
+                }
+                _ => {}
+            }
+            c.handle_completion(t.id, Ok(()));
         }
         for xid in 1..=8 {
             if let Some(CallStep::Failed(_)) = c.take_step(xid) {

@@ -15,10 +15,13 @@
 //!
 //! ```text
 //!             handle_receive ──► Received (judged once: a call to serve with its reply
-//!  driver ─┬─                              parameters, a reply, an RDMA_ERROR, bytes to
-//!          │                               send back, or nothing)
+//!  driver ─┬─                              parameters, a reply, the peer's RDMA_ERROR, an
+//!          │                               answer queued, or nothing)
 //!          ├─ handle_timeout / handle_connected / handle_link_down / start_call / ...
+//!          ├─ handle_completion ◄ how the Send of a transmission ended
 //!          │
+//!          ├─ poll_transmit ► what the core sends of its own, marshaled: an RDMA_ERROR, an
+//!          │                  extension's answer, a -07 GRANT, CONNPROP or reverse reply
 //!          ├─ poll_ready ──► a caller whose step is ready (take_step: Transmit, Reply, Failed)
 //!          ├─ poll_event ──► Event: connect, disconnect, idle
 //!          └─ poll_timeout ► the next instant handle_timeout is due
@@ -75,7 +78,6 @@ use std::time::{Duration, Instant};
 
 use rpcrdma_v1::header::{Detached, Header};
 use rpcrdma_v1::marshal_call::InlineThresholds;
-use rpcrdma_v1::verdict::ErrorReply;
 use rpcrdma_v1::Version;
 
 use crate::client_config::{ClientConfig, ClientStats};
@@ -87,8 +89,10 @@ use crate::responder::{Behind, Responder};
 
 mod calls;
 mod responder_half;
+mod transmit;
 
 pub use calls::{CallStep, PeerProperties, ENDED_KEPT, FIRST_BACKOFF, MAX_BACKOFF};
+pub use transmit::{Transmission, TransmissionKind, ANSWERS_HELD_MOST};
 
 /// What a received message is for ([`Connection::handle_receive`]), judged once; the same
 /// vocabulary on both sides of a connection.
@@ -120,14 +124,13 @@ pub enum Received<'a> {
         /// What it reported.
         error: PeerError,
     },
-    /// Send this RDMA_ERROR back on the connection the message came on (RFC 8166 section
-    /// 4.5; RDMA_ERR_INVAL_OPTION for an RDMA_OPTIONAL no extension supports, draft section
-    /// 3.1); nothing else happens.
-    SendError(ErrorReply),
-    /// Send these bytes back: an extension's RDMA_OPTIONAL answer (draft section 3.1), already
-    /// checked to fit the peer's Receives, or a -07 RDMA2_GRANT (section 4.2.1.1) while a
-    /// continued message's parts arrive.
-    SendBack(Vec<u8>),
+    /// The core queued an answer to send back on the connection the message came on: an
+    /// RDMA_ERROR (RFC 8166 section 4.5; RDMA_ERR_INVAL_OPTION for an RDMA_OPTIONAL no
+    /// extension supports, draft section 3.1), an extension's answer, already checked to fit
+    /// the peer's Receives, or a -07 RDMA2_GRANT (section 4.2.1.1) while a continued
+    /// message's parts arrive. Take it with [`Connection::poll_transmit`]; nothing else
+    /// happens.
+    Answered,
     /// Nothing to do: a malformed reply whose call's step says so, an RDMA_OPTIONAL taken
     /// without an answer, or a message dropped by the rules (why, when this side can say).
     Nothing(Option<DropReason>),
@@ -210,6 +213,9 @@ pub struct Connection<L> {
     rewritten_reply: Option<(u32, Vec<u8>)>,
     // ---- the responder of forward calls (a server's connection) ----
     serving: Option<responder_half::ResponderHalf>,
+    // ---- both ----
+    /// What the core sends of its own, and the one out ([`Connection::poll_transmit`]).
+    outbox: transmit::Outbox,
 }
 
 impl<L: Clone> Connection<L> {
@@ -297,6 +303,7 @@ impl<L: Clone> Connection<L> {
             judged_reply: None,
             rewritten_reply: None,
             serving: None,
+            outbox: transmit::Outbox::default(),
         }
     }
 }

@@ -305,7 +305,7 @@ fn draft07_4_6_3_no_reverse_call_goes_to_a_client_that_did_not_offer_it() {
 /// client replies are not taken here, and fail its own call of that XID).
 #[test]
 fn draft07_4_6_a_late_reverse_reply_is_dropped_not_refused() {
-    use negotiate::connection::{Arrival, Connection, Received};
+    use negotiate::connection::{Arrival, Connection, Received, TransmissionKind};
     use negotiate::responder::ResponderConfig;
     use rpcrdma_v2::draft07::marshal;
     let now = Instant::now();
@@ -323,7 +323,11 @@ fn draft07_4_6_a_late_reverse_reply_is_dropped_not_refused() {
     };
     let late = reply(0x9000_0001, 2);
     let got = server.handle_receive(&late, Arrival::default(), now);
-    assert!(matches!(&got, Received::SendError(e) if e.code() == 4), "{got:?}");
+    assert_eq!(got, Received::Answered);
+    let answer = server.poll_transmit().expect("the RDMA2_ERROR queued");
+    assert!(matches!(answer.kind, TransmissionKind::Error { xid: 0x9000_0001, code: 4 }), "{answer:?}");
+    assert!(answer.draft07, "stamped with the running total as a -07 message");
+    server.handle_completion(answer.id, Ok(()));
     // The client's CONNPROP_FINAL offers the reverse direction.
     let offer = Properties { reverse_direction: ReverseDirection::Simple, ..Properties::default() };
     let connprop = offer.connprop_messages(0, 3, 4096).unwrap().remove(0);

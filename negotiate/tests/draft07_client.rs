@@ -326,6 +326,14 @@ fn core(v2: VersionTwo) -> Connection<u32> {
     Connection::client(client_config((Version::ONE, Version::TWO), v2), ADDR)
 }
 
+/// What the core sends of its own next ([`Connection::poll_transmit`]), its Send reported
+/// complete at once, as a driver reports it.
+fn transmitted(c: &mut Connection<u32>) -> Option<Vec<u8>> {
+    let t = c.poll_transmit()?;
+    c.handle_completion(t.id, Ok(()));
+    Some(t.bytes)
+}
+
 /// A -07 core with calls `xids` started and connected, the first one's probe sent.
 fn probing(xids: std::ops::RangeInclusive<u32>) -> Connection<u32> {
     let now = Instant::now();
@@ -448,7 +456,7 @@ fn draft07_4_2_1_the_running_total_gates_each_send_and_a_grant_opens_it() {
     let mut grant = [0u8; 16];
     marshal::grant(&mut grant, 4).unwrap();
     assert_eq!(receive(&mut c, &grant), "Nothing(None)");
-    assert!(c.poll_transmit().is_some_and(|m| htype(&m) == HeaderType::ConnPropFinal));
+    assert!(transmitted(&mut c).is_some_and(|m| htype(&m) == HeaderType::ConnPropFinal));
     assert_eq!(transmit(&mut c, 2).credits, 2 + 32, "two received, 32 advertised");
     assert_eq!(transmit(&mut c, 3).credits, 2 + 32);
     assert!(c.take_step(4).is_none(), "the granted room is used up");
@@ -497,9 +505,9 @@ fn draft07_7_1_3_a_reverse_direction_call_is_answered_inval_htype() {
     let mut call = vec![0u8; 64];
     let n = marshal::call_inline(&mut call, 0x55, 1, 0, &marshal::NO_CHUNKS, &words(&[0x55, 0])).unwrap();
     assert_eq!(c.handle_receive(&call[..n], Arrival::default(), now), Received::Nothing(None));
-    assert_eq!(c.poll_transmit(), None, "the window is shut: the refusal waits");
+    assert_eq!(transmitted(&mut c), None, "the window is shut: the refusal waits");
     assert_eq!(c.handle_receive(&marshal::grant_message(3), Arrival::default(), now), Received::Nothing(None));
-    let e = c.poll_transmit().expect("the window opened: the refusal goes");
+    let e = transmitted(&mut c).expect("the window opened: the refusal goes");
     let back = Header::parse(&e, &HeaderLimits::default()).unwrap();
     assert_eq!((back.xid(), back.header_type(), word(&e, 4)), (0x55, HeaderType::Error, 4));
     assert_eq!(word(&e, 1), 2);
@@ -514,7 +522,7 @@ fn draft07_4_2_1_a_call_given_up_unsent_gives_its_place_in_the_window_back() {
     let now = Instant::now();
     let mut c = probing(1..=3);
     answer(&mut c, 1, 3); // room for two more Sends: this side's CONNPROP_FINAL and one call
-    assert!(c.poll_transmit().is_some_and(|m| htype(&m) == HeaderType::ConnPropFinal));
+    assert!(transmitted(&mut c).is_some_and(|m| htype(&m) == HeaderType::ConnPropFinal));
     assert!(matches!(c.take_step(2), Some(CallStep::Transmit { .. })));
     c.cancel(2, now); // never posted
     assert!(matches!(c.take_step(3), Some(CallStep::Transmit { .. })), "the window is back");
@@ -531,7 +539,7 @@ fn draft07_4_1_a_continued_reply_too_long_to_hold_fails_its_call() {
     let n = marshal::middle(&mut middle, 9, 40, MessageType::Reply, too_long, &words(&[9, 1])).unwrap();
     c.handle_receive(&middle[..n], Arrival::default(), Instant::now());
     // (Its total, 40, leaves the window room: the refusal goes at once.)
-    let e = c.poll_transmit().expect("no RDMA2_ERROR back");
+    let e = transmitted(&mut c).expect("no RDMA2_ERROR back");
     assert_eq!((word(&e, 0), word(&e, 3)), (9, 4), "an RDMA2_ERROR naming the reply");
     let Some(CallStep::Failed(why)) = c.take_step(9) else { panic!("the call did not fail") };
     assert!(why.to_string().contains("draft-07"), "{why}");
@@ -551,7 +559,7 @@ fn draft07_4_2_1_1_a_long_continued_reply_draws_a_grant() {
         let remaining = (parts - i) * 8;
         let n = marshal::middle(&mut middle, 9, 40, MessageType::Reply, remaining, &part).unwrap();
         match c.handle_receive(&middle[..n], Arrival::default(), now) {
-            Received::SendBack(g) => grants.push((i, g)),
+            Received::Answered => grants.push((i, transmitted(&mut c).expect("the answer queued"))),
             Received::Nothing(None) => {}
             other => panic!("part {i}: {other:?}"),
         }
@@ -763,12 +771,12 @@ fn draft07_6_5_a_call_solicits_remote_invalidation_of_its_chunks_handle() {
 fn draft07_6_3_4_the_responders_receive_size_takes_effect_and_ours_waits_for_room() {
     let mut c = probing(1..=3);
     answer(&mut c, 1, 1); // settled, and no room left: our CONNPROP_FINAL is owed
-    assert_eq!(c.poll_transmit(), None);
+    assert_eq!(transmitted(&mut c), None);
     assert_eq!(c.thresholds().map(|t| t.call), Some(4096), "the default until the responder states its size");
     let mut grant = [0u8; 16];
     marshal::grant(&mut grant, 3).unwrap();
     receive(&mut c, &grant);
-    let ours = c.poll_transmit().expect("the CONNPROP_FINAL owed, now the window has room");
+    let ours = transmitted(&mut c).expect("the CONNPROP_FINAL owed, now the window has room");
     assert_eq!((htype(&ours), word(&ours, 2)), (HeaderType::ConnPropFinal, 1 + 32 + 1), "two received");
     assert_eq!(transmit(&mut c, 2).thresholds.call, 4096);
     // The responder's CONNPROP_FINAL: 12 KiB Receives.
@@ -1300,7 +1308,7 @@ fn reverse_call(xid: u32, total: u32, lists: &rpcrdma_v1::header::ChunkLists<'_>
 #[test]
 fn draft07_4_6_a_reverse_call_is_taken_and_its_reply_waits_for_the_window() {
     let mut c = offering_reverse(2);
-    let connprop = c.poll_transmit().expect("this side's CONNPROP_FINAL");
+    let connprop = transmitted(&mut c).expect("this side's CONNPROP_FINAL");
     let h = Header::parse(&connprop, &HeaderLimits::default()).unwrap();
     assert_eq!(h.header_type(), HeaderType::ConnPropFinal);
     let stated = Properties::default().apply(&h.properties().unwrap()).unwrap();
@@ -1313,11 +1321,11 @@ fn draft07_4_6_a_reverse_call_is_taken_and_its_reply_waits_for_the_window() {
     assert_eq!((header.xid(), header.version(), header.payload()), (0x66, Version::TWO, &words(&[0x66, 0, 7])[..]));
     assert!(params.draft07);
     assert!(c.queue_reverse_reply(vec![0; 28]));
-    assert_eq!(c.poll_transmit(), None, "no room in the responder's window");
+    assert_eq!(transmitted(&mut c), None, "no room in the responder's window");
     // A GRANT raises the total: the reply goes, stamped with this side's total.
     let grant = marshal::grant_message(5);
     receive(&mut c, &grant);
-    let reply = c.poll_transmit().expect("the reply, once the window opened");
+    let reply = transmitted(&mut c).expect("the reply, once the window opened");
     assert_eq!(word(&reply, 2), 32 + 3, "this side's total: three Receives, 32 advertised");
 }
 
@@ -1347,11 +1355,11 @@ fn draft07_4_6_4_a_reverse_call_with_chunks_is_refused_with_a_7_3_error() {
     // Each refusal waits, like any -07 Send, for room in the responder's window (section
     // 4.2.1): the reverse calls here carry a total that leaves room.
     let mut c = offering_reverse(32);
-    c.poll_transmit(); // this side's CONNPROP_FINAL
+    transmitted(&mut c); // this side's CONNPROP_FINAL
     let total = 100;
     let refused = |c: &mut Connection<u32>, bytes: &[u8]| {
         assert_eq!(c.handle_receive(bytes, Arrival::default(), Instant::now()), Received::Nothing(None));
-        let e = c.poll_transmit().expect("the RDMA2_ERROR, the window having room");
+        let e = transmitted(c).expect("the RDMA2_ERROR, the window having room");
         let h = Header::parse(&e, &HeaderLimits::default()).unwrap();
         assert_eq!(h.header_type(), HeaderType::Error);
         (h.xid(), h.error().unwrap().code(), e)
@@ -1380,12 +1388,12 @@ fn draft07_4_6_4_a_reverse_call_with_chunks_is_refused_with_a_7_3_error() {
 
     // With the window shut, a refusal waits for the responder's next total.
     let mut c = offering_reverse(2);
-    c.poll_transmit(); // this side's CONNPROP_FINAL took the last place
+    transmitted(&mut c); // this side's CONNPROP_FINAL took the last place
     let call = reverse_call(0x74, 2, &ChunkLists { reads: List::from_slice(&read), ..marshal::NO_CHUNKS }, &rpc);
     assert_eq!(c.handle_receive(&call, Arrival::default(), Instant::now()), Received::Nothing(None));
-    assert_eq!(c.poll_transmit(), None, "no room: the refusal waits");
+    assert_eq!(transmitted(&mut c), None, "no room: the refusal waits");
     receive(&mut c, &marshal::grant_message(5));
-    let e = c.poll_transmit().expect("the RDMA2_ERROR, once the window opened");
+    let e = transmitted(&mut c).expect("the RDMA2_ERROR, once the window opened");
     assert_eq!((word(&e, 0), word(&e, 3), word(&e, 4)), (0x74, 4, 6));
 }
 

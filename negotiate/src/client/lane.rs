@@ -1098,29 +1098,6 @@ impl<B: Backend> Shared<B> {
                     st.core.deliver(xid, m.bytes, m.invalidated_rkey);
                     reply = Some((xid, m.invalidated_rkey));
                 }
-                Received::SendError(e) => {
-                    // RDMA_ERR_INVAL_OPTION for the server's RDMA_OPTIONAL (draft section 3.1),
-                    // or on -07 an RDMA2_ERROR (stamped like every -07 Send, section 4.2.1).
-                    let draft07 = st.core.dialect() == Some(Dialect::Ietf07);
-                    st.wake_deferred();
-                    drop(st);
-                    let _ = send_answer(&link.conn, e.as_bytes(), draft07);
-                    link.pool.recycle(m.bytes);
-                    st = self.lock();
-                }
-                Received::SendBack(bytes) => {
-                    // The answer to the server's RDMA_OPTIONAL, on the connection it came on
-                    // (draft section 3.1), or on -07 a GRANT; sent and waited for before the
-                    // next message is read, so a server that floods them has at most one
-                    // answer outstanding. A failure is the connection's: seen below as its
-                    // state.
-                    let draft07 = st.core.dialect() == Some(Dialect::Ietf07);
-                    st.wake_deferred();
-                    drop(st);
-                    let _ = send_answer(&link.conn, &bytes, draft07);
-                    link.pool.recycle(m.bytes);
-                    st = self.lock();
-                }
                 Received::Call { header, params } => {
                     st.wake_deferred();
                     drop(st);
@@ -1143,21 +1120,26 @@ impl<B: Backend> Shared<B> {
                         st = self.lock();
                     }
                 }
-                // Its effect, if any, is in the calls' steps.
-                // (Rewritten is a server's connection's: never here.)
-                Received::PeerError { .. } | Received::Nothing(_) | Received::Rewritten => link.pool.recycle(m.bytes),
+                // Its effect, if any, is in the calls' steps; an answer the core queued goes
+                // below. (Rewritten is a server's connection's: never here.)
+                Received::PeerError { .. } | Received::Nothing(_) | Received::Answered | Received::Rewritten => {
+                    link.pool.recycle(m.bytes)
+                }
             }
         }
-        // What the core has of its own to send on this connection (a -07 CONNPROP_FINAL once
-        // settled, replies to reverse-direction calls), sent and waited for like an answer; a
-        // failure is the connection's.
+        // What the core sends of its own on this connection: its answers to what came (RDMA_ERR_INVAL_OPTION
+        // for the server's RDMA_OPTIONAL, draft section 3.1, an extension's answer, on -07 an
+        // RDMA2_ERROR or GRANT), a -07 CONNPROP_FINAL once settled, replies to
+        // reverse-direction calls. Each is sent and waited for before the next message is
+        // read, so a server that floods them has at most one answer outstanding; a failure
+        // is the connection's, seen below as its state.
         while st.core.link().is_some_and(|l| Arc::ptr_eq(l, link)) {
-            let Some(bytes) = st.core.poll_transmit() else { break };
-            // (-07 messages, each stamped with the highest running total sent: section 4.2.1.)
+            let Some(t) = st.core.poll_transmit() else { break };
             st.wake_deferred();
             drop(st);
-            let _ = send_draft07(&link.conn, &bytes);
+            let sent = send_answer(&link.conn, &t.bytes, t.draft07);
             st = self.lock();
+            st.core.handle_completion(t.id, sent.as_ref().map(drop));
         }
         // The core may have moved on to another connection meanwhile.
         let current = st.core.link().is_some_and(|l| Arc::ptr_eq(l, link));

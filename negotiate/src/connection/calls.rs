@@ -298,6 +298,7 @@ impl<L: Clone> Connection<L> {
     pub fn handle_connected(&mut self, link: L, ours: Option<PrivateData>, accepted: &[u8], now: Instant) {
         self.now = Some(now);
         self.link = Some(link);
+        self.forget_transmissions();
         self.properties = PeerProperties::NotExchanged;
         self.connect_error = None;
         self.backoff = Duration::ZERO;
@@ -345,8 +346,14 @@ impl<L: Clone> Connection<L> {
                 return Received::Reply { xid };
             }
             Incoming::Taken => Received::Nothing(None),
-            Incoming::Grant(bytes) => Received::SendBack(bytes),
-            Incoming::Refuse(e) => Received::SendError(e),
+            Incoming::Grant(bytes) => {
+                self.answer_with(bytes);
+                Received::Answered
+            }
+            Incoming::Refuse(e) => {
+                self.answer_error(e);
+                Received::Answered
+            }
             // A backward call is answered inline, in its version, within the server's
             // Receives; its reply grants nothing (the client has no backward credits to give).
             // On -07 (a reverse-direction call, section 4.6) the reply takes its running total
@@ -366,9 +373,13 @@ impl<L: Clone> Connection<L> {
                 Received::Call { header, params }
             }
             Incoming::Consumed | Incoming::OptionHandled { answer: None, .. } => Received::Nothing(None),
-            Incoming::RefuseOption(e) => Received::SendError(e),
+            Incoming::RefuseOption(e) => {
+                self.answer_error(e);
+                Received::Answered
+            }
             Incoming::OptionHandled { xid, answer: Some(a), .. } if crate::extension::fits(&a, threshold) => {
-                Received::SendBack(a.to_message(xid, credits))
+                self.answer_with(a.to_message(xid, credits));
+                Received::Answered
             }
             // Larger than the responder's Receives: not sent (crate::extension's bounds).
             Incoming::OptionHandled { .. } => Received::Nothing(None),
@@ -402,6 +413,7 @@ impl<L: Clone> Connection<L> {
         }
         self.ended.push_back(ended);
         self.link = None;
+        self.forget_transmissions();
         self.settled = None;
         self.requester().handle_disconnected(now);
         self.route();
@@ -473,18 +485,6 @@ impl<L: Clone> Connection<L> {
     /// The version the current connection settled on, if it has.
     pub fn version(&self) -> Option<Version> {
         self.settled.map(|(v, _)| v)
-    }
-
-    /// The next message of this side's own to send on the current transport connection, already
-    /// marshaled and counted: a -07 RDMA2_CONNPROP_FINAL, the requester's
-    /// ([`Requester::poll_transmit`]) or the responder's
-    /// ([`crate::responder::Responder::poll_transmit`]).
-    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        match (&mut self.serving, &mut self.req) {
-            (Some(s), _) => s.responder.poll_transmit(),
-            (None, Some(r)) => r.poll_transmit(),
-            (None, None) => None,
-        }
     }
 
     /// The responder's -07 properties on the current connection, once its RDMA2_CONNPROP_FINAL

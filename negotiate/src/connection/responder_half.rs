@@ -4,7 +4,7 @@
 //!
 //! ```
 //! use std::time::{Duration, Instant};
-//! use negotiate::connection::{Arrival, Connection, Event, Received};
+//! use negotiate::connection::{Arrival, Connection, Event, Received, TransmissionKind};
 //! use negotiate::responder::ResponderConfig;
 //! use rpcrdma_v1::Version;
 //! let to_bytes = |words: &[u32]| -> Vec<u8> { words.iter().flat_map(|w| w.to_be_bytes()).collect() };
@@ -15,8 +15,10 @@
 //! // XID 5 as the Version Two probe to a Version One responder: answered ERR_VERS (code 1),
 //! // range 1..=1.
 //! let probe = to_bytes(&[5, 2, 32, 0, 0, 0, 0, 5, 0]);
-//! let Received::SendError(err) = conn.handle_receive(&probe, Arrival::default(), now) else { panic!() };
-//! assert_eq!((err.xid(), err.code()), (5, 1));
+//! assert_eq!(conn.handle_receive(&probe, Arrival::default(), now), Received::Answered);
+//! let err = conn.poll_transmit().expect("the answer");
+//! assert_eq!(err.kind, TransmissionKind::Error { xid: 5, code: 1 });
+//! conn.handle_completion(err.id, Ok(())); // its Send completed
 //!
 //! // Sent again in Version One: a call to serve, and how to reply to it.
 //! let call = to_bytes(&[5, 1, 32, 0, 0, 0, 0, 5, 0]);
@@ -83,10 +85,12 @@ impl<L: Clone> Connection<L> {
     }
 
     /// A -07 call, whose reply parameters were `params`, was served with no reply, a
-    /// call-only procedure's ([`Responder::draft07_served_without_reply`]): the RDMA2_GRANT
-    /// to send instead, if any. `None` on a client's connection.
-    pub fn draft07_served_without_reply(&mut self, params: &crate::datapath::ReplyParams) -> Option<Vec<u8>> {
-        self.serving.as_mut()?.responder.draft07_served_without_reply(params)
+    /// call-only procedure's ([`Responder::draft07_served_without_reply`]): true when an
+    /// RDMA2_GRANT is to be sent instead, queued for [`Connection::poll_transmit`]. False on
+    /// a client's connection.
+    pub fn draft07_served_without_reply(&mut self, params: &crate::datapath::ReplyParams) -> bool {
+        let grant = self.serving.as_mut().and_then(|s| s.responder.draft07_served_without_reply(params));
+        grant.map(|g| self.answer_with(g)).is_some()
     }
 
     /// The handlers of -07 extensions' header types ([`Responder::set_draft07_registry`]).
@@ -156,7 +160,10 @@ impl<L: Clone> Connection<L> {
                 let params = s.responder.reply_params(header.xid()).expect("a call just received is in flight");
                 Received::Call { header, params }
             }
-            responder::Received::SendError(e) => Received::SendError(e),
+            responder::Received::SendError(e) => {
+                self.answer_error(e);
+                Received::Answered
+            }
             responder::Received::BackwardReply(h) => {
                 self.judged_reply = Some(h.detach());
                 Received::Reply { xid: h.xid() }
@@ -170,13 +177,18 @@ impl<L: Clone> Connection<L> {
                 // Server to client: the requester's Receives, sized by the reply threshold.
                 let threshold = s.responder.advertised().for_version(rpcrdma_v2::RPCRDMA2_VERSION).reply;
                 if crate::extension::fits(&a, threshold) {
-                    Received::SendBack(a.to_message(xid, s.responder.credit_limit()))
+                    let answer = a.to_message(xid, s.responder.credit_limit());
+                    self.answer_with(answer);
+                    Received::Answered
                 } else {
                     Received::Nothing(None)
                 }
             }
             responder::Received::Rewritten => Received::Rewritten,
-            responder::Received::SendBack(bytes) => Received::SendBack(bytes),
+            responder::Received::SendBack(bytes) => {
+                self.answer_with(bytes);
+                Received::Answered
+            }
             responder::Received::Handled { answer: None, .. }
             | responder::Received::Taken
             | responder::Received::Dropped => Received::Nothing(None),
@@ -200,7 +212,10 @@ impl<L: Clone> Connection<L> {
                 let params = s.responder.reply_params(header.xid()).expect("a call just received is in flight");
                 Received::Call { header, params }
             }
-            responder::Received::SendError(e) => Received::SendError(e),
+            responder::Received::SendError(e) => {
+                self.answer_error(e);
+                Received::Answered
+            }
             _ => Received::Nothing(None),
         }
     }

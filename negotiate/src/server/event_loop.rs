@@ -34,7 +34,7 @@ use std::task::{Wake, Waker};
 
 use super::accept::{accept, Core, LoopConnection};
 use super::*;
-use crate::connection::{Arrival, Received};
+use crate::connection::{Arrival, Received, Transmission, TransmissionKind};
 use crate::datapath::send_answer;
 use crate::own_keys::IdMap;
 use crate::responder::Behind;
@@ -473,22 +473,6 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             let mut core = lock(&connection.core);
             let mut m = m;
             let mut judged = self.judge(&connection, &mut core, &m.bytes);
-            // What the core sends of its own (a -07 server's RDMA2_CONNPROP_FINAL once the
-            // connection speaks -07) is posted, or queued, before anything the message prompts
-            // (a reply waiting for credit with the stream held may still overtake a queued
-            // one: the draft asks no order); not with the
-            // core locked (taking a total locks it).
-            let transmits: Vec<Vec<u8>> = std::iter::from_fn(|| core.poll_transmit()).collect();
-            if !transmits.is_empty() {
-                drop(core);
-                let sent = transmits.iter().try_for_each(|t| connection.conn.answer_draft07(t));
-                if let Err(e) = sent {
-                    connection.pool.recycle(m.bytes);
-                    self.end(id, &connection, format!("sending this side's -07 properties: {e}"));
-                    continue;
-                }
-                core = lock(&connection.core);
-            }
             // The memory of a rewritten call, counted against the server's budget while it is
             // served (its size is within ResponderConfig::max_continued and the header limits).
             let mut _rewritten_charge = None;
@@ -504,6 +488,22 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     }
                     None => Received::Nothing(None),
                 };
+            }
+            // What the core sends of its own before a call or reply is handled (a -07 server's
+            // RDMA2_CONNPROP_FINAL once the connection speaks -07) is posted, or queued, before
+            // anything the message prompts (a reply waiting for credit with the stream held may
+            // still overtake a queued one: the draft asks no order). Answers to anything else
+            // go below, while the role may be handed on.
+            if matches!(judged, Received::Call { .. } | Received::Reply { .. }) {
+                if let Some(first) = core.poll_transmit() {
+                    drop(core);
+                    if let Err(why) = self.transmit(&connection, Some(first)) {
+                        connection.pool.recycle(m.bytes);
+                        self.end(id, &connection, why);
+                        continue;
+                    }
+                    core = lock(&connection.core);
+                }
             }
             // The queued -07 answers go now if the message judged opened the window for them
             // (not with the core locked: taking a total locks it).
@@ -521,7 +521,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     continue;
                 }
                 other => {
-                    let draft07 = core.responder().dialect() == Some(rpcrdma_v2::dialect::Dialect::Ietf07);
+                    let first = core.poll_transmit();
                     // The client's -07 properties, once its CONNPROP_FINAL came, for
                     // `Server::peers` (its host authentication for the application to judge).
                     // And the reverse direction it offers, for backward calls from now on.
@@ -540,7 +540,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     // (A -07 answer never waits here for the payload stream or credit: it is
                     // queued, `Transport::answer_draft07`.)
                     let ticket = Some(self.begin_alone(&mut lock(&self.st)));
-                    let answered = self.answer(&connection, other, draft07);
+                    let answered = self.answer(&connection, other, first);
                     connection.pool.recycle(m.bytes);
                     match answered {
                         Ok(()) => self.requeue(id),
@@ -584,9 +584,10 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     self.count(answered);
                     // No reply carries a new total for it: the requester's window may need a
                     // GRANT (section 4.2.1.1), sent as any -07 answer is.
-                    let grant = lock(&connection.core).draft07_served_without_reply(&params);
-                    if let Some(Err(e)) = grant.map(|g| connection.conn.answer_draft07(&g)) {
-                        connection.close(format_args!("sending an RDMA2_GRANT: {e}"));
+                    if lock(&connection.core).draft07_served_without_reply(&params) {
+                        if let Err(why) = self.transmit(&connection, None) {
+                            connection.close(why);
+                        }
                     }
                 }
                 Ok(answered) => self.count(answered),
@@ -854,39 +855,49 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         connection.unanswered.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Answers a message that is not a call nor a reply; `Err` with the reason to close the
+    /// Answers a message that is not a call nor a reply, sending what the core queued for it
+    /// (`first` taken already, the rest after it); `Err` with the reason to close the
     /// connection.
-    /// On a -07 connection (`draft07`) each message keeps its running credit total in order
-    /// with the replies' (`send_draft07`).
-    fn answer(&self, connection: &LoopConnection<B>, received: Received<'_>, draft07: bool) -> Result<(), String> {
-        // On -07 an answer never waits here (behind a continued reply, or for credit): this
-        // thread must go on reading, for the GRANT such a reply waits for.
-        let send = |bytes: &[u8]| match draft07 {
-            true => connection.conn.answer_draft07(bytes),
-            false => send_answer(&connection.conn, bytes, false),
-        };
-        match received {
-            Received::SendError(e) => {
+    fn answer(
+        &self,
+        connection: &LoopConnection<B>,
+        received: Received<'_>,
+        first: Option<Transmission>,
+    ) -> Result<(), String> {
+        // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166 section
+        // 4.5); one that names no call of ours is dropped.
+        if let Received::PeerError { xid, error } = received {
+            log::warn!("the client answered backward call {xid:#010x} with RDMA_ERROR {error:?}");
+            connection.back.handle_peer_error(xid, error);
+        }
+        self.transmit(connection, first)
+    }
+
+    /// Sends what `connection`'s core has of its own (`first`, taken already, then each
+    /// [`Connection::poll_transmit`](crate::connection::Connection::poll_transmit) gives), each
+    /// Send waited for, and reported, before the
+    /// next is taken: a client flooding RDMA_OPTIONAL messages has at most one answer
+    /// outstanding. Not with the core locked (taking a -07 total locks it). On a -07
+    /// connection each message keeps its running credit total in order with the replies'
+    /// (`answer_draft07`, which queues it behind a continued reply, or until the window has
+    /// room, rather than wait: this thread must go on reading, for the GRANT such a reply
+    /// waits for). `Err` with the reason to close the connection.
+    fn transmit(&self, connection: &LoopConnection<B>, first: Option<Transmission>) -> Result<(), String> {
+        let mut next = first;
+        while let Some(t) = next {
+            let sent = match t.draft07 {
+                true => connection.conn.answer_draft07(&t.bytes),
+                false => send_answer(&connection.conn, &t.bytes, false),
+            };
+            let mut core = lock(&connection.core);
+            core.handle_completion(t.id, sent.as_ref().map(drop));
+            sent.map_err(|e| format!("sending {}: {e}", t.kind.describe()))?;
+            if let TransmissionKind::Error { xid, code } = t.kind {
                 // (Why was said where it was decided: the responder's "refusing message".)
-                log::debug!("answering message {:#010x} with RDMA_ERROR code {}", e.xid(), e.code());
-                send(e.as_bytes()).map_err(|e| format!("sending an RDMA_ERROR: {e}"))?;
+                log::debug!("answered message {xid:#010x} with RDMA_ERROR code {code}");
                 lock(&self.shared.stats).errors_sent += 1;
             }
-            // An extension's answer (draft section 3.1), sent and waited for here, before
-            // the next message is read: a client flooding RDMA_OPTIONAL messages has at
-            // most one answer outstanding.
-            Received::SendBack(bytes) => {
-                send(&bytes).map_err(|e| {
-                    format!("sending an answer (RDMA_OPTIONAL, a -07 extension's message or GRANT): {e}")
-                })?;
-            }
-            // The client's RDMA_ERROR ends the backward call it names at once (RFC 8166
-            // section 4.5); one that names no call of ours is dropped.
-            Received::PeerError { xid, error } => {
-                log::warn!("the client answered backward call {xid:#010x} with RDMA_ERROR {error:?}");
-                connection.back.handle_peer_error(xid, error);
-            }
-            Received::Call { .. } | Received::Reply { .. } | Received::Nothing(_) | Received::Rewritten => {}
+            next = core.poll_transmit();
         }
         Ok(())
     }

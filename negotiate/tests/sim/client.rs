@@ -544,7 +544,7 @@ impl SimClient {
         let received = self.core.handle_receive(bytes, Arrival::default(), sim.instant());
         let got = match &received {
             Received::Reply { xid } => Got::Reply(*xid),
-            Received::SendError(_) | Received::SendBack(_) => Got::SendBack,
+            Received::Answered => Got::SendBack,
             Received::Call { .. } => Got::BackwardCall,
             // (Rewritten is a server's connection's: never on a client's.)
             Received::PeerError { .. } | Received::Nothing(None) | Received::Rewritten => Got::Consumed,
@@ -562,10 +562,12 @@ impl SimClient {
         }
         let xid = bytes.get(..4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
         self.note_core(sim, xid);
-        // What the core sends of its own on this link (a -07 CONNPROP_FINAL), as the lane
-        // does after a receive; not a forward call (it takes no Receive the simulator counts).
-        while let Some(m) = self.core.poll_transmit() {
-            sim.send_backward(true, m);
+        // What the core sends of its own on this link (a -07 CONNPROP_FINAL, its answers to
+        // what came: an RDMA_ERROR, a GRANT), as the lane does after a receive; not a forward
+        // call (it takes no Receive the simulator counts).
+        while let Some(t) = self.core.poll_transmit() {
+            self.core.handle_completion(t.id, Ok(()));
+            sim.send_backward(true, t.bytes);
         }
         if let Received::Call { header, .. } = &received {
             self.answer_backward(sim, header);

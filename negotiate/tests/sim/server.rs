@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use cm_private_data::{Flags, PrivateData};
 use negotiate::backchannel::{BackwardEnd, BackwardSlot};
-use negotiate::connection::{Arrival, Connection as Core, Received};
+use negotiate::connection::{Arrival, Connection as Core, Received, TransmissionKind};
 use negotiate::datapath::{DataPathError, Transport};
 use negotiate::responder::{self, Behind};
 use negotiate::server::{serve_call, Answered, CallBuffers, Handler};
@@ -314,10 +314,36 @@ impl SimServer {
             received => received,
         };
         // What the core sends of its own (a -07 server's CONNPROP_FINAL), before anything
-        // the message prompts, as the event loop sends it.
-        let own: Vec<Vec<u8>> = std::iter::from_fn(|| c.core.poll_transmit()).collect();
-        for own in own {
-            self.send_behind_held(sim, link, Message::Forward(own));
+        // the message prompts, and its answers to it, as the event loop sends them: each
+        // taken once the one before was reported sent.
+        let mut own = Vec::new();
+        while let Some(t) = c.core.poll_transmit() {
+            c.core.handle_completion(t.id, Ok(()));
+            own.push(t);
+        }
+        for t in own {
+            let message = match t.kind {
+                TransmissionKind::Error { xid, code: _ } => {
+                    let vers = t.bytes.get(4..8) == Some(&1u32.to_be_bytes()[..]);
+                    sim.record(Event::ResponderError { xid, link, vers });
+                    Message::Forward(t.bytes)
+                }
+                // What it sends back unasked is a -07 RDMA2_GRANT (section 4.2.1.1), which
+                // answers no call (not a forward message the simulator counts against one).
+                TransmissionKind::Grant => {
+                    sim.record(Event::Draft07Grant { link, by_responder: true });
+                    Message::Backward(t.bytes)
+                }
+                TransmissionKind::Properties => Message::Forward(t.bytes),
+                // The simulated server registers no extension and sends no RDMA_OPTIONAL.
+                TransmissionKind::Answer | TransmissionKind::Reply => {
+                    if self.unanswered.is_none() {
+                        self.unanswered = Some(format!("the server sent back {} on {link}", t.kind.describe()));
+                    }
+                    Message::Backward(t.bytes)
+                }
+            };
+            self.send_behind_held(sim, link, message);
         }
         let Some(c) = self.conns.get_mut(&link) else { return };
         match received {
@@ -401,33 +427,14 @@ impl SimServer {
                     }
                 }
             }
-            Received::SendError(e) => {
-                let bytes = e.as_bytes().to_vec();
-                let word = |i: usize| bytes.get(i * 4..i * 4 + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
-                let (xid, vers) = (word(0).unwrap_or_default(), word(4) == Some(1));
-                sim.record(Event::ResponderError { xid, link, vers });
-                self.send_behind_held(sim, link, Message::Forward(bytes))
-            }
-            // The simulated server registers no extension and sends no RDMA_OPTIONAL: what it
-            // sends back unasked is a -07 RDMA2_GRANT (section 4.2.1.1), which answers no call
-            // (not a forward message the simulator counts against one).
-            Received::SendBack(answer) => {
-                let htype = rpcrdma_v1::header::Fixed::read(&answer).and_then(|f| f.proc);
-                if htype == Some(rpcrdma_v2::draft07::xdr::RDMA2_GRANT) {
-                    sim.record(Event::Draft07Grant { link, by_responder: true });
-                } else if self.unanswered.is_none() {
-                    self.unanswered = Some(format!("the server sent back something else than a GRANT on {link}"));
-                }
-                self.send_behind_held(sim, link, Message::Backward(answer))
-            }
             // (It sends no RDMA_OPTIONAL: a reply is to its backward call.)
             Received::Reply { xid } => {
                 let header = c.core.take_judged_reply(xid);
                 self.backward_answer(sim, link, xid, Ok((bytes.to_vec(), header)))
             }
             Received::PeerError { xid, error } => self.backward_answer(sim, link, xid, Err(error)),
-            // (A rewritten call was judged above.)
-            Received::Nothing(_) | Received::Rewritten => {}
+            // (A rewritten call was judged above; an answer was sent above.)
+            Received::Nothing(_) | Received::Rewritten | Received::Answered => {}
         }
         // Whatever the responder made of it: a message carrying the outstanding backward
         // call's XID is the client's answer to it (its reply or its RDMA_ERROR), which ends it.

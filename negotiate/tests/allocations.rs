@@ -210,14 +210,15 @@ fn issue_14_25_a_steady_state_small_call_allocates_nothing_on_either_side() {
             "{backend}, {callers} callers, {credits} credits, {replies:?}: allocations in {} calls: {total}",
             callers * N
         );
-        // One caller of small calls: nothing at all. Callers racing for credits may push a
-        // pool (the Receive buffers, the TCP backend's frames) past a peak the warm-up did not
-        // reach, or past its bound for a moment: a few buffers in all (0 to 6 of 16,000 calls
-        // seen on a busy 2-core machine), never one per call. Lent 4 KiB results: one
-        // allocation in 1,000 calls was seen now and then (in process in one run of seven,
-        // over TCP in one of eight); where from is not known (a run recording backtraces saw
-        // none), so one is let by in each lent phase, never one per call.
-        let bound = if callers == 1 && replies == Replies::Echoed { 0 } else { callers };
+        // One caller, small calls or lent 4 KiB results: nothing at all. (The lent phases
+        // saw one allocation in 1,000 calls in 6 of 50 runs until the software backends'
+        // key tables kept room for twice their live keys: a table full of the tombstones of
+        // X Callers racing
+        // for credits may push a pool (the Receive buffers the dispatcher receives into, the
+        // Send buffers of calls marshaled ahead, the TCP backend's frames) past a peak the
+        // warm-up did not reach: a few buffers in all (0 to 7 of 16,000 calls seen on a
+        // busy 2-core machine), never one per call.
+        let bound = if callers == 1 { 0 } else { callers };
         assert!(total <= bound, "{backend}, {callers} callers, {replies:?}: {total} allocations in steady-state calls");
     }
 }

@@ -19,6 +19,23 @@ pub(crate) struct PdShared {
     table: Mutex<HashMap<u32, Key>>,
 }
 
+/// Enters `key` under `rkey` in a domain's table, keeping room for twice its live keys. Every
+/// call's windows come and go under fresh rkeys, so the table fills with the tombstones of
+/// removed keys; a full one rehashes on its next insert, in place while its live keys are at
+/// most half of what it holds, and otherwise into a larger allocation. Left to itself that
+/// happened at whatever moment the tombstones ran out, sometimes with more keys live than
+/// the warm-up ever had at such a moment: one allocation in a steady state of calls now and
+/// then (negotiate/tests/allocations.rs, lent results). Grown here as soon as the live keys
+/// pass a quarter of what it holds, it grows only as far as the most keys ever live at once,
+/// and every later rehash is in place.
+fn enter(table: &mut HashMap<u32, Key>, rkey: u32, key: Key) {
+    let live = table.len() + 1;
+    if table.capacity() < 2 * live {
+        table.reserve(live);
+    }
+    table.insert(rkey, key);
+}
+
 /// What an rkey of a protection domain names.
 enum Key {
     Region(Weak<RegionInner>),
@@ -115,7 +132,7 @@ impl PdShared {
         }
         let rkey = keys::next_key();
         let w = Window { region: r.clone(), offset, len, access, qp };
-        lock(&self.table).insert(rkey, Key::Window(w));
+        enter(&mut lock(&self.table), rkey, Key::Window(w));
         Some(RemoteBuf { addr: r.addr + offset as u64, rkey })
     }
 
@@ -160,7 +177,7 @@ impl ProtectionDomain for InProcPd {
             access,
             data: Mutex::new(RegionData { buf, valid: true, registered: true }),
         });
-        lock(&self.0.table).insert(rkey, Key::Region(Arc::downgrade(&inner)));
+        enter(&mut lock(&self.0.table), rkey, Key::Region(Arc::downgrade(&inner)));
         Ok(InProcRegion(inner))
     }
 }

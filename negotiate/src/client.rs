@@ -13,9 +13,12 @@
 //! message and the binding), and while it waits for its reply it receives on the connection
 //! itself if nobody else does: one receiver at a time, who hands each other caller its reply,
 //! so that a lone caller's reply reaches it without a hand-off between threads. One dispatcher
-//! thread per connection (`client/lane.rs`) makes connections, reads the clock, and receives when no
-//! call has been in progress for a while (backward calls, a connection lost while idle) or
-//! when async calls wait. What happens in response is decided by one
+//! thread per client, for all its connections (`client/lane/dispatch.rs`), makes connections,
+//! reads the clock, and receives when several blocking callers wait on a connection, when no
+//! call has been in progress there for a while (backward calls, a connection lost while
+//! idle), or when async calls wait on a backend that cannot wake their tasks; it waits for a
+//! message by arming the connection to wake it, so that it never waits on one connection
+//! while another needs it. What happens in response is decided by one
 //! [`Connection`](crate::connection::Connection) per connection under a mutex, the same value
 //! the deterministic simulator drives; these files are only its I/O.
 
@@ -32,7 +35,7 @@ use rpcrdma_verbs::{Address, Backend};
 pub use crate::client_config::{ChunkSizes, ClientConfig, ClientError, ClientStats, KeepConnected};
 pub use async_call::AsyncCall;
 pub use in_place::{InPlaceReply, ReplyView};
-use lane::{Lane, Message, Sink};
+use lane::{Dispatcher, Lane, Message, Sink};
 
 use crate::backchannel::Handler;
 use crate::connection::PeerProperties;
@@ -71,6 +74,9 @@ pub struct Client<B: Backend> {
     /// One per connection ([`ClientConfig::connections`]); a call goes on lane XID mod their
     /// number, so that one XID always meets the same requester (which refuses a duplicate).
     lanes: Vec<Lane<B>>,
+    /// The one thread that connects, reads the clock and receives for every lane when no
+    /// caller does; joined after the lanes are closed (fields drop in order).
+    _dispatcher: Dispatcher,
 }
 
 impl<B: Backend + Clone> Client<B> {
@@ -79,9 +85,9 @@ impl<B: Backend + Clone> Client<B> {
     /// returns at once; a connection that cannot be made shows in the calls that need it
     /// ([`ClientError::Refused`], ...). See [`Client::connect`] to fail early instead.
     pub fn new(backend: B, addr: impl Into<Address>, cfg: ClientConfig) -> Self {
-        let lanes =
+        let (lanes, _dispatcher) =
             Lane::start_all(backend, addr.into().as_str(), cfg, None, false).expect("a lazy start makes no connection");
-        Client { lanes }
+        Client { lanes, _dispatcher }
     }
 
     /// A client for the responder at `addr` whose first connection is made before this
@@ -104,7 +110,8 @@ impl<B: Backend + Clone> Client<B> {
     /// }
     /// ```
     pub fn connect(backend: B, addr: impl Into<Address>, cfg: ClientConfig) -> Result<Self, ClientError> {
-        Lane::start_all(backend, addr.into().as_str(), cfg, None, true).map(|lanes| Client { lanes })
+        Lane::start_all(backend, addr.into().as_str(), cfg, None, true)
+            .map(|(lanes, _dispatcher)| Client { lanes, _dispatcher })
     }
 
     /// A client whose connections also serve backward-direction calls from the server with
@@ -136,9 +143,9 @@ impl<B: Backend + Clone> Client<B> {
     /// assert_eq!(onc::results(&reply, 9), Ok(&[7, 7, 7, 7][..]));
     /// ```
     pub fn with_backchannel(backend: B, addr: impl Into<Address>, cfg: ClientConfig, handler: Handler) -> Self {
-        let lanes = Lane::start_all(backend, addr.into().as_str(), cfg, Some(handler), false)
+        let (lanes, _dispatcher) = Lane::start_all(backend, addr.into().as_str(), cfg, Some(handler), false)
             .expect("a lazy start makes no connection");
-        Client { lanes }
+        Client { lanes, _dispatcher }
     }
 }
 

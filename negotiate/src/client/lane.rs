@@ -1,7 +1,8 @@
 //! One connection's worth of a [`Client`](super::Client): the [`Connection`](crate::connection::Connection) core deciding it, the
-//! callers waiting on it, and the dispatcher thread that connects, reads the clock and
-//! receives when no caller does. A client with several connections
-//! ([`ClientConfig::connections`]) has one lane for each.
+//! callers waiting on it, and the lane's turns of the client's one dispatcher thread
+//! (`dispatch.rs`), which connects, reads the clock and receives when no caller does. A client
+//! with several connections ([`ClientConfig::connections`]) has one lane for each, and one
+//! dispatcher for them all.
 
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
 use std::task::{Context, Waker};
@@ -89,8 +90,11 @@ struct State<B: Backend> {
     armed_task: Option<u32>,
 }
 
+mod dispatch;
 mod keeper;
 mod locked;
+
+pub(super) use dispatch::Dispatcher;
 mod options;
 
 use locked::Locked;
@@ -278,8 +282,11 @@ pub(super) struct Shared<B: Backend> {
     cfg: ClientConfig,
     backchannel: Option<Handler>,
     st: Mutex<State<B>>,
-    /// The dispatcher's: the core may have an action for it.
-    cv: Condvar,
+    /// Asks the client's dispatcher for a turn of this lane: the core may have an action for
+    /// it, or a call to receive for.
+    poke: Arc<dispatch::Poke>,
+    /// The waker of `poke`, armed on the connection while the dispatcher receives there.
+    loop_waker: Waker,
     /// The keeper's ([`ClientConfig::keep_connected`]): the connection went down, or the
     /// client is closing.
     link_changed: Condvar,
@@ -290,10 +297,9 @@ pub(super) struct Shared<B: Backend> {
     dispatcher: OnceLock<std::thread::ThreadId>,
 }
 
-/// One lane: its shared state and its dispatcher thread, stopped and joined on drop.
+/// One lane: its shared state, closed on drop (the client's dispatcher then leaves it).
 pub(super) struct Lane<B: Backend> {
     shared: Arc<Shared<B>>,
-    dispatcher: Option<JoinHandle<()>>,
     /// The thread that keeps a connection up for reverse-direction calls, if configured.
     keeper: Option<JoinHandle<()>>,
 }
@@ -320,27 +326,33 @@ const DISPATCH_BURST: usize = 16;
 const IDLE_WAIT: Duration = Duration::from_secs(60);
 
 impl<B: Backend + Clone> Lane<B> {
-    /// Starts a lane per connection [`ClientConfig::connections`] asks for; with `eager`, each
-    /// makes its first connection here (or fails with its error).
+    /// Starts a lane per connection [`ClientConfig::connections`] asks for, and the one
+    /// dispatcher thread of them all; with `eager`, each lane makes its first connection here
+    /// (or fails with its error), before the dispatcher starts.
     pub(super) fn start_all(
         backend: B,
         addr: &str,
         cfg: ClientConfig,
         backchannel: Option<Handler>,
         eager: bool,
-    ) -> Result<Vec<Self>, ClientError> {
-        (0..cfg.connections.max(1))
-            .map(|_| Self::start(backend.clone(), addr, cfg.clone(), backchannel.clone(), eager))
-            .collect()
+    ) -> Result<(Vec<Self>, Dispatcher), ClientError> {
+        let thread = Arc::new(OnceLock::new());
+        let lanes = (0..cfg.connections.max(1))
+            .map(|_| Self::start(backend.clone(), addr, cfg.clone(), backchannel.clone(), eager, &thread))
+            .collect::<Result<Vec<_>, _>>()?;
+        let dispatcher = Dispatcher::start(lanes.iter().map(|l| l.shared.clone()).collect(), thread);
+        Ok((lanes, dispatcher))
     }
 
-    /// Starts the dispatcher; with `eager`, only once the first connection is made here.
+    /// Makes a lane whose pokes unpark the dispatcher's `thread`; with `eager`, its first
+    /// connection is made here.
     fn start(
         backend: B,
         addr: &str,
         cfg: ClientConfig,
         backchannel: Option<Handler>,
         eager: bool,
+        thread: &Arc<OnceLock<Thread>>,
     ) -> Result<Self, ClientError> {
         let mut core = connection::Connection::client(cfg.clone(), addr);
         // A client that answers the server's calls offers -07's reverse direction in the
@@ -348,6 +360,7 @@ impl<B: Backend + Clone> Lane<B> {
         if backchannel.is_some() {
             core.offer_reverse_direction(rpcrdma_v2::draft07::properties::ReverseDirection::Simple);
         }
+        let poke = dispatch::Poke::new(thread.clone());
         let shared = Arc::new(Shared {
             backend,
             addr: addr.to_string(),
@@ -370,7 +383,8 @@ impl<B: Backend + Clone> Lane<B> {
                 hold_wakes: false,
                 deferred: Vec::with_capacity(CALLS_AT_ONCE),
             }),
-            cv: Condvar::new(),
+            poke: poke.clone(),
+            loop_waker: dispatch::waker(&poke),
             link_changed: Condvar::new(),
             pd: OnceLock::new(),
             dispatcher: OnceLock::new(),
@@ -384,9 +398,6 @@ impl<B: Backend + Clone> Lane<B> {
                 return Err(shared.lock().core.connect_failure(&e, 1));
             }
         }
-        let s = shared.clone();
-        let dispatcher =
-            std::thread::Builder::new().name("negotiate-client".into()).spawn(move || s.dispatch()).expect("spawn");
         // Section 4.6.5: only a client that answers the server's calls keeps a connection for
         // them.
         let keeper = match (shared.backchannel.is_some(), shared.cfg.keep_connected) {
@@ -400,7 +411,7 @@ impl<B: Backend + Clone> Lane<B> {
             }
             _ => None,
         };
-        Ok(Lane { shared, dispatcher: Some(dispatcher), keeper })
+        Ok(Lane { shared, keeper })
     }
 }
 
@@ -534,7 +545,7 @@ impl<B: Backend> Shared<B> {
                 // properties exchange it makes, and must receive for itself and the others.)
                 (Receiver::Nobody, Some(_)) if st.dispatcher_wanted() && !self.on_dispatcher() => {
                     drop(st);
-                    self.cv.notify_one();
+                    self.poke.poke();
                     std::thread::park();
                     st = self.lock();
                 }
@@ -543,7 +554,7 @@ impl<B: Backend> Shared<B> {
                     st = self.receive_once(st, &link);
                     if st.core.has_ready(xid) {
                         if st.stop_receiving(Some(xid)) {
-                            self.cv.notify_one();
+                            self.poke.poke();
                         }
                     } else {
                         st.receiver = Receiver::Nobody;
@@ -573,7 +584,7 @@ impl<B: Backend> Shared<B> {
         // A connection to make, or an async call to receive for, is the dispatcher's;
         // otherwise it need not wake.
         if st.core.has_event() || st.tasks_unserved() {
-            self.cv.notify_one();
+            self.poke.poke();
         }
         Ok(st.core.has_ready(xid))
     }
@@ -752,7 +763,7 @@ impl<B: Backend> Shared<B> {
         }
         st.wake();
         if st.receiver == Receiver::Nobody && st.stop_receiving(None) {
-            self.cv.notify_one();
+            self.poke.poke();
         }
     }
 
@@ -814,7 +825,7 @@ impl<B: Backend> Shared<B> {
                 }
                 Arm::Unsupported => {
                     if st.tasks_unserved() {
-                        self.cv.notify_one();
+                        self.poke.poke();
                     }
                     return None;
                 }
@@ -839,7 +850,7 @@ impl<B: Backend> Shared<B> {
         // A blocking caller waiting for the role takes it; tasks arm for themselves.
         if st.threads_wait() {
             if st.stop_receiving(None) {
-                self.cv.notify_one();
+                self.poke.poke();
             }
         } else {
             st.receiver = Receiver::Nobody;
@@ -936,11 +947,8 @@ impl<B: Backend> Drop for Lane<B> {
                 link.conn.close("the client was dropped");
             }
         }
-        self.shared.cv.notify_all();
+        self.shared.poke.poke();
         self.shared.link_changed.notify_all();
-        if let Some(d) = self.dispatcher.take() {
-            let _ = d.join();
-        }
         if let Some(k) = self.keeper.take() {
             let _ = k.join();
         }
@@ -948,83 +956,6 @@ impl<B: Backend> Drop for Lane<B> {
 }
 
 impl<B: Backend> Shared<B> {
-    /// The dispatcher: carries out the core's actions, receives, reads the clock, until the
-    /// client is dropped.
-    fn dispatch(&self) {
-        let _ = self.dispatcher.set(std::thread::current().id());
-        loop {
-            let (actions, link) = {
-                let mut st = self.lock();
-                if st.core.is_closing() {
-                    return;
-                }
-                let actions: Vec<_> = std::iter::from_fn(|| st.core.poll_event()).collect();
-                (actions, st.core.link().cloned())
-            };
-            if std::mem::take(&mut self.lock().exchange_due) {
-                self.exchange_properties();
-            }
-            for action in actions {
-                match action {
-                    Event::Connect { after } => {
-                        std::thread::sleep(after);
-                        let _ = self.connect();
-                    }
-                    Event::Disconnect(l) => {
-                        let t = self.cfg.requester.timeout;
-                        l.conn.close(format_args!("a call had no reply within the requester's timeout ({t:?})"));
-                    }
-                    // (A server's connection's: a client's never is idle.)
-                    Event::Idle => {}
-                }
-            }
-            let Some(link) = link else {
-                let st = self.lock();
-                if st.core.link().is_none() && !st.core.is_closing() && !st.core.has_event() {
-                    // Until the core's next deadline (a backoff, a call's), or a caller's
-                    // notification.
-                    let wait = st.wait_for_deadline();
-                    drop(self.cv.wait_timeout(st.into_guard(), wait));
-                }
-                continue;
-            };
-            let mut st = self.lock();
-            let idle = !st.core.has_calls() && st.last_active.elapsed() >= LINGER;
-            if !st.tasks_unserved() && !st.dispatcher_wanted() && (!idle || st.receiver != Receiver::Nobody) {
-                // Callers receive (or will, when the next call starts); the clock is still
-                // ours to read, at the core's next deadline. Calls nobody receives for get
-                // GRACE; without calls, the receiving role is the dispatcher's after LINGER.
-                let mut wait = st.wait_for_deadline();
-                if st.core.has_calls() && st.receiver == Receiver::Nobody {
-                    wait = wait.min(GRACE);
-                } else if !st.core.has_calls() {
-                    wait = wait.min(LINGER.saturating_sub(st.last_active.elapsed()).max(Duration::from_millis(1)));
-                }
-                let (guard, waited) =
-                    self.cv.wait_timeout(st.into_guard(), wait).unwrap_or_else(PoisonError::into_inner);
-                st = Locked::from_guard(guard);
-                st.core.handle_timeout(Instant::now());
-                st = self.release_abandoned(st, None);
-                st.wake();
-                // Calls in progress and none of their callers took the role for a whole tick:
-                // receive for them rather than leave their replies waiting. Async calls on a
-                // backend that cannot wake their tasks: for them at once; on one that can,
-                // never while they wait (the connection wakes them).
-                let tasks_armed = st.arms && st.tasks > 0 && !st.threads_wait();
-                let unserved =
-                    waited.timed_out() && st.receiver == Receiver::Nobody && st.core.has_calls() && !tasks_armed;
-                if !unserved && !st.tasks_unserved() && !st.dispatcher_wanted() {
-                    continue;
-                }
-            }
-            st.receive_for_all(Receiver::Dispatcher);
-            st = self.receive_once(st, &link);
-            st = self.receive_more(st, &link);
-            // With async calls waiting, the dispatcher goes on receiving itself.
-            let _ = st.stop_receiving(None);
-        }
-    }
-
     /// The dispatcher, receiving for several blocking callers, takes up to [`DISPATCH_BURST`]
     /// more messages of those already there (without waiting) before the callers of the
     /// replies are woken, together, once the state is unlocked. Woken one at a time, as each
@@ -1154,7 +1085,7 @@ impl<B: Backend> Shared<B> {
         st.wake();
         // Actions (a reconnect after the link went down) are the dispatcher's.
         if st.core.has_event() {
-            self.cv.notify_one();
+            self.poke.poke();
         }
         (st, came, was_down)
     }

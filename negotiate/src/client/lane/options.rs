@@ -197,7 +197,7 @@ impl<B: Backend> Shared<B> {
         let done = st.properties_for.as_ref().is_some_and(|done| done.ptr_eq(&Arc::downgrade(link)));
         if !done && st.core.dialect() == Some(Dialect::Cel00) {
             st.exchange_due = true;
-            self.cv.notify_one();
+            self.poke.poke();
         }
     }
 

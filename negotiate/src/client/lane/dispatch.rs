@@ -1,0 +1,286 @@
+//! The client's dispatcher: one thread for every lane of a client (each of its connections,
+//! [`ClientConfig::connections`]), which connects, reads the clock and receives when no
+//! caller does. It never blocks on one lane: a lane's turn does what the lane needs until
+//! it would wait, says until when, and the thread parks until the earliest such instant or
+//! until a lane pokes it. What pokes it: a caller that leaves it something (a call to
+//! receive for, an async call's properties exchange, the client's drop), and the lane's
+//! connection itself, armed with the lane's waker while the dispatcher holds the receiving
+//! role there (`Transport::arm_receive`), so that the message's completion wakes it from the
+//! thread that delivered it, as a server's event loop is woken.
+//!
+//! What it still does in place, holding up the other lanes meanwhile: a connection attempt
+//! (bounded by `ClientConfig::connect_timeout`; every lane connects to the same responder),
+//! the transport-properties exchange an async call left it (one call, once per connection,
+//! bounded by the requester's timeout), and, on a backend whose connections cannot wake a
+//! waker, the wait for a message on the connection it receives for.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::task::{Wake, Waker};
+use std::thread::{JoinHandle, Thread};
+use std::time::{Duration, Instant};
+
+use rpcrdma_verbs::{Arm, Backend};
+
+use super::{Link, Locked, Receiver, Shared, GRACE, LINGER};
+use crate::connection::Event;
+
+/// How a lane wakes the dispatcher: made once per lane, its waker armed on the lane's
+/// connection while the dispatcher receives there.
+pub(super) struct Poke {
+    /// The lane wants a turn: set before the thread is unparked, cleared by the dispatcher
+    /// before the turn.
+    poked: AtomicBool,
+    /// The dispatcher's thread, once it runs.
+    thread: Arc<OnceLock<Thread>>,
+}
+
+impl Poke {
+    pub(super) fn new(thread: Arc<OnceLock<Thread>>) -> Arc<Self> {
+        Arc::new(Poke { poked: AtomicBool::new(false), thread })
+    }
+
+    /// Asks the dispatcher for a turn of this lane.
+    pub(super) fn poke(&self) {
+        self.poked.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.get() {
+            t.unpark();
+        }
+    }
+}
+
+impl Wake for Poke {
+    fn wake(self: Arc<Self>) {
+        self.poke();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.poke();
+    }
+}
+
+/// What a lane's last turn left it waiting for.
+pub(super) enum Waiting<B: Backend> {
+    /// Nothing: the next turn starts afresh.
+    Nothing,
+    /// A connection attempt after the backoff, at this instant.
+    Connect(Instant),
+    /// Callers receive (or the lane has no connection): a poke, or the core's deadline.
+    Callers,
+    /// The dispatcher holds the receiving role on this connection, armed to be poked when a
+    /// message arrives (or at the deadline).
+    Receive(Arc<Link<B>>),
+}
+
+/// The client's dispatcher thread, joined on drop once every lane is closing.
+pub(in crate::client) struct Dispatcher {
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Dispatcher {
+    /// Starts the dispatcher of `lanes`, whose pokes unpark the thread put in `thread`.
+    pub(super) fn start<B: Backend>(lanes: Vec<Arc<Shared<B>>>, thread: Arc<OnceLock<Thread>>) -> Dispatcher {
+        let spawned = std::thread::Builder::new()
+            .name("negotiate-client".into())
+            .spawn(move || {
+                let _ = thread.set(std::thread::current());
+                run(&lanes)
+            })
+            .expect("spawn");
+        Dispatcher { thread: Some(spawned) }
+    }
+}
+
+impl Drop for Dispatcher {
+    fn drop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The dispatcher's loop: a turn for each lane poked or due, then a park until the earliest
+/// due, until every lane is closing.
+fn run<B: Backend>(lanes: &[Arc<Shared<B>>]) {
+    for lane in lanes {
+        let _ = lane.dispatcher.set(std::thread::current().id());
+    }
+    // Each lane's wait and when its next turn is due; `None` once it is closing.
+    let now = Instant::now();
+    let mut turns: Vec<Option<(Waiting<B>, Instant)>> = lanes.iter().map(|_| Some((Waiting::Nothing, now))).collect();
+    loop {
+        let mut next: Option<Instant> = None;
+        for (lane, slot) in lanes.iter().zip(turns.iter_mut()) {
+            let Some((waiting, due)) = slot else { continue };
+            let poked = lane.poke.poked.swap(false, Ordering::SeqCst);
+            if poked || Instant::now() >= *due {
+                match lane.turn(waiting, poked) {
+                    Some(at) => *due = at,
+                    None => {
+                        *slot = None;
+                        continue;
+                    }
+                }
+            }
+            next = Some(next.map_or(*due, |n| n.min(*due)));
+        }
+        let Some(next) = next else { return };
+        if lanes.iter().any(|l| l.poke.poked.load(Ordering::SeqCst)) {
+            continue;
+        }
+        let now = Instant::now();
+        if next > now {
+            std::thread::park_timeout(next - now);
+        }
+    }
+}
+
+impl<B: Backend> Shared<B> {
+    /// One turn of this lane: carries on from what the last turn waited for (`poked`: a
+    /// poke, not the deadline, ended the wait), then does what the lane needs until it would
+    /// wait again, left in `waiting`; returns when its next turn is due unless poked before,
+    /// or `None` once the client is closing.
+    fn turn(&self, waiting: &mut Waiting<B>, poked: bool) -> Option<Instant> {
+        match std::mem::replace(waiting, Waiting::Nothing) {
+            Waiting::Nothing => {}
+            Waiting::Connect(at) => {
+                if self.lock().core.is_closing() {
+                    return None;
+                }
+                if Instant::now() < at {
+                    *waiting = Waiting::Connect(at);
+                    return Some(at);
+                }
+                let _ = self.connect();
+            }
+            Waiting::Callers => {
+                let mut st = self.lock();
+                st.core.handle_timeout(Instant::now());
+                st = self.release_abandoned(st, None);
+                st.wake();
+                // Calls in progress and none of their callers took the role for a whole
+                // wait: receive for them rather than leave their replies waiting. Async calls
+                // on a backend that cannot wake their tasks: for them at once; on one that
+                // can, never while they wait (the connection wakes them).
+                let tasks_armed = st.arms && st.tasks > 0 && !st.threads_wait();
+                let unserved = !poked && st.receiver == Receiver::Nobody && st.core.has_calls() && !tasks_armed;
+                if unserved || st.tasks_unserved() || st.dispatcher_wanted() {
+                    if let Some(link) = st.core.link().cloned() {
+                        st.receive_for_all(Receiver::Dispatcher);
+                        return Some(self.receive_turn(st, &link, waiting));
+                    }
+                }
+            }
+            Waiting::Receive(link) => {
+                // The message that poked, or the deadline: what is there is taken, and the
+                // role given up (the next turn takes it again if it is still wanted).
+                let (mut st, came, _) = self.receive_within(self.lock(), &link, Duration::ZERO);
+                if came {
+                    st = self.receive_more(st, &link);
+                }
+                let _ = st.stop_receiving(None);
+            }
+        }
+        self.dispatch_until_wait(waiting)
+    }
+
+    /// Carries out the core's actions and receives while that is the dispatcher's to do,
+    /// until the lane must wait: for a connection's backoff, for its callers, or for a
+    /// message (see [`Shared::turn`]).
+    fn dispatch_until_wait(&self, waiting: &mut Waiting<B>) -> Option<Instant> {
+        loop {
+            let (actions, link) = {
+                let mut st = self.lock();
+                if st.core.is_closing() {
+                    return None;
+                }
+                let actions: Vec<_> = std::iter::from_fn(|| st.core.poll_event()).collect();
+                (actions, st.core.link().cloned())
+            };
+            if std::mem::take(&mut self.lock().exchange_due) {
+                self.exchange_properties();
+            }
+            let mut connect_at = None;
+            for action in actions {
+                match action {
+                    Event::Connect { after } if after.is_zero() => {
+                        let _ = self.connect();
+                    }
+                    Event::Connect { after } => connect_at = Some(Instant::now() + after),
+                    Event::Disconnect(l) => {
+                        let t = self.cfg.requester.timeout;
+                        l.conn.close(format_args!("a call had no reply within the requester's timeout ({t:?})"));
+                    }
+                    // (A server's connection's: a client's never is idle.)
+                    Event::Idle => {}
+                }
+            }
+            if let Some(at) = connect_at {
+                *waiting = Waiting::Connect(at);
+                return Some(at);
+            }
+            let Some(link) = link else {
+                let st = self.lock();
+                if st.core.link().is_none() && !st.core.is_closing() && !st.core.has_event() {
+                    // Until the core's next deadline (a call's), or a caller's poke.
+                    *waiting = Waiting::Callers;
+                    return Some(Instant::now() + st.wait_for_deadline());
+                }
+                continue;
+            };
+            let mut st = self.lock();
+            let idle = !st.core.has_calls() && st.last_active.elapsed() >= LINGER;
+            if !st.tasks_unserved() && !st.dispatcher_wanted() && (!idle || st.receiver != Receiver::Nobody) {
+                // Callers receive (or will, when the next call starts); the clock is still
+                // ours to read, at the core's next deadline. Calls nobody receives for get
+                // GRACE; without calls, the receiving role is the dispatcher's after LINGER.
+                let mut wait = st.wait_for_deadline();
+                if st.core.has_calls() && st.receiver == Receiver::Nobody {
+                    wait = wait.min(GRACE);
+                } else if !st.core.has_calls() {
+                    wait = wait.min(LINGER.saturating_sub(st.last_active.elapsed()).max(Duration::from_millis(1)));
+                }
+                *waiting = Waiting::Callers;
+                return Some(Instant::now() + wait);
+            }
+            st.receive_for_all(Receiver::Dispatcher);
+            return Some(self.receive_turn(st, &link, waiting));
+        }
+    }
+
+    /// The dispatcher, holding the receiving role on `link`, takes what is there; with
+    /// nothing there it keeps the role and arms the connection to poke it when a message
+    /// arrives (`waiting` says so), until the core's next deadline. Returns when the next
+    /// turn is due: at once when something came.
+    fn receive_turn(&self, st: Locked<'_, B>, link: &Arc<Link<B>>, waiting: &mut Waiting<B>) -> Instant {
+        if !st.arms {
+            // A connection that cannot wake a waker: its message is waited for here (the
+            // other lanes' turns wait meanwhile).
+            let mut st = self.receive_once(st, link);
+            st = self.receive_more(st, link);
+            let _ = st.stop_receiving(None);
+            return Instant::now();
+        }
+        let (mut st, came, _) = self.receive_within(st, link, Duration::ZERO);
+        let here = st.core.link().is_some_and(|l| Arc::ptr_eq(l, link));
+        if came || !here || st.core.is_closing() {
+            if came {
+                st = self.receive_more(st, link);
+            }
+            let _ = st.stop_receiving(None);
+            return Instant::now();
+        }
+        // Armed with the role kept: a message there already (`Arm::Waiting`) is taken by
+        // the turn due at once.
+        *waiting = Waiting::Receive(link.clone());
+        match link.conn.arm_receive(&self.loop_waker) {
+            Arm::Waiting => Instant::now(),
+            Arm::Armed | Arm::Unsupported => Instant::now() + st.wait_for_deadline(),
+        }
+    }
+}
+
+/// The waker of a lane's pokes.
+pub(super) fn waker(poke: &Arc<Poke>) -> Waker {
+    Waker::from(poke.clone())
+}

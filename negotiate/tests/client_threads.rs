@@ -81,7 +81,8 @@ fn one_dispatcher_for_every_connection<B: Backend + Clone>(b: B, name: &str) {
     assert!(grown <= most, "{name}: {grown} threads more after the calls");
     drop(clients);
     // Dropped clients take their dispatchers with them.
-    assert_eq!(dispatchers(), 0, "{name}: the clients' dispatchers are joined on drop");
+    // (A joined thread may stay listed a moment after `join` returns.)
+    assert_eq!(dispatchers_settled(0), 0, "{name}: the clients' dispatchers are joined on drop");
 }
 
 #[test]

@@ -326,9 +326,17 @@ const DISPATCH_BURST: usize = 16;
 const IDLE_WAIT: Duration = Duration::from_secs(60);
 
 impl<B: Backend + Clone> Lane<B> {
-    /// Starts a lane per connection [`ClientConfig::connections`] asks for, and the one
-    /// dispatcher thread of them all; with `eager`, each lane makes its first connection here
-    /// (or fails with its error), before the dispatcher starts.
+    /// Starts a lane per connection [`ClientConfig::connections`] asks for, and their
+    /// dispatcher; with `eager`, each lane makes its first connection here (or fails with its
+    /// error), before the dispatcher starts.
+    ///
+    /// One dispatcher thread serves every lane, unless a lane's turn may run long: where the
+    /// client serves backward calls (its `backchannel` handler runs where a backward call is
+    /// received, the dispatcher's thread among them, for as long as the application's code
+    /// takes) or where the backend's connections cannot wake a waker (the dispatcher then
+    /// waits for a lane's message on that lane's completion queue); each lane then has a
+    /// dispatcher of its own, as every lane had before, so that one lane's long turn holds up
+    /// no other.
     pub(super) fn start_all(
         backend: B,
         addr: &str,
@@ -336,12 +344,22 @@ impl<B: Backend + Clone> Lane<B> {
         backchannel: Option<Handler>,
         eager: bool,
     ) -> Result<(Vec<Self>, Dispatcher), ClientError> {
-        let thread = Arc::new(OnceLock::new());
-        let lanes = (0..cfg.connections.max(1))
-            .map(|_| Self::start(backend.clone(), addr, cfg.clone(), backchannel.clone(), eager, &thread))
+        let n = cfg.connections.max(1);
+        let one_for_all = backchannel.is_none() && backend.wakes_wakers();
+        let threads: Vec<Arc<OnceLock<Thread>>> =
+            (0..if one_for_all { 1 } else { n }).map(|_| Arc::new(OnceLock::new())).collect();
+        let lanes = (0..n)
+            .map(|i| {
+                let thread = &threads[if one_for_all { 0 } else { i }];
+                Self::start(backend.clone(), addr, cfg.clone(), backchannel.clone(), eager, thread)
+            })
             .collect::<Result<Vec<_>, _>>()?;
-        let dispatcher = Dispatcher::start(lanes.iter().map(|l| l.shared.clone()).collect(), thread);
-        Ok((lanes, dispatcher))
+        let shared = lanes.iter().map(|l| l.shared.clone());
+        let groups = match one_for_all {
+            true => vec![(shared.collect(), threads[0].clone())],
+            false => shared.zip(threads).map(|(lane, thread)| (vec![lane], thread)).collect(),
+        };
+        Ok((lanes, Dispatcher::start(groups)))
     }
 
     /// Makes a lane whose pokes unpark the dispatcher's `thread`; with `eager`, its first
@@ -549,7 +567,12 @@ impl<B: Backend> Shared<B> {
                     std::thread::park();
                     st = self.lock();
                 }
-                (Receiver::Nobody, Some(link)) => {
+                // (The dispatcher calling from inside a turn, a backchannel handler's forward
+                // call or the properties exchange, holds the role it had on this lane itself:
+                // it receives for its call, as a caller.)
+                (Receiver::Nobody, Some(link)) | (Receiver::Dispatcher, Some(link))
+                    if st.receiver == Receiver::Nobody || self.on_dispatcher() =>
+                {
                     st.receive_for_all(Receiver::Caller);
                     st = self.receive_once(st, &link);
                     if st.core.has_ready(xid) {

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use rpcrdma_verbs::{Arm, Backend};
 
-use super::{Link, Locked, Receiver, Shared, GRACE, LINGER};
+use super::{Link, Locked, Receiver, Shared, GRACE, IDLE_WAIT, LINGER};
 use crate::connection::Event;
 
 /// How a lane wakes the dispatcher: made once per lane, its waker armed on the lane's
@@ -65,6 +65,9 @@ pub(super) enum Waiting<B: Backend> {
     Nothing,
     /// A connection attempt after the backoff, at this instant.
     Connect(Instant),
+    /// A connection attempt on a thread of its own (a dispatcher of several lanes), which
+    /// pokes when it is done.
+    Connecting(JoinHandle<()>),
     /// Callers receive (or the lane has no connection): a poke, or the core's deadline.
     Callers,
     /// The dispatcher holds the receiving role on this connection, armed to be poked when a
@@ -72,28 +75,39 @@ pub(super) enum Waiting<B: Backend> {
     Receive(Arc<Link<B>>),
 }
 
-/// The client's dispatcher thread, joined on drop once every lane is closing.
+/// The lanes one dispatcher thread serves, and the slot their pokes unpark it by.
+pub(super) type Group<B> = (Vec<Arc<Shared<B>>>, Arc<OnceLock<Thread>>);
+
+/// The client's dispatcher threads, joined on drop once every lane is closing: one for all
+/// the lanes, or one a lane where a lane's turn may run long (see
+/// [`Lane::start_all`](super::Lane::start_all)).
 pub(in crate::client) struct Dispatcher {
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl Dispatcher {
-    /// Starts the dispatcher of `lanes`, whose pokes unpark the thread put in `thread`.
-    pub(super) fn start<B: Backend>(lanes: Vec<Arc<Shared<B>>>, thread: Arc<OnceLock<Thread>>) -> Dispatcher {
-        let spawned = std::thread::Builder::new()
-            .name("negotiate-client".into())
-            .spawn(move || {
-                let _ = thread.set(std::thread::current());
-                run(&lanes)
+    /// Starts a dispatcher thread for each group of lanes, whose pokes unpark the thread put
+    /// in the group's slot.
+    pub(super) fn start<B: Backend>(groups: Vec<Group<B>>) -> Dispatcher {
+        let threads = groups
+            .into_iter()
+            .map(|(lanes, thread)| {
+                std::thread::Builder::new()
+                    .name("negotiate-client".into())
+                    .spawn(move || {
+                        let _ = thread.set(std::thread::current());
+                        run(&lanes)
+                    })
+                    .expect("spawn")
             })
-            .expect("spawn");
-        Dispatcher { thread: Some(spawned) }
+            .collect();
+        Dispatcher { threads }
     }
 }
 
 impl Drop for Dispatcher {
     fn drop(&mut self) {
-        if let Some(t) = self.thread.take() {
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
     }
@@ -114,7 +128,7 @@ fn run<B: Backend>(lanes: &[Arc<Shared<B>>]) {
             let Some((waiting, due)) = slot else { continue };
             let poked = lane.poke.poked.swap(false, Ordering::SeqCst);
             if poked || Instant::now() >= *due {
-                match lane.turn(waiting, poked) {
+                match lane.turn(waiting, poked, lanes.len() == 1) {
                     Some(at) => *due = at,
                     None => {
                         *slot = None;
@@ -139,8 +153,8 @@ impl<B: Backend> Shared<B> {
     /// One turn of this lane: carries on from what the last turn waited for (`poked`: a
     /// poke, not the deadline, ended the wait), then does what the lane needs until it would
     /// wait again, left in `waiting`; returns when its next turn is due unless poked before,
-    /// or `None` once the client is closing.
-    fn turn(&self, waiting: &mut Waiting<B>, poked: bool) -> Option<Instant> {
+    /// or `None` once the client is closing. `alone`: the dispatcher has no other lane.
+    fn turn(self: &Arc<Self>, waiting: &mut Waiting<B>, poked: bool, alone: bool) -> Option<Instant> {
         match std::mem::replace(waiting, Waiting::Nothing) {
             Waiting::Nothing => {}
             Waiting::Connect(at) => {
@@ -151,7 +165,20 @@ impl<B: Backend> Shared<B> {
                     *waiting = Waiting::Connect(at);
                     return Some(at);
                 }
-                let _ = self.connect();
+                if let Some(due) = self.connect_from_turn(alone, waiting) {
+                    return Some(due);
+                }
+            }
+            Waiting::Connecting(attempt) => {
+                if self.lock().core.is_closing() {
+                    // (The attempt ends within its connect timeout, on its own.)
+                    return None;
+                }
+                if !attempt.is_finished() {
+                    *waiting = Waiting::Connecting(attempt);
+                    return Some(Instant::now() + IDLE_WAIT);
+                }
+                let _ = attempt.join();
             }
             Waiting::Callers => {
                 let mut st = self.lock();
@@ -167,27 +194,60 @@ impl<B: Backend> Shared<B> {
                 if unserved || st.tasks_unserved() || st.dispatcher_wanted() {
                     if let Some(link) = st.core.link().cloned() {
                         st.receive_for_all(Receiver::Dispatcher);
-                        return Some(self.receive_turn(st, &link, waiting));
+                        return Some(self.receive_turn(st, &link, waiting, alone));
                     }
                 }
             }
             Waiting::Receive(link) => {
                 // The message that poked, or the deadline: what is there is taken, and the
-                // role given up (the next turn takes it again if it is still wanted).
-                let (mut st, came, _) = self.receive_within(self.lock(), &link, Duration::ZERO);
-                if came {
-                    st = self.receive_more(st, &link);
+                // role given up (the next turn takes it again if it is still wanted); unless
+                // a call the dispatcher made meanwhile took the role as a caller and gave it
+                // up (`Shared::wait_step`).
+                let st = self.lock();
+                if st.receiver == Receiver::Dispatcher {
+                    let (mut st, came, _) = self.receive_within(st, &link, Duration::ZERO);
+                    if came {
+                        st = self.receive_more(st, &link);
+                    }
+                    let _ = st.stop_receiving(None);
                 }
-                let _ = st.stop_receiving(None);
             }
         }
-        self.dispatch_until_wait(waiting)
+        self.dispatch_until_wait(waiting, alone)
+    }
+
+    /// A connection attempt the core asked for: made here by a dispatcher of this lane alone
+    /// (`None`: carry on), or on a thread of its own, which pokes when it is done, by a
+    /// dispatcher of several, whose other lanes a slow attempt must not hold up (when this
+    /// lane's next turn is due: at the poke).
+    fn connect_from_turn(self: &Arc<Self>, alone: bool, waiting: &mut Waiting<B>) -> Option<Instant> {
+        if alone {
+            let _ = self.connect();
+            return None;
+        }
+        let lane = self.clone();
+        let spawned = std::thread::Builder::new().name("negotiate-conn".into()).spawn(move || {
+            let _ = lane.connect();
+            lane.poke.poke();
+        });
+        match spawned {
+            Ok(attempt) => {
+                *waiting = Waiting::Connecting(attempt);
+                Some(Instant::now() + IDLE_WAIT)
+            }
+            // No thread to be had: made here after all.
+            Err(e) => {
+                log::warn!("no thread for a connection attempt ({e}): made on the dispatcher's");
+                let _ = self.connect();
+                None
+            }
+        }
     }
 
     /// Carries out the core's actions and receives while that is the dispatcher's to do,
-    /// until the lane must wait: for a connection's backoff, for its callers, or for a
-    /// message (see [`Shared::turn`]).
-    fn dispatch_until_wait(&self, waiting: &mut Waiting<B>) -> Option<Instant> {
+    /// until the lane must wait: for a connection's backoff or attempt, for its callers, or
+    /// for a message (see [`Shared::turn`]).
+    fn dispatch_until_wait(self: &Arc<Self>, waiting: &mut Waiting<B>, alone: bool) -> Option<Instant> {
         loop {
             let (actions, link) = {
                 let mut st = self.lock();
@@ -203,9 +263,6 @@ impl<B: Backend> Shared<B> {
             let mut connect_at = None;
             for action in actions {
                 match action {
-                    Event::Connect { after } if after.is_zero() => {
-                        let _ = self.connect();
-                    }
                     Event::Connect { after } => connect_at = Some(Instant::now() + after),
                     Event::Disconnect(l) => {
                         let t = self.cfg.requester.timeout;
@@ -215,9 +272,18 @@ impl<B: Backend> Shared<B> {
                     Event::Idle => {}
                 }
             }
-            if let Some(at) = connect_at {
-                *waiting = Waiting::Connect(at);
-                return Some(at);
+            match connect_at {
+                Some(at) if at > Instant::now() => {
+                    *waiting = Waiting::Connect(at);
+                    return Some(at);
+                }
+                Some(_) => {
+                    if let Some(due) = self.connect_from_turn(alone, waiting) {
+                        return Some(due);
+                    }
+                    continue;
+                }
+                None => {}
             }
             let Some(link) = link else {
                 let st = self.lock();
@@ -244,7 +310,7 @@ impl<B: Backend> Shared<B> {
                 return Some(Instant::now() + wait);
             }
             st.receive_for_all(Receiver::Dispatcher);
-            return Some(self.receive_turn(st, &link, waiting));
+            return Some(self.receive_turn(st, &link, waiting, alone));
         }
     }
 
@@ -252,11 +318,16 @@ impl<B: Backend> Shared<B> {
     /// nothing there it keeps the role and arms the connection to poke it when a message
     /// arrives (`waiting` says so), until the core's next deadline. Returns when the next
     /// turn is due: at once when something came.
-    fn receive_turn(&self, st: Locked<'_, B>, link: &Arc<Link<B>>, waiting: &mut Waiting<B>) -> Instant {
+    fn receive_turn(&self, st: Locked<'_, B>, link: &Arc<Link<B>>, waiting: &mut Waiting<B>, alone: bool) -> Instant {
         if !st.arms {
-            // A connection that cannot wake a waker: its message is waited for here (the
-            // other lanes' turns wait meanwhile).
-            let mut st = self.receive_once(st, link);
+            // A connection that cannot wake a waker: its message is waited for here, until
+            // the core's deadline by a dispatcher of this lane alone; by one of several (a
+            // backend that said it wakes wakers, and a connection that then could not), for
+            // at most GRACE, so that the other lanes' turns come round.
+            let mut st = match alone {
+                true => self.receive_once(st, link),
+                false => self.receive_within(st, link, GRACE).0,
+            };
             st = self.receive_more(st, link);
             let _ = st.stop_receiving(None);
             return Instant::now();

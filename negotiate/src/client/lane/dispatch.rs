@@ -226,7 +226,7 @@ impl<B: Backend> Shared<B> {
             return None;
         }
         let lane = self.clone();
-        let spawned = std::thread::Builder::new().name("negotiate-conn".into()).spawn(move || {
+        let spawned = std::thread::Builder::new().name("negotiate-dial".into()).spawn(move || {
             let _ = lane.connect();
             lane.poke.poke();
         });

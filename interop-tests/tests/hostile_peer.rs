@@ -167,7 +167,11 @@ fn connections_are_released_as_they_close<B: Backend + Clone>(backend: B, cycles
         }
     }
     eventually("the closed connections' records to be pruned", WAIT_LIMIT, || s.peers().len(), |n| *n <= 64 + 1);
-    eventually("every closed connection's thread to end", WAIT_LIMIT, threads, |n| n.len() <= threads0);
+    // No connection has a thread of its own; the server's one loop may have started a second
+    // thread meanwhile (a hand-off while the accepts kept its holder busy) and keeps it: a
+    // thread it no longer needs leaves only while it has more than two
+    // (server/event_loop.rs, KEEP_ALIVE). Seen once in a fresh-clone CI run under load.
+    eventually("every closed connection's thread to end", WAIT_LIMIT, threads, |n| n.len() <= threads0 + 1);
     eventually("every closed connection's socket to close", WAIT_LIMIT, fds, |n| *n <= fds0);
     assert_eq!(s.backchannels().len(), 1, "only the open client's backchannel is left");
     assert_eq!(s.stats().connections, cycles + 1);

@@ -86,7 +86,8 @@ pub struct ClientConfig {
     /// the server learns its version and offer and can call back without waiting for the
     /// client's next call (draft-ietf-nfsv4-rpcrdma-version-two-07 section 4.6.5: "forward-
     /// direction Requesters SHOULD maintain a transport connection as long as the RPC server
-    /// might send reverse-direction Calls"). One thread per connection does it. `None` (the
+    /// might send reverse-direction Calls"). The client's dispatcher decides when, and the
+    /// workers that serve its backward calls make the NULL call: no thread a connection. `None` (the
     /// default) connects only for calls; a client without a backchannel ignores it.
     pub keep_connected: Option<KeepConnected>,
 }

@@ -414,6 +414,50 @@ fn draft07_4_6_5_a_client_keeps_a_connection_for_reverse_direction_calls() {
     }
 }
 
+/// A Version One client that serves backward calls with `handler`, and the server's end of
+/// its connection written by hand over the data path (`receives` Receives posted), so that a
+/// test sends exactly the messages it means to, back to back. The client's first call is
+/// answered, granting 8 credits.
+struct HandBuilt {
+    client: Arc<Client<InProcess>>,
+    conn: negotiate::datapath::Transport<InProcess>,
+    pool: negotiate::datapath::ReceivePool<InProcess>,
+    _listener: <InProcess as rpcrdma_verbs::Backend>::Listener,
+}
+
+fn hand_built(handler: negotiate::backchannel::Handler, receives: usize) -> HandBuilt {
+    use negotiate::datapath::{send_error, ReceivePool, Transport};
+    use rpcrdma_verbs::{Backend, ConnectRequest, Listener, QpCaps};
+    const T: Duration = Duration::from_secs(10);
+    let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    let cfg =
+        ClientConfig::default().requester(requester::RequesterConfig::default().versions((Version::ONE, Version::ONE)));
+    let client = Arc::new(Client::with_backchannel(InProcess, listener.local_addr(), cfg, handler));
+    let pd = InProcess.alloc_pd().unwrap();
+    let qp = listener.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+    let conn = Transport::<InProcess>::new(pd, qp, T);
+    let pool = ReceivePool::new(&conn, receives, 1024).unwrap();
+    let warm_up = std::thread::spawn({
+        let client = client.clone();
+        move || client.call(&rpc(100, 0, &[]), &ULB).unwrap()
+    });
+    let first = pool.receive(&conn).unwrap();
+    send_error(&conn, &v1_msg(100, &rpc(word(&first.bytes, 0), 1, &[]))).unwrap();
+    assert_eq!(warm_up.join().unwrap(), rpc(100, 1, &[]));
+    HandBuilt { client, conn, pool, _listener: listener }
+}
+
+/// An RPC-over-RDMA Version One RDMA_MSG with no chunks, granting 8 credits.
+fn v1_msg(xid: u32, rpc: &[u8]) -> Vec<u8> {
+    let head: Vec<u8> = [xid, 1, 8, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+    [head, rpc.to_vec()].concat()
+}
+
+/// The big-endian word of `b` at byte `at`.
+fn word(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(b[at..at + 4].try_into().unwrap())
+}
+
 /// A backward call that arrives in the same burst as a reply is served only once the reply's
 /// caller is woken: the dispatcher, receiving for several blocking callers, holds their
 /// wake-ups until its burst of messages ends (docs/design.md, "Who runs what"), but not across
@@ -423,13 +467,8 @@ fn draft07_4_6_5_a_client_keeps_a_connection_for_reverse_direction_calls() {
 /// by hand over the data path, so that the reply and the backward call go out back to back.
 #[test]
 fn a_backward_call_waits_for_no_caller_whose_reply_came_before_it() {
-    use negotiate::datapath::{send_error, ReceivePool, Transport};
-    use rpcrdma_verbs::{Backend, ConnectRequest, Listener, QpCaps};
-
-    const T: Duration = Duration::from_secs(10);
+    use negotiate::datapath::send_error;
     const CALLERS: u32 = 3;
-    let listener = InProcess.listen(&InProcess.any_address()).unwrap();
-    let addr = listener.local_addr();
     // The XIDs of the calls whose callers have returned.
     let returned = Arc::new(Mutex::new(Vec::<u32>::new()));
     let seen = returned.clone();
@@ -449,29 +488,7 @@ fn a_backward_call_waits_for_no_caller_whose_reply_came_before_it() {
         };
         rpc(u32::from_be_bytes(call[..4].try_into().unwrap()), 1, &u32::from(back).to_be_bytes())
     });
-    let cfg =
-        ClientConfig::default().requester(requester::RequesterConfig::default().versions((Version::ONE, Version::ONE)));
-    let client = Arc::new(Client::with_backchannel(InProcess, &addr, cfg, handler));
-
-    let pd = InProcess.alloc_pd().unwrap();
-    let qp = listener.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
-    let conn = Transport::<InProcess>::new(pd, qp, T);
-    let pool = ReceivePool::new(&conn, 8, 1024).unwrap();
-    // An RPC-over-RDMA Version One RDMA_MSG with no chunks, granting 8 credits.
-    let msg = |xid: u32, rpc: &[u8]| -> Vec<u8> {
-        let head: Vec<u8> = [xid, 1, 8, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
-        [head, rpc.to_vec()].concat()
-    };
-    let word = |b: &[u8], at: usize| u32::from_be_bytes(b[at..at + 4].try_into().unwrap());
-
-    // A first call, answered with 8 credits: the callers' calls then all go out at once.
-    let warm_up = std::thread::spawn({
-        let client = client.clone();
-        move || client.call(&rpc(100, 0, &[]), &ULB).unwrap()
-    });
-    let first = pool.receive(&conn).unwrap();
-    send_error(&conn, &msg(100, &rpc(word(&first.bytes, 0), 1, &[]))).unwrap();
-    assert_eq!(warm_up.join().unwrap(), rpc(100, 1, &[]));
+    let HandBuilt { client, conn, pool, .. } = &hand_built(handler, 8);
 
     let callers: Vec<_> = (1..=CALLERS)
         .map(|xid| {
@@ -486,22 +503,71 @@ fn a_backward_call_waits_for_no_caller_whose_reply_came_before_it() {
     // Every caller's call is here, so every caller waits for its reply; time for the
     // dispatcher to take the receiving role from a caller that took it first (a lone caller
     // receives its own reply, and one receiving wakes each caller at once).
-    let calls: Vec<u32> = (0..CALLERS).map(|_| word(&pool.receive(&conn).unwrap().bytes, 0)).collect();
+    let calls: Vec<u32> = (0..CALLERS).map(|_| word(&pool.receive(conn).unwrap().bytes, 0)).collect();
     std::thread::sleep(Duration::from_millis(100));
     // A's reply, and at once a backward call naming A.
     let a = calls[0];
-    send_error(&conn, &msg(a, &rpc(a, 1, &[]))).unwrap();
-    send_error(&conn, &msg(0xb000_0001, &rpc(0xb000_0001, 0, &a.to_be_bytes()))).unwrap();
+    send_error(conn, &v1_msg(a, &rpc(a, 1, &[]))).unwrap();
+    send_error(conn, &v1_msg(0xb000_0001, &rpc(0xb000_0001, 0, &a.to_be_bytes()))).unwrap();
     // The backward call's reply, then the other calls' replies.
-    let m = pool.receive(&conn).unwrap();
+    let m = pool.receive(conn).unwrap();
     let rpc_msg = &m.bytes[28..];
     assert_eq!((word(rpc_msg, 0), word(rpc_msg, 4)), (0xb000_0001, 1), "the backward call's reply");
     let answer = word(rpc_msg, 8);
     for &xid in &calls[1..] {
-        send_error(&conn, &msg(xid, &rpc(xid, 1, &[]))).unwrap();
+        send_error(conn, &v1_msg(xid, &rpc(xid, 1, &[]))).unwrap();
     }
     for (i, c) in callers.into_iter().enumerate() {
         assert_eq!(c.join().unwrap(), rpc(i as u32 + 1, 1, &[]));
     }
     assert_eq!(answer, 1, "the backward call was served while call {a:#x}'s caller slept");
+}
+
+/// A server that sends more backward calls than its one backward credit (RFC 8167 section
+/// 4.1) has every one of them answered, once each, and sizes nothing on the client: the
+/// client's workers take at most a few of one connection's backward calls at once (at most
+/// two threads a connection), and the rest are served on the thread that received them, as
+/// the receiver waits for its handler. The server is written by hand over the data path, so
+/// that the calls go out back to back.
+#[test]
+fn backward_calls_beyond_the_credit_are_each_answered_once() {
+    use negotiate::datapath::send_error;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    const FLOOD: u32 = 12;
+    let (running, most, served) =
+        (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(Vec::new())));
+    let (r, m, s) = (running.clone(), most.clone(), served.clone());
+    let handler = Arc::new(move |call: &[u8]| {
+        let now = r.fetch_add(1, Ordering::SeqCst) + 1;
+        m.fetch_max(now, Ordering::SeqCst);
+        std::thread::sleep(Duration::from_millis(20));
+        s.lock().unwrap().push(u32::from_be_bytes(call[..4].try_into().unwrap()));
+        r.fetch_sub(1, Ordering::SeqCst);
+        echo(call)
+    });
+    let HandBuilt { conn, pool, .. } = &hand_built(handler, 32);
+    // The client is idle now; its dispatcher receives. Twelve backward calls at once.
+    std::thread::sleep(Duration::from_millis(100));
+    for i in 0..FLOOD {
+        let xid = 0xb000_0000 + i;
+        send_error(conn, &v1_msg(xid, &rpc(xid, 0, &i.to_be_bytes()))).unwrap();
+    }
+    let mut replies: Vec<u32> = (0..FLOOD)
+        .map(|_| {
+            let m = pool.receive(conn).unwrap();
+            let rpc_msg = &m.bytes[28..];
+            assert_eq!(word(rpc_msg, 4), 1, "a reply");
+            assert_eq!(word(rpc_msg, 8), word(rpc_msg, 0) - 0xb000_0000, "its call's body");
+            word(rpc_msg, 0)
+        })
+        .collect();
+    replies.sort_unstable();
+    assert_eq!(replies, (0..FLOOD).map(|i| 0xb000_0000 + i).collect::<Vec<_>>(), "each answered once");
+    let mut served = served.lock().unwrap().clone();
+    served.sort_unstable();
+    assert_eq!(served, replies, "each handled once");
+    // Workers ran some at once (two threads for the one connection), and the receiver
+    // served one more while they were busy: never more at once than that.
+    let most = most.load(Ordering::SeqCst);
+    assert!((2..=3).contains(&most), "{most} handlers ran at once");
 }

@@ -189,3 +189,52 @@ fn a_slow_reconnect_on_one_connection_holds_up_no_other() {
     let failed = failed.load(Ordering::Relaxed);
     assert!(during > 0, "no call on connection 0 completed while connection 1 reconnected ({failed} failed)");
 }
+
+/// A backward call whose handler runs long holds up no forward call, on its own connection
+/// or the other: the handler runs on the client's workers, not on the one dispatcher nor on
+/// the caller that received the backward call. (With the handler run where the backward
+/// call was received, the dispatcher, receiving for both idle connections, ran it, and the
+/// forward calls made meanwhile waited for it to end.)
+#[test]
+fn a_backward_call_that_runs_long_holds_up_no_forward_call() {
+    let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), reply_to).unwrap();
+    let (release, released) = mpsc::channel::<()>();
+    let released = Mutex::new(released);
+    let (started, entered) = mpsc::channel::<()>();
+    let started = Mutex::new(started);
+    let handler = Arc::new(move |c: &[u8]| {
+        started.lock().unwrap().send(()).unwrap();
+        // Until the test lets it go (or 20 s: the test has failed by then).
+        let _ = released.lock().unwrap().recv_timeout(Duration::from_secs(20));
+        [&c[..4], &[0, 0, 0, 1][..], &c[8..]].concat()
+    });
+    let client =
+        Client::with_backchannel(InProcess, server.local_addr(), ClientConfig::default().connections(2), handler);
+    for x in 0..4u32 {
+        assert_eq!(client.call(&call(x, x), &ULB).unwrap(), reply_to(&call(x, x)));
+    }
+    // Idle: the dispatcher receives on both connections, and takes the backward call.
+    std::thread::sleep(Duration::from_millis(100));
+    for connection in 0..2 {
+        let back = server.backchannels()[connection].clone();
+        let backward = std::thread::spawn(move || back.call(&[0x80, 0, 0, 7, 0, 0, 0, 0, 9, 9, 9, 9]));
+        entered.recv_timeout(Duration::from_secs(5)).expect("the handler runs");
+        // While it runs: calls on both connections, from one thread and from several.
+        for x in 0..8u32 {
+            let m = call(0x1000 * (connection as u32 + 1) + x, x);
+            assert_eq!(client.call(&m, &ULB).unwrap(), reply_to(&m), "connection {connection}, call {x}");
+        }
+        std::thread::scope(|s| {
+            for t in 0..4u32 {
+                let client = &client;
+                s.spawn(move || {
+                    let m = call(0x2000 * (connection as u32 + 1) + t, t);
+                    assert_eq!(client.call(&m, &ULB).unwrap(), reply_to(&m));
+                });
+            }
+        });
+        release.send(()).unwrap();
+        let answer = backward.join().unwrap().expect("the backward call is answered once let go");
+        assert_eq!(answer, [0x80, 0, 0, 7, 0, 0, 0, 1, 9, 9, 9, 9]);
+    }
+}

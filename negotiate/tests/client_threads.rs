@@ -1,7 +1,8 @@
 //! Issue 25: a client's threads. One dispatcher thread serves every connection of a client
 //! (`ClientConfig::connections`), receiving for its blocking callers on each; no thread is
 //! made per call. Counted from the process's own threads (`/proc/self/task/*/comm`), Linux
-//! only; one test in its own binary, so that no other test's threads are counted.
+//! only; the tests in this binary take turns (`ONE_AT_A_TIME`), so that no other test's
+//! threads are counted.
 
 #![cfg(target_os = "linux")]
 
@@ -13,6 +14,9 @@ use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_verbs::{Backend, InProcess, Tcp};
 
 const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+
+/// Held by each test: one counts threads while no other runs.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The names of this process's threads (at most 15 characters each, as the kernel keeps).
 fn thread_names() -> Vec<String> {
@@ -87,6 +91,50 @@ fn one_dispatcher_for_every_connection<B: Backend + Clone>(b: B, name: &str) {
 
 #[test]
 fn issue_25_a_client_has_one_dispatcher_thread_for_all_its_connections() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     one_dispatcher_for_every_connection(InProcess, "in process");
     one_dispatcher_for_every_connection(Tcp, "tcp");
+}
+
+/// How many of this process's threads have `name` (at most 15 characters kept).
+fn named(name: &str) -> usize {
+    thread_names().iter().filter(|n| *n == name).count()
+}
+
+/// A client that serves backward calls, and keeps its connections for them
+/// (`ClientConfig::keep_connected`), has one dispatcher for all its connections too, and no
+/// thread a connection: its handler runs on the client's workers, which start with the
+/// first backward call (at most two a connection), and the keeper is the dispatcher's
+/// timer, its NULL calls made by the workers.
+#[test]
+fn issue_25_a_client_with_a_backchannel_has_one_dispatcher_and_no_thread_a_connection() {
+    use negotiate::client::KeepConnected;
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let echo = |call: &[u8]| [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), echo).unwrap();
+    let cfg = ClientConfig::default().connections(4).keep_connected(Some(KeepConnected { program: 7, version: 1 }));
+    let client = Client::with_backchannel(InProcess, server.local_addr(), cfg, Arc::new(echo));
+    // The keeper's NULL calls settle every connection: the server has four to call back on.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while server.backchannels().iter().filter(|b| b.is_open()).count() < 4 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert_eq!(server.backchannels().len(), 4, "the keeper connected every connection");
+    assert_eq!(dispatchers_settled(1), 1, "one dispatcher for four connections");
+    assert_eq!(named("negotiate-keepe"), 0, "no keeper thread");
+    for (i, back) in server.backchannels().iter().enumerate() {
+        let call = [0x80, 0, 0, i as u8, 0, 0, 0, 0, 5, 5, 5, 5];
+        let reply = back.call(&call).unwrap();
+        assert_eq!(reply, [0x80, 0, 0, i as u8, 0, 0, 0, 1, 5, 5, 5, 5]);
+    }
+    let workers = named("negotiate-work");
+    assert!((1..=8).contains(&workers), "{workers} worker threads for four connections");
+    assert_eq!(dispatchers(), 1);
+    drop(client);
+    assert_eq!(dispatchers_settled(0), 0, "the dispatcher is joined on drop");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    while named("negotiate-work") > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(named("negotiate-work"), 0, "the workers are joined on drop");
 }

@@ -4,9 +4,9 @@
 //! with several connections ([`ClientConfig::connections`]) has one lane for each, and one
 //! dispatcher for them all.
 
-use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::task::{Context, Waker};
-use std::thread::{JoinHandle, Thread};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use rpcrdma_v1::marshal_call::InlineThresholds;
@@ -55,9 +55,6 @@ struct State<B: Backend> {
     abandoned: XidMap<Sent<B>>,
     /// The connection whose transport properties were exchanged (or are being).
     properties_for: Option<Weak<Link<B>>>,
-    /// An async call settled the connection: the dispatcher makes the properties exchange
-    /// (blocking, so not on the caller's executor).
-    exchange_due: bool,
     /// Blocking calls waiting for a credit, marshaled ahead by their callers on the
     /// connection they expect to go out on: whoever makes such a call's transmission ready
     /// (most often the thread that received the reply freeing a credit) posts it then
@@ -88,13 +85,21 @@ struct State<B: Backend> {
     /// receiver other than a task took the role or that call ended: then whoever leaves the
     /// role, or ends the call, wakes a task to look and arm ([`State::stop_receiving`]).
     armed_task: Option<u32>,
+    /// Backward calls handed to the client's workers and not yet answered
+    /// (`workers::BACKWARD_HELD_MOST`).
+    backward_held: usize,
+    /// The keeper's NULL calls ([`ClientConfig::keep_connected`]).
+    keeping: keeper::Keeping,
 }
 
+mod backward;
 mod dispatch;
 mod keeper;
 mod locked;
+mod workers;
 
 pub(super) use dispatch::Dispatcher;
+use workers::Workers;
 mod options;
 
 use locked::Locked;
@@ -287,9 +292,11 @@ pub(super) struct Shared<B: Backend> {
     poke: Arc<dispatch::Poke>,
     /// The waker of `poke`, armed on the connection while the dispatcher receives there.
     loop_waker: Waker,
-    /// The keeper's ([`ClientConfig::keep_connected`]): the connection went down, or the
-    /// client is closing.
-    link_changed: Condvar,
+    /// This lane's state, for the jobs it hands the workers.
+    me: Weak<Shared<B>>,
+    /// The client's workers, which serve its backward calls and make the keeper's calls and
+    /// an async call's properties exchange (no thread until the first).
+    workers: Arc<Workers<B>>,
     /// The protection domain of every connection this lane makes, from the first on: it
     /// outlives reconnects.
     pd: OnceLock<B::Pd>,
@@ -300,8 +307,6 @@ pub(super) struct Shared<B: Backend> {
 /// One lane: its shared state, closed on drop (the client's dispatcher then leaves it).
 pub(super) struct Lane<B: Backend> {
     shared: Arc<Shared<B>>,
-    /// The thread that keeps a connection up for reverse-direction calls, if configured.
-    keeper: Option<JoinHandle<()>>,
 }
 
 /// How long calls in progress may go without anybody receiving for them before the
@@ -330,13 +335,12 @@ impl<B: Backend + Clone> Lane<B> {
     /// dispatcher; with `eager`, each lane makes its first connection here (or fails with its
     /// error), before the dispatcher starts.
     ///
-    /// One dispatcher thread serves every lane, unless a lane's turn may run long: where the
-    /// client serves backward calls (its `backchannel` handler runs where a backward call is
-    /// received, the dispatcher's thread among them, for as long as the application's code
-    /// takes) or where the backend's connections cannot wake a waker (the dispatcher then
-    /// waits for a lane's message on that lane's completion queue); each lane then has a
-    /// dispatcher of its own, as every lane had before, so that one lane's long turn holds up
-    /// no other.
+    /// One dispatcher thread serves every lane, unless the backend's connections cannot wake
+    /// a waker (the dispatcher then waits for a lane's message on that lane's completion
+    /// queue, a turn that may run long): each lane then has a dispatcher of its own, so that
+    /// one lane's wait holds up no other. The client's workers (`workers.rs`) run what may
+    /// take long off the dispatcher's thread and its callers': a backward call's handler,
+    /// the keeper's calls, an async call's properties exchange.
     pub(super) fn start_all(
         backend: B,
         addr: &str,
@@ -345,13 +349,17 @@ impl<B: Backend + Clone> Lane<B> {
         eager: bool,
     ) -> Result<(Vec<Self>, Dispatcher), ClientError> {
         let n = cfg.connections.max(1);
-        let one_for_all = backchannel.is_none() && backend.wakes_wakers();
+        let one_for_all = backend.wakes_wakers();
+        // In the common case at most one backward call and one keeper call or exchange a
+        // connection at once (workers.rs).
+        let workers = Workers::new(2 * n);
         let threads: Vec<Arc<OnceLock<Thread>>> =
             (0..if one_for_all { 1 } else { n }).map(|_| Arc::new(OnceLock::new())).collect();
         let lanes = (0..n)
             .map(|i| {
                 let thread = &threads[if one_for_all { 0 } else { i }];
-                Self::start(backend.clone(), addr, cfg.clone(), backchannel.clone(), eager, thread)
+                let parts = (backchannel.clone(), workers.clone());
+                Self::start(backend.clone(), addr, cfg.clone(), parts, eager, thread)
             })
             .collect::<Result<Vec<_>, _>>()?;
         let shared = lanes.iter().map(|l| l.shared.clone());
@@ -359,16 +367,18 @@ impl<B: Backend + Clone> Lane<B> {
             true => vec![(shared.collect(), threads[0].clone())],
             false => shared.zip(threads).map(|(lane, thread)| (vec![lane], thread)).collect(),
         };
-        Ok((lanes, Dispatcher::start(groups)))
+        let close_workers = Box::new(move || workers.close());
+        Ok((lanes, Dispatcher::start(groups, close_workers)))
     }
 
-    /// Makes a lane whose pokes unpark the dispatcher's `thread`; with `eager`, its first
-    /// connection is made here.
+    /// Makes a lane whose pokes unpark the dispatcher's `thread`, serving backward calls with
+    /// the handler and workers of `backchannel`, if any; with `eager`, its first connection
+    /// is made here.
     fn start(
         backend: B,
         addr: &str,
         cfg: ClientConfig,
-        backchannel: Option<Handler>,
+        (backchannel, workers): (Option<Handler>, Arc<Workers<B>>),
         eager: bool,
         thread: &Arc<OnceLock<Thread>>,
     ) -> Result<Self, ClientError> {
@@ -379,7 +389,7 @@ impl<B: Backend + Clone> Lane<B> {
             core.offer_reverse_direction(rpcrdma_v2::draft07::properties::ReverseDirection::Simple);
         }
         let poke = dispatch::Poke::new(thread.clone());
-        let shared = Arc::new(Shared {
+        let shared = Arc::new_cyclic(|me| Shared {
             backend,
             addr: addr.to_string(),
             cfg,
@@ -390,7 +400,6 @@ impl<B: Backend + Clone> Lane<B> {
                 tasks: 0,
                 abandoned: XidMap::default(),
                 properties_for: None,
-                exchange_due: false,
                 prepared: own_keys::with_capacity(CALLS_AT_ONCE),
                 posted: own_keys::with_capacity(CALLS_AT_ONCE),
                 receiver: Receiver::Nobody,
@@ -400,10 +409,13 @@ impl<B: Backend + Clone> Lane<B> {
                 unpark: Vec::with_capacity(CALLS_AT_ONCE),
                 hold_wakes: false,
                 deferred: Vec::with_capacity(CALLS_AT_ONCE),
+                backward_held: 0,
+                keeping: keeper::Keeping::new(),
             }),
             poke: poke.clone(),
             loop_waker: dispatch::waker(&poke),
-            link_changed: Condvar::new(),
+            me: me.clone(),
+            workers,
             pd: OnceLock::new(),
             dispatcher: OnceLock::new(),
         });
@@ -416,20 +428,7 @@ impl<B: Backend + Clone> Lane<B> {
                 return Err(shared.lock().core.connect_failure(&e, 1));
             }
         }
-        // Section 4.6.5: only a client that answers the server's calls keeps a connection for
-        // them.
-        let keeper = match (shared.backchannel.is_some(), shared.cfg.keep_connected) {
-            (true, Some(keep)) => {
-                let s = shared.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("negotiate-keeper".into())
-                    .spawn(move || s.keep_connected(keep))
-                    .expect("spawn");
-                Some(spawned)
-            }
-            _ => None,
-        };
-        Ok(Lane { shared, keeper })
+        Ok(Lane { shared })
     }
 }
 
@@ -971,10 +970,6 @@ impl<B: Backend> Drop for Lane<B> {
             }
         }
         self.shared.poke.poke();
-        self.shared.link_changed.notify_all();
-        if let Some(k) = self.keeper.take() {
-            let _ = k.join();
-        }
     }
 }
 
@@ -1054,25 +1049,8 @@ impl<B: Backend> Shared<B> {
                 }
                 Received::Call { header, params } => {
                     st.wake_deferred();
-                    drop(st);
-                    if let Some(handler) = &self.backchannel {
-                        // A failure here is the connection's: seen below as its state. A
-                        // panicking handler leaves that call unanswered (the server's backward
-                        // call times out) but must not unwind through a caller that holds the
-                        // receiver's role.
-                        let answer = || backchannel::answer(&link.conn, &header, &params, handler);
-                        let answered = std::panic::catch_unwind(std::panic::AssertUnwindSafe(answer));
-                        link.pool.recycle(m.bytes);
-                        st = self.lock();
-                        // On -07 the reply waits for room in the window: sent below, with
-                        // what else the core has to send.
-                        if let Ok(Ok(Some(reply))) = answered {
-                            st.core.queue_reverse_reply(reply);
-                        }
-                    } else {
-                        link.pool.recycle(m.bytes);
-                        st = self.lock();
-                    }
+                    let header = header.detach();
+                    st = self.hand_on_backward(st, link, m.bytes, header, params);
                 }
                 // Its effect, if any, is in the calls' steps; an answer the core queued goes
                 // below. (Rewritten is a server's connection's: never here.)
@@ -1081,26 +1059,16 @@ impl<B: Backend> Shared<B> {
                 }
             }
         }
-        // What the core sends of its own on this connection: its answers to what came (RDMA_ERR_INVAL_OPTION
-        // for the server's RDMA_OPTIONAL, draft section 3.1, an extension's answer, on -07 an
-        // RDMA2_ERROR or GRANT), a -07 CONNPROP_FINAL once settled, replies to
-        // reverse-direction calls. Each is sent and waited for before the next message is
-        // read, so a server that floods them has at most one answer outstanding; a failure
-        // is the connection's, seen below as its state.
-        while st.core.link().is_some_and(|l| Arc::ptr_eq(l, link)) {
-            let Some(t) = st.core.poll_transmit() else { break };
-            st.wake_deferred();
-            drop(st);
-            let sent = send_answer(&link.conn, &t.bytes, t.draft07);
-            st = self.lock();
-            st.core.handle_completion(t.id, sent.as_ref().map(drop));
-        }
+        // What the core sends of its own, each waited for before the next message is read; a
+        // failure is the connection's, seen below as its state.
+        st = self.send_queued(st, link);
         // The core may have moved on to another connection meanwhile.
         let current = st.core.link().is_some_and(|l| Arc::ptr_eq(l, link));
         if was_down && drained && current {
             let ended = link.conn.ended().unwrap_or(Ended::Lost { first_error: None });
             st.core.handle_link_down(ended, now);
-            self.link_changed.notify_all();
+            // (A keeper's turn: the lane has no connection now.)
+            self.poke.poke();
         } else if !was_down {
             st.core.handle_timeout(now);
         }

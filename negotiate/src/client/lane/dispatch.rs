@@ -8,11 +8,15 @@
 //! role there (`Transport::arm_receive`), so that the message's completion wakes it from the
 //! thread that delivered it, as a server's event loop is woken.
 //!
-//! What it still does in place, holding up the other lanes meanwhile: a connection attempt
-//! (bounded by `ClientConfig::connect_timeout`; every lane connects to the same responder),
-//! the transport-properties exchange an async call left it (one call, once per connection,
-//! bounded by the requester's timeout), and, on a backend whose connections cannot wake a
-//! waker, the wait for a message on the connection it receives for.
+//! What could take long is not done in a turn: a connection attempt of a dispatcher of
+//! several lanes runs on a short-lived thread of its own; a backward call's handler, the
+//! keeper's NULL call ([`Shared::keep_when`]) and an async call's properties exchange run on
+//! the client's workers (`workers.rs`).
+//! What it still does in place, holding up the other lanes meanwhile: a lone lane's
+//! connection attempt (bounded by `ClientConfig::connect_timeout`), and, on a backend whose
+//! connections cannot wake a waker (each lane then has a dispatcher of its own), the wait
+//! for a message on the connection it receives for. The transport-properties exchange an
+//! async call's settling asks for is the workers' too.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -66,8 +70,8 @@ pub(super) enum Waiting<B: Backend> {
     /// A connection attempt after the backoff, at this instant.
     Connect(Instant),
     /// A connection attempt on a thread of its own (a dispatcher of several lanes), which
-    /// pokes when it is done.
-    Connecting(JoinHandle<()>),
+    /// sets its flag and pokes when it is done (the thread itself ends a moment later).
+    Connecting(JoinHandle<()>, Arc<AtomicBool>),
     /// Callers receive (or the lane has no connection): a poke, or the core's deadline.
     Callers,
     /// The dispatcher holds the receiving role on this connection, armed to be poked when a
@@ -83,12 +87,17 @@ pub(super) type Group<B> = (Vec<Arc<Shared<B>>>, Arc<OnceLock<Thread>>);
 /// [`Lane::start_all`](super::Lane::start_all)).
 pub(in crate::client) struct Dispatcher {
     threads: Vec<JoinHandle<()>>,
+    /// Ends the client's workers (`workers.rs`), once the dispatcher threads have left.
+    close_workers: Option<Box<dyn FnOnce() + Send + Sync>>,
 }
 
 impl Dispatcher {
     /// Starts a dispatcher thread for each group of lanes, whose pokes unpark the thread put
     /// in the group's slot.
-    pub(super) fn start<B: Backend>(groups: Vec<Group<B>>) -> Dispatcher {
+    pub(super) fn start<B: Backend>(
+        groups: Vec<Group<B>>,
+        close_workers: Box<dyn FnOnce() + Send + Sync>,
+    ) -> Dispatcher {
         let threads = groups
             .into_iter()
             .map(|(lanes, thread)| {
@@ -101,7 +110,7 @@ impl Dispatcher {
                     .expect("spawn")
             })
             .collect();
-        Dispatcher { threads }
+        Dispatcher { threads, close_workers: Some(close_workers) }
     }
 }
 
@@ -109,6 +118,9 @@ impl Drop for Dispatcher {
     fn drop(&mut self) {
         for t in self.threads.drain(..) {
             let _ = t.join();
+        }
+        if let Some(close) = self.close_workers.take() {
+            close();
         }
     }
 }
@@ -169,15 +181,16 @@ impl<B: Backend> Shared<B> {
                     return Some(due);
                 }
             }
-            Waiting::Connecting(attempt) => {
+            Waiting::Connecting(attempt, done) => {
                 if self.lock().core.is_closing() {
                     // (The attempt ends within its connect timeout, on its own.)
                     return None;
                 }
-                if !attempt.is_finished() {
-                    *waiting = Waiting::Connecting(attempt);
+                if !done.load(Ordering::SeqCst) {
+                    *waiting = Waiting::Connecting(attempt, done);
                     return Some(Instant::now() + IDLE_WAIT);
                 }
+                // (Its thread has nothing left to do but end.)
                 let _ = attempt.join();
             }
             Waiting::Callers => {
@@ -213,7 +226,7 @@ impl<B: Backend> Shared<B> {
                 }
             }
         }
-        self.dispatch_until_wait(waiting, alone)
+        self.dispatch_until_wait(waiting, alone).map(|due| self.keep_when(due))
     }
 
     /// A connection attempt the core asked for: made here by a dispatcher of this lane alone
@@ -225,14 +238,16 @@ impl<B: Backend> Shared<B> {
             let _ = self.connect();
             return None;
         }
-        let lane = self.clone();
+        let (lane, done) = (self.clone(), Arc::new(AtomicBool::new(false)));
+        let finished = done.clone();
         let spawned = std::thread::Builder::new().name("negotiate-dial".into()).spawn(move || {
             let _ = lane.connect();
+            finished.store(true, Ordering::SeqCst);
             lane.poke.poke();
         });
         match spawned {
             Ok(attempt) => {
-                *waiting = Waiting::Connecting(attempt);
+                *waiting = Waiting::Connecting(attempt, done);
                 Some(Instant::now() + IDLE_WAIT)
             }
             // No thread to be had: made here after all.
@@ -257,9 +272,6 @@ impl<B: Backend> Shared<B> {
                 let actions: Vec<_> = std::iter::from_fn(|| st.core.poll_event()).collect();
                 (actions, st.core.link().cloned())
             };
-            if std::mem::take(&mut self.lock().exchange_due) {
-                self.exchange_properties();
-            }
             let mut connect_at = None;
             for action in actions {
                 match action {

@@ -32,23 +32,6 @@ impl<B: Backend> Shared<B> {
     }
 }
 
-impl<'a, B: Backend> Locked<'a, B> {
-    /// The guard itself, for a condition variable's wait; the threads gathered so far are
-    /// woken first, still under the lock (a wait releases it at once).
-    pub(super) fn into_guard(mut self) -> MutexGuard<'a, State<B>> {
-        let mut guard = self.guard.take().expect("held until dropped");
-        for t in guard.unpark.drain(..) {
-            t.unpark();
-        }
-        guard
-    }
-
-    /// Takes a guard back from a condition variable's wait.
-    pub(super) fn from_guard(guard: MutexGuard<'a, State<B>>) -> Self {
-        Locked { guard: Some(guard) }
-    }
-}
-
 impl<B: Backend> Deref for Locked<'_, B> {
     type Target = State<B>;
 

@@ -4,6 +4,7 @@
 //! transport-properties exchange built on RDMA_OPTIONAL
 //! (`specs/rpcrdma2-transport-properties.txt`).
 
+use super::workers::Job;
 use super::*;
 use crate::connection::Connection;
 use crate::datapath::send_call_only;
@@ -187,17 +188,25 @@ impl<B: Backend> Shared<B> {
     }
 
     /// After an async call succeeded: the exchange [`Shared::exchange_properties`] makes, by
-    /// the dispatcher, so that the caller's executor never blocks on it.
+    /// the client's workers, so that neither the caller's executor nor the dispatcher blocks
+    /// on it. (Not made, with a log, only when no worker thread can be had: private data and
+    /// the defaults stay in effect, as when a responder answers nothing, section 2.5, and the
+    /// next async call asks again.)
     pub(in crate::client) fn exchange_properties_soon(&self) {
         if self.cfg.properties.is_none() {
             return;
         }
-        let mut st = self.lock();
-        let Some(link) = st.core.link() else { return };
-        let done = st.properties_for.as_ref().is_some_and(|done| done.ptr_eq(&Arc::downgrade(link)));
-        if !done && st.core.dialect() == Some(Dialect::Cel00) {
-            st.exchange_due = true;
-            self.poke.poke();
+        {
+            let st = self.lock();
+            let Some(link) = st.core.link() else { return };
+            let done = st.properties_for.as_ref().is_some_and(|done| done.ptr_eq(&Arc::downgrade(link)));
+            if done || st.core.dialect() != Some(Dialect::Cel00) {
+                return;
+            }
+        }
+        let Some(lane) = self.me.upgrade() else { return };
+        if self.workers.submit(Job::Exchange { lane }).is_some() {
+            log::warn!("no worker for the transport-properties exchange with {}: not made now", self.addr);
         }
     }
 

@@ -616,6 +616,7 @@ impl<B: Backend> Client<B> {
             long: a.long + s.long,
             continued: a.continued + s.continued,
             call_only: a.call_only + s.call_only,
+            backward_dropped: a.backward_dropped + s.backward_dropped,
         })
     }
 

@@ -349,6 +349,10 @@ pub struct ClientStats {
     pub continued: u64,
     /// Of the short ones, call-only procedures' calls ([`Client::call_only`](crate::client::Client::call_only)).
     pub call_only: u64,
+    /// Backward calls from the server dropped unserved: beyond its backward credit by more
+    /// than the client keeps waiting (RFC 8167 section 4.1; `client/lane/backward.rs`), or
+    /// while the client was closing. Each such call times out at the server.
+    pub backward_dropped: u64,
 }
 
 /// The chunks a call asked for, as its Upper-Layer Binding gave them

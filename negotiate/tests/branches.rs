@@ -452,7 +452,10 @@ fn draft_5_2_v1_responder_err_vers_falls_back_on_the_same_connection() {
     assert_counts(&server, 1, [0, 2, 0], 1);
     assert_eq!(service.served(0x11)[0].0, call);
     // The probe and its Version One retransmission were Short; the 2000-byte call Long.
-    assert_eq!(client.stats(), ClientStats { short: 2, chunked: 0, long: 1, continued: 0, call_only: 0 });
+    assert_eq!(
+        client.stats(),
+        ClientStats { short: 2, chunked: 0, long: 1, continued: 0, call_only: 0, backward_dropped: 0 }
+    );
 }
 
 /// Draft 5.3 and RFC 8166: a Version One requester sends Version One from its first call, and a
@@ -550,7 +553,14 @@ fn v2_thresholds_with(client: Option<PrivateData>, server: Option<PrivateData>) 
     let long_call = u64::from(t.call < 4096);
     assert_eq!(
         client.stats(),
-        ClientStats { short: 2 - long_call, chunked: 0, long: long_call, continued: 0, call_only: 0 },
+        ClientStats {
+            short: 2 - long_call,
+            chunked: 0,
+            long: long_call,
+            continued: 0,
+            call_only: 0,
+            backward_dropped: 0
+        },
         "{t:?}"
     );
     let s = assert_counts(&server, 1, [0, 0, 2], 0);
@@ -625,7 +635,10 @@ fn rfc8797_5_2_private_data_at_an_odd_offset_is_found() {
     // A 6000-byte call fits the 8192-byte threshold found (under a default 4096 it would be a
     // Long Call); the 3000-byte reply exceeds 2048 and comes back through the Reply chunk.
     call_ok(&client, 0x64, Shape::Long(6000), Shape::Long(3000), &PLAIN);
-    assert_eq!(client.stats(), ClientStats { short: 2, chunked: 0, long: 0, continued: 0, call_only: 0 });
+    assert_eq!(
+        client.stats(),
+        ClientStats { short: 2, chunked: 0, long: 0, continued: 0, call_only: 0, backward_dropped: 0 }
+    );
     let received = lock(&peer.connect_data)[0].clone();
     assert_eq!(received.len(), CONNECT_PRIVATE_DATA_MAX, "the CM pads connect private data to 56 bytes");
     assert_eq!(&received[..8], pdata(8192, 8192).unwrap().encode());
@@ -774,7 +787,7 @@ fn rfc8166_3_5_every_message_form_in_both_versions() {
         // Two Short calls, two Chunked (Read chunks), one Long (Position-Zero Read chunk).
         assert_eq!(
             client.stats(),
-            ClientStats { short: 2, chunked: 2, long: 1, continued: 0, call_only: 0 },
+            ClientStats { short: 2, chunked: 2, long: 1, continued: 0, call_only: 0, backward_dropped: 0 },
             "{versions:?}"
         );
         // The server saw the same forms from its side.

@@ -238,3 +238,87 @@ fn a_backward_call_that_runs_long_holds_up_no_forward_call() {
         assert_eq!(answer, [0x80, 0, 0, 7, 0, 0, 0, 1, 9, 9, 9, 9]);
     }
 }
+
+/// One connection's backward calls, beyond its credit and slow, hold up no other
+/// connection's: a server sends four slow backward calls on connection A (two served by the
+/// workers, two waiting in A's lane) and then one on connection B, which is answered while
+/// A's still run. (A review found B's call waiting for A's handlers when the workers' threads
+/// were bounded for the client, not a connection, and when the calls beyond a lane's share
+/// ran on the dispatcher's thread.) The server is written by hand over the data path.
+#[test]
+fn one_connections_backward_calls_hold_up_no_others() {
+    use negotiate::datapath::{send_error, ReceivePool, Transport};
+    use rpcrdma_v1::Version;
+    use rpcrdma_verbs::{ConnectRequest, Listener};
+    use std::sync::atomic::AtomicBool;
+    const T: Duration = Duration::from_secs(10);
+    const SLOW: u32 = 0x5105_5105;
+    let word = |b: &[u8], at: usize| u32::from_be_bytes(b[at..at + 4].try_into().unwrap());
+    // An RPC-over-RDMA Version One RDMA_MSG with no chunks, granting 8 credits.
+    let msg = |xid: u32, rpc: &[u8]| -> Vec<u8> {
+        let head: Vec<u8> = [xid, 1, 8, 0, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+        [head, rpc.to_vec()].concat()
+    };
+    let release = Arc::new(AtomicBool::new(false));
+    let let_go = release.clone();
+    let handler = Arc::new(move |c: &[u8]| {
+        if c[8..12] == SLOW.to_be_bytes() {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !let_go.load(Ordering::SeqCst) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        reply_to(c)
+    });
+    let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    let requester = negotiate::requester::RequesterConfig::default().versions((Version::ONE, Version::ONE));
+    let cfg = ClientConfig::default().connections(2).requester(requester);
+    let client = Arc::new(Client::with_backchannel(InProcess, listener.local_addr(), cfg, handler));
+    let pd = InProcess.alloc_pd().unwrap();
+    let ends: Vec<_> = (0..2)
+        .map(|_| {
+            let qp = listener.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+            let conn = Transport::<InProcess>::new(pd.clone(), qp, T);
+            let pool = ReceivePool::new(&conn, 32, 1024).unwrap();
+            (conn, pool)
+        })
+        .collect();
+    // A first call on each connection (XIDs 100 and 101: one each), answered.
+    let first: Vec<_> = (100..102u32)
+        .map(|xid| {
+            let c = client.clone();
+            std::thread::spawn(move || c.call(&call(xid, 0), &ULB).unwrap())
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for (conn, pool) in &ends {
+            s.spawn(move || {
+                let m = pool.receive(conn).unwrap();
+                // (The call offers a Reply chunk, which an inline reply leaves unused: its RPC
+                // message is the last 12 bytes.)
+                let xid = word(&m.bytes, 0);
+                send_error(conn, &msg(xid, &reply_to(&m.bytes[m.bytes.len() - 12..]))).unwrap();
+            });
+        }
+    });
+    for f in first {
+        f.join().unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let ((a, a_pool), (b, b_pool)) = (&ends[0], &ends[1]);
+    for i in 0..4u32 {
+        let xid = 0xc000_0000 + i;
+        send_error(a, &msg(xid, &call(xid, SLOW))).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let started = Instant::now();
+    send_error(b, &msg(0xe000_0001, &call(0xe000_0001, 1))).unwrap();
+    let on_b = b_pool.receive_within(b, Duration::from_secs(2));
+    let took = started.elapsed();
+    release.store(true, Ordering::SeqCst);
+    let on_a: Vec<u32> = (0..4).map(|_| word(&a_pool.receive(a).unwrap().bytes[28..], 0)).collect();
+    let on_b = on_b.unwrap_or_else(|e| panic!("connection B's backward call waited for A's handlers ({took:?}): {e}"));
+    assert_eq!(&on_b.bytes[28..], &reply_to(&call(0xe000_0001, 1))[..]);
+    assert_eq!(on_a.len(), 4, "A's four answered once let go");
+    assert_eq!(client.stats().backward_dropped, 0);
+}

@@ -113,7 +113,7 @@ fn stats_after(server: &Server, calls: u64) -> ServerStats {
 }
 
 fn client_stats(short: u64, chunked: u64, long: u64) -> ClientStats {
-    ClientStats { short, chunked, long, continued: 0, call_only: 0 }
+    ClientStats { short, chunked, long, continued: 0, call_only: 0, backward_dropped: 0 }
 }
 
 // ---- RFC 8797 section 5.1 on Version One ----

@@ -201,7 +201,7 @@ mod responder_rules {
 }
 
 /// Section 2.1: the exchange follows the first call settled on Version Two, whichever API
-/// made it: after an async call it is made too (by the client's dispatcher, never blocking the
+/// made it: after an async call it is made too (by the client's workers, never blocking the
 /// caller's executor), and the stated sizes then take effect (a 10,000-byte call goes inline).
 #[test]
 fn properties_2_1_the_exchange_follows_an_async_first_call_too() {
@@ -241,9 +241,9 @@ fn properties_2_1_the_exchange_follows_an_async_first_call_too() {
 }
 
 /// Section 2.1, with blocking calls in progress: the exchange an async first call leaves to the
-/// client's dispatcher goes on while two blocking callers wait for their replies (the
-/// dispatcher receives for them then), and every call ends.
-/// (The dispatcher waits for the exchange's answer as a caller does; once it left the
+/// client (made by its workers since the twenty-third session, by its dispatcher before) goes
+/// on while two blocking callers wait for their replies (the dispatcher receives for them
+/// then), and every call ends. (The dispatcher, when it made the exchange, once left the
 /// receiving to itself while it waited, so neither the answer nor the blocking call's reply
 /// was ever received.)
 #[test]

@@ -85,11 +85,16 @@ struct State<B: Backend> {
     /// receiver other than a task took the role or that call ended: then whoever leaves the
     /// role, or ends the call, wakes a task to look and arm ([`State::stop_receiving`]).
     armed_task: Option<u32>,
-    /// Backward calls handed to the client's workers and not yet answered
-    /// (`workers::BACKWARD_HELD_MOST`).
+    /// Workers serving this lane's backward calls (`workers::BACKWARD_HELD_MOST`).
     backward_held: usize,
+    /// Backward calls waiting for one of them (`backward::BACKWARD_QUEUED_MOST`).
+    backward_queue: std::collections::VecDeque<workers::BackwardCall<B>>,
+    /// Backward calls dropped, beyond those (`ClientStats::backward_dropped`).
+    backward_dropped: u64,
     /// The keeper's NULL calls ([`ClientConfig::keep_connected`]).
     keeping: keeper::Keeping,
+    /// A properties exchange is with the workers, not yet begun.
+    exchange_queued: bool,
 }
 
 mod backward;
@@ -350,9 +355,7 @@ impl<B: Backend + Clone> Lane<B> {
     ) -> Result<(Vec<Self>, Dispatcher), ClientError> {
         let n = cfg.connections.max(1);
         let one_for_all = backend.wakes_wakers();
-        // In the common case at most one backward call and one keeper call or exchange a
-        // connection at once (workers.rs).
-        let workers = Workers::new(2 * n);
+        let workers = Workers::new(workers::JOBS_A_LANE_MOST * n);
         let threads: Vec<Arc<OnceLock<Thread>>> =
             (0..if one_for_all { 1 } else { n }).map(|_| Arc::new(OnceLock::new())).collect();
         let lanes = (0..n)
@@ -410,7 +413,10 @@ impl<B: Backend + Clone> Lane<B> {
                 hold_wakes: false,
                 deferred: Vec::with_capacity(CALLS_AT_ONCE),
                 backward_held: 0,
+                backward_queue: std::collections::VecDeque::with_capacity(backward::BACKWARD_QUEUED_MOST),
+                backward_dropped: 0,
                 keeping: keeper::Keeping::new(),
+                exchange_queued: false,
             }),
             poke: poke.clone(),
             loop_waker: dispatch::waker(&poke),
@@ -930,7 +936,8 @@ impl<B: Backend> Shared<B> {
 
     /// What this client has sent so far.
     pub(super) fn stats(&self) -> ClientStats {
-        self.lock().core.stats()
+        let st = self.lock();
+        ClientStats { backward_dropped: st.backward_dropped, ..st.core.stats() }
     }
 
     /// How this lane's connections ended, oldest first.

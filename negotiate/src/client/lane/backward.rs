@@ -3,17 +3,27 @@
 //! dispatcher) and handed, with its detached header, to the client's workers
 //! (`workers.rs`), so that the handler, the application's code, holds up neither the
 //! receiver's other replies nor any other connection; the reply goes from the worker.
+//!
+//! The server holds one backward credit (`backchannel::CREDITS`, RFC 8167 section 4.1): a
+//! server that keeps to it has one call at a time, and a lane gives at most
+//! [`BACKWARD_HELD_MOST`] workers to its backward calls. Calls beyond them wait in the lane,
+//! at most [`BACKWARD_QUEUED_MOST`], for the next of those workers; beyond that, a server
+//! far beyond its credit has its calls dropped, logged and counted
+//! ([`ClientStats::backward_dropped`]), and the connection serves on. Linux's client
+//! disconnects on such an overflow instead (xprtrdma's backchannel).
 
-use super::workers::{Job, BACKWARD_HELD_MOST};
+use super::workers::{BackwardCall, Job, BACKWARD_HELD_MOST};
 use super::*;
 use rpcrdma_v1::header::Detached;
 
 use crate::datapath::ReplyParams;
 
+/// The most backward calls a lane keeps waiting for a worker, beyond those being served.
+pub(super) const BACKWARD_QUEUED_MOST: usize = 16;
+
 impl<B: Backend> Shared<B> {
-    /// Hands the backward call in `bytes` (received on `link`, judged into `header`) to the
-    /// workers, or, where they cannot take it (the lane has [`BACKWARD_HELD_MOST`] there
-    /// already: a server beyond its one backward credit; the client closing), serves it here.
+    /// Hands the backward call in `bytes` (received on `link`, judged into `header`) to a
+    /// worker, or has it wait in the lane for one of this lane's (see the module's docs).
     pub(super) fn hand_on_backward<'a>(
         &'a self,
         mut st: Locked<'a, B>,
@@ -22,30 +32,64 @@ impl<B: Backend> Shared<B> {
         header: Detached,
         params: ReplyParams,
     ) -> Locked<'a, B> {
-        let lane = self.me.upgrade();
-        let Some(lane) = lane.filter(|_| st.backward_held < BACKWARD_HELD_MOST) else {
-            drop(st);
-            self.serve_backward(link, bytes, header, &params);
-            return self.lock();
-        };
+        let call = BackwardCall { link: link.clone(), bytes, header, params };
+        if st.backward_held >= BACKWARD_HELD_MOST {
+            if st.backward_queue.len() < BACKWARD_QUEUED_MOST {
+                st.backward_queue.push_back(call);
+            } else {
+                st = self.drop_backward(st, call, "the server is beyond its backward credit (RFC 8167 section 4.1)");
+            }
+            return st;
+        }
+        let Some(lane) = self.me.upgrade() else { return st };
         st.backward_held += 1;
         drop(st);
-        let job = Job::Backward { lane, link: link.clone(), bytes, header, params };
-        if let Some(Job::Backward { bytes, header, params, .. }) = self.workers.submit(job) {
-            self.lock().backward_held -= 1;
-            self.serve_backward(link, bytes, header, &params);
+        let unserved = self.workers.submit(Job::Backward { lane, call });
+        let mut st = self.lock();
+        if let Some(Job::Backward { call, .. }) = unserved {
+            st.backward_held -= 1;
+            st = self.drop_backward(st, call, "no worker to serve it (the client is closing, or no thread)");
         }
-        self.lock()
+        st
     }
 
-    /// Runs the client's handler on the backward call in `bytes` and answers it on `link`.
-    /// A failure to send is the connection's (its receiver sees it as the connection's
+    /// Drops a backward call that cannot be served, with a log and a count: the server's
+    /// call times out.
+    fn drop_backward<'a>(&'a self, mut st: Locked<'a, B>, call: BackwardCall<B>, why: &str) -> Locked<'a, B> {
+        st.backward_dropped += 1;
+        let n = st.backward_dropped;
+        // (A flood logs its first drop and then every 1,024th.)
+        if n == 1 || n.is_multiple_of(1024) {
+            log::warn!("dropped backward call {:#010x} from {}: {why} ({n} dropped)", call.header.xid(), self.addr);
+        }
+        call.link.pool.recycle(call.bytes);
+        st
+    }
+
+    /// A worker's backward calls: `call`, then those waiting in the lane, until none waits.
+    pub(super) fn serve_backward_calls(&self, mut call: BackwardCall<B>) {
+        loop {
+            self.serve_backward(call);
+            let mut st = self.lock();
+            match st.backward_queue.pop_front() {
+                Some(next) => call = next,
+                None => {
+                    st.backward_held -= 1;
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Runs the client's handler on a backward call and answers it on its connection. A
+    /// failure to send is the connection's (its receiver sees it as the connection's
     /// state). A panicking handler leaves that call unanswered (the server's backward call
-    /// times out) and must not unwind through a worker or a receiver.
-    pub(super) fn serve_backward(&self, link: &Arc<Link<B>>, bytes: Vec<u8>, header: Detached, params: &ReplyParams) {
+    /// times out) and must not unwind through a worker.
+    fn serve_backward(&self, call: BackwardCall<B>) {
+        let BackwardCall { link, bytes, header, params } = call;
         let answered = match (header.attach(&bytes), &self.backchannel) {
             (Some(call), Some(handler)) => {
-                let answer = || backchannel::answer(&link.conn, &call, params, handler);
+                let answer = || backchannel::answer(&link.conn, &call, &params, handler);
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(answer)).ok()
             }
             // (A client without a handler offers no backchannel: the core judged nothing
@@ -54,13 +98,12 @@ impl<B: Backend> Shared<B> {
         };
         link.pool.recycle(bytes);
         let mut st = self.lock();
-        st.backward_held = st.backward_held.saturating_sub(1);
         // On -07 the reply waits for room in the window: sent with what else the core has
         // to send.
         if let Some(Ok(Some(reply))) = answered {
             st.core.queue_reverse_reply(reply);
         }
-        drop(self.send_queued(st, link));
+        drop(self.send_queued(st, &link));
     }
 
     /// Sends what the core has to send of its own on `link`: its answers to what came

@@ -116,7 +116,10 @@ impl Dispatcher {
 
 impl Drop for Dispatcher {
     fn drop(&mut self) {
-        for t in self.threads.drain(..) {
+        // (A backward call's handler that dropped the client may run on a dispatcher, served
+        // there in place: not waited for by itself, which would fail.)
+        let me = std::thread::current().id();
+        for t in self.threads.drain(..).filter(|t| t.thread().id() != me) {
             let _ = t.join();
         }
         if let Some(close) = self.close_workers.take() {

@@ -197,15 +197,17 @@ impl<B: Backend> Shared<B> {
             return;
         }
         {
-            let st = self.lock();
+            let mut st = self.lock();
             let Some(link) = st.core.link() else { return };
             let done = st.properties_for.as_ref().is_some_and(|done| done.ptr_eq(&Arc::downgrade(link)));
-            if done || st.core.dialect() != Some(Dialect::Cel00) {
+            if done || st.exchange_queued || st.core.dialect() != Some(Dialect::Cel00) {
                 return;
             }
+            st.exchange_queued = true;
         }
         let Some(lane) = self.me.upgrade() else { return };
         if self.workers.submit(Job::Exchange { lane }).is_some() {
+            self.lock().exchange_queued = false;
             log::warn!("no worker for the transport-properties exchange with {}: not made now", self.addr);
         }
     }

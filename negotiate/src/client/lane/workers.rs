@@ -8,9 +8,10 @@
 //! [`Workers::new`]'s bound, and leave once not needed for [`KEEP_ALIVE`].
 //!
 //! What bounds the queue is the lanes, not the peer: each lane hands over at most
-//! [`BACKWARD_HELD_MOST`] backward calls at once (a server that sends more than its one
-//! backward credit, RFC 8167 section 4.1, has the rest served where they are received, as
-//! they all were before there were workers), one keeper call and one exchange.
+//! [`BACKWARD_HELD_MOST`] backward calls at once (a server beyond its one backward credit,
+//! RFC 8167 section 4.1, has the rest wait in the lane, bounded: `backward.rs`), one keeper
+//! call and one exchange; the threads are bounded by [`JOBS_A_LANE_MOST`] a lane, so a job
+//! never waits behind another lane's.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -27,17 +28,30 @@ use crate::datapath::ReplyParams;
 /// How long a thread beyond the first waits for a job before it leaves.
 const KEEP_ALIVE: Duration = Duration::from_secs(2);
 
-/// The most backward calls one lane has handed to the workers and not yet answered; more
-/// are served on the thread that received them. The server holds one backward credit
-/// (`backchannel::CREDITS`): a well-behaved one has a single call outstanding, and the room
-/// beyond that covers the moment between a reply's Send and the worker counting it done.
-pub(super) const BACKWARD_HELD_MOST: usize = 4;
+/// The most workers serving one lane's backward calls at once; more calls wait in the lane
+/// (`backward.rs`). The server holds one backward credit (`backchannel::CREDITS`): a
+/// well-behaved one has a single call outstanding, and the room beyond that covers the
+/// moment between a reply's Send and the worker counting it done.
+pub(super) const BACKWARD_HELD_MOST: usize = 2;
+
+/// The most jobs one lane has with the workers at once: [`BACKWARD_HELD_MOST`] backward
+/// calls, one keeper call, one properties exchange. The workers' bound is this many threads
+/// a lane, so that every job has a thread at once and no lane's jobs wait for another's.
+pub(super) const JOBS_A_LANE_MOST: usize = BACKWARD_HELD_MOST + 2;
+
+/// A backward call received and judged, to be served (`backward.rs`): its bytes, its
+/// header's positions in them, how to answer it, and the connection it came on.
+pub(super) struct BackwardCall<B: Backend> {
+    pub(super) link: Arc<Link<B>>,
+    pub(super) bytes: Vec<u8>,
+    pub(super) header: Detached,
+    pub(super) params: ReplyParams,
+}
 
 /// What a worker does.
 pub(super) enum Job<B: Backend> {
-    /// Serves the backward call in `bytes` (judged once, into `header`), received on `link`,
-    /// and answers it there.
-    Backward { lane: Arc<Shared<B>>, link: Arc<Link<B>>, bytes: Vec<u8>, header: Detached, params: ReplyParams },
+    /// Serves a backward call of `lane`'s, then those waiting in the lane.
+    Backward { lane: Arc<Shared<B>>, call: BackwardCall<B> },
     /// Makes the keeper's NULL call on `lane`.
     Keep { lane: Arc<Shared<B>>, keep: KeepConnected },
     /// Makes the transport-properties exchange an async call's settling asked for on `lane`
@@ -48,9 +62,12 @@ pub(super) enum Job<B: Backend> {
 impl<B: Backend> Job<B> {
     fn run(self) {
         match self {
-            Job::Backward { lane, link, bytes, header, params } => lane.serve_backward(&link, bytes, header, &params),
+            Job::Backward { lane, call } => lane.serve_backward_calls(call),
             Job::Keep { lane, keep } => lane.keep_once(keep),
-            Job::Exchange { lane } => lane.exchange_properties(),
+            Job::Exchange { lane } => {
+                lane.lock().exchange_queued = false;
+                lane.exchange_properties()
+            }
         }
     }
 }
@@ -94,7 +111,8 @@ impl<B: Backend> Workers<B> {
         if q.closing {
             return Some(job);
         }
-        if q.idle == 0 && q.threads < self.most {
+        // (An idle thread not yet woken for the jobs queued before is no thread for this one.)
+        if q.idle <= q.jobs.len() && q.threads < self.most {
             q.handles.retain(|h| !h.is_finished());
             let me = self.clone();
             match std::thread::Builder::new().name("negotiate-work".into()).spawn(move || me.run()) {

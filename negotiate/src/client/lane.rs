@@ -74,13 +74,13 @@ struct State<B: Backend> {
     /// ([`Connection::arm_receive`]); learned when a connection is made.
     arms: bool,
     /// Threads woken, to unpark once the lock is released ([`Locked`]).
-    unpark: Vec<Thread>,
+    unpark: Vec<Sleeper>,
     /// The next unlock moves `unpark` to `deferred` instead of waking it: the dispatcher's
     /// burst ([`Shared::receive_more`]) unlocks to receive its next message.
     hold_wakes: bool,
     /// Threads the dispatcher's burst will wake at its end, or before any unlock that does
     /// more than receive ([`State::wake_deferred`]); no other thread's unlock wakes them.
-    deferred: Vec<Thread>,
+    deferred: Vec<Sleeper>,
     /// The async call whose task the connection was last armed to wake; `None` once a
     /// receiver other than a task took the role or that call ended: then whoever leaves the
     /// role, or ends the call, wakes a task to look and arm ([`State::stop_receiving`]).
@@ -101,9 +101,11 @@ mod backward;
 mod dispatch;
 mod keeper;
 mod locked;
+mod sleeper;
 mod workers;
 
 pub(super) use dispatch::Dispatcher;
+use sleeper::Sleeper;
 use workers::Workers;
 mod options;
 
@@ -124,7 +126,7 @@ const TASK_LOOKS_MOST: u32 = 8;
 /// How a waiting caller is woken.
 pub(super) enum Waiter {
     /// A blocking [`Client::call`](super::Client::call)'s thread, parked (nothing allocated per call).
-    Thread(Thread),
+    Thread(Sleeper),
     /// An async call's task ([`Client::call_async`](super::Client::call_async)).
     Task(Waker),
 }
@@ -132,7 +134,7 @@ pub(super) enum Waiter {
 impl Waiter {
     /// Wakes a task now; a thread is put on `unpark`, woken once the state's lock is released
     /// ([`Locked`]).
-    fn wake(&self, unpark: &mut Vec<Thread>) {
+    fn wake(&self, unpark: &mut Vec<Sleeper>) {
         match self {
             Waiter::Thread(t) => unpark.push(t.clone()),
             Waiter::Task(w) => w.wake_by_ref(),
@@ -502,7 +504,7 @@ impl<B: Backend> Shared<B> {
         ulb: &U,
         mut reply: Sink<'_, B>,
     ) -> Result<(), ClientError> {
-        let ready = self.begin(xid, Waiter::Thread(std::thread::current()))?;
+        let ready = self.begin(xid, Waiter::Thread(Sleeper::current()))?;
         if let (Message::Borrowed(bytes), false) = (&message, ready) {
             self.prepare_if_waiting(xid, bytes, ulb);
         }
@@ -569,7 +571,7 @@ impl<B: Backend> Shared<B> {
                 (Receiver::Nobody, Some(_)) if st.dispatcher_wanted() && !self.on_dispatcher() => {
                     drop(st);
                     self.poke.poke();
-                    std::thread::park();
+                    Sleeper::park();
                     st = self.lock();
                 }
                 // (The dispatcher calling from inside a turn, a backchannel handler's forward
@@ -592,7 +594,7 @@ impl<B: Backend> Shared<B> {
                 // role; a spurious wake-up only looks again.
                 _ => {
                     drop(st);
-                    std::thread::park();
+                    Sleeper::park();
                     st = self.lock();
                 }
             }

@@ -9,9 +9,8 @@
 use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::{MutexGuard, PoisonError};
-use std::thread::Thread;
 
-use super::{Shared, State};
+use super::{Shared, Sleeper, State};
 use rpcrdma_verbs::Backend;
 
 /// The lane's state, locked ([`Shared::lock`]).
@@ -22,7 +21,7 @@ pub(super) struct Locked<'a, B: Backend> {
 thread_local! {
     /// This thread's list of threads to wake, swapped with the state's so that neither
     /// allocates once both have room (a steady stream of calls allocates nothing).
-    static SPARE: RefCell<Vec<Thread>> = const { RefCell::new(Vec::new()) };
+    static SPARE: RefCell<Vec<Sleeper>> = const { RefCell::new(Vec::new()) };
 }
 
 impl<B: Backend> Shared<B> {
@@ -74,16 +73,14 @@ impl<B: Backend> Drop for Locked<'_, B> {
             }
             std::mem::swap(&mut *spare, &mut guard.unpark);
             drop(guard);
-            for t in spare.drain(..) {
-                t.unpark();
-            }
+            Sleeper::wake_all(&mut spare);
         });
         // A thread whose thread-locals are gone (it is exiting): the list itself, woken
         // after the unlock all the same.
         if let (Err(_), Some(mut guard)) = (swapped, guard) {
-            let unpark = std::mem::take(&mut guard.unpark);
+            let mut unpark = std::mem::take(&mut guard.unpark);
             drop(guard);
-            unpark.into_iter().for_each(|t| t.unpark());
+            Sleeper::wake_all(&mut unpark);
         }
     }
 }

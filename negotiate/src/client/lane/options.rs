@@ -72,7 +72,7 @@ impl<B: Backend> Shared<B> {
             let now = Instant::now();
             st.core.start_call_only(xid, now)?;
             st.last_active = now;
-            st.waiters.insert(xid, Waiter::Thread(std::thread::current()));
+            st.waiters.insert(xid, Waiter::Thread(Sleeper::current()));
             st.wake();
         }
         let result = loop {
@@ -120,7 +120,7 @@ impl<B: Backend> Shared<B> {
             let now = Instant::now();
             let xid = start(&mut st.core, now)?;
             st.last_active = now;
-            st.waiters.insert(xid, Waiter::Thread(std::thread::current()));
+            st.waiters.insert(xid, Waiter::Thread(Sleeper::current()));
             st.wake();
             xid
         };

@@ -558,7 +558,15 @@ impl<B: Backend> Shared<B> {
     /// receiving on the connection meanwhile if nobody else does; with it, what another
     /// thread did for the call, taken under the same lock.
     fn wait_step(&self, xid: u32) -> (CallStep<Arc<Link<B>>>, Handed<B>) {
+        // (The dispatcher makes no calls: it would wait for what only it receives. What
+        // could call from a turn, a backward call's handler, the keeper, the properties
+        // exchange, runs on the workers.)
+        debug_assert!(!self.on_dispatcher(), "a call made on the dispatcher's thread");
         let mut st = self.lock();
+        let me = match st.waiters.get(&xid) {
+            Some(Waiter::Thread(me)) => me.clone(),
+            _ => Sleeper::current(),
+        };
         loop {
             if let Some(step) = st.core.take_step(xid) {
                 let handed = (st.posted.remove(&xid), st.prepared.remove(&xid));
@@ -566,20 +574,13 @@ impl<B: Backend> Shared<B> {
             }
             // Receive ourselves if nobody does: most often what arrives is our reply.
             match (st.receiver, st.core.link().cloned()) {
-                // (Not on the dispatcher's own thread: it waits here for the transport-
-                // properties exchange it makes, and must receive for itself and the others.)
-                (Receiver::Nobody, Some(_)) if st.dispatcher_wanted() && !self.on_dispatcher() => {
+                (Receiver::Nobody, Some(_)) if st.dispatcher_wanted() => {
                     drop(st);
                     self.poke.poke();
-                    Sleeper::park();
+                    me.park();
                     st = self.lock();
                 }
-                // (The dispatcher calling from inside a turn, a backchannel handler's forward
-                // call or the properties exchange, holds the role it had on this lane itself:
-                // it receives for its call, as a caller.)
-                (Receiver::Nobody, Some(link)) | (Receiver::Dispatcher, Some(link))
-                    if st.receiver == Receiver::Nobody || self.on_dispatcher() =>
-                {
+                (Receiver::Nobody, Some(link)) => {
                     st.receive_for_all(Receiver::Caller);
                     st = self.receive_once(st, &link);
                     if st.core.has_ready(xid) {
@@ -594,7 +595,7 @@ impl<B: Backend> Shared<B> {
                 // role; a spurious wake-up only looks again.
                 _ => {
                     drop(st);
-                    Sleeper::park();
+                    me.park();
                     st = self.lock();
                 }
             }

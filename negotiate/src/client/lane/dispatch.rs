@@ -116,8 +116,8 @@ impl Dispatcher {
 
 impl Drop for Dispatcher {
     fn drop(&mut self) {
-        // (A backward call's handler that dropped the client may run on a dispatcher, served
-        // there in place: not waited for by itself, which would fail.)
+        // (Never the dropping thread, which runs no turn and serves no call: a guard against
+        // a thread joining itself, which fails.)
         let me = std::thread::current().id();
         for t in self.threads.drain(..).filter(|t| t.thread().id() != me) {
             let _ = t.join();

@@ -26,7 +26,7 @@ mod portable {
             Sleeper(std::thread::current())
         }
 
-        pub(in crate::client) fn park() {
+        pub(in crate::client) fn park(&self) {
             std::thread::park()
         }
 
@@ -57,26 +57,26 @@ mod futex {
     }
 
     impl Sleeper {
-        /// The calling thread's.
+        /// The calling thread's. (A thread whose thread-locals are gone, a blocking call
+        /// made from a thread-local's destructor, gets a word of its own for the call.)
         pub(in crate::client) fn current() -> Sleeper {
-            ME.with(Sleeper::clone)
+            ME.try_with(Sleeper::clone).unwrap_or_else(|_| Sleeper(Arc::new(AtomicU32::new(EMPTY))))
         }
 
-        /// Sleeps until woken ([`Sleeper::wake_all`]); at once if woken since the last park. As
+        /// Sleeps until woken ([`Sleeper::wake_all`]); at once if woken since the last park.
+        /// Only the thread `self` was made for ([`Sleeper::current`]) parks on it. As
         /// `std::thread::park`, it may return without a wake: callers look again.
-        pub(in crate::client) fn park() {
-            ME.with(|me| {
-                let word = &*me.0;
-                if word.fetch_sub(1, Ordering::Acquire) == NOTIFIED {
+        pub(in crate::client) fn park(&self) {
+            let word = &*self.0;
+            if word.fetch_sub(1, Ordering::Acquire) == NOTIFIED {
+                return;
+            }
+            loop {
+                futex_wait(word, PARKED);
+                if word.compare_exchange(NOTIFIED, EMPTY, Ordering::Acquire, Ordering::Acquire).is_ok() {
                     return;
                 }
-                loop {
-                    futex_wait(word, PARKED);
-                    if word.compare_exchange(NOTIFIED, EMPTY, Ordering::Acquire, Ordering::Acquire).is_ok() {
-                        return;
-                    }
-                }
-            })
+            }
         }
 
         /// Marks it woken; true where it sleeps (or is about to) and needs the kernel's wake.
@@ -108,7 +108,7 @@ mod futex {
     const BATCH: usize = 32;
 
     fn wake_batch(words: &[Option<&AtomicU32>]) {
-        if words.len() >= 2 && uring::wake(words) {
+        if words.len() >= 2 && uring::wake(words).is_some() {
             return;
         }
         for w in words.iter().flatten() {
@@ -146,41 +146,76 @@ mod futex {
         const FUTEX2_SIZE_U32: u32 = 0x02;
         const FUTEX2_PRIVATE: u32 = 128;
 
-        /// The process's one ring for wakes, made at the first batch (one descriptor, whatever the
-        /// number of clients and threads); `None` where the kernel has no io_uring, or no futex
-        /// wake in it (learned at the first submission). A thread that finds it in use wakes its
-        /// batch one by one instead of waiting.
-        static RING: OnceLock<Mutex<Option<IoUring>>> = OnceLock::new();
+        /// The kernel has no such operation (before Linux 6.7).
+        const EINVAL: i32 = 22;
 
-        /// Wakes one waiter on each of `words` in one submission; false where that cannot be
-        /// done (the caller wakes them one by one).
-        pub(super) fn wake(words: &[Option<&AtomicU32>]) -> bool {
-            let ring = RING.get_or_init(|| Mutex::new(IoUring::new(super::BATCH as u32 * 2).ok()));
-            let Ok(mut ring) = ring.try_lock() else { return false };
-            let Some(r) = ring.as_mut() else { return false };
-            let mut ok = true;
+        /// The ring for wakes, made at the first batch (one descriptor, whatever the
+        /// number of clients and threads), with the process it was made in: a child of a
+        /// fork shares its parent's rings' memory, and makes its own. A thread that finds
+        /// it in use wakes its batch one by one instead of waiting.
+        enum Ring {
+            Unmade,
+            /// The kernel has no io_uring, or no futex wake in it: never tried again.
+            Unsupported,
+            /// (Boxed: the ring's handle is some hundreds of bytes.)
+            Made {
+                pid: u32,
+                ring: Box<IoUring>,
+            },
+        }
+
+        static RING: OnceLock<Mutex<Ring>> = OnceLock::new();
+
+        /// Wakes one waiter on each of `words` in one submission: `Some(woken)`, how many
+        /// waiters the kernel woke; `None` where that could not be done (the caller wakes
+        /// them one by one: an extra wake is harmless, a missing one a hang).
+        pub(super) fn wake(words: &[Option<&AtomicU32>]) -> Option<usize> {
+            let ring = RING.get_or_init(|| Mutex::new(Ring::Unmade));
+            let mut ring = ring.try_lock().ok()?;
+            let pid = std::process::id();
+            if !matches!(&*ring, Ring::Made { pid: p, .. } if *p == pid) && !matches!(*ring, Ring::Unsupported) {
+                *ring = match IoUring::new(super::BATCH as u32 * 2) {
+                    Ok(r) => Ring::Made { pid, ring: Box::new(r) },
+                    Err(_) => Ring::Unsupported,
+                };
+            }
+            let Ring::Made { ring: r, .. } = &mut *ring else { return None };
+            let n = words.iter().flatten().count();
+            let mut pushed = 0;
             {
                 let mut sq = r.submission();
                 for w in words.iter().flatten() {
                     let e =
                         opcode::FutexWake::new(w.as_ptr(), 1, u64::from(u32::MAX), FUTEX2_SIZE_U32 | FUTEX2_PRIVATE)
                             .build();
-                    // SAFETY: the entry names a word that stays alive (its Sleeper's Arc is held
-                    // by the list being woken) until the wake has completed, waited for below; a
-                    // ring that could not take it is dropped with what it holds, unsubmitted.
-                    ok &= unsafe { sq.push(&e) }.is_ok();
+                    // SAFETY: the entry names a word that stays alive (its Sleeper's Arc is
+                    // held by the list being woken) until the wake has completed, waited for
+                    // below; a ring that could not take it is dropped with what it holds.
+                    if unsafe { sq.push(&e) }.is_ok() {
+                        pushed += 1;
+                    }
                 }
             }
-            ok = ok && r.submit_and_wait(words.len()).is_ok();
+            let submitted = r.submit_and_wait(pushed);
+            let (mut done, mut woken, mut unsupported) = (0, 0, false);
             for cqe in r.completion() {
-                // (A kernel without IORING_OP_FUTEX_WAKE, before Linux 6.7: -EINVAL.)
-                ok &= cqe.result() >= 0;
+                done += 1;
+                match cqe.result() {
+                    w if w >= 0 => woken += w as usize,
+                    e => unsupported |= e == -EINVAL,
+                }
             }
-            if !ok {
-                // Never again: the batch is woken one by one, as every later one.
-                *ring = None;
+            if unsupported {
+                *ring = Ring::Unsupported;
+                return None;
             }
-            ok
+            if pushed != n || submitted.map_or(true, |s| s != pushed) || done != pushed {
+                // Whatever went wrong with this one (the ring's entries unsubmitted or
+                // completions missing): a fresh ring next time, and these one by one now.
+                *ring = Ring::Unmade;
+                return None;
+            }
+            Some(woken)
         }
     }
 
@@ -193,38 +228,51 @@ mod futex {
         #[test]
         fn a_wake_before_the_park_is_kept() {
             let me = Sleeper::current();
-            Sleeper::wake_all(&mut vec![me]);
+            Sleeper::wake_all(&mut vec![me.clone()]);
             let t = Instant::now();
-            Sleeper::park();
+            me.park();
             assert!(t.elapsed() < Duration::from_secs(5));
+        }
+
+        /// Parks `n` threads, each on its own word, and returns their sleepers, once each is
+        /// asleep in the kernel (its word PARKED, and a moment more), with a channel each
+        /// reports its wake on.
+        fn parked(n: usize) -> (Vec<Sleeper>, std::sync::mpsc::Receiver<()>) {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (woke, woken) = std::sync::mpsc::channel();
+            for _ in 0..n {
+                let (tx, woke) = (tx.clone(), woke.clone());
+                std::thread::spawn(move || {
+                    let me = Sleeper::current();
+                    tx.send(me.clone()).unwrap();
+                    me.park();
+                    let _ = woke.send(());
+                });
+            }
+            let all: Vec<Sleeper> = (0..n).map(|_| rx.recv().unwrap()).collect();
+            let deadline = Instant::now() + Duration::from_secs(2);
+            while all.iter().any(|s| s.0.load(Ordering::SeqCst) != PARKED) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            (all, woken)
+        }
+
+        /// Each of `n` parked threads reports its wake within 5 s.
+        fn all_woke(woken: &std::sync::mpsc::Receiver<()>, n: usize) {
+            for i in 0..n {
+                woken.recv_timeout(Duration::from_secs(5)).unwrap_or_else(|_| panic!("{} of {n} not woken", n - i));
+            }
         }
 
         /// Eight parked threads, woken in one batch: every one wakes, whichever way the
         /// kernel lets the batch go.
         #[test]
         fn a_batch_wakes_every_sleeper() {
-            let (tx, rx) = std::sync::mpsc::channel();
-            let threads: Vec<_> = (0..8)
-                .map(|_| {
-                    let tx = tx.clone();
-                    std::thread::spawn(move || {
-                        tx.send(Sleeper::current()).unwrap();
-                        Sleeper::park();
-                    })
-                })
-                .collect();
-            let mut all: Vec<Sleeper> = (0..8).map(|_| rx.recv().unwrap()).collect();
-            // Until each is asleep in the kernel (or gave up waiting: it then returns at
-            // once, woken before its park).
-            let deadline = Instant::now() + Duration::from_secs(2);
-            while all.iter().any(|s| s.0.load(Ordering::SeqCst) != PARKED) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(1));
-            }
+            let (mut all, woken) = parked(8);
             Sleeper::wake_all(&mut all);
             assert!(all.is_empty());
-            for t in threads {
-                t.join().unwrap();
-            }
+            all_woke(&woken, 8);
         }
 
         /// On Linux 6.7 and later with io_uring allowed, a batch goes in one submission
@@ -240,18 +288,24 @@ mod futex {
                 eprintln!("SKIP: kernel {} (io_uring allowed: {allowed}) has no io_uring futex wake", release.trim());
                 return;
             }
-            let (a, b) = (AtomicU32::new(EMPTY), AtomicU32::new(EMPTY));
-            // (No waiter on either: the wakes wake nobody, and succeed.)
-            let mut woke = false;
-            // The ring may be in use by another test's batch at this moment: tried again.
+            // Four parked threads, woken through the ring alone: the kernel says it woke four,
+            // and each reports its wake. (The ring may be in use by another test's batch at
+            // this moment: tried again.)
+            let (all, woken) = parked(4);
+            let words: Vec<Option<&AtomicU32>> = all.iter().map(|s| Some(&*s.0)).collect();
+            for s in &all {
+                assert!(s.notify(), "asleep");
+            }
+            let mut woke = None;
             for _ in 0..100 {
-                woke = uring::wake(&[Some(&a), Some(&b)]);
-                if woke {
+                woke = uring::wake(&words);
+                if woke.is_some() {
                     break;
                 }
                 std::thread::sleep(Duration::from_millis(1));
             }
-            assert!(woke, "kernel {}: the batch was not submitted", release.trim());
+            assert_eq!(woke, Some(4), "kernel {}: the ring's wakes", release.trim());
+            all_woke(&woken, 4);
         }
     }
 }

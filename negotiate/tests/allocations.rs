@@ -216,9 +216,13 @@ fn issue_14_25_a_steady_state_small_call_allocates_nothing_on_either_side() {
         // earlier calls' windows grew when it next rehashed; 0 in 90 since.) Callers racing
         // for credits may push a pool (the Receive buffers the dispatcher receives into, the
         // Send buffers of calls marshaled ahead, the TCP backend's frames) past a peak the
-        // warm-up did not reach: a few buffers in all (0 to 7 of 16,000 calls seen on a
-        // busy 2-core machine), never one per call.
-        let bound = if callers == 1 { 0 } else { callers };
+        // warm-up did not reach: a few buffers in all, never one per call. Each caller holds
+        // at most one call marshaled ahead, and a Send buffer beyond the peak is two
+        // allocations (its bytes and its registration: found by backtrace, twenty-third
+        // session); 0 to 15 of 16,000 calls here, and 27 once in a fresh-clone CI run, after
+        // a burst's callers came to be woken together (which may leave more of them
+        // marshaling ahead at once).
+        let bound = if callers == 1 { 0 } else { 2 * callers };
         assert!(total <= bound, "{backend}, {callers} callers, {replies:?}: {total} allocations in steady-state calls");
     }
 }

@@ -174,7 +174,10 @@ fn connections_are_released_as_they_close<B: Backend + Clone>(backend: B, cycles
     eventually("every closed connection's thread to end", WAIT_LIMIT, threads, |n| n.len() <= threads0 + 1);
     eventually("every closed connection's socket to close", WAIT_LIMIT, fds, |n| *n <= fds0);
     assert_eq!(s.backchannels().len(), 1, "only the open client's backchannel is left");
-    assert_eq!(s.stats().connections, cycles + 1);
+    // Every connection was accepted. (Counted by its accept's thread once the connector has
+    // its queue pair: the last one's count may come a moment after the checks above, that
+    // thread being the one more they allow. Seen once in a fresh-clone CI run: 1000 of 1001.)
+    eventually("every connection to be counted", WAIT_LIMIT, || s.stats().connections, |n| *n == cycles + 1);
     call_ok(&c, 2, SMALL);
 }
 

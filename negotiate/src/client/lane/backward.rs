@@ -41,7 +41,9 @@ impl<B: Backend> Shared<B> {
             }
             return st;
         }
-        let Some(lane) = self.me.upgrade() else { return st };
+        let Some(lane) = self.me.upgrade() else {
+            return self.drop_backward(st, call, "the client is being dropped");
+        };
         st.backward_held += 1;
         drop(st);
         let unserved = self.workers.submit(Job::Backward { lane, call });

@@ -1,5 +1,5 @@
 //! The client's workers: threads for what must not hold up the dispatcher, nor a caller
-//! that receives for others. Two jobs are theirs: a backward call's handler (the
+//! that receives for others. Three jobs are theirs: a backward call's handler (the
 //! application's code, for as long as it takes: RFC 8167), the keeper's NULL call
 //! ([`ClientConfig::keep_connected`](crate::client::ClientConfig::keep_connected)), which waits
 //! for a connection and its reply, and the transport-properties exchange an async call's

@@ -2,8 +2,9 @@
 //!
 //! * a small RPC (64-byte call, 64-byte reply) through `negotiate`'s Client and Server (probe
 //!   settled, Version Two), against a raw 64-byte Send/Receive round trip between two threads
-//!   on the same backend: what marshaling, negotiation state, credits and the dispatcher cost;
-//!   (and the same pair on the TCP backend);
+//!   on the same backend, both ends sleeping in the completion queue's wait or both
+//!   busy-polling it (`_polled`, as `ib_send_lat`): what marshaling, negotiation state, credits
+//!   and the dispatcher cost; (and the same pair on the TCP backend);
 //! * a call with a 1 MiB DDP-eligible argument (a Read chunk the server RDMA-Reads straight
 //!   into the call message), its message copied by the client (`call`) or lent (`call_lent`),
 //!   against a raw 1 MiB RDMA Read on the same backend;
@@ -28,7 +29,7 @@ use rpcrdma_verbs::{
 
 #[path = "common/round_trip.rs"]
 mod round_trip;
-use round_trip::{reply_to, rpc_pair, Caller, RawPair};
+use round_trip::{reply_to, rpc_pair, Caller, RawPair, Wait};
 
 const T: Duration = Duration::from_secs(5);
 const MIB: usize = 1 << 20;
@@ -43,9 +44,11 @@ fn round_trip<B: Backend + Clone>(c: &mut Criterion, group: &str, b: B) {
     let mut g = c.benchmark_group(group);
     g.throughput(Throughput::Elements(1));
 
-    let raw = RawPair::start(&b);
-    g.bench_function("raw_send_recv", |bench| bench.iter(|| raw.round_trip()));
-    raw.stop();
+    for (name, wait) in [("raw_send_recv", Wait::Sleep), ("raw_send_recv_polled", Wait::Poll)] {
+        let raw = RawPair::start(&b, wait);
+        g.bench_function(name, |bench| bench.iter(|| raw.round_trip()));
+        raw.stop();
+    }
 
     let (_server, client) = rpc_pair(b);
     let mut caller = Caller::new(&client);

@@ -18,7 +18,7 @@ use rpcrdma_verbs::{Backend, InProcess, Tcp};
 
 #[path = "../benches/common/round_trip.rs"]
 mod round_trip;
-use round_trip::{rpc_pair, Caller, RawPair};
+use round_trip::{rpc_pair, Caller, RawPair, Wait};
 
 /// The process's thread switches (voluntary and not) and CPU time in clock ticks, summed
 /// over its live threads.
@@ -58,7 +58,7 @@ fn measure(label: &str, n: usize, mut f: impl FnMut()) {
     // own tick (its ABI).
     let cpu_us = (t1 - t0) as f64 * 10_000.0 / n as f64;
     println!(
-        "{label:>5}: {:7.1} us a round trip, {:5.2} switches, {:6.1} us CPU",
+        "{label:>10}: {:7.1} us a round trip, {:5.2} switches, {:6.1} us CPU",
         took.as_secs_f64() * 1e6 / n as f64,
         (s1 - s0) as f64 / n as f64,
         cpu_us
@@ -70,10 +70,12 @@ fn run<B: Backend + Clone>(b: B, calls: usize, rounds: usize) {
     // would drive the readiness loop for the raw pair's threads), made afresh each round.
     for round in 1..=rounds {
         println!("round {round}");
-        let raw = RawPair::start(&b);
-        (0..100).for_each(|_| raw.round_trip());
-        measure("raw", calls, || raw.round_trip());
-        raw.stop();
+        for (label, wait) in [("raw", Wait::Sleep), ("raw-polled", Wait::Poll)] {
+            let raw = RawPair::start(&b, wait);
+            (0..100).for_each(|_| raw.round_trip());
+            measure(label, calls, || raw.round_trip());
+            raw.stop();
+        }
         let (server, client) = rpc_pair(b.clone());
         let mut caller = Caller::new(&client);
         // The probe settles, the buffers are registered.

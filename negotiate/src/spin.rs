@@ -9,7 +9,11 @@
 use std::time::{Duration, Instant};
 
 /// Spin-loop hints between two looks: a look every few hundred nanoseconds, not continuously.
-const SPINS_BETWEEN_LOOKS: u32 = 128;
+/// A hint (x86's PAUSE) takes from a few nanoseconds to some 40 depending on the CPU: 27 ns
+/// on the AMD EPYC these figures come from, where the 128 hints this was once meant 3.5 us
+/// between looks, and a 64-byte round trip in process took twice as long (7.0 us against
+/// 3.6 with 8, docs/benchmarks.md, "twenty-fourth session").
+const SPINS_BETWEEN_LOOKS: u32 = 8;
 
 /// Looks with `look` until it finds something or `limit` has passed; `None` if nothing came.
 /// A zero limit looks not at all. (A limit too long to add to an instant polls for a second.)

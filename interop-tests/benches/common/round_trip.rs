@@ -1,20 +1,54 @@
 //! The two 64-byte round trips measured side by side (`benches/rpc.rs`,
 //! `examples/round_trips.rs`): a raw Send and the answering Send between two threads on one
-//! backend, and a call through `negotiate`'s Client and Server on the same backend.
+//! backend, and a call through `negotiate`'s Client and Server on the same backend. The raw
+//! pair either sleeps in the completion queue's wait at both ends ([`Wait::Sleep`]) or
+//! busy-polls it at both ends, as `ib_send_lat` does ([`Wait::Poll`]): the second is the
+//! verbs' own floor, which a stack that polls before it sleeps is to be compared with.
 
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use negotiate::client::{Client, ClientConfig};
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
-use rpcrdma_verbs::{Access, Backend, ConnectRequest, Listener, Opcode, ProtectionDomain, QpCaps, QueuePair, Sge};
+use rpcrdma_verbs::{
+    Access, Backend, Completion, ConnectRequest, Listener, Opcode, ProtectionDomain, QpCaps, QueuePair, Sge,
+};
 
 const T: Duration = Duration::from_secs(5);
 
+/// How both ends of a [`RawPair`] wait for a completion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// In the completion queue's wait (`wait_cq`: a completion channel's sleep on real verbs).
+    Sleep,
+    /// Polling the completion queue without a pause (`poll_cq`), as `ib_send_lat` does.
+    Poll,
+}
+
+/// The next completion of `qp`, waited for as `wait` says; `None` after `timeout`.
+fn next_completion<Q: QueuePair>(qp: &Q, wait: Wait, timeout: Duration) -> Option<Completion> {
+    match wait {
+        Wait::Sleep => qp.wait_cq(timeout),
+        Wait::Poll => {
+            let until = Instant::now() + timeout;
+            let mut one = [Completion::default()];
+            loop {
+                if qp.poll_cq(&mut one) == 1 {
+                    return Some(one[0]);
+                }
+                if Instant::now() >= until {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
 /// The raw pair: this side's queue pair and buffers, and the echoing thread.
 pub struct RawPair<B: Backend> {
+    wait: Wait,
     qp: B::Qp,
     buf: <B::Pd as ProtectionDomain>::Region,
     msg: <B::Pd as ProtectionDomain>::Region,
@@ -24,8 +58,8 @@ pub struct RawPair<B: Backend> {
 
 impl<B: Backend + Clone> RawPair<B> {
     /// Connects to a thread that answers each 64-byte Send with one, Receives reposted each
-    /// time.
-    pub fn start(b: &B) -> Self {
+    /// time; both ends wait as `wait` says.
+    pub fn start(b: &B, wait: Wait) -> Self {
         let listener = b.listen(&b.any_address()).unwrap();
         let addr = listener.local_addr();
         let b2 = b.clone();
@@ -36,8 +70,9 @@ impl<B: Backend + Clone> RawPair<B> {
             let req = listener.get_request(T).unwrap();
             let qp = req.accept_with(&pd, &[], QpCaps::default(), |qp| qp.post_recv(0, Sge::whole(&buf))).unwrap();
             let mut n = 0u64;
-            // Each Receive's completion is followed by our Send's; an error ends the loop.
-            while let Some(c) = qp.wait_cq(Duration::from_secs(3600)) {
+            // Each Receive's completion is followed by our Send's; an error (the disconnect's
+            // flush) ends the loop.
+            while let Some(c) = next_completion(&qp, wait, Duration::from_secs(3600)) {
                 if !c.is_ok() {
                     break;
                 }
@@ -52,7 +87,7 @@ impl<B: Backend + Clone> RawPair<B> {
         let (qp, _) = b.connect(&pd, &addr, &[], QpCaps::default(), T).unwrap();
         let buf = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
         let msg = pd.register(vec![2; 64], Access::empty()).unwrap();
-        RawPair { qp, buf, msg, echo, _pd: pd }
+        RawPair { wait, qp, buf, msg, echo, _pd: pd }
     }
 
     /// One round trip: a Receive posted, the Send, and the waits until the answer came.
@@ -60,7 +95,7 @@ impl<B: Backend + Clone> RawPair<B> {
         self.qp.post_recv(1, Sge::whole(&self.buf)).unwrap();
         self.qp.post_send(2, &[Sge::whole(&self.msg)], None).unwrap();
         loop {
-            let c = self.qp.wait_cq(T).expect("the echo's answer");
+            let c = next_completion(&self.qp, self.wait, T).expect("the echo's answer");
             assert!(c.is_ok());
             if c.opcode == Opcode::Recv {
                 break;

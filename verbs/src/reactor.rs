@@ -207,9 +207,16 @@ impl Reactor {
         DRIVING.with(|d| d.set(true));
         let mut aside = drive::Aside::default();
         loop {
-            if let Some(sleep) = self.guests.keep_aside(&mut aside) {
-                std::thread::sleep(sleep);
-                continue;
+            match self.guests.keep_aside(&mut aside) {
+                Some(drive::StayAside::For(sleep)) => {
+                    std::thread::sleep(sleep);
+                    continue;
+                }
+                Some(drive::StayAside::UntilLeft) => {
+                    self.guests.stay_aside_until_left();
+                    continue;
+                }
+                None => {}
             }
             // (A guest that took the driver since is left to it.)
             let Some(mut d) = self.try_driver() else { continue };

@@ -70,6 +70,10 @@ struct State<B: Backend> {
     /// When a call last started or ended: the dispatcher receives only after [`LINGER`]
     /// without calls, so that back-to-back calls keep receiving their own replies.
     last_active: Instant,
+    /// When the dispatcher, waiting for this lane's callers (`Waiting::Callers`), looks
+    /// next; `None` while it does anything else. Its waits are not cut to a tick: a call's
+    /// end that needs it sooner (the lane idle after [`LINGER`]) pokes it ([`Shared::end`]).
+    dispatcher_due: Option<Instant>,
     /// Whether the backend's connections wake a task when a message arrives
     /// ([`Connection::arm_receive`]); learned when a connection is made.
     arms: bool,
@@ -236,16 +240,24 @@ impl<B: Backend> State<B> {
         }
     }
 
-    /// How long a wait may last: until the core's next deadline, at least 1 ms; at most
-    /// [`LINGER`] while calls are in progress, [`IDLE_WAIT`] without.
+    /// How long a wait may last: until the core's next deadline (a call's, a reconnect's),
+    /// at least 1 ms, at most [`IDLE_WAIT`] or the requester's timeout. No shorter: nothing
+    /// is looked at on a tick, a thread waiting for a message is woken by it, and what else
+    /// needs a waiting thread sooner wakes it (issue 25: no polling ticks).
     fn wait_for_deadline(&self) -> Duration {
-        // Idle, at most the requester's timeout: a call started while the dispatcher waits
-        // for a message (its caller parks, or its task waits) has its deadline looked at in
-        // time, with nobody told.
-        let idle = IDLE_WAIT.min(self.core.timeout());
-        let most = if self.core.has_calls() { LINGER } else { idle };
+        // At most the requester's timeout: a call started while the dispatcher waits for a
+        // message (its caller parks, or its task waits) has its deadline looked at in time,
+        // with nobody told.
+        let most = IDLE_WAIT.min(self.core.timeout());
         let until = self.core.poll_timeout().map(|d| d.saturating_duration_since(Instant::now()));
         until.unwrap_or(most).min(most).max(Duration::from_millis(1))
+    }
+
+    /// Whether calls are in progress with nobody receiving for them, not even an async
+    /// call's task armed on the connection: the dispatcher takes the role after [`GRACE`].
+    fn unreceived(&self) -> bool {
+        let tasks_armed = self.arms && self.tasks > 0 && !self.threads_wait();
+        self.receiver == Receiver::Nobody && self.core.has_calls() && !tasks_armed
     }
 
     /// Whether an async call waits with nobody receiving for it: the dispatcher's to do, on a
@@ -409,6 +421,7 @@ impl<B: Backend + Clone> Lane<B> {
                 posted: own_keys::with_capacity(CALLS_AT_ONCE),
                 receiver: Receiver::Nobody,
                 last_active: Instant::now(),
+                dispatcher_due: None,
                 arms: false,
                 armed_task: None,
                 unpark: Vec::with_capacity(CALLS_AT_ONCE),
@@ -793,7 +806,11 @@ impl<B: Backend> Shared<B> {
             None => st.core.finish_call(xid),
         }
         st.wake();
-        if st.receiver == Receiver::Nobody && st.stop_receiving(None) {
+        // The dispatcher asleep for longer than the lane's idle wait: told, so that it takes
+        // the receiving role LINGER after the last call (once a quiet spell: it then looks
+        // again within LINGER while calls keep ending).
+        let linger_due = st.dispatcher_due.is_some_and(|due| due > now + LINGER);
+        if (st.receiver == Receiver::Nobody && st.stop_receiving(None)) || linger_due {
             self.poke.poke();
         }
     }

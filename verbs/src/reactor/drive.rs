@@ -19,7 +19,11 @@
 //! guest that serves a call is usually back within it), then takes over, so that readiness
 //! nobody waits for (another connection's frames, a deadline) is never held up for longer
 //! while the threads that drove are busy; when it finds threads in the lobby it wakes them to
-//! drive instead. A guest that finds it driving asks it to step aside.
+//! drive instead. A guest that finds it driving asks it to step aside. While guests keep
+//! coming and going it looks again after 1 ms, then 2 ms ([`ASIDE_AT_MOST`]); a guest that
+//! has driven longer than that (one waiting long for a message) is left to it with no look
+//! on a tick: the loop's own thread sleeps until that guest leaves, which wakes it
+//! ([`Guests::keep_aside`]).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -31,12 +35,12 @@ use crate::lock;
 
 /// How long the loop's own thread stays aside after a guest stopped driving.
 const GRACE: Duration = Duration::from_millis(1);
-/// The longest the loop's own thread sleeps aside while a guest drives before it looks
-/// again (it is not told when a guest stops: that would be a wake-up a call). It bounds how
-/// long readiness nobody waits in the lobby for (a queue pair's waiter that found another
-/// thread driving, a deadline) may wait when a guest leaves for long: 2 ms, at a cost of
-/// 500 wake-ups a second while a guest drives (an idle server's loop; a few microseconds of
-/// CPU each).
+/// The longest the loop's own thread sleeps aside on a timer while a guest drives before it
+/// looks again (it is not told when a guest stops: that would be a wake-up a call). It
+/// bounds how long readiness nobody waits in the lobby for (a queue pair's waiter that found
+/// another thread driving, a deadline) may wait when a guest leaves: 2 ms. A guest it finds
+/// still driving after that wakes it when it leaves instead (issue 25: no polling ticks;
+/// before, a guest waiting 1 s for a reply cost 500 wake-ups of this thread).
 const ASIDE_AT_MOST: Duration = Duration::from_millis(2);
 /// Threads in the lobby at once that it holds without growing.
 const LOBBY_SIZED: usize = 64;
@@ -57,6 +61,11 @@ pub(super) struct Guests {
     /// The threads waiting to drive ([`Readiness::drive`]).
     lobby: Mutex<Vec<Thread>>,
     in_lobby: AtomicUsize,
+    /// The loop's own thread sleeps aside until a guest leaves (set by it, taken by the
+    /// guest that wakes it).
+    own_parked: AtomicBool,
+    /// The loop's own thread, once it runs.
+    own: std::sync::OnceLock<Thread>,
 }
 
 impl Default for Guests {
@@ -70,6 +79,8 @@ impl Default for Guests {
             // (Sized once: a steady state allocates nothing.)
             lobby: Mutex::new(Vec::with_capacity(LOBBY_SIZED)),
             in_lobby: AtomicUsize::new(0),
+            own_parked: AtomicBool::new(false),
+            own: std::sync::OnceLock::new(),
         }
     }
 }
@@ -83,21 +94,62 @@ impl Default for Aside {
     }
 }
 
+/// How the loop's own thread stays aside ([`Guests::keep_aside`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum StayAside {
+    /// For this long, then it looks again.
+    For(Duration),
+    /// Until the guest driving leaves, which wakes it.
+    UntilLeft,
+}
+
 impl Guests {
     fn now(&self) -> u64 {
         self.born.elapsed().as_nanos() as u64
     }
 
-    /// For the loop's own thread: how long to stay aside, or `None` to drive.
-    pub(super) fn keep_aside(&self, aside: &mut Aside) -> Option<Duration> {
+    /// For the loop's own thread: how long to stay aside, or `None` to drive. A guest found
+    /// driving at each look for longer than [`ASIDE_AT_MOST`] is waited out: the next stay is
+    /// [`StayAside::UntilLeft`], and [`Guests::stay_aside_until_left`] carries it out.
+    pub(super) fn keep_aside(&self, aside: &mut Aside) -> Option<StayAside> {
         if self.driving.load(Ordering::Acquire) {
             let sleep = aside.0;
-            aside.0 = (aside.0 * 2).min(ASIDE_AT_MOST);
-            return Some(sleep);
+            if sleep > ASIDE_AT_MOST {
+                // (Back to short looks once that guest has left: the next may be quick.)
+                *aside = Aside::default();
+                return Some(StayAside::UntilLeft);
+            }
+            aside.0 *= 2;
+            return Some(StayAside::For(sleep));
         }
         *aside = Aside::default();
         let since = Duration::from_nanos(self.now().saturating_sub(self.left.load(Ordering::Acquire)));
-        (since < GRACE).then(|| GRACE - since)
+        (since < GRACE).then(|| StayAside::For(GRACE - since))
+    }
+
+    /// The loop's own thread sleeps until the guest driving now leaves (at once if none
+    /// does by the time it has said it sleeps: the guest's drop and this look at each
+    /// other's flags across SeqCst fences, so that one of them sees the other).
+    pub(super) fn stay_aside_until_left(&self) {
+        let me = self.own.get_or_init(std::thread::current);
+        self.own_parked.store(true, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.driving.load(Ordering::SeqCst) {
+            // (A spurious wake-up, or one from a guest that left before this slept, only
+            // looks again.)
+            debug_assert_eq!(me.id(), std::thread::current().id());
+            std::thread::park();
+        }
+        self.own_parked.store(false, Ordering::SeqCst);
+    }
+
+    /// A guest left: the loop's own thread, if it sleeps until then, is woken.
+    fn wake_own(&self) {
+        if self.own_parked.swap(false, Ordering::SeqCst) {
+            if let Some(own) = self.own.get() {
+                own.unpark();
+            }
+        }
     }
 
     /// The loop's own thread holds the driver: false when it should not wait with it, since
@@ -183,9 +235,12 @@ impl Drop for Guest<'_> {
         drop(self.driver.take());
         // Given up first, then looked at: a thread that came to the lobby while this one
         // drove is there by now, and takes over. (The fence orders the unlock, a release,
-        // before the count's load, as the lobby's SeqCst count and `try_driver` need.)
+        // before the count's load, as the lobby's SeqCst count and `try_driver` need; and
+        // `driving`'s store before the look at `own_parked`, as `stay_aside_until_left`
+        // needs.)
         std::sync::atomic::fence(Ordering::SeqCst);
         self.guests.call();
+        self.guests.wake_own();
     }
 }
 

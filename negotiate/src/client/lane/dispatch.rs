@@ -198,6 +198,7 @@ impl<B: Backend> Shared<B> {
             }
             Waiting::Callers => {
                 let mut st = self.lock();
+                st.dispatcher_due = None;
                 st.core.handle_timeout(Instant::now());
                 st = self.release_abandoned(st, None);
                 st.wake();
@@ -205,8 +206,7 @@ impl<B: Backend> Shared<B> {
                 // wait: receive for them rather than leave their replies waiting. Async calls
                 // on a backend that cannot wake their tasks: for them at once; on one that
                 // can, never while they wait (the connection wakes them).
-                let tasks_armed = st.arms && st.tasks > 0 && !st.threads_wait();
-                let unserved = !poked && st.receiver == Receiver::Nobody && st.core.has_calls() && !tasks_armed;
+                let unserved = !poked && st.unreceived();
                 if unserved || st.tasks_unserved() || st.dispatcher_wanted() {
                     if let Some(link) = st.core.link().cloned() {
                         st.receive_for_all(Receiver::Dispatcher);
@@ -314,15 +314,21 @@ impl<B: Backend> Shared<B> {
             if !st.tasks_unserved() && !st.dispatcher_wanted() && (!idle || st.receiver != Receiver::Nobody) {
                 // Callers receive (or will, when the next call starts); the clock is still
                 // ours to read, at the core's next deadline. Calls nobody receives for get
-                // GRACE; without calls, the receiving role is the dispatcher's after LINGER.
+                // GRACE; the receiving role is the dispatcher's LINGER after the last call,
+                // looked at again LINGER after the last call began or ended (an idle timer
+                // re-armed lazily, as quinn's is); after a quiet spell only at the deadline,
+                // unless a call's end pokes (`Shared::end`).
                 let mut wait = st.wait_for_deadline();
-                if st.core.has_calls() && st.receiver == Receiver::Nobody {
+                let since = st.last_active.elapsed();
+                if st.unreceived() {
                     wait = wait.min(GRACE);
-                } else if !st.core.has_calls() {
-                    wait = wait.min(LINGER.saturating_sub(st.last_active.elapsed()).max(Duration::from_millis(1)));
+                } else if since < LINGER {
+                    wait = wait.min((LINGER - since).max(Duration::from_millis(1)));
                 }
+                let due = Instant::now() + wait;
+                st.dispatcher_due = Some(due);
                 *waiting = Waiting::Callers;
-                return Some(Instant::now() + wait);
+                return Some(due);
             }
             st.receive_for_all(Receiver::Dispatcher);
             return Some(self.receive_turn(st, &link, waiting, alone));

@@ -1,0 +1,96 @@
+//! Issue 25, "timers come from `poll_timeout`: no polling ticks anywhere": while a call waits
+//! a second for a slow handler, no thread of the client, the server or the TCP backend's
+//! readiness loop wakes on a tick. Counted from the kernel's context-switch counts of the
+//! process's threads (`/proc/self/task/*/status`), Linux only; one test in this binary, so
+//! that no other test's threads are counted.
+//!
+//! Before this was so, a blocking caller receiving for itself looked again every 20 ms
+//! (`LINGER`), the client's dispatcher as often, and the TCP backend's loop thread every
+//! 2 ms while a guest drove it: 45, 44 and 424 wake-ups in the 0.9 s counted here.
+
+#![cfg(target_os = "linux")]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use negotiate::client::{Client, ClientConfig};
+use negotiate::server::{Server, ServerConfig};
+use rpcrdma_v1::ulb::OpaqueAtUlb;
+use rpcrdma_verbs::{Backend, InProcess, Tcp};
+
+const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+
+/// How long the handler takes, and how long of it is counted.
+const HANDLER_TAKES: Duration = Duration::from_secs(1);
+const COUNTED: Duration = Duration::from_millis(900);
+
+/// The most context switches one group of threads (by name) may make in [`COUNTED`]: a few
+/// for the call's own hand-offs, where a 20 ms tick makes 45 and a 2 ms one 450.
+const QUIET_MOST: u64 = 12;
+
+/// Voluntary and involuntary context switches so far, summed by thread name (at most 15
+/// characters, as the kernel keeps).
+fn switches() -> BTreeMap<String, u64> {
+    let mut by_name = BTreeMap::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default().trim_end().to_string();
+        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
+        let n: u64 = status
+            .lines()
+            .filter(|l| l.contains("ctxt_switches"))
+            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .sum();
+        *by_name.entry(name).or_default() += n;
+    }
+    by_name
+}
+
+/// The switches each group of threads made while `call` ran on a thread named `caller`, in
+/// the first [`COUNTED`] of it.
+fn counted_during(caller: &str, call: impl FnOnce() + Send) -> BTreeMap<String, u64> {
+    std::thread::scope(|s| {
+        let before = switches();
+        let t = std::thread::Builder::new().name(caller.into()).spawn_scoped(s, call).unwrap();
+        std::thread::sleep(COUNTED);
+        let after = switches();
+        t.join().unwrap();
+        after.into_iter().map(|(name, n)| (name.clone(), n - before.get(&name).copied().unwrap_or(0))).collect()
+    })
+}
+
+fn a_slow_call_wakes_nobody_on_a_tick<B: Backend + Clone>(b: B, label: &str) {
+    let slow = |call: &[u8]| {
+        std::thread::sleep(HANDLER_TAKES);
+        [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat()
+    };
+    let server = Server::start(b.clone(), b.any_address(), ServerConfig::default(), Arc::new(ULB), slow).unwrap();
+    let client = Client::new(b, server.local_addr(), ClientConfig::default());
+    let call = |xid: u32| [xid.to_be_bytes(), [0; 4], [0; 4], [0; 4]].concat();
+    // The probe settled and the buffers registered first.
+    client.call(&call(1), &ULB).unwrap();
+
+    let blocking = counted_during("blocking-call", || assert_eq!(client.call(&call(2), &ULB).unwrap().len(), 16));
+    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let on_a_task =
+        counted_during("async-call", || assert_eq!(rt.block_on(client.call_async(&call(3), &ULB)).unwrap().len(), 16));
+    for (how, counts) in [("a blocking call", blocking), ("an async call", on_a_task)] {
+        eprintln!("{label}, {how}: context switches in {COUNTED:?} of a {HANDLER_TAKES:?} call: {counts:?}");
+        // The caller, the client's dispatcher, the server's loop threads, TCP's loop thread.
+        for (name, n) in &counts {
+            assert!(
+                *n <= QUIET_MOST,
+                "{label}, {how}: thread(s) {name:?} switched {n} times while the call waited: a tick"
+            );
+        }
+        // (And the threads that would tick were there to be counted.)
+        assert!(counts.contains_key("negotiate-clien") && counts.contains_key("negotiate-call"), "{label}: {counts:?}");
+    }
+}
+
+#[test]
+fn issue_25_no_polling_ticks_a_call_waiting_a_second_wakes_no_thread_on_a_tick() {
+    a_slow_call_wakes_nobody_on_a_tick(InProcess, "in process");
+    a_slow_call_wakes_nobody_on_a_tick(Tcp, "over TCP");
+    assert!(switches().contains_key("verbs-io"), "the TCP backend's loop thread was counted");
+}

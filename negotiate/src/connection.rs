@@ -23,7 +23,7 @@
 //!          ├─ poll_transmit ► what the core sends of its own, marshaled: an RDMA_ERROR, an
 //!          │                  extension's answer, a -07 GRANT, CONNPROP or reverse reply
 //!          ├─ poll_ready ──► a caller whose step is ready (take_step: Transmit, Reply, Failed)
-//!          ├─ poll_event ──► Event: connect, disconnect, idle
+//!          ├─ poll_event ──► Event: connect, disconnect (why), ended (how), idle
 //!          └─ poll_timeout ► the next instant handle_timeout is due
 //! ```
 //!
@@ -164,11 +164,50 @@ pub enum Event<L> {
         /// How long to wait first.
         after: Duration,
     },
-    /// Close this transport connection (a call had no reply within the requester's timeout:
-    /// RFC 8166 section 4.5.4), then report [`Connection::handle_link_down`] once it is down.
-    Disconnect(L),
+    /// Close this transport connection, for `cause`, then report
+    /// [`Connection::handle_link_down`] once it is down.
+    Disconnect {
+        /// The transport connection to close.
+        link: L,
+        /// Why: the words for its close and its log.
+        cause: CloseCause,
+    },
+    /// A transport connection of this side's ended, as [`Connection::handle_link_down`] was
+    /// told: how, with its cause (closed here and why, or lost and the first error that was
+    /// reaped). Calls in flight on it go out again on the next, or fail with this as their
+    /// cause. Nothing to do: for the driver's log and counts.
+    Ended(Ended),
     /// The connection has been silent for its idle timeout: the serving side closes it.
     Idle,
+}
+
+/// Why the core asks for its transport connection to be closed ([`Event::Disconnect`]).
+///
+/// ```
+/// use std::time::Duration;
+/// use negotiate::connection::CloseCause;
+/// let cause = CloseCause::ReplyTimeout { timeout: Duration::from_secs(30) };
+/// assert_eq!(cause.to_string(), "a call had no reply within the requester's timeout (30s)");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseCause {
+    /// A call had no reply within the requester's timeout: the connection is closed, which
+    /// fences the call's memory, and the call goes out again on the next (RFC 8166 section
+    /// 4.5.4).
+    ReplyTimeout {
+        /// The requester's timeout.
+        timeout: Duration,
+    },
+}
+
+impl std::fmt::Display for CloseCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CloseCause::ReplyTimeout { timeout } => {
+                write!(f, "a call had no reply within the requester's timeout ({timeout:?})")
+            }
+        }
+    }
 }
 
 /// One connection's decisions, both directions: see the [module documentation](self).

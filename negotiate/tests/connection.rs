@@ -7,10 +7,12 @@ use std::time::{Duration, Instant};
 
 use cm_private_data::{Flags, PrivateData};
 use negotiate::client::ClientConfig;
-use negotiate::connection::{Arrival, CallStep, Connection, Event, Received};
+use negotiate::connection::{Arrival, CallStep, CloseCause, Connection, Event, Received};
+use negotiate::datapath::Ended;
 use negotiate::responder::ResponderConfig;
 use rpcrdma_v1::marshal_call::CallForm;
 use rpcrdma_v1::Version;
+use rpcrdma_verbs::{Completion, Status};
 
 fn bytes(words: &[u32]) -> Vec<u8> {
     words.iter().flat_map(|w| w.to_be_bytes()).collect()
@@ -133,7 +135,36 @@ fn rfc8166_4_5_4_a_call_past_its_deadline_closes_the_connection_however_the_cloc
         assert_eq!(client.poll_event(), None, "{before:?} after the call: not due");
     }
     client.handle_timeout(now + timeout);
-    assert_eq!(client.poll_event(), Some(Event::Disconnect(7)), "the call's deadline passed");
+    let cause = CloseCause::ReplyTimeout { timeout };
+    assert_eq!(client.poll_event(), Some(Event::Disconnect { link: 7, cause }), "the call's deadline passed");
+}
+
+/// Issue 25: the connection's end comes out of `poll_event` with its cause, in its place
+/// among the events: closed here for the reason the core gave (then the next connection is
+/// asked for), or lost under this side with the first error completion reaped on it.
+#[test]
+fn issue_25_the_connections_end_comes_out_of_poll_event_with_its_cause() {
+    let (mut client, _server, now) = settled(PrivateData::default(), PrivateData::default());
+    let timeout = ClientConfig::default().requester.timeout;
+    client.start_call(2, now).unwrap();
+    let Some(CallStep::Transmit { link: 7, .. }) = client.take_step(2) else { panic!("no transmission") };
+    client.handle_sent(CallForm::Short, 1);
+    client.handle_timeout(now + timeout);
+    let Some(Event::Disconnect { link: 7, cause }) = client.poll_event() else { panic!("the deadline closes link 7") };
+    // The driver closes the link for that cause, and reports it down.
+    let closed = Ended::Closed(cause.to_string());
+    client.handle_link_down(closed.clone(), now + timeout);
+    assert_eq!(client.poll_event(), Some(Event::Ended(closed)), "the end, with the words it was closed for");
+    assert!(matches!(client.poll_event(), Some(Event::Connect { .. })), "then the next connection");
+    assert_eq!(client.poll_event(), None);
+
+    // The next connection is lost under this side: its end carries the completion that said so.
+    client.handle_connected(8, None, &[], now + timeout);
+    let first_error = Completion { status: Status::RnrRetryExceeded, ..Completion::default() };
+    let lost = Ended::Lost { first_error: Some(first_error) };
+    client.handle_link_down(lost.clone(), now + timeout);
+    assert_eq!(client.poll_event(), Some(Event::Ended(lost.clone())));
+    assert_eq!(client.ended().last(), Some(&lost), "and kept among the latest ends");
 }
 
 /// A reply's caller is woken before anything its credit lets go: the core routes the reply

@@ -1025,8 +1025,12 @@ fn draft07_4_2_1_a_window_shut_with_nothing_in_flight_closes_the_connection() {
     c.handle_timeout(due - Duration::from_millis(1));
     assert!(c.poll_event().is_none(), "the connection stays until the timeout");
     c.handle_timeout(due);
-    assert!(matches!(c.poll_event(), Some(negotiate::connection::Event::Disconnect(1))), "closed at the timeout");
+    assert!(
+        matches!(c.poll_event(), Some(negotiate::connection::Event::Disconnect { link: 1, .. })),
+        "closed at the timeout"
+    );
     c.handle_link_down(Ended::Closed("shut window".into()), due);
+    assert!(matches!(c.poll_event(), Some(negotiate::connection::Event::Ended(Ended::Closed(_)))));
     assert!(matches!(c.poll_event(), Some(negotiate::connection::Event::Connect { .. })));
     c.handle_connected(2, None, &[], due);
     let again = transmit(&mut c, 2);

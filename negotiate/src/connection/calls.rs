@@ -7,7 +7,7 @@ use rpcrdma_v1::header::Detached;
 use rpcrdma_v1::marshal_call::{CallForm, InlineThresholds};
 use rpcrdma_v1::Version;
 
-use super::{Connection, Event, Received};
+use super::{CloseCause, Connection, Event, Received};
 use crate::client_config::{ClientConfig, ClientError, ClientStats};
 use crate::datapath::{DataPathError, Ended, ReplyParams};
 use crate::memory::PeerMemory;
@@ -411,6 +411,7 @@ impl<L: Clone> Connection<L> {
         if self.ended.len() == ENDED_KEPT {
             self.ended.pop_front();
         }
+        self.events.push_back(Event::Ended(ended.clone()));
         self.ended.push_back(ended);
         self.link = None;
         self.forget_transmissions();
@@ -575,7 +576,8 @@ impl<L: Clone> Connection<L> {
                 RequesterEvent::Connect => self.events.push_back(Event::Connect { after: self.backoff }),
                 RequesterEvent::Disconnect => {
                     if let Some(link) = self.link.clone() {
-                        self.events.push_back(Event::Disconnect(link));
+                        let cause = CloseCause::ReplyTimeout { timeout: self.cfg.requester.timeout };
+                        self.events.push_back(Event::Disconnect { link, cause });
                     }
                 }
             }

@@ -143,6 +143,9 @@ pub struct SimClient {
     connect_at: Option<Duration>,
     connects: u32,
     wrong: Option<String>,
+    /// The ends told to the core (`Core::handle_link_down`) that its
+    /// [`CoreEvent::Ended`] has yet to report.
+    end_told: std::collections::VecDeque<Ended>,
     /// A call sent more times than its attempts allow ([`super::Faults::max_attempts`]).
     beyond: Option<String>,
     bound: Duration,
@@ -195,6 +198,7 @@ impl SimClient {
             connect_at: None,
             connects: 0,
             wrong: None,
+            end_told: std::collections::VecDeque::new(),
             beyond: None,
             bound,
             abandoned: (0, 0),
@@ -316,7 +320,12 @@ impl SimClient {
                 self.take_step(sim, xid);
                 continue;
             }
-            let Some(action) = self.core.poll_event() else { return };
+            let Some(action) = self.core.poll_event() else {
+                if let Some(told) = self.end_told.pop_front() {
+                    self.wrong.get_or_insert(format!("the core never reported the end it was told: {told:?}"));
+                }
+                return;
+            };
             match action {
                 CoreEvent::Connect { after } => {
                     sim.record(Event::ConnectAsked { after });
@@ -326,14 +335,20 @@ impl SimClient {
                 }
                 // A call timed out: close the connection (RFC 8166 section 4.5.4), which fences
                 // its memory; the core requeues what was in flight on it.
-                CoreEvent::Disconnect(link) => {
+                CoreEvent::Disconnect { link, cause } => {
                     if sim.link.as_ref().is_some_and(|l| l.id == link) {
                         if let Some(id) = sim.link_down(Closer::ClientTimeout) {
                             sim.with_server(|s, sim| s.handle_disconnected(sim, id));
-                            self.handle_link_down(sim, id, true);
+                            self.handle_link_down(sim, id, Some(cause.to_string()));
                         }
                     }
                 }
+                // The end the core was told of, once, with its cause, in its place in the
+                // events: what a driver's log and counts read.
+                CoreEvent::Ended(ended) => match self.end_told.pop_front() {
+                    Some(told) if told == ended => {}
+                    told => self.wrong = Some(format!("the core reported the end {ended:?}, told {told:?}")),
+                },
                 CoreEvent::Idle => self.wrong = Some("a client's connection reported itself idle".into()),
             }
         }
@@ -645,12 +660,13 @@ impl SimClient {
 
     /// A fault broke the link under the client.
     pub fn handle_disconnected(&mut self, sim: &mut Sim, link: u32) {
-        self.handle_link_down(sim, link, false);
+        self.handle_link_down(sim, link, None);
     }
 
     /// The link went down (`closed_here`: the client closed it): what was transmitted on it is
     /// fenced (its registrations died with it) and the core requeues or fails its calls.
-    fn handle_link_down(&mut self, sim: &mut Sim, link: u32, closed_here: bool) {
+    fn handle_link_down(&mut self, sim: &mut Sim, link: u32, closed_for: Option<String>) {
+        let closed_here = closed_for.is_some();
         if self.core.link() != Some(&link) {
             return;
         }
@@ -672,11 +688,11 @@ impl SimClient {
         for xid in fenced {
             self.release(sim, xid);
         }
-        let ended = if closed_here {
-            Ended::Closed("a call had no reply within the requester's timeout".into())
-        } else {
-            Ended::Lost { first_error: None }
+        let ended = match closed_for {
+            Some(cause) => Ended::Closed(cause),
+            None => Ended::Lost { first_error: None },
         };
+        self.end_told.push_back(ended.clone());
         self.core.handle_link_down(ended, sim.instant());
         self.note_core(sim, None);
     }

@@ -279,10 +279,9 @@ impl<B: Backend> Shared<B> {
             for action in actions {
                 match action {
                     Event::Connect { after } => connect_at = Some(Instant::now() + after),
-                    Event::Disconnect(l) => {
-                        let t = self.cfg.requester.timeout;
-                        l.conn.close(format_args!("a call had no reply within the requester's timeout ({t:?})"));
-                    }
+                    Event::Disconnect { link, cause } => link.conn.close(format_args!("{cause}")),
+                    // (Logged by the core as it learned it; the calls' failures carry it.)
+                    Event::Ended(_) => {}
                     // (A server's connection's: a client's never is idle.)
                     Event::Idle => {}
                 }

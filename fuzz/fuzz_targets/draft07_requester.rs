@@ -103,7 +103,7 @@ fuzz_target!(|data: &[u8]| {
         now += Duration::from_millis(100 * u64::from(message.last().copied().unwrap_or(0)));
         c.handle_timeout(now);
         while let Some(event) = c.poll_event() {
-            if let negotiate::connection::Event::Disconnect(_) = event {
+            if let negotiate::connection::Event::Disconnect { .. } = event {
                 c.handle_link_down(negotiate::datapath::Ended::Closed("fuzz".into()), now);
             }
         }

@@ -30,8 +30,11 @@
 //! A received message is judged once, by the one version dispatch
 //! (`rpcrdma_v2::verdict`), into [`Received`], which carries the validated header view:
 //! a server serves a call with that view, and nothing reads its words again (a client's
-//! reply is judged here on the receiving thread; the caller's thread, which the bytes move
-//! to, derives the view again to reassemble it). `L` is the driver's handle of one transport
+//! reply is judged here on the receiving thread and its view detached,
+//! [`Connection::take_judged_reply`]; the caller's thread, which the bytes move to, lays it
+//! over them again without a parse; a -07 message rewritten in Version One's shape has its
+//! view made as it is encoded, `Detached::encode`). `negotiate/tests/parse_once.rs` counts
+//! the headers validated: one a message, every form, every version. `L` is the driver's handle of one transport
 //! connection (an `Arc` of a queue pair for `Client`, a link number for the simulator).
 //!
 //! A forward call and its reply, bytes only: the client's call goes out as the Version Two

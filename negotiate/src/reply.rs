@@ -6,7 +6,7 @@
 //! version word says (RDMA_ERR_VERS keeps one layout for every version).
 
 use rpcrdma_v1::direction::{classify as classify_direction, Direction, Role};
-use rpcrdma_v1::header::{Fixed, Header, HeaderError, HeaderLimits};
+use rpcrdma_v1::header::{Detached, Fixed, Header, HeaderError, HeaderLimits};
 use rpcrdma_v1::verdict::{self as v1, ErrorReply, ReceivePolicy};
 use rpcrdma_v1::Version;
 use rpcrdma_v2::options::{OptionalAnswer, Registry};
@@ -62,6 +62,8 @@ pub enum Incoming<'a> {
         xid: u32,
         /// The reply's header and RPC message.
         message: Vec<u8>,
+        /// The header's view, as the rewrite was encoded.
+        view: Detached,
     },
     /// A message whose effect is on the connection's state alone: a -07 RDMA2_GRANT, a
     /// CONNPROP, or a part of a continued reply kept for the rest.
@@ -161,8 +163,9 @@ fn judge<'a>(bytes: &'a [u8], limits: &HeaderLimits, options: Option<Options<'_>
 }
 
 /// The header view of a received message that the requester (or a client's [`Connection`]) already
-/// accepted as a reply or a backward call: the driver re-derives it from the same bytes in the
-/// thread that owns the call's chunks. `None` for anything the requester would not accept. A
+/// accepted as a reply or a backward call, parsed again from its bytes: for a tool or a test
+/// that holds only the bytes (the crate's own drivers keep the view the core judged,
+/// [`Connection::take_judged_reply`](crate::connection::Connection::take_judged_reply), and parse nothing twice). `None` for anything the requester would not accept. A
 /// draft-ietf-07 reply (RDMA2_REPLY_INLINE or RDMA2_REPLY_EXTERNAL, whole) gives the same Version
 /// One view its own lists make.
 ///
@@ -230,8 +233,8 @@ pub(crate) enum Outcome<'a> {
     /// continued reply it abandoned, if another); the RDMA2_ERROR waits in the connection's
     /// -07 state for room in the responder's window, as every answer of this side's does.
     MalformedAnswered(v2::Reason, Option<u32>),
-    /// A -07 continued reply, assembled in a buffer of its own.
-    Rewritten(Vec<u8>),
+    /// A -07 continued reply, assembled in a buffer of its own, with its header's view.
+    Rewritten(Vec<u8>, Detached),
     /// The answer to our RDMA_OPTIONAL.
     OptionAnswer,
 }

@@ -864,11 +864,11 @@ impl Requester {
                 self.pump(now);
                 Incoming::Reply { xid, header }
             }
-            reply::Outcome::Rewritten(message) => {
+            reply::Outcome::Rewritten(message, view) => {
                 self.settle_on_reply(probe, head.credit, now);
                 self.finish(xid);
                 self.pump(now);
-                Incoming::ReplyRewritten { xid, message }
+                Incoming::ReplyRewritten { xid, message, view }
             }
             reply::Outcome::MalformedAnswered(e, also) => {
                 log::warn!("{} answered call {xid:#010x} with a broken reply: {e}", self.addr);

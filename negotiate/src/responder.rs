@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use cm_private_data::PrivateData;
 use rpcrdma_v1::credits::ResponderCredits;
 use rpcrdma_v1::direction::{classify, Direction, Role};
-use rpcrdma_v1::header::{Header, HeaderLimits};
+use rpcrdma_v1::header::{Detached, Header, HeaderLimits};
 use rpcrdma_v1::verdict::{self as v1, ErrorReply, ReceivePolicy};
 use rpcrdma_v1::Version;
 use rpcrdma_v2::options::{OptionalAnswer, Registry};
@@ -233,6 +233,8 @@ struct Draft07 {
     reassembly: Reassembly,
     /// The last [`Received::Rewritten`] call, until taken.
     rewritten: Option<Vec<u8>>,
+    /// Its header's view, laid over it when it is judged ([`Responder::handle_rewritten`]).
+    rewritten_view: Option<Detached>,
     /// The properties this side states ([`Responder::set_draft07_properties`]).
     ours: Properties,
     /// The requester's properties as its CONNPROP messages so far state them, applied when
@@ -277,6 +279,7 @@ impl Draft07 {
             credits,
             reassembly: Reassembly::new(cfg.max_continued),
             rewritten: None,
+            rewritten_view: None,
             ours: Properties::default(),
             pending: Properties::default(),
             theirs: None,
@@ -668,26 +671,22 @@ impl Responder {
 
     /// Judges a call [`Responder::take_rewritten`] gave, `behind` as for
     /// [`Responder::handle_receive_behind`]: its message rules (an RPC XID unlike the header's is
-    /// RDMA2_ERR_BAD_XDR, section 7.2), then it is a call in flight like any other. (The
-    /// chunk rules, checked when its -07 header was received, hold again: the lists are the
-    /// same, but for the Call chunk, now first in the Read list, which is not one of the Read
-    /// chunks `HeaderLimits::max_read_chunks` counts: section 7.3.1's limit was checked on
-    /// the -07 header.)
+    /// RDMA2_ERR_BAD_XDR, section 7.2), then it is a call in flight like any other. Its header
+    /// is not parsed again: the chunk rules were checked when its -07 header was received,
+    /// and its view was kept as the rewrite was encoded (`Detached::encode`). Bytes other than
+    /// the rewrite taken (of another length) are dropped.
     pub fn handle_rewritten<'a>(&mut self, bytes: &'a [u8], behind: Behind) -> Received<'a> {
-        let Some(f) = Fixed::read(bytes) else { return Received::Dropped };
-        let kind = if f.proc == Some(1) { MessageKind::NoMsg } else { MessageKind::Msg };
-        let limits = self.cfg.limits.max_read_chunks(u32::MAX);
-        match Header::parse_chunk_lists(bytes, kind, &limits) {
-            Ok(h) => {
-                self.credits.grant(self.cfg.credits);
-                self.take_call(h, behind)
-            }
-            Err(e) => {
-                log::warn!("-07 call {:#010x} refused: {e}", f.xid);
-                self.d07.inv_handles.remove(&f.xid);
-                Received::SendError(self.error07(f.xid, None, RDMA2_ERR_BAD_XDR))
-            }
+        let Some(h) = self.d07.rewritten_view.take().and_then(|view| view.attach(bytes)) else {
+            log::warn!("a rewritten -07 call judged with bytes not its own ({} bytes): dropped", bytes.len());
+            return Received::Dropped;
+        };
+        if let Err(e) = h.check_message_rules() {
+            log::warn!("-07 call {:#010x} refused: {e}", h.xid());
+            self.d07.inv_handles.remove(&h.xid());
+            return Received::SendError(self.error07(h.xid(), None, RDMA2_ERR_BAD_XDR));
         }
+        self.credits.grant(self.cfg.credits);
+        self.take_call(h, behind)
     }
 
     /// Section 6.5: a call's non-zero `rdma_inv_handle` that names one of the handles of its
@@ -1043,7 +1042,8 @@ impl Responder {
             }
             Step::Whole { header, message } if header.header_type() == HeaderType::CallInline => {
                 // The parts assembled: the call and its header go into a buffer of their own.
-                self.d07.rewritten = Some(header.version_one_shaped(MessageKind::Msg, &message));
+                let (rewritten, view) = header.version_one_shaped(MessageKind::Msg, &message);
+                (self.d07.rewritten, self.d07.rewritten_view) = (Some(rewritten), Some(view));
                 self.note_inv_handle(&header);
                 Err(Received::Rewritten)
             }
@@ -1053,7 +1053,8 @@ impl Responder {
                 HeaderType::CallExternal => {
                     // The whole call is in the Call chunk (section 6.3.5): Version One's
                     // RDMA_NOMSG with that chunk at position zero, as the serving path reads it.
-                    self.d07.rewritten = Some(header.version_one_shaped(MessageKind::NoMsg, &[]));
+                    let (rewritten, view) = header.version_one_shaped(MessageKind::NoMsg, &[]);
+                    (self.d07.rewritten, self.d07.rewritten_view) = (Some(rewritten), Some(view));
                     self.note_inv_handle(&header);
                     Err(Received::Rewritten)
                 }

@@ -28,6 +28,7 @@ use crate::Version;
 
 mod detached;
 pub use detached::Detached;
+pub mod validations;
 
 /// The only version this crate's own rules speak (RFC 8166 section 4.2.2).
 pub const RPCRDMA_VERSION: Version = Version::ONE;
@@ -509,6 +510,7 @@ impl<'a> Header<'a> {
         else {
             return Err(truncated_at_word(bytes.len()));
         };
+        validations::note();
         // One reader over the whole message, so error offsets count from its
         // first byte.
         let mut r = ChunkLists::reader(bytes, limits);
@@ -569,6 +571,24 @@ impl<'a> Header<'a> {
     /// The three chunk lists, as the chunk rules see them.
     pub fn chunk_lists(&self) -> ChunkLists<'a> {
         ChunkLists { reads: self.reads, writes: self.writes, reply: self.reply }
+    }
+
+    /// The message rules of [`Header::parse`] alone, for a view made without parsing its
+    /// bytes ([`Detached::encode`]'s, over a receiver's rewrite of another version's
+    /// message whose chunk rules it checked as it was received): RFC 8166 section 4.5.2's
+    /// examples of XDR errors, an RDMA_NOMSG with no chunk for its message and an XID that
+    /// differs from the RPC message's; and draft section 5.3.1, replies carry no Read list.
+    ///
+    /// ```
+    /// use rpcrdma_v1::header::{Detached, HeaderError, MessageKind};
+    /// use xdr_spec_rt::List;
+    /// // An RDMA_MSG whose RPC message has XID 8 under a header of XID 7.
+    /// let (bytes, view) = Detached::encode(7, 2, 32, MessageKind::Msg, &[], List::from_slice(&[]), None, &[0, 0, 0, 8, 0, 0, 0, 0]);
+    /// let h = view.attach(&bytes).unwrap();
+    /// assert_eq!(h.check_message_rules(), Err(HeaderError::XidMismatch { header: 7, rpc: 8 }));
+    /// ```
+    pub fn check_message_rules(&self) -> Result<(), HeaderError> {
+        self.check_message()
     }
 
     /// RFC 8166 section 4.5.2's examples of XDR errors: an RDMA_NOMSG with

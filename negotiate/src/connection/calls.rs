@@ -339,9 +339,8 @@ impl<L: Clone> Connection<L> {
             }
             // A -07 continued reply, assembled: its own buffer goes to the caller in place of
             // the Receive's bytes ([`Connection::deliver`]).
-            Incoming::ReplyRewritten { xid, message } => {
-                let limits = self.cfg.requester.limits;
-                self.judged_reply = crate::reply::reply_header(&message, &limits).map(|h| h.detach());
+            Incoming::ReplyRewritten { xid, message, view } => {
+                self.judged_reply = Some(view);
                 self.rewritten_reply = Some((xid, message));
                 return Received::Reply { xid };
             }

@@ -297,10 +297,12 @@ pub(crate) fn classify<'a>(
         Step::Whole { header, message: Cow::Owned(message) } => {
             // Its parts assembled: a buffer of its own, in Version One's shape, held to the same
             // rules as a reply in one Send (an RPC XID unlike `rdma_xid` is refused, 7.2).
-            let rewritten = header.version_one_shaped(MessageKind::Msg, &message);
-            match super::reply_header(&rewritten, limits) {
-                Some(_) => head(header.xid(), Outcome::Rewritten(rewritten)),
-                None => head(header.xid(), Outcome::Malformed(Reason::Draft07(RDMA2_ERR_BAD_XDR))),
+            // Its lists were checked as its parts arrived: the rewrite's view is kept as it
+            // was encoded, and only the message rules are checked (a message is judged once).
+            let (rewritten, view) = header.version_one_shaped(MessageKind::Msg, &message);
+            match view.attach(&rewritten).map(|h| h.check_message_rules()) {
+                Some(Ok(())) => head(header.xid(), Outcome::Rewritten(rewritten, view)),
+                _ => head(header.xid(), Outcome::Malformed(Reason::Draft07(RDMA2_ERR_BAD_XDR))),
             }
         }
         Step::Other(header)

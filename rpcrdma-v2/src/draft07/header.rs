@@ -10,7 +10,9 @@
 //! Version One's types and checked by Version One's one home for the chunk rules
 //! ([`ChunkLists`]); reassembly and reply marshaling take them as they are.
 
-use rpcrdma_v1::header::{ChunkLists, Fixed, HeaderError as ChunkError, HeaderLimits, MessageKind, ReadChunks};
+use rpcrdma_v1::header::{
+    ChunkLists, Detached, Fixed, HeaderError as ChunkError, HeaderLimits, MessageKind, ReadChunks,
+};
 use rpcrdma_v1::xdr::{RpcRdmaHeader, XdrReadChunk, XdrWriteChunk};
 use xdr_spec_rt::{List, Reader, Xdr};
 
@@ -296,6 +298,7 @@ impl<'a> Header<'a> {
         if vers != VERSION {
             return Err(HeaderError::Version { vers });
         }
+        rpcrdma_v1::header::validations::note();
         let htype = HeaderType::from_wire(htype).ok_or(HeaderError::UnknownType(htype))?;
         let mut h = Header {
             xid,
@@ -469,7 +472,9 @@ impl<'a> Header<'a> {
     /// `kind` RDMA_MSG followed by `message` (a whole call or reply, its continued parts
     /// assembled), or RDMA_NOMSG (an RDMA2_CALL_EXTERNAL, whose Call chunk leads the Read
     /// list at position zero; an RDMA2_REPLY_EXTERNAL, whose reply is in the Reply chunk),
-    /// with `rdma_vers` 2 and this header's XID and credit. Allocates the buffer it returns.
+    /// with `rdma_vers` 2 and this header's XID and credit, and its view (`Detached`: attach it
+    /// to the buffer to read it as a Version One header, with no second parse). Allocates the
+    /// buffer it returns.
     ///
     /// ```
     /// use rpcrdma_v1::header::MessageKind;
@@ -479,24 +484,16 @@ impl<'a> Header<'a> {
     /// let mut send = [0u8; 64];
     /// let n = call_inline(&mut send, 7, 32, 0, &NO_CHUNKS, &[0, 0, 0, 7, 0, 0, 0, 0]).unwrap();
     /// let h = Header::parse(&send[..n], &HeaderLimits::default()).unwrap();
-    /// let v1 = h.version_one_shaped(MessageKind::Msg, h.payload());
+    /// let (v1, view) = h.version_one_shaped(MessageKind::Msg, h.payload());
     /// assert_eq!(v1, [7u32, 2, 32, 0, 0, 0, 0, 7, 0].iter().flat_map(|w| w.to_be_bytes()).collect::<Vec<u8>>());
+    /// assert_eq!(view.attach(&v1).map(|v| (v.xid(), v.header_len())), Some((7, 28)));
     /// ```
-    pub fn version_one_shaped(&self, kind: MessageKind, message: &[u8]) -> Vec<u8> {
-        use rpcrdma_v1::xdr::{RdmaBody, RdmaMsg, RpcRdmaHeaderNomsg};
+    pub fn version_one_shaped(&self, kind: MessageKind, message: &[u8]) -> (Vec<u8>, Detached) {
         let lists = self.chunks;
         let reads: Vec<_> = self.call.iter().chain(lists.reads.iter()).collect();
-        let writes: Vec<_> = lists.writes.iter().collect();
-        let (rdma_reads, rdma_writes, rdma_reply) = (List::from_slice(&reads), List::from_slice(&writes), lists.reply);
-        let rdma_body = match kind {
-            MessageKind::Msg => RdmaBody::RdmaMsg(RpcRdmaHeader { rdma_reads, rdma_writes, rdma_reply }),
-            MessageKind::NoMsg => RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply }),
-        };
-        let msg = RdmaMsg { rdma_xid: self.xid, rdma_vers: 2, rdma_credit: self.credit, rdma_body };
-        let mut out = Vec::with_capacity(msg.encoded_len() + message.len());
-        out.extend(msg.to_vec().expect("lists decoded from a header encode again"));
-        out.extend_from_slice(message);
-        out
+        // The chunk lists were validated as this header was: the rewrite's view is laid over
+        // it as encoded, not parsed again (issue 25: a message is judged once).
+        Detached::encode(self.xid, 2, self.credit, kind, &reads, lists.writes, lists.reply, message)
     }
 }
 

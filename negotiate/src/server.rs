@@ -40,7 +40,7 @@ mod call;
 mod event_loop;
 mod failure;
 mod lost_replies;
-pub use async_handler::{AsyncHandler, CallTask, OnExecutor, STOP_CHECK};
+pub use async_handler::{AsyncHandler, CallTask, OnExecutor};
 pub use call::{serve_call, Answered, ArrivedAs, CallBuffers};
 use event_loop::Loop;
 pub use failure::FailureAnswer;

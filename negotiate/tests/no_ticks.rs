@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use negotiate::client::{Client, ClientConfig};
-use negotiate::server::{Server, ServerConfig};
+use negotiate::server::{OnExecutor, Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_verbs::{Backend, InProcess, Tcp};
 
@@ -88,9 +88,91 @@ fn a_slow_call_wakes_nobody_on_a_tick<B: Backend + Clone>(b: B, label: &str) {
     }
 }
 
+/// A server's async handler (`OnExecutor`) whose future takes a second: the thread that
+/// serves the call waits for it with no timeout (it looked every `STOP_CHECK`, 100 ms, until
+/// the twenty-fourth session: 9 more wake-ups in the 0.9 s counted), and is told when the
+/// server stops.
+fn a_slow_future_wakes_nobody_on_a_tick() {
+    let rt = Arc::new(tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_time().build().unwrap());
+    let on = rt.clone();
+    // The thread that serves the call makes the future (and then waits for it): its id.
+    let server_thread = Arc::new(std::sync::atomic::AtomicI64::new(0));
+    let seen = server_thread.clone();
+    let handler = OnExecutor::new(
+        move |call: Vec<u8>| {
+            // SAFETY: gettid has no preconditions.
+            seen.store(unsafe { libc::syscall(libc::SYS_gettid) }, std::sync::atomic::Ordering::SeqCst);
+            async move {
+                tokio::time::sleep(HANDLER_TAKES).await;
+                [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat()
+            }
+        },
+        move |task| drop(on.spawn(task)),
+    );
+    let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), handler).unwrap();
+    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
+    let call = |xid: u32| [xid.to_be_bytes(), [0; 4], [0; 4], [0; 4]].concat();
+    client.call(&call(1), &ULB).unwrap();
+    let serving = std::thread::scope(|s| {
+        let t = s.spawn(|| assert_eq!(client.call(&call(2), &ULB).unwrap().len(), 16));
+        std::thread::sleep(Duration::from_millis(50));
+        let tid = server_thread.load(std::sync::atomic::Ordering::SeqCst);
+        assert!(std::path::Path::new(&format!("/proc/self/task/{tid}/status")).exists(), "the serving thread {tid}");
+        let before = thread_switches(tid);
+        std::thread::sleep(COUNTED);
+        let n = thread_switches(tid) - before;
+        t.join().unwrap();
+        n
+    });
+    eprintln!("in process, an async handler: the serving thread switched {serving} times in {COUNTED:?} of a {HANDLER_TAKES:?} future");
+    assert!(
+        serving <= ASYNC_QUIET_MOST,
+        "an async handler: the serving thread switched {serving} times while the future ran: a tick"
+    );
+    // A future that never completes: dropping the server tells its waiting thread at once.
+    drop(client);
+    let pending = OnExecutor::new(|_call: Vec<u8>| std::future::pending::<Vec<u8>>(), {
+        let on = rt.clone();
+        move |task| drop(on.spawn(task))
+    });
+    let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(ULB), pending).unwrap();
+    let client = Client::new(
+        InProcess,
+        server.local_addr(),
+        ClientConfig::default()
+            .requester(negotiate::requester::RequesterConfig::default().timeout(Duration::from_secs(2))),
+    );
+    std::thread::scope(|s| {
+        s.spawn(|| client.call(&call(3), &ULB));
+        std::thread::sleep(Duration::from_millis(200));
+        let t = std::time::Instant::now();
+        drop(server);
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "the server's drop waited {:?} for a pending future",
+            t.elapsed()
+        );
+    });
+}
+
+/// For the async handler's case: the thread serving the call waits once (a look every
+/// 100 ms made it 9 or more).
+const ASYNC_QUIET_MOST: u64 = 3;
+
+/// Thread `tid`'s context switches so far (this process's).
+fn thread_switches(tid: i64) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .filter(|l| l.contains("ctxt_switches"))
+        .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+        .sum()
+}
+
 #[test]
 fn issue_25_no_polling_ticks_a_call_waiting_a_second_wakes_no_thread_on_a_tick() {
     a_slow_call_wakes_nobody_on_a_tick(InProcess, "in process");
     a_slow_call_wakes_nobody_on_a_tick(Tcp, "over TCP");
     assert!(switches().contains_key("verbs-io"), "the TCP backend's loop thread was counted");
+    a_slow_future_wakes_nobody_on_a_tick();
 }

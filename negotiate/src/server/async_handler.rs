@@ -10,7 +10,6 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
 
 use super::Handler;
 
@@ -79,8 +78,9 @@ where
 /// - a call whose connection closed while its future was pending has its reply dropped once
 ///   the future completes (the thread finds the connection down and ends, sending nothing);
 ///   until then the call holds its thread, as a blocking handler's call does;
-/// - when the server stops ([`Handler::stopping`]), each thread waiting for a future stops
-///   waiting within [`STOP_CHECK`] and wakes the future's task, whose next poll drops the
+/// - when the server stops ([`Handler::stopping`]), each thread waiting for a future is told
+///   at once (it waits with no timeout: nothing looks on a tick) and wakes the future's
+///   task, whose next poll drops the
 ///   future unfinished: dropping the [`Server`](super::Server) returns even with futures that
 ///   would never complete.
 ///
@@ -143,6 +143,10 @@ pub struct OnExecutor<H, S> {
     spawn: S,
     /// The server is stopping ([`Handler::stopping`]): no call waits for its future any more.
     stopped: AtomicBool,
+    /// The calls whose threads wait for their futures, told when the server stops: each
+    /// waits with no timeout, and no thread looks on a tick (issue 25). At most the server's
+    /// calls in progress.
+    waiting: Mutex<Vec<Arc<Slot>>>,
 }
 
 impl<H, S> OnExecutor<H, S>
@@ -152,8 +156,13 @@ where
 {
     /// Serves each call with `handler`'s future, run by `spawn` on its executor.
     pub fn new(handler: H, spawn: S) -> Self {
-        OnExecutor { handler, spawn, stopped: AtomicBool::new(false) }
+        OnExecutor { handler, spawn, stopped: AtomicBool::new(false), waiting: Mutex::new(Vec::new()) }
     }
+}
+
+/// The calls waiting, locked: a panic elsewhere leaves the list as it was.
+fn lock(waiting: &Mutex<Vec<Arc<Slot>>>) -> std::sync::MutexGuard<'_, Vec<Arc<Slot>>> {
+    waiting.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl<H, S> std::fmt::Debug for OnExecutor<H, S> {
@@ -161,11 +170,6 @@ impl<H, S> std::fmt::Debug for OnExecutor<H, S> {
         f.debug_struct("OnExecutor").field("stopped", &self.stopped).finish_non_exhaustive()
     }
 }
-
-/// How often a thread waiting for a call's future checks whether the server stops: the most
-/// that stopping waits for it. (A wake-up a tenth of a second per call waiting on a future is
-/// nothing beside the call; without it, stopping would need a register of every call waiting.)
-pub const STOP_CHECK: Duration = Duration::from_millis(100);
 
 /// Why a call's future gave no reply: the payload its thread unwinds with, so that the server
 /// answers the call as it answers a blocking handler's panic ([`serve_call`](super::serve_call)).
@@ -190,8 +194,13 @@ where
     fn handle(&self, call: &[u8], reply: &mut Vec<u8>) {
         let slot = Arc::new(Slot::default());
         let task = CallTask { future: Some(Box::pin(self.handler.handle(call.to_vec()))), slot: slot.clone() };
+        // Registered before it waits: `stopping` tells every slot it finds here, after it set
+        // `stopped`, which a slot registered later sees when it first looks.
+        lock(&self.waiting).push(slot.clone());
         (self.spawn)(task);
-        match slot.wait(&self.stopped) {
+        let outcome = slot.wait(&self.stopped);
+        lock(&self.waiting).retain(|s| !Arc::ptr_eq(s, &slot));
+        match outcome {
             Ok(r) => *reply = r,
             Err(why) => resume_unwind(Box::new(why)),
         }
@@ -199,6 +208,9 @@ where
 
     fn stopping(&self) {
         self.stopped.store(true, Ordering::SeqCst);
+        for slot in lock(&self.waiting).iter() {
+            slot.tell_stopped();
+        }
     }
 }
 
@@ -279,6 +291,13 @@ impl Slot {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The server stops: the call's thread, if it waits, looks again (under the state's
+    /// lock, so that a thread between its look at `stopped` and its wait is waiting by then).
+    fn tell_stopped(&self) {
+        let _state = self.lock();
+        self.done.notify_all();
+    }
+
     /// The task's end: its reply, or why there is none; the first one counts.
     fn finish(&self, outcome: Result<Vec<u8>, NoReply>) {
         let mut state = self.lock();
@@ -303,7 +322,7 @@ impl Slot {
                 }
                 return Err(NoReply::Stopped);
             }
-            state = self.done.wait_timeout(state, STOP_CHECK).unwrap_or_else(PoisonError::into_inner).0;
+            state = self.done.wait(state).unwrap_or_else(PoisonError::into_inner);
         }
     }
 }

@@ -35,13 +35,7 @@ fn switches() -> BTreeMap<String, u64> {
     let mut by_name = BTreeMap::new();
     for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
         let name = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default().trim_end().to_string();
-        let status = std::fs::read_to_string(task.path().join("status")).unwrap_or_default();
-        let n: u64 = status
-            .lines()
-            .filter(|l| l.contains("ctxt_switches"))
-            .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
-            .sum();
-        *by_name.entry(name).or_default() += n;
+        *by_name.entry(name).or_default() += switches_in(&task.path().join("status"));
     }
     by_name
 }
@@ -161,7 +155,12 @@ const ASYNC_QUIET_MOST: u64 = 3;
 
 /// Thread `tid`'s context switches so far (this process's).
 fn thread_switches(tid: i64) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).unwrap_or_default();
+    switches_in(std::path::Path::new(&format!("/proc/self/task/{tid}/status")))
+}
+
+/// Voluntary and involuntary context switches in one thread's `status` file (0 if gone).
+fn switches_in(status: &std::path::Path) -> u64 {
+    let status = std::fs::read_to_string(status).unwrap_or_default();
     status
         .lines()
         .filter(|l| l.contains("ctxt_switches"))

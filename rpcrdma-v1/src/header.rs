@@ -703,13 +703,19 @@ impl<'a> Header<'a> {
     /// assert!(matches!(msg.rdma_body, RdmaBody::RdmaMsg(_)));
     /// ```
     pub fn to_msg(&self) -> RdmaMsg<'a> {
-        let (rdma_reads, rdma_writes, rdma_reply) = (self.reads, self.writes, self.reply);
-        let rdma_body = match self.kind {
-            MessageKind::Msg => RdmaBody::RdmaMsg(RpcRdmaHeader { rdma_reads, rdma_writes, rdma_reply }),
-            MessageKind::NoMsg => RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply }),
-        };
-        RdmaMsg { rdma_xid: self.xid, rdma_vers: self.vers, rdma_credit: self.credit, rdma_body }
+        rdma_msg(self.xid, self.vers, self.credit, self.kind, self.chunk_lists())
     }
+}
+
+/// The header `kind` with these words and lists, to encode: the one place its body's union
+/// arm is chosen ([`Header::to_msg`], [`Detached::encode`]).
+pub(crate) fn rdma_msg<'a>(xid: u32, vers: u32, credit: u32, kind: MessageKind, lists: ChunkLists<'a>) -> RdmaMsg<'a> {
+    let ChunkLists { reads: rdma_reads, writes: rdma_writes, reply: rdma_reply } = lists;
+    let rdma_body = match kind {
+        MessageKind::Msg => RdmaBody::RdmaMsg(RpcRdmaHeader { rdma_reads, rdma_writes, rdma_reply }),
+        MessageKind::NoMsg => RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply }),
+    };
+    RdmaMsg { rdma_xid: xid, rdma_vers: vers, rdma_credit: credit, rdma_body }
 }
 
 /// The three chunk lists of a message (RFC 8166 section 4.2: the Read list, the Write list,

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-use super::Handler;
+use super::{lock, Handler};
 
 /// What serves a call as a future: from the whole RPC call message to a future of the whole
 /// RPC reply message. Any `Fn(Vec<u8>) -> F` closure is one, where `F` is a
@@ -158,11 +158,6 @@ where
     pub fn new(handler: H, spawn: S) -> Self {
         OnExecutor { handler, spawn, stopped: AtomicBool::new(false), waiting: Mutex::new(Vec::new()) }
     }
-}
-
-/// The calls waiting, locked: a panic elsewhere leaves the list as it was.
-fn lock(waiting: &Mutex<Vec<Arc<Slot>>>) -> std::sync::MutexGuard<'_, Vec<Arc<Slot>>> {
-    waiting.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl<H, S> std::fmt::Debug for OnExecutor<H, S> {

@@ -131,14 +131,10 @@ impl Detached {
         reply: Option<XdrWriteChunk<'_>>,
         message: &[u8],
     ) -> (Vec<u8>, Detached) {
-        use crate::xdr::{RdmaBody, RdmaMsg, RpcRdmaHeader, RpcRdmaHeaderNomsg};
         use xdr_spec_rt::Xdr;
-        let (rdma_reads, rdma_writes, rdma_reply) = (List::from_slice(reads), writes, reply);
-        let rdma_body = match kind {
-            MessageKind::Msg => RdmaBody::RdmaMsg(RpcRdmaHeader { rdma_reads, rdma_writes, rdma_reply }),
-            MessageKind::NoMsg => RdmaBody::RdmaNomsg(RpcRdmaHeaderNomsg { rdma_reads, rdma_writes, rdma_reply }),
-        };
-        let msg = RdmaMsg { rdma_xid: xid, rdma_vers: vers, rdma_credit: credit, rdma_body };
+        let rdma_reads = List::from_slice(reads);
+        let lists = super::ChunkLists { reads: rdma_reads, writes, reply };
+        let msg = super::rdma_msg(xid, vers, credit, kind, lists);
         let mut out = Vec::with_capacity(msg.encoded_len() + message.len());
         out.extend(msg.to_vec().expect("lists decoded from a header encode again"));
         let header_len = out.len();

@@ -312,6 +312,8 @@ pub struct Transport<B: Backend> {
     payload_stream: Mutex<()>,
     /// Threads waiting for `payload_stream` ([`Transport::blocked_sending`]).
     stream_waiters: AtomicUsize,
+    /// Woken as a thread comes to wait for `payload_stream` ([`Transport::tell_when_blocked`]).
+    blocked_tell: OnceLock<std::task::Waker>,
     /// -07 answers waiting for the payload stream or for credit ([`Transport::answer_draft07`]).
     answers: Mutex<VecDeque<Vec<u8>>>,
     /// How many `answers` hold, read without the lock.
@@ -353,6 +355,7 @@ impl<B: Backend> Transport<B> {
             part_credits: OnceLock::new(),
             payload_stream: Mutex::default(),
             stream_waiters: AtomicUsize::new(0),
+            blocked_tell: OnceLock::new(),
             answers: Mutex::default(),
             answers_waiting: AtomicUsize::new(0),
             unwaited_replies: false,

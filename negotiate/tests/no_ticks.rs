@@ -149,6 +149,71 @@ fn a_slow_future_wakes_nobody_on_a_tick() {
     });
 }
 
+/// A -07 server whose requester grants it nothing yet (its running total 0, section 4.2.1):
+/// two calls' replies wait for the requester's RDMA2_GRANT, one for credit
+/// (`LoopConnection::part_credit`), the other to post behind it, with one call in progress
+/// allowed a connection. The GRANT must still be read, so each waiter tells the loop once
+/// that it no longer holds the connection's place (until the twenty-fifth session the first
+/// told it every 10 ms, `TELL_EVERY`, and the second not at all: 181 switches in the 0.9 s
+/// counted; with the first telling once and the second not, the GRANT went unread and the
+/// replies never came). When the GRANT comes, both replies go.
+fn replies_waiting_for_a_grant_wake_nobody_on_a_tick() {
+    use negotiate::datapath::{send_error as post_raw, ReceivePool, Transport};
+    use negotiate::limits::ServerLimits;
+    use negotiate::responder::ResponderConfig;
+    use rpcrdma_v1::header::Fixed;
+    use rpcrdma_v2::draft07::marshal::{self, NO_CHUNKS};
+    use rpcrdma_v2::draft07::xdr::{RDMA2_CONNPROP_FINAL, RDMA2_REPLY_INLINE};
+    use rpcrdma_verbs::QpCaps;
+
+    const T: Duration = Duration::from_secs(10);
+    let cfg = ServerConfig::default()
+        .timeout(T)
+        .responder(ResponderConfig::default().draft07(true))
+        .limits(ServerLimits::default().calls_in_progress_per_connection(1));
+    // The second call's handler takes a while, so that its reply comes to wait behind the
+    // first's after the loop last looked at the connection.
+    let echo = |call: &[u8]| {
+        if call[..4] == 0x301u32.to_be_bytes() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        [&call[..4], &[0, 0, 0, 1][..]].concat()
+    };
+    let server = Server::start(InProcess, "inproc:*", cfg, Arc::new(ULB), echo).unwrap();
+    let pd = InProcess.alloc_pd().unwrap();
+    let (qp, _) = InProcess.connect(&pd, &server.local_addr(), &[], QpCaps::default(), T).unwrap();
+    let conn: Transport<InProcess> = Transport::new(pd, qp, T);
+    let pool = ReceivePool::new(&conn, 9, 1 << 16).unwrap();
+    let mut send = vec![0u8; 256];
+    let counts = counted_during("granting-peer", || {
+        for xid in [0x300u32, 0x301] {
+            let rpc: Vec<u8> = [xid, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
+            let n = marshal::call_inline(&mut send, xid, 0, 0, &NO_CHUNKS, &rpc).unwrap();
+            post_raw(&conn, &send[..n]).unwrap();
+        }
+        std::thread::sleep(HANDLER_TAKES);
+        let n = marshal::grant(&mut send, 8).unwrap();
+        post_raw(&conn, &send[..n]).unwrap();
+        let mut replied = Vec::new();
+        while replied.len() < 2 {
+            let m = pool.receive(&conn).unwrap();
+            let fixed = Fixed::read(&m.bytes).unwrap();
+            match fixed.proc {
+                Some(RDMA2_CONNPROP_FINAL) => {}
+                Some(RDMA2_REPLY_INLINE) => replied.push(fixed.xid),
+                other => panic!("a message of type {other:?} where the replies belong"),
+            }
+        }
+        replied.sort();
+        assert_eq!(replied, [0x300, 0x301], "both replies, once granted");
+    });
+    eprintln!("in process, -07 replies waiting for a GRANT: context switches in {COUNTED:?}: {counts:?}");
+    for (name, n) in &counts {
+        assert!(*n <= QUIET_MOST, "-07 replies waiting for a GRANT: thread(s) {name:?} switched {n} times: a tick");
+    }
+    assert!(counts.contains_key("negotiate-call") || counts.contains_key("negotiate-conn"), "{counts:?}");
+}
+
 /// For the async handler's case: the thread serving the call waits once (a look every
 /// 100 ms made it 9 or more).
 const ASYNC_QUIET_MOST: u64 = 3;
@@ -174,4 +239,5 @@ fn issue_25_no_polling_ticks_a_call_waiting_a_second_wakes_no_thread_on_a_tick()
     a_slow_call_wakes_nobody_on_a_tick(Tcp, "over TCP");
     assert!(switches().contains_key("verbs-io"), "the TCP backend's loop thread was counted");
     a_slow_future_wakes_nobody_on_a_tick();
+    replies_waiting_for_a_grant_wake_nobody_on_a_tick();
 }

@@ -63,6 +63,9 @@ impl<B: Backend> Transport<B> {
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
             Err(TryLockError::WouldBlock) => {
                 self.stream_waiters.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if let Some(tell) = self.blocked_tell.get() {
+                    tell.wake_by_ref();
+                }
                 let stream = self.payload_stream.lock().unwrap_or_else(PoisonError::into_inner);
                 self.stream_waiters.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                 stream
@@ -76,6 +79,33 @@ impl<B: Backend> Transport<B> {
     /// calls in progress that hold back receiving, since the GRANT must still be read.
     pub fn blocked_sending(&self) -> usize {
         self.stream_waiters.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Wakes `waker` each time a thread comes to wait to post a -07 reply
+    /// ([`Transport::blocked_sending`] has grown): a server's event loop, which counts those
+    /// threads out of the calls that hold back receiving, is told so at once, and reads the
+    /// GRANT they wait for. Set once; false if it was set already.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use negotiate::datapath::Transport;
+    /// # use rpcrdma_verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = InProcess.listen(&InProcess.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let peer = std::thread::spawn(move || {
+    /// #     let pd = InProcess.alloc_pd().unwrap();
+    /// #     listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap()
+    /// # });
+    /// let pd = InProcess.alloc_pd().unwrap();
+    /// let (qp, _) = InProcess.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+    /// let conn = Transport::<InProcess>::new(pd, qp, t);
+    /// assert!(conn.tell_when_blocked(std::task::Waker::noop().clone()));
+    /// assert!(!conn.tell_when_blocked(std::task::Waker::noop().clone()));
+    /// # drop(peer.join());
+    /// ```
+    pub fn tell_when_blocked(&self, waker: std::task::Waker) -> bool {
+        self.blocked_tell.set(waker).is_ok()
     }
 
     /// Sends a -07 answer that is not a reply (an RDMA2_ERROR, a CONNPROP, a GRANT) from the

@@ -67,7 +67,6 @@ impl<B: Backend> LoopConnection<B> {
     pub(super) fn part_credit(&self, deadline: Instant) -> Option<u32> {
         let mut core = lock(&self.core);
         let mut waiting = false;
-        let mut tell_at = Instant::now();
         let total = loop {
             if let Some(total) = core.draft07_part_credit() {
                 break Some(total);
@@ -78,18 +77,15 @@ impl<B: Backend> LoopConnection<B> {
                 break None;
             };
             if !waiting {
+                // The GRANT must be read even with the connection's most calls in progress
+                // (this one among them): the loop leaves calls waiting on the requester out of
+                // that count ([`LoopConnection::blocked`]), and is told once that this one
+                // waits (as a thread that comes to wait behind it tells it,
+                // `Transport::tell_when_blocked`). Not with the core locked: the loop's state is
+                // locked to queue the connection; then everything is looked at again, since a
+                // message may have been judged meanwhile.
                 waiting = true;
                 self.part_waiters.fetch_add(1, Ordering::SeqCst);
-            }
-            // The GRANT must be read even with the connection's most calls in progress (this
-            // one among them): the loop leaves calls waiting on the requester out of that
-            // count ([`LoopConnection::blocked`], this one counted until it has its total), and is told
-            // so now and again while this waits (others may come to wait behind it after the
-            // loop last looked). Not with the core locked: the loop's state is locked to queue
-            // the connection; then everything is looked at again, since a message may have
-            // been judged meanwhile.
-            if now >= tell_at {
-                tell_at = now + TELL_EVERY;
                 if let Some(waker) = self.waker.get() {
                     drop(core);
                     waker.wake_by_ref();
@@ -97,8 +93,9 @@ impl<B: Backend> LoopConnection<B> {
                     continue;
                 }
             }
-            let slice = left.min(tell_at.saturating_duration_since(now));
-            core = self.granted.wait_timeout(core, slice).unwrap_or_else(PoisonError::into_inner).0;
+            // Woken by the judging of a message (`credit_may_have_changed`) or the
+            // connection's end (`ending`), both under the core's lock.
+            core = self.granted.wait_timeout(core, left).unwrap_or_else(PoisonError::into_inner).0;
         };
         if waiting {
             self.part_waiters.fetch_sub(1, Ordering::SeqCst);
@@ -144,10 +141,6 @@ impl<B: Backend> LoopConnection<B> {
         }
     }
 }
-
-/// How often a reply waiting for the requester's credit tells the event loop that its
-/// connection has something to read ([`LoopConnection::part_credit`]): only while it waits.
-const TELL_EVERY: Duration = Duration::from_millis(10);
 
 /// Accepts the connection `req` asks for: the private data, Receives of the largest size a
 /// requester may send, one per credit (RFC 8166 section 3.3.1), posted before it is

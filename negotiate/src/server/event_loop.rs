@@ -268,7 +268,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         let id = st.next_id;
         st.next_id += 1;
         if let Some(me) = self.me.upgrade() {
-            let _ = connection.waker.set(Waker::from(Arc::new(ConnWaker { lp: Arc::downgrade(&me), id })));
+            let waker = Waker::from(Arc::new(ConnWaker { lp: Arc::downgrade(&me), id }));
+            connection.conn.tell_when_blocked(waker.clone());
+            let _ = connection.waker.set(waker);
         }
         let connection = Arc::new(connection);
         // A -07 reply's Sends beyond its first take their credit from the core

@@ -2,7 +2,7 @@
 //! input is cut into messages (each a 2-byte length, then that many bytes), each judged by
 //! `negotiate::responder::Responder` with `ResponderConfig::draft07` set, as a server's
 //! connection judges what it receives. A call in flight has its reply parameters taken (its
-//! reply's Send counted); a call written into a buffer of its own (`Received::Rewritten`: a
+//! reply's Send counted); a call written into a buffer of its own (`Asked::Rewritten`: a
 //! continued call, a CALL_EXTERNAL) is taken and judged from there. Whatever the peer sends:
 //! nothing panics, no allocation exceeds what the input brings and the configured continuation
 //! limit (`bounded_alloc`), every error answer is an RDMA_ERROR of at most 28 bytes (once the
@@ -23,7 +23,7 @@ mod length_prefixed;
 #[global_allocator]
 static ALLOC: bounded_alloc::Bounded = bounded_alloc::Bounded;
 
-use negotiate::responder::{Behind, Received, Responder, ResponderConfig};
+use negotiate::responder::{Asked, Behind, Responder, ResponderConfig};
 use rpcrdma_v2::dialect::Dialect;
 
 /// What a connection holds of a continued call at most.
@@ -34,20 +34,20 @@ fuzz_target!(|data: &[u8]| {
     r.handle_connected(&[], None);
     for message in length_prefixed::messages(data) {
         let xid = match r.handle_receive(message) {
-            Received::Call(h) => Some(h.xid()),
-            Received::Rewritten => {
+            Asked::Call(h) => Some(h.xid()),
+            Asked::Rewritten => {
                 let bytes = r.take_rewritten().expect("a rewritten call is there to take");
                 assert!(bytes.len() <= LIMIT + 4096, "{} bytes rewritten", bytes.len());
                 match r.handle_rewritten(&bytes, Behind::default()) {
-                    Received::Call(h) => Some(h.xid()),
-                    Received::SendError(e) => {
+                    Asked::Call(h) => Some(h.xid()),
+                    Asked::SendError(e) => {
                         assert!(e.as_bytes().len() <= 28);
                         None
                     }
                     other => panic!("a rewritten call judged {other:?}"),
                 }
             }
-            Received::SendError(e) => {
+            Asked::SendError(e) => {
                 assert!(e.as_bytes().len() <= 28);
                 if r.dialect() == Some(Dialect::Ietf07) {
                     // -07's error header: RDMA2_ERROR (4) in the fourth word.
@@ -55,7 +55,7 @@ fuzz_target!(|data: &[u8]| {
                 }
                 None
             }
-            Received::SendBack(m) => {
+            Asked::SendBack(m) => {
                 // This side's RDMA2_CONNPROP_FINAL (type 7) within the default threshold, or an
                 // RDMA2_GRANT (type 5: the prefix alone, XID zero).
                 let connprop = m.len() <= 4096 && m.get(12..16) == Some(&[0, 0, 0, 7][..]);

@@ -64,7 +64,14 @@ fn pair() -> &'static Pair {
 fuzz_target!(|data: &[u8]| {
     let p = pair();
     let call = [0, 0, 0, 9, 0, 0, 0, 0];
-    let params = CallParams { version: Version::ONE, credits: 4, thresholds: InlineThresholds::default(), dialect: None, remote_invalidation: false, segments: negotiate::thresholds::SegmentLimits::NONE };
+    let params = CallParams {
+        version: Version::ONE,
+        credits: 4,
+        thresholds: InlineThresholds::default(),
+        dialect: None,
+        remote_invalidation: false,
+        segments: negotiate::thresholds::SegmentLimits::NONE,
+    };
     let Ok(pending) = send_call(&p.requester, &call, &ULB, &params) else { return };
     // The responder takes the call (its Receive is posted again) and answers nothing: the
     // input is the reply.

@@ -109,7 +109,7 @@ pub use call::{
 use chunk_pool::ChunkPool;
 pub use chunk_pool::{Landed, LandedView};
 use lent_sources::{LentSource, LentSources};
-pub use receive::{ReceivePool, Received};
+pub use receive::{ReceivePool, ReceivedMessage};
 pub use registrar::{ChunkMemory, WindowRegistrar};
 pub(crate) use reply::send_answer;
 pub use reply::{

@@ -1,7 +1,7 @@
 //! The requester's connection lifecycle as a sans-I/O state machine: which version each call
 //! goes out in, with which thresholds and credits, what a reply or an RDMA_ERROR means, and
-//! what happens on a timeout or a lost connection. Bytes and clock readings go in; [`Event`]s
-//! come out ([`Requester::poll_event`]); the driver does the I/O and the marshaling.
+//! what happens on a timeout or a lost connection. Bytes and clock readings go in; [`Action`]s
+//! come out ([`Requester::poll_action`]); the driver does the I/O and the marshaling.
 //!
 //! Version negotiation (draft-cel-nfsv4-rpcrdma-version-two-00 section 5): on each new
 //! connection the first call goes out with `rdma_vers` 2, no larger than 1024 bytes, alone (one
@@ -26,7 +26,7 @@
 //!   the responder Version Two capable.
 //!
 //! Every call ends in exactly one [`Incoming::Reply`] (returned by [`Requester::handle_receive`]),
-//! one [`Event::Failed`], or a [`Requester::cancel`] by the driver.
+//! one [`Action::Failed`], or a [`Requester::cancel`] by the driver.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -229,7 +229,7 @@ pub enum CallFailure {
 
 /// What the driver must do or learn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
+pub enum Action {
     /// Establish a connection to the responder, sending this requester's private data.
     Connect,
     /// Close the connection: a call timed out, so its memory must be fenced and the call
@@ -268,7 +268,7 @@ struct Conn {
     /// RDMA_ERR_VERS arrived and no reply has since: losing the connection now means the
     /// responder lacks Version Two (draft 5.2).
     after_err_vers: bool,
-    /// A call timed out and [`Event::Disconnect`] went out: nothing more is sent on this
+    /// A call timed out and [`Action::Disconnect`] went out: nothing more is sent on this
     /// connection (RFC 8166 section 4.5.4: its calls are retransmitted on the next one).
     closing: bool,
     /// The Version Two dialect the probe goes out in, and the connection speaks once settled
@@ -354,13 +354,13 @@ struct Flight {
 ///
 /// ```
 /// use std::time::Instant;
-/// use negotiate::requester::{RequesterConfig, Event, Requester};
+/// use negotiate::requester::{RequesterConfig, Action, Requester};
 /// let now = Instant::now();
 /// let mut r = Requester::new(RequesterConfig::default(), "10.0.2.15:20049");
-/// assert_eq!(r.poll_event(), Some(Event::Connect));
+/// assert_eq!(r.poll_action(), Some(Action::Connect));
 /// r.handle_connected(None, &[], now);
 /// r.call(7, now).unwrap();
-/// let Some(Event::Transmit(t)) = r.poll_event() else { panic!() };
+/// let Some(Action::Transmit(t)) = r.poll_action() else { panic!() };
 /// assert_eq!((t.xid, t.version.wire(), t.probe, t.thresholds.call), (7, 2, true, 1024));
 /// ```
 pub struct Requester {
@@ -380,7 +380,7 @@ pub struct Requester {
     /// XIDs are sorted.
     calls: XidMap<Call>,
     queue: VecDeque<u32>,
-    events: VecDeque<Event>,
+    events: VecDeque<Action>,
     /// The extensions' handlers for RDMA_OPTIONAL messages from the responder (Version Two).
     registry: Registry,
     /// Messages of this side's own to send on the current connection, already marshaled and
@@ -412,7 +412,7 @@ enum Refusal {
 pub struct DuplicateXid(pub u32);
 
 impl Requester {
-    /// A requester for the responder at `addr`; its first event is [`Event::Connect`].
+    /// A requester for the responder at `addr`; its first event is [`Action::Connect`].
     pub fn new(cfg: RequesterConfig, addr: &str) -> Self {
         Self::with_memory(cfg, addr, PeerMemory::default())
     }
@@ -431,7 +431,7 @@ impl Requester {
             // Room for a loaded client's calls at once: its steady state allocates nothing.
             calls: own_keys::with_capacity(crate::own_keys::CALLS_AT_ONCE),
             queue: VecDeque::with_capacity(crate::own_keys::CALLS_AT_ONCE),
-            events: VecDeque::from([Event::Connect]),
+            events: VecDeque::from([Action::Connect]),
             registry: Registry::new(),
             transmits: VecDeque::new(),
             due_from: None,
@@ -554,7 +554,7 @@ impl Requester {
     }
 
     /// The next thing for the driver to do.
-    pub fn poll_event(&mut self) -> Option<Event> {
+    pub fn poll_action(&mut self) -> Option<Action> {
         self.events.pop_front()
     }
 
@@ -628,7 +628,7 @@ impl Requester {
             return;
         }
         if let Negotiation::Settled(v) = self.conn.as_ref().unwrap().version {
-            self.events.push_back(Event::Settled { version: v, thresholds: advertised.for_version(v) });
+            self.events.push_back(Action::Settled { version: v, thresholds: advertised.for_version(v) });
         }
         self.pump(now);
     }
@@ -670,13 +670,13 @@ impl Requester {
     ///
     /// ```
     /// use std::time::Instant;
-    /// use negotiate::requester::{CallFailure, RequesterConfig, Event, Requester};
+    /// use negotiate::requester::{CallFailure, RequesterConfig, Action, Requester};
     /// let now = Instant::now();
     /// let mut r = Requester::new(RequesterConfig::default(), "a");
-    /// r.poll_event(); // Connect
+    /// r.poll_action(); // Connect
     /// r.handle_connected(None, &[], now); // probing: not settled
     /// r.start_option(9, now).unwrap();
-    /// assert_eq!(r.poll_event(), Some(Event::Failed { xid: 9, error: CallFailure::NotVersionTwo }));
+    /// assert_eq!(r.poll_action(), Some(Action::Failed { xid: 9, error: CallFailure::NotVersionTwo }));
     /// ```
     pub fn start_option(&mut self, xid: u32, now: Instant) -> Result<(), DuplicateXid> {
         self.start_message(xid, Dialect::Cel00, now)
@@ -702,20 +702,20 @@ impl Requester {
     ///
     /// ```
     /// use std::time::Instant;
-    /// use negotiate::requester::{CallFailure, RequesterConfig, Event, Requester};
+    /// use negotiate::requester::{CallFailure, RequesterConfig, Action, Requester};
     /// let now = Instant::now();
     /// let mut r = Requester::new(RequesterConfig::default(), "a");
-    /// r.poll_event(); // Connect
+    /// r.poll_action(); // Connect
     /// r.handle_connected(None, &[], now); // probing: not settled
     /// r.start_call_only(9, now).unwrap();
-    /// assert_eq!(r.poll_event(), Some(Event::Failed { xid: 9, error: CallFailure::NotVersionTwo }));
+    /// assert_eq!(r.poll_action(), Some(Action::Failed { xid: 9, error: CallFailure::NotVersionTwo }));
     /// ```
     pub fn start_call_only(&mut self, xid: u32, now: Instant) -> Result<(), DuplicateXid> {
         if self.calls.contains_key(&xid) {
             return Err(DuplicateXid(xid));
         }
         if self.dialect() != Some(Dialect::Ietf07) {
-            self.events.push_back(Event::Failed { xid, error: CallFailure::NotVersionTwo });
+            self.events.push_back(Action::Failed { xid, error: CallFailure::NotVersionTwo });
             return Ok(());
         }
         self.calls.insert(xid, Call::new(CallKind::CallOnly));
@@ -742,7 +742,7 @@ impl Requester {
             return Err(DuplicateXid(xid));
         }
         if self.dialect() != Some(dialect) {
-            self.events.push_back(Event::Failed { xid, error: CallFailure::NotVersionTwo });
+            self.events.push_back(Action::Failed { xid, error: CallFailure::NotVersionTwo });
             return Ok(());
         }
         self.calls.insert(xid, Call::new(CallKind::Option(dialect)));
@@ -846,7 +846,7 @@ impl Requester {
                     if let (Some(version), Some(thresholds)) = (self.version(), self.thresholds()) {
                         if thresholds != thresholds_before.unwrap_or(thresholds) {
                             log::info!("{} states its Receives: inline thresholds now {thresholds:?}", self.addr);
-                            self.events.push_back(Event::Settled { version, thresholds });
+                            self.events.push_back(Action::Settled { version, thresholds });
                         }
                     }
                     self.pump(now);
@@ -916,7 +916,7 @@ impl Requester {
     }
 
     /// The clock moved: a call past its deadline, the probe included, closes the connection
-    /// ([`Event::Disconnect`], once) and goes out again only on the next connection (RFC 8166
+    /// ([`Action::Disconnect`], once) and goes out again only on the next connection (RFC 8166
     /// sections 3.3.3 and 4.5.4): on this one the responder may still be running it. Until the
     /// connection is down nothing more is sent on it, and a late reply still completes its call.
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -957,7 +957,7 @@ impl Requester {
             );
         }
         conn.closing = true;
-        self.events.push_back(Event::Disconnect);
+        self.events.push_back(Action::Disconnect);
     }
 
     /// The connection is gone: calls in flight are retransmitted on the next one (each spends
@@ -1010,7 +1010,7 @@ impl Requester {
     fn want_connection(&mut self) {
         if self.conn.is_none() && !self.connecting && !self.calls.is_empty() {
             self.connecting = true;
-            self.events.push_back(Event::Connect);
+            self.events.push_back(Action::Connect);
         }
     }
 
@@ -1162,7 +1162,7 @@ impl Requester {
             if attempt > 1 {
                 log::info!("call {xid:#010x} to {} goes out again (attempt {attempt})", self.addr);
             }
-            self.events.push_back(Event::Transmit(Transmit {
+            self.events.push_back(Action::Transmit(Transmit {
                 xid,
                 version,
                 credits,
@@ -1205,14 +1205,14 @@ impl Requester {
             thresholds.call,
             thresholds.reply
         );
-        self.events.push_back(Event::Settled { version, thresholds });
+        self.events.push_back(Action::Settled { version, thresholds });
     }
 
     /// The transport properties were exchanged on this connection
     /// (`specs/rpcrdma2-transport-properties.txt` section 2.2): `ours` as stated, `theirs` as
     /// the responder's reply stated them. Calls transmitted from now on use the thresholds
     /// they give (section 4: they take effect for messages sent after the reply), and a
-    /// [`Event::Settled`] says so. Ignored unless the connection settled on Version Two
+    /// [`Action::Settled`] says so. Ignored unless the connection settled on Version Two
     /// (section 2.1).
     pub fn handle_properties(&mut self, ours: TransportProperties, theirs: TransportProperties) {
         let Some(conn) = self.conn.as_mut() else { return };
@@ -1228,7 +1228,7 @@ impl Requester {
             thresholds.call,
             thresholds.reply
         );
-        self.events.push_back(Event::Settled { version, thresholds });
+        self.events.push_back(Action::Settled { version, thresholds });
     }
 
     fn settle_on_reply(&mut self, probe: bool, granted: u32, now: Instant) {
@@ -1399,7 +1399,7 @@ impl Requester {
     fn complete_failed(&mut self, xid: u32, error: CallFailure) {
         self.finish(xid);
         self.queue.retain(|&x| x != xid);
-        self.events.push_back(Event::Failed { xid, error });
+        self.events.push_back(Action::Failed { xid, error });
     }
 
     fn fail_all(&mut self, error: CallFailure) {

@@ -110,7 +110,7 @@ rpcrdma_verbs::setters!(ResponderConfig {
 
 /// What a received message asks of the responder.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Received<'a> {
+pub enum Asked<'a> {
     /// A call to serve: fetch its chunks, run it, then reply with [`Responder::reply_params`].
     Call(Header<'a>),
     /// Send these bytes back (an RDMA_ERROR); nothing else happens.
@@ -194,13 +194,13 @@ impl Behind {
 /// The responder side of one connection.
 ///
 /// ```
-/// use negotiate::responder::{ResponderConfig, Received, Responder};
+/// use negotiate::responder::{ResponderConfig, Asked, Responder};
 /// use rpcrdma_v1::Version;
 /// let mut r = Responder::new(ResponderConfig::default().versions((Version::ONE, Version::ONE)));
 /// r.handle_connected(&[], None);
 /// // A Version Two probe to a Version One responder: RDMA_ERR_VERS, range 1..=1.
 /// let probe: Vec<u8> = [5u32, 2, 1, 1, 0, 0, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
-/// let Received::SendError(e) = r.handle_receive(&probe) else { panic!() };
+/// let Asked::SendError(e) = r.handle_receive(&probe) else { panic!() };
 /// assert_eq!(&e.as_bytes()[16..], &[0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1]);
 /// ```
 pub struct Responder {
@@ -231,7 +231,7 @@ pub struct Responder {
 struct Draft07 {
     credits: CreditWindow,
     reassembly: Reassembly,
-    /// The last [`Received::Rewritten`] call, until taken.
+    /// The last [`Asked::Rewritten`] call, until taken.
     rewritten: Option<Vec<u8>>,
     /// Its header's view, laid over it when it is judged ([`Responder::handle_rewritten`]).
     rewritten_view: Option<Detached>,
@@ -338,7 +338,7 @@ impl Responder {
     /// answered RDMA_ERR_INVAL_OPTION, as any unknown opttype (draft section 3.1).
     ///
     /// ```
-    /// use negotiate::responder::{ResponderConfig, Received, Responder};
+    /// use negotiate::responder::{ResponderConfig, Asked, Responder};
     /// use rpcrdma_v2::options::encode_optional;
     /// use rpcrdma_v2::properties::{Exchange, TransportProperties, RPCRDMA2_OPT_PROPERTIES};
     ///
@@ -349,7 +349,7 @@ impl Responder {
     /// let (mut optinfo, mut msg) = ([0u8; 64], [0u8; 128]);
     /// let n = big.encode(Exchange::Request, &mut optinfo).unwrap();
     /// let len = encode_optional(9, 4, RPCRDMA2_OPT_PROPERTIES, &optinfo[..n], &mut msg).unwrap();
-    /// let Received::Handled { answer: Some(answer), .. } = r.handle_receive(&msg[..len]) else { panic!() };
+    /// let Asked::Handled { answer: Some(answer), .. } = r.handle_receive(&msg[..len]) else { panic!() };
     /// assert_eq!(TransportProperties::decode(&answer.optinfo).unwrap(), (Exchange::Reply, big));
     /// assert_eq!(r.stated().requester, Some(big));
     /// ```
@@ -445,7 +445,7 @@ impl Responder {
     }
 
     /// Judges a received message.
-    pub fn handle_receive<'a>(&mut self, bytes: &'a [u8]) -> Received<'a> {
+    pub fn handle_receive<'a>(&mut self, bytes: &'a [u8]) -> Asked<'a> {
         self.handle_receive_behind(bytes, Behind::default())
     }
 
@@ -456,47 +456,47 @@ impl Responder {
     /// call at a time or several.
     ///
     /// ```
-    /// use negotiate::responder::{Behind, Received, Responder, ResponderConfig};
+    /// use negotiate::responder::{Behind, Asked, Responder, ResponderConfig};
     /// let mut r = Responder::new(ResponderConfig::default().credits(4));
     /// r.handle_connected(&[], None);
     /// // An RDMA_MSG call (no chunks) around an RPC call: XID 1, then 2.
     /// let call = |xid: u32| -> Vec<u8> { [xid, 1, 4, 0, 0, 0, 0, xid, 0].iter().flat_map(|w| w.to_be_bytes()).collect() };
     /// let first = call(1);
-    /// assert!(matches!(r.handle_receive(&first), Received::Call(_)));
+    /// assert!(matches!(r.handle_receive(&first), Asked::Call(_)));
     /// r.reply_params(1); // its reply grants the 4 credits
     /// // Three calls being served and this one: within the 4 granted.
     /// let serving = Behind { unjudged: 0, serving: 3 };
-    /// assert!(matches!(r.handle_receive_behind(&call(2), serving), Received::Call(_)));
+    /// assert!(matches!(r.handle_receive_behind(&call(2), serving), Asked::Call(_)));
     /// assert_eq!(r.overruns(), 0);
     /// r.reply_params(2);
     /// // Four being served and this one: beyond them.
     /// r.handle_receive_behind(&call(3), Behind { unjudged: 0, serving: 4 });
     /// assert_eq!(r.overruns(), 1);
     /// ```
-    pub fn handle_receive_behind<'a>(&mut self, bytes: &'a [u8], behind: Behind) -> Received<'a> {
+    pub fn handle_receive_behind<'a>(&mut self, bytes: &'a [u8], behind: Behind) -> Asked<'a> {
         self.handle_receive_awaiting(bytes, behind, &|_| false)
     }
 
     /// [`Responder::handle_receive_behind`] on a side that sent an RDMA_OPTIONAL of its own:
     /// `awaiting(xid)` says whether one with that XID waits for its answer
     /// ([`rpcrdma_v2::verdict::receive_awaiting`]); a Version Two RDMA_OPTIONAL with such an
-    /// XID is [`Received::OptionAnswer`].
+    /// XID is [`Asked::OptionAnswer`].
     ///
     /// ```
-    /// use negotiate::responder::{Behind, ResponderConfig, Received, Responder};
+    /// use negotiate::responder::{Behind, ResponderConfig, Asked, Responder};
     /// let mut r = Responder::new(ResponderConfig::default());
     /// r.handle_connected(&[], None);
     /// // RDMA_OPTIONAL, XID 5, opttype 7, empty optinfo.
     /// let m: Vec<u8> = [5u32, 2, 1, 5, 7, 0].iter().flat_map(|w| w.to_be_bytes()).collect();
-    /// assert_eq!(r.handle_receive_awaiting(&m, Behind::default(), &|x| x == 5), Received::OptionAnswer { xid: 5 });
-    /// assert!(matches!(r.handle_receive_awaiting(&m, Behind::default(), &|_| false), Received::SendError(_)));
+    /// assert_eq!(r.handle_receive_awaiting(&m, Behind::default(), &|x| x == 5), Asked::OptionAnswer { xid: 5 });
+    /// assert!(matches!(r.handle_receive_awaiting(&m, Behind::default(), &|_| false), Asked::SendError(_)));
     /// ```
     pub fn handle_receive_awaiting<'a>(
         &mut self,
         bytes: &'a [u8],
         behind: Behind,
         awaiting: &dyn Fn(u32) -> bool,
-    ) -> Received<'a> {
+    ) -> Asked<'a> {
         if self.dialect == Some(Dialect::Ietf07) || self.speaks_draft07(bytes) {
             return match self.judge_draft07(bytes, awaiting) {
                 Ok(h) => {
@@ -514,14 +514,14 @@ impl Responder {
             Err(r) => return r,
         };
         if classify(&header, Role::Server) == Some(Direction::BackwardReply) {
-            return Received::BackwardReply(header);
+            return Asked::BackwardReply(header);
         }
         self.take_call(header, behind)
     }
 
     /// A call judged acceptable: counted against the credits granted, and in flight until
     /// its reply's parameters are taken.
-    fn take_call<'a>(&mut self, header: Header<'a>, behind: Behind) -> Received<'a> {
+    fn take_call<'a>(&mut self, header: Header<'a>, behind: Behind) -> Asked<'a> {
         let in_flight = (self.in_flight.len() as u32 + 1).saturating_add(behind.in_flight());
         // A -07 connection's credits are running totals, checked as each message arrives
         // (`judge_draft07`); this ceiling is the other versions' grants.
@@ -534,7 +534,7 @@ impl Responder {
             self.overruns += 1;
         }
         self.in_flight.insert(header.xid(), (header.version(), header.credit()));
-        Received::Call(header)
+        Asked::Call(header)
     }
 
     fn judge<'a>(
@@ -542,17 +542,17 @@ impl Responder {
         bytes: &'a [u8],
         policy: &ReceivePolicy,
         awaiting: &dyn Fn(u32) -> bool,
-    ) -> Result<Header<'a>, Received<'a>> {
+    ) -> Result<Header<'a>, Asked<'a>> {
         let over_limits = &mut self.over_limits;
         let mut from_v1 = |v| match v {
             v1::Verdict::Accept(h) => Ok(h),
             v1::Verdict::Reply { reply, reason } => {
                 *over_limits += u64::from(reason.is_over_limit());
                 log_refusal(&reply, &reason);
-                Err(Received::SendError(reply))
+                Err(Asked::SendError(reply))
             }
-            v1::Verdict::PeerError { xid, error } => Err(Received::PeerError { xid, error: PeerError::Common(error) }),
-            v1::Verdict::Discard(_) => Err(Received::Dropped),
+            v1::Verdict::PeerError { xid, error } => Err(Asked::PeerError { xid, error: PeerError::Common(error) }),
+            v1::Verdict::Discard(_) => Err(Asked::Dropped),
         };
         // One dispatch for every configuration: `v2::receive` applies the policy's versions.
         // An RDMA_OPTIONAL is not a call: it is judged (and its Receive reposted) at once and
@@ -567,17 +567,17 @@ impl Responder {
                         self.stated = Stated { requester: Some(stated), responder: Some(*ours) };
                     }
                 }
-                Err(Received::Handled { xid, opttype, answer })
+                Err(Asked::Handled { xid, opttype, answer })
             }
-            v2::Verdict::Answer(m) => Err(Received::OptionAnswer { xid: m.xid }),
+            v2::Verdict::Answer(m) => Err(Asked::OptionAnswer { xid: m.xid }),
             v2::Verdict::Reply { reply, reason } => {
                 self.over_limits += u64::from(matches!(reason, v2::Reason::Header(e) if e.is_over_limit()));
                 log_refusal(&reply, &reason);
-                Err(Received::SendError(reply))
+                Err(Asked::SendError(reply))
             }
-            v2::Verdict::PeerError { xid, error } => Err(Received::PeerError { xid, error }),
+            v2::Verdict::PeerError { xid, error } => Err(Asked::PeerError { xid, error }),
             v2::Verdict::Version1(v) => from_v1(v),
-            v2::Verdict::Discard(_) => Err(Received::Dropped),
+            v2::Verdict::Discard(_) => Err(Asked::Dropped),
         }
     }
 
@@ -661,7 +661,7 @@ impl Responder {
         (draft07 && self.d07.credits.may_send()).then(|| self.d07.credits.send())
     }
 
-    /// The buffer of the last [`Received::Rewritten`] call: its header in Version One's shape
+    /// The buffer of the last [`Asked::Rewritten`] call: its header in Version One's shape
     /// (the chunk lists as the -07 header carried them, a CALL_EXTERNAL's Call chunk first at
     /// position zero), then the RPC call when it came inline. The driver keeps it while the
     /// call is served, as it keeps a Receive's bytes.
@@ -675,15 +675,15 @@ impl Responder {
     /// is not parsed again: the chunk rules were checked when its -07 header was received,
     /// and its view was kept as the rewrite was encoded (`Detached::encode`). Bytes other than
     /// the rewrite taken (of another length) are dropped.
-    pub fn handle_rewritten<'a>(&mut self, bytes: &'a [u8], behind: Behind) -> Received<'a> {
+    pub fn handle_rewritten<'a>(&mut self, bytes: &'a [u8], behind: Behind) -> Asked<'a> {
         let Some(h) = self.d07.rewritten_view.take().and_then(|view| view.attach(bytes)) else {
             log::warn!("a rewritten -07 call judged with bytes not its own ({} bytes): dropped", bytes.len());
-            return Received::Dropped;
+            return Asked::Dropped;
         };
         if let Err(e) = h.check_message_rules() {
             log::warn!("-07 call {:#010x} refused: {e}", h.xid());
             self.d07.inv_handles.remove(&h.xid());
-            return Received::SendError(self.error07(h.xid(), None, RDMA2_ERR_BAD_XDR));
+            return Asked::SendError(self.error07(h.xid(), None, RDMA2_ERR_BAD_XDR));
         }
         self.credits.grant(self.cfg.credits);
         self.take_call(h, behind)
@@ -710,23 +710,23 @@ impl Responder {
     /// (RDMA2_ERR_BAD_PROPVAL, section 5.1); the FINAL's make the requester's properties.
     /// (This side's own RDMA2_CONNPROP_FINAL is not an answer: it goes unasked, once,
     /// [`Responder::poll_transmit`].)
-    fn take_properties<'a>(&mut self, header: &rpcrdma_v2::draft07::header::Header<'_>) -> Received<'a> {
+    fn take_properties<'a>(&mut self, header: &rpcrdma_v2::draft07::header::Header<'_>) -> Asked<'a> {
         let set = header.properties().expect("a CONNPROP header carries a property set");
         match self.d07.pending.apply(&set) {
             Ok(p) => self.d07.pending = p,
             Err(bad) => {
                 log::warn!("-07 CONNPROP {:#010x}: {bad}", header.xid());
                 let total = self.d07.count_send();
-                return Received::SendError(verdict07::error_reply(header.xid(), total, &bad.answer()));
+                return Asked::SendError(verdict07::error_reply(header.xid(), total, &bad.answer()));
             }
         }
         if header.header_type() != HeaderType::ConnPropFinal {
-            return Received::Taken;
+            return Asked::Taken;
         }
         let theirs = std::mem::take(&mut self.d07.pending);
         log::info!("-07 connection: the requester states {theirs:?}");
         self.d07.theirs = Some(theirs);
-        Received::Taken
+        Asked::Taken
     }
 
     /// The next message of this side's own to send on the connection, marshaled and counted:
@@ -739,14 +739,14 @@ impl Responder {
     /// says each peer sends one).
     ///
     /// ```
-    /// use negotiate::responder::{ResponderConfig, Received, Responder};
+    /// use negotiate::responder::{ResponderConfig, Asked, Responder};
     /// use rpcrdma_v2::draft07::header::{Header, HeaderType};
     /// let mut r = Responder::new(ResponderConfig::default().draft07(true));
     /// r.handle_connected(&[], None);
     /// assert_eq!(r.poll_transmit(), None); // nothing said yet: Version One, -00 or -07?
     /// // An RDMA2_GRANT (-07's header type 5) settles the dialect.
     /// let grant = rpcrdma_v2::draft07::marshal::grant_message(1);
-    /// assert_eq!(r.handle_receive(&grant), Received::Taken);
+    /// assert_eq!(r.handle_receive(&grant), Asked::Taken);
     /// let ours = r.poll_transmit().expect("this side's properties");
     /// let h = Header::parse(&ours, &Default::default()).unwrap();
     /// assert_eq!(h.header_type(), HeaderType::ConnPropFinal);
@@ -851,7 +851,7 @@ impl Responder {
 
     /// What goes back for extension message `m`, as its handler's `outcome` says
     /// ([`crate::extension07::response`]), sent at once with this side's running total.
-    fn extension_answer(&mut self, m: &ExtensionMessage<'_>, outcome: ExtensionOutcome) -> Received<'static> {
+    fn extension_answer(&mut self, m: &ExtensionMessage<'_>, outcome: ExtensionOutcome) -> Asked<'static> {
         use crate::extension07::{response, Response};
         let room = self.d07.theirs.as_ref().map_or(Properties::default().receive_buffer_size, |p| {
             crate::thresholds::draft07_receive_threshold(p.receive_buffer_size)
@@ -859,10 +859,10 @@ impl Responder {
         match response(m, outcome, room, "requester") {
             Response::Answer(mut answer) => {
                 rpcrdma_v1::header::set_credit(&mut answer, self.d07.count_send());
-                Received::SendBack(answer)
+                Asked::SendBack(answer)
             }
-            Response::Refuse(code) => Received::SendError(self.error07(m.xid, None, code)),
-            Response::Nothing => Received::Taken,
+            Response::Refuse(code) => Asked::SendError(self.error07(m.xid, None, code)),
+            Response::Nothing => Asked::Taken,
         }
     }
 
@@ -870,21 +870,21 @@ impl Responder {
     /// One view (RDMA_MSG, the same lists) for the call's caller, or, carrying chunks this
     /// side's Simple-format call never provides, RDMA2_ERR_BAD_XDR (section 4.6.4: chunks in
     /// the reverse direction only as RVRSDIR allows; the call then waits out its timeout).
-    fn reverse_reply<'a>(&mut self, header: rpcrdma_v2::draft07::header::Header<'a>) -> Received<'a> {
+    fn reverse_reply<'a>(&mut self, header: rpcrdma_v2::draft07::header::Header<'a>) -> Asked<'a> {
         let (xid, lists) = (header.xid(), header.chunk_lists());
         let vers = rpcrdma_v2::RPCRDMA2_VERSION.wire();
         let len = header.header_len();
         let payload = header.payload();
         let view = Header::from_lists(xid, vers, header.credit(), MessageKind::Msg, lists, len, payload);
         match view {
-            Ok(view) if lists.writes.is_empty() => Received::BackwardReply(view),
+            Ok(view) if lists.writes.is_empty() => Asked::BackwardReply(view),
             Ok(_) => {
                 log::warn!("-07 reply {xid:#010x} to a reverse-direction call carries Write chunks it was not given");
-                Received::SendError(self.error07(xid, None, RDMA2_ERR_BAD_XDR))
+                Asked::SendError(self.error07(xid, None, RDMA2_ERR_BAD_XDR))
             }
             Err(e) => {
                 log::warn!("-07 reply {xid:#010x} to a reverse-direction call: {e}");
-                Received::SendError(self.error07(xid, None, RDMA2_ERR_BAD_XDR))
+                Asked::SendError(self.error07(xid, None, RDMA2_ERR_BAD_XDR))
             }
         }
     }
@@ -895,11 +895,7 @@ impl Responder {
     /// as a Version One header view over its chunk lists (the same lists, section 6.3.7).
     /// `awaiting` says which XID is this side's reverse-direction call awaiting its reply
     /// (section 4.6): an RDMA2_REPLY_INLINE with it is that reply.
-    fn judge_draft07<'a>(
-        &mut self,
-        bytes: &'a [u8],
-        awaiting: &dyn Fn(u32) -> bool,
-    ) -> Result<Header<'a>, Received<'a>> {
+    fn judge_draft07<'a>(&mut self, bytes: &'a [u8], awaiting: &dyn Fn(u32) -> bool) -> Result<Header<'a>, Asked<'a>> {
         // (A message shorter than the four words is left to the verdict, which drops it:
         // its XID cannot be trusted, section 7.)
         let whole_prefix = |f: &Fixed| f.proc.is_some();
@@ -910,10 +906,10 @@ impl Responder {
             // is the message's (section 7).
             self.d07.credits.note_received();
             if f.is_error() {
-                return Err(Received::Dropped);
+                return Err(Asked::Dropped);
             }
             log::warn!("message {:#010x} in version {} on a -07 connection (section 7.1.2)", f.xid, f.vers);
-            return Err(Received::SendError(self.error07(f.xid, Some(f.vers), RDMA2_ERR_VERS_MISMATCH)));
+            return Err(Asked::SendError(self.error07(f.xid, Some(f.vers), RDMA2_ERR_VERS_MISMATCH)));
         }
         // Appendix B.2: a header type the base does not define, which an extension of ours
         // owns (not between the parts of a continued call, which nothing may come between,
@@ -922,7 +918,7 @@ impl Responder {
             // The answer to our own extension message (`Backchannel::send_extension`).
             if awaiting(m.xid) {
                 self.take_prefix_credit(bytes);
-                return Err(Received::OptionAnswer { xid: m.xid });
+                return Err(Asked::OptionAnswer { xid: m.xid });
             }
             if let Some(outcome) = self.registry07.handle(&m) {
                 self.take_prefix_credit(bytes);
@@ -943,7 +939,7 @@ impl Responder {
             verdict07::Verdict::Accept(h) => h,
             verdict07::Verdict::PeerError { xid, error } => {
                 self.take_prefix_credit(bytes);
-                return Err(Received::PeerError { xid, error: PeerError::Draft07(error) });
+                return Err(Asked::PeerError { xid, error: PeerError::Draft07(error) });
             }
             verdict07::Verdict::Reply { reply, reason } => {
                 self.take_prefix_credit(bytes);
@@ -962,10 +958,10 @@ impl Responder {
                 );
                 if no_write_chunks && self.cfg.max_reply_parts <= 1 {
                     let body = Rpcrdma2HdrError::Rdma2ErrReplyResource(0);
-                    return Err(Received::SendError(verdict07::error_reply(reply.xid(), self.d07.count_send(), &body)));
+                    return Err(Asked::SendError(verdict07::error_reply(reply.xid(), self.d07.count_send(), &body)));
                 }
                 // Its `rdma_credit` is the total after this Receive, and the answer is a Send.
-                return Err(Received::SendError(reply.with_word(offsets::CREDIT, self.d07.count_send())));
+                return Err(Asked::SendError(reply.with_word(offsets::CREDIT, self.d07.count_send())));
             }
             // Appendix B.4: an error code the base does not define, naming our extension
             // message: an extension's own, which ends that exchange.
@@ -975,11 +971,11 @@ impl Responder {
                 self.take_prefix_credit(bytes);
                 let xid = Fixed::read(bytes).map_or(0, |f| f.xid);
                 let error = PeerError::Draft07(Rpcrdma2HdrError::Default { discriminant: code });
-                return Err(Received::PeerError { xid, error });
+                return Err(Asked::PeerError { xid, error });
             }
             verdict07::Verdict::Discard(_) => {
                 self.d07.credits.note_received();
-                return Err(Received::Dropped);
+                return Err(Asked::Dropped);
             }
         };
         if let Err(e) = self.d07.credits.received(header.credit()) {
@@ -1008,11 +1004,11 @@ impl Responder {
         let offered = self.d07.theirs.as_ref().is_some_and(|p| p.reverse_direction != ReverseDirection::None);
         if htype.is_reply() && offered {
             log::info!("-07 {htype:?} {:#010x} answers no reverse-direction call of ours: dropped", header.xid());
-            return Err(Received::Dropped);
+            return Err(Asked::Dropped);
         }
         if htype.is_reply() {
             log::warn!("-07 {htype:?} {:#010x} not taken on a responder's connection", header.xid());
-            return Err(Received::SendError(self.error07(header.xid(), None, RDMA2_ERR_INVAL_HTYPE)));
+            return Err(Asked::SendError(self.error07(header.xid(), None, RDMA2_ERR_INVAL_HTYPE)));
         }
         match self.d07.reassembly.receive(header) {
             Step::Whole { header, message: Cow::Borrowed(message) }
@@ -1036,7 +1032,7 @@ impl Responder {
                     }
                     Err(e) => {
                         log::warn!("-07 call {xid:#010x} refused: {e}");
-                        Err(Received::SendError(self.error07(xid, None, RDMA2_ERR_BAD_XDR)))
+                        Err(Asked::SendError(self.error07(xid, None, RDMA2_ERR_BAD_XDR)))
                     }
                 }
             }
@@ -1045,10 +1041,10 @@ impl Responder {
                 let (rewritten, view) = header.version_one_shaped(MessageKind::Msg, &message);
                 (self.d07.rewritten, self.d07.rewritten_view) = (Some(rewritten), Some(view));
                 self.note_inv_handle(&header);
-                Err(Received::Rewritten)
+                Err(Asked::Rewritten)
             }
             Step::Whole { header, .. } | Step::Other(header) => match header.header_type() {
-                HeaderType::Grant => Err(Received::Taken),
+                HeaderType::Grant => Err(Asked::Taken),
                 HeaderType::ConnPropMiddle | HeaderType::ConnPropFinal => Err(self.take_properties(&header)),
                 HeaderType::CallExternal => {
                     // The whole call is in the Call chunk (section 6.3.5): Version One's
@@ -1056,24 +1052,24 @@ impl Responder {
                     let (rewritten, view) = header.version_one_shaped(MessageKind::NoMsg, &[]);
                     (self.d07.rewritten, self.d07.rewritten_view) = (Some(rewritten), Some(view));
                     self.note_inv_handle(&header);
-                    Err(Received::Rewritten)
+                    Err(Asked::Rewritten)
                 }
                 // (CONNPROP and replies were answered above; an ERROR is a PeerError.)
                 t => {
                     log::warn!("-07 {t:?} {:#010x} not taken on a responder's connection", header.xid());
-                    Err(Received::SendError(self.error07(header.xid(), None, RDMA2_ERR_INVAL_HTYPE)))
+                    Err(Asked::SendError(self.error07(header.xid(), None, RDMA2_ERR_INVAL_HTYPE)))
                 }
             },
             // A part kept: the requester may have no credit left for the next one (before this
             // side's first header it has one message in all, section 4.2.1), and nothing else
             // goes back until the sequence ends, so a GRANT opens its window when one is due
             // (4.2.1.1).
-            Step::Held => Err(self.grant_if_due().map_or(Received::Taken, Received::SendBack)),
+            Step::Held => Err(self.grant_if_due().map_or(Asked::Taken, Asked::SendBack)),
             Step::Refused { xid, answer: body, reason, .. } => {
                 log::warn!("-07 message {xid:#010x} refused: {reason}");
-                Err(Received::SendError(verdict07::error_reply(xid, self.d07.count_send(), &body)))
+                Err(Asked::SendError(verdict07::error_reply(xid, self.d07.count_send(), &body)))
             }
-            Step::Dropped { .. } => Err(Received::Dropped),
+            Step::Dropped { .. } => Err(Asked::Dropped),
         }
     }
 }
@@ -1117,12 +1113,12 @@ mod tests {
             &rpc,
         )
         .unwrap();
-        assert!(matches!(r.handle_receive(&call[..n]), Received::Call(_)));
+        assert!(matches!(r.handle_receive(&call[..n]), Asked::Call(_)));
         r.reply_params(1).unwrap();
         assert_eq!(r.d07.credits.window(), 39);
         // The extension message (total 41): refused with RDMA2_ERR_SYSTEM, one more Send.
         let m = ExtensionMessage::to_message(7, 41, 0xF000_0001, &[]);
-        let Received::SendError(e) = r.handle_receive(&m) else { panic!("not refused") };
+        let Asked::SendError(e) = r.handle_receive(&m) else { panic!("not refused") };
         let e = rpcrdma_v2::draft07::header::Header::parse(e.as_bytes(), &Default::default()).unwrap().error();
         assert_eq!(e.map(|e| e.code()), Some(rpcrdma_v2::draft07::xdr::RDMA2_ERR_SYSTEM));
         assert_eq!(r.d07.credits.window(), 39, "41 granted, two Sends counted");

@@ -23,7 +23,7 @@ use negotiate::datapath::{
 };
 use negotiate::memory::NoV2Reason;
 use negotiate::requester;
-use negotiate::responder::{self, Received, Responder};
+use negotiate::responder::{self, Asked, Responder};
 use negotiate::server::{Server, ServerConfig, ServerStats};
 use rpcrdma_v1::marshal_call::InlineThresholds;
 use rpcrdma_v1::ulb::{roundup, OpaqueAtUlb};
@@ -395,7 +395,7 @@ fn raw_serve(
             Act::Serve => None,
             Act::Grant(g) => Some(g),
         };
-        let Received::Call(header) = responder.handle_receive(&m.bytes) else { panic!("raw peer: not a call") };
+        let Asked::Call(header) = responder.handle_receive(&m.bytes) else { panic!("raw peer: not a call") };
         let mut call = Vec::new();
         fetch_call(&conn, &header, &PLAIN, &mut call).unwrap();
         let p = responder.reply_params(header.xid()).unwrap();

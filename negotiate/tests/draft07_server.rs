@@ -670,7 +670,7 @@ fn draft07_5_1_a_bad_property_value_is_bad_propval_and_nothing_is_applied() {
 /// counted and logged, and not taken for the requester's overrun.
 #[test]
 fn draft07_4_2_1_an_error_answer_uses_a_credit_and_the_reply_waits_for_a_grant() {
-    use negotiate::responder::{Received, Responder};
+    use negotiate::responder::{Asked, Responder};
     for counted_when_posted in [true, false] {
         let mut r = Responder::new(ResponderConfig::default().draft07(true));
         if counted_when_posted {
@@ -682,13 +682,13 @@ fn draft07_4_2_1_an_error_answer_uses_a_credit_and_the_reply_waits_for_a_grant()
         // A CALL_INLINE with an unknown extra word where its Read list count belongs (BAD_XDR):
         // xid 1, total 1.
         let bad = words(&[1, 2, 1, RDMA2_CALL_INLINE, 0, 0xffff_ffff]);
-        assert!(matches!(r.handle_receive(&bad), Received::SendError(_)));
+        assert!(matches!(r.handle_receive(&bad), Asked::SendError(_)));
         if counted_when_posted {
             assert_eq!(r.draft07_part_credit(), Some(1 + ADVERTISED), "the error's poster takes the one credit");
         }
         let mut call = vec![0u8; 64];
         let n = marshal::call_inline(&mut call, 2, 1, 0, &NO_CHUNKS, &rpc_call(2, 1)).unwrap();
-        let Received::Call(h) = r.handle_receive(&call[..n]) else { panic!() };
+        let Asked::Call(h) = r.handle_receive(&call[..n]) else { panic!() };
         assert_eq!(r.overruns(), 0);
         let params = r.reply_params(h.xid()).unwrap();
         assert!(params.draft07);
@@ -705,7 +705,7 @@ fn draft07_4_2_1_an_error_answer_uses_a_credit_and_the_reply_waits_for_a_grant()
         assert!(params.credit_owed);
         assert_eq!((r.overruns(), r.draft07_part_credit()), (0, None), "held, not sent beyond the total");
         // The requester's GRANT: total 2 (it received the error and advertises one more).
-        assert!(matches!(r.handle_receive(&words(&[0, 2, 2, RDMA2_GRANT])), Received::Taken));
+        assert!(matches!(r.handle_receive(&words(&[0, 2, 2, RDMA2_GRANT])), Asked::Taken));
         assert_eq!(r.draft07_part_credit(), Some(3 + ADVERTISED), "three messages received");
         assert_eq!(r.draft07_part_credit(), None, "one message for that total");
     }
@@ -738,7 +738,7 @@ fn a_draft07_first_message_to_a_responder_of_00_only_draws_bad_header() {
 /// beyond is not (4.2.1.1: receivers keep a Receive for it). Bytes only, the responder alone.
 #[test]
 fn draft07_4_2_1_a_message_beyond_the_totals_sent_is_counted_and_a_grant_is_not() {
-    use negotiate::responder::{Received, Responder};
+    use negotiate::responder::{Asked, Responder};
     let call = |xid: u32| {
         let mut out = vec![0u8; 64];
         let n = marshal::call_inline(&mut out, xid, 8, 0, &NO_CHUNKS, &rpc_call(xid, 1)).unwrap();
@@ -747,9 +747,9 @@ fn draft07_4_2_1_a_message_beyond_the_totals_sent_is_counted_and_a_grant_is_not(
     };
     let mut r = Responder::new(ResponderConfig::default().draft07(true));
     r.handle_connected(&[], None);
-    assert!(matches!(r.handle_receive(&call(1)), Received::Call(_)));
+    assert!(matches!(r.handle_receive(&call(1)), Asked::Call(_)));
     assert_eq!(r.overruns(), 0, "one message before this side's first header");
-    assert!(matches!(r.handle_receive(&call(2)), Received::Call(_)));
+    assert!(matches!(r.handle_receive(&call(2)), Asked::Call(_)));
     assert_eq!(r.overruns(), 1, "a second one is beyond");
     // Both answered: totals 1 + 32 and 2 + 32 sent, so the requester may send up to 34.
     r.reply_params(1).unwrap();

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use cm_private_data::{Flags, PrivateData};
 use negotiate::memory::{NoV2Reason, PeerMemory};
 use negotiate::reply::{DropReason, Incoming};
-use negotiate::requester::{self, CallFailure, Event, Requester, Transmit};
-use negotiate::responder::{self, Behind, Received, Responder};
+use negotiate::requester::{self, Action, CallFailure, Requester, Transmit};
+use negotiate::responder::{self, Asked, Behind, Responder};
 use negotiate::thresholds::Advertised;
 use rpcrdma_v1::Version;
 
@@ -43,30 +43,30 @@ fn responder(versions: (u32, u32)) -> Responder {
 }
 
 /// All events the requester has queued.
-fn drain(r: &mut Requester) -> Vec<Event> {
-    std::iter::from_fn(|| r.poll_event()).collect()
+fn drain(r: &mut Requester) -> Vec<Action> {
+    std::iter::from_fn(|| r.poll_action()).collect()
 }
 
-fn transmits(events: &[Event]) -> Vec<Transmit> {
-    events.iter().filter_map(|e| if let Event::Transmit(t) = e { Some(*t) } else { None }).collect()
+fn transmits(events: &[Action]) -> Vec<Transmit> {
+    events.iter().filter_map(|e| if let Action::Transmit(t) = e { Some(*t) } else { None }).collect()
 }
 
 /// Serves one transmitted call on `resp`: the bytes the responder sends back.
 fn serve(resp: &mut Responder, t: &Transmit) -> Vec<u8> {
     let call = msg(t.xid, t.version.wire(), t.credits, 0);
     match resp.handle_receive(&call) {
-        Received::Call(h) => {
+        Asked::Call(h) => {
             let p = resp.reply_params(h.xid()).unwrap();
             msg(h.xid(), p.version.wire(), p.credits, 1)
         }
-        Received::SendError(e) => e.as_bytes().to_vec(),
+        Asked::SendError(e) => e.as_bytes().to_vec(),
         other => panic!("unexpected {other:?}"),
     }
 }
 
 /// Connects `req`, starts call `xid`, returns the first transmission.
 fn start(req: &mut Requester, ours: Option<PrivateData>, accepted: &[u8], xid: u32, now: Instant) -> Transmit {
-    assert_eq!(drain(req), vec![Event::Connect]);
+    assert_eq!(drain(req), vec![Action::Connect]);
     req.handle_connected(ours, accepted, now);
     req.call(xid, now).unwrap();
     let ev = drain(req);
@@ -97,7 +97,7 @@ fn draft_5_1_a_v2_reply_settles_version_2_with_its_4096_defaults() {
     let reply = serve(&mut resp, &t);
     assert!(matches!(req.handle_receive(&reply, now), Incoming::Reply { xid: 1, .. }));
     let ev = drain(&mut req);
-    assert!(ev.contains(&Event::Settled {
+    assert!(ev.contains(&Action::Settled {
         version: Version::TWO,
         thresholds: rpcrdma_v1::marshal_call::InlineThresholds { call: 4096, reply: 4096 }
     }));
@@ -118,7 +118,7 @@ fn draft_5_2_err_vers_falls_back_on_the_same_connection_and_resends_the_call() {
     // No disconnect, no reconnect: the thresholds switch to Version One's and the call goes
     // out again, same XID, in Version One, still its first attempt (the refused probe was
     // not run).
-    assert!(!ev.iter().any(|e| matches!(e, Event::Connect | Event::Disconnect)), "{ev:?}");
+    assert!(!ev.iter().any(|e| matches!(e, Action::Connect | Action::Disconnect)), "{ev:?}");
     let again = transmits(&ev);
     assert_eq!((again[0].xid, again[0].version.wire(), again[0].thresholds.call, again[0].attempt), (7, 1, 1024, 1));
     let reply = serve(&mut resp, &again[0]);
@@ -167,9 +167,9 @@ fn draft_5_2_a_lost_probe_falls_back_and_the_responder_is_remembered() {
     let later = now + Duration::from_secs(2);
     assert!(req.poll_timeout().unwrap() <= later);
     req.handle_timeout(later);
-    assert_eq!(drain(&mut req), vec![Event::Disconnect]);
+    assert_eq!(drain(&mut req), vec![Action::Disconnect]);
     req.handle_disconnected(later);
-    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    assert_eq!(drain(&mut req), vec![Action::Connect]);
     req.handle_connected(None, &[], later);
     let again = transmits(&drain(&mut req));
     assert_eq!((again[0].xid, again[0].version.wire(), again[0].probe), (4, 1, false));
@@ -185,7 +185,7 @@ fn draft_5_2_connection_lost_after_err_vers_means_no_second_probe() {
     drain(&mut req);
     // Lost before the fallback call's reply: remembered, and the next connection starts in v1.
     req.handle_disconnected(now);
-    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    assert_eq!(drain(&mut req), vec![Action::Connect]);
     assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::LostAfterErrVers));
     req.handle_connected(None, &[], now);
     let ev = drain(&mut req);
@@ -237,7 +237,7 @@ fn rfc8166_4_5_an_rdma_error_completes_its_call() {
     let t = start(&mut req, None, &[], 12, now);
     assert_eq!(req.handle_receive(&words(&[t.xid, 1, 1, 4, 2]), now), Incoming::Consumed);
     let ev = drain(&mut req);
-    assert!(matches!(ev[..], [Event::Failed { xid: 12, error: CallFailure::Peer(_) }]), "{ev:?}");
+    assert!(matches!(ev[..], [Action::Failed { xid: 12, error: CallFailure::Peer(_) }]), "{ev:?}");
     assert_eq!(req.pending(), 0);
 }
 
@@ -263,9 +263,9 @@ fn rfc8166_3_3_3_a_timeout_reconnects_retransmits_and_restarts_at_one_credit() {
     assert_eq!(transmits(&drain(&mut req)).len(), 3);
     let later = now + Duration::from_secs(2);
     req.handle_timeout(later);
-    assert_eq!(drain(&mut req), vec![Event::Disconnect]);
+    assert_eq!(drain(&mut req), vec![Action::Disconnect]);
     req.handle_disconnected(later);
-    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    assert_eq!(drain(&mut req), vec![Action::Connect]);
     req.handle_connected(None, &[], later);
     let again = transmits(&drain(&mut req));
     // One credit on the new connection: only the oldest call goes out, as its second attempt.
@@ -285,7 +285,7 @@ fn every_call_ends_once_after_its_last_attempt() {
         req.handle_timeout(t);
         req.handle_disconnected(t);
         for e in drain(&mut req) {
-            if let Event::Failed { xid, error } = e {
+            if let Action::Failed { xid, error } = e {
                 failures.push((xid, error));
             }
         }
@@ -321,7 +321,7 @@ fn rfc8797_4_2_thresholds_for_each_private_data_case() {
 #[test]
 fn rfc8166_4_5_1_a_responder_answers_an_unsupported_version_with_its_range() {
     let mut resp = responder((1, 2));
-    let Received::SendError(e) = resp.handle_receive(&msg(40, 3, 1, 0)) else { panic!() };
+    let Asked::SendError(e) = resp.handle_receive(&msg(40, 3, 1, 0)) else { panic!() };
     assert_eq!(e.as_bytes(), words(&[40, 3, 32, 4, 1, 1, 2]));
 }
 
@@ -330,7 +330,7 @@ fn draft_5_3_the_responder_replies_in_each_call_s_version() {
     let mut resp = responder((1, 2));
     for (xid, vers) in [(50, 1), (51, 2), (52, 1)] {
         let call = msg(xid, vers, 4, 0);
-        let Received::Call(h) = resp.handle_receive(&call) else { panic!() };
+        let Asked::Call(h) = resp.handle_receive(&call) else { panic!() };
         assert_eq!(h.version().wire(), vers);
     }
     assert_eq!(resp.reply_params(51).unwrap().version, Version::TWO);
@@ -342,9 +342,9 @@ fn draft_5_3_the_responder_replies_in_each_call_s_version() {
 #[test]
 fn rfc8166_3_3_1_the_responder_counts_calls_beyond_its_grant() {
     let mut resp = responder((1, 1));
-    assert!(matches!(resp.handle_receive(&msg(60, 1, 4, 0)), Received::Call(_)));
+    assert!(matches!(resp.handle_receive(&msg(60, 1, 4, 0)), Asked::Call(_)));
     // Nothing granted yet: a second call in flight is one too many (3.3.3).
-    assert!(matches!(resp.handle_receive(&msg(61, 1, 4, 0)), Received::Call(_)));
+    assert!(matches!(resp.handle_receive(&msg(61, 1, 4, 0)), Asked::Call(_)));
     assert_eq!(resp.overruns(), 1);
     let p = resp.reply_params(60).unwrap();
     assert_eq!(p.credits, 4);
@@ -359,13 +359,13 @@ fn rfc8166_3_3_1_calls_being_served_count_against_the_grant() {
     // waiting only (before, it came off the calls being served too, and a fifth call in
     // flight on 4 credits went uncounted while nothing waited).
     let mut resp = responder((1, 1));
-    assert!(matches!(resp.handle_receive(&msg(60, 1, 4, 0)), Received::Call(_)));
+    assert!(matches!(resp.handle_receive(&msg(60, 1, 4, 0)), Asked::Call(_)));
     assert_eq!(resp.reply_params(60).unwrap().credits, 4); // 4 granted from here on
     let behind = |unjudged, serving| Behind { unjudged, serving };
     let mut xid = 61;
     let mut call = |resp: &mut Responder, b: Behind| {
         xid += 1;
-        assert!(matches!(resp.handle_receive_behind(&msg(xid, 1, 4, 0), b), Received::Call(_)));
+        assert!(matches!(resp.handle_receive_behind(&msg(xid, 1, 4, 0), b), Asked::Call(_)));
         resp.reply_params(xid).unwrap();
         resp.overruns()
     };
@@ -386,7 +386,7 @@ fn rfc8166_3_3_1_calls_being_served_count_against_the_grant() {
 fn draft_3_1_an_unknown_optional_type_gets_inval_option() {
     let mut resp = responder((1, 2));
     // RDMA_OPTIONAL (proc 5), opttype 77, empty optinfo.
-    let Received::SendError(e) = resp.handle_receive(&words(&[70, 2, 1, 5, 77, 0])) else { panic!() };
+    let Asked::SendError(e) = resp.handle_receive(&words(&[70, 2, 1, 5, 77, 0])) else { panic!() };
     assert_eq!(e.as_bytes(), words(&[70, 2, 32, 4, 3]));
 }
 
@@ -405,7 +405,7 @@ fn draft_3_1_a_registered_optional_type_reaches_its_handler() {
     resp.handle_connected(&[], None);
     let optional = words(&[71, 2, 1, 5, 77, 4, 0xabcdef01]);
     let r = resp.handle_receive(&optional);
-    assert_eq!(r, Received::Handled { xid: 71, opttype: 77, answer: None });
+    assert_eq!(r, Asked::Handled { xid: 71, opttype: 77, answer: None });
     assert_eq!(seen.lock().unwrap()[0], vec![0xab, 0xcd, 0xef, 0x01]);
 }
 
@@ -419,7 +419,7 @@ fn rfc8167_backward_direction_is_told_apart_in_both_versions() {
         assert!(matches!(req.handle_receive(&msg(0x8000_0001, vers, 1, 0), now), Incoming::BackwardCall(_)));
         // And on the server, the client's reply to it.
         let mut resp = responder((1, 2));
-        assert!(matches!(resp.handle_receive(&msg(0x8000_0001, vers, 1, 1)), Received::BackwardReply(_)));
+        assert!(matches!(resp.handle_receive(&msg(0x8000_0001, vers, 1, 1)), Asked::BackwardReply(_)));
     }
 }
 

@@ -11,7 +11,7 @@ use negotiate::backchannel::{Backchannel, BackchannelError};
 use negotiate::client::{Client, ClientConfig, ClientError};
 use negotiate::extension::{Extension, OptionReply};
 use negotiate::reply::{DropReason, Incoming};
-use negotiate::requester::{self, CallFailure, Event, Requester};
+use negotiate::requester::{self, Action, CallFailure, Requester};
 use negotiate::responder;
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
@@ -165,11 +165,11 @@ fn draft_3_1_only_a_requester_settled_on_version_two_answers_rdma_optional() {
         let now = Instant::now();
         let cfg = requester::RequesterConfig::default().versions((Version::ONE, high));
         let mut r = Requester::new(cfg, "addr");
-        assert_eq!(r.poll_event(), Some(Event::Connect));
+        assert_eq!(r.poll_action(), Some(Action::Connect));
         r.handle_connected(None, &[], now);
         r.call(1, now).unwrap();
-        let t = std::iter::from_fn(|| r.poll_event())
-            .find_map(|e| if let Event::Transmit(t) = e { Some(t) } else { None })
+        let t = std::iter::from_fn(|| r.poll_action())
+            .find_map(|e| if let Action::Transmit(t) = e { Some(t) } else { None })
             .unwrap();
         // A reply in the call's version, no chunks: settles it.
         let reply: Vec<u8> =
@@ -198,11 +198,12 @@ fn draft_3_1_a_requester_with_its_probe_out_answers_rdma_optional_with_inval_opt
     let n = encode_optional(0x77, 1, 99, b"?", &mut optional).unwrap();
     let now = Instant::now();
     let mut r = Requester::new(requester::RequesterConfig::default(), "addr");
-    assert_eq!(r.poll_event(), Some(Event::Connect));
+    assert_eq!(r.poll_action(), Some(Action::Connect));
     r.handle_connected(None, &[], now);
     assert!(matches!(r.handle_receive(&optional[..n], now), Incoming::Dropped(_)), "no probe out yet");
     r.call(1, now).unwrap();
-    let t = std::iter::from_fn(|| r.poll_event()).find_map(|e| if let Event::Transmit(t) = e { Some(t) } else { None });
+    let t =
+        std::iter::from_fn(|| r.poll_action()).find_map(|e| if let Action::Transmit(t) = e { Some(t) } else { None });
     assert!(t.unwrap().probe);
     assert_eq!(r.version(), None, "not settled");
     match r.handle_receive(&optional[..n], now) {

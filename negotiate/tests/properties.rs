@@ -144,7 +144,7 @@ instantiate!(tcp, rpcrdma_verbs::Tcp);
 /// cannot take is answered RDMA_ERR_INVAL_OPTION with its XID (sections 2.2 and 2.5), and
 /// nothing stated takes effect.
 mod responder_rules {
-    use negotiate::responder::{Received, Responder, ResponderConfig};
+    use negotiate::responder::{Asked, Responder, ResponderConfig};
     use rpcrdma_v2::options::encode_optional;
     use rpcrdma_v2::properties::{Exchange, RPCRDMA2_OPT_PROPERTIES};
 
@@ -164,13 +164,13 @@ mod responder_rules {
         r.set_properties(BIG);
         r.handle_connected(&[], None);
         let refused = match r.handle_receive(msg) {
-            Received::SendError(e) => {
+            Asked::SendError(e) => {
                 // RDMA_ERROR (4), RDMA_ERR_INVAL_OPTION (3), the request's XID.
                 assert_eq!(&e.as_bytes()[..4], 9u32.to_be_bytes());
                 assert_eq!(&e.as_bytes()[12..20], [0, 0, 0, 4, 0, 0, 0, 3]);
                 true
             }
-            Received::Handled { answer, .. } => return (answer.map(|a| a.optinfo), r.stated().requester.is_some()),
+            Asked::Handled { answer, .. } => return (answer.map(|a| a.optinfo), r.stated().requester.is_some()),
             other => panic!("{other:?}"),
         };
         assert!(refused);

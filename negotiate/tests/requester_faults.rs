@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use negotiate::memory::NoV2Reason;
 use negotiate::reply::{DropReason, Incoming, PeerError};
-use negotiate::requester::{self, CallFailure, Event, Requester, Transmit};
+use negotiate::requester::{self, Action, CallFailure, Requester, Transmit};
 use rpcrdma_v1::Version;
 
 const ADDR: &str = "inproc:faults";
@@ -30,17 +30,17 @@ fn requester(versions: (u32, u32)) -> Requester {
     Requester::new(cfg, ADDR)
 }
 
-fn drain(r: &mut Requester) -> Vec<Event> {
-    std::iter::from_fn(|| r.poll_event()).collect()
+fn drain(r: &mut Requester) -> Vec<Action> {
+    std::iter::from_fn(|| r.poll_action()).collect()
 }
 
-fn transmits(events: &[Event]) -> Vec<Transmit> {
-    events.iter().filter_map(|e| if let Event::Transmit(t) = e { Some(*t) } else { None }).collect()
+fn transmits(events: &[Action]) -> Vec<Transmit> {
+    events.iter().filter_map(|e| if let Action::Transmit(t) = e { Some(*t) } else { None }).collect()
 }
 
 /// Connects `req` and starts call `xid`: its first transmission.
 fn start(req: &mut Requester, xid: u32, now: Instant) -> Transmit {
-    assert_eq!(drain(req), vec![Event::Connect]);
+    assert_eq!(drain(req), vec![Action::Connect]);
     req.handle_connected(None, &[], now);
     req.call(xid, now).unwrap();
     transmits(&drain(req))[0]
@@ -63,12 +63,12 @@ fn rfc8166_3_3_3_a_timed_out_probe_is_retransmitted_only_after_reconnect() {
     req.call(2, now).unwrap();
     let later = now + 2 * TIMEOUT;
     req.handle_timeout(later);
-    assert_eq!(drain(&mut req), vec![Event::Disconnect], "disconnect first, nothing sent on this connection");
+    assert_eq!(drain(&mut req), vec![Action::Disconnect], "disconnect first, nothing sent on this connection");
     req.call(3, later).unwrap();
     req.handle_timeout(later + TIMEOUT);
     assert_eq!(drain(&mut req), vec![], "one disconnect, and still nothing sent on a connection being closed");
     req.handle_disconnected(later);
-    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    assert_eq!(drain(&mut req), vec![Action::Connect]);
     assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ProbeLost));
     req.handle_connected(None, &[], later);
     let again = transmits(&drain(&mut req));
@@ -89,7 +89,7 @@ fn draft_5_2_a_late_v2_reply_before_the_disconnect_completes_the_call_once_and_k
     start(&mut req, 1, now);
     let later = now + 2 * TIMEOUT;
     req.handle_timeout(later);
-    assert_eq!(drain(&mut req), vec![Event::Disconnect]);
+    assert_eq!(drain(&mut req), vec![Action::Disconnect]);
     assert!(matches!(req.handle_receive(&reply(1, 2, 32), later), Incoming::Reply { xid: 1, .. }));
     assert_eq!(req.pending(), 0);
     assert_eq!(req.version(), Some(Version::TWO));
@@ -99,7 +99,7 @@ fn draft_5_2_a_late_v2_reply_before_the_disconnect_completes_the_call_once_and_k
     assert_eq!(drain(&mut req), vec![], "no call waits: no reconnect");
     assert_eq!(req.memory().no_v2(ADDR), None, "answered in Version Two: not demoted");
     req.call(2, later).unwrap();
-    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    assert_eq!(drain(&mut req), vec![Action::Connect]);
     req.handle_connected(None, &[], later);
     let t = transmits(&drain(&mut req))[0];
     assert_eq!((t.xid, t.version.wire(), t.probe, t.attempt), (2, 2, true, 1));
@@ -118,13 +118,13 @@ fn rfc8166_4_5_4_no_call_goes_out_on_a_connection_being_closed() {
     assert_eq!(transmits(&drain(&mut req)).len(), 1);
     let later = now + 2 * TIMEOUT;
     req.handle_timeout(later);
-    assert_eq!(drain(&mut req), vec![Event::Disconnect]);
+    assert_eq!(drain(&mut req), vec![Action::Disconnect]);
     assert_eq!(req.poll_timeout(), None, "nothing left to time out: the disconnect is what is awaited");
     req.call(3, later).unwrap();
     req.handle_timeout(later);
     assert_eq!(drain(&mut req), vec![], "no transmission, no second disconnect");
     req.handle_disconnected(later);
-    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    assert_eq!(drain(&mut req), vec![Action::Connect]);
     req.handle_connected(None, &[], later);
     let again: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| (t.xid, t.attempt)).collect();
     assert_eq!(again, vec![(2, 2)]);
@@ -153,7 +153,7 @@ fn rfc8166_5_5_2_an_rdma_error_answering_the_probe_fails_only_that_call_and_sett
         req.call(3, now).unwrap();
         assert_eq!(req.handle_receive(&answer, now), Incoming::Consumed, "{what}");
         let ev = drain(&mut req);
-        assert!(ev.contains(&Event::Failed { xid: 1, error: CallFailure::Peer(error) }), "{what}: {ev:?}");
+        assert!(ev.contains(&Action::Failed { xid: 1, error: CallFailure::Peer(error) }), "{what}: {ev:?}");
         let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
         assert_eq!(next, vec![(2, 2, false)], "{what}: the next call goes out, alone");
         assert_eq!(req.version(), Some(Version::TWO), "{what}");
@@ -179,7 +179,7 @@ fn draft_5_2_an_rdma_error_in_version_one_answering_the_probe_means_fall_back() 
     req.call(2, now).unwrap();
     assert_eq!(req.handle_receive(&words(&[1, 1, 1, 4, 2]), now), Incoming::Consumed);
     let ev = drain(&mut req);
-    assert!(!ev.iter().any(|e| matches!(e, Event::Failed { .. })), "no call fails: {ev:?}");
+    assert!(!ev.iter().any(|e| matches!(e, Action::Failed { .. })), "no call fails: {ev:?}");
     let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
     assert_eq!(next, vec![(1, 1, false)], "the probe's call again, in Version One, alone");
     assert_eq!(req.version(), Some(Version::ONE));
@@ -192,7 +192,7 @@ fn draft_5_2_an_rdma_error_in_version_one_answering_the_probe_means_fall_back() 
     start(&mut only_v2, 1, now);
     assert_eq!(only_v2.handle_receive(&words(&[1, 1, 1, 4, 2]), now), Incoming::Consumed);
     let ev = drain(&mut only_v2);
-    assert!(ev.contains(&Event::Failed { xid: 1, error: CallFailure::Peer(PeerError::Common(Chunk)) }), "{ev:?}");
+    assert!(ev.contains(&Action::Failed { xid: 1, error: CallFailure::Peer(PeerError::Common(Chunk)) }), "{ev:?}");
 }
 
 /// Draft section 5.2: a probe refused with RDMA_ERR_VERS was not run, and going again in
@@ -211,13 +211,13 @@ fn draft_5_2_a_probe_refused_for_its_version_does_not_spend_the_calls_attempt() 
     let err_vers = |xid: u32, vers: u32| words(&[xid, vers, 1, 4, 1, 1, 1]);
     assert_eq!(req.handle_receive(&err_vers(1, 2), now), Incoming::Consumed);
     let ev = drain(&mut req);
-    assert!(!ev.iter().any(|e| matches!(e, Event::Failed { .. })), "the call did not fail: {ev:?}");
+    assert!(!ev.iter().any(|e| matches!(e, Action::Failed { .. })), "the call did not fail: {ev:?}");
     let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
     assert_eq!(next, vec![(1, 1, false)], "the call again, in Version One");
     // That transmission was its one attempt: refused again, it fails.
     assert_eq!(req.handle_receive(&err_vers(1, 1), now), Incoming::Consumed);
     let ev = drain(&mut req);
-    assert!(ev.iter().any(|e| matches!(e, Event::Failed { xid: 1, .. })), "{ev:?}");
+    assert!(ev.iter().any(|e| matches!(e, Action::Failed { xid: 1, .. })), "{ev:?}");
     assert!(transmits(&ev).is_empty());
 }
 
@@ -233,10 +233,10 @@ fn rfc8166_4_5_a_malformed_answer_to_the_probe_fails_only_that_call_and_the_next
     // RDMA_MSG whose Read list is cut short.
     assert_eq!(req.handle_receive(&words(&[1, 2, 1, 0, 1, 0]), now), Incoming::Consumed);
     let ev = drain(&mut req);
-    assert!(matches!(ev[0], Event::Failed { xid: 1, error: CallFailure::MalformedReply(_) }), "{ev:?}");
+    assert!(matches!(ev[0], Action::Failed { xid: 1, error: CallFailure::MalformedReply(_) }), "{ev:?}");
     let next: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
     assert_eq!(next, vec![(2, 2, true)]);
-    assert!(!ev.contains(&Event::Disconnect));
+    assert!(!ev.contains(&Action::Disconnect));
 }
 
 /// RFC 8166 section 4.5.4 ("the associated RPC transaction fails immediately"): a probe the
@@ -274,7 +274,7 @@ fn drive(req: &mut Requester, xids: &[u32], first: Answer, limit: Duration) -> V
         req.call(xid, now).unwrap();
     }
     while req.pending() > 0 && now <= t0 + limit {
-        let Some(e) = req.poll_event() else {
+        let Some(e) = req.poll_action() else {
             match req.poll_timeout() {
                 Some(at) => {
                     now = now.max(at);
@@ -285,9 +285,9 @@ fn drive(req: &mut Requester, xids: &[u32], first: Answer, limit: Duration) -> V
             }
         };
         match e {
-            Event::Connect => req.handle_connected(None, &[], now),
-            Event::Disconnect => req.handle_disconnected(now),
-            Event::Transmit(t) => {
+            Action::Connect => req.handle_connected(None, &[], now),
+            Action::Disconnect => req.handle_disconnected(now),
+            Action::Transmit(t) => {
                 let answer = if answered == 0 { first(&t) } else { serve(&t) };
                 answered += 1;
                 if let Some(bytes) = answer {
@@ -296,8 +296,8 @@ fn drive(req: &mut Requester, xids: &[u32], first: Answer, limit: Duration) -> V
                     }
                 }
             }
-            Event::Failed { xid, error } => ended.push((xid, Err(error))),
-            Event::Settled { .. } => {}
+            Action::Failed { xid, error } => ended.push((xid, Err(error))),
+            Action::Settled { .. } => {}
         }
     }
     assert_eq!(req.pending(), 0, "calls never ended; ended: {ended:?}");
@@ -344,7 +344,7 @@ fn draft_5_3_a_v1_reply_to_the_probe_is_dropped_and_the_probe_still_times_out() 
     );
     assert_eq!(req.poll_timeout(), Some(now + TIMEOUT));
     req.handle_timeout(now + TIMEOUT);
-    assert_eq!(drain(&mut req), vec![Event::Disconnect]);
+    assert_eq!(drain(&mut req), vec![Action::Disconnect]);
 }
 
 // ---- finding 7: a failure says what happened to the last attempt ----
@@ -367,7 +367,7 @@ fn cause_after(attempts: [Attempt; 3]) -> CallFailure {
     let mut req = requester((1, 1));
     req.call(1, now).unwrap();
     for a in attempts {
-        assert_eq!(drain(&mut req), vec![Event::Connect], "{attempts:?}: {a:?}");
+        assert_eq!(drain(&mut req), vec![Action::Connect], "{attempts:?}: {a:?}");
         if let Attempt::ConnectFails = a {
             req.handle_connect_failed(now);
             continue;
@@ -377,14 +377,14 @@ fn cause_after(attempts: [Attempt; 3]) -> CallFailure {
         if let Attempt::TimesOut = a {
             now += 2 * TIMEOUT;
             req.handle_timeout(now);
-            assert_eq!(drain(&mut req), vec![Event::Disconnect], "{attempts:?}: {a:?}");
+            assert_eq!(drain(&mut req), vec![Action::Disconnect], "{attempts:?}: {a:?}");
         }
         req.handle_disconnected(now);
     }
     let ev = drain(&mut req);
     assert_eq!(req.pending(), 0, "{attempts:?}: {ev:?}");
     match ev[..] {
-        [Event::Failed { xid: 1, error }] => error,
+        [Action::Failed { xid: 1, error }] => error,
         _ => panic!("{attempts:?}: {ev:?}"),
     }
 }
@@ -423,16 +423,16 @@ fn draft_5_2_a_responder_remembered_as_lacking_version_two_is_probed_again_after
     assert!(start(&mut req, 1, now).probe);
     let lost = now + 2 * TIMEOUT;
     req.handle_timeout(lost);
-    assert_eq!(drain(&mut req), vec![Event::Disconnect]);
+    assert_eq!(drain(&mut req), vec![Action::Disconnect]);
     req.handle_disconnected(lost);
     assert_eq!(req.memory().no_v2(ADDR), Some(NoV2Reason::ProbeLost));
     assert_eq!(req.memory().remembered_until(ADDR), Some(lost + reprobe_after));
 
     // Before it expires: Version One at once, no probe.
-    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    assert_eq!(drain(&mut req), vec![Action::Connect]);
     req.handle_connected(None, &[], lost);
     let ev = drain(&mut req);
-    assert!(ev.iter().any(|e| matches!(e, Event::Settled { version: Version::ONE, .. })), "{ev:?}");
+    assert!(ev.iter().any(|e| matches!(e, Action::Settled { version: Version::ONE, .. })), "{ev:?}");
     let got: Vec<_> = transmits(&ev).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
     assert_eq!(got, vec![(1, 1, false)]);
     assert!(matches!(req.handle_receive(&reply(1, 1, 32), lost), Incoming::Reply { xid: 1, .. }));
@@ -441,7 +441,7 @@ fn draft_5_2_a_responder_remembered_as_lacking_version_two_is_probed_again_after
     req.handle_disconnected(lost);
     let later = lost + reprobe_after;
     req.call(2, later).unwrap();
-    assert_eq!(drain(&mut req), vec![Event::Connect]);
+    assert_eq!(drain(&mut req), vec![Action::Connect]);
     req.handle_connected(None, &[], later);
     let got: Vec<_> = transmits(&drain(&mut req)).iter().map(|t| (t.xid, t.version.wire(), t.probe)).collect();
     assert_eq!(got, vec![(2, 2, true)], "the memory expired: the first call is the Version Two probe");
@@ -462,7 +462,7 @@ fn draft_4_2_a_version_two_nomsg_reply_with_trailing_bytes_fails_its_call_with_t
     let nomsg = words(&[1, 2, 32, 1, 0, 0, 1, 1, 0x77, 64, 0, 0x1000, 0xdead, 0xbeef]);
     assert_eq!(req.handle_receive(&nomsg, now), Incoming::Consumed);
     let ev = drain(&mut req);
-    let failed = Event::Failed { xid: 1, error: CallFailure::MalformedReply(Reason::PayloadAfterNoMsg(8)) };
+    let failed = Action::Failed { xid: 1, error: CallFailure::MalformedReply(Reason::PayloadAfterNoMsg(8)) };
     assert!(ev.contains(&failed), "{ev:?}");
 }
 

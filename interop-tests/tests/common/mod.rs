@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use cm_private_data::PrivateData;
 use negotiate::client::{Client, ClientError};
 use negotiate::datapath::{fetch_call, send_call, send_error, send_reply, CallParams, ReceivePool, Transport};
-use negotiate::responder::{self, Received, Responder};
+use negotiate::responder::{self, Asked, Responder};
 use negotiate::server::{Server, ServerStats};
 use rpcrdma_v1::header::Header;
 use rpcrdma_v1::marshal_call::InlineThresholds;
@@ -372,7 +372,7 @@ fn serve_raw<B: Backend>(
         let received = responder.handle_receive(&m.bytes);
         lock(log).overruns[conn_no as usize] = responder.overruns();
         let answered = match received {
-            Received::Call(h) => {
+            Asked::Call(h) => {
                 message.clear();
                 if fetch_call(&conn, &h, ulb, &mut message).is_err() || act == Act::DisconnectAfterFetch {
                     break;
@@ -385,7 +385,7 @@ fn serve_raw<B: Backend>(
                 }
                 send_reply(&conn, &h, &message, &reply, ulb, &params).map(drop)
             }
-            Received::SendError(e) => send_error(&conn, e.as_bytes()),
+            Asked::SendError(e) => send_error(&conn, e.as_bytes()),
             _ => Ok(()),
         };
         if answered.is_err() || act == Act::AnswerThenDisconnect {

@@ -12,7 +12,7 @@ use crate::client_config::{ClientConfig, ClientError, ClientStats};
 use crate::datapath::{DataPathError, Ended, ReplyParams};
 use crate::memory::PeerMemory;
 use crate::reply::Incoming;
-use crate::requester::{CallFailure, Event as RequesterEvent, Requester, Transmit};
+use crate::requester::{Action, CallFailure, Requester, Transmit};
 
 /// What a connection's transport-properties exchange (`specs/rpcrdma2-transport-properties.txt`)
 /// gave.
@@ -557,9 +557,9 @@ impl<L: Clone> Connection<L> {
 
     /// Turns the requester's events into steps for callers and actions for the driver.
     fn route(&mut self) {
-        while let Some(e) = self.req.as_mut().and_then(Requester::poll_event) {
+        while let Some(e) = self.req.as_mut().and_then(Requester::poll_action) {
             match e {
-                RequesterEvent::Transmit(transmit) => {
+                Action::Transmit(transmit) => {
                     // No link: the transmission was decided on a connection since found down
                     // (a message received in the same turn queued it); the requester already
                     // put the call back in its queue for the next connection, or failed it.
@@ -567,13 +567,13 @@ impl<L: Clone> Connection<L> {
                         self.put(transmit.xid, CallStep::Transmit { transmit, link });
                     }
                 }
-                RequesterEvent::Failed { xid, error } => {
+                Action::Failed { xid, error } => {
                     let error = self.failure(error);
                     self.put(xid, CallStep::Failed(error));
                 }
-                RequesterEvent::Settled { version, thresholds } => self.settled = Some((version, thresholds)),
-                RequesterEvent::Connect => self.events.push_back(Event::Connect { after: self.backoff }),
-                RequesterEvent::Disconnect => {
+                Action::Settled { version, thresholds } => self.settled = Some((version, thresholds)),
+                Action::Connect => self.events.push_back(Event::Connect { after: self.backoff }),
+                Action::Disconnect => {
                     if let Some(link) = self.link.clone() {
                         let cause = CloseCause::ReplyTimeout { timeout: self.cfg.requester.timeout };
                         self.events.push_back(Event::Disconnect { link, cause });

@@ -156,24 +156,24 @@ impl<L: Clone> Connection<L> {
         s.last_heard = now;
         let awaiting = |x| Some(x) == arrival.awaiting;
         match s.responder.handle_receive_awaiting(bytes, arrival.behind, &awaiting) {
-            responder::Received::Call(header) => {
+            responder::Asked::Call(header) => {
                 let params = s.responder.reply_params(header.xid()).expect("a call just received is in flight");
                 Received::Call { header, params }
             }
-            responder::Received::SendError(e) => {
+            responder::Asked::SendError(e) => {
                 self.answer_error(e);
                 Received::Answered
             }
-            responder::Received::BackwardReply(h) => {
+            responder::Asked::BackwardReply(h) => {
                 self.judged_reply = Some(h.detach());
                 Received::Reply { xid: h.xid() }
             }
-            responder::Received::OptionAnswer { xid } => {
+            responder::Asked::OptionAnswer { xid } => {
                 self.judged_reply = None;
                 Received::Reply { xid }
             }
-            responder::Received::PeerError { xid, error } => Received::PeerError { xid, error },
-            responder::Received::Handled { xid, answer: Some(a), .. } => {
+            responder::Asked::PeerError { xid, error } => Received::PeerError { xid, error },
+            responder::Asked::Handled { xid, answer: Some(a), .. } => {
                 // Server to client: the requester's Receives, sized by the reply threshold.
                 let threshold = s.responder.advertised().for_version(rpcrdma_v2::RPCRDMA2_VERSION).reply;
                 if crate::extension::fits(&a, threshold) {
@@ -184,14 +184,14 @@ impl<L: Clone> Connection<L> {
                     Received::Nothing(None)
                 }
             }
-            responder::Received::Rewritten => Received::Rewritten,
-            responder::Received::SendBack(bytes) => {
+            responder::Asked::Rewritten => Received::Rewritten,
+            responder::Asked::SendBack(bytes) => {
                 self.answer_with(bytes);
                 Received::Answered
             }
-            responder::Received::Handled { answer: None, .. }
-            | responder::Received::Taken
-            | responder::Received::Dropped => Received::Nothing(None),
+            responder::Asked::Handled { answer: None, .. } | responder::Asked::Taken | responder::Asked::Dropped => {
+                Received::Nothing(None)
+            }
         }
     }
 
@@ -208,11 +208,11 @@ impl<L: Clone> Connection<L> {
     pub fn handle_rewritten<'a>(&mut self, bytes: &'a [u8], arrival: Arrival) -> Received<'a> {
         let s = self.serving_mut();
         match s.responder.handle_rewritten(bytes, arrival.behind) {
-            responder::Received::Call(header) => {
+            responder::Asked::Call(header) => {
                 let params = s.responder.reply_params(header.xid()).expect("a call just received is in flight");
                 Received::Call { header, params }
             }
-            responder::Received::SendError(e) => {
+            responder::Asked::SendError(e) => {
                 self.answer_error(e);
                 Received::Answered
             }

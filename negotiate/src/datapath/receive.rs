@@ -11,7 +11,7 @@ use super::{DataPathError, Transport, Want, RECV_WR_BIT};
 /// once), and the rkey a Send with Invalidate killed on the way in (RFC 8797 section 4.1), for
 /// [`ChunkMemory::release`](super::ChunkMemory::release).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Received {
+pub struct ReceivedMessage {
     /// The whole message: transport header, then whatever followed it.
     pub bytes: Vec<u8>,
     /// The rkey the peer's Send with Invalidate invalidated here, if it sent one.
@@ -99,13 +99,13 @@ impl<B: Backend> ReceivePool<B> {
 
     /// Waits (up to the connection's timeout) for the next message, copies it out and posts
     /// the buffer again.
-    pub fn receive(&self, conn: &Transport<B>) -> Result<Received, DataPathError> {
+    pub fn receive(&self, conn: &Transport<B>) -> Result<ReceivedMessage, DataPathError> {
         self.receive_within(conn, conn.timeout())
     }
 
     /// [`ReceivePool::receive`], waiting at most `timeout` ([`DataPathError::Timeout`] then):
     /// for a dispatcher that also watches the clock and the connection.
-    pub fn receive_within(&self, conn: &Transport<B>, timeout: Duration) -> Result<Received, DataPathError> {
+    pub fn receive_within(&self, conn: &Transport<B>, timeout: Duration) -> Result<ReceivedMessage, DataPathError> {
         self.receive_polling(conn, timeout, Duration::ZERO)
     }
 
@@ -140,7 +140,7 @@ impl<B: Backend> ReceivePool<B> {
         conn: &Transport<B>,
         timeout: Duration,
         poll_first: Duration,
-    ) -> Result<Received, DataPathError> {
+    ) -> Result<ReceivedMessage, DataPathError> {
         let c = conn.wait_within(Want::AnyReceive, timeout, poll_first)?;
         let region = {
             let buffers = self.buffers.lock().unwrap_or_else(PoisonError::into_inner);
@@ -152,7 +152,7 @@ impl<B: Backend> ReceivePool<B> {
         bytes.clear();
         region.with(|b| bytes.extend_from_slice(&b[..c.byte_len as usize]));
         conn.qp().post_recv(c.wr_id, Sge::whole(&region))?;
-        Ok(Received { bytes, invalidated_rkey: c.invalidated_rkey })
+        Ok(ReceivedMessage { bytes, invalidated_rkey: c.invalidated_rkey })
     }
 
     /// Hands a received message's buffer back once its bytes are no longer needed: the next

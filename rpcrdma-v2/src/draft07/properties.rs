@@ -96,11 +96,12 @@ pub struct Properties {
 }
 
 impl Default for Properties {
-    /// Table 1's defaults.
+    /// Table 1's defaults (its two sizes the default inline threshold, section 4.2.2).
     fn default() -> Self {
+        const THRESHOLD: u32 = super::DEFAULT_INLINE_THRESHOLD as u32;
         Properties {
-            max_send_size: 4096,
-            receive_buffer_size: 4096,
+            max_send_size: THRESHOLD,
+            receive_buffer_size: THRESHOLD,
             max_segment_size: 1_048_576,
             max_segment_count: 16,
             reverse_direction: ReverseDirection::None,

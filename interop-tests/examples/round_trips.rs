@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Arguments: `tcp` or `inproc` (default `tcp`), round trips per side and round (10,000),
-//! rounds (3).
+//! rounds (3), and which sides (`raw,raw-polled,ours`, the default; one alone for a
+//! profile, `perf record ... round_trips inproc 300000 1 ours`).
 
 use std::time::Instant;
 
@@ -65,16 +66,23 @@ fn measure(label: &str, n: usize, mut f: impl FnMut()) {
     );
 }
 
-fn run<B: Backend + Clone>(b: B, calls: usize, rounds: usize) {
+fn run<B: Backend + Clone>(b: B, calls: usize, rounds: usize, sides: &str) {
+    let runs = |side: &str| sides.split(',').any(|s| s == side);
     // Each side alone in the process while it is counted (over TCP a server's idle loop
     // would drive the readiness loop for the raw pair's threads), made afresh each round.
     for round in 1..=rounds {
         println!("round {round}");
         for (label, wait) in [("raw", Wait::Sleep), ("raw-polled", Wait::Poll)] {
+            if !runs(label) {
+                continue;
+            }
             let raw = RawPair::start(&b, wait);
             (0..100).for_each(|_| raw.round_trip());
             measure(label, calls, || raw.round_trip());
             raw.stop();
+        }
+        if !runs("ours") {
+            continue;
         }
         let (server, client) = rpc_pair(b.clone());
         let mut caller = Caller::new(&client);
@@ -90,9 +98,10 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let calls = args.get(1).and_then(|n| n.parse().ok()).unwrap_or(10_000);
     let rounds = args.get(2).and_then(|n| n.parse().ok()).unwrap_or(3);
+    let sides = args.get(3).map_or("raw,raw-polled,ours", String::as_str);
     match args.first().map_or("tcp", String::as_str) {
-        "inproc" => run(InProcess, calls, rounds),
-        "tcp" => run(Tcp, calls, rounds),
+        "inproc" => run(InProcess, calls, rounds, sides),
+        "tcp" => run(Tcp, calls, rounds, sides),
         other => panic!("unknown backend {other:?}: tcp or inproc"),
     }
 }

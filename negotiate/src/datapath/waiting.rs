@@ -315,6 +315,21 @@ impl<B: Backend> Transport<B> {
         Arm::Waiting
     }
 
+    /// Takes back `waker`, armed before with [`Transport::arm_receive`], as its owner is about
+    /// to receive itself: the message it finds is not told to it, and the queue pair is not
+    /// armed with it again when a poller stops (`pass_on_receive_waker`). A server's loop
+    /// does this before each look at a connection it was woken for: the message it took
+    /// fired its own waker, which queued the connection once more, and the waker left
+    /// behind was armed again by the reply's Send completion, so that the requester's next
+    /// call woke the loop from the requester's thread (a lock of the loop's state on the
+    /// round trip's path, both sides).
+    pub fn disarm_receive(&self, waker: &Waker) {
+        let mut st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
+        if st.receive_waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            st.receive_waker = None;
+        }
+    }
+
     /// Reaps what the completion queue holds, without blocking, unless another waiter polls
     /// it (which reaps it then): completions that nobody waits for (unwaited and selectively
     /// signaled work requests, [`Transport::set_unwaited_replies`]) free their send-queue

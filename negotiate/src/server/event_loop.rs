@@ -430,13 +430,16 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         let mut buffers = CallBuffers::with_budget(&self.shared.budget);
         let mut holding = false;
         let mut leaving = Leaving { lp: self, holding: false };
+        // This thread polled for work just now (`polled_for_more`) and found none: it does
+        // not poll again before it sleeps.
+        let mut polled = false;
         loop {
             if !holding && !self.take_role() {
                 break;
             }
             holding = true;
             leaving.holding = true;
-            let Some((id, connection)) = self.next_ready() else {
+            let Some((id, connection)) = self.next_ready(std::mem::take(&mut polled)) else {
                 let mut st = lock(&self.st);
                 st.ended = true;
                 self.turn.notify_all();
@@ -449,12 +452,24 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 continue;
             }
             let wait = if self.arms {
+                // This thread looks itself: nothing is to tell it of what it finds.
+                if let Some(waker) = connection.waker.get() {
+                    connection.conn.disarm_receive(waker);
+                }
                 Duration::ZERO
             } else {
                 self.poll_before_wait(|| connection.conn.receives_waiting() > 0);
                 self.until_idle(id)
             };
-            let m = match connection.pool.receive_within(&connection.conn, wait) {
+            let mut received = connection.pool.receive_within(&connection.conn, wait);
+            if matches!(received, Err(DataPathError::Timeout { .. })) && self.arms && self.readiness.is_none() {
+                match self.polled_for_more(&connection) {
+                    Some(true) => received = connection.pool.receive_within(&connection.conn, Duration::ZERO),
+                    Some(false) => {}
+                    None => polled = true,
+                }
+            }
+            let m = match received {
                 Ok(m) => m,
                 Err(DataPathError::Timeout { .. }) if self.arms => {
                     self.arm(id, &connection);
@@ -630,9 +645,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// ready queue (a loop of one connection: that one, whose completion queue it then waits
     /// on); `None` once the loop ends. Drives the backend's readiness loop while it waits
     /// where the backend lends it (TCP), and otherwise polls for
-    /// [`ServerLimits::poll_before_wait`] before it sleeps; closes the connections found idle
-    /// meanwhile.
-    fn next_ready(&self) -> Option<Member<B>> {
+    /// [`ServerLimits::poll_before_wait`] before it sleeps (unless it has `polled` just now);
+    /// closes the connections found idle meanwhile.
+    fn next_ready(&self, mut polled: bool) -> Option<Member<B>> {
         loop {
             if self.stop.load(Ordering::Relaxed) {
                 return None;
@@ -683,7 +698,11 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 continue;
             }
             drop(st);
-            self.poll_before_wait(|| self.ready_len.load(Ordering::Acquire) > 0);
+            // (Not again if this thread polled its last connection just now and found
+            // nothing: that poll was this wait's.)
+            if !std::mem::take(&mut polled) {
+                self.poll_before_wait(|| self.ready_len.load(Ordering::Acquire) > 0);
+            }
             let mut st = lock(&self.st);
             if !st.ready.is_empty() || st.ended || self.stop.load(Ordering::Relaxed) {
                 continue;
@@ -765,9 +784,27 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// Looks for work (`arrived`: the ready queue, or a loop of one connection's completion
     /// queue) for up to [`ServerLimits::poll_before_wait`] while there is none, so that a
     /// message arriving meanwhile is taken without the thread having slept.
-    fn poll_before_wait(&self, arrived: impl Fn() -> bool) {
+    /// Whether something arrived (or the loop stops) before the time was up.
+    fn poll_before_wait(&self, mut arrived: impl FnMut() -> bool) -> bool {
         let stop = || self.stop.load(Ordering::Relaxed);
-        crate::spin::poll_for(self.cfg.limits.poll_before_wait, || (arrived() || stop()).then_some(()));
+        crate::spin::poll_for(self.cfg.limits.poll_before_wait, || (arrived() || stop()).then_some(())).is_some()
+    }
+
+    /// Whether a message came on `connection`, the one this thread just served, while it
+    /// polled its completion queue for up to [`ServerLimits::poll_before_wait`] with nothing
+    /// on the ready queue. A connection armed instead is told of its next message by a wake
+    /// from the peer's post, which queues it, on the peer's thread, under the loop's lock
+    /// (eRPC's loop polls its queues; in process the 64-byte round trip's quiet rounds took
+    /// 0.3 to 0.4 us less, docs/benchmarks.md, twenty-fifth session). Not where the backend has a readiness loop
+    /// to drive (TCP), whose completion queue fills only while that loop is driven.
+    /// `None` when nothing came in that time.
+    fn polled_for_more(&self, connection: &LoopConnection<B>) -> Option<bool> {
+        let mut came = false;
+        let found = self.poll_before_wait(|| {
+            came = connection.conn.receives_waiting() > 0;
+            came || self.ready_len.load(Ordering::Acquire) > 0
+        });
+        found.then_some(came)
     }
 
     /// Arms connection `id` to wake the loop at its next completion; one whose messages are

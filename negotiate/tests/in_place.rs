@@ -87,15 +87,49 @@ fn rfc8166_3_4_6_1_an_in_place_reply_is_the_reply_call_returns_over_tcp() {
 }
 
 /// Dropping an in-place reply gives its buffers back to the connection: two hundred 64 KiB
-/// results read in place leave the connection's kept chunk memory bounded, and the calls keep
-/// working (nothing held past its reply).
+/// results read in place, four held at a time, land in the Write chunk buffers of the first
+/// few (seen on the wire, as the addresses the calls advertise), while replies kept take a
+/// buffer each.
 #[test]
 fn in_place_replies_give_their_buffers_back_when_dropped() {
-    let server = Server::start(InProcess, "inproc:*", ServerConfig::default(), Arc::new(WRITE_ULB), reply_to).unwrap();
-    let client = Client::new(InProcess, server.local_addr(), ClientConfig::default());
+    use std::collections::HashSet;
+    use std::sync::{Mutex, PoisonError};
+
+    use rpcrdma_v1::header::{Header, HeaderLimits};
+    use rpcrdma_verbs::capture::{Captured, CapturedMessage};
+
+    // The address of each call's Write chunk, as the client advertised it: every
+    // registration gets an address never used before (`ProtectionDomain::register`), so a
+    // buffer given back and used again shows as an address seen before.
+    let advertised: Arc<Mutex<Vec<u64>>> = Arc::default();
+    let seen = advertised.clone();
+    let b = Captured::new(
+        InProcess,
+        Arc::new(move |m: &CapturedMessage<'_>| {
+            // Endpoint 1 is the client's queue pair (the server's replies name the segments too).
+            let Ok(h) = Header::parse(m.bytes, &HeaderLimits::default()) else { return };
+            if m.endpoint != 1 {
+                return;
+            }
+            if let Some(segment) = h.write_list().iter().flat_map(|c| c.target.iter()).next() {
+                seen.lock().unwrap_or_else(PoisonError::into_inner).push(segment.offset);
+            }
+        }),
+    );
+    // 64 KiB results and a short rest: a call's chunk memory within what a connection keeps
+    // (`CHUNK_BYTES_KEPT`; with WRITE_ULB's 2 MiB Reply chunk nothing is kept).
+    const ULB: OpaqueAtUlb =
+        OpaqueAtUlb { call_opaque: None, reply_opaque: Some(8), max_result: 1 << 16, max_reply: 1024 };
+    let addresses =
+        || advertised.lock().unwrap_or_else(PoisonError::into_inner).iter().copied().collect::<HashSet<_>>();
+    let server = Server::start(b.clone(), b.any_address(), ServerConfig::default(), Arc::new(ULB), reply_to).unwrap();
+    // (Version One, whose headers this parse reads.)
+    let mut cfg = ClientConfig::default();
+    cfg.requester.versions = (Version::ONE, Version::ONE);
+    let client = Client::new(b, server.local_addr(), cfg);
     let mut held = Vec::new();
     for xid in 1..=200u32 {
-        let mut r = client.call_in_place(&call(xid, 65_536), &WRITE_ULB).unwrap();
+        let mut r = client.call_in_place(&call(xid, 65_536), &ULB).unwrap();
         assert_eq!(r.view().result(0).unwrap().len(), 65_536);
         // A few held at once, as a caller reading several replies would.
         held.push(r);
@@ -103,10 +137,25 @@ fn in_place_replies_give_their_buffers_back_when_dropped() {
             held.clear();
         }
     }
+    held.clear();
+    // 200 calls' Write chunks in the buffers of the first few: given back as each reply was
+    // dropped, and used again (at most the four held at once, and one for the call being
+    // made; a connection keeps a bounded number, `CHUNK_BYTES_KEPT`).
+    let dropped = addresses();
+    assert_eq!(advertised.lock().unwrap_or_else(PoisonError::into_inner).len(), 200, "each call had a Write chunk");
+    assert!(dropped.len() <= 8, "200 calls' Write chunks took {} buffers: not given back on drop", dropped.len());
+
+    // And the count sees a buffer kept: 20 replies never dropped each keep their own.
+    for xid in 201..=220u32 {
+        std::mem::forget(client.call_in_place(&call(xid, 65_536), &ULB).unwrap());
+    }
+    let forgotten: HashSet<u64> =
+        advertised.lock().unwrap_or_else(PoisonError::into_inner)[200..].iter().copied().collect();
+    assert_eq!(forgotten.len(), 20, "replies kept shared buffers: the count above cannot tell");
     // The server counts a reply once it is sent, which may be just after the client has it.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while server.stats().write_chunk_results < 200 && std::time::Instant::now() < deadline {
+    while server.stats().write_chunk_results < 220 && std::time::Instant::now() < deadline {
         std::thread::yield_now();
     }
-    assert_eq!(server.stats().write_chunk_results, 200);
+    assert_eq!(server.stats().write_chunk_results, 220);
 }

@@ -414,6 +414,14 @@ impl<Q: QueuePair> QueuePair for CapturedQp<Q> {
         self.inner.post_read(wr_id, sges, remote)
     }
 
+    fn offer_read(&self, remote: RemoteBuf, len: u32) -> bool {
+        self.inner.offer_read(remote, len)
+    }
+
+    fn take_offered(&self, into: Sge<'_, Q::Region>, remote: RemoteBuf) -> bool {
+        self.inner.take_offered(into, remote)
+    }
+
     fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()> {
         self.inner.post_local_invalidate(wr_id, rkey)
     }

@@ -822,6 +822,98 @@ pub trait QueuePair: Send + Sync {
         false
     }
 
+    /// Offers the peer the `len` bytes at `remote`, this side's memory that the peer may RDMA
+    /// Read (a region, or a window of this queue pair's, with [`Access::REMOTE_READ`]), ahead
+    /// of the Send posted next, which tells the peer to read them: where a Read costs a round
+    /// trip of the backend's own, a backend may carry the bytes before that Send, for the peer
+    /// to take with [`QueuePair::take_offered`] instead of reading them. True if it did. By
+    /// default, as on a real device whose Reads take microseconds, nothing is offered: false.
+    ///
+    /// The peer takes what the memory held at the offer, so the memory must not change until
+    /// the peer has taken it (as an RPC-over-RDMA requester leaves a call's chunks until its
+    /// reply, RFC 8166 section 8.1.3), and an offer not taken stands until a newer offer of an
+    /// overlapping range under the same key replaces it, the peer invalidates the key, or the
+    /// peer's bound on what it holds passes it over: offer a range each time it is to be read.
+    /// An RDMA Read is never answered from an offer: it reads the memory as it is, under the
+    /// rules as they are. An offer is a hint: a range not resolvable with Remote Read here, or
+    /// too long to offer, is not offered, and the peer reads it.
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use rpcrdma_verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = Tcp.listen(&Tcp.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let server = std::thread::spawn(move || {
+    /// #     let pd = Tcp.alloc_pd().unwrap();
+    /// #     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+    /// #     (pd, qp)
+    /// # });
+    /// let pd = Tcp.alloc_pd().unwrap();
+    /// let (client, _) = Tcp.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+    /// let (spd, server) = server.join().unwrap();
+    /// let receive = spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    /// server.post_recv(1, Sge::whole(&receive)).unwrap();
+    ///
+    /// let chunk = pd.register(b"the call's chunk".to_vec(), Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap();
+    /// assert!(client.offer_read(chunk.remote_at(0), 16));
+    /// // (A requester must not change it now; here that shows where the bytes come from.)
+    /// chunk.with_mut(|b| b.fill(0));
+    /// let call = pd.register(b"read my chunk".to_vec(), Access::empty()).unwrap();
+    /// client.post_send(2, &[Sge::whole(&call)], None).unwrap();
+    ///
+    /// assert_eq!(server.wait_cq(t).unwrap().opcode, Opcode::Recv); // the call, after its offer
+    /// let into = spd.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
+    /// assert!(server.take_offered(Sge::whole(&into), chunk.remote_at(0)));
+    /// into.with(|b| assert_eq!(b, b"the call's chunk"));
+    /// // A Read reads the memory as it is now.
+    /// server.post_read(3, &[Sge::whole(&into)], chunk.remote_at(0)).unwrap();
+    /// assert!(server.wait_cq(t).unwrap().is_ok());
+    /// into.with(|b| assert_eq!(b, &[0; 16]));
+    /// ```
+    fn offer_read(&self, remote: RemoteBuf, len: u32) -> bool {
+        let _ = (remote, len);
+        false
+    }
+
+    /// Copies into `into` what the peer offered of exactly `into.len` bytes at `remote`
+    /// ([`QueuePair::offer_read`]), if that offer is held, and lets the offer go: true if it
+    /// did. Not a work request: nothing completes, and nothing waits for the work requests
+    /// posted before it, as an RDMA Read's completion would. False by default, and for a range
+    /// not offered exactly, whose bytes an RDMA Read then fetches; `into` needs
+    /// [`Access::LOCAL_WRITE`] (false without it, the offer left).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use rpcrdma_verbs::*;
+    /// # let t = Duration::from_secs(5);
+    /// # let listener = Tcp.listen(&Tcp.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let server = std::thread::spawn(move || {
+    /// #     let pd = Tcp.alloc_pd().unwrap();
+    /// #     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+    /// #     (pd, qp)
+    /// # });
+    /// # let pd = Tcp.alloc_pd().unwrap();
+    /// # let (client, _) = Tcp.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+    /// # let (spd, server) = server.join().unwrap();
+    /// # let receive = spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    /// # server.post_recv(1, Sge::whole(&receive)).unwrap();
+    /// let chunk = pd.register(vec![7; 4096], Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap();
+    /// assert!(client.offer_read(chunk.remote_at(0), 4096));
+    /// client.post_send(2, &[], None).unwrap();
+    /// assert_eq!(server.wait_cq(t).unwrap().opcode, Opcode::Recv);
+    ///
+    /// let into = spd.register(vec![0; 4096], Access::LOCAL_WRITE).unwrap();
+    /// assert!(server.take_offered(Sge::whole(&into), chunk.remote_at(0)));
+    /// into.with(|b| assert!(b.iter().all(|&x| x == 7)));
+    /// assert!(!server.take_offered(Sge::whole(&into), chunk.remote_at(0)), "taken once");
+    /// ```
+    fn take_offered(&self, into: Sge<'_, Self::Region>, remote: RemoteBuf) -> bool {
+        let _ = (into, remote);
+        false
+    }
+
     /// Posts `wrs` in order as one chain: on a real device one `ibv_post_send` of the work
     /// requests linked, one doorbell (on rdma_rxe one system call instead of one each); over
     /// TCP their frames go out in one write where they fit one. Each work request completes

@@ -13,7 +13,7 @@ use rpcrdma_v1::ulb::{DdpItem, UpperLayerBinding};
 use rpcrdma_v1::xdr::RdmaBody;
 use rpcrdma_v1::Version;
 use rpcrdma_v2::dialect::Dialect;
-use rpcrdma_verbs::Backend;
+use rpcrdma_verbs::{Backend, QueuePair, RemoteBuf};
 
 use super::{ChunkMemory, DataPathError, Landed, Transport, WindowRegistrar};
 use crate::thresholds::SegmentLimits;
@@ -312,7 +312,10 @@ fn prepare_described<B: Backend>(
     let pending = PendingCall { xid: out.xid(), form: out.form(), parts: 1, memory };
     // marshal_call released what it registered on failure; the rest is fenced here.
     match (filled, finished) {
-        (Ok(send), Ok(())) => Ok(PreparedCall { send, pending, params: *params }),
+        (Ok(send), Ok(())) => {
+            offer_reads(conn, out);
+            Ok(PreparedCall { send, pending, params: *params })
+        }
         (Ok(send), Err(e)) => {
             conn.discard_filled(send);
             let _ = pending.finish(conn, None, home);
@@ -322,6 +325,20 @@ fn prepare_described<B: Backend>(
             let _ = pending.finish(conn, None, home);
             Err(e)
         }
+    }
+}
+
+/// Offers the responder each segment of the call's Read chunks ahead of its Send, where the
+/// backend carries them (`QueuePair::offer_read`): over TCP each Read is a network round trip
+/// that the serving thread would wait for, and the client's side a wake-up to answer it; on a
+/// device, or in process, nothing is offered. An offer is read as the memory was when made,
+/// which the requester's own rule allows: a call's chunks are not altered until its reply
+/// has come and they are invalidated (RFC 8166 section 8.1.3). (The responder reads each segment with a Read of its own, `fetch_call`, which an
+/// offer of exactly that segment answers.)
+fn offer_reads<B: Backend>(conn: &Transport<B>, out: &MarshaledCall) {
+    for r in out.reads() {
+        let t = &r.target;
+        conn.qp().offer_read(RemoteBuf { addr: t.offset, rkey: t.handle }, t.length);
     }
 }
 

@@ -178,7 +178,11 @@ fn read_in_place<B: Backend>(
 }
 
 /// Posts one RDMA Read per `(where in region, segment)` and waits for them all, even after a
-/// post failed (what was posted still completes or flushes into `region`).
+/// post failed (what was posted still completes or flushes into `region`). A segment the
+/// requester offered with its call (`QueuePair::offer_read`, over TCP) is copied from the
+/// offer instead, with no Read and nothing to wait for: not even the work requests posted
+/// before, behind which a Read's completion would queue (the reply Send of the call before,
+/// whose acknowledgement the requester may not send for a while).
 fn post_reads<B: Backend>(
     conn: &Transport<B>,
     region: &B::Region,
@@ -187,9 +191,12 @@ fn post_reads<B: Backend>(
     let mut ids = Vec::new();
     let mut posted = Ok(());
     for (at, f) in fetches.filter(|(_, f)| f.length > 0) {
-        let id = conn.wr_id();
         let local = Sge::new(region, at, f.length as usize);
         let remote = RemoteBuf { addr: f.offset, rkey: f.handle };
+        if conn.qp().take_offered(local, remote) {
+            continue;
+        }
+        let id = conn.wr_id();
         // Reads are always waited for, and so signaled (`post_sq` records their order).
         match conn.post_sq(id, None, |qp, _| qp.post_read(id, &[local], remote)) {
             Ok(()) => ids.push(id),

@@ -10,6 +10,7 @@
 //! | [`Head::Ack`] | 5 | — (answers a Send, Send with Invalidate or Write) |
 //! | [`Head::ReadResp`] | 6 | len u32, then len bytes (answers a ReadReq) |
 //! | [`Head::Nak`] | 7 | code u8 ([`NakCode`]; answers any request; fatal) |
+//! | [`Head::Offer`] | 8 | addr u64, rkey u32, len u32, then len bytes (no answer) |
 //!
 //! Decoding reads exactly the head: what a length announces is never allocated here. The
 //! reader lands payloads straight into registered memory that the rules allow, after checking
@@ -36,8 +37,9 @@ const READ_REQ: u8 = 4;
 const ACK: u8 = 5;
 const READ_RESP: u8 = 6;
 const NAK: u8 = 7;
+const OFFER: u8 = 8;
 
-/// The longest head: a Write or ReadReq (tag, addr, rkey, len).
+/// The longest head: a Write, ReadReq or Offer (tag, addr, rkey, len).
 pub const MAX_HEAD_LEN: usize = 17;
 
 /// The head of one frame.
@@ -82,6 +84,17 @@ pub enum Head {
     },
     /// The target refused the oldest outstanding request; the connection is over.
     Nak(NakCode),
+    /// The sender's own `len` bytes at `addr` under `rkey`, which the receiver may RDMA Read
+    /// next: a Read of exactly that range is answered from them where the receiver is
+    /// (`QueuePair::offer_read`). Not a work request: nothing answers it.
+    Offer {
+        /// The bytes' address on the sender.
+        addr: u64,
+        /// The sender's key they are read under.
+        rkey: u32,
+        /// Payload bytes that follow.
+        len: u32,
+    },
 }
 
 /// Why a target refused a request, as the initiator's completion reports it.
@@ -156,7 +169,7 @@ fn head_len(tag: u8) -> Result<usize, FrameError> {
         NAK => 2,
         SEND | READ_RESP => 5,
         SEND_INV => 9,
-        WRITE | READ_REQ => MAX_HEAD_LEN,
+        WRITE | READ_REQ | OFFER => MAX_HEAD_LEN,
         t => return Err(FrameError::UnknownTag(t)),
     })
 }
@@ -177,13 +190,13 @@ impl Head {
         let head = match tag {
             SEND => Head::Send { len: u32_at(b, 1) },
             SEND_INV => Head::SendInv { rkey: u32_at(b, 1), len: u32_at(b, 5) },
-            WRITE | READ_REQ => {
+            WRITE | READ_REQ | OFFER => {
                 let addr = u64::from(u32_at(b, 1)) | u64::from(u32_at(b, 5)) << 32;
                 let (rkey, len) = (u32_at(b, 9), u32_at(b, 13));
-                if tag == WRITE {
-                    Head::Write { addr, rkey, len }
-                } else {
-                    Head::ReadReq { addr, rkey, len }
+                match tag {
+                    WRITE => Head::Write { addr, rkey, len },
+                    READ_REQ => Head::ReadReq { addr, rkey, len },
+                    _ => Head::Offer { addr, rkey, len },
                 }
             }
             ACK => Head::Ack,
@@ -215,8 +228,12 @@ impl Head {
                 out.extend_from_slice(&rkey.to_le_bytes());
                 out.extend_from_slice(&len.to_le_bytes());
             }
-            Head::Write { addr, rkey, len } | Head::ReadReq { addr, rkey, len } => {
-                out.push(if matches!(self, Head::Write { .. }) { WRITE } else { READ_REQ });
+            Head::Write { addr, rkey, len } | Head::ReadReq { addr, rkey, len } | Head::Offer { addr, rkey, len } => {
+                out.push(match self {
+                    Head::Write { .. } => WRITE,
+                    Head::ReadReq { .. } => READ_REQ,
+                    _ => OFFER,
+                });
                 out.extend_from_slice(&addr.to_le_bytes());
                 out.extend_from_slice(&rkey.to_le_bytes());
                 out.extend_from_slice(&len.to_le_bytes());
@@ -253,9 +270,11 @@ impl Head {
     /// The bytes of data that follow this head on the wire.
     pub fn payload_len(&self) -> usize {
         match *self {
-            Head::Send { len } | Head::SendInv { len, .. } | Head::Write { len, .. } | Head::ReadResp { len } => {
-                len as usize
-            }
+            Head::Send { len }
+            | Head::SendInv { len, .. }
+            | Head::Write { len, .. }
+            | Head::ReadResp { len }
+            | Head::Offer { len, .. } => len as usize,
             Head::ReadReq { .. } | Head::Ack | Head::Nak(_) => 0,
         }
     }
@@ -275,6 +294,7 @@ mod tests {
             Head::Ack,
             Head::ReadResp { len: 12 },
             Head::Nak(NakCode::RnrRetry),
+            Head::Offer { addr: 0x1234_5678_9abc, rkey: 3, len: 4200 },
         ];
         let mut wire = Vec::new();
         for h in heads {

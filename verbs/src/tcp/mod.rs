@@ -63,6 +63,18 @@
 //!   bulk transfers cannot deadlock (a test checks this). Reading a source region at
 //!   transmission time instead would save the post-time copy, at the cost of holding the
 //!   region for as long as the peer takes to read.
+//! * **Read chunks offered with their call.** An RDMA Read here is a network round trip, on
+//!   which the reader waits and the peer's loop wakes to answer. A side that knows the peer
+//!   will read a range of its memory offers it ahead of the Send that says so
+//!   ([`QueuePair::offer_read`](crate::QueuePair::offer_read): a [`frame::Head::Offer`] frame,
+//!   the range checked as a Read of it would be), and the peer copies it with
+//!   [`QueuePair::take_offered`](crate::QueuePair::take_offered), no work request and nothing
+//!   to wait for, instead of reading it. An RDMA Read still goes to the peer, offered or not,
+//!   so the peer's rules hold at the time of the Read. A queue pair holds at most 256 KiB of
+//!   offers (one buffer, allocated at the first offer) and 64 ranges, each at most 64 KiB; a
+//!   newer offer passes over the oldest, a Send with Invalidate lets go of the offers under
+//!   its key, and a range not offered, or passed over, is read from the peer as before.
+//!   [`offers_taken`] counts the process's offers taken.
 //! * **Queue depths** are enforced at post time: `max_recv_wr` posted Receives, `max_send_wr`
 //!   send-queue work requests posted and not yet reaped.
 //! * **A peer that stays connected but stops taking part** is what hardware's transport
@@ -91,6 +103,18 @@ use std::time::Duration;
 
 pub use cm::{TcpCmListener, TcpRequest};
 pub use qp::TcpQp;
+
+/// How many ranges this process's TCP queue pairs took from what their peers offered
+/// ([`QueuePair::take_offered`](crate::QueuePair::take_offered)) instead of reading them:
+/// what tests and benchmarks count to see offers used.
+///
+/// ```
+/// let before = rpcrdma_verbs::tcp::offers_taken();
+/// assert!(rpcrdma_verbs::tcp::offers_taken() >= before);
+/// ```
+pub fn offers_taken() -> u64 {
+    qp::OFFERS_TAKEN.load(std::sync::atomic::Ordering::Relaxed)
+}
 
 use crate::lock;
 
@@ -179,8 +203,8 @@ mod tests {
 
     use super::*;
     use crate::{
-        Access, ConnectRequest, Error, Listener, MemoryRegion, Opcode, ProtectionDomain, QpState, QueuePair, Sge,
-        Status,
+        Access, ConnectRequest, Error, Listener, MemoryRegion, Opcode, ProtectionDomain, QpState, QueuePair, RemoteBuf,
+        Sge, Status,
     };
 
     const T: Duration = Duration::from_secs(10);
@@ -398,5 +422,146 @@ mod tests {
             }
         });
         assert_eq!((a.state(), b.state()), (QpState::Ready, QpState::Ready));
+    }
+
+    /// The client's side of a call with a Read chunk, `len` bytes at `at` of `chunk` offered,
+    /// then a Send that the server receives; the chunk's memory is then overwritten (as a
+    /// requester must not), so that what the server finds tells where it came from.
+    fn offer_then_send(client: &TcpQp, server: &TcpQp, pd: &TcpPd, chunk: &TcpRegion, at: usize, len: u32) {
+        let receive = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+        server.post_recv(10, Sge::whole(&receive)).unwrap();
+        assert!(client.offer_read(chunk.remote_at(at), len));
+        chunk.with_mut(|b| b.fill(0xcc));
+        let call = pd.register(b"read my chunk".to_vec(), Access::empty()).unwrap();
+        client.post_send(11, &[Sge::whole(&call)], None).unwrap();
+        assert_eq!(server.wait_cq(T).map(|c| (c.wr_id, c.opcode)), Some((10, Opcode::Recv)));
+    }
+
+    /// What `server` takes of `len` bytes at `at` of `chunk`, if it is offered.
+    fn take(server: &TcpQp, pd: &TcpPd, chunk: &TcpRegion, at: usize, len: usize) -> Option<Vec<u8>> {
+        let into = pd.register(vec![0; len], Access::LOCAL_WRITE).unwrap();
+        server.take_offered(Sge::whole(&into), chunk.remote_at(at)).then(|| into.with(|b| b.to_vec()))
+    }
+
+    #[test]
+    fn an_offered_range_is_taken_where_the_reader_is() {
+        let (pd, client, server) = pair();
+        let chunk = pd.register((0..=255u8).collect(), Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap();
+        offer_then_send(&client, &server, &pd, &chunk, 16, 100);
+        let before = offers_taken();
+        assert_eq!(take(&server, &pd, &chunk, 16, 100), Some((16..116).collect()), "the bytes offered");
+        assert!(offers_taken() > before);
+        assert_eq!(server.offers_counted(), (1, 0));
+        assert_eq!(take(&server, &pd, &chunk, 16, 100), None, "taken once");
+        assert_eq!((client.state(), server.state()), (QpState::Ready, QpState::Ready));
+    }
+
+    #[test]
+    fn only_exactly_the_range_offered_is_taken_and_a_read_always_goes_to_the_peer() {
+        let (pd, client, server) = pair();
+        let chunk = pd.register((0..=255u8).collect(), Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap();
+        offer_then_send(&client, &server, &pd, &chunk, 16, 100);
+        assert_eq!(take(&server, &pd, &chunk, 16, 50), None, "a part of it");
+        assert_eq!(take(&server, &pd, &chunk, 8, 120), None, "a range around it");
+        // Into memory it may not write: false, and the offer stays.
+        let ro = pd.register(vec![0; 100], Access::empty()).unwrap();
+        assert!(!server.take_offered(Sge::whole(&ro), chunk.remote_at(16)));
+        // An RDMA Read of the offered range reads the client's memory as it is now.
+        let into = pd.register(vec![0; 100], Access::LOCAL_WRITE).unwrap();
+        server.post_read(12, &[Sge::whole(&into)], chunk.remote_at(16)).unwrap();
+        let c = server.wait_cq(T).unwrap();
+        assert_eq!((c.wr_id, c.opcode, c.status, c.byte_len), (12, Opcode::RdmaRead, Status::Success, 100));
+        into.with(|b| assert!(b.iter().all(|&x| x == 0xcc)));
+        assert_eq!(take(&server, &pd, &chunk, 16, 100), Some((16..116).collect()), "the offer stayed");
+    }
+
+    /// The completion of `wr_id` on `qp`, those before it passed over.
+    fn completion_of(qp: &TcpQp, wr_id: u64) -> crate::Completion {
+        loop {
+            let c = qp.wait_cq(T).expect("a completion");
+            if c.wr_id == wr_id {
+                return c;
+            }
+        }
+    }
+
+    /// A Send with Invalidate of the client's key lets go of what the client offered under it,
+    /// and a Read through the key fails after it as it must.
+    #[test]
+    fn an_invalidated_key_is_closed_to_reads_and_its_offers_let_go() {
+        let (pd, client, server) = pair();
+        let region = pd.register(vec![7; 64], Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap();
+        let w = client.post_bind_window(1, &region, 0, 64, Access::REMOTE_READ).unwrap();
+        assert!(client.wait_cq(T).unwrap().is_ok());
+        let receive = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+        for _ in 0..2 {
+            server.post_recv(10, Sge::whole(&receive)).unwrap();
+            assert!(client.offer_read(w, 64));
+            client.post_send(11, &[], None).unwrap();
+            assert_eq!(server.wait_cq(T).map(|c| c.opcode), Some(Opcode::Recv));
+        }
+        // The server invalidates the client's key with its reply: the offer goes with it.
+        let creceive = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+        client.post_recv(20, Sge::whole(&creceive)).unwrap();
+        server.post_send(21, &[], Some(w.rkey)).unwrap();
+        let c = completion_of(&client, 20);
+        assert_eq!(c.invalidated_rkey, Some(w.rkey));
+        let into = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+        assert!(!server.take_offered(Sge::whole(&into), w), "offered under a key invalidated since");
+        server.post_read(22, &[Sge::whole(&into)], w).unwrap();
+        assert_eq!(completion_of(&server, 22).status, Status::RemoteAccessError);
+    }
+
+    #[test]
+    fn only_what_the_peer_may_read_is_offered() {
+        let (pd, client, _server) = pair();
+        let readable = pd.register(vec![1; qp::OFFER_MOST + 8], Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap();
+        let private = pd.register(vec![2; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+        assert!(!client.offer_read(private.remote_at(0), 64), "no Remote Read");
+        assert!(!client.offer_read(readable.remote_at(16), qp::OFFER_MOST as u32), "past the region");
+        assert!(!client.offer_read(readable.remote_at(0), qp::OFFER_MOST as u32 + 1), "too long to offer");
+        assert!(!client.offer_read(readable.remote_at(0), 0), "nothing to offer");
+        assert!(client.offer_read(readable.remote_at(0), qp::OFFER_MOST as u32));
+        // A memory window this queue pair bound may be offered; one bound by another may not.
+        let w = client.post_bind_window(1, &readable, 0, 64, Access::REMOTE_READ).unwrap();
+        assert!(client.wait_cq(T).unwrap().is_ok());
+        assert!(client.offer_read(w, 64));
+        let (_pd2, other, _s2) = pair();
+        assert!(!other.offer_read(w, 64), "a window of another queue pair");
+    }
+
+    /// A hostile peer offers far more than is held, offers too long to hold, and lies about
+    /// nothing it could gain from: the offers held stay within their bound, what is dropped
+    /// is read off the stream, and the connection keeps serving (a Send after them lands).
+    #[test]
+    fn a_peer_that_offers_without_end_costs_only_the_bound() {
+        use std::io::Write;
+        let l = Tcp.listen(&Tcp.any_address()).unwrap();
+        let addr = l.local_addr();
+        let pd = Tcp.alloc_pd().unwrap();
+        let peer = std::thread::spawn(move || raw_peer(&addr));
+        let qp = l.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+        let mut peer = peer.join().unwrap();
+        let receive = pd.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
+        qp.post_recv(1, Sge::whole(&receive)).unwrap();
+        let mut wire = Vec::new();
+        for i in 0..64u32 {
+            let len = if i % 8 == 0 { qp::OFFER_MOST as u32 + 1 } else { 40 << 10 };
+            frame::Head::Offer { addr: u64::from(i) << 20, rkey: i, len }.encode(&mut wire);
+            wire.resize(wire.len() + len as usize, i as u8);
+        }
+        frame::Head::Send { len: 5 }.encode(&mut wire);
+        wire.extend_from_slice(b"after");
+        peer.write_all(&wire).unwrap();
+        let c = qp.wait_cq(T).unwrap();
+        assert_eq!((c.wr_id, c.status, c.byte_len), (1, Status::Success, 5));
+        receive.with(|b| assert_eq!(&b[..5], b"after"));
+        let held = qp.offered_held_bytes();
+        assert!(held <= qp::HELD_BYTES, "{held} bytes held");
+        // The newest offer held is whole, and taken as it was offered.
+        let into = pd.register(vec![0; 40 << 10], Access::LOCAL_WRITE).unwrap();
+        assert!(qp.take_offered(Sge::whole(&into), RemoteBuf { addr: 63 << 20, rkey: 63 }));
+        into.with(|b| assert!(b.iter().all(|&x| x == 63)));
+        assert_eq!(qp.state(), QpState::Ready);
     }
 }

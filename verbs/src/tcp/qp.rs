@@ -4,6 +4,7 @@
 //! answers turned into completions. No thread of its own: a connection costs a socket.
 
 mod inbound;
+mod offered;
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -23,6 +24,13 @@ use crate::{
     RemoteBuf, Result, SendFlags, Sge, Status, WorkRequest,
 };
 use inbound::Inbound;
+use offered::Offered;
+pub(super) use offered::OFFER_MOST;
+
+/// Offers taken, process-wide ([`super::offers_taken`]).
+pub(super) static OFFERS_TAKEN: AtomicU64 = AtomicU64::new(0);
+#[cfg(test)]
+pub(super) use offered::HELD_BYTES;
 
 /// Answers (ACK runs, Read responses) queued for the peer at most, and the Read-response bytes
 /// among them: the peer's outstanding requests, which a peer within its own send queue never
@@ -372,6 +380,8 @@ pub(super) struct Shared {
     pub(super) out: Arc<Outbox>,
     /// The peer's frames as they arrive, applied by the readiness loop only.
     inbound: Mutex<Inbound>,
+    /// What the peer offered for this side's Reads (`QueuePair::offer_read`).
+    offered: Mutex<Offered>,
     /// Threads waiting on this queue pair by driving the readiness loop (`wait_for`): what
     /// another thread changes must interrupt their wait for readiness.
     drivers: AtomicUsize,
@@ -599,6 +609,7 @@ impl TcpQp {
             qp,
             out,
             inbound: Mutex::new(Inbound::default()),
+            offered: Mutex::new(Offered::default()),
             drivers: AtomicUsize::new(0),
         });
         // Dropping `qp` on an error disconnects, which the peer sees as end of stream.
@@ -721,7 +732,12 @@ impl TcpQp {
         let total = rules::total_len(sges, self.caps.max_sge)?;
         let mut frame = self.outbox().frame(frame::MAX_HEAD_LEN + total as usize);
         let head = match invalidate {
-            Some(rkey) => Head::SendInv { rkey, len: total },
+            Some(rkey) => {
+                // The peer's memory under `rkey` is closed to this side from here on: so is
+                // what the peer offered of it.
+                lock(&self.sh.offered).forget(rkey);
+                Head::SendInv { rkey, len: total }
+            }
             None => Head::Send { len: total },
         };
         head.encode(&mut frame);
@@ -739,7 +755,9 @@ impl TcpQp {
         Ok((total, ok.then_some(frame)))
     }
 
-    /// Posts an RDMA Read request: its data lands in `sges` when the response comes.
+    /// Posts an RDMA Read request: its data lands in `sges` when the response comes. (Always
+    /// from the peer, offered or not: the peer's rules hold at the time of the Read, so that a
+    /// Read through a key invalidated since its offer fails as it must.)
     fn read(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf) -> Result<()> {
         let total = rules::total_len(sges, self.caps.max_sge)?;
         let mut frame = self.outbox().frame(frame::MAX_HEAD_LEN);
@@ -747,6 +765,35 @@ impl TcpQp {
         let read_into = sges.iter().map(|s| (s.region.clone(), s.offset, s.len)).collect();
         let ok = rules::local_sges_ok(sges, self.sh.pd.0.id, true);
         self.post(self.queue(wr_id, Opcode::RdmaRead, total, ok.then_some(frame), read_into, SendFlags::SIGNALED)?)
+    }
+
+    /// Copies `bytes` across `sges` (which hold as many), each checked writable here under its
+    /// region's lock: [`Status::LocalProtectionError`] at the first that is not.
+    fn scatter(&self, sges: &[Sge<'_, TcpRegion>], bytes: &[u8]) -> Status {
+        let rule = Rule::Local { pd: self.sh.pd.0.id, write: true };
+        let mut rest = bytes;
+        for s in sges {
+            let (now, later) = rest.split_at(s.len);
+            let mut d = lock(&s.region.0.data);
+            if !rule.allows(&s.region.0, &d, s.offset, s.len) {
+                return Status::LocalProtectionError;
+            }
+            d.buf[s.offset..s.offset + s.len].copy_from_slice(now);
+            rest = later;
+        }
+        Status::Success
+    }
+
+    /// Offers taken so far, and offers passed over before they were (tests count them).
+    #[cfg(test)]
+    pub(super) fn offers_counted(&self) -> (u64, u64) {
+        lock(&self.sh.offered).counts()
+    }
+
+    /// The bytes of the offers held now (tests check the bound).
+    #[cfg(test)]
+    pub(super) fn offered_held_bytes(&self) -> usize {
+        lock(&self.sh.offered).held_bytes()
     }
 
     fn wait_for<T>(&self, timeout: Duration, mut take: impl FnMut(&mut State) -> Option<T>) -> Option<T> {
@@ -890,6 +937,49 @@ impl QueuePair for TcpQp {
             let _ = self.post(Some(lock(&self.sh.st)));
         }
         result
+    }
+
+    /// Queues the bytes as a [`Head::Offer`] frame, written with the Send that follows it
+    /// (or whatever this side writes next).
+    fn offer_read(&self, remote: RemoteBuf, len: u32) -> bool {
+        let len = len as usize;
+        if len == 0 || len > OFFER_MOST {
+            return false;
+        }
+        // The range a Read arriving on this queue pair could read: the same check.
+        let Ok(Some((region, off))) = rules::rdma_target(&self.sh.pd.0, self.sh.qp, remote, len, false) else {
+            return false;
+        };
+        let mut frame = self.outbox().frame(frame::MAX_HEAD_LEN + len);
+        {
+            let d = lock(&region.data);
+            if !Rule::Remote.allows(&region, &d, off, len) {
+                return false;
+            }
+            Head::Offer { addr: remote.addr, rkey: remote.rkey, len: len as u32 }.encode(&mut frame);
+            frame.extend_from_slice(&d.buf[off..off + len]);
+        }
+        let st = lock(&self.sh.st);
+        if !st.connected {
+            return false;
+        }
+        st.out.push(Out::Request(frame));
+        true
+    }
+
+    fn take_offered(&self, into: Sge<'_, TcpRegion>, remote: RemoteBuf) -> bool {
+        let mut offered = lock(&self.sh.offered);
+        if into.len == 0 || !offered.holds(remote.rkey, remote.addr, into.len) {
+            return false;
+        }
+        // (Checked before the offer is let go: an unusable `into` leaves it for a Read.)
+        if !rules::local_sges_ok(&[into], self.sh.pd.0.id, true) {
+            return false;
+        }
+        let mut status = Status::LocalProtectionError;
+        offered.take(remote.rkey, remote.addr, into.len, |bytes| status = self.scatter(&[into], bytes));
+        OFFERS_TAKEN.fetch_add(1, Ordering::Relaxed);
+        status == Status::Success
     }
 
     /// Frames are gathered as they are posted.

@@ -1,11 +1,12 @@
 //! A connection's inbound frames, applied as their bytes arrive: the readiness loop hands each
 //! read's bytes to [`Inbound::feed`], which keeps a head that arrived in parts and lands a
 //! payload, piece by piece, straight where it goes (a posted Receive, a Write's target region,
-//! a Read's scatter list), checking the target's rule under its lock for every piece. Nothing
+//! a Read's scatter list, the offers held for this side's Reads), checking the target's rule under its lock for every piece. Nothing
 //! a length announces is allocated: a payload only ever lands in memory registered for it.
 
 use std::sync::Arc;
 
+use super::offered;
 use super::{Out, Pending, Shared, Stop};
 use crate::inproc::region::{RegionInner, Rule};
 use crate::inproc::rules::{self, PostedRecv, Refusal, UNUSABLE_RECEIVE};
@@ -41,6 +42,8 @@ enum Landing {
     Write { region: Arc<RegionInner>, off: usize },
     /// A Read response's, across the oldest Read's scatter list.
     ReadResponse { into: Vec<(TcpRegion, usize, usize)> },
+    /// An offer's, among the offers held (`None`: too long to hold, its bytes dropped).
+    Offer(Option<offered::Landing>),
 }
 
 impl Inbound {
@@ -155,6 +158,10 @@ fn start(sh: &Shared, head: Head) -> Result<Option<Payload>, Stop> {
             }
             Ok(Some(p))
         }
+        Head::Offer { addr, rkey, len } => {
+            let to = lock(&sh.offered).begin(rkey, addr, len as usize);
+            Ok(Some(Payload { to: Landing::Offer(to), done: 0, len: len as usize }).filter(|p| p.len > 0))
+        }
         Head::Nak(code) => sh
             .with_state(|st| {
                 if let Some(Pending::Wire { wr_id, opcode, .. }) = st.pending.pop_front() {
@@ -262,6 +269,11 @@ impl Payload {
                     start = end;
                 }
             }
+            Landing::Offer(to) => {
+                if let Some(to) = to {
+                    lock(&sh.offered).land(*to, done, bytes);
+                }
+            }
         }
         self.done += bytes.len();
         Ok(())
@@ -279,6 +291,12 @@ impl Payload {
                 st.answer(Out::Acks(1))
             }),
             Landing::Write { .. } => sh.with_state(|st| st.answer(Out::Acks(1))),
+            Landing::Offer(to) => {
+                if let Some(to) = to {
+                    lock(&sh.offered).finish(to);
+                }
+                Ok(())
+            }
             Landing::ReadResponse { .. } => sh.with_state(|st| {
                 if !st.connected {
                     return false;

@@ -14,6 +14,7 @@ use rpcrdma_v1::xdr::RdmaBody;
 use rpcrdma_v1::Version;
 use rpcrdma_v2::dialect::Dialect;
 use rpcrdma_verbs::{Backend, QueuePair, RemoteBuf};
+use smallvec::SmallVec;
 
 use super::{ChunkMemory, DataPathError, Landed, Transport, WindowRegistrar};
 use crate::thresholds::SegmentLimits;
@@ -199,7 +200,12 @@ pub struct PreparedCall<B: Backend> {
     send: super::FilledSend<B>,
     pending: PendingCall<B>,
     params: CallParams,
+    /// Its Read chunks' segments, offered to the responder as its Send is posted.
+    offers: Offers,
 }
+
+/// A call's Read-chunk segments as [`QueuePair::offer_read`] takes them (a call has few).
+type Offers = SmallVec<[(RemoteBuf, u32); 4]>;
 
 /// Everything [`send_call`] does but the post: the call marshaled with `params` into a Send
 /// buffer of `conn`, its chunks' windows bound. `call` is needed again only to complete it.
@@ -224,7 +230,7 @@ impl<B: Backend> PreparedCall<B> {
     /// Posts its Send on `conn` (the connection it was prepared on): from here it is a call
     /// sent, as [`send_call`] returns it. On failure its memory is released.
     pub fn post(self, conn: &Transport<B>) -> Result<PendingCall<B>, DataPathError> {
-        match post_call(conn, self.send, &self.params) {
+        match post_call(conn, self.send, &self.params, &self.offers) {
             Ok(()) => Ok(self.pending),
             Err(e) => {
                 // No reply will come for it on this connection: fence its chunks now.
@@ -252,7 +258,7 @@ fn send_described<B: Backend>(
     mut home: Option<&mut Vec<u8>>,
 ) -> Result<PendingCall<B>, DataPathError> {
     let prepared = prepare_described(conn, reg, desc, out, params, home.as_deref_mut())?;
-    match post_call(conn, prepared.send, params) {
+    match post_call(conn, prepared.send, params, &prepared.offers) {
         Ok(()) => Ok(prepared.pending),
         Err(e) => {
             // After a failed post no reply will come on this connection: fence the chunks now.
@@ -262,7 +268,8 @@ fn send_described<B: Backend>(
     }
 }
 
-/// Posts a call's filled Send, unwaited (its reply says it arrived). On -07 its running total
+/// Posts a call's filled Send, unwaited (its reply says it arrived), its Read chunks' segments
+/// `offers` offered just ahead of it ([`offer_reads`]). On -07 its running total
 /// is stamped as it is posted (section 4.2.1): a call prepared ahead carries the total of when
 /// it was marshaled, and a GRANT sent since may have carried a higher one; a lower total after
 /// it would read as a lowered limit, and shut the responder's window while this side thinks
@@ -271,7 +278,9 @@ fn post_call<B: Backend>(
     conn: &Transport<B>,
     send: super::FilledSend<B>,
     params: &CallParams,
+    offers: &Offers,
 ) -> Result<(), DataPathError> {
+    offer_reads(conn, offers);
     let id = conn.unwaited_wr_id();
     if is_draft07(params) {
         conn.post_filled_draft07(id, None, send)
@@ -313,8 +322,11 @@ fn prepare_described<B: Backend>(
     // marshal_call released what it registered on failure; the rest is fenced here.
     match (filled, finished) {
         (Ok(send), Ok(())) => {
-            offer_reads(conn, out);
-            Ok(PreparedCall { send, pending, params: *params })
+            let offers = out
+                .reads()
+                .iter()
+                .map(|r| (RemoteBuf { addr: r.target.offset, rkey: r.target.handle }, r.target.length));
+            Ok(PreparedCall { send, pending, params: *params, offers: offers.collect() })
         }
         (Ok(send), Err(e)) => {
             conn.discard_filled(send);
@@ -333,12 +345,13 @@ fn prepare_described<B: Backend>(
 /// that the serving thread would wait for, and the client's side a wake-up to answer it; on a
 /// device, or in process, nothing is offered. An offer is read as the memory was when made,
 /// which the requester's own rule allows: a call's chunks are not altered until its reply
-/// has come and they are invalidated (RFC 8166 section 8.1.3). (The responder reads each segment with a Read of its own, `fetch_call`, which an
-/// offer of exactly that segment answers.)
-fn offer_reads<B: Backend>(conn: &Transport<B>, out: &MarshaledCall) {
-    for r in out.reads() {
-        let t = &r.target;
-        conn.qp().offer_read(RemoteBuf { addr: t.offset, rkey: t.handle }, t.length);
+/// has come and they are invalidated (RFC 8166 section 8.1.3). The responder takes each
+/// segment offered in `fetch_call`, and reads the rest. Offered as the Send is posted, not
+/// when a call is prepared ahead of its credit: the backend bounds what is offered ahead of
+/// one Send.
+fn offer_reads<B: Backend>(conn: &Transport<B>, offers: &Offers) {
+    for &(remote, len) in offers {
+        conn.qp().offer_read(remote, len);
     }
 }
 

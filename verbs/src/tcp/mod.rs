@@ -71,8 +71,9 @@
 //!   [`QueuePair::take_offered`](crate::QueuePair::take_offered), no work request and nothing
 //!   to wait for, instead of reading it. An RDMA Read still goes to the peer, offered or not,
 //!   so the peer's rules hold at the time of the Read. A queue pair holds at most 256 KiB of
-//!   offers (one buffer, allocated at the first offer) and 64 ranges, each at most 64 KiB; a
-//!   newer offer passes over the oldest, a Send with Invalidate lets go of the offers under
+//!   offers (one buffer, allocated at the first offer) and 64 ranges, each at most 64 KiB,
+//!   and offers at most 64 KiB ahead of one Send of its own; a newer offer passes over the
+//!   oldest, a Send with Invalidate lets go of the offers under
 //!   its key, and a range not offered, or passed over, is read from the peer as before.
 //!   [`offers_taken`] counts the process's offers taken.
 //! * **Queue depths** are enforced at post time: `max_recv_wr` posted Receives, `max_send_wr`
@@ -514,7 +515,7 @@ mod tests {
 
     #[test]
     fn only_what_the_peer_may_read_is_offered() {
-        let (pd, client, _server) = pair();
+        let (pd, client, server) = pair();
         let readable = pd.register(vec![1; qp::OFFER_MOST + 8], Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap();
         let private = pd.register(vec![2; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
         assert!(!client.offer_read(private.remote_at(0), 64), "no Remote Read");
@@ -522,9 +523,14 @@ mod tests {
         assert!(!client.offer_read(readable.remote_at(0), qp::OFFER_MOST as u32 + 1), "too long to offer");
         assert!(!client.offer_read(readable.remote_at(0), 0), "nothing to offer");
         assert!(client.offer_read(readable.remote_at(0), qp::OFFER_MOST as u32));
+        // No more than that ahead of one Send: a call's offers fit what its peer holds.
+        assert!(!client.offer_read(readable.remote_at(0), 64), "beyond what one Send may have offered");
+        let receive = pd.register(vec![0; 16], Access::LOCAL_WRITE).unwrap();
+        server.post_recv(3, Sge::whole(&receive)).unwrap();
+        client.post_send(2, &[], None).unwrap();
+        assert!(client.offer_read(readable.remote_at(0), 64));
         // A memory window this queue pair bound may be offered; one bound by another may not.
         let w = client.post_bind_window(1, &readable, 0, 64, Access::REMOTE_READ).unwrap();
-        assert!(client.wait_cq(T).unwrap().is_ok());
         assert!(client.offer_read(w, 64));
         let (_pd2, other, _s2) = pair();
         assert!(!other.offer_read(w, 64), "a window of another queue pair");

@@ -410,6 +410,10 @@ pub(super) struct State {
     /// When the acknowledgements queued and left for a frame of ours to carry are written
     /// anyway ([`ACK_DELAY`]): the readiness loop holds this deadline too.
     acks_due: Option<Instant>,
+    /// Bytes offered ([`QueuePair::offer_read`]) since the last Send was queued: at most
+    /// [`OFFER_MOST`], so that what one call offers fits the peer's offers held several times
+    /// over, and is taken rather than passed over and read again.
+    offered_since_send: usize,
     /// Threads asleep on the queue pair's condition variable (`wait_cq`, `cm_event`):
     /// [`Shared::signal`] wakes them only when there are any. (A notify is a system call
     /// whether or not anybody sleeps; over TCP a completion, an acknowledgement or an event
@@ -602,6 +606,7 @@ impl TcpQp {
                 closing_since: None,
                 timer_at: None,
                 acks_due: None,
+                offered_since_send: 0,
                 sleepers: 0,
             }),
             cv: Condvar::new(),
@@ -709,6 +714,9 @@ impl TcpQp {
         st.pending.push_back(Pending::Wire { wr_id, opcode, len, read_into, since: Instant::now(), flags });
         st.arm();
         st.out.push(Out::Request(frame));
+        if opcode == Opcode::Send {
+            st.offered_since_send = 0;
+        }
         Ok(Some(st))
     }
 
@@ -940,7 +948,8 @@ impl QueuePair for TcpQp {
     }
 
     /// Queues the bytes as a [`Head::Offer`] frame, written with the Send that follows it
-    /// (or whatever this side writes next).
+    /// (or whatever this side writes next). At most 64 KiB (`OFFER_MOST`) is offered ahead of
+    /// one Send: beyond, false.
     fn offer_read(&self, remote: RemoteBuf, len: u32) -> bool {
         let len = len as usize;
         if len == 0 || len > OFFER_MOST {
@@ -950,17 +959,26 @@ impl QueuePair for TcpQp {
         let Ok(Some((region, off))) = rules::rdma_target(&self.sh.pd.0, self.sh.qp, remote, len, false) else {
             return false;
         };
-        let mut frame = self.outbox().frame(frame::MAX_HEAD_LEN + len);
         {
-            let d = lock(&region.data);
-            if !Rule::Remote.allows(&region, &d, off, len) {
+            let mut st = lock(&self.sh.st);
+            if !st.connected || st.offered_since_send + len > OFFER_MOST {
                 return false;
             }
-            Head::Offer { addr: remote.addr, rkey: remote.rkey, len: len as u32 }.encode(&mut frame);
-            frame.extend_from_slice(&d.buf[off..off + len]);
+            st.offered_since_send += len;
         }
-        let st = lock(&self.sh.st);
-        if !st.connected {
+        let mut frame = self.outbox().frame(frame::MAX_HEAD_LEN + len);
+        let copied = {
+            let d = lock(&region.data);
+            let ok = Rule::Remote.allows(&region, &d, off, len);
+            if ok {
+                Head::Offer { addr: remote.addr, rkey: remote.rkey, len: len as u32 }.encode(&mut frame);
+                frame.extend_from_slice(&d.buf[off..off + len]);
+            }
+            ok
+        };
+        let mut st = lock(&self.sh.st);
+        if !copied || !st.connected {
+            st.offered_since_send = st.offered_since_send.saturating_sub(len);
             return false;
         }
         st.out.push(Out::Request(frame));

@@ -835,7 +835,9 @@ pub trait QueuePair: Send + Sync {
     /// overlapping range under the same key replaces it, the peer invalidates the key, or the
     /// peer's bound on what it holds passes it over: offer a range each time it is to be read.
     /// An RDMA Read is never answered from an offer: it reads the memory as it is, under the
-    /// rules as they are. An offer is a hint: a range not resolvable with Remote Read here, or
+    /// rules as they are. An offer taken is what the memory held when offered, even after this
+    /// side closed the key with a Local Invalidate; a requester whose call is abandoned has had
+    /// its bytes sent already, as a Read made before the invalidation would have taken them. An offer is a hint: a range not resolvable with Remote Read here, or
     /// too long to offer, is not offered, and the peer reads it.
     ///
     /// ```

@@ -84,9 +84,9 @@ pub enum Head {
     },
     /// The target refused the oldest outstanding request; the connection is over.
     Nak(NakCode),
-    /// The sender's own `len` bytes at `addr` under `rkey`, which the receiver may RDMA Read
-    /// next: a Read of exactly that range is answered from them where the receiver is
-    /// (`QueuePair::offer_read`). Not a work request: nothing answers it.
+    /// The sender's own `len` bytes at `addr` under `rkey`, which the receiver would RDMA Read
+    /// next: it may take them instead (`QueuePair::offer_read`, `QueuePair::take_offered`). Not
+    /// a work request: nothing answers it, and no RDMA Read is answered from it.
     Offer {
         /// The bytes' address on the sender.
         addr: u64,

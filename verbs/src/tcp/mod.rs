@@ -70,11 +70,14 @@
 //!   the range checked as a Read of it would be), and the peer copies it with
 //!   [`QueuePair::take_offered`](crate::QueuePair::take_offered), no work request and nothing
 //!   to wait for, instead of reading it. An RDMA Read still goes to the peer, offered or not,
-//!   so the peer's rules hold at the time of the Read. A queue pair holds at most 256 KiB of
-//!   offers (one buffer, allocated at the first offer) and 64 ranges, each at most 64 KiB,
-//!   and offers at most 64 KiB ahead of one Send of its own; a newer offer passes over the
-//!   oldest, a Send with Invalidate lets go of the offers under
-//!   its key, and a range not offered, or passed over, is read from the peer as before.
+//!   so the peer's rules hold at the time of the Read; an offer taken is what the memory held
+//!   when offered, even if the peer has closed its key since with a Local Invalidate (a Send
+//!   with Invalidate from this side lets go of the key's offers). A queue pair holds at most
+//!   256 KiB of offers (one buffer, allocated at the first offer) and 64 ranges, each at most
+//!   64 KiB, and offers about 64 KiB at most between two Sends of its own (the constants of
+//!   `tcp/qp/offered.rs` are these bounds' one home); a newer offer passes over the oldest,
+//!   and a range not offered, or passed over, is read from the peer as before (its bytes then
+//!   cross twice: with more than 256 KiB offered and not yet taken).
 //!   [`offers_taken`] counts the process's offers taken.
 //! * **Queue depths** are enforced at post time: `max_recv_wr` posted Receives, `max_send_wr`
 //!   send-queue work requests posted and not yet reaped.
@@ -532,8 +535,8 @@ mod tests {
         // A memory window this queue pair bound may be offered; one bound by another may not.
         let w = client.post_bind_window(1, &readable, 0, 64, Access::REMOTE_READ).unwrap();
         assert!(client.offer_read(w, 64));
-        let (_pd2, other, _s2) = pair();
-        assert!(!other.offer_read(w, 64), "a window of another queue pair");
+        // (The two ends of a pair share a protection domain: only the queue pair differs.)
+        assert!(!server.offer_read(w, 64), "a window of another queue pair");
     }
 
     /// A hostile peer offers far more than is held, offers too long to hold, and lies about

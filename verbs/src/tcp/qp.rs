@@ -947,9 +947,12 @@ impl QueuePair for TcpQp {
         result
     }
 
-    /// Queues the bytes as a [`Head::Offer`] frame, written with the Send that follows it
-    /// (or whatever this side writes next). At most 64 KiB (`OFFER_MOST`) is offered ahead of
-    /// one Send: beyond, false.
+    /// Queues the bytes as a [`Head::Offer`] frame, written by the next write of this side
+    /// (the Send that follows it, as a requester posts it). About 64 KiB (`OFFER_MOST`) at most
+    /// is offered between two Sends of this side, beyond which false: what one call offers
+    /// fits what the peer holds. (Between the budget's check and the frame's queueing another
+    /// thread's Send may start a new budget: the bound the peer enforces is its own, this is
+    /// the sender's courtesy.)
     fn offer_read(&self, remote: RemoteBuf, len: u32) -> bool {
         let len = len as usize;
         if len == 0 || len > OFFER_MOST {
@@ -996,8 +999,11 @@ impl QueuePair for TcpQp {
         }
         let mut status = Status::LocalProtectionError;
         offered.take(remote.rkey, remote.addr, into.len, |bytes| status = self.scatter(&[into], bytes));
-        OFFERS_TAKEN.fetch_add(1, Ordering::Relaxed);
-        status == Status::Success
+        let taken = status == Status::Success;
+        if taken {
+            OFFERS_TAKEN.fetch_add(1, Ordering::Relaxed);
+        }
+        taken
     }
 
     /// Frames are gathered as they are posted.

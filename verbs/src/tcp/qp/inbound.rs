@@ -1,8 +1,10 @@
 //! A connection's inbound frames, applied as their bytes arrive: the readiness loop hands each
 //! read's bytes to [`Inbound::feed`], which keeps a head that arrived in parts and lands a
 //! payload, piece by piece, straight where it goes (a posted Receive, a Write's target region,
-//! a Read's scatter list, the offers held for this side's Reads), checking the target's rule under its lock for every piece. Nothing
-//! a length announces is allocated: a payload only ever lands in memory registered for it.
+//! a Read's scatter list), checking the target's rule under its lock for every piece, or among
+//! the offers held for this side to take (`offered.rs`, one buffer of a fixed size). Nothing a
+//! length announces is allocated: a payload lands only in memory registered for it or in that
+//! buffer, and an offer too long for it is dropped as it arrives.
 
 use std::sync::Arc;
 

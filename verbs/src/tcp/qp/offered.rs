@@ -5,7 +5,8 @@
 //! the peer's key it was made under (a Send with Invalidate).
 //!
 //! What a peer can make this side hold is bounded: [`HELD_BYTES`] in one buffer, allocated at
-//! the first offer, and [`HELD_MOST`] ranges; each new offer passes over the oldest ones it
+//! the first offer (the one memory a payload lands in that is not registered for it), and
+//! [`HELD_MOST`] ranges; each new offer passes over the oldest ones it
 //! needs the room of. An offer longer than [`OFFER_MOST`] is not held (its bytes are read off
 //! the stream and dropped), and an offer not read is only ever passed over: a peer that
 //! offers bytes this side never reads costs its own bytes on the wire, nothing more here.
@@ -59,7 +60,7 @@ pub(crate) struct Offered {
     ranges: VecDeque<Range>,
     /// Where the next offer goes.
     next: usize,
-    /// Offers taken by a Read; offers passed over before one was.
+    /// Offers taken ([`Offered::take`]); offers passed over before they were.
     taken: u64,
     passed_over: u64,
 }
@@ -135,7 +136,7 @@ impl Offered {
         self.ranges.iter().map(|r| r.len).sum()
     }
 
-    /// Offers taken by a Read so far, and offers passed over before one was.
+    /// Offers taken so far, and offers passed over before they were.
     #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn counts(&self) -> (u64, u64) {
         (self.taken, self.passed_over)

@@ -88,7 +88,7 @@ mod waiting;
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use rpcrdma_v1::header::Fixed;
@@ -321,6 +321,10 @@ pub struct Transport<B: Backend> {
     /// Whether a reply's Send is posted without waiting for its completion
     /// ([`Transport::set_unwaited_replies`]).
     unwaited_replies: bool,
+    /// Bytes this side's calls offered (`QueuePair::offer_read`) whose replies have not come:
+    /// kept within half what the peer holds (`QueuePair::offers_held`), so that none is
+    /// passed over before the peer takes it (`datapath::call::offer_reads`).
+    offered_out: Arc<AtomicUsize>,
 }
 
 /// Where a -07 connection's Sends get their running totals as they are posted
@@ -359,6 +363,7 @@ impl<B: Backend> Transport<B> {
             answers: Mutex::default(),
             answers_waiting: AtomicUsize::new(0),
             unwaited_replies: false,
+            offered_out: Arc::default(),
         }
     }
 

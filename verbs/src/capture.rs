@@ -422,6 +422,10 @@ impl<Q: QueuePair> QueuePair for CapturedQp<Q> {
         self.inner.take_offered(into, remote)
     }
 
+    fn offers_held(&self) -> usize {
+        self.inner.offers_held()
+    }
+
     fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()> {
         self.inner.post_local_invalidate(wr_id, rkey)
     }

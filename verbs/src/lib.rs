@@ -916,6 +916,29 @@ pub trait QueuePair: Send + Sync {
         false
     }
 
+    /// How many bytes of offers ([`QueuePair::offer_read`]) the peer holds at once: a sender
+    /// that keeps what it has offered and not yet seen taken well within this has none of
+    /// its offers passed over (and so none of its bytes sent twice). 0 by default, where
+    /// nothing is offered.
+    ///
+    /// ```
+    /// # use rpcrdma_verbs::*;
+    /// # let t = std::time::Duration::from_secs(5);
+    /// # let listener = Tcp.listen(&Tcp.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let server = std::thread::spawn(move || {
+    /// #     let pd = Tcp.alloc_pd().unwrap();
+    /// #     listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap()
+    /// # });
+    /// let pd = Tcp.alloc_pd().unwrap();
+    /// let (qp, _) = Tcp.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+    /// assert_eq!(qp.offers_held(), 256 << 10);
+    /// # let _server = server.join().unwrap();
+    /// ```
+    fn offers_held(&self) -> usize {
+        0
+    }
+
     /// Posts `wrs` in order as one chain: on a real device one `ibv_post_send` of the work
     /// requests linked, one doorbell (on rdma_rxe one system call instead of one each); over
     /// TCP their frames go out in one write where they fit one. Each work request completes

@@ -15,6 +15,8 @@ use rpcrdma_v1::Version;
 use rpcrdma_v2::dialect::Dialect;
 use rpcrdma_verbs::{Backend, QueuePair, RemoteBuf};
 use smallvec::SmallVec;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use super::{ChunkMemory, DataPathError, Landed, Transport, WindowRegistrar};
 use crate::thresholds::SegmentLimits;
@@ -60,6 +62,24 @@ pub struct PendingCall<B: Backend> {
     /// The Sends it took: 1, or on -07 the parts of a continued call.
     parts: usize,
     memory: ChunkMemory<B>,
+    /// What its Read chunks offered, counted against the connection's offers outstanding
+    /// until the call is done ([`offer_reads`]): held only to be dropped with the call.
+    #[allow(dead_code)]
+    offered: Option<OffersOut>,
+}
+
+/// A call's offered bytes, counted in its connection's `Transport::offered_out` until it is
+/// dropped with the call.
+#[derive(Debug)]
+struct OffersOut {
+    counter: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Drop for OffersOut {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
 }
 
 /// Marshals `call` (an RPC Call message, XID first) with the DDP-eligible arguments, result
@@ -231,7 +251,7 @@ impl<B: Backend> PreparedCall<B> {
     /// sent, as [`send_call`] returns it. On failure its memory is released.
     pub fn post(self, conn: &Transport<B>) -> Result<PendingCall<B>, DataPathError> {
         match post_call(conn, self.send, &self.params, &self.offers) {
-            Ok(()) => Ok(self.pending),
+            Ok(offered) => Ok(PendingCall { offered, ..self.pending }),
             Err(e) => {
                 // No reply will come for it on this connection: fence its chunks now.
                 let _ = self.pending.finish(conn, None, None);
@@ -259,7 +279,7 @@ fn send_described<B: Backend>(
 ) -> Result<PendingCall<B>, DataPathError> {
     let prepared = prepare_described(conn, reg, desc, out, params, home.as_deref_mut())?;
     match post_call(conn, prepared.send, params, &prepared.offers) {
-        Ok(()) => Ok(prepared.pending),
+        Ok(offered) => Ok(PendingCall { offered, ..prepared.pending }),
         Err(e) => {
             // After a failed post no reply will come on this connection: fence the chunks now.
             let _ = prepared.pending.finish(conn, None, home);
@@ -279,14 +299,15 @@ fn post_call<B: Backend>(
     send: super::FilledSend<B>,
     params: &CallParams,
     offers: &Offers,
-) -> Result<(), DataPathError> {
-    offer_reads(conn, offers);
+) -> Result<Option<OffersOut>, DataPathError> {
+    let offered = offer_reads(conn, offers);
     let id = conn.unwaited_wr_id();
     if is_draft07(params) {
-        conn.post_filled_draft07(id, None, send)
+        conn.post_filled_draft07(id, None, send)?;
     } else {
-        conn.post_filled(id, None, send)
+        conn.post_filled(id, None, send)?;
     }
+    Ok(offered)
 }
 
 /// Marshals the call `reg` holds, as `desc` describes it, straight into a Send buffer, not
@@ -318,7 +339,7 @@ fn prepare_described<B: Backend>(
         Ok(at)
     });
     let (memory, finished) = reg.finish_parts();
-    let pending = PendingCall { xid: out.xid(), form: out.form(), parts: 1, memory };
+    let pending = PendingCall { xid: out.xid(), form: out.form(), parts: 1, memory, offered: None };
     // marshal_call released what it registered on failure; the rest is fenced here.
     match (filled, finished) {
         (Ok(send), Ok(())) => {
@@ -347,12 +368,26 @@ fn prepare_described<B: Backend>(
 /// which the requester's own rule allows: a call's chunks are not altered until its reply
 /// has come and they are invalidated (RFC 8166 section 8.1.3). The responder takes each
 /// segment offered in `fetch_call`, and reads the rest. Offered as the Send is posted, not
-/// when a call is prepared ahead of its credit: the backend bounds what is offered ahead of
-/// one Send.
-fn offer_reads<B: Backend>(conn: &Transport<B>, offers: &Offers) {
+/// when a call is prepared ahead of its credit, and only while the connection's calls
+/// awaiting replies have offered at most half what the peer holds (`QueuePair::offers_held`):
+/// an offer the peer passed over before taking it would send the chunk's bytes twice, once
+/// offered and once read. (The responder takes a call's offers before it replies, so a
+/// reply's arrival means they are taken: the count drops with the call.)
+fn offer_reads<B: Backend>(conn: &Transport<B>, offers: &Offers) -> Option<OffersOut> {
+    let bytes: usize = offers.iter().map(|&(_, len)| len as usize).sum();
+    let room = conn.qp().offers_held() / 2;
+    if bytes == 0 || bytes > room {
+        return None;
+    }
+    let counter = &conn.offered_out;
+    if counter.fetch_add(bytes, Ordering::Relaxed) + bytes > room {
+        counter.fetch_sub(bytes, Ordering::Relaxed);
+        return None;
+    }
     for &(remote, len) in offers {
         conn.qp().offer_read(remote, len);
     }
+    Some(OffersOut { counter: counter.clone(), bytes })
 }
 
 /// Whether `params` write -07 headers.

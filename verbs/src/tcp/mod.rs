@@ -77,7 +77,8 @@
 //!   64 KiB, and offers about 64 KiB at most between two Sends of its own (the constants of
 //!   `tcp/qp/offered.rs` are these bounds' one home); a newer offer passes over the oldest,
 //!   and a range not offered, or passed over, is read from the peer as before (its bytes then
-//!   cross twice: with more than 256 KiB offered and not yet taken).
+//!   cross twice: a sender keeps what it offers and has not seen taken within
+//!   [`QueuePair::offers_held`](crate::QueuePair::offers_held), as negotiate's data path does).
 //!   [`offers_taken`] counts the process's offers taken.
 //! * **Queue depths** are enforced at post time: `max_recv_wr` posted Receives, `max_send_wr`
 //!   send-queue work requests posted and not yet reaped.
@@ -118,6 +119,18 @@ pub use qp::TcpQp;
 /// ```
 pub fn offers_taken() -> u64 {
     qp::OFFERS_TAKEN.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// How many offers this process's TCP queue pairs passed over (to hold newer ones, or
+/// replaced by a newer offer of the same range) before they were taken: each a range whose
+/// bytes crossed for nothing, if the peer then read it.
+///
+/// ```
+/// let before = rpcrdma_verbs::tcp::offers_passed_over();
+/// assert!(rpcrdma_verbs::tcp::offers_passed_over() >= before);
+/// ```
+pub fn offers_passed_over() -> u64 {
+    qp::OFFERS_PASSED_OVER.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 use crate::lock;

@@ -29,6 +29,8 @@ pub(super) use offered::OFFER_MOST;
 
 /// Offers taken, process-wide ([`super::offers_taken`]).
 pub(super) static OFFERS_TAKEN: AtomicU64 = AtomicU64::new(0);
+/// Offers passed over before they were taken, process-wide ([`super::offers_passed_over`]).
+pub(super) static OFFERS_PASSED_OVER: AtomicU64 = AtomicU64::new(0);
 #[cfg(test)]
 pub(super) use offered::HELD_BYTES;
 
@@ -986,6 +988,10 @@ impl QueuePair for TcpQp {
         }
         st.out.push(Out::Request(frame));
         true
+    }
+
+    fn offers_held(&self) -> usize {
+        offered::HELD_BYTES
     }
 
     fn take_offered(&self, into: Sge<'_, TcpRegion>, remote: RemoteBuf) -> bool {

@@ -49,7 +49,7 @@ pub(super) fn send_call<B: Backend>(
     let mut header = vec![0u8; threshold];
     let marshaled = marshal_header(&mut reg, desc, out, params, usize::MAX, &mut header);
     let (memory, finished) = reg.finish_parts();
-    let pending = PendingCall { xid: out.xid(), form: out.form(), parts: 1, memory };
+    let pending = PendingCall { xid: out.xid(), form: out.form(), parts: 1, memory, offered: None };
     let give_up = |pending: PendingCall<B>| {
         let _ = pending.finish(conn, None, None);
         Ok(None)

@@ -87,7 +87,9 @@ impl Offered {
         while self.ranges.len() >= HELD_MOST {
             self.ranges.pop_front();
         }
-        self.passed_over += (before - self.ranges.len()) as u64;
+        let passed = (before - self.ranges.len()) as u64;
+        self.passed_over += passed;
+        super::OFFERS_PASSED_OVER.fetch_add(passed, std::sync::atomic::Ordering::Relaxed);
         self.ranges.push_back(Range { rkey, addr, len, at, landed: false });
         self.next = at + len;
         Some(Landing { at })

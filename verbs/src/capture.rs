@@ -426,6 +426,10 @@ impl<Q: QueuePair> QueuePair for CapturedQp<Q> {
         self.inner.offers_held()
     }
 
+    fn flush_posts(&self) {
+        self.inner.flush_posts()
+    }
+
     fn post_local_invalidate(&self, wr_id: u64, rkey: u32) -> Result<()> {
         self.inner.post_local_invalidate(wr_id, rkey)
     }

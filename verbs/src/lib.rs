@@ -57,6 +57,7 @@
 #![cfg_attr(feature = "rdma", deny(unsafe_code))]
 #![warn(missing_docs)]
 
+mod batch;
 pub mod capture;
 mod chain;
 mod cm;
@@ -76,6 +77,7 @@ use std::net::SocketAddr;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+pub use batch::{flush_held, Paused, PostBatch};
 pub use chain::{post_each, ChainError, WorkRequest};
 pub use cm::{pad_private_data, CmEvent, PeerAddress, PeerHost, ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX};
 pub use completion::{Completion, Opcode, Status};
@@ -1148,6 +1150,30 @@ pub trait QueuePair: Send + Sync {
 
     /// The queue pair's state.
     fn state(&self) -> QpState;
+
+    /// Hands the Sends and Writes held on this queue pair by an open [`PostBatch`] (of any
+    /// thread) to the device now: a thread that sees their holder busy longer than it should
+    /// be does not leave them waiting for it. Where nothing is held (every backend but TCP),
+    /// nothing to do.
+    ///
+    /// ```
+    /// # use rpcrdma_verbs::*;
+    /// # let t = std::time::Duration::from_secs(5);
+    /// # let listener = Tcp.listen(&Tcp.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let server = std::thread::spawn(move || {
+    /// #     let pd = Tcp.alloc_pd().unwrap();
+    /// #     listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap()
+    /// # });
+    /// # let pd = Tcp.alloc_pd().unwrap();
+    /// let (qp, _) = Tcp.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+    /// let batch = PostBatch::open();
+    /// // ... Sends posted here are held ...
+    /// qp.flush_posts(); // ... and go now, the batch still open
+    /// drop(batch);
+    /// # let _server = server.join().unwrap();
+    /// ```
+    fn flush_posts(&self) {}
 
     /// Disconnects (`rdma_disconnect`): both sides go to [`QpState::Error`], their posted
     /// Receives are flushed, and each gets [`CmEvent::Disconnected`]. Dropping the queue pair

@@ -18,8 +18,10 @@ enum HandlerOutcome {
 }
 
 impl HandlerOutcome {
-    /// Runs `handler`, catching a panic inside it.
+    /// Runs `handler`, catching a panic inside it. Its own posts (calls it makes, which it
+    /// may wait for by any means) are not held with the loop's burst of replies.
     fn of(handler: impl FnOnce() -> Vec<u8>) -> HandlerOutcome {
+        let _unheld = rpcrdma_verbs::PostBatch::pause();
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(handler)) {
             Ok(reply) => HandlerOutcome::Replied(reply),
             Err(_) => HandlerOutcome::Panicked,

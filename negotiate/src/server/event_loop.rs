@@ -39,7 +39,7 @@ use crate::datapath::send_answer;
 use crate::own_keys::IdMap;
 use crate::responder::Behind;
 use rpcrdma_v2::draft07::properties::ReverseDirection;
-use rpcrdma_verbs::{Arm, Readiness};
+use rpcrdma_verbs::{Arm, PostBatch, Readiness};
 
 /// The shortest [`ServerLimits::run_inline_for`] for which a thread waiting for the role
 /// looks again on its own while the holder is awake, rather than being told at each call's
@@ -433,9 +433,18 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         // This thread polled for work just now (`polled_for_more`) and found none: it does
         // not poll again before it sleeps.
         let mut polled = false;
+        // While a connection's next messages are waiting behind the call served, the replies
+        // this thread sends it are held and written together when none waits (over TCP one
+        // write for the burst: `rpcrdma_verbs::PostBatch`). A reply held behind a call that
+        // runs long goes when a thread takes the role over (`take_role`).
+        let mut burst: Option<(u64, PostBatch)> = None;
         loop {
-            if !holding && !self.take_role() {
-                break;
+            if !holding {
+                // (Waiting for the role: what this thread holds goes first.)
+                burst = None;
+                if !self.take_role() {
+                    break;
+                }
             }
             holding = true;
             leaving.holding = true;
@@ -445,6 +454,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 self.turn.notify_all();
                 break;
             };
+            if burst.as_ref().is_some_and(|(of, _)| *of != id) {
+                burst = None;
+            }
             // A connection that ended (or with its most calls in progress: held) has nothing
             // to receive now.
             if connection.conn.qp().state() != QpState::Ready {
@@ -472,6 +484,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             let m = match received {
                 Ok(m) => m,
                 Err(DataPathError::Timeout { .. }) if self.arms => {
+                    burst = None;
                     self.arm(id, &connection);
                     continue;
                 }
@@ -596,6 +609,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 leaving.holding = holding;
                 continue;
             }
+            if burst.is_none() && conn.receives_waiting() > 0 {
+                burst = Some((id, PostBatch::open()));
+            }
             match serve_call(conn, &header, &params, &*self.ulb, &*self.handler, &mut buffers, answering) {
                 Ok(answered @ Answered::CallOnly(..)) => {
                     self.count(answered);
@@ -632,6 +648,10 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     }
                     connection.close(format_args!("serving call {:#x}: {e}", header.xid()))
                 }
+            }
+            // The burst's last reply goes now (and those held before it).
+            if connection.conn.receives_waiting() == 0 {
+                burst = None;
             }
             // The message's buffer takes the next message received.
             connection.pool.recycle(m.bytes);
@@ -676,6 +696,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 }
                 slot.held = true;
                 st.sleeping = true;
+                rpcrdma_verbs::flush_held();
                 let mut st = self.work.wait(st).unwrap_or_else(PoisonError::into_inner);
                 st.sleeping = false;
                 continue;
@@ -709,6 +730,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             }
             let wait = st.next_idle_check.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
             st.sleeping = true;
+            // (Driving the readiness loop hands held posts over; waiting here does not.)
+            rpcrdma_verbs::flush_held();
             let mut st = self.work.wait_timeout(st, wait).unwrap_or_else(PoisonError::into_inner).0;
             st.sleeping = false;
         }
@@ -1011,9 +1034,17 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             // (A `run_inline_for` too long to add to an instant: never overdue.)
             let overdue = st.alone.and_then(|(since, _)| since.checked_add(self.cfg.limits.run_inline_for));
             if st.free || overdue.is_some_and(|t| t <= now) {
+                let taken_over = !st.free;
                 st.free = false;
                 st.alone = None;
                 st.waiting -= 1;
+                if taken_over {
+                    // The holder runs long: replies it holds from its burst go now rather
+                    // than wait for it (a post from any thread writes a connection's queue).
+                    let conns: Vec<_> = st.conns.values().map(|s| s.connection.clone()).collect();
+                    drop(st);
+                    conns.iter().for_each(|c| c.conn.qp().flush_posts());
+                }
                 return true;
             }
             if let Some(until) = overdue {

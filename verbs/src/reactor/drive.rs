@@ -247,6 +247,11 @@ impl Drop for Guest<'_> {
 impl Reactor {
     /// [`Readiness::drive`]: waits in the lobby while another thread drives.
     fn drive(&self, timeout: Duration, stop: &mut dyn FnMut() -> bool) -> Drove {
+        // A thread that may wait hands over the posts it holds first: what it waits for may
+        // be the peer's answer to them (`crate::batch`).
+        if !timeout.is_zero() {
+            crate::batch::flush_held();
+        }
         let until = Instant::now().checked_add(timeout);
         match self.take_driver(until, stop) {
             Ok(d) => self.drive_with(d, until, stop),

@@ -133,6 +133,18 @@ pub fn offers_passed_over() -> u64 {
     qp::OFFERS_PASSED_OVER.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// How many writes to a socket this process's TCP queue pairs made (each a `sendto` that
+/// moved bytes): what tests and benchmarks count to see a burst's frames go in one write
+/// ([`PostBatch`](crate::PostBatch)).
+///
+/// ```
+/// let before = rpcrdma_verbs::tcp::socket_writes();
+/// assert!(rpcrdma_verbs::tcp::socket_writes() >= before);
+/// ```
+pub fn socket_writes() -> u64 {
+    qp::SOCKET_WRITES.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 use crate::lock;
 
 use crate::inproc::{InProcPd, InProcRegion};
@@ -585,5 +597,93 @@ mod tests {
         assert!(qp.take_offered(Sge::whole(&into), RemoteBuf { addr: 63 << 20, rkey: 63 }));
         into.with(|b| assert!(b.iter().all(|&x| x == 63)));
         assert_eq!(qp.state(), QpState::Ready);
+    }
+
+    /// The server's Receives that completed by now, looked at without waiting (a wait would
+    /// hand the test thread's held posts over).
+    fn received_now(server: &TcpQp, settle: Duration) -> usize {
+        std::thread::sleep(settle);
+        let mut c = [crate::Completion::default(); 16];
+        let n = server.poll_cq(&mut c);
+        c[..n].iter().filter(|c| c.opcode == Opcode::Recv && c.status == Status::Success).count()
+    }
+
+    /// `crate::batch`: the Sends a thread posts in an open batch stay queued, and go in one
+    /// socket write when the batch closes.
+    #[test]
+    fn a_batch_writes_its_sends_together_when_it_closes() {
+        let (pd, client, server) = pair();
+        let rx = pd.register(vec![0; 8 * 64], Access::LOCAL_WRITE).unwrap();
+        let msg = pd.register(vec![3; 64], Access::empty()).unwrap();
+        for i in 0..8 {
+            server.post_recv(i, Sge::new(&rx, i as usize * 64, 64)).unwrap();
+        }
+        // Frames arriving from the peer have the readiness loop write whatever is queued (a
+        // batch is cut short then): the connection's first frames are let arrive first.
+        std::thread::sleep(Duration::from_millis(200));
+        let before = client.socket_writes();
+        let batch = crate::PostBatch::open();
+        for i in 0..8 {
+            client.post_send_with(i, &[Sge::whole(&msg)], None, crate::SendFlags::empty()).unwrap();
+        }
+        assert_eq!(received_now(&server, Duration::from_millis(50)), 0, "held while the batch is open");
+        assert_eq!(client.socket_writes(), before);
+        drop(batch);
+        let deadline = std::time::Instant::now() + T;
+        let mut got = 0;
+        while got < 8 && std::time::Instant::now() < deadline {
+            got += received_now(&server, Duration::from_millis(1));
+        }
+        assert_eq!(got, 8, "every Send arrived once the batch closed");
+        assert_eq!(client.socket_writes() - before, 1, "eight Sends, one write");
+        rx.with(|b| assert!(b.iter().all(|&x| x == 3)));
+    }
+
+    /// What is held never waits on its holder: a thread that waits for a completion hands its
+    /// held posts over first (here the completion of its own held Send, which needs the peer's
+    /// acknowledgement), and an RDMA Read, which its requester waits for, is never held.
+    #[test]
+    fn what_a_batch_holds_never_waits_on_its_holder() {
+        let (pd, client, server) = pair();
+        let rx = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+        let msg = pd.register(vec![4; 64], Access::empty()).unwrap();
+        server.post_recv(1, Sge::whole(&rx)).unwrap();
+        let _batch = crate::PostBatch::open();
+        client.post_send(7, &[Sge::whole(&msg)], None).unwrap();
+        let c = client.wait_cq(T).expect("the held Send went out when its poster waited");
+        assert_eq!((c.wr_id, c.opcode, c.status), (7, Opcode::Send, Status::Success));
+        // A Read posted in the batch is answered without its poster waiting through the
+        // backend (looked at by polling only).
+        let source = pd.register((0..64).collect(), Access::REMOTE_READ).unwrap();
+        let into = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+        server.post_read(9, &[Sge::whole(&into)], source.remote_at(0)).unwrap();
+        let _server_batch = crate::PostBatch::open();
+        let deadline = std::time::Instant::now() + T;
+        let mut c = [crate::Completion::default()];
+        while server.poll_cq(&mut c) == 0 || c[0].opcode != Opcode::RdmaRead {
+            assert!(std::time::Instant::now() < deadline, "the Read was held");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!((c[0].wr_id, c[0].status), (9, Status::Success));
+        into.with(|b| assert!(b.iter().enumerate().all(|(i, &x)| x == i as u8)));
+    }
+
+    /// `QueuePair::flush_posts` from another thread hands over what the holder holds (the
+    /// server's loop does so when the thread holding a burst's replies runs long).
+    #[test]
+    fn another_thread_hands_over_what_a_busy_holder_holds() {
+        let (pd, client, server) = pair();
+        let rx = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+        let msg = pd.register(vec![5; 64], Access::empty()).unwrap();
+        server.post_recv(1, Sge::whole(&rx)).unwrap();
+        let client = std::sync::Arc::new(client);
+        let batch = crate::PostBatch::open();
+        client.post_send_with(1, &[Sge::whole(&msg)], None, crate::SendFlags::empty()).unwrap();
+        assert_eq!(received_now(&server, Duration::from_millis(20)), 0);
+        let other = client.clone();
+        std::thread::spawn(move || other.flush_posts()).join().unwrap();
+        assert_eq!(received_now(&server, Duration::from_millis(100)), 1, "handed over by the other thread");
+        drop(batch);
+        rx.with(|b| assert!(b.iter().all(|&x| x == 5)));
     }
 }

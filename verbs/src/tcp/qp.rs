@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use super::frame::{self, Head, NakCode};
 use super::{lock, TcpPd, TcpRegion};
+use crate::batch;
 use crate::inproc::region::Rule;
 use crate::inproc::rules::{self, PostedRecv, Queues};
 use crate::reactor::{self, Source, Step};
@@ -26,6 +27,9 @@ use crate::{
 use inbound::Inbound;
 use offered::Offered;
 pub(super) use offered::OFFER_MOST;
+
+/// Writes to a socket that moved bytes, by every queue pair of the process ([`super::socket_writes`]).
+pub(super) static SOCKET_WRITES: AtomicU64 = AtomicU64::new(0);
 
 /// Offers taken, process-wide ([`super::offers_taken`]).
 pub(super) static OFFERS_TAKEN: AtomicU64 = AtomicU64::new(0);
@@ -333,6 +337,7 @@ impl Outbox {
                 Ok(n) => {
                     *lock(&self.stuck_since) = None;
                     self.writes.fetch_add(1, Ordering::Relaxed);
+                    SOCKET_WRITES.fetch_add(1, Ordering::Relaxed);
                     return Ok(n);
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -692,6 +697,22 @@ impl TcpQp {
         true
     }
 
+    /// [`Self::post`] for a Send or Write: while this thread has a [`PostBatch`] open, its
+    /// frame stays queued, written with the others the thread posts when it hands them over
+    /// (`crate::batch`).
+    ///
+    /// [`PostBatch`]: crate::PostBatch
+    fn post_held(&self, queued: Option<MutexGuard<'_, State>>) -> Result<()> {
+        if !batch::holding() {
+            return self.post(queued);
+        }
+        if let Some(st) = queued {
+            self.sh.signal(st);
+            batch::hold(&self.sh);
+        }
+        Ok(())
+    }
+
     /// Notifies for what [`Self::queue`] queued (posting the frame, waking the waiters).
     fn post(&self, queued: Option<MutexGuard<'_, State>>) -> Result<()> {
         queued.map_or(Ok(()), |st| self.notify(st))
@@ -807,6 +828,11 @@ impl TcpQp {
     }
 
     fn wait_for<T>(&self, timeout: Duration, mut take: impl FnMut(&mut State) -> Option<T>) -> Option<T> {
+        // A thread that waits hands over what it holds first: what it waits for may be the
+        // peer's answer to it.
+        if !timeout.is_zero() {
+            batch::flush_held();
+        }
         if let Some(v) = take(&mut lock(&self.sh.st)) {
             return Some(v);
         }
@@ -862,7 +888,7 @@ impl QueuePair for TcpQp {
         invalidate: Option<u32>,
         flags: SendFlags,
     ) -> Result<()> {
-        self.post(self.queue_wr(&WorkRequest::Send { wr_id, sges, invalidate, flags })?)
+        self.post_held(self.queue_wr(&WorkRequest::Send { wr_id, sges, invalidate, flags })?)
     }
     fn post_write(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf) -> Result<()> {
         self.post_write_with(wr_id, sges, remote, SendFlags::SIGNALED)
@@ -944,7 +970,7 @@ impl QueuePair for TcpQp {
         }
         if queued {
             // Infallible (`notify` returns Ok), as for a single post.
-            let _ = self.post(Some(lock(&self.sh.st)));
+            let _ = self.post_held(Some(lock(&self.sh.st)));
         }
         result
     }
@@ -1048,6 +1074,10 @@ impl QueuePair for TcpQp {
     /// Queues the FIN behind what is already queued and writes what it can; the readiness
     /// loop writes the rest, and cuts the socket if the peer has not closed its half within
     /// the retry timeout.
+    fn flush_posts(&self) {
+        self.sh.flush();
+    }
+
     fn disconnect(&self) {
         self.sh.tear_down();
         self.sh.flush();
@@ -1064,6 +1094,12 @@ impl Drop for TcpQp {
 impl std::fmt::Debug for TcpQp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TcpQp").field("state", &self.state()).finish()
+    }
+}
+
+impl batch::Held for Shared {
+    fn hand_over(&self) {
+        self.flush();
     }
 }
 

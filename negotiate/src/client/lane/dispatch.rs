@@ -24,7 +24,7 @@ use std::task::{Wake, Waker};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
-use rpcrdma_verbs::{Arm, Backend};
+use rpcrdma_verbs::{Arm, Backend, PostBatch};
 
 use super::{Link, Locked, Receiver, Shared, GRACE, IDLE_WAIT, LINGER};
 use crate::connection::Event;
@@ -143,7 +143,12 @@ fn run<B: Backend>(lanes: &[Arc<Shared<B>>]) {
             let Some((waiting, due)) = slot else { continue };
             let poked = lane.poke.poked.swap(false, Ordering::SeqCst);
             if poked || Instant::now() >= *due {
-                match lane.turn(waiting, poked, lanes.len() == 1) {
+                // The calls a turn sends (those its replies gave credit for) go together
+                // when it ends: over TCP in one write.
+                let batch = PostBatch::open();
+                let turned = lane.turn(waiting, poked, lanes.len() == 1);
+                drop(batch);
+                match turned {
                     Some(at) => *due = at,
                     None => {
                         *slot = None;

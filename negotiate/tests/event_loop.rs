@@ -24,6 +24,17 @@ fn serving_threads() -> usize {
     names.filter(|n| n.starts_with("negotiate-conn") || n.starts_with("negotiate-call")).count()
 }
 
+/// Once a server stopped, none of its threads is left. They end on their own (they are not
+/// joined): two were still ending as the drop returned in 3 of 15 runs (twenty-seventh
+/// session), so this waits for them, bounded.
+fn no_thread_left_behind() {
+    let ended = std::time::Instant::now() + Duration::from_secs(5);
+    while serving_threads() > 0 && std::time::Instant::now() < ended {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(serving_threads(), 0, "a thread left behind after the server stopped");
+}
+
 fn echo(call: &[u8]) -> Vec<u8> {
     [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat()
 }
@@ -50,7 +61,7 @@ fn many_connections_on_a_few_threads<B: Backend + Clone>(b: B) {
     assert!(threads <= 3, "{threads} serving threads for {CONNECTIONS} connections");
     drop(clients);
     drop(server);
-    assert_eq!(serving_threads(), 0, "a thread left behind after the server stopped");
+    no_thread_left_behind();
 }
 
 /// One connection left silent past the idle timeout is closed by the loop's timer while
@@ -171,7 +182,7 @@ fn a_loop_per_connection_where_queue_pairs_cannot_wake(calls_in_progress: usize)
     assert!(most <= 4 * (calls_in_progress + 1), "{most} serving threads for 4 connections");
     drop(clients);
     drop(server);
-    assert_eq!(serving_threads(), 0, "a thread left behind after the server stopped");
+    no_thread_left_behind();
 }
 
 /// Over TCP the role's holder waits by driving the backend's readiness loop

@@ -29,11 +29,15 @@ pub(crate) trait Held: Send + Sync {
     fn hand_over(&self);
 }
 
+/// The most queue pairs a thread holds posts on at once; a post on one more is handed over
+/// as it is made. (A fixed table: holding allocates nothing, not even a thread's first time.)
+const HELD_MOST: usize = 8;
+
 thread_local! {
     /// Open batches on this thread (they nest).
     static DEPTH: Cell<u32> = const { Cell::new(0) };
     /// The queue pairs this thread holds posts on, each once.
-    static HELD: RefCell<Vec<Arc<dyn Held>>> = const { RefCell::new(Vec::new()) };
+    static HELD: RefCell<[Option<Arc<dyn Held>>; HELD_MOST]> = const { RefCell::new([const { None }; HELD_MOST]) };
 }
 
 /// While open, the Sends and Writes this thread posts may be held and handed to the device
@@ -104,9 +108,11 @@ impl Drop for Paused {
 
 impl Drop for PostBatch {
     fn drop(&mut self) {
-        let depth = DEPTH.get() - 1;
-        DEPTH.set(depth);
-        if depth == 0 {
+        // (Saturating: a batch dropped inside a pause it was opened before finds 0.)
+        let depth = DEPTH.get();
+        debug_assert!(depth > 0, "a PostBatch closed inside a pause of it");
+        DEPTH.set(depth.saturating_sub(1));
+        if depth <= 1 {
             flush_held();
         }
     }
@@ -116,21 +122,16 @@ impl Drop for PostBatch {
 /// call it before a thread waits; a caller that waits by other means (a condition variable,
 /// a channel) calls it first.
 pub fn flush_held() {
+    if HELD.with(|h| h.borrow()[0].is_none()) {
+        return;
+    }
     // Taken out before handing over: writing may close a connection, whose teardown must
-    // not find the list borrowed.
-    let held = HELD.with(|h| std::mem::take(&mut *h.borrow_mut()));
-    for qp in &held {
+    // not find the table borrowed.
+    let mut held: [Option<Arc<dyn Held>>; HELD_MOST] = [const { None }; HELD_MOST];
+    HELD.with(|h| std::mem::swap(&mut *h.borrow_mut(), &mut held));
+    for qp in held.iter().flatten() {
         qp.hand_over();
     }
-    // The list's memory kept for the next batch: a steady state allocates nothing.
-    let mut held = held;
-    held.clear();
-    HELD.with(|h| {
-        let mut h = h.borrow_mut();
-        if h.is_empty() && h.capacity() < held.capacity() {
-            *h = held;
-        }
-    });
 }
 
 /// Whether a post on this thread now may be held (a batch is open).
@@ -140,13 +141,25 @@ pub(crate) fn holding() -> bool {
 
 /// Notes that this thread holds posts on `qp` (once per queue pair), to hand over later.
 pub(crate) fn hold(qp: &Arc<impl Held + 'static>) {
-    HELD.with(|h| {
+    let this = Arc::as_ptr(qp) as *const ();
+    let kept = HELD.with(|h| {
         let mut h = h.borrow_mut();
-        let this = Arc::as_ptr(qp) as *const ();
-        if !h.iter().any(|q| Arc::as_ptr(q) as *const () == this) {
-            h.push(qp.clone());
+        // (Filled from the front, and emptied whole: the first free slot ends the held.)
+        for slot in h.iter_mut() {
+            match slot {
+                Some(q) if Arc::as_ptr(q) as *const () == this => return true,
+                Some(_) => {}
+                None => {
+                    *slot = Some(qp.clone());
+                    return true;
+                }
+            }
         }
+        false
     });
+    if !kept {
+        qp.hand_over();
+    }
 }
 
 #[cfg(test)]
@@ -175,6 +188,20 @@ mod tests {
         drop(outer);
         assert_eq!(qp.0.load(Ordering::SeqCst), 1, "once per queue pair, at the outermost close");
         assert!(!PostBatch::is_open() && !holding());
+    }
+
+    #[test]
+    fn a_queue_pair_beyond_the_table_is_handed_over_at_once() {
+        let qps: Vec<_> = (0..=HELD_MOST).map(|_| Arc::new(Counting(AtomicU32::new(0)))).collect();
+        let batch = PostBatch::open();
+        for qp in &qps {
+            hold(qp);
+        }
+        let handed = |qp: &Arc<Counting>| qp.0.load(Ordering::SeqCst);
+        assert!(qps[..HELD_MOST].iter().all(|q| handed(q) == 0), "held");
+        assert_eq!(handed(&qps[HELD_MOST]), 1, "one beyond the table goes at once");
+        drop(batch);
+        assert!(qps.iter().all(|q| handed(q) == 1));
     }
 
     #[test]

@@ -66,6 +66,8 @@ impl<B: Backend> Transport<B> {
                 if let Some(tell) = self.blocked_tell.get() {
                     tell.wake_by_ref();
                 }
+                // Its holder may wait for what this thread holds (`PostBatch`): that goes first.
+                rpcrdma_verbs::flush_held();
                 let stream = self.payload_stream.lock().unwrap_or_else(PoisonError::into_inner);
                 self.stream_waiters.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
                 stream

@@ -116,6 +116,8 @@ impl<B: Backend> Transport<B> {
                 // a completion no longer there, until its slice ran out: 10 ms stalls.)
                 st.waiting.push(Waiting { want, thread: std::thread::current() });
                 drop(st);
+                // (What this thread holds goes first: the poller's completion may need it.)
+                rpcrdma_verbs::flush_held();
                 std::thread::park_timeout(left);
                 st = self.set_aside.lock().unwrap_or_else(PoisonError::into_inner);
                 let me = std::thread::current().id();

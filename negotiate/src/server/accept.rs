@@ -95,6 +95,8 @@ impl<B: Backend> LoopConnection<B> {
             }
             // Woken by the judging of a message (`credit_may_have_changed`) or the
             // connection's end (`ending`), both under the core's lock.
+            // (What this thread holds goes first: the credit may come in answer to it.)
+            rpcrdma_verbs::flush_held();
             core = self.granted.wait_timeout(core, left).unwrap_or_else(PoisonError::into_inner).0;
         };
         if waiting {

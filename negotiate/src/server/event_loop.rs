@@ -49,6 +49,9 @@ const LOOK_AGAIN_AT_LEAST: Duration = Duration::from_micros(100);
 /// How long a thread the loop no longer needs (one more than the one waiting for the role)
 /// waits before it leaves.
 const KEEP_ALIVE: Duration = Duration::from_secs(2);
+/// The most replies a burst holds (`PostBatch`) before they are written: held work requests
+/// keep their send-queue slots, and a reply may take several (its Writes and its Send).
+const BURST_MOST: usize = 8;
 
 /// The longest the role's holder sleeps before it looks at the idle rule again.
 const LONGEST_WAIT: Duration = Duration::from_secs(3600);
@@ -144,6 +147,9 @@ struct State<B: Backend> {
     /// the role (the calls behind then need no thread hand-off); a waiting thread takes the
     /// role over once this is [`ServerLimits::run_inline_for`] old.
     alone: Option<(Instant, u64)>,
+    /// The connection whose replies the role's holder may be holding for a burst
+    /// (`PostBatch`): whoever takes the role over from it writes them.
+    held_on: Option<u64>,
     next_ticket: u64,
     /// The loop is done (the server stops, or a loop of one connection lost it): every thread
     /// leaves.
@@ -229,6 +235,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 next_idle_check: Instant::now(),
                 free: true,
                 alone: None,
+                held_on: None,
                 next_ticket: 0,
                 ended: false,
                 handles: Vec::new(),
@@ -438,6 +445,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         // write for the burst: `rpcrdma_verbs::PostBatch`). A reply held behind a call that
         // runs long goes when a thread takes the role over (`take_role`).
         let mut burst: Option<(u64, PostBatch)> = None;
+        let mut burst_len = 0;
         loop {
             if !holding {
                 // (Waiting for the role: what this thread holds goes first.)
@@ -591,7 +599,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             // is posted (in process), handing the role on only cost a switch: 2.7 a call in
             // the 64 x 10,000 load against 1.9 keeping it (fourteenth session).
             let keep = self.rdma_at_post || header.read_list().is_empty() || connection.conn.receives_waiting() == 0;
-            let ticket = self.take_on(id, keep);
+            let more = connection.conn.receives_waiting() > 0;
+            let (ticket, may_hold) = self.take_on(id, keep, more);
             let answering = || {
                 connection.unanswered.fetch_sub(1, Ordering::SeqCst);
             };
@@ -609,9 +618,17 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 leaving.holding = holding;
                 continue;
             }
-            if burst.is_none() && conn.receives_waiting() > 0 {
-                burst = Some((id, PostBatch::open()));
+            // Held only where a thread would take the role over, and write them, should this
+            // call run long; a burst of at most BURST_MOST replies (each keeps its send-queue
+            // slots until written).
+            if !may_hold || burst_len >= BURST_MOST {
+                burst = None;
             }
+            if may_hold && burst.is_none() {
+                burst = Some((id, PostBatch::open()));
+                burst_len = 0;
+            }
+            burst_len += 1;
             match serve_call(conn, &header, &params, &*self.ulb, &*self.handler, &mut buffers, answering) {
                 Ok(answered @ Answered::CallOnly(..)) => {
                     self.count(answered);
@@ -1041,9 +1058,11 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 if taken_over {
                     // The holder runs long: replies it holds from its burst go now rather
                     // than wait for it (a post from any thread writes a connection's queue).
-                    let conns: Vec<_> = st.conns.values().map(|s| s.connection.clone()).collect();
+                    let held = st.held_on.take().and_then(|id| st.conns.get(&id)).map(|s| s.connection.clone());
                     drop(st);
-                    conns.iter().for_each(|c| c.conn.qp().flush_posts());
+                    if let Some(c) = held {
+                        c.conn.qp().flush_posts();
+                    }
                 }
                 return true;
             }
@@ -1089,7 +1108,12 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// afterwards), or, when `keep` is false or another call is being served beside (one that
     /// ran long), frees it. When no other thread waits for the role and the bound allows,
     /// spawns one (so a loop whose calls are all short keeps two threads).
-    fn take_on(&self, id: u64, keep: bool) -> Option<u64> {
+    ///
+    /// With `hold` (the connection's next messages are waiting), also whether this thread may
+    /// hold the call's reply for a burst: only when it keeps the role and a waiting thread
+    /// would take the role over, and write what it holds, should the call run longer than
+    /// `run_inline_for`.
+    fn take_on(&self, id: u64, keep: bool, hold: bool) -> (Option<u64>, bool) {
         let mut st = lock(&self.st);
         let mut beside = 0;
         if let Some(slot) = st.conns.get_mut(&id) {
@@ -1109,7 +1133,15 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             None
         };
         self.keep_one_waiting(&mut st);
-        ticket
+        // (A `run_inline_for` too long to add to an instant: never overdue, never taken over.)
+        let may_hold = hold
+            && ticket.is_some()
+            && st.waiting > 0
+            && Instant::now().checked_add(self.cfg.limits.run_inline_for).is_some();
+        if may_hold {
+            st.held_on = Some(id);
+        }
+        (ticket, may_hold)
     }
 
     /// Starts a thread to wait for the role if none does and the bound allows: each

@@ -901,7 +901,7 @@ impl QueuePair for TcpQp {
         remote: RemoteBuf,
         flags: SendFlags,
     ) -> Result<()> {
-        self.post(self.queue_wr(&WorkRequest::Write { wr_id, sges, remote, flags })?)
+        self.post_held(self.queue_wr(&WorkRequest::Write { wr_id, sges, remote, flags })?)
     }
 
     fn post_read(&self, wr_id: u64, sges: &[Sge<'_, TcpRegion>], remote: RemoteBuf) -> Result<()> {
@@ -1071,13 +1071,14 @@ impl QueuePair for TcpQp {
         }
     }
 
-    /// Queues the FIN behind what is already queued and writes what it can; the readiness
-    /// loop writes the rest, and cuts the socket if the peer has not closed its half within
-    /// the retry timeout.
+    /// Writes what is queued, held by a batch or not (`crate::batch`).
     fn flush_posts(&self) {
         self.sh.flush();
     }
 
+    /// Queues the FIN behind what is already queued and writes what it can; the readiness
+    /// loop writes the rest, and cuts the socket if the peer has not closed its half within
+    /// the retry timeout.
     fn disconnect(&self) {
         self.sh.tear_down();
         self.sh.flush();

@@ -65,6 +65,9 @@ impl<B: Backend> LoopConnection<B> {
     /// section 4.2.1.1) opens it; `None` at `deadline` or once the connection is down. The
     /// loop's other threads judge that message meanwhile (this one waits like a long call).
     pub(super) fn part_credit(&self, deadline: Instant) -> Option<u32> {
+        // What this thread holds goes first (the credit may come in answer to it), and not
+        // under the core's lock (writing may end the connection).
+        rpcrdma_verbs::flush_held();
         let mut core = lock(&self.core);
         let mut waiting = false;
         let total = loop {
@@ -95,8 +98,6 @@ impl<B: Backend> LoopConnection<B> {
             }
             // Woken by the judging of a message (`credit_may_have_changed`) or the
             // connection's end (`ending`), both under the core's lock.
-            // (What this thread holds goes first: the credit may come in answer to it.)
-            rpcrdma_verbs::flush_held();
             core = self.granted.wait_timeout(core, left).unwrap_or_else(PoisonError::into_inner).0;
         };
         if waiting {

@@ -456,6 +456,11 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             }
             holding = true;
             leaving.holding = true;
+            // A loop of one connection may wait in `next_ready` under its lock (for a call
+            // to end): nothing is held then.
+            if !self.arms {
+                burst = None;
+            }
             let Some((id, connection)) = self.next_ready(std::mem::take(&mut polled)) else {
                 let mut st = lock(&self.st);
                 st.ended = true;
@@ -713,7 +718,6 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 }
                 slot.held = true;
                 st.sleeping = true;
-                rpcrdma_verbs::flush_held();
                 let mut st = self.work.wait(st).unwrap_or_else(PoisonError::into_inner);
                 st.sleeping = false;
                 continue;
@@ -741,14 +745,16 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             if !std::mem::take(&mut polled) {
                 self.poll_before_wait(|| self.ready_len.load(Ordering::Acquire) > 0);
             }
+            // What this thread holds goes before it sleeps, not under the loop's lock
+            // (writing may end a connection, whose waker takes that lock). (Driving the
+            // readiness loop, above, hands held posts over itself.)
+            rpcrdma_verbs::flush_held();
             let mut st = lock(&self.st);
             if !st.ready.is_empty() || st.ended || self.stop.load(Ordering::Relaxed) {
                 continue;
             }
             let wait = st.next_idle_check.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
             st.sleeping = true;
-            // (Driving the readiness loop hands held posts over; waiting here does not.)
-            rpcrdma_verbs::flush_held();
             let mut st = self.work.wait_timeout(st, wait).unwrap_or_else(PoisonError::into_inner).0;
             st.sleeping = false;
         }

@@ -134,11 +134,6 @@ pub fn flush_held() {
     }
 }
 
-/// Whether a post on this thread now may be held (a batch is open).
-pub(crate) fn holding() -> bool {
-    DEPTH.get() > 0
-}
-
 /// Notes that this thread holds posts on `qp` (once per queue pair), to hand over later.
 pub(crate) fn hold(qp: &Arc<impl Held + 'static>) {
     let this = Arc::as_ptr(qp) as *const ();
@@ -187,7 +182,7 @@ mod tests {
         assert!(PostBatch::is_open());
         drop(outer);
         assert_eq!(qp.0.load(Ordering::SeqCst), 1, "once per queue pair, at the outermost close");
-        assert!(!PostBatch::is_open() && !holding());
+        assert!(!PostBatch::is_open());
     }
 
     #[test]
@@ -210,9 +205,9 @@ mod tests {
         let batch = PostBatch::open();
         hold(&qp);
         let paused = PostBatch::pause();
-        assert!(!holding());
+        assert!(!PostBatch::is_open());
         drop(paused);
-        assert!(holding());
+        assert!(PostBatch::is_open());
         assert_eq!(qp.0.load(Ordering::SeqCst), 0, "the pause handed nothing over");
         drop(batch);
         assert_eq!(qp.0.load(Ordering::SeqCst), 1);
@@ -225,7 +220,7 @@ mod tests {
         hold(&qp);
         flush_held();
         assert_eq!(qp.0.load(Ordering::SeqCst), 1);
-        assert!(holding());
+        assert!(PostBatch::is_open());
         drop(batch);
         assert_eq!(qp.0.load(Ordering::SeqCst), 1, "nothing held since: nothing more handed over");
     }

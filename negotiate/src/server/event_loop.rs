@@ -603,8 +603,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             // 16 thread switches a call against 10 handing it on). Where a Read is done as it
             // is posted (in process), handing the role on only cost a switch: 2.7 a call in
             // the 64 x 10,000 load against 1.9 keeping it (fourteenth session).
-            let keep = self.rdma_at_post || header.read_list().is_empty() || connection.conn.receives_waiting() == 0;
             let more = connection.conn.receives_waiting() > 0;
+            let keep = self.rdma_at_post || header.read_list().is_empty() || !more;
             let (ticket, may_hold) = self.take_on(id, keep, more);
             let answering = || {
                 connection.unanswered.fetch_sub(1, Ordering::SeqCst);

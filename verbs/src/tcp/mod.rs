@@ -608,6 +608,17 @@ mod tests {
         c[..n].iter().filter(|c| c.opcode == Opcode::Recv && c.status == Status::Success).count()
     }
 
+    /// How many Receives completed on `server`, polled (never waited for) until `want` have or
+    /// `T` passed.
+    fn received_by_polling(server: &TcpQp, want: usize) -> usize {
+        let deadline = std::time::Instant::now() + T;
+        let mut got = 0;
+        while got < want && std::time::Instant::now() < deadline {
+            got += received_now(server, Duration::from_millis(1));
+        }
+        got
+    }
+
     /// `crate::batch`: the Sends a thread posts in an open batch stay queued, and go in one
     /// socket write when the batch closes.
     #[test]
@@ -629,12 +640,7 @@ mod tests {
         assert_eq!(received_now(&server, Duration::from_millis(50)), 0, "held while the batch is open");
         assert_eq!(client.socket_writes(), before);
         drop(batch);
-        let deadline = std::time::Instant::now() + T;
-        let mut got = 0;
-        while got < 8 && std::time::Instant::now() < deadline {
-            got += received_now(&server, Duration::from_millis(1));
-        }
-        assert_eq!(got, 8, "every Send arrived once the batch closed");
+        assert_eq!(received_by_polling(&server, 8), 8, "every Send arrived once the batch closed");
         assert_eq!(client.socket_writes() - before, 1, "eight Sends, one write");
         rx.with(|b| assert!(b.iter().all(|&x| x == 3)));
     }
@@ -681,10 +687,7 @@ mod tests {
         assert_eq!(received_now(&server, Duration::from_millis(20)), 0);
         let other = client.clone();
         std::thread::spawn(move || other.flush_posts()).join().unwrap();
-        let deadline = std::time::Instant::now() + T;
-        while received_now(&server, Duration::from_millis(1)) == 0 {
-            assert!(std::time::Instant::now() < deadline, "not handed over by the other thread");
-        }
+        assert_eq!(received_by_polling(&server, 1), 1, "not handed over by the other thread");
         drop(batch);
         rx.with(|b| assert!(b.iter().all(|&x| x == 5)));
     }

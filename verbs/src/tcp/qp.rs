@@ -703,7 +703,7 @@ impl TcpQp {
     ///
     /// [`PostBatch`]: crate::PostBatch
     fn post_held(&self, queued: Option<MutexGuard<'_, State>>) -> Result<()> {
-        if !batch::holding() {
+        if !crate::PostBatch::is_open() {
             return self.post(queued);
         }
         if let Some(st) = queued {

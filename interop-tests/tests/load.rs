@@ -206,9 +206,16 @@ fn load<B: Backend + Clone>(backend: B, label: &str, callers: usize, calls: usiz
     let mut scfg = ServerConfig::default().responder(responder::ResponderConfig::default().credits(SERVER_CREDITS));
     // LOAD_SERVER_POLL_US=n sets ServerLimits::poll_before_wait (for docs/benchmarks.md's
     // comparisons; the default otherwise).
-    if let Some(us) = std::env::var("LOAD_SERVER_POLL_US").ok().and_then(|n| n.parse().ok()) {
-        scfg = scfg.limits(ServerLimits::default().poll_before_wait(Duration::from_micros(us)));
+    // LOAD_SERVER_CALLS=n sets ServerLimits::calls_in_progress_per_connection.
+    let env = |name| std::env::var(name).ok().and_then(|n: String| n.parse::<u64>().ok());
+    let mut limits = ServerLimits::default();
+    if let Some(us) = env("LOAD_SERVER_POLL_US") {
+        limits = limits.poll_before_wait(Duration::from_micros(us));
     }
+    if let Some(n) = env("LOAD_SERVER_CALLS") {
+        limits = limits.calls_in_progress_per_connection(n as usize);
+    }
+    scfg = scfg.limits(limits);
     let server = Server::start(backend.clone(), backend.any_address(), scfg, Arc::new(SERVER_ULB), handler)
         .expect("server starts");
     // A long timeout: a retransmission would re-execute a call and spoil the duplicate check,

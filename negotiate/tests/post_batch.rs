@@ -7,7 +7,9 @@
 //!
 //! And what is held never waits long on its holder: a reply held behind a call whose handler
 //! runs long goes when another thread takes the loop's role over
-//! (`ServerLimits::run_inline_for`), not when that handler returns.
+//! (`ServerLimits::run_inline_for`), not when that handler returns. A call whose Read chunks
+//! came offered with it (over TCP) keeps the burst going; and a call that runs long is taken
+//! over while the loop's spare threads wait, told of no call's start.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,8 +17,8 @@ use std::time::{Duration, Instant};
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::ulb::OpaqueAtUlb;
 use rpcrdma_verbs::{
-    Access, Backend, Completion, MemoryRegion, Opcode, PostBatch, ProtectionDomain, QpCaps, QueuePair, SendFlags, Sge,
-    Status, Tcp,
+    Access, Backend, Completion, MemoryRegion, Opcode, PostBatch, ProtectionDomain, QpCaps, QueuePair, RemoteBuf,
+    SendFlags, Sge, Status, Tcp,
 };
 
 const T: Duration = Duration::from_secs(10);
@@ -65,22 +67,44 @@ fn start_with(cfg: ServerConfig) -> Server {
 /// Connects to `server`, posts a Receive for each of `calls`, sends them all in one write
 /// (one batch), and returns the XID of each reply as it arrives, with when.
 fn burst(server: &Server, calls: &[Vec<u8>]) -> Vec<(u32, Instant)> {
+    let replies = burst_offering(server, calls.len(), &[], |i, _| calls[i].clone());
+    replies.into_iter().map(|(xid, at, _)| (xid, at)).collect()
+}
+
+/// [`burst`] of `n` calls, each made by `call` from its index and, when `chunk` is not empty,
+/// where the requester's copy of `chunk` is registered for it: offered with its Send
+/// (`QueuePair::offer_read`), as our Client offers a Read chunk over TCP. Each reply comes
+/// with its RPC message's words after the message type.
+fn burst_offering(
+    server: &Server,
+    n: usize,
+    chunk: &[u8],
+    call: impl Fn(usize, Option<RemoteBuf>) -> Vec<u8>,
+) -> Vec<(u32, Instant, Vec<u8>)> {
     let pd = Tcp.alloc_pd().unwrap();
     let (qp, _) = Tcp.connect(&pd, &server.local_addr(), &[], QpCaps::default(), T).expect("connected");
-    let rx = pd.register(vec![0; calls.len() * 1024], Access::LOCAL_WRITE).unwrap();
-    for i in 0..calls.len() {
+    let rx = pd.register(vec![0; n * 1024], Access::LOCAL_WRITE).unwrap();
+    for i in 0..n {
         qp.post_recv(i as u64, Sge::new(&rx, i * 1024, 1024)).unwrap();
     }
-    let sends: Vec<_> = calls.iter().map(|c| pd.register(c.clone(), Access::empty()).unwrap()).collect();
+    let chunks: Vec<_> = (0..n)
+        .filter(|_| !chunk.is_empty())
+        .map(|_| pd.register(chunk.to_vec(), Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap())
+        .collect();
+    let remote = |i: usize| chunks.get(i).map(|c| c.remote_at(0));
+    let sends: Vec<_> = (0..n).map(|i| pd.register(call(i, remote(i)), Access::empty()).unwrap()).collect();
     {
         let _one_write = PostBatch::open();
         for (i, s) in sends.iter().enumerate() {
+            if let Some(r) = remote(i) {
+                assert!(qp.offer_read(r, chunk.len() as u32), "offered");
+            }
             qp.post_send_with(100 + i as u64, &[Sge::whole(s)], None, SendFlags::empty()).unwrap();
         }
     }
     let mut replies = Vec::new();
     let deadline = Instant::now() + T;
-    while replies.len() < calls.len() && Instant::now() < deadline {
+    while replies.len() < n && Instant::now() < deadline {
         let Some(c): Option<Completion> = qp.wait_cq(Duration::from_millis(100)) else { continue };
         assert_eq!(c.status, Status::Success, "{c:?}");
         if c.opcode == Opcode::Recv {
@@ -89,7 +113,8 @@ fn burst(server: &Server, calls: &[Vec<u8>]) -> Vec<(u32, Instant)> {
             // An RDMA_MSG whose RPC message is the REPLY to the call the header names.
             assert_eq!(reply[12..16], [0, 0, 0, 0], "RDMA_MSG");
             assert_eq!((reply[..4].to_vec(), &reply[32..36]), (reply[28..32].to_vec(), &[0, 0, 0, 1][..]));
-            replies.push((u32::from_be_bytes([reply[0], reply[1], reply[2], reply[3]]), Instant::now()));
+            let xid = u32::from_be_bytes([reply[0], reply[1], reply[2], reply[3]]);
+            replies.push((xid, Instant::now(), reply[36..].to_vec()));
         }
     }
     replies
@@ -133,4 +158,91 @@ fn issue_25_a_reply_held_behind_a_long_handler_goes_when_the_role_is_taken_over(
     assert_eq!(xids, [7, 8, 9]);
     let brief = replies[0].1 - started;
     assert!(brief < SLOW / 3, "the brief call's reply came after {brief:?}, behind the slow handler");
+}
+
+/// The argument of a call with a Read chunk: an `opaque<>` whose length word is at offset 8 of
+/// the RPC message (after XID and CALL), its bytes DDP-eligible.
+const CHUNKED_ULB: OpaqueAtUlb =
+    OpaqueAtUlb { call_opaque: Some(8), reply_opaque: None, max_result: 0, max_reply: 512 };
+
+/// An RDMA_MSG of Version One (RFC 8166 section 4.2.1) whose RPC call `xid` carries a
+/// `len`-byte opaque in one Read chunk at `at` (section 3.4.5: at its position in the Payload
+/// stream, 12, after XID, CALL and the opaque's length), the rest inline.
+fn call_with_read_chunk(xid: u32, at: RemoteBuf, len: u32) -> Vec<u8> {
+    let (hi, lo) = ((at.addr >> 32) as u32, at.addr as u32);
+    words(&[xid, 1, 32, 0, 1, 12, at.rkey, len, hi, lo, 0, 0, 0, xid, 0, len])
+}
+
+#[test]
+fn issue_25_calls_whose_read_chunks_came_offered_keep_the_burst() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // The handler answers with the sum of the argument's bytes: each reply says the chunk's
+    // bytes reached it.
+    let handler = |c: &[u8]| {
+        let sum: u32 = c[12..].iter().map(|&b| u32::from(b)).sum();
+        [&c[..4], &[0, 0, 0, 1][..], &sum.to_be_bytes()[..]].concat()
+    };
+    let server = Server::start(Tcp, Tcp.any_address(), ServerConfig::default(), Arc::new(CHUNKED_ULB), handler)
+        .expect("the server starts");
+    let chunk: Vec<u8> = (0..1024u32).map(|i| (i % 251) as u8).collect();
+    let sum: u32 = chunk.iter().map(|&b| u32::from(b)).sum();
+    let make =
+        |base: u32| move |i: usize, at: Option<RemoteBuf>| call_with_read_chunk(base + i as u32, at.unwrap(), 1024);
+    // A first call alone, so that the server's loop is started and waiting.
+    assert_eq!(burst_offering(&server, 1, &chunk, make(1)).len(), 1);
+    let (before, taken_before) = (rpcrdma_verbs::tcp::socket_writes(), rpcrdma_verbs::tcp::offers_taken());
+    let replies = burst_offering(&server, 16, &chunk, make(10));
+    let writes = rpcrdma_verbs::tcp::socket_writes() - before;
+    let taken = rpcrdma_verbs::tcp::offers_taken() - taken_before;
+    let mut xids: Vec<u32> = replies.iter().map(|r| r.0).collect();
+    xids.sort_unstable();
+    assert_eq!(xids, (10..26).collect::<Vec<_>>(), "every call answered once");
+    for (xid, _, body) in &replies {
+        assert_eq!(body[..], sum.to_be_bytes(), "call {xid}: its chunk's bytes, as the handler summed them");
+    }
+    // (The server counts a reply once it is sent, which may be after the requester has it.)
+    let deadline = Instant::now() + T;
+    while server.stats().read_chunk_calls < 17 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(server.stats().read_chunk_calls, 17, "each call's argument came by its Read chunk");
+    assert_eq!(taken, 16, "every chunk taken from its offer, none read from the requester");
+    // The calls' write, the replies' (one each if the loop stepped aside for each call's
+    // Reads, its burst broken: 17 and more), the handshake's and acknowledgements.
+    assert!(writes <= 8, "{writes} socket writes for 16 calls with offered Read chunks sent in one and their replies");
+}
+
+/// How many of the process's threads serve calls (the server's event loop names them).
+fn serving_threads() -> usize {
+    let tasks = std::fs::read_dir("/proc/self/task").expect("Linux's /proc");
+    tasks
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .filter(|c| c.trim() == "negotiate-call")
+        .count()
+}
+
+#[test]
+fn issue_25_a_long_call_is_taken_over_while_spare_threads_wait() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let server = start();
+    // Brief calls one behind another, each running past `run_inline_for` (1 ms): each is taken
+    // over and the next served beside it, on a thread of its own. Once they are done, those
+    // threads wait for the role, all but one of them spare.
+    let brief: Vec<_> = (30..36).map(|xid| call(xid, 2)).collect();
+    assert_eq!(burst(&server, &brief).len(), 6);
+    assert!(serving_threads() >= 3, "{} threads: none spare", serving_threads());
+    // A slow call on one connection, taken over by the thread waiting for the role; then, on
+    // another, a slow call and a quick one behind it: the slow one begins on the thread that
+    // took the role over, and a spare thread, waiting in its place since, must take the role
+    // over from it within `run_inline_for`, though the spare ones are told of no call's start.
+    std::thread::scope(|s| {
+        let first = s.spawn(|| burst(&server, &[call(50, 1)]));
+        std::thread::sleep(Duration::from_millis(200));
+        let started = Instant::now();
+        let replies = burst(&server, &[call(60, 1), call(61, 0)]);
+        assert_eq!(replies.iter().map(|r| r.0).collect::<Vec<_>>(), [61, 60]);
+        let quick = replies[0].1 - started;
+        assert!(quick < SLOW / 3, "the quick call's reply came after {quick:?}, behind the slow handler");
+        assert_eq!(first.join().unwrap().len(), 1);
+    });
 }

@@ -422,6 +422,10 @@ impl<Q: QueuePair> QueuePair for CapturedQp<Q> {
         self.inner.take_offered(into, remote)
     }
 
+    fn holds_offered(&self, remote: RemoteBuf, len: u32) -> bool {
+        self.inner.holds_offered(remote, len)
+    }
+
     fn offers_held(&self) -> usize {
         self.inner.offers_held()
     }

@@ -918,6 +918,42 @@ pub trait QueuePair: Send + Sync {
         false
     }
 
+    /// Whether the peer's offer of exactly `len` bytes at `remote` ([`QueuePair::offer_read`])
+    /// is held here, so that [`QueuePair::take_offered`] would copy it with no RDMA Read: a
+    /// look that takes nothing. A server that knows a call's Read chunks are all here need not
+    /// step aside for a network round trip while it fetches them. False by default.
+    ///
+    /// ```
+    /// # use rpcrdma_verbs::*;
+    /// # let t = std::time::Duration::from_secs(5);
+    /// # let listener = Tcp.listen(&Tcp.any_address()).unwrap();
+    /// # let addr = listener.local_addr();
+    /// # let server = std::thread::spawn(move || {
+    /// #     let pd = Tcp.alloc_pd().unwrap();
+    /// #     let qp = listener.get_request(t).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+    /// #     (pd, qp)
+    /// # });
+    /// # let pd = Tcp.alloc_pd().unwrap();
+    /// # let (client, _) = Tcp.connect(&pd, &addr, &[], QpCaps::default(), t).unwrap();
+    /// # let (spd, server) = server.join().unwrap();
+    /// # let receive = spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+    /// # server.post_recv(1, Sge::whole(&receive)).unwrap();
+    /// let chunk = pd.register(vec![7; 512], Access::LOCAL_WRITE | Access::REMOTE_READ).unwrap();
+    /// assert!(client.offer_read(chunk.remote_at(0), 512));
+    /// client.post_send(2, &[], None).unwrap();
+    /// assert_eq!(server.wait_cq(t).unwrap().opcode, Opcode::Recv);
+    ///
+    /// assert!(server.holds_offered(chunk.remote_at(0), 512));
+    /// assert!(!server.holds_offered(chunk.remote_at(0), 256), "only the range offered");
+    /// let into = spd.register(vec![0; 512], Access::LOCAL_WRITE).unwrap();
+    /// assert!(server.take_offered(Sge::whole(&into), chunk.remote_at(0)));
+    /// assert!(!server.holds_offered(chunk.remote_at(0), 512), "taken");
+    /// ```
+    fn holds_offered(&self, remote: RemoteBuf, len: u32) -> bool {
+        let _ = (remote, len);
+        false
+    }
+
     /// How many bytes of offers ([`QueuePair::offer_read`]) the peer holds at once: a sender
     /// that keeps what it has offered and not yet seen taken well within this has none of
     /// its offers passed over (and so none of its bytes sent twice). 0 by default, where

@@ -38,8 +38,10 @@ use crate::connection::{Arrival, Received, Transmission, TransmissionKind};
 use crate::datapath::send_answer;
 use crate::own_keys::IdMap;
 use crate::responder::Behind;
+use rpcrdma_v1::rt::List;
+use rpcrdma_v1::xdr::XdrReadChunk;
 use rpcrdma_v2::draft07::properties::ReverseDirection;
-use rpcrdma_verbs::{Arm, PostBatch, Readiness};
+use rpcrdma_verbs::{Arm, PostBatch, Readiness, RemoteBuf};
 
 /// The shortest [`ServerLimits::run_inline_for`] for which a thread waiting for the role
 /// looks again on its own while the holder is awake, rather than being told at each call's
@@ -77,9 +79,12 @@ pub(super) struct Loop<B: Backend, U: ?Sized> {
     /// read by the thread that serves it, not by one that wakes it.
     readiness: Option<Readiness>,
     st: Mutex<State<B>>,
-    /// For the threads waiting for the role (with `st`): it is free, a call is being served
-    /// alone, or the loop ended.
+    /// For the threads waiting for the role but the spare ones (with `st`): it is free, a call
+    /// is being served alone, or the loop ended.
     turn: Condvar,
+    /// For the spare threads (with `st`, [`State::spares`]): told only when no other thread
+    /// is left to wait on `turn`, or the loop ended.
+    spare: Condvar,
     /// For the role's holder waiting for a connection to be ready (with `st`).
     work: Condvar,
     /// How many connections wait on the ready queue: looked at without the lock while the
@@ -114,6 +119,9 @@ struct Slot<B: Backend> {
     /// Left off the ready queue while it has its most calls in progress; queued again when
     /// one ends.
     held: bool,
+    /// Of the calls in progress, those that ran long: a waiting thread took the role over
+    /// from the thread serving them ([`Loop::take_role`]).
+    ran_long: usize,
 }
 
 struct State<B: Backend> {
@@ -130,6 +138,11 @@ struct State<B: Backend> {
     /// Of those, the ones waiting without a deadline (when they began, no call was served
     /// alone and the holder slept): [`Loop::begin_alone`] tells them.
     untimed: usize,
+    /// Of those, the spare ones: more than the one waiting thread the loop needs, each waiting
+    /// on `spare` (not `turn`) to be needed again or to leave after [`KEEP_ALIVE`]. Told of
+    /// no call's start: waking one at each call's start (as `turn` is told) was most of the
+    /// server's thread switches over TCP.
+    spares: usize,
     /// Calls taken and not yet answered whose connection has left the loop (their handlers
     /// still run): they hold threads as the connections' calls do.
     orphans: usize,
@@ -147,6 +160,9 @@ struct State<B: Backend> {
     /// the role (the calls behind then need no thread hand-off); a waiting thread takes the
     /// role over once this is [`ServerLimits::run_inline_for`] old.
     alone: Option<(Instant, u64)>,
+    /// The connection whose call is served alone (none while an answer is sent alone): a
+    /// takeover counts that call as one that ran long ([`Slot::ran_long`]).
+    alone_call: Option<u64>,
     /// The connection whose replies the role's holder may be holding for a burst
     /// (`PostBatch`): whoever takes the role over from it writes them.
     held_on: Option<u64>,
@@ -173,6 +189,7 @@ impl<B: Backend, U: ?Sized> Drop for Leaving<'_, B, U> {
             st.free = true;
             st.alone = None;
             self.lp.turn.notify_all();
+            self.lp.spare.notify_all();
         }
     }
 }
@@ -229,18 +246,21 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 threads: 0,
                 waiting: 0,
                 untimed: 0,
+                spares: 0,
                 orphans: 0,
                 sleeping: false,
                 driving: false,
                 next_idle_check: Instant::now(),
                 free: true,
                 alone: None,
+                alone_call: None,
                 held_on: None,
                 next_ticket: 0,
                 ended: false,
                 handles: Vec::new(),
             }),
             turn: Condvar::new(),
+            spare: Condvar::new(),
             work: Condvar::new(),
             ready_len: AtomicUsize::new(0),
             me: me.clone(),
@@ -286,7 +306,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         let most = self.cfg.responder.max_reply_parts;
         connection.conn.continue_with(Box::new(move |deadline| weak.upgrade()?.part_credit(deadline)), most);
         lock(&connection.core).count_draft07_sends_when_posted();
-        let slot = Slot { connection, in_progress: 0, last_finished: Instant::now(), queued: false, held: false };
+        let slot =
+            Slot { connection, in_progress: 0, last_finished: Instant::now(), queued: false, held: false, ran_long: 0 };
         st.conns.insert(id, slot);
         st.next_idle_check =
             st.next_idle_check.min(crate::limits::deadline(Instant::now(), self.cfg.limits.idle_timeout));
@@ -340,7 +361,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         let open: Vec<_> = {
             let mut st = lock(&self.st);
             st.ended = true;
-            self.turn.notify_all();
+            self.wake_all_waiting();
             self.work.notify_all();
             if let (true, Some(r)) = (st.driving, self.readiness) {
                 r.interrupt();
@@ -464,7 +485,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             let Some((id, connection)) = self.next_ready(std::mem::take(&mut polled)) else {
                 let mut st = lock(&self.st);
                 st.ended = true;
-                self.turn.notify_all();
+                self.wake_all_waiting();
                 break;
             };
             if burst.as_ref().is_some_and(|(of, _)| *of != id) {
@@ -603,8 +624,11 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             // 16 thread switches a call against 10 handing it on). Where a Read is done as it
             // is posted (in process), handing the role on only cost a switch: 2.7 a call in
             // the 64 x 10,000 load against 1.9 keeping it (fourteenth session).
+            // A call whose Read chunks the requester offered with it (over TCP,
+            // `QueuePair::offer_read`) has them here already: no round trip to step aside for,
+            // and its reply joins the burst's.
             let more = connection.conn.receives_waiting() > 0;
-            let keep = self.rdma_at_post || header.read_list().is_empty() || !more;
+            let keep = self.rdma_at_post || !more || all_offered(connection.conn.qp(), header.read_list());
             let (ticket, may_hold) = self.take_on(id, keep, more);
             let answering = || {
                 connection.unanswered.fetch_sub(1, Ordering::SeqCst);
@@ -999,7 +1023,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             self.ready_len.store(st.ready.len(), Ordering::SeqCst);
             if !self.arms {
                 st.ended = true;
-                self.turn.notify_all();
+                self.wake_all_waiting();
             }
             removed
         };
@@ -1061,6 +1085,13 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 st.free = false;
                 st.alone = None;
                 st.waiting -= 1;
+                // The thread waiting on `turn` took the role: a spare one takes its place.
+                if st.waiting > 0 && st.waiting == st.spares {
+                    self.spare.notify_one();
+                }
+                if let Some(slot) = st.alone_call.take().and_then(|id| st.conns.get_mut(&id)) {
+                    slot.ran_long += usize::from(taken_over);
+                }
                 if taken_over {
                     // The holder runs long: replies it holds from its burst go now rather
                     // than wait for it (a post from any thread writes a connection's queue).
@@ -1074,16 +1105,16 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             }
             if let Some(until) = overdue {
                 st = self.turn.wait_timeout(st, until - now).unwrap_or_else(PoisonError::into_inner).0;
-            } else if st.waiting > 1 && st.threads > 2 {
+            } else if st.waiting - st.spares > 1 && st.threads > 2 {
                 // One thread waiting for the role is enough: one more, that served a call
-                // beside a long one, leaves if it is still not needed after KEEP_ALIVE (the
-                // loop keeps the threads its calls have needed lately, not the most they ever
-                // did, and does not make and end threads as calls come and go).
-                st.untimed += 1;
-                let (guard, waited) = self.turn.wait_timeout(st, KEEP_ALIVE).unwrap_or_else(PoisonError::into_inner);
+                // beside a long one, is spare: it leaves if it is still not needed after
+                // KEEP_ALIVE (the loop keeps the threads its calls have needed lately, not the
+                // most they ever did, and does not make and end threads as calls come and go).
+                st.spares += 1;
+                let (guard, waited) = self.spare.wait_timeout(st, KEEP_ALIVE).unwrap_or_else(PoisonError::into_inner);
                 st = guard;
-                st.untimed -= 1;
-                if waited.timed_out() && st.waiting > 1 && st.threads > 2 && !st.free && !st.ended {
+                st.spares -= 1;
+                if waited.timed_out() && st.waiting - st.spares > 1 && st.threads > 2 && !st.free && !st.ended {
                     st.waiting -= 1;
                     return false;
                 }
@@ -1111,8 +1142,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// A call of connection `id` was taken: counts it, and either keeps the role while this
     /// thread serves the call (returning the ticket that says whether it still holds it
-    /// afterwards), or, when `keep` is false or another call is being served beside (one that
-    /// ran long), frees it. When no other thread waits for the role and the bound allows,
+    /// afterwards), or, when `keep` is false or a call of its connection that ran long is
+    /// still being served, frees it. When no other thread waits for the role and the bound allows,
     /// spawns one (so a loop whose calls are all short keeps two threads).
     ///
     /// With `hold` (the connection's next messages are waiting), also whether this thread may
@@ -1121,21 +1152,25 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// `run_inline_for`.
     fn take_on(&self, id: u64, keep: bool, hold: bool) -> (Option<u64>, bool) {
         let mut st = lock(&self.st);
-        let mut beside = 0;
+        let mut ran_long = 0;
         if let Some(slot) = st.conns.get_mut(&id) {
-            beside = slot.in_progress;
+            ran_long = slot.ran_long;
             slot.in_progress += 1;
         }
         // The connection may have more: whoever holds the role next looks.
         self.enqueue(&mut st, id);
-        // A call with none of its connection's beside it keeps the role: the calls queued
-        // behind it follow on this thread. Beside a long one, its connection's next message
-        // must not wait for this one.
-        let ticket = if keep && beside == 0 {
-            Some(self.begin_alone(&mut st))
+        // A call keeps the role: the calls queued behind it follow on this thread. Beside one
+        // of its connection's that ran long, it does not: its connection's next message must
+        // not wait for this one, likely long too. (Beside calls handed on only for their RDMA
+        // Reads it does: counting those too handed the role on for every call after one, as
+        // long as any was in progress.)
+        let ticket = if keep && ran_long == 0 {
+            let ticket = self.begin_alone(&mut st);
+            st.alone_call = Some(id);
+            Some(ticket)
         } else {
             st.free = true;
-            self.turn.notify_one();
+            self.wake_one_waiting(&st);
             None
         };
         self.keep_one_waiting(&mut st);
@@ -1148,6 +1183,23 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             st.held_on = Some(id);
         }
         (ticket, may_hold)
+    }
+
+    /// Tells one thread waiting for the role that it is free: one on `turn`, or a spare one
+    /// where only spare ones wait.
+    fn wake_one_waiting(&self, st: &State<B>) {
+        if st.waiting > st.spares {
+            self.turn.notify_one();
+        } else {
+            self.spare.notify_one();
+        }
+    }
+
+    /// Tells every thread waiting for the role, spare or not (the role freed by a thread on
+    /// its way out, or the loop ended).
+    fn wake_all_waiting(&self) {
+        self.turn.notify_all();
+        self.spare.notify_all();
     }
 
     /// Starts a thread to wait for the role if none does and the bound allows: each
@@ -1170,6 +1222,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         let t = st.next_ticket;
         st.next_ticket += 1;
         st.alone = Some((Instant::now(), t));
+        st.alone_call = None;
         // Only a thread waiting without a deadline must be told; the others wake by
         // themselves when the call has run too long.
         if st.untimed > 0 {
@@ -1184,6 +1237,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         let holding = ticket.is_some() && st.alone.is_some_and(|(_, t)| Some(t) == ticket);
         if holding {
             st.alone = None;
+            st.alone_call = None;
         } else {
             st.waiting += 1;
         }
@@ -1195,9 +1249,12 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     fn call_done(&self, id: u64, ticket: Option<u64>) -> bool {
         let mut st = lock(&self.st);
         let now = Instant::now();
+        // Served alone and no longer holding the role: it was taken over, having run long.
+        let ran_long = ticket.is_some() && st.alone.is_none_or(|(_, t)| Some(t) != ticket);
         let held = match st.conns.get_mut(&id) {
             Some(slot) => {
                 slot.in_progress -= 1;
+                slot.ran_long = slot.ran_long.saturating_sub(usize::from(ran_long));
                 slot.last_finished = now;
                 std::mem::take(&mut slot.held)
             }
@@ -1243,4 +1300,14 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             }
         }
     }
+}
+
+/// Whether every segment of `reads` is held as the requester's offer on `qp`
+/// ([`QueuePair::holds_offered`]): fetching them is then a copy, not an RDMA Read. True for
+/// an empty Read list.
+fn all_offered<Q: QueuePair>(qp: &Q, reads: List<'_, XdrReadChunk>) -> bool {
+    reads.iter().all(|r| {
+        let t = r.target;
+        t.length == 0 || qp.holds_offered(RemoteBuf { addr: t.offset, rkey: t.handle }, t.length)
+    })
 }

@@ -1038,6 +1038,10 @@ impl QueuePair for TcpQp {
         taken
     }
 
+    fn holds_offered(&self, remote: RemoteBuf, len: u32) -> bool {
+        len > 0 && lock(&self.sh.offered).holds(remote.rkey, remote.addr, len as usize)
+    }
+
     /// Frames are gathered as they are posted.
     fn memory_read_at_post(&self) -> bool {
         true

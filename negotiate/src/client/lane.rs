@@ -453,22 +453,10 @@ impl<B: Backend + Clone> Lane<B> {
     }
 }
 
-/// What transmission `t` is marshaled with.
-fn params_of(t: &Transmit) -> CallParams {
-    CallParams {
-        version: t.version,
-        credits: t.credits,
-        thresholds: t.thresholds,
-        dialect: t.dialect,
-        remote_invalidation: t.remote_invalidation,
-        segments: t.segments,
-    }
-}
-
 /// Whether a call prepared ahead on connection `on` can go out as transmission `t` on `link`:
 /// the same connection, the same parameters.
 fn fits<B: Backend>(prepared: &PreparedCall<B>, on: &Arc<Link<B>>, t: &Transmit, link: &Arc<Link<B>>) -> bool {
-    Arc::ptr_eq(on, link) && prepared.params() == params_of(t)
+    Arc::ptr_eq(on, link) && prepared.params() == CallParams::from(t)
 }
 
 /// Where a call's reply goes: reassembled into the caller's buffer, or left where it landed
@@ -660,7 +648,7 @@ impl<B: Backend> Shared<B> {
                     // A retransmission: the old attempt's windows must not stay open.
                     let _ = message.abandon(old, &old_link.conn, None);
                 }
-                let params = params_of(&t);
+                let params = CallParams::from(&t);
                 let sent = match (message, prepared) {
                     (_, Some((p, on))) if fits(&p, &on, &t, &link) => p.post(&link.conn),
                     (message, prepared) => {

@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::{ChunkMemory, DataPathError, Landed, Transport, WindowRegistrar};
+use crate::requester::Transmit;
 use crate::thresholds::SegmentLimits;
 
 /// What the negotiation decided for the calls of a connection.
@@ -51,6 +52,37 @@ pub struct CallParams {
     /// segments of its one window, and a call needing more than `max_count` segments fails
     /// with [`DataPathError::TooManySegments`].
     pub segments: SegmentLimits,
+}
+
+impl From<&Transmit> for CallParams {
+    /// What a transmission the connection core decided ([`Transmit`]: its version, credits,
+    /// thresholds, dialect, remote invalidation and segment limits) is marshaled with: the
+    /// one translation, for `Client`'s callers and the simulator alike.
+    ///
+    /// ```
+    /// use negotiate::datapath::CallParams;
+    /// use negotiate::requester::Transmit;
+    /// use negotiate::thresholds::SegmentLimits;
+    /// use rpcrdma_v1::marshal_call::InlineThresholds;
+    ///
+    /// let thresholds = InlineThresholds { call: 1024, reply: 4096 };
+    /// let t = Transmit {
+    ///     xid: 7, version: rpcrdma_v1::Version::ONE, credits: 32, thresholds, probe: false, dialect: None,
+    ///     remote_invalidation: false, segments: SegmentLimits::NONE, max_parts: 1, attempt: 1,
+    /// };
+    /// let params = CallParams::from(&t);
+    /// assert_eq!((params.version, params.credits, params.thresholds), (t.version, 32, thresholds));
+    /// ```
+    fn from(t: &Transmit) -> CallParams {
+        CallParams {
+            version: t.version,
+            credits: t.credits,
+            thresholds: t.thresholds,
+            dialect: t.dialect,
+            remote_invalidation: t.remote_invalidation,
+            segments: t.segments,
+        }
+    }
 }
 
 /// A call sent and not yet answered: its XID, its form, and the memory its chunks expose until

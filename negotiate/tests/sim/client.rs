@@ -455,14 +455,7 @@ impl SimClient {
         record.fate = Fate::InFlight { link, deadline: sim.now + self.cfg.requester.timeout };
         let message = record.message.clone();
         let conn = self.conns.get(&link).expect("a transmission goes on a link made");
-        let params = CallParams {
-            version: t.version,
-            credits: t.credits,
-            thresholds: t.thresholds,
-            dialect: t.dialect,
-            remote_invalidation: t.remote_invalidation,
-            segments: t.segments,
-        };
+        let params = CallParams::from(&t);
         // A -07 call too large for the responder's Receive continues across Sends when the
         // window has room for them all (section 4.1), as the Client's callers send it.
         let core = &mut self.core;

@@ -78,7 +78,7 @@ impl<B: Backend> Shared<B> {
         let result = loop {
             match self.wait_step(xid).0 {
                 CallStep::Transmit { transmit: t, link } => {
-                    match send_call_only(&link.conn, message, &params_of(&t)) {
+                    match send_call_only(&link.conn, message, &CallParams::from(&t)) {
                         Ok(sent) => {
                             let parts = sent.parts();
                             // No chunk, no memory to hold: nothing comes back for it.

@@ -919,8 +919,9 @@ pub trait QueuePair: Send + Sync {
     }
 
     /// Whether the peer's offer of exactly `len` bytes at `remote` ([`QueuePair::offer_read`])
-    /// is held here, so that [`QueuePair::take_offered`] would copy it with no RDMA Read: a
-    /// look that takes nothing. A server that knows a call's Read chunks are all here need not
+    /// is held here, so that [`QueuePair::take_offered`] would copy it with no RDMA Read (unless
+    /// the offer is passed over meanwhile, or the copy's target is unusable): a look that takes
+    /// nothing. A server that knows a call's Read chunks are all here need not
     /// step aside for a network round trip while it fetches them. False by default.
     ///
     /// ```

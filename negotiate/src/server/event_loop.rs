@@ -13,10 +13,13 @@
 //! role's holder if it sleeps. Only when a call runs longer than
 //! [`ServerLimits::run_inline_for`] does a waiting thread take the role over, so that a long
 //! handler holds up neither the calls behind it nor the other connections; further calls are
-//! then served beside it (up to [`ServerLimits::calls_in_progress`] per connection). A call
-//! whose arguments come by RDMA Read hands the role on at once when other messages wait: over
-//! TCP a Read is a network round trip (not where the backend does a Read as it is posted,
-//! [`Backend::rdma_at_post`]: in process).
+//! then served beside it (up to [`ServerLimits::calls_in_progress`] per connection), and a
+//! call of a connection with one that ran long still in progress hands the role on at once. A
+//! call whose arguments come by RDMA Read hands the role on at once when other messages wait:
+//! over TCP a Read is a network round trip (not where the backend does a Read as it is posted,
+//! [`Backend::rdma_at_post`]: in process; nor when every segment came offered with the call,
+//! [`QueuePair::holds_offered`]). The threads beyond the one waiting for the role are spare:
+//! they wait apart, told of no call's start.
 //!
 //! Timers come from the connections' cores (`poll_timeout`, the idle deadline) and the
 //! loop's bookkeeping (calls in progress, the last answered): the role's holder sleeps until
@@ -24,6 +27,7 @@
 //!
 //! [`Connection`]: crate::connection::Connection
 //! [`QueuePair::arm_waker`]: rpcrdma_verbs::QueuePair::arm_waker
+//! [`QueuePair::holds_offered`]: rpcrdma_verbs::QueuePair::holds_offered
 //! [`ServerLimits::run_inline_for`]: crate::limits::ServerLimits::run_inline_for
 //! [`ServerLimits::calls_in_progress`]: crate::limits::ServerLimits::calls_in_progress
 //! [`Backend::rdma_at_post`]: rpcrdma_verbs::Backend::rdma_at_post
@@ -83,7 +87,8 @@ pub(super) struct Loop<B: Backend, U: ?Sized> {
     /// is being served alone, or the loop ended.
     turn: Condvar,
     /// For the spare threads (with `st`, [`State::spares`]): told only when no other thread
-    /// is left to wait on `turn`, or the loop ended.
+    /// is left to wait on `turn`, when the role is freed with none other waiting, when its
+    /// holder leaves the loop, or when the loop ended.
     spare: Condvar,
     /// For the role's holder waiting for a connection to be ready (with `st`).
     work: Condvar,
@@ -138,7 +143,8 @@ struct State<B: Backend> {
     /// Of those, the ones waiting without a deadline (when they began, no call was served
     /// alone and the holder slept): [`Loop::begin_alone`] tells them.
     untimed: usize,
-    /// Of those, the spare ones: more than the one waiting thread the loop needs, each waiting
+    /// Of the threads waiting for the role (`waiting`), the spare ones, never untimed: more
+    /// than the one waiting thread the loop needs, each waiting
     /// on `spare` (not `turn`) to be needed again or to leave after [`KEEP_ALIVE`]. Told of
     /// no call's start: waking one at each call's start (as `turn` is told) was most of the
     /// server's thread switches over TCP.
@@ -1303,11 +1309,16 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 }
 
 /// Whether every segment of `reads` is held as the requester's offer on `qp`
-/// ([`QueuePair::holds_offered`]): fetching them is then a copy, not an RDMA Read. True for
-/// an empty Read list.
+/// ([`QueuePair::holds_offered`]): fetching them is then normally a copy, not an RDMA Read.
+/// True for an empty Read list. A segment repeated exactly is not (one offer answers one
+/// take, and the repeat would be read); nor, though this cannot see it, is an offer the peer's
+/// later ones push out before the fetch takes it (`Offered`'s bound): then that segment is
+/// read, and a call that runs long for it is taken over after `run_inline_for` as any other.
 fn all_offered<Q: QueuePair>(qp: &Q, reads: List<'_, XdrReadChunk>) -> bool {
-    reads.iter().all(|r| {
-        let t = r.target;
-        t.length == 0 || qp.holds_offered(RemoteBuf { addr: t.offset, rkey: t.handle }, t.length)
+    let segment = |r: XdrReadChunk| (r.target.handle, r.target.offset, r.target.length);
+    reads.iter().enumerate().all(|(i, r)| {
+        let (rkey, addr, len) = segment(r);
+        let repeated = || reads.iter().take(i).any(|earlier| segment(earlier) == (rkey, addr, len));
+        len == 0 || (qp.holds_offered(RemoteBuf { addr, rkey }, len) && !repeated())
     })
 }

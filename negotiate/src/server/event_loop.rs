@@ -1322,3 +1322,56 @@ fn all_offered<Q: QueuePair>(qp: &Q, reads: List<'_, XdrReadChunk>) -> bool {
         len == 0 || (qp.holds_offered(RemoteBuf { addr, rkey }, len) && !repeated())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rpcrdma_v1::header::{Header, HeaderLimits};
+    use rpcrdma_verbs::{Access, MemoryRegion, Opcode, ProtectionDomain, QpCaps, Sge, Tcp};
+
+    const T: Duration = Duration::from_secs(5);
+
+    /// An RDMA_MSG of Version One (RFC 8166 section 4.2.1) whose Read list names `segments`,
+    /// `len` bytes each, all at position 12, followed by a reduced RPC call.
+    fn with_reads(segments: &[RemoteBuf], len: u32) -> Vec<u8> {
+        let mut w = vec![1, 1, 32, 0];
+        for s in segments {
+            w.extend([1, 12, s.rkey, len, (s.addr >> 32) as u32, s.addr as u32]);
+        }
+        w.extend([0, 0, 0, 1, 0, len * segments.len() as u32]);
+        w.iter().flat_map(|w| w.to_be_bytes()).collect()
+    }
+
+    #[test]
+    fn a_segment_counts_as_offered_when_held_and_named_once() {
+        let listener = Tcp.listen(&Tcp.any_address()).unwrap();
+        let addr = listener.local_addr();
+        let server = std::thread::spawn(move || {
+            let pd = Tcp.alloc_pd().unwrap();
+            let qp = listener.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+            (pd, qp)
+        });
+        let pd = Tcp.alloc_pd().unwrap();
+        let (client, _) = Tcp.connect(&pd, &addr, &[], QpCaps::default(), T).unwrap();
+        let (spd, server) = server.join().unwrap();
+        let receive = spd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
+        server.post_recv(1, Sge::whole(&receive)).unwrap();
+        let access = Access::LOCAL_WRITE | Access::REMOTE_READ;
+        let (offered, other) = (pd.register(vec![7; 512], access).unwrap(), pd.register(vec![8; 512], access).unwrap());
+        assert!(client.offer_read(offered.remote_at(0), 512));
+        client.post_send(2, &[], None).unwrap();
+        assert_eq!(server.wait_cq(T).unwrap().opcode, Opcode::Recv, "the offer is in before the Send");
+
+        let look = |segments: &[RemoteBuf]| {
+            let bytes = with_reads(segments, 512);
+            let header = Header::parse(&bytes, &HeaderLimits::default()).expect("a valid header");
+            all_offered(&server, header.read_list())
+        };
+        assert!(look(&[]), "no Read chunk: nothing to fetch");
+        assert!(look(&[offered.remote_at(0)]));
+        assert!(!look(&[other.remote_at(0)]), "never offered");
+        assert!(!look(&[offered.remote_at(0), other.remote_at(0)]), "one segment not offered");
+        assert!(!look(&[offered.remote_at(0), offered.remote_at(0)]), "one offer answers one take: the repeat is read");
+        assert!(server.holds_offered(offered.remote_at(0), 512), "looking took nothing");
+    }
+}

@@ -1201,8 +1201,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         }
     }
 
-    /// Tells every thread waiting for the role, spare or not (the role freed by a thread on
-    /// its way out, or the loop ended).
+    /// Tells every thread waiting for the role, spare or not: the loop ended. (A holder on its
+    /// way out tells both itself, in `Leaving`, whose bounds this method's do not allow.)
     fn wake_all_waiting(&self) {
         self.turn.notify_all();
         self.spare.notify_all();

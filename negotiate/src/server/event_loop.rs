@@ -1255,8 +1255,9 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     fn call_done(&self, id: u64, ticket: Option<u64>) -> bool {
         let mut st = lock(&self.st);
         let now = Instant::now();
+        let holding = self.end_alone(&mut st, ticket);
         // Served alone and no longer holding the role: it was taken over, having run long.
-        let ran_long = ticket.is_some() && st.alone.is_none_or(|(_, t)| Some(t) != ticket);
+        let ran_long = ticket.is_some() && !holding;
         let held = match st.conns.get_mut(&id) {
             Some(slot) => {
                 slot.in_progress -= 1;
@@ -1273,7 +1274,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         if held {
             self.enqueue(&mut st, id);
         }
-        self.end_alone(&mut st, ticket)
+        holding
     }
 
     fn count(&self, connection: Answered) {

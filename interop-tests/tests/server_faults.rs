@@ -2,7 +2,8 @@
 //! 6): each is answered the way RFC 8166 section 4.5 says, the handler runs at most once, and
 //! the connection keeps serving. Before these fixes each of them closed the connection (the
 //! client then retransmitted, and the handler ran again) or left a caller waiting out its
-//! timeout. On the in-process and TCP backends.
+//! timeout. And a binding (`UpperLayerBinding`) that panics, on either side: that call fails,
+//! nothing else. On the in-process and TCP backends.
 
 #[macro_use]
 mod common;
@@ -15,7 +16,7 @@ use negotiate::backchannel::BackchannelError;
 use negotiate::client::{Client, ClientConfig, ClientError};
 use negotiate::requester::CallFailure;
 use negotiate::server::{Server, ServerConfig};
-use rpcrdma_v1::ulb::OpaqueAtUlb;
+use rpcrdma_v1::ulb::{DdpItem, OpaqueAtUlb, UpperLayerBinding};
 use rpcrdma_v1::Version;
 use rpcrdma_v2::verdict::PeerError;
 use rpcrdma_verbs::{Access, Backend, MemoryRegion, ProtectionDomain, QpState, QueuePair};
@@ -191,6 +192,110 @@ fn rfc8166_6_1_1_a_binding_mismatch_gets_garbage_args_not_a_lost_connection<B: B
     assert_eq!((st.connections, *executed.lock().unwrap()), (1, 1), "one connection; only the first call ran");
 }
 
+/// A binding that panics while reading call [`CALL_PANIC_XID`] (`call_ddp_items`, run on the
+/// requester's bytes as the call's Read chunks are checked) and while reading the reply to call
+/// [`REPLY_PANIC_XID`] (`reply_ddp_items`, run as the reply is marshaled); the rest is [`ULB`].
+/// A binding is the application's code run on a peer's bytes, as a handler is.
+struct Fragile;
+
+const CALL_PANIC_XID: u32 = 0xca11;
+const REPLY_PANIC_XID: u32 = 0x4e91;
+
+impl UpperLayerBinding for Fragile {
+    fn call_ddp_items(&self, call: &[u8], out: &mut Vec<DdpItem>) {
+        assert_ne!(word(call, 0), CALL_PANIC_XID, "the binding failed on a call (this panic is the test's)");
+        ULB.call_ddp_items(call, out)
+    }
+    fn reply_ddp_maxima(&self, call: &[u8], out: &mut Vec<usize>) {
+        ULB.reply_ddp_maxima(call, out)
+    }
+    fn max_reply_size(&self, call: &[u8]) -> usize {
+        ULB.max_reply_size(call)
+    }
+    fn reply_ddp_items(&self, call: &[u8], reply: &[u8], reduced: usize, out: &mut Vec<DdpItem>) {
+        assert_ne!(word(call, 0), REPLY_PANIC_XID, "the binding failed on a reply (this panic is the test's)");
+        ULB.reply_ddp_items(call, reply, reduced, out)
+    }
+}
+
+/// A server's binding that panics on a call's bytes, as it reads the call or as it marshals its
+/// reply, is a failure of that call only, as a handler's panic is: the call gets an RPC
+/// SYSTEM_ERR reply (RFC 5531 section 9), counted in `binding_panics`, and its connection and
+/// every other serve on, however many times it happens (more than the server has threads).
+/// Before: the panic unwound one of the event loop's threads, and the call was never
+/// answered: its caller waited out every attempt's timeout (15 s here).
+fn a_binding_that_panics_on_a_call_gets_system_err_and_the_server_serves_on<B: Backend + Clone>(backend: B) {
+    let executed = Arc::new(Mutex::new(Vec::new()));
+    let e = executed.clone();
+    let service = move |c: &[u8]| {
+        e.lock().unwrap().push(word(c, 0));
+        echo(c)
+    };
+    let server =
+        Server::start(backend.clone(), backend.any_address(), ServerConfig::default(), Arc::new(Fragile), service)
+            .expect("server");
+    let fragile = Arc::new(Client::new(backend.clone(), server.local_addr(), ClientConfig::default()));
+    let other = Arc::new(Client::new(backend.clone(), server.local_addr(), ClientConfig::default()));
+    call_ok(&fragile, 1, SMALL);
+    call_ok(&other, 2, SMALL);
+    // More times than the server keeps threads (8 calls in progress a connection by default),
+    // so that a thread lost to each would show.
+    let times = 12;
+    for i in 0..times {
+        // (The binding is asked about a call's items only when it brings Read chunks.)
+        for (xid, len) in [(CALL_PANIC_XID, BIG), (REPLY_PANIC_XID, SMALL)] {
+            let got = call_within(&fragile, call(xid, len), ULB);
+            let system_err = words(&[xid, 1, 0, 0, 0, 5]);
+            assert!(
+                matches!(&got, Ok(r) if *r == system_err),
+                "round {i}: MSG_ACCEPTED, SYSTEM_ERR for {xid:#x}: {got:?}"
+            );
+        }
+        call_ok(&fragile, 0x100 + i, SMALL);
+        call_ok(&other, 0x200 + i, SMALL);
+    }
+    let st = stats_once(&server, "the panics", |st| st.binding_panics == 2 * u64::from(times));
+    assert_eq!((st.connections, st.handler_panics), (2, 0), "both connections stayed up; no handler panicked");
+    let executed = executed.lock().unwrap();
+    let runs = |xid| executed.iter().filter(|&&x| x == xid).count();
+    // A call whose binding failed as it was read never reached the service; one whose reply
+    // could not be marshaled ran once each time it was called, never again.
+    assert_eq!((runs(CALL_PANIC_XID), runs(REPLY_PANIC_XID)), (0, times as usize));
+}
+
+/// A client's binding that panics on a call, as the call is marshaled (`call_ddp_items`) or as
+/// its reply is reassembled (`reply_ddp_items`, run on the server's bytes), unwinds that
+/// caller's thread (the binding is the caller's own code, passed to the call), and the call ends
+/// with it: its credit comes back, its memory is closed to the server (the windows of a reply's
+/// call are invalidated before the binding reads it), and the client's later calls are served,
+/// however many times it happens (more than the client's 32 credits). Before: the call stayed
+/// in progress, its credit held, and after 32 such calls every call waited forever.
+fn a_client_binding_that_panics_ends_its_call_and_the_client_calls_on<B: Backend + Clone>(backend: B) {
+    let s = counted(&backend, ServerConfig::default());
+    let client = Arc::new(Client::new(backend.clone(), s.server.local_addr(), ClientConfig::default()));
+    call_ok(&client, 1, SMALL);
+    let times = 40;
+    for i in 0..times {
+        for (xid, len) in [(CALL_PANIC_XID, BIG), (REPLY_PANIC_XID, SMALL)] {
+            let c = client.clone();
+            let (tx, rx) = mpsc::channel();
+            std::thread::spawn(move || {
+                let unwound =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.call(&call(xid, len), &Fragile)));
+                let _ = tx.send(unwound.map_err(drop));
+            });
+            let got = rx.recv_timeout(CALL_LIMIT).unwrap_or_else(|_| panic!("round {i}: call {xid:#x} did not end"));
+            assert!(got.is_err(), "round {i}: call {xid:#x} unwound with its binding's panic, not {got:?}");
+        }
+        call_ok(&client, 0x100 + i, SMALL);
+    }
+    // A call whose binding failed as it was marshaled was never sent; one whose reply could not
+    // be reassembled ran once each time, never again.
+    assert_eq!((s.executions(CALL_PANIC_XID), s.executions(REPLY_PANIC_XID)), (0, times as usize));
+    let st = stats_once(&s.server, "every call", |st| st.calls.total() == 1 + 2 * u64::from(times));
+    assert_eq!(st.connections, 1, "the connection stayed up");
+}
+
 on_both_backends! {
     rfc8166_4_5_3_a_reply_larger_than_the_requesters_chunks_gets_err_chunk_and_runs_once,
     rfc8166_4_5_2_rdma_nomsg_with_only_a_reply_chunk_gets_err_chunk,
@@ -198,4 +303,6 @@ on_both_backends! {
     a_panicking_handler_gets_system_err_and_the_connection_serves_on,
     rfc8166_4_5_the_clients_rdma_error_ends_a_backward_call_at_once,
     rfc8166_6_1_1_a_binding_mismatch_gets_garbage_args_not_a_lost_connection,
+    a_binding_that_panics_on_a_call_gets_system_err_and_the_server_serves_on,
+    a_client_binding_that_panics_ends_its_call_and_the_client_calls_on,
 }

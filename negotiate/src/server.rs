@@ -489,6 +489,10 @@ pub struct ServerStats {
     /// the server go on. An [`OnExecutor`]'s calls whose future panicked or was dropped by its
     /// executor before it completed count here too.
     pub handler_panics: u64,
+    /// Calls on which the server's binding (its [`UpperLayerBinding`]) panicked, as the call was
+    /// read or as its reply was marshaled, answered with an RPC SYSTEM_ERR reply
+    /// ([`Answered::BindingPanicked`]); the connection and the server go on.
+    pub binding_panics: u64,
     /// Calls whose handler's reply was not an RPC reply to them (empty, with another XID, or
     /// not a REPLY), answered with an RPC SYSTEM_ERR reply and logged as a warning; the
     /// connection goes on. (On a -07 connection an empty reply to a call with no chunk is a

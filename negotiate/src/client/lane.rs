@@ -506,6 +506,7 @@ impl<B: Backend> Shared<B> {
         mut reply: Sink<'_, B>,
     ) -> Result<(), ClientError> {
         let ready = self.begin(xid, Waiter::Thread(Sleeper::current()))?;
+        let unwinding = EndOnUnwind { lane: self, xid };
         if let (Message::Borrowed(bytes), false) = (&message, ready) {
             self.prepare_if_waiting(xid, bytes, ulb);
         }
@@ -516,6 +517,7 @@ impl<B: Backend> Shared<B> {
                 break result;
             }
         };
+        std::mem::forget(unwinding);
         self.end(xid, None);
         if result.is_ok() {
             self.exchange_properties();
@@ -969,6 +971,31 @@ impl<B: Backend> std::ops::Deref for Lane<B> {
     type Target = Shared<B>;
     fn deref(&self) -> &Shared<B> {
         &self.shared
+    }
+}
+
+/// Ends a blocking call whose caller's thread unwinds through [`Shared::call_into`]: its
+/// binding panicked, as the call was marshaled or its reply reassembled (the binding is the
+/// caller's own code, and its panic goes on to the caller). Whichever step the call was in, a
+/// transmission handed out and never sent is withdrawn (its credit returns) and a reply taken
+/// is done with, so that the lane's other and later calls go on. No memory of the call's stays
+/// open to the responder: the binding is asked about the call before anything of it is posted,
+/// and about its reply after its windows are invalidated ([`PendingCall::complete`]).
+///
+/// [`PendingCall::complete`]: crate::datapath::PendingCall::complete
+struct EndOnUnwind<'a, B: Backend> {
+    lane: &'a Shared<B>,
+    xid: u32,
+}
+
+impl<B: Backend> Drop for EndOnUnwind<'_, B> {
+    fn drop(&mut self) {
+        {
+            let mut st = self.lane.lock();
+            st.core.cancel(self.xid, Instant::now());
+            st.wake();
+        }
+        self.lane.end(self.xid, None);
     }
 }
 

@@ -44,6 +44,10 @@ pub enum Answered {
     GarbageArgs,
     /// With an RPC SYSTEM_ERR reply: its handler panicked (RFC 5531 section 9).
     SystemErr,
+    /// With an RPC SYSTEM_ERR reply: the server's binding
+    /// ([`UpperLayerBinding`](rpcrdma_v1::ulb::UpperLayerBinding)) panicked on the call, as it
+    /// was read (its handler then never ran) or as its reply was marshaled.
+    BindingPanicked,
     /// With an RPC SYSTEM_ERR reply: its handler's reply was not an RPC reply to it (empty,
     /// another XID, not a REPLY), which the server logs as a warning.
     BadReply,
@@ -278,22 +282,27 @@ fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
     answering: impl FnOnce(),
 ) -> Result<Answered, DataPathError> {
     lent.clear();
-    let service = fetch_call(conn, header, ulb, call).map(|()| {
-        HandlerOutcome::of(|| {
-            let mut r = std::mem::take(reply);
-            r.clear();
-            handler.handle_lending(call, &mut r, lent);
-            r
-        })
-    });
+    // `None`: the binding panicked reading the call (after its Reads completed).
+    let service = match binding_step(|| fetch_call(conn, header, ulb, call)) {
+        Some(fetched) => fetched.map(|()| {
+            Some(HandlerOutcome::of(|| {
+                let mut r = std::mem::take(reply);
+                r.clear();
+                handler.handle_lending(call, &mut r, lent);
+                r
+            }))
+        }),
+        None => Ok(None),
+    };
     answering();
     service
         .and_then(|service| match service {
+            None => binding_panicked(conn, header, call, params, "reading the call"),
             // An empty reply on -07 to a call with no chunk: a call-only procedure's call
             // (section 4.7: it has none), answered with nothing (an RPC reply is never empty:
             // its XID alone is four bytes).
             // (A call-only procedure's call has no chunk: draft-07 section 4.7.)
-            HandlerOutcome::Replied(r)
+            Some(HandlerOutcome::Replied(r))
                 if r.is_empty() && lent.is_empty() && params.draft07 && header.chunk_lists().is_empty() =>
             {
                 *reply = r;
@@ -302,40 +311,66 @@ fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
             // A reply that is not an RPC reply to this call (empty, another XID, not a REPLY)
             // would leave the caller waiting and, for a first call, taking the server for one
             // without Version Two: the caller gets SYSTEM_ERR instead (RFC 5531 section 9).
-            HandlerOutcome::Replied(r) if !replies_to(&r, call) => {
+            Some(HandlerOutcome::Replied(r)) if !replies_to(&r, call) => {
                 log::warn!(
                     "the handler's reply to call {:#010x} is not an RPC reply to it ({}); answered SYSTEM_ERR",
                     header.xid(),
                     not_a_reply(&r, call)
                 );
                 *reply = r;
-                send_rpc_error(conn, header, call, ulb, params, encode_system_err_reply).map(|()| Answered::BadReply)
+                send_rpc_error(conn, header, call, params, encode_system_err_reply).map(|()| Answered::BadReply)
             }
-            HandlerOutcome::Replied(mut r) => {
-                let sent = send_reply_with_lent_results(conn, header, call, &mut r, lent.as_slice(), ulb, params)
-                    .map(|s| Answered::Reply(params.version, ArrivedAs::of(header), s));
+            Some(HandlerOutcome::Replied(mut r)) => {
+                let sent = binding_step(|| {
+                    send_reply_with_lent_results(conn, header, call, &mut r, lent.as_slice(), ulb, params)
+                        .map(|s| Answered::Reply(params.version, ArrivedAs::of(header), s))
+                });
                 // Its memory takes the next reply of this thread.
                 *reply = r;
                 match sent {
+                    None => binding_panicked(conn, header, call, params, "marshaling the reply"),
                     // Lent results the reply has no place for: not an answer to the call.
-                    Err(DataPathError::Lent(e)) => {
+                    Some(Err(DataPathError::Lent(e))) => {
                         log::warn!(
                             "the handler's reply to call {:#010x} does not fit the results it lent ({e}); answered SYSTEM_ERR",
                             header.xid()
                         );
-                        send_rpc_error(conn, header, call, ulb, params, encode_system_err_reply)
+                        send_rpc_error(conn, header, call, params, encode_system_err_reply)
                             .map(|()| Answered::BadReply)
                     }
-                    sent => sent,
+                    Some(sent) => sent,
                 }
             }
-            HandlerOutcome::Panicked => {
-                send_rpc_error(conn, header, call, ulb, params, encode_system_err_reply).map(|()| Answered::SystemErr)
+            Some(HandlerOutcome::Panicked) => {
+                send_rpc_error(conn, header, call, params, encode_system_err_reply).map(|()| Answered::SystemErr)
             }
         })
         .or_else(|e| match FailureAnswer::for_error(&e) {
             // What of the call was received: a binding copes with a short one.
-            Some(answer) => answer_failure(conn, header, call, ulb, params, answer, &e),
+            Some(answer) => answer_failure(conn, header, call, params, answer, &e),
             None => Err(e),
         })
+}
+
+/// Runs `step`, which calls the server's binding on a call (its DDP-eligible items as it is
+/// read, its results as its reply is marshaled): `None` when the binding panicked. A binding
+/// is the application's code run on the peer's bytes, as a handler is: its panic is that
+/// call's failure ([`Answered::BindingPanicked`]), not the serving thread's end. Both steps
+/// call the binding before they post anything (the call's Reads complete first), so nothing
+/// of the call is in flight when it unwinds.
+fn binding_step<R>(step: impl FnOnce() -> R) -> Option<R> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(step)).ok()
+}
+
+/// Answers a call whose binding panicked while `doing`: an RPC SYSTEM_ERR reply (RFC 5531
+/// section 9), which asks the binding nothing.
+fn binding_panicked<B: Backend>(
+    conn: &Transport<B>,
+    header: &Header<'_>,
+    call: &[u8],
+    params: &ReplyParams,
+    doing: &str,
+) -> Result<Answered, DataPathError> {
+    log::warn!("the server's binding panicked {doing} of call {:#010x}; answered SYSTEM_ERR", header.xid());
+    send_rpc_error(conn, header, call, params, encode_system_err_reply).map(|()| Answered::BindingPanicked)
 }

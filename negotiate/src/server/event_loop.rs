@@ -1300,6 +1300,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             Answered::ErrChunk | Answered::OverBudget => s.errors_sent += 1,
             Answered::GarbageArgs => s.garbage_args_replies += 1,
             Answered::SystemErr => s.handler_panics += 1,
+            Answered::BindingPanicked => s.binding_panics += 1,
             Answered::BadReply => s.bad_replies += 1,
             Answered::CallOnly(v, _) => {
                 s.calls.count(v);

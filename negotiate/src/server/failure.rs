@@ -4,6 +4,8 @@
 
 use super::*;
 use crate::datapath::send_answer;
+use rpcrdma_v1::ulb::OpaqueAtUlb;
+
 /// How a responder answers a call it could not serve, and keeps the connection (RFC 8166
 /// section 4.5); see [`FailureAnswer::for_error`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -43,11 +45,10 @@ impl FailureAnswer {
 
 /// Sends `answer` ([`FailureAnswer::for_error`]) for a call that could not be served; the
 /// connection stays up.
-pub(super) fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
+pub(super) fn answer_failure<B: Backend>(
     conn: &Transport<B>,
     call: &Header<'_>,
     call_message: &[u8],
-    ulb: &U,
     params: &ReplyParams,
     answer: FailureAnswer,
     cause: &DataPathError,
@@ -57,26 +58,30 @@ pub(super) fn answer_failure<B: Backend, U: UpperLayerBinding + ?Sized>(
             send_answer(conn, unservable(call.xid(), params, Some(cause)).as_bytes(), params.draft07)
                 .map(|()| Answered::ErrChunk)
         }
-        FailureAnswer::GarbageArgs => send_rpc_error(conn, call, call_message, ulb, params, encode_garbage_args_reply)
-            .map(|()| Answered::GarbageArgs),
+        FailureAnswer::GarbageArgs => {
+            send_rpc_error(conn, call, call_message, params, encode_garbage_args_reply).map(|()| Answered::GarbageArgs)
+        }
     }
 }
 
 /// Sends the accepted RPC reply `encode` writes (GARBAGE_ARGS, SYSTEM_ERR) as the reply to
 /// `call`, inline and without invalidation (error replies never invalidate, as the Linux
-/// server).
-pub(super) fn send_rpc_error<B: Backend, U: UpperLayerBinding + ?Sized>(
+/// server). The server's binding is not asked where its results are: an error reply has none
+/// (RFC 5531 section 9: results follow only SUCCESS), and the binding may be what failed
+/// ([`Answered::BindingPanicked`]).
+pub(super) fn send_rpc_error<B: Backend>(
     conn: &Transport<B>,
     call: &Header<'_>,
     call_message: &[u8],
-    ulb: &U,
     params: &ReplyParams,
     encode: fn(u32, &mut [u8]) -> Result<usize, rpcrdma_v1::rt::Error>,
 ) -> Result<(), DataPathError> {
+    /// A binding with no DDP-eligible result in any reply.
+    const NO_RESULTS: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 0 };
     let mut reply = [0u8; GARBAGE_ARGS_REPLY_LEN];
     let n = encode(call.xid(), &mut reply).expect("the buffer holds the reply");
     let params = ReplyParams { remote_invalidation: false, ..*params };
-    send_reply(conn, call, call_message, &reply[..n], ulb, &params).map(drop)
+    send_reply(conn, call, call_message, &reply[..n], &NO_RESULTS, &params).map(drop)
 }
 
 /// The RDMA_ERROR that says no RPC-level reply is possible for call `xid`, in the call's

@@ -400,9 +400,13 @@ impl SimServer {
                                 sim.record(Event::Refused { xid, link, with: Refusal::GarbageArgs })
                             }
                             // (The simulated service echoes every call: none is call-only, and one
-                            // served with nothing sent is a violation, above.)
-                            Answered::Reply(..) | Answered::SystemErr | Answered::BadReply | Answered::CallOnly(..) => {
-                            }
+                            // served with nothing sent is a violation, above; its binding never
+                            // panics.)
+                            Answered::Reply(..)
+                            | Answered::SystemErr
+                            | Answered::BindingPanicked
+                            | Answered::BadReply
+                            | Answered::CallOnly(..) => {}
                         }
                         if self.faults.calls_at_once == 1 {
                             for send in sent {

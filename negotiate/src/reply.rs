@@ -92,7 +92,9 @@ pub enum DropReason {
     Undecodable,
     /// A version this requester does not speak, in a message that is not an RDMA_ERROR.
     UnknownVersion(u32),
-    /// No call with this XID is in flight (a late or duplicate reply).
+    /// No call with this XID is in flight: a late or duplicate reply, or one to a call whose
+    /// transmission has not been taken to be posted yet
+    /// ([`Requester::handle_receive_for_sent`](crate::requester::Requester::handle_receive_for_sent)).
     UnknownXid(u32),
     /// A reply in another version than its call's (draft 5.3).
     WrongVersion {

@@ -789,6 +789,22 @@ impl Requester {
     /// to the registry ([`Requester::set_registry`]) and comes back as
     /// [`Incoming::OptionHandled`] or [`Incoming::RefuseOption`], for the driver to send.
     pub fn handle_receive<'a>(&mut self, bytes: &'a [u8], now: Instant) -> Incoming<'a> {
+        self.handle_receive_for_sent(bytes, now, &|_| true)
+    }
+
+    /// [`Requester::handle_receive`] where the driver's callers may not have taken every
+    /// transmission [`Action::Transmit`] handed out: `sent(xid)` is false for a call whose
+    /// transmission nobody has taken to post yet ([`Connection`](crate::connection::Connection)'s
+    /// untaken steps). A reply to such a call answers nothing the responder can have received
+    /// (a peer that guessed the next XID): it is dropped as answering no call in flight
+    /// ([`DropReason::UnknownXid`](crate::reply::DropReason::UnknownXid)), and the call goes out
+    /// as it would have.
+    pub fn handle_receive_for_sent<'a>(
+        &mut self,
+        bytes: &'a [u8],
+        now: Instant,
+        sent: &dyn Fn(u32) -> bool,
+    ) -> Incoming<'a> {
         // On Version Two: settled on it, or with the probe out (a responder that read the
         // probe may send its own RDMA_OPTIONAL before answering; draft section 3.1's MUST to
         // answer an unrecognized one with RDMA_ERR_INVAL_OPTION holds then too).
@@ -814,8 +830,9 @@ impl Requester {
         // (Compared after a -07 message: its CONNPROP may state the responder's Receives.)
         let thresholds_before = self.conn.as_ref().filter(|c| c.d07.is_some()).and_then(|_| self.thresholds());
         let calls = &self.calls;
-        let awaiting = |xid: u32| calls.get(&xid).is_some_and(|c| c.kind.is_option() && c.flight.is_some());
-        let flight_version = |xid: u32| calls.get(&xid)?.flight.as_ref().map(|f| f.version);
+        let awaiting =
+            |xid: u32| calls.get(&xid).is_some_and(|c| c.kind.is_option() && c.flight.is_some()) && sent(xid);
+        let flight_version = |xid: u32| calls.get(&xid)?.flight.as_ref().filter(|_| sent(xid)).map(|f| f.version);
         // A -07 connection's Version Two messages are read by -07's rules; an answer in
         // Version One (to the probe) by the common ones.
         let d07 = self.conn.as_mut().and_then(|c| c.d07.as_mut());

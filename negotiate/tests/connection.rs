@@ -9,6 +9,7 @@ use cm_private_data::{Flags, PrivateData};
 use negotiate::client::ClientConfig;
 use negotiate::connection::{Arrival, CallStep, CloseCause, Connection, Event, Received};
 use negotiate::datapath::Ended;
+use negotiate::reply::DropReason;
 use negotiate::responder::ResponderConfig;
 use rpcrdma_v1::marshal_call::CallForm;
 use rpcrdma_v1::Version;
@@ -171,9 +172,18 @@ fn issue_25_the_connections_end_comes_out_of_poll_event_with_its_cause() {
 /// when its bytes are delivered, so the caller whose reply arrived is first in `poll_ready`.
 #[test]
 fn a_replys_caller_comes_before_the_transmission_its_credit_lets_go() {
+    let (mut client, _, first, waiting, _) = window_full_then_the_first_reply();
+    assert_eq!(client.poll_ready(), Some(first));
+    assert_eq!(client.poll_ready(), Some(waiting));
+}
+
+/// A settled client whose window the server's grant opened is full, with one call more
+/// waiting for a credit; then the server's reply to the first call arrives and is delivered.
+/// The client, the time, the first call's XID and the waiting one's, the reply's version and
+/// credits.
+fn window_full_then_the_first_reply() -> (Connection<u32>, Instant, u32, u32, (Version, u32)) {
     let pd = PrivateData::new(Flags::empty(), 4096, 4096);
     let (mut client, mut server, now) = settled(pd, pd);
-    // Fill the window the server's grant opened; one more call then waits for a credit.
     let window = client.window();
     let mut sent = Vec::new();
     for xid in 10..10 + window {
@@ -192,6 +202,36 @@ fn a_replys_caller_comes_before_the_transmission_its_credit_lets_go() {
     let reply = msg(header.xid(), params.version, params.credits, 1);
     assert_eq!(client.handle_receive(&reply, Arrival::default(), now), Received::Reply { xid: t.xid });
     client.deliver(t.xid, reply, None);
-    assert_eq!(client.poll_ready(), Some(t.xid));
-    assert_eq!(client.poll_ready(), Some(waiting));
+    (client, now, t.xid, waiting, (params.version, params.credits))
+}
+
+/// RFC 8166 section 4.2.1 (a reply's XID matches the call it answers): a reply to a call whose
+/// transmission was handed out and not yet taken by its caller answers nothing the responder
+/// can have received (a hostile peer that guessed the next XID, here as soon as the credit
+/// that lets the call go is granted). It is dropped as answering no call in flight, and the
+/// call goes out as it would have; once sent, the same reply completes it. Before: the reply
+/// took the untaken transmission's place, and the caller, with nothing posted to complete,
+/// panicked ("a reply answers a transmitted call").
+#[test]
+fn rfc8166_4_2_1_a_reply_to_a_call_not_yet_sent_is_dropped_and_the_call_goes_out() {
+    // The reply to the first call frees the credit the next call waits for: its transmission
+    // is handed out, not yet taken.
+    let (mut client, now, first, next, (version, credits)) = window_full_then_the_first_reply();
+    assert!(matches!(client.take_step(first), Some(CallStep::Reply { .. })));
+    client.finish_call(first);
+    assert!(client.ready_transmit(next).is_some(), "the next call's transmission is handed out");
+    // The guessed reply, before the caller took it.
+    let guessed = msg(next, version, credits, 1);
+    assert_eq!(
+        client.handle_receive(&guessed, Arrival::default(), now),
+        Received::Nothing(Some(DropReason::UnknownXid(next))),
+        "a reply to a call not yet sent answers no call in flight"
+    );
+    let Some(CallStep::Transmit { transmit, .. }) = client.take_step(next) else {
+        panic!("the call's transmission is still its step")
+    };
+    assert_eq!(transmit.xid, next);
+    client.handle_sent(CallForm::Short, 1);
+    // Sent now: the same bytes answer it.
+    assert_eq!(client.handle_receive(&guessed, Arrival::default(), now), Received::Reply { xid: next });
 }

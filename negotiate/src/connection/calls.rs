@@ -326,7 +326,12 @@ impl<L: Clone> Connection<L> {
         // ours to the server's Receives, which the forward call threshold sizes (RFC 8797
         // section 4).
         let (threshold, credits) = (self.requester_thresholds().call, self.cfg.requester.credits);
-        let received = match self.requester().handle_receive(bytes, now) {
+        // A transmission handed out and not yet taken by its caller has not been posted: a
+        // reply to it answers nothing sent (a peer that guessed the XID), and is dropped.
+        let slots = &self.slots;
+        let sent = |xid: u32| !matches!(slots.get(&xid), Some(Slot::Ready(CallStep::Transmit { .. })));
+        let requester = self.req.as_mut().expect("a requester's operation on a server's connection");
+        let received = match requester.handle_receive_for_sent(bytes, now, &sent) {
             // Routed when its bytes are delivered: its caller's step comes first, then what
             // its credit let go.
             Incoming::Reply { xid, header } => {

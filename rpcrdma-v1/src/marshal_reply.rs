@@ -510,7 +510,9 @@ pub fn encode_reply_chunk(
             out.writes.push(RdmaWrite { handle: seg.handle, offset: at, src: r.start..r.start + n });
             r.start += n;
             room -= n;
-            at += n as u64;
+            // The address is the requester's: one past 2^64 wraps as the hardware's would,
+            // and its Write fails at the requester's end like any outside its registration.
+            at = at.wrapping_add(n as u64);
             if r.start == r.end {
                 current = ranges.next();
             }

@@ -1067,3 +1067,23 @@ fn marshal_call_rejects_bad_items_and_releases_registrations() {
     let err = marshal_call(&call[..5], &req, &mut reg, &mut [0u8; 1024], &mut out).unwrap_err();
     assert!(matches!(err, CallError::NotXdr { len: 5 }));
 }
+
+/// RFC 8166 section 3.5.3: a Reply chunk's segment addresses are the requester's; one whose
+/// offset and length run past 2^64 is the requester's to get wrong (its RDMA Write fails at the
+/// requester's end, as for any address outside its registration), never a panic of the
+/// responder's marshaling: the Writes' offsets follow the segment as the hardware's addresses
+/// would, wrapping. Before: `at += n` overflowed (a panic in debug builds) for a payload split
+/// across the segment's end.
+#[test]
+fn a_reply_chunk_segment_past_the_end_of_the_address_space_marshals_without_overflow() {
+    let offset = u64::MAX - 99;
+    let segments = [XdrRdmaSegment { handle: 7, length: 300, offset }];
+    let chunk = XdrWriteChunk { target: Seq::from_slice(&segments) };
+    let mut out = MarshaledReply::default();
+    // Two pieces of payload, so that the second Write starts past the first's end.
+    rpcrdma_v1::marshal_reply::encode_reply_chunk(&mut out, chunk, Some(&[0..200, 300..400]))
+        .expect("the chunk holds 300 bytes");
+    let writes: Vec<(u64, std::ops::Range<usize>)> = out.writes().iter().map(|w| (w.offset, w.src.clone())).collect();
+    assert_eq!(writes, [(offset, 0..200), (offset.wrapping_add(200), 300..400)]);
+    assert_eq!(out.reply_chunk().map(|s| s[0].length), Some(300), "every byte written");
+}

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use rpcrdma_v1::header::{Detached, Header};
 use rpcrdma_v1::marshal_call::InlineThresholds;
+use rpcrdma_v1::reassemble::{encode_system_err_reply, GARBAGE_ARGS_REPLY_LEN};
 use rpcrdma_v1::Version;
 use rpcrdma_verbs::Backend;
 
@@ -100,8 +101,8 @@ pub enum BackchannelError {
     DataPath(#[from] DataPathError),
 }
 
-/// The client's side: answers a backward call that arrived on `conn`, inline, with the
-/// parameters its connection core gave it ([`Received::Call`](crate::connection::Received::Call):
+/// The client's side: answers a backward call that arrived on `conn`, inline (with an RPC
+/// SYSTEM_ERR reply when `handler` panics), with the parameters its connection core gave it ([`Received::Call`](crate::connection::Received::Call):
 /// the call's version, the forward call threshold as the reply's, the server's Receives).
 /// On -07 the reply is returned instead, marshaled ([`reverse_reply`]): it goes when the
 /// window has room for it (`Connection::queue_reverse_reply`).
@@ -112,7 +113,16 @@ pub(crate) fn answer<B: Backend>(
     handler: &Handler,
 ) -> Result<Option<Vec<u8>>, DataPathError> {
     let message = call.payload();
-    let reply = handler(message);
+    let mut system_err = [0u8; GARBAGE_ARGS_REPLY_LEN];
+    let reply = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(message))) {
+        Ok(reply) => reply,
+        // The service failed: an RPC SYSTEM_ERR reply (RFC 5531 section 9), as the server
+        // answers a forward call whose handler panicked; the connection serves on.
+        Err(_) => {
+            let n = encode_system_err_reply(call.xid(), &mut system_err).expect("the buffer holds the reply");
+            system_err[..n].to_vec()
+        }
+    };
     if params.draft07 {
         return Ok(Some(reverse_reply(call.xid(), &reply, params.reply_inline_threshold)));
     }

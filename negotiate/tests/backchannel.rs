@@ -109,10 +109,11 @@ fn backward_calls_need_a_forward_call_first_and_must_fit_inline() {
     assert_eq!(back.call(&rpc(9, 0, &[])).unwrap(), rpc(9, 1, &[]));
 }
 
-/// A client's backward-call handler that panics leaves that call unanswered (the server's
-/// backward call ends with its timeout) and costs the client nothing: the panic does not
-/// unwind through the caller that happened to be receiving, and forward calls in progress
-/// meanwhile all complete.
+/// A client's backward-call handler that panics gets that call an RPC SYSTEM_ERR reply (RFC
+/// 5531 section 9), as the server answers a forward call whose handler panicked, and costs the
+/// client nothing: the panic does not unwind through the caller that happened to be receiving,
+/// and forward calls in progress meanwhile all complete. Before: the call was left unanswered,
+/// and the server's backward call ended with its timeout.
 #[test]
 fn a_panicking_backchannel_handler_does_not_stall_the_client() {
     let cfg = ServerConfig::default().timeout(Duration::from_millis(300));
@@ -124,7 +125,10 @@ fn a_panicking_backchannel_handler_does_not_stall_the_client() {
     std::thread::scope(|s| {
         let forward = s.spawn(|| (0..200u32).all(|i| client.call(&rpc(10 + i, 0, &[]), &ULB).is_ok()));
         for i in 0..3u32 {
-            assert!(matches!(back.call(&rpc(0xa000_0000 + i, 0, &[])), Err(BackchannelError::Timeout(_))));
+            let xid = 0xa000_0000 + i;
+            let got = back.call(&rpc(xid, 0, &[]));
+            let system_err: Vec<u8> = [xid, 1, 0, 0, 0, 5].iter().flat_map(|w| w.to_be_bytes()).collect();
+            assert!(matches!(&got, Ok(r) if *r == system_err), "backward call {i}: SYSTEM_ERR, not {got:?}");
         }
         assert!(forward.join().unwrap(), "every forward call completes");
     });

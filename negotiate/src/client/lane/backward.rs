@@ -85,8 +85,9 @@ impl<B: Backend> Shared<B> {
 
     /// Runs the client's handler on a backward call and answers it on its connection. A
     /// failure to send is the connection's (its receiver sees it as the connection's
-    /// state). A panicking handler leaves that call unanswered (the server's backward call
-    /// times out) and must not unwind through a worker.
+    /// state). A panicking handler's call is answered SYSTEM_ERR ([`backchannel::answer`]);
+    /// nothing else that panics here unwinds through a worker (that call is left unanswered,
+    /// and the server's backward call times out).
     fn serve_backward(&self, call: BackwardCall<B>) {
         let BackwardCall { link, bytes, header, params } = call;
         let answered = match (header.attach(&bytes), &self.backchannel) {

@@ -619,6 +619,13 @@ mod tests {
         got
     }
 
+    /// Frames arriving from the peer have the readiness loop write whatever is queued (a batch
+    /// is cut short then): a test of what a batch holds lets the connection's first frames (the
+    /// peer's Receives posted) arrive before it opens one.
+    fn let_first_frames_arrive() {
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
     /// `crate::batch`: the Sends a thread posts in an open batch stay queued, and go in one
     /// socket write when the batch closes.
     #[test]
@@ -629,9 +636,7 @@ mod tests {
         for i in 0..8 {
             server.post_recv(i, Sge::new(&rx, i as usize * 64, 64)).unwrap();
         }
-        // Frames arriving from the peer have the readiness loop write whatever is queued (a
-        // batch is cut short then): the connection's first frames are let arrive first.
-        std::thread::sleep(Duration::from_millis(200));
+        let_first_frames_arrive();
         let before = client.socket_writes();
         let batch = crate::PostBatch::open();
         for i in 0..8 {
@@ -681,6 +686,7 @@ mod tests {
         let rx = pd.register(vec![0; 64], Access::LOCAL_WRITE).unwrap();
         let msg = pd.register(vec![5; 64], Access::empty()).unwrap();
         server.post_recv(1, Sge::whole(&rx)).unwrap();
+        let_first_frames_arrive();
         let client = std::sync::Arc::new(client);
         let batch = crate::PostBatch::open();
         client.post_send_with(1, &[Sge::whole(&msg)], None, crate::SendFlags::empty()).unwrap();

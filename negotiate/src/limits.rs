@@ -18,7 +18,7 @@
 //! | all chunks of one message | [`HeaderLimits::max_message_len`] | 4 MiB | ERR_CHUNK, before anything is fetched or allocated |
 //! | Receives per connection | `responder.credits` | 32 (+ backward slots) | a Send beyond them is a credit overrun, counted |
 //! | CPU spent looking at an empty completion queue | [`ServerLimits::poll_before_wait`] | 30 us each time a connection's queue runs dry | the thread sleeps until the next message |
-//! | memory all peers make the server hold | [`ServerLimits::memory_budget`] ([`crate::budget`]) | 64 MiB | ERR_CHUNK for a call whose chunks do not fit, counted; memory kept for reuse given back while the budget is over half used |
+//! | memory all peers make the server hold | [`ServerLimits::memory_budget`] ([`crate::budget`]) | 64 MiB | ERR_CHUNK for a call whose chunks do not fit (on -07 also a reassembled continued call: RDMA2_ERR_SYSTEM), counted; memory kept for reuse given back while the budget is over half used |
 //! | closed connections remembered | [`ServerLimits::closed_peers_kept`] | 64 | the oldest record is forgotten |
 //! | -07 transactions whose reply an RDMA operational error lost, remembered for the requester's next connection (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7.3) | [`LOST_REPLIES_KEPT`](crate::server::LOST_REPLIES_KEPT) | 64, all requesters together | the oldest is forgotten: its retransmission is served again |
 //! | TCP answers queued for a peer that never reads | the TCP backend | 4096 answers, 64 MiB | NAK, the connection closes |
@@ -107,9 +107,10 @@ pub struct ServerLimits {
     pub poll_before_wait: Duration,
     /// The memory all peers together can make the server hold at once, in bytes
     /// ([`crate::budget`]): every connection's Receives, and every call's chunk memory from
-    /// its fetch until its serving thread gives it up. A call whose chunks do not fit is
-    /// answered with RDMA_ERROR ERR_CHUNK (RFC 8166 section 4.5.2) and counted in
-    /// [`Refusals::memory`]; the Receives of a new connection are counted whatever the budget
+    /// its fetch until its serving thread gives it up, and a -07 continued call's reassembled
+    /// message while it is served. A call whose chunks do not fit is answered with RDMA_ERROR
+    /// ERR_CHUNK (RFC 8166 section 4.5.2; on -07 a continued call that does not fit,
+    /// RDMA2_ERR_SYSTEM, section 7.4.1) and counted in [`Refusals::memory`]; the Receives of a new connection are counted whatever the budget
     /// holds (they are sized by `max_connections` and the credits, not by a peer). Memory
     /// kept between calls for reuse is given back while more than half the budget is used.
     pub memory_budget: usize,

@@ -9,6 +9,7 @@ use cm_private_data::{Flags, PrivateData};
 use std::time::Duration;
 
 use negotiate::datapath::{send_error as post_raw, DataPathError, ReceivePool, Transport};
+use negotiate::limits::ServerLimits;
 use negotiate::responder::ResponderConfig;
 use negotiate::server::{Server, ServerConfig};
 use rpcrdma_v1::header::{ChunkLists, Fixed};
@@ -361,6 +362,45 @@ fn draft07_7_4_1_a_continued_call_beyond_the_limit_is_err_system() {
     assert_eq!(served(&server), 0);
     let small = rpc_call(0xe9, 1);
     req.call_inline(0xe9, &NO_CHUNKS, &small);
+    assert_eq!(parsed(&req.receive()).payload(), &reply_for(&small)[..]);
+}
+
+/// Section 7.4.1 (RDMA2_ERR_SYSTEM, the responder's own shortage) and the server's memory
+/// budget (`ServerLimits::memory_budget`): a continued call, once reassembled, is counted
+/// against the budget while it is served; one that does not fit is refused with
+/// RDMA2_ERR_SYSTEM, never served, counted in `refused.memory`, and the connection serves on.
+/// Before: its memory was charged whatever the budget held, so continued calls kept in
+/// progress could hold more than the budget says the server ever will (found by a reading of
+/// the code).
+#[test]
+fn draft07_7_4_1_a_continued_call_beyond_the_memory_budget_is_err_system() {
+    let backend = rpcrdma_verbs::InProcess;
+    // A budget the connection's own Receives already fill (they are counted whatever it holds):
+    // nothing a call brings fits.
+    let cfg = ServerConfig::default()
+        .responder(ResponderConfig::default().draft07(true))
+        .limits(ServerLimits::default().memory_budget(1));
+    let ulb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 1 << 16 };
+    let server = Server::start(backend, backend.any_address(), cfg, Arc::new(ulb), |c: &[u8]| reply_for(c)).unwrap();
+    let mut req = Requester::connect(&backend, &server);
+    let mut call = rpc_call(0xea, 0);
+    call.resize(3000, 0);
+    let parts = marshal::sends(0xea, req.credit(), 0, &NO_CHUNKS, &call, 1024).unwrap();
+    for (i, p) in parts.iter().enumerate() {
+        req.send(p);
+        if i == 0 {
+            let grant = req.receive();
+            assert_eq!(parsed(&grant).header_type(), HeaderType::Grant);
+        }
+    }
+    let err = req.receive();
+    assert_eq!((error_code(&err), word(&err, 0)), (RDMA2_ERR_SYSTEM, 0xea));
+    assert_eq!(served(&server), 0, "never served");
+    let stats = server.stats();
+    assert_eq!((stats.refused.memory, stats.errors_sent), (1, 1), "{stats:?}");
+    // An inline call needs nothing of the budget: served.
+    let small = rpc_call(0xeb, 1);
+    req.call_inline(0xeb, &NO_CHUNKS, &small);
     assert_eq!(parsed(&req.receive()).payload(), &reply_for(&small)[..]);
 }
 

@@ -544,15 +544,19 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             let mut m = m;
             let mut judged = self.judge(&connection, &mut core, &m.bytes);
             // The memory of a rewritten call, counted against the server's budget while it is
-            // served (its size is within ResponderConfig::max_continued and the header limits).
+            // served (its size is within ResponderConfig::max_continued and the header limits):
+            // the connection's own charge covers the next one assembled meanwhile. One that
+            // does not fit the budget is refused below, not served (`over_budget`).
             let mut _rewritten_charge = None;
+            let mut over_budget = false;
             if judged == Received::Rewritten {
                 // A -07 continued or external call, written into a buffer of its own: served
                 // from that, which takes the Receive's place here (the Receive's buffer goes
                 // back to the pool now).
                 judged = match core.take_rewritten() {
                     Some(bytes) => {
-                        _rewritten_charge = Some(self.shared.budget.charge(bytes.len()));
+                        _rewritten_charge = self.shared.budget.try_charge(bytes.len());
+                        over_budget = _rewritten_charge.is_none();
                         connection.pool.recycle(std::mem::replace(&mut m.bytes, bytes));
                         self.judge_rewritten(&connection, &mut core, &m.bytes)
                     }
@@ -641,10 +645,13 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             };
             // The header the core judged, read in place: nothing parses the message again.
             let conn = &connection.conn;
-            if self.lost_before(&connection, &header, &params) {
+            // (A rewritten call over the budget: RDMA2_ERR_SYSTEM, the responder's own
+            // shortage, -07 section 7.4.1; counted in `refused.memory` by the budget.)
+            if over_budget || self.lost_before(&connection, &header, &params) {
                 answering();
                 let refusal = super::failure::unservable(header.xid(), &params, None);
                 match send_answer(conn, refusal.as_bytes(), true) {
+                    Ok(()) if over_budget => lock(&self.shared.stats).errors_sent += 1,
                     Ok(()) => lock(&self.shared.stats).lost_replies_answered += 1,
                     Err(e) => connection.close(format_args!("answering call {:#x}: {e}", header.xid())),
                 }

@@ -30,6 +30,9 @@ pub(super) struct LoopConnection<B: Backend> {
     pub(super) back: Arc<ServerSide<B>>,
     /// The most calls served at once ([`ServerLimits::calls_in_progress`]).
     pub(super) most: usize,
+    /// The most calls blocked on the requester counted out of `most` ([`LoopConnection::blocked`]):
+    /// the credits the server grants, all a requester keeping to them can have in flight.
+    blocked_most: usize,
     /// Calls taken whose answer has not been posted yet: each is still in flight for the
     /// requester, so it counts against the credits of the next call judged (RFC 8166 section
     /// 3.3.1). A call stops counting just before its answer is posted, so a requester that
@@ -117,9 +120,13 @@ impl<B: Backend> LoopConnection<B> {
     /// Its calls in progress whose thread waits on the requester (a -07 reply waiting for
     /// credit, or to post behind one that does): not counted against its most calls in
     /// progress, nor the loop's threads, since the GRANT they wait for is among the messages
-    /// still to be read. At most as many as the calls the server's credits let in.
+    /// still to be read. At most as many as the server's credits let in: a requester that
+    /// sends beyond them (a message beyond the totals sent is counted and still served, -07
+    /// section 4.2.1) while it keeps the server's window shut has the rest count against its
+    /// most calls in progress, and its loop receives nothing more for it until a reply goes
+    /// (before, each such call took a thread of its own, without bound).
     pub(super) fn blocked(&self) -> usize {
-        self.part_waiters.load(Ordering::SeqCst) + self.conn.blocked_sending()
+        (self.part_waiters.load(Ordering::SeqCst) + self.conn.blocked_sending()).min(self.blocked_most)
     }
 
     /// Whether it has its most calls in progress, those blocked on the requester left out:
@@ -230,6 +237,7 @@ pub(super) fn accept<B: Backend>(
         host: address.map(|a| a.host()),
         back,
         most: cfg.limits.calls_in_progress(cfg.responder.credits),
+        blocked_most: cfg.responder.credits as usize,
         unanswered: AtomicUsize::new(0),
         waker: OnceLock::new(),
         granted: Condvar::new(),

@@ -1166,9 +1166,15 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     fn take_on(&self, id: u64, keep: bool, hold: bool) -> (Option<u64>, bool) {
         let mut st = lock(&self.st);
         let mut ran_long = 0;
-        if let Some(slot) = st.conns.get_mut(&id) {
-            ran_long = slot.ran_long;
-            slot.in_progress += 1;
+        match st.conns.get_mut(&id) {
+            Some(slot) => {
+                ran_long = slot.ran_long;
+                slot.in_progress += 1;
+            }
+            // Its connection left the loop since this thread took it (another thread ended
+            // it): the call holds this thread as those of a connection that left do, and
+            // `call_done` counts it out of them.
+            None => st.orphans += 1,
         }
         // The connection may have more: whoever holds the role next looks.
         self.enqueue(&mut st, id);

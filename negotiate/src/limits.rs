@@ -7,7 +7,7 @@
 //! |---|---|---|---|
 //! | connections served at once | [`ServerLimits::max_connections`] | 256 | its connect is rejected (the CM's reject) |
 //! | calls served at once on one connection (each a thread) | [`ServerLimits::calls_in_progress_per_connection`], and never more than `responder.credits` | 8 | its further calls wait in their Receives until one is answered |
-//! | -07 calls whose reply waits for the requester's credit, counted out of those | `responder.credits` | 32 | beyond them, they count against the calls served at once (a requester that keeps the server's window shut holds at most credits + calls served at once threads) |
+//! | -07 calls whose reply waits for the requester's credit, counted out of those | twice `responder.credits` | 64 | beyond them, they count against the calls served at once, and nothing more is read from the connection until a reply goes (a requester that keeps the server's window shut holds at most 64 + 8 threads; one whose message opening the window is behind those not read waits for `ServerConfig::timeout`, and the connection closes) |
 //! | connections in handshake | [`ServerLimits::max_handshakes`] | 64 | turned away at once ([`rpcrdma_verbs::ListenOptions::max_pending`]) |
 //! | handshake time | [`ServerLimits::handshake_timeout`] | 5 s | its socket is dropped; other handshakes never wait on it |
 //! | idle time | [`ServerLimits::idle_timeout`] | 360 s | the connection is closed (as Linux's nfsd ages idle transports) |

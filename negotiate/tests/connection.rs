@@ -235,3 +235,34 @@ fn rfc8166_4_2_1_a_reply_to_a_call_not_yet_sent_is_dropped_and_the_call_goes_out
     // Sent now: the same bytes answer it.
     assert_eq!(client.handle_receive(&guessed, Arrival::default(), now), Received::Reply { xid: next });
 }
+
+/// The same for the probe (v2 draft section 5.2): an RDMA_ERROR ERR_VERS naming a probe whose
+/// transmission its caller has not taken yet answers nothing the responder read, and moves
+/// nothing (no fallback to Version One); once the probe is sent, the same bytes make the
+/// connection fall back and the call go out again in Version One. (A refusal of the probe's
+/// dialect, read before the reply is matched, `Requester::refusal`, is still acted on for a
+/// probe not yet taken: it requeues or fails the call, which a peer can bring about as well
+/// once the probe is sent.)
+#[test]
+fn draft_5_2_an_error_naming_a_probe_not_yet_sent_is_dropped() {
+    let now = Instant::now();
+    let mut client: Connection<u32> = Connection::client(ClientConfig::default(), "test:server");
+    client.start_call(1, now).unwrap();
+    assert!(matches!(client.poll_event(), Some(Event::Connect { .. })));
+    client.handle_connected(7, None, &[], now);
+    let Some((t, _)) = client.ready_transmit(1) else { panic!("the probe is handed out") };
+    assert_eq!((t.probe, t.version), (true, Version::TWO));
+    // RDMA_ERROR (4), ERR_VERS (1), versions 1 to 1 (RFC 8166 section 4.2.2).
+    let err_vers = bytes(&[1, 1, 1, 4, 1, 1, 1]);
+    assert_eq!(
+        client.handle_receive(&err_vers, Arrival::default(), now),
+        Received::Nothing(Some(DropReason::UnknownXid(1))),
+        "an error naming a probe not yet sent answers no call in flight"
+    );
+    let Some(CallStep::Transmit { transmit, .. }) = client.take_step(1) else { panic!("the probe is still the step") };
+    assert_eq!((transmit.probe, transmit.version), (true, Version::TWO), "no fallback yet");
+    client.handle_sent(CallForm::Short, 1);
+    client.handle_receive(&err_vers, Arrival::default(), now);
+    let Some(CallStep::Transmit { transmit, .. }) = client.take_step(1) else { panic!("sent again") };
+    assert_eq!((transmit.probe, transmit.version), (false, Version::ONE), "fallen back to Version One");
+}

@@ -396,6 +396,11 @@ fn draft07_7_4_1_a_continued_call_beyond_the_memory_budget_is_err_system() {
     let err = req.receive();
     assert_eq!((error_code(&err), word(&err, 0)), (RDMA2_ERR_SYSTEM, 0xea));
     assert_eq!(served(&server), 0, "never served");
+    // (The server counts an answer once it is sent, which may be after the requester has it.)
+    let deadline = std::time::Instant::now() + T;
+    while server.stats().errors_sent == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
     let stats = server.stats();
     assert_eq!((stats.refused.memory, stats.errors_sent), (1, 1), "{stats:?}");
     // An inline call needs nothing of the budget: served.

@@ -135,7 +135,6 @@ fn issue_25_a_burst_of_calls_is_answered_in_one_write() {
     assert_eq!(xids, (10..26).collect::<Vec<_>>(), "every call answered once");
     // The calls' write, the replies' (one each if nothing were held: 17 and more), and the
     // connection's handshake and acknowledgements.
-    eprintln!("WRITES {writes}");
     assert!(writes <= 8, "{writes} socket writes for 16 calls sent in one and their replies");
 }
 

@@ -31,7 +31,7 @@ pub(super) struct LoopConnection<B: Backend> {
     /// The most calls served at once ([`ServerLimits::calls_in_progress`]).
     pub(super) most: usize,
     /// The most calls blocked on the requester counted out of `most` ([`LoopConnection::blocked`]):
-    /// the credits the server grants, all a requester keeping to them can have in flight.
+    /// twice the credits the server grants.
     blocked_most: usize,
     /// Calls taken whose answer has not been posted yet: each is still in flight for the
     /// requester, so it counts against the credits of the next call judged (RFC 8166 section
@@ -120,11 +120,17 @@ impl<B: Backend> LoopConnection<B> {
     /// Its calls in progress whose thread waits on the requester (a -07 reply waiting for
     /// credit, or to post behind one that does): not counted against its most calls in
     /// progress, nor the loop's threads, since the GRANT they wait for is among the messages
-    /// still to be read. At most as many as the server's credits let in: a requester that
-    /// sends beyond them (a message beyond the totals sent is counted and still served, -07
-    /// section 4.2.1) while it keeps the server's window shut has the rest count against its
-    /// most calls in progress, and its loop receives nothing more for it until a reply goes
-    /// (before, each such call took a thread of its own, without bound).
+    /// still to be read. Counted out only up to twice the server's credits: beyond them (a
+    /// requester that sends calls beyond the totals the server sent, which are counted and
+    /// still served, -07 section 4.2.1, or one that pipelines that deep while its own window
+    /// holds the replies back) they count against its most calls in progress, and the loop
+    /// receives nothing more for it until a reply goes. Before, each such call took a thread
+    /// of its own, without bound. The cost at the bound: a message that would open the
+    /// requester's window, if it is behind those not read, is not read either, and the
+    /// replies waiting wait out `ServerConfig::timeout`, which closes the connection. (-07
+    /// credits bound the messages not yet read, not the calls not yet answered: a requester
+    /// keeping to them can reach the bound; the way around it, replies waiting for credit
+    /// parked without a thread each, is not built.)
     pub(super) fn blocked(&self) -> usize {
         (self.part_waiters.load(Ordering::SeqCst) + self.conn.blocked_sending()).min(self.blocked_most)
     }
@@ -237,7 +243,7 @@ pub(super) fn accept<B: Backend>(
         host: address.map(|a| a.host()),
         back,
         most: cfg.limits.calls_in_progress(cfg.responder.credits),
-        blocked_most: cfg.responder.credits as usize,
+        blocked_most: 2 * cfg.responder.credits as usize,
         unanswered: AtomicUsize::new(0),
         waker: OnceLock::new(),
         granted: Condvar::new(),

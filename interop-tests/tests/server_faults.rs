@@ -317,6 +317,47 @@ fn a_client_binding_that_panics_ends_its_call_and_the_client_calls_on<B: Backend
     assert_eq!(st.connections, 1, "the connection stayed up");
 }
 
+/// [`a_client_binding_that_panics_ends_its_call_and_the_client_calls_on`] for a call that
+/// waits for a credit: such a call is marshaled while it waits (`prepare_if_waiting`, to be
+/// posted by whichever thread frees the credit), and its binding's panic there unwinds its
+/// caller as well, the call ended: once the 32 calls holding every credit are answered, the
+/// same XID is called again (not `DuplicateXid`) and the client calls on.
+fn a_client_binding_that_panics_while_its_call_waits_for_credit_ends_the_call<B: Backend + Clone>(backend: B) {
+    const SLOW: u32 = 0x5000;
+    let service = |c: &[u8]| {
+        if (SLOW..SLOW + 32).contains(&word(c, 0)) {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        echo(c)
+    };
+    let server = Server::start(backend.clone(), backend.any_address(), ServerConfig::default(), Arc::new(ULB), service)
+        .expect("server");
+    let client = Arc::new(Client::new(backend.clone(), server.local_addr(), ClientConfig::default()));
+    call_ok(&client, 1, SMALL);
+    let slow: Vec<_> = (SLOW..SLOW + 32)
+        .map(|xid| {
+            let c = client.clone();
+            std::thread::spawn(move || c.call(&call(xid, SMALL), &ULB).map(|r| r == echo(&call(xid, SMALL))))
+        })
+        .collect();
+    // Every credit taken by a slow call.
+    std::thread::sleep(Duration::from_millis(100));
+    let panicking = || {
+        let c = client.clone();
+        let unwound =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.call(&call(CALL_PANIC_XID, BIG), &Fragile)));
+        unwound.map_err(drop)
+    };
+    let got = panicking();
+    assert!(got.is_err(), "the call waiting for credit unwound with its binding's panic, not {got:?}");
+    for s in slow {
+        assert!(matches!(s.join().unwrap(), Ok(true)), "every slow call answered with its own reply");
+    }
+    let again = panicking();
+    assert!(again.is_err(), "the same XID called again unwinds again, not {again:?}");
+    call_ok(&client, 2, SMALL);
+}
+
 on_both_backends! {
     rfc8166_4_5_3_a_reply_larger_than_the_requesters_chunks_gets_err_chunk_and_runs_once,
     rfc8166_4_5_2_rdma_nomsg_with_only_a_reply_chunk_gets_err_chunk,
@@ -326,4 +367,5 @@ on_both_backends! {
     rfc8166_6_1_1_a_binding_mismatch_gets_garbage_args_not_a_lost_connection,
     a_binding_that_panics_on_a_call_gets_system_err_and_the_server_serves_on,
     a_client_binding_that_panics_ends_its_call_and_the_client_calls_on,
+    a_client_binding_that_panics_while_its_call_waits_for_credit_ends_the_call,
 }

@@ -129,10 +129,26 @@ pub fn registry(extensions: &[Extension]) -> Registry {
         for &t in &e.opttypes {
             let h = e.handler.clone();
             // Refused only for an opttype already claimed: the first extension keeps it.
-            let _ = r.register(t, move |m: &OptionalMessage<'_>| h(m));
+            let _ = r.register(t, move |m: &OptionalMessage<'_>| {
+                caught(m.opttype, || h(m)).unwrap_or(OptionOutcome::Unsupported)
+            });
         }
     }
     r
+}
+
+/// Runs an extension's handler for a message of `kind` (an opttype, or a -07 header type):
+/// `None` when it panicked, logged. A handler is the application's code run on the peer's
+/// bytes, on the thread that judged them (a server's event loop, a client's dispatcher): its
+/// panic is that message's failure, answered as one the handler does not support (draft
+/// section 3.1: RDMA_ERR_INVAL_OPTION; -07 Appendix B: RDMA2_ERR_INVAL_HTYPE), not the
+/// thread's end.
+pub(crate) fn caught<T>(kind: u32, handler: impl FnOnce() -> T) -> Option<T> {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(handler)).ok();
+    if outcome.is_none() {
+        log::warn!("the extension handling type {kind} panicked; answered as unsupported");
+    }
+    outcome
 }
 
 /// What the peer made of an RDMA_OPTIONAL this side sent.

@@ -152,9 +152,11 @@ impl Registry07 {
         r
     }
 
-    /// What the extension owning `m`'s header type makes of it; `None` when none owns it.
+    /// What the extension owning `m`'s header type makes of it; `None` when none owns it. A
+    /// handler that panics makes it [`ExtensionOutcome::Unsupported`].
     pub fn handle(&self, m: &ExtensionMessage<'_>) -> Option<ExtensionOutcome> {
-        self.handlers.iter().find(|(h, _)| *h == m.htype).map(|(_, handler)| handler(m))
+        let (_, handler) = self.handlers.iter().find(|(h, _)| *h == m.htype)?;
+        Some(crate::extension::caught(m.htype, || handler(m)).unwrap_or(ExtensionOutcome::Unsupported))
     }
 
     /// The properties the extensions state, in order.

@@ -240,3 +240,24 @@ fn transmitted(c: &mut Connection<u32>) -> Option<Vec<u8>> {
     c.handle_completion(t.id, Ok(()));
     Some(t.bytes)
 }
+
+/// Appendix B.2 with section 7.1.3, for an extension whose handler panics (the application's
+/// code, run on the peer's bytes): the server answers the message RDMA2_ERR_INVAL_HTYPE, as
+/// for a type it does not take, which the client reports as not supported, and the connection
+/// and the server serve on, more times than the server has threads. Before: the panic unwound
+/// the server's event loop thread that judged the message.
+#[test]
+fn appendix_b_2_an_extension_that_panics_is_answered_inval_htype_and_the_server_serves_on() {
+    let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let r = runs.clone();
+    let fragile = Draft07Extension::new([RDMA2_PING], move |_: &ExtensionMessage<'_>| {
+        r.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        panic!("the extension failed (this panic is the test's)")
+    });
+    let (_server, client) = pair(vec![fragile]);
+    for i in 0..12u32 {
+        assert_eq!(client.send_extension(RDMA2_PING, &ping(i, b"x")).unwrap(), ExtensionReply::NotSupported, "{i}");
+        assert_eq!(client.call(&rpc(10 + i, 0, &[3; 8]), &ULB).unwrap(), rpc(10 + i, 1, &[3; 8]));
+    }
+    assert_eq!(runs.load(std::sync::atomic::Ordering::SeqCst), 12);
+}

@@ -275,3 +275,49 @@ fn draft_3_1_a_flood_of_unknown_options_leaves_calls_served_and_nothing_growing(
     assert_eq!(client.credits(), credits);
     assert_eq!(client.call(&rpc(3, 0, b"after..."), &ULB).unwrap(), rpc(3, 1, b"after..."));
 }
+
+/// An extension whose handler panics on every message of `opttype` (the handler is the
+/// application's code, run on the peer's bytes), after counting it.
+fn panicking(opttype: u32, runs: Arc<AtomicUsize>) -> Extension {
+    Extension::new([opttype], move |_: &OptionalMessage<'_>| {
+        runs.fetch_add(1, Ordering::SeqCst);
+        panic!("the extension failed (this panic is the test's)")
+    })
+}
+
+/// Draft section 3.1 ("unsupported": RDMA_ERR_INVAL_OPTION): an extension's handler that
+/// panics on the client's RDMA_OPTIONAL has the server answer it as one its handler does not
+/// support, and the connection and the server serve on, however many times it happens (more
+/// than the server's threads). Before: the panic unwound the server's event loop thread that
+/// judged the message, and the option waited out its timeout.
+#[test]
+fn draft_3_1_a_server_extension_that_panics_gets_inval_option_and_the_server_serves_on() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let server = start(ServerConfig::default().extensions(vec![panicking(10, runs.clone())]));
+    let client = client_with(&server, ClientConfig::default());
+    for i in 0..12u32 {
+        assert_eq!(client.send_option(10, b"ping", &[]).unwrap(), OptionReply::NotSupported, "round {i}");
+        assert_eq!(client.call(&rpc(100 + i, 0, b"next"), &ULB).unwrap(), rpc(100 + i, 1, b"next"));
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 12);
+    assert!(client.ended().is_empty(), "one connection throughout");
+}
+
+/// The same on the client: its extension's handler that panics on the server's RDMA_OPTIONAL
+/// gets it answered RDMA_ERR_INVAL_OPTION, and the client serves on (forward calls and the
+/// backward direction). Before: the panic unwound the client's dispatcher.
+#[test]
+fn draft_3_1_a_client_extension_that_panics_gets_inval_option_and_the_client_serves_on() {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let server = start(ServerConfig::default());
+    let client = client_with(&server, ClientConfig::default().extensions(vec![panicking(20, runs.clone())]));
+    let back = backchannel(&server);
+    for i in 0..4u32 {
+        assert_eq!(back.send_option(20, b"from server", &[]).unwrap(), OptionReply::NotSupported, "round {i}");
+        assert_eq!(client.call(&rpc(200 + i, 0, b"more"), &ULB).unwrap(), rpc(200 + i, 1, b"more"));
+        let xid = 0x9000_0000 + i;
+        assert_eq!(back.call(&rpc(xid, 0, b"back")).unwrap(), rpc(xid, 1, b"back"));
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), 4);
+    assert!(client.ended().is_empty());
+}

@@ -373,19 +373,25 @@ mod tests {
         s
     }
 
+    /// A queue pair accepted from a raw peer ([`raw_peer`]), its protection domain, and the
+    /// peer's stream.
+    fn accepted_from_raw_peer() -> (TcpPd, TcpQp, std::net::TcpStream) {
+        let l = Tcp.listen(&Tcp.any_address()).unwrap();
+        let addr = l.local_addr();
+        let pd = Tcp.alloc_pd().unwrap();
+        let peer = std::thread::spawn(move || raw_peer(&addr));
+        let qp = l.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
+        (pd, qp, peer.join().unwrap())
+    }
+
     /// A queue pair in Error accepts nothing: a Write its peer sends after this side tore the
     /// connection down never lands, even in a region that outlives the queue pair (the peer
     /// here ignores the FIN and writes anyway, as a hostile one would).
     #[test]
     fn a_write_after_this_side_disconnected_never_lands() {
         use std::io::Write;
-        let l = Tcp.listen(&Tcp.any_address()).unwrap();
-        let addr = l.local_addr();
-        let pd = Tcp.alloc_pd().unwrap();
+        let (pd, qp, mut peer) = accepted_from_raw_peer();
         let target = pd.register(vec![0; 64], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
-        let peer = std::thread::spawn(move || raw_peer(&addr));
-        let qp = l.get_request(T).unwrap().accept(&pd, &[], QpCaps::default()).unwrap();
-        let mut peer = peer.join().unwrap();
         qp.disconnect();
         assert_eq!(qp.cm_event(T), Some(crate::CmEvent::Disconnected));
         let mut frame = Vec::new();
@@ -395,6 +401,60 @@ mod tests {
         let _ = peer.write_all(&frame);
         std::thread::sleep(Duration::from_millis(200));
         target.with(|b| assert!(b.iter().all(|&x| x == 0), "a Write landed after the disconnect"));
+    }
+
+    /// A raw peer's Write of 8 bytes at `at`, its head and first 4 bytes sent now; the other 4
+    /// go when the returned closure is called (which then gives them 200 ms to land).
+    fn half_a_write(peer: &mut std::net::TcpStream, at: RemoteBuf) -> impl FnOnce(&mut std::net::TcpStream) {
+        use std::io::Write;
+        let mut frame = Vec::new();
+        frame::Head::Write { addr: at.addr, rkey: at.rkey, len: 8 }.encode(&mut frame);
+        frame.extend_from_slice(&[0xee; 4]);
+        peer.write_all(&frame).unwrap();
+        |peer: &mut std::net::TcpStream| {
+            let _ = peer.write_all(&[0xee; 4]);
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// A Write whose payload is still arriving when this side tears the connection down lands
+    /// nothing more after it (a queue pair in Error accepts nothing, as on a real device, whose
+    /// later packets meet a queue pair in Error): its first bytes landed, the rest never do.
+    #[test]
+    fn a_write_under_way_when_this_side_disconnects_lands_nothing_more() {
+        let (pd, qp, mut peer) = accepted_from_raw_peer();
+        let target = pd.register(vec![0; 8], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
+        let rest = half_a_write(&mut peer, target.remote_at(0));
+        let deadline = std::time::Instant::now() + T;
+        while target.with(|b| b[..4] != [0xee; 4]) {
+            assert!(std::time::Instant::now() < deadline, "the first bytes landed");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        qp.disconnect();
+        rest(&mut peer);
+        target.with(|b| assert_eq!(b[4..], [0; 4], "bytes landed after the disconnect"));
+    }
+
+    /// A Write into a memory window whose payload is still arriving when this side invalidates
+    /// the window (Local Invalidate, RFC 8166 section 4.5.4's fence) lands nothing more after
+    /// it: the window's key no longer names the memory, as on a real device, which checks each
+    /// packet against the key.
+    #[test]
+    fn a_write_under_way_when_its_window_is_invalidated_lands_nothing_more() {
+        let (pd, qp, mut peer) = accepted_from_raw_peer();
+        let target = pd.register(vec![0; 8], Access::LOCAL_WRITE).unwrap();
+        let window = qp.post_bind_window(1, &target, 0, 8, Access::REMOTE_WRITE).unwrap();
+        assert!(qp.wait_cq(T).unwrap().is_ok());
+        let rest = half_a_write(&mut peer, window);
+        let deadline = std::time::Instant::now() + T;
+        while target.with(|b| b[..4] != [0xee; 4]) {
+            assert!(std::time::Instant::now() < deadline, "the first bytes landed");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        qp.post_local_invalidate(2, window.rkey).unwrap();
+        assert!(qp.wait_cq(T).unwrap().is_ok(), "the window invalidated");
+        rest(&mut peer);
+        target.with(|b| assert_eq!(b[4..], [0; 4], "bytes landed through an invalidated window"));
     }
 
     /// A retry timeout too long to add to an instant (`Duration::MAX`, "never") is no

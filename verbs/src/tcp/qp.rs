@@ -44,7 +44,7 @@ pub(super) use offered::HELD_BYTES;
 /// floods requests and never reads our answers is refused (NAK, Remote Invalid Request) at the
 /// bound instead of growing this side's memory.
 const MAX_QUEUED_ANSWERS: usize = 4096;
-const MAX_QUEUED_ANSWER_BYTES: usize = 64 << 20;
+pub(super) const MAX_QUEUED_ANSWER_BYTES: usize = 64 << 20;
 
 /// Frames at least this long are written from their own buffer; shorter ones are gathered
 /// into one write of up to this many bytes.

@@ -40,8 +40,9 @@ enum Landing {
     /// A Send's, in the oldest posted Receive at `off`; `invalidate` is its Send with
     /// Invalidate's key.
     Receive { region: Arc<RegionInner>, off: usize, invalidate: Option<u32> },
-    /// A Write's, in its target region at `off`.
-    Write { region: Arc<RegionInner>, off: usize },
+    /// A Write's, in its target region at `off`, through `key` (looked up again for each
+    /// later piece: [`Payload::land`]).
+    Write { region: Arc<RegionInner>, off: usize, key: RemoteBuf },
     /// A Read response's, across the oldest Read's scatter list.
     ReadResponse { into: Vec<(TcpRegion, usize, usize)> },
     /// An offer's, among the offers held (`None`: too long to hold, its bytes dropped).
@@ -123,9 +124,17 @@ fn start(sh: &Shared, head: Head) -> Result<Option<Payload>, Stop> {
                     drop(d);
                     return refuse_request(sh, Status::RemoteAccessError).map(|()| None);
                 }
+                // A Read response longer than the answers this side queues is refused at the
+                // answer bound anyway: refused here, before its copy is made (a request for a
+                // large readable region would otherwise cost a transient copy of its size).
+                if !write && MAX_HEAD_LEN + len > super::MAX_QUEUED_ANSWER_BYTES {
+                    drop(d);
+                    return refuse_request(sh, Status::RemoteInvalidRequest).map(|()| None);
+                }
                 if write {
                     drop(d);
-                    return Ok(Some(Payload { to: Landing::Write { region: t, off }, done: 0, len }));
+                    let key = RemoteBuf { addr, rkey };
+                    return Ok(Some(Payload { to: Landing::Write { region: t, off, key }, done: 0, len }));
                 }
                 resp.reserve_exact(MAX_HEAD_LEN + len);
                 Head::ReadResp { len: len as u32 }.encode(&mut resp);
@@ -223,6 +232,21 @@ impl Payload {
     /// against the rule for the whole range (an invalidation may come between two pieces).
     fn land(&mut self, sh: &Shared, bytes: &[u8]) -> Result<(), Stop> {
         let (len, done) = (self.len, self.done);
+        if done > 0 {
+            // This payload began in an earlier read of the socket: since then this side may
+            // have torn the connection down (a queue pair in Error accepts nothing) or, for a
+            // Write, invalidated the key it came through. The rest then never lands, as a
+            // device's later packets fail against the queue pair or the key.
+            if !lock(&sh.st).connected {
+                return Err(Stop);
+            }
+            if let Landing::Write { region, off, key } = &self.to {
+                let target = rules::rdma_target(&sh.pd.0, sh.qp, *key, len, true);
+                if !matches!(target, Ok(Some((r, o))) if Arc::ptr_eq(&r, region) && o == *off) {
+                    return refuse_request(sh, Status::RemoteAccessError);
+                }
+            }
+        }
         match &self.to {
             Landing::Receive { region, off, .. } => {
                 let mut d = lock(&region.data);
@@ -232,7 +256,7 @@ impl Payload {
                 }
                 d.buf[off + done..off + done + bytes.len()].copy_from_slice(bytes);
             }
-            Landing::Write { region, off } => {
+            Landing::Write { region, off, .. } => {
                 let mut d = lock(&region.data);
                 if !Rule::Remote.allows(region, &d, *off, len) {
                     drop(d);

@@ -201,6 +201,25 @@ pub(super) fn listen(addr: &str, opts: &ListenOptions) -> Result<TcpCmListener> 
     })
 }
 
+/// Fills `buf` from `s` by `deadline` (`Error::Timeout` past it, `Error::Rejected` when the
+/// listener closes or fails): each read waits only what is left, so a listener that answers a
+/// byte at a time cannot stretch the handshake past the connect's timeout (a socket's read
+/// timeout is per read, not per `read_exact`).
+fn read_by(s: &mut TcpStream, buf: &mut [u8], deadline: Option<Instant>) -> Result<()> {
+    let mut at = 0;
+    while at < buf.len() {
+        s.set_read_timeout(Some(left(deadline).ok_or(Error::Timeout)?)).map_err(|_| Error::Rejected)?;
+        match s.read(&mut buf[at..]) {
+            Ok(0) => return Err(Error::Rejected),
+            Ok(n) => at += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), ErrorKind::TimedOut | ErrorKind::WouldBlock) => return Err(Error::Timeout),
+            Err(_) => return Err(Error::Rejected),
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn connect(
     pd: &TcpPd,
     addr: &str,
@@ -222,18 +241,13 @@ pub(super) fn connect(
     req.push(VERSION);
     req.extend_from_slice(&private_data);
     s.write_all(&req).map_err(|_| Error::Rejected)?;
-    let read_err = |e: std::io::Error| match e.kind() {
-        ErrorKind::TimedOut | ErrorKind::WouldBlock => Error::Timeout,
-        _ => Error::Rejected,
-    };
-    s.set_read_timeout(Some(left(deadline).ok_or(Error::Timeout)?)).map_err(|_| Error::Rejected)?;
     let mut tag = [0u8];
-    s.read_exact(&mut tag).map_err(read_err)?;
+    read_by(&mut s, &mut tag, deadline)?;
     if tag[0] != ACCEPT {
         return Err(Error::Rejected);
     }
     let mut accepted = vec![0u8; ACCEPT_PRIVATE_DATA_MAX];
-    s.read_exact(&mut accepted).map_err(read_err)?;
+    read_by(&mut s, &mut accepted, deadline)?;
     s.write_all(&[READY]).map_err(|_| Error::ConnectionAborted)?;
     Ok((TcpQp::start(s, pd, caps, |qp| (qp, Ok(())))?, accepted))
 }

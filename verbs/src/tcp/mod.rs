@@ -373,6 +373,37 @@ mod tests {
         s
     }
 
+    /// A listener that answers the handshake a byte at a time, each just within the connect's
+    /// timeout, cannot stretch `connect` past that timeout: it fails with `Error::Timeout` when
+    /// the timeout is up. Before: each read had the whole timeout, so the 197 bytes of the
+    /// accept could take 197 timeouts (here 10 s against 300 ms).
+    #[test]
+    fn a_listener_answering_a_byte_at_a_time_cannot_stretch_connect_past_its_timeout() {
+        use std::io::{Read, Write};
+        let raw = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = raw.local_addr().unwrap().to_string();
+        let slow = std::thread::spawn(move || {
+            let (mut s, _) = raw.accept().unwrap();
+            let mut req = vec![0u8; 5 + crate::CONNECT_PRIVATE_DATA_MAX];
+            s.read_exact(&mut req).unwrap();
+            let mut accept = vec![b'A'];
+            accept.resize(1 + crate::ACCEPT_PRIVATE_DATA_MAX, 0);
+            for b in accept {
+                if s.write_all(&[b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        let pd = Tcp.alloc_pd().unwrap();
+        let started = std::time::Instant::now();
+        let got = Tcp.connect(&pd, &addr, &[], QpCaps::default(), Duration::from_millis(300));
+        let took = started.elapsed();
+        assert_eq!(got.err(), Some(Error::Timeout));
+        assert!(took < Duration::from_secs(2), "connect took {took:?} against its 300 ms");
+        let _ = slow.join();
+    }
+
     /// A queue pair accepted from a raw peer ([`raw_peer`]), its protection domain, and the
     /// peer's stream.
     fn accepted_from_raw_peer() -> (TcpPd, TcpQp, std::net::TcpStream) {

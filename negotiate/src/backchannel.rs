@@ -114,11 +114,11 @@ pub(crate) fn answer<B: Backend>(
 ) -> Result<Option<Vec<u8>>, DataPathError> {
     let message = call.payload();
     let mut system_err = [0u8; GARBAGE_ARGS_REPLY_LEN];
-    let reply = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(message))) {
-        Ok(reply) => reply,
+    let reply = match crate::application::run(|| handler(message)) {
+        Some(reply) => reply,
         // The service failed: an RPC SYSTEM_ERR reply (RFC 5531 section 9), as the server
         // answers a forward call whose handler panicked; the connection serves on.
-        Err(_) => {
+        None => {
             let n = encode_system_err_reply(call.xid(), &mut system_err).expect("the buffer holds the reply");
             system_err[..n].to_vec()
         }

@@ -144,7 +144,7 @@ pub fn registry(extensions: &[Extension]) -> Registry {
 /// section 3.1: RDMA_ERR_INVAL_OPTION; -07 Appendix B: RDMA2_ERR_INVAL_HTYPE), not the
 /// thread's end.
 pub(crate) fn caught<T>(kind: u32, handler: impl FnOnce() -> T) -> Option<T> {
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(handler)).ok();
+    let outcome = crate::application::run(handler);
     if outcome.is_none() {
         log::warn!("the extension handling type {kind} panicked; answered as unsupported");
     }

@@ -114,6 +114,7 @@
 
 #[macro_use]
 mod setters;
+mod application;
 mod client_config;
 mod own_keys;
 mod spin;

@@ -22,9 +22,9 @@ impl HandlerOutcome {
     /// may wait for by any means) are not held with the loop's burst of replies.
     fn of(handler: impl FnOnce() -> Vec<u8>) -> HandlerOutcome {
         let _unheld = rpcrdma_verbs::PostBatch::pause();
-        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(handler)) {
-            Ok(reply) => HandlerOutcome::Replied(reply),
-            Err(_) => HandlerOutcome::Panicked,
+        match crate::application::run(handler) {
+            Some(reply) => HandlerOutcome::Replied(reply),
+            None => HandlerOutcome::Panicked,
         }
     }
 }
@@ -359,7 +359,7 @@ fn serve_counted<B: Backend, U: UpperLayerBinding + ?Sized>(
 /// call the binding before they post anything (the call's Reads complete first), so nothing
 /// of the call is in flight when it unwinds.
 fn binding_step<R>(step: impl FnOnce() -> R) -> Option<R> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(step)).ok()
+    crate::application::run(step)
 }
 
 /// Answers a call whose binding panicked while `doing`: an RPC SYSTEM_ERR reply (RFC 5531

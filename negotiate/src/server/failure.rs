@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::datapath::send_answer;
-use rpcrdma_v1::ulb::OpaqueAtUlb;
+use crate::datapath::InlineOnly;
 
 /// How a responder answers a call it could not serve, and keeps the connection (RFC 8166
 /// section 4.5); see [`FailureAnswer::for_error`].
@@ -76,12 +76,12 @@ pub(super) fn send_rpc_error<B: Backend>(
     params: &ReplyParams,
     encode: fn(u32, &mut [u8]) -> Result<usize, rpcrdma_v1::rt::Error>,
 ) -> Result<(), DataPathError> {
-    /// A binding with no DDP-eligible result in any reply.
-    const NO_RESULTS: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 0 };
     let mut reply = [0u8; GARBAGE_ARGS_REPLY_LEN];
     let n = encode(call.xid(), &mut reply).expect("the buffer holds the reply");
     let params = ReplyParams { remote_invalidation: false, ..*params };
-    send_reply(conn, call, call_message, &reply[..n], &NO_RESULTS, &params).map(drop)
+    // A binding with no DDP-eligible result, as the client's backward replies use.
+    let no_results = InlineOnly { max_reply: n };
+    send_reply(conn, call, call_message, &reply[..n], &no_results, &params).map(drop)
 }
 
 /// The RDMA_ERROR that says no RPC-level reply is possible for call `xid`, in the call's

@@ -241,6 +241,8 @@ pub(super) fn connect(
     req.push(VERSION);
     req.extend_from_slice(&private_data);
     s.write_all(&req).map_err(|_| Error::Rejected)?;
+    // The tag first: a rejection is that one byte, and the connect learns of it at once
+    // rather than waiting for private data that does not follow.
     let mut tag = [0u8];
     read_by(&mut s, &mut tag, deadline)?;
     if tag[0] != ACCEPT {

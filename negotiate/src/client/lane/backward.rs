@@ -92,8 +92,7 @@ impl<B: Backend> Shared<B> {
         let BackwardCall { link, bytes, header, params } = call;
         let answered = match (header.attach(&bytes), &self.backchannel) {
             (Some(call), Some(handler)) => {
-                let answer = || backchannel::answer(&link.conn, &call, &params, handler);
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(answer)).ok()
+                crate::application::run(|| backchannel::answer(&link.conn, &call, &params, handler))
             }
             // (A client without a handler offers no backchannel: the core judged nothing
             // here a backward call to serve.)

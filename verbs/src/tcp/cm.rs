@@ -38,6 +38,9 @@ const REJECT: u8 = b'R';
 const READY: u8 = b'U';
 /// The request frame: magic, version, private data.
 const REQUEST_LEN: usize = 5 + CONNECT_PRIVATE_DATA_MAX;
+/// Entries of ended handshakes [`Pending::arrived`] lets stand beyond twice the live ones.
+const ARRIVED_SLACK: usize = 64;
+
 /// The listening socket's token; handshakes' tokens count up from 1.
 const LISTENING: Token = Token(0);
 /// The token of the waker [`Listener::close`] fires.
@@ -70,6 +73,8 @@ struct Pending {
     events: Events,
     handshakes: HashMap<Token, Handshake>,
     /// Tokens in the order their connections came, with their deadlines: the oldest first.
+    /// A handshake that ends leaves its entry until it reaches the front, so that its end
+    /// costs nothing; [`Pending::arrived`] compacts them where they outnumber the live ones.
     arrived: VecDeque<(Instant, Token)>,
     /// Tokens readiness named that are not yet read.
     ready: Vec<Token>,
@@ -267,6 +272,21 @@ impl Pending {
         Some(h)
     }
 
+    /// Records a new handshake's arrival. Entries of ended handshakes are dropped once they
+    /// are most of the queue: else, behind one handshake that stays (silent or dripping, up
+    /// to its deadline), a flood of connections that come and go would leave an entry each,
+    /// as many as the flood's rate times the handshake timeout, and every look for the
+    /// oldest silent one would scan them all. Compacted so, the queue holds at most twice the
+    /// live handshakes and [`ARRIVED_SLACK`] more, each compaction paid for by the arrivals
+    /// since the last.
+    fn arrived(&mut self, deadline: Instant, token: Token) {
+        if self.arrived.len() >= 2 * self.handshakes.len() + ARRIVED_SLACK {
+            let live = &self.handshakes;
+            self.arrived.retain(|(_, t)| live.contains_key(t));
+        }
+        self.arrived.push_back((deadline, token));
+    }
+
     /// The earliest deadline of a handshake still in progress (the oldest's).
     fn next_deadline(&mut self) -> Option<Instant> {
         while let Some(&(at, token)) = self.arrived.front() {
@@ -303,7 +323,7 @@ impl TcpCmListener {
                         continue;
                     }
                     p.handshakes.insert(token, h);
-                    p.arrived.push_back((deadline, token));
+                    p.arrived(deadline, token);
                     if let Some(req) = self.advance(p, token, now) {
                         return Some(req);
                     }
@@ -545,6 +565,38 @@ mod tests {
     fn closed(s: &mut TcpStream) -> bool {
         s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
         !matches!(s.read(&mut [0u8; 8]), Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut))
+    }
+
+    /// One handshake that stays (here: silent until its deadline) while a thousand others
+    /// come and are turned away behind it: the listener's queue of arrivals keeps no entry
+    /// for each of them, only for what is live and a bounded slack.
+    #[test]
+    fn handshakes_that_end_behind_one_that_stays_leave_no_entry_each() {
+        let opts = ListenOptions::default().handshake_timeout(Duration::from_secs(60));
+        let l = listen("127.0.0.1:0", &opts).unwrap();
+        let stays = TcpStream::connect(l.local_addr()).unwrap();
+        assert!(matches!(l.get_request(Duration::from_millis(50)), Err(Error::Timeout)));
+        for _ in 0..1000 {
+            // A stranger's first bytes: turned away at once, its entry left behind the first.
+            let mut s = TcpStream::connect(l.local_addr()).unwrap();
+            s.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+            let _ = l.get_request(Duration::from_millis(1));
+        }
+        let until = Instant::now() + Duration::from_secs(10);
+        while l.turned_away() < 1000 && Instant::now() < until {
+            let _ = l.get_request(Duration::from_millis(10));
+        }
+        assert_eq!(l.turned_away(), 1000, "every stranger turned away, and only they");
+        let p = lock(&l.pending);
+        assert!(p.handshakes.contains_key(&Token(1)), "the first handshake is still held");
+        assert!(
+            p.arrived.len() <= 2 * p.handshakes.len() + ARRIVED_SLACK,
+            "{} arrivals kept for {} live handshakes",
+            p.arrived.len(),
+            p.handshakes.len()
+        );
+        drop(p);
+        drop(stays);
     }
 
     /// Beyond `max_silent` connections that have said nothing, the oldest is closed to make

@@ -126,6 +126,42 @@ fn raw_tcp_connection(addr: &str) -> TcpStream {
     s
 }
 
+/// A raw peer's TCP connection to `addr` from the local address `from` (bound before it
+/// connects, which std cannot do): accepted, or `Rejected` when the server answers otherwise.
+fn raw_tcp_connection_from(from: std::net::Ipv4Addr, addr: &str) -> Result<TcpStream, rpcrdma_verbs::Error> {
+    use std::os::fd::FromRawFd;
+    let to: std::net::SocketAddrV4 = addr.parse().expect("an IPv4 listener");
+    let sockaddr = |a: std::net::SocketAddrV4| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port().to_be(),
+        sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: a new socket, owned by the TcpStream made of it at once; the addresses are
+    // sockaddr_in values that live across the calls.
+    let mut s = unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0, "a socket");
+        let s = TcpStream::from_raw_fd(fd);
+        let local = sockaddr(std::net::SocketAddrV4::new(from, 0));
+        assert_eq!(libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len), 0, "bound to {from}");
+        let remote = sockaddr(to);
+        assert_eq!(libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len), 0, "connected");
+        s
+    };
+    s.set_read_timeout(Some(WAIT_LIMIT)).unwrap();
+    s.write_all(&TCP_REQUEST).unwrap();
+    let mut accept = [0u8; 197];
+    match s.read(&mut accept[..1]) {
+        Ok(1) if accept[0] == b'A' => {}
+        _ => return Err(rpcrdma_verbs::Error::Rejected),
+    }
+    s.read_exact(&mut accept[1..]).expect("the accept's private data");
+    s.write_all(b"U").unwrap();
+    Ok(s)
+}
+
 /// Whether the server has closed a raw socket: a read returns end of stream or an error
 /// (reset) rather than timing out.
 fn closed_by_server(s: &mut TcpStream) -> bool {
@@ -154,7 +190,11 @@ fn a_thousand_connections_are_released_as_they_close<B: Backend + Clone>(backend
 
 fn connections_are_released_as_they_close<B: Backend + Clone>(backend: B, cycles: u64) {
     let _g = serial();
-    let s = server(&backend, ServerLimits::default());
+    // Every connection from this one host, each closed as soon as it is made: its host's
+    // bound raised to the server's, so that a close the server has not seen yet (rdma_cm's
+    // DISCONNECTED event in a guest) refuses none of them.
+    let limits = ServerLimits::default();
+    let s = server(&backend, limits.max_connections_per_host(limits.max_connections));
     let c = client(&backend, &s);
     call_ok(&c, 1, SMALL);
     let (threads0, fds0) = (threads().len(), fds());
@@ -240,6 +280,67 @@ fn connections_beyond_the_cap_are_rejected<B: Backend + Clone>(backend: B) {
     assert_eq!(s.stats().refused.connections, 1);
     held.pop();
     eventually("a freed slot to take a new connection", WAIT_LIMIT, || connect().is_ok(), |ok| *ok);
+}
+
+/// One host cannot take every connection ([`ServerLimits::max_connections_per_host`]): its
+/// connects beyond its bound are rejected and counted, while another host, the server far
+/// from `max_connections`, is still served; a place its host freed by a close takes its next
+/// connect. `same` and `other` connect from one host and from another.
+fn one_host_holds_at_most_its_bound<C, D>(
+    s: &Server,
+    same: impl Fn() -> Result<C, rpcrdma_verbs::Error>,
+    other: impl Fn() -> Result<D, rpcrdma_verbs::Error>,
+) {
+    let mut held: Vec<C> = (0..3).map(|_| same().expect("within the host's bound")).collect();
+    assert_eq!(same().err(), Some(rpcrdma_verbs::Error::Rejected), "the host's fourth connection");
+    assert_eq!(s.stats().refused.per_host, 1, "counted");
+    assert_eq!(s.stats().refused.connections, 0, "not the server's bound: 3 of 16 held");
+    let _others: Vec<D> = (0..3).map(|_| other().expect("another host is served")).collect();
+    assert_eq!(same().err(), Some(rpcrdma_verbs::Error::Rejected), "still at the bound");
+    held.pop();
+    // The server frees the place once it sees the close: connects until then are refused,
+    // and each is counted.
+    let (until, mut refused) = (Instant::now() + WAIT_LIMIT, 2);
+    loop {
+        match same() {
+            Ok(c) => break held.push(c),
+            Err(e) => assert_eq!(e, rpcrdma_verbs::Error::Rejected),
+        }
+        refused += 1;
+        assert!(Instant::now() < until, "the place freed by a close never took a connect");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(s.stats().refused.per_host, refused, "every refusal counted, once");
+}
+
+#[test]
+fn in_process_one_host_holds_at_most_its_bound() {
+    let _g = serial();
+    let b = rpcrdma_verbs::InProcess;
+    let s = server(&b, ServerLimits::default().max_connections(16).max_connections_per_host(3));
+    // An in-process host is the protection domain it connects with.
+    let pd = b.alloc_pd().unwrap();
+    let addr = s.local_addr();
+    let connect = |pd: &<rpcrdma_verbs::InProcess as Backend>::Pd| {
+        b.connect(pd, &addr, &[], QpCaps::default(), WAIT_LIMIT).map(|(qp, _)| qp)
+    };
+    let other = || {
+        let pd = b.alloc_pd().unwrap();
+        connect(&pd).map(|qp| (qp, pd))
+    };
+    one_host_holds_at_most_its_bound(&s, || connect(&pd), other);
+}
+
+#[test]
+fn over_tcp_one_host_holds_at_most_its_bound() {
+    let _g = serial();
+    let b = rpcrdma_verbs::Tcp;
+    let s = server(&b, ServerLimits::default().max_connections(16).max_connections_per_host(3));
+    let (addr, pd) = (s.local_addr(), b.alloc_pd().unwrap());
+    // From 127.0.0.1, and from 127.0.0.2 (all of 127/8 is this machine's loopback).
+    let same = || b.connect(&pd, &addr, &[], QpCaps::default(), WAIT_LIMIT).map(|(qp, _)| qp);
+    let other = || raw_tcp_connection_from(std::net::Ipv4Addr::new(127, 0, 0, 2), &addr);
+    one_host_holds_at_most_its_bound(&s, same, other);
 }
 
 /// A connection that says nothing for `idle_timeout` is closed and counted; its client
@@ -657,7 +758,9 @@ fn tcp_a_peer_that_floods_and_never_reads_is_cut() {
 #[test]
 fn tcp_idle_connections_cost_no_thread_and_no_cpu() {
     let _g = serial();
+    // Every connection from this one host: its bound raised to the server's.
     let limits = ServerLimits::default();
+    let limits = limits.max_connections_per_host(limits.max_connections);
     let s = server(&rpcrdma_verbs::Tcp, limits);
     let addr = s.local_addr();
     idle_connections_cost_no_thread_and_no_cpu(&rpcrdma_verbs::Tcp, &s, limits.max_connections - 1, || {
@@ -792,7 +895,10 @@ fn costs_at_the_bounds() {
     let _g = serial();
     eprintln!("| attack | count | library threads | fds | RSS | address space |");
     eprintln!("|---|---|---|---|---|---|");
+    // Connections from this one host up to the server's bound (its host's bound raised to
+    // it): what the server holds for as many hosts as it serves.
     let limits = ServerLimits::default();
+    let limits = limits.max_connections_per_host(limits.max_connections);
     // Handshaken TCP connections held open up to the cap, by a peer that spends one socket on
     // each (no threads): what the server holds for them.
     let s = server(&rpcrdma_verbs::Tcp, limits);

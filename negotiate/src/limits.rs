@@ -6,6 +6,7 @@
 //! | bound | where | default | what a peer meets at the bound |
 //! |---|---|---|---|
 //! | connections served at once | [`ServerLimits::max_connections`] | 256 | its connect is rejected (the CM's reject) |
+//! | connections served at once for one host (an IPv4 address, an IPv6 /64, an in-process protection domain) | [`ServerLimits::max_connections_per_host`] | 64 | its connect is rejected; other hosts keep being served |
 //! | calls served at once on one connection (each a thread) | [`ServerLimits::calls_in_progress_per_connection`], and never more than `responder.credits` | 8 | its further calls wait in their Receives until one is answered |
 //! | -07 calls whose reply waits for the requester's credit, counted out of those | twice `responder.credits` | 64 | beyond them, they count against the calls served at once, and nothing more is read from the connection until a reply goes (a requester that keeps the server's window shut holds at most 64 + 8 threads; one whose message opening the window is behind those not read waits for `ServerConfig::timeout`, and the connection closes) |
 //! | connections in handshake | [`ServerLimits::max_handshakes`] | 64 | turned away at once ([`rpcrdma_verbs::ListenOptions::max_pending`]) |
@@ -21,7 +22,7 @@
 //! | CPU spent looking at an empty completion queue | [`ServerLimits::poll_before_wait`] | 30 us each time a connection's queue runs dry | the thread sleeps until the next message |
 //! | memory all peers make the server hold | [`ServerLimits::memory_budget`] ([`crate::budget`]) | 64 MiB | ERR_CHUNK for a call whose chunks do not fit (on -07 also a reassembled continued call: RDMA2_ERR_SYSTEM), counted; memory kept for reuse given back while the budget is over half used |
 //! | closed connections remembered | [`ServerLimits::closed_peers_kept`] | 64 | the oldest record is forgotten |
-//! | -07 transactions whose reply an RDMA operational error lost, remembered for the requester's next connection (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7.3) | [`LOST_REPLIES_KEPT`](crate::server::LOST_REPLIES_KEPT) | 64, all requesters together | the oldest is forgotten: its retransmission is served again |
+//! | -07 transactions whose reply an RDMA operational error lost, remembered for the requester's next connection (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7.3) | [`LOST_REPLIES_KEPT`](crate::server::LOST_REPLIES_KEPT) | 64, all requesters together, 16 for one host ([`LOST_REPLIES_PER_HOST`](crate::server::LOST_REPLIES_PER_HOST)) | the oldest is forgotten (the host's own oldest where it holds 16): its retransmission is served again |
 //! | TCP answers queued for a peer that never reads | the TCP backend | 4096 answers, 64 MiB | NAK, the connection closes |
 //!
 //! [`HeaderLimits::max_segments`]: rpcrdma_v1::header::HeaderLimits::max_segments
@@ -63,6 +64,14 @@ pub struct ServerLimits {
     /// [`ServerLimits::calls_in_progress_per_connection`]; on TCP a socket, on rdma-core a
     /// thread reading its CM events), its Receives and its chunk memory.
     pub max_connections: usize,
+    /// Connections served at once, or being accepted, for one host: an IPv4 address, an IPv6
+    /// /64 (the prefix a network hands one host, any address of which the host may take), an
+    /// in-process protection domain. A connect beyond them is rejected and counted in
+    /// [`Refusals::per_host`], so that one peer connecting again and again cannot take every
+    /// one of [`ServerLimits::max_connections`] and shut other hosts out. Raise it where many
+    /// clients share one address (behind NAT); a peer the backend does not name is bounded
+    /// by `max_connections` only.
+    pub max_connections_per_host: usize,
     /// Calls one connection has served at once: fetched, in the handler, or being answered.
     /// The server serves up to this many, and never more than the credits it grants
     /// (`responder.credits`: a requester never has more in flight, RFC 8166 section 3.3.1),
@@ -119,6 +128,7 @@ pub struct ServerLimits {
 
 rpcrdma_verbs::setters!(ServerLimits {
     max_connections: usize,
+    max_connections_per_host: usize,
     calls_in_progress_per_connection: usize,
     max_handshakes: usize,
     handshake_timeout: Duration,
@@ -130,13 +140,14 @@ rpcrdma_verbs::setters!(ServerLimits {
 });
 
 impl Default for ServerLimits {
-    /// 256 connections, 8 calls served at once on each, 64 handshakes of at most 5 s, 360 s
+    /// 256 connections, 64 of them for one host, 8 calls served at once on each, 64 handshakes of at most 5 s, 360 s
     /// idle (Linux's nfsd closes idle transports after 6 minutes), 64 closed connections
     /// remembered, calls run inline for up to 1 ms, an empty completion queue polled for
     /// 30 us before the receiving thread sleeps, a memory budget of 64 MiB.
     fn default() -> Self {
         ServerLimits {
             max_connections: 256,
+            max_connections_per_host: 64,
             calls_in_progress_per_connection: 8,
             max_handshakes: 64,
             handshake_timeout: Duration::from_secs(5),
@@ -197,6 +208,9 @@ impl ServerLimits {
 pub struct Refusals {
     /// Connects rejected because [`ServerLimits::max_connections`] were being served.
     pub connections: u64,
+    /// Connects rejected because their host held
+    /// [`ServerLimits::max_connections_per_host`] connections.
+    pub per_host: u64,
     /// Connections the listener turned away before they became requests: over
     /// [`ServerLimits::max_handshakes`], past the handshake timeout, or not speaking the
     /// backend's handshake.

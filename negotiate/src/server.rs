@@ -40,12 +40,13 @@ mod call;
 mod event_loop;
 mod failure;
 mod lost_replies;
+mod per_host;
 pub use async_handler::{AsyncHandler, CallTask, OnExecutor};
 pub use call::{serve_call, Answered, ArrivedAs, CallBuffers};
 use event_loop::Loop;
 pub use failure::FailureAnswer;
 use failure::{answer_failure, send_rpc_error};
-pub use lost_replies::LOST_REPLIES_KEPT;
+pub use lost_replies::{LOST_REPLIES_KEPT, LOST_REPLIES_PER_HOST};
 
 /// How a [`Server`] accepts and serves. Build one from [`Default`] with the setters, each
 /// named after the field it sets (the responder's most used fields have their own):
@@ -634,6 +635,8 @@ struct Shared {
     backchannels: Mutex<Vec<Backchannel>>,
     /// -07 transactions whose reply an RDMA operational error lost, by requester host.
     lost: Mutex<lost_replies::LostReplies>,
+    /// The connections each host holds ([`ServerLimits::max_connections_per_host`]).
+    hosts: Arc<per_host::HostCounts>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -714,6 +717,7 @@ impl Server {
             peers: Mutex::default(),
             backchannels: Mutex::default(),
             lost: Mutex::default(),
+            hosts: Arc::default(),
         });
         let handler = Arc::new(handler);
         // Shared by every connection's thread (its extensions are not `Copy`).
@@ -760,13 +764,30 @@ impl Server {
                         req.reject();
                         continue;
                     }
+                    // A named peer's place in its host's count, held with its connection.
+                    let slot = match req.peer() {
+                        Some(address) => match sh.hosts.take(address, cfg.limits.max_connections_per_host) {
+                            Some(slot) => Some(slot),
+                            None => {
+                                lock(&sh.stats).refused.per_host += 1;
+                                log::warn!(
+                                    "rejected a connect from {}: its host holds {} connections",
+                                    peer_name(Some(address)),
+                                    cfg.limits.max_connections_per_host
+                                );
+                                req.reject();
+                                continue;
+                            }
+                        },
+                        None => None,
+                    };
                     match &shared_loop {
                         Some(lp) => {
                             lp.accepting();
                             let (l, b, cfg, sh) = (lp.clone(), backend.clone(), cfg.clone(), sh.clone());
                             let spawned = std::thread::Builder::new()
                                 .name("negotiate-accept".into())
-                                .spawn(move || l.accepted(accept::accept(&b, req, &cfg, &sh)));
+                                .spawn(move || l.accepted(accept::accept(&b, req, slot, &cfg, &sh)));
                             match spawned {
                                 Ok(a) => accepting.push(a),
                                 // A thread that could not be spawned dropped its request:
@@ -776,7 +797,7 @@ impl Server {
                         }
                         None => {
                             let lp = new_loop();
-                            lp.accept_on_own_thread(backend.clone(), req);
+                            lp.accept_on_own_thread(backend.clone(), req, slot);
                             own.push(lp);
                         }
                     }

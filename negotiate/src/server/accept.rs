@@ -4,6 +4,7 @@
 
 use std::sync::{Condvar, OnceLock, PoisonError};
 
+use super::per_host::HostSlot;
 use super::*;
 use rpcrdma_v2::draft07::properties::Properties;
 use rpcrdma_verbs::PeerHost;
@@ -51,6 +52,9 @@ pub(super) struct LoopConnection<B: Backend> {
     /// Its Receives (and on a -07 connection what it may hold of a continued call), counted
     /// against the server's memory budget while it lives.
     _receives: Charge,
+    /// Its place in its host's count ([`ServerLimits::max_connections_per_host`]), given back
+    /// with the connection's state.
+    _host_slot: Option<HostSlot>,
 }
 
 impl<B: Backend> LoopConnection<B> {
@@ -165,6 +169,7 @@ impl<B: Backend> LoopConnection<B> {
 pub(super) fn accept<B: Backend>(
     backend: &B,
     req: B::Request,
+    host_slot: Option<HostSlot>,
     cfg: &ServerConfig,
     shared: &Shared,
 ) -> Option<LoopConnection<B>> {
@@ -250,5 +255,6 @@ pub(super) fn accept<B: Backend>(
         part_waiters: AtomicUsize::new(0),
         ending: AtomicBool::new(false),
         _receives: receives,
+        _host_slot: host_slot,
     })
 }

@@ -37,6 +37,7 @@ use std::sync::Weak;
 use std::task::{Wake, Waker};
 
 use super::accept::{accept, Core, LoopConnection};
+use super::per_host::HostSlot;
 use super::*;
 use crate::connection::{Arrival, Received, Transmission, TransmissionKind};
 use crate::datapath::send_answer;
@@ -325,14 +326,14 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
 
     /// A loop of one connection, `req`'s: its first thread accepts it, then serves it (the
     /// accept may wait for the connection to be established: rdma-core).
-    pub(super) fn accept_on_own_thread(&self, backend: B, req: B::Request)
+    pub(super) fn accept_on_own_thread(&self, backend: B, req: B::Request, slot: Option<HostSlot>)
     where
         B: Clone,
     {
         let Some(me) = self.me.upgrade() else { return };
         let mut st = lock(&self.st);
         let spawned = std::thread::Builder::new().name("negotiate-conn".into()).spawn(move || {
-            match accept(&backend, req, &me.cfg, &me.shared) {
+            match accept(&backend, req, slot, &me.cfg, &me.shared) {
                 Some(connection) => me.add(connection),
                 None => lock(&me.st).ended = true,
             }

@@ -27,12 +27,22 @@ use std::hash::{Hash, Hasher};
 use rpcrdma_v1::header::Header;
 use rpcrdma_verbs::{Completion, Opcode, PeerHost, Status};
 
+use super::per_host::Host;
 use crate::datapath::DataPathError;
 
 /// The most transactions remembered, across all requesters: the oldest is forgotten first.
 /// Each is one retransmission answered with an error instead of a loop of reconnections, so a
-/// peer that fills the memory with failures of its own costs another requester only that.
+/// peer that fills the memory with failures of its own costs another requester only that;
+/// and one host holds at most [`LOST_REPLIES_PER_HOST`] of them, so that it alone cannot
+/// push out every other host's.
 pub const LOST_REPLIES_KEPT: usize = 64;
+
+/// The most transactions remembered for one host (an IPv4 address, an IPv6 /64, an in-process
+/// protection domain; as [`ServerLimits::max_connections_per_host`] counts hosts): beyond
+/// them, that host's oldest is forgotten, not another host's.
+///
+/// [`ServerLimits::max_connections_per_host`]: crate::limits::ServerLimits::max_connections_per_host
+pub const LOST_REPLIES_PER_HOST: usize = 16;
 
 /// The transactions remembered, oldest first.
 #[derive(Debug, Default)]
@@ -75,7 +85,12 @@ impl LostReplies {
             _ => None,
         };
         let failed = failed.filter(is_operational)?;
-        if self.lost.len() == LOST_REPLIES_KEPT {
+        let bound = Host::bounding(host);
+        let of_host = |&(h, ..): &(PeerHost, u32, u64)| Host::bounding(h) == bound;
+        if self.lost.iter().filter(|l| of_host(l)).count() >= LOST_REPLIES_PER_HOST {
+            let oldest = self.lost.iter().position(of_host).expect("the host holds some");
+            self.lost.remove(oldest);
+        } else if self.lost.len() >= LOST_REPLIES_KEPT {
             self.lost.pop_front();
         }
         self.lost.push_back((host, xid, print));
@@ -137,11 +152,36 @@ mod tests {
         assert!(!lost.take(a, 77, || panic!("fingerprinted")), "no fingerprint unless host and XID match");
         assert!(lost.take(a, 1, || 0));
         assert!(!lost.take(a, 1, || 0), "answered once");
+        // Hosts c0, c1, ... fill the memory, 16 each.
+        let host = |n: u64| PeerHost::InProcess(10 + n);
         for xid in 0..2 * LOST_REPLIES_KEPT as u32 {
-            lost.remember(b, (100 + xid, 0), &remote_access, None);
+            lost.remember(host(u64::from(xid) / 16), (100 + xid, 0), &remote_access, None);
         }
         assert_eq!(lost.lost.len(), LOST_REPLIES_KEPT);
         assert!(!lost.take(a, 2, || 0), "the oldest went first");
-        assert!(lost.take(b, 100 + 2 * LOST_REPLIES_KEPT as u32 - 1, || 0));
+        assert!(lost.take(host(7), 100 + 2 * LOST_REPLIES_KEPT as u32 - 1, || 0));
+    }
+
+    /// One host failing call after call keeps at most `LOST_REPLIES_PER_HOST` records, its
+    /// own oldest forgotten first: another host's record stays.
+    #[test]
+    fn one_host_alone_cannot_push_out_another_hosts_lost_replies() {
+        let (a, b) = (PeerHost::Ip("192.0.2.1".parse().unwrap()), PeerHost::Ip("192.0.2.2".parse().unwrap()));
+        let remote_access = failed(Opcode::RdmaWrite, Status::RemoteAccessError);
+        let mut lost = LostReplies::default();
+        assert!(lost.remember(b, (1, 7), &remote_access, None).is_some());
+        for xid in 0..10 * LOST_REPLIES_KEPT as u32 {
+            lost.remember(a, (100 + xid, 0), &remote_access, None);
+        }
+        assert_eq!(lost.lost.len(), 1 + LOST_REPLIES_PER_HOST, "the flooding host holds its share only");
+        assert!(!lost.take(a, 100, || 0), "its own oldest went");
+        assert!(lost.take(a, 100 + 10 * LOST_REPLIES_KEPT as u32 - 1, || 0), "its newest is kept");
+        assert!(lost.take(b, 1, || 7), "the other host's record survived the flood");
+        // An IPv6 host is its /64: addresses within it share one share.
+        let v6 = |s: &str| PeerHost::Ip(s.parse().unwrap());
+        for n in 0..2 * LOST_REPLIES_PER_HOST as u32 {
+            lost.remember(v6(&format!("2001:db8::{:x}", n + 1)), (n, 0), &remote_access, None);
+        }
+        assert_eq!(lost.lost.len(), 2 * LOST_REPLIES_PER_HOST - 1, "16 of the /64, 15 of a's");
     }
 }

@@ -429,22 +429,41 @@ mod tests {
         let remote = target.remote_at(0);
         frame::Head::Write { addr: remote.addr, rkey: remote.rkey, len: 8 }.encode(&mut frame);
         frame.extend_from_slice(&[0xee; 8]);
+        let before = qp.applied();
         let _ = peer.write_all(&frame);
-        std::thread::sleep(Duration::from_millis(200));
+        seen_by(&qp, before + frame.len() as u64);
         target.with(|b| assert!(b.iter().all(|&x| x == 0), "a Write landed after the disconnect"));
     }
 
-    /// A raw peer's Write of 8 bytes at `at`, its head and first 4 bytes sent now; the other 4
-    /// go when the returned closure is called (which then gives them 200 ms to land).
-    fn half_a_write(peer: &mut std::net::TcpStream, at: RemoteBuf) -> impl FnOnce(&mut std::net::TcpStream) {
+    /// Waits until `qp`'s readiness loop has read `total` bytes from its peer: what they
+    /// would land has landed by then (frames are applied as they are read).
+    fn seen_by(qp: &TcpQp, total: u64) {
+        let deadline = std::time::Instant::now() + T;
+        while qp.applied() < total {
+            assert!(std::time::Instant::now() < deadline, "{} of {total} bytes read", qp.applied());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// A raw peer's Write of 8 bytes at `at`: its head and first 4 bytes are sent now, and it
+    /// returns once `qp` has read them; the other 4 go when the returned closure is called,
+    /// which returns once `qp` has read those too.
+    fn half_a_write(
+        peer: &mut std::net::TcpStream,
+        qp: &TcpQp,
+        at: RemoteBuf,
+    ) -> impl FnOnce(&mut std::net::TcpStream, &TcpQp) {
         use std::io::Write;
         let mut frame = Vec::new();
         frame::Head::Write { addr: at.addr, rkey: at.rkey, len: 8 }.encode(&mut frame);
         frame.extend_from_slice(&[0xee; 4]);
+        let before = qp.applied();
         peer.write_all(&frame).unwrap();
-        |peer: &mut std::net::TcpStream| {
+        seen_by(qp, before + frame.len() as u64);
+        |peer: &mut std::net::TcpStream, qp: &TcpQp| {
+            let before = qp.applied();
             let _ = peer.write_all(&[0xee; 4]);
-            std::thread::sleep(Duration::from_millis(200));
+            seen_by(qp, before + 4);
         }
     }
 
@@ -455,14 +474,14 @@ mod tests {
     fn a_write_under_way_when_this_side_disconnects_lands_nothing_more() {
         let (pd, qp, mut peer) = accepted_from_raw_peer();
         let target = pd.register(vec![0; 8], Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
-        let rest = half_a_write(&mut peer, target.remote_at(0));
+        let rest = half_a_write(&mut peer, &qp, target.remote_at(0));
         let deadline = std::time::Instant::now() + T;
         while target.with(|b| b[..4] != [0xee; 4]) {
             assert!(std::time::Instant::now() < deadline, "the first bytes landed");
             std::thread::sleep(Duration::from_millis(1));
         }
         qp.disconnect();
-        rest(&mut peer);
+        rest(&mut peer, &qp);
         target.with(|b| assert_eq!(b[4..], [0; 4], "bytes landed after the disconnect"));
     }
 
@@ -476,7 +495,7 @@ mod tests {
         let target = pd.register(vec![0; 8], Access::LOCAL_WRITE).unwrap();
         let window = qp.post_bind_window(1, &target, 0, 8, Access::REMOTE_WRITE).unwrap();
         assert!(qp.wait_cq(T).unwrap().is_ok());
-        let rest = half_a_write(&mut peer, window);
+        let rest = half_a_write(&mut peer, &qp, window);
         let deadline = std::time::Instant::now() + T;
         while target.with(|b| b[..4] != [0xee; 4]) {
             assert!(std::time::Instant::now() < deadline, "the first bytes landed");
@@ -484,7 +503,7 @@ mod tests {
         }
         qp.post_local_invalidate(2, window.rkey).unwrap();
         assert!(qp.wait_cq(T).unwrap().is_ok(), "the window invalidated");
-        rest(&mut peer);
+        rest(&mut peer, &qp);
         target.with(|b| assert_eq!(b[4..], [0; 4], "bytes landed through an invalidated window"));
     }
 

@@ -392,6 +392,9 @@ pub(super) struct Shared {
     /// Threads waiting on this queue pair by driving the readiness loop (`wait_for`): what
     /// another thread changes must interrupt their wait for readiness.
     drivers: AtomicUsize,
+    /// Bytes read from the peer and applied (or, torn down, dropped): how a test knows that
+    /// what a peer sent has been seen, instead of sleeping and hoping.
+    applied: AtomicU64,
 }
 
 pub(super) struct State {
@@ -574,6 +577,12 @@ impl State {
 }
 
 impl TcpQp {
+    /// Bytes of the peer's the readiness loop has read so far (see `Shared::applied`).
+    #[cfg(test)]
+    pub(super) fn applied(&self) -> u64 {
+        self.sh.applied.load(Ordering::Acquire)
+    }
+
     /// Starts the queue pair on an established, handshaken stream. `before` runs before the
     /// readiness loop applies the peer's first frame, so the Receives it posts are in place.
     pub(super) fn start(
@@ -623,6 +632,7 @@ impl TcpQp {
             inbound: Mutex::new(Inbound::default()),
             offered: Mutex::new(Offered::default()),
             drivers: AtomicUsize::new(0),
+            applied: AtomicU64::new(0),
         });
         // Dropping `qp` on an error disconnects, which the peer sees as end of stream.
         let (qp, before) = before(TcpQp { sh, caps });
@@ -1211,6 +1221,7 @@ impl Source for Shared {
             }
         };
         drop(inbound);
+        self.applied.fetch_add(read as u64, Ordering::Release);
         if ended {
             self.tear_down();
         }

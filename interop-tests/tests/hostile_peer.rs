@@ -129,29 +129,17 @@ fn raw_tcp_connection(addr: &str) -> TcpStream {
 /// A raw peer's TCP connection to `addr` from the local address `from` (bound before it
 /// connects, which std cannot do): accepted, or `Rejected` when the server answers otherwise.
 fn raw_tcp_connection_from(from: std::net::Ipv4Addr, addr: &str) -> Result<TcpStream, rpcrdma_verbs::Error> {
-    use std::os::fd::FromRawFd;
-    let to: std::net::SocketAddrV4 = addr.parse().expect("an IPv4 listener");
-    let sockaddr = |a: std::net::SocketAddrV4| libc::sockaddr_in {
-        sin_family: libc::AF_INET as libc::sa_family_t,
-        sin_port: a.port().to_be(),
-        sin_addr: libc::in_addr { s_addr: u32::from(*a.ip()).to_be() },
-        sin_zero: [0; 8],
-    };
-    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
-    // SAFETY: a new socket, owned by the TcpStream made of it at once; the addresses are
-    // sockaddr_in values that live across the calls.
-    let mut s = unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0, "a socket");
-        let s = TcpStream::from_raw_fd(fd);
-        let local = sockaddr(std::net::SocketAddrV4::new(from, 0));
-        assert_eq!(libc::bind(fd, (&local as *const libc::sockaddr_in).cast(), len), 0, "bound to {from}");
-        let remote = sockaddr(to);
-        assert_eq!(libc::connect(fd, (&remote as *const libc::sockaddr_in).cast(), len), 0, "connected");
-        s
-    };
+    let mut s = raw_tcp_socket_from(from, addr);
+    raw_handshake_after(&mut s, 0)?;
+    Ok(s)
+}
+
+/// The rest of the TCP backend's handshake on `s`, whose first `sent` bytes of the request
+/// went already: the request's rest, the accept read, the confirmation; `Rejected` when the
+/// server answers otherwise.
+fn raw_handshake_after(s: &mut TcpStream, sent: usize) -> Result<(), rpcrdma_verbs::Error> {
     s.set_read_timeout(Some(WAIT_LIMIT)).unwrap();
-    s.write_all(&TCP_REQUEST).unwrap();
+    s.write_all(&TCP_REQUEST[sent..]).map_err(|_| rpcrdma_verbs::Error::Rejected)?;
     let mut accept = [0u8; 197];
     match s.read(&mut accept[..1]) {
         Ok(1) if accept[0] == b'A' => {}
@@ -159,7 +147,17 @@ fn raw_tcp_connection_from(from: std::net::Ipv4Addr, addr: &str) -> Result<TcpSt
     }
     s.read_exact(&mut accept[1..]).expect("the accept's private data");
     s.write_all(b"U").unwrap();
-    Ok(s)
+    Ok(())
+}
+
+/// A raw TCP socket connected to `addr` from the local address `from` (bound before it
+/// connects, which std cannot do; all of 127/8 is this machine's loopback).
+fn raw_tcp_socket_from(from: std::net::Ipv4Addr, addr: &str) -> TcpStream {
+    let to: std::net::SocketAddrV4 = addr.parse().expect("an IPv4 listener");
+    let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
+    s.bind(&std::net::SocketAddrV4::new(from, 0).into()).expect("bound");
+    s.connect(&to.into()).expect("connected");
+    s.into()
 }
 
 /// Whether the server has closed a raw socket: a read returns end of stream or an error
@@ -639,6 +637,23 @@ fn tcp_server_drop_never_waits_on_a_handshake() {
     assert!(closed_by_server(&mut stuck), "the unconfirmed connection is closed");
 }
 
+/// `n` handshakes under way with server `s`: each socket has sent the first bytes of its
+/// request, and no more.
+fn handshakes_begun(s: &Server, n: usize) -> Vec<TcpStream> {
+    (0..n)
+        .map(|_| {
+            let mut sock = TcpStream::connect(s.local_addr()).unwrap();
+            sock.write_all(&TCP_REQUEST[..3]).unwrap();
+            sock
+        })
+        .collect()
+}
+
+/// How many of `socks` the server has closed, once at least `want` are (waiting for `what`).
+fn turned_away_of(socks: &mut [TcpStream], want: usize, what: &str) -> usize {
+    eventually(what, WAIT_LIMIT, || socks.iter_mut().map(closed_by_server).filter(|c| *c).count(), |n| *n >= want)
+}
+
 /// More handshakes under way at once than `max_handshakes` (each has sent the first bytes of
 /// its request): the rest are turned away at once, counted; when the stuck ones go, a client
 /// connects.
@@ -647,24 +662,37 @@ fn tcp_handshakes_beyond_the_cap_are_turned_away_at_once() {
     let _g = serial();
     let limits = ServerLimits::default().max_handshakes(4).handshake_timeout(Duration::from_secs(60));
     let s = server(&rpcrdma_verbs::Tcp, limits);
-    let mut socks: Vec<TcpStream> = (0..20)
-        .map(|_| {
-            let mut sock = TcpStream::connect(s.local_addr()).unwrap();
-            sock.write_all(&TCP_REQUEST[..3]).unwrap();
-            sock
-        })
-        .collect();
-    let turned_away = eventually(
-        "16 handshakes over the cap to be turned away",
-        WAIT_LIMIT,
-        || socks.iter_mut().map(closed_by_server).filter(|c| *c).count(),
-        |n| *n >= 16,
-    );
+    let mut socks = handshakes_begun(&s, 20);
+    let turned_away = turned_away_of(&mut socks, 16, "16 handshakes over the cap to be turned away");
     assert_eq!(turned_away, 16, "the four within the cap are still waiting");
     assert_eq!(s.stats().refused.handshakes, 16);
     drop(socks);
     let c = client(&rpcrdma_verbs::Tcp, &s);
     call_ok(&c, 1, SMALL);
+}
+
+/// One host's handshakes under way take at most `max_handshakes_per_host` of the places:
+/// its next is turned away at once and counted, and another host still connects with every
+/// place but those taken (before: one host dripping 64 requests took every place, and each
+/// newcomer from anywhere was turned away).
+#[test]
+fn tcp_one_host_dripping_handshakes_shuts_out_no_other_host() {
+    let _g = serial();
+    let limits =
+        ServerLimits::default().max_handshakes(3).max_handshakes_per_host(2).handshake_timeout(Duration::from_secs(60));
+    let s = server(&rpcrdma_verbs::Tcp, limits);
+    let mut drips = handshakes_begun(&s, 3);
+    let turned_away = turned_away_of(&mut drips, 1, "the host's third handshake under way to be turned away");
+    assert_eq!(turned_away, 1, "its first two are still waiting");
+    assert_eq!(s.stats().refused.handshakes, 1);
+    // Another host's handshake, begun as the dripper's were, takes the place left: the rest
+    // of its request, sent once the server has had its first bytes, is accepted.
+    let mut theirs = raw_tcp_socket_from(std::net::Ipv4Addr::new(127, 0, 0, 2), &s.local_addr());
+    theirs.write_all(&TCP_REQUEST[..3]).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(raw_handshake_after(&mut theirs, 3).is_ok(), "another host connects beside the dripping one");
+    assert_eq!(s.stats().refused.handshakes, 1, "nothing more turned away");
+    drop(drips);
 }
 
 /// Sockets that connect and say nothing, ten times `max_handshakes` of them from one address

@@ -10,6 +10,7 @@
 //! | calls served at once on one connection (each a thread) | [`ServerLimits::calls_in_progress_per_connection`], and never more than `responder.credits` | 8 | its further calls wait in their Receives until one is answered |
 //! | -07 calls whose reply waits for the requester's credit, counted out of those | twice `responder.credits` | 64 | beyond them, they count against the calls served at once, and nothing more is read from the connection until a reply goes (a requester that keeps the server's window shut holds at most 64 + 8 threads; one whose message opening the window is behind those not read waits for `ServerConfig::timeout`, and the connection closes) |
 //! | connections in handshake | [`ServerLimits::max_handshakes`] | 64 | turned away at once ([`rpcrdma_verbs::ListenOptions::max_pending`]) |
+//! | connections in handshake for one host (TCP) | [`ServerLimits::max_handshakes_per_host`] | 16 | turned away at once ([`rpcrdma_verbs::ListenOptions::max_pending_per_host`]); other hosts' handshakes are heard |
 //! | handshake time | [`ServerLimits::handshake_timeout`] | 5 s | its socket is dropped; other handshakes never wait on it |
 //! | idle time | [`ServerLimits::idle_timeout`] | 360 s | the connection is closed (as Linux's nfsd ages idle transports) |
 //! | a peer that stops reading | [`rpcrdma_verbs::QpCaps::retry_timeout`] (`ServerConfig::caps`) | 10 s | the work request fails with `RetryExceeded`, the connection closes |
@@ -88,6 +89,11 @@ pub struct ServerLimits {
     /// Connect requests whose handshake is in progress or not yet taken
     /// ([`rpcrdma_verbs::ListenOptions::max_pending`]).
     pub max_handshakes: usize,
+    /// Of those under way, the most one host holds (an IPv4 address, an IPv6 /64;
+    /// [`rpcrdma_verbs::ListenOptions::max_pending_per_host`], TCP only: rdma_cm's handshakes
+    /// are the kernel's). Beyond them its next one is turned away, counted in
+    /// [`Refusals::handshakes`], so that one host dripping its requests cannot take every place.
+    pub max_handshakes_per_host: usize,
     /// How long a connection may take to send its whole connect request and confirm the
     /// accept ([`rpcrdma_verbs::ListenOptions::handshake_timeout`]).
     pub handshake_timeout: Duration,
@@ -131,6 +137,7 @@ rpcrdma_verbs::setters!(ServerLimits {
     max_connections_per_host: usize,
     calls_in_progress_per_connection: usize,
     max_handshakes: usize,
+    max_handshakes_per_host: usize,
     handshake_timeout: Duration,
     idle_timeout: Duration,
     closed_peers_kept: usize,
@@ -140,7 +147,8 @@ rpcrdma_verbs::setters!(ServerLimits {
 });
 
 impl Default for ServerLimits {
-    /// 256 connections, 64 of them for one host, 8 calls served at once on each, 64 handshakes of at most 5 s, 360 s
+    /// 256 connections, 64 of them for one host, 8 calls served at once on each, 64 handshakes
+    /// (16 for one host) of at most 5 s, 360 s
     /// idle (Linux's nfsd closes idle transports after 6 minutes), 64 closed connections
     /// remembered, calls run inline for up to 1 ms, an empty completion queue polled for
     /// 30 us before the receiving thread sleeps, a memory budget of 64 MiB.
@@ -150,6 +158,7 @@ impl Default for ServerLimits {
             max_connections_per_host: 64,
             calls_in_progress_per_connection: 8,
             max_handshakes: 64,
+            max_handshakes_per_host: 16,
             handshake_timeout: Duration::from_secs(5),
             idle_timeout: Duration::from_secs(360),
             closed_peers_kept: 64,
@@ -172,6 +181,7 @@ impl ServerLimits {
     pub fn listen_options(&self) -> rpcrdma_verbs::ListenOptions {
         rpcrdma_verbs::ListenOptions::default()
             .max_pending(self.max_handshakes)
+            .max_pending_per_host(self.max_handshakes_per_host)
             .handshake_timeout(self.handshake_timeout)
     }
 }

@@ -86,6 +86,30 @@ impl PeerAddress {
     }
 }
 
+impl PeerHost {
+    /// The host as a bound per host counts it: an IPv6 address's /64 prefix, which a network
+    /// usually hands one host and any address of which that host may take (RFC 4291 section
+    /// 2.5.1, RFC 8981), so that a peer cannot step around the bound by changing address;
+    /// otherwise the host itself.
+    ///
+    /// ```
+    /// use rpcrdma_verbs::PeerHost;
+    /// let ip = |s: &str| PeerHost::Ip(s.parse().unwrap());
+    /// assert_eq!(ip("2001:db8:1:2::5").for_limits(), ip("2001:db8:1:2:ffff::9").for_limits());
+    /// assert_ne!(ip("2001:db8:1:2::5").for_limits(), ip("2001:db8:1:3::5").for_limits());
+    /// assert_eq!(ip("192.0.2.7").for_limits(), ip("192.0.2.7"));
+    /// ```
+    pub fn for_limits(&self) -> PeerHost {
+        match self {
+            PeerHost::Ip(std::net::IpAddr::V6(a)) => {
+                let prefix = u128::from(*a) & !((1u128 << 64) - 1);
+                PeerHost::Ip(std::net::IpAddr::V6(prefix.into()))
+            }
+            other => *other,
+        }
+    }
+}
+
 impl std::fmt::Display for PeerAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {

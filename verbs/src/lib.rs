@@ -291,6 +291,12 @@ pub struct ListenOptions {
     /// sent its first bytes ([`ListenOptions::max_silent`] bounds the others), so that sockets
     /// that say nothing cannot shut newcomers out.
     pub max_pending: usize,
+    /// TCP: of `max_pending`, those one host may hold ([`PeerHost::for_limits`]); beyond them
+    /// its next connection that begins a request is turned away at once, counted in
+    /// [`Listener::turned_away`], so that one host dripping its requests cannot take every
+    /// place and shut other hosts out. (rdma_cm's handshakes are the kernel's, and in process
+    /// none waits: there this bounds nothing.)
+    pub max_pending_per_host: usize,
     /// TCP: connections held that have sent nothing yet, beside `max_pending`. Each costs a
     /// descriptor and a few bytes; beyond this many (or when the process runs out of
     /// descriptors) the oldest silent one is closed, counted in [`Listener::turned_away`], so
@@ -306,13 +312,23 @@ pub struct ListenOptions {
 }
 
 impl Default for ListenOptions {
-    /// 64 pending requests, 1024 silent connections, a 5 s handshake.
+    /// 64 pending requests, 16 of them for one host, 1024 silent connections, a 5 s handshake.
     fn default() -> Self {
-        ListenOptions { max_pending: 64, max_silent: 1024, handshake_timeout: Duration::from_secs(5) }
+        ListenOptions {
+            max_pending: 64,
+            max_pending_per_host: 16,
+            max_silent: 1024,
+            handshake_timeout: Duration::from_secs(5),
+        }
     }
 }
 
-crate::setters!(ListenOptions { max_pending: usize, max_silent: usize, handshake_timeout: Duration });
+crate::setters!(ListenOptions {
+    max_pending: usize,
+    max_pending_per_host: usize,
+    max_silent: usize,
+    handshake_timeout: Duration,
+});
 
 /// The state of a queue pair, reduced to what a connected user can observe
 /// (`IBV_QPS_RTS` or `IBV_QPS_ERR`).

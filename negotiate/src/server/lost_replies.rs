@@ -27,7 +27,6 @@ use std::hash::{Hash, Hasher};
 use rpcrdma_v1::header::Header;
 use rpcrdma_verbs::{Completion, Opcode, PeerHost, Status};
 
-use super::per_host::Host;
 use crate::datapath::DataPathError;
 
 /// The most transactions remembered, across all requesters: the oldest is forgotten first.
@@ -85,8 +84,8 @@ impl LostReplies {
             _ => None,
         };
         let failed = failed.filter(is_operational)?;
-        let bound = Host::bounding(host);
-        let of_host = |&(h, ..): &(PeerHost, u32, u64)| Host::bounding(h) == bound;
+        let bound = host.for_limits();
+        let of_host = |&(h, ..): &(PeerHost, u32, u64)| h.for_limits() == bound;
         if self.lost.iter().filter(|l| of_host(l)).count() >= LOST_REPLIES_PER_HOST {
             let oldest = self.lost.iter().position(of_host).expect("the host holds some");
             self.lost.remove(oldest);

@@ -3,63 +3,36 @@
 //! connects a thousand times and keeps each connection meets this bound, and every other
 //! host keeps being served.
 //!
-//! A host is what a peer cannot choose freely ([`Host`], which the lost replies' share per
-//! host counts by too, `super::lost_replies`): an IPv4 address; an IPv6 /64, the prefix a
-//! network usually hands one host, any of whose 2^64 addresses the host may take (RFC 4291
-//! section 2.5.1, RFC 8981); an in-process protection domain. A peer the connection manager
+//! A host is what a peer cannot choose freely ([`PeerHost::for_limits`], as the TCP
+//! listener's bound on handshakes and the lost replies' share per host count it): an IPv4
+//! address; an IPv6 /64, the prefix a network usually hands one host, any of whose 2^64
+//! addresses the host may take; an in-process protection domain. A peer the connection manager
 //! does not name is not bounded here (only by `max_connections`).
 //!
 //! [`ServerLimits::max_connections_per_host`]: crate::limits::ServerLimits::max_connections_per_host
 
 use rpcrdma_verbs::{PeerAddress, PeerHost};
 use std::collections::HashMap;
-use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex, PoisonError};
-
-/// What a bound per host counts one host by (see the module documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(super) enum Host {
-    Ip(IpAddr),
-    /// Another kind of host a future backend names (`PeerHost` is non-exhaustive): its own.
-    Other(PeerHost),
-}
-
-impl Host {
-    fn of(address: PeerAddress) -> Host {
-        Host::bounding(address.host())
-    }
-
-    /// The host `host` is counted as: its IPv6 /64, or itself.
-    pub(super) fn bounding(host: PeerHost) -> Host {
-        match host {
-            PeerHost::Ip(IpAddr::V6(a)) => {
-                let prefix = u128::from(a) & !((1u128 << 64) - 1);
-                Host::Ip(IpAddr::V6(Ipv6Addr::from(prefix)))
-            }
-            PeerHost::Ip(a) => Host::Ip(a),
-            other => Host::Other(other),
-        }
-    }
-}
 
 /// The connections held by each host, accepted or being accepted. An entry exists only
 /// while its count is above 0, so the map holds at most as many entries as the server holds
 /// connections.
 #[derive(Debug, Default)]
-pub(super) struct HostCounts(Mutex<HashMap<Host, usize>>);
+pub(super) struct HostCounts(Mutex<HashMap<PeerHost, usize>>);
 
 /// One connection's place in its host's count, given back when dropped: when the
 /// connection's state is dropped, or its accept fails.
 #[derive(Debug)]
 pub(super) struct HostSlot {
     counts: Arc<HostCounts>,
-    host: Host,
+    host: PeerHost,
 }
 
 impl HostCounts {
     /// A place for another connection from `address`'s host, unless it holds `most` already.
     pub(super) fn take(self: &Arc<Self>, address: PeerAddress, most: usize) -> Option<HostSlot> {
-        let host = Host::of(address);
+        let host = address.host().for_limits();
         let mut counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         let held = counts.entry(host).or_insert(0);
         if *held >= most {
@@ -76,7 +49,7 @@ impl HostCounts {
     #[cfg(test)]
     fn held(&self, address: PeerAddress) -> usize {
         let counts = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        counts.get(&Host::of(address)).copied().unwrap_or(0)
+        counts.get(&address.host().for_limits()).copied().unwrap_or(0)
     }
 }
 

@@ -27,7 +27,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use super::qp::TcpQp;
 use super::TcpPd;
 use crate::{
-    lock, pad_private_data, ConnectRequest, Error, ListenOptions, Listener, PeerAddress, QpCaps, Result,
+    lock, pad_private_data, ConnectRequest, Error, ListenOptions, Listener, PeerAddress, PeerHost, QpCaps, Result,
     ACCEPT_PRIVATE_DATA_MAX, CONNECT_PRIVATE_DATA_MAX,
 };
 
@@ -80,6 +80,9 @@ struct Pending {
     ready: Vec<Token>,
     /// How many handshakes have spoken (the rest are silent).
     speaking: usize,
+    /// Of those, how many each host holds ([`ListenOptions::max_pending_per_host`]); a host
+    /// is here only while it holds some.
+    speaking_by_host: HashMap<PeerHost, usize>,
     next: usize,
     /// The last accept failed (for want of descriptors, or otherwise): try again soon.
     starved: bool,
@@ -93,6 +96,8 @@ struct Handshake {
     deadline: Instant,
     /// It has spoken and holds one of the `max_pending` places.
     holds_place: bool,
+    /// Its host as the bound per host counts it (`None` where the socket names no peer).
+    host: Option<PeerHost>,
 }
 
 /// What reading a handshake without blocking came to.
@@ -197,6 +202,7 @@ pub(super) fn listen(addr: &str, opts: &ListenOptions) -> Result<TcpCmListener> 
             arrived: VecDeque::new(),
             ready: Vec::new(),
             speaking: 0,
+            speaking_by_host: HashMap::new(),
             next: 1,
             starved: false,
         }),
@@ -268,6 +274,14 @@ impl Pending {
     fn remove(&mut self, token: Token) -> Option<Handshake> {
         let h = self.handshakes.remove(&token)?;
         self.speaking -= usize::from(h.holds_place);
+        if let Some(host) = h.host.filter(|_| h.holds_place) {
+            if let Some(n) = self.speaking_by_host.get_mut(&host) {
+                *n -= 1;
+                if *n == 0 {
+                    self.speaking_by_host.remove(&host);
+                }
+            }
+        }
         let _ = self.poll.registry().deregister(&mut SourceFd(&h.stream.as_raw_fd()));
         Some(h)
     }
@@ -308,7 +322,7 @@ impl TcpCmListener {
         p.starved = false;
         loop {
             match self.listener.accept() {
-                Ok((stream, _)) => {
+                Ok((stream, from)) => {
                     if stream.set_nonblocking(true).is_err() {
                         self.turned_away.fetch_add(1, Ordering::Relaxed);
                         continue; // dropped: the connector sees a reset, i.e. a rejection
@@ -317,7 +331,8 @@ impl TcpCmListener {
                     p.next += 1;
                     let fd = stream.as_raw_fd();
                     let deadline = now + self.opts.handshake_timeout;
-                    let h = Handshake { stream, got: [0; REQUEST_LEN], filled: 0, deadline, holds_place: false };
+                    let host = Some(PeerAddress::Ip(from).host().for_limits());
+                    let h = Handshake { stream, got: [0; REQUEST_LEN], filled: 0, deadline, holds_place: false, host };
                     if p.poll.registry().register(&mut SourceFd(&fd), token, Interest::READABLE).is_err() {
                         self.turned_away.fetch_add(1, Ordering::Relaxed);
                         continue;
@@ -364,19 +379,25 @@ impl TcpCmListener {
     }
 
     /// Reads what a handshake has sent; returns it as a request when complete. One that speaks
-    /// for the first time while `max_pending` others are partway is dropped.
+    /// for the first time while `max_pending` others are partway, or `max_pending_per_host`
+    /// of its host's, is dropped.
     fn advance(&self, p: &mut Pending, token: Token, now: Instant) -> Option<TcpRequest> {
         let speaking = p.speaking;
         let h = p.handshakes.get_mut(&token)?;
         let was_silent = h.is_silent();
         match h.poll(now) {
             Progress::Waiting if was_silent && !h.is_silent() => {
-                if speaking >= self.opts.max_pending {
+                let host = h.host;
+                let of_host = host.map_or(0, |host| p.speaking_by_host.get(&host).copied().unwrap_or(0));
+                if speaking >= self.opts.max_pending || of_host >= self.opts.max_pending_per_host {
                     p.remove(token);
                     self.turned_away.fetch_add(1, Ordering::Relaxed);
                 } else {
                     h.holds_place = true;
                     p.speaking += 1;
+                    if let Some(host) = host {
+                        *p.speaking_by_host.entry(host).or_insert(0) += 1;
+                    }
                 }
                 None
             }

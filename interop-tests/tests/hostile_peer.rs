@@ -445,6 +445,71 @@ fn the_server_as_a_whole_holds_no_more_than_its_memory_budget<B: Backend + Clone
     eventually("the chunk memory given back", WAIT_LIMIT, || s.stats().memory_held, |&h| h <= ARG + (64 << 10));
 }
 
+/// One host's calls in progress hold at most `memory_per_host` of the call memory: its calls
+/// beyond that share are refused with ERR_CHUNK and counted, while another host's chunked
+/// call, the budget far from spent, is served (before: one host's calls held all the budget
+/// let them, and every other host's chunked call was refused until they ended). In process,
+/// where each client's protection domain is its host.
+#[test]
+fn in_process_one_hosts_calls_hold_at_most_its_share_of_call_memory() {
+    let _g = serial();
+    const ARG: usize = 1 << 20;
+    let backend = rpcrdma_verbs::InProcess;
+    // Room in the budget for all four of the host's calls, in its share for two.
+    let limits = ServerLimits::default().memory_budget(16 << 20).memory_per_host(3 * ARG);
+    let cfg = ServerConfig::default().limits(limits);
+    let gate = Gate::new();
+    let g = gate.clone();
+    // The first host's large calls (XIDs 0x1000 and up) wait for the gate.
+    let service = move |c: &[u8]| {
+        if c.len() > ARG && (0x1000..0x2000).contains(&word(c, 0)) {
+            g.hold();
+        }
+        [&c[..4], &[0, 0, 0, 1][..]].concat()
+    };
+    let s = Server::start(backend, backend.any_address(), cfg, Arc::new(ULB), service).expect("server");
+    let _opens = gate.opener();
+    let greedy = client(&backend, &s);
+    assert!(greedy.call(&call(0x10, SMALL), &ULB).is_ok());
+    let (tx, rx) = mpsc::channel();
+    let callers: Vec<_> = (0..4u32)
+        .map(|k| {
+            let (c, tx) = (greedy.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let got = c.call(&call(0x1000 + k, ARG), &ULB);
+                tx.send(got.map(|r| word(&r, 0)).map_err(|e| e.to_string())).unwrap();
+            })
+        })
+        .collect();
+    let mut refused = Vec::new();
+    eventually(
+        "each of the host's calls to be in its handler or refused",
+        WAIT_LIMIT,
+        || {
+            while let Ok(r) = rx.try_recv() {
+                refused.push(r);
+            }
+            (gate.inside(), refused.len())
+        },
+        |&(inside, refused)| inside + refused == 4,
+    );
+    assert_eq!((gate.inside(), refused.len()), (2, 2), "two calls of 1 MiB fit a 3 MiB share: {refused:?}");
+    for r in &refused {
+        let e = r.as_ref().expect_err("a refused call fails");
+        assert!(e.contains("ERR_CHUNK"), "ERR_CHUNK: {e}");
+    }
+    assert_eq!(s.stats().refused.memory, 2, "each refusal counted");
+    // Another host's call of the same size is served meanwhile.
+    let other = client(&backend, &s);
+    assert_eq!(word(&other.call(&call(0x77, ARG), &ULB).expect("another host's chunked call"), 0), 0x77);
+    gate.open();
+    for _ in 0..2 {
+        assert!(matches!(rx.recv_timeout(CALL_LIMIT), Ok(Ok(_))), "a call within the share completes");
+    }
+    callers.into_iter().for_each(|c| c.join().unwrap());
+    assert_eq!(s.stats().refused.memory, 2);
+}
+
 /// The attack of issue 26, on three connections: RDMA_NOMSG calls each naming 4 MiB of Read
 /// chunks (a 2 MiB Position-Zero chunk and a 2 MiB chunk at position 4: exactly the default
 /// per-message limit), eight at once per connection, and the server's RDMA Reads never

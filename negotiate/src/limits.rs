@@ -22,6 +22,7 @@
 //! | Receives per connection | `responder.credits` | 32 (+ backward slots) | a Send beyond them is a credit overrun, counted |
 //! | CPU spent looking at an empty completion queue | [`ServerLimits::poll_before_wait`] | 30 us each time a connection's queue runs dry | the thread sleeps until the next message |
 //! | memory all peers make the server hold | [`ServerLimits::memory_budget`] ([`crate::budget`]) | 64 MiB | ERR_CHUNK for a call whose chunks do not fit (on -07 also a reassembled continued call: RDMA2_ERR_SYSTEM), counted; memory kept for reuse given back while the budget is over half used |
+//! | call memory one host's calls in progress hold (their Read chunks' landing, as the budget counts it) | [`ServerLimits::memory_per_host`] | 16 MiB | ERR_CHUNK, counted in [`Refusals::memory`]: one host's calls cannot take the whole budget and shut other hosts' chunked calls out |
 //! | closed connections remembered | [`ServerLimits::closed_peers_kept`] | 64 | the oldest record is forgotten |
 //! | -07 transactions whose reply an RDMA operational error lost, remembered for the requester's next connection (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7.3) | [`LOST_REPLIES_KEPT`](crate::server::LOST_REPLIES_KEPT) | 64, all requesters together, 16 for one host ([`LOST_REPLIES_PER_HOST`](crate::server::LOST_REPLIES_PER_HOST)) | the oldest is forgotten (the host's own oldest where it holds 16): its retransmission is served again |
 //! | TCP answers queued for a peer that never reads | the TCP backend | 4096 answers, 64 MiB | NAK, the connection closes |
@@ -130,6 +131,14 @@ pub struct ServerLimits {
     /// holds (they are sized by `max_connections` and the credits, not by a peer). Memory
     /// kept between calls for reuse is given back while more than half the budget is used.
     pub memory_budget: usize,
+    /// Of the call memory the budget counts ([`ServerLimits::memory_budget`]: a call's Read
+    /// chunks' landing from its fetch until it is answered), the most one host's calls in
+    /// progress hold (a host as [`ServerLimits::max_connections_per_host`] counts it). A call
+    /// beyond it is answered as one beyond the budget, ERR_CHUNK, and counted in
+    /// [`Refusals::memory`], so that one host whose calls' RDMA Reads are never answered
+    /// cannot hold the budget and leave every other host's chunked calls refused. (What a
+    /// serving thread keeps between calls for reuse is counted against the budget only.)
+    pub memory_per_host: usize,
 }
 
 rpcrdma_verbs::setters!(ServerLimits {
@@ -144,6 +153,7 @@ rpcrdma_verbs::setters!(ServerLimits {
     run_inline_for: Duration,
     poll_before_wait: Duration,
     memory_budget: usize,
+    memory_per_host: usize,
 });
 
 impl Default for ServerLimits {
@@ -151,7 +161,8 @@ impl Default for ServerLimits {
     /// (16 for one host) of at most 5 s, 360 s
     /// idle (Linux's nfsd closes idle transports after 6 minutes), 64 closed connections
     /// remembered, calls run inline for up to 1 ms, an empty completion queue polled for
-    /// 30 us before the receiving thread sleeps, a memory budget of 64 MiB.
+    /// 30 us before the receiving thread sleeps, a memory budget of 64 MiB of which one
+    /// host's calls hold at most 16 MiB.
     fn default() -> Self {
         ServerLimits {
             max_connections: 256,
@@ -165,6 +176,7 @@ impl Default for ServerLimits {
             run_inline_for: Duration::from_millis(1),
             poll_before_wait: Duration::from_micros(30),
             memory_budget: 64 << 20,
+            memory_per_host: 16 << 20,
         }
     }
 }
@@ -231,6 +243,7 @@ pub struct Refusals {
     /// a whole message too long.
     pub over_limits: u64,
     /// Calls refused with ERR_CHUNK because their chunk memory did not fit
-    /// [`ServerLimits::memory_budget`] with everything else the server held.
+    /// [`ServerLimits::memory_budget`] with everything else the server held, or their host's
+    /// share of it ([`ServerLimits::memory_per_host`]).
     pub memory: u64,
 }

@@ -637,6 +637,8 @@ struct Shared {
     lost: Mutex<lost_replies::LostReplies>,
     /// The connections each host holds ([`ServerLimits::max_connections_per_host`]).
     hosts: Arc<per_host::HostCounts>,
+    /// The call memory each host's calls in progress hold ([`ServerLimits::memory_per_host`]).
+    host_memory: Arc<per_host::HostCounts>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -718,6 +720,7 @@ impl Server {
             backchannels: Mutex::default(),
             lost: Mutex::default(),
             hosts: Arc::default(),
+            host_memory: Default::default(),
         });
         let handler = Arc::new(handler);
         // Shared by every connection's thread (its extensions are not `Copy`).
@@ -766,10 +769,10 @@ impl Server {
                     }
                     // A named peer's place in its host's count, held with its connection.
                     let slot = match req.peer() {
-                        Some(address) => match sh.hosts.take(address, cfg.limits.max_connections_per_host) {
+                        Some(address) => match sh.hosts.take(address.host(), 1, cfg.limits.max_connections_per_host) {
                             Some(slot) => Some(slot),
+                            // (Counted by `take`: the connector may look once refused.)
                             None => {
-                                lock(&sh.stats).refused.per_host += 1;
                                 log::warn!(
                                     "rejected a connect from {}: its host holds {} connections",
                                     peer_name(Some(address)),
@@ -841,6 +844,8 @@ impl Server {
         s.refused.handshakes = (self.turned_away)();
         let budget = &self.shared.budget;
         (s.refused.memory, s.memory_held, s.memory_peak) = (budget.refused(), budget.used(), budget.peak());
+        s.refused.memory += self.shared.host_memory.refused();
+        s.refused.per_host = self.shared.hosts.refused();
         s
     }
 

@@ -1,4 +1,4 @@
-//! ResponderHalf one call: the one path from an accepted call header to its answer on the wire.
+//! Serving one call: the one path from an accepted call header to its answer on the wire.
 //! The [`Server`](super::Server)'s threads run it, and the deterministic simulator
 //! (negotiate/tests/sim) runs it over its simulated verbs backend, so what the simulator
 //! checks is this code, not a copy of it.
@@ -7,6 +7,9 @@ use super::*;
 use crate::datapath::{send_answer, send_reply_with_lent_results};
 use rpcrdma_v1::header::MessageKind;
 use rpcrdma_v1::reassemble::fetch_len;
+use rpcrdma_verbs::PeerHost;
+
+use super::per_host::{HostCounts, HostSlot};
 
 /// What the handler made of a call.
 enum HandlerOutcome {
@@ -115,6 +118,11 @@ pub struct CallBuffers {
     /// The call message's memory (and, while a call is fetched, its landing buffer) counted
     /// against the server's budget; nothing with the default (no budget).
     charge: Charge,
+    /// Whose share of the call memory the next call's is counted against, and the most that
+    /// share holds ([`ServerLimits::memory_per_host`]; set by the server's loop for each
+    /// call, [`CallBuffers::share_for`]); and, while a call is served, what it holds of it.
+    share: Option<(Arc<HostCounts>, PeerHost, usize)>,
+    held_share: Option<HostSlot>,
 }
 
 impl CallBuffers {
@@ -127,6 +135,14 @@ impl CallBuffers {
     /// The bytes counted against the budget now.
     pub fn charged(&self) -> usize {
         self.charge.bytes()
+    }
+
+    /// Counts the next call's memory against `host`'s share of the call memory too, of
+    /// which it may hold at most `most` ([`ServerLimits::memory_per_host`]): a call that
+    /// does not fit its host's share is refused as one that does not fit the budget. `None`:
+    /// the next call is counted against the budget alone.
+    pub(super) fn share_for(&mut self, counts: &Arc<HostCounts>, host: Option<PeerHost>, most: usize) {
+        self.share = host.map(|h| (counts.clone(), h, most));
     }
 
     /// Makes room for `header`'s call before its chunks are fetched, counted against the
@@ -145,6 +161,13 @@ impl CallBuffers {
         // An RDMA_NOMSG call's chunks land in a buffer of their own first (whether or not
         // it has a Position-Zero chunk: `fetch_call` decides by the message's kind).
         let landing_buffer = if header.kind() == MessageKind::NoMsg { landing } else { 0 };
+        // The host's share counts what this call needs, not what the thread keeps.
+        if let Some((counts, host, most)) = self.share.take() {
+            match counts.take(host, message.saturating_add(landing_buffer), most) {
+                Some(held) => self.held_share = Some(held),
+                None => return false,
+            }
+        }
         let want = self.call.capacity().max(message).saturating_add(landing_buffer);
         if !self.charge.try_grow_to(want) {
             return false;
@@ -158,6 +181,7 @@ impl CallBuffers {
     /// After a call: the landing buffer's charge given back, and the call message's memory too
     /// while the budget is short (more than half used).
     fn settle(&mut self) {
+        (self.share, self.held_share) = (None, None);
         if self.charge.give_back_if_short() {
             self.call = Vec::new();
         } else {

@@ -672,6 +672,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 burst_len = 0;
             }
             burst_len += 1;
+            buffers.share_for(&self.shared.host_memory, connection.host, self.cfg.limits.memory_per_host);
             match serve_call(conn, &header, &params, &*self.ulb, &*self.handler, &mut buffers, answering) {
                 Ok(answered @ Answered::CallOnly(..)) => {
                     self.count(answered);

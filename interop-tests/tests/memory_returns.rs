@@ -66,8 +66,10 @@ fn client_process() {
 
 fn the_memory_is_given_back<B: Backend + Clone>(backend: B) {
     const BUDGET: usize = 64 << 20;
+    // The clients' process is one host: its share of the call memory raised to the whole
+    // budget, which it fills.
     let cfg = ServerConfig::default()
-        .limits(ServerLimits::default().memory_budget(BUDGET))
+        .limits(ServerLimits::default().memory_budget(BUDGET).memory_per_host(BUDGET))
         .caps(QpCaps::default().retry_timeout(Duration::from_secs(2)));
     let gate = Gate::new();
     let g = gate.clone();

@@ -138,6 +138,10 @@ pub struct ServerLimits {
     /// [`Refusals::memory`], so that one host whose calls' RDMA Reads are never answered
     /// cannot hold the budget and leave every other host's chunked calls refused. (What a
     /// serving thread keeps between calls for reuse is counted against the budget only.)
+    /// The cost: one client whose calls in progress carry more, on all its connections
+    /// together (at the defaults, 8 calls a connection; an NFS client with 1 MiB writes holds
+    /// 8 MiB a connection), has the calls beyond it refused; raise it for such clients, and
+    /// with the budget.
     pub memory_per_host: usize,
 }
 

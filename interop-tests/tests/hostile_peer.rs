@@ -686,6 +686,33 @@ fn unconfirmed_accept(s: &Server) -> TcpStream {
     stuck
 }
 
+/// An accept that fails (its connector never confirms it, past the handshake timeout) gives
+/// its host's place back: with a bound of one connection a host, the host's next connect is
+/// rejected while the accept waits, and accepted once it has failed.
+#[test]
+fn tcp_a_failed_accept_gives_its_hosts_place_back() {
+    let _g = serial();
+    let limits = ServerLimits::default().max_connections_per_host(1).handshake_timeout(Duration::from_millis(500));
+    let s = server(&rpcrdma_verbs::Tcp, limits);
+    let stuck = unconfirmed_accept(&s);
+    let connect = || {
+        let pd = rpcrdma_verbs::Tcp.alloc_pd().expect("pd");
+        rpcrdma_verbs::Tcp.connect(&pd, &s.local_addr(), &[], QpCaps::default(), WAIT_LIMIT).map(|(qp, _)| (pd, qp))
+    };
+    assert_eq!(connect().err(), Some(rpcrdma_verbs::Error::Rejected), "the place is the waiting accept's");
+    let until = Instant::now() + WAIT_LIMIT;
+    let held = loop {
+        if let Ok(c) = connect() {
+            break c;
+        }
+        assert!(Instant::now() < until, "the failed accept's place never came back");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    // (Counted by its accept's thread once the connector has its queue pair.)
+    eventually("the one confirmed connection counted", WAIT_LIMIT, || s.stats().connections, |n| *n == 1);
+    drop((held, stuck));
+}
+
 /// Dropping a server whose accept waits for a peer's confirmation returns at once: the
 /// listener is closed first, and the accept gives up (issue 26: the drop waited the whole
 /// handshake timeout).

@@ -1,5 +1,8 @@
-//! The one way this crate runs the application's code on a peer's bytes: a server's handler
-//! and binding, an extension's handler, a client's backward-call handler. That code runs on
+//! How this crate runs code that calls the application's on a peer's bytes: a server's
+//! handler and binding (with the steps around the binding, fetching the call and sending the
+//! reply, which are the crate's own), an extension's handler, a client's backward-call
+//! handler. (An async handler's future is polled under its own catch, which hands the panic
+//! on to whoever awaits it: `server::async_handler`.) That code runs on
 //! the thread that received the message (a server's event loop, a client's dispatcher or
 //! worker), so its panic must end the one message it was handling, never that thread: each
 //! caller answers the message as failed (an RPC SYSTEM_ERR reply, RFC 5531 section 9; an

@@ -116,6 +116,7 @@
 mod setters;
 mod application;
 mod client_config;
+mod flood;
 mod own_keys;
 mod spin;
 

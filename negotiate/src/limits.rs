@@ -6,7 +6,7 @@
 //! | bound | where | default | what a peer meets at the bound |
 //! |---|---|---|---|
 //! | connections served at once | [`ServerLimits::max_connections`] | 256 | its connect is rejected (the CM's reject) |
-//! | connections served at once for one host (an IPv4 address, an IPv6 /64, an in-process protection domain) | [`ServerLimits::max_connections_per_host`] | 64 | its connect is rejected; other hosts keep being served |
+//! | connections served at once for one host (an IPv4 address, an IPv6 address or prefix: [`ServerLimits::ipv6_prefix_per_host`], an in-process protection domain) | [`ServerLimits::max_connections_per_host`] | 64 | its connect is rejected; other hosts keep being served |
 //! | calls served at once on one connection (each a thread) | [`ServerLimits::calls_in_progress_per_connection`], and never more than `responder.credits` | 8 | its further calls wait in their Receives until one is answered |
 //! | -07 calls whose reply waits for the requester's credit, counted out of those | twice `responder.credits` | 64 | beyond them, they count against the calls served at once, and nothing more is read from the connection until a reply goes (a requester that keeps the server's window shut holds at most 64 + 8 threads; one whose message opening the window is behind those not read waits for `ServerConfig::timeout`, and the connection closes) |
 //! | connections in handshake | [`ServerLimits::max_handshakes`] | 64 | turned away at once ([`rpcrdma_verbs::ListenOptions::max_pending`]) |
@@ -67,13 +67,22 @@ pub struct ServerLimits {
     /// thread reading its CM events), its Receives and its chunk memory.
     pub max_connections: usize,
     /// Connections served at once, or being accepted, for one host: an IPv4 address, an IPv6
-    /// /64 (the prefix a network hands one host, any address of which the host may take), an
-    /// in-process protection domain. A connect beyond them is rejected and counted in
+    /// address (or prefix, [`ServerLimits::ipv6_prefix_per_host`]), an in-process protection
+    /// domain. A connection's place is given back when its state is: once it has ended and
+    /// its last call in progress is answered (a handler that never returns keeps it). A connect beyond them is rejected and counted in
     /// [`Refusals::per_host`], so that one peer connecting again and again cannot take every
     /// one of [`ServerLimits::max_connections`] and shut other hosts out. Raise it where many
     /// clients share one address (behind NAT); a peer the backend does not name is bounded
     /// by `max_connections` only.
     pub max_connections_per_host: usize,
+    /// How every bound per host here counts IPv6 hosts: by this many leading bits of their
+    /// addresses ([`rpcrdma_verbs::PeerHost::for_limits`]). 128, the default, counts each
+    /// address as a host: a host that takes many addresses of its link's prefix (RFC 8981)
+    /// counts as many. 64 counts a whole /64 as one, which stops that and also puts every
+    /// host on one link together: right for a server whose clients each have a /64 of their
+    /// own, wrong for clients that share a link. IPv4 carried in IPv6 (mapped, 6to4,
+    /// `64:ff9b::/96`) counts as its IPv4 host either way.
+    pub ipv6_prefix_per_host: u8,
     /// Calls one connection has served at once: fetched, in the handler, or being answered.
     /// The server serves up to this many, and never more than the credits it grants
     /// (`responder.credits`: a requester never has more in flight, RFC 8166 section 3.3.1),
@@ -90,7 +99,7 @@ pub struct ServerLimits {
     /// Connect requests whose handshake is in progress or not yet taken
     /// ([`rpcrdma_verbs::ListenOptions::max_pending`]).
     pub max_handshakes: usize,
-    /// Of those under way, the most one host holds (an IPv4 address, an IPv6 /64;
+    /// Of those under way, the most one host holds (as `max_connections_per_host` counts hosts;
     /// [`rpcrdma_verbs::ListenOptions::max_pending_per_host`], TCP only: rdma_cm's handshakes
     /// are the kernel's). Beyond them its next one is turned away, counted in
     /// [`Refusals::handshakes`], so that one host dripping its requests cannot take every place.
@@ -148,6 +157,7 @@ pub struct ServerLimits {
 rpcrdma_verbs::setters!(ServerLimits {
     max_connections: usize,
     max_connections_per_host: usize,
+    ipv6_prefix_per_host: u8,
     calls_in_progress_per_connection: usize,
     max_handshakes: usize,
     max_handshakes_per_host: usize,
@@ -171,6 +181,7 @@ impl Default for ServerLimits {
         ServerLimits {
             max_connections: 256,
             max_connections_per_host: 64,
+            ipv6_prefix_per_host: 128,
             calls_in_progress_per_connection: 8,
             max_handshakes: 64,
             max_handshakes_per_host: 16,
@@ -198,6 +209,7 @@ impl ServerLimits {
         rpcrdma_verbs::ListenOptions::default()
             .max_pending(self.max_handshakes)
             .max_pending_per_host(self.max_handshakes_per_host)
+            .ipv6_prefix_per_host(self.ipv6_prefix_per_host)
             .handshake_timeout(self.handshake_timeout)
     }
 }

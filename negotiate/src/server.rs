@@ -718,9 +718,9 @@ impl Server {
             budget: MemoryBudget::new(cfg.limits.memory_budget),
             peers: Mutex::default(),
             backchannels: Mutex::default(),
-            lost: Mutex::default(),
-            hosts: Arc::default(),
-            host_memory: Default::default(),
+            lost: Mutex::new(lost_replies::LostReplies::new(cfg.limits.ipv6_prefix_per_host)),
+            hosts: Arc::new(per_host::HostCounts::new(cfg.limits.ipv6_prefix_per_host)),
+            host_memory: Arc::new(per_host::HostCounts::new(cfg.limits.ipv6_prefix_per_host)),
         });
         let handler = Arc::new(handler);
         // Shared by every connection's thread (its extensions are not `Copy`).
@@ -773,11 +773,14 @@ impl Server {
                             Some(slot) => Some(slot),
                             // (Counted by `take`: the connector may look once refused.)
                             None => {
-                                log::warn!(
-                                    "rejected a connect from {}: its host holds {} connections",
-                                    peer_name(Some(address)),
-                                    cfg.limits.max_connections_per_host
-                                );
+                                let n = sh.hosts.refused();
+                                if crate::flood::logged(n) {
+                                    log::warn!(
+                                        "rejected a connect from {}: its host holds {} connections ({n} refused so)",
+                                        peer_name(Some(address)),
+                                        cfg.limits.max_connections_per_host
+                                    );
+                                }
                                 req.reject();
                                 continue;
                             }

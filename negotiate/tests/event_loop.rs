@@ -185,6 +185,30 @@ fn a_loop_per_connection_where_queue_pairs_cannot_wake(calls_in_progress: usize)
     no_thread_left_behind();
 }
 
+/// On loops of their own too, one host holds at most `max_connections_per_host` connections
+/// (here 1, the host one protection domain): its second is rejected and counted while its
+/// first is served, and taken once the first has closed.
+fn one_host_bounded_where_each_connection_has_its_own_loop() {
+    let limits = ServerLimits::default().max_connections_per_host(1);
+    let server =
+        Server::start(NoWakers, NoWakers.any_address(), ServerConfig::default().limits(limits), Arc::new(ULB), echo)
+            .unwrap();
+    let pd = NoWakers.alloc_pd().unwrap();
+    let t = Duration::from_secs(5);
+    let connect = || NoWakers.connect(&pd, &server.local_addr(), &[], QpCaps::default(), t).map(|(qp, _)| qp);
+    let first = connect().expect("the host's first connection");
+    assert_eq!(connect().err(), Some(rpcrdma_verbs::Error::Rejected), "its second");
+    assert_eq!(server.stats().refused.per_host, 1);
+    drop(first);
+    let until = Instant::now() + t;
+    while connect().is_err() {
+        assert!(Instant::now() < until, "the closed connection's place never came back");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(server);
+    no_thread_left_behind();
+}
+
 /// Over TCP the role's holder waits by driving the backend's readiness loop
 /// (`Backend::readiness`). Another thread of the process driving it for as long as it likes
 /// (here one that never stops on its own) holds nothing up: the holder waits in the lobby,
@@ -229,4 +253,5 @@ fn issue_25_the_servers_event_loop() {
     an_idle_connection_closes_while_another_is_busy(InProcess);
     an_idle_connection_closes_while_another_is_busy(Tcp);
     a_loop_per_connection_where_queue_pairs_cannot_wake(2);
+    one_host_bounded_where_each_connection_has_its_own_loop();
 }

@@ -87,23 +87,47 @@ impl PeerAddress {
 }
 
 impl PeerHost {
-    /// The host as a bound per host counts it: an IPv6 address's /64 prefix, which a network
-    /// usually hands one host and any address of which that host may take (RFC 4291 section
-    /// 2.5.1, RFC 8981), so that a peer cannot step around the bound by changing address;
-    /// otherwise the host itself.
+    /// The host as a bound per host counts it, its IPv6 addresses counted by their first
+    /// `ipv6_prefix` bits (128: each address a host of its own; 64: a whole /64, which is
+    /// usually a link's prefix, RFC 4291 section 2.5.1, so every host on one link together):
+    /// a setting, because a host may take many addresses of its link's prefix (RFC 8981)
+    /// while on one link many hosts share it. Whatever the prefix, an IPv4 address carried in
+    /// IPv6 counts as that IPv4 host: mapped (`::ffff:a.b.c.d`), 6to4 (`2002:AABB:CCDD::/48`,
+    /// RFC 3056: the whole /48 is the IPv4 host's) and the well-known translation prefix
+    /// (`64:ff9b::/96`, RFC 6052).
     ///
     /// ```
     /// use rpcrdma_verbs::PeerHost;
     /// let ip = |s: &str| PeerHost::Ip(s.parse().unwrap());
-    /// assert_eq!(ip("2001:db8:1:2::5").for_limits(), ip("2001:db8:1:2:ffff::9").for_limits());
-    /// assert_ne!(ip("2001:db8:1:2::5").for_limits(), ip("2001:db8:1:3::5").for_limits());
-    /// assert_eq!(ip("192.0.2.7").for_limits(), ip("192.0.2.7"));
+    /// assert_ne!(ip("2001:db8:1:2::5").for_limits(128), ip("2001:db8:1:2::9").for_limits(128));
+    /// assert_eq!(ip("2001:db8:1:2::5").for_limits(64), ip("2001:db8:1:2:ffff::9").for_limits(64));
+    /// assert_ne!(ip("2001:db8:1:2::5").for_limits(64), ip("2001:db8:1:3::5").for_limits(64));
+    /// assert_eq!(ip("2002:c000:0207:1::5").for_limits(128), ip("192.0.2.7"));
+    /// assert_eq!(ip("64:ff9b::c000:207").for_limits(128), ip("192.0.2.7"));
+    /// assert_eq!(ip("::ffff:192.0.2.7").for_limits(128), ip("192.0.2.7"));
     /// ```
-    pub fn for_limits(&self) -> PeerHost {
+    pub fn for_limits(&self, ipv6_prefix: u8) -> PeerHost {
+        use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
         match self {
-            PeerHost::Ip(std::net::IpAddr::V6(a)) => {
-                let prefix = u128::from(*a) & !((1u128 << 64) - 1);
-                PeerHost::Ip(std::net::IpAddr::V6(prefix.into()))
+            PeerHost::Ip(IpAddr::V6(a)) => {
+                let bits = u128::from(*a);
+                let v4 = if let Some(v4) = a.to_ipv4_mapped() {
+                    Some(v4)
+                } else if bits >> 112 == 0x2002 {
+                    Some(Ipv4Addr::from((bits >> 80) as u32))
+                } else if bits >> 32 == 0x0064_ff9b_0000_0000_0000_0000 {
+                    Some(Ipv4Addr::from(bits as u32))
+                } else {
+                    None
+                };
+                match v4 {
+                    Some(v4) => PeerHost::Ip(IpAddr::V4(v4)),
+                    None => {
+                        let keep = u32::from(ipv6_prefix.min(128));
+                        let mask = u128::MAX.checked_shl(128 - keep).unwrap_or(0);
+                        PeerHost::Ip(IpAddr::V6(Ipv6Addr::from(bits & mask)))
+                    }
+                }
             }
             other => *other,
         }

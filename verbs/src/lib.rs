@@ -297,6 +297,9 @@ pub struct ListenOptions {
     /// place and shut other hosts out. (rdma_cm's handshakes are the kernel's, and in process
     /// none waits: there this bounds nothing.)
     pub max_pending_per_host: usize,
+    /// How `max_pending_per_host` counts IPv6 hosts: by this many leading bits of their
+    /// addresses ([`PeerHost::for_limits`]; 128, each address).
+    pub ipv6_prefix_per_host: u8,
     /// TCP: connections held that have sent nothing yet, beside `max_pending`. Each costs a
     /// descriptor and a few bytes; beyond this many (or when the process runs out of
     /// descriptors) the oldest silent one is closed, counted in [`Listener::turned_away`], so
@@ -312,11 +315,13 @@ pub struct ListenOptions {
 }
 
 impl Default for ListenOptions {
-    /// 64 pending requests, 16 of them for one host, 1024 silent connections, a 5 s handshake.
+    /// 64 pending requests, 16 of them for one host (each IPv6 address a host), 1024 silent
+    /// connections, a 5 s handshake.
     fn default() -> Self {
         ListenOptions {
             max_pending: 64,
             max_pending_per_host: 16,
+            ipv6_prefix_per_host: 128,
             max_silent: 1024,
             handshake_timeout: Duration::from_secs(5),
         }
@@ -326,6 +331,7 @@ impl Default for ListenOptions {
 crate::setters!(ListenOptions {
     max_pending: usize,
     max_pending_per_host: usize,
+    ipv6_prefix_per_host: u8,
     max_silent: usize,
     handshake_timeout: Duration,
 });

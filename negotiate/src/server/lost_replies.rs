@@ -36,17 +36,19 @@ use crate::datapath::DataPathError;
 /// push out every other host's.
 pub const LOST_REPLIES_KEPT: usize = 64;
 
-/// The most transactions remembered for one host (an IPv4 address, an IPv6 /64, an in-process
-/// protection domain; as [`ServerLimits::max_connections_per_host`] counts hosts): beyond
-/// them, that host's oldest is forgotten, not another host's.
+/// The most transactions remembered for one host (an IPv4 address, an IPv6 address or prefix,
+/// an in-process protection domain; as [`ServerLimits::max_connections_per_host`] counts
+/// hosts): beyond them, that host's oldest is forgotten, not another host's.
 ///
 /// [`ServerLimits::max_connections_per_host`]: crate::limits::ServerLimits::max_connections_per_host
 pub const LOST_REPLIES_PER_HOST: usize = 16;
 
 /// The transactions remembered, oldest first.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct LostReplies {
     lost: VecDeque<(PeerHost, u32, u64)>,
+    /// How IPv6 hosts are counted for [`LOST_REPLIES_PER_HOST`] ([`PeerHost::for_limits`]).
+    ipv6_prefix: u8,
 }
 
 /// What a call's retransmission repeats besides its XID: its inline bytes and the positions
@@ -67,6 +69,11 @@ pub(super) fn fingerprint(call: &Header<'_>) -> u64 {
 }
 
 impl LostReplies {
+    /// Nothing remembered; IPv6 hosts counted by their first `ipv6_prefix` bits.
+    pub(super) fn new(ipv6_prefix: u8) -> Self {
+        LostReplies { lost: VecDeque::new(), ipv6_prefix }
+    }
+
     /// Remembers call `xid` of `host` when serving it failed with `e` because of an RDMA
     /// operational error of section 7.3, and gives that error's completion. `first_error` is
     /// the connection's first error completion: a reply's RDMA Writes are unsignaled, so when
@@ -84,8 +91,9 @@ impl LostReplies {
             _ => None,
         };
         let failed = failed.filter(is_operational)?;
-        let bound = host.for_limits();
-        let of_host = |&(h, ..): &(PeerHost, u32, u64)| h.for_limits() == bound;
+        let prefix = self.ipv6_prefix;
+        let bound = host.for_limits(prefix);
+        let of_host = |&(h, ..): &(PeerHost, u32, u64)| h.for_limits(prefix) == bound;
         if self.lost.iter().filter(|l| of_host(l)).count() >= LOST_REPLIES_PER_HOST {
             let oldest = self.lost.iter().position(of_host).expect("the host holds some");
             self.lost.remove(oldest);
@@ -136,7 +144,7 @@ mod tests {
     #[test]
     fn remembers_operational_errors_once_and_at_most_lost_replies_kept() {
         let (a, b) = (PeerHost::InProcess(1), PeerHost::InProcess(2));
-        let mut lost = LostReplies::default();
+        let mut lost = LostReplies::new(128);
         let remote_access = failed(Opcode::RdmaWrite, Status::RemoteAccessError);
         let flushed = failed(Opcode::Send, Status::WorkRequestFlushed);
         assert!(lost.remember(a, (1, 0), &DataPathError::Verbs(rpcrdma_verbs::Error::Timeout), None).is_none());
@@ -167,7 +175,7 @@ mod tests {
     fn one_host_alone_cannot_push_out_another_hosts_lost_replies() {
         let (a, b) = (PeerHost::Ip("192.0.2.1".parse().unwrap()), PeerHost::Ip("192.0.2.2".parse().unwrap()));
         let remote_access = failed(Opcode::RdmaWrite, Status::RemoteAccessError);
-        let mut lost = LostReplies::default();
+        let mut lost = LostReplies::new(64);
         assert!(lost.remember(b, (1, 7), &remote_access, None).is_some());
         for xid in 0..10 * LOST_REPLIES_KEPT as u32 {
             lost.remember(a, (100 + xid, 0), &remote_access, None);
@@ -176,7 +184,7 @@ mod tests {
         assert!(!lost.take(a, 100, || 0), "its own oldest went");
         assert!(lost.take(a, 100 + 10 * LOST_REPLIES_KEPT as u32 - 1, || 0), "its newest is kept");
         assert!(lost.take(b, 1, || 7), "the other host's record survived the flood");
-        // An IPv6 host is its /64: addresses within it share one share.
+        // Counted by /64s (`ipv6_prefix` 64): addresses within one share one share.
         let v6 = |s: &str| PeerHost::Ip(s.parse().unwrap());
         for n in 0..2 * LOST_REPLIES_PER_HOST as u32 {
             lost.remember(v6(&format!("2001:db8::{:x}", n + 1)), (n, 0), &remote_access, None);

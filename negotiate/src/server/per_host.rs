@@ -5,14 +5,14 @@
 //! peer whose calls' Read chunks fill the memory budget would leave every other host's
 //! chunked calls refused).
 //!
-//! A host is what a peer cannot choose freely ([`PeerHost::for_limits`], as the TCP
-//! listener's bound on handshakes and the lost replies' share per host count it): an IPv4
-//! address; an IPv6 /64, the prefix a network usually hands one host, any of whose 2^64
-//! addresses the host may take; an in-process protection domain. A peer the connection manager
+//! A host is an IPv4 address, an IPv6 address or prefix ([`ServerLimits::ipv6_prefix_per_host`]),
+//! or an in-process protection domain ([`PeerHost::for_limits`], as the TCP listener's bound
+//! on handshakes and the lost replies' share per host count it). A peer the connection manager
 //! does not name is not bounded here (only by the server's bounds on the whole).
 //!
 //! [`ServerLimits::max_connections_per_host`]: crate::limits::ServerLimits::max_connections_per_host
 //! [`ServerLimits::memory_per_host`]: crate::limits::ServerLimits::memory_per_host
+//! [`ServerLimits::ipv6_prefix_per_host`]: crate::limits::ServerLimits::ipv6_prefix_per_host
 
 use rpcrdma_verbs::PeerHost;
 use std::collections::HashMap;
@@ -22,8 +22,10 @@ use std::sync::{Arc, Mutex, PoisonError};
 /// What each host holds of one thing (connections accepted or being accepted, or bytes of
 /// call memory). An entry exists only while its count is above 0, so the map holds at most
 /// as many entries as there are [`HostSlot`]s.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) struct HostCounts {
+    /// How IPv6 hosts are counted ([`PeerHost::for_limits`]).
+    ipv6_prefix: u8,
     held: Mutex<HashMap<PeerHost, usize>>,
     /// How many times [`HostCounts::take`] refused.
     refused: AtomicU64,
@@ -39,9 +41,14 @@ pub(super) struct HostSlot {
 }
 
 impl HostCounts {
+    /// Nothing held yet; IPv6 hosts counted by their first `ipv6_prefix` bits.
+    pub(super) fn new(ipv6_prefix: u8) -> Self {
+        HostCounts { ipv6_prefix, held: Mutex::default(), refused: AtomicU64::new(0) }
+    }
+
     /// `amount` more for `host`, unless that would take it past `most`.
     pub(super) fn take(self: &Arc<Self>, host: PeerHost, amount: usize, most: usize) -> Option<HostSlot> {
-        let host = host.for_limits();
+        let host = host.for_limits(self.ipv6_prefix);
         let mut counts = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         let held = counts.entry(host).or_insert(0);
         if held.checked_add(amount).is_none_or(|after| after > most) {
@@ -64,7 +71,7 @@ impl HostCounts {
     #[cfg(test)]
     fn held(&self, host: PeerHost) -> usize {
         let counts = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-        counts.get(&host.for_limits()).copied().unwrap_or(0)
+        counts.get(&host.for_limits(self.ipv6_prefix)).copied().unwrap_or(0)
     }
 }
 
@@ -90,7 +97,7 @@ mod tests {
 
     #[test]
     fn a_host_holds_at_most_its_bound_and_gets_places_back() {
-        let counts = Arc::new(HostCounts::default());
+        let counts = Arc::new(HostCounts::new(128));
         let a = ip("192.0.2.1:700");
         let slots: Vec<_> = (0..3).map(|_| counts.take(a, 1, 3).expect("within the bound")).collect();
         assert!(counts.take(ip("192.0.2.1:701"), 1, 3).is_none(), "another port of the same host");
@@ -103,8 +110,8 @@ mod tests {
     }
 
     #[test]
-    fn an_ipv6_host_is_its_64_bit_prefix_and_a_mapped_ipv4_address_its_ipv4_host() {
-        let counts = Arc::new(HostCounts::default());
+    fn an_ipv6_host_is_its_prefix_and_a_mapped_ipv4_address_its_ipv4_host() {
+        let counts = Arc::new(HostCounts::new(64));
         let _one = counts.take(ip("[2001:db8:1:2::1]:700"), 1, 2).unwrap();
         let _two = counts.take(ip("[2001:db8:1:2:ffff::9]:700"), 1, 2).unwrap();
         assert!(counts.take(ip("[2001:db8:1:2:abcd::7]:700"), 1, 2).is_none(), "the same /64");
@@ -115,7 +122,7 @@ mod tests {
 
     #[test]
     fn amounts_add_up_to_the_bound_and_no_further() {
-        let counts = Arc::new(HostCounts::default());
+        let counts = Arc::new(HostCounts::new(128));
         let a = ip("192.0.2.1:700");
         let big = counts.take(a, 3 << 20, 4 << 20).expect("3 MiB of 4");
         assert!(counts.take(a, (1 << 20) + 1, 4 << 20).is_none(), "past the bound");

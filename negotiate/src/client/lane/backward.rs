@@ -60,8 +60,7 @@ impl<B: Backend> Shared<B> {
     fn drop_backward<'a>(&'a self, mut st: Locked<'a, B>, call: BackwardCall<B>, why: &str) -> Locked<'a, B> {
         st.backward_dropped += 1;
         let n = st.backward_dropped;
-        // (A flood logs its first drop and then every 1,024th.)
-        if n == 1 || n.is_multiple_of(1024) {
+        if crate::flood::logged(n) {
             log::warn!("dropped backward call {:#010x} from {}: {why} ({n} dropped)", call.header.xid(), self.addr);
         }
         call.link.pool.recycle(call.bytes);

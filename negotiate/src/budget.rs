@@ -101,8 +101,16 @@ impl MemoryBudget {
     /// fixed charges themselves never make it short: at the defaults the Receives of 256
     /// connections are half the budget, and calls' buffers would be freed after every call.
     pub fn is_short(&self) -> bool {
+        self.is_short_with(0)
+    }
+
+    /// Whether it would be short ([`MemoryBudget::is_short`]) with `extra` bytes more charged
+    /// to calls: how a server decides that calls beyond their host's share of the call
+    /// memory ([`ServerLimits::memory_per_host`](crate::limits::ServerLimits::memory_per_host))
+    /// may still have it, while nobody else is short of it.
+    pub fn is_short_with(&self, extra: usize) -> bool {
         let (used, fixed) = (self.used(), self.fixed.load(Ordering::Acquire).min(self.used()));
-        used - fixed > self.limit.saturating_sub(fixed) / 2
+        (used - fixed).saturating_add(extra) > self.limit.saturating_sub(fixed) / 2
     }
 
     fn try_add(&self, bytes: usize) -> bool {
@@ -167,6 +175,12 @@ impl Charge {
     /// The bytes it counts.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Whether its budget would be short with `extra` bytes more ([`MemoryBudget::is_short_with`]);
+    /// false with no budget.
+    pub(crate) fn would_be_short(&self, extra: usize) -> bool {
+        self.budget.as_ref().is_some_and(|b| b.is_short_with(extra))
     }
 
     /// Grows the charge to `bytes` if the growth fits the budget (true), or if it counts

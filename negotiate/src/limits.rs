@@ -22,7 +22,7 @@
 //! | Receives per connection | `responder.credits` | 32 (+ backward slots) | a Send beyond them is a credit overrun, counted |
 //! | CPU spent looking at an empty completion queue | [`ServerLimits::poll_before_wait`] | 30 us each time a connection's queue runs dry | the thread sleeps until the next message |
 //! | memory all peers make the server hold | [`ServerLimits::memory_budget`] ([`crate::budget`]) | 64 MiB | ERR_CHUNK for a call whose chunks do not fit (on -07 also a reassembled continued call: RDMA2_ERR_SYSTEM), counted; memory kept for reuse given back while the budget is over half used |
-//! | call memory one host's calls in progress hold (their Read chunks' landing, as the budget counts it) | [`ServerLimits::memory_per_host`] | 16 MiB | ERR_CHUNK, counted in [`Refusals::memory`]: one host's calls cannot take the whole budget and shut other hosts' chunked calls out |
+//! | call memory one host's calls in progress hold (their Read chunks' landing, as the budget counts it, and -07 calls reassembled) once calls are short of memory | [`ServerLimits::memory_per_host`] | 16 MiB, enforced once calls hold half what the Receives leave them | ERR_CHUNK (-07 reassembled: RDMA2_ERR_SYSTEM), counted in [`Refusals::memory`]: one host's calls cannot take more than half the call memory and shut other hosts' chunked calls out |
 //! | closed connections remembered | [`ServerLimits::closed_peers_kept`] | 64 | the oldest record is forgotten |
 //! | -07 transactions whose reply an RDMA operational error lost, remembered for the requester's next connection (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7.3) | [`LOST_REPLIES_KEPT`](crate::server::LOST_REPLIES_KEPT) | 64, all requesters together, 16 for one host ([`LOST_REPLIES_PER_HOST`](crate::server::LOST_REPLIES_PER_HOST)) | the oldest is forgotten (the host's own oldest where it holds 16): its retransmission is served again |
 //! | TCP answers queued for a peer that never reads | the TCP backend | 4096 answers, 64 MiB | NAK, the connection closes |
@@ -141,16 +141,21 @@ pub struct ServerLimits {
     /// kept between calls for reuse is given back while more than half the budget is used.
     pub memory_budget: usize,
     /// Of the call memory the budget counts ([`ServerLimits::memory_budget`]: a call's Read
-    /// chunks' landing from its fetch until it is answered), the most one host's calls in
-    /// progress hold (a host as [`ServerLimits::max_connections_per_host`] counts it). A call
-    /// beyond it is answered as one beyond the budget, ERR_CHUNK, and counted in
-    /// [`Refusals::memory`], so that one host whose calls' RDMA Reads are never answered
-    /// cannot hold the budget and leave every other host's chunked calls refused. (What a
-    /// serving thread keeps between calls for reuse is counted against the budget only.)
-    /// The cost: one client whose calls in progress carry more, on all its connections
-    /// together (at the defaults, 8 calls a connection; an NFS client with 1 MiB writes holds
-    /// 8 MiB a connection), has the calls beyond it refused; raise it for such clients, and
-    /// with the budget.
+    /// chunks' landing from its fetch until it is answered, an RDMA_NOMSG call's twice, as
+    /// its landing buffer and its message; a -07 call reassembled), one host's share (a host
+    /// as [`ServerLimits::max_connections_per_host`] counts it). A host's calls may go beyond
+    /// their share while calls hold less than half of what the Receives leave of the budget
+    /// ([`MemoryBudget::is_short_with`](crate::budget::MemoryBudget::is_short_with)); past
+    /// that, a call beyond its host's share is answered as one beyond the budget (ERR_CHUNK;
+    /// a -07 reassembled call RDMA2_ERR_SYSTEM) and counted in [`Refusals::memory`]. So a
+    /// host alone may use what nobody else needs, and one whose calls' RDMA Reads are never
+    /// answered holds at most half the call memory or its share: every other host's chunked
+    /// calls keep the rest. (What a serving thread keeps between calls for reuse is counted
+    /// against the budget only.) The cost, under contention only: a client whose calls in
+    /// progress carry more than its share on all its connections together (at the defaults
+    /// 8 calls a connection; an NFS client with 1 MiB writes holds some 8 MiB a connection,
+    /// and Linux's fails a WRITE answered ERR_CHUNK with EIO) has the calls beyond it
+    /// refused; raise it for such clients, and with the budget.
     pub memory_per_host: usize,
 }
 

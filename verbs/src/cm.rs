@@ -94,7 +94,9 @@ impl PeerHost {
     /// while on one link many hosts share it. Whatever the prefix, an IPv4 address carried in
     /// IPv6 counts as that IPv4 host: mapped (`::ffff:a.b.c.d`), 6to4 (`2002:AABB:CCDD::/48`,
     /// RFC 3056: the whole /48 is the IPv4 host's) and the well-known translation prefix
-    /// (`64:ff9b::/96`, RFC 6052).
+    /// (`64:ff9b::/96`, RFC 6052; not other translation prefixes, nor Teredo). A link-local
+    /// address has no scope here: below 128 bits every `fe80::/10` peer is one host, and at
+    /// 128 the same address on two links is one.
     ///
     /// ```
     /// use rpcrdma_verbs::PeerHost;

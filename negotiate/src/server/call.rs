@@ -163,7 +163,7 @@ impl CallBuffers {
         let landing_buffer = if header.kind() == MessageKind::NoMsg { landing } else { 0 };
         // The host's share counts what this call needs, not what the thread keeps.
         if let Some((counts, host, most)) = self.share.take() {
-            match counts.take(host, message.saturating_add(landing_buffer), most) {
+            match counts.take_memory(host, message.saturating_add(landing_buffer), most, &self.charge) {
                 Some(held) => self.held_share = Some(held),
                 None => return false,
             }

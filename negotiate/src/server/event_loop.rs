@@ -549,6 +549,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             // the connection's own charge covers the next one assembled meanwhile. One that
             // does not fit the budget is refused below, not served (`over_budget`).
             let mut _rewritten_charge = None;
+            // And against its host's share of the call memory, as a call's chunks are.
+            let mut _rewritten_share = None;
             let mut over_budget = false;
             if judged == Received::Rewritten {
                 // A -07 continued or external call, written into a buffer of its own: served
@@ -556,7 +558,14 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 // back to the pool now).
                 judged = match core.take_rewritten() {
                     Some(bytes) => {
-                        _rewritten_charge = self.shared.budget.try_charge(bytes.len());
+                        let shared = &self.shared;
+                        let (budget, most) = (Charge::empty(&shared.budget), self.cfg.limits.memory_per_host);
+                        _rewritten_share = connection
+                            .host
+                            .map(|host| shared.host_memory.take_memory(host, bytes.len(), most, &budget));
+                        if !matches!(_rewritten_share, Some(None)) {
+                            _rewritten_charge = shared.budget.try_charge(bytes.len());
+                        }
                         over_budget = _rewritten_charge.is_none();
                         connection.pool.recycle(std::mem::replace(&mut m.bytes, bytes));
                         self.judge_rewritten(&connection, &mut core, &m.bytes)

@@ -1,9 +1,9 @@
 //! What each peer host holds, so that one host alone cannot take all a server has: its
 //! connections ([`ServerLimits::max_connections_per_host`]: a peer that connects a thousand
 //! times and keeps each connection meets this bound, and every other host keeps being
-//! served), and the memory its calls in progress hold ([`ServerLimits::memory_per_host`]: a
-//! peer whose calls' Read chunks fill the memory budget would leave every other host's
-//! chunked calls refused).
+//! served), and the memory its calls in progress hold beyond its share once calls are short
+//! of memory ([`ServerLimits::memory_per_host`]: a peer whose calls' Read chunks fill the
+//! memory budget would leave every other host's chunked calls refused).
 //!
 //! A host is an IPv4 address, an IPv6 address or prefix ([`ServerLimits::ipv6_prefix_per_host`]),
 //! or an in-process protection domain ([`PeerHost::for_limits`], as the TCP listener's bound
@@ -14,6 +14,7 @@
 //! [`ServerLimits::memory_per_host`]: crate::limits::ServerLimits::memory_per_host
 //! [`ServerLimits::ipv6_prefix_per_host`]: crate::limits::ServerLimits::ipv6_prefix_per_host
 
+use crate::budget::Charge;
 use rpcrdma_verbs::PeerHost;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,10 +49,36 @@ impl HostCounts {
 
     /// `amount` more for `host`, unless that would take it past `most`.
     pub(super) fn take(self: &Arc<Self>, host: PeerHost, amount: usize, most: usize) -> Option<HostSlot> {
+        self.take_if(host, amount, |after| after <= most)
+    }
+
+    /// `amount` more of the call memory for `host`: within its share `most`, or beyond it
+    /// while `budget` would not be short with `amount` more (more than half what calls may
+    /// have used: [`MemoryBudget::is_short_with`]). So a host alone may use what nobody
+    /// else needs, and once calls are short of memory, the hosts beyond their share are the
+    /// ones refused: whatever one host does, the others have at least half the call memory.
+    pub(super) fn take_memory(
+        self: &Arc<Self>,
+        host: PeerHost,
+        amount: usize,
+        most: usize,
+        budget: &Charge,
+    ) -> Option<HostSlot> {
+        self.take_if(host, amount, |after| after <= most || !budget.would_be_short(amount))
+    }
+
+    /// `amount` more for `host` if `allowed` says so of what it would hold then (an overflow
+    /// never is).
+    fn take_if(
+        self: &Arc<Self>,
+        host: PeerHost,
+        amount: usize,
+        allowed: impl FnOnce(usize) -> bool,
+    ) -> Option<HostSlot> {
         let host = host.for_limits(self.ipv6_prefix);
         let mut counts = self.held.lock().unwrap_or_else(PoisonError::into_inner);
         let held = counts.entry(host).or_insert(0);
-        if held.checked_add(amount).is_none_or(|after| after > most) {
+        if !held.checked_add(amount).is_some_and(allowed) {
             if *held == 0 {
                 counts.remove(&host);
             }

@@ -118,10 +118,13 @@ pub struct CallBuffers {
     /// The call message's memory (and, while a call is fetched, its landing buffer) counted
     /// against the server's budget; nothing with the default (no budget).
     charge: Charge,
-    /// Whose share of the call memory the next call's is counted against, and the most that
-    /// share holds ([`ServerLimits::memory_per_host`]; set by the server's loop for each
-    /// call, [`CallBuffers::share_for`]); and, while a call is served, what it holds of it.
-    share: Option<(Arc<HostCounts>, PeerHost, usize)>,
+    /// The hosts' shares of the call memory ([`ServerLimits::memory_per_host`]), a server's
+    /// loop's (`CallBuffers::sharing`); whose share the next call's memory is counted
+    /// against, and the most that share holds (set for each call, [`CallBuffers::share_for`]:
+    /// two words, nothing shared touched unless the call has chunks); and, while a call is
+    /// served, what it holds of it.
+    shares: Option<Arc<HostCounts>>,
+    share: Option<(PeerHost, usize)>,
     held_share: Option<HostSlot>,
 }
 
@@ -141,8 +144,14 @@ impl CallBuffers {
     /// which it may hold at most `most` ([`ServerLimits::memory_per_host`]): a call that
     /// does not fit its host's share is refused as one that does not fit the budget. `None`:
     /// the next call is counted against the budget alone.
-    pub(super) fn share_for(&mut self, counts: &Arc<HostCounts>, host: Option<PeerHost>, most: usize) {
-        self.share = host.map(|h| (counts.clone(), h, most));
+    pub(super) fn share_for(&mut self, host: Option<PeerHost>, most: usize) {
+        self.share = host.map(|h| (h, most));
+    }
+
+    /// Buffers whose calls are counted against the hosts' shares in `shares` too, as
+    /// [`CallBuffers::share_for`] names each call's host.
+    pub(super) fn sharing(self, shares: &Arc<HostCounts>) -> Self {
+        CallBuffers { shares: Some(shares.clone()), ..self }
     }
 
     /// Makes room for `header`'s call before its chunks are fetched, counted against the
@@ -162,7 +171,7 @@ impl CallBuffers {
         // it has a Position-Zero chunk: `fetch_call` decides by the message's kind).
         let landing_buffer = if header.kind() == MessageKind::NoMsg { landing } else { 0 };
         // The host's share counts what this call needs, not what the thread keeps.
-        if let Some((counts, host, most)) = self.share.take() {
+        if let (Some(counts), Some((host, most))) = (&self.shares, self.share.take()) {
             match counts.take_memory(host, message.saturating_add(landing_buffer), most, &self.charge) {
                 Some(held) => self.held_share = Some(held),
                 None => return false,

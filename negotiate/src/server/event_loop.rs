@@ -462,7 +462,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// the loop ends.
     fn run(&self) {
         // This thread's call and reply buffers, kept from one call to the next.
-        let mut buffers = CallBuffers::with_budget(&self.shared.budget);
+        let mut buffers = CallBuffers::with_budget(&self.shared.budget).sharing(&self.shared.host_memory);
         let mut holding = false;
         let mut leaving = Leaving { lp: self, holding: false };
         // This thread polled for work just now (`polled_for_more`) and found none: it does
@@ -681,7 +681,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 burst_len = 0;
             }
             burst_len += 1;
-            buffers.share_for(&self.shared.host_memory, connection.host, self.cfg.limits.memory_per_host);
+            buffers.share_for(connection.host, self.cfg.limits.memory_per_host);
             match serve_call(conn, &header, &params, &*self.ulb, &*self.handler, &mut buffers, answering) {
                 Ok(answered @ Answered::CallOnly(..)) => {
                     self.count(answered);

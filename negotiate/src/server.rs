@@ -492,7 +492,8 @@ pub struct ServerStats {
     pub handler_panics: u64,
     /// Calls on which the server's binding (its [`UpperLayerBinding`]) panicked, as the call was
     /// read or as its reply was marshaled, answered with an RPC SYSTEM_ERR reply
-    /// ([`Answered::BindingPanicked`]); the connection and the server go on.
+    /// ([`Answered::BindingPanicked`]); the connection and the server go on. (The catch covers
+    /// the reply's post too: a capture sink's panic as the reply goes counts here.)
     pub binding_panics: u64,
     /// Calls whose handler's reply was not an RPC reply to them (empty, with another XID, or
     /// not a REPLY), answered with an RPC SYSTEM_ERR reply and logged as a warning; the
@@ -504,6 +505,12 @@ pub struct ServerStats {
     /// answered RDMA2_ERR_SYSTEM and not served again
     /// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7.3; see [`LOST_REPLIES_KEPT`]).
     pub lost_replies_answered: u64,
+    /// Threads of the server's loop that panicked with a connection's message in hand:
+    /// application code run outside the handler and the binding, which are caught (a capture
+    /// sink, `rpcrdma_verbs::capture`), or a fault of this crate's. Each closed that
+    /// connection (the message can no longer be answered: RFC 8166 section 4.5.4) and gave
+    /// back what the thread held; the other connections go on.
+    pub loop_panics: u64,
     /// The bytes charged now against [`ServerLimits::memory_budget`]
     /// ([`crate::budget`]): Receives, and the chunk memory of calls being served or kept for
     /// the next call.

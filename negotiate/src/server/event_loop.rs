@@ -180,23 +180,59 @@ struct State<B: Backend> {
     handles: Vec<JoinHandle<()>>,
 }
 
-/// A thread of the loop on its way out, even by a panic (a bug: a handler's panic is caught
-/// and answered SYSTEM_ERR): counted out, and the role freed if it held it, so that the other
-/// connections are still served.
-struct Leaving<'a, B: Backend, U: ?Sized> {
+/// A thread of the loop on its way out, even by a panic (none of the handler's or binding's
+/// gets here: they are caught and answered SYSTEM_ERR; a capture sink's, or a bug, can):
+/// counted out, and the role freed if it still holds it, so that the other connections are
+/// still served. One that unwinds with a connection's message in hand ends that connection,
+/// since no answer to it can come now (RFC 8166 section 4.5.4: a reply that cannot be sent is
+/// signaled by closing the connection), and gives its call's place in progress back.
+struct Leaving<'a, B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> {
     lp: &'a Loop<B, U>,
+    /// The thread holds the role ...
     holding: bool,
+    /// ... under this ticket, if it began something alone ([`Loop::begin_alone`]): then it
+    /// still holds it only if nobody took it over meanwhile.
+    ticket: Option<u64>,
+    /// The connection whose message the thread has in hand, and whether that message is a
+    /// call counted in progress ([`Loop::take_on`] until [`Loop::call_done`]).
+    in_hand: Option<(u64, bool)>,
 }
 
-impl<B: Backend, U: ?Sized> Drop for Leaving<'_, B, U> {
+impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Leaving<'_, B, U> {
+    /// What the thread holds now.
+    fn now(&mut self, holding: bool, ticket: Option<u64>, in_hand: Option<(u64, bool)>) {
+        (self.holding, self.ticket, self.in_hand) = (holding, ticket, in_hand);
+    }
+}
+
+impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Drop for Leaving<'_, B, U> {
     fn drop(&mut self) {
-        let mut st = lock(&self.lp.st);
+        let lp = self.lp;
+        let mut st = lock(&lp.st);
         st.threads -= 1;
-        if self.holding {
+        let in_hand = self.in_hand.filter(|_| std::thread::panicking());
+        if let Some((id, true)) = in_hand {
+            match st.conns.get_mut(&id) {
+                Some(slot) => slot.in_progress -= 1,
+                None => st.orphans -= 1,
+            }
+        }
+        let still_holding = match self.ticket {
+            Some(t) => st.alone.is_some_and(|(_, alone)| alone == t),
+            None => true,
+        };
+        if self.holding && still_holding {
             st.free = true;
             st.alone = None;
-            self.lp.turn.notify_all();
-            self.lp.spare.notify_all();
+            st.alone_call = None;
+            lp.turn.notify_all();
+            lp.spare.notify_all();
+        }
+        let dying_with = in_hand.and_then(|(id, _)| Some((id, st.conns.get(&id)?.connection.clone())));
+        drop(st);
+        if let Some((id, connection)) = dying_with {
+            lock(&lp.shared.stats).loop_panics += 1;
+            lp.end(id, &connection, "a thread of the server's loop panicked with its message in hand".to_string());
         }
     }
 }
@@ -464,7 +500,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         // This thread's call and reply buffers, kept from one call to the next.
         let mut buffers = CallBuffers::with_budget(&self.shared.budget).sharing(&self.shared.host_memory);
         let mut holding = false;
-        let mut leaving = Leaving { lp: self, holding: false };
+        let mut leaving = Leaving { lp: self, holding: false, ticket: None, in_hand: None };
         // This thread polled for work just now (`polled_for_more`) and found none: it does
         // not poll again before it sleeps.
         let mut polled = false;
@@ -483,7 +519,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 }
             }
             holding = true;
-            leaving.holding = true;
+            leaving.now(true, None, None);
             // A loop of one connection may wait in `next_ready` under its lock (for a call
             // to end): nothing is held then.
             if !self.arms {
@@ -495,6 +531,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 self.wake_all_waiting();
                 break;
             };
+            leaving.in_hand = Some((id, false));
             if burst.as_ref().is_some_and(|(of, _)| *of != id) {
                 burst = None;
             }
@@ -624,6 +661,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                     // (A -07 answer never waits here for the payload stream or credit: it is
                     // queued, `Transport::answer_draft07`.)
                     let ticket = Some(self.begin_alone(&mut lock(&self.st)));
+                    leaving.ticket = ticket;
                     let answered = self.answer(&connection, other, first);
                     connection.pool.recycle(m.bytes);
                     match answered {
@@ -631,7 +669,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                         Err(why) => self.end(id, &connection, why),
                     }
                     holding = self.end_alone(&mut lock(&self.st), ticket);
-                    leaving.holding = holding;
+                    leaving.now(holding, None, None);
                     continue;
                 }
             };
@@ -650,6 +688,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             let more = connection.conn.receives_waiting() > 0;
             let keep = self.rdma_at_post || !more || all_offered(connection.conn.qp(), header.read_list());
             let (ticket, may_hold) = self.take_on(id, keep, more);
+            // Handed on unless kept under the ticket; the call counted in progress.
+            leaving.now(ticket.is_some(), ticket, Some((id, true)));
             let answering = || {
                 connection.unanswered.fetch_sub(1, Ordering::SeqCst);
             };
@@ -667,7 +707,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 }
                 connection.pool.recycle(m.bytes);
                 holding = self.call_done(id, ticket);
-                leaving.holding = holding;
+                leaving.now(holding, None, None);
                 continue;
             }
             // Held only where a thread would take the role over, and write them, should this
@@ -726,7 +766,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             // The message's buffer takes the next message received.
             connection.pool.recycle(m.bytes);
             holding = self.call_done(id, ticket);
-            leaving.holding = holding;
+            leaving.now(holding, None, None);
         }
         leaving.holding = false;
     }

@@ -1,0 +1,179 @@
+//! Application code that runs on a server loop's thread outside the handler and the binding:
+//! a capture sink ([`Captured`]) that panics as the loop posts a Send. Nothing of the server
+//! may die with it.
+//!
+//! - A reply's post runs inside the catch that guards the binding (`serve_call`): the call is
+//!   answered SYSTEM_ERR and its connection serves on.
+//! - An answer the loop sends of its own (here the RDMA_ERROR for a message of an unknown
+//!   version) is outside every catch: the thread dies with the message in hand. No answer to
+//!   it can come now, so its connection is closed, the signal RFC 8166 section 4.5.4 gives
+//!   for a reply that cannot be sent; the role the thread held is freed only if it still held
+//!   it, and a call it had in hand gives its place in progress back (`Leaving`). Before, the
+//!   connection was left open with its message unanswered, silent for good.
+//!
+//! Every other connection is served throughout.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use negotiate::client::{Client, ClientConfig};
+use negotiate::limits::ServerLimits;
+use negotiate::server::{Server, ServerConfig};
+use rpcrdma_v1::ulb::OpaqueAtUlb;
+use rpcrdma_verbs::capture::{Captured, CapturedMessage};
+use rpcrdma_verbs::{Access, Backend, InProcess, MemoryRegion, ProtectionDomain, QpCaps, QpState, QueuePair, Sge};
+
+const ULB: OpaqueAtUlb = OpaqueAtUlb { call_opaque: None, reply_opaque: None, max_result: 0, max_reply: 4096 };
+
+/// A call whose first argument is this is answered with [`MARK`] in its reply.
+const TRIGGER: u32 = 0x7419_9e12;
+/// What the sink panics on (once), seen in a Send: only a triggered call's reply holds it.
+const MARK: u32 = 0xfa11_fa11;
+
+/// A call: XID, CALL, then `arg` and six words more.
+fn call(xid: u32, arg: u32) -> Vec<u8> {
+    let words = [xid, 0, arg, 1, 2, 3, 4, 5, 6];
+    words.iter().flat_map(|w| w.to_be_bytes()).collect()
+}
+
+/// The call echoed as a REPLY, its first argument [`MARK`] where it was [`TRIGGER`].
+fn answer(call: &[u8]) -> Vec<u8> {
+    let mut reply = [&call[..4], &[0, 0, 0, 1][..], &call[8..]].concat();
+    if reply[8..12] == TRIGGER.to_be_bytes() {
+        reply[8..12].copy_from_slice(&MARK.to_be_bytes());
+    }
+    reply
+}
+
+/// A backend whose capture sink panics the first time it sees a Send holding the word
+/// `marked` where a header's procedure is or (for [`MARK`]) anywhere, and is quiet
+/// afterwards; it takes `first` before it panics. `armed` says whether it has not yet.
+fn panicking_once(marked: u32, first: Duration) -> (Captured<InProcess>, Arc<AtomicBool>) {
+    let armed = Arc::new(AtomicBool::new(true));
+    let a = armed.clone();
+    let sink = move |m: &CapturedMessage<'_>| {
+        let word = marked.to_be_bytes();
+        let hit = if marked == MARK {
+            m.bytes.chunks_exact(4).any(|w| w == word)
+        } else {
+            m.bytes.get(12..16) == Some(&word[..])
+        };
+        if hit && a.swap(false, Ordering::SeqCst) {
+            std::thread::sleep(first);
+            panic!("the capture sink's own fault, as a reply is posted");
+        }
+    };
+    (Captured::new(InProcess, Arc::new(sink)), armed)
+}
+
+/// Calls through `client` until one is answered or `within` is up; the replies checked.
+fn served_within(client: &Client<Captured<InProcess>>, mut xid: u32, within: Duration) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        xid += 1;
+        if let Ok(reply) = client.call(&call(xid, 0), &ULB) {
+            assert_eq!(reply, answer(&call(xid, 0)), "call {xid:#x}");
+            return true;
+        }
+    }
+    false
+}
+
+/// The server of these tests, its handler echoing.
+fn server(b: &Captured<InProcess>) -> Server {
+    let limits = ServerLimits::default().calls_in_progress_per_connection(1);
+    let handler = |c: &[u8]| answer(c);
+    Server::start(b.clone(), b.any_address(), ServerConfig::default().limits(limits), Arc::new(ULB), handler).unwrap()
+}
+
+fn client_of(b: &Captured<InProcess>, server: &Server) -> Client<Captured<InProcess>> {
+    let mut cfg = ClientConfig::default();
+    cfg.requester.timeout = Duration::from_millis(500);
+    cfg.requester.max_attempts = 1;
+    Client::new(b.clone(), server.local_addr(), cfg)
+}
+
+#[test]
+fn a_sink_panicking_as_a_reply_is_posted_fails_that_call_only() {
+    let (b, armed) = panicking_once(MARK, Duration::ZERO);
+    let server = server(&b);
+    let client = client_of(&b, &server);
+    assert!(served_within(&client, 1 << 20, Duration::from_secs(5)), "served at first");
+    let reply = client.call(&call(0x77, TRIGGER), &ULB).expect("the call is answered");
+    assert!(!armed.load(Ordering::SeqCst), "the sink saw the triggered call's reply");
+    // XID, REPLY, MSG_ACCEPTED, AUTH_NONE and an empty verifier, SYSTEM_ERR (RFC 5531).
+    assert_eq!(reply, [0x77, 1, 0, 0, 0, 5].iter().flat_map(|w: &u32| w.to_be_bytes()).collect::<Vec<_>>());
+    // On the same connection.
+    assert!(served_within(&client, 2 << 20, Duration::from_secs(1)), "not served after it");
+    assert!(server.peers().iter().all(|p| p.ended.is_none()), "a connection ended");
+    // (Counted with the binding's: the catch covers the reply's marshaling and its post.)
+    assert_eq!((server.stats().binding_panics, server.stats().loop_panics), (1, 0));
+}
+
+/// RDMA_ERROR in the header's procedure word (RFC 8166 section 4.2.4, `rdma_proc` 4).
+const RDMA_ERROR: u32 = 4;
+
+/// A raw requester: connected to `addr` with a Receive posted, it sends a message of
+/// RPC-over-RDMA version 7, which the server answers with RDMA_ERROR ERR_VERS (RFC 8166
+/// section 4.2.4.1). What it sees within `within`: `Some(true)` that answer, `Some(false)`
+/// its connection closed first, `None` neither.
+fn version_seven_from(b: &Captured<InProcess>, addr: &str, within: Duration) -> Option<bool> {
+    let pd = b.alloc_pd().unwrap();
+    let (qp, _) = b.connect(&pd, addr, &[], QpCaps::default(), Duration::from_secs(5)).unwrap();
+    let receive = pd.register(vec![0; 1024], Access::LOCAL_WRITE).unwrap();
+    qp.post_recv(1, Sge::whole(&receive)).unwrap();
+    // XID, version 7, credits 1, RDMA_MSG, three empty chunk lists, then an RPC call's first
+    // words.
+    let words: [u32; 9] = [0x55, 7, 1, 0, 0, 0, 0, 0x55, 0];
+    let message = pd.register(words.iter().flat_map(|w| w.to_be_bytes()).collect(), Access::empty()).unwrap();
+    qp.post_send(2, &[Sge::whole(&message)], None).unwrap();
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        match qp.wait_cq(Duration::from_millis(50)) {
+            Some(c) if c.wr_id == 1 && c.is_ok() => {
+                let answered = receive.with(|bytes| bytes[12..16] == RDMA_ERROR.to_be_bytes());
+                return Some(answered);
+            }
+            Some(c) if !c.is_ok() => return Some(false),
+            _ if qp.state() != QpState::Ready => return Some(false),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The sink panics as the loop posts an answer of its own, after `first`.
+fn an_answer_panicking_after(first: Duration) {
+    let (b, armed) = panicking_once(RDMA_ERROR, first);
+    let server = server(&b);
+    let other = client_of(&b, &server);
+    assert!(served_within(&other, 1 << 20, Duration::from_secs(5)), "the other client is served at first");
+    let addr = server.local_addr();
+
+    // The sink panics as the loop posts its ERR_VERS: the connection is closed, not left
+    // silent.
+    assert_eq!(version_seven_from(&b, &addr, Duration::from_secs(5)), Some(false), "not closed");
+    assert!(!armed.load(Ordering::SeqCst), "the sink saw the RDMA_ERROR");
+    assert!(served_within(&other, 2 << 20, Duration::from_secs(1)), "the other client is no longer served");
+    // The next such requester is answered (the sink is quiet now).
+    assert_eq!(version_seven_from(&b, &addr, Duration::from_secs(5)), Some(true), "not answered");
+    assert!(served_within(&other, 3 << 20, Duration::from_secs(1)), "the other client is no longer served");
+
+    let ended: Vec<_> = server.peers().iter().filter_map(|p| p.ended.as_ref().map(|e| e.to_string())).collect();
+    assert!(ended.iter().any(|e| e.contains("panicked")), "the cause: {ended:?}");
+    assert_eq!(server.stats().loop_panics, 1);
+}
+
+#[test]
+fn a_loop_thread_that_panics_sending_an_answer_of_its_own_closes_that_connection_only() {
+    an_answer_panicking_after(Duration::ZERO);
+}
+
+/// The same after the role was taken over from the dying thread (the answer ran past
+/// `run_inline_for`, 1 ms): the connection is closed all the same, and the other client
+/// served by the thread that took the role.
+#[test]
+fn a_loop_thread_that_panics_after_its_role_was_taken_over_closes_that_connection_only() {
+    an_answer_panicking_after(Duration::from_millis(30));
+}

@@ -155,6 +155,13 @@ pub enum DataPathError {
     /// A work request completed with an error; the queue pair is in the Error state.
     #[error("work request {} ({:?}) failed: {:?}", .0.wr_id, .0.opcode, .0.status)]
     Completion(Completion),
+    /// Application code run as a message was posted panicked (a capture sink,
+    /// `rpcrdma_verbs::capture`, sees each Send as it is posted) on a thread that serves
+    /// others too (a client's dispatcher): whether the Send went is not known, so the
+    /// connection was closed (RFC 8166 section 4.5.4's signal for a message that cannot be
+    /// sent), and what was outstanding on it goes as on a lost connection.
+    #[error("code run as {0} was posted panicked; the connection was closed")]
+    PostPanicked(&'static str),
     /// No completion for the work request within the connection's timeout.
     #[error("no completion for work request {wr_id} within {timeout:?}")]
     Timeout {

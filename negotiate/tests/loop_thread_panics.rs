@@ -1,6 +1,6 @@
-//! Application code that runs on a server loop's thread outside the handler and the binding:
-//! a capture sink ([`Captured`]) that panics as the loop posts a Send. Nothing of the server
-//! may die with it.
+//! Application code that runs on a thread serving others, outside the handlers and bindings
+//! (whose panics are caught): a capture sink ([`Captured`]) that panics as a Send is posted.
+//! Nothing of the server or client may die with it.
 //!
 //! - A reply's post runs inside the catch that guards the binding (`serve_call`): the call is
 //!   answered SYSTEM_ERR and its connection serves on.
@@ -10,6 +10,12 @@
 //!   for a reply that cannot be sent; the role the thread held is freed only if it still held
 //!   it, and a call it had in hand gives its place in progress back (`Leaving`). Before, the
 //!   connection was left open with its message unanswered, silent for good.
+//!
+//! - On a client, a call's Send is posted by its caller, whose code the sink is: the panic
+//!   unwinds that caller, its call ended. A call marshaled ahead is posted by whichever thread
+//!   took the reply that freed its credit, often the dispatcher that serves every connection:
+//!   there the panic is caught and the call's own caller sends it itself (before, the
+//!   dispatcher died and every caller waited for good).
 //!
 //! Every other connection is served throughout.
 
@@ -47,14 +53,14 @@ fn answer(call: &[u8]) -> Vec<u8> {
 }
 
 /// A backend whose capture sink panics the first time it sees a Send holding the word
-/// `marked` where a header's procedure is or (for [`MARK`]) anywhere, and is quiet
+/// `marked` anywhere (for [`RDMA_ERROR`]: where a header's procedure is), and is quiet
 /// afterwards; it takes `first` before it panics. `armed` says whether it has not yet.
 fn panicking_once(marked: u32, first: Duration) -> (Captured<InProcess>, Arc<AtomicBool>) {
     let armed = Arc::new(AtomicBool::new(true));
     let a = armed.clone();
     let sink = move |m: &CapturedMessage<'_>| {
         let word = marked.to_be_bytes();
-        let hit = if marked == MARK {
+        let hit = if marked != RDMA_ERROR {
             m.bytes.chunks_exact(4).any(|w| w == word)
         } else {
             m.bytes.get(12..16) == Some(&word[..])
@@ -176,4 +182,74 @@ fn a_loop_thread_that_panics_sending_an_answer_of_its_own_closes_that_connection
 #[test]
 fn a_loop_thread_that_panics_after_its_role_was_taken_over_closes_that_connection_only() {
     an_answer_panicking_after(Duration::from_millis(30));
+}
+
+/// On the client a call's Send is posted by its caller, so a sink panicking on it unwinds
+/// the caller, whose code it is; the call ends with it (its credit back), and the client
+/// calls on, on the same connection, as do its other callers.
+#[test]
+fn a_sink_panicking_as_a_call_is_posted_unwinds_that_caller_only() {
+    let (b, armed) = panicking_once(TRIGGER, Duration::ZERO);
+    // (The server's own backend captures nothing: only the client's Sends are seen.)
+    let server =
+        Server::start(InProcess, InProcess.any_address(), ServerConfig::default(), Arc::new(ULB), answer).unwrap();
+    let client = Arc::new(client_of(&b, &server));
+    assert!(served_within(&client, 1 << 20, Duration::from_secs(5)), "served at first");
+    let c = client.clone();
+    let unwound = std::thread::spawn(move || c.call(&call(0x77, TRIGGER), &ULB)).join();
+    assert!(unwound.is_err(), "the caller did not unwind: {unwound:?}");
+    assert!(!armed.load(Ordering::SeqCst), "the sink saw the call");
+    // Every credit's worth of calls and more, from several threads at once.
+    let callers: Vec<_> = (0..4u32)
+        .map(|t| {
+            let c = client.clone();
+            std::thread::spawn(move || {
+                (0..40).all(|i| served_within(&c, ((t + 2) << 20) + i * 2, Duration::from_secs(1)))
+            })
+        })
+        .collect();
+    assert!(callers.into_iter().all(|h| h.join().unwrap()), "a caller was not served after the sink's panic");
+    assert!(server.peers().iter().all(|p| p.ended.is_none()), "a connection ended");
+}
+
+/// With one credit, calls beyond it are marshaled ahead and posted by whichever thread
+/// takes the reply that frees the credit (`State::post_prepared`): often the client's
+/// dispatcher, or another caller. A sink panicking on such a call's Send must not take that
+/// thread, nor the client, with it.
+#[test]
+fn a_sink_panicking_as_a_call_marshaled_ahead_is_posted_leaves_the_client_serving() {
+    let (b, armed) = panicking_once(TRIGGER, Duration::ZERO);
+    let server =
+        Server::start(InProcess, InProcess.any_address(), ServerConfig::default(), Arc::new(ULB), answer).unwrap();
+    let mut cfg = ClientConfig::default();
+    cfg.requester.credits = 1;
+    cfg.requester.timeout = Duration::from_secs(2);
+    cfg.requester.max_attempts = 1;
+    let client = Arc::new(Client::new(b.clone(), server.local_addr(), cfg));
+    let callers: Vec<_> = (0..8u32)
+        .map(|t| {
+            let c = client.clone();
+            std::thread::spawn(move || {
+                let mut served = 0;
+                for i in 0..50u32 {
+                    let xid = ((t + 1) << 20) + i;
+                    let arg = if t == 3 && i == 25 { TRIGGER } else { 0 };
+                    let outcome =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| c.call(&call(xid, arg), &ULB)));
+                    if let Ok(Ok(reply)) = outcome {
+                        assert_eq!(reply, answer(&call(xid, arg)), "call {xid:#x}");
+                        served += 1;
+                    }
+                }
+                served
+            })
+        })
+        .collect();
+    let served: Vec<u32> = callers.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(!armed.load(Ordering::SeqCst), "the sink saw the triggered call");
+    // All but the triggered call at most: with the credit free as it was made, its caller
+    // posted it and unwound; marshaled ahead (nearly always), its caller sent it again.
+    assert!(served.iter().sum::<u32>() >= 399, "calls not served: {served:?}");
+    // And the client calls on afterwards.
+    assert!(served_within(&client, 100 << 20, Duration::from_secs(2)), "not served afterwards");
 }

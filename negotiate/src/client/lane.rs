@@ -180,7 +180,15 @@ impl<B: Backend> State<B> {
             return false;
         }
         let step = self.core.take_step(xid).expect("a transmission is ready");
-        match prepared.post(&on.conn) {
+        // Posted on whichever thread took the reply that freed the credit (often the
+        // dispatcher): code run as it is posted that panics (a capture sink) unwinds the
+        // call's own caller instead, which sends it itself as below and meets the panic there.
+        let Some(posted) = crate::application::run(|| prepared.post(&on.conn)) else {
+            log::warn!("code run as call {xid:#x}, marshaled ahead, was posted panicked: its caller sends it itself");
+            self.core.untake_step(xid, step);
+            return false;
+        };
+        match posted {
             Ok(pending) => {
                 self.core.handle_sent(pending.form(), pending.parts());
                 self.posted.insert(xid, (pending, on));

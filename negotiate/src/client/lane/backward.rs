@@ -119,7 +119,13 @@ impl<B: Backend> Shared<B> {
             let Some(t) = st.core.poll_transmit() else { break };
             st.wake_deferred();
             drop(st);
-            let sent = send_answer(&link.conn, &t.bytes, t.draft07);
+            // (Run where the dispatcher serves every lane: a panic as it is posted closes
+            // this connection, not the dispatcher.)
+            let sent = crate::application::run(|| send_answer(&link.conn, &t.bytes, t.draft07)).unwrap_or_else(|| {
+                log::warn!("code run as the core's answer was posted panicked: closing the connection");
+                link.conn.close("code run as the core's answer was posted panicked");
+                Err(DataPathError::PostPanicked("the core's answer"))
+            });
             st = self.lock();
             st.core.handle_completion(t.id, sent.as_ref().map(drop));
         }

@@ -166,7 +166,15 @@ fn an_answer_panicking_after(first: Duration) {
     assert_eq!(version_seven_from(&b, &addr, Duration::from_secs(5)), Some(true), "not answered");
     assert!(served_within(&other, 3 << 20, Duration::from_secs(1)), "the other client is no longer served");
 
-    let ended: Vec<_> = server.peers().iter().filter_map(|p| p.ended.as_ref().map(|e| e.to_string())).collect();
+    // (Recorded by the dying thread once it closed the connection: waited for, bounded.)
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let ended = loop {
+        let ended: Vec<_> = server.peers().iter().filter_map(|p| p.ended.as_ref().map(|e| e.to_string())).collect();
+        if ended.iter().any(|e| e.contains("panicked")) || Instant::now() > deadline {
+            break ended;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
     assert!(ended.iter().any(|e| e.contains("panicked")), "the cause: {ended:?}");
     assert_eq!(server.stats().loop_panics, 1);
 }
@@ -252,4 +260,31 @@ fn a_sink_panicking_as_a_call_marshaled_ahead_is_posted_leaves_the_client_servin
     assert!(served.iter().sum::<u32>() >= 399, "calls not served: {served:?}");
     // And the client calls on afterwards.
     assert!(served_within(&client, 100 << 20, Duration::from_secs(2)), "not served afterwards");
+}
+
+/// The client's dispatcher posts the core's own answers too (`send_queued`): here its
+/// RDMA_ERR_INVAL_OPTION for an RDMA_OPTIONAL the server sends and no extension of the client
+/// takes (draft-cel-nfsv4-rpcrdma-version-two-00 section 3.1). A sink panicking on it closes
+/// that connection; the dispatcher serves on, so that the client reconnects and calls on.
+#[test]
+fn a_sink_panicking_as_the_client_answers_an_option_closes_that_connection_only() {
+    let (b, armed) = panicking_once(RDMA_ERROR, Duration::ZERO);
+    let server = server(&b);
+    let client = Client::with_backchannel(b.clone(), server.local_addr(), ClientConfig::default(), Arc::new(answer));
+    assert!(served_within(&client, 1 << 20, Duration::from_secs(5)), "served at first");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let back = loop {
+        if let Some(back) = server.backchannels().into_iter().next() {
+            break back;
+        }
+        assert!(Instant::now() < deadline, "no connection");
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    // Its answer never goes: the connection is closed under the option.
+    let unanswered = back.send_option(20, b"from the server", &[]);
+    assert!(!armed.load(Ordering::SeqCst), "the sink saw the client's answer");
+    assert!(unanswered.is_err(), "the option was answered: {unanswered:?}");
+    assert!(served_within(&client, 2 << 20, Duration::from_secs(5)), "the client is not served after it");
+    let ended: Vec<_> = client.ended().iter().map(|e| e.to_string()).collect();
+    assert!(ended.iter().any(|e| e.contains("panicked")), "how its connections ended: {ended:?}");
 }

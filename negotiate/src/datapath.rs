@@ -155,12 +155,13 @@ pub enum DataPathError {
     /// A work request completed with an error; the queue pair is in the Error state.
     #[error("work request {} ({:?}) failed: {:?}", .0.wr_id, .0.opcode, .0.status)]
     Completion(Completion),
-    /// Application code run as a message was posted panicked (a capture sink,
-    /// `rpcrdma_verbs::capture`, sees each Send as it is posted) on a thread that serves
-    /// others too (a client's dispatcher): whether the Send went is not known, so the
-    /// connection was closed (RFC 8166 section 4.5.4's signal for a message that cannot be
-    /// sent), and what was outstanding on it goes as on a lost connection.
-    #[error("code run as {0} was posted panicked; the connection was closed")]
+    /// A panic in application code run while posting a message (a capture sink,
+    /// `rpcrdma_verbs::capture`, sees each Send before the backend gets it), caught on a
+    /// thread that serves others too (a client's dispatcher, posting the core's own answers):
+    /// the message was not sent, and the connection was closed (RFC 8166 section 4.5.4's
+    /// signal for a message that cannot be sent); what was outstanding on it goes as on a
+    /// lost connection.
+    #[error("a panic in code run while posting {0}; the connection was closed")]
     PostPanicked(&'static str),
     /// No completion for the work request within the connection's timeout.
     #[error("no completion for work request {wr_id} within {timeout:?}")]
@@ -723,7 +724,17 @@ impl<B: Backend> Transport<B> {
     ) -> rpcrdma_verbs::Result<T> {
         let started = self.sends().start(wr_id, wr_id & UNWAITED_WR_BIT == 0, buffer);
         let flags = started.flags;
-        let posted = post(&self.qp, flags);
+        let posted = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| post(&self.qp, flags))) {
+            Ok(posted) => posted,
+            Err(panic) => {
+                // Code run as it was posted panicked (a capture sink, which sees each Send
+                // before the backend gets it): not posted, so its record closes (a signaled
+                // one left open would never complete, and hold every later one's), and the
+                // panic goes on to whoever posted.
+                self.sends().finish(wr_id, started, false);
+                std::panic::resume_unwind(panic)
+            }
+        };
         if posted.is_err() || !flags.contains(SendFlags::SIGNALED) {
             self.sends().finish(wr_id, started, posted.is_ok());
         }
@@ -763,13 +774,22 @@ impl<B: Backend> Transport<B> {
         if let (Some((sges, invalidate)), Some((wr_id, s))) = (&send_sge, started.last()) {
             wrs.push(WorkRequest::Send { wr_id: *wr_id, sges, invalidate: *invalidate, flags: s.flags });
         }
-        let posted = self.qp.post_chain(&wrs);
-        let accepted = posted.as_ref().map_or_else(|e| e.posted, |()| wrs.len());
+        // (A panic as the chain is posted closes its records as `post_sq`'s does: none posted.)
+        let (posted, panic) = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.qp.post_chain(&wrs)))
+        {
+            Ok(posted) => (posted, None),
+            Err(panic) => (Ok(()), Some(panic)),
+        };
+        let accepted = if panic.is_some() { 0 } else { posted.as_ref().map_or_else(|e| e.posted, |()| wrs.len()) };
         drop(wrs);
         // (`finish` leaves a signaled work request that was posted to its completion.)
         let mut q = self.sends();
         for (k, (wr_id, s)) in started.into_iter().enumerate() {
             q.finish(wr_id, s, k < accepted);
+        }
+        drop(q);
+        if let Some(panic) = panic {
+            std::panic::resume_unwind(panic);
         }
         posted.map_err(|e| e.error)
     }

@@ -505,7 +505,7 @@ pub struct ServerStats {
     /// answered RDMA2_ERR_SYSTEM and not served again
     /// (draft-ietf-nfsv4-rpcrdma-version-two-07 section 7.3; see [`LOST_REPLIES_KEPT`]).
     pub lost_replies_answered: u64,
-    /// Threads of the server's loop that panicked with a connection's message in hand:
+    /// Threads of the server's loop that panicked serving a connection:
     /// application code run outside the handler and the binding, which are caught (a capture
     /// sink, `rpcrdma_verbs::capture`), or a fault of this crate's. Each closed that
     /// connection (the message can no longer be answered: RFC 8166 section 4.5.4) and gave

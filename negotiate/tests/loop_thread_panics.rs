@@ -111,7 +111,7 @@ fn a_sink_panicking_as_a_reply_is_posted_fails_that_call_only() {
     // XID, REPLY, MSG_ACCEPTED, AUTH_NONE and an empty verifier, SYSTEM_ERR (RFC 5531).
     assert_eq!(reply, [0x77, 1, 0, 0, 0, 5].iter().flat_map(|w: &u32| w.to_be_bytes()).collect::<Vec<_>>());
     // On the same connection.
-    assert!(served_within(&client, 2 << 20, Duration::from_secs(1)), "not served after it");
+    assert!(served_within(&client, 2 << 20, Duration::from_secs(5)), "not served after it");
     assert!(server.peers().iter().all(|p| p.ended.is_none()), "a connection ended");
     // (Counted with the binding's: the catch covers the reply's marshaling and its post.)
     assert_eq!((server.stats().binding_panics, server.stats().loop_panics), (1, 0));
@@ -161,10 +161,10 @@ fn an_answer_panicking_after(first: Duration) {
     // silent.
     assert_eq!(version_seven_from(&b, &addr, Duration::from_secs(5)), Some(false), "not closed");
     assert!(!armed.load(Ordering::SeqCst), "the sink saw the RDMA_ERROR");
-    assert!(served_within(&other, 2 << 20, Duration::from_secs(1)), "the other client is no longer served");
+    assert!(served_within(&other, 2 << 20, Duration::from_secs(5)), "the other client is no longer served");
     // The next such requester is answered (the sink is quiet now).
     assert_eq!(version_seven_from(&b, &addr, Duration::from_secs(5)), Some(true), "not answered");
-    assert!(served_within(&other, 3 << 20, Duration::from_secs(1)), "the other client is no longer served");
+    assert!(served_within(&other, 3 << 20, Duration::from_secs(5)), "the other client is no longer served");
 
     // (Recorded by the dying thread once it closed the connection: waited for, bounded.)
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -212,7 +212,7 @@ fn a_sink_panicking_as_a_call_is_posted_unwinds_that_caller_only() {
         .map(|t| {
             let c = client.clone();
             std::thread::spawn(move || {
-                (0..40).all(|i| served_within(&c, ((t + 2) << 20) + i * 2, Duration::from_secs(1)))
+                (0..40).all(|i| served_within(&c, ((t + 2) << 20) + i * 2, Duration::from_secs(5)))
             })
         })
         .collect();
@@ -286,5 +286,8 @@ fn a_sink_panicking_as_the_client_answers_an_option_closes_that_connection_only(
     assert!(unanswered.is_err(), "the option was answered: {unanswered:?}");
     assert!(served_within(&client, 2 << 20, Duration::from_secs(5)), "the client is not served after it");
     let ended: Vec<_> = client.ended().iter().map(|e| e.to_string()).collect();
-    assert!(ended.iter().any(|e| e.contains("panicked")), "how its connections ended: {ended:?}");
+    assert!(
+        ended.iter().any(|e| e.contains("a panic in code run while posting")),
+        "how its connections ended: {ended:?}"
+    );
 }

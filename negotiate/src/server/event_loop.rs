@@ -183,8 +183,8 @@ struct State<B: Backend> {
 /// A thread of the loop on its way out, even by a panic (none of the handler's or binding's
 /// gets here: they are caught and answered SYSTEM_ERR; a capture sink's, or a bug, can):
 /// counted out, and the role freed if it still holds it, so that the other connections are
-/// still served. One that unwinds with a connection's message in hand ends that connection,
-/// since no answer to it can come now (RFC 8166 section 4.5.4: a reply that cannot be sent is
+/// still served, and a thread takes its place if none is left. One that unwinds serving a
+/// connection ends that connection, since no answer to what it had in hand can come now (RFC 8166 section 4.5.4: a reply that cannot be sent is
 /// signaled by closing the connection), and gives its call's place in progress back.
 struct Leaving<'a, B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> {
     lp: &'a Loop<B, U>,
@@ -193,14 +193,24 @@ struct Leaving<'a, B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'st
     /// ... under this ticket, if it began something alone ([`Loop::begin_alone`]): then it
     /// still holds it only if nobody took it over meanwhile.
     ticket: Option<u64>,
-    /// The connection whose message the thread has in hand, and whether that message is a
-    /// call counted in progress ([`Loop::take_on`] until [`Loop::call_done`]).
-    in_hand: Option<(u64, bool)>,
+    /// What it is serving.
+    in_hand: InHand,
+}
+
+/// What a loop thread is serving, for [`Leaving`] to end should the thread unwind.
+#[derive(Debug, Clone, Copy)]
+enum InHand {
+    Nothing,
+    /// The connection it receives on, or whose message it handles.
+    Connection(u64),
+    /// A call of that connection, counted in progress ([`Loop::take_on`] until
+    /// [`Loop::call_done`]).
+    Call(u64),
 }
 
 impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Leaving<'_, B, U> {
-    /// What the thread holds now.
-    fn now(&mut self, holding: bool, ticket: Option<u64>, in_hand: Option<(u64, bool)>) {
+    /// Says what the thread holds and serves from now on.
+    fn holds(&mut self, holding: bool, ticket: Option<u64>, in_hand: InHand) {
         (self.holding, self.ticket, self.in_hand) = (holding, ticket, in_hand);
     }
 }
@@ -210,8 +220,8 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Drop for
         let lp = self.lp;
         let mut st = lock(&lp.st);
         st.threads -= 1;
-        let in_hand = self.in_hand.filter(|_| std::thread::panicking());
-        if let Some((id, true)) = in_hand {
+        let in_hand = if std::thread::panicking() { self.in_hand } else { InHand::Nothing };
+        if let InHand::Call(id) = in_hand {
             match st.conns.get_mut(&id) {
                 Some(slot) => slot.in_progress -= 1,
                 None => st.orphans -= 1,
@@ -228,11 +238,23 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Drop for
             lp.turn.notify_all();
             lp.spare.notify_all();
         }
-        let dying_with = in_hand.and_then(|(id, _)| Some((id, st.conns.get(&id)?.connection.clone())));
+        let dying_with = match in_hand {
+            InHand::Connection(id) | InHand::Call(id) => st.conns.get(&id).map(|slot| (id, slot.connection.clone())),
+            InHand::Nothing => None,
+        };
+        if std::thread::panicking() {
+            // It may have been the loop's one thread (none waits for the role before a first
+            // call): one takes its place, or the other connections wait for the next accept.
+            lp.keep_one_waiting(&mut st);
+        }
         drop(st);
         if let Some((id, connection)) = dying_with {
             lock(&lp.shared.stats).loop_panics += 1;
-            lp.end(id, &connection, "a thread of the server's loop panicked with its message in hand".to_string());
+            // (Closing runs code not ours too, a logger's: a second panic here would abort.)
+            let why = "a thread of the server's loop panicked serving this connection";
+            if crate::application::run(|| lp.end(id, &connection, why.to_string())).is_none() {
+                log::error!("ending a connection after a loop thread panicked panicked too");
+            }
         }
     }
 }
@@ -500,7 +522,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
         // This thread's call and reply buffers, kept from one call to the next.
         let mut buffers = CallBuffers::with_budget(&self.shared.budget).sharing(&self.shared.host_memory);
         let mut holding = false;
-        let mut leaving = Leaving { lp: self, holding: false, ticket: None, in_hand: None };
+        let mut leaving = Leaving { lp: self, holding: false, ticket: None, in_hand: InHand::Nothing };
         // This thread polled for work just now (`polled_for_more`) and found none: it does
         // not poll again before it sleeps.
         let mut polled = false;
@@ -519,7 +541,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 }
             }
             holding = true;
-            leaving.now(true, None, None);
+            leaving.holds(true, None, InHand::Nothing);
             // A loop of one connection may wait in `next_ready` under its lock (for a call
             // to end): nothing is held then.
             if !self.arms {
@@ -531,10 +553,10 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 self.wake_all_waiting();
                 break;
             };
-            leaving.in_hand = Some((id, false));
             if burst.as_ref().is_some_and(|(of, _)| *of != id) {
                 burst = None;
             }
+            leaving.in_hand = InHand::Connection(id);
             // A connection that ended (or with its most calls in progress: held) has nothing
             // to receive now.
             if connection.conn.qp().state() != QpState::Ready {
@@ -669,7 +691,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                         Err(why) => self.end(id, &connection, why),
                     }
                     holding = self.end_alone(&mut lock(&self.st), ticket);
-                    leaving.now(holding, None, None);
+                    leaving.holds(holding, None, InHand::Nothing);
                     continue;
                 }
             };
@@ -689,7 +711,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             let keep = self.rdma_at_post || !more || all_offered(connection.conn.qp(), header.read_list());
             let (ticket, may_hold) = self.take_on(id, keep, more);
             // Handed on unless kept under the ticket; the call counted in progress.
-            leaving.now(ticket.is_some(), ticket, Some((id, true)));
+            leaving.holds(ticket.is_some(), ticket, InHand::Call(id));
             let answering = || {
                 connection.unanswered.fetch_sub(1, Ordering::SeqCst);
             };
@@ -707,7 +729,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
                 }
                 connection.pool.recycle(m.bytes);
                 holding = self.call_done(id, ticket);
-                leaving.now(holding, None, None);
+                leaving.holds(holding, None, InHand::Nothing);
                 continue;
             }
             // Held only where a thread would take the role over, and write them, should this
@@ -766,7 +788,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
             // The message's buffer takes the next message received.
             connection.pool.recycle(m.bytes);
             holding = self.call_done(id, ticket);
-            leaving.now(holding, None, None);
+            leaving.holds(holding, None, InHand::Nothing);
         }
         leaving.holding = false;
     }

@@ -122,8 +122,8 @@ impl<B: Backend> Shared<B> {
             // (Run where the dispatcher serves every lane: a panic as it is posted closes
             // this connection, not the dispatcher.)
             let sent = crate::application::run(|| send_answer(&link.conn, &t.bytes, t.draft07)).unwrap_or_else(|| {
-                log::warn!("code run as the core's answer was posted panicked: closing the connection");
-                link.conn.close("code run as the core's answer was posted panicked");
+                log::warn!("a panic in code run while posting the core's answer: closing the connection");
+                link.conn.close("a panic in code run while posting the core's answer");
                 Err(DataPathError::PostPanicked("the core's answer"))
             });
             st = self.lock();

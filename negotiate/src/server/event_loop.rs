@@ -184,8 +184,9 @@ struct State<B: Backend> {
 /// gets here: they are caught and answered SYSTEM_ERR; a capture sink's, or a bug, can):
 /// counted out, and the role freed if it still holds it, so that the other connections are
 /// still served, and a thread takes its place if none is left. One that unwinds serving a
-/// connection ends that connection, since no answer to what it had in hand can come now (RFC 8166 section 4.5.4: a reply that cannot be sent is
-/// signaled by closing the connection), and gives its call's place in progress back.
+/// connection ends that connection, since no answer to what it had in hand can come now
+/// (RFC 8166 section 4.5.4: a reply that cannot be sent is signaled by closing the
+/// connection), and gives its call's place in progress back.
 struct Leaving<'a, B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> {
     lp: &'a Loop<B, U>,
     /// The thread holds the role ...
@@ -253,7 +254,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Drop for
             // (Closing runs code not ours too, a logger's: a second panic here would abort.)
             let why = "a thread of the server's loop panicked serving this connection";
             if crate::application::run(|| lp.end(id, &connection, why.to_string())).is_none() {
-                log::error!("ending a connection after a loop thread panicked panicked too");
+                log::error!("closing connection {id} after a loop thread's panic panicked as well");
             }
         }
     }

@@ -180,6 +180,14 @@ struct State<B: Backend> {
     handles: Vec<JoinHandle<()>>,
 }
 
+impl<B: Backend> State<B> {
+    /// Whether what was begun alone under `ticket` ([`Loop::begin_alone`]) still holds the
+    /// role: nobody took it over meanwhile.
+    fn alone_under(&self, ticket: u64) -> bool {
+        self.alone.is_some_and(|(_, t)| t == ticket)
+    }
+}
+
 /// A thread of the loop on its way out, even by a panic (none of the handler's or binding's
 /// gets here: they are caught and answered SYSTEM_ERR; a capture sink's, or a bug, can):
 /// counted out, and the role freed if it still holds it, so that the other connections are
@@ -228,10 +236,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Drop for
                 None => st.orphans -= 1,
             }
         }
-        let still_holding = match self.ticket {
-            Some(t) => st.alone.is_some_and(|(_, alone)| alone == t),
-            None => true,
-        };
+        let still_holding = self.ticket.is_none_or(|t| st.alone_under(t));
         if self.holding && still_holding {
             st.free = true;
             st.alone = None;
@@ -1327,7 +1332,7 @@ impl<B: Backend, U: UpperLayerBinding + Send + Sync + ?Sized + 'static> Loop<B, 
     /// What [`Loop::begin_alone`] began is done: whether this thread still holds the role
     /// (nobody took it over meanwhile).
     fn end_alone(&self, st: &mut State<B>, ticket: Option<u64>) -> bool {
-        let holding = ticket.is_some() && st.alone.is_some_and(|(_, t)| Some(t) == ticket);
+        let holding = ticket.is_some_and(|t| st.alone_under(t));
         if holding {
             st.alone = None;
             st.alone_call = None;
